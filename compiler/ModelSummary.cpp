@@ -1,0 +1,116 @@
+//===- ModelSummary.cpp - a one-screen account of an imported model ------===//
+
+#include "compiler/ModelSummary.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace cleave {
+namespace {
+
+std::string typeString(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto tensor = cast<RankedTensorType>(type);
+  os << tensor.getElementType() << "[";
+  llvm::interleave(tensor.getShape(), os, "x");
+  os << "]";
+  return text;
+}
+
+int64_t tensorBytes(RankedTensorType type) {
+  unsigned width = type.getElementType().getIntOrFloatBitWidth();
+  return type.getNumElements() * (width == 1 ? 1 : width / 8);
+}
+
+} // namespace
+
+void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
+  ModuleOp module = *model.module;
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto text = [&](StringRef name) {
+    auto attr = module->getAttrOfType<StringAttr>(name);
+    return attr ? attr.getValue() : StringRef("-");
+  };
+  auto number = [&](StringRef name) {
+    auto attr = module->getAttrOfType<IntegerAttr>(name);
+    return attr ? attr.getInt() : 0;
+  };
+  os << "model:      " << text("cleave.source") << " (IR version " << number("cleave.ir_version")
+     << ", opset " << number("cleave.opset") << ", producer " << text("cleave.producer") << ")\n";
+
+  for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
+    if (forward.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() != "input")
+      continue;
+    os << "input:      " << forward.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue()
+       << " " << typeString(arg.getType()) << "\n";
+  }
+  for (auto [i, type] : llvm::enumerate(forward.getResultTypes()))
+    os << "output:     " << forward.getResultAttrOfType<StringAttr>(i, "cleave.name").getValue()
+       << " " << typeString(type) << "\n";
+
+  int64_t elements = 0, bytes = 0;
+  for (const Parameter &p : model.parameters) {
+    elements += p.value.type.getNumElements();
+    bytes += tensorBytes(p.value.type);
+  }
+  os << "parameters: " << model.parameters.size() << " tensors, " << elements << " elements, "
+     << bytes << " bytes\n";
+  constexpr size_t kListed = 12;
+  for (size_t i = 0; i < model.parameters.size() && i < kListed; ++i)
+    os << "  " << model.parameters[i].name << " " << typeString(model.parameters[i].value.type)
+       << "\n";
+  if (model.parameters.size() > kListed)
+    os << "  ... and " << model.parameters.size() - kListed << " more\n";
+
+  std::map<std::string, int> counts;
+  int total = 0;
+  forward.walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "cleave") {
+      ++counts[op->getName().getStringRef().str()];
+      ++total;
+    }
+  });
+  os << "ops:        " << total << " (" << counts.size() << " kinds)\n";
+  for (const auto &[name, count] : counts)
+    os << "  " << name << " " << count << "\n";
+
+  auto info = module->getAttrOfType<ArrayAttr>("cleave.training_info");
+  os << "training:   "
+     << (info ? std::to_string(info.size()) + " training_info algorithm(s)" : std::string("none"))
+     << "\n";
+  if (info) {
+    for (Attribute entry : info) {
+      auto dict = cast<DictionaryAttr>(entry);
+      os << "  algorithm: " << cast<ArrayAttr>(dict.get("algorithm")).size() << " nodes;";
+      for (Attribute node : cast<ArrayAttr>(dict.get("algorithm")))
+        os << " " << cast<StringAttr>(cast<DictionaryAttr>(node).get("op")).getValue();
+      os << "\n  update_binding:";
+      for (NamedAttribute binding : cast<DictionaryAttr>(dict.get("update_binding")))
+        os << " " << binding.getName().getValue() << " <- "
+           << cast<StringAttr>(binding.getValue()).getValue();
+      os << "\n";
+    }
+  }
+  auto configs = module->getAttrOfType<ArrayAttr>("cleave.configurations");
+  int annotated = 0;
+  forward.walk([&](Operation *op) { annotated += op->hasAttr("cleave.device_config"); });
+  os << "devices:    ";
+  if (!configs) {
+    os << "no multi-device configuration\n";
+    return;
+  }
+  for (Attribute entry : configs) {
+    auto dict = cast<DictionaryAttr>(entry);
+    os << cast<StringAttr>(dict.get("name")).getValue() << " ("
+       << cast<IntegerAttr>(dict.get("num_devices")).getInt() << " devices) ";
+  }
+  os << "; " << annotated << " ops annotated with sharding or pipeline stage\n";
+}
+
+} // namespace cleave

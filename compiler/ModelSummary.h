@@ -1,0 +1,18 @@
+//===- ModelSummary.h - a one-screen account of an imported model -*- C++ -*-===//
+
+#ifndef CLEAVE_COMPILER_MODELSUMMARY_H
+#define CLEAVE_COMPILER_MODELSUMMARY_H
+
+#include "compiler/OnnxImporter.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+namespace cleave {
+
+/// Prints inputs, outputs, parameters (count, elements, bytes), ops by type,
+/// and the training and multi-device annotations the model carries.
+void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os);
+
+} // namespace cleave
+
+#endif

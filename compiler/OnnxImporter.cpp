@@ -1,0 +1,1258 @@
+//===- OnnxImporter.cpp - ONNX ModelProto to the cleave dialect ----------===//
+//
+// One pass over the graph in node order. Each node becomes cleave ops built
+// through their type inference (so shape errors are diagnostics at the node),
+// and ops whose operands are all constant fold at once: that is how shape
+// subgraphs disappear and shape-deciding inputs become attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/OnnxImporter.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+#include "onnx/onnx.pb.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <functional>
+
+using namespace mlir;
+
+namespace cleave {
+namespace {
+
+std::string dimsString(ArrayRef<int64_t> dims) {
+  if (dims.empty())
+    return "scalar";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(dims, os, "x");
+  return text;
+}
+
+StringRef displayDomain(StringRef domain) { return domain.empty() ? "ai.onnx" : domain; }
+
+bool isDefaultDomain(StringRef domain) { return domain.empty() || domain == "ai.onnx"; }
+
+/// What an op handler sees of one ONNX node: its inputs, attributes, opset,
+/// and a builder that creates cleave ops through their type inference.
+class NodeContext {
+public:
+  NodeContext(const onnx::NodeProto &node, int64_t opset, OpBuilder &builder, Location loc,
+              SmallVector<Value> inputs)
+      : node(node), opset(opset), builder(builder), loc(loc), inputs(std::move(inputs)) {}
+
+  const onnx::NodeProto &node;
+  const int64_t opset;
+  OpBuilder &builder;
+  const Location loc;
+
+  /// Input `i`, or null when absent (an empty name or past the end).
+  Value input(unsigned i) const { return i < inputs.size() ? inputs[i] : Value(); }
+  SmallVector<Value> presentInputs() const {
+    SmallVector<Value> present;
+    for (Value v : inputs)
+      if (v)
+        present.push_back(v);
+    return present;
+  }
+  int64_t rank(Value v) const { return cast<RankedTensorType>(v.getType()).getRank(); }
+  ArrayRef<int64_t> shape(Value v) const {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  }
+  unsigned numOutputs() const { return node.output_size(); }
+  bool wantsOutput(unsigned i) const {
+    return static_cast<int>(i) < node.output_size() && !node.output(i).empty();
+  }
+
+  InFlightDiagnostic error() const { return emitError(loc); }
+
+  const onnx::AttributeProto *attr(StringRef name) const {
+    for (const auto &a : node.attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  int64_t getInt(StringRef name, int64_t fallback) const {
+    const auto *a = attr(name);
+    return a ? a->i() : fallback;
+  }
+  float getFloat(StringRef name, float fallback) const {
+    const auto *a = attr(name);
+    return a ? a->f() : fallback;
+  }
+  std::string getString(StringRef name, StringRef fallback) const {
+    const auto *a = attr(name);
+    return a ? a->s() : fallback.str();
+  }
+  std::optional<SmallVector<int64_t>> getInts(StringRef name) const {
+    const auto *a = attr(name);
+    if (!a)
+      return std::nullopt;
+    return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+  }
+
+  /// The literal value of input `i`, which must be a constant (after folding).
+  FailureOr<DenseElementsAttr> constant(unsigned i, StringRef role) const {
+    DenseElementsAttr value;
+    if (!input(i) || !matchPattern(input(i), m_Constant(&value))) {
+      error() << "input '" << node.input(i) << "' (" << role
+              << ") must be a constant: cleave needs it to know shapes statically";
+      return failure();
+    }
+    return value;
+  }
+  FailureOr<SmallVector<int64_t>> constantInts(unsigned i, StringRef role) const {
+    auto value = constant(i, role);
+    if (failed(value))
+      return failure();
+    if (!isa<IntegerType>(value->getElementType())) {
+      error() << "input '" << node.input(i) << "' (" << role << ") must be integer";
+      return failure();
+    }
+    SmallVector<int64_t> ints;
+    for (const APInt &v : value->getValues<APInt>())
+      ints.push_back(v.getSExtValue());
+    return ints;
+  }
+
+  /// `axis` made non-negative for a tensor of `rank` dims; an error if out of range.
+  FailureOr<int64_t> normalizeAxis(int64_t axis, int64_t rank) const {
+    if (axis < -rank || axis >= rank) {
+      error() << "axis " << axis << " is out of range for rank " << rank;
+      return failure();
+    }
+    return axis < 0 ? axis + rank : axis;
+  }
+  FailureOr<SmallVector<int64_t>> normalizeAxes(ArrayRef<int64_t> axes, int64_t rank) const {
+    SmallVector<int64_t> result;
+    for (int64_t axis : axes) {
+      auto normalized = normalizeAxis(axis, rank);
+      if (failed(normalized))
+        return failure();
+      result.push_back(*normalized);
+    }
+    return result;
+  }
+
+  NamedAttribute named(StringRef name, Attribute value) const {
+    return builder.getNamedAttr(name, value);
+  }
+  NamedAttribute i64(StringRef name, int64_t value) const {
+    return named(name, builder.getI64IntegerAttr(value));
+  }
+  NamedAttribute f32(StringRef name, float value) const {
+    return named(name, builder.getF32FloatAttr(value));
+  }
+  NamedAttribute boolean(StringRef name, bool value) const {
+    return named(name, builder.getBoolAttr(value));
+  }
+  NamedAttribute ints(StringRef name, ArrayRef<int64_t> values) const {
+    return named(name, builder.getDenseI64ArrayAttr(values));
+  }
+  NamedAttribute string(StringRef name, StringRef value) const {
+    return named(name, builder.getStringAttr(value));
+  }
+
+  /// Creates an `OpTy` after inferring and checking its result types, then
+  /// folds it if its operands are constant. Fails with a diagnostic at the
+  /// node on bad shapes or attributes.
+  template <typename OpTy>
+  FailureOr<SmallVector<Value>> build(ValueRange operands,
+                                      ArrayRef<NamedAttribute> attributes = {}) const {
+    MLIRContext *context = builder.getContext();
+    DictionaryAttr dictionary = DictionaryAttr::get(context, attributes);
+    SmallVector<Type> types;
+    typename OpTy::Properties properties;
+    if constexpr (!std::is_same_v<typename OpTy::Properties, EmptyProperties>) {
+      if (failed(OpTy::setPropertiesFromAttr(properties, dictionary,
+                                             [&] { return emitError(loc); })))
+        return failure();
+    }
+    if (failed(OpTy::inferReturnTypes(context, loc, operands, dictionary,
+                                      OpaqueProperties(&properties), {}, types)))
+      return failure();
+    Operation *op = OpTy::create(builder, loc, types, operands, attributes).getOperation();
+    if (failed(mlir::verify(op))) {
+      op->erase();
+      return failure();
+    }
+    return foldOrKeep(op);
+  }
+
+private:
+  SmallVector<Value> foldOrKeep(Operation *op) const {
+    SmallVector<OpFoldResult> folded;
+    if (isa<ConstantOp>(op) || failed(op->fold(folded)) || folded.empty())
+      return op->getResults();
+    SmallVector<Value> results;
+    for (auto [result, fold] : llvm::zip(op->getResults(), folded)) {
+      if (auto value = dyn_cast<Value>(fold)) {
+        results.push_back(value);
+        continue;
+      }
+      results.push_back(ConstantOp::create(builder, loc, result.getType(),
+                                           cast<ElementsAttr>(cast<Attribute>(fold))));
+    }
+    op->erase();
+    return results;
+  }
+
+  SmallVector<Value> inputs;
+};
+
+using Results = FailureOr<SmallVector<Value>>;
+using Handler = std::function<Results(NodeContext &)>;
+
+//===----------------------------------------------------------------------===//
+// Handlers, one per ONNX operator
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy> Results elementwise(NodeContext &n) {
+  return n.build<OpTy>(n.presentInputs());
+}
+
+Results importCast(NodeContext &n) {
+  int64_t to = n.getInt("to", 0);
+  Type element = elementTypeFromOnnx(n.builder.getContext(), to);
+  if (!element) {
+    n.error() << "cast to " << onnxTypeName(to) << " is not supported";
+    return failure();
+  }
+  return n.build<CastOp>(n.input(0), {n.named("to", TypeAttr::get(element))});
+}
+
+template <typename OpTy> Results importAxisOp(NodeContext &n) {
+  auto axis = n.normalizeAxis(n.getInt("axis", -1), n.rank(n.input(0)));
+  if (failed(axis))
+    return failure();
+  return n.build<OpTy>(n.input(0), {n.i64("axis", *axis)});
+}
+
+Results importLayerNormalization(NodeContext &n) {
+  if (n.getInt("stash_type", 1) != onnx::TensorProto::FLOAT) {
+    n.error() << "stash_type other than FLOAT is not supported";
+    return failure();
+  }
+  auto axis = n.normalizeAxis(n.getInt("axis", -1), n.rank(n.input(0)));
+  if (failed(axis))
+    return failure();
+  return n.build<LayerNormalizationOp>(
+      n.presentInputs(), {n.i64("axis", *axis), n.f32("epsilon", n.getFloat("epsilon", 1e-5f))});
+}
+
+Results importBatchNormalization(NodeContext &n) {
+  bool training = n.opset >= 14 ? n.getInt("training_mode", 0) != 0 : n.numOutputs() > 1;
+  return n.build<BatchNormalizationOp>(
+      n.presentInputs(),
+      {n.f32("epsilon", n.getFloat("epsilon", 1e-5f)),
+       n.f32("momentum", n.getFloat("momentum", 0.9f)), n.boolean("training_mode", training)});
+}
+
+Results importDropout(NodeContext &n) {
+  float ratio = 0.5f;
+  bool training = false;
+  if (n.input(1)) {
+    auto value = n.constant(1, "ratio");
+    if (failed(value))
+      return failure();
+    ratio = static_cast<float>((*value).getSplatValue<APFloat>().convertToDouble());
+  }
+  if (n.input(2)) {
+    auto value = n.constant(2, "training_mode");
+    if (failed(value))
+      return failure();
+    training = (*value).getSplatValue<APInt>().getBoolValue();
+  }
+  SmallVector<NamedAttribute> attributes{n.f32("ratio", ratio),
+                                         n.boolean("training_mode", training)};
+  if (n.attr("seed"))
+    attributes.push_back(n.i64("seed", n.getInt("seed", 0)));
+  return n.build<DropoutOp>(n.input(0), attributes);
+}
+
+Results importGemm(NodeContext &n) {
+  return n.build<GemmOp>(n.presentInputs(),
+                         {n.f32("alpha", n.getFloat("alpha", 1.0f)),
+                          n.f32("beta", n.getFloat("beta", 1.0f)),
+                          n.boolean("trans_a", n.getInt("transA", 0) != 0),
+                          n.boolean("trans_b", n.getInt("transB", 0) != 0)});
+}
+
+Results importReshape(NodeContext &n) {
+  auto requested = n.constantInts(1, "shape");
+  if (failed(requested))
+    return failure();
+  ArrayRef<int64_t> in = n.shape(n.input(0));
+  bool allowZero = n.getInt("allowzero", 0) != 0;
+  SmallVector<int64_t> shape;
+  std::optional<size_t> inferred;
+  int64_t known = 1;
+  for (auto [i, d] : llvm::enumerate(*requested)) {
+    if (d == 0 && !allowZero) {
+      if (i >= in.size()) {
+        n.error() << "shape dim " << i << " is 0 (copy), but the input has rank " << in.size();
+        return failure();
+      }
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferred) {
+        n.error() << "shape " << dimsString(*requested) << " has more than one -1";
+        return failure();
+      }
+      inferred = i;
+      shape.push_back(1);
+      continue;
+    }
+    shape.push_back(d);
+    known *= d;
+  }
+  if (inferred) {
+    int64_t count = 1;
+    for (int64_t d : in)
+      count *= d;
+    if (known == 0 || count % known != 0) {
+      n.error() << "cannot reshape " << dimsString(in) << " to " << dimsString(*requested);
+      return failure();
+    }
+    shape[*inferred] = count / known;
+  }
+  return n.build<ReshapeOp>(n.input(0), {n.ints("shape", shape)});
+}
+
+Results importFlatten(NodeContext &n) {
+  int64_t rank = n.rank(n.input(0));
+  int64_t axis = n.getInt("axis", 1);
+  if (axis < -rank || axis > rank) {
+    n.error() << "axis " << axis << " is out of range for rank " << rank;
+    return failure();
+  }
+  return n.build<FlattenOp>(n.input(0), {n.i64("axis", axis < 0 ? axis + rank : axis)});
+}
+
+Results importTranspose(NodeContext &n) {
+  int64_t rank = n.rank(n.input(0));
+  SmallVector<int64_t> perm;
+  if (auto given = n.getInts("perm")) {
+    auto normalized = n.normalizeAxes(*given, rank);
+    if (failed(normalized))
+      return failure();
+    perm = *normalized;
+  } else {
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  }
+  return n.build<TransposeOp>(n.input(0), {n.ints("perm", perm)});
+}
+
+/// Axes from input `index` at opsets that take them as an input, from the
+/// `axes` attribute before; nullopt when absent.
+FailureOr<std::optional<SmallVector<int64_t>>> axesOperand(NodeContext &n, int64_t inputSince,
+                                                          unsigned index) {
+  if (n.opset >= inputSince) {
+    if (!n.input(index))
+      return std::optional<SmallVector<int64_t>>();
+    auto axes = n.constantInts(index, "axes");
+    if (failed(axes))
+      return failure();
+    return std::optional<SmallVector<int64_t>>(*axes);
+  }
+  return n.getInts("axes");
+}
+
+Results importSqueeze(NodeContext &n) {
+  ArrayRef<int64_t> shape = n.shape(n.input(0));
+  auto axes = axesOperand(n, 13, 1);
+  if (failed(axes))
+    return failure();
+  SmallVector<int64_t> normalized;
+  if (*axes) {
+    auto result = n.normalizeAxes(**axes, shape.size());
+    if (failed(result))
+      return failure();
+    normalized = *result;
+  } else {
+    for (auto [i, d] : llvm::enumerate(shape))
+      if (d == 1)
+        normalized.push_back(i);
+  }
+  return n.build<SqueezeOp>(n.input(0), {n.ints("axes", normalized)});
+}
+
+Results importUnsqueeze(NodeContext &n) {
+  auto axes = axesOperand(n, 13, 1);
+  if (failed(axes))
+    return failure();
+  if (!*axes) {
+    n.error() << "needs axes";
+    return failure();
+  }
+  auto normalized = n.normalizeAxes(**axes, n.rank(n.input(0)) + (*axes)->size());
+  if (failed(normalized))
+    return failure();
+  return n.build<UnsqueezeOp>(n.input(0), {n.ints("axes", *normalized)});
+}
+
+Results importConcat(NodeContext &n) {
+  SmallVector<Value> inputs = n.presentInputs();
+  if (inputs.empty()) {
+    n.error() << "needs at least one input";
+    return failure();
+  }
+  auto axis = n.normalizeAxis(n.getInt("axis", 0), n.rank(inputs[0]));
+  if (failed(axis))
+    return failure();
+  return n.build<ConcatOp>(inputs, {n.i64("axis", *axis)});
+}
+
+Results importSplit(NodeContext &n) {
+  ArrayRef<int64_t> shape = n.shape(n.input(0));
+  auto axis = n.normalizeAxis(n.getInt("axis", 0), shape.size());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> sizes;
+  if (n.input(1)) {
+    auto given = n.constantInts(1, "split");
+    if (failed(given))
+      return failure();
+    sizes = *given;
+  } else {
+    int64_t pieces = n.opset >= 18 && n.attr("num_outputs") ? n.getInt("num_outputs", 1)
+                                                             : n.numOutputs();
+    if (pieces < 1) {
+      n.error() << "num_outputs must be positive";
+      return failure();
+    }
+    int64_t extent = shape[*axis];
+    int64_t chunk = (extent + pieces - 1) / pieces;
+    for (int64_t p = 0; p < pieces; ++p)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, extent - p * chunk)));
+  }
+  return n.build<SplitOp>(n.input(0), {n.i64("axis", *axis), n.ints("split", sizes)});
+}
+
+Results importSlice(NodeContext &n) {
+  ArrayRef<int64_t> shape = n.shape(n.input(0));
+  int64_t rank = shape.size();
+  auto starts = n.constantInts(1, "starts");
+  auto ends = n.constantInts(2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps(starts->size(), 1);
+  if (n.input(3)) {
+    auto given = n.constantInts(3, "axes");
+    if (failed(given))
+      return failure();
+    auto normalized = n.normalizeAxes(*given, rank);
+    if (failed(normalized))
+      return failure();
+    axes = *normalized;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (n.input(4)) {
+    auto given = n.constantInts(4, "steps");
+    if (failed(given))
+      return failure();
+    steps = *given;
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size()) {
+    n.error() << "starts, ends, axes and steps must have the same length";
+    return failure();
+  }
+  SmallVector<int64_t> begin(rank, 0), end(shape), stride(rank, 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = axes[i], dim = shape[axis], step = steps[i];
+    if (step == 0) {
+      n.error() << "slice step must not be 0";
+      return failure();
+    }
+    int64_t s = (*starts)[i], e = (*ends)[i];
+    s = s < 0 ? s + dim : s;
+    e = e < 0 ? e + dim : e;
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    begin[axis] = s;
+    end[axis] = e;
+    stride[axis] = step;
+  }
+  return n.build<SliceOp>(n.input(0), {n.ints("starts", begin), n.ints("ends", end),
+                                       n.ints("steps", stride)});
+}
+
+Results importGather(NodeContext &n) {
+  auto axis = n.normalizeAxis(n.getInt("axis", 0), n.rank(n.input(0)));
+  if (failed(axis))
+    return failure();
+  return n.build<GatherOp>({n.input(0), n.input(1)}, {n.i64("axis", *axis)});
+}
+
+Results importExpand(NodeContext &n) {
+  auto shape = n.constantInts(1, "shape");
+  if (failed(shape))
+    return failure();
+  return n.build<ExpandOp>(n.input(0), {n.ints("shape", *shape)});
+}
+
+/// ReduceSum takes axes as an input from opset 13, the others from 18.
+template <typename OpTy> Results importReduce(NodeContext &n, int64_t axesInputSince) {
+  int64_t rank = n.rank(n.input(0));
+  auto axes = axesOperand(n, axesInputSince, 1);
+  if (failed(axes))
+    return failure();
+  SmallVector<int64_t> normalized;
+  if (*axes && !(*axes)->empty()) {
+    auto result = n.normalizeAxes(**axes, rank);
+    if (failed(result))
+      return failure();
+    normalized = *result;
+  } else if (n.getInt("noop_with_empty_axes", 0) != 0) {
+    return n.build<IdentityOp>(n.input(0));
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      normalized.push_back(i);
+  }
+  if (normalized.empty()) // a scalar input reduces to itself
+    return n.build<IdentityOp>(n.input(0));
+  return n.build<OpTy>(n.input(0), {n.ints("axes", normalized),
+                                    n.boolean("keepdims", n.getInt("keepdims", 1) != 0)});
+}
+
+/// Spatial attributes shared by Conv and the pools, with auto_pad resolved to
+/// explicit pads.
+struct Window {
+  SmallVector<int64_t> kernel, strides, pads, dilations;
+};
+
+FailureOr<Window> resolveWindow(NodeContext &n, ArrayRef<int64_t> kernel) {
+  ArrayRef<int64_t> input = n.shape(n.input(0));
+  size_t spatial = kernel.size();
+  if (input.size() != spatial + 2) {
+    n.error() << "input " << dimsString(input) << " does not have " << spatial
+              << " spatial dims after N and C";
+    return failure();
+  }
+  Window w;
+  w.kernel.assign(kernel.begin(), kernel.end());
+  w.strides = n.getInts("strides").value_or(SmallVector<int64_t>(spatial, 1));
+  w.dilations = n.getInts("dilations").value_or(SmallVector<int64_t>(spatial, 1));
+  w.pads = n.getInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
+  if (w.strides.size() != spatial || w.dilations.size() != spatial ||
+      w.pads.size() != 2 * spatial) {
+    n.error() << "strides, dilations and pads must have " << spatial << ", " << spatial
+              << " and " << 2 * spatial << " values";
+    return failure();
+  }
+  std::string autoPad = n.getString("auto_pad", "NOTSET");
+  if (autoPad == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < spatial; ++i) {
+      int64_t in = input[2 + i];
+      int64_t out = (in + w.strides[i] - 1) / w.strides[i];
+      int64_t window = (w.kernel[i] - 1) * w.dilations[i] + 1;
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + window - in);
+      int64_t small = total / 2;
+      w.pads[i] = autoPad == "SAME_UPPER" ? small : total - small;
+      w.pads[spatial + i] = total - w.pads[i];
+    }
+  } else if (autoPad != "NOTSET") {
+    n.error() << "auto_pad '" << autoPad << "' is not one of NOTSET, SAME_UPPER, "
+              << "SAME_LOWER, VALID";
+    return failure();
+  }
+  return w;
+}
+
+Results importConv(NodeContext &n) {
+  ArrayRef<int64_t> weight = n.shape(n.input(1));
+  if (weight.size() < 3) {
+    n.error() << "weight " << dimsString(weight) << " must be M x C/group x kernel...";
+    return failure();
+  }
+  auto w = resolveWindow(n, weight.drop_front(2));
+  if (failed(w))
+    return failure();
+  return n.build<ConvOp>(n.presentInputs(),
+                         {n.ints("strides", w->strides), n.ints("pads", w->pads),
+                          n.ints("dilations", w->dilations),
+                          n.i64("group", n.getInt("group", 1))});
+}
+
+FailureOr<Window> poolWindow(NodeContext &n) {
+  auto kernel = n.getInts("kernel_shape");
+  if (!kernel) {
+    n.error() << "needs kernel_shape";
+    return failure();
+  }
+  return resolveWindow(n, *kernel);
+}
+
+Results importMaxPool(NodeContext &n) {
+  if (n.wantsOutput(1)) {
+    n.error() << "the Indices output is not supported";
+    return failure();
+  }
+  auto w = poolWindow(n);
+  if (failed(w))
+    return failure();
+  return n.build<MaxPoolOp>(
+      n.input(0), {n.ints("kernel_shape", w->kernel), n.ints("strides", w->strides),
+                   n.ints("pads", w->pads), n.ints("dilations", w->dilations),
+                   n.boolean("ceil_mode", n.getInt("ceil_mode", 0) != 0)});
+}
+
+Results importAveragePool(NodeContext &n) {
+  auto w = poolWindow(n);
+  if (failed(w))
+    return failure();
+  return n.build<AveragePoolOp>(
+      n.input(0),
+      {n.ints("kernel_shape", w->kernel), n.ints("strides", w->strides),
+       n.ints("pads", w->pads), n.ints("dilations", w->dilations),
+       n.boolean("ceil_mode", n.getInt("ceil_mode", 0) != 0),
+       n.boolean("count_include_pad", n.getInt("count_include_pad", 0) != 0)});
+}
+
+template <typename OpTy> Results importLoss(NodeContext &n) {
+  SmallVector<NamedAttribute> attributes{n.string("reduction", n.getString("reduction", "mean"))};
+  if (n.attr("ignore_index"))
+    attributes.push_back(n.i64("ignore_index", n.getInt("ignore_index", 0)));
+  return n.build<OpTy>(n.presentInputs(), attributes);
+}
+
+Results importTrilu(NodeContext &n) {
+  int64_t k = 0;
+  if (n.input(1)) {
+    auto value = n.constantInts(1, "k");
+    if (failed(value))
+      return failure();
+    if (value->size() != 1) {
+      n.error() << "k must be a scalar";
+      return failure();
+    }
+    k = (*value)[0];
+  }
+  return n.build<TriluOp>(n.input(0), {n.boolean("upper", n.getInt("upper", 1) != 0),
+                                       n.i64("k", k)});
+}
+
+Results importConstant(NodeContext &n, StringRef modelDir) {
+  MLIRContext *context = n.builder.getContext();
+  Builder &b = n.builder;
+  DenseElementsAttr value;
+  if (const auto *a = n.attr("value")) {
+    TensorData data;
+    std::string message;
+    if (!readTensor(context, a->t(), modelDir, data, message)) {
+      n.error() << "value " << message;
+      return failure();
+    }
+    value = toElementsAttr(data);
+  } else if (const auto *a = n.attr("value_float")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), a->f());
+  } else if (const auto *a = n.attr("value_floats")) {
+    SmallVector<float> floats(a->floats().begin(), a->floats().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(floats.size())}, b.getF32Type()),
+        ArrayRef<float>(floats));
+  } else if (const auto *a = n.attr("value_int")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), a->i());
+  } else if (const auto *a = n.attr("value_ints")) {
+    SmallVector<int64_t> ints(a->ints().begin(), a->ints().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(ints.size())}, b.getI64Type()),
+        ArrayRef<int64_t>(ints));
+  } else {
+    n.error() << "only value, value_float(s) and value_int(s) constants are supported";
+    return failure();
+  }
+  return n.build<ConstantOp>({}, {n.named("value", value)});
+}
+
+Results importConstantOfShape(NodeContext &n, StringRef modelDir) {
+  auto shape = n.constantInts(0, "shape");
+  if (failed(shape))
+    return failure();
+  Attribute scalar = n.builder.getF32FloatAttr(0.0f);
+  if (const auto *a = n.attr("value")) {
+    TensorData data;
+    std::string message;
+    if (!readTensor(n.builder.getContext(), a->t(), modelDir, data, message)) {
+      n.error() << "value " << message;
+      return failure();
+    }
+    if (data.type.getNumElements() != 1) {
+      n.error() << "value must hold exactly one element";
+      return failure();
+    }
+    scalar = toElementsAttr(data).getSplatValue<Attribute>();
+  }
+  return n.build<ConstantOfShapeOp>({}, {n.ints("shape", *shape), n.named("value", scalar)});
+}
+
+Results importShape(NodeContext &n) {
+  int64_t rank = n.rank(n.input(0));
+  auto clampIndex = [rank](int64_t i) {
+    return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank);
+  };
+  int64_t start = clampIndex(n.getInt("start", 0));
+  int64_t end = clampIndex(n.getInt("end", rank));
+  return n.build<ShapeOp>(n.input(0), {n.i64("start", start), n.i64("end", std::max(start, end))});
+}
+
+Results importRange(NodeContext &n) {
+  SmallVector<Attribute> bounds;
+  for (auto [i, role] : llvm::enumerate(ArrayRef<StringRef>{"start", "limit", "delta"})) {
+    auto value = n.constant(i, role);
+    if (failed(value))
+      return failure();
+    if (value->getNumElements() != 1) {
+      n.error() << role << " must be a scalar";
+      return failure();
+    }
+    bounds.push_back(value->getSplatValue<Attribute>());
+  }
+  return n.build<RangeOp>({}, {n.named("start", bounds[0]), n.named("limit", bounds[1]),
+                              n.named("delta", bounds[2])});
+}
+
+/// Handlers for the default domain, by op type.
+llvm::StringMap<Handler> makeHandlers(StringRef modelDir) {
+  llvm::StringMap<Handler> h;
+  h["Neg"] = elementwise<NegOp>;
+  h["Sqrt"] = elementwise<SqrtOp>;
+  h["Reciprocal"] = elementwise<ReciprocalOp>;
+  h["Exp"] = elementwise<ExpOp>;
+  h["Log"] = elementwise<LogOp>;
+  h["Abs"] = elementwise<AbsOp>;
+  h["Tanh"] = elementwise<TanhOp>;
+  h["Sigmoid"] = elementwise<SigmoidOp>;
+  h["Relu"] = elementwise<ReluOp>;
+  h["Erf"] = elementwise<ErfOp>;
+  h["Not"] = elementwise<NotOp>;
+  h["Identity"] = elementwise<IdentityOp>;
+  h["Add"] = elementwise<AddOp>;
+  h["Sub"] = elementwise<SubOp>;
+  h["Mul"] = elementwise<MulOp>;
+  h["Div"] = elementwise<DivOp>;
+  h["Pow"] = elementwise<PowOp>;
+  h["Equal"] = elementwise<EqualOp>;
+  h["Less"] = elementwise<LessOp>;
+  h["Greater"] = elementwise<GreaterOp>;
+  h["Where"] = elementwise<WhereOp>;
+  h["MatMul"] = elementwise<MatMulOp>;
+  h["GlobalAveragePool"] = elementwise<GlobalAveragePoolOp>;
+  h["LeakyRelu"] = [](NodeContext &n) {
+    return n.build<LeakyReluOp>(n.input(0), {n.f32("alpha", n.getFloat("alpha", 0.01f))});
+  };
+  h["Gelu"] = [](NodeContext &n) {
+    return n.build<GeluOp>(n.input(0),
+                           {n.string("approximate", n.getString("approximate", "none"))});
+  };
+  h["Cast"] = importCast;
+  h["Softmax"] = importAxisOp<SoftmaxOp>;
+  h["LogSoftmax"] = importAxisOp<LogSoftmaxOp>;
+  h["LayerNormalization"] = importLayerNormalization;
+  h["BatchNormalization"] = importBatchNormalization;
+  h["Dropout"] = importDropout;
+  h["Gemm"] = importGemm;
+  h["Reshape"] = importReshape;
+  h["Flatten"] = importFlatten;
+  h["Transpose"] = importTranspose;
+  h["Squeeze"] = importSqueeze;
+  h["Unsqueeze"] = importUnsqueeze;
+  h["Concat"] = importConcat;
+  h["Split"] = importSplit;
+  h["Slice"] = importSlice;
+  h["Gather"] = importGather;
+  h["Expand"] = importExpand;
+  h["ReduceSum"] = [](NodeContext &n) { return importReduce<ReduceSumOp>(n, 13); };
+  h["ReduceMean"] = [](NodeContext &n) { return importReduce<ReduceMeanOp>(n, 18); };
+  h["ReduceMax"] = [](NodeContext &n) { return importReduce<ReduceMaxOp>(n, 18); };
+  h["Conv"] = importConv;
+  h["MaxPool"] = importMaxPool;
+  h["AveragePool"] = importAveragePool;
+  h["SoftmaxCrossEntropyLoss"] = importLoss<SoftmaxCrossEntropyLossOp>;
+  h["NegativeLogLikelihoodLoss"] = importLoss<NegativeLogLikelihoodLossOp>;
+  h["Trilu"] = importTrilu;
+  std::string dir = modelDir.str();
+  h["Constant"] = [dir](NodeContext &n) { return importConstant(n, dir); };
+  h["ConstantOfShape"] = [dir](NodeContext &n) { return importConstantOfShape(n, dir); };
+  h["Shape"] = importShape;
+  h["Range"] = importRange;
+  return h;
+}
+
+//===----------------------------------------------------------------------===//
+// The model
+//===----------------------------------------------------------------------===//
+
+/// The directory external data paths are relative to.
+std::string directoryOf(StringRef path) {
+  StringRef dir = llvm::sys::path::parent_path(path);
+  return dir.empty() ? "." : dir.str();
+}
+
+class Importer {
+public:
+  Importer(MLIRContext &context, StringRef path, const ImportOptions &options,
+           UserError &error)
+      : context(context), path(path.str()), options(options), error(error),
+        builder(&context), modelDir(directoryOf(path)), handlers(makeHandlers(modelDir)) {}
+
+  FailureOr<ImportedModel> run();
+
+private:
+  LogicalResult fail(const Twine &what, const Twine &note = "", ExitCode code = kExitBadInput) {
+    error = UserError{path, what.str(), note.str(), code};
+    return failure();
+  }
+
+  LogicalResult readModel();
+  LogicalResult readOpsets();
+  FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &input);
+  LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult checkOutput(const onnx::ValueInfoProto &output, Value value);
+  Attribute convertAttribute(const onnx::AttributeProto &attribute);
+  DictionaryAttr convertNode(const onnx::NodeProto &node);
+  ArrayAttr trainingInfo();
+  ArrayAttr configurations();
+  ArrayAttr nodeDeviceConfig(const onnx::NodeProto &node);
+
+  MLIRContext &context;
+  std::string path;
+  const ImportOptions &options;
+  UserError &error;
+  OpBuilder builder;
+  std::string modelDir;
+  llvm::StringMap<Handler> handlers;
+
+  onnx::ModelProto model;
+  llvm::StringMap<int64_t> opsets;
+  llvm::StringMap<Value> values;
+};
+
+LogicalResult Importer::readModel() {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return fail("cannot open: " + buffer.getError().message());
+  if ((*buffer)->getBufferSize() == 0)
+    return fail("not an ONNX model (empty file)");
+  if ((*buffer)->getBufferSize() > static_cast<size_t>(INT32_MAX))
+    return fail("not an ONNX model (over 2 GiB: keep large weights in external data)");
+  if (!model.ParseFromArray((*buffer)->getBufferStart(),
+                            static_cast<int>((*buffer)->getBufferSize())))
+    return fail("not an ONNX model (protobuf parse failed)");
+  if (!model.has_graph() || model.ir_version() <= 0)
+    return fail("not an ONNX model (no graph or IR version)");
+  if (model.ir_version() < kMinIrVersion)
+    return fail("IR version " + Twine(model.ir_version()) + " is older than " +
+                    Twine(kMinIrVersion) + ", the oldest cleave supports",
+                "convert the model with onnx.version_converter to opset 13 or newer");
+  return success();
+}
+
+LogicalResult Importer::readOpsets() {
+  for (const auto &entry : model.opset_import())
+    opsets[isDefaultDomain(entry.domain()) ? "" : entry.domain()] = entry.version();
+  auto found = opsets.find("");
+  if (found == opsets.end())
+    return fail("the model imports no opset of domain 'ai.onnx'");
+  if (found->second < kMinOpset)
+    return fail("opset " + Twine(found->second) + " of domain 'ai.onnx' is older than " +
+                    Twine(kMinOpset) + ", the oldest cleave supports",
+                "convert the model with onnx.version_converter.convert_version(model, 17)");
+  return success();
+}
+
+FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &input) {
+  const std::string &name = input.name();
+  if (!input.type().has_tensor_type())
+    return fail("input '" + name + "' is not a tensor");
+  const auto &tensorType = input.type().tensor_type();
+  Type element = elementTypeFromOnnx(&context, tensorType.elem_type());
+  if (!element)
+    return fail("input '" + name + "' has unsupported element type " +
+                onnxTypeName(tensorType.elem_type()));
+  auto bound = options.inputShapes.find(name);
+  if (bound != options.inputShapes.end()) {
+    const std::vector<int64_t> &dims = bound->second;
+    if (tensorType.has_shape() && tensorType.shape().dim_size() != static_cast<int>(dims.size()))
+      return fail("--input-shape " + name + "=" + dimsString(dims) + " has rank " +
+                      Twine(dims.size()) + ", but the input has rank " +
+                      Twine(tensorType.shape().dim_size()),
+                  "", kExitBadUsage);
+    for (int i = 0; tensorType.has_shape() && i < tensorType.shape().dim_size(); ++i) {
+      const auto &dim = tensorType.shape().dim(i);
+      if (dim.has_dim_value() && dim.dim_value() != dims[i])
+        return fail("--input-shape " + name + "=" + dimsString(dims) + " contradicts dim " +
+                        Twine(i) + " = " + Twine(dim.dim_value()) + " in the model",
+                    "", kExitBadUsage);
+    }
+    return RankedTensorType::get(dims, element);
+  }
+  if (!tensorType.has_shape())
+    return fail("input '" + name + "' has no shape",
+                "bind it with --input-shape " + name + "=<d0>x<d1>...");
+  SmallVector<int64_t> dims;
+  for (int i = 0; i < tensorType.shape().dim_size(); ++i) {
+    const auto &dim = tensorType.shape().dim(i);
+    if (!dim.has_dim_value() || dim.dim_value() < 0) {
+      std::string symbol = dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
+      return fail("input '" + name + "' dim " + Twine(i) + " is dynamic" + symbol,
+                  "bind it with --input-shape " + name + "=<d0>x<d1>...");
+    }
+    dims.push_back(dim.dim_value());
+  }
+  return RankedTensorType::get(dims, element);
+}
+
+LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
+  StringRef domain = node.domain();
+  std::string nodeName = node.name().empty() ? "#" + std::to_string(index)
+                                             : "'" + node.name() + "'";
+  auto opsetIt = opsets.find(isDefaultDomain(domain) ? "" : domain);
+  int64_t opset = opsetIt == opsets.end() ? 0 : opsetIt->second;
+  std::string where = "node " + nodeName + " (" + node.op_type() + ", domain '" +
+                      displayDomain(domain).str() + "', opset " + std::to_string(opset) + ")";
+  if (!isDefaultDomain(domain))
+    return fail(where + ": unsupported operator domain '" + domain + "'");
+  auto handler = handlers.find(node.op_type());
+  if (handler == handlers.end())
+    return fail(where + ": unsupported operator",
+                "docs/ops.md lists the operators cleave imports");
+
+  SmallVector<Value> inputs;
+  for (const std::string &name : node.input()) {
+    if (name.empty()) {
+      inputs.push_back(Value());
+      continue;
+    }
+    auto found = values.find(name);
+    if (found == values.end())
+      return fail(where + ": input '" + name +
+                  "' is not produced by any node, graph input or initializer");
+    inputs.push_back(found->second);
+  }
+
+  std::string message;
+  ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diagnostic) {
+    if (message.empty() && diagnostic.getSeverity() == DiagnosticSeverity::Error)
+      message = diagnostic.str();
+    return success();
+  });
+  Location loc = NameLoc::get(builder.getStringAttr(node.name().empty() ? nodeName : node.name()),
+                              FileLineColLoc::get(&context, path, 0, 0));
+  NodeContext nodeContext(node, opset, builder, loc, std::move(inputs));
+  Results results = handler->second(nodeContext);
+  if (failed(results))
+    return fail(where + ": " + (message.empty() ? "could not be imported" : message));
+
+  if (static_cast<size_t>(node.output_size()) > results->size())
+    return fail(where + ": has " + Twine(node.output_size()) + " outputs, cleave produces " +
+                Twine(results->size()));
+  ArrayAttr deviceConfig = nodeDeviceConfig(node);
+  for (auto [name, value] : llvm::zip_first(node.output(), *results)) {
+    if (name.empty())
+      continue;
+    values[name] = value;
+    if (Operation *producer = value.getDefiningOp(); producer && deviceConfig)
+      producer->setAttr("cleave.device_config", deviceConfig);
+  }
+  return success();
+}
+
+LogicalResult Importer::checkOutput(const onnx::ValueInfoProto &output, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (!output.type().has_tensor_type())
+    return success();
+  const auto &declared = output.type().tensor_type();
+  Type element = elementTypeFromOnnx(&context, declared.elem_type());
+  if (declared.elem_type() != 0 && element != type.getElementType())
+    return fail("output '" + output.name() + "' is declared " +
+                onnxTypeName(declared.elem_type()) + " but computes to another element type");
+  if (!declared.has_shape())
+    return success();
+  bool mismatch = declared.shape().dim_size() != type.getRank();
+  for (int i = 0; !mismatch && i < declared.shape().dim_size(); ++i) {
+    const auto &dim = declared.shape().dim(i);
+    mismatch = dim.has_dim_value() && dim.dim_value() != type.getDimSize(i);
+  }
+  if (!mismatch)
+    return success();
+  SmallVector<std::string> dims;
+  for (const auto &dim : declared.shape().dim())
+    dims.push_back(dim.has_dim_value() ? std::to_string(dim.dim_value()) : "?");
+  return fail("output '" + output.name() + "' is declared " + llvm::join(dims, "x") +
+              " but computes to " + dimsString(type.getShape()));
+}
+
+Attribute Importer::convertAttribute(const onnx::AttributeProto &a) {
+  switch (a.type()) {
+  case onnx::AttributeProto::INT: return builder.getI64IntegerAttr(a.i());
+  case onnx::AttributeProto::FLOAT: return builder.getF32FloatAttr(a.f());
+  case onnx::AttributeProto::STRING: return builder.getStringAttr(a.s());
+  case onnx::AttributeProto::INTS:
+    return builder.getI64ArrayAttr(SmallVector<int64_t>(a.ints().begin(), a.ints().end()));
+  case onnx::AttributeProto::FLOATS:
+    return builder.getF32ArrayAttr(SmallVector<float>(a.floats().begin(), a.floats().end()));
+  case onnx::AttributeProto::STRINGS:
+    return builder.getStrArrayAttr(SmallVector<StringRef>(a.strings().begin(), a.strings().end()));
+  default: return builder.getStringAttr("<" + onnx::AttributeProto::AttributeType_Name(a.type()) + ">");
+  }
+}
+
+DictionaryAttr Importer::convertNode(const onnx::NodeProto &node) {
+  SmallVector<NamedAttribute> attributes;
+  for (const auto &a : node.attribute())
+    attributes.push_back(builder.getNamedAttr(a.name(), convertAttribute(a)));
+  auto names = [&](const auto &list) {
+    return builder.getStrArrayAttr(SmallVector<StringRef>(list.begin(), list.end()));
+  };
+  return builder.getDictionaryAttr(
+      {builder.getNamedAttr("op", builder.getStringAttr(node.op_type())),
+       builder.getNamedAttr("domain", builder.getStringAttr(displayDomain(node.domain()))),
+       builder.getNamedAttr("name", builder.getStringAttr(node.name())),
+       builder.getNamedAttr("inputs", names(node.input())),
+       builder.getNamedAttr("outputs", names(node.output())),
+       builder.getNamedAttr("attributes", builder.getDictionaryAttr(attributes))});
+}
+
+/// training_info, kept for the training-step builder: each algorithm node and
+/// the bindings that say which initializers are state carried between steps.
+ArrayAttr Importer::trainingInfo() {
+  SmallVector<Attribute> infos;
+  auto bindings = [&](const auto &list) {
+    SmallVector<NamedAttribute> entries;
+    for (const auto &entry : list)
+      entries.push_back(builder.getNamedAttr(entry.key(), builder.getStringAttr(entry.value())));
+    return builder.getDictionaryAttr(entries);
+  };
+  for (const auto &info : model.training_info()) {
+    SmallVector<Attribute> nodes, initializers;
+    for (const auto &node : info.algorithm().node())
+      nodes.push_back(convertNode(node));
+    for (const auto &init : info.algorithm().initializer())
+      initializers.push_back(builder.getStringAttr(init.name()));
+    infos.push_back(builder.getDictionaryAttr(
+        {builder.getNamedAttr("algorithm", builder.getArrayAttr(nodes)),
+         builder.getNamedAttr("algorithm_initializers", builder.getArrayAttr(initializers)),
+         builder.getNamedAttr("initialization_binding", bindings(info.initialization_binding())),
+         builder.getNamedAttr("update_binding", bindings(info.update_binding()))}));
+  }
+  return infos.empty() ? ArrayAttr() : builder.getArrayAttr(infos);
+}
+
+ArrayAttr Importer::configurations() {
+  SmallVector<Attribute> configs;
+  for (const auto &config : model.configuration()) {
+    configs.push_back(builder.getDictionaryAttr(
+        {builder.getNamedAttr("name", builder.getStringAttr(config.name())),
+         builder.getNamedAttr("num_devices", builder.getI64IntegerAttr(config.num_devices())),
+         builder.getNamedAttr("devices",
+                              builder.getStrArrayAttr(SmallVector<StringRef>(
+                                  config.device().begin(), config.device().end())))}));
+  }
+  return configs.empty() ? ArrayAttr() : builder.getArrayAttr(configs);
+}
+
+/// The ONNX 1.18 multi-device annotations of `node`, or null when it has none.
+ArrayAttr Importer::nodeDeviceConfig(const onnx::NodeProto &node) {
+  SmallVector<Attribute> configs;
+  for (const auto &config : node.device_configurations()) {
+    SmallVector<Attribute> specs;
+    for (const auto &spec : config.sharding_spec()) {
+      SmallVector<Attribute> dims;
+      for (const auto &dim : spec.sharded_dim()) {
+        SmallVector<int64_t> shards;
+        for (const auto &simple : dim.simple_sharding())
+          shards.push_back(simple.num_shards());
+        dims.push_back(builder.getDictionaryAttr(
+            {builder.getNamedAttr("axis", builder.getI64IntegerAttr(dim.axis())),
+             builder.getNamedAttr("num_shards", builder.getI64ArrayAttr(shards))}));
+      }
+      SmallVector<NamedAttribute> groups;
+      for (const auto &entry : spec.index_to_device_group_map())
+        groups.push_back(builder.getNamedAttr(
+            std::to_string(entry.key()),
+            builder.getI64ArrayAttr(SmallVector<int64_t>(entry.value().begin(),
+                                                         entry.value().end()))));
+      specs.push_back(builder.getDictionaryAttr(
+          {builder.getNamedAttr("tensor", builder.getStringAttr(spec.tensor_name())),
+           builder.getNamedAttr("devices",
+                                builder.getI64ArrayAttr(SmallVector<int64_t>(
+                                    spec.device().begin(), spec.device().end()))),
+           builder.getNamedAttr("device_groups", builder.getDictionaryAttr(groups)),
+           builder.getNamedAttr("sharded_dims", builder.getArrayAttr(dims))}));
+    }
+    SmallVector<NamedAttribute> entries{
+        builder.getNamedAttr("configuration", builder.getStringAttr(config.configuration_id())),
+        builder.getNamedAttr("sharding", builder.getArrayAttr(specs))};
+    if (config.has_pipeline_stage())
+      entries.push_back(builder.getNamedAttr(
+          "pipeline_stage", builder.getI64IntegerAttr(config.pipeline_stage())));
+    configs.push_back(builder.getDictionaryAttr(entries));
+  }
+  return configs.empty() ? ArrayAttr() : builder.getArrayAttr(configs);
+}
+
+FailureOr<ImportedModel> Importer::run() {
+  if (failed(readModel()) || failed(readOpsets()))
+    return failure();
+  const onnx::GraphProto &graph = model.graph();
+
+  for (const auto &[name, dims] : options.inputShapes) {
+    bool known = llvm::any_of(graph.input(), [&](const auto &in) { return in.name() == name; });
+    if (!known)
+      return fail("--input-shape names '" + name + "', which is not an input of the graph", "",
+                  kExitBadUsage);
+  }
+
+  // Parameters are the float initializers; the rest become constants.
+  ImportedModel imported;
+  std::vector<TensorData> constants;
+  std::vector<std::string> constantNames;
+  llvm::StringSet<> initializerNames;
+  for (const auto &initializer : graph.initializer()) {
+    TensorData data;
+    std::string message;
+    if (!readTensor(&context, initializer, modelDir, data, message))
+      return fail("initializer '" + initializer.name() + "': " + message);
+    initializerNames.insert(initializer.name());
+    if (isa<FloatType>(data.type.getElementType())) {
+      imported.parameters.push_back(Parameter{initializer.name(), std::move(data)});
+    } else {
+      constants.push_back(std::move(data));
+      constantNames.push_back(initializer.name());
+    }
+  }
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames, argKinds;
+  for (const auto &input : graph.input()) {
+    if (initializerNames.contains(input.name()))
+      continue;
+    auto type = inputType(input);
+    if (failed(type))
+      return failure();
+    argTypes.push_back(*type);
+    argNames.push_back(input.name());
+    argKinds.push_back("input");
+  }
+  for (const Parameter &parameter : imported.parameters) {
+    argTypes.push_back(parameter.value.type);
+    argNames.push_back(parameter.name);
+    argKinds.push_back("param");
+  }
+
+  Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
+  imported.module = ModuleOp::create(fileLoc);
+  ModuleOp module = *imported.module;
+  builder.setInsertionPointToEnd(module.getBody());
+  auto func = func::FuncOp::create(builder, fileLoc, "forward",
+                                   builder.getFunctionType(argTypes, {}));
+  Block *body = func.addEntryBlock();
+  for (auto [i, arg] : llvm::enumerate(body->getArguments())) {
+    func.setArgAttr(i, "cleave.name", builder.getStringAttr(argNames[i]));
+    func.setArgAttr(i, "cleave.kind", builder.getStringAttr(argKinds[i]));
+    values[argNames[i]] = arg;
+  }
+  builder.setInsertionPointToEnd(body);
+  for (auto [data, name] : llvm::zip(constants, constantNames)) {
+    Location loc = NameLoc::get(builder.getStringAttr(name), fileLoc);
+    values[name] = ConstantOp::create(builder, loc, data.type, toElementsAttr(data));
+  }
+
+  for (auto [index, node] : llvm::enumerate(graph.node()))
+    if (failed(importNode(node, index)))
+      return failure();
+
+  SmallVector<Value> results;
+  for (const auto &output : graph.output()) {
+    auto found = values.find(output.name());
+    if (found == values.end())
+      return fail("output '" + output.name() +
+                  "' is not produced by any node, graph input or initializer");
+    if (failed(checkOutput(output, found->second)))
+      return failure();
+    results.push_back(found->second);
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  // Shape subgraphs fold into constants that nothing reads any more.
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+  func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (auto [i, output] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "cleave.name", builder.getStringAttr(output.name()));
+
+  module->setAttr("cleave.source", builder.getStringAttr(path));
+  module->setAttr("cleave.ir_version", builder.getI64IntegerAttr(model.ir_version()));
+  module->setAttr("cleave.opset", builder.getI64IntegerAttr(opsets.lookup("")));
+  if (!model.producer_name().empty())
+    module->setAttr("cleave.producer", builder.getStringAttr(model.producer_name() + " " +
+                                                             model.producer_version()));
+  if (ArrayAttr info = trainingInfo())
+    module->setAttr("cleave.training_info", info);
+  if (ArrayAttr configs = configurations())
+    module->setAttr("cleave.configurations", configs);
+
+  if (failed(mlir::verify(module)))
+    return fail("the imported module does not verify (a cleave bug)",
+                "rerun with --mlir-print-op-on-diagnostic to see the IR", kExitInternal);
+  return imported;
+}
+
+} // namespace
+
+FailureOr<ImportedModel> importOnnxModel(MLIRContext &context, StringRef path,
+                                         const ImportOptions &options, UserError &error) {
+  context.loadDialect<CleaveDialect, func::FuncDialect>();
+  Importer importer(context, path, options, error);
+  return importer.run();
+}
+
+LogicalResult parseInputShape(StringRef flag, ImportOptions &options, UserError &error) {
+  auto [name, dimsText] = flag.split('=');
+  auto bad = [&](const Twine &why) {
+    error = UserError{"--input-shape '" + flag.str() + "'", why.str(),
+                      "write it as NAME=8x32 (NAME= for a scalar)", kExitBadUsage};
+    return failure();
+  };
+  if (name.empty() || !flag.contains('='))
+    return bad("expected NAME=DIMS");
+  std::vector<int64_t> dims;
+  if (!dimsText.empty()) {
+    SmallVector<StringRef> parts;
+    dimsText.split(parts, 'x');
+    for (StringRef part : parts) {
+      int64_t d;
+      if (part.getAsInteger(10, d) || d < 0)
+        return bad("'" + part + "' is not a dim size");
+      dims.push_back(d);
+    }
+  }
+  options.inputShapes[name.str()] = dims;
+  return success();
+}
+
+} // namespace cleave

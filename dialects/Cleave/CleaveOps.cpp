@@ -1,0 +1,738 @@
+//===- CleaveOps.cpp - result type inference and verifiers ---------------===//
+//
+// Each op's inferReturnTypes is also its shape check: the InferTypeOpInterface
+// verifier compares the declared result types with the inferred ones, and the
+// importer calls it before creating an op, so a bad shape is a diagnostic at
+// the ONNX node's location rather than a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace cleave;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// "2x3", or "scalar" for rank 0: how shapes read in diagnostics.
+std::string shapeString(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(shape, os, "x");
+  return text;
+}
+
+RankedTensorType tensorType(Type type) { return cast<RankedTensorType>(type); }
+
+ArrayRef<int64_t> shapeOf(Value value) { return tensorType(value.getType()).getShape(); }
+
+Type elementOf(Value value) { return tensorType(value.getType()).getElementType(); }
+
+LogicalResult fail(std::optional<Location> location, const Twine &message) {
+  return emitOptionalError(location, message);
+}
+
+LogicalResult checkAxis(std::optional<Location> location, int64_t axis, int64_t rank,
+                        StringRef what = "axis") {
+  if (axis < 0 || axis >= rank)
+    return fail(location, what + " " + Twine(axis) + " is out of range for rank " +
+                              Twine(rank));
+  return success();
+}
+
+/// Axes must be in [0, rank) and distinct.
+LogicalResult checkAxes(std::optional<Location> location, ArrayRef<int64_t> axes,
+                        int64_t rank) {
+  llvm::SmallSet<int64_t, 8> seen;
+  for (int64_t axis : axes) {
+    if (failed(checkAxis(location, axis, rank)))
+      return failure();
+    if (!seen.insert(axis).second)
+      return fail(location, "axis " + Twine(axis) + " appears twice");
+  }
+  return success();
+}
+
+std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                    ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    result[i] = da == 1 ? db : da;
+  }
+  return result;
+}
+
+/// Whether `shape` broadcasts to `target` without changing it (ONNX's
+/// unidirectional broadcasting, used by Gemm's C and LayerNormalization's scale).
+bool broadcastsTo(ArrayRef<int64_t> shape, ArrayRef<int64_t> target) {
+  auto result = broadcastShapes(shape, target);
+  return result && ArrayRef<int64_t>(*result) == target;
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+LogicalResult checkSpatial(std::optional<Location> location, int64_t spatial,
+                           ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                           ArrayRef<int64_t> dilations) {
+  if (static_cast<int64_t>(strides.size()) != spatial ||
+      static_cast<int64_t>(dilations.size()) != spatial ||
+      static_cast<int64_t>(pads.size()) != 2 * spatial)
+    return fail(location, "strides and dilations need " + Twine(spatial) +
+                              " values and pads " + Twine(2 * spatial));
+  if (llvm::any_of(strides, [](int64_t s) { return s < 1; }) ||
+      llvm::any_of(dilations, [](int64_t d) { return d < 1; }) ||
+      llvm::any_of(pads, [](int64_t p) { return p < 0; }))
+    return fail(location, "strides and dilations must be positive and pads non-negative");
+  return success();
+}
+
+/// Output extents of a sliding window over the spatial dims of `input`
+/// (N x C x spatial...), with ONNX's rule that a ceil-mode window starting in
+/// the end padding is dropped.
+FailureOr<SmallVector<int64_t>>
+windowOutput(std::optional<Location> location, ArrayRef<int64_t> input,
+             ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+             ArrayRef<int64_t> dilations, bool ceilMode) {
+  size_t spatial = kernel.size();
+  SmallVector<int64_t> result;
+  for (size_t i = 0; i < spatial; ++i) {
+    int64_t in = input[2 + i];
+    int64_t padded = in + pads[i] + pads[spatial + i];
+    int64_t window = (kernel[i] - 1) * dilations[i] + 1;
+    if (kernel[i] < 1 || window > padded)
+      return fail(location, "window of " + Twine(window) + " does not fit spatial dim " +
+                                Twine(i) + " of size " + Twine(padded) + " (padded)");
+    int64_t span = padded - window;
+    int64_t out = (ceilMode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1;
+    if (ceilMode && (out - 1) * strides[i] >= in + pads[i])
+      --out;
+    result.push_back(out);
+  }
+  return result;
+}
+
+} // namespace
+
+LogicalResult cleave::inferBroadcastType(std::optional<Location> location,
+                                         TypeRange operands, Type element,
+                                         SmallVectorImpl<Type> &types) {
+  SmallVector<int64_t> shape;
+  for (Type type : operands) {
+    auto operandShape = tensorType(type).getShape();
+    auto result = broadcastShapes(shape, operandShape);
+    if (!result)
+      return fail(location, "operands are not broadcast-compatible: " +
+                                shapeString(shape) + " and " + shapeString(operandShape));
+    shape = *result;
+  }
+  types.push_back(RankedTensorType::get(shape, element));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", not \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (elementOf(adaptor.getX()) != elementOf(adaptor.getY()))
+    return fail(location, "x and y have different element types");
+  return inferBroadcastType(location, adaptor.getOperands().getTypes(),
+                            elementOf(adaptor.getX()), types);
+}
+
+LogicalResult CastOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.push_back(RankedTensorType::get(shapeOf(adaptor.getInput()), adaptor.getTo()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferAxisOp(std::optional<Location> location, Value input,
+                                 int64_t axis, SmallVectorImpl<Type> &types) {
+  if (failed(checkAxis(location, axis, shapeOf(input).size())))
+    return failure();
+  types.push_back(input.getType());
+  return success();
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferAxisOp(location, adaptor.getInput(), adaptor.getAxis(), types);
+}
+
+LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> location,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferAxisOp(location, adaptor.getInput(), adaptor.getAxis(), types);
+}
+
+LogicalResult LayerNormalizationOp::inferReturnTypes(MLIRContext *context,
+                                                     std::optional<Location> location,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getX());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(location, axis, shape.size())))
+    return failure();
+  ArrayRef<int64_t> normalized = shape.drop_front(axis);
+  if (!broadcastsTo(shapeOf(adaptor.getScale()), normalized))
+    return fail(location, "scale of shape " + shapeString(shapeOf(adaptor.getScale())) +
+                              " does not broadcast to the normalised shape " +
+                              shapeString(normalized));
+  if (adaptor.getBias() && !broadcastsTo(shapeOf(adaptor.getBias()), normalized))
+    return fail(location, "bias of shape " + shapeString(shapeOf(adaptor.getBias())) +
+                              " does not broadcast to the normalised shape " +
+                              shapeString(normalized));
+  SmallVector<int64_t> statsShape(shape);
+  std::fill(statsShape.begin() + axis, statsShape.end(), 1);
+  auto stats = RankedTensorType::get(statsShape, Float32Type::get(context));
+  types.append({adaptor.getX().getType(), stats, stats});
+  return success();
+}
+
+LogicalResult BatchNormalizationOp::inferReturnTypes(MLIRContext *,
+                                                     std::optional<Location> location,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getX());
+  if (shape.size() < 2)
+    return fail(location, "input must have at least rank 2 (N x C x ...), got " +
+                              shapeString(shape));
+  for (auto [name, value] :
+       llvm::zip(ArrayRef<StringRef>{"scale", "bias", "mean", "var"},
+                 ValueRange{adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
+                            adaptor.getVar()})) {
+    if (shapeOf(value) != ArrayRef<int64_t>{shape[1]})
+      return fail(location, name + " must have shape " + Twine(shape[1]) +
+                                " (the channels), got " + shapeString(shapeOf(value)));
+  }
+  types.append({adaptor.getX().getType(), adaptor.getMean().getType(),
+                adaptor.getVar().getType()});
+  return success();
+}
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *context, std::optional<Location>,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  types.append({adaptor.getData().getType(),
+                RankedTensorType::get(shapeOf(adaptor.getData()),
+                                      IntegerType::get(context, 1))});
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  float ratio = getRatio().convertToFloat();
+  if (ratio < 0.0f || ratio >= 1.0f)
+    return emitOpError("ratio must be in [0, 1), got ") << ratio;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  SmallVector<int64_t> lhs(shapeOf(adaptor.getLhs()));
+  SmallVector<int64_t> rhs(shapeOf(adaptor.getRhs()));
+  if (lhs.empty() || rhs.empty())
+    return fail(location, "operands must have rank 1 or more");
+  if (elementOf(adaptor.getLhs()) != elementOf(adaptor.getRhs()))
+    return fail(location, "operands have different element types");
+  bool lhsVector = lhs.size() == 1, rhsVector = rhs.size() == 1;
+  if (lhsVector)
+    lhs.insert(lhs.begin(), 1);
+  if (rhsVector)
+    rhs.push_back(1);
+  int64_t m = lhs[lhs.size() - 2], k = lhs.back();
+  int64_t k2 = rhs[rhs.size() - 2], n = rhs.back();
+  if (k != k2)
+    return fail(location, "contraction dims differ: " +
+                              shapeString(shapeOf(adaptor.getLhs())) + " times " +
+                              shapeString(shapeOf(adaptor.getRhs())));
+  auto batch = broadcastShapes(ArrayRef<int64_t>(lhs).drop_back(2),
+                               ArrayRef<int64_t>(rhs).drop_back(2));
+  if (!batch)
+    return fail(location, "batch dims do not broadcast: " +
+                              shapeString(shapeOf(adaptor.getLhs())) + " times " +
+                              shapeString(shapeOf(adaptor.getRhs())));
+  SmallVector<int64_t> result(*batch);
+  if (!lhsVector)
+    result.push_back(m);
+  if (!rhsVector)
+    result.push_back(n);
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getLhs())));
+  return success();
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> a = shapeOf(adaptor.getA()), b = shapeOf(adaptor.getB());
+  if (a.size() != 2 || b.size() != 2)
+    return fail(location, "a and b must be matrices, got " + shapeString(a) + " and " +
+                              shapeString(b));
+  bool transA = adaptor.getTransA(), transB = adaptor.getTransB();
+  int64_t m = transA ? a[1] : a[0], k = transA ? a[0] : a[1];
+  int64_t k2 = transB ? b[1] : b[0], n = transB ? b[0] : b[1];
+  if (k != k2)
+    return fail(location, "contraction dims differ: op(a) is " + Twine(m) + "x" +
+                              Twine(k) + ", op(b) is " + Twine(k2) + "x" + Twine(n));
+  SmallVector<int64_t> result{m, n};
+  if (adaptor.getC() && !broadcastsTo(shapeOf(adaptor.getC()), result))
+    return fail(location, "c of shape " + shapeString(shapeOf(adaptor.getC())) +
+                              " does not broadcast to " + shapeString(result));
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getA())));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return fail(location, "shape " + shapeString(shape) + " has a negative dim");
+  int64_t count = product(shapeOf(adaptor.getInput()));
+  if (product(shape) != count)
+    return fail(location, "cannot reshape " + Twine(count) + " elements (" +
+                              shapeString(shapeOf(adaptor.getInput())) + ") to " +
+                              shapeString(shape));
+  types.push_back(RankedTensorType::get(shape, elementOf(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult FlattenOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (axis < 0 || axis > static_cast<int64_t>(shape.size()))
+    return fail(location, "axis " + Twine(axis) + " is out of range for rank " +
+                              Twine(shape.size()));
+  types.push_back(RankedTensorType::get(
+      {product(shape.take_front(axis)), product(shape.drop_front(axis))},
+      elementOf(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPerm();
+  if (perm.size() != shape.size())
+    return fail(location, "perm has " + Twine(perm.size()) + " entries for rank " +
+                              Twine(shape.size()));
+  if (failed(checkAxes(location, perm, shape.size())))
+    return failure();
+  SmallVector<int64_t> result;
+  for (int64_t p : perm)
+    result.push_back(shape[p]);
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  if (failed(checkAxes(location, axes, shape.size())))
+    return failure();
+  SmallVector<int64_t> result;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    bool squeezed = llvm::is_contained(axes, static_cast<int64_t>(i));
+    if (squeezed && d != 1)
+      return fail(location, "cannot squeeze dim " + Twine(i) + " of size " + Twine(d));
+    if (!squeezed)
+      result.push_back(d);
+  }
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  int64_t rank = shape.size() + axes.size();
+  if (failed(checkAxes(location, axes, rank)))
+    return failure();
+  SmallVector<int64_t> result;
+  const int64_t *next = shape.begin();
+  for (int64_t i = 0; i < rank; ++i)
+    result.push_back(llvm::is_contained(axes, i) ? 1 : *next++);
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ValueRange inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return fail(location, "needs at least one input");
+  SmallVector<int64_t> result(shapeOf(inputs[0]));
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(location, axis, result.size())))
+    return failure();
+  for (Value input : inputs.drop_front()) {
+    ArrayRef<int64_t> shape = shapeOf(input);
+    bool fits = shape.size() == result.size() && elementOf(input) == elementOf(inputs[0]);
+    for (size_t i = 0; fits && i < shape.size(); ++i)
+      fits = static_cast<int64_t>(i) == axis || shape[i] == result[i];
+    if (!fits)
+      return fail(location, "cannot concatenate " + shapeString(shapeOf(inputs[0])) +
+                                " and " + shapeString(shape) + " along axis " +
+                                Twine(axis));
+    result[axis] += shape[axis];
+  }
+  types.push_back(RankedTensorType::get(result, elementOf(inputs[0])));
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(location, axis, shape.size())))
+    return failure();
+  ArrayRef<int64_t> sizes = adaptor.getSplit();
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0)
+      return fail(location, "split sizes must be non-negative");
+    total += size;
+  }
+  if (total != shape[axis])
+    return fail(location, "split sizes add up to " + Twine(total) + ", but dim " +
+                              Twine(axis) + " has " + Twine(shape[axis]));
+  for (int64_t size : sizes) {
+    SmallVector<int64_t> piece(shape);
+    piece[axis] = size;
+    types.push_back(RankedTensorType::get(piece, elementOf(adaptor.getInput())));
+  }
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), ends = adaptor.getEnds(),
+                    steps = adaptor.getSteps();
+  if (starts.size() != shape.size() || ends.size() != shape.size() ||
+      steps.size() != shape.size())
+    return fail(location, "starts, ends and steps need one entry per dim (" +
+                              Twine(shape.size()) + ")");
+  SmallVector<int64_t> result;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t start = starts[i], end = ends[i], step = steps[i], dim = shape[i];
+    bool clamped = step > 0 ? (start >= 0 && start <= dim && end >= 0 && end <= dim)
+                 : step < 0 ? (start >= 0 && start <= dim - 1 && end >= -1 && end <= dim - 1)
+                            : false;
+    if (!clamped)
+      return fail(location, "dim " + Twine(i) + ": start " + Twine(start) + ", end " +
+                                Twine(end) + ", step " + Twine(step) +
+                                " are not a clamped slice of size " + Twine(dim));
+    int64_t span = step > 0 ? end - start : start - end;
+    int64_t magnitude = step > 0 ? step : -step;
+    result.push_back(span <= 0 ? 0 : (span + magnitude - 1) / magnitude);
+  }
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getInput())));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> data = shapeOf(adaptor.getData());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(location, axis, data.size())))
+    return failure();
+  SmallVector<int64_t> result(data.take_front(axis));
+  llvm::append_range(result, shapeOf(adaptor.getIndices()));
+  llvm::append_range(result, data.drop_front(axis + 1));
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getData())));
+  return success();
+}
+
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                         Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  auto result = broadcastShapes(shape, adaptor.getShape());
+  if (!result)
+    return fail(location, "cannot expand " + shapeString(shape) + " to " +
+                              shapeString(adaptor.getShape()));
+  types.push_back(RankedTensorType::get(*result, elementOf(adaptor.getInput())));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferReduce(std::optional<Location> location, Value input,
+                                 ArrayRef<int64_t> axes, bool keepdims,
+                                 SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (axes.empty())
+    return fail(location, "needs at least one axis to reduce");
+  if (failed(checkAxes(location, axes, shape.size())))
+    return failure();
+  SmallVector<int64_t> result;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
+      result.push_back(d);
+    else if (keepdims)
+      result.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(result, elementOf(input)));
+  return success();
+}
+
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferReduce(location, adaptor.getInput(), adaptor.getAxes(), adaptor.getKeepdims(),
+                     types);
+}
+
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> location,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferReduce(location, adaptor.getInput(), adaptor.getAxes(), adaptor.getKeepdims(),
+                     types);
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferReduce(location, adaptor.getInput(), adaptor.getAxes(), adaptor.getKeepdims(),
+                     types);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> x = shapeOf(adaptor.getX()), w = shapeOf(adaptor.getW());
+  if (x.size() < 3 || w.size() != x.size())
+    return fail(location, "input (" + shapeString(x) + ") and weight (" + shapeString(w) +
+                              ") must be N x C x spatial... of the same rank");
+  int64_t group = adaptor.getGroup();
+  if (group < 1 || x[1] != w[1] * group || w[0] % group != 0)
+    return fail(location, "input channels " + Twine(x[1]) + " do not match weight " +
+                              shapeString(w) + " with group " + Twine(group));
+  if (adaptor.getB() && shapeOf(adaptor.getB()) != ArrayRef<int64_t>{w[0]})
+    return fail(location, "bias must have shape " + Twine(w[0]));
+  if (failed(checkSpatial(location, x.size() - 2, adaptor.getStrides(), adaptor.getPads(),
+                          adaptor.getDilations())))
+    return failure();
+  auto spatial = windowOutput(location, x, w.drop_front(2), adaptor.getStrides(),
+                              adaptor.getPads(), adaptor.getDilations(), false);
+  if (failed(spatial))
+    return failure();
+  SmallVector<int64_t> result{x[0], w[0]};
+  llvm::append_range(result, *spatial);
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getX())));
+  return success();
+}
+
+static LogicalResult inferPool(std::optional<Location> location, Value x,
+                               ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                               bool ceilMode, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(x);
+  if (shape.size() < 3 || kernel.size() != shape.size() - 2)
+    return fail(location, "input " + shapeString(shape) + " and kernel " +
+                              shapeString(kernel) + " must be N x C x spatial... and " +
+                              "one size per spatial dim");
+  if (failed(checkSpatial(location, kernel.size(), strides, pads, dilations)))
+    return failure();
+  auto spatial = windowOutput(location, shape, kernel, strides, pads, dilations, ceilMode);
+  if (failed(spatial))
+    return failure();
+  SmallVector<int64_t> result{shape[0], shape[1]};
+  llvm::append_range(result, *spatial);
+  types.push_back(RankedTensorType::get(result, elementOf(x)));
+  return success();
+}
+
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferPool(location, adaptor.getX(), adaptor.getKernelShape(), adaptor.getStrides(),
+                   adaptor.getPads(), adaptor.getDilations(), adaptor.getCeilMode(), types);
+}
+
+LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
+                                              std::optional<Location> location,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferPool(location, adaptor.getX(), adaptor.getKernelShape(), adaptor.getStrides(),
+                   adaptor.getPads(), adaptor.getDilations(), adaptor.getCeilMode(), types);
+}
+
+LogicalResult GlobalAveragePoolOp::inferReturnTypes(MLIRContext *,
+                                                    std::optional<Location> location,
+                                                    Adaptor adaptor,
+                                                    SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getX());
+  if (shape.size() < 3)
+    return fail(location, "input must be N x C x spatial..., got " + shapeString(shape));
+  SmallVector<int64_t> result(shape.size(), 1);
+  result[0] = shape[0];
+  result[1] = shape[1];
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getX())));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// Shared by both losses: scores N x C x d..., targets N x d..., weights C.
+static LogicalResult inferLoss(std::optional<Location> location, Value scores,
+                               Value targets, Value weights, StringRef reduction,
+                               SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> s = shapeOf(scores), t = shapeOf(targets);
+  if (s.size() < 2)
+    return fail(location, "scores must be N x C x ..., got " + shapeString(s));
+  SmallVector<int64_t> expected{s[0]};
+  llvm::append_range(expected, s.drop_front(2));
+  if (t != ArrayRef<int64_t>(expected))
+    return fail(location, "targets of shape " + shapeString(t) + " do not fit scores " +
+                              shapeString(s) + " (expected " + shapeString(expected) + ")");
+  if (weights && shapeOf(weights) != ArrayRef<int64_t>{s[1]})
+    return fail(location, "weights must have shape " + Twine(s[1]) + " (the classes)");
+  if (reduction != "none" && reduction != "mean" && reduction != "sum")
+    return fail(location, "reduction must be none, mean or sum, not '" + reduction + "'");
+  SmallVector<int64_t> lossShape;
+  if (reduction == "none")
+    lossShape = expected;
+  types.push_back(RankedTensorType::get(lossShape, elementOf(scores)));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(MLIRContext *,
+                                                          std::optional<Location> location,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &types) {
+  if (failed(inferLoss(location, adaptor.getScores(), adaptor.getLabels(),
+                       adaptor.getWeights(), adaptor.getReduction(), types)))
+    return failure();
+  types.push_back(adaptor.getScores().getType());
+  return success();
+}
+
+LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  return inferLoss(location, adaptor.getInput(), adaptor.getTarget(), adaptor.getWeight(),
+                   adaptor.getReduction(), types);
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and generators
+//===----------------------------------------------------------------------===//
+
+LogicalResult TriluOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (shapeOf(adaptor.getInput()).size() < 2)
+    return fail(location, "input must have rank 2 or more");
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                           Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto type = dyn_cast<RankedTensorType>(adaptor.getValue().getType());
+  if (!type || !type.hasStaticShape())
+    return fail(location, "value must be a statically shaped tensor");
+  types.push_back(type);
+  return success();
+}
+
+LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *,
+                                                  std::optional<Location> location,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &types) {
+  if (llvm::any_of(adaptor.getShape(), [](int64_t d) { return d < 0; }))
+    return fail(location, "shape " + shapeString(adaptor.getShape()) + " has a negative dim");
+  types.push_back(RankedTensorType::get(adaptor.getShape(), adaptor.getValue().getType()));
+  return success();
+}
+
+LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> location, Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  int64_t rank = shapeOf(adaptor.getInput()).size();
+  int64_t start = adaptor.getStart(), end = adaptor.getEnd();
+  if (start < 0 || start > end || end > rank)
+    return fail(location, "start " + Twine(start) + " and end " + Twine(end) +
+                              " must satisfy 0 <= start <= end <= rank " + Twine(rank));
+  types.push_back(RankedTensorType::get({end - start}, IntegerType::get(context, 64)));
+  return success();
+}
+
+LogicalResult RangeOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  Type type = adaptor.getStart().getType();
+  if (adaptor.getLimit().getType() != type || adaptor.getDelta().getType() != type)
+    return fail(location, "start, limit and delta must have one type");
+  int64_t count;
+  if (auto start = dyn_cast<IntegerAttr>(adaptor.getStart())) {
+    int64_t s = start.getInt(), l = cast<IntegerAttr>(adaptor.getLimit()).getInt(),
+            d = cast<IntegerAttr>(adaptor.getDelta()).getInt();
+    if (d == 0)
+      return fail(location, "delta must not be 0");
+    count = d > 0 ? (l - s + d - 1) / d : (s - l - d - 1) / -d;
+  } else if (auto startF = dyn_cast<FloatAttr>(adaptor.getStart())) {
+    double s = startF.getValueAsDouble(),
+           l = cast<FloatAttr>(adaptor.getLimit()).getValueAsDouble(),
+           d = cast<FloatAttr>(adaptor.getDelta()).getValueAsDouble();
+    if (d == 0)
+      return fail(location, "delta must not be 0");
+    count = static_cast<int64_t>(std::ceil((l - s) / d));
+  } else {
+    return fail(location, "start, limit and delta must be integer or float scalars");
+  }
+  types.push_back(RankedTensorType::get({std::max<int64_t>(count, 0)}, type));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Cleave/CleaveOps.cpp.inc"

@@ -1,0 +1,31 @@
+//===- CleaveOps.h - cleave operations --------------------------*- C++ -*-===//
+
+#ifndef CLEAVE_DIALECTS_CLEAVE_CLEAVEOPS_H
+#define CLEAVE_DIALECTS_CLEAVE_CLEAVEOPS_H
+
+#include "dialects/Cleave/CleaveDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace cleave {
+
+/// The multidirectional (numpy) broadcast of the shapes of `operands`, with
+/// `element` as element type. Emits an error at `location` and fails when the
+/// shapes do not broadcast.
+llvm::LogicalResult inferBroadcastType(std::optional<mlir::Location> location,
+                                       mlir::TypeRange operands, mlir::Type element,
+                                       llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// Largest number of elements a fold at import may produce.
+inline constexpr int64_t kMaxFoldedElements = 65536;
+
+} // namespace cleave
+
+#define GET_OP_CLASSES
+#include "dialects/Cleave/CleaveOps.h.inc"
+
+#endif

@@ -1,0 +1,376 @@
+//===- CleaveOps.td - the cleave dialect -------------------*- tablegen -*-===//
+//
+// ONNX operators at static shapes. Shape-deciding ONNX inputs are attributes
+// here (see docs/ops.md); result types are inferred from operands and
+// attributes, and the inference doubles as the shape verifier.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_OPS_TD
+#define CLEAVE_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Cleave_Dialect : Dialect {
+  let name = "cleave";
+  let cppNamespace = "::cleave";
+  let summary = "ONNX operators at static shapes, ready to train and partition";
+  let hasConstantMaterializer = 1;
+}
+
+def Cleave_Tensor : StaticShapeTensorOf<[AnyType]>;
+def Cleave_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Cleave_NumericTensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
+def Cleave_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Cleave_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+class Cleave_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Cleave_Dialect, mnemonic, traits> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+// Result types come from the op's own inferReturnTypes (CleaveOps.cpp).
+class Cleave_PureOp<string mnemonic, list<Trait> traits = []>
+    : Cleave_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])>;
+
+// Generators have no operands: only attributes and the result type print.
+class Cleave_GeneratorOp<string mnemonic, list<Trait> traits = []>
+    : Cleave_PureOp<mnemonic, traits> {
+  let assemblyFormat = "attr-dict `:` type(results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+// ODS derives the inferred result type from SameOperandsAndResultType.
+class Cleave_UnaryOp<string mnemonic, Type type, bit folds = 0>
+    : Cleave_Op<mnemonic, [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "elementwise " # mnemonic;
+  let arguments = (ins type:$input);
+  let results = (outs type:$output);
+  let hasFolder = folds;
+}
+
+def Cleave_NegOp : Cleave_UnaryOp<"neg", Cleave_NumericTensor, 1>;
+def Cleave_SqrtOp : Cleave_UnaryOp<"sqrt", Cleave_FloatTensor, 1>;
+def Cleave_ReciprocalOp : Cleave_UnaryOp<"reciprocal", Cleave_FloatTensor, 1>;
+def Cleave_ExpOp : Cleave_UnaryOp<"exp", Cleave_FloatTensor>;
+def Cleave_LogOp : Cleave_UnaryOp<"log", Cleave_FloatTensor>;
+def Cleave_AbsOp : Cleave_UnaryOp<"abs", Cleave_NumericTensor, 1>;
+def Cleave_TanhOp : Cleave_UnaryOp<"tanh", Cleave_FloatTensor>;
+def Cleave_SigmoidOp : Cleave_UnaryOp<"sigmoid", Cleave_FloatTensor>;
+def Cleave_ReluOp : Cleave_UnaryOp<"relu", Cleave_NumericTensor>;
+def Cleave_ErfOp : Cleave_UnaryOp<"erf", Cleave_FloatTensor>;
+def Cleave_NotOp : Cleave_UnaryOp<"not", Cleave_BoolTensor, 1>;
+def Cleave_IdentityOp : Cleave_UnaryOp<"identity", Cleave_Tensor, 1>;
+
+def Cleave_LeakyReluOp : Cleave_UnaryOp<"leaky_relu", Cleave_FloatTensor> {
+  let arguments = (ins Cleave_FloatTensor:$input, F32Attr:$alpha);
+}
+
+def Cleave_GeluOp : Cleave_UnaryOp<"gelu", Cleave_FloatTensor> {
+  let arguments = (ins Cleave_FloatTensor:$input,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let hasVerifier = 1;
+}
+
+class Cleave_BroadcastOp<string mnemonic, Type operandType, bit comparison = 0,
+                         bit sameElementType = 1>
+    : Cleave_PureOp<mnemonic, !if(sameElementType,
+                                  [AllElementTypesMatch<["lhs", "rhs"]>], [])> {
+  let summary = "elementwise " # mnemonic # " with multidirectional broadcasting";
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> location,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      ::mlir::Type element = }] # !if(comparison, "::mlir::IntegerType::get(context, 1)",
+          "::mlir::getElementTypeOrSelf(adaptor.getLhs().getType())") # [{;
+      return inferBroadcastType(location, adaptor.getOperands().getTypes(), element, types);
+    }
+  }];
+}
+
+def Cleave_AddOp : Cleave_BroadcastOp<"add", Cleave_NumericTensor>;
+def Cleave_SubOp : Cleave_BroadcastOp<"sub", Cleave_NumericTensor>;
+def Cleave_MulOp : Cleave_BroadcastOp<"mul", Cleave_NumericTensor>;
+def Cleave_DivOp : Cleave_BroadcastOp<"div", Cleave_NumericTensor>;
+def Cleave_PowOp : Cleave_BroadcastOp<"pow", Cleave_NumericTensor, 0, 0>;
+def Cleave_EqualOp : Cleave_BroadcastOp<"equal", Cleave_Tensor, 1>;
+def Cleave_LessOp : Cleave_BroadcastOp<"less", Cleave_NumericTensor, 1>;
+def Cleave_GreaterOp : Cleave_BroadcastOp<"greater", Cleave_NumericTensor, 1>;
+
+def Cleave_WhereOp : Cleave_PureOp<"where"> {
+  let summary = "select x where condition holds, else y, with broadcasting";
+  let arguments = (ins Cleave_BoolTensor:$condition, Cleave_Tensor:$x, Cleave_Tensor:$y);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_CastOp : Cleave_PureOp<"cast"> {
+  let summary = "elementwise conversion to the element type `to`";
+  let arguments = (ins Cleave_Tensor:$input, TypeAttr:$to);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and activations over an axis
+//===----------------------------------------------------------------------===//
+
+class Cleave_AxisOp<string mnemonic> : Cleave_PureOp<mnemonic> {
+  let arguments = (ins Cleave_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
+def Cleave_SoftmaxOp : Cleave_AxisOp<"softmax"> {
+  let summary = "softmax along `axis`";
+}
+def Cleave_LogSoftmaxOp : Cleave_AxisOp<"log_softmax"> {
+  let summary = "log of softmax along `axis`";
+}
+
+def Cleave_LayerNormalizationOp : Cleave_PureOp<"layer_normalization"> {
+  let summary = "layer normalisation over the dims from `axis` on";
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$scale,
+                   Optional<Cleave_FloatTensor>:$bias, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Cleave_FloatTensor:$y, Cleave_FloatTensor:$mean,
+                  Cleave_FloatTensor:$inv_std_dev);
+}
+
+def Cleave_BatchNormalizationOp : Cleave_PureOp<"batch_normalization"> {
+  let summary = "batch normalisation over dim 1 (channels)";
+  let description = [{
+    In training mode the batch statistics normalise and the running statistics
+    are updated with `momentum`; otherwise `mean` and `var` normalise and the
+    running statistics are returned unchanged.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$scale,
+                   Cleave_FloatTensor:$bias, Cleave_FloatTensor:$mean,
+                   Cleave_FloatTensor:$var, F32Attr:$epsilon, F32Attr:$momentum,
+                   BoolAttr:$training_mode);
+  let results = (outs Cleave_FloatTensor:$y, Cleave_FloatTensor:$running_mean,
+                  Cleave_FloatTensor:$running_var);
+}
+
+def Cleave_DropoutOp : Cleave_Op<"dropout", [InferTypeOpAdaptor]> {
+  let summary = "dropout with probability `ratio` in training mode, identity otherwise";
+  let arguments = (ins Cleave_FloatTensor:$data, F32Attr:$ratio, BoolAttr:$training_mode,
+                   OptionalAttr<I64Attr>:$seed);
+  let results = (outs Cleave_FloatTensor:$output, Cleave_BoolTensor:$mask);
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def Cleave_MatMulOp : Cleave_PureOp<"matmul"> {
+  let summary = "numpy-style matrix product with batch broadcasting";
+  let arguments = (ins Cleave_NumericTensor:$lhs, Cleave_NumericTensor:$rhs);
+  let results = (outs Cleave_NumericTensor:$output);
+}
+
+def Cleave_GemmOp : Cleave_PureOp<"gemm"> {
+  let summary = "alpha * op(a) * op(b) + beta * c";
+  let arguments = (ins Cleave_NumericTensor:$a, Cleave_NumericTensor:$b,
+                   Optional<Cleave_NumericTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$beta,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs Cleave_NumericTensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Cleave_ReshapeOp : Cleave_PureOp<"reshape"> {
+  let summary = "reinterpret the elements in `shape` (fully resolved)";
+  let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_FlattenOp : Cleave_PureOp<"flatten"> {
+  let summary = "collapse to 2-D at `axis`";
+  let arguments = (ins Cleave_Tensor:$input, I64Attr:$axis);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_TransposeOp : Cleave_PureOp<"transpose"> {
+  let summary = "permute dims: output dim i is input dim perm[i]";
+  let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Cleave_Tensor:$output);
+}
+
+def Cleave_SqueezeOp : Cleave_PureOp<"squeeze"> {
+  let summary = "remove the size-1 dims `axes`";
+  let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_UnsqueezeOp : Cleave_PureOp<"unsqueeze"> {
+  let summary = "insert size-1 dims at `axes` of the output";
+  let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_ConcatOp : Cleave_PureOp<"concat"> {
+  let summary = "join tensors along `axis`";
+  let arguments = (ins Variadic<Cleave_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_SplitOp : Cleave_PureOp<"split"> {
+  let summary = "cut along `axis` into pieces of the sizes in `split`";
+  let arguments = (ins Cleave_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$split);
+  let results = (outs Variadic<Cleave_Tensor>:$outputs);
+}
+
+def Cleave_SliceOp : Cleave_PureOp<"slice"> {
+  let summary = "strided slice with one clamped start, end and step per dim";
+  let description = [{
+    For each dim d the output takes input indices starts[d], starts[d] + steps[d],
+    ... while short of ends[d] (for a negative step, while greater than ends[d];
+    ends[d] may then be -1, meaning past index 0).
+  }];
+  let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_GatherOp : Cleave_PureOp<"gather"> {
+  let summary = "take entries of `data` along `axis` at `indices`";
+  let arguments = (ins Cleave_Tensor:$data, Cleave_IndexTensor:$indices, I64Attr:$axis);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_ExpandOp : Cleave_PureOp<"expand"> {
+  let summary = "broadcast to `shape`";
+  let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Cleave_ReduceOp<string mnemonic> : Cleave_PureOp<mnemonic> {
+  let summary = mnemonic # " over `axes`";
+  let arguments = (ins Cleave_NumericTensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs Cleave_NumericTensor:$output);
+}
+
+def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum">;
+def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean">;
+def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max">;
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling (N x C x spatial...)
+//===----------------------------------------------------------------------===//
+
+def Cleave_ConvOp : Cleave_PureOp<"conv"> {
+  let summary = "grouped N-d convolution";
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$w,
+                   Optional<Cleave_FloatTensor>:$b, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group);
+  let results = (outs Cleave_FloatTensor:$y);
+}
+
+def Cleave_MaxPoolOp : Cleave_PureOp<"max_pool"> {
+  let summary = "N-d max pooling";
+  let arguments = (ins Cleave_NumericTensor:$x, DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, BoolAttr:$ceil_mode);
+  let results = (outs Cleave_NumericTensor:$y);
+}
+
+def Cleave_AveragePoolOp : Cleave_PureOp<"average_pool"> {
+  let summary = "N-d average pooling";
+  let arguments = (ins Cleave_FloatTensor:$x, DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, BoolAttr:$ceil_mode,
+                   BoolAttr:$count_include_pad);
+  let results = (outs Cleave_FloatTensor:$y);
+}
+
+def Cleave_GlobalAveragePoolOp : Cleave_PureOp<"global_average_pool"> {
+  let summary = "mean over all spatial dims, kept as size 1";
+  let arguments = (ins Cleave_FloatTensor:$x);
+  let results = (outs Cleave_FloatTensor:$y);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def Cleave_SoftmaxCrossEntropyLossOp : Cleave_PureOp<"softmax_cross_entropy_loss"> {
+  let summary = "cross entropy of softmax(scores) over dim 1 against class labels";
+  let arguments = (ins Cleave_FloatTensor:$scores, Cleave_IndexTensor:$labels,
+                   Optional<Cleave_FloatTensor>:$weights, StrAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Cleave_FloatTensor:$loss, Cleave_FloatTensor:$log_prob);
+}
+
+def Cleave_NegativeLogLikelihoodLossOp : Cleave_PureOp<"negative_log_likelihood_loss"> {
+  let summary = "negative log likelihood over dim 1 against class targets";
+  let arguments = (ins Cleave_FloatTensor:$input, Cleave_IndexTensor:$target,
+                   Optional<Cleave_FloatTensor>:$weight, StrAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Cleave_FloatTensor:$loss);
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and generators
+//===----------------------------------------------------------------------===//
+
+def Cleave_TriluOp : Cleave_PureOp<"trilu"> {
+  let summary = "keep the upper or lower triangle of the last two dims, offset by k";
+  let arguments = (ins Cleave_Tensor:$input, BoolAttr:$upper, I64Attr:$k);
+  let results = (outs Cleave_Tensor:$output);
+}
+
+def Cleave_ConstantOp : Cleave_GeneratorOp<"constant", [ConstantLike]> {
+  let summary = "a literal tensor";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_ConstantOfShapeOp : Cleave_GeneratorOp<"constant_of_shape"> {
+  let summary = "a tensor of `shape` filled with the scalar `value`";
+  let arguments = (ins DenseI64ArrayAttr:$shape, TypedAttrInterface:$value);
+  let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_ShapeOp : Cleave_PureOp<"shape"> {
+  let summary = "dims [start, end) of the input's shape, as i64";
+  let arguments = (ins Cleave_Tensor:$input, I64Attr:$start, I64Attr:$end);
+  let results = (outs StaticShapeTensorOf<[I64]>:$output);
+  let hasFolder = 1;
+}
+
+def Cleave_RangeOp : Cleave_GeneratorOp<"range"> {
+  let summary = "start, start + delta, ... short of limit";
+  let arguments = (ins TypedAttrInterface:$start, TypedAttrInterface:$limit, TypedAttrInterface:$delta);
+  let results = (outs StaticShapeTensorOf<[AnyFloat, AnyInteger]>:$output);
+  let hasFolder = 1;
+}
+
+#endif // CLEAVE_OPS_TD

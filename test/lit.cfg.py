@@ -1,0 +1,17 @@
+# lit configuration for Cleave's tests.
+import os
+
+import lit.formats
+
+config.name = "Cleave"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mlir", ".py", ".test"]
+config.excludes = ["lib", "Inputs", "lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.cleave_obj_root, "test")
+
+path = os.pathsep.join([config.cleave_tools_dir, config.llvm_tools_dir,
+                        config.environment.get("PATH", os.environ["PATH"])])
+config.environment["PATH"] = path
+config.environment["PYTHONPATH"] = os.path.join(config.test_source_root, "lib")
+config.substitutions.append(("%python", config.python_executable))
