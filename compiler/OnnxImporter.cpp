@@ -721,7 +721,8 @@ Results importShape(NodeContext &n) {
 
 Results importRange(NodeContext &n) {
   SmallVector<Attribute> bounds;
-  for (auto [i, role] : llvm::enumerate(ArrayRef<StringRef>{"start", "limit", "delta"})) {
+  const StringRef roles[] = {"start", "limit", "delta"};
+  for (auto [i, role] : llvm::enumerate(roles)) {
     auto value = n.constant(i, role);
     if (failed(value))
       return failure();

@@ -233,10 +233,10 @@ LogicalResult BatchNormalizationOp::inferReturnTypes(MLIRContext *,
   if (shape.size() < 2)
     return fail(location, "input must have at least rank 2 (N x C x ...), got " +
                               shapeString(shape));
-  for (auto [name, value] :
-       llvm::zip(ArrayRef<StringRef>{"scale", "bias", "mean", "var"},
-                 ValueRange{adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
-                            adaptor.getVar()})) {
+  const StringRef names[] = {"scale", "bias", "mean", "var"};
+  const Value operands[] = {adaptor.getScale(), adaptor.getBias(), adaptor.getMean(),
+                            adaptor.getVar()};
+  for (auto [name, value] : llvm::zip(names, operands)) {
     if (shapeOf(value) != ArrayRef<int64_t>{shape[1]})
       return fail(location, name + " must have shape " + Twine(shape[1]) +
                                 " (the channels), got " + shapeString(shapeOf(value)));

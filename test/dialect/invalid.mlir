@@ -1,0 +1,254 @@
+// RUN: cleave-opt %s -split-input-file -verify-diagnostics
+
+func.func @broadcast_mismatch(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+2 {{operands are not broadcast-compatible: 2x3 and 4x5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.add %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @wrong_result_type(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'cleave.add' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<3x2xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.add %a, %a : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @add_element_types(%a: tensor<2xf32>, %b: tensor<2xi64>) {
+  // expected-error @+1 {{all of {lhs, rhs} have same element type}}
+  %0 = cleave.add %a, %b : (tensor<2xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @sqrt_of_integers(%a: tensor<2xi64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of floating-point values}}
+  %0 = cleave.sqrt %a : (tensor<2xi64>) -> tensor<2xi64>
+  return
+}
+
+// -----
+
+func.func @dynamic_shape(%a: tensor<?x3xf32>) {
+  // expected-error @+1 {{must be statically shaped tensor}}
+  %0 = cleave.relu %a : (tensor<?x3xf32>) -> tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_contraction(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+2 {{contraction dims differ: 2x3 times 4x5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x4xf32>) {
+  // expected-error @+2 {{batch dims do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.matmul %a, %b : (tensor<2x2x3xf32>, tensor<3x3x4xf32>) -> tensor<2x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @gemm_bias(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>, %c: tensor<3xf32>) {
+  // expected-error @+2 {{c of shape 3 does not broadcast to 2x4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.gemm %a, %b, %c : (tensor<2x3xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.softmax %a {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_scale(%x: tensor<2x8xf32>, %s: tensor<4xf32>) {
+  // expected-error @+2 {{scale of shape 4 does not broadcast to the normalised shape 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = cleave.layer_normalization %x, %s {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<4xf32>) -> (tensor<2x8xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  return
+}
+
+// -----
+
+func.func @batch_norm_channels(%x: tensor<2x3x4xf32>, %c: tensor<4xf32>) {
+  // expected-error @+2 {{scale must have shape 3 (the channels), got 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = cleave.batch_normalization %x, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = false} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @dropout_ratio(%x: tensor<4xf32>) {
+  // expected-error @+1 {{ratio must be in [0, 1), got 1.5}}
+  %0:2 = cleave.dropout %x {ratio = 1.5 : f32, training_mode = true} : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>)
+  return
+}
+
+// -----
+
+func.func @gelu_mode(%x: tensor<4xf32>) {
+  // expected-error @+1 {{approximate must be "none" or "tanh", not "fast"}}
+  %0 = cleave.gelu %x {approximate = "fast"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{cannot reshape 6 elements (2x3) to 4x2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.reshape %x {shape = array<i64: 4, 2>} : (tensor<2x3xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis 1 appears twice}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.transpose %x {perm = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<3x3xf32>
+  return
+}
+
+// -----
+
+func.func @squeeze_non_unit(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{cannot squeeze dim 0 of size 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.squeeze %x {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_mismatch(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+2 {{cannot concatenate 2x3 and 2x4 along axis 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<6xf32>) {
+  // expected-error @+2 {{split sizes add up to 5, but dim 0 has 6}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = cleave.split %x {axis = 0 : i64, split = array<i64: 2, 3>} : (tensor<6xf32>) -> (tensor<2xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @slice_unclamped(%x: tensor<4xf32>) {
+  // expected-error @+2 {{dim 0: start 0, end 9, step 1 are not a clamped slice of size 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.slice %x {starts = array<i64: 0>, ends = array<i64: 9>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @gather_indices(%x: tensor<4x2xf32>, %i: tensor<3xf32>) {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = cleave.gather %x, %i {axis = 0 : i64} : (tensor<4x2xf32>, tensor<3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @expand_shape(%x: tensor<3xf32>) {
+  // expected-error @+2 {{cannot expand 3 to 2x4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.expand %x {shape = array<i64: 2, 4>} : (tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_no_axes(%x: tensor<3xf32>) {
+  // expected-error @+2 {{needs at least one axis to reduce}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.reduce_sum %x {axes = array<i64>, keepdims = true} : (tensor<3xf32>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_channels(%x: tensor<1x3x5x5xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{input channels 3 do not match weight 4x2x3x3 with group 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x3x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @pool_window(%x: tensor<1x1x2x2xf32>) {
+  // expected-error @+2 {{window of 3 does not fit spatial dim 0 of size 2 (padded)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.max_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x1x2x2xf32>) -> tensor<1x1x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @loss_labels(%s: tensor<4x10xf32>, %l: tensor<5xi64>) {
+  // expected-error @+2 {{targets of shape 5 do not fit scores 4x10 (expected 4)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = cleave.softmax_cross_entropy_loss %s, %l {reduction = "mean"} : (tensor<4x10xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<4x10xf32>)
+  return
+}
+
+// -----
+
+func.func @loss_reduction(%s: tensor<4x10xf32>, %l: tensor<4xi64>) {
+  // expected-error @+2 {{reduction must be none, mean or sum, not 'max'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.negative_log_likelihood_loss %s, %l {reduction = "max"} : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @trilu_rank(%x: tensor<4xf32>) {
+  // expected-error @+2 {{input must have rank 2 or more}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.trilu %x {upper = true, k = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @shape_bounds(%x: tensor<4xf32>) {
+  // expected-error @+2 {{start 0 and end 2 must satisfy 0 <= start <= end <= rank 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.shape %x {start = 0 : i64, end = 2 : i64} : (tensor<4xf32>) -> tensor<2xi64>
+  return
+}
+
+// -----
+
+func.func @range_delta() {
+  // expected-error @+2 {{delta must not be 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.range {start = 0 : i64, limit = 4 : i64, delta = 0 : i64} : tensor<4xi64>
+  return
+}
