@@ -105,11 +105,11 @@ void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
     os << "no multi-device configuration\n";
     return;
   }
-  for (Attribute entry : configs) {
+  llvm::interleaveComma(configs, os, [&](Attribute entry) {
     auto dict = cast<DictionaryAttr>(entry);
     os << cast<StringAttr>(dict.get("name")).getValue() << " ("
-       << cast<IntegerAttr>(dict.get("num_devices")).getInt() << " devices) ";
-  }
+       << cast<IntegerAttr>(dict.get("num_devices")).getInt() << " devices)";
+  });
   os << "; " << annotated << " ops annotated with sharding or pipeline stage\n";
 }
 
