@@ -107,7 +107,7 @@ public:
     DenseElementsAttr value;
     if (!input(i) || !matchPattern(input(i), m_Constant(&value))) {
       error() << "input '" << node.input(i) << "' (" << role
-              << ") must be a constant: cleave needs it to know shapes statically";
+              << ") must be a constant: cleave resolves it at import";
       return failure();
     }
     return value;
@@ -266,13 +266,21 @@ Results importDropout(NodeContext &n) {
     auto value = n.constant(1, "ratio");
     if (failed(value))
       return failure();
-    ratio = static_cast<float>((*value).getSplatValue<APFloat>().convertToDouble());
+    if (value->getNumElements() != 1 || !isa<FloatType>(value->getElementType())) {
+      n.error() << "ratio must be a float scalar";
+      return failure();
+    }
+    ratio = static_cast<float>((*value->getValues<APFloat>().begin()).convertToDouble());
   }
   if (n.input(2)) {
     auto value = n.constant(2, "training_mode");
     if (failed(value))
       return failure();
-    training = (*value).getSplatValue<APInt>().getBoolValue();
+    if (value->getNumElements() != 1 || !value->getElementType().isInteger(1)) {
+      n.error() << "training_mode must be a bool scalar";
+      return failure();
+    }
+    training = (*value->getValues<APInt>().begin()).getBoolValue();
   }
   SmallVector<NamedAttribute> attributes{n.f32("ratio", ratio),
                                          n.boolean("training_mode", training)};
@@ -736,71 +744,83 @@ Results importRange(NodeContext &n) {
                               n.named("delta", bounds[2])});
 }
 
-/// Handlers for the default domain, by op type.
-llvm::StringMap<Handler> makeHandlers(StringRef modelDir) {
-  llvm::StringMap<Handler> h;
-  h["Neg"] = elementwise<NegOp>;
-  h["Sqrt"] = elementwise<SqrtOp>;
-  h["Reciprocal"] = elementwise<ReciprocalOp>;
-  h["Exp"] = elementwise<ExpOp>;
-  h["Log"] = elementwise<LogOp>;
-  h["Abs"] = elementwise<AbsOp>;
-  h["Tanh"] = elementwise<TanhOp>;
-  h["Sigmoid"] = elementwise<SigmoidOp>;
-  h["Relu"] = elementwise<ReluOp>;
-  h["Erf"] = elementwise<ErfOp>;
-  h["Not"] = elementwise<NotOp>;
-  h["Identity"] = elementwise<IdentityOp>;
-  h["Add"] = elementwise<AddOp>;
-  h["Sub"] = elementwise<SubOp>;
-  h["Mul"] = elementwise<MulOp>;
-  h["Div"] = elementwise<DivOp>;
-  h["Pow"] = elementwise<PowOp>;
-  h["Equal"] = elementwise<EqualOp>;
-  h["Less"] = elementwise<LessOp>;
-  h["Greater"] = elementwise<GreaterOp>;
-  h["Where"] = elementwise<WhereOp>;
-  h["MatMul"] = elementwise<MatMulOp>;
-  h["GlobalAveragePool"] = elementwise<GlobalAveragePoolOp>;
-  h["LeakyRelu"] = [](NodeContext &n) {
-    return n.build<LeakyReluOp>(n.input(0), {n.f32("alpha", n.getFloat("alpha", 0.01f))});
+/// How to import one default-domain op type, and how many inputs it takes
+/// (the first `minInputs` must be present).
+struct OpImporter {
+  Handler handler;
+  unsigned minInputs;
+  unsigned maxInputs;
+};
+
+constexpr unsigned kVariadic = ~0u;
+
+llvm::StringMap<OpImporter> makeOpImporters(StringRef modelDir) {
+  llvm::StringMap<OpImporter> table;
+  auto add = [&](StringRef op, Handler handler, unsigned minInputs, unsigned maxInputs) {
+    table[op] = OpImporter{std::move(handler), minInputs, maxInputs};
   };
-  h["Gelu"] = [](NodeContext &n) {
+  add("Neg", elementwise<NegOp>, 1, 1);
+  add("Sqrt", elementwise<SqrtOp>, 1, 1);
+  add("Reciprocal", elementwise<ReciprocalOp>, 1, 1);
+  add("Exp", elementwise<ExpOp>, 1, 1);
+  add("Log", elementwise<LogOp>, 1, 1);
+  add("Abs", elementwise<AbsOp>, 1, 1);
+  add("Tanh", elementwise<TanhOp>, 1, 1);
+  add("Sigmoid", elementwise<SigmoidOp>, 1, 1);
+  add("Relu", elementwise<ReluOp>, 1, 1);
+  add("Erf", elementwise<ErfOp>, 1, 1);
+  add("Not", elementwise<NotOp>, 1, 1);
+  add("Identity", elementwise<IdentityOp>, 1, 1);
+  add("Add", elementwise<AddOp>, 2, 2);
+  add("Sub", elementwise<SubOp>, 2, 2);
+  add("Mul", elementwise<MulOp>, 2, 2);
+  add("Div", elementwise<DivOp>, 2, 2);
+  add("Pow", elementwise<PowOp>, 2, 2);
+  add("Equal", elementwise<EqualOp>, 2, 2);
+  add("Less", elementwise<LessOp>, 2, 2);
+  add("Greater", elementwise<GreaterOp>, 2, 2);
+  add("Where", elementwise<WhereOp>, 3, 3);
+  add("MatMul", elementwise<MatMulOp>, 2, 2);
+  add("GlobalAveragePool", elementwise<GlobalAveragePoolOp>, 1, 1);
+  add("LeakyRelu", [](NodeContext &n) {
+    return n.build<LeakyReluOp>(n.input(0), {n.f32("alpha", n.getFloat("alpha", 0.01f))});
+  }, 1, 1);
+  add("Gelu", [](NodeContext &n) {
     return n.build<GeluOp>(n.input(0),
                            {n.string("approximate", n.getString("approximate", "none"))});
-  };
-  h["Cast"] = importCast;
-  h["Softmax"] = importAxisOp<SoftmaxOp>;
-  h["LogSoftmax"] = importAxisOp<LogSoftmaxOp>;
-  h["LayerNormalization"] = importLayerNormalization;
-  h["BatchNormalization"] = importBatchNormalization;
-  h["Dropout"] = importDropout;
-  h["Gemm"] = importGemm;
-  h["Reshape"] = importReshape;
-  h["Flatten"] = importFlatten;
-  h["Transpose"] = importTranspose;
-  h["Squeeze"] = importSqueeze;
-  h["Unsqueeze"] = importUnsqueeze;
-  h["Concat"] = importConcat;
-  h["Split"] = importSplit;
-  h["Slice"] = importSlice;
-  h["Gather"] = importGather;
-  h["Expand"] = importExpand;
-  h["ReduceSum"] = [](NodeContext &n) { return importReduce<ReduceSumOp>(n, 13); };
-  h["ReduceMean"] = [](NodeContext &n) { return importReduce<ReduceMeanOp>(n, 18); };
-  h["ReduceMax"] = [](NodeContext &n) { return importReduce<ReduceMaxOp>(n, 18); };
-  h["Conv"] = importConv;
-  h["MaxPool"] = importMaxPool;
-  h["AveragePool"] = importAveragePool;
-  h["SoftmaxCrossEntropyLoss"] = importLoss<SoftmaxCrossEntropyLossOp>;
-  h["NegativeLogLikelihoodLoss"] = importLoss<NegativeLogLikelihoodLossOp>;
-  h["Trilu"] = importTrilu;
+  }, 1, 1);
+  add("Cast", importCast, 1, 1);
+  add("Softmax", importAxisOp<SoftmaxOp>, 1, 1);
+  add("LogSoftmax", importAxisOp<LogSoftmaxOp>, 1, 1);
+  add("LayerNormalization", importLayerNormalization, 2, 3);
+  add("BatchNormalization", importBatchNormalization, 5, 5);
+  add("Dropout", importDropout, 1, 3);
+  add("Gemm", importGemm, 2, 3);
+  add("Reshape", importReshape, 2, 2);
+  add("Flatten", importFlatten, 1, 1);
+  add("Transpose", importTranspose, 1, 1);
+  add("Squeeze", importSqueeze, 1, 2);
+  add("Unsqueeze", importUnsqueeze, 2, 2);
+  add("Concat", importConcat, 1, kVariadic);
+  add("Split", importSplit, 1, 2);
+  add("Slice", importSlice, 3, 5);
+  add("Gather", importGather, 2, 2);
+  add("Expand", importExpand, 2, 2);
+  add("ReduceSum", [](NodeContext &n) { return importReduce<ReduceSumOp>(n, 13); }, 1, 2);
+  add("ReduceMean", [](NodeContext &n) { return importReduce<ReduceMeanOp>(n, 18); }, 1, 2);
+  add("ReduceMax", [](NodeContext &n) { return importReduce<ReduceMaxOp>(n, 18); }, 1, 2);
+  add("Conv", importConv, 2, 3);
+  add("MaxPool", importMaxPool, 1, 1);
+  add("AveragePool", importAveragePool, 1, 1);
+  add("SoftmaxCrossEntropyLoss", importLoss<SoftmaxCrossEntropyLossOp>, 2, 3);
+  add("NegativeLogLikelihoodLoss", importLoss<NegativeLogLikelihoodLossOp>, 2, 3);
+  add("Trilu", importTrilu, 1, 2);
   std::string dir = modelDir.str();
-  h["Constant"] = [dir](NodeContext &n) { return importConstant(n, dir); };
-  h["ConstantOfShape"] = [dir](NodeContext &n) { return importConstantOfShape(n, dir); };
-  h["Shape"] = importShape;
-  h["Range"] = importRange;
-  return h;
+  add("Constant", [dir](NodeContext &n) { return importConstant(n, dir); }, 0, 0);
+  add("ConstantOfShape", [dir](NodeContext &n) { return importConstantOfShape(n, dir); }, 1, 1);
+  add("Shape", importShape, 1, 1);
+  add("Range", importRange, 3, 3);
+  return table;
 }
 
 //===----------------------------------------------------------------------===//
@@ -818,7 +838,7 @@ public:
   Importer(MLIRContext &context, StringRef path, const ImportOptions &options,
            UserError &error)
       : context(context), path(path.str()), options(options), error(error),
-        builder(&context), modelDir(directoryOf(path)), handlers(makeHandlers(modelDir)) {}
+        builder(&context), modelDir(directoryOf(path)), opImporters(makeOpImporters(modelDir)) {}
 
   FailureOr<ImportedModel> run();
 
@@ -845,7 +865,7 @@ private:
   UserError &error;
   OpBuilder builder;
   std::string modelDir;
-  llvm::StringMap<Handler> handlers;
+  llvm::StringMap<OpImporter> opImporters;
 
   onnx::ModelProto model;
   llvm::StringMap<int64_t> opsets;
@@ -915,16 +935,24 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   if (!tensorType.has_shape())
     return fail("input '" + name + "' has no shape",
                 "bind it with --input-shape " + name + "=<d0>x<d1>...");
+  // The note spells out the flag to write: known dims as they are, dynamic
+  // ones by their symbol.
   SmallVector<int64_t> dims;
+  SmallVector<std::string> hint;
+  std::optional<std::string> dynamic;
   for (int i = 0; i < tensorType.shape().dim_size(); ++i) {
     const auto &dim = tensorType.shape().dim(i);
-    if (!dim.has_dim_value() || dim.dim_value() < 0) {
-      std::string symbol = dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "";
-      return fail("input '" + name + "' dim " + Twine(i) + " is dynamic" + symbol,
-                  "bind it with --input-shape " + name + "=<d0>x<d1>...");
-    }
-    dims.push_back(dim.dim_value());
+    bool known = dim.has_dim_value() && dim.dim_value() >= 0;
+    std::string symbol = dim.has_dim_param() && !dim.dim_param().empty() ? dim.dim_param()
+                                                                         : "d" + std::to_string(i);
+    hint.push_back(known ? std::to_string(dim.dim_value()) : "<" + symbol + ">");
+    if (!known && !dynamic)
+      dynamic = "input '" + name + "' dim " + std::to_string(i) + " is dynamic" +
+                (dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "");
+    dims.push_back(known ? dim.dim_value() : 0);
   }
+  if (dynamic)
+    return fail(*dynamic, "bind it with --input-shape " + name + "=" + llvm::join(hint, "x"));
   return RankedTensorType::get(dims, element);
 }
 
@@ -938,10 +966,23 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                       displayDomain(domain).str() + "', opset " + std::to_string(opset) + ")";
   if (!isDefaultDomain(domain))
     return fail(where + ": unsupported operator domain '" + domain + "'");
-  auto handler = handlers.find(node.op_type());
-  if (handler == handlers.end())
+  auto found = opImporters.find(node.op_type());
+  if (found == opImporters.end())
     return fail(where + ": unsupported operator",
                 "docs/ops.md lists the operators cleave imports");
+  const OpImporter &opImporter = found->second;
+  unsigned numInputs = node.input_size();
+  if (numInputs < opImporter.minInputs || numInputs > opImporter.maxInputs)
+    return fail(where + ": takes " +
+                (opImporter.minInputs == opImporter.maxInputs
+                     ? Twine(opImporter.minInputs)
+                     : opImporter.maxInputs == kVariadic
+                           ? Twine(opImporter.minInputs) + " or more"
+                           : Twine(opImporter.minInputs) + " to " + Twine(opImporter.maxInputs)) +
+                " inputs, got " + Twine(numInputs));
+  for (unsigned i = 0; i < opImporter.minInputs; ++i)
+    if (node.input(i).empty())
+      return fail(where + ": input " + Twine(i) + " is required but has no name");
 
   SmallVector<Value> inputs;
   for (const std::string &name : node.input()) {
@@ -949,11 +990,11 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
       inputs.push_back(Value());
       continue;
     }
-    auto found = values.find(name);
-    if (found == values.end())
+    auto value = values.find(name);
+    if (value == values.end())
       return fail(where + ": input '" + name +
                   "' is not produced by any node, graph input or initializer");
-    inputs.push_back(found->second);
+    inputs.push_back(value->second);
   }
 
   std::string message;
@@ -965,7 +1006,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   Location loc = NameLoc::get(builder.getStringAttr(node.name().empty() ? nodeName : node.name()),
                               FileLineColLoc::get(&context, path, 0, 0));
   NodeContext nodeContext(node, opset, builder, loc, std::move(inputs));
-  Results results = handler->second(nodeContext);
+  Results results = opImporter.handler(nodeContext);
   if (failed(results))
     return fail(where + ": " + (message.empty() ? "could not be imported" : message));
 

@@ -66,7 +66,8 @@ int runImport(const ImportCommand &cmd) {
       return llvm::Error::success();
     });
     if (written) {
-      printError({cmd.output, "cannot write: " + llvm::toString(std::move(written)), "",
+      printError({cmd.output,
+                  "cannot write: " + llvm::errorToErrorCode(std::move(written)).message(), "",
                   kExitBadUsage});
       return kExitBadUsage;
     }
