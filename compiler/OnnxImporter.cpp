@@ -514,9 +514,16 @@ Results importGather(NodeContext &n) {
 }
 
 Results importExpand(NodeContext &n) {
-  auto shape = n.constantInts(1, "shape");
-  if (failed(shape))
+  auto requested = n.constantInts(1, "shape");
+  if (failed(requested))
     return failure();
+  // ONNX broadcasts both ways: the result, not the request, is the target.
+  auto shape = broadcastShapes(n.shape(n.input(0)), *requested);
+  if (!shape) {
+    n.error() << "cannot expand " << dimsString(n.shape(n.input(0))) << " to "
+              << dimsString(*requested);
+    return failure();
+  }
   return n.build<ExpandOp>(n.input(0), {n.ints("shape", *shape)});
 }
 
@@ -744,20 +751,23 @@ Results importRange(NodeContext &n) {
                               n.named("delta", bounds[2])});
 }
 
-/// How to import one default-domain op type, and how many inputs it takes
-/// (the first `minInputs` must be present).
+/// How to import one default-domain op type, how many inputs it takes (the
+/// first `minInputs` must be present), and which inputs it reads as constants
+/// at import (shape, axes, ratio...).
 struct OpImporter {
   Handler handler;
   unsigned minInputs;
   unsigned maxInputs;
+  SmallVector<unsigned, 4> constantInputs;
 };
 
 constexpr unsigned kVariadic = ~0u;
 
 llvm::StringMap<OpImporter> makeOpImporters(StringRef modelDir) {
   llvm::StringMap<OpImporter> table;
-  auto add = [&](StringRef op, Handler handler, unsigned minInputs, unsigned maxInputs) {
-    table[op] = OpImporter{std::move(handler), minInputs, maxInputs};
+  auto add = [&](StringRef op, Handler handler, unsigned minInputs, unsigned maxInputs,
+                 SmallVector<unsigned, 4> constantInputs = {}) {
+    table[op] = OpImporter{std::move(handler), minInputs, maxInputs, std::move(constantInputs)};
   };
   add("Neg", elementwise<NegOp>, 1, 1);
   add("Sqrt", elementwise<SqrtOp>, 1, 1);
@@ -794,32 +804,32 @@ llvm::StringMap<OpImporter> makeOpImporters(StringRef modelDir) {
   add("LogSoftmax", importAxisOp<LogSoftmaxOp>, 1, 1);
   add("LayerNormalization", importLayerNormalization, 2, 3);
   add("BatchNormalization", importBatchNormalization, 5, 5);
-  add("Dropout", importDropout, 1, 3);
+  add("Dropout", importDropout, 1, 3, {1, 2});
   add("Gemm", importGemm, 2, 3);
-  add("Reshape", importReshape, 2, 2);
+  add("Reshape", importReshape, 2, 2, {1});
   add("Flatten", importFlatten, 1, 1);
   add("Transpose", importTranspose, 1, 1);
-  add("Squeeze", importSqueeze, 1, 2);
-  add("Unsqueeze", importUnsqueeze, 2, 2);
+  add("Squeeze", importSqueeze, 1, 2, {1});
+  add("Unsqueeze", importUnsqueeze, 2, 2, {1});
   add("Concat", importConcat, 1, kVariadic);
-  add("Split", importSplit, 1, 2);
-  add("Slice", importSlice, 3, 5);
+  add("Split", importSplit, 1, 2, {1});
+  add("Slice", importSlice, 3, 5, {1, 2, 3, 4});
   add("Gather", importGather, 2, 2);
-  add("Expand", importExpand, 2, 2);
-  add("ReduceSum", [](NodeContext &n) { return importReduce<ReduceSumOp>(n, 13); }, 1, 2);
-  add("ReduceMean", [](NodeContext &n) { return importReduce<ReduceMeanOp>(n, 18); }, 1, 2);
-  add("ReduceMax", [](NodeContext &n) { return importReduce<ReduceMaxOp>(n, 18); }, 1, 2);
+  add("Expand", importExpand, 2, 2, {1});
+  add("ReduceSum", [](NodeContext &n) { return importReduce<ReduceSumOp>(n, 13); }, 1, 2, {1});
+  add("ReduceMean", [](NodeContext &n) { return importReduce<ReduceMeanOp>(n, 18); }, 1, 2, {1});
+  add("ReduceMax", [](NodeContext &n) { return importReduce<ReduceMaxOp>(n, 18); }, 1, 2, {1});
   add("Conv", importConv, 2, 3);
   add("MaxPool", importMaxPool, 1, 1);
   add("AveragePool", importAveragePool, 1, 1);
   add("SoftmaxCrossEntropyLoss", importLoss<SoftmaxCrossEntropyLossOp>, 2, 3);
   add("NegativeLogLikelihoodLoss", importLoss<NegativeLogLikelihoodLossOp>, 2, 3);
-  add("Trilu", importTrilu, 1, 2);
+  add("Trilu", importTrilu, 1, 2, {1});
   std::string dir = modelDir.str();
   add("Constant", [dir](NodeContext &n) { return importConstant(n, dir); }, 0, 0);
-  add("ConstantOfShape", [dir](NodeContext &n) { return importConstantOfShape(n, dir); }, 1, 1);
+  add("ConstantOfShape", [dir](NodeContext &n) { return importConstantOfShape(n, dir); }, 1, 1, {0});
   add("Shape", importShape, 1, 1);
-  add("Range", importRange, 3, 3);
+  add("Range", importRange, 3, 3, {0, 1, 2});
   return table;
 }
 
@@ -1170,7 +1180,22 @@ FailureOr<ImportedModel> Importer::run() {
                   kExitBadUsage);
   }
 
-  // Parameters are the float initializers; the rest become constants.
+  // Parameters are the float initializers; the rest become constants, and so
+  // do float initializers read only where an op needs a constant (a ratio).
+  llvm::StringSet<> readAsConstant, readAsTensor;
+  for (const auto &node : graph.node()) {
+    auto found = opImporters.find(node.op_type());
+    for (auto [i, name] : llvm::enumerate(node.input())) {
+      bool constant = isDefaultDomain(node.domain()) && found != opImporters.end() &&
+                      llvm::is_contained(found->second.constantInputs, i);
+      (constant ? readAsConstant : readAsTensor).insert(name);
+    }
+  }
+  for (const auto &output : graph.output())
+    readAsTensor.insert(output.name());
+  auto onlyReadAsConstant = [&](StringRef name) {
+    return readAsConstant.contains(name) && !readAsTensor.contains(name);
+  };
   ImportedModel imported;
   std::vector<TensorData> constants;
   std::vector<std::string> constantNames;
@@ -1181,7 +1206,7 @@ FailureOr<ImportedModel> Importer::run() {
     if (!readTensor(&context, initializer, modelDir, data, message))
       return fail("initializer '" + initializer.name() + "': " + message);
     initializerNames.insert(initializer.name());
-    if (isa<FloatType>(data.type.getElementType())) {
+    if (isa<FloatType>(data.type.getElementType()) && !onlyReadAsConstant(initializer.name())) {
       imported.parameters.push_back(Parameter{initializer.name(), std::move(data)});
     } else {
       constants.push_back(std::move(data));
@@ -1250,9 +1275,11 @@ FailureOr<ImportedModel> Importer::run() {
   module->setAttr("cleave.source", builder.getStringAttr(path));
   module->setAttr("cleave.ir_version", builder.getI64IntegerAttr(model.ir_version()));
   module->setAttr("cleave.opset", builder.getI64IntegerAttr(opsets.lookup("")));
-  if (!model.producer_name().empty())
-    module->setAttr("cleave.producer", builder.getStringAttr(model.producer_name() + " " +
-                                                             model.producer_version()));
+  std::string producer = model.producer_name();
+  if (!model.producer_version().empty())
+    producer += (producer.empty() ? "" : " ") + model.producer_version();
+  if (!producer.empty())
+    module->setAttr("cleave.producer", builder.getStringAttr(producer));
   if (ArrayAttr info = trainingInfo())
     module->setAttr("cleave.training_info", info);
   if (ArrayAttr configs = configurations())

@@ -67,20 +67,6 @@ LogicalResult checkAxes(std::optional<Location> location, ArrayRef<int64_t> axes
   return success();
 }
 
-std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
-                                                    ArrayRef<int64_t> b) {
-  size_t rank = std::max(a.size(), b.size());
-  SmallVector<int64_t> result(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return std::nullopt;
-    result[i] = da == 1 ? db : da;
-  }
-  return result;
-}
-
 /// Whether `shape` broadcasts to `target` without changing it (ONNX's
 /// unidirectional broadcasting, used by Gemm's C and LayerNormalization's scale).
 bool broadcastsTo(ArrayRef<int64_t> shape, ArrayRef<int64_t> target) {
@@ -136,6 +122,20 @@ windowOutput(std::optional<Location> location, ArrayRef<int64_t> input,
 }
 
 } // namespace
+
+std::optional<SmallVector<int64_t>> cleave::broadcastShapes(ArrayRef<int64_t> a,
+                                                            ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return std::nullopt;
+    result[i] = da == 1 ? db : da;
+  }
+  return result;
+}
 
 LogicalResult cleave::inferBroadcastType(std::optional<Location> location,
                                          TypeRange operands, Type element,
@@ -492,11 +492,10 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
-  auto result = broadcastShapes(shape, adaptor.getShape());
-  if (!result)
+  if (!broadcastsTo(shape, adaptor.getShape()))
     return fail(location, "cannot expand " + shapeString(shape) + " to " +
                               shapeString(adaptor.getShape()));
-  types.push_back(RankedTensorType::get(*result, elementOf(adaptor.getInput())));
+  types.push_back(RankedTensorType::get(adaptor.getShape(), elementOf(adaptor.getInput())));
   return success();
 }
 

@@ -13,6 +13,11 @@
 
 namespace cleave {
 
+/// The multidirectional (numpy) broadcast of two shapes, or nullopt when they
+/// do not broadcast.
+std::optional<llvm::SmallVector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> a,
+                                                          llvm::ArrayRef<int64_t> b);
+
 /// The multidirectional (numpy) broadcast of the shapes of `operands`, with
 /// `element` as element type. Emits an error at `location` and fails when the
 /// shapes do not broadcast.

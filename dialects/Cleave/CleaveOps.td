@@ -260,7 +260,7 @@ def Cleave_GatherOp : Cleave_PureOp<"gather"> {
 }
 
 def Cleave_ExpandOp : Cleave_PureOp<"expand"> {
-  let summary = "broadcast to `shape`";
+  let summary = "broadcast to `shape`, which the input broadcasts to unchanged";
   let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;

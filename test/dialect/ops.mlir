@@ -104,7 +104,7 @@ func.func @data_movement(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>, %one: tensor<
   // CHECK: cleave.gather {{.*}} -> tensor<2x5x4xf32>
   %8 = cleave.gather %x, %i {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<5xi64>) -> tensor<2x5x4xf32>
   // CHECK: cleave.expand {{.*}} -> tensor<2x4x3xf32>
-  %9 = cleave.expand %one {shape = array<i64: 2, 4, 1>} : (tensor<1x3xf32>) -> tensor<2x4x3xf32>
+  %9 = cleave.expand %one {shape = array<i64: 2, 4, 3>} : (tensor<1x3xf32>) -> tensor<2x4x3xf32>
   return
 }
 
