@@ -31,15 +31,6 @@ using namespace mlir;
 namespace cleave {
 namespace {
 
-std::string dimsString(ArrayRef<int64_t> dims) {
-  if (dims.empty())
-    return "scalar";
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::interleave(dims, os, "x");
-  return text;
-}
-
 StringRef displayDomain(StringRef domain) { return domain.empty() ? "ai.onnx" : domain; }
 
 bool isDefaultDomain(StringRef domain) { return domain.empty() || domain == "ai.onnx"; }
@@ -316,7 +307,7 @@ Results importReshape(NodeContext &n) {
     }
     if (d == -1) {
       if (inferred) {
-        n.error() << "shape " << dimsString(*requested) << " has more than one -1";
+        n.error() << "shape " << shapeString(*requested) << " has more than one -1";
         return failure();
       }
       inferred = i;
@@ -331,7 +322,7 @@ Results importReshape(NodeContext &n) {
     for (int64_t d : in)
       count *= d;
     if (known == 0 || count % known != 0) {
-      n.error() << "cannot reshape " << dimsString(in) << " to " << dimsString(*requested);
+      n.error() << "cannot reshape " << shapeString(in) << " to " << shapeString(*requested);
       return failure();
     }
     shape[*inferred] = count / known;
@@ -520,8 +511,8 @@ Results importExpand(NodeContext &n) {
   // ONNX broadcasts both ways: the result, not the request, is the target.
   auto shape = broadcastShapes(n.shape(n.input(0)), *requested);
   if (!shape) {
-    n.error() << "cannot expand " << dimsString(n.shape(n.input(0))) << " to "
-              << dimsString(*requested);
+    n.error() << "cannot expand " << shapeString(n.shape(n.input(0))) << " to "
+              << shapeString(*requested);
     return failure();
   }
   return n.build<ExpandOp>(n.input(0), {n.ints("shape", *shape)});
@@ -561,7 +552,7 @@ FailureOr<Window> resolveWindow(NodeContext &n, ArrayRef<int64_t> kernel) {
   ArrayRef<int64_t> input = n.shape(n.input(0));
   size_t spatial = kernel.size();
   if (input.size() != spatial + 2) {
-    n.error() << "input " << dimsString(input) << " does not have " << spatial
+    n.error() << "input " << shapeString(input) << " does not have " << spatial
               << " spatial dims after N and C";
     return failure();
   }
@@ -600,7 +591,7 @@ FailureOr<Window> resolveWindow(NodeContext &n, ArrayRef<int64_t> kernel) {
 Results importConv(NodeContext &n) {
   ArrayRef<int64_t> weight = n.shape(n.input(1));
   if (weight.size() < 3) {
-    n.error() << "weight " << dimsString(weight) << " must be M x C/group x kernel...";
+    n.error() << "weight " << shapeString(weight) << " must be M x C/group x kernel...";
     return failure();
   }
   auto w = resolveWindow(n, weight.drop_front(2));
@@ -929,14 +920,14 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   if (bound != options.inputShapes.end()) {
     const std::vector<int64_t> &dims = bound->second;
     if (tensorType.has_shape() && tensorType.shape().dim_size() != static_cast<int>(dims.size()))
-      return fail("--input-shape " + name + "=" + dimsString(dims) + " has rank " +
+      return fail("--input-shape " + name + "=" + shapeString(dims) + " has rank " +
                       Twine(dims.size()) + ", but the input has rank " +
                       Twine(tensorType.shape().dim_size()),
                   "", kExitBadUsage);
     for (int i = 0; tensorType.has_shape() && i < tensorType.shape().dim_size(); ++i) {
       const auto &dim = tensorType.shape().dim(i);
       if (dim.has_dim_value() && dim.dim_value() != dims[i])
-        return fail("--input-shape " + name + "=" + dimsString(dims) + " contradicts dim " +
+        return fail("--input-shape " + name + "=" + shapeString(dims) + " contradicts dim " +
                         Twine(i) + " = " + Twine(dim.dim_value()) + " in the model",
                     "", kExitBadUsage);
     }
@@ -1056,7 +1047,7 @@ LogicalResult Importer::checkOutput(const onnx::ValueInfoProto &output, Value va
   for (const auto &dim : declared.shape().dim())
     dims.push_back(dim.has_dim_value() ? std::to_string(dim.dim_value()) : "?");
   return fail("output '" + output.name() + "' is declared " + llvm::join(dims, "x") +
-              " but computes to " + dimsString(type.getShape()));
+              " but computes to " + shapeString(type.getShape()));
 }
 
 Attribute Importer::convertAttribute(const onnx::AttributeProto &a) {

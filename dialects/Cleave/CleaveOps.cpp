@@ -26,16 +26,6 @@ using namespace cleave;
 
 namespace {
 
-/// "2x3", or "scalar" for rank 0: how shapes read in diagnostics.
-std::string shapeString(ArrayRef<int64_t> shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  llvm::interleave(shape, os, "x");
-  return text;
-}
-
 RankedTensorType tensorType(Type type) { return cast<RankedTensorType>(type); }
 
 ArrayRef<int64_t> shapeOf(Value value) { return tensorType(value.getType()).getShape(); }
@@ -123,6 +113,15 @@ windowOutput(std::optional<Location> location, ArrayRef<int64_t> input,
 
 } // namespace
 
+std::string cleave::shapeString(ArrayRef<int64_t> shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(shape, os, "x");
+  return text;
+}
+
 std::optional<SmallVector<int64_t>> cleave::broadcastShapes(ArrayRef<int64_t> a,
                                                             ArrayRef<int64_t> b) {
   size_t rank = std::max(a.size(), b.size());
@@ -182,23 +181,12 @@ LogicalResult CastOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
 // Normalisation
 //===----------------------------------------------------------------------===//
 
-static LogicalResult inferAxisOp(std::optional<Location> location, Value input,
-                                 int64_t axis, SmallVectorImpl<Type> &types) {
+LogicalResult cleave::inferAxisType(std::optional<Location> location, Value input,
+                                    int64_t axis, SmallVectorImpl<Type> &types) {
   if (failed(checkAxis(location, axis, shapeOf(input).size())))
     return failure();
   types.push_back(input.getType());
   return success();
-}
-
-LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
-                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return inferAxisOp(location, adaptor.getInput(), adaptor.getAxis(), types);
-}
-
-LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext *,
-                                             std::optional<Location> location,
-                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return inferAxisOp(location, adaptor.getInput(), adaptor.getAxis(), types);
 }
 
 LogicalResult LayerNormalizationOp::inferReturnTypes(MLIRContext *context,
@@ -503,9 +491,9 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 // Reductions
 //===----------------------------------------------------------------------===//
 
-static LogicalResult inferReduce(std::optional<Location> location, Value input,
-                                 ArrayRef<int64_t> axes, bool keepdims,
-                                 SmallVectorImpl<Type> &types) {
+LogicalResult cleave::inferReduceType(std::optional<Location> location, Value input,
+                                      ArrayRef<int64_t> axes, bool keepdims,
+                                      SmallVectorImpl<Type> &types) {
   ArrayRef<int64_t> shape = shapeOf(input);
   if (axes.empty())
     return fail(location, "needs at least one axis to reduce");
@@ -520,27 +508,6 @@ static LogicalResult inferReduce(std::optional<Location> location, Value input,
   }
   types.push_back(RankedTensorType::get(result, elementOf(input)));
   return success();
-}
-
-LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> location,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return inferReduce(location, adaptor.getInput(), adaptor.getAxes(), adaptor.getKeepdims(),
-                     types);
-}
-
-LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
-                                             std::optional<Location> location,
-                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return inferReduce(location, adaptor.getInput(), adaptor.getAxes(), adaptor.getKeepdims(),
-                     types);
-}
-
-LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> location,
-                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  return inferReduce(location, adaptor.getInput(), adaptor.getAxes(), adaptor.getKeepdims(),
-                     types);
 }
 
 //===----------------------------------------------------------------------===//

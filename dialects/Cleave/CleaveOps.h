@@ -25,6 +25,18 @@ llvm::LogicalResult inferBroadcastType(std::optional<mlir::Location> location,
                                        mlir::TypeRange operands, mlir::Type element,
                                        llvm::SmallVectorImpl<mlir::Type> &types);
 
+/// Ops over one axis (softmax): the input type, once `axis` is checked.
+llvm::LogicalResult inferAxisType(std::optional<mlir::Location> location, mlir::Value input,
+                                  int64_t axis, llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// Reductions over `axes`, keeping them as size 1 or dropping them.
+llvm::LogicalResult inferReduceType(std::optional<mlir::Location> location, mlir::Value input,
+                                    llvm::ArrayRef<int64_t> axes, bool keepdims,
+                                    llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// "2x3", or "scalar" for rank 0: how shapes read in diagnostics.
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+
 /// Largest number of elements a fold at import may produce.
 inline constexpr int64_t kMaxFoldedElements = 65536;
 

@@ -127,6 +127,13 @@ def Cleave_CastOp : Cleave_PureOp<"cast"> {
 class Cleave_AxisOp<string mnemonic> : Cleave_PureOp<mnemonic> {
   let arguments = (ins Cleave_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Cleave_FloatTensor:$output);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> location, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferAxisType(location, adaptor.getInput(), adaptor.getAxis(), types);
+    }
+  }];
 }
 
 def Cleave_SoftmaxOp : Cleave_AxisOp<"softmax"> {
@@ -274,6 +281,14 @@ class Cleave_ReduceOp<string mnemonic> : Cleave_PureOp<mnemonic> {
   let summary = mnemonic # " over `axes`";
   let arguments = (ins Cleave_NumericTensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
   let results = (outs Cleave_NumericTensor:$output);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> location, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferReduceType(location, adaptor.getInput(), adaptor.getAxes(),
+                             adaptor.getKeepdims(), types);
+    }
+  }];
 }
 
 def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum">;

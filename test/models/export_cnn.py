@@ -14,11 +14,10 @@ Exported with torch.onnx.export at opset 17, static shapes, no constant folding.
 Prints nothing.
 """
 import sys
-import warnings
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch_export import export_with_loss
 
 BATCH, CHANNELS, SIZE, CLASSES = 4, 3, 16, 10
 
@@ -66,13 +65,8 @@ def build():
 
 def export(path):
     model, args = build()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, opset_version=17,
-                          do_constant_folding=False,
-                          training=torch.onnx.TrainingMode.PRESERVE,
-                          input_names=["x", "labels"], output_names=["loss"])
-    return model
+    return export_with_loss(model, args, path, ["x", "labels"],
+                            training=torch.onnx.TrainingMode.PRESERVE)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,10 @@ Prints nothing.
 """
 import math
 import sys
-import warnings
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch_export import export_with_loss
 
 VOCAB, D_MODEL, HEADS, LAYERS, SEQ, BATCH = 64, 32, 2, 2, 16, 2
 IGNORE = -100
@@ -109,12 +108,7 @@ def build():
 
 def export(path):
     model, args = build()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, opset_version=17,
-                          do_constant_folding=False,
-                          input_names=["idx", "targets"], output_names=["loss"])
-    return model
+    return export_with_loss(model, args, path, ["idx", "targets"])
 
 
 if __name__ == "__main__":

@@ -7,11 +7,10 @@ Exported with torch.onnx.export at opset 17, static shapes, no constant folding.
 Prints nothing.
 """
 import sys
-import warnings
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch_export import export_with_loss
 
 BATCH, FEATURES, HIDDEN, CLASSES = 8, 32, 64, 10
 
@@ -41,12 +40,7 @@ def build():
 
 def export(path):
     model, args = build()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, opset_version=17,
-                          do_constant_folding=False,
-                          input_names=["x", "labels"], output_names=["loss"])
-    return model
+    return export_with_loss(model, args, path, ["x", "labels"])
 
 
 if __name__ == "__main__":
