@@ -2,6 +2,8 @@
 
 #include "compiler/ModelSummary.h"
 
+#include "dialects/Cleave/CleaveOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
@@ -21,11 +23,6 @@ std::string typeString(Type type) {
   llvm::interleave(tensor.getShape(), os, "x");
   os << "]";
   return text;
-}
-
-int64_t tensorBytes(RankedTensorType type) {
-  unsigned width = type.getElementType().getIntOrFloatBitWidth();
-  return type.getNumElements() * (width == 1 ? 1 : width / 8);
 }
 
 } // namespace

@@ -113,6 +113,11 @@ windowOutput(std::optional<Location> location, ArrayRef<int64_t> input,
 
 } // namespace
 
+int64_t cleave::tensorBytes(RankedTensorType type) {
+  unsigned width = type.getElementType().getIntOrFloatBitWidth();
+  return type.getNumElements() * (width == 1 ? 1 : width / 8);
+}
+
 std::string cleave::shapeString(ArrayRef<int64_t> shape) {
   if (shape.empty())
     return "scalar";

@@ -37,6 +37,9 @@ llvm::LogicalResult inferReduceType(std::optional<mlir::Location> location, mlir
 /// "2x3", or "scalar" for rank 0: how shapes read in diagnostics.
 std::string shapeString(llvm::ArrayRef<int64_t> shape);
 
+/// Bytes of a statically shaped tensor in host layout (a bool takes a byte).
+int64_t tensorBytes(mlir::RankedTensorType type);
+
 /// Largest number of elements a fold at import may produce.
 inline constexpr int64_t kMaxFoldedElements = 65536;
 

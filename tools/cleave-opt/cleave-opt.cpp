@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Cleave/CleaveDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::shard::ShardDialect, mlir::emitc::EmitCDialect>();
   mlir::registerTransformsPasses();
+  cleave::registerCleavePasses();
   mlir::shard::registerShardPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Cleave optimizer driver\n", registry));

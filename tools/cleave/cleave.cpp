@@ -1,16 +1,19 @@
 //===- cleave.cpp - the cleave command line ------------------------------===//
 //
-// Subcommands (CLI11). `import` reads an ONNX model and prints its cleave IR
-// or a summary. Exit codes: 0 ok, 1 bad input, 2 bad usage, 3 internal error.
+// Subcommands (CLI11): `import` prints a model's cleave IR or a summary,
+// `compile` builds a native program, `run` runs one. Exit codes: 0 ok, 1 bad
+// input, 2 bad usage, 3 internal error.
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Compile.h"
 #include "compiler/Diagnostics.h"
 #include "compiler/ModelSummary.h"
 #include "compiler/OnnxImporter.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "compiler/RunCommand.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -42,14 +45,21 @@ void addImportCommand(CLI::App &app, ImportCommand &cmd) {
   sub->add_flag("--debug-info", cmd.debugInfo, "Print source locations (ONNX node names)");
 }
 
+/// Parses every --input-shape flag into `options`.
+bool parseInputShapes(const std::vector<std::string> &flags, ImportOptions &options,
+                      UserError &error) {
+  for (const std::string &flag : flags)
+    if (mlir::failed(parseInputShape(flag, options, error)))
+      return false;
+  return true;
+}
+
 int runImport(const ImportCommand &cmd) {
   ImportOptions options;
   UserError error;
-  for (const std::string &flag : cmd.inputShapes) {
-    if (mlir::failed(parseInputShape(flag, options, error))) {
-      printError(error);
-      return error.code;
-    }
+  if (!parseInputShapes(cmd.inputShapes, options, error)) {
+    printError(error);
+    return error.code;
   }
   mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
   auto model = importOnnxModel(context, cmd.model, options, error);
@@ -79,6 +89,55 @@ int runImport(const ImportCommand &cmd) {
   return kExitOk;
 }
 
+struct CompileCommand {
+  CompileOptions options;
+  std::vector<std::string> inputShapes;
+};
+
+void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
+  CLI::App *sub = app.add_subcommand(
+      "compile", "Compile an ONNX model to a native program in an output directory");
+  sub->add_option("model", cmd.options.model, "The ONNX model file (.onnx)")->required();
+  sub->add_option("-o,--output", cmd.options.outDir,
+                  "Output directory: program, program.cpp, plan.json, weights.bin, IR dumps")
+      ->required();
+  sub->add_option("--target", cmd.options.target, "cpu (default) or cuda");
+  sub->add_option("--emit", cmd.options.emit,
+                  "Stop after: mlir (IR dumps), cpp (+ generated source), program (default)");
+  sub->add_option("--input-shape", cmd.inputShapes,
+                  "Bind an input's dims, e.g. --input-shape tokens=8x128 (repeatable)");
+  sub->add_flag("--print-ir-after-all", cmd.options.printIrAfterAll,
+                "Print the IR after import and after every pass to stderr");
+}
+
+int runCompile(CompileCommand &cmd) {
+  UserError error;
+  if (!parseInputShapes(cmd.inputShapes, cmd.options.import, error)) {
+    printError(error);
+    return error.code;
+  }
+  mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
+  if (mlir::failed(compileModel(context, cmd.options, error))) {
+    printError(error);
+    return error.code;
+  }
+  return kExitOk;
+}
+
+void addRunCommand(CLI::App &app, RunOptions &options) {
+  CLI::App *sub = app.add_subcommand("run", "Run a compiled program (one forward pass)");
+  sub->add_option("dir", options.dir, "The directory cleave compile wrote")->required();
+  sub->add_option("--input", options.inputs,
+                  "NAME=FILE for each model input: a .npy array or an ONNX TensorProto .pb");
+  sub->add_option("--output-dir", options.outputDir, "Write each output as NAME.npy here");
+  sub->add_option("--threads", options.threads, "Threads for BLAS kernels")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--repeat", options.repeat, "Run the forward this many times (timing)")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--stats", options.stats,
+                "Print timing and the measured arena bytes as one JSON line");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -86,6 +145,10 @@ int main(int argc, char **argv) {
   app.require_subcommand(1);
   ImportCommand importCmd;
   addImportCommand(app, importCmd);
+  CompileCommand compileCmd;
+  addCompileCommand(app, compileCmd);
+  RunOptions runOptions;
+  addRunCommand(app, runOptions);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -98,5 +161,9 @@ int main(int argc, char **argv) {
   }
   if (app.got_subcommand("import"))
     return runImport(importCmd);
+  if (app.got_subcommand("compile"))
+    return runCompile(compileCmd);
+  if (app.got_subcommand("run"))
+    return runProgram(runOptions);
   return kExitBadUsage;
 }

@@ -1,0 +1,244 @@
+//===- Compile.cpp - ONNX model to a native program ----------------------===//
+
+#include "compiler/Compile.h"
+
+#include "compiler/BuildConfig.h"
+#include "compiler/PlanWriter.h"
+#include "dialects/Cleave/CleaveOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <unistd.h>
+
+using namespace mlir;
+
+namespace cleave {
+namespace {
+
+/// Remembers which pass runs, so a failure can name it.
+class CurrentPass : public PassInstrumentation {
+public:
+  explicit CurrentPass(std::string &name) : name(name) {}
+  void runBeforePass(Pass *pass, Operation *) override { name = pass->getArgument().str(); }
+
+private:
+  std::string &name;
+};
+
+/// "node 'fc1' (cleave.matmul)" for an op imported from a named ONNX node.
+std::string describe(Location loc) {
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return "node '" + named.getName().str() + "'";
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (isa<NameLoc>(inner))
+        return describe(inner);
+  return "";
+}
+
+class Compiler {
+public:
+  Compiler(MLIRContext &context, const CompileOptions &options, UserError &error)
+      : context(context), options(options), error(error),
+        partial(options.outDir + ".partial") {}
+
+  LogicalResult run();
+
+private:
+  LogicalResult fail(const Twine &where, const Twine &what, const Twine &note = "",
+                     ExitCode code = kExitBadInput) {
+    error = UserError{where.str(), what.str(), note.str(), code};
+    return failure();
+  }
+  LogicalResult runPasses(ModuleOp module, function_ref<void(PassManager &)> populate);
+  LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
+  LogicalResult buildProgram(StringRef source);
+  LogicalResult finish();
+
+  MLIRContext &context;
+  const CompileOptions &options;
+  UserError &error;
+  std::string partial;
+};
+
+LogicalResult Compiler::runPasses(ModuleOp module,
+                                  function_ref<void(PassManager &)> populate) {
+  PassManager pm(&context);
+  std::string passName;
+  pm.addInstrumentation(std::make_unique<CurrentPass>(passName));
+  if (options.printIrAfterAll) {
+    context.disableMultithreading();
+    pm.enableIRPrinting(/*shouldPrintBeforePass=*/nullptr,
+                        /*shouldPrintAfterPass=*/[](Pass *, Operation *) { return true; },
+                        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+  }
+  populate(pm);
+  std::string message, where;
+  ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diagnostic) {
+    if (message.empty() && diagnostic.getSeverity() == DiagnosticSeverity::Error) {
+      message = diagnostic.str();
+      where = describe(diagnostic.getLocation());
+    }
+    return success();
+  });
+  if (succeeded(pm.run(module)))
+    return success();
+  std::string location = options.model + (where.empty() ? "" : ": " + where);
+  return fail(location, "pass " + passName + " failed: " + message,
+              "rerun with --print-ir-after-all to see the IR", kExitInternal);
+}
+
+LogicalResult Compiler::write(StringRef name, function_ref<void(llvm::raw_ostream &)> body) {
+  std::string path = (partial + "/" + name).str();
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return fail(path, "cannot write: " + ec.message(), "", kExitBadUsage);
+  body(os);
+  os.close();
+  if (os.has_error())
+    return fail(path, "cannot write: " + os.error().message(), "", kExitBadUsage);
+  return success();
+}
+
+LogicalResult Compiler::buildProgram(StringRef source) {
+  bool cuda = options.target == "cuda";
+  std::string compiler = cuda ? CLEAVE_CUDA_COMPILER : CLEAVE_CXX_COMPILER;
+  StringRef libraries = cuda ? CLEAVE_CUDA_LINK_LIBRARIES : CLEAVE_CPU_LINK_LIBRARIES;
+  if (compiler.empty())
+    return fail("--target cuda", "this cleave was built without nvcc, so it cannot build CUDA programs",
+                "use --emit cpp to write program.cu only", kExitBadUsage);
+  if (!llvm::sys::fs::can_execute(compiler))
+    return fail(compiler, "the host compiler is missing");
+  std::vector<std::string> args{compiler, "-std=c++17", "-O2", "-I" CLEAVE_SOURCE_DIR,
+                                (partial + "/" + source).str(), "-o", partial + "/program"};
+  SmallVector<StringRef> libs;
+  libraries.split(libs, ';', -1, false);
+  for (StringRef lib : libs)
+    args.push_back(lib.str());
+  if (cuda) {
+    args.insert(args.end(), {"-lcublas", "-lcudart"});
+  } else {
+    args.insert(args.end(), {"-lopenblas", "-lpthread"});
+  }
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::string log = partial + "/build.log";
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(compiler, argRefs, std::nullopt, redirects, 0, 0,
+                                         &message);
+  if (status == 0)
+    return success();
+  std::string firstErrors;
+  if (auto text = llvm::MemoryBuffer::getFile(log)) {
+    SmallVector<StringRef> lines;
+    (*text)->getBuffer().split(lines, '\n');
+    for (StringRef line : lines) {
+      if (line.contains("error")) {
+        firstErrors += (firstErrors.empty() ? "" : " | ") + line.trim().str();
+        if (firstErrors.size() > 400)
+          break;
+      }
+    }
+  }
+  return fail(partial + "/" + source,
+              "the host compiler failed (exit " + Twine(status) + "): " +
+                  (firstErrors.empty() ? message : firstErrors),
+              "the full log is " + log + " (a cleave bug: please report it)", kExitInternal);
+}
+
+LogicalResult Compiler::finish() {
+  if (llvm::sys::fs::exists(options.outDir)) {
+    if (!llvm::sys::fs::is_directory(options.outDir))
+      return fail(options.outDir, "exists and is not a directory", "", kExitBadUsage);
+    if (std::error_code ec = llvm::sys::fs::remove_directories(options.outDir))
+      return fail(options.outDir, "cannot replace: " + ec.message(), "", kExitBadUsage);
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(partial, options.outDir))
+    return fail(options.outDir, "cannot write: " + ec.message(), "", kExitBadUsage);
+  return success();
+}
+
+LogicalResult Compiler::run() {
+  if (options.target != "cpu" && options.target != "cuda")
+    return fail("--target '" + options.target + "'", "unknown target", "use cpu or cuda",
+                kExitBadUsage);
+  if (options.emit != "mlir" && options.emit != "cpp" && options.emit != "program")
+    return fail("--emit '" + options.emit + "'", "unknown stage", "use mlir, cpp or program",
+                kExitBadUsage);
+  auto imported = importOnnxModel(context, options.model, options.import, error);
+  if (failed(imported))
+    return failure();
+  ModuleOp module = *imported->module;
+  if (options.printIrAfterAll) {
+    llvm::errs() << "// -----// IR after import //----- //\n";
+    module.print(llvm::errs());
+  }
+
+  llvm::sys::fs::remove_directories(partial);
+  if (std::error_code ec = llvm::sys::fs::create_directories(partial))
+    return fail(partial, "cannot create: " + ec.message(), "", kExitBadUsage);
+  // Until the end, any failure removes the partial directory, except a host
+  // compiler failure, whose source the error points to.
+  bool keepPartial = false;
+  auto cleanup = llvm::make_scope_exit([&] {
+    if (!keepPartial && llvm::sys::fs::exists(partial))
+      llvm::sys::fs::remove_directories(partial);
+  });
+
+  if (failed(runPasses(module, [](PassManager &pm) {
+        pm.addNestedPass<func::FuncOp>(createMemoryPlan());
+      })))
+    return failure();
+  if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { module.print(os); })))
+    return failure();
+  if (failed(writePlan(module, *imported, options, partial, error)))
+    return failure();
+  if (failed(runPasses(module, [&](PassManager &pm) {
+        pm.addPass(createLowerToEmitC(LowerToEmitCOptions{options.target}));
+      })))
+    return failure();
+  if (failed(write("program.mlir", [&](llvm::raw_ostream &os) { module.print(os); })))
+    return failure();
+  if (options.emit != "mlir") {
+    std::string source = options.target == "cuda" ? "program.cu" : "program.cpp";
+    LogicalResult translated = success();
+    if (failed(write(source, [&](llvm::raw_ostream &os) {
+          translated = emitc::translateToCpp(module, os);
+        })))
+      return failure();
+    if (failed(translated))
+      return fail(options.model, "translating to C++ failed (a cleave bug)",
+                  "the EmitC IR is in " + partial + "/program.mlir", kExitInternal);
+    if (options.emit == "program" && failed(buildProgram(source))) {
+      keepPartial = true;
+      return failure();
+    }
+  }
+  if (failed(finish()))
+    return failure();
+  return success();
+}
+
+} // namespace
+
+LogicalResult compileModel(MLIRContext &context, const CompileOptions &options,
+                           UserError &error) {
+  context.loadDialect<emitc::EmitCDialect>();
+  return Compiler(context, options, error).run();
+}
+
+} // namespace cleave

@@ -1,0 +1,36 @@
+//===- Compile.h - ONNX model to a native program ---------------*- C++ -*-===//
+
+#ifndef CLEAVE_COMPILER_COMPILE_H
+#define CLEAVE_COMPILER_COMPILE_H
+
+#include "compiler/Diagnostics.h"
+#include "compiler/OnnxImporter.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <string>
+
+namespace cleave {
+
+struct CompileOptions {
+  std::string model;
+  std::string outDir;
+  std::string target = "cpu";
+  /// How far to go: "mlir" (planned and lowered IR), "cpp" (+ the C++ or CUDA
+  /// source), "program" (+ the executable).
+  std::string emit = "program";
+  bool printIrAfterAll = false;
+  ImportOptions import;
+};
+
+/// Imports, plans and lowers the model and writes the output directory:
+/// forward.mlir, program.mlir, program.cpp (.cu), plan.json, weights.bin and
+/// program. The directory appears whole or not at all: work happens in
+/// OUT.partial and is renamed at the end; on a failure OUT.partial is left for
+/// inspection only when it holds the generated source the error points to.
+mlir::LogicalResult compileModel(mlir::MLIRContext &context, const CompileOptions &options,
+                                 UserError &error);
+
+} // namespace cleave
+
+#endif

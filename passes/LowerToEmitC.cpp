@@ -1,0 +1,384 @@
+//===- LowerToEmitC.cpp - runtime kernel calls for a planned @forward ----===//
+//
+// Every tensor becomes a `cleave::rt::Tensor` view at its planned offset and
+// every op one call of the kernel of the same name (runtime/Kernels.def), in
+// the order of Kernels.def's parameters: inputs, outputs, attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Format.h"
+
+#include <cmath>
+
+namespace cleave {
+#define GEN_PASS_DEF_LOWERTOEMITC
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+std::string dimsLiteral(ArrayRef<int64_t> dims) {
+  std::string text = "cleave::rt::Dims{";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(dims, os);
+  os << "}";
+  return text;
+}
+
+FailureOr<std::string> dtypeLiteral(Type type) {
+  const char *name = nullptr;
+  if (type.isF32()) name = "F32";
+  else if (type.isF64()) name = "F64";
+  else if (type.isF16()) name = "F16";
+  else if (type.isBF16()) name = "BF16";
+  else if (type.isInteger(1)) name = "Bool";
+  else if (auto integer = dyn_cast<IntegerType>(type)) {
+    static const char *const signedNames[] = {"I8", "I16", "I32", "I64"};
+    static const char *const unsignedNames[] = {"U8", "U16", "U32", "U64"};
+    int index = llvm::Log2_32(integer.getWidth()) - 3;
+    if (index >= 0 && index < 4 && integer.getWidth() == (8u << index))
+      name = integer.isUnsigned() ? unsignedNames[index] : signedNames[index];
+  }
+  if (!name)
+    return failure();
+  return std::string("cleave::rt::DType::") + name;
+}
+
+/// A C++ literal of `value` as a float (or double) that reads back exactly.
+std::string floatLiteral(double value, bool isDouble) {
+  if (std::isnan(value))
+    return isDouble ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
+  if (std::isinf(value))
+    return std::string(value < 0 ? "-" : "") + (isDouble ? "__builtin_inf()" : "__builtin_inff()");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format(isDouble ? "%.17g" : "%.9g", value);
+  if (text.find_first_of(".e") == std::string::npos)
+    text += ".0";
+  return isDouble ? text : text + "f";
+}
+
+/// Operands and literal arguments of one emitc.call_opaque, in call order.
+class CallArgs {
+public:
+  explicit CallArgs(Builder &b) : b(b) {}
+  void value(Value v) {
+    args.push_back(b.getIndexAttr(operands.size()));
+    operands.push_back(v);
+  }
+  void literal(StringRef text) { args.push_back(emitc::OpaqueAttr::get(b.getContext(), text)); }
+
+  SmallVector<Value> operands;
+  SmallVector<Attribute> args;
+
+private:
+  Builder &b;
+};
+
+/// How one cleave op calls its kernel: the kernel's name, which operand is
+/// optional (passed as a pointer), and the attributes after the tensors.
+struct KernelCall {
+  StringRef kernel;
+  int optionalOperand = -1;
+  SmallVector<StringRef, 5> attributes;
+};
+
+llvm::StringMap<KernelCall> makeKernelCalls() {
+  llvm::StringMap<KernelCall> calls;
+  for (StringRef same : {"neg", "sqrt", "reciprocal", "exp", "log", "abs", "tanh", "sigmoid",
+                         "relu", "erf", "cast", "add", "sub", "mul", "div", "pow", "equal",
+                         "less", "greater", "where", "matmul", "expand",
+                         "global_average_pool"})
+    calls[same] = {same};
+  calls["not"] = {"logical_not"};
+  calls["leaky_relu"] = {"leaky_relu", -1, {"alpha"}};
+  calls["gelu"] = {"gelu", -1, {"approximate"}};
+  calls["softmax"] = {"softmax", -1, {"axis"}};
+  calls["log_softmax"] = {"log_softmax", -1, {"axis"}};
+  calls["layer_normalization"] = {"layer_normalization", 2, {"axis", "epsilon"}};
+  calls["batch_normalization"] = {"batch_normalization", -1,
+                                  {"epsilon", "momentum", "training_mode"}};
+  calls["dropout"] = {"dropout", -1, {"ratio", "training_mode", "seed"}};
+  calls["gemm"] = {"gemm", 2, {"alpha", "beta", "trans_a", "trans_b"}};
+  calls["transpose"] = {"transpose", -1, {"perm"}};
+  calls["concat"] = {"concat", -1, {"axis"}};
+  calls["split"] = {"split", -1, {"axis"}};
+  calls["slice"] = {"slice", -1, {"starts", "steps"}};
+  calls["gather"] = {"gather", -1, {"axis"}};
+  calls["trilu"] = {"trilu", -1, {"upper", "k"}};
+  calls["reduce_sum"] = {"reduce_sum", -1, {"axes"}};
+  calls["reduce_mean"] = {"reduce_mean", -1, {"axes"}};
+  calls["reduce_max"] = {"reduce_max", -1, {"axes"}};
+  calls["conv"] = {"conv", 2, {"strides", "pads", "dilations", "group"}};
+  calls["max_pool"] = {"max_pool", -1, {"kernel_shape", "strides", "pads", "dilations"}};
+  calls["average_pool"] = {"average_pool", -1,
+                           {"kernel_shape", "strides", "pads", "dilations",
+                            "count_include_pad"}};
+  calls["softmax_cross_entropy_loss"] = {"softmax_cross_entropy_loss", 2,
+                                         {"reduction", "ignore_index"}};
+  calls["negative_log_likelihood_loss"] = {"negative_log_likelihood_loss", 2,
+                                           {"reduction", "ignore_index"}};
+  return calls;
+}
+
+class Lowering {
+public:
+  Lowering(func::FuncOp func, StringRef target)
+      : func(func), b(func.getContext()), loc(func.getLoc()),
+        kernelPrefix(("cleave::rt::" + target + "::").str()), contextType(
+            emitc::OpaqueType::get(func.getContext(), kernelPrefix + "Context&")),
+        tensorType(emitc::OpaqueType::get(func.getContext(), "cleave::rt::Tensor")),
+        calls(makeKernelCalls()) {}
+
+  LogicalResult run();
+
+private:
+  Value call(StringRef callee, Type result, CallArgs &args) {
+    auto op = emitc::CallOpaqueOp::create(b, loc, result ? TypeRange(result) : TypeRange(),
+                                          callee, args.operands, b.getArrayAttr(args.args));
+    return result ? op.getResult(0) : Value();
+  }
+  Value tensorAt(Value base, int64_t offset, Value value);
+  FailureOr<std::string> literal(Operation *op, StringRef attribute);
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
+
+  func::FuncOp func;
+  OpBuilder b;
+  Location loc;
+  std::string kernelPrefix;
+  Type contextType, tensorType;
+  llvm::StringMap<KernelCall> calls;
+  llvm::DenseMap<Value, Value> tensors;
+  Value context, arena, weights, inputs, outputs;
+};
+
+Value Lowering::tensorAt(Value base, int64_t offset, Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  CallArgs args(b);
+  args.value(base);
+  args.literal(std::to_string(offset));
+  args.literal(*dtypeLiteral(type.getElementType()));
+  args.literal(dimsLiteral(type.getShape()));
+  return call("cleave::rt::view", tensorType, args);
+}
+
+FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
+  Attribute attr = op->getAttr(name);
+  if (name == "ignore_index") // an optional attribute: a flag, then the value
+    return attr ? "true, " + std::to_string(cast<IntegerAttr>(attr).getInt())
+                : std::string("false, 0");
+  if (name == "seed")
+    return attr ? std::to_string(cast<IntegerAttr>(attr).getInt()) + "ULL" : std::string("0ULL");
+  if (name == "reduction") {
+    StringRef value = cast<StringAttr>(attr).getValue();
+    return std::string("cleave::rt::Reduction::") +
+           (value == "none" ? "None" : value == "sum" ? "Sum" : "Mean");
+  }
+  if (name == "approximate")
+    return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");
+  if (auto boolean = dyn_cast_or_null<BoolAttr>(attr))
+    return std::string(boolean.getValue() ? "true" : "false");
+  if (auto integer = dyn_cast_or_null<IntegerAttr>(attr))
+    return std::to_string(integer.getInt());
+  if (auto real = dyn_cast_or_null<FloatAttr>(attr))
+    return floatLiteral(real.getValueAsDouble(), /*isDouble=*/false);
+  if (auto dims = dyn_cast_or_null<DenseI64ArrayAttr>(attr))
+    return dimsLiteral(dims.asArrayRef());
+  return op->emitError("cannot pass attribute '") << name << "' to a kernel";
+}
+
+LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("cleave.arena_offsets");
+  if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
+    return op->emitError("has no memory plan: run cleave-memory-plan first");
+  SmallVector<Value> results;
+  for (auto [result, offset] : llvm::zip(op->getResults(), offsets.asArrayRef())) {
+    results.push_back(tensorAt(arena, offset, result));
+    tensors[result] = results.back();
+  }
+
+  CallArgs args(b);
+  args.value(context);
+  auto listOf = [&](ArrayRef<Value> items) {
+    CallArgs list(b);
+    for (Value item : items)
+      list.value(item);
+    return call("cleave::rt::list",
+                emitc::OpaqueType::get(b.getContext(), "cleave::rt::TensorList"), list);
+  };
+  if (isa<ConcatOp>(op)) {
+    SmallVector<Value> parts;
+    for (Value operand : op->getOperands())
+      parts.push_back(tensors.lookup(operand));
+    args.value(listOf(parts));
+  } else {
+    unsigned declared = kernel.optionalOperand >= 0 ? kernel.optionalOperand + 1
+                                                    : op->getNumOperands();
+    for (unsigned i = 0; i < declared; ++i) {
+      if (static_cast<int>(i) != kernel.optionalOperand) {
+        args.value(tensors.lookup(op->getOperand(i)));
+      } else if (i < op->getNumOperands()) {
+        CallArgs pointer(b);
+        pointer.value(tensors.lookup(op->getOperand(i)));
+        args.value(call("cleave::rt::some",
+                        emitc::OpaqueType::get(b.getContext(), "const cleave::rt::Tensor*"),
+                        pointer));
+      } else {
+        args.literal("nullptr");
+      }
+    }
+  }
+  if (isa<SplitOp>(op)) {
+    args.value(listOf(results));
+  } else {
+    for (Value result : results)
+      args.value(result);
+  }
+  for (StringRef name : kernel.attributes) {
+    auto text = literal(op, name);
+    if (failed(text))
+      return failure();
+    args.literal(*text);
+  }
+  call(kernelPrefix + kernel.kernel.str(), Type(), args);
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  for (Value result : op->getResults())
+    if (failed(dtypeLiteral(cast<RankedTensorType>(result.getType()).getElementType())))
+      return op->emitError("element type ") << result.getType() << " has no runtime kernel";
+  if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op)) {
+    CallArgs args(b);
+    args.value(tensors.lookup(op->getOperand(0)));
+    args.literal(dimsLiteral(cast<RankedTensorType>(op->getResult(0).getType()).getShape()));
+    tensors[op->getResult(0)] = call("cleave::rt::reshaped", tensorType, args);
+    return success();
+  }
+  if (auto constant = dyn_cast<ConstantOp>(op)) {
+    if (auto offset = op->getAttrOfType<IntegerAttr>("cleave.weights_offset")) {
+      tensors[constant] = tensorAt(weights, offset.getInt(), constant);
+      return success();
+    }
+  }
+  // Generators fill their planned arena space.
+  if (isa<ConstantOp, ConstantOfShapeOp, RangeOp>(op)) {
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("cleave.arena_offsets");
+    if (!offsets)
+      return op->emitError("has no memory plan: run cleave-memory-plan first");
+    Value out = tensorAt(arena, offsets[0], op->getResult(0));
+    tensors[op->getResult(0)] = out;
+    CallArgs args(b);
+    args.value(context);
+    args.value(out);
+    auto number = [](Attribute a) {
+      if (auto f = dyn_cast<FloatAttr>(a))
+        return f.getValueAsDouble();
+      auto integer = cast<IntegerAttr>(a);
+      return integer.getType().isUnsignedInteger()
+                 ? static_cast<double>(integer.getValue().getZExtValue())
+                 : static_cast<double>(integer.getValue().getSExtValue());
+    };
+    if (auto range = dyn_cast<RangeOp>(op)) {
+      args.literal(floatLiteral(number(range.getStart()), true));
+      args.literal(floatLiteral(number(range.getDelta()), true));
+      call(kernelPrefix + "range", Type(), args);
+      return success();
+    }
+    Attribute scalar = isa<ConstantOp>(op)
+                           ? cast<DenseElementsAttr>(cast<ConstantOp>(op).getValue())
+                                 .getSplatValue<Attribute>()
+                           : cast<ConstantOfShapeOp>(op).getValue();
+    if (auto boolean = dyn_cast<IntegerAttr>(scalar); boolean && boolean.getType().isInteger(1))
+      args.literal(boolean.getValue().getBoolValue() ? "1.0" : "0.0");
+    else
+      args.literal(floatLiteral(number(scalar), true));
+    call(kernelPrefix + "fill", Type(), args);
+    return success();
+  }
+  auto kernel = calls.find(op->getName().stripDialect());
+  if (op->getDialect() != func->getContext()->getLoadedDialect<CleaveDialect>() ||
+      kernel == calls.end())
+    return op->emitError("has no runtime kernel");
+  return lowerKernel(op, kernel->second);
+}
+
+LogicalResult Lowering::run() {
+  MLIRContext *ctx = func.getContext();
+  auto charPointer = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "char"));
+  auto inputList = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "const cleave::rt::Tensor"));
+  auto outputList = emitc::PointerType::get(tensorType);
+  b.setInsertionPoint(func);
+  auto lowered = emitc::FuncOp::create(
+      b, loc, "cleave_forward",
+      b.getFunctionType({contextType, charPointer, charPointer, inputList, outputList}, {}));
+  Block *entry = lowered.addEntryBlock();
+  context = entry->getArgument(0);
+  arena = entry->getArgument(1);
+  weights = entry->getArgument(2);
+  inputs = entry->getArgument(3);
+  outputs = entry->getArgument(4);
+  b.setInsertionPointToEnd(entry);
+
+  int64_t inputIndex = 0;
+  for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+    if (auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset")) {
+      tensors[arg] = tensorAt(weights, offset.getInt(), arg);
+      continue;
+    }
+    CallArgs args(b);
+    args.value(inputs);
+    args.literal(std::to_string(inputIndex++));
+    tensors[arg] = call("cleave::rt::load", tensorType, args);
+  }
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        CallArgs args(b);
+        args.value(outputs);
+        args.literal(std::to_string(i));
+        args.value(tensors.lookup(value));
+        call("cleave::rt::store", Type(), args);
+      }
+      emitc::ReturnOp::create(b, loc, Value());
+      continue;
+    }
+    if (failed(lowerOp(&op)))
+      return failure();
+  }
+  return success();
+}
+
+struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass> {
+  using LowerToEmitCBase::LowerToEmitCBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (target != "cpu" && target != "cuda") {
+      module.emitError("unknown target '") << target << "': use cpu or cuda";
+      return signalPassFailure();
+    }
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError("has no @forward function to lower");
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getBodyRegion());
+    emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
+    if (failed(Lowering(forward, target).run()))
+      return signalPassFailure();
+    forward.erase();
+  }
+};
+
+} // namespace

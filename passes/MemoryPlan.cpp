@@ -1,0 +1,123 @@
+//===- MemoryPlan.cpp - one arena per rank, placed by liveness -----------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_MEMORYPLAN
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
+int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.getType())); }
+
+/// Ops whose result is their operand's buffer under another shape.
+bool isView(Operation *op) {
+  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
+}
+
+/// A splat of more than one element is filled at run time in the arena rather
+/// than stored in the weights blob.
+bool isStoredConstant(ConstantOp op) {
+  auto dense = dyn_cast<DenseElementsAttr>(op.getValue());
+  return !(dense && dense.isSplat() && dense.getNumElements() > 1);
+}
+
+struct Allocation {
+  int64_t offset;
+  int64_t size;
+  int64_t lastUse;
+};
+
+/// The lowest offset where `size` bytes fit between the live allocations.
+int64_t firstFit(std::vector<Allocation> &live, int64_t size) {
+  llvm::sort(live, [](const Allocation &a, const Allocation &b) { return a.offset < b.offset; });
+  int64_t candidate = 0;
+  for (const Allocation &a : live) {
+    if (candidate + size <= a.offset)
+      break;
+    candidate = std::max(candidate, a.offset + a.size);
+  }
+  return candidate;
+}
+
+struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError("memory planning needs a function with one block");
+      return signalPassFailure();
+    }
+    Block &body = func.getBody().front();
+    Builder b(func.getContext());
+
+    // The buffer behind each value, and the last op that reads that buffer
+    // through any of its views.
+    llvm::DenseMap<Operation *, int64_t> position;
+    for (auto [index, op] : llvm::enumerate(body))
+      position[&op] = index;
+    llvm::DenseMap<Value, Value> root;
+    auto rootOf = [&](Value v) {
+      auto it = root.find(v);
+      return it == root.end() ? v : it->second;
+    };
+    llvm::DenseMap<Value, int64_t> lastUse;
+    for (Operation &op : body) {
+      if (isView(&op))
+        root[op.getResult(0)] = rootOf(op.getOperand(0));
+      for (Value operand : op.getOperands()) {
+        int64_t &last = lastUse[rootOf(operand)];
+        last = std::max(last, position[&op]);
+      }
+    }
+
+    int64_t weights = 0;
+    for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+      auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
+      if (!kind || kind.getValue() != "param")
+        continue;
+      func.setArgAttr(i, "cleave.weights_offset", b.getI64IntegerAttr(weights));
+      weights = alignUp(weights + bytesOf(arg));
+    }
+
+    std::vector<Allocation> live;
+    int64_t peak = 0;
+    for (Operation &op : body) {
+      if (isView(&op) || op.getNumResults() == 0)
+        continue;
+      if (auto constant = dyn_cast<ConstantOp>(op); constant && isStoredConstant(constant)) {
+        op.setAttr("cleave.weights_offset", b.getI64IntegerAttr(weights));
+        weights = alignUp(weights + bytesOf(constant));
+        continue;
+      }
+      int64_t at = position[&op];
+      llvm::erase_if(live, [at](const Allocation &a) { return a.lastUse < at; });
+      SmallVector<int64_t> offsets;
+      for (Value result : op.getResults()) {
+        int64_t size = alignUp(bytesOf(result));
+        int64_t offset = firstFit(live, size);
+        live.push_back({offset, size, lastUse.lookup(result)});
+        offsets.push_back(offset);
+        peak = std::max(peak, offset + size);
+      }
+      op.setAttr("cleave.arena_offsets", b.getDenseI64ArrayAttr(offsets));
+    }
+    func->setAttr("cleave.arena_bytes", b.getI64IntegerAttr(peak));
+    func->setAttr("cleave.weights_bytes", b.getI64IntegerAttr(weights));
+  }
+};
+
+} // namespace

@@ -1,0 +1,42 @@
+//===- Passes.td - Cleave's passes -------------------------*- tablegen -*-===//
+
+#ifndef CLEAVE_PASSES_TD
+#define CLEAVE_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MemoryPlan : Pass<"cleave-memory-plan", "mlir::func::FuncOp"> {
+  let summary = "Place every tensor of a function in one arena or the weights blob";
+  let description = [{
+    Walks the function in order and computes each buffer's live range, from
+    the op that defines it to its last use (through the views that alias it:
+    reshape, flatten, squeeze, unsqueeze, identity). Buffers are placed first
+    fit at 64-byte aligned offsets of one arena, reusing space only after the
+    last use of what was there, so an op never writes over its own inputs.
+    Parameters and non-splat constants go to the weights blob instead.
+
+    Sets `cleave.arena_offsets` (one per result) on each op that needs arena
+    space, `cleave.weights_offset` on constants and parameter arguments, and
+    `cleave.arena_bytes` / `cleave.weights_bytes` on the function: the arena
+    size is the predicted peak of intermediate memory.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
+def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
+  let summary = "Lower a memory-planned @forward to EmitC calls into the runtime";
+  let description = [{
+    Replaces `func.func @forward` with `emitc.func @cleave_forward(ctx, arena,
+    weights, inputs, outputs)`: every tensor becomes a `cleave::rt::Tensor`
+    view of the arena or the weights blob at its planned offset, and every op a
+    call to the kernel of the same name in the target's namespace
+    (`cleave::rt::cpu` or `cleave::rt::cuda`). Needs cleave-memory-plan first.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "Kernel backend: cpu or cuda">,
+  ];
+  let dependentDialects = ["mlir::emitc::EmitCDialect"];
+}
+
+#endif

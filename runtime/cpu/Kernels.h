@@ -1,0 +1,22 @@
+//===- Kernels.h - the CPU backend ------------------------------*- C++ -*-===//
+
+#ifndef CLEAVE_RUNTIME_CPU_KERNELS_H
+#define CLEAVE_RUNTIME_CPU_KERNELS_H
+
+#include "runtime/Tensor.h"
+
+namespace cleave::rt::cpu {
+
+/// What CPU kernels share for one run: nothing global, no hidden threads
+/// (BLAS runs with the thread count it is given).
+struct Context {
+  int threads = 1;
+};
+
+#define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);
+#include "runtime/Kernels.def"
+#undef CLEAVE_KERNEL
+
+} // namespace cleave::rt::cpu
+
+#endif

@@ -1,0 +1,190 @@
+//===- Linalg.cpp - matmul, gemm and the shared matrix product ------------===//
+
+#include "runtime/cpu/Support.h"
+
+#include <algorithm>
+#include <climits>
+
+#include <cblas.h>
+
+// Exported by every OpenBLAS build; declared here too so any cblas.h works.
+extern "C" void openblas_set_num_threads(int numThreads);
+
+namespace cleave::rt::cpu {
+namespace {
+
+void checkBlasDims(const char *kernel, std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims)
+    if (d > INT_MAX)
+      fail(kernel, "matrix dim %lld exceeds BLAS's 32-bit indices", static_cast<long long>(d));
+}
+
+template <typename T> void scaleMatrix(int64_t m, int64_t n, double beta, T *c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = beta == 0.0 ? T(0) : convert<T>(beta * static_cast<double>(c[i * ldc + j]));
+}
+
+/// The loop product for integer types (wrapping arithmetic).
+template <typename T>
+void loopGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
+              const T *a, int64_t lda, const T *b, int64_t ldb, double beta, T *c, int64_t ldc) {
+  if (beta != 1.0)
+    scaleMatrix(m, n, beta, c, ldc);
+  for (int64_t i = 0; i < m; ++i) {
+    T *cr = c + i * ldc;
+    if (alpha == 1.0 && !transB) {
+      // i-p-j order: the inner loop streams rows of B and C.
+      for (int64_t p = 0; p < k; ++p) {
+        T av = transA ? a[p * lda + i] : a[i * lda + p];
+        const T *br = b + p * ldb;
+        for (int64_t j = 0; j < n; ++j)
+          cr[j] = wrapAdd(cr[j], wrapMul(av, br[j]));
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      T acc = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        T av = transA ? a[p * lda + i] : a[i * lda + p];
+        T bv = transB ? b[j * ldb + p] : b[p * ldb + j];
+        acc = wrapAdd(acc, wrapMul(av, bv));
+      }
+      cr[j] = wrapAdd(cr[j], alpha == 1.0 ? acc : convert<T>(alpha * static_cast<double>(acc)));
+    }
+  }
+}
+
+} // namespace
+
+template <>
+void gemmCore<float>(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                     double alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                     double beta, float *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0)
+    return scaleMatrix(m, n, beta, c, ldc);
+  checkBlasDims("gemm", {m, n, k, lda, ldb, ldc});
+  openblas_set_num_threads(std::max(1, ctx.threads));
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+              static_cast<float>(alpha), a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              static_cast<float>(beta), c, static_cast<int>(ldc));
+}
+
+template <>
+void gemmCore<double>(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                      double alpha, const double *a, int64_t lda, const double *b, int64_t ldb,
+                      double beta, double *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0)
+    return scaleMatrix(m, n, beta, c, ldc);
+  checkBlasDims("gemm", {m, n, k, lda, ldb, ldc});
+  openblas_set_num_threads(std::max(1, ctx.threads));
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+template <>
+void gemmCore<int64_t>(Context &, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                       double alpha, const int64_t *a, int64_t lda, const int64_t *b, int64_t ldb,
+                       double beta, int64_t *c, int64_t ldc) {
+  loopGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <>
+void gemmCore<int32_t>(Context &, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                       double alpha, const int32_t *a, int64_t lda, const int32_t *b, int64_t ldb,
+                       double beta, int32_t *c, int64_t ldc) {
+  loopGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  const char *kernel = "matmul";
+  checkType(kernel, rhs, lhs.dtype);
+  checkType(kernel, out, lhs.dtype);
+  int rl = lhs.rank(), rr = rhs.rank();
+  if (rl < 1 || rr < 1)
+    fail(kernel, "operands must have rank 1 or more");
+  // numpy: a 1-D lhs is a row (1 x K), a 1-D rhs a column (K x 1); the unit
+  // dim is dropped from the result.
+  int64_t m = rl == 1 ? 1 : lhs.shape[rl - 2];
+  int64_t k = lhs.shape[rl - 1];
+  int64_t k2 = rr == 1 ? rhs.shape[0] : rhs.shape[rr - 2];
+  int64_t n = rr == 1 ? 1 : rhs.shape[rr - 1];
+  if (k != k2)
+    fail(kernel, "contraction dims differ (%lld and %lld)", static_cast<long long>(k),
+         static_cast<long long>(k2));
+  Dims lb, rb, ob;
+  for (int i = 0; i + 2 < rl; ++i)
+    lb.values[lb.size++] = lhs.shape[i];
+  for (int i = 0; i + 2 < rr; ++i)
+    rb.values[rb.size++] = rhs.shape[i];
+  int obRank = out.rank() - (rl > 1) - (rr > 1);
+  if (obRank < 0)
+    fail(kernel, "result rank %d is too small", out.rank());
+  for (int i = 0; i < obRank; ++i)
+    ob.values[ob.size++] = out.shape[i];
+  int64_t batch = ob.product();
+  if (batch * m * n != out.numel())
+    fail(kernel, "result shape does not match the operands");
+
+  dispatch(kernel, lhs.dtype, NumericTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *a = lhs.as<T>();
+    const T *b = rhs.as<T>();
+    T *c = out.as<T>();
+    if (rb.product() == 1 && lb.product() == batch) {
+      // One rhs matrix under a full, contiguous lhs batch: a single product
+      // with the batch folded into the rows.
+      gemmCore<T>(ctx, false, false, batch * m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+      return;
+    }
+    const Dims *inputs[2] = {&lb, &rb};
+    LoopNest<3> nest = broadcastNest<3>(kernel, ob, inputs);
+    nest.forEachRow([&](const int64_t *off, int64_t rows, const int64_t *step) {
+      for (int64_t i = 0; i < rows; ++i)
+        gemmCore<T>(ctx, false, false, m, n, k, 1.0, a + (off[1] + i * step[1]) * m * k, k,
+                    b + (off[2] + i * step[2]) * k * n, n, 0.0, c + (off[0] + i) * m * n, n);
+    });
+  });
+}
+
+void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
+          float alpha, float beta, bool transA, bool transB) {
+  const char *kernel = "gemm";
+  checkType(kernel, b, a.dtype);
+  checkType(kernel, out, a.dtype);
+  if (a.rank() != 2 || b.rank() != 2 || out.rank() != 2)
+    fail(kernel, "operands must be matrices");
+  int64_t m = transA ? a.shape[1] : a.shape[0];
+  int64_t k = transA ? a.shape[0] : a.shape[1];
+  int64_t k2 = transB ? b.shape[1] : b.shape[0];
+  int64_t n = transB ? b.shape[0] : b.shape[1];
+  if (k != k2 || out.shape[0] != m || out.shape[1] != n)
+    fail(kernel, "shapes do not agree");
+  double betaC = 0.0;
+  if (c && beta != 0.0f) {
+    checkType(kernel, *c, a.dtype);
+    // C broadcasts (unidirectionally) into the result, which gemm then
+    // accumulates into with beta.
+    if (c->data != out.data) {
+      int64_t strides[kMaxRank];
+      broadcastStrides(kernel, c->shape, out.shape, strides);
+      stridedCopy(kernel, c->data, strides, out);
+    } else if (c->numel() != out.numel()) {
+      fail(kernel, "C aliases the result with another shape");
+    }
+    betaC = static_cast<double>(beta);
+  }
+  dispatch(kernel, a.dtype, NumericTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gemmCore<T>(ctx, transA, transB, m, n, k, static_cast<double>(alpha), a.as<T>(), a.shape[1],
+                b.as<T>(), b.shape[1], betaC, out.as<T>(), n);
+  });
+}
+
+} // namespace cleave::rt::cpu

@@ -1,0 +1,112 @@
+//===- Loss.cpp - negative log likelihood and softmax cross entropy -------===//
+//
+// Both follow ONNX: per target position the loss is -logProb[target] times
+// the target's weight (1 without weights, 0 when the target is ignored);
+// Sum adds them, Mean divides that sum by the total weight of the counted
+// targets (NaN when every target is ignored, as in ONNX's reference).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Support.h"
+
+#include <vector>
+
+namespace cleave::rt::cpu {
+namespace {
+
+/// logProb is N x C x D (D the product of the trailing dims), targets N x D.
+template <typename T>
+void negativeLogLikelihood(const char *kernel, const T *logProb, const Tensor &targets,
+                           const Tensor *weights, const Tensor &loss, int64_t n, int64_t c,
+                           int64_t d, Reduction reduction, bool hasIgnoreIndex,
+                           int64_t ignoreIndex) {
+  if (targets.numel() != n * d)
+    fail(kernel, "targets have %lld elements, expected %lld",
+         static_cast<long long>(targets.numel()), static_cast<long long>(n * d));
+  const T *w = nullptr;
+  if (weights) {
+    checkType(kernel, *weights, DTypeOf<T>::value);
+    if (weights->numel() != c)
+      fail(kernel, "weights have %lld elements, expected %lld",
+           static_cast<long long>(weights->numel()), static_cast<long long>(c));
+    w = weights->as<T>();
+  }
+  checkType(kernel, loss, DTypeOf<T>::value);
+  int64_t expected = reduction == Reduction::None ? n * d : 1;
+  if (loss.numel() != expected)
+    fail(kernel, "loss has %lld elements, expected %lld", static_cast<long long>(loss.numel()),
+         static_cast<long long>(expected));
+  T *out = loss.as<T>();
+  dispatch(kernel, targets.dtype, IntTypes{}, [&](auto tag) {
+    using L = typename decltype(tag)::type;
+    const L *t = targets.as<L>();
+    double total = 0, totalWeight = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < d; ++j) {
+        int64_t label = static_cast<int64_t>(t[i * d + j]);
+        double value = 0, weight = 0;
+        if (!(hasIgnoreIndex && label == ignoreIndex)) {
+          if (label < 0 || label >= c)
+            fail(kernel, "target %lld out of range [0, %lld)", static_cast<long long>(label),
+                 static_cast<long long>(c));
+          weight = w ? static_cast<double>(w[label]) : 1.0;
+          value = -static_cast<double>(logProb[(i * c + label) * d + j]) * weight;
+        }
+        if (reduction == Reduction::None)
+          out[i * d + j] = static_cast<T>(value);
+        total += value;
+        totalWeight += weight;
+      }
+    if (reduction == Reduction::Sum)
+      out[0] = static_cast<T>(total);
+    else if (reduction == Reduction::Mean)
+      out[0] = static_cast<T>(total / totalWeight);
+  });
+}
+
+struct LossShape {
+  int64_t n, c, d;
+};
+
+LossShape lossShape(const char *kernel, const Tensor &scores) {
+  if (scores.rank() < 2)
+    fail(kernel, "scores rank %d is below 2", scores.rank());
+  return {scores.shape[0], scores.shape[1], product(scores.shape, 2, scores.rank())};
+}
+
+} // namespace
+
+void softmax_cross_entropy_loss(Context &ctx, const Tensor &scores, const Tensor &labels,
+                                const Tensor *weights, const Tensor &loss, const Tensor &logProb,
+                                Reduction reduction, bool hasIgnoreIndex, int64_t ignoreIndex) {
+  const char *kernel = "softmax_cross_entropy_loss";
+  LossShape s = lossShape(kernel, scores);
+  dispatch(kernel, scores.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // log_softmax over the class dim, into logProb or (when that output is
+    // absent) a temporary.
+    std::vector<T> scratch;
+    Tensor lp = logProb;
+    if (!lp.data) {
+      scratch.resize(static_cast<std::size_t>(scores.numel()));
+      lp = Tensor{scratch.data(), scores.dtype, scores.shape};
+    }
+    log_softmax(ctx, scores, lp, 1);
+    negativeLogLikelihood<T>(kernel, lp.as<T>(), labels, weights, loss, s.n, s.c, s.d, reduction,
+                             hasIgnoreIndex, ignoreIndex);
+  });
+}
+
+void negative_log_likelihood_loss(Context &, const Tensor &input, const Tensor &target,
+                                  const Tensor *weight, const Tensor &loss, Reduction reduction,
+                                  bool hasIgnoreIndex, int64_t ignoreIndex) {
+  const char *kernel = "negative_log_likelihood_loss";
+  LossShape s = lossShape(kernel, input);
+  dispatch(kernel, input.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    negativeLogLikelihood<T>(kernel, input.as<T>(), target, weight, loss, s.n, s.c, s.d,
+                             reduction, hasIgnoreIndex, ignoreIndex);
+  });
+}
+
+} // namespace cleave::rt::cpu

@@ -1,0 +1,183 @@
+//===- Movement.cpp - transpose, concat, split, slice, gather, expand, trilu //
+//
+// Element-type agnostic: everything moves whole elements by byte size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Support.h"
+
+#include <algorithm>
+
+namespace cleave::rt::cpu {
+namespace {
+
+char *bytes(const Tensor &t) { return static_cast<char *>(t.data); }
+
+int checkAxis(const char *kernel, int64_t axis, int rank) {
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), rank);
+  return static_cast<int>(axis);
+}
+
+/// Concat and split: `whole` is the pieces laid side by side along `axis`.
+/// Copies pieces into whole (gathering) or whole into pieces.
+void joinOrSplit(const char *kernel, const TensorList &pieces, const Tensor &whole, int64_t axis,
+                 bool intoWhole) {
+  int a = checkAxis(kernel, axis, whole.rank());
+  std::size_t esize = dtypeSize(whole.dtype);
+  int64_t outer = product(whole.shape, 0, a);
+  int64_t wholeChunk = product(whole.shape, a, whole.rank());
+  int64_t total = 0;
+  for (const Tensor &p : pieces) {
+    checkType(kernel, p, whole.dtype);
+    if (p.rank() != whole.rank())
+      fail(kernel, "piece rank %d differs from %d", p.rank(), whole.rank());
+    total += product(p.shape, a, p.rank());
+  }
+  if (total != wholeChunk)
+    fail(kernel, "pieces do not add up to the joined dim");
+  int64_t offset = 0;
+  for (const Tensor &p : pieces) {
+    std::size_t chunk = static_cast<std::size_t>(product(p.shape, a, p.rank())) * esize;
+    for (int64_t o = 0; o < outer; ++o) {
+      char *w = bytes(whole) + (static_cast<std::size_t>(o * wholeChunk + offset)) * esize;
+      char *q = bytes(p) + static_cast<std::size_t>(o) * chunk;
+      if (intoWhole)
+        std::memmove(w, q, chunk);
+      else
+        std::memmove(q, w, chunk);
+    }
+    offset += product(p.shape, a, p.rank());
+  }
+}
+
+} // namespace
+
+void transpose(Context &, const Tensor &in, const Tensor &out, Dims perm) {
+  const char *kernel = "transpose";
+  checkSameLayout(kernel, in, out);
+  if (perm.size == 0) { // ONNX's default: reverse the dims
+    perm.size = in.rank();
+    for (int i = 0; i < in.rank(); ++i)
+      perm[i] = in.rank() - 1 - i;
+  }
+  if (perm.size != in.rank() || out.rank() != in.rank())
+    fail(kernel, "perm has %d entries for rank %d", perm.size, in.rank());
+  int64_t inStrides[kMaxRank], srcStrides[kMaxRank];
+  rowMajorStrides(in.shape, inStrides);
+  for (int i = 0; i < perm.size; ++i) {
+    int64_t p = perm[i];
+    if (p < 0 || p >= in.rank() || out.shape[i] != in.shape[static_cast<int>(p)])
+      fail(kernel, "perm does not map the input onto the result");
+    srcStrides[i] = inStrides[p];
+  }
+  if (in.data == out.data && in.numel() > 1)
+    fail(kernel, "cannot transpose in place");
+  stridedCopy(kernel, in.data, srcStrides, out);
+}
+
+void concat(Context &, const TensorList &inputs, const Tensor &out, int64_t axis) {
+  joinOrSplit("concat", inputs, out, axis, true);
+}
+
+void split(Context &, const Tensor &in, const TensorList &outputs, int64_t axis) {
+  joinOrSplit("split", outputs, in, axis, false);
+}
+
+void slice(Context &, const Tensor &in, const Tensor &out, Dims starts, Dims steps) {
+  const char *kernel = "slice";
+  checkType(kernel, out, in.dtype);
+  int rank = in.rank();
+  starts = orDefault(kernel, "starts", starts, rank, 0);
+  steps = orDefault(kernel, "steps", steps, rank, 1);
+  if (out.rank() != rank)
+    fail(kernel, "result rank %d differs from the input's %d", out.rank(), rank);
+  int64_t inStrides[kMaxRank], srcStrides[kMaxRank];
+  rowMajorStrides(in.shape, inStrides);
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    int64_t last = starts[d] + (out.shape[d] - 1) * steps[d];
+    if (out.shape[d] > 0 && (starts[d] < 0 || starts[d] >= in.shape[d] || last < 0 ||
+                             last >= in.shape[d]))
+      fail(kernel, "dim %d reads outside the input", d);
+    base += starts[d] * inStrides[d];
+    srcStrides[d] = steps[d] * inStrides[d];
+  }
+  if (out.numel() == 0)
+    return;
+  stridedCopy(kernel, bytes(in) + static_cast<std::size_t>(base) * dtypeSize(in.dtype),
+              srcStrides, out);
+}
+
+void gather(Context &, const Tensor &data, const Tensor &indices, const Tensor &out,
+            int64_t axis) {
+  const char *kernel = "gather";
+  checkType(kernel, out, data.dtype);
+  int a = checkAxis(kernel, axis, data.rank());
+  int64_t outer = product(data.shape, 0, a);
+  int64_t dim = data.shape[a];
+  int64_t inner = product(data.shape, a + 1, data.rank());
+  int64_t count = indices.numel();
+  if (out.numel() != outer * count * inner)
+    fail(kernel, "result shape does not match data and indices");
+  dispatch(kernel, indices.dtype, IntTypes{}, [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I *idx = indices.as<I>();
+    dispatchBySize(kernel, data.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *src = data.as<T>();
+      T *dst = out.as<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < count; ++j) {
+          int64_t i = static_cast<int64_t>(idx[j]);
+          if (i < 0)
+            i += dim;
+          if (i < 0 || i >= dim)
+            fail(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(idx[j]),
+                 static_cast<long long>(dim), static_cast<long long>(dim));
+          const T *s = src + (o * dim + i) * inner;
+          T *d = dst + (o * count + j) * inner;
+          if (inner == 1)
+            *d = *s;
+          else
+            std::memcpy(d, s, static_cast<std::size_t>(inner) * sizeof(T));
+        }
+    });
+  });
+}
+
+void expand(Context &, const Tensor &in, const Tensor &out) {
+  checkType("expand", out, in.dtype);
+  int64_t strides[kMaxRank];
+  broadcastStrides("expand", in.shape, out.shape, strides);
+  if (in.data == out.data && in.numel() != out.numel())
+    fail("expand", "cannot expand in place");
+  stridedCopy("expand", in.data, strides, out);
+}
+
+void trilu(Context &, const Tensor &in, const Tensor &out, bool upper, int64_t k) {
+  const char *kernel = "trilu";
+  checkSameLayout(kernel, in, out);
+  if (in.rank() < 2)
+    fail(kernel, "input rank %d is below 2", in.rank());
+  int64_t rows = in.shape[in.rank() - 2], cols = in.shape[in.rank() - 1];
+  int64_t batch = product(in.shape, 0, in.rank() - 2);
+  std::size_t esize = dtypeSize(in.dtype);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < rows; ++i) {
+      std::size_t row = static_cast<std::size_t>((b * rows + i) * cols) * esize;
+      char *src = bytes(in) + row;
+      char *dst = bytes(out) + row;
+      // Kept columns: j <= i + k (lower) or j >= i + k (upper).
+      int64_t lo = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
+      int64_t hi = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
+      if (src != dst)
+        std::memmove(dst + lo * esize, src + lo * esize, static_cast<std::size_t>(hi - lo) * esize);
+      std::memset(dst, 0, static_cast<std::size_t>(lo) * esize);
+      std::memset(dst + hi * esize, 0, static_cast<std::size_t>(cols - hi) * esize);
+    }
+}
+
+} // namespace cleave::rt::cpu

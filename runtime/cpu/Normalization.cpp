@@ -1,0 +1,342 @@
+//===- Normalization.cpp - softmax, layer and batch norm, dropout ---------===//
+
+#include "runtime/cpu/Support.h"
+
+#include <algorithm>
+
+namespace cleave::rt::cpu {
+namespace {
+
+int64_t normalizeAxis(const char *kernel, int64_t axis, int rank) {
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= std::max(rank, 1))
+    fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), rank);
+  return axis;
+}
+
+/// Numerically stable (log) softmax over the middle dim of outer x n x inner.
+template <typename T, bool Log>
+void softmaxOver(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
+  const T lowest = -std::numeric_limits<T>::infinity();
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *xr = x + o * n;
+      T *yr = y + o * n;
+      T m = lowest;
+      for (int64_t i = 0; i < n; ++i)
+        m = xr[i] > m ? xr[i] : m;
+      T sum = 0;
+      if constexpr (Log) {
+        for (int64_t i = 0; i < n; ++i)
+          sum += std::exp(xr[i] - m);
+        T logSum = std::log(sum);
+        for (int64_t i = 0; i < n; ++i)
+          yr[i] = (xr[i] - m) - logSum;
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          T e = std::exp(xr[i] - m);
+          yr[i] = e;
+          sum += e;
+        }
+        T inv = T(1) / sum;
+        for (int64_t i = 0; i < n; ++i)
+          yr[i] *= inv;
+      }
+    }
+    return;
+  }
+  // The axis is strided: walk chunks of the contiguous inner dim at once.
+  constexpr int64_t kChunk = 256;
+  T m[kChunk], sum[kChunk];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j0 = 0; j0 < inner; j0 += kChunk) {
+      int64_t w = std::min(kChunk, inner - j0);
+      const T *xb = x + o * n * inner + j0;
+      T *yb = y + o * n * inner + j0;
+      for (int64_t j = 0; j < w; ++j) {
+        m[j] = lowest;
+        sum[j] = 0;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < w; ++j)
+          m[j] = xb[i * inner + j] > m[j] ? xb[i * inner + j] : m[j];
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < w; ++j) {
+          T e = std::exp(xb[i * inner + j] - m[j]);
+          if constexpr (!Log)
+            yb[i * inner + j] = e;
+          sum[j] += e;
+        }
+      for (int64_t j = 0; j < w; ++j)
+        sum[j] = Log ? std::log(sum[j]) : T(1) / sum[j];
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < w; ++j) {
+          if constexpr (Log)
+            yb[i * inner + j] = (xb[i * inner + j] - m[j]) - sum[j];
+          else
+            yb[i * inner + j] *= sum[j];
+        }
+    }
+  }
+}
+
+template <bool Log>
+void softmaxKernel(const char *kernel, const Tensor &in, const Tensor &out, int64_t axis) {
+  checkSameLayout(kernel, in, out);
+  axis = normalizeAxis(kernel, axis, in.rank());
+  int64_t outer = product(in.shape, 0, static_cast<int>(axis));
+  int64_t n = in.rank() == 0 ? 1 : in.shape[static_cast<int>(axis)];
+  int64_t inner = product(in.shape, static_cast<int>(axis) + 1, in.rank());
+  dispatch(kernel, in.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmaxOver<T, Log>(in.as<T>(), out.as<T>(), outer, n, inner);
+  });
+}
+
+/// Writes one statistic to an optional f32 or f64 output.
+void storeStat(const char *kernel, const Tensor &t, int64_t i, double v) {
+  if (!t.data)
+    return;
+  if (t.dtype == DType::F32)
+    t.as<float>()[i] = static_cast<float>(v);
+  else if (t.dtype == DType::F64)
+    t.as<double>()[i] = v;
+  else
+    failType(kernel, t.dtype);
+}
+
+/// `param`'s shape without leading unit dims beyond `rank` (so it can
+/// broadcast over the normalised dims only).
+Dims trimmedTo(const char *kernel, const Dims &param, int rank) {
+  Dims d;
+  int skip = param.size - rank;
+  for (int i = 0; i < param.size; ++i) {
+    if (i < skip) {
+      if (param[i] != 1)
+        fail(kernel, "scale or bias broadcasts beyond the normalised dims");
+      continue;
+    }
+    d.values[d.size++] = param[i];
+  }
+  return d;
+}
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+} // namespace
+
+void softmax(Context &, const Tensor &in, const Tensor &out, int64_t axis) {
+  softmaxKernel<false>("softmax", in, out, axis);
+}
+
+void log_softmax(Context &, const Tensor &in, const Tensor &out, int64_t axis) {
+  softmaxKernel<true>("log_softmax", in, out, axis);
+}
+
+void layer_normalization(Context &, const Tensor &x, const Tensor &scale, const Tensor *bias,
+                         const Tensor &y, const Tensor &mean, const Tensor &invStdDev,
+                         int64_t axis, float epsilon) {
+  const char *kernel = "layer_normalization";
+  checkSameLayout(kernel, x, y);
+  checkType(kernel, scale, x.dtype);
+  if (bias)
+    checkType(kernel, *bias, x.dtype);
+  axis = normalizeAxis(kernel, axis, x.rank());
+  int a = static_cast<int>(axis);
+  int64_t rows = product(x.shape, 0, a);
+  int64_t cols = product(x.shape, a, x.rank());
+  Dims normShape;
+  for (int d = a; d < x.rank(); ++d)
+    normShape.values[normShape.size++] = x.shape[d];
+  Dims scaleShape = trimmedTo(kernel, scale.shape, normShape.size);
+  Dims biasShape = bias ? trimmedTo(kernel, bias->shape, normShape.size) : Dims{};
+  const Dims *scaleOnly[1] = {&scaleShape};
+  const Dims *both[2] = {&scaleShape, &biasShape};
+  LoopNest<2> scaleNest = broadcastNest<2>(kernel, normShape, scaleOnly);
+  LoopNest<3> affineNest;
+  if (bias)
+    affineNest = broadcastNest<3>(kernel, normShape, both);
+
+  dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *s = scale.as<T>();
+    const T *b = bias ? bias->template as<T>() : nullptr;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = x.as<T>() + r * cols;
+      T *yr = y.as<T>() + r * cols;
+      // Statistics in at least single precision, accumulated in double.
+      double mu = static_cast<double>(sumRow(xr, cols)) / static_cast<double>(cols);
+      double sq[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= cols; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          double d = static_cast<double>(xr[i + j]) - mu;
+          sq[j] += d * d;
+        }
+      for (; i < cols; ++i) {
+        double d = static_cast<double>(xr[i]) - mu;
+        sq[0] += d * d;
+      }
+      double var = 0;
+      for (double v : sq)
+        var += v;
+      var /= static_cast<double>(cols);
+      // The statistic is computed in f32 (ONNX's default stash_type).
+      double inv = std::is_same_v<T, float>
+                       ? static_cast<double>(1.0f / std::sqrt(static_cast<float>(var) + epsilon))
+                       : 1.0 / std::sqrt(var + static_cast<double>(epsilon));
+      storeStat(kernel, mean, r, mu);
+      storeStat(kernel, invStdDev, r, inv);
+      T tm = static_cast<T>(mu), ti = static_cast<T>(inv);
+      for (int64_t k = 0; k < cols; ++k)
+        yr[k] = (xr[k] - tm) * ti;
+      if (b) {
+        affineNest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+          T *yy = yr + off[0];
+          const T *ss = s + off[1];
+          const T *bb = b + off[2];
+          if (step[1] == 1 && step[2] == 1) {
+            for (int64_t k = 0; k < n; ++k)
+              yy[k] = yy[k] * ss[k] + bb[k];
+          } else {
+            for (int64_t k = 0; k < n; ++k)
+              yy[k] = yy[k] * ss[k * step[1]] + bb[k * step[2]];
+          }
+        });
+      } else {
+        scaleNest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+          T *yy = yr + off[0];
+          const T *ss = s + off[1];
+          for (int64_t k = 0; k < n; ++k)
+            yy[k] *= ss[k * step[1]];
+        });
+      }
+    }
+  });
+}
+
+void batch_normalization(Context &, const Tensor &x, const Tensor &scale, const Tensor &bias,
+                         const Tensor &mean, const Tensor &var, const Tensor &y,
+                         const Tensor &runningMean, const Tensor &runningVar, float epsilon,
+                         float momentum, bool training) {
+  const char *kernel = "batch_normalization";
+  checkSameLayout(kernel, x, y);
+  if (x.rank() < 2)
+    fail(kernel, "input rank %d is below 2", x.rank());
+  int64_t n = x.shape[0], c = x.shape[1];
+  int64_t spatial = product(x.shape, 2, x.rank());
+  for (const Tensor *p : {&scale, &bias, &mean, &var}) {
+    checkType(kernel, *p, x.dtype);
+    if (p->numel() != c)
+      fail(kernel, "per-channel operand has %lld elements, expected %lld",
+           static_cast<long long>(p->numel()), static_cast<long long>(c));
+  }
+  for (const Tensor *p : {&runningMean, &runningVar})
+    if (p->data) {
+      checkType(kernel, *p, x.dtype);
+      if (p->numel() != c)
+        fail(kernel, "running statistic has %lld elements, expected %lld",
+             static_cast<long long>(p->numel()), static_cast<long long>(c));
+    }
+
+  dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *xs = x.as<T>();
+    T *ys = y.as<T>();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double mu = static_cast<double>(mean.as<T>()[ch]);
+      double sigma2 = static_cast<double>(var.as<T>()[ch]);
+      if (training) {
+        double count = static_cast<double>(n * spatial);
+        double total = 0;
+        for (int64_t b = 0; b < n; ++b)
+          total += sumRow(xs + (b * c + ch) * spatial, spatial);
+        double batchMean = count > 0 ? total / count : 0.0;
+        double sq = 0;
+        for (int64_t b = 0; b < n; ++b) {
+          const T *p = xs + (b * c + ch) * spatial;
+          for (int64_t i = 0; i < spatial; ++i) {
+            double d = static_cast<double>(p[i]) - batchMean;
+            sq += d * d;
+          }
+        }
+        double batchVar = count > 0 ? sq / count : 0.0; // biased, as ONNX
+        double mom = static_cast<double>(momentum);
+        if (runningMean.data)
+          runningMean.as<T>()[ch] = static_cast<T>(mom * mu + (1.0 - mom) * batchMean);
+        if (runningVar.data)
+          runningVar.as<T>()[ch] = static_cast<T>(mom * sigma2 + (1.0 - mom) * batchVar);
+        mu = batchMean;
+        sigma2 = batchVar;
+      } else {
+        if (runningMean.data)
+          runningMean.as<T>()[ch] = static_cast<T>(mu);
+        if (runningVar.data)
+          runningVar.as<T>()[ch] = static_cast<T>(sigma2);
+      }
+      double a = static_cast<double>(scale.as<T>()[ch]) / std::sqrt(sigma2 + epsilon);
+      T ta = static_cast<T>(a);
+      T tb = static_cast<T>(static_cast<double>(bias.as<T>()[ch]) - mu * a);
+      for (int64_t b = 0; b < n; ++b) {
+        const T *p = xs + (b * c + ch) * spatial;
+        T *q = ys + (b * c + ch) * spatial;
+        for (int64_t i = 0; i < spatial; ++i)
+          q[i] = p[i] * ta + tb;
+      }
+    }
+  });
+}
+
+void dropout(Context &, const Tensor &in, const Tensor &out, const Tensor &mask, float ratio,
+             bool training, uint64_t seed) {
+  const char *kernel = "dropout";
+  checkSameLayout(kernel, in, out);
+  bool *keep = nullptr;
+  if (mask.data) {
+    checkType(kernel, mask, DType::Bool);
+    if (mask.numel() != in.numel())
+      fail(kernel, "mask has %lld elements, expected %lld", static_cast<long long>(mask.numel()),
+           static_cast<long long>(in.numel()));
+    keep = mask.as<bool>();
+  }
+  int64_t n = in.numel();
+  if (!training || ratio <= 0.0f) {
+    if (in.data != out.data)
+      std::memmove(out.data, in.data, in.bytes());
+    if (keep)
+      std::memset(keep, 1, static_cast<std::size_t>(n));
+    return;
+  }
+  if (!(ratio == ratio) || ratio > 1.0f)
+    fail(kernel, "ratio %g is outside [0, 1]", static_cast<double>(ratio));
+  if (ratio == 1.0f) { // everything dropped (the 1 / (1 - ratio) scale is moot)
+    std::memset(out.data, 0, out.bytes());
+    if (keep)
+      std::memset(keep, 0, static_cast<std::size_t>(n));
+    return;
+  }
+  dispatch(kernel, in.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *x = in.as<T>();
+    T *y = out.as<T>();
+    T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(ratio)));
+    double r = static_cast<double>(ratio);
+    // splitmix64 of (seed, index): the mask depends on nothing else.
+    uint64_t key = mix64(seed);
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t z = mix64(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
+      double u = static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0); // [0, 1)
+      bool kept = u >= r;
+      y[i] = kept ? x[i] * scale : T(0);
+      if (keep)
+        keep[i] = kept;
+    }
+  });
+}
+
+} // namespace cleave::rt::cpu

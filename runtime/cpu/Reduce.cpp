@@ -1,0 +1,120 @@
+//===- Reduce.cpp - reduce_sum, reduce_mean, reduce_max -------------------===//
+//
+// One walk for every reduction: the input is traversed contiguously while
+// the output is addressed with stride 0 on the reduced dims. After dims are
+// coalesced, a row either folds into one output element (reducing the
+// innermost dims) or accumulates elementwise into a contiguous output row
+// (reducing outer dims); both loops are plain and vectorisable.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/Support.h"
+
+namespace cleave::rt::cpu {
+namespace {
+
+struct SumOp {
+  template <typename T> static T identity() { return T(0); }
+  template <typename T> static T combine(T a, T b) { return wrapAdd(a, b); }
+  template <typename T> static T row(const T *x, int64_t n, int64_t step) {
+    return static_cast<T>(sumRow(x, n, step));
+  }
+};
+
+struct MaxOp {
+  template <typename T> static T identity() {
+    if constexpr (std::is_floating_point_v<T>)
+      return -std::numeric_limits<T>::infinity();
+    else
+      return std::numeric_limits<T>::lowest();
+  }
+  // NaN propagates, as numpy's maximum does.
+  template <typename T> static T combine(T a, T b) { return (b > a || b != b) ? b : a; }
+  template <typename T> static T row(const T *x, int64_t n, int64_t step) {
+    T m = identity<T>();
+    for (int64_t i = 0; i < n; ++i)
+      m = combine(m, x[i * step]);
+    return m;
+  }
+};
+
+template <typename Op>
+void reduce(const char *kernel, const Tensor &in, const Tensor &out, const Dims &axes, bool mean) {
+  checkType(kernel, out, in.dtype);
+  int rank = in.rank();
+  bool reduced[kMaxRank] = {};
+  if (axes.size == 0) { // ONNX's default: every dim
+    for (int d = 0; d < rank; ++d)
+      reduced[d] = true;
+  }
+  for (int i = 0; i < axes.size; ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank)
+      fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axes[i]), rank);
+    reduced[a] = true;
+  }
+  int64_t outStrides[kMaxRank];
+  int64_t kept = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    outStrides[d] = reduced[d] ? 0 : kept;
+    if (!reduced[d])
+      kept *= in.shape[d];
+  }
+  if (kept != out.numel())
+    fail(kernel, "result has %lld elements, expected %lld", static_cast<long long>(out.numel()),
+         static_cast<long long>(kept));
+  int64_t inStrides[kMaxRank];
+  rowMajorStrides(in.shape, inStrides);
+  LoopNest<2> nest;
+  for (int d = 0; d < rank; ++d)
+    nest.push(in.shape[d], {inStrides[d], outStrides[d]});
+  nest.coalesce();
+  int64_t count = kept == 0 ? 0 : in.numel() / kept;
+
+  dispatch(kernel, in.dtype, NumericTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *x = in.as<T>();
+    T *y = out.as<T>();
+    for (int64_t i = 0; i < kept; ++i)
+      y[i] = Op::template identity<T>();
+    nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+      const T *xr = x + off[0];
+      T *yr = y + off[1];
+      if (step[1] == 0) {
+        *yr = Op::combine(*yr, Op::row(xr, n, step[0]));
+      } else if (step[0] == 1 && step[1] == 1) {
+        for (int64_t i = 0; i < n; ++i)
+          yr[i] = Op::combine(yr[i], xr[i]);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          yr[i * step[1]] = Op::combine(yr[i * step[1]], xr[i * step[0]]);
+      }
+    });
+    if (mean && count > 0) {
+      if constexpr (isInteger<T>) {
+        for (int64_t i = 0; i < kept; ++i)
+          y[i] = static_cast<T>(y[i] / count); // truncates, as ONNX's reference
+      } else {
+        T divisor = static_cast<T>(count);
+        for (int64_t i = 0; i < kept; ++i)
+          y[i] /= divisor;
+      }
+    }
+  });
+}
+
+} // namespace
+
+void reduce_sum(Context &, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<SumOp>("reduce_sum", in, out, axes, false);
+}
+
+void reduce_mean(Context &, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<SumOp>("reduce_mean", in, out, axes, true);
+}
+
+void reduce_max(Context &, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<MaxOp>("reduce_max", in, out, axes, false);
+}
+
+} // namespace cleave::rt::cpu

@@ -1,0 +1,100 @@
+//===- Support.cpp - errors and the strided copy --------------------------===//
+
+#include "runtime/cpu/Support.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+
+namespace cleave::rt::cpu {
+
+void fail(const char *kernel, const char *format, ...) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "cleave: error: kernel %s: ", kernel);
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+  std::exit(3);
+}
+
+void failType(const char *kernel, DType type) {
+  fail(kernel, "unsupported element type %s", dtypeName(type));
+}
+
+Dims orDefault(const char *kernel, const char *what, const Dims &attr, int n, int64_t fallback) {
+  if (attr.size == n)
+    return attr;
+  if (attr.size != 0)
+    fail(kernel, "%s has %d entries, expected %d", what, attr.size, n);
+  Dims dims;
+  dims.size = n;
+  for (int i = 0; i < n; ++i)
+    dims[i] = fallback;
+  return dims;
+}
+
+void checkSameLayout(const char *kernel, const Tensor &a, const Tensor &b) {
+  if (a.dtype != b.dtype)
+    fail(kernel, "element types differ (%s and %s)", dtypeName(a.dtype), dtypeName(b.dtype));
+  if (a.numel() != b.numel())
+    fail(kernel, "element counts differ (%lld and %lld)", static_cast<long long>(a.numel()),
+         static_cast<long long>(b.numel()));
+}
+
+void checkType(const char *kernel, const Tensor &t, DType type) {
+  if (t.dtype != type)
+    fail(kernel, "expected element type %s, got %s", dtypeName(type), dtypeName(t.dtype));
+}
+
+void broadcastStrides(const char *kernel, const Dims &in, const Dims &out, int64_t *strides) {
+  if (in.size > out.size)
+    fail(kernel, "rank %d does not broadcast to rank %d", in.size, out.size);
+  int64_t inStrides[kMaxRank];
+  rowMajorStrides(in, inStrides);
+  for (int d = 0; d < out.size; ++d) {
+    int j = d - (out.size - in.size);
+    if (j < 0 || (in[j] == 1 && out[d] != 1))
+      strides[d] = 0;
+    else if (in[j] == out[d])
+      strides[d] = inStrides[j];
+    else
+      fail(kernel, "dim %d (%lld) does not broadcast to %lld", j, static_cast<long long>(in[j]),
+           static_cast<long long>(out[d]));
+  }
+}
+
+void stridedCopy(const char *kernel, const void *src, const int64_t *srcStrides,
+                 const Tensor &out) {
+  LoopNest<2> nest;
+  int64_t outStrides[kMaxRank];
+  rowMajorStrides(out.shape, outStrides);
+  for (int d = 0; d < out.rank(); ++d)
+    nest.push(out.shape[d], {outStrides[d], srcStrides[d]});
+  nest.coalesce();
+  std::size_t esize = dtypeSize(out.dtype);
+  dispatchBySize(kernel, out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *from = static_cast<const T *>(src);
+    T *to = out.as<T>();
+    nest.forEachRow([&](const int64_t *offsets, int64_t n, const int64_t *inner) {
+      T *o = to + offsets[0];
+      const T *s = from + offsets[1];
+      int64_t step = inner[1];
+      if (step == 1) {
+        std::memmove(o, s, static_cast<std::size_t>(n) * esize);
+      } else if (step == 0) {
+        T v = *s;
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = v;
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = s[i * step];
+      }
+    });
+  });
+}
+
+} // namespace cleave::rt::cpu

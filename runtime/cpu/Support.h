@@ -1,0 +1,404 @@
+//===- Support.h - what the CPU kernels share -------------------*- C++ -*-===//
+//
+// Private to runtime/cpu: the one error function, element types and their
+// conversions, the dtype dispatch helper, the strided loop nest every
+// broadcasting, permuting and reducing kernel walks, and the matrix product
+// the matmul, gemm and conv kernels share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_CPU_SUPPORT_H
+#define CLEAVE_RUNTIME_CPU_SUPPORT_H
+
+#include "runtime/cpu/Kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace cleave::rt::cpu {
+
+//===----------------------------------------------------------------------===//
+// Errors
+//===----------------------------------------------------------------------===//
+
+/// Prints `cleave: error: kernel KERNEL: MESSAGE` to stderr and exits with
+/// status 3. Every kernel reports what it cannot do through this.
+[[noreturn]] void fail(const char *kernel, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/// fail() for an element type the kernel does not implement.
+[[noreturn]] void failType(const char *kernel, DType type);
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// IEEE binary16 and bfloat16, stored as their bits.
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+inline uint32_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// Round to nearest even; overflow gives infinity, NaN stays NaN.
+inline Half toHalf(float f) {
+  uint32_t x = floatBits(f);
+  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) // infinity or NaN (kept quiet)
+    return {static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u))};
+  if (x >= 0x477ff000u) // at least 65520: rounds to infinity
+    return {static_cast<uint16_t>(sign | 0x7c00u)};
+  if (x < 0x38800000u) { // below 2^-14: a subnormal half (or zero); exact scaling
+    float scaled = bitsFloat(x) * 16777216.0f; // 2^24, the subnormal unit
+    return {static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)))};
+  }
+  uint32_t odd = (x >> 13) & 1u;
+  x += 0xc8000fffu + odd; // rebias the exponent by -112 and round half to even
+  return {static_cast<uint16_t>(sign | (x >> 13))};
+}
+
+inline float fromHalf(Half h) {
+  uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  uint32_t exponent = (h.bits >> 10) & 0x1fu;
+  uint32_t mantissa = h.bits & 0x3ffu;
+  if (exponent == 0) {
+    float magnitude = static_cast<float>(mantissa) * (1.0f / 16777216.0f);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31)
+    return bitsFloat(sign | 0x7f800000u | (mantissa << 13));
+  return bitsFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+inline BFloat16 toBFloat16(float f) {
+  uint32_t x = floatBits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return {static_cast<uint16_t>((x >> 16) | 0x40u)};
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return {static_cast<uint16_t>(x >> 16)};
+}
+
+inline float fromBFloat16(BFloat16 b) { return bitsFloat(static_cast<uint32_t>(b.bits) << 16); }
+
+template <typename T> struct DTypeOf;
+#define CLEAVE_DTYPE_OF(T, D)                                                                      \
+  template <> struct DTypeOf<T> {                                                                  \
+    static constexpr DType value = DType::D;                                                       \
+  };
+CLEAVE_DTYPE_OF(float, F32)
+CLEAVE_DTYPE_OF(double, F64)
+CLEAVE_DTYPE_OF(Half, F16)
+CLEAVE_DTYPE_OF(BFloat16, BF16)
+CLEAVE_DTYPE_OF(int8_t, I8)
+CLEAVE_DTYPE_OF(int16_t, I16)
+CLEAVE_DTYPE_OF(int32_t, I32)
+CLEAVE_DTYPE_OF(int64_t, I64)
+CLEAVE_DTYPE_OF(uint8_t, U8)
+CLEAVE_DTYPE_OF(uint16_t, U16)
+CLEAVE_DTYPE_OF(uint32_t, U32)
+CLEAVE_DTYPE_OF(uint64_t, U64)
+CLEAVE_DTYPE_OF(bool, Bool)
+#undef CLEAVE_DTYPE_OF
+
+template <typename T>
+inline constexpr bool isFloat = std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
+                                std::is_same_v<T, BFloat16>;
+template <typename T>
+inline constexpr bool isInteger = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+/// Any element as a float or double (half types widen to float).
+template <typename T> inline auto widen(T v) {
+  if constexpr (std::is_same_v<T, Half>)
+    return fromHalf(v);
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return fromBFloat16(v);
+  else
+    return v;
+}
+
+/// ONNX Cast of one element. Floating to integer truncates toward zero and
+/// saturates (NaN gives 0; ONNX leaves out-of-range values undefined);
+/// integer to narrower integer wraps; anything to Bool is `!= 0`.
+template <typename To, typename From> inline To convert(From from) {
+  auto v = widen(from);
+  using V = decltype(v);
+  if constexpr (std::is_same_v<To, V>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != V(0);
+  } else if constexpr (std::is_same_v<To, Half>) {
+    return toHalf(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, BFloat16>) {
+    return toBFloat16(static_cast<float>(v));
+  } else if constexpr (isInteger<To> && std::is_floating_point_v<V>) {
+    if (v != v)
+      return 0;
+    constexpr double lo = static_cast<double>(std::numeric_limits<To>::min());
+    constexpr double hi = static_cast<double>(std::numeric_limits<To>::max()) + 1.0; // 2^bits
+    double d = static_cast<double>(v);
+    if (d < lo)
+      return std::numeric_limits<To>::min();
+    if (d >= hi)
+      return std::numeric_limits<To>::max();
+    return static_cast<To>(d);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+/// Integer arithmetic that wraps (as onnxruntime and numpy do) instead of
+/// overflowing; plain arithmetic for floating types.
+template <typename T> inline T wrapAdd(T a, T b) {
+  if constexpr (isInteger<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename T> inline T wrapSub(T a, T b) {
+  if constexpr (isInteger<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return a - b;
+  }
+}
+template <typename T> inline T wrapMul(T a, T b) {
+  if constexpr (isInteger<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <typename T> inline T wrapNeg(T a) { return wrapSub(T(0), a); }
+
+//===----------------------------------------------------------------------===//
+// Dispatch
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct Tag {
+  using type = T;
+};
+template <typename... Ts> struct TypeList {};
+
+using FloatTypes = TypeList<float, double>;
+using IntTypes = TypeList<int64_t, int32_t>;
+using NumericTypes = TypeList<float, double, int64_t, int32_t>;
+using ComparableTypes = TypeList<float, double, int64_t, int32_t, bool>;
+using AllTypes = TypeList<float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t,
+                          uint8_t, uint16_t, uint32_t, uint64_t, bool>;
+
+/// Calls `f(Tag<T>{})` for the T of `types` whose DType is `type`; fails
+/// naming the kernel when none is.
+template <typename... Ts, typename F>
+inline void dispatch(const char *kernel, DType type, TypeList<Ts...>, F &&f) {
+  bool found = ((type == DTypeOf<Ts>::value ? (f(Tag<Ts>{}), true) : false) || ...);
+  if (!found)
+    failType(kernel, type);
+}
+
+/// Movement ops care only about element size: one unsigned type per size.
+template <typename F> inline void dispatchBySize(const char *kernel, DType type, F &&f) {
+  switch (dtypeSize(type)) {
+  case 1: return f(Tag<uint8_t>{});
+  case 2: return f(Tag<uint16_t>{});
+  case 4: return f(Tag<uint32_t>{});
+  case 8: return f(Tag<uint64_t>{});
+  default: failType(kernel, type);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes and loops
+//===----------------------------------------------------------------------===//
+
+/// Product of shape[begin, end).
+inline int64_t product(const Dims &shape, int begin, int end) {
+  int64_t n = 1;
+  for (int i = begin; i < end; ++i)
+    n *= shape[i];
+  return n;
+}
+
+/// Row-major strides, in elements.
+inline void rowMajorStrides(const Dims &shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = shape.size - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+}
+
+/// `attr` when it has `n` entries, `n` copies of `fallback` when it is empty.
+Dims orDefault(const char *kernel, const char *what, const Dims &attr, int n, int64_t fallback);
+
+/// Fails unless `a` and `b` have the same element type and count.
+void checkSameLayout(const char *kernel, const Tensor &a, const Tensor &b);
+/// Fails unless `t` has element type `type`.
+void checkType(const char *kernel, const Tensor &t, DType type);
+
+/// K strided operands walked over the same dims. Operand 0 is usually the
+/// output (contiguous); others carry their own strides (0 where broadcast, a
+/// permutation, a slice's steps). Construction drops unit dims and merges
+/// adjacent dims every operand walks contiguously, so a plain elementwise
+/// op is one long row and a broadcast bias add is rows of stride 1 and 0.
+template <int K> struct LoopNest {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[K][kMaxRank] = {};
+  bool empty = false;
+
+  /// Adds a dim with each operand's stride.
+  void push(int64_t dim, const int64_t (&dimStrides)[K]) {
+    if (dim == 0)
+      empty = true;
+    if (dim == 1)
+      return;
+    dims[rank] = dim;
+    for (int k = 0; k < K; ++k)
+      strides[k][rank] = dimStrides[k];
+    ++rank;
+  }
+
+  /// Merges dims every operand walks contiguously; call after the pushes.
+  void coalesce() {
+    if (rank == 0)
+      return;
+    int out = 0;
+    for (int i = 1; i < rank; ++i) {
+      bool mergeable = true;
+      for (int k = 0; k < K; ++k)
+        mergeable &= strides[k][out] == strides[k][i] * dims[i];
+      if (mergeable) {
+        dims[out] *= dims[i];
+        for (int k = 0; k < K; ++k)
+          strides[k][out] = strides[k][i];
+      } else {
+        ++out;
+        dims[out] = dims[i];
+        for (int k = 0; k < K; ++k)
+          strides[k][out] = strides[k][i];
+      }
+    }
+    rank = out + 1;
+  }
+
+  /// Calls f(offsets, n, innerStrides) for every innermost row: operand k's
+  /// row starts at element offsets[k] and steps by innerStrides[k].
+  template <typename F> void forEachRow(F &&f) const {
+    if (empty)
+      return;
+    int64_t inner[K];
+    int64_t offsets[K] = {};
+    if (rank == 0) {
+      for (int k = 0; k < K; ++k)
+        inner[k] = 1;
+      f(offsets, int64_t(1), inner);
+      return;
+    }
+    for (int k = 0; k < K; ++k)
+      inner[k] = strides[k][rank - 1];
+    int64_t n = dims[rank - 1];
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < rank; ++d)
+      rows *= dims[d];
+    int64_t index[kMaxRank] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      f(offsets, n, inner);
+      for (int d = rank - 2; d >= 0; --d) {
+        for (int k = 0; k < K; ++k)
+          offsets[k] += strides[k][d];
+        if (++index[d] < dims[d])
+          break;
+        for (int k = 0; k < K; ++k)
+          offsets[k] -= strides[k][d] * dims[d];
+        index[d] = 0;
+      }
+    }
+  }
+};
+
+/// Strides (in elements) that read `in` broadcast to `out`'s dims (numpy
+/// rules): 0 on broadcast dims. Fails naming the kernel on a mismatch.
+void broadcastStrides(const char *kernel, const Dims &in, const Dims &out, int64_t *strides);
+
+/// The loop nest of a contiguous `out` (operand 0) and `inputs` broadcast to
+/// it (operands 1...).
+template <int K>
+LoopNest<K> broadcastNest(const char *kernel, const Dims &out, const Dims *const (&inputs)[K - 1]) {
+  int64_t strides[K][kMaxRank];
+  rowMajorStrides(out, strides[0]);
+  for (int k = 1; k < K; ++k)
+    broadcastStrides(kernel, *inputs[k - 1], out, strides[k]);
+  LoopNest<K> nest;
+  for (int d = 0; d < out.size; ++d) {
+    int64_t dimStrides[K];
+    for (int k = 0; k < K; ++k)
+      dimStrides[k] = strides[k][d];
+    nest.push(out[d], dimStrides);
+  }
+  nest.coalesce();
+  return nest;
+}
+
+/// Copies elements of `esize` bytes from `src` (walked with `srcStrides`, in
+/// elements, over `out`'s dims) to the contiguous `out`. Transpose, slice,
+/// expand and gemm's bias all reduce to this.
+void stridedCopy(const char *kernel, const void *src, const int64_t *srcStrides, const Tensor &out);
+
+/// Integer division rounding toward negative infinity (b > 0).
+inline int64_t floorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/// Sum of n elements with independent partial sums (so it vectorises without
+/// reassociating a single chain); floats accumulate in double.
+template <typename T> inline auto sumRow(const T *x, int64_t n, int64_t stride = 1) {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  Acc acc[8] = {};
+  int64_t i = 0;
+  if (stride == 1) {
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j)
+        acc[j] = wrapAdd(acc[j], static_cast<Acc>(x[i + j]));
+  }
+  for (; i < n; ++i)
+    acc[0] = wrapAdd(acc[0], static_cast<Acc>(x[i * stride]));
+  Acc total = acc[0];
+  for (int j = 1; j < 8; ++j)
+    total = wrapAdd(total, acc[j]);
+  return total;
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+/// C = alpha * op(A) * op(B) + beta * C, row-major, op(A) M x K, op(B) K x N.
+/// float and double go through BLAS with ctx.threads threads; integers loop.
+template <typename T>
+void gemmCore(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              double alpha, const T *a, int64_t lda, const T *b, int64_t ldb, double beta,
+              T *c, int64_t ldc);
+
+} // namespace cleave::rt::cpu
+
+#endif

@@ -1,0 +1,407 @@
+//===- Common.cuh - what the CUDA kernels share -----------------*- C++ -*-===//
+//
+// Errors, the dtype dispatch, launch shapes, the strided layout every
+// elementwise and movement kernel indexes through, block reductions and
+// device math. Private to runtime/cuda.
+//
+// Device code here lives in cleave::rt::cuda, where the kernels `exp`, `log`,
+// `sqrt`... hide the C math functions: device math is always spelled with
+// `::` (see the m* helpers below).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_CUDA_COMMON_CUH
+#define CLEAVE_RUNTIME_CUDA_COMMON_CUH
+
+#include "runtime/cuda/Kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace cleave::rt::cuda::detail {
+
+//===----------------------------------------------------------------------===//
+// Errors: `cleave: error: kernel NAME: WHAT` on stderr, exit status 3.
+//===----------------------------------------------------------------------===//
+
+[[noreturn]] void fail(const char *kernel, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/// Fails unless `error` is cudaSuccess.
+void check(cudaError_t error, const char *kernel);
+/// Fails unless `status` is CUBLAS_STATUS_SUCCESS.
+void checkBlas(cublasStatus_t status, const char *kernel);
+/// Checks the last launch (cudaGetLastError; does not synchronise).
+void checkLaunch(const char *kernel);
+/// The cuBLAS handle of `ctx`, bound to ctx.stream.
+cublasHandle_t blasHandle(Context &ctx, const char *kernel);
+/// Fails unless the tensors have the same element type.
+void requireSameType(const char *kernel, const Tensor &a, const Tensor &b);
+/// Fails unless the tensor has this element type.
+void requireType(const char *kernel, const Tensor &t, DType type, const char *what);
+/// Fails unless the tensor has this many elements.
+void requireNumel(const char *kernel, const Tensor &t, int64_t numel, const char *what);
+
+//===----------------------------------------------------------------------===//
+// Element types and the dispatch helper.
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct Tag {
+  using type = T;
+};
+template <typename... Ts> struct Types {};
+
+template <typename T> struct DTypeOf;
+#define CLEAVE_DTYPE_OF(T, D)                                                                      \
+  template <> struct DTypeOf<T> {                                                                  \
+    static constexpr DType value = DType::D;                                                       \
+  };
+CLEAVE_DTYPE_OF(float, F32)
+CLEAVE_DTYPE_OF(double, F64)
+CLEAVE_DTYPE_OF(__half, F16)
+CLEAVE_DTYPE_OF(__nv_bfloat16, BF16)
+CLEAVE_DTYPE_OF(int8_t, I8)
+CLEAVE_DTYPE_OF(int16_t, I16)
+CLEAVE_DTYPE_OF(int32_t, I32)
+CLEAVE_DTYPE_OF(int64_t, I64)
+CLEAVE_DTYPE_OF(uint8_t, U8)
+CLEAVE_DTYPE_OF(uint16_t, U16)
+CLEAVE_DTYPE_OF(uint32_t, U32)
+CLEAVE_DTYPE_OF(uint64_t, U64)
+CLEAVE_DTYPE_OF(bool, Bool)
+#undef CLEAVE_DTYPE_OF
+
+using F32Types = Types<float>;
+using FloatTypes = Types<float, double>;
+using IndexTypes = Types<int32_t, int64_t>;
+/// Types with arithmetic: add, sub, mul, div, neg, abs, relu, reductions.
+using NumericTypes = Types<float, double, int32_t, int64_t>;
+using ComparableTypes = Types<float, double, int32_t, int64_t, bool>;
+/// Every element type of DType (cast, fill).
+using AllTypes = Types<float, double, __half, __nv_bfloat16, int8_t, int16_t, int32_t, int64_t,
+                       uint8_t, uint16_t, uint32_t, uint64_t, bool>;
+
+/// Calls f(Tag<T>{}) for the T of `types` whose DType is `type`; fails with
+/// "unsupported element type" otherwise. Only the listed types are
+/// instantiated.
+template <typename... Ts, typename F>
+void dispatch(const char *kernel, DType type, Types<Ts...>, F &&f) {
+  bool done = ((type == DTypeOf<Ts>::value && (f(Tag<Ts>{}), true)) || ...);
+  if (!done)
+    fail(kernel, "unsupported element type %s", dtypeName(type));
+}
+
+/// Calls f(Tag<U>{}) with the unsigned integer U of `type`'s size, for
+/// kernels that only move elements.
+template <typename F> void dispatchBySize(const char *kernel, DType type, F &&f) {
+  switch (dtypeSize(type)) {
+  case 1: f(Tag<uint8_t>{}); return;
+  case 2: f(Tag<uint16_t>{}); return;
+  case 4: f(Tag<uint32_t>{}); return;
+  case 8: f(Tag<uint64_t>{}); return;
+  default: fail(kernel, "unsupported element type %s", dtypeName(type));
+  }
+}
+
+template <typename T>
+inline constexpr bool isHalf = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+/// The smallest value of T (-inf for floats): the identity of MaxOp.
+template <typename T> __host__ __device__ inline T lowest() {
+  if constexpr (std::is_floating_point_v<T>) {
+    return -static_cast<T>(INFINITY);
+  } else if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    T max = static_cast<T>(static_cast<U>(~U(0)) >> 1);
+    return static_cast<T>(-max - 1);
+  } else {
+    return T(0);
+  }
+}
+
+/// The largest value of an integer type.
+template <typename T> __host__ __device__ inline T highest() {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(std::is_signed_v<T> ? static_cast<U>(~U(0)) >> 1 : static_cast<U>(~U(0)));
+}
+
+/// ONNX Cast between any two element types (through f32 for the 16-bit
+/// floats; to Bool is x != 0; floating to integer saturates).
+template <typename To, typename From> __host__ __device__ inline To convert(From x) {
+  if constexpr (std::is_same_v<To, From>)
+    return x;
+  else if constexpr (isHalf<From>)
+    return convert<To>(static_cast<float>(x));
+  else if constexpr (isHalf<To>)
+    return To(static_cast<float>(x));
+  else if constexpr (std::is_same_v<To, bool>)
+    return x != From(0);
+  else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    // Truncates toward zero and saturates; NaN gives 0 (as the CPU kernels).
+    if (x != x)
+      return To(0);
+    double d = static_cast<double>(x);
+    if (d < static_cast<double>(lowest<To>()))
+      return lowest<To>();
+    if (d >= static_cast<double>(highest<To>()) + 1.0)
+      return highest<To>();
+    return static_cast<To>(d);
+  } else
+    return static_cast<To>(x);
+}
+
+//===----------------------------------------------------------------------===//
+// Launch shapes.
+//===----------------------------------------------------------------------===//
+
+inline constexpr int kThreads = 256;
+
+/// Blocks for a grid-stride loop over n elements.
+inline unsigned blocksFor(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
+}
+/// Blocks for one block per item (grid-stride over items).
+inline unsigned blocksForItems(int64_t items) {
+  return static_cast<unsigned>(items < (1 << 20) ? items : (1 << 20));
+}
+/// Threads for a block reducing `count` elements: a multiple of 32 up to 256.
+inline int threadsForReduction(int64_t count) {
+  int threads = 32;
+  while (threads < 256 && threads < count)
+    threads *= 2;
+  return threads;
+}
+
+__device__ inline int64_t globalThread() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t globalThreads() { return static_cast<int64_t>(blockDim.x) * gridDim.x; }
+
+#define CLEAVE_GRID_LOOP(i, n)                                                                     \
+  for (int64_t i = ::cleave::rt::cuda::detail::globalThread(); i < (n);                          \
+       i += ::cleave::rt::cuda::detail::globalThreads())
+
+//===----------------------------------------------------------------------===//
+// Strided layouts.
+//===----------------------------------------------------------------------===//
+
+/// An iteration shape and, for K tensors, the element stride of each dim in
+/// that tensor (0 where it is broadcast). offsets(i) maps the row-major index
+/// i of the iteration shape to an element offset in each tensor.
+template <int K> struct Layout {
+  int32_t rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[K][kMaxRank] = {};
+
+  /// Drops dims of size 1 and merges neighbours that are contiguous in
+  /// every tensor, so the common cases index with one or two divisions.
+  void simplify() {
+    Layout out;
+    for (int d = 0; d < rank; ++d) {
+      if (dims[d] == 1)
+        continue;
+      bool merge = out.rank > 0;
+      for (int k = 0; k < K && merge; ++k)
+        merge = out.strides[k][out.rank - 1] == strides[k][d] * dims[d];
+      if (merge) {
+        out.dims[out.rank - 1] *= dims[d];
+        for (int k = 0; k < K; ++k)
+          out.strides[k][out.rank - 1] = strides[k][d];
+        continue;
+      }
+      out.dims[out.rank] = dims[d];
+      for (int k = 0; k < K; ++k)
+        out.strides[k][out.rank] = strides[k][d];
+      ++out.rank;
+    }
+    *this = out;
+  }
+
+  __host__ __device__ void offsets(int64_t i, int64_t (&off)[K]) const {
+    for (int k = 0; k < K; ++k)
+      off[k] = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t c = i % dims[d];
+      i /= dims[d];
+      for (int k = 0; k < K; ++k)
+        off[k] += c * strides[k][d];
+    }
+  }
+};
+
+/// Row-major strides of a shape.
+inline void denseStrides(const Dims &shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int d = shape.size - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= shape[d];
+  }
+}
+
+/// Strides of `in` broadcast (numpy rules, right-aligned) to `shape`; fails
+/// when it does not broadcast.
+void broadcastStrides(const char *kernel, const Tensor &in, const Dims &shape, int64_t *strides);
+
+/// The layout of `out`'s shape with the broadcast strides of each input.
+template <int N>
+Layout<N> broadcastLayout(const char *kernel, const Tensor &out, const Tensor *const (&ins)[N]) {
+  Layout<N> layout;
+  layout.rank = out.rank();
+  for (int d = 0; d < out.rank(); ++d)
+    layout.dims[d] = out.shape[d];
+  for (int k = 0; k < N; ++k)
+    broadcastStrides(kernel, *ins[k], out.shape, layout.strides[k]);
+  layout.simplify();
+  return layout;
+}
+
+//===----------------------------------------------------------------------===//
+// The broadcasting elementwise kernel: out[i] = op(in_k[offset_k(i)]...).
+//===----------------------------------------------------------------------===//
+
+template <typename Op, size_t... Is, typename... In>
+__device__ inline auto applyAt(const Op &op, const int64_t *off, std::index_sequence<Is...>,
+                               const In *...in) {
+  return op(in[off[Is]]...);
+}
+
+template <int N, typename Op, typename Out, typename... In>
+__global__ void elementwiseKernel(int64_t n, Layout<N> layout, Op op, Out *out, const In *...in) {
+  if (layout.rank <= 1) {
+    // One dim left: each input is dense (stride 1) or a scalar (stride 0).
+    CLEAVE_GRID_LOOP(i, n) {
+      int64_t off[N];
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        off[k] = i * layout.strides[k][0];
+      out[i] = applyAt(op, off, std::index_sequence_for<In...>{}, in...);
+    }
+    return;
+  }
+  CLEAVE_GRID_LOOP(i, n) {
+    int64_t off[N];
+    layout.offsets(i, off);
+    out[i] = applyAt(op, off, std::index_sequence_for<In...>{}, in...);
+  }
+}
+
+/// Runs op over out's elements, each input broadcast to out's shape. Out and
+/// In... are the element types; `ins` the input tensors, one per In.
+template <typename Out, typename... In, typename Op, typename... Ts>
+void elementwise(Context &ctx, const char *kernel, const Tensor &out, Op op, const Ts &...ins) {
+  static_assert(sizeof...(In) == sizeof...(Ts), "one element type per input");
+  constexpr int N = sizeof...(In);
+  int64_t n = out.numel();
+  if (n == 0)
+    return;
+  const Tensor *list[N] = {&ins...};
+  Layout<N> layout = broadcastLayout<N>(kernel, out, list);
+  elementwiseKernel<N, Op, Out, In...><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+      n, layout, op, out.as<Out>(), static_cast<const In *>(ins.data)...);
+  checkLaunch(kernel);
+}
+
+//===----------------------------------------------------------------------===//
+// Strided copies: dst[offset_0(i)] = src[offset_1(i)] over an iteration shape
+// (transpose, slice, expand, concat, split).
+//===----------------------------------------------------------------------===//
+
+/// Copies over `layout` (strides[0] in dst, strides[1] in src) starting at
+/// element `dstBase` of dst and `srcBase` of src, for any element type.
+void stridedCopy(Context &ctx, const char *kernel, DType type, Layout<2> layout, void *dst,
+                 int64_t dstBase, const void *src, int64_t srcBase);
+
+//===----------------------------------------------------------------------===//
+// Block reductions.
+//===----------------------------------------------------------------------===//
+
+struct SumOp {
+  template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+/// Max that propagates NaN (as numpy's max does).
+struct MaxOp {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return (b > a || b != b) ? b : a;
+  }
+};
+
+/// Reduces v over the block (blockDim.x a multiple of 32, at most 1024);
+/// every thread gets the result. Safe to call repeatedly.
+template <typename T, typename Combine>
+__device__ T blockReduce(T v, Combine combine, T identity) {
+  __shared__ T partial[32];
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = combine(v, __shfl_down_sync(0xffffffffu, v, offset));
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads(); // earlier readers of partial are done
+  if (lane == 0)
+    partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    int warps = (blockDim.x + 31) >> 5;
+    v = lane < warps ? partial[lane] : identity;
+    for (int offset = 16; offset > 0; offset >>= 1)
+      v = combine(v, __shfl_down_sync(0xffffffffu, v, offset));
+    if (lane == 0)
+      partial[0] = v;
+  }
+  __syncthreads();
+  return partial[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Device math for float and double.
+//===----------------------------------------------------------------------===//
+
+#define CLEAVE_MATH1(name, f32, f64)                                                               \
+  template <typename T> __device__ inline T name(T x) {                                            \
+    if constexpr (std::is_same_v<T, float>)                                                        \
+      return ::f32(x);                                                                             \
+    else                                                                                           \
+      return ::f64(x);                                                                             \
+  }
+CLEAVE_MATH1(mexp, expf, exp)
+CLEAVE_MATH1(mlog, logf, log)
+CLEAVE_MATH1(msqrt, sqrtf, sqrt)
+CLEAVE_MATH1(mtanh, tanhf, tanh)
+CLEAVE_MATH1(merf, erff, erf)
+CLEAVE_MATH1(mfabs, fabsf, fabs)
+#undef CLEAVE_MATH1
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling windows.
+//===----------------------------------------------------------------------===//
+
+inline constexpr int kMaxSpatial = kMaxRank - 2;
+
+/// The spatial dims of an N x C x spatial... input and output and the
+/// window attributes (defaults filled in).
+struct Window {
+  int32_t rank = 0;
+  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {}, kernel[kMaxSpatial] = {};
+  int64_t stride[kMaxSpatial] = {}, padBegin[kMaxSpatial] = {}, padEnd[kMaxSpatial] = {};
+  int64_t dilation[kMaxSpatial] = {};
+  int64_t inSize = 1, outSize = 1, kernelSize = 1;
+};
+
+/// Builds the window of x -> y; `kernel` empty takes the kernel dims from
+/// `w` (conv); strides, pads and dilations may be empty (1, 0, 1).
+Window makeWindow(const char *name, const Tensor &x, const Tensor &y, const Dims &kernel,
+                  const Dims &strides, const Dims &pads, const Dims &dilations,
+                  const Tensor *w = nullptr);
+
+/// Softmax or log-softmax over `axis` of a dense tensor (also used by the
+/// cross-entropy loss).
+void softmaxImpl(Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
+                 int64_t axis, bool log);
+
+} // namespace cleave::rt::cuda::detail
+
+#endif

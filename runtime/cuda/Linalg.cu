@@ -1,0 +1,304 @@
+//===- Linalg.cu - matmul, gemm and conv through cuBLAS -------------------===//
+//
+// cuBLAS is column-major: a row-major C[M,N] = A[M,K] B[K,N] is the
+// column-major C^T = B^T A^T, so every call passes B before A and N before M.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Common.cuh"
+
+#include <climits>
+
+namespace cleave::rt::cuda {
+namespace detail {
+namespace {
+
+void requireInt(const char *kernel, int64_t v, const char *what) {
+  if (v < 0 || v > INT_MAX)
+    fail(kernel, "%s (%lld) exceeds cuBLAS's int range", what, static_cast<long long>(v));
+}
+
+/// Row-major out[b] = lhs[b] (M x K) * rhs[b] (K x N), for `batch`
+/// matrices `strideLhs`, `strideRhs`, `strideOut` elements apart.
+void gemmBatched(const char *kernel, cublasHandle_t handle, int64_t m, int64_t n, int64_t k,
+                 const float *lhs, int64_t strideLhs, const float *rhs, int64_t strideRhs,
+                 float *out, int64_t strideOut, int64_t batch) {
+  requireInt(kernel, m, "M");
+  requireInt(kernel, n, "N");
+  requireInt(kernel, k, "K");
+  requireInt(kernel, batch, "the batch");
+  const float one = 1.0f, zero = 0.0f;
+  int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  int ldb = N > 1 ? N : 1, lda = K > 1 ? K : 1;
+  if (batch == 1)
+    checkBlas(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, ldb, lhs, lda,
+                          &zero, out, ldb),
+              kernel);
+  else
+    checkBlas(cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs,
+                                        ldb, strideRhs, lhs, lda, strideLhs, &zero, out, ldb,
+                                        strideOut, static_cast<int>(batch)),
+              kernel);
+}
+
+/// Strides of an operand's batch dims `dims[0, rank)` (matrices of
+/// `matrix` elements) broadcast to the output's batch dims.
+void batchStrides(const char *kernel, const Dims &dims, int rank, int64_t matrix,
+                  const Layout<3> &batch, int64_t *strides) {
+  if (rank > batch.rank)
+    fail(kernel, "an operand has more batch dims than the result");
+  int lead = batch.rank - rank;
+  int64_t s = matrix;
+  for (int d = batch.rank - 1; d >= 0; --d) {
+    if (d < lead) {
+      strides[d] = 0;
+      continue;
+    }
+    int64_t dim = dims[d - lead];
+    if (dim != batch.dims[d] && dim != 1)
+      fail(kernel, "batch dim %lld does not broadcast to %lld", static_cast<long long>(dim),
+           static_cast<long long>(batch.dims[d]));
+    strides[d] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+}
+
+__global__ void im2colKernel(int64_t total, Window win, int64_t channels, int64_t groupChannels,
+                             int64_t groups, const float *x, float *col) {
+  CLEAVE_GRID_LOOP(i, total) {
+    // col is [image][group][channel][kernel position][output position].
+    int64_t p = i % win.outSize;
+    int64_t t = i / win.outSize;
+    int64_t kpos = t % win.kernelSize;
+    t /= win.kernelSize;
+    int64_t c = t % groupChannels;
+    t /= groupChannels;
+    int64_t g = t % groups;
+    int64_t image = t / groups;
+    int64_t offset = 0;
+    bool inside = true;
+    for (int d = win.rank - 1; d >= 0; --d) {
+      int64_t o = p % win.out[d], kd = kpos % win.kernel[d];
+      p /= win.out[d];
+      kpos /= win.kernel[d];
+      int64_t coord = o * win.stride[d] - win.padBegin[d] + kd * win.dilation[d];
+      inside = inside && coord >= 0 && coord < win.in[d];
+      int64_t inner = 1;
+      for (int e = d + 1; e < win.rank; ++e)
+        inner *= win.in[e];
+      offset += coord * inner;
+    }
+    int64_t plane = (image * channels + g * groupChannels + c) * win.inSize;
+    col[i] = inside ? x[plane + offset] : 0.0f;
+  }
+}
+
+__global__ void addChannelBiasKernel(int64_t n, int64_t channels, int64_t spatial,
+                                     const float *bias, float *y) {
+  CLEAVE_GRID_LOOP(i, n) y[i] += bias[(i / spatial) % channels];
+}
+
+} // namespace
+} // namespace detail
+
+using namespace detail;
+
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  const char *kernel = "matmul";
+  requireType(kernel, lhs, DType::F32, "lhs");
+  requireType(kernel, rhs, DType::F32, "rhs");
+  requireType(kernel, out, DType::F32, "the result");
+  int lr = lhs.rank(), rr = rhs.rank();
+  if (lr < 1 || rr < 1)
+    fail(kernel, "operands must have rank 1 or more");
+  int64_t m = lr >= 2 ? lhs.shape[lr - 2] : 1, k = lhs.shape[lr - 1];
+  int64_t k2 = rr >= 2 ? rhs.shape[rr - 2] : rhs.shape[0], n = rr >= 2 ? rhs.shape[rr - 1] : 1;
+  if (k != k2)
+    fail(kernel, "inner dims %lld and %lld differ", static_cast<long long>(k),
+         static_cast<long long>(k2));
+  int outMatrixRank = (lr >= 2) + (rr >= 2);
+  int batchRank = out.rank() - outMatrixRank;
+  if (batchRank < 0)
+    fail(kernel, "the result has rank %d, too low", out.rank());
+  if ((lr >= 2 && out.shape[batchRank] != m) || (rr >= 2 && out.shape[out.rank() - 1] != n))
+    fail(kernel, "the result's matrix dims do not match the operands");
+
+  // The batch dims with out's, lhs's and rhs's strides, merged where all
+  // three are contiguous: one strided-batched call per remaining outer index.
+  Layout<3> batch;
+  batch.rank = batchRank;
+  for (int d = 0; d < batchRank; ++d)
+    batch.dims[d] = out.shape[d];
+  batchStrides(kernel, out.shape, batchRank, m * n, batch, batch.strides[0]);
+  batchStrides(kernel, lhs.shape, lr >= 2 ? lr - 2 : 0, m * k, batch, batch.strides[1]);
+  batchStrides(kernel, rhs.shape, rr >= 2 ? rr - 2 : 0, k * n, batch, batch.strides[2]);
+  batch.simplify();
+  if (out.numel() == 0)
+    return;
+  if (k == 0) {
+    fill(ctx, out, 0.0);
+    return;
+  }
+  cublasHandle_t handle = blasHandle(ctx, kernel);
+  int64_t inner = batch.rank ? batch.dims[batch.rank - 1] : 1;
+  int64_t stride[3] = {0, 0, 0};
+  for (int j = 0; j < 3 && batch.rank; ++j)
+    stride[j] = batch.strides[j][batch.rank - 1];
+  Layout<3> outerLayout = batch;
+  outerLayout.rank = batch.rank ? batch.rank - 1 : 0;
+  int64_t outer = 1;
+  for (int d = 0; d < outerLayout.rank; ++d)
+    outer *= outerLayout.dims[d];
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t off[3];
+    outerLayout.offsets(o, off);
+    gemmBatched(kernel, handle, m, n, k, lhs.as<float>() + off[1], stride[1],
+                rhs.as<float>() + off[2], stride[2], out.as<float>() + off[0], stride[0], inner);
+  }
+}
+
+void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
+          float alpha, float beta, bool transA, bool transB) {
+  const char *kernel = "gemm";
+  requireType(kernel, a, DType::F32, "A");
+  requireType(kernel, b, DType::F32, "B");
+  requireType(kernel, out, DType::F32, "the result");
+  if (a.rank() != 2 || b.rank() != 2 || out.rank() != 2)
+    fail(kernel, "A, B and the result must be matrices");
+  int64_t m = transA ? a.shape[1] : a.shape[0], k = transA ? a.shape[0] : a.shape[1];
+  int64_t kb = transB ? b.shape[1] : b.shape[0], n = transB ? b.shape[0] : b.shape[1];
+  if (k != kb || out.shape[0] != m || out.shape[1] != n)
+    fail(kernel, "shapes do not agree");
+  for (int64_t v : {m, n, k})
+    requireInt(kernel, v, "a dim");
+  if (out.numel() == 0)
+    return;
+  float blasBeta = 0.0f;
+  if (c && beta != 0.0f) {
+    requireType(kernel, *c, DType::F32, "C");
+    // out = broadcast(C), then cuBLAS accumulates alpha A B onto beta out.
+    if (!(c->data == out.data && c->numel() == out.numel())) {
+      Layout<2> copy;
+      copy.rank = 2;
+      copy.dims[0] = m;
+      copy.dims[1] = n;
+      denseStrides(out.shape, copy.strides[0]);
+      broadcastStrides(kernel, *c, out.shape, copy.strides[1]);
+      stridedCopy(ctx, kernel, DType::F32, copy, out.data, 0, c->data, 0);
+    }
+    blasBeta = beta;
+  }
+  cublasHandle_t handle = blasHandle(ctx, kernel);
+  int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  if (K == 0) {
+    // No products: out = beta * C (or 0).
+    if (blasBeta == 0.0f)
+      fill(ctx, out, 0.0);
+    else
+      checkBlas(cublasSscal(handle, M * N, &blasBeta, out.as<float>(), 1), kernel);
+    return;
+  }
+  int ldb = transB ? K : N, lda = transA ? M : K;
+  checkBlas(cublasSgemm(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, b.as<float>(),
+                        ldb > 1 ? ldb : 1, a.as<float>(), lda > 1 ? lda : 1, &blasBeta,
+                        out.as<float>(), N > 1 ? N : 1),
+            kernel);
+}
+
+void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
+          Dims strides, Dims pads, Dims dilations, int64_t group) {
+  const char *kernel = "conv";
+  requireType(kernel, x, DType::F32, "x");
+  requireType(kernel, w, DType::F32, "w");
+  requireType(kernel, y, DType::F32, "y");
+  if (b)
+    requireType(kernel, *b, DType::F32, "the bias");
+  Window win = makeWindow(kernel, x, y, Dims(), strides, pads, dilations, &w);
+  int64_t images = x.shape[0], channels = x.shape[1], maps = y.shape[1];
+  if (group < 1 || channels % group || maps % group)
+    fail(kernel, "group %lld does not divide %lld input and %lld output channels",
+         static_cast<long long>(group), static_cast<long long>(channels),
+         static_cast<long long>(maps));
+  int64_t groupChannels = channels / group, groupMaps = maps / group;
+  if (w.shape[0] != maps || w.shape[1] != groupChannels)
+    fail(kernel, "w is not %lld x %lld x kernel", static_cast<long long>(maps),
+         static_cast<long long>(groupChannels));
+  if (b)
+    requireNumel(kernel, *b, maps, "the bias");
+  if (y.numel() == 0)
+    return;
+  int64_t columns = groupChannels * win.kernelSize; // rows of one group's column matrix
+  int64_t positions = win.outSize;
+  if (columns == 0) {
+    fill(ctx, y, 0.0);
+  } else {
+    // A pointwise conv reads x as its column matrix; others unfold a chunk
+    // of images at a time into a stream-ordered workspace.
+    bool pointwise = win.kernelSize == 1;
+    for (int d = 0; d < win.rank && pointwise; ++d)
+      pointwise = win.stride[d] == 1 && win.padBegin[d] == 0 && win.in[d] == win.out[d];
+    int64_t perImage = group * columns * positions; // column elements per image
+    int64_t chunk = images;
+    float *workspace = nullptr;
+    if (!pointwise) {
+      const int64_t budget = int64_t(256) << 20; // bytes
+      chunk = budget / (perImage * static_cast<int64_t>(sizeof(float)));
+      chunk = chunk < 1 ? 1 : (chunk > images ? images : chunk);
+      check(cudaMallocAsync(reinterpret_cast<void **>(&workspace),
+                            chunk * perImage * sizeof(float), ctx.stream),
+            kernel);
+    }
+    cublasHandle_t handle = blasHandle(ctx, kernel);
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t v : {positions, columns, groupMaps, group, images})
+      requireInt(kernel, v, "a conv GEMM dim");
+    int P = static_cast<int>(positions), CK = static_cast<int>(columns);
+    int Mg = static_cast<int>(groupMaps);
+    for (int64_t first = 0; first < images; first += chunk) {
+      int64_t count = images - first < chunk ? images - first : chunk;
+      const float *col;
+      if (pointwise) {
+        col = x.as<float>() + first * channels * positions;
+      } else {
+        int64_t total = count * perImage;
+        im2colKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
+            total, win, channels, groupChannels, group,
+            x.as<float>() + first * channels * win.inSize, workspace);
+        checkLaunch(kernel);
+        col = workspace;
+      }
+      // y_g[Mg, P] = w_g[Mg, CK] col_g[CK, P] for each image and group:
+      // batch over the larger of the two, loop over the other.
+      float *yChunk = y.as<float>() + first * maps * positions;
+      const float *wData = w.as<float>();
+      if (count >= group) {
+        for (int64_t g = 0; g < group; ++g)
+          checkBlas(cublasSgemmStridedBatched(
+                        handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Mg, CK, &one, col + g * columns * positions,
+                        P, perImage, wData + g * groupMaps * columns, CK, 0, &zero,
+                        yChunk + g * groupMaps * positions, P, maps * positions,
+                        static_cast<int>(count)),
+                    kernel);
+      } else {
+        for (int64_t image = 0; image < count; ++image)
+          checkBlas(cublasSgemmStridedBatched(
+                        handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Mg, CK, &one, col + image * perImage,
+                        P, columns * positions, wData, CK, groupMaps * columns, &zero,
+                        yChunk + image * maps * positions, P, groupMaps * positions,
+                        static_cast<int>(group)),
+                    kernel);
+      }
+    }
+    if (workspace)
+      check(cudaFreeAsync(workspace, ctx.stream), kernel);
+  }
+  if (b) {
+    int64_t n = y.numel();
+    addChannelBiasKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, maps, positions,
+                                                                    b->as<float>(), y.as<float>());
+    checkLaunch(kernel);
+  }
+}
+
+} // namespace cleave::rt::cuda

@@ -1,0 +1,219 @@
+//===- Movement.cu - transpose, concat, split, slice, gather, expand, trilu ===//
+//
+// Element type agnostic: elements move as unsigned integers of their size.
+// Transpose, slice, expand, concat and split are strided copies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Common.cuh"
+
+namespace cleave::rt::cuda {
+namespace detail {
+namespace {
+
+int64_t normaliseAxis(const char *kernel, int64_t axis, int rank) {
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), rank);
+  return axis;
+}
+
+/// The layout over `shape` with dense strides of `dstShape` and `srcShape`
+/// (both of `shape`'s rank).
+Layout<2> denseCopyLayout(const Dims &shape, const Dims &dstShape, const Dims &srcShape) {
+  Layout<2> layout;
+  layout.rank = shape.size;
+  for (int d = 0; d < shape.size; ++d)
+    layout.dims[d] = shape[d];
+  denseStrides(dstShape, layout.strides[0]);
+  denseStrides(srcShape, layout.strides[1]);
+  return layout;
+}
+
+template <typename U, typename I>
+__global__ void gatherKernel(int64_t n, int64_t count, int64_t axisDim, int64_t inner,
+                             const U *data, const I *indices, U *out) {
+  CLEAVE_GRID_LOOP(i, n) {
+    int64_t j = i % inner;
+    int64_t t = i / inner;
+    int64_t k = t % count;
+    int64_t o = t / count;
+    int64_t index = static_cast<int64_t>(indices[k]);
+    if (index < 0)
+      index += axisDim;
+    // Out of range is undefined in ONNX; write zero rather than fault.
+    out[i] = index >= 0 && index < axisDim ? data[(o * axisDim + index) * inner + j] : U(0);
+  }
+}
+
+template <typename U>
+__global__ void triluKernel(int64_t n, int64_t rows, int64_t cols, bool upper, int64_t k,
+                            const U *in, U *out) {
+  CLEAVE_GRID_LOOP(i, n) {
+    int64_t c = i % cols;
+    int64_t r = (i / cols) % rows;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    out[i] = keep ? in[i] : U(0);
+  }
+}
+
+} // namespace
+} // namespace detail
+
+using namespace detail;
+
+void transpose(Context &ctx, const Tensor &in, const Tensor &out, Dims perm) {
+  const char *kernel = "transpose";
+  requireSameType(kernel, in, out);
+  int rank = in.rank();
+  if (perm.size == 0) { // ONNX's default: reverse the dims
+    perm.size = rank;
+    for (int d = 0; d < rank; ++d)
+      perm[d] = rank - 1 - d;
+  }
+  if (perm.size != rank || out.rank() != rank)
+    fail(kernel, "perm has %d entries for rank %d", perm.size, rank);
+  int64_t inStrides[kMaxRank];
+  denseStrides(in.shape, inStrides);
+  Layout<2> layout;
+  layout.rank = rank;
+  bool seen[kMaxRank] = {};
+  for (int d = 0; d < rank; ++d) {
+    int64_t p = perm[d];
+    if (p < 0 || p >= rank || seen[p] || out.shape[d] != in.shape[p])
+      fail(kernel, "perm is not a permutation matching the result's shape");
+    seen[p] = true;
+    layout.dims[d] = out.shape[d];
+    layout.strides[1][d] = inStrides[p];
+  }
+  denseStrides(out.shape, layout.strides[0]);
+  stridedCopy(ctx, kernel, in.dtype, layout, out.data, 0, in.data, 0);
+}
+
+void concat(Context &ctx, const TensorList &inputs, const Tensor &out, int64_t axis) {
+  const char *kernel = "concat";
+  axis = normaliseAxis(kernel, axis, out.rank());
+  int64_t outStrides[kMaxRank];
+  denseStrides(out.shape, outStrides);
+  int64_t offset = 0;
+  for (const Tensor &in : inputs) {
+    requireSameType(kernel, in, out);
+    if (in.rank() != out.rank())
+      fail(kernel, "an input has rank %d, the result %d", in.rank(), out.rank());
+    for (int d = 0; d < in.rank(); ++d)
+      if (d != axis && in.shape[d] != out.shape[d])
+        fail(kernel, "an input's dim %d differs from the result's", d);
+    Layout<2> layout = denseCopyLayout(in.shape, out.shape, in.shape);
+    stridedCopy(ctx, kernel, out.dtype, layout, out.data, offset * outStrides[axis], in.data, 0);
+    offset += in.shape[axis];
+  }
+  if (offset != out.shape[axis])
+    fail(kernel, "the inputs' dims along the axis add up to %lld, not %lld",
+         static_cast<long long>(offset), static_cast<long long>(out.shape[axis]));
+}
+
+void split(Context &ctx, const Tensor &in, const TensorList &outputs, int64_t axis) {
+  const char *kernel = "split";
+  axis = normaliseAxis(kernel, axis, in.rank());
+  int64_t inStrides[kMaxRank];
+  denseStrides(in.shape, inStrides);
+  int64_t offset = 0;
+  for (const Tensor &out : outputs) {
+    requireSameType(kernel, in, out);
+    if (in.rank() != out.rank())
+      fail(kernel, "an output has rank %d, the input %d", out.rank(), in.rank());
+    for (int d = 0; d < in.rank(); ++d)
+      if (d != axis && in.shape[d] != out.shape[d])
+        fail(kernel, "an output's dim %d differs from the input's", d);
+    if (offset + out.shape[axis] > in.shape[axis])
+      fail(kernel, "the outputs are larger than the input along the axis");
+    Layout<2> layout = denseCopyLayout(out.shape, out.shape, in.shape);
+    stridedCopy(ctx, kernel, in.dtype, layout, out.data, 0, in.data, offset * inStrides[axis]);
+    offset += out.shape[axis];
+  }
+}
+
+void slice(Context &ctx, const Tensor &in, const Tensor &out, Dims starts, Dims steps) {
+  const char *kernel = "slice";
+  requireSameType(kernel, in, out);
+  int rank = in.rank();
+  if (out.rank() != rank || starts.size != rank || (steps.size != rank && steps.size != 0))
+    fail(kernel, "starts and steps need one entry per dim of rank %d", rank);
+  int64_t inStrides[kMaxRank];
+  denseStrides(in.shape, inStrides);
+  Layout<2> layout;
+  layout.rank = rank;
+  denseStrides(out.shape, layout.strides[0]);
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    int64_t step = steps.size ? steps[d] : 1;
+    int64_t last = starts[d] + (out.shape[d] - 1) * step;
+    if (out.shape[d] > 0 && (starts[d] < 0 || starts[d] >= in.shape[d] || last < 0 ||
+                             last >= in.shape[d]))
+      fail(kernel, "dim %d reads outside the input", d);
+    layout.dims[d] = out.shape[d];
+    layout.strides[1][d] = inStrides[d] * step;
+    base += starts[d] * inStrides[d];
+  }
+  if (out.numel() == 0)
+    return;
+  stridedCopy(ctx, kernel, in.dtype, layout, out.data, 0, in.data, base);
+}
+
+void gather(Context &ctx, const Tensor &data, const Tensor &indices, const Tensor &out,
+            int64_t axis) {
+  const char *kernel = "gather";
+  requireSameType(kernel, data, out);
+  axis = normaliseAxis(kernel, axis, data.rank());
+  int64_t outer = 1, inner = 1, axisDim = data.shape[axis], count = indices.numel();
+  for (int d = 0; d < axis; ++d)
+    outer *= data.shape[d];
+  for (int d = static_cast<int>(axis) + 1; d < data.rank(); ++d)
+    inner *= data.shape[d];
+  requireNumel(kernel, out, outer * count * inner, "the result");
+  int64_t n = out.numel();
+  dispatch(kernel, indices.dtype, IndexTypes{}, [&](auto indexTag) {
+    using I = typename decltype(indexTag)::type;
+    dispatchBySize(kernel, data.dtype, [&](auto tag) {
+      using U = typename decltype(tag)::type;
+      if (n == 0)
+        return;
+      gatherKernel<U, I><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+          n, count, axisDim, inner, data.as<U>(), indices.as<I>(), out.as<U>());
+      checkLaunch(kernel);
+    });
+  });
+}
+
+void expand(Context &ctx, const Tensor &in, const Tensor &out) {
+  const char *kernel = "expand";
+  requireSameType(kernel, in, out);
+  Layout<2> layout;
+  layout.rank = out.rank();
+  for (int d = 0; d < out.rank(); ++d)
+    layout.dims[d] = out.shape[d];
+  denseStrides(out.shape, layout.strides[0]);
+  broadcastStrides(kernel, in, out.shape, layout.strides[1]);
+  stridedCopy(ctx, kernel, in.dtype, layout, out.data, 0, in.data, 0);
+}
+
+void trilu(Context &ctx, const Tensor &in, const Tensor &out, bool upper, int64_t k) {
+  const char *kernel = "trilu";
+  requireSameType(kernel, in, out);
+  requireNumel(kernel, out, in.numel(), "the result");
+  if (in.rank() < 2)
+    fail(kernel, "the input has rank %d, expected 2 or more", in.rank());
+  int64_t rows = in.shape[in.rank() - 2], cols = in.shape[in.rank() - 1];
+  int64_t n = in.numel();
+  dispatchBySize(kernel, in.dtype, [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    if (n == 0)
+      return;
+    triluKernel<U><<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, rows, cols, upper, k,
+                                                              in.as<U>(), out.as<U>());
+    checkLaunch(kernel);
+  });
+}
+
+} // namespace cleave::rt::cuda

@@ -1,0 +1,276 @@
+//===- Normalization.cu - softmax, log-softmax, layer and batch norm ------===//
+//
+// One block per normalised row; floating sums accumulate in double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Common.cuh"
+
+namespace cleave::rt::cuda {
+namespace detail {
+namespace {
+
+/// Rows are (outer, inner) pairs; a row's `len` elements are `inner` apart.
+template <typename T, bool Log>
+__global__ void softmaxKernel(int64_t rows, int64_t len, int64_t inner, const T *in, T *out) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    int64_t base = (row / inner) * len * inner + row % inner;
+    T max = lowest<T>();
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      max = MaxOp()(max, in[base + j * inner]);
+    max = blockReduce(max, MaxOp(), lowest<T>());
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      sum += static_cast<double>(mexp(in[base + j * inner] - max));
+    sum = blockReduce(sum, SumOp(), 0.0);
+    if constexpr (Log) {
+      T logSum = static_cast<T>(::log(sum));
+      for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+        out[base + j * inner] = in[base + j * inner] - max - logSum;
+    } else {
+      T scale = static_cast<T>(1.0 / sum);
+      for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+        out[base + j * inner] = mexp(in[base + j * inner] - max) * scale;
+    }
+  }
+}
+
+/// y = (x - mean) * invStd * scale + bias over rows of `inner` elements.
+/// scaleMod / biasMod > 0: the parameter's offset is j % mod (its shape is a
+/// suffix of x's); 0: the offset comes from `params` (general broadcast).
+__global__ void layerNormKernel(int64_t rows, int64_t inner, const float *x, const float *scale,
+                                const float *bias, float *y, float *mean, float *invStdDev,
+                                float epsilon, int64_t scaleMod, int64_t biasMod,
+                                Layout<2> params) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float *xr = x + row * inner;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
+      sum += xr[j];
+    double mu = blockReduce(sum, SumOp(), 0.0) / static_cast<double>(inner);
+    double squares = 0;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      double d = xr[j] - mu;
+      squares += d * d;
+    }
+    double var = blockReduce(squares, SumOp(), 0.0) / static_cast<double>(inner);
+    // The statistic in f32, ONNX's default stash_type (as the CPU kernel).
+    float inv = 1.0f / ::sqrtf(static_cast<float>(var) + epsilon);
+    float m = static_cast<float>(mu);
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      int64_t off[2] = {0, 0};
+      if (scaleMod == 0 || (bias && biasMod == 0))
+        params.offsets(row * inner + j, off);
+      float s = scale[scaleMod ? j % scaleMod : off[0]];
+      float b = bias ? bias[biasMod ? j % biasMod : off[1]] : 0.0f;
+      y[row * inner + j] = (xr[j] - m) * inv * s + b;
+    }
+    if (threadIdx.x == 0) {
+      if (mean)
+        mean[row] = m;
+      if (invStdDev)
+        invStdDev[row] = inv;
+    }
+  }
+}
+
+/// Inference: per-element with the given statistics.
+__global__ void batchNormInferenceKernel(int64_t n, int64_t channels, int64_t spatial,
+                                         const float *x, const float *scale, const float *bias,
+                                         const float *mean, const float *var, float *y,
+                                         float epsilon) {
+  CLEAVE_GRID_LOOP(i, n) {
+    int64_t c = (i / spatial) % channels;
+    y[i] = scale[c] * (x[i] - mean[c]) / ::sqrtf(var[c] + epsilon) + bias[c];
+  }
+}
+
+/// Training: one block per channel computes the batch statistics, writes y
+/// and the updated running statistics.
+__global__ void batchNormTrainingKernel(int64_t batch, int64_t channels, int64_t spatial,
+                                        const float *x, const float *scale, const float *bias,
+                                        const float *mean, const float *var, float *y,
+                                        float *runningMean, float *runningVar, float epsilon,
+                                        float momentum) {
+  int64_t count = batch * spatial;
+  for (int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
+    auto at = [=](int64_t k) {
+      return (k / spatial) * channels * spatial + c * spatial + k % spatial;
+    };
+    double sum = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x)
+      sum += x[at(k)];
+    double mu = blockReduce(sum, SumOp(), 0.0) / static_cast<double>(count);
+    double squares = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      double d = x[at(k)] - mu;
+      squares += d * d;
+    }
+    double batchVar = blockReduce(squares, SumOp(), 0.0) / static_cast<double>(count);
+    float m = static_cast<float>(mu);
+    float v = static_cast<float>(batchVar);
+    float s = scale[c], b = bias[c];
+    float denominator = ::sqrtf(v + epsilon);
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      int64_t i = at(k);
+      y[i] = s * (x[i] - m) / denominator + b;
+    }
+    if (threadIdx.x == 0) {
+      float oldMean = mean[c], oldVar = var[c];
+      if (runningMean)
+        runningMean[c] = oldMean * momentum + m * (1.0f - momentum);
+      if (runningVar)
+        runningVar[c] = oldVar * momentum + v * (1.0f - momentum);
+    }
+  }
+}
+
+/// The parameter's offset within the normalised block is j % mod when its
+/// shape (leading 1s dropped) is a suffix of x's dims [axis, rank); else 0.
+int64_t suffixMod(const Tensor &param, const Tensor &x, int64_t axis) {
+  int lead = 0;
+  while (lead < param.rank() && param.shape[lead] == 1)
+    ++lead;
+  int k = param.rank() - lead;
+  if (k > x.rank() - axis)
+    return 0;
+  for (int d = 0; d < k; ++d)
+    if (param.shape[lead + d] != x.shape[x.rank() - k + d])
+      return 0;
+  return param.numel();
+}
+
+} // namespace
+
+void softmaxImpl(Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
+                 int64_t axis, bool log) {
+  requireSameType(kernel, in, out);
+  requireNumel(kernel, in, out.numel(), "the input");
+  if (axis < 0)
+    axis += in.rank();
+  if (axis < 0 || axis >= in.rank())
+    fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), in.rank());
+  int64_t outer = 1, inner = 1, len = in.shape[axis];
+  for (int d = 0; d < axis; ++d)
+    outer *= in.shape[d];
+  for (int d = axis + 1; d < in.rank(); ++d)
+    inner *= in.shape[d];
+  int64_t rows = outer * inner;
+  dispatch(kernel, in.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (rows == 0 || len == 0)
+      return;
+    int threads = threadsForReduction(len);
+    if (log)
+      softmaxKernel<T, true><<<blocksForItems(rows), threads, 0, ctx.stream>>>(
+          rows, len, inner, in.as<T>(), out.as<T>());
+    else
+      softmaxKernel<T, false><<<blocksForItems(rows), threads, 0, ctx.stream>>>(
+          rows, len, inner, in.as<T>(), out.as<T>());
+    checkLaunch(kernel);
+  });
+}
+
+} // namespace detail
+
+using namespace detail;
+
+void softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
+  softmaxImpl(ctx, "softmax", in, out, axis, false);
+}
+
+void log_softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
+  softmaxImpl(ctx, "log_softmax", in, out, axis, true);
+}
+
+void layer_normalization(Context &ctx, const Tensor &x, const Tensor &scale, const Tensor *bias,
+                         const Tensor &y, const Tensor &mean, const Tensor &invStdDev,
+                         int64_t axis, float epsilon) {
+  const char *kernel = "layer_normalization";
+  requireType(kernel, x, DType::F32, "x");
+  requireType(kernel, scale, DType::F32, "the scale");
+  requireType(kernel, y, DType::F32, "y");
+  if (bias)
+    requireType(kernel, *bias, DType::F32, "the bias");
+  requireNumel(kernel, y, x.numel(), "y");
+  if (axis < 0)
+    axis += x.rank();
+  if (axis < 0 || axis > x.rank())
+    fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), x.rank());
+  int64_t rows = 1, inner = 1;
+  for (int d = 0; d < axis; ++d)
+    rows *= x.shape[d];
+  for (int d = static_cast<int>(axis); d < x.rank(); ++d)
+    inner *= x.shape[d];
+  for (const Tensor *stat : {&mean, &invStdDev}) {
+    if (!stat->data)
+      continue;
+    requireType(kernel, *stat, DType::F32, "mean and invStdDev");
+    requireNumel(kernel, *stat, rows, "mean or invStdDev");
+  }
+  int64_t scaleMod = suffixMod(scale, x, axis);
+  int64_t biasMod = bias ? suffixMod(*bias, x, axis) : 1;
+  Layout<2> params;
+  params.rank = x.rank();
+  for (int d = 0; d < x.rank(); ++d)
+    params.dims[d] = x.shape[d];
+  broadcastStrides(kernel, scale, x.shape, params.strides[0]);
+  if (bias)
+    broadcastStrides(kernel, *bias, x.shape, params.strides[1]);
+  params.simplify();
+  if (rows == 0 || inner == 0)
+    return;
+  layerNormKernel<<<blocksForItems(rows), threadsForReduction(inner), 0, ctx.stream>>>(
+      rows, inner, x.as<float>(), scale.as<float>(), bias ? bias->as<float>() : nullptr,
+      y.as<float>(), mean.as<float>(), invStdDev.as<float>(), epsilon, scaleMod, biasMod, params);
+  checkLaunch(kernel);
+}
+
+void batch_normalization(Context &ctx, const Tensor &x, const Tensor &scale, const Tensor &bias,
+                         const Tensor &mean, const Tensor &var, const Tensor &y,
+                         const Tensor &runningMean, const Tensor &runningVar, float epsilon,
+                         float momentum, bool training) {
+  const char *kernel = "batch_normalization";
+  if (x.rank() < 2)
+    fail(kernel, "x has rank %d, expected N x C x ...", x.rank());
+  int64_t batch = x.shape[0], channels = x.shape[1], spatial = 1;
+  for (int d = 2; d < x.rank(); ++d)
+    spatial *= x.shape[d];
+  for (const Tensor *t : {&x, &scale, &bias, &mean, &var, &y})
+    requireType(kernel, *t, DType::F32, "every operand");
+  requireNumel(kernel, y, x.numel(), "y");
+  for (const Tensor *t : {&scale, &bias, &mean, &var})
+    requireNumel(kernel, *t, channels, "a per-channel operand");
+  for (const Tensor *t : {&runningMean, &runningVar}) {
+    if (!t->data)
+      continue;
+    requireType(kernel, *t, DType::F32, "the running statistics");
+    requireNumel(kernel, *t, channels, "a running statistic");
+  }
+  int64_t n = x.numel();
+  if (training) {
+    if (channels == 0)
+      return;
+    batchNormTrainingKernel<<<blocksForItems(channels), threadsForReduction(batch * spatial), 0,
+                              ctx.stream>>>(
+        batch, channels, spatial, x.as<float>(), scale.as<float>(), bias.as<float>(),
+        mean.as<float>(), var.as<float>(), y.as<float>(), runningMean.as<float>(),
+        runningVar.as<float>(), epsilon, momentum);
+    checkLaunch(kernel);
+    return;
+  }
+  if (n > 0) {
+    batchNormInferenceKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+        n, channels, spatial, x.as<float>(), scale.as<float>(), bias.as<float>(),
+        mean.as<float>(), var.as<float>(), y.as<float>(), epsilon);
+    checkLaunch(kernel);
+  }
+  const Tensor *copies[2][2] = {{&mean, &runningMean}, {&var, &runningVar}};
+  for (auto &pair : copies)
+    if (pair[1]->data && pair[1]->data != pair[0]->data && channels > 0)
+      check(cudaMemcpyAsync(pair[1]->data, pair[0]->data, channels * sizeof(float),
+                            cudaMemcpyDeviceToDevice, ctx.stream),
+            kernel);
+}
+
+} // namespace cleave::rt::cuda

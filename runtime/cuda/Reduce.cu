@@ -1,0 +1,142 @@
+//===- Reduce.cu - reduce_sum, reduce_mean, reduce_max --------------------===//
+//
+// Each output element reduces the input elements that share its kept
+// coordinates: one block per output when there are many of those, one thread
+// per output when there are few. Floating sums accumulate in double.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cuda/Common.cuh"
+
+namespace cleave::rt::cuda {
+namespace detail {
+namespace {
+
+enum class ReduceKind { Sum, Mean, Max };
+
+/// Kept dims (the output's elements, in order) and reduced dims, each with
+/// the input's strides.
+struct ReduceGeometry {
+  Layout<1> kept, reduced;
+  int64_t count = 1; // elements per output
+};
+
+template <typename T, ReduceKind Kind> struct Reducer {
+  using Acc = std::conditional_t<Kind != ReduceKind::Max && std::is_floating_point_v<T>, double, T>;
+  __device__ static Acc identity() { return Kind == ReduceKind::Max ? lowest<Acc>() : Acc(0); }
+  __device__ static Acc combine(Acc a, Acc b) {
+    if constexpr (Kind == ReduceKind::Max)
+      return MaxOp()(a, b);
+    else
+      return SumOp()(a, b);
+  }
+  __device__ static T finish(Acc acc, int64_t count) {
+    if constexpr (Kind == ReduceKind::Mean)
+      return static_cast<T>(acc / static_cast<Acc>(count));
+    else
+      return static_cast<T>(acc);
+  }
+};
+
+template <typename T, ReduceKind Kind>
+__global__ void reduceBlockKernel(int64_t outputs, ReduceGeometry g, const T *in, T *out) {
+  using R = Reducer<T, Kind>;
+  using Acc = typename R::Acc;
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    int64_t base[1];
+    g.kept.offsets(o, base);
+    Acc acc = R::identity();
+    for (int64_t r = threadIdx.x; r < g.count; r += blockDim.x) {
+      int64_t off[1];
+      g.reduced.offsets(r, off);
+      acc = R::combine(acc, static_cast<Acc>(in[base[0] + off[0]]));
+    }
+    auto combine = [](Acc a, Acc b) { return R::combine(a, b); };
+    acc = blockReduce(acc, combine, R::identity());
+    if (threadIdx.x == 0)
+      out[o] = R::finish(acc, g.count);
+  }
+}
+
+template <typename T, ReduceKind Kind>
+__global__ void reduceThreadKernel(int64_t outputs, ReduceGeometry g, const T *in, T *out) {
+  using R = Reducer<T, Kind>;
+  using Acc = typename R::Acc;
+  CLEAVE_GRID_LOOP(o, outputs) {
+    int64_t base[1];
+    g.kept.offsets(o, base);
+    Acc acc = R::identity();
+    for (int64_t r = 0; r < g.count; ++r) {
+      int64_t off[1];
+      g.reduced.offsets(r, off);
+      acc = R::combine(acc, static_cast<Acc>(in[base[0] + off[0]]));
+    }
+    out[o] = R::finish(acc, g.count);
+  }
+}
+
+template <ReduceKind Kind>
+void reduce(Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
+            const Dims &axes) {
+  requireSameType(kernel, in, out);
+  int rank = in.rank();
+  bool isReduced[kMaxRank] = {};
+  for (int i = 0; i < axes.size; ++i) {
+    int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (axis < 0 || axis >= rank || isReduced[axis])
+      fail(kernel, "axes must be distinct dims of the rank-%d input", rank);
+    isReduced[axis] = true;
+  }
+  int64_t strides[kMaxRank];
+  denseStrides(in.shape, strides);
+  ReduceGeometry g;
+  for (int d = 0; d < rank; ++d) {
+    Layout<1> &part = isReduced[d] ? g.reduced : g.kept;
+    part.dims[part.rank] = in.shape[d];
+    part.strides[0][part.rank] = strides[d];
+    ++part.rank;
+    if (isReduced[d])
+      g.count *= in.shape[d];
+  }
+  g.kept.simplify();
+  g.reduced.simplify();
+  int64_t outputs = in.numel() / (g.count ? g.count : 1);
+  if (g.count == 0) { // empty reductions: outputs are the product of the kept dims
+    outputs = 1;
+    for (int d = 0; d < g.kept.rank; ++d)
+      outputs *= g.kept.dims[d];
+  }
+  requireNumel(kernel, out, outputs, "the result");
+  dispatch(kernel, in.dtype, NumericTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (outputs == 0)
+      return;
+    if (g.count < 64 && outputs >= 1024) {
+      reduceThreadKernel<T, Kind><<<blocksFor(outputs), kThreads, 0, ctx.stream>>>(
+          outputs, g, in.as<T>(), out.as<T>());
+    } else {
+      reduceBlockKernel<T, Kind><<<blocksForItems(outputs), threadsForReduction(g.count), 0,
+                                   ctx.stream>>>(outputs, g, in.as<T>(), out.as<T>());
+    }
+    checkLaunch(kernel);
+  });
+}
+
+} // namespace
+} // namespace detail
+
+using namespace detail;
+
+void reduce_sum(Context &ctx, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<ReduceKind::Sum>(ctx, "reduce_sum", in, out, axes);
+}
+
+void reduce_mean(Context &ctx, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<ReduceKind::Mean>(ctx, "reduce_mean", in, out, axes);
+}
+
+void reduce_max(Context &ctx, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<ReduceKind::Max>(ctx, "reduce_max", in, out, axes);
+}
+
+} // namespace cleave::rt::cuda

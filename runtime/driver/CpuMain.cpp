@@ -1,0 +1,40 @@
+//===- CpuMain.cpp - main of a generated CPU program ---------------------===//
+
+#include "runtime/cpu/Program.h"
+#include "runtime/driver/Driver.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+class CpuBackend final : public cleave::rt::Backend {
+public:
+  const char *name() const override { return "cpu"; }
+  void *allocate(std::size_t bytes) override {
+    std::size_t rounded = (bytes + 63) / 64 * 64;
+    return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  }
+  void release(void *memory) override { std::free(memory); }
+  void copyToDevice(void *device, const void *host, std::size_t bytes) override {
+    std::memcpy(device, host, bytes);
+  }
+  void copyToHost(void *host, const void *device, std::size_t bytes) override {
+    std::memcpy(host, device, bytes);
+  }
+  void setThreads(int threads) override { context.threads = threads; }
+  void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
+               cleave::rt::Tensor *outputs) override {
+    cleave_forward(context, arena, weights, inputs, outputs);
+  }
+
+private:
+  cleave::rt::cpu::Context context;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CpuBackend backend;
+  return cleave::rt::runDriver(argc, argv, backend);
+}

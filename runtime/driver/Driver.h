@@ -1,0 +1,39 @@
+//===- Driver.h - the main of every generated program -----------*- C++ -*-===//
+//
+// A compiled model directory holds plan.json, weights.bin and program. The
+// driver reads the plan, loads weights and inputs (.npy), runs the forward
+// through a Backend, writes outputs as .npy and reports what it measured.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_DRIVER_DRIVER_H
+#define CLEAVE_RUNTIME_DRIVER_DRIVER_H
+
+#include "runtime/Tensor.h"
+
+#include <cstddef>
+
+namespace cleave::rt {
+
+/// Where tensors live and how the generated forward is called.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual const char *name() const = 0;
+  virtual void *allocate(std::size_t bytes) = 0;
+  virtual void release(void *memory) = 0;
+  virtual void copyToDevice(void *device, const void *host, std::size_t bytes) = 0;
+  virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
+  virtual void setThreads(int threads) = 0;
+  /// Runs cleave_forward and waits for it to finish.
+  virtual void forward(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
+};
+
+/// Parses the command line, runs, and returns the process exit code:
+/// 0, 1 for bad input (a missing, unknown or mismatched input), 2 for bad
+/// usage, 3 for an internal error.
+int runDriver(int argc, char **argv, Backend &backend);
+
+} // namespace cleave::rt
+
+#endif

@@ -1,0 +1,39 @@
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-memory-plan),cleave-lower-to-emitc)' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-memory-plan),cleave-lower-to-emitc{target=cuda})' | FileCheck %s --check-prefix=CUDA
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-lower-to-emitc)' 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+
+// Each tensor is a view at its planned offset and each op one kernel call
+// with inputs, outputs, then attributes (runtime/Kernels.def).
+
+// CHECK: emitc.include "runtime/cpu/Program.h"
+// CHECK-LABEL: emitc.func @cleave_forward
+// CHECK-SAME: (%[[CTX:.*]]: !emitc.opaque<"cleave::rt::cpu::Context&">, %[[ARENA:.*]]: !emitc.ptr<!emitc.opaque<"char">>, %[[WEIGHTS:.*]]: !emitc.ptr<!emitc.opaque<"char">>, %[[IN:.*]]: !emitc.ptr<!emitc.opaque<"const cleave::rt::Tensor">>, %[[OUT:.*]]: !emitc.ptr<!emitc.opaque<"cleave::rt::Tensor">>)
+// CHECK: %[[X:.*]] = call_opaque "cleave::rt::load"(%[[IN]]) {args = [0 : index, #emitc.opaque<"0">]}
+// CHECK: %[[W:.*]] = call_opaque "cleave::rt::view"(%[[WEIGHTS]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{4, 3}">]}
+// CHECK: %[[B:.*]] = call_opaque "cleave::rt::view"(%[[WEIGHTS]]) {args = [0 : index, #emitc.opaque<"64">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{3}">]}
+// CHECK: %[[G:.*]] = call_opaque "cleave::rt::view"(%[[ARENA]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{2, 3}">]}
+// CHECK: %[[BP:.*]] = call_opaque "cleave::rt::some"(%[[B]])
+// CHECK: call_opaque "cleave::rt::cpu::gemm"(%[[CTX]], %[[X]], %[[W]], %[[BP]], %[[G]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, #emitc.opaque<"1.0f">, #emitc.opaque<"0.5f">, #emitc.opaque<"false">, #emitc.opaque<"false">]}
+// CHECK: %[[R:.*]] = call_opaque "cleave::rt::reshaped"(%[[G]]) {args = [0 : index, #emitc.opaque<"cleave::rt::Dims{6}">]}
+// CHECK: %[[S:.*]] = call_opaque "cleave::rt::view"(%[[ARENA]]) {args = [0 : index, #emitc.opaque<"64">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{6}">]}
+// CHECK: call_opaque "cleave::rt::cpu::softmax"(%[[CTX]], %[[R]], %[[S]]) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"0">]}
+// CHECK: call_opaque "cleave::rt::store"(%[[OUT]], %[[S]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
+// CHECK: return
+// CHECK-NOT: func.func
+
+// CUDA: emitc.include "runtime/cuda/Program.h"
+// CUDA: !emitc.opaque<"cleave::rt::cuda::Context&">
+// CUDA: call_opaque "cleave::rt::cuda::gemm"
+// CUDA: call_opaque "cleave::rt::cuda::softmax"
+
+// UNPLANNED: error: has no memory plan: run cleave-memory-plan first
+
+func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %w: tensor<4x3xf32> {cleave.kind = "param", cleave.name = "w"},
+                   %b: tensor<3xf32> {cleave.kind = "param", cleave.name = "b"})
+    -> (tensor<6xf32> {cleave.name = "y"}) {
+  %g = cleave.gemm %x, %w, %b {beta = 0.5 : f32} : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %r = cleave.reshape %g {shape = array<i64: 6>} : (tensor<2x3xf32>) -> tensor<6xf32>
+  %s = cleave.softmax %r {axis = 0 : i64} : (tensor<6xf32>) -> tensor<6xf32>
+  return %s : tensor<6xf32>
+}

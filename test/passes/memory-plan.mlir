@@ -1,0 +1,65 @@
+// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(cleave-memory-plan))' | FileCheck %s
+
+// Offsets worked out by hand: each tensor<16xf32> takes 64 bytes (one aligned
+// slot). An op's output never shares its inputs' space; a buffer is reused
+// only after its last reader.
+
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: cleave.arena_bytes = 128 : i64, cleave.weights_bytes = 0 : i64
+func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
+  // CHECK: cleave.relu {{.*}}cleave.arena_offsets = array<i64: 0>
+  %a = cleave.relu %x : (tensor<16xf32>) -> tensor<16xf32>
+  // CHECK: cleave.exp {{.*}}cleave.arena_offsets = array<i64: 64>
+  %b = cleave.exp %a : (tensor<16xf32>) -> tensor<16xf32>
+  // %a is dead once %b exists: %c takes its slot.
+  // CHECK: cleave.neg {{.*}}cleave.arena_offsets = array<i64: 0>
+  %c = cleave.neg %b : (tensor<16xf32>) -> tensor<16xf32>
+  return %c : tensor<16xf32>
+}
+
+// -----
+
+// A view (reshape) keeps its source alive until the view's last reader.
+// CHECK-LABEL: func.func @view_extends_life
+// CHECK-SAME: cleave.arena_bytes = 192 : i64
+func.func @view_extends_life(%x: tensor<16xf32>) -> tensor<4x4xf32> {
+  // CHECK: cleave.relu {{.*}}cleave.arena_offsets = array<i64: 0>
+  %a = cleave.relu %x : (tensor<16xf32>) -> tensor<16xf32>
+  // CHECK: cleave.reshape
+  // CHECK-NOT: cleave.arena_offsets
+  // CHECK-SAME: -> tensor<4x4xf32>
+  %v = cleave.reshape %a {shape = array<i64: 4, 4>} : (tensor<16xf32>) -> tensor<4x4xf32>
+  // CHECK: cleave.exp {{.*}}cleave.arena_offsets = array<i64: 64>
+  %b = cleave.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  // %a is still read through %v below, so %c cannot take slot 0.
+  // CHECK: cleave.neg {{.*}}cleave.arena_offsets = array<i64: 128>
+  %c = cleave.neg %b : (tensor<16xf32>) -> tensor<16xf32>
+  %w = cleave.reshape %c {shape = array<i64: 4, 4>} : (tensor<16xf32>) -> tensor<4x4xf32>
+  %d = cleave.add %v, %w : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %d : tensor<4x4xf32>
+}
+
+// -----
+
+// Results of one op get distinct slots; parameters and stored constants go to
+// the weights blob (64-byte aligned), splats are filled in the arena.
+// CHECK-LABEL: func.func @weights_and_multiple_results
+// CHECK-SAME: %arg1: tensor<3xf32> {cleave.kind = "param", cleave.name = "w", cleave.weights_offset = 0 : i64}
+// CHECK-SAME: %arg2: tensor<40xf32> {cleave.kind = "param", cleave.name = "v", cleave.weights_offset = 64 : i64}
+// CHECK-SAME: cleave.arena_bytes = 256 : i64, cleave.weights_bytes = 320 : i64
+func.func @weights_and_multiple_results(%x: tensor<6xf32> {cleave.kind = "input", cleave.name = "x"},
+                                        %w: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"},
+                                        %v: tensor<40xf32> {cleave.kind = "param", cleave.name = "v"})
+    -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+  // 40 floats = 160 bytes from offset 64, aligned up to 256.
+  // CHECK: cleave.constant {cleave.weights_offset = 256 : i64, value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00]>
+  %c = cleave.constant {value = dense<[1.0, 2.0, 3.0]> : tensor<3xf32>} : tensor<3xf32>
+  // CHECK: cleave.constant {cleave.arena_offsets = array<i64: 0>, value = dense<5.000000e+00>
+  %s = cleave.constant {value = dense<5.0> : tensor<3xf32>} : tensor<3xf32>
+  // CHECK: cleave.split {{.*}}cleave.arena_offsets = array<i64: 64, 128>
+  %p:2 = cleave.split %x {axis = 0 : i64, split = array<i64: 3, 3>} : (tensor<6xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+  // CHECK: cleave.add {{.*}}cleave.arena_offsets = array<i64: 192>
+  %a = cleave.add %p#0, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %b = cleave.mul %p#1, %c : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %a, %b, %s : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
