@@ -1206,9 +1206,15 @@ FailureOr<ImportedModel> Importer::run() {
   }
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames, argKinds;
+  std::vector<std::pair<std::string, const TensorData *>> boundInputs;
   for (const auto &input : graph.input()) {
     if (initializerNames.contains(input.name()))
       continue;
+    auto value = options.inputValues.find(input.name());
+    if (value != options.inputValues.end() && onlyReadAsConstant(input.name())) {
+      boundInputs.emplace_back(input.name(), &value->second);
+      continue;
+    }
     auto type = inputType(input);
     if (failed(type))
       return failure();
@@ -1238,6 +1244,10 @@ FailureOr<ImportedModel> Importer::run() {
   for (auto [data, name] : llvm::zip(constants, constantNames)) {
     Location loc = NameLoc::get(builder.getStringAttr(name), fileLoc);
     values[name] = ConstantOp::create(builder, loc, data.type, toElementsAttr(data));
+  }
+  for (auto [name, data] : boundInputs) {
+    Location loc = NameLoc::get(builder.getStringAttr(name), fileLoc);
+    values[name] = ConstantOp::create(builder, loc, data->type, toElementsAttr(*data));
   }
 
   for (auto [index, node] : llvm::enumerate(graph.node()))

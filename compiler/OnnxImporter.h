@@ -23,6 +23,10 @@ inline constexpr int64_t kMinIrVersion = 7;
 struct ImportOptions {
   /// Static dims for graph inputs (`--input-shape name=8x32`).
   std::map<std::string, std::vector<int64_t>> inputShapes;
+  /// Values for graph inputs that ops read as constants (a Reshape's shape,
+  /// a Slice's starts...): such an input becomes a constant. Values for
+  /// inputs read as tensors are ignored; those stay inputs.
+  std::map<std::string, TensorData> inputValues;
 };
 
 /// A float initializer: a trainable parameter, passed to @forward as an

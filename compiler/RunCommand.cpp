@@ -109,7 +109,13 @@ int runProgram(const RunOptions &options) {
     args.push_back("--stats");
   llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
   std::string message;
-  int status = llvm::sys::ExecuteAndWait(program, argRefs, std::nullopt, {}, 0, 0, &message);
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, std::nullopt,
+                                                 llvm::StringRef(options.stderrFile)};
+  int status = llvm::sys::ExecuteAndWait(
+      program, argRefs, std::nullopt,
+      options.stderrFile.empty() ? llvm::ArrayRef<std::optional<llvm::StringRef>>{}
+                                 : llvm::ArrayRef<std::optional<llvm::StringRef>>(redirects),
+      0, 0, &message);
   if (status < 0) {
     printError({program, "crashed: " + message, "a cleave bug: please report it",
                 kExitInternal});

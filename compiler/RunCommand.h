@@ -15,6 +15,8 @@ struct RunOptions {
   int threads = 1;
   int repeat = 1;
   bool stats = false;
+  /// Where the program's stderr goes; inherited when empty.
+  std::string stderrFile;
 };
 
 /// Runs DIR/program with the inputs (ONNX TensorProto .pb files are turned

@@ -2,6 +2,7 @@
 
 #include "runtime/Npy.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -120,6 +121,14 @@ bool readNpy(const std::string &path, NpyArray &array, std::string &error) {
   return true;
 }
 
+std::string npyFileName(const std::string &tensor) {
+  std::string name = tensor;
+  for (char &c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
+      c = '_';
+  return name + ".npy";
+}
+
 bool writeNpy(const std::string &path, DType dtype, const std::vector<int64_t> &shape,
               const void *data, std::string &error) {
   const char *descr = nullptr;
@@ -127,7 +136,7 @@ bool writeNpy(const std::string &path, DType dtype, const std::vector<int64_t> &
     if (d.dtype == dtype)
       descr = d.text;
   if (!descr) {
-    error = "element type has no .npy form";
+    error = std::string(dtypeName(dtype)) + " has no .npy form";
     return false;
   }
   std::string dims;

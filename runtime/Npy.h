@@ -26,6 +26,10 @@ bool readNpy(const std::string &path, NpyArray &array, std::string &error);
 bool writeNpy(const std::string &path, DType dtype, const std::vector<int64_t> &shape,
               const void *data, std::string &error);
 
+/// The file an output named `tensor` is written to: NAME.npy, with characters
+/// other than letters, digits, '.', '-' and '_' replaced by '_'.
+std::string npyFileName(const std::string &tensor);
+
 } // namespace cleave::rt
 
 #endif

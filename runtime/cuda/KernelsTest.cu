@@ -1,1 +1,991 @@
+//===- KernelsTest.cu - the CUDA kernels against hand-computed values -----===//
+//
+// Each test uploads small inputs, runs one kernel on a stream and compares
+// with values worked out by hand or from a formula evaluated on the host
+// (never from a kernel's own output). Without a CUDA device the device tests
+// skip; the argument-checking tests run anywhere.
+//
+//===----------------------------------------------------------------------===//
 
+#include "runtime/cuda/Common.cuh"
+#include "runtime/cuda/Kernels.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+using namespace cleave::rt;
+namespace kc = cleave::rt::cuda;
+
+namespace {
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+bool haveDevice() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &want,
+                 float tolerance = 1e-5f) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+      continue;
+    }
+    float scale = std::fabs(want[i]) > 1.0f ? std::fabs(want[i]) : 1.0f;
+    EXPECT_NEAR(got[i], want[i], tolerance * scale) << "at " << i;
+  }
+}
+
+class CudaKernels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!haveDevice())
+      GTEST_SKIP() << "no CUDA device";
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    ASSERT_EQ(cublasCreate(&blas), CUBLAS_STATUS_SUCCESS);
+    ctx.stream = stream;
+    ctx.blas = blas;
+  }
+
+  void TearDown() override {
+    if (stream)
+      EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    for (void *p : buffers)
+      cudaFree(p);
+    if (blas)
+      cublasDestroy(blas);
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+
+  /// Device memory for a tensor, filled with 0xff bytes (NaN for floats) so
+  /// unwritten elements show.
+  Tensor alloc(DType type, Dims shape) {
+    Tensor t{nullptr, type, shape};
+    std::size_t bytes = t.bytes() ? t.bytes() : 1;
+    EXPECT_EQ(cudaMalloc(&t.data, bytes), cudaSuccess);
+    EXPECT_EQ(cudaMemset(t.data, 0xff, bytes), cudaSuccess);
+    buffers.push_back(t.data);
+    return t;
+  }
+
+  template <typename T> Tensor put(DType type, Dims shape, const std::vector<T> &values) {
+    Tensor t = alloc(type, shape);
+    EXPECT_EQ(values.size() * sizeof(T), t.bytes());
+    EXPECT_EQ(cudaMemcpy(t.data, values.data(), t.bytes(), cudaMemcpyHostToDevice), cudaSuccess);
+    return t;
+  }
+  Tensor f32(Dims shape, const std::vector<float> &v) { return put(DType::F32, shape, v); }
+  Tensor f64(Dims shape, const std::vector<double> &v) { return put(DType::F64, shape, v); }
+  Tensor i64(Dims shape, const std::vector<int64_t> &v) { return put(DType::I64, shape, v); }
+  Tensor i32(Dims shape, const std::vector<int32_t> &v) { return put(DType::I32, shape, v); }
+  Tensor boolean(Dims shape, const std::vector<uint8_t> &v) { return put(DType::Bool, shape, v); }
+
+  /// Waits for the stream and copies a tensor back.
+  template <typename T> std::vector<T> get(const Tensor &t) {
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(t.bytes() % sizeof(T), 0u);
+    std::vector<T> values(t.bytes() / sizeof(T));
+    if (!values.empty())
+      EXPECT_EQ(cudaMemcpy(values.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    return values;
+  }
+
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  kc::Context ctx;
+  std::vector<void *> buffers;
+};
+
+std::vector<float> iota(int64_t n, float start = 0.0f, float step = 1.0f) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, UnaryFloat) {
+  using Kernel = void (*)(kc::Context &, const Tensor &, const Tensor &);
+  struct Case {
+    Kernel kernel;
+    std::function<float(float)> expected;
+    std::vector<float> input;
+  };
+  std::vector<float> mixed = {-2.0f, -0.5f, 0.0f, 0.5f, 3.0f};
+  std::vector<float> positive = {0.25f, 1.0f, 4.0f, 9.0f};
+  std::vector<Case> cases = {
+      {kc::neg, [](float x) { return -x; }, mixed},
+      {kc::sqrt, [](float x) { return std::sqrt(x); }, positive},
+      {kc::reciprocal, [](float x) { return 1.0f / x; }, positive},
+      {kc::exp, [](float x) { return std::exp(x); }, mixed},
+      {kc::log, [](float x) { return std::log(x); }, positive},
+      {kc::abs, [](float x) { return std::fabs(x); }, mixed},
+      {kc::tanh, [](float x) { return std::tanh(x); }, mixed},
+      {kc::sigmoid, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }, mixed},
+      {kc::relu, [](float x) { return x > 0 ? x : 0.0f; }, mixed},
+      {kc::erf, [](float x) { return std::erf(x); }, mixed},
+  };
+  for (const Case &c : cases) {
+    int64_t n = static_cast<int64_t>(c.input.size());
+    Tensor in = f32({n}, c.input), out = alloc(DType::F32, {n});
+    c.kernel(ctx, in, out);
+    std::vector<float> want;
+    for (float x : c.input)
+      want.push_back(c.expected(x));
+    expectClose(get<float>(out), want);
+  }
+}
+
+TEST_F(CudaKernels, UnaryFloatSpecialValues) {
+  Tensor in = f32({4}, {-1.0f, 0.0f, -100.0f, kNaN}), out = alloc(DType::F32, {4});
+  kc::sqrt(ctx, in, out);
+  std::vector<float> got = get<float>(out);
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_EQ(got[1], 0.0f);
+  kc::sigmoid(ctx, in, out);
+  got = get<float>(out);
+  EXPECT_NEAR(got[2], 0.0f, 1e-30f); // no overflow for large negative inputs
+  EXPECT_TRUE(std::isnan(got[3]));
+  kc::relu(ctx, in, out);
+  got = get<float>(out);
+  EXPECT_TRUE(std::isnan(got[3])); // relu keeps NaN
+}
+
+TEST_F(CudaKernels, LeakyReluAndGelu) {
+  std::vector<float> x = {-3.0f, -1.0f, 0.0f, 0.5f, 2.0f};
+  Tensor in = f32({5}, x), out = alloc(DType::F32, {5});
+  kc::leaky_relu(ctx, in, out, 0.1f);
+  expectClose(get<float>(out), {-0.3f, -0.1f, 0.0f, 0.5f, 2.0f});
+  kc::gelu(ctx, in, out, false);
+  std::vector<float> want;
+  for (float v : x)
+    want.push_back(0.5f * v * (1.0f + std::erf(v / std::sqrt(2.0f))));
+  expectClose(get<float>(out), want);
+  kc::gelu(ctx, in, out, true);
+  want.clear();
+  for (float v : x)
+    want.push_back(0.5f * v *
+                   (1.0f + std::tanh(std::sqrt(2.0f / 3.14159265358979f) *
+                                     (v + 0.044715f * v * v * v))));
+  expectClose(get<float>(out), want);
+}
+
+TEST_F(CudaKernels, UnaryFloat64) {
+  Tensor in = f64({3}, {0.0, 1.0, -2.0}), out = alloc(DType::F64, {3});
+  kc::exp(ctx, in, out);
+  std::vector<double> got = get<double>(out);
+  EXPECT_DOUBLE_EQ(got[0], 1.0);
+  EXPECT_NEAR(got[1], 2.718281828459045, 1e-14);
+  EXPECT_NEAR(got[2], 0.1353352832366127, 1e-15);
+}
+
+TEST_F(CudaKernels, UnaryIntegers) {
+  int64_t big = std::numeric_limits<int64_t>::min();
+  Tensor in = i64({4}, {-5, 0, 7, big}), out = alloc(DType::I64, {4});
+  kc::neg(ctx, in, out);
+  EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{5, 0, -7, big})); // wraps
+  kc::abs(ctx, in, out);
+  EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{5, 0, 7, big}));
+  kc::relu(ctx, in, out);
+  EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{0, 0, 7, 0}));
+  Tensor in32 = i32({3}, {-4, 0, 9}), out32 = alloc(DType::I32, {3});
+  kc::neg(ctx, in32, out32);
+  EXPECT_EQ(get<int32_t>(out32), (std::vector<int32_t>{4, 0, -9}));
+  kc::abs(ctx, in32, out32);
+  EXPECT_EQ(get<int32_t>(out32), (std::vector<int32_t>{4, 0, 9}));
+  kc::relu(ctx, in32, out32);
+  EXPECT_EQ(get<int32_t>(out32), (std::vector<int32_t>{0, 0, 9}));
+}
+
+TEST_F(CudaKernels, LogicalNot) {
+  Tensor in = boolean({3}, {1, 0, 1}), out = alloc(DType::Bool, {3});
+  kc::logical_not(ctx, in, out);
+  EXPECT_EQ(get<uint8_t>(out), (std::vector<uint8_t>{0, 1, 0}));
+}
+
+TEST_F(CudaKernels, Copy) {
+  Tensor in = f32({2, 3}, iota(6)), out = alloc(DType::F32, {3, 2});
+  kc::copy(ctx, in, out);
+  expectClose(get<float>(out), iota(6));
+}
+
+TEST_F(CudaKernels, Cast) {
+  Tensor f = f32({5}, {1.9f, -1.9f, 3e9f, -3e9f, kNaN});
+  Tensor toI32 = alloc(DType::I32, {5});
+  kc::cast(ctx, f, toI32);
+  EXPECT_EQ(get<int32_t>(toI32), (std::vector<int32_t>{1, -1, std::numeric_limits<int32_t>::max(),
+                                                       std::numeric_limits<int32_t>::min(), 0}));
+
+  Tensor small = f32({3}, {200.0f, -200.0f, 5.7f}), toI8 = alloc(DType::I8, {3});
+  kc::cast(ctx, small, toI8);
+  EXPECT_EQ(get<int8_t>(toI8), (std::vector<int8_t>{127, -128, 5}));
+
+  Tensor ints = i64({3}, {-3, 0, 5}), toF32 = alloc(DType::F32, {3});
+  kc::cast(ctx, ints, toF32);
+  expectClose(get<float>(toF32), {-3.0f, 0.0f, 5.0f});
+
+  Tensor flags = f32({4}, {0.0f, -0.0f, 2.5f, kNaN}), toBool = alloc(DType::Bool, {4});
+  kc::cast(ctx, flags, toBool);
+  EXPECT_EQ(get<uint8_t>(toBool), (std::vector<uint8_t>{0, 0, 1, 1}));
+
+  Tensor bools = boolean({2}, {1, 0}), toI64 = alloc(DType::I64, {2});
+  kc::cast(ctx, bools, toI64);
+  EXPECT_EQ(get<int64_t>(toI64), (std::vector<int64_t>{1, 0}));
+
+  Tensor halves = f32({4}, {1.0f, 0.5f, -2.0f, 65504.0f}), toF16 = alloc(DType::F16, {4});
+  kc::cast(ctx, halves, toF16);
+  EXPECT_EQ(get<uint16_t>(toF16), (std::vector<uint16_t>{0x3c00, 0x3800, 0xc000, 0x7bff}));
+  Tensor back = alloc(DType::F32, {4});
+  kc::cast(ctx, toF16, back);
+  expectClose(get<float>(back), {1.0f, 0.5f, -2.0f, 65504.0f});
+
+  Tensor toBF16 = alloc(DType::BF16, {4});
+  kc::cast(ctx, halves, toBF16);
+  EXPECT_EQ(get<uint16_t>(toBF16)[0], 0x3f80);
+  EXPECT_EQ(get<uint16_t>(toBF16)[2], 0xc000);
+
+  Tensor bytes = put<uint8_t>(DType::U8, {2}, {0, 255}), fromU8 = alloc(DType::F32, {2});
+  kc::cast(ctx, bytes, fromU8);
+  expectClose(get<float>(fromU8), {0.0f, 255.0f});
+}
+
+TEST_F(CudaKernels, Fill) {
+  Tensor f = alloc(DType::F32, {2, 2});
+  kc::fill(ctx, f, 2.5);
+  expectClose(get<float>(f), {2.5f, 2.5f, 2.5f, 2.5f});
+  Tensor i = alloc(DType::I64, {3});
+  kc::fill(ctx, i, -7.0);
+  EXPECT_EQ(get<int64_t>(i), (std::vector<int64_t>{-7, -7, -7}));
+  Tensor b = alloc(DType::Bool, {2});
+  kc::fill(ctx, b, 1.0);
+  EXPECT_EQ(get<uint8_t>(b), (std::vector<uint8_t>{1, 1}));
+  Tensor h = alloc(DType::F16, {1});
+  kc::fill(ctx, h, 1.0);
+  EXPECT_EQ(get<uint16_t>(h), (std::vector<uint16_t>{0x3c00}));
+}
+
+TEST_F(CudaKernels, Range) {
+  Tensor f = alloc(DType::F32, {4});
+  kc::range(ctx, f, 1.0, 0.5);
+  expectClose(get<float>(f), {1.0f, 1.5f, 2.0f, 2.5f});
+  Tensor i = alloc(DType::I64, {4});
+  kc::range(ctx, i, 10.0, -3.0);
+  EXPECT_EQ(get<int64_t>(i), (std::vector<int64_t>{10, 7, 4, 1}));
+  Tensor j = alloc(DType::I32, {3});
+  kc::range(ctx, j, 0.0, 2.0);
+  EXPECT_EQ(get<int32_t>(j), (std::vector<int32_t>{0, 2, 4}));
+}
+
+TEST_F(CudaKernels, BinaryBroadcast) {
+  Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3}, {10, 20, 30});
+  Tensor out = alloc(DType::F32, {2, 3});
+  kc::add(ctx, a, b, out);
+  expectClose(get<float>(out), {11, 22, 33, 14, 25, 36});
+
+  Tensor col = f32({2, 1}, {1, 2}), row = f32({1, 3}, {10, 20, 30});
+  kc::sub(ctx, col, row, out);
+  expectClose(get<float>(out), {-9, -19, -29, -8, -18, -28});
+
+  Tensor scalar = f32({}, {2.0f});
+  kc::mul(ctx, a, scalar, out);
+  expectClose(get<float>(out), {2, 4, 6, 8, 10, 12});
+  kc::div(ctx, scalar, a, out);
+  expectClose(get<float>(out), {2.0f, 1.0f, 2.0f / 3, 0.5f, 0.4f, 2.0f / 6});
+
+  // Rank 3 with every operand broadcast somewhere: the general index path.
+  Tensor x = f32({2, 1, 3}, {1, 2, 3, 4, 5, 6}), y = f32({1, 2, 1}, {100, 200});
+  Tensor z = alloc(DType::F32, {2, 2, 3});
+  kc::add(ctx, x, y, z);
+  expectClose(get<float>(z), {101, 102, 103, 201, 202, 203, 104, 105, 106, 204, 205, 206});
+}
+
+TEST_F(CudaKernels, BinaryIntegers) {
+  Tensor a = i64({5}, {7, -7, 7, -7, 5}), b = i64({5}, {2, 2, -2, -2, 0});
+  Tensor out = alloc(DType::I64, {5});
+  kc::div(ctx, a, b, out);
+  EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{3, -3, -3, 3, 0})); // truncates; x/0 = 0
+  kc::mul(ctx, a, b, out);
+  EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{14, -14, -14, 14, 0}));
+  kc::sub(ctx, a, b, out);
+  EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{5, -9, 9, -5, 5}));
+
+  int64_t max = std::numeric_limits<int64_t>::max();
+  Tensor m = i64({1}, {max}), one = i64({1}, {1}), sum = alloc(DType::I64, {1});
+  kc::add(ctx, m, one, sum);
+  EXPECT_EQ(get<int64_t>(sum)[0], std::numeric_limits<int64_t>::min()); // wraps
+
+  int32_t min32 = std::numeric_limits<int32_t>::min();
+  Tensor p = i32({2}, {min32, 9}), q = i32({2}, {-1, 4}), r = alloc(DType::I32, {2});
+  kc::div(ctx, p, q, r);
+  EXPECT_EQ(get<int32_t>(r), (std::vector<int32_t>{min32, 2}));
+  kc::add(ctx, p, q, r);
+  EXPECT_EQ(get<int32_t>(r), (std::vector<int32_t>{std::numeric_limits<int32_t>::max(), 13}));
+}
+
+TEST_F(CudaKernels, Pow) {
+  Tensor base = f32({3}, {2, 9, 4}), exponent = i64({3}, {3, 2, -1});
+  Tensor out = alloc(DType::F32, {3});
+  kc::pow(ctx, base, exponent, out);
+  expectClose(get<float>(out), {8, 81, 0.25f});
+  Tensor half = f32({}, {0.5f});
+  kc::pow(ctx, base, half, out);
+  expectClose(get<float>(out), {std::sqrt(2.0f), 3.0f, 2.0f});
+  Tensor ib = i64({4}, {2, 3, -2, 2}), ie = i64({4}, {10, 3, 3, -1}), io = alloc(DType::I64, {4});
+  kc::pow(ctx, ib, ie, io);
+  EXPECT_EQ(get<int64_t>(io), (std::vector<int64_t>{1024, 27, -8, 0}));
+}
+
+TEST_F(CudaKernels, Comparisons) {
+  Tensor a = f32({4}, {1, 2, 3, kNaN}), two = f32({}, {2.0f});
+  Tensor out = alloc(DType::Bool, {4});
+  kc::less(ctx, a, two, out);
+  EXPECT_EQ(get<uint8_t>(out), (std::vector<uint8_t>{1, 0, 0, 0}));
+  kc::greater(ctx, a, two, out);
+  EXPECT_EQ(get<uint8_t>(out), (std::vector<uint8_t>{0, 0, 1, 0}));
+  kc::equal(ctx, a, a, out);
+  EXPECT_EQ(get<uint8_t>(out), (std::vector<uint8_t>{1, 1, 1, 0})); // NaN != NaN
+
+  Tensor col = i64({2, 1}, {1, 2}), row = i64({2}, {2, 1}), grid = alloc(DType::Bool, {2, 2});
+  kc::equal(ctx, col, row, grid);
+  EXPECT_EQ(get<uint8_t>(grid), (std::vector<uint8_t>{0, 1, 1, 0}));
+  Tensor c32 = i32({2, 1}, {1, 2}), r32 = i32({2}, {2, 1});
+  kc::less(ctx, c32, r32, grid);
+  EXPECT_EQ(get<uint8_t>(grid), (std::vector<uint8_t>{1, 0, 0, 0}));
+
+  Tensor p = boolean({3}, {1, 0, 1}), q = boolean({3}, {1, 1, 1}), e = alloc(DType::Bool, {3});
+  kc::equal(ctx, p, q, e);
+  EXPECT_EQ(get<uint8_t>(e), (std::vector<uint8_t>{1, 0, 1}));
+}
+
+TEST_F(CudaKernels, Where) {
+  Tensor cond = boolean({2, 1}, {1, 0});
+  Tensor x = f32({3}, {1, 2, 3}), y = f32({}, {-1.0f}), out = alloc(DType::F32, {2, 3});
+  kc::where(ctx, cond, x, y, out);
+  expectClose(get<float>(out), {1, 2, 3, -1, -1, -1});
+  Tensor xi = i64({3}, {1, 2, 3}), yi = i64({2, 3}, {4, 5, 6, 7, 8, 9});
+  Tensor oi = alloc(DType::I64, {2, 3});
+  kc::where(ctx, cond, xi, yi, oi);
+  EXPECT_EQ(get<int64_t>(oi), (std::vector<int64_t>{1, 2, 3, 7, 8, 9}));
+  Tensor xb = boolean({1}, {1}), yb = boolean({1}, {0}), ob = alloc(DType::Bool, {2, 1});
+  kc::where(ctx, cond, xb, yb, ob);
+  EXPECT_EQ(get<uint8_t>(ob), (std::vector<uint8_t>{1, 0}));
+}
+
+//===----------------------------------------------------------------------===//
+// Normalisation and dropout
+//===----------------------------------------------------------------------===//
+
+std::vector<float> softmaxRows(const std::vector<float> &x, int64_t rows, int64_t len, bool log) {
+  std::vector<float> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double max = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < len; ++j)
+      max = std::max<double>(max, x[r * len + j]);
+    for (int64_t j = 0; j < len; ++j)
+      sum += std::exp(x[r * len + j] - max);
+    for (int64_t j = 0; j < len; ++j)
+      y[r * len + j] = static_cast<float>(log ? x[r * len + j] - max - std::log(sum)
+                                              : std::exp(x[r * len + j] - max) / sum);
+  }
+  return y;
+}
+
+TEST_F(CudaKernels, Softmax) {
+  Tensor in = f32({2, 3}, {1, 2, 3, 1, 1, 1}), out = alloc(DType::F32, {2, 3});
+  kc::softmax(ctx, in, out, 1);
+  expectClose(get<float>(out), {0.09003057f, 0.24472847f, 0.66524096f, 1.0f / 3, 1.0f / 3,
+                                1.0f / 3});
+  kc::softmax(ctx, in, out, -1);
+  expectClose(get<float>(out), {0.09003057f, 0.24472847f, 0.66524096f, 1.0f / 3, 1.0f / 3,
+                                1.0f / 3});
+  kc::log_softmax(ctx, in, out, 1);
+  expectClose(get<float>(out), softmaxRows({1, 2, 3, 1, 1, 1}, 2, 3, true));
+  // Axis 0: columns {1,1}, {2,1}, {3,1}.
+  kc::softmax(ctx, in, out, 0);
+  float e1 = std::exp(1.0f), e2 = std::exp(2.0f);
+  expectClose(get<float>(out), {0.5f, e1 / (e1 + 1), e2 / (e2 + 1), 0.5f, 1 / (e1 + 1),
+                                1 / (e2 + 1)});
+  // Large values: no overflow.
+  Tensor big = f32({3}, {1000, 1001, 1002}), bigOut = alloc(DType::F32, {3});
+  kc::softmax(ctx, big, bigOut, 0);
+  expectClose(get<float>(bigOut), {0.09003057f, 0.24472847f, 0.66524096f});
+  // A long row: several warps per block.
+  std::vector<float> row = iota(1000, -5.0f, 0.01f);
+  Tensor longIn = f32({1, 1000}, row), longOut = alloc(DType::F32, {1, 1000});
+  kc::log_softmax(ctx, longIn, longOut, 1);
+  expectClose(get<float>(longOut), softmaxRows(row, 1, 1000, true), 1e-4f);
+}
+
+TEST_F(CudaKernels, LayerNormalization) {
+  Tensor x = f32({2, 4}, {1, 2, 3, 4, 2, 2, 2, 2});
+  Tensor scale = f32({4}, {1, 2, 1, 2}), bias = f32({4}, {0, 0, 1, 1});
+  Tensor y = alloc(DType::F32, {2, 4}), mean = alloc(DType::F32, {2, 1});
+  Tensor inv = alloc(DType::F32, {2, 1});
+  float eps = 1e-5f;
+  kc::layer_normalization(ctx, x, scale, &bias, y, mean, inv, 1, eps);
+  float i0 = 1.0f / std::sqrt(1.25f + eps), i1 = 1.0f / std::sqrt(eps);
+  expectClose(get<float>(y), {-1.5f * i0, -0.5f * i0 * 2, 0.5f * i0 + 1, 1.5f * i0 * 2 + 1, 0, 0,
+                              1, 1},
+              1e-4f);
+  expectClose(get<float>(mean), {2.5f, 2.0f});
+  expectClose(get<float>(inv), {i0, i1}, 1e-4f);
+
+  // No bias, statistics over the last two dims, scale over the last one.
+  Tensor x3 = f32({1, 2, 2}, {0, 2, 4, 6}), s3 = f32({2}, {1, -1});
+  Tensor y3 = alloc(DType::F32, {1, 2, 2}), m3 = alloc(DType::F32, {1, 1, 1});
+  Tensor v3 = alloc(DType::F32, {1, 1, 1});
+  kc::layer_normalization(ctx, x3, s3, nullptr, y3, m3, v3, 1, 0.0f);
+  float inv3 = 1.0f / std::sqrt(5.0f); // mean 3, variance (9 + 1 + 1 + 9) / 4
+  expectClose(get<float>(y3), {-3 * inv3, 1 * inv3, 1 * inv3, -3 * inv3}, 1e-5f);
+  expectClose(get<float>(m3), {3.0f});
+}
+
+TEST_F(CudaKernels, BatchNormalizationInference) {
+  Tensor x = f32({1, 2, 2}, {1, 2, 3, 4});
+  Tensor scale = f32({2}, {1, 2}), bias = f32({2}, {0, 1});
+  Tensor mean = f32({2}, {1, 3}), var = f32({2}, {1, 4});
+  Tensor y = alloc(DType::F32, {1, 2, 2}), rm = alloc(DType::F32, {2}), rv = alloc(DType::F32, {2});
+  kc::batch_normalization(ctx, x, scale, bias, mean, var, y, rm, rv, 0.0f, 0.9f, false);
+  expectClose(get<float>(y), {0, 1, 1, 2});
+  expectClose(get<float>(rm), {1, 3});
+  expectClose(get<float>(rv), {1, 4});
+}
+
+TEST_F(CudaKernels, BatchNormalizationTraining) {
+  // N=2, C=2, one spatial element: channel 0 sees {1, 3}, channel 1 {2, 6}.
+  Tensor x = f32({2, 2, 1}, {1, 2, 3, 6});
+  Tensor scale = f32({2}, {1, 1}), bias = f32({2}, {0, 0});
+  Tensor mean = f32({2}, {0, 0}), var = f32({2}, {1, 1});
+  Tensor y = alloc(DType::F32, {2, 2, 1}), rm = alloc(DType::F32, {2}), rv = alloc(DType::F32, {2});
+  kc::batch_normalization(ctx, x, scale, bias, mean, var, y, rm, rv, 0.0f, 0.9f, true);
+  expectClose(get<float>(y), {-1, -1, 1, 1});
+  expectClose(get<float>(rm), {0.2f, 0.4f});  // 0.9 * 0 + 0.1 * {2, 4}
+  expectClose(get<float>(rv), {1.0f, 1.3f});  // 0.9 * 1 + 0.1 * {1, 4} (biased)
+}
+
+/// The dropout draw both backends share (runtime/cpu/Normalization.cpp).
+bool keptByFormula(uint64_t seed, int64_t i, double ratio) {
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  uint64_t z = mix(mix(seed) + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
+  return static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0) >= ratio;
+}
+
+TEST_F(CudaKernels, Dropout) {
+  const int64_t n = 10000;
+  Tensor in = f32({n}, std::vector<float>(n, 1.0f));
+  Tensor out = alloc(DType::F32, {n}), mask = alloc(DType::Bool, {n});
+  kc::dropout(ctx, in, out, mask, 0.3f, true, 42);
+  std::vector<float> got = get<float>(out);
+  std::vector<uint8_t> keep = get<uint8_t>(mask);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(keep[i] != 0, keptByFormula(42, i, static_cast<double>(0.3f))) << "at " << i;
+    EXPECT_FLOAT_EQ(got[i], keep[i] ? 1.0f / 0.7f : 0.0f);
+    kept += keep[i];
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.02);
+
+  kc::dropout(ctx, in, out, mask, 0.3f, true, 43);
+  EXPECT_NE(get<uint8_t>(mask), keep); // another seed, another mask
+
+  kc::dropout(ctx, in, out, mask, 0.3f, false, 42);
+  EXPECT_EQ(get<float>(out), std::vector<float>(n, 1.0f));
+  EXPECT_EQ(get<uint8_t>(mask), std::vector<uint8_t>(n, 1));
+
+  kc::dropout(ctx, in, out, mask, 1.0f, true, 42);
+  EXPECT_EQ(get<float>(out), std::vector<float>(n, 0.0f));
+  EXPECT_EQ(get<uint8_t>(mask), std::vector<uint8_t>(n, 0));
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+/// Row-major reference product of one M x K and one K x N matrix.
+void matmulRef(const float *a, const float *b, float *c, int64_t m, int64_t k, int64_t n) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p)
+        s += static_cast<double>(a[i * k + p]) * b[p * n + j];
+      c[i * n + j] = static_cast<float>(s);
+    }
+}
+
+TEST_F(CudaKernels, MatmulMatrices) {
+  Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  Tensor c = alloc(DType::F32, {2, 2});
+  kc::matmul(ctx, a, b, c);
+  expectClose(get<float>(c), {58, 64, 139, 154});
+}
+
+TEST_F(CudaKernels, MatmulVectors) {
+  Tensor v = f32({3}, {1, 2, 3}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  Tensor vb = alloc(DType::F32, {2});
+  kc::matmul(ctx, v, b, vb);
+  expectClose(get<float>(vb), {58, 64});
+  Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), w = f32({3}, {1, 0, -1});
+  Tensor aw = alloc(DType::F32, {2});
+  kc::matmul(ctx, a, w, aw);
+  expectClose(get<float>(aw), {-2, -2});
+  Tensor dot = alloc(DType::F32, {});
+  kc::matmul(ctx, v, w, dot);
+  expectClose(get<float>(dot), {-2});
+}
+
+TEST_F(CudaKernels, MatmulBroadcastBatches) {
+  // lhs [2,1,2,3] x rhs [3,3,2] -> [2,3,2,2]: lhs repeats over rhs's batch
+  // and rhs over lhs's.
+  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(54, 1.0f, 0.25f);
+  Tensor a = f32({2, 1, 2, 3}, lhs), b = f32({3, 3, 2}, rhs);
+  Tensor c = alloc(DType::F32, {2, 3, 2, 2});
+  kc::matmul(ctx, a, b, c);
+  std::vector<float> want(24);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      matmulRef(&lhs[i * 6], &rhs[j * 6], &want[(i * 3 + j) * 4], 2, 3, 2);
+  expectClose(get<float>(c), want);
+
+  // Same batch on both sides, then rhs shared by every batch.
+  Tensor a2 = f32({3, 2, 3}, std::vector<float>(rhs.begin(), rhs.begin() + 18));
+  Tensor b2 = f32({3, 3, 2}, rhs), c2 = alloc(DType::F32, {3, 2, 2});
+  kc::matmul(ctx, a2, b2, c2);
+  std::vector<float> want2(12);
+  for (int j = 0; j < 3; ++j)
+    matmulRef(&rhs[j * 6], &rhs[j * 6], &want2[j * 4], 2, 3, 2);
+  expectClose(get<float>(c2), want2);
+  Tensor b3 = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  kc::matmul(ctx, a2, b3, c2);
+  std::vector<float> rhs3 = {7, 8, 9, 10, 11, 12};
+  for (int j = 0; j < 3; ++j)
+    matmulRef(&rhs[j * 6], rhs3.data(), &want2[j * 4], 2, 3, 2);
+  expectClose(get<float>(c2), want2);
+}
+
+TEST_F(CudaKernels, Gemm) {
+  Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  Tensor aT = f32({3, 2}, {1, 4, 2, 5, 3, 6}), bT = f32({2, 3}, {7, 9, 11, 8, 10, 12});
+  Tensor c = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
+  // 2 * A B + 3 * C with C broadcast over rows.
+  std::vector<float> want = {119, 125, 281, 305};
+  kc::gemm(ctx, a, b, &c, out, 2.0f, 3.0f, false, false);
+  expectClose(get<float>(out), want);
+  kc::gemm(ctx, aT, b, &c, out, 2.0f, 3.0f, true, false);
+  expectClose(get<float>(out), want);
+  kc::gemm(ctx, a, bT, &c, out, 2.0f, 3.0f, false, true);
+  expectClose(get<float>(out), want);
+  kc::gemm(ctx, aT, bT, &c, out, 2.0f, 3.0f, true, true);
+  expectClose(get<float>(out), want);
+  kc::gemm(ctx, a, b, nullptr, out, 1.0f, 1.0f, false, false);
+  expectClose(get<float>(out), {58, 64, 139, 154});
+  Tensor column = f32({2, 1}, {1, 2});
+  kc::gemm(ctx, a, b, &column, out, 1.0f, 1.0f, false, false);
+  expectClose(get<float>(out), {59, 65, 141, 156});
+  Tensor scalar = f32({}, {10.0f});
+  kc::gemm(ctx, a, b, &scalar, out, 1.0f, 0.5f, false, false);
+  expectClose(get<float>(out), {63, 69, 144, 159});
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, Transpose) {
+  Tensor in = f32({2, 3, 4}, iota(24)), out = alloc(DType::F32, {4, 2, 3});
+  kc::transpose(ctx, in, out, Dims{2, 0, 1});
+  std::vector<float> want(24);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k)
+        want[(k * 2 + i) * 3 + j] = static_cast<float>(i * 12 + j * 4 + k);
+  expectClose(get<float>(out), want);
+
+  Tensor b = boolean({2, 2}, {1, 0, 0, 0}), bt = alloc(DType::Bool, {2, 2});
+  kc::transpose(ctx, b, bt, Dims{1, 0});
+  EXPECT_EQ(get<uint8_t>(bt), (std::vector<uint8_t>{1, 0, 0, 0}));
+  Tensor i = i64({2, 3}, {1, 2, 3, 4, 5, 6}), it = alloc(DType::I64, {3, 2});
+  kc::transpose(ctx, i, it, Dims{1, 0});
+  EXPECT_EQ(get<int64_t>(it), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST_F(CudaKernels, ConcatAndSplit) {
+  Tensor a = f32({2, 1}, {1, 2}), b = f32({2, 2}, {3, 4, 5, 6}), out = alloc(DType::F32, {2, 3});
+  kc::concat(ctx, list(a, b), out, 1);
+  expectClose(get<float>(out), {1, 3, 4, 2, 5, 6});
+  Tensor x = i64({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor p = alloc(DType::I64, {2, 1}), q = alloc(DType::I64, {2, 2});
+  kc::split(ctx, x, list(p, q), -1);
+  EXPECT_EQ(get<int64_t>(p), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(get<int64_t>(q), (std::vector<int64_t>{2, 3, 5, 6}));
+  Tensor r = alloc(DType::I64, {1, 3}), s = alloc(DType::I64, {1, 3});
+  kc::split(ctx, x, list(r, s), 0);
+  EXPECT_EQ(get<int64_t>(s), (std::vector<int64_t>{4, 5, 6}));
+  Tensor joined = alloc(DType::I64, {4, 3});
+  kc::concat(ctx, list(x, x), joined, 0);
+  EXPECT_EQ(get<int64_t>(joined), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(CudaKernels, Slice) {
+  Tensor in = f32({3, 4}, iota(12)), out = alloc(DType::F32, {3, 2});
+  kc::slice(ctx, in, out, Dims{2, 0}, Dims{-1, 2});
+  expectClose(get<float>(out), {8, 10, 4, 6, 0, 2});
+  Tensor sub = alloc(DType::F32, {1, 2});
+  kc::slice(ctx, in, sub, Dims{1, 1}, Dims{1, 1});
+  expectClose(get<float>(sub), {5, 6});
+}
+
+TEST_F(CudaKernels, Gather) {
+  Tensor data = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  Tensor rows = i64({2}, {2, -3}), out = alloc(DType::F32, {2, 2});
+  kc::gather(ctx, data, rows, out, 0);
+  expectClose(get<float>(out), {5, 6, 1, 2});
+  Tensor cols = i32({2, 2}, {1, 0, 0, 1}), out2 = alloc(DType::F32, {3, 2, 2});
+  kc::gather(ctx, data, cols, out2, 1);
+  expectClose(get<float>(out2), {2, 1, 1, 2, 4, 3, 3, 4, 6, 5, 5, 6});
+  Tensor ids = i64({3}, {10, 20, 30}), one = i64({}, {1}), picked = alloc(DType::I64, {});
+  kc::gather(ctx, ids, one, picked, 0);
+  EXPECT_EQ(get<int64_t>(picked), (std::vector<int64_t>{20}));
+}
+
+TEST_F(CudaKernels, Expand) {
+  Tensor in = f32({3, 1}, {1, 2, 3}), out = alloc(DType::F32, {2, 3, 2});
+  kc::expand(ctx, in, out);
+  expectClose(get<float>(out), {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+  Tensor s = i32({}, {7}), o = alloc(DType::I32, {3});
+  kc::expand(ctx, s, o);
+  EXPECT_EQ(get<int32_t>(o), (std::vector<int32_t>{7, 7, 7}));
+}
+
+TEST_F(CudaKernels, Trilu) {
+  Tensor in = f32({3, 3}, iota(9, 1.0f)), out = alloc(DType::F32, {3, 3});
+  kc::trilu(ctx, in, out, false, 0);
+  expectClose(get<float>(out), {1, 0, 0, 4, 5, 0, 7, 8, 9});
+  kc::trilu(ctx, in, out, true, 1);
+  expectClose(get<float>(out), {0, 2, 3, 0, 0, 6, 0, 0, 0});
+  kc::trilu(ctx, in, out, false, -1);
+  expectClose(get<float>(out), {0, 0, 0, 4, 0, 0, 7, 8, 0});
+  Tensor b = boolean({2, 2, 2}, {1, 1, 1, 1, 1, 1, 1, 1}), bo = alloc(DType::Bool, {2, 2, 2});
+  kc::trilu(ctx, b, bo, true, 0);
+  EXPECT_EQ(get<uint8_t>(bo), (std::vector<uint8_t>{1, 1, 0, 1, 1, 1, 0, 1}));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, Reductions) {
+  // x[i][j][k] = 12 i + 4 j + k; over i and k: sum 60 + 32 j, 8 elements.
+  Tensor x = f32({2, 3, 4}, iota(24)), out = alloc(DType::F32, {1, 3, 1});
+  kc::reduce_sum(ctx, x, out, Dims{0, 2});
+  expectClose(get<float>(out), {60, 92, 124});
+  kc::reduce_mean(ctx, x, out, Dims{0, 2});
+  expectClose(get<float>(out), {7.5f, 11.5f, 15.5f});
+  Tensor dropped = alloc(DType::F32, {3});
+  kc::reduce_max(ctx, x, dropped, Dims{0, 2});
+  expectClose(get<float>(dropped), {15, 19, 23});
+
+  std::vector<int64_t> values(24);
+  for (int i = 0; i < 24; ++i)
+    values[i] = i;
+  Tensor xi = i64({2, 3, 4}, values), oi = alloc(DType::I64, {3});
+  kc::reduce_sum(ctx, xi, oi, Dims{0, 2});
+  EXPECT_EQ(get<int64_t>(oi), (std::vector<int64_t>{60, 92, 124}));
+  kc::reduce_mean(ctx, xi, oi, Dims{0, 2});
+  EXPECT_EQ(get<int64_t>(oi), (std::vector<int64_t>{7, 11, 15})); // truncated
+
+  Tensor negative = f32({2, 2}, {-5, -3, -8, -9}), rowMax = alloc(DType::F32, {2});
+  kc::reduce_max(ctx, negative, rowMax, Dims{1});
+  expectClose(get<float>(rowMax), {-3, -8});
+}
+
+TEST_F(CudaKernels, ReductionShapes) {
+  // Many outputs of three elements each (one thread per output).
+  const int64_t rows = 2048;
+  Tensor x = f32({rows, 3}, iota(rows * 3)), out = alloc(DType::F32, {rows});
+  kc::reduce_sum(ctx, x, out, Dims{1});
+  std::vector<float> want(rows);
+  for (int64_t i = 0; i < rows; ++i)
+    want[i] = static_cast<float>(9 * i + 3);
+  expectClose(get<float>(out), want);
+  // One output of many elements (one block).
+  Tensor all = f32({1000}, iota(1000)), total = alloc(DType::F32, {});
+  kc::reduce_sum(ctx, all, total, Dims{0});
+  expectClose(get<float>(total), {499500});
+  kc::reduce_max(ctx, all, total, Dims{0});
+  expectClose(get<float>(total), {999});
+  Tensor i32s = i32({2, 2}, {1, 2, 3, 4}), o32 = alloc(DType::I32, {2});
+  kc::reduce_sum(ctx, i32s, o32, Dims{0});
+  EXPECT_EQ(get<int32_t>(o32), (std::vector<int32_t>{4, 6}));
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// Reference 2-D convolution (N x C x H x W).
+std::vector<float> convRef(const std::vector<float> &x, const std::vector<float> &w,
+                           const std::vector<float> *b, int64_t n, int64_t c, int64_t h,
+                           int64_t wd, int64_t m, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
+                           int64_t stride, int64_t pad, int64_t dilation, int64_t group) {
+  std::vector<float> y(static_cast<std::size_t>(n * m * oh * ow));
+  int64_t cg = c / group, mg = m / group;
+  for (int64_t img = 0; img < n; ++img)
+    for (int64_t f = 0; f < m; ++f)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double s = b ? (*b)[f] : 0.0;
+          int64_t g = f / mg;
+          for (int64_t ch = 0; ch < cg; ++ch)
+            for (int64_t p = 0; p < kh; ++p)
+              for (int64_t q = 0; q < kw; ++q) {
+                int64_t r = i * stride - pad + p * dilation, t = j * stride - pad + q * dilation;
+                if (r < 0 || r >= h || t < 0 || t >= wd)
+                  continue;
+                s += static_cast<double>(x[((img * c + g * cg + ch) * h + r) * wd + t]) *
+                     w[((f * cg + ch) * kh + p) * kw + q];
+              }
+          y[((img * m + f) * oh + i) * ow + j] = static_cast<float>(s);
+        }
+  return y;
+}
+
+TEST_F(CudaKernels, ConvPadded) {
+  Tensor x = f32({1, 1, 3, 3}, iota(9, 1.0f)), w = f32({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+  Tensor y = alloc(DType::F32, {1, 1, 3, 3});
+  kc::conv(ctx, x, w, nullptr, y, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{1, 1}, 1);
+  expectClose(get<float>(y), {12, 21, 16, 27, 45, 33, 24, 39, 28});
+}
+
+TEST_F(CudaKernels, ConvPointwiseWithBias) {
+  std::vector<float> xs = iota(2 * 2 * 2 * 2, -1.0f, 0.25f), ws = {1, 2, -1, 0.5f, 0, 3};
+  std::vector<float> bs = {0.5f, -1, 2};
+  Tensor x = f32({2, 2, 2, 2}, xs), w = f32({3, 2, 1, 1}, ws), b = f32({3}, bs);
+  Tensor y = alloc(DType::F32, {2, 3, 2, 2});
+  kc::conv(ctx, x, w, &b, y, Dims{}, Dims{}, Dims{}, 1);
+  expectClose(get<float>(y), convRef(xs, ws, &bs, 2, 2, 2, 2, 3, 1, 1, 2, 2, 1, 0, 1, 1));
+}
+
+TEST_F(CudaKernels, ConvStridedDilatedGrouped) {
+  // N=2, C=4, 7x7, M=6, group 2, 3x3 kernel, stride 2, pad 1, dilation 2:
+  // out = (7 + 2 - 2 * 2 - 1) / 2 + 1 = 3.
+  std::vector<float> xs = iota(2 * 4 * 7 * 7, -2.0f, 0.01f);
+  std::vector<float> ws = iota(6 * 2 * 3 * 3, 1.0f, -0.02f);
+  std::vector<float> bs = {1, 2, 3, 4, 5, 6};
+  Tensor x = f32({2, 4, 7, 7}, xs), w = f32({6, 2, 3, 3}, ws), b = f32({6}, bs);
+  Tensor y = alloc(DType::F32, {2, 6, 3, 3});
+  kc::conv(ctx, x, w, &b, y, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 2);
+  expectClose(get<float>(y), convRef(xs, ws, &bs, 2, 4, 7, 7, 6, 3, 3, 3, 3, 2, 1, 2, 2), 1e-4f);
+  // Depthwise: group = channels = maps.
+  std::vector<float> wd = iota(4 * 1 * 3 * 3, 0.5f, 0.1f);
+  Tensor wDepth = f32({4, 1, 3, 3}, wd), yd = alloc(DType::F32, {2, 4, 3, 3});
+  kc::conv(ctx, x, wDepth, nullptr, yd, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 4);
+  expectClose(get<float>(yd), convRef(xs, wd, nullptr, 2, 4, 7, 7, 4, 3, 3, 3, 3, 2, 1, 2, 4),
+              1e-4f);
+}
+
+TEST_F(CudaKernels, Conv1d) {
+  // x [1,1,5] = 1..5, w [1,1,2] = {1,-1}, stride 1, no pad: x[i] - x[i+1].
+  Tensor x = f32({1, 1, 5}, iota(5, 1.0f)), w = f32({1, 1, 2}, {1, -1});
+  Tensor y = alloc(DType::F32, {1, 1, 4});
+  kc::conv(ctx, x, w, nullptr, y, Dims{1}, Dims{0, 0}, Dims{1}, 1);
+  expectClose(get<float>(y), {-1, -1, -1, -1});
+}
+
+TEST_F(CudaKernels, MaxPool) {
+  Tensor x = f32({1, 1, 4, 4}, iota(16, 1.0f)), y = alloc(DType::F32, {1, 1, 2, 2});
+  kc::max_pool(ctx, x, y, Dims{2, 2}, Dims{2, 2}, Dims{0, 0, 0, 0}, Dims{1, 1});
+  expectClose(get<float>(y), {6, 8, 14, 16});
+  // 3x3 windows, stride 1, pad 1: padding never wins.
+  Tensor x3 = f32({1, 1, 3, 3}, iota(9, 1.0f)), y3 = alloc(DType::F32, {1, 1, 3, 3});
+  kc::max_pool(ctx, x3, y3, Dims{3, 3}, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{});
+  expectClose(get<float>(y3), {5, 6, 6, 8, 9, 9, 8, 9, 9});
+  // Ceil mode: a 2x2 output from 3x3 with 2x2 windows, stride 2.
+  Tensor yc = alloc(DType::F32, {1, 1, 2, 2});
+  kc::max_pool(ctx, x3, yc, Dims{2, 2}, Dims{2, 2}, Dims{}, Dims{});
+  expectClose(get<float>(yc), {5, 6, 8, 9});
+}
+
+TEST_F(CudaKernels, AveragePool) {
+  Tensor x = f32({1, 1, 4, 4}, iota(16, 1.0f)), y = alloc(DType::F32, {1, 1, 2, 2});
+  kc::average_pool(ctx, x, y, Dims{2, 2}, Dims{2, 2}, Dims{}, Dims{}, false);
+  expectClose(get<float>(y), {3.5f, 5.5f, 11.5f, 13.5f});
+  Tensor x3 = f32({1, 1, 3, 3}, iota(9, 1.0f)), y3 = alloc(DType::F32, {1, 1, 3, 3});
+  kc::average_pool(ctx, x3, y3, Dims{3, 3}, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{}, false);
+  expectClose(get<float>(y3), {12.0f / 4, 21.0f / 6, 16.0f / 4, 27.0f / 6, 5, 33.0f / 6,
+                               24.0f / 4, 39.0f / 6, 28.0f / 4});
+  kc::average_pool(ctx, x3, y3, Dims{3, 3}, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{}, true);
+  expectClose(get<float>(y3), {12.0f / 9, 21.0f / 9, 16.0f / 9, 27.0f / 9, 5, 33.0f / 9,
+                               24.0f / 9, 39.0f / 9, 28.0f / 9});
+  // Ceil mode: clipped windows average what they cover, with or without
+  // count_include_pad (no pads: nothing beyond the input counts).
+  Tensor yc = alloc(DType::F32, {1, 1, 2, 2});
+  kc::average_pool(ctx, x3, yc, Dims{2, 2}, Dims{2, 2}, Dims{}, Dims{}, false);
+  expectClose(get<float>(yc), {3, 4.5f, 7.5f, 9});
+  kc::average_pool(ctx, x3, yc, Dims{2, 2}, Dims{2, 2}, Dims{}, Dims{}, true);
+  expectClose(get<float>(yc), {3, 4.5f, 7.5f, 9});
+}
+
+TEST_F(CudaKernels, GlobalAveragePool) {
+  Tensor x = f32({1, 2, 3}, {1, 2, 3, 4, 5, 6}), y = alloc(DType::F32, {1, 2, 1});
+  kc::global_average_pool(ctx, x, y);
+  expectClose(get<float>(y), {2, 5});
+  Tensor x4 = f32({2, 1, 2, 2}, {1, 2, 3, 4, -1, -2, -3, -4}), y4 = alloc(DType::F32, {2, 1, 1, 1});
+  kc::global_average_pool(ctx, x4, y4);
+  expectClose(get<float>(y4), {2.5f, -2.5f});
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, SoftmaxCrossEntropy) {
+  // Row 0 {1,2,3} label 2, row 1 {1,1,1} label 0.
+  Tensor scores = f32({2, 3}, {1, 2, 3, 1, 1, 1}), labels = i64({2}, {2, 0});
+  Tensor logProb = alloc(DType::F32, {2, 3}), loss = alloc(DType::F32, {});
+  double l0 = -(3 - (3 + std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0)));
+  double l1 = std::log(3.0);
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, nullptr, loss, logProb, Reduction::Mean,
+                                 false, 0);
+  expectClose(get<float>(loss), {static_cast<float>((l0 + l1) / 2)});
+  expectClose(get<float>(logProb), softmaxRows({1, 2, 3, 1, 1, 1}, 2, 3, true));
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, nullptr, loss, logProb, Reduction::Sum,
+                                 false, 0);
+  expectClose(get<float>(loss), {static_cast<float>(l0 + l1)});
+  Tensor perRow = alloc(DType::F32, {2});
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, nullptr, perRow, logProb, Reduction::None,
+                                 false, 0);
+  expectClose(get<float>(perRow), {static_cast<float>(l0), static_cast<float>(l1)});
+
+  // Weights: the mean divides by the weights of the counted labels (3 + 1).
+  Tensor weights = f32({3}, {1, 2, 3});
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, &weights, loss, logProb, Reduction::Mean,
+                                 false, 0);
+  expectClose(get<float>(loss), {static_cast<float>((3 * l0 + l1) / 4)});
+  // Ignoring label 2 leaves row 1 alone.
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, &weights, loss, logProb, Reduction::Mean,
+                                 true, 2);
+  expectClose(get<float>(loss), {static_cast<float>(l1)});
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, nullptr, perRow, logProb, Reduction::None,
+                                 true, 2);
+  expectClose(get<float>(perRow), {0, static_cast<float>(l1)});
+}
+
+TEST_F(CudaKernels, SoftmaxCrossEntropySpatial) {
+  // N=1, C=2, D=2: position 0 has scores {0, 2} and label 1, position 1
+  // scores {1, 0} and label 0 (i32 labels).
+  Tensor scores = f32({1, 2, 2}, {0, 1, 2, 0}), labels = i32({1, 2}, {1, 0});
+  Tensor logProb = alloc(DType::F32, {1, 2, 2}), loss = alloc(DType::F32, {1, 2});
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, nullptr, loss, logProb, Reduction::None,
+                                 false, 0);
+  float p0 = static_cast<float>(std::log(1 + std::exp(-2.0)));
+  float p1 = static_cast<float>(std::log(1 + std::exp(-1.0)));
+  expectClose(get<float>(loss), {p0, p1});
+  expectClose(get<float>(logProb), {-2 - p0, -p1, -p0, -1 - p1});
+}
+
+TEST_F(CudaKernels, NegativeLogLikelihood) {
+  Tensor input = f32({2, 3}, {-1, -2, -3, -0.5f, -1.5f, -2.5f}), target = i64({2}, {1, 2});
+  Tensor loss = alloc(DType::F32, {}), perRow = alloc(DType::F32, {2});
+  kc::negative_log_likelihood_loss(ctx, input, target, nullptr, perRow, Reduction::None, false,
+                                   0);
+  expectClose(get<float>(perRow), {2, 2.5f});
+  kc::negative_log_likelihood_loss(ctx, input, target, nullptr, loss, Reduction::Mean, false, 0);
+  expectClose(get<float>(loss), {2.25f});
+  kc::negative_log_likelihood_loss(ctx, input, target, nullptr, loss, Reduction::Sum, false, 0);
+  expectClose(get<float>(loss), {4.5f});
+  Tensor weight = f32({3}, {1, 2, 3});
+  kc::negative_log_likelihood_loss(ctx, input, target, &weight, loss, Reduction::Mean, false, 0);
+  expectClose(get<float>(loss), {11.5f / 5});
+  kc::negative_log_likelihood_loss(ctx, input, target, nullptr, perRow, Reduction::None, true, 1);
+  expectClose(get<float>(perRow), {0, 2.5f});
+  kc::negative_log_likelihood_loss(ctx, input, target, &weight, loss, Reduction::Mean, true, 1);
+  expectClose(get<float>(loss), {2.5f});
+}
+
+//===----------------------------------------------------------------------===//
+// The broadcast layout every elementwise kernel indexes through (host-side
+// index math: no device needed)
+//===----------------------------------------------------------------------===//
+
+/// in's offset for out's row-major index i, by numpy's rules spelled out.
+int64_t naiveOffset(const Dims &in, const Dims &out, int64_t i) {
+  int64_t coord[kMaxRank];
+  for (int d = out.size - 1; d >= 0; --d) {
+    coord[d] = i % out[d];
+    i /= out[d];
+  }
+  int64_t offset = 0;
+  int lead = out.size - in.size;
+  for (int d = 0; d < in.size; ++d)
+    offset = offset * in[d] + (in[d] == 1 ? 0 : coord[d + lead]);
+  return offset;
+}
+
+TEST(CudaLayout, BroadcastOffsetsFollowNumpyRules) {
+  namespace detail = cleave::rt::cuda::detail;
+  Dims out{2, 3, 4, 5};
+  std::vector<Dims> inputs = {Dims{2, 3, 4, 5}, Dims{5},       Dims{3, 1, 5}, Dims{},
+                              Dims{2, 1, 4, 1}, Dims{1, 3, 1, 1}, Dims{4, 5}, Dims{1, 1, 1, 1}};
+  std::vector<int> ranks = {1, 2, 4, 1, 4, 3, 2, 1}; // after merging dims
+  for (std::size_t c = 0; c < inputs.size(); ++c) {
+    Tensor in{nullptr, DType::F32, inputs[c]};
+    Tensor result{nullptr, DType::F32, out};
+    const Tensor *list[2] = {&in, &result};
+    detail::Layout<2> layout = detail::broadcastLayout<2>("test", result, list);
+    EXPECT_EQ(layout.rank, ranks[c]) << "input " << c;
+    for (int64_t i = 0; i < out.product(); ++i) {
+      int64_t off[2];
+      layout.offsets(i, off);
+      ASSERT_EQ(off[0], naiveOffset(inputs[c], out, i)) << "input " << c << " index " << i;
+      ASSERT_EQ(off[1], i);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Argument errors (checked on the host before any launch: no device needed)
+//===----------------------------------------------------------------------===//
+
+TEST(CudaKernelErrors, UnsupportedElementType) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  kc::Context ctx;
+  Tensor ints{nullptr, DType::I64, Dims{4}};
+  EXPECT_EXIT(kc::sqrt(ctx, ints, ints), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel sqrt: unsupported element type i64");
+  Tensor halves{nullptr, DType::F16, Dims{2, 2}};
+  EXPECT_EXIT(kc::matmul(ctx, halves, halves, halves), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel matmul: lhs must be f32, not f16");
+}
+
+TEST(CudaKernelErrors, BadShapes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  kc::Context ctx;
+  Tensor a{nullptr, DType::F32, Dims{2, 3}}, b{nullptr, DType::F32, Dims{4}};
+  Tensor out{nullptr, DType::F32, Dims{2, 3}};
+  EXPECT_EXIT(kc::add(ctx, a, b, out), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel add: .*does not broadcast");
+  EXPECT_EXIT(kc::matmul(ctx, a, a, out), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel matmul: inner dims 3 and 2 differ");
+}
+
+} // namespace

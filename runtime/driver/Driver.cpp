@@ -111,14 +111,6 @@ bool readPlan(const std::string &path, Plan &plan, std::string &error) {
   return true;
 }
 
-std::string fileName(const std::string &tensor) {
-  std::string name = tensor;
-  for (char &c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_'))
-      c = '_';
-  return name + ".npy";
-}
-
 /// Device memory owned for the length of the run.
 class Buffer {
 public:
@@ -249,7 +241,7 @@ int runDriver(int argc, char **argv, Backend &backend) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::vector<char> host(outputs[i].bytes());
       backend.copyToHost(host.data(), outputs[i].data, host.size());
-      std::string path = outputDir + "/" + fileName(plan.outputs[i].name);
+      std::string path = outputDir + "/" + npyFileName(plan.outputs[i].name);
       if (!writeNpy(path, outputs[i].dtype, plan.outputs[i].shape, host.data(), error))
         return fail(path, error, 1);
     }

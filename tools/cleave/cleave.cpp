@@ -1,12 +1,14 @@
 //===- cleave.cpp - the cleave command line ------------------------------===//
 //
 // Subcommands (CLI11): `import` prints a model's cleave IR or a summary,
-// `compile` builds a native program, `run` runs one. Exit codes: 0 ok, 1 bad
+// `compile` builds a native program, `run` runs one, `conformance` checks
+// numerics on ONNX backend node tests. Exit codes: 0 ok, 1 bad
 // input, 2 bad usage, 3 internal error.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Compile.h"
+#include "compiler/Conformance.h"
 #include "compiler/Diagnostics.h"
 #include "compiler/ModelSummary.h"
 #include "compiler/OnnxImporter.h"
@@ -138,6 +140,13 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
                 "Print timing and the measured arena bytes as one JSON line");
 }
 
+void addConformanceCommand(CLI::App &app, std::vector<std::string> &dirs) {
+  CLI::App *sub = app.add_subcommand(
+      "conformance", "Run ONNX backend node tests (model.onnx + test_data_set_*) and compare");
+  sub->add_option("dirs", dirs, "Test case directories, or directories holding them")
+      ->required();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -149,6 +158,8 @@ int main(int argc, char **argv) {
   addCompileCommand(app, compileCmd);
   RunOptions runOptions;
   addRunCommand(app, runOptions);
+  std::vector<std::string> conformanceDirs;
+  addConformanceCommand(app, conformanceDirs);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -165,5 +176,7 @@ int main(int argc, char **argv) {
     return runCompile(compileCmd);
   if (app.got_subcommand("run"))
     return runProgram(runOptions);
+  if (app.got_subcommand("conformance"))
+    return runConformance(conformanceDirs, llvm::outs());
   return kExitBadUsage;
 }

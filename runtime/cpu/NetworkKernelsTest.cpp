@@ -1,0 +1,690 @@
+//===- NetworkKernelsTest.cpp - softmax, norms, dropout, linalg, conv, pool, losses
+//
+// Expected values come from references, never from the kernels: analytic
+// identities, loops and direct convolutions written here, and numbers from
+// ONNX's reference implementation, produced by
+//     /work/main/.venv/bin/python runtime/cpu/KernelsTestReference.py SECTION
+// (onnx 1.19.1; each test names its SECTION).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/TestUtil.h"
+
+using namespace cleave::rt;
+using namespace cleave::rt::test;
+
+namespace {
+
+const double kLn2 = std::log(2.0);
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+//===----------------------------------------------------------------------===//
+// Softmax
+//===----------------------------------------------------------------------===//
+
+TEST(Softmax, AnalyticIdentities) {
+  // softmax([0, ln 2]) = [1/3, 2/3]; log_softmax = [ln 1/3, ln 2/3].
+  auto x = make<float>({2}, {0.0f, float(kLn2)});
+  auto y = zeros(DType::F32, {2});
+  cpu::softmax(ctx(), x, y, 0);
+  expectNear(y, {1.0 / 3, 2.0 / 3}, 1e-6);
+  cpu::log_softmax(ctx(), x, y, 0);
+  expectNear(y, {std::log(1.0 / 3), std::log(2.0 / 3)}, 1e-6);
+  // Shifting by 1000 changes nothing (no overflow).
+  auto big = make<double>({2, 2}, {1000.0, 1000.0 + kLn2, -1000.0, -1000.0});
+  auto yb = zeros(DType::F64, {2, 2});
+  cpu::softmax(ctx(), big, yb, 1);
+  expectNear(yb, {1.0 / 3, 2.0 / 3, 0.5, 0.5}, 1e-12);
+  cpu::log_softmax(ctx(), big, yb, -1);
+  expectNear(yb, {std::log(1.0 / 3), std::log(2.0 / 3), -kLn2, -kLn2}, 1e-12);
+}
+
+TEST(Softmax, InnerAxes) {
+  // Softmax over axis 1 of 2 x 3 x 300 (the axis is strided; 300 columns
+  // cross the kernel's chunk size): column j holds [a, a + ln 2, a] with a
+  // depending on j, so each column is [1/4, 1/2, 1/4].
+  const int64_t cols = 300;
+  std::vector<float> values;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        values.push_back(float(0.01 * j - b + (i == 1 ? kLn2 : 0.0)));
+  auto x = make<float>({2, 3, cols}, values);
+  auto y = zeros(DType::F32, {2, 3, cols});
+  cpu::softmax(ctx(), x, y, 1);
+  std::vector<double> expected, expectedLog;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        expected.push_back(i == 1 ? 0.5 : 0.25);
+        expectedLog.push_back(std::log(i == 1 ? 0.5 : 0.25));
+      }
+  expectNear(y, expected, 1e-6);
+  cpu::log_softmax(ctx(), x, y, 1);
+  expectNear(y, expectedLog, 1e-5);
+  // In place, axis 0.
+  auto z = make<float>({2, 2}, {0.0f, 1.0f, float(kLn2), 1.0f});
+  cpu::softmax(ctx(), z, z, 0);
+  expectNear(z, {1.0 / 3, 0.5, 2.0 / 3, 0.5}, 1e-6);
+}
+
+//===----------------------------------------------------------------------===//
+// Layer and batch normalisation
+//===----------------------------------------------------------------------===//
+
+TEST(LayerNormalization, OnnxReference) {
+  // /work/main/.venv/bin/python runtime/cpu/KernelsTestReference.py layer_norm
+  auto x = make<float>({2, 3, 4}, {1, 3.52441311, 3.72789216, 1.42335999, -1.27040744,
+                                   -1.87677288, 0.161753535, 2.97095966, 3.9680748, 2.2363553,
+                                   -0.63206315, -1.99997067, -0.6097188, 2.26050115, 3.97182226,
+                                   2.9508636, 0.136289954, -1.88419247, -1.25296164, 1.44963169,
+                                   3.73883581, 3.50996685, 0.973446071, -1.538661});
+  auto scale = make<float>({4}, {0.5, 1, 1.5, 2});
+  auto bias = make<float>({3, 4}, {-0.5, -0.400000006, -0.300000012, -0.199999988, -0.099999994,
+                                   0, 0.100000024, 0.199999988, 0.300000012, 0.400000036, 0.5,
+                                   0.600000024});
+  auto y = zeros(DType::F32, {2, 3, 4});
+  auto mean = zeros(DType::F32, {2, 1, 1});
+  auto inv = zeros(DType::F32, {2, 1, 1});
+  cpu::layer_normalization(ctx(), x, scale, bias.ptr(), y, mean, inv, 1, 1e-5f);
+  expectNear(y, {-0.524255693, 0.7427665, 1.55818319, 0.102546811, -0.659961581, -1.40606868,
+                 -0.566123486, 1.9631803, 0.976065874, 0.934928238, -0.728029966, -2.32841253,
+                 -0.924207449, 0.141606182, 1.75557494, 1.55188465, -0.343564838, -1.46563065,
+                 -1.63989711, 0.497819185, 0.928775072, 1.54671097, 0.377445936, -1.99658597});
+  expectNear(mean, {1.10279953, 1.14215195});
+  expectNear(inv, {0.471902877, 0.484290779});
+
+  auto y2 = zeros(DType::F32, {2, 3, 4});
+  auto mean2 = zeros(DType::F32, {2, 3, 1});
+  auto inv2 = zeros(DType::F32, {2, 3, 1});
+  cpu::layer_normalization(ctx(), x, scale, nullptr, y2, mean2, inv2, -1, 1e-3f);
+  expectNear(y2, {-0.581992567, 0.906876624, 1.6106962, -1.63337719, -0.338649631, -1.00149715,
+                  0.13262476, 3.18075991, 0.656186998, 0.573290586, -0.976389766, -2.46947622,
+                  -0.808595181, 0.0688057467, 1.61107957, 0.948663235, 0.203350887,
+                  -1.16119909, -1.007043, 2.85171843, 0.481433809, 0.856302321, -0.487117589,
+                  -2.98884988});
+  expectNear(mean2, {2.41891623, -0.00361680984, 0.89309901, 2.14336705, -0.387808084,
+                     1.67089701});
+  expectNear(inv2, {0.820333958, 0.534657598, 0.426791668, 0.587410092, 0.776003242,
+                    0.465617061});
+}
+
+TEST(LayerNormalization, DoubleAnalytic) {
+  // Row [1, 2, 3]: mean 2, variance 2/3.
+  auto x = make<double>({1, 3}, {1, 2, 3});
+  auto s = make<double>({3}, {1, 2, 3});
+  auto b = make<double>({1}, {10});
+  auto y = zeros(DType::F64, {1, 3});
+  auto mean = zeros(DType::F32, {1, 1});
+  auto inv = zeros(DType::F32, {1, 1});
+  cpu::layer_normalization(ctx(), x, s, b.ptr(), y, mean, inv, 1, 0.0f);
+  double r = 1.0 / std::sqrt(2.0 / 3.0);
+  expectNear(y, {10 - r, 10, 10 + 3 * r}, 1e-12);
+  expectNear(mean, {2.0});
+  expectNear(inv, {r});
+}
+
+TEST(BatchNormalization, OnnxReference) {
+  // /work/main/.venv/bin/python runtime/cpu/KernelsTestReference.py batch_norm
+  auto x = make<float>({2, 3, 2}, {2, 1.08060455, -0.83229363, -1.979985, -1.30728722, 0.56732434,
+                                   1.92034054, 1.50780451, -0.291000068, -1.8222605, -1.67814302,
+                                   0.00885139592});
+  auto scale = make<float>({3}, {1, 0.5, 2});
+  auto bias = make<float>({3}, {0, 1, -1});
+  auto mean = make<float>({3}, {0.100000001, -0.200000003, 0.300000012});
+  auto var = make<float>({3}, {1, 2, 0.5});
+  auto y = zeros(DType::F32, {2, 3, 2});
+  auto rm = zeros(DType::F32, {3});
+  auto rv = zeros(DType::F32, {3});
+  cpu::batch_normalization(ctx(), x, scale, bias, mean, var, y, rm, rv, 1e-5f, 0.9f, false);
+  expectNear(y, {1.89999044, 0.980599642, 0.776450992, 0.370681882, -5.54604912, -0.24390018,
+                 1.82033145, 1.40779746, 0.967826724, 0.426445782, -6.59497738, -1.82348442});
+  expectNear(rm, {0.1, -0.2, 0.3}); // inference copies the statistics
+  expectNear(rv, {1, 2, 0.5});
+
+  cpu::batch_normalization(ctx(), x, scale, bias, mean, var, y, rm, rv, 1e-5f, 0.9f, true);
+  expectNear(y, {1.01657712, -1.49040973, 1.28556275, 0.464351952, -2.5302, 1.53879023,
+                 0.799363494, -0.325530499, 1.67287612, 0.577208996, -3.33517146, 0.326581359});
+  expectNear(rm, {0.252718776, -0.303138494, 0.209768638});
+  expectNear(rv, {0.913448334, 1.84882832, 0.534899294});
+}
+
+TEST(BatchNormalization, DoubleTrainingInPlaceStatistics) {
+  // Channel 0 holds [1, 3] over the batch: mean 2, biased variance 1.
+  auto x = make<double>({2, 1}, {1, 3});
+  auto one = make<double>({1}, {1});
+  auto zero = make<double>({1}, {0});
+  auto mean = make<double>({1}, {10});
+  auto var = make<double>({1}, {4});
+  auto y = zeros(DType::F64, {2, 1});
+  // Running statistics written over the inputs they update.
+  cpu::batch_normalization(ctx(), x, one, zero, mean, var, y, mean, var, 0.0f, 0.5f, true);
+  expectNear(y, {-1, 1}, 1e-12);
+  expectNear(mean, {0.5 * 10 + 0.5 * 2}, 1e-12);
+  expectNear(var, {0.5 * 4 + 0.5 * 1}, 1e-12);
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+TEST(Dropout, InferenceCopies) {
+  auto x = make<float>({3}, {1, -2, 3});
+  auto y = zeros(DType::F32, {3});
+  auto mask = zeros(DType::Bool, {3});
+  cpu::dropout(ctx(), x, y, mask, 0.5f, false, 7);
+  expectNear(y, {1, -2, 3});
+  EXPECT_EQ(mask.bools(), (std::vector<int>{1, 1, 1}));
+  cpu::dropout(ctx(), x, y, mask, 0.0f, true, 7); // ratio 0 keeps everything
+  expectNear(y, {1, -2, 3});
+  EXPECT_EQ(mask.bools(), (std::vector<int>{1, 1, 1}));
+  cpu::dropout(ctx(), x, y, mask, 1.0f, true, 7); // ratio 1 drops everything
+  expectNear(y, {0, 0, 0});
+  EXPECT_EQ(mask.bools(), (std::vector<int>{0, 0, 0}));
+}
+
+TEST(Dropout, TrainingMaskIsCounterBased) {
+  const int64_t n = 20000;
+  Buffer x(DType::F32, {n});
+  std::fill(x.data<float>(), x.data<float>() + n, 1.0f);
+  auto y = zeros(DType::F32, {n});
+  auto mask = zeros(DType::Bool, {n});
+  cpu::dropout(ctx(), x, y, mask, 0.5f, true, 1234);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    bool k = mask.data<uint8_t>()[i] != 0;
+    kept += k;
+    EXPECT_EQ(y.data<float>()[i], k ? 2.0f : 0.0f) << "at " << i; // scaled by 1 / (1 - ratio)
+  }
+  // Binomial(20000, 0.5): standard deviation ~71; allow 5 sigma.
+  EXPECT_NEAR(double(kept), n * 0.5, 360.0);
+
+  // Same seed, same mask; a prefix of the tensor gets the prefix of the mask
+  // (the generator depends only on seed and element index).
+  auto mask2 = zeros(DType::Bool, {n});
+  auto y2 = zeros(DType::F32, {n});
+  cpu::dropout(ctx(), x, y2, mask2, 0.5f, true, 1234);
+  EXPECT_EQ(mask.bools(), mask2.bools());
+  Tensor prefix{x.t().data, DType::F32, {100}};
+  auto y3 = zeros(DType::F32, {100});
+  auto mask3 = zeros(DType::Bool, {100});
+  cpu::dropout(ctx(), prefix, y3, mask3, 0.5f, true, 1234);
+  std::vector<int> full = mask.bools();
+  EXPECT_EQ(mask3.bools(), std::vector<int>(full.begin(), full.begin() + 100));
+  cpu::dropout(ctx(), x, y2, mask2, 0.5f, true, 99);
+  EXPECT_NE(mask.bools(), mask2.bools());
+
+  auto xd = make<double>({4}, {4, 4, 4, 4});
+  auto yd = zeros(DType::F64, {4});
+  auto md = zeros(DType::Bool, {4});
+  cpu::dropout(ctx(), xd, yd, md, 0.25f, true, 5);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_DOUBLE_EQ(yd.data<double>()[i], md.data<uint8_t>()[i] ? 4.0 / 0.75 : 0.0);
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul and gemm
+//===----------------------------------------------------------------------===//
+
+/// numpy matmul by loops, in double.
+template <typename T>
+std::vector<double> matmulByLoop(const Buffer &a, const Buffer &b, const Dims &outShape) {
+  Dims as = a.t().shape, bs = b.t().shape;
+  bool aVec = as.size == 1, bVec = bs.size == 1;
+  int64_t m = aVec ? 1 : as[as.size - 2], k = as[as.size - 1];
+  int64_t n = bVec ? 1 : bs[bs.size - 1];
+  Dims ab, bb, ob;
+  for (int i = 0; i + 2 < as.size; ++i)
+    ab.values[ab.size++] = as[i];
+  for (int i = 0; i + 2 < bs.size; ++i)
+    bb.values[bb.size++] = bs[i];
+  for (int i = 0; i < outShape.size - !aVec - !bVec; ++i)
+    ob.values[ob.size++] = outShape[i];
+  std::vector<double> out;
+  for (int64_t batch = 0; batch < ob.product(); ++batch) {
+    auto idx = unflatten(batch, ob);
+    int64_t ao = (ab.size ? broadcastOffset(idx, ab) : 0) * m * k;
+    int64_t bo = (bb.size ? broadcastOffset(idx, bb) : 0) * k * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += double(a.data<T>()[ao + i * k + p]) * double(b.data<T>()[bo + p * n + j]);
+        out.push_back(acc);
+      }
+  }
+  return out;
+}
+
+TEST(Matmul, ShapesAgainstLoops) {
+  struct Case {
+    Dims a, b, out;
+  } cases[] = {
+      {{2, 3}, {3, 4}, {2, 4}},
+      {{4, 16, 32}, {32, 8}, {4, 16, 8}},     // one rhs under a batch
+      {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}}, // broadcast batch dims
+      {{4}, {4, 3}, {3}},                      // 1-D lhs
+      {{2, 3}, {3}, {2}},                      // 1-D rhs
+      {{5}, {5}, {}},                          // dot product
+      {{3}, {2, 3, 2}, {2, 2}},
+      {{2, 3, 4}, {4}, {2, 3}},
+      {{1, 3, 2}, {4, 2, 5}, {4, 3, 5}},
+      {{64, 80}, {80, 96}, {64, 96}},
+  };
+  unsigned seed = 10;
+  for (const Case &c : cases) {
+    auto a = makeRandom<float>(c.a, seed++);
+    auto b = makeRandom<float>(c.b, seed++);
+    auto y = zeros(DType::F32, c.out);
+    cpu::matmul(ctx(), a, b, y);
+    expectNear(y, matmulByLoop<float>(a, b, c.out), 1e-5);
+
+    auto ad = makeRandom<double>(c.a, seed++);
+    auto bd = makeRandom<double>(c.b, seed++);
+    auto yd = zeros(DType::F64, c.out);
+    cpu::matmul(ctx(), ad, bd, yd);
+    expectNear(yd, matmulByLoop<double>(ad, bd, c.out), 1e-12);
+  }
+}
+
+TEST(Matmul, IntegersAndThreads) {
+  auto a = make<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto b = make<int64_t>({3, 2}, {7, 8, 9, 10, 11, 12});
+  auto y = zeros(DType::I64, {2, 2});
+  cpu::matmul(ctx(), a, b, y);
+  expectEqual<int64_t>(y, {58, 64, 139, 154});
+  auto a32 = make<int32_t>({2, 1, 2}, {1, -1, 2, 3});
+  auto b32 = make<int32_t>({2, 2, 1}, {5, 6, 7, 8});
+  auto y32 = zeros(DType::I32, {2, 1, 1});
+  cpu::matmul(ctx(), a32, b32, y32);
+  expectEqual<int32_t>(y32, {-1, 38});
+
+  cpu::Context two;
+  two.threads = 2;
+  auto af = makeRandom<float>({96, 128}, 3);
+  auto bf = makeRandom<float>({128, 72}, 4);
+  auto yf = zeros(DType::F32, {96, 72});
+  cpu::matmul(two, af, bf, yf);
+  expectNear(yf, matmulByLoop<float>(af, bf, {96, 72}), 1e-5);
+}
+
+/// Gemm by loops: alpha * op(A) op(B) + beta * C (C broadcast to M x N).
+template <typename T>
+std::vector<double> gemmByLoop(const Buffer &a, const Buffer &b, const Buffer *c, double alpha,
+                               double beta, bool transA, bool transB) {
+  Dims as = a.t().shape, bs = b.t().shape;
+  int64_t m = transA ? as[1] : as[0], k = transA ? as[0] : as[1];
+  int64_t n = transB ? bs[0] : bs[1];
+  std::vector<double> out;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += double(a.data<T>()[transA ? p * m + i : i * k + p]) *
+               double(b.data<T>()[transB ? j * k + p : p * n + j]);
+      double cv = c ? double(c->data<T>()[broadcastOffset({i, j}, c->t().shape)]) : 0.0;
+      out.push_back(alpha * acc + beta * cv);
+    }
+  return out;
+}
+
+TEST(Gemm, TransposesAlphaBetaBroadcastC) {
+  const int64_t m = 3, k = 5, n = 4;
+  unsigned seed = 100;
+  for (int transA = 0; transA < 2; ++transA)
+    for (int transB = 0; transB < 2; ++transB) {
+      auto a = makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++);
+      auto b = makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++);
+      for (Dims cShape : {Dims{n}, Dims{m, 1}, Dims{}, Dims{m, n}, Dims{1, n}}) {
+        auto c = makeRandom<float>(cShape, seed++);
+        auto y = zeros(DType::F32, {m, n});
+        cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, transA, transB);
+        expectNear(y, gemmByLoop<float>(a, b, &c, 0.5, 2.0, transA, transB), 1e-5);
+      }
+      auto y = zeros(DType::F32, {m, n});
+      cpu::gemm(ctx(), a, b, nullptr, y, 1.5f, 1.0f, transA, transB);
+      expectNear(y, gemmByLoop<float>(a, b, nullptr, 1.5, 0.0, transA, transB), 1e-5);
+    }
+}
+
+TEST(Gemm, DoubleAndIntegers) {
+  auto a = makeRandom<double>({4, 3}, 7);
+  auto b = makeRandom<double>({2, 4}, 8);
+  auto c = makeRandom<double>({2}, 9);
+  auto y = zeros(DType::F64, {3, 2});
+  cpu::gemm(ctx(), a, b, c.ptr(), y, -1.0f, 0.25f, true, true);
+  expectNear(y, gemmByLoop<double>(a, b, &c, -1.0, 0.25, true, true), 1e-12);
+
+  auto ai = make<int32_t>({2, 2}, {1, 2, 3, 4});
+  auto bi = make<int32_t>({2, 2}, {5, 6, 7, 8});
+  auto ci = make<int32_t>({2}, {100, 200});
+  auto yi = zeros(DType::I32, {2, 2});
+  cpu::gemm(ctx(), ai, bi, ci.ptr(), yi, 1.0f, 1.0f, false, false);
+  expectEqual<int32_t>(yi, {119, 222, 143, 250});
+  auto a64 = make<int64_t>({2, 2}, {1, 2, 3, 4});
+  auto b64 = make<int64_t>({2, 1}, {1, -1});
+  auto y64 = zeros(DType::I64, {2, 1});
+  cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false);
+  expectEqual<int64_t>(y64, {-4, -4}); // 2 * A^T [1, -1]
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+struct ConvCase {
+  Dims x, w; // N x C x spatial, M x C/group x kernel
+  Dims strides, pads, dilations;
+  int64_t group;
+  bool bias;
+};
+
+Dims convOutShape(const ConvCase &c) {
+  int sp = c.x.size - 2;
+  Dims out = {c.x[0], c.w[0]};
+  for (int d = 0; d < sp; ++d) {
+    int64_t s = c.strides.size ? c.strides[d] : 1, dil = c.dilations.size ? c.dilations[d] : 1;
+    int64_t pb = c.pads.size ? c.pads[d] : 0, pe = c.pads.size ? c.pads[d + sp] : 0;
+    out.values[out.size++] = (c.x[d + 2] + pb + pe - dil * (c.w[d + 2] - 1) - 1) / s + 1;
+  }
+  return out;
+}
+
+/// Direct convolution by definition, in double, up to three spatial dims.
+template <typename T>
+std::vector<double> convByDefinition(const ConvCase &c, const Buffer &x, const Buffer &w,
+                                     const Buffer *b) {
+  int sp = c.x.size - 2;
+  Dims out = convOutShape(c);
+  // Pad every spatial list to 3 dims (size 1, stride 1, no padding).
+  int64_t S[3] = {1, 1, 1}, K[3] = {1, 1, 1}, O[3] = {1, 1, 1}, st[3] = {1, 1, 1},
+          dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+  for (int d = 0; d < sp; ++d) {
+    int e = 3 - sp + d;
+    S[e] = c.x[d + 2];
+    K[e] = c.w[d + 2];
+    O[e] = out[d + 2];
+    st[e] = c.strides.size ? c.strides[d] : 1;
+    dl[e] = c.dilations.size ? c.dilations[d] : 1;
+    pb[e] = c.pads.size ? c.pads[d] : 0;
+  }
+  int64_t n = c.x[0], ch = c.x[1], m = c.w[0], cg = c.w[1], mg = m / c.group;
+  std::vector<double> y;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t oc = 0; oc < m; ++oc) {
+      int64_t g = oc / mg;
+      for (int64_t o0 = 0; o0 < O[0]; ++o0)
+        for (int64_t o1 = 0; o1 < O[1]; ++o1)
+          for (int64_t o2 = 0; o2 < O[2]; ++o2) {
+            double acc = b ? double(b->data<T>()[oc]) : 0.0;
+            for (int64_t ic = 0; ic < cg; ++ic)
+              for (int64_t k0 = 0; k0 < K[0]; ++k0)
+                for (int64_t k1 = 0; k1 < K[1]; ++k1)
+                  for (int64_t k2 = 0; k2 < K[2]; ++k2) {
+                    int64_t p0 = o0 * st[0] - pb[0] + k0 * dl[0];
+                    int64_t p1 = o1 * st[1] - pb[1] + k1 * dl[1];
+                    int64_t p2 = o2 * st[2] - pb[2] + k2 * dl[2];
+                    if (p0 < 0 || p0 >= S[0] || p1 < 0 || p1 >= S[1] || p2 < 0 || p2 >= S[2])
+                      continue;
+                    int64_t xc = g * cg + ic;
+                    double xv = double(
+                        x.data<T>()[(((i * ch + xc) * S[0] + p0) * S[1] + p1) * S[2] + p2]);
+                    double wv =
+                        double(w.data<T>()[(((oc * cg + ic) * K[0] + k0) * K[1] + k1) * K[2] + k2]);
+                    acc += xv * wv;
+                  }
+            y.push_back(acc);
+          }
+    }
+  return y;
+}
+
+template <typename T> void checkConv(const ConvCase &c, unsigned seed, double tol) {
+  auto x = makeRandom<T>(c.x, seed);
+  auto w = makeRandom<T>(c.w, seed + 1);
+  auto b = makeRandom<T>({c.w[0]}, seed + 2);
+  Dims outShape = convOutShape(c);
+  auto y = zeros(dtypeOf<T>(), outShape);
+  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group);
+  expectNear(y, convByDefinition<T>(c, x, w, c.bias ? &b : nullptr), tol);
+}
+
+TEST(Conv, OnnxExampleWithPadding) {
+  // ONNX Conv example: 5 x 5 input 0..24, 3 x 3 kernel of ones, pads 1.
+  std::vector<float> xs;
+  for (int i = 0; i < 25; ++i)
+    xs.push_back(float(i));
+  auto x = make<float>({1, 1, 5, 5}, xs);
+  auto w = make<float>({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+  auto y = zeros(DType::F32, {1, 1, 5, 5});
+  cpu::conv(ctx(), x, w, nullptr, y, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1);
+  expectNear(y, {12, 21, 27, 33, 24, 33, 54, 63, 72, 51, 63, 99, 108, 117, 81,
+                 93, 144, 153, 162, 111, 72, 111, 117, 123, 84});
+  auto y2 = zeros(DType::F32, {1, 1, 3, 3});
+  cpu::conv(ctx(), x, w, nullptr, y2, Dims{}, Dims{}, Dims{}, 1); // defaults
+  expectNear(y2, {54, 63, 72, 99, 108, 117, 144, 153, 162});
+}
+
+TEST(Conv, AgainstDirectConvolution) {
+  const ConvCase cases[] = {
+      // Grouped, strided, dilated, asymmetric pads, bias.
+      {{2, 4, 9, 11}, {6, 2, 3, 2}, {2, 3}, {1, 0, 2, 1}, {2, 1}, 2, true},
+      // Depthwise.
+      {{1, 3, 7, 7}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true},
+      // 1-D.
+      {{1, 3, 10}, {2, 3, 4}, {2}, {1, 2}, {2}, 1, false},
+      // 3-D.
+      {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {2, 1, 2}, 1, true},
+      // Pointwise (no im2col), grouped.
+      {{2, 4, 3, 5}, {6, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2, true},
+      // 1x1 with stride (im2col path).
+      {{1, 2, 5, 5}, {3, 2, 1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, false},
+      // Kernel wider than the padded row on one side.
+      {{1, 1, 3, 4}, {1, 1, 3, 3}, {1, 1}, {2, 3, 2, 3}, {1, 2}, 1, true},
+  };
+  unsigned seed = 1000;
+  for (const ConvCase &c : cases) {
+    checkConv<float>(c, seed, 1e-5);
+    checkConv<double>(c, seed, 1e-12);
+    seed += 3;
+  }
+}
+
+TEST(Conv, ManyTiles) {
+  // 64 channels x 5 x 5 taps x 128 columns exceed one scratch tile per row
+  // group: the unrolling runs in many tiles.
+  checkConv<float>({{1, 64, 40, 128}, {2, 64, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1, true}, 7,
+                   1e-4);
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+TEST(Pool, OnnxCeilModeExamples) {
+  // ONNX maxpool_2d_ceil / averagepool_2d_ceil: 4 x 4 input 1..16, kernel 3,
+  // strides 2, ceil_mode -> [[11, 12], [15, 16]] and [[6, 7.5], [12, 13.5]].
+  std::vector<float> xs;
+  for (int i = 1; i <= 16; ++i)
+    xs.push_back(float(i));
+  auto x = make<float>({1, 1, 4, 4}, xs);
+  auto y = zeros(DType::F32, {1, 1, 2, 2});
+  cpu::max_pool(ctx(), x, y, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1});
+  expectNear(y, {11, 12, 15, 16});
+  cpu::average_pool(ctx(), x, y, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false);
+  expectNear(y, {6, 7.5, 12, 13.5});
+}
+
+TEST(Pool, OnnxReference) {
+  // /work/main/.venv/bin/python runtime/cpu/KernelsTestReference.py pools
+  auto x = make<float>({1, 1, 6, 6}, {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                                      13, 14, 15, -4, 17, 18, 19, 20, 21, 22, 23, 24,
+                                      25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36});
+  auto y = zeros(DType::F32, {1, 1, 4, 4});
+  cpu::average_pool(ctx(), x, y, {3, 3}, {2, 2}, {1, 1, 1, 1}, Dims{}, false);
+  expectNear(y, {4.5, 6, 8, 9, 13.5, 12.7777777, 14.7777777, 18, 25.5, 27, 29, 30, 31.5, 33, 35,
+                 36});
+  cpu::average_pool(ctx(), x, y, {3, 3}, {2, 2}, {1, 1, 1, 1}, Dims{}, true);
+  expectNear(y, {2, 4, 5.33333349, 3, 9, 12.7777777, 14.7777777, 9, 17, 27, 29, 15, 10.5, 16.5,
+                 17.5, 9});
+  auto y2 = zeros(DType::F32, {1, 1, 3, 2});
+  cpu::average_pool(ctx(), x, y2, {2, 2}, {2, 3}, {1, 0, 0, 1}, {2, 2}, true);
+  expectNear(y2, {4, 5.5, 14, 17, 26, 29});
+  auto y3 = zeros(DType::F32, {1, 1, 3, 3});
+  cpu::max_pool(ctx(), x, y3, {3, 2}, {2, 2}, {1, 0, 0, 1}, {1, 2});
+  expectNear(y3, {9, 11, 11, 21, 23, 23, 33, 35, 35});
+
+  auto x1 = make<float>({1, 1, 7}, {3, -1, 4, 1, -5, 9, 2});
+  auto y1 = zeros(DType::F32, {1, 1, 4});
+  cpu::max_pool(ctx(), x1, y1, {2}, {2}, Dims{}, Dims{});
+  expectNear(y1, {3, 4, 9, 2});
+
+  std::vector<float> x3v;
+  for (int i = 0; i < 54; ++i)
+    x3v.push_back(0.5f * float(i));
+  auto x3 = make<float>({1, 2, 3, 3, 3}, x3v);
+  auto y3d = zeros(DType::F32, {1, 2, 2, 2, 2});
+  cpu::average_pool(ctx(), x3, y3d, {2, 2, 2}, {2, 2, 2}, {1, 0, 1, 0, 1, 0}, Dims{}, false);
+  expectNear(y3d, {0.75, 1.5, 3, 3.75, 7.5, 8.25, 9.75, 10.5, 14.25, 15, 16.5, 17.25, 21, 21.75,
+                   23.25, 24});
+}
+
+TEST(Pool, OtherTypes) {
+  auto x = make<double>({1, 2, 2, 2}, {1, 2, 3, 4, -1, -2, -3, -4});
+  auto y = zeros(DType::F64, {1, 2, 1, 1});
+  cpu::max_pool(ctx(), x, y, {2, 2}, Dims{}, Dims{}, Dims{});
+  expectNear(y, {4, -1});
+  cpu::average_pool(ctx(), x, y, {2, 2}, Dims{}, Dims{}, Dims{}, false);
+  expectNear(y, {2.5, -2.5});
+  auto xi = make<uint8_t>({1, 1, 3}, {5, 200, 7});
+  auto yi = zeros(DType::U8, {1, 1, 2});
+  cpu::max_pool(ctx(), xi, yi, {2}, {1}, Dims{}, Dims{});
+  expectEqual<uint8_t>(yi, {200, 200});
+}
+
+TEST(Pool, GlobalAverage) {
+  auto x = make<float>({1, 3, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8, -1, -1, -1, 3});
+  auto y = zeros(DType::F32, {1, 3, 1, 1});
+  cpu::global_average_pool(ctx(), x, y);
+  expectNear(y, {2.5, 6.5, 0});
+  auto xd = make<double>({2, 1, 3}, {1, 2, 6, 0, 0, 1.5});
+  auto yd = zeros(DType::F64, {2, 1, 1});
+  cpu::global_average_pool(ctx(), xd, yd);
+  expectNear(yd, {3, 0.5}, 1e-15);
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+// /work/main/.venv/bin/python runtime/cpu/KernelsTestReference.py losses
+const std::vector<float> kScores = {0,           1.92711627,  1.031003,    -1.37553203, -1.76690948,
+                                    0.430239975, 1.99708664,  0.63819778,  -1.65565252, -1.52396739,
+                                    0.840334117, 1.97354412,  0.215508431, -1.85824776, -1.20966744};
+const std::vector<float> kWeights = {0.5, 1, 2, 1.5, 0.25};
+
+TEST(SoftmaxCrossEntropyLoss, OnnxReference) {
+  auto scores = make<float>({3, 5}, kScores);
+  auto labels = make<int64_t>({3}, {1, 4, 2});
+  auto weights = make<float>({5}, kWeights);
+  auto loss = zeros(DType::F32, {3});
+  auto logProb = zeros(DType::F32, {3, 5});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, nullptr, loss, logProb, Reduction::None,
+                                  false, 0);
+  expectNear(loss, {0.479568809, 3.94051194, 2.20112038});
+  expectNear(logProb, {-2.40668511, -0.479568809, -1.375682, -3.78221703, -4.17359447,
+                       -1.9863044, -0.419457793, -1.77834666, -4.07219696, -3.94051194,
+                       -1.57629454, -0.443084687, -2.20112038, -4.27487659, -3.62629628});
+  auto scalar = zeros(DType::F32, {});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, weights.ptr(), scalar, logProb,
+                                  Reduction::Mean, true, 4);
+  expectNear(scalar, {1.62726986});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, nullptr, scalar, logProb,
+                                  Reduction::Sum, true, 2);
+  expectNear(scalar, {4.42008066});
+  // Mean without weights divides by the number of targets not ignored.
+  auto labels32 = make<int32_t>({3}, {1, 4, 2});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels32, nullptr, scalar, logProb,
+                                  Reduction::Mean, true, 1);
+  expectNear(scalar, {3.07081604});
+  // Without a log_prob output.
+  Tensor noLogProb{nullptr, DType::F32, {3, 5}};
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, nullptr, scalar, noLogProb,
+                                  Reduction::Sum, true, 2);
+  expectNear(scalar, {4.42008066});
+}
+
+TEST(SoftmaxCrossEntropyLoss, SpatialWeightsIgnoreIndex) {
+  auto scores = make<float>({2, 3, 2}, {3, 2.29452658, 0.509901464, -1.51453805, -2.82666683,
+                                        -2.80937004, -1.470783, 0.559537411, 2.32669735,
+                                        2.99957585, 2.26170683, 0.460122138});
+  auto labels = make<int64_t>({2, 2}, {0, 2, -1, 1});
+  auto weights = make<float>({3}, {0.200000003, 0.300000012, 0.5});
+  auto loss = zeros(DType::F32, {});
+  auto logProb = zeros(DType::F32, {2, 3, 2});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, weights.ptr(), loss, logProb,
+                                  Reduction::Mean, true, -1);
+  expectNear(loss, {2.62843728});
+  expectNear(logProb, {-0.0823628753, -0.0278504249, -2.57246137, -3.83691525, -5.90902996,
+                       -5.13174725, -4.47017145, -2.5936749, -0.672691107, -0.153636575,
+                       -0.737681687, -2.6930902});
+  auto none = zeros(DType::F32, {2, 2});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, weights.ptr(), none, logProb,
+                                  Reduction::None, true, -1);
+  expectNear(none, {0.0164725762, 2.56587362, 0, 0.0460909754});
+}
+
+TEST(SoftmaxCrossEntropyLoss, EverythingIgnoredAndBadLabels) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto scores = make<double>({2, 2}, {1, 2, 3, 4});
+  auto labels = make<int64_t>({2}, {-100, -100});
+  auto loss = zeros(DType::F64, {});
+  auto logProb = zeros(DType::F64, {2, 2});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, nullptr, loss, logProb, Reduction::Mean,
+                                  true, -100);
+  expectNear(loss, {kNaN}); // 0 / 0, as ONNX's reference
+  auto bad = make<int64_t>({2}, {0, 2});
+  EXPECT_EXIT(cpu::softmax_cross_entropy_loss(ctx(), scores, bad, nullptr, loss, logProb,
+                                              Reduction::Mean, false, 0),
+              ::testing::ExitedWithCode(3),
+              "kernel softmax_cross_entropy_loss: target 2 out of range");
+}
+
+TEST(NegativeLogLikelihoodLoss, OnnxReference) {
+  auto input = make<float>({3, 5}, {-1, -1.45969772, -2.41614676, -2.98999262, -2.65364361,
+                                    -1.7163378, -1.03982973, -1.2460978, -2.14549994, -2.91113019,
+                                    -2.83907151, -1.99557436, -1.15614605, -1.09255314,
+                                    -1.86326277});
+  auto target = make<int64_t>({3}, {1, 4, 2});
+  auto weights = make<float>({5}, kWeights);
+  auto none = zeros(DType::F32, {3});
+  cpu::negative_log_likelihood_loss(ctx(), input, target, weights.ptr(), none, Reduction::None,
+                                    true, 4);
+  expectNear(none, {1.45969772, 0, 2.3122921});
+  auto scalar = zeros(DType::F32, {});
+  cpu::negative_log_likelihood_loss(ctx(), input, target, weights.ptr(), scalar, Reduction::Sum,
+                                    true, 4);
+  expectNear(scalar, {3.77198982});
+  cpu::negative_log_likelihood_loss(ctx(), input, target, weights.ptr(), scalar,
+                                    Reduction::Mean, true, 4);
+  expectNear(scalar, {1.25732994});
+  auto target32 = make<int32_t>({3}, {1, 4, 2});
+  cpu::negative_log_likelihood_loss(ctx(), input, target32, nullptr, scalar, Reduction::Mean,
+                                    false, 0);
+  expectNear(scalar, {1.84232461});
+}
+
+TEST(NegativeLogLikelihoodLoss, FourDimensional) {
+  auto input = make<float>(
+      {2, 3, 2, 2},
+      {-1,          -0.216673076, -0.0261523724, -0.572619915, -1.44252038, -1.97753012,
+       -1.77276468, -0.983186364, -0.206332266,  -0.0301100612, -0.587881565, -1.45753551,
+       -1.98093605, -1.76198363,  -0.966377497,  -0.19621557,  -0.0343421102, -0.603258729,
+       -1.47242093, -1.98406506,  -1.75098729,   -0.949577689, -0.186326683, -0.0388469696});
+  auto target = make<int64_t>({2, 2, 2}, {0, 1, 2, 1, 1, 0, 2, 2});
+  auto loss = zeros(DType::F32, {});
+  cpu::negative_log_likelihood_loss(ctx(), input, target, nullptr, loss, Reduction::Mean, true, 2);
+  expectNear(loss, {1.15140843});
+}
+
+} // namespace
