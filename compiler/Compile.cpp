@@ -130,7 +130,7 @@ LogicalResult Compiler::buildProgram(StringRef source) {
   for (StringRef lib : libs)
     args.push_back(lib.str());
   if (cuda) {
-    args.insert(args.end(), {"-lcublas", "-lcudart"});
+    args.insert(args.end(), {"-cudart", "shared", "-lcublas"});
   } else {
     args.insert(args.end(), {"-lopenblas", "-lpthread"});
   }

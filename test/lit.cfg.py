@@ -15,3 +15,9 @@ path = os.pathsep.join([config.cleave_tools_dir, config.llvm_tools_dir,
 config.environment["PATH"] = path
 config.environment["PYTHONPATH"] = os.path.join(config.test_source_root, "lib")
 config.substitutions.append(("%python", config.python_executable))
+# GoogleTest death tests re-execute their binary through argv[0]: give a path.
+config.substitutions.append(("%bindir", config.cleave_tools_dir))
+
+# The CUDA target is built whenever nvcc is found; running it needs a GPU.
+if config.cleave_have_cuda:
+    config.available_features.add("cuda")
