@@ -21,7 +21,7 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <unistd.h>
+#include <cstdlib>
 
 using namespace mlir;
 
@@ -72,6 +72,9 @@ private:
   const CompileOptions &options;
   UserError &error;
   std::string partial;
+  /// Set when the host compiler ran and failed: the partial directory stays
+  /// so the user can read the source and log the error points to.
+  bool keepPartial = false;
 };
 
 LogicalResult Compiler::runPasses(ModuleOp module,
@@ -116,13 +119,19 @@ LogicalResult Compiler::write(StringRef name, function_ref<void(llvm::raw_ostrea
 
 LogicalResult Compiler::buildProgram(StringRef source) {
   bool cuda = options.target == "cuda";
-  std::string compiler = cuda ? CLEAVE_CUDA_COMPILER : CLEAVE_CXX_COMPILER;
+  // CLEAVE_CXX / CLEAVE_NVCC choose another host or CUDA compiler than the one
+  // cleave was built with.
+  const char *override = std::getenv(cuda ? "CLEAVE_NVCC" : "CLEAVE_CXX");
+  std::string compiler = override && *override ? override
+                         : cuda                 ? CLEAVE_CUDA_COMPILER
+                                                : CLEAVE_CXX_COMPILER;
   StringRef libraries = cuda ? CLEAVE_CUDA_LINK_LIBRARIES : CLEAVE_CPU_LINK_LIBRARIES;
   if (compiler.empty())
     return fail("--target cuda", "this cleave was built without nvcc, so it cannot build CUDA programs",
                 "use --emit cpp to write program.cu only", kExitBadUsage);
   if (!llvm::sys::fs::can_execute(compiler))
-    return fail(compiler, "the host compiler is missing");
+    return fail(compiler, "the host compiler is missing",
+                "install g++ (scripts/setup.sh does), or point CLEAVE_CXX at one");
   std::vector<std::string> args{compiler, "-std=c++17", "-O2", "-I" CLEAVE_SOURCE_DIR,
                                 (partial + "/" + source).str(), "-o", partial + "/program"};
   SmallVector<StringRef> libs;
@@ -142,6 +151,7 @@ LogicalResult Compiler::buildProgram(StringRef source) {
                                          &message);
   if (status == 0)
     return success();
+  keepPartial = true;
   std::string firstErrors;
   if (auto text = llvm::MemoryBuffer::getFile(log)) {
     SmallVector<StringRef> lines;
@@ -193,7 +203,6 @@ LogicalResult Compiler::run() {
     return fail(partial, "cannot create: " + ec.message(), "", kExitBadUsage);
   // Until the end, any failure removes the partial directory, except a host
   // compiler failure, whose source the error points to.
-  bool keepPartial = false;
   auto cleanup = llvm::make_scope_exit([&] {
     if (!keepPartial && llvm::sys::fs::exists(partial))
       llvm::sys::fs::remove_directories(partial);
@@ -223,10 +232,8 @@ LogicalResult Compiler::run() {
     if (failed(translated))
       return fail(options.model, "translating to C++ failed (a cleave bug)",
                   "the EmitC IR is in " + partial + "/program.mlir", kExitInternal);
-    if (options.emit == "program" && failed(buildProgram(source))) {
-      keepPartial = true;
+    if (options.emit == "program" && failed(buildProgram(source)))
       return failure();
-    }
   }
   if (failed(finish()))
     return failure();
