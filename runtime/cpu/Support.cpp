@@ -2,6 +2,7 @@
 
 #include "runtime/cpu/Support.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +80,32 @@ void stridedCopy(const char *kernel, const void *src, const int64_t *srcStrides,
     using T = typename decltype(tag)::type;
     const T *from = static_cast<const T *>(src);
     T *to = out.as<T>();
+    int r = nest.rank;
+    if (r >= 2 && nest.strides[1][r - 2] == 1 && nest.strides[1][r - 1] > 1) {
+      // The last two dims are a transpose (the source walks the result's
+      // columns contiguously): copy in square tiles so both sides stay in
+      // cache.
+      constexpr int64_t kTile = 32;
+      int64_t rows = nest.dims[r - 2], cols = nest.dims[r - 1];
+      int64_t step = nest.strides[1][r - 1];
+      LoopNest<2> outer;
+      for (int d = 0; d + 2 < r; ++d)
+        outer.push(nest.dims[d], {nest.strides[0][d], nest.strides[1][d]});
+      outer.forEachRow([&](const int64_t *offsets, int64_t n, const int64_t *inner) {
+        for (int64_t k = 0; k < n; ++k) {
+          T *o = to + offsets[0] + k * inner[0];
+          const T *s = from + offsets[1] + k * inner[1];
+          for (int64_t i0 = 0; i0 < rows; i0 += kTile)
+            for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+              int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+              for (int64_t i = i0; i < i1; ++i)
+                for (int64_t j = j0; j < j1; ++j)
+                  o[i * cols + j] = s[i + j * step];
+            }
+        }
+      });
+      return;
+    }
     nest.forEachRow([&](const int64_t *offsets, int64_t n, const int64_t *inner) {
       T *o = to + offsets[0];
       const T *s = from + offsets[1];
