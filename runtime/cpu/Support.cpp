@@ -9,18 +9,6 @@
 
 namespace cleave::rt::cpu {
 
-void fail(const char *kernel, const char *format, ...) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "cleave: error: kernel %s: ", kernel);
-  va_list args;
-  va_start(args, format);
-  std::vfprintf(stderr, format, args);
-  va_end(args);
-  std::fputc('\n', stderr);
-  std::fflush(stderr);
-  std::exit(3);
-}
-
 void failType(const char *kernel, DType type) {
   fail(kernel, "unsupported element type %s", dtypeName(type));
 }

@@ -10,6 +10,7 @@
 #ifndef CLEAVE_RUNTIME_CPU_SUPPORT_H
 #define CLEAVE_RUNTIME_CPU_SUPPORT_H
 
+#include "runtime/KernelError.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <cmath>
@@ -24,10 +25,6 @@ namespace cleave::rt::cpu {
 // Errors
 //===----------------------------------------------------------------------===//
 
-/// Prints `cleave: error: kernel KERNEL: MESSAGE` to stderr and exits with
-/// status 3. Every kernel reports what it cannot do through this.
-[[noreturn]] void fail(const char *kernel, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
 /// fail() for an element type the kernel does not implement.
 [[noreturn]] void failType(const char *kernel, DType type);
 

@@ -8,17 +8,6 @@
 
 namespace cleave::rt::cuda::detail {
 
-void fail(const char *kernel, const char *format, ...) {
-  std::fprintf(stderr, "cleave: error: kernel %s: ", kernel);
-  va_list args;
-  va_start(args, format);
-  std::vfprintf(stderr, format, args);
-  va_end(args);
-  std::fputc('\n', stderr);
-  std::fflush(stderr);
-  std::exit(3);
-}
-
 void check(cudaError_t error, const char *kernel) {
   if (error != cudaSuccess)
     fail(kernel, "CUDA error %s: %s", cudaGetErrorName(error), cudaGetErrorString(error));

@@ -13,6 +13,7 @@
 #ifndef CLEAVE_RUNTIME_CUDA_COMMON_CUH
 #define CLEAVE_RUNTIME_CUDA_COMMON_CUH
 
+#include "runtime/KernelError.h"
 #include "runtime/cuda/Kernels.h"
 
 #include <cublas_v2.h>
@@ -31,8 +32,6 @@ namespace cleave::rt::cuda::detail {
 // Errors: `cleave: error: kernel NAME: WHAT` on stderr, exit status 3.
 //===----------------------------------------------------------------------===//
 
-[[noreturn]] void fail(const char *kernel, const char *format, ...)
-    __attribute__((format(printf, 2, 3)));
 /// Fails unless `error` is cudaSuccess.
 void check(cudaError_t error, const char *kernel);
 /// Fails unless `status` is CUBLAS_STATUS_SUCCESS.
