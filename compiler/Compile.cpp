@@ -63,7 +63,11 @@ private:
     error = UserError{where.str(), what.str(), note.str(), code};
     return failure();
   }
-  LogicalResult runPasses(ModuleOp module, function_ref<void(PassManager &)> populate);
+  /// Runs the passes `populate` adds. A failure is reported with `code`:
+  /// internal for passes that must not fail, bad input for those that refuse
+  /// what the model asks (an op with no gradient rule).
+  LogicalResult runPasses(ModuleOp module, function_ref<void(PassManager &)> populate,
+                          ExitCode code = kExitInternal);
   LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
   LogicalResult buildProgram(StringRef source);
   LogicalResult finish();
@@ -78,7 +82,7 @@ private:
 };
 
 LogicalResult Compiler::runPasses(ModuleOp module,
-                                  function_ref<void(PassManager &)> populate) {
+                                  function_ref<void(PassManager &)> populate, ExitCode code) {
   PassManager pm(&context);
   std::string passName;
   pm.addInstrumentation(std::make_unique<CurrentPass>(passName));
@@ -100,8 +104,10 @@ LogicalResult Compiler::runPasses(ModuleOp module,
   if (succeeded(pm.run(module)))
     return success();
   std::string location = options.model + (where.empty() ? "" : ": " + where);
+  if (code != kExitInternal)
+    return fail(location, message, "", code);
   return fail(location, "pass " + passName + " failed: " + message,
-              "rerun with --print-ir-after-all to see the IR", kExitInternal);
+              "rerun with --print-ir-after-all to see the IR", code);
 }
 
 LogicalResult Compiler::write(StringRef name, function_ref<void(llvm::raw_ostream &)> body) {
@@ -208,6 +214,14 @@ LogicalResult Compiler::run() {
       llvm::sys::fs::remove_directories(partial);
   });
 
+  if (options.gradients && failed(runPasses(
+                               module,
+                               [&](PassManager &pm) {
+                                 pm.addNestedPass<func::FuncOp>(
+                                     createAutodiff(AutodiffOptions{options.loss}));
+                               },
+                               kExitBadInput)))
+    return failure();
   if (failed(runPasses(module, [](PassManager &pm) {
         pm.addNestedPass<func::FuncOp>(createMemoryPlan());
       })))

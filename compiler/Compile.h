@@ -20,6 +20,11 @@ struct CompileOptions {
   /// source), "program" (+ the executable).
   std::string emit = "program";
   bool printIrAfterAll = false;
+  /// Also compute the gradient of the loss for every parameter (outputs named
+  /// grad:<parameter>), through the cleave-autodiff pass.
+  bool gradients = false;
+  /// The output to differentiate; empty: the only scalar float output.
+  std::string loss;
   ImportOptions import;
 };
 

@@ -114,6 +114,8 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["split"] = {"split", -1, {"axis"}};
   calls["slice"] = {"slice", -1, {"starts", "steps"}};
   calls["gather"] = {"gather", -1, {"axis"}};
+  calls["gather_grad"] = {"gather_grad", -1, {"axis"}};
+  calls["slice_grad"] = {"slice_grad", -1, {"starts", "steps"}};
   calls["trilu"] = {"trilu", -1, {"upper", "k"}};
   calls["reduce_sum"] = {"reduce_sum", -1, {"axes"}};
   calls["reduce_mean"] = {"reduce_mean", -1, {"axes"}};

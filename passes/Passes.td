@@ -5,6 +5,25 @@
 
 include "mlir/Pass/PassBase.td"
 
+def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
+  let summary = "Append the gradient of the loss for every parameter to the results";
+  let description = [{
+    Reverse-mode differentiation of a function with a scalar loss result.
+    Gradients flow from the loss back through every op that implements
+    VjpOpInterface, in reverse program order, and are summed where a value has
+    several readers. Each parameter argument (`cleave.kind = "param"`, float)
+    that the loss depends on gets its gradient appended to the results, named
+    `grad:<parameter>` (`cleave.grad_of = <parameter>`); a parameter the loss
+    does not depend on gets none (it stays a constant, e.g. a causal mask).
+    An op between a parameter and the loss without a rule is an error.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "Name (cleave.name) of the result to differentiate; default: the only scalar float result">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def MemoryPlan : Pass<"cleave-memory-plan", "mlir::func::FuncOp"> {
   let summary = "Place every tensor of a function in one arena or the weights blob";
   let description = [{

@@ -492,6 +492,49 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return success();
 }
 
+LogicalResult GatherGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return fail(location, "shape " + shapeString(shape) + " has a negative dim");
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(location, axis, shape.size())))
+    return failure();
+  SmallVector<int64_t> gathered(shape.take_front(axis));
+  llvm::append_range(gathered, shapeOf(adaptor.getIndices()));
+  llvm::append_range(gathered, shape.drop_front(axis + 1));
+  if (shapeOf(adaptor.getGrad()) != ArrayRef<int64_t>(gathered))
+    return fail(location, "grad of shape " + shapeString(shapeOf(adaptor.getGrad())) +
+                              " is not what gather gives for data " + shapeString(shape) +
+                              " and indices " + shapeString(shapeOf(adaptor.getIndices())) +
+                              " (" + shapeString(gathered) + ")");
+  types.push_back(RankedTensorType::get(shape, elementOf(adaptor.getGrad())));
+  return success();
+}
+
+LogicalResult SliceGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = adaptor.getShape(), grad = shapeOf(adaptor.getGrad());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), steps = adaptor.getSteps();
+  if (starts.size() != shape.size() || steps.size() != shape.size() ||
+      grad.size() != shape.size())
+    return fail(location, "grad, starts and steps need one entry per dim of shape " +
+                              shapeString(shape));
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      return fail(location, "shape " + shapeString(shape) + " has a negative dim");
+    if (steps[i] == 0)
+      return fail(location, "dim " + Twine(i) + ": step must not be 0");
+    int64_t last = starts[i] + (grad[i] - 1) * steps[i];
+    if (grad[i] > 0 && (starts[i] < 0 || starts[i] >= shape[i] || last < 0 || last >= shape[i]))
+      return fail(location, "dim " + Twine(i) + ": " + Twine(grad[i]) + " positions from " +
+                                Twine(starts[i]) + " by step " + Twine(steps[i]) +
+                                " do not fit size " + Twine(shape[i]));
+  }
+  types.push_back(RankedTensorType::get(shape, elementOf(adaptor.getGrad())));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

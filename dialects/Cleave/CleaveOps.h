@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/Cleave/CleaveInterfaces.h.inc"
+
 namespace cleave {
 
 /// The multidirectional (numpy) broadcast of two shapes, or nullopt when they

@@ -13,6 +13,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "dialects/Cleave/CleaveInterfaces.td"
 
 def Cleave_Dialect : Dialect {
   let name = "cleave";
@@ -26,6 +27,9 @@ def Cleave_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
 def Cleave_NumericTensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
 def Cleave_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Cleave_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+// Ops with a reverse-mode rule (buildVjp in CleaveVjp.cpp).
+defvar Cleave_Vjp = DeclareOpInterfaceMethods<Cleave_VjpOpInterface>;
 
 class Cleave_Op<string mnemonic, list<Trait> traits = []>
     : Op<Cleave_Dialect, mnemonic, traits> {
@@ -47,8 +51,10 @@ class Cleave_GeneratorOp<string mnemonic, list<Trait> traits = []>
 //===----------------------------------------------------------------------===//
 
 // ODS derives the inferred result type from SameOperandsAndResultType.
-class Cleave_UnaryOp<string mnemonic, Type type, bit folds = 0>
-    : Cleave_Op<mnemonic, [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+// `differentiable` ops declare VjpOpInterface.
+class Cleave_UnaryOp<string mnemonic, Type type, bit folds = 0, bit differentiable = 1>
+    : Cleave_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType, InferTypeOpInterface],
+                                      !if(differentiable, [Cleave_Vjp], []))> {
   let summary = "elementwise " # mnemonic;
   let arguments = (ins type:$input);
   let results = (outs type:$output);
@@ -65,7 +71,7 @@ def Cleave_TanhOp : Cleave_UnaryOp<"tanh", Cleave_FloatTensor>;
 def Cleave_SigmoidOp : Cleave_UnaryOp<"sigmoid", Cleave_FloatTensor>;
 def Cleave_ReluOp : Cleave_UnaryOp<"relu", Cleave_NumericTensor>;
 def Cleave_ErfOp : Cleave_UnaryOp<"erf", Cleave_FloatTensor>;
-def Cleave_NotOp : Cleave_UnaryOp<"not", Cleave_BoolTensor, 1>;
+def Cleave_NotOp : Cleave_UnaryOp<"not", Cleave_BoolTensor, 1, 0>;
 def Cleave_IdentityOp : Cleave_UnaryOp<"identity", Cleave_Tensor, 1>;
 
 def Cleave_LeakyReluOp : Cleave_UnaryOp<"leaky_relu", Cleave_FloatTensor> {
@@ -78,10 +84,12 @@ def Cleave_GeluOp : Cleave_UnaryOp<"gelu", Cleave_FloatTensor> {
   let hasVerifier = 1;
 }
 
+// Arithmetic ones declare VjpOpInterface; comparisons have no gradient.
 class Cleave_BroadcastOp<string mnemonic, Type operandType, bit comparison = 0,
                          bit sameElementType = 1>
-    : Cleave_PureOp<mnemonic, !if(sameElementType,
-                                  [AllElementTypesMatch<["lhs", "rhs"]>], [])> {
+    : Cleave_PureOp<mnemonic, !listconcat(
+          !if(sameElementType, [AllElementTypesMatch<["lhs", "rhs"]>], []),
+          !if(comparison, [], [Cleave_Vjp]))> {
   let summary = "elementwise " # mnemonic # " with multidirectional broadcasting";
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs Cleave_Tensor:$output);
@@ -106,14 +114,14 @@ def Cleave_EqualOp : Cleave_BroadcastOp<"equal", Cleave_Tensor, 1>;
 def Cleave_LessOp : Cleave_BroadcastOp<"less", Cleave_NumericTensor, 1>;
 def Cleave_GreaterOp : Cleave_BroadcastOp<"greater", Cleave_NumericTensor, 1>;
 
-def Cleave_WhereOp : Cleave_PureOp<"where"> {
+def Cleave_WhereOp : Cleave_PureOp<"where", [Cleave_Vjp]> {
   let summary = "select x where condition holds, else y, with broadcasting";
   let arguments = (ins Cleave_BoolTensor:$condition, Cleave_Tensor:$x, Cleave_Tensor:$y);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Cleave_CastOp : Cleave_PureOp<"cast"> {
+def Cleave_CastOp : Cleave_PureOp<"cast", [Cleave_Vjp]> {
   let summary = "elementwise conversion to the element type `to`";
   let arguments = (ins Cleave_Tensor:$input, TypeAttr:$to);
   let results = (outs Cleave_Tensor:$output);
@@ -124,7 +132,7 @@ def Cleave_CastOp : Cleave_PureOp<"cast"> {
 // Normalisation and activations over an axis
 //===----------------------------------------------------------------------===//
 
-class Cleave_AxisOp<string mnemonic> : Cleave_PureOp<mnemonic> {
+class Cleave_AxisOp<string mnemonic> : Cleave_PureOp<mnemonic, [Cleave_Vjp]> {
   let arguments = (ins Cleave_FloatTensor:$input, I64Attr:$axis);
   let results = (outs Cleave_FloatTensor:$output);
   let extraClassDefinition = [{
@@ -143,7 +151,7 @@ def Cleave_LogSoftmaxOp : Cleave_AxisOp<"log_softmax"> {
   let summary = "log of softmax along `axis`";
 }
 
-def Cleave_LayerNormalizationOp : Cleave_PureOp<"layer_normalization"> {
+def Cleave_LayerNormalizationOp : Cleave_PureOp<"layer_normalization", [Cleave_Vjp]> {
   let summary = "layer normalisation over the dims from `axis` on";
   let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$scale,
                    Optional<Cleave_FloatTensor>:$bias, I64Attr:$axis, F32Attr:$epsilon);
@@ -151,7 +159,7 @@ def Cleave_LayerNormalizationOp : Cleave_PureOp<"layer_normalization"> {
                   Cleave_FloatTensor:$inv_std_dev);
 }
 
-def Cleave_BatchNormalizationOp : Cleave_PureOp<"batch_normalization"> {
+def Cleave_BatchNormalizationOp : Cleave_PureOp<"batch_normalization", [Cleave_Vjp]> {
   let summary = "batch normalisation over dim 1 (channels)";
   let description = [{
     In training mode the batch statistics normalise and the running statistics
@@ -166,7 +174,7 @@ def Cleave_BatchNormalizationOp : Cleave_PureOp<"batch_normalization"> {
                   Cleave_FloatTensor:$running_var);
 }
 
-def Cleave_DropoutOp : Cleave_Op<"dropout", [InferTypeOpAdaptor]> {
+def Cleave_DropoutOp : Cleave_Op<"dropout", [InferTypeOpAdaptor, Cleave_Vjp]> {
   let summary = "dropout with probability `ratio` in training mode, identity otherwise";
   let arguments = (ins Cleave_FloatTensor:$data, F32Attr:$ratio, BoolAttr:$training_mode,
                    OptionalAttr<I64Attr>:$seed);
@@ -178,13 +186,13 @@ def Cleave_DropoutOp : Cleave_Op<"dropout", [InferTypeOpAdaptor]> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def Cleave_MatMulOp : Cleave_PureOp<"matmul"> {
+def Cleave_MatMulOp : Cleave_PureOp<"matmul", [Cleave_Vjp]> {
   let summary = "numpy-style matrix product with batch broadcasting";
   let arguments = (ins Cleave_NumericTensor:$lhs, Cleave_NumericTensor:$rhs);
   let results = (outs Cleave_NumericTensor:$output);
 }
 
-def Cleave_GemmOp : Cleave_PureOp<"gemm"> {
+def Cleave_GemmOp : Cleave_PureOp<"gemm", [Cleave_Vjp]> {
   let summary = "alpha * op(a) * op(b) + beta * c";
   let arguments = (ins Cleave_NumericTensor:$a, Cleave_NumericTensor:$b,
                    Optional<Cleave_NumericTensor>:$c,
@@ -199,54 +207,54 @@ def Cleave_GemmOp : Cleave_PureOp<"gemm"> {
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Cleave_ReshapeOp : Cleave_PureOp<"reshape"> {
+def Cleave_ReshapeOp : Cleave_PureOp<"reshape", [Cleave_Vjp]> {
   let summary = "reinterpret the elements in `shape` (fully resolved)";
   let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Cleave_FlattenOp : Cleave_PureOp<"flatten"> {
+def Cleave_FlattenOp : Cleave_PureOp<"flatten", [Cleave_Vjp]> {
   let summary = "collapse to 2-D at `axis`";
   let arguments = (ins Cleave_Tensor:$input, I64Attr:$axis);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Cleave_TransposeOp : Cleave_PureOp<"transpose"> {
+def Cleave_TransposeOp : Cleave_PureOp<"transpose", [Cleave_Vjp]> {
   let summary = "permute dims: output dim i is input dim perm[i]";
   let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Cleave_Tensor:$output);
 }
 
-def Cleave_SqueezeOp : Cleave_PureOp<"squeeze"> {
+def Cleave_SqueezeOp : Cleave_PureOp<"squeeze", [Cleave_Vjp]> {
   let summary = "remove the size-1 dims `axes`";
   let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Cleave_UnsqueezeOp : Cleave_PureOp<"unsqueeze"> {
+def Cleave_UnsqueezeOp : Cleave_PureOp<"unsqueeze", [Cleave_Vjp]> {
   let summary = "insert size-1 dims at `axes` of the output";
   let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Cleave_ConcatOp : Cleave_PureOp<"concat"> {
+def Cleave_ConcatOp : Cleave_PureOp<"concat", [Cleave_Vjp]> {
   let summary = "join tensors along `axis`";
   let arguments = (ins Variadic<Cleave_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Cleave_SplitOp : Cleave_PureOp<"split"> {
+def Cleave_SplitOp : Cleave_PureOp<"split", [Cleave_Vjp]> {
   let summary = "cut along `axis` into pieces of the sizes in `split`";
   let arguments = (ins Cleave_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$split);
   let results = (outs Variadic<Cleave_Tensor>:$outputs);
 }
 
-def Cleave_SliceOp : Cleave_PureOp<"slice"> {
+def Cleave_SliceOp : Cleave_PureOp<"slice", [Cleave_Vjp]> {
   let summary = "strided slice with one clamped start, end and step per dim";
   let description = [{
     For each dim d the output takes input indices starts[d], starts[d] + steps[d],
@@ -259,25 +267,53 @@ def Cleave_SliceOp : Cleave_PureOp<"slice"> {
   let hasFolder = 1;
 }
 
-def Cleave_GatherOp : Cleave_PureOp<"gather"> {
+def Cleave_GatherOp : Cleave_PureOp<"gather", [Cleave_Vjp]> {
   let summary = "take entries of `data` along `axis` at `indices`";
   let arguments = (ins Cleave_Tensor:$data, Cleave_IndexTensor:$indices, I64Attr:$axis);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Cleave_ExpandOp : Cleave_PureOp<"expand"> {
+def Cleave_ExpandOp : Cleave_PureOp<"expand", [Cleave_Vjp]> {
   let summary = "broadcast to `shape`, which the input broadcasts to unchanged";
   let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Cleave_Tensor:$output);
   let hasFolder = 1;
 }
 
+// The adjoints of gather and slice (built by their gradient rules; no ONNX
+// operator imports to them). Both are linear, so they have rules too.
+
+def Cleave_GatherGradOp : Cleave_PureOp<"gather_grad", [Cleave_Vjp]> {
+  let summary = "scatter-add `grad` along `axis` at `indices` into zeros of `shape`";
+  let description = [{
+    The adjoint of `cleave.gather`: the result has the gathered data's `shape`
+    and is zero except that each slice of `grad` is added at its index along
+    `axis` (repeated indices accumulate; a negative index counts from the end).
+    `grad` has the shape gather gives: shape[:axis] + indices + shape[axis+1:].
+  }];
+  let arguments = (ins Cleave_FloatTensor:$grad, Cleave_IndexTensor:$indices, I64Attr:$axis,
+                   DenseI64ArrayAttr:$shape);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
+def Cleave_SliceGradOp : Cleave_PureOp<"slice_grad", [Cleave_Vjp]> {
+  let summary = "place `grad` at the positions a slice of `shape` read; zeros elsewhere";
+  let description = [{
+    The adjoint of `cleave.slice`: the result has the sliced input's `shape`
+    and holds grad[i...] at starts + i * steps per dim (the attributes of
+    cleave.slice; the ends are implied by grad's shape), zero elsewhere.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$grad, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$steps, DenseI64ArrayAttr:$shape);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Cleave_ReduceOp<string mnemonic> : Cleave_PureOp<mnemonic> {
+class Cleave_ReduceOp<string mnemonic> : Cleave_PureOp<mnemonic, [Cleave_Vjp]> {
   let summary = mnemonic # " over `axes`";
   let arguments = (ins Cleave_NumericTensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
   let results = (outs Cleave_NumericTensor:$output);
@@ -324,7 +360,7 @@ def Cleave_AveragePoolOp : Cleave_PureOp<"average_pool"> {
   let results = (outs Cleave_FloatTensor:$y);
 }
 
-def Cleave_GlobalAveragePoolOp : Cleave_PureOp<"global_average_pool"> {
+def Cleave_GlobalAveragePoolOp : Cleave_PureOp<"global_average_pool", [Cleave_Vjp]> {
   let summary = "mean over all spatial dims, kept as size 1";
   let arguments = (ins Cleave_FloatTensor:$x);
   let results = (outs Cleave_FloatTensor:$y);
@@ -334,7 +370,8 @@ def Cleave_GlobalAveragePoolOp : Cleave_PureOp<"global_average_pool"> {
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Cleave_SoftmaxCrossEntropyLossOp : Cleave_PureOp<"softmax_cross_entropy_loss"> {
+def Cleave_SoftmaxCrossEntropyLossOp
+    : Cleave_PureOp<"softmax_cross_entropy_loss", [Cleave_Vjp]> {
   let summary = "cross entropy of softmax(scores) over dim 1 against class labels";
   let arguments = (ins Cleave_FloatTensor:$scores, Cleave_IndexTensor:$labels,
                    Optional<Cleave_FloatTensor>:$weights, StrAttr:$reduction,
@@ -342,7 +379,8 @@ def Cleave_SoftmaxCrossEntropyLossOp : Cleave_PureOp<"softmax_cross_entropy_loss
   let results = (outs Cleave_FloatTensor:$loss, Cleave_FloatTensor:$log_prob);
 }
 
-def Cleave_NegativeLogLikelihoodLossOp : Cleave_PureOp<"negative_log_likelihood_loss"> {
+def Cleave_NegativeLogLikelihoodLossOp
+    : Cleave_PureOp<"negative_log_likelihood_loss", [Cleave_Vjp]> {
   let summary = "negative log likelihood over dim 1 against class targets";
   let arguments = (ins Cleave_FloatTensor:$input, Cleave_IndexTensor:$target,
                    Optional<Cleave_FloatTensor>:$weight, StrAttr:$reduction,
@@ -354,7 +392,7 @@ def Cleave_NegativeLogLikelihoodLossOp : Cleave_PureOp<"negative_log_likelihood_
 // Constants and generators
 //===----------------------------------------------------------------------===//
 
-def Cleave_TriluOp : Cleave_PureOp<"trilu"> {
+def Cleave_TriluOp : Cleave_PureOp<"trilu", [Cleave_Vjp]> {
   let summary = "keep the upper or lower triangle of the last two dims, offset by k";
   let arguments = (ins Cleave_Tensor:$input, BoolAttr:$upper, I64Attr:$k);
   let results = (outs Cleave_Tensor:$output);

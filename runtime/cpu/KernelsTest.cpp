@@ -902,4 +902,120 @@ TEST(Reduce, PrecisionAndNaN) {
   EXPECT_TRUE(std::isnan(y.data<float>()[0])); // numpy's maximum propagates NaN
 }
 
+//===----------------------------------------------------------------------===//
+// The adjoints of gather and slice
+//===----------------------------------------------------------------------===//
+
+/// Sum of elementwise products: <a, b>.
+double dot(const Buffer &a, const Buffer &b) {
+  std::vector<double> x = a.doubles(), y = b.doubles();
+  double total = 0;
+  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i)
+    total += x[i] * y[i];
+  return total;
+}
+
+/// A result buffer filled with a value the kernel must overwrite.
+Buffer stale(DType type, Dims shape) {
+  Buffer b(type, shape);
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    if (type == DType::F32)
+      b.data<float>()[i] = 99.0f;
+    else
+      b.data<double>()[i] = 99.0;
+  }
+  return b;
+}
+
+TEST(GatherGrad, RepeatedAndNegativeIndicesAccumulate) {
+  // data 3 x 2, indices {0, 2, -3, 1} along axis 0 (-3 is row 0): grad is
+  // 4 x 2 and row 0 receives grad rows 0 and 2.
+  auto grad = make<float>({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto idx = make<int64_t>({4}, {0, 2, -3, 1});
+  auto out = stale(DType::F32, {3, 2});
+  cpu::gather_grad(ctx(), grad, idx, out, 0);
+  expectNear(out, {1 + 5, 2 + 6, 7, 8, 3, 4});
+  // Axis 1 of a 2 x 3 result, 2 x 2 indices {{2, 0}, {2, -1}} (-1 is 2),
+  // f64 data and i32 indices: grad is 2 x (2 x 2).
+  auto grad2 = make<double>({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto idx2 = make<int32_t>({2, 2}, {2, 0, 2, -1});
+  auto out2 = stale(DType::F64, {2, 3});
+  cpu::gather_grad(ctx(), grad2, idx2, out2, 1);
+  expectNear(out2, {2, 0, 1 + 3 + 4, 6, 0, 5 + 7 + 8});
+  // A scalar index: grad has the data's shape without the axis.
+  auto grad3 = make<float>({2}, {0.5f, -1.5f});
+  auto idx3 = make<int64_t>({}, {-1});
+  auto out3 = stale(DType::F32, {2, 3});
+  cpu::gather_grad(ctx(), grad3, idx3, out3, 1);
+  expectNear(out3, {0, 0, 0.5, 0, 0, -1.5});
+}
+
+TEST(GatherGrad, IsTheAdjointOfGather) {
+  // <gather(x), g> = <x, gather_grad(g)> for any x and g.
+  auto x = makeRandom<double>({4, 5, 3}, 7);
+  auto idx = make<int64_t>({2, 3}, {4, 0, 4, -1, 2, 2});
+  auto g = makeRandom<double>({4, 2, 3, 3}, 8);
+  auto gathered = zeros(DType::F64, {4, 2, 3, 3});
+  cpu::gather(ctx(), x, idx, gathered, 1);
+  auto scattered = zeros(DType::F64, {4, 5, 3});
+  cpu::gather_grad(ctx(), g, idx, scattered, 1);
+  EXPECT_NEAR(dot(gathered, g), dot(x, scattered), 1e-12);
+}
+
+TEST(GatherGrad, BadArgumentsFail) {
+  auto grad = make<float>({1}, {1});
+  auto idx = make<int64_t>({1}, {3});
+  auto out = zeros(DType::F32, {3});
+  EXPECT_EXIT(cpu::gather_grad(ctx(), grad, idx, out, 0), ::testing::ExitedWithCode(3),
+              "kernel gather_grad: index 3 out of range");
+  auto ints = zeros(DType::I64, {3});
+  auto intGrad = make<int64_t>({1}, {1});
+  auto zero = make<int64_t>({1}, {0});
+  EXPECT_EXIT(cpu::gather_grad(ctx(), intGrad, zero, ints, 0), ::testing::ExitedWithCode(3),
+              "kernel gather_grad: .*i64");
+}
+
+TEST(SliceGrad, StepsAndNegativeSteps) {
+  // ONNX Slice example 1 backwards: a 2 x 4 input sliced at starts [1, 0],
+  // steps [1, 2] read (1, 0) and (1, 2).
+  auto g = make<float>({1, 2}, {5, 7});
+  auto out = stale(DType::F32, {2, 4});
+  cpu::slice_grad(ctx(), g, out, {1, 0}, {1, 2});
+  expectNear(out, {0, 0, 0, 0, 5, 0, 7, 0});
+  // Reversed columns (starts [0, 3], steps [1, -1]).
+  auto r = make<float>({2, 4}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto rout = stale(DType::F32, {2, 4});
+  cpu::slice_grad(ctx(), r, rout, {0, 3}, {1, -1});
+  expectNear(rout, {4, 3, 2, 1, 8, 7, 6, 5});
+  // f64, start 4 by step -3 of 5: positions 4 and 1.
+  auto d = make<double>({2}, {1.5, 2.5});
+  auto dout = stale(DType::F64, {5});
+  cpu::slice_grad(ctx(), d, dout, {4}, {-3});
+  expectNear(dout, {0, 2.5, 0, 0, 1.5});
+  // An empty slice leaves zeros.
+  auto e = zeros(DType::F32, {0, 2});
+  auto eout = stale(DType::F32, {3, 2});
+  cpu::slice_grad(ctx(), e, eout, {0, 0}, {1, 1});
+  expectNear(eout, {0, 0, 0, 0, 0, 0});
+}
+
+TEST(SliceGrad, IsTheAdjointOfSlice) {
+  // <slice(x), g> = <x, slice_grad(g)>, 3-D with mixed steps.
+  auto x = makeRandom<double>({4, 5, 6}, 11);
+  Dims starts = {3, 1, 0}, steps = {-1, 2, 3};
+  auto g = makeRandom<double>({3, 2, 2}, 12);
+  auto sliced = zeros(DType::F64, {3, 2, 2});
+  cpu::slice(ctx(), x, sliced, starts, steps);
+  auto placed = zeros(DType::F64, {4, 5, 6});
+  cpu::slice_grad(ctx(), g, placed, starts, steps);
+  EXPECT_NEAR(dot(sliced, g), dot(x, placed), 1e-12);
+}
+
+TEST(SliceGrad, OutOfRangeFails) {
+  auto g = make<float>({2}, {1, 2});
+  auto out = zeros(DType::F32, {3});
+  EXPECT_EXIT(cpu::slice_grad(ctx(), g, out, {2}, {1}), ::testing::ExitedWithCode(3),
+              "kernel slice_grad: dim 0 writes outside the result");
+}
+
 } // namespace

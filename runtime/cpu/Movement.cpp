@@ -1,6 +1,8 @@
 //===- Movement.cpp - transpose, concat, split, slice, gather, expand, trilu //
 //
-// Element-type agnostic: everything moves whole elements by byte size.
+// Element-type agnostic: everything moves whole elements by byte size. The
+// adjoints of gather and slice come last: gather_grad adds (f32, f64),
+// slice_grad moves.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,6 +180,90 @@ void trilu(Context &, const Tensor &in, const Tensor &out, bool upper, int64_t k
       std::memset(dst, 0, static_cast<std::size_t>(lo) * esize);
       std::memset(dst + hi * esize, 0, static_cast<std::size_t>(cols - hi) * esize);
     }
+}
+
+void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Tensor &out,
+                 int64_t axis) {
+  const char *kernel = "gather_grad";
+  checkType(kernel, grad, out.dtype);
+  int a = checkAxis(kernel, axis, out.rank());
+  int64_t outer = product(out.shape, 0, a);
+  int64_t dim = out.shape[a];
+  int64_t inner = product(out.shape, a + 1, out.rank());
+  int64_t count = indices.numel();
+  if (grad.numel() != outer * count * inner)
+    fail(kernel, "grad shape does not match the result and indices");
+  if (grad.data == out.data && out.numel() > 0)
+    fail(kernel, "cannot scatter in place");
+  dispatch(kernel, indices.dtype, IntTypes{}, [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I *idx = indices.as<I>();
+    dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *src = grad.as<T>();
+      T *dst = out.as<T>();
+      std::fill(dst, dst + out.numel(), T(0));
+      for (int64_t j = 0; j < count; ++j) {
+        int64_t i = static_cast<int64_t>(idx[j]);
+        if (i < 0)
+          i += dim;
+        if (i < 0 || i >= dim)
+          fail(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(idx[j]),
+               static_cast<long long>(dim), static_cast<long long>(dim));
+      }
+      // Serial, in index order: repeated indices add up deterministically.
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < count; ++j) {
+          int64_t i = static_cast<int64_t>(idx[j]);
+          if (i < 0)
+            i += dim;
+          const T *s = src + (o * count + j) * inner;
+          T *d = dst + (o * dim + i) * inner;
+          for (int64_t k = 0; k < inner; ++k)
+            d[k] += s[k];
+        }
+    });
+  });
+}
+
+void slice_grad(Context &, const Tensor &grad, const Tensor &out, Dims starts, Dims steps) {
+  const char *kernel = "slice_grad";
+  checkType(kernel, grad, out.dtype);
+  int rank = out.rank();
+  starts = orDefault(kernel, "starts", starts, rank, 0);
+  steps = orDefault(kernel, "steps", steps, rank, 1);
+  if (grad.rank() != rank)
+    fail(kernel, "grad rank %d differs from the result's %d", grad.rank(), rank);
+  if (grad.data == out.data && out.numel() > 0)
+    fail(kernel, "cannot place a slice in place");
+  int64_t outStrides[kMaxRank], gradStrides[kMaxRank];
+  rowMajorStrides(out.shape, outStrides);
+  rowMajorStrides(grad.shape, gradStrides);
+  LoopNest<2> nest; // operand 0: grad (contiguous), 1: the positions in out
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    int64_t last = starts[d] + (grad.shape[d] - 1) * steps[d];
+    if (grad.shape[d] > 0 && (starts[d] < 0 || starts[d] >= out.shape[d] || last < 0 ||
+                              last >= out.shape[d]))
+      fail(kernel, "dim %d writes outside the result", d);
+    base += starts[d] * outStrides[d];
+    nest.push(grad.shape[d], {gradStrides[d], steps[d] * outStrides[d]});
+  }
+  std::memset(out.data, 0, out.bytes());
+  if (grad.numel() == 0)
+    return;
+  nest.coalesce();
+  dispatchBySize(kernel, out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *src = grad.as<T>();
+    T *dst = out.as<T>() + base;
+    nest.forEachRow([&](const int64_t *offsets, int64_t n, const int64_t *step) {
+      const T *s = src + offsets[0];
+      T *d = dst + offsets[1];
+      for (int64_t k = 0; k < n; ++k)
+        d[k * step[1]] = s[k * step[0]];
+    });
+  });
 }
 
 } // namespace cleave::rt::cpu

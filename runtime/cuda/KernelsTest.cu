@@ -923,6 +923,46 @@ TEST_F(CudaKernels, NegativeLogLikelihood) {
 }
 
 //===----------------------------------------------------------------------===//
+// The adjoints of gather and slice
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, GatherGrad) {
+  // data 3 x 2, indices {0, 2, -3, 1} along axis 0 (-3 is row 0): row 0
+  // receives grad rows 0 and 2; the result starts as NaN (alloc), so the
+  // zeroing shows.
+  Tensor grad = f32({4, 2}, iota(8, 1.0f)), rows = i64({4}, {0, 2, -3, 1});
+  Tensor out = alloc(DType::F32, {3, 2});
+  kc::gather_grad(ctx, grad, rows, out, 0);
+  expectClose(get<float>(out), {1 + 5, 2 + 6, 7, 8, 3, 4});
+  // Axis 1 of a 2 x 3 result, indices {{2, 0}, {2, -1}}, f64 and i32.
+  Tensor grad2 = f64({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor cols = i32({2, 2}, {2, 0, 2, -1}), out2 = alloc(DType::F64, {2, 3});
+  kc::gather_grad(ctx, grad2, cols, out2, 1);
+  EXPECT_EQ(get<double>(out2), (std::vector<double>{2, 0, 1 + 3 + 4, 6, 0, 5 + 7 + 8}));
+  // Many threads adding at one index.
+  std::vector<int64_t> same(1000, 1);
+  Tensor ones = f32({1000}, std::vector<float>(1000, 1.0f)), at = i64({1000}, same);
+  Tensor out3 = alloc(DType::F32, {3});
+  kc::gather_grad(ctx, ones, at, out3, 0);
+  expectClose(get<float>(out3), {0, 1000, 0});
+}
+
+TEST_F(CudaKernels, SliceGrad) {
+  // ONNX Slice example 1 backwards: starts [1, 0], steps [1, 2] of 2 x 4.
+  Tensor g = f32({1, 2}, {5, 7}), out = alloc(DType::F32, {2, 4});
+  kc::slice_grad(ctx, g, out, Dims{1, 0}, Dims{1, 2});
+  expectClose(get<float>(out), {0, 0, 0, 0, 5, 0, 7, 0});
+  // Reversed columns.
+  Tensor r = f32({2, 4}, iota(8, 1.0f)), rout = alloc(DType::F32, {2, 4});
+  kc::slice_grad(ctx, r, rout, Dims{0, 3}, Dims{1, -1});
+  expectClose(get<float>(rout), {4, 3, 2, 1, 8, 7, 6, 5});
+  // f64, start 4 by step -3 of 5: positions 4 and 1.
+  Tensor d = f64({2}, {1.5, 2.5}), dout = alloc(DType::F64, {5});
+  kc::slice_grad(ctx, d, dout, Dims{4}, Dims{-3});
+  EXPECT_EQ(get<double>(dout), (std::vector<double>{0, 2.5, 0, 0, 1.5}));
+}
+
+//===----------------------------------------------------------------------===//
 // The broadcast layout every elementwise kernel indexes through (host-side
 // index math: no device needed)
 //===----------------------------------------------------------------------===//
@@ -975,6 +1015,17 @@ TEST(CudaKernelErrors, UnsupportedElementType) {
   Tensor halves{nullptr, DType::F16, Dims{2, 2}};
   EXPECT_EXIT(kc::matmul(ctx, halves, halves, halves), ::testing::ExitedWithCode(3),
               "cleave: error: kernel matmul: lhs must be f32, not f16");
+}
+
+TEST(CudaKernelErrors, GradientAdjoints) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  kc::Context ctx;
+  Tensor g{nullptr, DType::F32, Dims{2}}, out{nullptr, DType::F32, Dims{3}};
+  EXPECT_EXIT(kc::slice_grad(ctx, g, out, Dims{2}, Dims{1}), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel slice_grad: dim 0 writes outside the result");
+  Tensor ints{nullptr, DType::I64, Dims{2}}, intOut{nullptr, DType::I64, Dims{3}};
+  EXPECT_EXIT(kc::gather_grad(ctx, ints, ints, intOut, 0), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel gather_grad: unsupported element type i64");
 }
 
 TEST(CudaKernelErrors, BadShapes) {

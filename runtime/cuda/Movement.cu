@@ -1,7 +1,10 @@
 //===- Movement.cu - transpose, concat, split, slice, gather, expand, trilu ===//
 //
 // Element type agnostic: elements move as unsigned integers of their size.
-// Transpose, slice, expand, concat and split are strided copies.
+// Transpose, slice, expand, concat and split are strided copies. The
+// adjoints of gather and slice come last: gather_grad adds (f32, f64,
+// atomically, so repeated indices sum in no fixed order), slice_grad zeroes
+// and copies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,6 +58,26 @@ __global__ void triluKernel(int64_t n, int64_t rows, int64_t cols, bool upper, i
     int64_t r = (i / cols) % rows;
     bool keep = upper ? c - r >= k : c - r <= k;
     out[i] = keep ? in[i] : U(0);
+  }
+}
+
+/// One thread per element of grad, added at its index (atomically: repeated
+/// indices meet in one element).
+template <typename T, typename I>
+__global__ void gatherGradKernel(int64_t n, int64_t count, int64_t axisDim, int64_t inner,
+                                 const T *grad, const I *indices, T *out) {
+  CLEAVE_GRID_LOOP(i, n) {
+    int64_t j = i % inner;
+    int64_t t = i / inner;
+    int64_t k = t % count;
+    int64_t o = t / count;
+    int64_t index = static_cast<int64_t>(indices[k]);
+    if (index < 0)
+      index += axisDim;
+    // Out of range is undefined in ONNX; skipped rather than fault (as gather
+    // writes zero).
+    if (index >= 0 && index < axisDim)
+      atomicAdd(out + (o * axisDim + index) * inner + j, grad[i]);
   }
 }
 
@@ -214,6 +237,64 @@ void trilu(Context &ctx, const Tensor &in, const Tensor &out, bool upper, int64_
                                                               in.as<U>(), out.as<U>());
     checkLaunch(kernel);
   });
+}
+
+void gather_grad(Context &ctx, const Tensor &grad, const Tensor &indices, const Tensor &out,
+                 int64_t axis) {
+  const char *kernel = "gather_grad";
+  requireSameType(kernel, grad, out);
+  axis = normaliseAxis(kernel, axis, out.rank());
+  int64_t outer = 1, inner = 1, axisDim = out.shape[axis], count = indices.numel();
+  for (int d = 0; d < axis; ++d)
+    outer *= out.shape[d];
+  for (int d = static_cast<int>(axis) + 1; d < out.rank(); ++d)
+    inner *= out.shape[d];
+  requireNumel(kernel, grad, outer * count * inner, "grad");
+  int64_t n = grad.numel();
+  dispatch(kernel, indices.dtype, IndexTypes{}, [&](auto indexTag) {
+    using I = typename decltype(indexTag)::type;
+    dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if (out.numel() > 0)
+        check(cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream), kernel);
+      if (n == 0)
+        return;
+      gatherGradKernel<T, I><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+          n, count, axisDim, inner, grad.as<T>(), indices.as<I>(), out.as<T>());
+      checkLaunch(kernel);
+    });
+  });
+}
+
+void slice_grad(Context &ctx, const Tensor &grad, const Tensor &out, Dims starts, Dims steps) {
+  const char *kernel = "slice_grad";
+  requireSameType(kernel, grad, out);
+  int rank = out.rank();
+  if (grad.rank() != rank || starts.size != rank || (steps.size != rank && steps.size != 0))
+    fail(kernel, "grad, starts and steps need one entry per dim of rank %d", rank);
+  int64_t outStrides[kMaxRank];
+  denseStrides(out.shape, outStrides);
+  // The copy walks grad densely (strides[1]) and out at the slice's
+  // positions (strides[0], from element `base`).
+  Layout<2> layout;
+  layout.rank = rank;
+  denseStrides(grad.shape, layout.strides[1]);
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    int64_t step = steps.size ? steps[d] : 1;
+    int64_t last = starts[d] + (grad.shape[d] - 1) * step;
+    if (grad.shape[d] > 0 && (starts[d] < 0 || starts[d] >= out.shape[d] || last < 0 ||
+                              last >= out.shape[d]))
+      fail(kernel, "dim %d writes outside the result", d);
+    layout.dims[d] = grad.shape[d];
+    layout.strides[0][d] = outStrides[d] * step;
+    base += starts[d] * outStrides[d];
+  }
+  if (out.numel() > 0)
+    check(cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream), kernel);
+  if (grad.numel() == 0)
+    return;
+  stridedCopy(ctx, kernel, out.dtype, layout, out.data, base, grad.data, 0);
 }
 
 } // namespace cleave::rt::cuda

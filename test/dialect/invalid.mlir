@@ -252,3 +252,21 @@ func.func @range_delta() {
   %0 = cleave.range {start = 0 : i64, limit = 4 : i64, delta = 0 : i64} : tensor<4xi64>
   return
 }
+
+// -----
+
+func.func @gather_grad_shape(%g: tensor<2x3xf32>, %i: tensor<4xi64>) {
+  // expected-error @+2 {{grad of shape 2x3 is not what gather gives for data 5x3 and indices 4 (4x3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.gather_grad %g, %i {axis = 0 : i64, shape = array<i64: 5, 3>} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<5x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_bounds(%g: tensor<3xf32>) {
+  // expected-error @+2 {{dim 0: 3 positions from 1 by step 2 do not fit size 5}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.slice_grad %g {starts = array<i64: 1>, steps = array<i64: 2>, shape = array<i64: 5>} : (tensor<3xf32>) -> tensor<5xf32>
+  return
+}

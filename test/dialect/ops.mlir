@@ -155,3 +155,12 @@ func.func @generators(%x: tensor<3x5xf32>) {
   %4 = cleave.range {start = 1 : i64, limit = 9 : i64, delta = 2 : i64} : tensor<4xi64>
   return
 }
+
+// CHECK-LABEL: func.func @gradient_ops
+func.func @gradient_ops(%g: tensor<2x4x3xf32>, %i: tensor<4xi64>, %s: tensor<1x2xf64>) {
+  // CHECK: cleave.gather_grad %{{.*}}, %{{.*}} {axis = 1 : i64, shape = array<i64: 2, 5, 3>} : (tensor<2x4x3xf32>, tensor<4xi64>) -> tensor<2x5x3xf32>
+  %0 = cleave.gather_grad %g, %i {axis = 1 : i64, shape = array<i64: 2, 5, 3>} : (tensor<2x4x3xf32>, tensor<4xi64>) -> tensor<2x5x3xf32>
+  // CHECK: cleave.slice_grad %{{.*}} {shape = array<i64: 2, 4>, starts = array<i64: 1, 3>, steps = array<i64: 1, -2>} : (tensor<1x2xf64>) -> tensor<2x4xf64>
+  %1 = cleave.slice_grad %s {starts = array<i64: 1, 3>, steps = array<i64: 1, -2>, shape = array<i64: 2, 4>} : (tensor<1x2xf64>) -> tensor<2x4xf64>
+  return
+}

@@ -110,6 +110,10 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "Bind an input's dims, e.g. --input-shape tokens=8x128 (repeatable)");
   sub->add_flag("--print-ir-after-all", cmd.options.printIrAfterAll,
                 "Print the IR after import and after every pass to stderr");
+  sub->add_flag("--gradients", cmd.options.gradients,
+                "Also output the gradient of the loss for each parameter (grad:NAME)");
+  sub->add_option("--loss", cmd.options.loss,
+                  "The output --gradients differentiates (default: the only scalar output)");
 }
 
 int runCompile(CompileCommand &cmd) {

@@ -1,0 +1,935 @@
+//===- CleaveVjp.cpp - reverse-mode rules of cleave ops ------------------===//
+//
+// Each differentiable op's VjpOpInterface::buildVjp: operand gradients built
+// from cleave ops (and the two gradient ops, gather_grad and slice_grad, where
+// no forward op expresses the adjoint).
+//
+// Conventions shared by every rule:
+// - A rule only differentiates float values: an operand that is not a float
+//   tensor (indices, labels, a condition, integer data) gets a null gradient,
+//   and so does every operand of an op whose results carry no gradient.
+// - A null result gradient means zero (the loss does not depend on it).
+// - Broadcasting operands get their gradient summed back to their own shape
+//   (GradBuilder::reduceToShape).
+// - Constants are splat cleave.constant ops of the element type they combine
+//   with, rank 0 where they broadcast.
+// - Subgradients at kinks: relu, leaky_relu and abs take the x > 0 (x < 0)
+//   branch and give 0 (alpha for leaky_relu, 0 for abs) at x = 0, as PyTorch;
+//   reduce_max gives every element equal to the maximum the full gradient
+//   (an equality mask, as onnxruntime's ReduceMax gradient).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace cleave;
+
+#include "dialects/Cleave/CleaveInterfaces.cpp.inc"
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+ArrayRef<int64_t> shapeOf(Value v) { return typeOf(v).getShape(); }
+Type elementOf(Value v) { return typeOf(v).getElementType(); }
+bool isFloat(Value v) { return v && isa<FloatType>(elementOf(v)); }
+
+int64_t product(ArrayRef<int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t(1), std::multiplies<int64_t>());
+}
+
+/// 0, 1, ..., n - 1 except `skip` (or nothing skipped when negative).
+SmallVector<int64_t> allAxes(int64_t n, int64_t skip = -1) {
+  SmallVector<int64_t> axes;
+  for (int64_t i = 0; i < n; ++i)
+    if (i != skip)
+      axes.push_back(i);
+  return axes;
+}
+
+/// Builds the ops of one rule, at the forward op's location.
+class GradBuilder {
+public:
+  GradBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  //===--- constants -------------------------------------------------------===//
+
+  /// A cleave.constant of `type` with every element `value`.
+  Value splat(RankedTensorType type, double value) {
+    Type element = type.getElementType();
+    Attribute scalar;
+    if (isa<FloatType>(element))
+      scalar = FloatAttr::get(element, value);
+    else
+      scalar = IntegerAttr::get(element, static_cast<int64_t>(value));
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(type, scalar));
+  }
+  /// A rank-0 constant of `element`: broadcasts against anything.
+  Value scalar(Type element, double value) {
+    return splat(RankedTensorType::get({}, element), value);
+  }
+  /// A rank-0 constant of v's element type.
+  Value scalarLike(Value v, double value) { return scalar(elementOf(v), value); }
+  Value zerosLike(Value v) { return splat(typeOf(v), 0.0); }
+
+  //===--- elementwise -----------------------------------------------------===//
+
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+  Value pow(Value x, Value y) { return PowOp::create(b, loc, x, y); }
+  Value mul(Value x, double c) { return mul(x, scalarLike(x, c)); }
+  Value add(Value x, double c) { return add(x, scalarLike(x, c)); }
+  /// c - x.
+  Value rsub(double c, Value x) { return sub(scalarLike(x, c), x); }
+  Value neg(Value x) { return NegOp::create(b, loc, x); }
+  Value exp(Value x) { return ExpOp::create(b, loc, x); }
+  Value log(Value x) { return LogOp::create(b, loc, x); }
+  Value erf(Value x) { return ErfOp::create(b, loc, x); }
+  Value tanh(Value x) { return TanhOp::create(b, loc, x); }
+  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
+  Value reciprocal(Value x) { return ReciprocalOp::create(b, loc, x); }
+  Value equal(Value x, Value y) { return EqualOp::create(b, loc, x, y); }
+  Value greater(Value x, Value y) { return GreaterOp::create(b, loc, x, y); }
+  Value less(Value x, Value y) { return LessOp::create(b, loc, x, y); }
+  Value where(Value c, Value x, Value y) { return WhereOp::create(b, loc, c, x, y); }
+  /// v in `element` (v itself when it already is).
+  Value castTo(Value v, Type element) {
+    return elementOf(v) == element ? v : CastOp::create(b, loc, v, element).getResult();
+  }
+  /// `sum` + `term`, with null for zero.
+  Value accumulate(Value sum, Value term) {
+    if (!sum || !term)
+      return sum ? sum : term;
+    return add(sum, term);
+  }
+
+  //===--- shapes ----------------------------------------------------------===//
+
+  Value reshape(Value v, ArrayRef<int64_t> shape) {
+    if (shapeOf(v) == shape)
+      return v;
+    return ReshapeOp::create(b, loc, v, shape);
+  }
+  Value expand(Value v, ArrayRef<int64_t> shape) {
+    if (shapeOf(v) == shape)
+      return v;
+    return ExpandOp::create(b, loc, v, shape);
+  }
+  Value transpose(Value v, ArrayRef<int64_t> perm) { return TransposeOp::create(b, loc, v, perm); }
+  /// Swaps the last two dims.
+  Value transposeLast2(Value v) {
+    SmallVector<int64_t> perm = allAxes(shapeOf(v).size());
+    std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+    return transpose(v, perm);
+  }
+  Value sum(Value v, ArrayRef<int64_t> axes, bool keepdims) {
+    return ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(keepdims));
+  }
+  Value mean(Value v, ArrayRef<int64_t> axes, bool keepdims = true) {
+    return ReduceMeanOp::create(b, loc, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(keepdims));
+  }
+
+  /// The gradient of an operand of `shape` that broadcast (numpy rules) to
+  /// grad's shape: grad summed over the leading dims the operand lacks and
+  /// the dims where it has size 1, then reshaped to `shape`.
+  Value reduceToShape(Value grad, ArrayRef<int64_t> shape) {
+    ArrayRef<int64_t> from = shapeOf(grad);
+    if (from == shape)
+      return grad;
+    int64_t lead = static_cast<int64_t>(from.size()) - static_cast<int64_t>(shape.size());
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < static_cast<int64_t>(from.size()); ++i)
+      if (i < lead || (shape[i - lead] == 1 && from[i] != 1))
+        axes.push_back(i);
+    Value v = axes.empty() ? grad : sum(grad, axes, /*keepdims=*/false);
+    return reshape(v, shape);
+  }
+
+  /// `shape` with `axes` set to 1: what a reduction with keepdims gives.
+  static SmallVector<int64_t> keptShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes) {
+    SmallVector<int64_t> kept(shape);
+    for (int64_t axis : axes)
+      kept[axis] = 1;
+    return kept;
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+/// Appends a null gradient for each operand of `op`.
+LogicalResult noGradients(Operation *op, SmallVectorImpl<Value> &grads) {
+  grads.append(op->getNumOperands(), Value());
+  return success();
+}
+
+/// The gradient of the one result of `op`, or null when it has none (no
+/// gradient arrives, or the result is not a float tensor).
+Value resultGrad(Operation *op, ValueRange resultGrads) {
+  Value g = resultGrads.empty() ? Value() : resultGrads[0];
+  return g && isFloat(op->getResult(0)) ? g : Value();
+}
+
+/// Elementwise one-input ops: grads = {rule(builder, x, y, g)}.
+template <typename Rule>
+LogicalResult unaryVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                       SmallVectorImpl<Value> &grads, Rule rule) {
+  Value g = resultGrad(op, resultGrads);
+  if (!g)
+    return noGradients(op, grads);
+  GradBuilder b(builder, op->getLoc());
+  grads.push_back(rule(b, op->getOperand(0), op->getResult(0), g));
+  return success();
+}
+
+/// Broadcasting two-input ops: the rule gives the gradients at the result's
+/// shape (null for none); they are summed back to the operands' shapes.
+template <typename Rule>
+LogicalResult binaryVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                        SmallVectorImpl<Value> &grads, Rule rule) {
+  Value g = resultGrad(op, resultGrads);
+  if (!g)
+    return noGradients(op, grads);
+  GradBuilder b(builder, op->getLoc());
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+  auto [gl, gr] = rule(b, lhs, rhs, op->getResult(0), g);
+  grads.push_back(gl && isFloat(lhs) ? b.reduceToShape(b.castTo(gl, elementOf(lhs)), shapeOf(lhs))
+                                     : Value());
+  grads.push_back(gr && isFloat(rhs) ? b.reduceToShape(b.castTo(gr, elementOf(rhs)), shapeOf(rhs))
+                                     : Value());
+  return success();
+}
+
+/// Ops that only move or copy elements: grads = {rule(builder, g)} for the
+/// first operand (when it is a float tensor), null for the others.
+template <typename Rule>
+LogicalResult movementVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                          SmallVectorImpl<Value> &grads, Rule rule) {
+  Value g = resultGrad(op, resultGrads);
+  if (!g || !isFloat(op->getOperand(0)))
+    return noGradients(op, grads);
+  GradBuilder b(builder, op->getLoc());
+  grads.push_back(rule(b, g));
+  grads.append(op->getNumOperands() - 1, Value());
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise, one input
+//===----------------------------------------------------------------------===//
+
+LogicalResult NegOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](GradBuilder &b, Value, Value, Value g) { return b.neg(g); });
+}
+
+LogicalResult SqrtOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // d sqrt(x) = 1 / (2 y)
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](GradBuilder &b, Value, Value y, Value g) { return b.div(g, b.mul(y, 2.0)); });
+}
+
+LogicalResult ReciprocalOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &grads) {
+  // d (1 / x) = -y^2
+  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value, Value y, Value g) {
+    return b.neg(b.mul(g, b.mul(y, y)));
+  });
+}
+
+LogicalResult ExpOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](GradBuilder &b, Value, Value y, Value g) { return b.mul(g, y); });
+}
+
+LogicalResult LogOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](GradBuilder &b, Value x, Value, Value g) { return b.div(g, x); });
+}
+
+LogicalResult AbsOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  // g * sign(x), with sign(0) = 0.
+  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value, Value g) {
+    Value zero = b.scalarLike(x, 0.0);
+    return b.where(b.greater(x, zero), g, b.where(b.less(x, zero), b.neg(g), b.scalarLike(g, 0.0)));
+  });
+}
+
+LogicalResult TanhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // d tanh(x) = 1 - y^2
+  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value, Value y, Value g) {
+    return b.mul(g, b.rsub(1.0, b.mul(y, y)));
+  });
+}
+
+LogicalResult SigmoidOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &grads) {
+  // d sigmoid(x) = y (1 - y)
+  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value, Value y, Value g) {
+    return b.mul(b.mul(g, y), b.rsub(1.0, y));
+  });
+}
+
+LogicalResult ReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value, Value g) {
+    return b.where(b.greater(x, b.scalarLike(x, 0.0)), g, b.scalarLike(g, 0.0));
+  });
+}
+
+LogicalResult ErfOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  // d erf(x) = 2 / sqrt(pi) exp(-x^2)
+  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value, Value g) {
+    return b.mul(g, b.mul(b.exp(b.neg(b.mul(x, x))), 2.0 / std::sqrt(M_PI)));
+  });
+}
+
+LogicalResult LeakyReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &grads) {
+  double alpha = getAlpha().convertToDouble();
+  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value x, Value, Value g) {
+    return b.where(b.greater(x, b.scalarLike(x, 0.0)), g, b.mul(g, alpha));
+  });
+}
+
+LogicalResult GeluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  bool tanhApproximation = getApproximate() == "tanh";
+  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value x, Value, Value g) {
+    Value derivative;
+    if (!tanhApproximation) {
+      // y = x Phi(x): Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+      Value cdf = b.mul(b.add(b.erf(b.mul(x, M_SQRT1_2)), 1.0), 0.5);
+      Value pdf = b.mul(b.exp(b.mul(b.mul(x, x), -0.5)), 1.0 / std::sqrt(2.0 * M_PI));
+      derivative = b.add(cdf, b.mul(x, pdf));
+    } else {
+      // y = x (1 + t) / 2, t = tanh(k (x + c x^3)):
+      // (1 + t) / 2 + x (1 - t^2) k (1 + 3 c x^2) / 2.
+      const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+      Value x2 = b.mul(x, x);
+      Value t = b.tanh(b.mul(b.mul(x, b.add(b.mul(x2, c), 1.0)), k));
+      Value inner = b.mul(b.add(b.mul(x2, 3.0 * c), 1.0), 0.5 * k);
+      derivative =
+          b.add(b.mul(b.add(t, 1.0), 0.5), b.mul(b.mul(x, b.rsub(1.0, b.mul(t, t))), inner));
+    }
+    return b.mul(g, derivative);
+  });
+}
+
+LogicalResult IdentityOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                   SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](GradBuilder &, Value, Value, Value g) { return g; });
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise, broadcasting
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return binaryVjp(*this, builder, resultGrads, grads,
+                   [](GradBuilder &, Value, Value, Value, Value g) { return std::pair(g, g); });
+}
+
+LogicalResult SubOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return binaryVjp(
+      *this, builder, resultGrads, grads,
+      [](GradBuilder &b, Value, Value, Value, Value g) { return std::pair(g, b.neg(g)); });
+}
+
+LogicalResult MulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return binaryVjp(*this, builder, resultGrads, grads,
+                   [](GradBuilder &b, Value x, Value y, Value, Value g) {
+                     return std::pair(b.mul(g, y), b.mul(g, x));
+                   });
+}
+
+LogicalResult DivOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  // z = x / y: dx = g / y, dy = -g z / y.
+  return binaryVjp(*this, builder, resultGrads, grads,
+                   [](GradBuilder &b, Value, Value y, Value z, Value g) {
+                     Value gx = b.div(g, y);
+                     return std::pair(gx, b.neg(b.mul(gx, z)));
+                   });
+}
+
+LogicalResult PowOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  // z = x^y: dx = g y x^(y - 1); dy = g z log(x), taken as 0 where x = 0 (as
+  // PyTorch). The exponent may be an integer tensor (no gradient of its own).
+  return binaryVjp(
+      *this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value y, Value z, Value g) {
+        Value yx = b.castTo(y, elementOf(x));
+        Value gx = b.mul(b.mul(g, yx), b.pow(x, b.add(yx, -1.0)));
+        Value gy;
+        if (isFloat(y)) {
+          Value zero = b.scalarLike(x, 0.0);
+          gy = b.where(b.equal(x, zero), b.scalarLike(g, 0.0), b.mul(b.mul(g, z), b.log(x)));
+        }
+        return std::pair(gx, gy);
+      });
+}
+
+LogicalResult WhereOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &grads) {
+  Value g = resultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  Value zero = b.scalarLike(g, 0.0);
+  grads.push_back(Value()); // the condition
+  grads.push_back(b.reduceToShape(b.where(getCondition(), g, zero), shapeOf(getX())));
+  grads.push_back(b.reduceToShape(b.where(getCondition(), zero, g), shapeOf(getY())));
+  return success();
+}
+
+LogicalResult CastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // Only float to float carries a gradient (cast back); rounding to an
+  // integer or a bool is flat.
+  return movementVjp(*this, builder, resultGrads, grads,
+                     [&](GradBuilder &b, Value g) { return b.castTo(g, elementOf(getInput())); });
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and normalisation
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &grads) {
+  // dx = y (g - sum(g y, axis))
+  int64_t axis = getAxis();
+  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value, Value y, Value g) {
+    return b.mul(y, b.sub(g, b.sum(b.mul(g, y), {axis}, true)));
+  });
+}
+
+LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &grads) {
+  // dx = g - exp(y) sum(g, axis)
+  int64_t axis = getAxis();
+  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value, Value y, Value g) {
+    return b.sub(g, b.mul(b.exp(y), b.sum(g, {axis}, true)));
+  });
+}
+
+namespace {
+
+/// Mean and inverse standard deviation of x over `axes` (kept as size 1),
+/// and x - mean: the statistics normalisations divide by.
+struct Moments {
+  Value mean, invStd, centered;
+};
+
+Moments momentsOf(GradBuilder &b, Value x, ArrayRef<int64_t> axes, double epsilon) {
+  Moments m;
+  m.mean = b.mean(x, axes);
+  m.centered = b.sub(x, m.mean);
+  Value var = b.mean(b.mul(m.centered, m.centered), axes);
+  m.invStd = b.reciprocal(b.sqrt(b.add(var, epsilon)));
+  return m;
+}
+
+/// The gradient of x through xhat = (x - mean) * invStd with the statistics
+/// over `axes` of x itself, given gxhat (the gradient at xhat):
+/// invStd (gxhat - mean(gxhat) - xhat mean(gxhat xhat)).
+Value normalizedGrad(GradBuilder &b, Value gxhat, Value xhat, Value invStd,
+                     ArrayRef<int64_t> axes) {
+  Value centered = b.sub(gxhat, b.mean(gxhat, axes));
+  return b.mul(invStd, b.sub(centered, b.mul(xhat, b.mean(b.mul(gxhat, xhat), axes))));
+}
+
+} // namespace
+
+LogicalResult LayerNormalizationOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                             SmallVectorImpl<Value> &grads) {
+  Value gy = resultGrads[0], gMean = resultGrads[1], gInvStd = resultGrads[2];
+  if (!gy && !gMean && !gInvStd)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  Value x = getX();
+  Type element = elementOf(x);
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t axis = getAxis();
+  SmallVector<int64_t> axes;
+  for (int64_t i = axis; i < static_cast<int64_t>(shape.size()); ++i)
+    axes.push_back(i);
+  double count = static_cast<double>(product(shape.drop_front(axis)));
+
+  // The op's own statistics are f32 (ONNX's default stash type): use them
+  // for f32 data, recompute them at the data's precision otherwise.
+  Value mean = getMean(), invStd = getInvStdDev(), centered;
+  if (elementOf(mean) == element) {
+    centered = b.sub(x, mean);
+  } else {
+    Moments m = momentsOf(b, x, axes, getEpsilon().convertToDouble());
+    mean = m.mean;
+    invStd = m.invStd;
+    centered = m.centered;
+  }
+
+  Value gx, gScale, gBias;
+  if (gy) {
+    Value xhat = b.mul(centered, invStd);
+    gx = normalizedGrad(b, b.mul(gy, getScale()), xhat, invStd, axes);
+    gScale = b.reduceToShape(b.mul(gy, xhat), shapeOf(getScale()));
+    if (getBias())
+      gBias = b.reduceToShape(gy, shapeOf(getBias()));
+  }
+  // mean = sum(x) / n: each x gets gMean / n.
+  if (gMean)
+    gx = b.accumulate(gx, b.expand(b.mul(b.castTo(gMean, element), 1.0 / count), shape));
+  // invStd = (var + eps)^(-1/2), var = sum((x - mean)^2) / n:
+  // d invStd / dx = -invStd^3 (x - mean) / n.
+  if (gInvStd) {
+    Value cube = b.mul(b.mul(invStd, invStd), invStd);
+    Value factor = b.mul(b.mul(b.castTo(gInvStd, element), cube), -1.0 / count);
+    gx = b.accumulate(gx, b.mul(factor, centered));
+  }
+  grads.append({gx, gScale});
+  if (getBias())
+    grads.push_back(gBias);
+  return success();
+}
+
+LogicalResult BatchNormalizationOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                             SmallVectorImpl<Value> &grads) {
+  // Every float operand gets its exact gradient. Training mode normalises
+  // with the batch statistics (y does not depend on the mean and var
+  // operands) and running = momentum * operand + (1 - momentum) * batch
+  // statistic; inference mode normalises with the mean and var operands and
+  // returns them as the running statistics.
+  Value gy = resultGrads[0], gRunMean = resultGrads[1], gRunVar = resultGrads[2];
+  if (!gy && !gRunMean && !gRunVar)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  Value x = getX(), scale = getScale();
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size();
+  SmallVector<int64_t> axes = allAxes(rank, /*skip=*/1);
+  double count = static_cast<double>(product(shape) / shape[1]);
+  double epsilon = getEpsilon().convertToDouble();
+  double momentum = getMomentum().convertToDouble();
+  // A per-channel vector (C) as C x 1 x ...: broadcasts against x.
+  SmallVector<int64_t> channelShape(rank - 1, 1);
+  channelShape[0] = shape[1];
+  auto perChannel = [&](Value v) { return b.reshape(v, channelShape); };
+
+  Value gx, gScale, gBias, gMean, gVar;
+  if (getTrainingMode()) {
+    Moments m = momentsOf(b, x, axes, epsilon);
+    Value xhat = b.mul(m.centered, m.invStd);
+    if (gy) {
+      gx = normalizedGrad(b, b.mul(gy, perChannel(scale)), xhat, m.invStd, axes);
+      gScale = b.sum(b.mul(gy, xhat), axes, false);
+      gBias = b.sum(gy, axes, false);
+    }
+    if (gRunMean) {
+      gMean = b.mul(gRunMean, momentum);
+      gx = b.accumulate(gx, b.expand(b.mul(perChannel(gRunMean), (1.0 - momentum) / count), shape));
+    }
+    if (gRunVar) {
+      gVar = b.mul(gRunVar, momentum);
+      gx = b.accumulate(
+          gx, b.mul(b.mul(perChannel(gRunVar), 2.0 * (1.0 - momentum) / count), m.centered));
+    }
+  } else {
+    // y = scale (x - mean) invStd + bias, invStd = (var + eps)^(-1/2).
+    Value invStd = b.reciprocal(b.sqrt(b.add(getVar(), epsilon))); // C
+    if (gy) {
+      gBias = b.sum(gy, axes, false);
+      Value centered = b.sub(x, perChannel(getMean()));
+      gScale = b.mul(b.sum(b.mul(gy, centered), axes, false), invStd);
+      Value a = b.mul(scale, invStd); // dy/dx per channel
+      gx = b.mul(gy, perChannel(a));
+      gMean = b.neg(b.mul(gBias, a));
+      // d invStd / d var = -invStd^3 / 2, and gScale = sum(gy (x - mean)) invStd.
+      gVar = b.mul(b.mul(b.mul(gScale, a), invStd), -0.5);
+    }
+    gMean = b.accumulate(gMean, gRunMean);
+    gVar = b.accumulate(gVar, gRunVar);
+  }
+  grads.append({gx, gScale, gBias, gMean, gVar});
+  return success();
+}
+
+LogicalResult DropoutOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &grads) {
+  // output = data * mask / (1 - ratio) in training mode, data otherwise.
+  Value g = resultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  double ratio = getRatio().convertToDouble();
+  if (!getTrainingMode() || ratio <= 0.0) {
+    grads.push_back(g);
+    return success();
+  }
+  grads.push_back(b.where(getMask(), b.mul(g, 1.0 / (1.0 - ratio)), b.scalarLike(g, 0.0)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &grads) {
+  Value g = resultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  // numpy: a 1-D lhs is a 1 x K row, a 1-D rhs a K x 1 column, and the
+  // result drops that unit dim. Work on the matrices, with g reshaped to
+  // batch x M x N; the batch dims broadcast, so each gradient is summed back
+  // to its operand's (matrix) shape, then reshaped to the operand's.
+  Value lhs = getLhs(), rhs = getRhs();
+  int64_t k = shapeOf(lhs).back();
+  Value a = shapeOf(lhs).size() == 1 ? b.reshape(lhs, {1, k}) : lhs;
+  Value c = shapeOf(rhs).size() == 1 ? b.reshape(rhs, {k, 1}) : rhs;
+  ArrayRef<int64_t> sa = shapeOf(a), sc = shapeOf(c);
+  SmallVector<int64_t> gShape = *broadcastShapes(sa.drop_back(2), sc.drop_back(2));
+  gShape.append({sa[sa.size() - 2], sc.back()});
+  Value g2 = b.reshape(g, gShape);
+  Value ga = MatMulOp::create(builder, getLoc(), g2, b.transposeLast2(c));
+  Value gc = MatMulOp::create(builder, getLoc(), b.transposeLast2(a), g2);
+  grads.push_back(b.reshape(b.reduceToShape(ga, sa), shapeOf(lhs)));
+  grads.push_back(b.reshape(b.reduceToShape(gc, sc), shapeOf(rhs)));
+  return success();
+}
+
+LogicalResult GemmOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // Y = alpha op(A) op(B) + beta C, G = dY:
+  //   d op(A) = alpha G op(B)^T, d op(B) = alpha op(A)^T G, dC = beta G
+  // (summed over C's broadcast dims); each product is one gemm with
+  // transposes chosen so that dA and dB come out in A's and B's layout.
+  Value g = resultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  bool ta = getTransA(), tb = getTransB();
+  FloatAttr alpha = builder.getF32FloatAttr(getAlpha().convertToFloat());
+  FloatAttr one = builder.getF32FloatAttr(1.0f);
+  auto gemm = [&](Value x, Value y, bool tx, bool ty) -> Value {
+    return GemmOp::create(builder, getLoc(), x, y, Value(), alpha, one, builder.getBoolAttr(tx),
+                          builder.getBoolAttr(ty));
+  };
+  Value ga = ta ? gemm(getB(), g, tb, true) : gemm(g, getB(), false, !tb);
+  Value gb = tb ? gemm(g, getA(), true, ta) : gemm(getA(), g, !ta, false);
+  grads.append({ga, gb});
+  if (getC())
+    grads.push_back(b.reduceToShape(b.mul(g, getBeta().convertToDouble()), shapeOf(getC())));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Ops that only change the shape: the gradient is g in the input's shape.
+LogicalResult reshapeVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                         SmallVectorImpl<Value> &grads) {
+  return movementVjp(op, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+    return b.reshape(g, shapeOf(op->getOperand(0)));
+  });
+}
+
+} // namespace
+
+LogicalResult ReshapeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &grads) {
+  return reshapeVjp(*this, builder, resultGrads, grads);
+}
+
+LogicalResult FlattenOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &grads) {
+  return reshapeVjp(*this, builder, resultGrads, grads);
+}
+
+LogicalResult SqueezeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &grads) {
+  return reshapeVjp(*this, builder, resultGrads, grads);
+}
+
+LogicalResult UnsqueezeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &grads) {
+  return reshapeVjp(*this, builder, resultGrads, grads);
+}
+
+LogicalResult TransposeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &grads) {
+  // The inverse permutation: input dim perm[i] is output dim i.
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+    ArrayRef<int64_t> perm = getPerm();
+    SmallVector<int64_t> inverse(perm.size());
+    for (auto [i, p] : llvm::enumerate(perm))
+      inverse[p] = static_cast<int64_t>(i);
+    return b.transpose(g, inverse);
+  });
+}
+
+LogicalResult ConcatOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &grads) {
+  Value g = resultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, grads);
+  if (getNumOperands() == 1) {
+    grads.push_back(g);
+    return success();
+  }
+  int64_t axis = getAxis();
+  SmallVector<int64_t> sizes;
+  for (Value input : getInputs())
+    sizes.push_back(shapeOf(input)[axis]);
+  auto split = SplitOp::create(builder, getLoc(), g, builder.getI64IntegerAttr(axis),
+                               builder.getDenseI64ArrayAttr(sizes));
+  llvm::append_range(grads, split.getResults());
+  return success();
+}
+
+LogicalResult SplitOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &grads) {
+  if (!isFloat(getInput()) || llvm::all_of(resultGrads, [](Value g) { return !g; }))
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  // The pieces side by side again, zeros for pieces without a gradient.
+  SmallVector<Value> pieces;
+  for (auto [result, g] : llvm::zip(getResults(), resultGrads))
+    pieces.push_back(g ? g : b.zerosLike(result));
+  if (pieces.size() == 1) {
+    grads.push_back(pieces[0]);
+    return success();
+  }
+  grads.push_back(
+      ConcatOp::create(builder, getLoc(), pieces, builder.getI64IntegerAttr(getAxis())));
+  return success();
+}
+
+LogicalResult SliceOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &grads) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+    return SliceGradOp::create(b.b, b.loc, g, getStartsAttr(), getStepsAttr(),
+                               b.b.getDenseI64ArrayAttr(shapeOf(getInput())));
+  });
+}
+
+LogicalResult GatherOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &grads) {
+  // data gets the scatter-add of g at the indices; the indices none.
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+    return GatherGradOp::create(b.b, b.loc, g, getIndices(), getAxisAttr(),
+                                b.b.getDenseI64ArrayAttr(shapeOf(getData())));
+  });
+}
+
+LogicalResult ExpandOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &grads) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+    return b.reduceToShape(g, shapeOf(getInput()));
+  });
+}
+
+LogicalResult TriluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &grads) {
+  // Trilu is a fixed mask: the gradient is g through the same mask.
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+    return TriluOp::create(b.b, b.loc, g, getUpperAttr(), getKAttr());
+  });
+}
+
+LogicalResult GatherGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &grads) {
+  // The adjoint of a scatter-add is the gather at the same indices.
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+    return GatherOp::create(b.b, b.loc, g, getIndices(), getAxisAttr());
+  });
+}
+
+LogicalResult SliceGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &grads) {
+  // The adjoint of placing a slice is taking it: ends one step past the last
+  // position (-1 past index 0 for a negative step, as cleave.slice allows).
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+    ArrayRef<int64_t> count = shapeOf(getGrad()), starts = getStarts(), steps = getSteps();
+    SmallVector<int64_t> sliceStarts, ends;
+    for (size_t d = 0; d < count.size(); ++d) {
+      int64_t start = count[d] == 0 ? 0 : starts[d];
+      sliceStarts.push_back(start);
+      ends.push_back(count[d] == 0 ? start
+                                   : start + (count[d] - 1) * steps[d] + (steps[d] > 0 ? 1 : -1));
+    }
+    return SliceOp::create(b.b, b.loc, g, sliceStarts, ends, steps);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceSumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &grads) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+    ArrayRef<int64_t> shape = shapeOf(getInput());
+    return b.expand(b.reshape(g, GradBuilder::keptShape(shape, getAxes())), shape);
+  });
+}
+
+LogicalResult ReduceMeanOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &grads) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+    ArrayRef<int64_t> shape = shapeOf(getInput());
+    double count = 1;
+    for (int64_t axis : getAxes())
+      count *= static_cast<double>(shape[axis]);
+    Value kept = b.reshape(g, GradBuilder::keptShape(shape, getAxes()));
+    return b.expand(b.mul(kept, 1.0 / count), shape);
+  });
+}
+
+LogicalResult ReduceMaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &grads) {
+  // Every element equal to its maximum gets the full gradient (ties are
+  // not split).
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+    Value x = getInput();
+    SmallVector<int64_t> kept = GradBuilder::keptShape(shapeOf(x), getAxes());
+    Value isMax = b.equal(x, b.reshape(getOutput(), kept));
+    return b.expand(b.where(isMax, b.reshape(g, kept), b.scalarLike(g, 0.0)), shapeOf(x));
+  });
+}
+
+LogicalResult GlobalAveragePoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                            SmallVectorImpl<Value> &grads) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+    ArrayRef<int64_t> shape = shapeOf(getX());
+    double count = static_cast<double>(product(shape.drop_front(2)));
+    return b.expand(b.mul(g, 1.0 / count), shape);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What both class losses share, over scores N x C x d... and targets
+/// N x d...: per target i, loss_i = -w_i * input[i, t_i] with w_i the
+/// target's class weight (1 without weights, 0 when ignored); "sum" adds them
+/// and "mean" divides the sum by W = sum_i w_i (ONNX).
+struct ClassLoss {
+  Value oneHot;      // N x C x d...: 1 at [i, t_i] for counted targets, else 0
+  Value coefficient; // N x 1 x d...: w_i times dL/dloss_i
+  Value scaled;      // N x 1 x d...: dL/dloss_i (g, or g / W for mean)
+};
+
+/// `input` is the log-probabilities (N x C x d...), `targets` the class
+/// indices, `weights` the optional class weights, `loss` the op's loss
+/// result, `g` its gradient.
+ClassLoss classLoss(GradBuilder &b, Value input, Value targets, Value weights, StringRef reduction,
+                    std::optional<int64_t> ignoreIndex, Value g) {
+  ArrayRef<int64_t> shape = shapeOf(input);
+  int64_t rank = shape.size(), classes = shape[1];
+  Type element = elementOf(input), index = elementOf(targets);
+  ClassLoss l;
+  // Ignored targets become -1, which matches no class: their row is zero.
+  Value t = targets;
+  if (ignoreIndex)
+    t = b.where(b.equal(t, b.scalar(index, static_cast<double>(*ignoreIndex))),
+                b.scalar(index, -1.0), t);
+  SmallVector<int64_t> kept(shape);
+  kept[1] = 1;
+  SmallVector<int64_t> classShape(rank - 1, 1);
+  classShape[0] = classes;
+  Value classIds = RangeOp::create(b.b, b.loc, IntegerAttr::get(index, 0),
+                                   IntegerAttr::get(index, classes), IntegerAttr::get(index, 1));
+  l.oneHot = b.castTo(b.equal(b.reshape(t, kept), b.reshape(classIds, classShape)), element);
+  Value selected = weights ? b.mul(l.oneHot, b.reshape(weights, classShape)) : l.oneHot;
+  Value w = b.sum(selected, {1}, /*keepdims=*/true); // N x 1 x d...
+  l.scaled = reduction == "none" ? b.reshape(g, kept) : g;
+  if (reduction == "mean") {
+    Value total = b.sum(w, allAxes(rank), /*keepdims=*/false);
+    l.scaled = b.div(l.scaled, total);
+  }
+  l.coefficient = b.mul(w, l.scaled);
+  return l;
+}
+
+/// The gradient of the class weights: loss_i / w_i (= -input[i, t_i]) per
+/// counted target, minus the mean loss for "mean" (W depends on the weights
+/// too), times dL/dloss_i, added up per class.
+Value classWeightGrad(GradBuilder &b, const ClassLoss &l, Value input, Value loss,
+                      StringRef reduction) {
+  int64_t rank = shapeOf(input).size();
+  Value perTarget = b.neg(b.sum(b.mul(l.oneHot, input), {1}, true)); // N x 1 x d...
+  if (reduction == "mean")
+    perTarget = b.sub(perTarget, loss);
+  return b.sum(b.mul(l.oneHot, b.mul(perTarget, l.scaled)), allAxes(rank, 1), false);
+}
+
+} // namespace
+
+LogicalResult SoftmaxCrossEntropyLossOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                                  SmallVectorImpl<Value> &grads) {
+  Value gLoss = resultGrads[0], gLogProb = resultGrads[1];
+  if (!gLoss && !gLogProb)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  Value logProb = getLogProb();
+  Value prob = b.exp(logProb);
+  Value gScores, gWeights;
+  if (gLoss) {
+    // d loss_i / d scores[i] = w_i (softmax(scores)[i] - onehot(t_i)).
+    ClassLoss l =
+        classLoss(b, logProb, getLabels(), getWeights(), getReduction(), getIgnoreIndex(), gLoss);
+    gScores = b.mul(b.sub(prob, l.oneHot), l.coefficient);
+    if (getWeights())
+      gWeights = classWeightGrad(b, l, logProb, getLoss(), getReduction());
+  }
+  // log_prob = log_softmax(scores, 1).
+  if (gLogProb)
+    gScores = b.accumulate(gScores, b.sub(gLogProb, b.mul(prob, b.sum(gLogProb, {1}, true))));
+  grads.append({gScores, Value()});
+  if (getWeights())
+    grads.push_back(gWeights);
+  return success();
+}
+
+LogicalResult NegativeLogLikelihoodLossOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                                    SmallVectorImpl<Value> &grads) {
+  Value g = resultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  ClassLoss l =
+      classLoss(b, getInput(), getTarget(), getWeight(), getReduction(), getIgnoreIndex(), g);
+  // d loss_i / d input[i] = -w_i onehot(t_i).
+  grads.append({b.neg(b.mul(l.oneHot, l.coefficient)), Value()});
+  if (getWeight())
+    grads.push_back(classWeightGrad(b, l, getInput(), getLoss(), getReduction()));
+  return success();
+}

@@ -1,0 +1,149 @@
+//===- Autodiff.cpp - reverse-mode gradients of a scalar loss ------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+bool isFloatTensor(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && isa<FloatType>(type.getElementType());
+}
+
+struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
+  using AutodiffBase::AutodiffBase;
+
+  /// The index of the result to differentiate, or an error.
+  FailureOr<unsigned> lossIndex(func::FuncOp func, func::ReturnOp ret) {
+    std::optional<unsigned> found;
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, "cleave.name");
+      auto type = cast<RankedTensorType>(value.getType());
+      bool scalarFloat = type.getRank() == 0 && isa<FloatType>(type.getElementType());
+      if (!loss.empty()) {
+        if (name && name.getValue() == loss) {
+          if (!scalarFloat)
+            return func.emitError("the loss '") << loss << "' is " << type
+                                                << ", not a float scalar";
+          return static_cast<unsigned>(i);
+        }
+        continue;
+      }
+      if (scalarFloat) {
+        if (found)
+          return func.emitError("more than one scalar float result: name the loss with "
+                                "loss=NAME");
+        found = i;
+      }
+    }
+    if (!loss.empty())
+      return func.emitError("no result named '") << loss << "'";
+    if (!found)
+      return func.emitError("no scalar float result to differentiate");
+    return *found;
+  }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal() || !func.getBody().hasOneBlock())
+      return;
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    auto index = lossIndex(func, ret);
+    if (failed(index))
+      return signalPassFailure();
+
+    // Float values that depend on a parameter (through any op: an op without
+    // a rule on such a path is an error below, not a silent zero).
+    llvm::DenseSet<Value> fromParams;
+    SmallVector<BlockArgument> params;
+    for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+      auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
+      if (kind && kind.getValue() == "param" && isFloatTensor(arg)) {
+        params.push_back(arg);
+        fromParams.insert(arg);
+      }
+    }
+    for (Operation &op : body) {
+      if (llvm::none_of(op.getOperands(), [&](Value v) { return fromParams.contains(v); }))
+        continue;
+      for (Value result : op.getResults())
+        if (isFloatTensor(result))
+          fromParams.insert(result);
+    }
+
+    OpBuilder builder(ret);
+    Value lossValue = ret.getOperand(*index);
+    auto lossType = cast<RankedTensorType>(lossValue.getType());
+    llvm::DenseMap<Value, Value> grads;
+    grads[lossValue] = ConstantOp::create(
+        builder, ret.getLoc(), lossType,
+        DenseElementsAttr::get(lossType, builder.getFloatAttr(lossType.getElementType(), 1.0)));
+
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+      if (&op == ret.getOperation())
+        continue;
+      SmallVector<Value> resultGrads;
+      for (Value result : op.getResults())
+        resultGrads.push_back(grads.lookup(result));
+      if (llvm::all_of(resultGrads, [](Value g) { return !g; }) ||
+          llvm::none_of(op.getOperands(), [&](Value v) { return fromParams.contains(v); }))
+        continue;
+      auto vjp = dyn_cast<VjpOpInterface>(op);
+      if (!vjp) {
+        op.emitError() << op.getName()
+                       << " has no gradient rule, but the loss depends on a parameter through it";
+        return signalPassFailure();
+      }
+      builder.setInsertionPoint(ret);
+      SmallVector<Value> operandGrads;
+      if (failed(vjp.buildVjp(builder, resultGrads, operandGrads)))
+        return signalPassFailure();
+      for (auto [operand, grad] : llvm::zip(op.getOperands(), operandGrads)) {
+        if (!grad || !fromParams.contains(operand))
+          continue;
+        Value &sum = grads[operand];
+        sum = sum ? AddOp::create(builder, op.getLoc(), sum, grad).getResult() : grad;
+      }
+    }
+
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<StringAttr> names;
+    for (BlockArgument param : params) {
+      Value grad = grads.lookup(param);
+      if (!grad)
+        continue;
+      results.push_back(grad);
+      names.push_back(func.getArgAttrOfType<StringAttr>(param.getArgNumber(), "cleave.name"));
+    }
+    unsigned firstGrad = ret.getNumOperands();
+    ret->setOperands(results);
+    // Rules give every float operand a gradient; those of inputs and
+    // constants are never read.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+    func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(),
+                                   ValueRange(results).getTypes()));
+    for (auto [i, name] : llvm::enumerate(names)) {
+      func.setResultAttr(firstGrad + i, "cleave.name",
+                         StringAttr::get(func.getContext(), "grad:" + name.getValue()));
+      func.setResultAttr(firstGrad + i, "cleave.grad_of", name);
+    }
+  }
+};
+
+} // namespace
