@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
+#include <sstream>
 
 using namespace mlir;
 
@@ -70,6 +71,7 @@ private:
                           ExitCode code = kExitInternal);
   LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
   LogicalResult buildProgram(StringRef source);
+  LogicalResult checkTrainOptions(const TrainOptions &training);
   LogicalResult finish();
 
   MLIRContext &context;
@@ -176,6 +178,37 @@ LogicalResult Compiler::buildProgram(StringRef source) {
               "the full log is " + log + " (a cleave bug: please report it)", kExitInternal);
 }
 
+LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
+  auto bad = [&](StringRef flag, double value, StringRef expected) {
+    std::ostringstream text; // the shortest spelling: 1.5, 1e-08, -1
+    text << value;
+    return fail("--" + flag + " " + text.str(), "must be " + expected, "", kExitBadUsage);
+  };
+  static const char *const optimizers[] = {"sgd", "momentum", "adam", "adamw"};
+  if (!llvm::is_contained(optimizers, t.optimizer))
+    return fail("--optimizer '" + t.optimizer + "'", "unknown optimizer",
+                "use sgd, momentum, adam or adamw", kExitBadUsage);
+  static const char *const schedules[] = {"constant", "linear", "cosine"};
+  if (!llvm::is_contained(schedules, t.lrSchedule))
+    return fail("--lr-schedule '" + t.lrSchedule + "'", "unknown schedule",
+                "use constant, linear or cosine", kExitBadUsage);
+  if (!(t.lr > 0))
+    return bad("lr", t.lr, "positive");
+  if (!(t.beta1 >= 0 && t.beta1 < 1))
+    return bad("beta1", t.beta1, "in [0, 1)");
+  if (!(t.beta2 >= 0 && t.beta2 < 1))
+    return bad("beta2", t.beta2, "in [0, 1)");
+  if (!(t.epsilon > 0))
+    return bad("eps", t.epsilon, "positive");
+  if (!(t.weightDecay >= 0))
+    return bad("weight-decay", t.weightDecay, "zero or positive");
+  if (!(t.momentum >= 0 && t.momentum < 1))
+    return bad("momentum", t.momentum, "in [0, 1)");
+  if (t.warmup < 0)
+    return bad("warmup", t.warmup, "zero or positive");
+  return success();
+}
+
 LogicalResult Compiler::finish() {
   if (llvm::sys::fs::exists(options.outDir)) {
     if (!llvm::sys::fs::is_directory(options.outDir))
@@ -195,6 +228,8 @@ LogicalResult Compiler::run() {
   if (options.emit != "mlir" && options.emit != "cpp" && options.emit != "program")
     return fail("--emit '" + options.emit + "'", "unknown stage", "use mlir, cpp or program",
                 kExitBadUsage);
+  if (options.train && failed(checkTrainOptions(options.training)))
+    return failure();
   auto imported = importOnnxModel(context, options.model, options.import, error);
   if (failed(imported))
     return failure();
@@ -214,13 +249,25 @@ LogicalResult Compiler::run() {
       llvm::sys::fs::remove_directories(partial);
   });
 
-  if (options.gradients && failed(runPasses(
-                               module,
-                               [&](PassManager &pm) {
-                                 pm.addNestedPass<func::FuncOp>(
-                                     createAutodiff(AutodiffOptions{options.loss}));
-                               },
-                               kExitBadInput)))
+  if ((options.gradients || options.train) &&
+      failed(runPasses(
+          module,
+          [&](PassManager &pm) {
+            pm.addNestedPass<func::FuncOp>(createAutodiff(AutodiffOptions{options.loss}));
+            if (options.train) {
+              const TrainOptions &t = options.training;
+              BuildTrainStepOptions step;
+              step.optimizer = t.optimizer;
+              step.beta1 = t.beta1;
+              step.beta2 = t.beta2;
+              step.epsilon = t.epsilon;
+              step.weightDecay = t.weightDecay;
+              step.momentum = t.momentum;
+              step.nesterov = t.nesterov;
+              pm.addNestedPass<func::FuncOp>(createBuildTrainStep(step));
+            }
+          },
+          kExitBadInput)))
     return failure();
   if (failed(runPasses(module, [](PassManager &pm) {
         pm.addNestedPass<func::FuncOp>(createMemoryPlan());

@@ -12,6 +12,20 @@
 
 namespace cleave {
 
+/// The optimizer and learning rate of a training step (`cleave compile --train`).
+struct TrainOptions {
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double weightDecay = 0.0;
+  double momentum = 0.9;
+  bool nesterov = false;
+  std::string lrSchedule = "constant";
+  int64_t warmup = 0;
+};
+
 struct CompileOptions {
   std::string model;
   std::string outDir;
@@ -25,6 +39,9 @@ struct CompileOptions {
   bool gradients = false;
   /// The output to differentiate; empty: the only scalar float output.
   std::string loss;
+  /// Compile one training step instead of a forward (implies gradients).
+  bool train = false;
+  TrainOptions training;
   ImportOptions import;
 };
 

@@ -82,7 +82,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   llvm::StringMap<const Parameter *> byName;
   for (const Parameter &p : model.parameters)
     byName[p.name] = &p;
-  nlohmann::json inputs = nlohmann::json::array(), parameters = nlohmann::json::array();
+  nlohmann::json inputs = nlohmann::json::array(), parameters = nlohmann::json::array(),
+                 state = nlohmann::json::array();
   for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
     StringRef name = forward.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue();
     auto offset = forward.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset");
@@ -90,12 +91,17 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       inputs.push_back(tensorJson(name, arg.getType()));
       continue;
     }
+    nlohmann::json entry = tensorJson(name, arg.getType());
+    entry["offset"] = offset.getInt();
+    entry["bytes"] = tensorBytes(cast<RankedTensorType>(arg.getType()));
+    // Optimizer state starts at zero (the blob's initial bytes).
+    if (forward.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() == "state") {
+      state.push_back(entry);
+      continue;
+    }
     const Parameter *parameter = byName.lookup(name);
     std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
               weights.begin() + offset.getInt());
-    nlohmann::json entry = tensorJson(name, arg.getType());
-    entry["offset"] = offset.getInt();
-    entry["bytes"] = parameter->value.bytes.size();
     parameters.push_back(entry);
   }
   int64_t constantCount = 0, constantBytesTotal = 0, flops = 0;
@@ -128,6 +134,31 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       {"arena", {{"bytes", arenaBytes}}},
       {"flops", flops},
   };
+  if (options.train) {
+    const TrainOptions &t = options.training;
+    nlohmann::json dataInputs = nlohmann::json::array();
+    for (const auto &input : inputs)
+      if (input["name"] != "cleave.lr" && input["name"] != "cleave.step")
+        dataInputs.push_back(input["name"]);
+    plan["state"] = state;
+    plan["training"] = {
+        {"optimizer", t.optimizer},
+        {"lr", t.lr},
+        {"lr_schedule", t.lrSchedule},
+        {"warmup", t.warmup},
+        {"hyperparameters",
+         {{"beta1", t.beta1},
+          {"beta2", t.beta2},
+          {"eps", t.epsilon},
+          {"weight_decay", t.weightDecay},
+          {"momentum", t.momentum},
+          {"nesterov", t.nesterov}}},
+        {"data_inputs", dataInputs},
+        {"lr_input", "cleave.lr"},
+        {"step_input", "cleave.step"},
+        {"loss", outputs.empty() ? std::string() : outputs[0]["name"].get<std::string>()},
+    };
+  }
   auto writeFile = [&](StringRef name, StringRef bytes) {
     std::string path = (dir + "/" + name).str();
     std::error_code ec;

@@ -267,6 +267,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     tensors[op->getResult(0)] = call("cleave::rt::reshaped", tensorType, args);
     return success();
   }
+  if (auto assign = dyn_cast<AssignOp>(op)) {
+    CallArgs args(b);
+    args.value(context);
+    args.value(tensors.lookup(assign.getValue()));
+    args.value(tensors.lookup(assign.getTarget()));
+    call(kernelPrefix + "copy", Type(), args);
+    return success();
+  }
   if (auto constant = dyn_cast<ConstantOp>(op)) {
     if (auto offset = op->getAttrOfType<IntegerAttr>("cleave.weights_offset")) {
       tensors[constant] = tensorAt(weights, offset.getInt(), constant);

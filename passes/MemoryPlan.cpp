@@ -87,7 +87,7 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
     int64_t weights = 0;
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
       auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
-      if (!kind || kind.getValue() != "param")
+      if (!kind || (kind.getValue() != "param" && kind.getValue() != "state"))
         continue;
       func.setArgAttr(i, "cleave.weights_offset", b.getI64IntegerAttr(weights));
       weights = alignUp(weights + bytesOf(arg));

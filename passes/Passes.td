@@ -24,6 +24,35 @@ def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::func::FuncOp"> {
+  let summary = "Turn a differentiated function into one optimizer step";
+  let description = [{
+    Runs after cleave-autodiff. Adds two scalar f32 inputs, `cleave.lr` (this
+    step's learning rate) and `cleave.step` (the 1-based step number), one
+    `cleave.kind = "state"` argument per optimizer slot and parameter (named
+    `<slot>:<parameter>`, zero before the first step), builds the update with
+    cleave ops, and ends the function with `cleave.assign` of every new
+    parameter and state value. The gradient results are removed; the loss and
+    other outputs stay. The rules follow PyTorch's: sgd (weight decay added to
+    the gradient; momentum, optionally Nesterov, with a velocity buffer), adam
+    (L2 weight decay added to the gradient, bias-corrected moments) and adamw
+    (decoupled decay: p -= lr * weight_decay * p before the Adam step).
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
+           "sgd, momentum, adam or adamw">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam's first-moment decay">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam's second-moment decay">,
+    Option<"epsilon", "eps", "double", /*default=*/"1e-8", "Adam's denominator term">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "L2 (sgd, momentum, adam) or decoupled (adamw) weight decay">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9",
+           "Velocity decay of the momentum optimizer">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "Nesterov momentum">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def MemoryPlan : Pass<"cleave-memory-plan", "mlir::func::FuncOp"> {
   let summary = "Place every tensor of a function in one arena or the weights blob";
   let description = [{
@@ -32,7 +61,8 @@ def MemoryPlan : Pass<"cleave-memory-plan", "mlir::func::FuncOp"> {
     reshape, flatten, squeeze, unsqueeze, identity). Buffers are placed first
     fit at 64-byte aligned offsets of one arena, reusing space only after the
     last use of what was there, so an op never writes over its own inputs.
-    Parameters and non-splat constants go to the weights blob instead.
+    Parameters, optimizer state and non-splat constants go to the weights blob
+    instead.
 
     Sets `cleave.arena_offsets` (one per result) on each op that needs arena
     space, `cleave.weights_offset` on constants and parameter arguments, and

@@ -14,6 +14,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
@@ -677,6 +678,20 @@ LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
     SmallVectorImpl<Type> &types) {
   return inferLoss(location, adaptor.getInput(), adaptor.getTarget(), adaptor.getWeight(),
                    adaptor.getReduction(), types);
+}
+
+//===----------------------------------------------------------------------===//
+// State updates
+//===----------------------------------------------------------------------===//
+
+LogicalResult AssignOp::verify() {
+  auto arg = dyn_cast<BlockArgument>(getTarget());
+  auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
+  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind")
+                   : StringAttr();
+  if (!kind || (kind.getValue() != "param" && kind.getValue() != "state"))
+    return emitOpError("target must be a function argument of kind param or state");
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -389,6 +389,23 @@ def Cleave_NegativeLogLikelihoodLossOp
 }
 
 //===----------------------------------------------------------------------===//
+// State updates
+//===----------------------------------------------------------------------===//
+
+def Cleave_AssignOp : Cleave_Op<"assign", [MemoryEffects<[MemWrite]>,
+                                           AllTypesMatch<["target", "value"]>]> {
+  let summary = "overwrite a parameter or optimizer state argument with a new value";
+  let description = [{
+    The training step's only side effect: `target`, an argument of the function
+    (`cleave.kind` "param" or "state"), holds `value` from the next step on.
+    Assignments come after every read of their target, at the end of the step.
+  }];
+  let arguments = (ins Cleave_Tensor:$target, Cleave_Tensor:$value);
+  let assemblyFormat = "$value `to` $target attr-dict `:` type($target)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Constants and generators
 //===----------------------------------------------------------------------===//
 

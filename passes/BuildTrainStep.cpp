@@ -1,0 +1,145 @@
+//===- BuildTrainStep.cpp - one optimizer step from a differentiated function ===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_BUILDTRAINSTEP
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+/// Builds the update arithmetic: one op per call, types inferred.
+class Updates {
+public:
+  Updates(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  Value scalar(double value) {
+    auto type = RankedTensorType::get({}, b.getF32Type());
+    return ConstantOp::create(b, loc, type,
+                              DenseElementsAttr::get(type, b.getF32FloatAttr(value)));
+  }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
+  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
+  Value pow(Value x, Value y) { return PowOp::create(b, loc, x, y); }
+  /// a * x + c * y
+  Value blend(double a, Value x, double c, Value y) {
+    return add(mul(scalar(a), x), mul(scalar(c), y));
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+};
+
+struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
+  using BuildTrainStepBase::BuildTrainStepBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal())
+      return;
+    static const char *const known[] = {"sgd", "momentum", "adam", "adamw"};
+    if (!llvm::is_contained(known, optimizer)) {
+      func.emitError("unknown optimizer '") << optimizer << "': use sgd, momentum, adam or adamw";
+      return signalPassFailure();
+    }
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    MLIRContext *ctx = func.getContext();
+    auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+
+    // Split the results: gradients (by parameter name) and the rest.
+    llvm::StringMap<Value> gradOf;
+    SmallVector<Value> kept;
+    SmallVector<DictionaryAttr> keptAttrs;
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      if (auto param = func.getResultAttrOfType<StringAttr>(i, "cleave.grad_of")) {
+        gradOf[param.getValue()] = value;
+        continue;
+      }
+      kept.push_back(value);
+      keptAttrs.push_back(func.getResultAttrDict(i));
+    }
+    if (gradOf.empty()) {
+      func.emitError("has no gradients: run cleave-autodiff first, and make the loss depend "
+                     "on a parameter");
+      return signalPassFailure();
+    }
+
+    auto addArgument = [&](Type type, StringRef name, StringRef kind) {
+      unsigned index = func.getNumArguments();
+      if (failed(func.insertArgument(index, type, {}, func.getLoc())))
+        return Value();
+      func.setArgAttr(index, "cleave.name", StringAttr::get(ctx, name));
+      func.setArgAttr(index, "cleave.kind", StringAttr::get(ctx, kind));
+      return static_cast<Value>(func.getArgument(index));
+    };
+    Value lr = addArgument(f32Scalar, "cleave.lr", "input");
+    Value step = addArgument(f32Scalar, "cleave.step", "input");
+
+    OpBuilder b(ret);
+    Updates u(b, ret.getLoc());
+    SmallVector<std::pair<Value, Value>> assignments; // target, new value
+    unsigned numOriginal = func.getNumArguments() - 2;
+    for (unsigned i = 0; i < numOriginal; ++i) {
+      auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
+      Value grad = name ? gradOf.lookup(name.getValue()) : Value();
+      if (!grad)
+        continue;
+      Value param = func.getArgument(i);
+      if (!cast<RankedTensorType>(param.getType()).getElementType().isF32()) {
+        emitError(param.getLoc(), "parameter '")
+            << name.getValue() << "' is " << param.getType()
+            << ": training supports f32 parameters";
+        return signalPassFailure();
+      }
+      auto state = [&](StringRef slot) {
+        return addArgument(param.getType(), (slot + ":" + name.getValue()).str(), "state");
+      };
+      // L2 weight decay joins the gradient, except in adamw (decoupled).
+      if (weightDecay != 0.0 && optimizer != "adamw")
+        grad = u.add(grad, u.mul(u.scalar(weightDecay), param));
+      Value update;
+      if (optimizer == "sgd") {
+        update = grad;
+      } else if (optimizer == "momentum") {
+        Value velocity = state("momentum.velocity");
+        Value next = u.add(u.mul(u.scalar(momentum), velocity), grad);
+        assignments.push_back({velocity, next});
+        update = nesterov ? u.add(grad, u.mul(u.scalar(momentum), next)) : next;
+      } else {
+        Value m = state("adam.m"), v = state("adam.v");
+        Value nextM = u.blend(beta1, m, 1.0 - beta1, grad);
+        Value nextV = u.blend(beta2, v, 1.0 - beta2, u.mul(grad, grad));
+        assignments.push_back({m, nextM});
+        assignments.push_back({v, nextV});
+        // Bias corrections 1 - beta^t, with t the step number.
+        Value correction1 = u.sub(u.scalar(1.0), u.pow(u.scalar(beta1), step));
+        Value correction2 = u.sub(u.scalar(1.0), u.pow(u.scalar(beta2), step));
+        Value denominator = u.add(u.sqrt(u.div(nextV, correction2)), u.scalar(epsilon));
+        update = u.div(u.div(nextM, correction1), denominator);
+        if (optimizer == "adamw" && weightDecay != 0.0)
+          update = u.add(update, u.mul(u.scalar(weightDecay), param));
+      }
+      assignments.push_back({param, u.sub(param, u.mul(lr, update))});
+    }
+    for (auto [target, value] : assignments)
+      AssignOp::create(b, ret.getLoc(), target, value);
+
+    ret->setOperands(kept);
+    func.setType(FunctionType::get(ctx, func.getArgumentTypes(), ValueRange(kept).getTypes()));
+    func.setAllResultAttrs(keptAttrs);
+  }
+};
+
+} // namespace
