@@ -15,6 +15,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
+#include <cstdio>
+
 namespace cleave {
 namespace {
 
@@ -64,6 +66,35 @@ bool convertTensorProto(const std::string &pbPath, const std::string &npyPath,
   return rt::writeNpy(npyPath, *dtype, shape, data.bytes.data(), message);
 }
 
+/// Splits --data's comma form (x=x.npy,labels=y.npy) into one NAME=FILE each;
+/// a piece without '=' belongs to the file name before it (as the program
+/// splits it).
+std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
+  std::vector<std::string> entries;
+  for (const std::string &flag : flags) {
+    llvm::SmallVector<llvm::StringRef> pieces;
+    llvm::StringRef(flag).split(pieces, ',', -1, /*KeepEmpty=*/false);
+    if (pieces.empty()) {
+      entries.push_back(flag);
+      continue;
+    }
+    for (auto [index, piece] : llvm::enumerate(pieces)) {
+      if (index == 0 || piece.contains('='))
+        entries.push_back(piece.str());
+      else
+        entries.back() += "," + piece.str();
+    }
+  }
+  return entries;
+}
+
+/// `value` as text that reads back as the same double.
+std::string doubleText(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
 } // namespace
 
 int runProgram(const RunOptions &options) {
@@ -81,23 +112,46 @@ int runProgram(const RunOptions &options) {
   auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(scratch); });
 
   std::vector<std::string> args{program, "--dir", options.dir, "--threads",
-                                std::to_string(options.threads), "--repeat",
-                                std::to_string(options.repeat)};
-  for (auto [index, flag] : llvm::enumerate(options.inputs)) {
-    auto [name, file] = llvm::StringRef(flag).split('=');
-    std::string path = file.str();
-    if (file.ends_with(".pb")) {
-      std::string converted = (scratch + "/" + std::to_string(index) + ".npy").str();
-      std::string message;
-      if (!convertTensorProto(path, converted, message)) {
-        printError({"input '" + name.str() + "' (" + path + ")", message});
-        return kExitBadInput;
+                                std::to_string(options.threads)};
+  if (options.repeat)
+    args.insert(args.end(), {"--repeat", std::to_string(*options.repeat)});
+  // NAME=FILE flags, with ONNX TensorProto .pb files converted to .npy.
+  int converted = 0;
+  auto addFiles = [&](const char *flagName, const std::vector<std::string> &flags) {
+    for (const std::string &flag : flags) {
+      auto [name, file] = llvm::StringRef(flag).split('=');
+      std::string path = file.str();
+      if (file.ends_with(".pb")) {
+        std::string npy = (scratch + "/" + std::to_string(converted++) + ".npy").str();
+        std::string message;
+        if (!convertTensorProto(path, npy, message)) {
+          const char *what = llvm::StringRef(flagName) == "--data" ? "data" : "input";
+          printError({std::string(what) + " '" + name.str() + "' (" + path + ")", message});
+          return false;
+        }
+        path = npy;
       }
-      path = converted;
+      args.push_back(flagName);
+      args.push_back(name.str() + "=" + path);
     }
-    args.push_back("--input");
-    args.push_back(name.str() + "=" + path);
-  }
+    return true;
+  };
+  if (!addFiles("--input", options.inputs) || !addFiles("--data", splitDataFlags(options.data)))
+    return kExitBadInput;
+  if (options.steps)
+    args.insert(args.end(), {"--steps", std::to_string(*options.steps)});
+  if (options.epochs)
+    args.insert(args.end(), {"--epochs", doubleText(*options.epochs)});
+  if (options.shuffle)
+    args.push_back("--shuffle");
+  if (options.noShuffle)
+    args.push_back("--no-shuffle");
+  if (options.seed)
+    args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
+  if (options.totalSteps)
+    args.insert(args.end(), {"--total-steps", std::to_string(*options.totalSteps)});
+  if (!options.logJson.empty())
+    args.insert(args.end(), {"--log-json", options.logJson});
   if (!options.outputDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(options.outputDir)) {
       printError({options.outputDir, "cannot create: " + ec.message(), "", kExitBadUsage});

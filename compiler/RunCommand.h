@@ -3,24 +3,41 @@
 #ifndef CLEAVE_COMPILER_RUNCOMMAND_H
 #define CLEAVE_COMPILER_RUNCOMMAND_H
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace cleave {
 
+/// What `cleave run` passes to DIR/program; options left unset are not passed,
+/// so the program itself decides what its mode (forward or training) accepts.
 struct RunOptions {
   std::string dir;
   std::vector<std::string> inputs;
   std::string outputDir;
   int threads = 1;
-  int repeat = 1;
+  std::optional<int> repeat;
   bool stats = false;
+
+  // Training (a program compiled with --train): docs/training.md.
+  /// NAME=FILE, each possibly a comma-separated list of them.
+  std::vector<std::string> data;
+  std::optional<int64_t> steps;
+  std::optional<double> epochs;
+  bool shuffle = false;
+  bool noShuffle = false;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> totalSteps;
+  std::string logJson;
+
   /// Where the program's stderr goes; inherited when empty.
   std::string stderrFile;
 };
 
-/// Runs DIR/program with the inputs (ONNX TensorProto .pb files are turned
-/// into .npy first) and returns its exit code, or prints why it cannot.
+/// Runs DIR/program with the inputs or data sets (ONNX TensorProto .pb files
+/// are turned into .npy first) and returns its exit code, or prints why it
+/// cannot.
 int runProgram(const RunOptions &options);
 
 } // namespace cleave

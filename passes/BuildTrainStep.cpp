@@ -21,11 +21,14 @@ class Updates {
 public:
   Updates(OpBuilder &b, Location loc) : b(b), loc(loc) {}
 
-  Value scalar(double value) {
-    auto type = RankedTensorType::get({}, b.getF32Type());
-    return ConstantOp::create(b, loc, type,
-                              DenseElementsAttr::get(type, b.getF32FloatAttr(value)));
+  /// A scalar constant, f32 unless `type` says otherwise.
+  Value scalar(double value, FloatType type = nullptr) {
+    type = type ? type : b.getF32Type();
+    auto tensor = RankedTensorType::get({}, type);
+    return ConstantOp::create(b, loc, tensor,
+                              DenseElementsAttr::get(tensor, b.getFloatAttr(type, value)));
   }
+  Value cast(Value x, FloatType type) { return CastOp::create(b, loc, x, type); }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
   Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
   Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
@@ -109,7 +112,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       // L2 weight decay joins the gradient, except in adamw (decoupled).
       if (weightDecay != 0.0 && optimizer != "adamw")
         grad = u.add(grad, u.mul(u.scalar(weightDecay), param));
-      Value update;
+      Value update; // sgd and momentum: p -= lr * update
       if (optimizer == "sgd") {
         update = grad;
       } else if (optimizer == "momentum") {
@@ -118,18 +121,29 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         assignments.push_back({velocity, next});
         update = nesterov ? u.add(grad, u.mul(u.scalar(momentum), next)) : next;
       } else {
+        // PyTorch's order of operations, with the scalar factors (bias
+        // corrections, step size, decoupled decay) computed in f64 and
+        // rounded once: Adam amplifies rounding where sqrt(v) is near eps.
         Value m = state("adam.m"), v = state("adam.v");
         Value nextM = u.blend(beta1, m, 1.0 - beta1, grad);
-        Value nextV = u.blend(beta2, v, 1.0 - beta2, u.mul(grad, grad));
+        Value nextV = u.add(u.mul(u.scalar(beta2), v),
+                            u.mul(u.mul(u.scalar(1.0 - beta2), grad), grad));
         assignments.push_back({m, nextM});
         assignments.push_back({v, nextV});
-        // Bias corrections 1 - beta^t, with t the step number.
-        Value correction1 = u.sub(u.scalar(1.0), u.pow(u.scalar(beta1), step));
-        Value correction2 = u.sub(u.scalar(1.0), u.pow(u.scalar(beta2), step));
-        Value denominator = u.add(u.sqrt(u.div(nextV, correction2)), u.scalar(epsilon));
-        update = u.div(u.div(nextM, correction1), denominator);
+        FloatType f64 = b.getF64Type(), f32 = b.getF32Type();
+        Value t = u.cast(step, f64), lr64 = u.cast(lr, f64);
+        Value correction1 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta1, f64), t));
+        Value correction2 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta2, f64), t));
+        Value stepSize = u.cast(u.div(lr64, correction1), f32);
+        Value denominator =
+            u.add(u.div(u.sqrt(nextV), u.cast(u.sqrt(correction2), f32)), u.scalar(epsilon));
+        Value decayed = param;
         if (optimizer == "adamw" && weightDecay != 0.0)
-          update = u.add(update, u.mul(u.scalar(weightDecay), param));
+          decayed = u.mul(param, u.cast(u.sub(u.scalar(1.0, f64),
+                                              u.mul(lr64, u.scalar(weightDecay, f64))),
+                                        f32));
+        assignments.push_back({param, u.sub(decayed, u.div(u.mul(stepSize, nextM), denominator))});
+        continue;
       }
       assignments.push_back({param, u.sub(param, u.mul(lr, update))});
     }

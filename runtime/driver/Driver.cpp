@@ -3,18 +3,18 @@
 #include "runtime/driver/Driver.h"
 
 #include "runtime/Npy.h"
+#include "runtime/driver/DriverSupport.h"
+#include "runtime/driver/Training.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <optional>
 
 namespace cleave::rt {
 namespace {
@@ -23,124 +23,76 @@ namespace {
 /// written by a kernel, which measures the arena actually used.
 constexpr unsigned char kSentinel = 0xA5;
 
-struct TensorSpec {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-};
-
-struct Plan {
-  std::vector<TensorSpec> inputs, outputs;
-  int64_t arenaBytes = 0;
-  int64_t weightsBytes = 0;
-  std::string weightsFile;
-};
-
-int fail(const std::string &where, const std::string &what, int code,
-         const std::string &note = "") {
-  std::cerr << "cleave: error: " << where << ": " << what << "\n";
-  if (!note.empty())
-    std::cerr << "note: " << note << "\n";
-  return code;
+/// The first of `options` given on the command line, if any.
+const CLI::Option *firstGiven(std::initializer_list<const CLI::Option *> options) {
+  for (const CLI::Option *option : options)
+    if (option->count() > 0)
+      return option;
+  return nullptr;
 }
 
-std::optional<DType> dtypeFromName(const std::string &name) {
-  for (int i = 0; i <= static_cast<int>(DType::Bool); ++i)
-    if (name == dtypeName(static_cast<DType>(i)))
-      return static_cast<DType>(i);
-  return std::nullopt;
+/// A number above 0, with a readable error (CLI::PositiveNumber's names a
+/// range up to the largest double).
+CLI::Validator positiveNumber() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        try {
+          if (std::stod(text) > 0)
+            return "";
+        } catch (const std::exception &) {
+        }
+        return "is '" + text + "', not a positive number";
+      },
+      "POSITIVE");
 }
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string text;
-  for (int64_t d : shape)
-    text += (text.empty() ? "" : "x") + std::to_string(d);
-  return text;
-}
-
-bool readPlan(const std::string &path, Plan &plan, std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = "cannot open";
-    return false;
-  }
-  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  auto has = [&](const char *key, nlohmann::json::value_t type) {
-    return json.contains(key) && json[key].type() == type;
-  };
-  using Type = nlohmann::json::value_t;
-  if (json.is_discarded() || !json.is_object() || json.value("format_version", 0) != 1 ||
-      !has("inputs", Type::array) || !has("outputs", Type::array) ||
-      !has("arena", Type::object) || !has("weights", Type::object)) {
-    error = "not a format_version 1 plan";
-    return false;
-  }
-  auto specs = [&](const nlohmann::json &list, std::vector<TensorSpec> &out) {
-    for (const auto &entry : list) {
-      if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() ||
-          !entry.contains("dtype") || !entry["dtype"].is_string() ||
-          !entry.contains("shape") || !entry["shape"].is_array())
-        return false;
-      auto dtype = dtypeFromName(entry["dtype"].get<std::string>());
-      if (!dtype)
-        return false;
-      TensorSpec spec{entry["name"].get<std::string>(), *dtype, {}};
-      for (const auto &d : entry["shape"]) {
-        if (!d.is_number_integer())
-          return false;
-        spec.shape.push_back(d.get<int64_t>());
-      }
-      out.push_back(spec);
-    }
-    return true;
-  };
-  const auto &arena = json["arena"];
-  const auto &weights = json["weights"];
-  if (!specs(json["inputs"], plan.inputs) || !specs(json["outputs"], plan.outputs) ||
-      !arena.contains("bytes") || !arena["bytes"].is_number_integer() ||
-      !weights.contains("bytes") || !weights["bytes"].is_number_integer() ||
-      !weights.contains("file") || !weights["file"].is_string()) {
-    error = "is malformed (recompile the model with cleave compile)";
-    return false;
-  }
-  plan.arenaBytes = arena["bytes"].get<int64_t>();
-  plan.weightsBytes = weights["bytes"].get<int64_t>();
-  plan.weightsFile = weights["file"].get<std::string>();
-  return true;
-}
-
-/// Device memory owned for the length of the run.
-class Buffer {
-public:
-  Buffer(Backend &backend, std::size_t bytes)
-      : backend(backend), memory(static_cast<char *>(backend.allocate(bytes))) {}
-  ~Buffer() { backend.release(memory); }
-  Buffer(const Buffer &) = delete;
-  Buffer &operator=(const Buffer &) = delete;
-  char *get() const { return memory; }
-
-private:
-  Backend &backend;
-  char *memory;
-};
 
 } // namespace
 
 int runDriver(int argc, char **argv, Backend &backend) {
-  CLI::App app{"Runs a model compiled by cleave (one forward pass)"};
+  CLI::App app{"Runs a model compiled by cleave: one forward pass, or, for a program "
+               "compiled with --train, a training run"};
   std::string dir = ".", outputDir;
   std::vector<std::string> inputFlags;
   int threads = 1, repeat = 1;
   bool stats = false;
+  TrainingOptions training;
+  int64_t steps = 0, totalSteps = 0;
+  double epochs = 0;
+  uint64_t seed = 0;
+  bool shuffle = false, noShuffle = false;
   app.add_option("--dir", dir, "The compiled model directory (plan.json, weights.bin)");
-  app.add_option("--input", inputFlags, "NAME=FILE.npy for each model input");
-  app.add_option("--output-dir", outputDir, "Write each output as NAME.npy here");
+  auto *inputOpt = app.add_option("--input", inputFlags, "NAME=FILE.npy for each model input");
+  app.add_option("--output-dir", outputDir,
+                 "Write each output as NAME.npy here (training: the last step's, and the "
+                 "trained weights blob as weights.bin)");
   app.add_option("--threads", threads, "Threads for the BLAS kernels")->check(CLI::PositiveNumber);
-  app.add_option("--repeat", repeat, "Run the forward this many times (timing)")
-      ->check(CLI::PositiveNumber);
-  app.add_flag("--stats", stats, "Print measurements as one JSON line on stdout");
+  auto *repeatOpt = app.add_option("--repeat", repeat, "Run the forward this many times (timing)")
+                        ->check(CLI::PositiveNumber);
+  auto *statsOpt = app.add_flag("--stats", stats, "Print measurements as one JSON line on stdout");
+  auto *dataOpt = app.add_option("--data", training.data,
+                                 "Training: NAME=FILE.npy for each data input, samples along "
+                                 "dim 0 (repeatable, or comma-separated)");
+  auto *stepsOpt = app.add_option("--steps", steps, "Training: run this many steps")
+                       ->check(positiveNumber());
+  auto *epochsOpt =
+      app.add_option("--epochs", epochs, "Training: run floor(E * samples / batch) steps")
+          ->check(positiveNumber());
+  auto *shuffleOpt = app.add_flag("--shuffle", shuffle,
+                                  "Training: visit each epoch's samples in a seeded random order "
+                                  "(the default)");
+  auto *noShuffleOpt =
+      app.add_flag("--no-shuffle", noShuffle, "Training: visit the samples in file order");
+  auto *seedOpt = app.add_option("--seed", seed, "Training: the shuffle's seed (default 0)");
+  auto *totalStepsOpt =
+      app.add_option("--total-steps", totalSteps,
+                     "Training: the length of the learning-rate schedule (default: this run's "
+                     "steps)")
+          ->check(positiveNumber());
+  auto *logJsonOpt = app.add_option("--log-json", training.logJson,
+                                    "Training: write the loss and learning rate of every step "
+                                    "here (JSON)");
+  stepsOpt->excludes(epochsOpt);
+  shuffleOpt->excludes(noShuffleOpt);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -153,6 +105,30 @@ int runDriver(int argc, char **argv, Backend &backend) {
   std::string error;
   if (!readPlan(dir + "/plan.json", plan, error))
     return fail(dir + "/plan.json", error, 1);
+
+  if (plan.training) {
+    if (const CLI::Option *option = firstGiven({inputOpt, repeatOpt, statsOpt}))
+      return fail(option->get_name(), "a training program does not take it", 2,
+                  option == inputOpt ? "pass the data sets with --data NAME=FILE.npy"
+                                     : "see --help");
+    if (stepsOpt->count())
+      training.steps = steps;
+    if (epochsOpt->count())
+      training.epochs = epochs;
+    if (totalStepsOpt->count())
+      training.totalSteps = totalSteps;
+    if (seedOpt->count())
+      training.seed = seed;
+    training.shuffle = !noShuffle;
+    training.outputDir = outputDir;
+    backend.setThreads(threads);
+    return runTraining(dir, plan, training, backend);
+  }
+  if (const CLI::Option *option =
+          firstGiven({dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt,
+                      totalStepsOpt, logJsonOpt}))
+    return fail(option->get_name(), "only a training program takes it", 2,
+                "compile the model with cleave compile --train to train it");
 
   std::map<std::string, std::string> inputFiles;
   for (const std::string &flag : inputFlags) {
@@ -190,16 +166,9 @@ int runDriver(int argc, char **argv, Backend &backend) {
                   1);
   }
 
-  std::vector<char> hostWeights(static_cast<size_t>(plan.weightsBytes));
-  {
-    std::ifstream in(dir + "/" + plan.weightsFile, std::ios::binary | std::ios::ate);
-    if (!in || in.tellg() != plan.weightsBytes)
-      return fail(dir + "/" + plan.weightsFile, "missing or not " +
-                                                    std::to_string(plan.weightsBytes) + " bytes",
-                  1, "recompile the model with cleave compile");
-    in.seekg(0);
-    in.read(hostWeights.data(), plan.weightsBytes);
-  }
+  std::vector<char> hostWeights;
+  if (int code = loadWeights(dir, plan, hostWeights))
+    return code;
 
   backend.setThreads(threads);
   Buffer weights(backend, hostWeights.size());
@@ -210,9 +179,7 @@ int runDriver(int argc, char **argv, Backend &backend) {
     inputBuffers.push_back(std::make_unique<Buffer>(backend, hostInputs[i].data.size()));
     backend.copyToDevice(inputBuffers.back()->get(), hostInputs[i].data.data(),
                          hostInputs[i].data.size());
-    Tensor t{inputBuffers.back()->get(), plan.inputs[i].dtype, {}};
-    for (int64_t d : plan.inputs[i].shape)
-      t.shape[t.shape.size++] = d;
+    Tensor t = tensorAt(inputBuffers.back()->get(), plan.inputs[i]);
     inputs.push_back(t);
   }
 

@@ -3,6 +3,8 @@
 // A compiled model directory holds plan.json, weights.bin and program. The
 // driver reads the plan, loads weights and inputs (.npy), runs the forward
 // through a Backend, writes outputs as .npy and reports what it measured.
+// When the plan has a "training" section, the forward is one training step
+// and the driver runs the training loop instead (Training.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,9 +31,10 @@ public:
   virtual void forward(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
 };
 
-/// Parses the command line, runs, and returns the process exit code:
-/// 0, 1 for bad input (a missing, unknown or mismatched input), 2 for bad
-/// usage, 3 for an internal error.
+/// Parses the command line, runs (a forward, or a training run), and returns
+/// the process exit code: 0, 1 for bad input (a missing, unknown or
+/// mismatched input or data set, a non-finite loss), 2 for bad usage, 3 for
+/// an internal error.
 int runDriver(int argc, char **argv, Backend &backend);
 
 } // namespace cleave::rt

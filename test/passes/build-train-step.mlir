@@ -13,8 +13,9 @@
 // ADAM-SAME: %arg4: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.m:w"}
 // ADAM-SAME: %arg5: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.v:w"}
 // ADAM-SAME: -> (tensor<f32> {cleave.name = "loss"})
-// Bias correction: 1 - beta1^step.
-// ADAM: cleave.pow %{{.*}}, %arg3
+// Bias corrections 1 - beta^step, in f64.
+// ADAM: %[[T:.*]] = cleave.cast %arg3 {to = f64} : (tensor<f32>) -> tensor<f64>
+// ADAM: cleave.pow %{{.*}}, %[[T]] : (tensor<f64>, tensor<f64>) -> tensor<f64>
 // ADAM: cleave.sqrt
 // ADAM: cleave.assign %{{.*}} to %arg4 : tensor<3xf32>
 // ADAM: cleave.assign %{{.*}} to %arg5 : tensor<3xf32>

@@ -146,17 +146,63 @@ int runCompile(CompileCommand &cmd) {
 }
 
 void addRunCommand(CLI::App &app, RunOptions &options) {
-  CLI::App *sub = app.add_subcommand("run", "Run a compiled program (one forward pass)");
+  CLI::App *sub = app.add_subcommand(
+      "run", "Run a compiled program: one forward pass, or training for a program compiled "
+             "with --train");
   sub->add_option("dir", options.dir, "The directory cleave compile wrote")->required();
   sub->add_option("--input", options.inputs,
                   "NAME=FILE for each model input: a .npy array or an ONNX TensorProto .pb");
-  sub->add_option("--output-dir", options.outputDir, "Write each output as NAME.npy here");
+  sub->add_option("--output-dir", options.outputDir,
+                  "Write each output as NAME.npy here (training: the last step's outputs and "
+                  "the trained weights.bin)");
   sub->add_option("--threads", options.threads, "Threads for BLAS kernels")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--repeat", options.repeat, "Run the forward this many times (timing)")
+  sub->add_option_function<int>(
+         "--repeat", [&options](const int &n) { options.repeat = n; },
+         "Run the forward this many times (timing)")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--stats", options.stats,
                 "Print timing and the measured arena bytes as one JSON line");
+  // Training. CLI::PositiveNumber's error names a range up to the largest double.
+  auto positiveNumber = [] {
+    return CLI::Validator(
+        [](std::string &text) -> std::string {
+          try {
+            if (std::stod(text) > 0)
+              return "";
+          } catch (const std::exception &) {
+          }
+          return "is '" + text + "', not a positive number";
+        },
+        "POSITIVE");
+  };
+  sub->add_option("--data", options.data,
+                  "Training: NAME=FILE for each data input, samples along dim 0 (repeatable, "
+                  "or NAME=FILE,NAME=FILE)");
+  auto *steps = sub->add_option_function<int64_t>(
+                       "--steps", [&options](const int64_t &n) { options.steps = n; },
+                       "Training: run this many steps")
+                    ->check(positiveNumber());
+  auto *epochs = sub->add_option_function<double>(
+                        "--epochs", [&options](const double &e) { options.epochs = e; },
+                        "Training: run floor(E * samples / batch size) steps")
+                     ->check(positiveNumber());
+  steps->excludes(epochs);
+  auto *shuffle = sub->add_flag("--shuffle", options.shuffle,
+                                "Training: each epoch visits the samples in a seeded random "
+                                "order (the default)");
+  auto *noShuffle =
+      sub->add_flag("--no-shuffle", options.noShuffle, "Training: visit the samples in file order");
+  shuffle->excludes(noShuffle);
+  sub->add_option_function<uint64_t>(
+      "--seed", [&options](const uint64_t &s) { options.seed = s; },
+      "Training: the shuffle's seed (default 0)");
+  sub->add_option_function<int64_t>(
+         "--total-steps", [&options](const int64_t &n) { options.totalSteps = n; },
+         "Training: the length of the learning-rate schedule (default: this run's steps)")
+      ->check(positiveNumber());
+  sub->add_option("--log-json", options.logJson,
+                  "Training: write every step's loss and learning rate here (JSON)");
 }
 
 void addConformanceCommand(CLI::App &app, std::vector<std::string> &dirs) {

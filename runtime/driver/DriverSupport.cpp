@@ -1,0 +1,284 @@
+//===- DriverSupport.cpp - the plan and helpers both driver modes share --===//
+
+#include "runtime/driver/DriverSupport.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+
+namespace cleave::rt {
+namespace {
+
+std::optional<DType> dtypeFromName(const std::string &name) {
+  for (int i = 0; i <= static_cast<int>(DType::Bool); ++i)
+    if (name == dtypeName(static_cast<DType>(i)))
+      return static_cast<DType>(i);
+  return std::nullopt;
+}
+
+int64_t elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::optional<size_t> indexOf(const std::vector<TensorSpec> &specs, const std::string &name) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name)
+      return i;
+  return std::nullopt;
+}
+
+/// Reads plan.json's "training" object into `plan.training`.
+bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
+  if (!json.is_object()) {
+    error = "training: is not an object";
+    return false;
+  }
+  TrainingSpec spec;
+  auto stringField = [&](const char *key, const char *fallback, std::string &out) {
+    if (!json.contains(key)) {
+      if (!fallback) {
+        error = std::string("training.") + key + ": is missing";
+        return false;
+      }
+      out = fallback;
+      return true;
+    }
+    if (!json[key].is_string()) {
+      error = std::string("training.") + key + ": is not a string";
+      return false;
+    }
+    out = json[key].get<std::string>();
+    return true;
+  };
+  std::string schedule, lrName, stepName, lossName;
+  if (!stringField("optimizer", "", spec.optimizer) ||
+      !stringField("lr_schedule", "constant", schedule) ||
+      !stringField("lr_input", "cleave.lr", lrName) ||
+      !stringField("step_input", "cleave.step", stepName) ||
+      !stringField("loss", nullptr, lossName))
+    return false;
+
+  if (!json.contains("lr") || !json["lr"].is_number() || !(json["lr"].get<double>() >= 0)) {
+    error = "training.lr: is not a non-negative number";
+    return false;
+  }
+  spec.lr = json["lr"].get<double>();
+  if (schedule == "constant")
+    spec.schedule = LrSchedule::Constant;
+  else if (schedule == "linear")
+    spec.schedule = LrSchedule::Linear;
+  else if (schedule == "cosine")
+    spec.schedule = LrSchedule::Cosine;
+  else {
+    error = "training.lr_schedule '" + schedule + "': is not constant, linear or cosine";
+    return false;
+  }
+  if (json.contains("warmup")) {
+    if (!json["warmup"].is_number_integer() || json["warmup"].get<int64_t>() < 0) {
+      error = "training.warmup: is not a non-negative integer";
+      return false;
+    }
+    spec.warmup = json["warmup"].get<int64_t>();
+  }
+
+  if (!json.contains("data_inputs") || !json["data_inputs"].is_array() ||
+      json["data_inputs"].empty()) {
+    error = "training.data_inputs: is not a non-empty list of input names";
+    return false;
+  }
+  std::vector<bool> claimed(plan.inputs.size(), false);
+  for (const auto &entry : json["data_inputs"]) {
+    std::optional<size_t> index;
+    if (entry.is_string())
+      index = indexOf(plan.inputs, entry.get<std::string>());
+    if (!index) {
+      error = "training.data_inputs: " + entry.dump() + " is not one of the plan's inputs";
+      return false;
+    }
+    if (claimed[*index]) {
+      error = "training.data_inputs: '" + plan.inputs[*index].name + "' is listed twice";
+      return false;
+    }
+    const TensorSpec &input = plan.inputs[*index];
+    if (input.shape.empty() || input.shape[0] <= 0) {
+      error = "training.data_inputs: '" + input.name + "' has no batch dimension (" +
+              shapeText(input.shape) + ")";
+      return false;
+    }
+    if (spec.dataInputs.empty())
+      spec.batchSize = input.shape[0];
+    else if (input.shape[0] != spec.batchSize) {
+      error = "training.data_inputs: '" + plan.inputs[spec.dataInputs[0]].name + "' has batch " +
+              std::to_string(spec.batchSize) + " but '" + input.name + "' has batch " +
+              std::to_string(input.shape[0]);
+      return false;
+    }
+    claimed[*index] = true;
+    spec.dataInputs.push_back(*index);
+  }
+  auto scalarInput = [&](const char *key, const std::string &name, size_t &out) {
+    std::optional<size_t> index = indexOf(plan.inputs, name);
+    if (!index || claimed[*index] || plan.inputs[*index].dtype != DType::F32 ||
+        elementCount(plan.inputs[*index].shape) != 1) {
+      error = std::string("training.") + key + " '" + name +
+              "': is not an f32 scalar input of its own";
+      return false;
+    }
+    claimed[*index] = true;
+    out = *index;
+    return true;
+  };
+  if (!scalarInput("lr_input", lrName, spec.lrInput) ||
+      !scalarInput("step_input", stepName, spec.stepInput))
+    return false;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (!claimed[i]) {
+      error = "training: input '" + plan.inputs[i].name +
+              "' is neither a data input nor the learning rate or step";
+      return false;
+    }
+  }
+  std::optional<size_t> loss = indexOf(plan.outputs, lossName);
+  if (!loss ||
+      (plan.outputs[*loss].dtype != DType::F32 && plan.outputs[*loss].dtype != DType::F64) ||
+      elementCount(plan.outputs[*loss].shape) != 1) {
+    error = "training.loss '" + lossName + "': is not a scalar f32 or f64 output";
+    return false;
+  }
+  spec.lossOutput = *loss;
+  plan.training = spec;
+  return true;
+}
+
+} // namespace
+
+int fail(const std::string &where, const std::string &what, int code, const std::string &note) {
+  std::cerr << "cleave: error: " << where << ": " << what << "\n";
+  if (!note.empty())
+    std::cerr << "note: " << note << "\n";
+  return code;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string text;
+  for (int64_t d : shape)
+    text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
+bool readPlan(const std::string &path, Plan &plan, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot open";
+    return false;
+  }
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto has = [&](const char *key, nlohmann::json::value_t type) {
+    return json.contains(key) && json[key].type() == type;
+  };
+  using Type = nlohmann::json::value_t;
+  if (json.is_discarded() || !json.is_object() || json.value("format_version", 0) != 1 ||
+      !has("inputs", Type::array) || !has("outputs", Type::array) ||
+      !has("arena", Type::object) || !has("weights", Type::object)) {
+    error = "not a format_version 1 plan";
+    return false;
+  }
+  auto specs = [&](const nlohmann::json &list, std::vector<TensorSpec> &out) {
+    for (const auto &entry : list) {
+      if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string() ||
+          !entry.contains("dtype") || !entry["dtype"].is_string() ||
+          !entry.contains("shape") || !entry["shape"].is_array())
+        return false;
+      auto dtype = dtypeFromName(entry["dtype"].get<std::string>());
+      if (!dtype)
+        return false;
+      TensorSpec spec{entry["name"].get<std::string>(), *dtype, {}};
+      for (const auto &d : entry["shape"]) {
+        if (!d.is_number_integer())
+          return false;
+        spec.shape.push_back(d.get<int64_t>());
+      }
+      out.push_back(spec);
+    }
+    return true;
+  };
+  const auto &arena = json["arena"];
+  const auto &weights = json["weights"];
+  if (!specs(json["inputs"], plan.inputs) || !specs(json["outputs"], plan.outputs) ||
+      !arena.contains("bytes") || !arena["bytes"].is_number_integer() ||
+      !weights.contains("bytes") || !weights["bytes"].is_number_integer() ||
+      !weights.contains("file") || !weights["file"].is_string()) {
+    error = "is malformed (recompile the model with cleave compile)";
+    return false;
+  }
+  plan.arenaBytes = arena["bytes"].get<int64_t>();
+  plan.weightsBytes = weights["bytes"].get<int64_t>();
+  plan.weightsFile = weights["file"].get<std::string>();
+  if (json.contains("training") && !readTraining(json["training"], plan, error))
+    return false;
+  return true;
+}
+
+int loadWeights(const std::string &dir, const Plan &plan, std::vector<char> &weights) {
+  weights.assign(static_cast<size_t>(plan.weightsBytes), 0);
+  std::ifstream in(dir + "/" + plan.weightsFile, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() != plan.weightsBytes)
+    return fail(dir + "/" + plan.weightsFile,
+                "missing or not " + std::to_string(plan.weightsBytes) + " bytes", 1,
+                "recompile the model with cleave compile");
+  in.seekg(0);
+  in.read(weights.data(), plan.weightsBytes);
+  return 0;
+}
+
+bool writeFileAtomically(const std::string &path, const void *data, size_t bytes,
+                         std::string &error) {
+  std::string temporary = path + ".partial";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (out)
+      out.write(static_cast<const char *>(data), static_cast<std::streamsize>(bytes));
+    if (!out) {
+      error = "cannot write: " + std::string(std::strerror(errno));
+      std::remove(temporary.c_str());
+      return false;
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = "cannot write: " + std::string(std::strerror(errno));
+    std::remove(temporary.c_str());
+    return false;
+  }
+  return true;
+}
+
+bool canCreate(const std::string &path, std::string &error) {
+  std::string temporary = path + ".partial";
+  std::FILE *file = std::fopen(temporary.c_str(), "wb");
+  if (!file) {
+    error = "cannot write: " + std::string(std::strerror(errno));
+    return false;
+  }
+  std::fclose(file);
+  std::remove(temporary.c_str());
+  return true;
+}
+
+Tensor tensorAt(void *data, const TensorSpec &spec) {
+  Tensor t{data, spec.dtype, {}};
+  for (int64_t d : spec.shape)
+    t.shape[t.shape.size++] = d;
+  return t;
+}
+
+} // namespace cleave::rt

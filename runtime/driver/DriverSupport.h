@@ -1,0 +1,95 @@
+//===- DriverSupport.h - the plan and helpers both driver modes share -*- C++ -*-===//
+//
+// Internal to the driver: plan.json as read, the one-line error format, device
+// buffers, the weights blob, and writing a file whole or not at all.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_DRIVER_DRIVERSUPPORT_H
+#define CLEAVE_RUNTIME_DRIVER_DRIVERSUPPORT_H
+
+#include "runtime/driver/Driver.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cleave::rt {
+
+struct TensorSpec {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+/// How the learning rate moves over the steps (docs/training.md).
+enum class LrSchedule { Constant, Linear, Cosine };
+
+/// plan.json's optional "training" object: the program's forward is one
+/// training step.
+struct TrainingSpec {
+  std::string optimizer;
+  double lr = 0;
+  LrSchedule schedule = LrSchedule::Constant;
+  int64_t warmup = 0;
+  /// Indices into Plan::inputs.
+  std::vector<size_t> dataInputs;
+  size_t lrInput = 0, stepInput = 0;
+  /// Index into Plan::outputs.
+  size_t lossOutput = 0;
+  /// Dim 0 of every data input.
+  int64_t batchSize = 0;
+};
+
+struct Plan {
+  std::vector<TensorSpec> inputs, outputs;
+  int64_t arenaBytes = 0;
+  int64_t weightsBytes = 0;
+  std::string weightsFile;
+  std::optional<TrainingSpec> training;
+};
+
+/// Prints `cleave: error: WHERE: WHAT` (and `note: NOTE`) to stderr and
+/// returns `code`.
+int fail(const std::string &where, const std::string &what, int code,
+         const std::string &note = "");
+
+/// "8x32", or "scalar" for [].
+std::string shapeText(const std::vector<int64_t> &shape);
+
+/// Reads and checks plan.json; on failure sets `error` (without the path).
+bool readPlan(const std::string &path, Plan &plan, std::string &error);
+
+/// Reads DIR/weights.bin into `weights`, or prints why it cannot and returns
+/// the exit code.
+int loadWeights(const std::string &dir, const Plan &plan, std::vector<char> &weights);
+
+/// Writes `bytes` at `data` to `path` through `path.partial` and a rename.
+bool writeFileAtomically(const std::string &path, const void *data, size_t bytes,
+                         std::string &error);
+
+/// Whether `path` can be created (by creating and removing `path.partial`).
+bool canCreate(const std::string &path, std::string &error);
+
+/// Device memory owned for the length of the run.
+class Buffer {
+public:
+  Buffer(Backend &backend, std::size_t bytes)
+      : backend(backend), memory(static_cast<char *>(backend.allocate(bytes))) {}
+  ~Buffer() { backend.release(memory); }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  char *get() const { return memory; }
+
+private:
+  Backend &backend;
+  char *memory;
+};
+
+/// A tensor view of `spec` at `data`.
+Tensor tensorAt(void *data, const TensorSpec &spec);
+
+} // namespace cleave::rt
+
+#endif

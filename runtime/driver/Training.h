@@ -1,0 +1,48 @@
+//===- Training.h - the driver's training loop ------------------*- C++ -*-===//
+//
+// When plan.json has a "training" object, the program's forward is one
+// training step: it reads a batch, the learning rate and the step number,
+// updates the parameters and optimizer state in the weights blob in place and
+// outputs the loss. The loop here feeds it batches from .npy data sets for a
+// number of steps or epochs (docs/training.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_DRIVER_TRAINING_H
+#define CLEAVE_RUNTIME_DRIVER_TRAINING_H
+
+#include "runtime/driver/DriverSupport.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cleave::rt {
+
+struct TrainingOptions {
+  /// NAME=FILE.npy, each possibly a comma-separated list of them.
+  std::vector<std::string> data;
+  std::optional<int64_t> steps;
+  std::optional<double> epochs;
+  bool shuffle = true;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> totalSteps;
+  std::string logJson;
+  std::string outputDir;
+};
+
+/// Runs the training loop and returns the process exit code.
+int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions &options,
+                Backend &backend);
+
+/// The learning rate of step `step` (1-based) of `totalSteps`.
+double learningRate(const TrainingSpec &spec, int64_t step, int64_t totalSteps);
+
+/// Epoch `epoch`'s (0-based) order of `count` samples: Fisher-Yates driven by
+/// std::mt19937_64 seeded with seed * 1000003 + epoch.
+std::vector<int64_t> shuffledOrder(int64_t count, uint64_t seed, uint64_t epoch);
+
+} // namespace cleave::rt
+
+#endif

@@ -1,0 +1,143 @@
+# Training equals PyTorch step for step: the torch-exported MLP and GPT-style
+# transformer are compiled with --train for each optimizer, trained for STEPS
+# steps on a fixed dataset in file order (--no-shuffle), and every step's loss
+# must equal PyTorch's (same initial weights, same batches, torch.optim with
+# the same hyperparameters) within 1e-4 relative, and the final parameters
+# within 1e-4 of their largest element. Elements whose gradient is zero in exact
+# arithmetic are left out of the parameter comparison: the attention key bias
+# (softmax ignores a shift common to all keys) gets gradients of pure rounding
+# noise, which Adam scales up to lr-sized steps, in PyTorch as in cleave.
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+
+import export_gpt  # noqa: E402
+import export_mlp  # noqa: E402
+
+STEPS = 20
+BATCHES = 3  # the dataset holds 3 batches, so the file order wraps around
+
+OPTIMIZERS = {
+    "sgd": (["--optimizer", "sgd", "--lr", "0.1", "--weight-decay", "0.01"],
+            lambda p: torch.optim.SGD(p, lr=0.1, weight_decay=0.01)),
+    "momentum": (["--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.9"],
+                 lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
+    "nesterov": (["--optimizer", "momentum", "--lr", "0.05", "--momentum", "0.8",
+                  "--nesterov"],
+                 lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.8, nesterov=True)),
+    "adam": (["--optimizer", "adam", "--lr", "0.01"],
+             lambda p: torch.optim.Adam(p, lr=0.01)),
+    "adamw": (["--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.1",
+               "--beta2", "0.99", "--eps", "1e-6"],
+              lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1, betas=(0.9, 0.99),
+                                          eps=1e-6)),
+}
+
+
+def dataset(args, names, generator):
+    """BATCHES batches shaped like the export's inputs. Integer inputs are
+    classes below the largest the export used; the GPT's targets also get
+    ignored positions (-100), spread unevenly over the batches."""
+    data = {}
+    for name, value in zip(names, args):
+        shape = (value.shape[0] * BATCHES,) + tuple(value.shape[1:])
+        if value.dtype == torch.int64:
+            array = generator.integers(0, int(value.max()) + 1, shape).astype(np.int64)
+            if name == "targets":
+                array.reshape(-1)[::7] = -100
+            data[name] = array
+        else:
+            data[name] = generator.standard_normal(shape).astype(np.float32)
+    return data
+
+
+def check(model_name, module, names, optimizer, workdir):
+    flags, make_optimizer = OPTIMIZERS[optimizer]
+    path = os.path.join(workdir, f"{model_name}.onnx")
+    if not os.path.exists(path):
+        module.export(path)
+    model, args = module.build()
+    batch = args[0].shape[0]
+    data = dataset(args, names, np.random.default_rng(0))
+    out = os.path.join(workdir, f"{model_name}-{optimizer}")
+    subprocess.run(["cleave", "compile", path, "-o", out, "--train", *flags], check=True)
+    data_flags = []
+    for name, array in data.items():
+        file = os.path.join(workdir, f"{model_name}.{name}.npy")
+        np.save(file, array)
+        data_flags += ["--data", f"{name}={file}"]
+    results = os.path.join(workdir, f"{model_name}-{optimizer}.results")
+    metrics = os.path.join(workdir, f"{model_name}-{optimizer}.json")
+    subprocess.run(["cleave", "run", out, *data_flags, "--steps", str(STEPS), "--no-shuffle",
+                    "--log-json", metrics, "--output-dir", results], check=True,
+                   stderr=subprocess.DEVNULL)
+    ours = [s["loss"] for s in json.load(open(metrics))["steps"]]
+
+    opt = make_optimizer(model.parameters())
+    theirs = []
+    largest_grad = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
+    for step in range(STEPS):
+        start = (step * batch) % (batch * BATCHES)
+        inputs = [torch.from_numpy(data[name][start:start + batch]) for name in names]
+        opt.zero_grad()
+        loss = model(*inputs)
+        loss.backward()
+        for name, p in model.named_parameters():
+            largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
+        opt.step()
+        theirs.append(float(loss))
+
+    problems = []
+    for step, (a, b) in enumerate(zip(ours, theirs), start=1):
+        if abs(a - b) > 1e-4 * abs(b):
+            problems.append(f"step {step}: loss {a:.7f}, pytorch {b:.7f}")
+            break
+    if len(ours) != STEPS:
+        problems.append(f"{len(ours)} steps logged, expected {STEPS}")
+    plan = json.load(open(os.path.join(out, "plan.json")))
+    weights = np.fromfile(os.path.join(results, "weights.bin"), dtype=np.uint8)
+    params = dict(model.named_parameters())
+    for entry in plan["parameters"]:
+        if entry["name"] not in params:
+            continue
+        trained = weights[entry["offset"]:entry["offset"] + entry["bytes"]].view(np.float32)
+        expected = params[entry["name"]].detach().numpy()
+        grads = largest_grad[entry["name"]].numpy()
+        meaningful = grads > 1e-6 * max(grads.max(), 1e-30)
+        difference = np.abs(trained.reshape(expected.shape) - expected)
+        error = difference[meaningful].max() if meaningful.any() else 0.0
+        if error > 1e-4 * max(np.abs(expected).max(), 1e-6):
+            problems.append(f"final {entry['name']} differs by {error:.2e}")
+            break
+    print(f"{model_name} {optimizer}: losses {ours[0]:.6f} -> {ours[-1]:.6f} "
+          f"(pytorch {theirs[0]:.6f} -> {theirs[-1]:.6f})")
+    return [f"{model_name} {optimizer}: {p}" for p in problems]
+
+
+def main():
+    workdir = sys.argv[1]
+    problems, cases = [], 0
+    for model_name, module, names in (("mlp", export_mlp, ["x", "labels"]),
+                                      ("gpt", export_gpt, ["idx", "targets"])):
+        for optimizer in OPTIMIZERS:
+            problems += check(model_name, module, names, optimizer, workdir)
+            cases += 1
+    for p in problems:
+        print("FAIL:", p)
+    failed = len({p.split(":")[0] for p in problems})
+    print(f"{cases - failed} passed, {failed} failed")
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
