@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,12 @@ std::vector<char> constantBytes(ConstantOp op) {
   for (int64_t i = 0; i < size; ++i)
     bytes.push_back(raw[dense.isSplat() ? i % raw.size() : i]);
   return bytes;
+}
+
+std::string absolutePath(StringRef path) {
+  llvm::SmallString<256> absolute(path);
+  llvm::sys::fs::make_absolute(absolute);
+  return absolute.str().str();
 }
 
 int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
@@ -124,7 +131,7 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
 
   nlohmann::json plan = {
       {"format_version", kPlanFormatVersion},
-      {"model", options.model},
+      {"model", absolutePath(options.model)},
       {"target", options.target},
       {"inputs", inputs},
       {"outputs", outputs},

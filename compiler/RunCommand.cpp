@@ -3,6 +3,7 @@
 #include "compiler/RunCommand.h"
 
 #include "compiler/Diagnostics.h"
+#include "compiler/ExportModel.h"
 #include "compiler/OnnxTensor.h"
 #include "onnx/onnx.pb.h"
 #include "runtime/Npy.h"
@@ -152,12 +153,17 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--total-steps", std::to_string(*options.totalSteps)});
   if (!options.logJson.empty())
     args.insert(args.end(), {"--log-json", options.logJson});
-  if (!options.outputDir.empty()) {
-    if (std::error_code ec = llvm::sys::fs::create_directories(options.outputDir)) {
-      printError({options.outputDir, "cannot create: " + ec.message(), "", kExitBadUsage});
+  // --save-onnx reads the trained weights the program writes to its output
+  // directory (a scratch one if the user gave none).
+  std::string outputDir = options.outputDir;
+  if (!options.saveOnnx.empty() && outputDir.empty())
+    outputDir = (scratch + "/outputs").str();
+  if (!outputDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
+      printError({outputDir, "cannot create: " + ec.message(), "", kExitBadUsage});
       return kExitBadUsage;
     }
-    args.insert(args.end(), {"--output-dir", options.outputDir});
+    args.insert(args.end(), {"--output-dir", outputDir});
   }
   if (options.stats)
     args.push_back("--stats");
@@ -174,6 +180,14 @@ int runProgram(const RunOptions &options) {
     printError({program, "crashed: " + message, "a cleave bug: please report it",
                 kExitInternal});
     return kExitInternal;
+  }
+  if (status == 0 && !options.saveOnnx.empty()) {
+    UserError error;
+    if (failed(exportTrainedModel(options.dir, outputDir + "/weights.bin", options.saveOnnx,
+                                  error))) {
+      printError(error);
+      return error.code;
+    }
   }
   return status;
 }

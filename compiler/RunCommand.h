@@ -30,6 +30,8 @@ struct RunOptions {
   std::optional<uint64_t> seed;
   std::optional<int64_t> totalSteps;
   std::string logJson;
+  /// After training, write the model with its trained parameters here.
+  std::string saveOnnx;
 
   /// Where the program's stderr goes; inherited when empty.
   std::string stderrFile;

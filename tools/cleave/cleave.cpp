@@ -203,6 +203,8 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
       ->check(positiveNumber());
   sub->add_option("--log-json", options.logJson,
                   "Training: write every step's loss and learning rate here (JSON)");
+  sub->add_option("--save-onnx", options.saveOnnx,
+                  "Training: write the model with its trained parameters to this .onnx file");
 }
 
 void addConformanceCommand(CLI::App &app, std::vector<std::string> &dirs) {
