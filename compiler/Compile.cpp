@@ -253,7 +253,10 @@ LogicalResult Compiler::run() {
       failed(runPasses(
           module,
           [&](PassManager &pm) {
-            pm.addNestedPass<func::FuncOp>(createAutodiff(AutodiffOptions{options.loss}));
+            AutodiffOptions autodiff;
+            autodiff.loss = options.loss;
+            autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
+            pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
             if (options.train) {
               const TrainOptions &t = options.training;
               BuildTrainStepOptions step;

@@ -39,6 +39,8 @@ struct CompileOptions {
   bool gradients = false;
   /// The output to differentiate; empty: the only scalar float output.
   std::string loss;
+  /// Globs of parameters to freeze (no gradient, no update).
+  std::vector<std::string> freeze;
   /// Compile one training step instead of a forward (implies gradients).
   bool train = false;
   TrainOptions training;

@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_AUTODIFF
@@ -68,11 +69,25 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
 
     // Float values that depend on a parameter (through any op: an op without
     // a rule on such a path is an error below, not a silent zero).
+    SmallVector<llvm::GlobPattern> frozen;
+    for (const std::string &glob : freeze) {
+      auto pattern = llvm::GlobPattern::create(glob);
+      if (!pattern) {
+        func.emitError("freeze pattern '") << glob << "' is not a valid glob";
+        llvm::consumeError(pattern.takeError());
+        return signalPassFailure();
+      }
+      frozen.push_back(std::move(*pattern));
+    }
     llvm::DenseSet<Value> fromParams;
     SmallVector<BlockArgument> params;
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
       auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
-      if (kind && kind.getValue() == "param" && isFloatTensor(arg)) {
+      auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
+      bool isFrozen = name && llvm::any_of(frozen, [&](const llvm::GlobPattern &p) {
+                        return p.match(name.getValue());
+                      });
+      if (kind && kind.getValue() == "param" && isFloatTensor(arg) && !isFrozen) {
         params.push_back(arg);
         fromParams.insert(arg);
       }

@@ -14,12 +14,15 @@ def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
     several readers. Each parameter argument (`cleave.kind = "param"`, float)
     that the loss depends on gets its gradient appended to the results, named
     `grad:<parameter>` (`cleave.grad_of = <parameter>`); a parameter the loss
-    does not depend on gets none (it stays a constant, e.g. a causal mask).
+    does not depend on gets none (it stays a constant, e.g. a causal mask), and
+    so does one whose name matches a `freeze` glob.
     An op between a parameter and the loss without a rule is an error.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",
            "Name (cleave.name) of the result to differentiate; default: the only scalar float result">,
+    ListOption<"freeze", "freeze", "std::string",
+               "Globs of parameter names to leave out (frozen: no gradient, no update)">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

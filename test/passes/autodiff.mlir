@@ -26,3 +26,9 @@ func.func @forward(%x: tensor<3xf32> {cleave.kind = "input", cleave.name = "x"},
   %l = cleave.reduce_sum %m {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
   return %l, %h : tensor<f32>, tensor<3xf32>
 }
+
+// A frozen parameter gets no gradient.
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff{freeze=w*}))' | FileCheck %s --check-prefix=FROZEN
+// FROZEN-LABEL: func.func @forward
+// FROZEN-SAME: -> (tensor<f32> {cleave.name = "loss"}, tensor<3xf32> {cleave.name = "other"})
+// FROZEN-NOT: grad:

@@ -115,6 +115,8 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_option("--loss", cmd.options.loss,
                   "The output --gradients and --train differentiate (default: the only "
                   "scalar output)");
+  sub->add_option("--freeze", cmd.options.freeze,
+                  "Parameters to keep fixed: a name glob, e.g. 'encoder.*' (repeatable)");
   TrainOptions &t = cmd.options.training;
   sub->add_flag("--train", cmd.options.train,
                 "Compile one optimizer step (forward, gradients, update) instead of a forward");
