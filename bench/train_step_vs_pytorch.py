@@ -1,0 +1,108 @@
+"""Training-step time of cleave's compiled program against PyTorch eager.
+
+    .venv/bin/python bench/train_step_vs_pytorch.py [--steps N] [--threads T ...]
+
+For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), compiles
+one AdamW step with `cleave compile --train`, trains N steps on random data in
+file order, and times PyTorch doing the same steps (forward, backward,
+optimizer) on the same module with the same thread count, in the same run.
+Prints the time per step of each and the ratio cleave / pytorch (below 1:
+cleave is faster), and the fraction of this machine's sgemm throughput the
+cleave step reaches (plan.json's FLOPs per second over numpy's float32 matmul
+rate on 1024x1024 matrices, measured here, which uses the same OpenBLAS).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from forward_vs_onnxruntime import CLEAVE, GPT, MLP  # noqa: E402
+
+
+def sgemm_flops_per_second(threads):
+    """numpy's float32 matmul rate with OpenBLAS limited to `threads`, measured
+    in a child process (the thread count is fixed when OpenBLAS loads)."""
+    code = ("import numpy as np, time\n"
+            "a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)\n"
+            "a @ a\n"
+            "best = min((lambda s: (a @ a, time.perf_counter() - s)[1])(time.perf_counter())"
+            " for _ in range(5))\n"
+            "print(2 * 1024 ** 3 / best)\n")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
+    run = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                         capture_output=True, text=True)
+    return float(run.stdout)
+
+
+def bench(name, model, args, steps, threads, workdir):
+    model.train()
+    path = os.path.join(workdir, "model.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, path, opset_version=17, do_constant_folding=False,
+                          input_names=["a", "b"], output_names=["loss"],
+                          training=torch.onnx.TrainingMode.EVAL)
+    out = os.path.join(workdir, "train")
+    subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", "--optimizer", "adamw",
+                    "--lr", "1e-3", "--weight-decay", "0.01"], check=True)
+    flops = json.load(open(os.path.join(out, "plan.json")))["flops"]
+    batch = args[0].shape[0]
+    flags = []
+    for input_name, value in zip(["a", "b"], args):
+        data = torch.cat([value] * 4).numpy()
+        file = os.path.join(workdir, input_name + ".npy")
+        np.save(file, data)
+        flags += ["--data", f"{input_name}={file}"]
+    rows = []
+    for t in threads:
+        metrics = os.path.join(workdir, "metrics.json")
+        subprocess.run([CLEAVE, "run", out, *flags, "--steps", str(steps), "--no-shuffle",
+                        "--threads", str(t), "--log-json", metrics], check=True,
+                       stderr=subprocess.DEVNULL)
+        ours = json.load(open(metrics))["seconds"] / steps
+        torch.set_num_threads(t)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+        times = []
+        for step in range(steps):
+            start = time.perf_counter()
+            optimizer.zero_grad()
+            model(*args).backward()
+            optimizer.step()
+            times.append(time.perf_counter() - start)
+        theirs = sorted(times)[len(times) // 2]
+        rows.append((t, ours, theirs, flops / ours / sgemm_flops_per_second(t)))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    options = parser.parse_args()
+    print(f"torch {torch.__version__}, {os.cpu_count()} cpus; cleave: mean step time over "
+          f"{options.steps} steps (driver's --log-json seconds), pytorch: median step")
+    print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'torch ms':>9} {'ratio':>6} "
+          f"{'of sgemm':>8}")
+    torch.manual_seed(0)
+    cases = [("mlp (256-1024-1024-10, batch 64)", MLP(),
+              (torch.randn(64, 256), torch.randint(0, 10, (64,)))),
+             ("gpt (2 layers, d 128, seq 64, batch 8)", GPT(),
+              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))))]
+    for name, model, args in cases:
+        with tempfile.TemporaryDirectory() as workdir:
+            for t, ours, theirs, fraction in bench(name, model, args, options.steps,
+                                                   options.threads, workdir):
+                print(f"{name:42} {t:>7} {ours * 1e3:>10.3f} {theirs * 1e3:>9.3f} "
+                      f"{ours / theirs:>6.2f} {fraction:>8.1%}")
+
+
+if __name__ == "__main__":
+    main()
