@@ -249,12 +249,27 @@ LogicalResult Compiler::run() {
       llvm::sys::fs::remove_directories(partial);
   });
 
+  // --loss KIND:OUTPUT,TARGET appends a loss; a plain name picks an output.
+  std::optional<AppendLossOptions> appended;
+  if (StringRef(options.loss).contains(':')) {
+    auto [kind, rest] = StringRef(options.loss).split(':');
+    auto [output, target] = rest.split(',');
+    if (output.empty() || target.empty() || (kind != "cross_entropy" && kind != "mse"))
+      return fail("--loss '" + options.loss + "'",
+                  "expected NAME, cross_entropy:LOGITS,LABELS or mse:OUTPUT,TARGET", "",
+                  kExitBadUsage);
+    appended = AppendLossOptions{kind.str(), output.str(), target.str()};
+  }
   if ((options.gradients || options.train) &&
       failed(runPasses(
           module,
           [&](PassManager &pm) {
             AutodiffOptions autodiff;
             autodiff.loss = options.loss;
+            if (appended) {
+              pm.addNestedPass<func::FuncOp>(createAppendLoss(*appended));
+              autodiff.loss = "loss";
+            }
             autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
             pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
             if (options.train) {

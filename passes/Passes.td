@@ -5,6 +5,29 @@
 
 include "mlir/Pass/PassBase.td"
 
+def AppendLoss : Pass<"cleave-append-loss", "mlir::func::FuncOp"> {
+  let summary = "Append a loss over one of the function's outputs";
+  let description = [{
+    For models exported without their loss. `kind=cross_entropy` takes the
+    output `output` as logits (N x C, or N x ... x C with the classes last, as
+    language models produce them) and a new i64 input `target` holding class
+    indices of the logits' shape without the class dim; the loss is ONNX's
+    SoftmaxCrossEntropyLoss with mean reduction (ignore_index -100, as
+    PyTorch's default). `kind=mse` takes a new input `target` of the output's
+    type; the loss is the mean of the squared differences. The loss is
+    appended to the results as `loss`; the new input follows the existing ones.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"cross_entropy\"",
+           "cross_entropy or mse">,
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "The output the loss reads (its cleave.name)">,
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "Name of the new input holding labels or targets">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
   let summary = "Append the gradient of the loss for every parameter to the results";
   let description = [{

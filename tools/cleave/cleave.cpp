@@ -113,8 +113,9 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_flag("--gradients", cmd.options.gradients,
                 "Also output the gradient of the loss for each parameter (grad:NAME)");
   sub->add_option("--loss", cmd.options.loss,
-                  "The output --gradients and --train differentiate (default: the only "
-                  "scalar output)");
+                  "What --gradients and --train differentiate: an output's NAME (default: "
+                  "the only scalar output), or a loss to append: cross_entropy:LOGITS,LABELS "
+                  "or mse:OUTPUT,TARGET (LABELS/TARGET become new inputs)");
   sub->add_option("--freeze", cmd.options.freeze,
                   "Parameters to keep fixed: a name glob, e.g. 'encoder.*' (repeatable)");
   TrainOptions &t = cmd.options.training;
