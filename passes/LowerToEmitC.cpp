@@ -125,6 +125,12 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["average_pool"] = {"average_pool", -1,
                            {"kernel_shape", "strides", "pads", "dilations",
                             "count_include_pad"}};
+  calls["conv_grad_input"] = {"conv_grad_input", -1, {"strides", "pads", "dilations", "group"}};
+  calls["conv_grad_weight"] = {"conv_grad_weight", -1, {"strides", "pads", "dilations", "group"}};
+  calls["max_pool_grad"] = {"max_pool_grad", -1, {"kernel_shape", "strides", "pads", "dilations"}};
+  calls["average_pool_grad"] = {"average_pool_grad", -1,
+                                {"kernel_shape", "strides", "pads", "dilations",
+                                 "count_include_pad"}};
   calls["softmax_cross_entropy_loss"] = {"softmax_cross_entropy_loss", 2,
                                          {"reduction", "ignore_index"}};
   calls["negative_log_likelihood_loss"] = {"negative_log_likelihood_loss", 2,

@@ -563,40 +563,95 @@ LogicalResult cleave::inferReduceType(std::optional<Location> location, Value in
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
-                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
-  ArrayRef<int64_t> x = shapeOf(adaptor.getX()), w = shapeOf(adaptor.getW());
+/// The output shape of a convolution of an input of shape `x` with weights
+/// of shape `w`, once channels, group and window attributes are checked.
+static FailureOr<SmallVector<int64_t>>
+convOutput(std::optional<Location> location, ArrayRef<int64_t> x, ArrayRef<int64_t> w,
+           int64_t group, ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+           ArrayRef<int64_t> dilations) {
   if (x.size() < 3 || w.size() != x.size())
     return fail(location, "input (" + shapeString(x) + ") and weight (" + shapeString(w) +
                               ") must be N x C x spatial... of the same rank");
-  int64_t group = adaptor.getGroup();
+  if (llvm::any_of(x, [](int64_t d) { return d < 0; }) ||
+      llvm::any_of(w, [](int64_t d) { return d < 0; }))
+    return fail(location, "input (" + shapeString(x) + ") and weight (" + shapeString(w) +
+                              ") must not have negative dims");
   if (group < 1 || x[1] != w[1] * group || w[0] % group != 0)
     return fail(location, "input channels " + Twine(x[1]) + " do not match weight " +
                               shapeString(w) + " with group " + Twine(group));
-  if (adaptor.getB() && shapeOf(adaptor.getB()) != ArrayRef<int64_t>{w[0]})
-    return fail(location, "bias must have shape " + Twine(w[0]));
-  if (failed(checkSpatial(location, x.size() - 2, adaptor.getStrides(), adaptor.getPads(),
-                          adaptor.getDilations())))
+  if (failed(checkSpatial(location, x.size() - 2, strides, pads, dilations)))
     return failure();
-  auto spatial = windowOutput(location, x, w.drop_front(2), adaptor.getStrides(),
-                              adaptor.getPads(), adaptor.getDilations(), false);
+  auto spatial = windowOutput(location, x, w.drop_front(2), strides, pads, dilations, false);
   if (failed(spatial))
     return failure();
   SmallVector<int64_t> result{x[0], w[0]};
   llvm::append_range(result, *spatial);
-  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getX())));
+  return result;
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> w = shapeOf(adaptor.getW());
+  if (adaptor.getB() && w.size() >= 1 && shapeOf(adaptor.getB()) != ArrayRef<int64_t>{w[0]})
+    return fail(location, "bias must have shape " + Twine(w[0]));
+  auto result = convOutput(location, shapeOf(adaptor.getX()), w, adaptor.getGroup(),
+                           adaptor.getStrides(), adaptor.getPads(), adaptor.getDilations());
+  if (failed(result))
+    return failure();
+  types.push_back(RankedTensorType::get(*result, elementOf(adaptor.getX())));
   return success();
 }
 
-static LogicalResult inferPool(std::optional<Location> location, Value x,
-                               ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-                               ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
-                               bool ceilMode, SmallVectorImpl<Type> &types) {
-  ArrayRef<int64_t> shape = shapeOf(x);
+/// Checks that `grad` has the shape the forward op gives (`expected`) and
+/// the element type of `other`, the forward operand it pairs with.
+static LogicalResult checkGrad(std::optional<Location> location, Value grad,
+                               ArrayRef<int64_t> expected, Value other, StringRef forward) {
+  if (other && elementOf(grad) != elementOf(other))
+    return fail(location, "grad and the " + forward + " operand have different element types");
+  if (shapeOf(grad) != expected)
+    return fail(location, "grad of shape " + shapeString(shapeOf(grad)) + " is not what " +
+                              forward + " gives (" + shapeString(expected) + ")");
+  return success();
+}
+
+LogicalResult ConvGradInputOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> location,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto expected = convOutput(location, adaptor.getShape(), shapeOf(adaptor.getW()),
+                             adaptor.getGroup(), adaptor.getStrides(), adaptor.getPads(),
+                             adaptor.getDilations());
+  if (failed(expected) ||
+      failed(checkGrad(location, adaptor.getGrad(), *expected, adaptor.getW(), "conv")))
+    return failure();
+  types.push_back(RankedTensorType::get(adaptor.getShape(), elementOf(adaptor.getGrad())));
+  return success();
+}
+
+LogicalResult ConvGradWeightOp::inferReturnTypes(MLIRContext *,
+                                                 std::optional<Location> location,
+                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  auto expected = convOutput(location, shapeOf(adaptor.getX()), adaptor.getShape(),
+                             adaptor.getGroup(), adaptor.getStrides(), adaptor.getPads(),
+                             adaptor.getDilations());
+  if (failed(expected) ||
+      failed(checkGrad(location, adaptor.getGrad(), *expected, adaptor.getX(), "conv")))
+    return failure();
+  types.push_back(RankedTensorType::get(adaptor.getShape(), elementOf(adaptor.getGrad())));
+  return success();
+}
+
+/// The output shape of pooling an input of `shape` (with or without ceil
+/// mode), once the kernel and window attributes are checked.
+static FailureOr<SmallVector<int64_t>>
+poolOutput(std::optional<Location> location, ArrayRef<int64_t> shape, ArrayRef<int64_t> kernel,
+           ArrayRef<int64_t> strides, ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+           bool ceilMode) {
   if (shape.size() < 3 || kernel.size() != shape.size() - 2)
     return fail(location, "input " + shapeString(shape) + " and kernel " +
                               shapeString(kernel) + " must be N x C x spatial... and " +
                               "one size per spatial dim");
+  if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+    return fail(location, "input " + shapeString(shape) + " has a negative dim");
   if (failed(checkSpatial(location, kernel.size(), strides, pads, dilations)))
     return failure();
   auto spatial = windowOutput(location, shape, kernel, strides, pads, dilations, ceilMode);
@@ -604,8 +659,35 @@ static LogicalResult inferPool(std::optional<Location> location, Value x,
     return failure();
   SmallVector<int64_t> result{shape[0], shape[1]};
   llvm::append_range(result, *spatial);
-  types.push_back(RankedTensorType::get(result, elementOf(x)));
+  return result;
+}
+
+static LogicalResult inferPool(std::optional<Location> location, Value x,
+                               ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                               ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                               bool ceilMode, SmallVectorImpl<Type> &types) {
+  auto result = poolOutput(location, shapeOf(x), kernel, strides, pads, dilations, ceilMode);
+  if (failed(result))
+    return failure();
+  types.push_back(RankedTensorType::get(*result, elementOf(x)));
   return success();
+}
+
+/// Checks that `grad` has the shape pooling an input of `shape` gives, with
+/// or without ceil mode (the gradient ops take it from grad's dims).
+static LogicalResult checkPoolGrad(std::optional<Location> location, Value grad, Value x,
+                                   ArrayRef<int64_t> shape, ArrayRef<int64_t> kernel,
+                                   ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                                   ArrayRef<int64_t> dilations, StringRef forward) {
+  auto floor = poolOutput(location, shape, kernel, strides, pads, dilations, false);
+  if (failed(floor))
+    return failure();
+  auto ceil = poolOutput(location, shape, kernel, strides, pads, dilations, true);
+  if (failed(ceil))
+    return failure();
+  if (shapeOf(grad) == ArrayRef<int64_t>(*ceil))
+    return checkGrad(location, grad, *ceil, x, forward);
+  return checkGrad(location, grad, *floor, x, forward);
 }
 
 LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
@@ -619,6 +701,28 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *,
                                               Adaptor adaptor, SmallVectorImpl<Type> &types) {
   return inferPool(location, adaptor.getX(), adaptor.getKernelShape(), adaptor.getStrides(),
                    adaptor.getPads(), adaptor.getDilations(), adaptor.getCeilMode(), types);
+}
+
+LogicalResult MaxPoolGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (failed(checkPoolGrad(location, adaptor.getGrad(), adaptor.getX(), shapeOf(adaptor.getX()),
+                           adaptor.getKernelShape(), adaptor.getStrides(), adaptor.getPads(),
+                           adaptor.getDilations(), "max_pool")))
+    return failure();
+  types.push_back(adaptor.getX().getType());
+  return success();
+}
+
+LogicalResult AveragePoolGradOp::inferReturnTypes(MLIRContext *,
+                                                  std::optional<Location> location,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &types) {
+  if (failed(checkPoolGrad(location, adaptor.getGrad(), Value(), adaptor.getShape(),
+                           adaptor.getKernelShape(), adaptor.getStrides(), adaptor.getPads(),
+                           adaptor.getDilations(), "average_pool")))
+    return failure();
+  types.push_back(RankedTensorType::get(adaptor.getShape(), elementOf(adaptor.getGrad())));
+  return success();
 }
 
 LogicalResult GlobalAveragePoolOp::inferReturnTypes(MLIRContext *,

@@ -335,7 +335,7 @@ def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max">;
 // Convolution and pooling (N x C x spatial...)
 //===----------------------------------------------------------------------===//
 
-def Cleave_ConvOp : Cleave_PureOp<"conv"> {
+def Cleave_ConvOp : Cleave_PureOp<"conv", [Cleave_Vjp]> {
   let summary = "grouped N-d convolution";
   let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$w,
                    Optional<Cleave_FloatTensor>:$b, DenseI64ArrayAttr:$strides,
@@ -343,7 +343,7 @@ def Cleave_ConvOp : Cleave_PureOp<"conv"> {
   let results = (outs Cleave_FloatTensor:$y);
 }
 
-def Cleave_MaxPoolOp : Cleave_PureOp<"max_pool"> {
+def Cleave_MaxPoolOp : Cleave_PureOp<"max_pool", [Cleave_Vjp]> {
   let summary = "N-d max pooling";
   let arguments = (ins Cleave_NumericTensor:$x, DenseI64ArrayAttr:$kernel_shape,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -351,13 +351,81 @@ def Cleave_MaxPoolOp : Cleave_PureOp<"max_pool"> {
   let results = (outs Cleave_NumericTensor:$y);
 }
 
-def Cleave_AveragePoolOp : Cleave_PureOp<"average_pool"> {
+def Cleave_AveragePoolOp : Cleave_PureOp<"average_pool", [Cleave_Vjp]> {
   let summary = "N-d average pooling";
   let arguments = (ins Cleave_FloatTensor:$x, DenseI64ArrayAttr:$kernel_shape,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                    DenseI64ArrayAttr:$dilations, BoolAttr:$ceil_mode,
                    BoolAttr:$count_include_pad);
   let results = (outs Cleave_FloatTensor:$y);
+}
+
+// The adjoints of conv and the pools (built by their gradient rules; no ONNX
+// operator imports to them). They have no gradient rules of their own.
+
+def Cleave_ConvGradInputOp : Cleave_PureOp<"conv_grad_input"> {
+  let summary = "the gradient of a convolution's input: `grad` convolved back through `w`";
+  let description = [{
+    The adjoint of `cleave.conv` in x (a transposed convolution): for the conv
+    of an input of `shape` (N x C x spatial...) with weights `w` (M x C/group x
+    kernel...) and the same `strides`, `pads`, `dilations` and `group`, the
+    result has `shape` and holds, at each input position, the sum of
+    grad[n, m, o...] * w[m, c, k...] over every output position o and kernel
+    offset k that read it. `grad` has the conv's output shape.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$grad, Cleave_FloatTensor:$w,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$group, DenseI64ArrayAttr:$shape);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
+def Cleave_ConvGradWeightOp : Cleave_PureOp<"conv_grad_weight"> {
+  let summary = "the gradient of a convolution's weights: `grad` correlated with `x`";
+  let description = [{
+    The adjoint of `cleave.conv` in w: for the conv of `x` with weights of
+    `shape` (M x C/group x kernel...) and the same `strides`, `pads`,
+    `dilations` and `group`, the result has `shape` and holds, per weight, the
+    sum of grad[n, m, o...] * x[n, c, i...] over the images and the output
+    positions o whose window read input position i through that weight.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$grad, Cleave_FloatTensor:$x,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$group, DenseI64ArrayAttr:$shape);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
+def Cleave_MaxPoolGradOp : Cleave_PureOp<"max_pool_grad"> {
+  let summary = "route each window's gradient to the window's maximum in `x`";
+  let description = [{
+    The adjoint of `cleave.max_pool`: the result has x's type and is zero
+    except that grad[n, c, o...] is added at the arg-max of window o of `x`
+    (the first maximum in window order on ties, padding never, as PyTorch).
+    The windows are those of max_pool with the same `kernel_shape`, `strides`,
+    `pads` and `dilations`; `grad` has max_pool's output shape, with or
+    without ceil mode (its dims decide).
+  }];
+  let arguments = (ins Cleave_FloatTensor:$grad, Cleave_FloatTensor:$x,
+                   DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
+def Cleave_AveragePoolGradOp : Cleave_PureOp<"average_pool_grad"> {
+  let summary = "spread each window's gradient over the window, divided as the average";
+  let description = [{
+    The adjoint of `cleave.average_pool` on an input of `shape`: the result
+    has `shape` and each input element inside window o (clipped to the input)
+    gets grad[n, c, o...] divided by that window's divisor in the forward op:
+    the elements inside the input, or with `count_include_pad` those inside
+    the padded input (a ceil-mode window running past the end pads counts
+    only its part inside them). `grad` has average_pool's output shape, with
+    or without ceil mode (its dims decide).
+  }];
+  let arguments = (ins Cleave_FloatTensor:$grad, DenseI64ArrayAttr:$kernel_shape,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, BoolAttr:$count_include_pad,
+                   DenseI64ArrayAttr:$shape);
+  let results = (outs Cleave_FloatTensor:$output);
 }
 
 def Cleave_GlobalAveragePoolOp : Cleave_PureOp<"global_average_pool", [Cleave_Vjp]> {

@@ -1,8 +1,9 @@
 //===- CleaveVjp.cpp - reverse-mode rules of cleave ops ------------------===//
 //
 // Each differentiable op's VjpOpInterface::buildVjp: operand gradients built
-// from cleave ops (and the two gradient ops, gather_grad and slice_grad, where
-// no forward op expresses the adjoint).
+// from cleave ops (and the gradient ops gather_grad, slice_grad,
+// conv_grad_input, conv_grad_weight, max_pool_grad and average_pool_grad,
+// where no forward op expresses the adjoint).
 //
 // Conventions shared by every rule:
 // - A rule only differentiates float values: an operand that is not a float
@@ -16,7 +17,8 @@
 // - Subgradients at kinks: relu, leaky_relu and abs take the x > 0 (x < 0)
 //   branch and give 0 (alpha for leaky_relu, 0 for abs) at x = 0, as PyTorch;
 //   reduce_max gives every element equal to the maximum the full gradient
-//   (an equality mask, as onnxruntime's ReduceMax gradient).
+//   (an equality mask, as onnxruntime's ReduceMax gradient); max_pool gives
+//   each window's gradient to its first maximum (as PyTorch).
 //
 //===----------------------------------------------------------------------===//
 
@@ -828,6 +830,49 @@ LogicalResult GlobalAveragePoolOp::buildVjp(OpBuilder &builder, ValueRange resul
     ArrayRef<int64_t> shape = shapeOf(getX());
     double count = static_cast<double>(product(shape.drop_front(2)));
     return b.expand(b.mul(g, 1.0 / count), shape);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // y = conv(x, w) + b: dx = conv_grad_input(g, w), dw = conv_grad_weight(g,
+  // x), db = g summed over every dim but the channels.
+  Value g = resultGrad(*this, resultGrads);
+  if (!g)
+    return noGradients(*this, grads);
+  GradBuilder b(builder, getLoc());
+  Value x = getX(), w = getW();
+  grads.push_back(ConvGradInputOp::create(builder, getLoc(), g, w, getStridesAttr(), getPadsAttr(),
+                                          getDilationsAttr(), getGroupAttr(),
+                                          builder.getDenseI64ArrayAttr(shapeOf(x))));
+  grads.push_back(ConvGradWeightOp::create(builder, getLoc(), g, x, getStridesAttr(),
+                                           getPadsAttr(), getDilationsAttr(), getGroupAttr(),
+                                           builder.getDenseI64ArrayAttr(shapeOf(w))));
+  if (getB())
+    grads.push_back(b.sum(g, allAxes(shapeOf(g).size(), /*skip=*/1), /*keepdims=*/false));
+  return success();
+}
+
+LogicalResult MaxPoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &grads) {
+  // Each window's gradient goes to its arg-max (the first maximum on ties).
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+    return MaxPoolGradOp::create(b.b, b.loc, g, getX(), getKernelShapeAttr(), getStridesAttr(),
+                                 getPadsAttr(), getDilationsAttr());
+  });
+}
+
+LogicalResult AveragePoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                      SmallVectorImpl<Value> &grads) {
+  // Each window's gradient is spread over it, divided as the forward divides.
+  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+    return AveragePoolGradOp::create(b.b, b.loc, g, getKernelShapeAttr(), getStridesAttr(),
+                                     getPadsAttr(), getDilationsAttr(), getCountIncludePadAttr(),
+                                     b.b.getDenseI64ArrayAttr(shapeOf(getX())));
   });
 }
 

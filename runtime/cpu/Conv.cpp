@@ -1,10 +1,15 @@
-//===- Conv.cpp - N-d grouped convolution: im2col + gemm ------------------===//
+//===- Conv.cpp - N-d grouped convolution and its adjoints: im2col + gemm -===//
 //
 // For each image and group, the input patches are unrolled (im2col) into a
 // (C/group * prod(kernel)) x (output positions) matrix, a tile of whole
 // output rows at a time so the scratch stays bounded, and multiplied by the
 // group's M/group x (C/group * prod(kernel)) weights straight into y.
 // Pointwise convolutions (1x1, stride 1, no padding) skip the unrolling.
+//
+// The adjoints use the same tiles: conv_grad_weight accumulates
+// dy_g (M/group x tile) times the unrolled tile transposed into dw_g;
+// conv_grad_input multiplies w_g transposed by a tile of dy_g into the
+// scratch and folds it back onto dx (col2im, adding where windows overlap).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,23 +30,83 @@ struct ConvGeometry {
   int64_t stride[kMaxRank], padBegin[kMaxRank], dilation[kMaxRank];
   int64_t inStride[kMaxRank]; // strides of the input's spatial dims
   int64_t inSize, outSize, kSize;
+  int64_t n, c, m, cg, mg, group;
+  int64_t kdim; // rows of a group's column matrix: cg * kSize
+  bool pointwise;
+
+  /// Output rows (all output coords but the last) per im2col tile.
+  int64_t tileRows() const {
+    int64_t olast = out[sp - 1];
+    return std::clamp<int64_t>(kTileElements / std::max<int64_t>(1, kdim * olast), 1,
+                               outSize / std::max<int64_t>(1, olast));
+  }
 };
 
-/// Unrolls output rows [r0, r1) (rows: all output coords but the last) of
-/// one input group `xg` (channels x spatial) into `col`, kdim x tn.
-template <typename T>
-void im2col(const ConvGeometry &g, const T *xg, int64_t kdim, int64_t r0, int64_t r1, T *col) {
+/// The geometry of conv(x, w) -> y from the three shapes (x N x C x in...,
+/// w M x C/group x kernel..., y N x M x out...); fails naming `kernel` when
+/// they do not agree.
+ConvGeometry convGeometry(const char *kernel, const Dims &x, const Dims &w, const Dims &y,
+                          Dims strides, Dims pads, Dims dilations, int64_t group) {
+  int sp = x.size - 2;
+  if (sp < 1 || w.size != x.size || y.size != x.size)
+    fail(kernel, "x, w and y must be N x C x spatial with the same rank");
+  strides = orDefault(kernel, "strides", strides, sp, 1);
+  dilations = orDefault(kernel, "dilations", dilations, sp, 1);
+  pads = orDefault(kernel, "pads", pads, 2 * sp, 0);
+  ConvGeometry g;
+  g.n = x[0];
+  g.c = x[1];
+  g.m = w[0];
+  g.cg = w[1];
+  g.group = group;
+  if (group < 1 || g.c != g.cg * group || g.m % group != 0 || y[0] != g.n || y[1] != g.m)
+    fail(kernel, "channels do not agree with group %lld", static_cast<long long>(group));
+  g.mg = g.m / group;
+  g.sp = sp;
+  g.pointwise = true;
+  for (int d = 0; d < sp; ++d) {
+    g.in[d] = x[d + 2];
+    g.out[d] = y[d + 2];
+    g.k[d] = w[d + 2];
+    g.stride[d] = strides[d];
+    g.padBegin[d] = pads[d];
+    g.dilation[d] = dilations[d];
+    if (g.stride[d] < 1 || g.dilation[d] < 1)
+      fail(kernel, "strides and dilations must be positive");
+    g.pointwise &= g.k[d] == 1 && g.stride[d] == 1 && pads[d] == 0 && pads[d + sp] == 0 &&
+                   g.out[d] == g.in[d];
+  }
+  int64_t spatialStrides[kMaxRank];
+  Dims spatial;
+  for (int d = 0; d < sp; ++d)
+    spatial.values[spatial.size++] = g.in[d];
+  rowMajorStrides(spatial, spatialStrides);
+  for (int d = 0; d < sp; ++d)
+    g.inStride[d] = spatialStrides[d];
+  g.inSize = product(x, 2, x.size);
+  g.outSize = product(y, 2, y.size);
+  g.kSize = product(w, 2, w.size);
+  g.kdim = g.cg * g.kSize;
+  return g;
+}
+
+/// Between output rows [r0, r1) (rows: all output coords but the last) of
+/// one input group `xg` (channels x spatial) and `col`, kdim x tn: unrolls
+/// xg into col (Fold false: im2col, padding gives zeros), or adds col back
+/// onto xg (Fold true: col2im, the adjoint).
+template <bool Fold, typename T>
+void unroll(const ConvGeometry &g, T *xg, int64_t r0, int64_t r1, T *col) {
   int last = g.sp - 1;
   int64_t olast = g.out[last], slast = g.in[last], stlast = g.stride[last];
   int64_t tn = (r1 - r0) * olast;
-  for (int64_t kr = 0; kr < kdim; ++kr) {
+  for (int64_t kr = 0; kr < g.kdim; ++kr) {
     int64_t c = kr / g.kSize;
     int64_t kc[kMaxRank];
     for (int64_t rem = kr % g.kSize, d = last; d >= 0; --d) {
       kc[d] = rem % g.k[d];
       rem /= g.k[d];
     }
-    const T *xc = xg + c * g.inSize;
+    T *xc = xg + c * g.inSize;
     T *dst = col + kr * tn;
     // Valid output columns of the last dim: 0 <= ol * stride + shift < slast.
     int64_t shift = kc[last] * g.dilation[last] - g.padBegin[last];
@@ -64,7 +129,17 @@ void im2col(const ConvGeometry &g, const T *xg, int64_t kdim, int64_t r0, int64_
         inside &= i >= 0 && i < g.in[d];
         offset += i * g.inStride[d];
       }
-      if (!inside || lo == hi) {
+      if constexpr (Fold) {
+        if (inside && lo < hi) {
+          T *target = xc + offset;
+          if (stlast == 1)
+            for (int64_t ol = lo; ol < hi; ++ol)
+              target[ol + shift] += row[ol];
+          else
+            for (int64_t ol = lo; ol < hi; ++ol)
+              target[ol * stlast + shift] += row[ol];
+        }
+      } else if (!inside || lo == hi) {
         std::fill(row, row + olast, T(0));
       } else {
         const T *src = xc + offset;
@@ -85,6 +160,20 @@ void im2col(const ConvGeometry &g, const T *xg, int64_t kdim, int64_t r0, int64_
   }
 }
 
+/// Calls f(image, group, r0, r1) for every tile of output rows of every
+/// image and group, with `col` (one tile of scratch) sized for it.
+template <typename T, typename F>
+void forEachTile(const ConvGeometry &g, std::vector<T> &col, F &&f) {
+  int64_t olast = g.out[g.sp - 1];
+  int64_t rows = g.outSize / olast;
+  int64_t tileRows = g.tileRows();
+  col.resize(static_cast<std::size_t>(g.kdim * tileRows * olast));
+  for (int64_t i = 0; i < g.n; ++i)
+    for (int64_t gi = 0; gi < g.group; ++gi)
+      for (int64_t r0 = 0; r0 < rows; r0 += tileRows)
+        f(i, gi, r0, std::min(rows, r0 + tileRows));
+}
+
 } // namespace
 
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
@@ -94,47 +183,12 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   checkType(kernel, y, x.dtype);
   if (b)
     checkType(kernel, *b, x.dtype);
-  int sp = x.rank() - 2;
-  if (sp < 1 || w.rank() != x.rank() || y.rank() != x.rank())
-    fail(kernel, "x, w and y must be N x C x spatial with the same rank");
-  strides = orDefault(kernel, "strides", strides, sp, 1);
-  dilations = orDefault(kernel, "dilations", dilations, sp, 1);
-  pads = orDefault(kernel, "pads", pads, 2 * sp, 0);
-  int64_t n = x.shape[0], c = x.shape[1], m = w.shape[0], cg = w.shape[1];
-  if (group < 1 || c != cg * group || m % group != 0 || y.shape[0] != n || y.shape[1] != m)
-    fail(kernel, "channels do not agree with group %lld", static_cast<long long>(group));
-  if (b && b->numel() != m)
+  ConvGeometry g =
+      convGeometry(kernel, x.shape, w.shape, y.shape, strides, pads, dilations, group);
+  if (b && b->numel() != g.m)
     fail(kernel, "bias has %lld elements, expected %lld", static_cast<long long>(b->numel()),
-         static_cast<long long>(m));
-  int64_t mg = m / group;
-
-  ConvGeometry g;
-  g.sp = sp;
-  bool pointwise = true;
-  for (int d = 0; d < sp; ++d) {
-    g.in[d] = x.shape[d + 2];
-    g.out[d] = y.shape[d + 2];
-    g.k[d] = w.shape[d + 2];
-    g.stride[d] = strides[d];
-    g.padBegin[d] = pads[d];
-    g.dilation[d] = dilations[d];
-    if (g.stride[d] < 1 || g.dilation[d] < 1)
-      fail(kernel, "strides and dilations must be positive");
-    pointwise &= g.k[d] == 1 && g.stride[d] == 1 && pads[d] == 0 && pads[d + sp] == 0 &&
-                 g.out[d] == g.in[d];
-  }
-  int64_t spatialStrides[kMaxRank];
-  Dims spatial;
-  for (int d = 0; d < sp; ++d)
-    spatial.values[spatial.size++] = g.in[d];
-  rowMajorStrides(spatial, spatialStrides);
-  for (int d = 0; d < sp; ++d)
-    g.inStride[d] = spatialStrides[d];
-  g.inSize = product(x.shape, 2, x.rank());
-  g.outSize = product(y.shape, 2, y.rank());
-  g.kSize = product(w.shape, 2, w.rank());
-  int64_t kdim = cg * g.kSize;
-  int64_t p = g.outSize;
+         static_cast<long long>(g.m));
+  int64_t n = g.n, c = g.c, m = g.m, cg = g.cg, mg = g.mg, kdim = g.kdim, p = g.outSize;
 
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -143,29 +197,20 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
     T *ys = y.as<T>();
     if (p == 0 || n == 0 || m == 0)
       return;
-    if (pointwise) {
+    if (g.pointwise) {
       for (int64_t i = 0; i < n; ++i)
         for (int64_t gi = 0; gi < group; ++gi)
           gemmCore<T>(ctx, false, false, mg, p, cg, 1.0, ws + gi * mg * kdim, kdim,
                       xs + (i * c + gi * cg) * g.inSize, p, 0.0, ys + (i * m + gi * mg) * p, p);
     } else {
-      int64_t olast = g.out[sp - 1];
-      int64_t rows = p / olast;
-      int64_t tileRows = std::clamp<int64_t>(kTileElements / std::max<int64_t>(1, kdim * olast),
-                                             1, rows);
-      std::vector<T> col(static_cast<std::size_t>(kdim * tileRows * olast));
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t gi = 0; gi < group; ++gi) {
-          const T *xg = xs + (i * c + gi * cg) * g.inSize;
-          T *yg = ys + (i * m + gi * mg) * p;
-          for (int64_t r0 = 0; r0 < rows; r0 += tileRows) {
-            int64_t r1 = std::min(rows, r0 + tileRows);
-            int64_t tn = (r1 - r0) * olast;
-            im2col(g, xg, kdim, r0, r1, col.data());
-            gemmCore<T>(ctx, false, false, mg, tn, kdim, 1.0, ws + gi * mg * kdim, kdim,
-                        col.data(), tn, 0.0, yg + r0 * olast, p);
-          }
-        }
+      int64_t olast = g.out[g.sp - 1];
+      std::vector<T> col;
+      forEachTile(g, col, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
+        int64_t tn = (r1 - r0) * olast;
+        unroll<false>(g, const_cast<T *>(xs) + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
+        gemmCore<T>(ctx, false, false, mg, tn, kdim, 1.0, ws + gi * mg * kdim, kdim, col.data(),
+                    tn, 0.0, ys + (i * m + gi * mg) * p + r0 * olast, p);
+      });
     }
     if (b) {
       const T *bs = b->template as<T>();
@@ -177,6 +222,79 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
             yr[j] += bv;
         }
     }
+  });
+}
+
+void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,
+                     Dims strides, Dims pads, Dims dilations, int64_t group) {
+  const char *kernel = "conv_grad_input";
+  checkType(kernel, w, out.dtype);
+  checkType(kernel, grad, out.dtype);
+  ConvGeometry g =
+      convGeometry(kernel, out.shape, w.shape, grad.shape, strides, pads, dilations, group);
+  int64_t c = g.c, m = g.m, cg = g.cg, mg = g.mg, kdim = g.kdim, p = g.outSize;
+
+  dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *gs = grad.as<T>();
+    const T *ws = w.as<T>();
+    T *dx = out.as<T>();
+    std::fill(dx, dx + out.numel(), T(0));
+    if (p == 0 || g.n == 0 || m == 0 || kdim == 0)
+      return;
+    // dcol_g (kdim x positions) = w_g^T (kdim x mg) dy_g (mg x positions).
+    if (g.pointwise) {
+      for (int64_t i = 0; i < g.n; ++i)
+        for (int64_t gi = 0; gi < group; ++gi)
+          gemmCore<T>(ctx, true, false, kdim, p, mg, 1.0, ws + gi * mg * kdim, kdim,
+                      gs + (i * m + gi * mg) * p, p, 0.0, dx + (i * c + gi * cg) * g.inSize, p);
+      return;
+    }
+    int64_t olast = g.out[g.sp - 1];
+    std::vector<T> col;
+    forEachTile(g, col, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
+      int64_t tn = (r1 - r0) * olast;
+      gemmCore<T>(ctx, true, false, kdim, tn, mg, 1.0, ws + gi * mg * kdim, kdim,
+                  gs + (i * m + gi * mg) * p + r0 * olast, p, 0.0, col.data(), tn);
+      unroll<true>(g, dx + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
+    });
+  });
+}
+
+void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
+                      Dims strides, Dims pads, Dims dilations, int64_t group) {
+  const char *kernel = "conv_grad_weight";
+  checkType(kernel, x, out.dtype);
+  checkType(kernel, grad, out.dtype);
+  ConvGeometry g =
+      convGeometry(kernel, x.shape, out.shape, grad.shape, strides, pads, dilations, group);
+  int64_t c = g.c, m = g.m, cg = g.cg, mg = g.mg, kdim = g.kdim, p = g.outSize;
+
+  dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *gs = grad.as<T>();
+    const T *xs = x.as<T>();
+    T *dw = out.as<T>();
+    std::fill(dw, dw + out.numel(), T(0));
+    if (p == 0 || g.n == 0 || m == 0 || kdim == 0)
+      return;
+    // dw_g (mg x kdim) += dy_g (mg x positions) col_g^T (positions x kdim),
+    // summed over the images (and tiles).
+    if (g.pointwise) {
+      for (int64_t i = 0; i < g.n; ++i)
+        for (int64_t gi = 0; gi < group; ++gi)
+          gemmCore<T>(ctx, false, true, mg, kdim, p, 1.0, gs + (i * m + gi * mg) * p, p,
+                      xs + (i * c + gi * cg) * g.inSize, p, 1.0, dw + gi * mg * kdim, kdim);
+      return;
+    }
+    int64_t olast = g.out[g.sp - 1];
+    std::vector<T> col;
+    forEachTile(g, col, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
+      int64_t tn = (r1 - r0) * olast;
+      unroll<false>(g, const_cast<T *>(xs) + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
+      gemmCore<T>(ctx, false, true, mg, kdim, tn, 1.0, gs + (i * m + gi * mg) * p + r0 * olast, p,
+                  col.data(), tn, 1.0, dw + gi * mg * kdim, kdim);
+    });
   });
 }
 

@@ -589,6 +589,340 @@ TEST(Pool, GlobalAverage) {
 }
 
 //===----------------------------------------------------------------------===//
+// Adjoints of convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// Visits every (input element, weight, output element) triple a direct
+/// convolution multiplies, by nested loops over images, output channels,
+/// output positions, input channels of the group and kernel offsets (up to
+/// three spatial dims): f(x index, w index, y index). The forward adds
+/// x * w to y; its adjoints add dy * w to dx and dy * x to dw.
+template <typename F> void forEachConvTerm(const ConvCase &c, F &&f) {
+  int sp = c.x.size - 2;
+  Dims out = convOutShape(c);
+  int64_t S[3] = {1, 1, 1}, K[3] = {1, 1, 1}, O[3] = {1, 1, 1}, st[3] = {1, 1, 1},
+          dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
+  for (int d = 0; d < sp; ++d) {
+    int e = 3 - sp + d;
+    S[e] = c.x[d + 2];
+    K[e] = c.w[d + 2];
+    O[e] = out[d + 2];
+    st[e] = c.strides.size ? c.strides[d] : 1;
+    dl[e] = c.dilations.size ? c.dilations[d] : 1;
+    pb[e] = c.pads.size ? c.pads[d] : 0;
+  }
+  int64_t n = c.x[0], ch = c.x[1], m = c.w[0], cg = c.w[1], mg = m / c.group;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t oc = 0; oc < m; ++oc)
+      for (int64_t o0 = 0; o0 < O[0]; ++o0)
+        for (int64_t o1 = 0; o1 < O[1]; ++o1)
+          for (int64_t o2 = 0; o2 < O[2]; ++o2)
+            for (int64_t ic = 0; ic < cg; ++ic)
+              for (int64_t k0 = 0; k0 < K[0]; ++k0)
+                for (int64_t k1 = 0; k1 < K[1]; ++k1)
+                  for (int64_t k2 = 0; k2 < K[2]; ++k2) {
+                    int64_t p0 = o0 * st[0] - pb[0] + k0 * dl[0];
+                    int64_t p1 = o1 * st[1] - pb[1] + k1 * dl[1];
+                    int64_t p2 = o2 * st[2] - pb[2] + k2 * dl[2];
+                    if (p0 < 0 || p0 >= S[0] || p1 < 0 || p1 >= S[1] || p2 < 0 || p2 >= S[2])
+                      continue;
+                    int64_t xc = oc / mg * cg + ic;
+                    f((((i * ch + xc) * S[0] + p0) * S[1] + p1) * S[2] + p2,
+                      (((oc * cg + ic) * K[0] + k0) * K[1] + k1) * K[2] + k2,
+                      (((i * m + oc) * O[0] + o0) * O[1] + o1) * O[2] + o2);
+                  }
+}
+
+template <typename T> void checkConvGrads(const ConvCase &c, unsigned seed, double tol) {
+  auto x = makeRandom<T>(c.x, seed);
+  auto w = makeRandom<T>(c.w, seed + 1);
+  Dims outShape = convOutShape(c);
+  auto dy = makeRandom<T>(outShape, seed + 2);
+  auto dx = makeRandom<T>(c.x, seed + 3); // overwritten
+  auto dw = makeRandom<T>(c.w, seed + 4);
+  cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
+  cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
+  std::vector<double> ex(static_cast<std::size_t>(x.numel())),
+      ew(static_cast<std::size_t>(w.numel()));
+  const T *xs = x.template data<T>(), *ws = w.template data<T>(), *gs = dy.template data<T>();
+  forEachConvTerm(c, [&](int64_t xi, int64_t wi, int64_t yi) {
+    ex[xi] += double(gs[yi]) * double(ws[wi]);
+    ew[wi] += double(gs[yi]) * double(xs[xi]);
+  });
+  expectNear(dx, ex, tol);
+  expectNear(dw, ew, tol);
+}
+
+TEST(ConvGrad, HandWorked1d) {
+  // x = [1, 2, 3, 4], w = [1, 10], pads 1, stride 2: the windows read
+  // (pad, x0), (x1, x2), (x3, pad), so y = [10 x0, x1 + 10 x2, x3].
+  // With dy = [1, 2, 3]: dx = [10 dy0, dy1, 10 dy1, dy2] = [10, 2, 20, 3],
+  // dw = [dy1 x1 + dy2 x3, dy0 x0 + dy1 x2] = [16, 7].
+  auto x = make<float>({1, 1, 4}, {1, 2, 3, 4});
+  auto w = make<float>({1, 1, 2}, {1, 10});
+  auto dy = make<float>({1, 1, 3}, {1, 2, 3});
+  auto y = zeros(DType::F32, {1, 1, 3});
+  cpu::conv(ctx(), x, w, nullptr, y, {2}, {1, 1}, {1}, 1);
+  expectNear(y, {10, 32, 4});
+  auto dx = zeros(DType::F32, {1, 1, 4});
+  auto dw = zeros(DType::F32, {1, 1, 2});
+  cpu::conv_grad_input(ctx(), dy, w, dx, {2}, {1, 1}, {1}, 1);
+  cpu::conv_grad_weight(ctx(), dy, x, dw, {2}, {1, 1}, {1}, 1);
+  expectNear(dx, {10, 2, 20, 3});
+  expectNear(dw, {16, 7});
+  // Defaults (stride 1, no pads): windows (x0, x1), (x1, x2), (x2, x3).
+  auto dy2 = make<double>({1, 1, 3}, {1, -1, 2});
+  auto xd = make<double>({1, 1, 4}, {1, 2, 3, 4});
+  auto wd = make<double>({1, 1, 2}, {1, 10});
+  auto dx2 = zeros(DType::F64, {1, 1, 4});
+  auto dw2 = zeros(DType::F64, {1, 1, 2});
+  cpu::conv_grad_input(ctx(), dy2, wd, dx2, Dims{}, Dims{}, Dims{}, 1);
+  cpu::conv_grad_weight(ctx(), dy2, xd, dw2, Dims{}, Dims{}, Dims{}, 1);
+  expectNear(dx2, {1, 10 - 1, -10 + 2, 20}, 1e-15);
+  expectNear(dw2, {1 - 2 + 6, 2 - 3 + 8}, 1e-15);
+}
+
+const ConvCase kGradCases[] = {
+    // Grouped, strided, dilated, asymmetric pads.
+    {{2, 4, 9, 11}, {6, 2, 3, 2}, {2, 3}, {1, 0, 2, 1}, {2, 1}, 2, false},
+    // Depthwise.
+    {{1, 3, 7, 7}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, false},
+    // 1-D; stride 3 leaves the last input element unread.
+    {{2, 3, 10}, {2, 3, 4}, {2}, {1, 2}, {2}, 1, false},
+    {{1, 2, 8}, {2, 2, 2}, {3}, {0, 0}, {1}, 1, false},
+    // 3-D.
+    {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {2, 1, 2}, 1, false},
+    // Pointwise (no im2col), grouped, several images.
+    {{3, 4, 3, 5}, {6, 2, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 2, false},
+    // 1x1 with stride (im2col path).
+    {{1, 2, 5, 5}, {3, 2, 1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, false},
+    // Kernel wider than the padded row on one side.
+    {{1, 1, 3, 4}, {1, 1, 3, 3}, {1, 1}, {2, 3, 2, 3}, {1, 2}, 1, false},
+};
+
+TEST(ConvGrad, AgainstDirectLoops) {
+  unsigned seed = 2000;
+  for (const ConvCase &c : kGradCases) {
+    checkConvGrads<float>(c, seed, 1e-5);
+    checkConvGrads<double>(c, seed, 1e-12);
+    seed += 5;
+  }
+}
+
+TEST(ConvGrad, ManyTiles) {
+  // As Conv.ManyTiles: the unrolling runs in many tiles, which conv_grad_input
+  // folds back and conv_grad_weight accumulates.
+  checkConvGrads<float>({{2, 64, 40, 128}, {2, 64, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1, false},
+                        9, 1e-4);
+}
+
+TEST(ConvGrad, AdjointIdentities) {
+  // <conv(x, w), dy> = <x, conv_grad_input(dy, w)> = <w, conv_grad_weight(dy, x)>.
+  unsigned seed = 3000;
+  for (const ConvCase &c : kGradCases) {
+    auto x = makeRandom<double>(c.x, seed);
+    auto w = makeRandom<double>(c.w, seed + 1);
+    Dims outShape = convOutShape(c);
+    auto dy = makeRandom<double>(outShape, seed + 2);
+    auto y = zeros(DType::F64, outShape);
+    auto dx = zeros(DType::F64, c.x);
+    auto dw = zeros(DType::F64, c.w);
+    cpu::conv(ctx(), x, w, nullptr, y, c.strides, c.pads, c.dilations, c.group);
+    cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
+    cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
+    auto dot = [](const Buffer &a, const Buffer &b) {
+      double s = 0;
+      for (int64_t i = 0; i < a.numel(); ++i)
+        s += a.data<double>()[i] * b.data<double>()[i];
+      return s;
+    };
+    double forward = dot(y, dy);
+    EXPECT_NEAR(dot(x, dx), forward, 1e-10 * std::max(1.0, std::abs(forward)));
+    EXPECT_NEAR(dot(w, dw), forward, 1e-10 * std::max(1.0, std::abs(forward)));
+    seed += 3;
+  }
+}
+
+TEST(ConvGrad, BadArgumentsFail) {
+  auto dy = zeros(DType::F32, {1, 2, 3, 3});
+  auto w = zeros(DType::F64, {2, 1, 3, 3});
+  auto dx = zeros(DType::F32, {1, 1, 5, 5});
+  EXPECT_EXIT(cpu::conv_grad_input(ctx(), dy, w, dx, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3), "kernel conv_grad_input: expected element type");
+  auto x = zeros(DType::F32, {1, 3, 5, 5});
+  auto dw = zeros(DType::F32, {2, 1, 3, 3});
+  EXPECT_EXIT(cpu::conv_grad_weight(ctx(), dy, x, dw, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3), "kernel conv_grad_weight: channels do not agree");
+}
+
+TEST(MaxPoolGrad, HandWorkedTiesOverlapCeilAndPads) {
+  // Windows of 2, stride 1, over [1, 3, 3, 2]: (1, 3) -> index 1, (3, 3) a
+  // tie -> its first, index 1, (3, 2) -> index 2.
+  auto x = make<float>({1, 1, 4}, {1, 3, 3, 2});
+  auto dy = make<float>({1, 1, 3}, {1, 10, 100});
+  auto dx = make<float>({1, 1, 4}, {7, 7, 7, 7}); // overwritten
+  cpu::max_pool_grad(ctx(), dy, x, dx, {2}, {1}, Dims{}, Dims{});
+  expectNear(dx, {0, 11, 100, 0});
+
+  // x = [[1, 5, 2], [5, 0, 5], [3, 5, 4]].
+  auto x2 = make<double>({1, 1, 3, 3}, {1, 5, 2, 5, 0, 5, 3, 5, 4});
+  auto dy2 = make<double>({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto dx2 = zeros(DType::F64, {1, 1, 3, 3});
+  // Kernel 2, stride 2, ceil mode (a 2 x 2 output): windows {1, 5, 5, 0} ->
+  // (0, 1), the first 5 in row-major order; {2, 5} -> (1, 2); {3, 5} ->
+  // (2, 1); {4} -> (2, 2).
+  cpu::max_pool_grad(ctx(), dy2, x2, dx2, {2, 2}, {2, 2}, Dims{}, Dims{});
+  expectNear(dx2, {0, 1, 0, 0, 0, 2, 0, 3, 4}, 1e-15);
+  // Kernel 3, stride 2, pads 1 (overlapping): the windows cover rows and
+  // columns {0, 1} or {1, 2}: {1, 5, 5, 0} -> (0, 1), {5, 2, 0, 5} ->
+  // (0, 1), {5, 0, 3, 5} -> (1, 0), {0, 5, 5, 4} -> (1, 2); padding never wins.
+  cpu::max_pool_grad(ctx(), dy2, x2, dx2, {3, 3}, {2, 2}, {1, 1, 1, 1}, Dims{});
+  expectNear(dx2, {0, 3, 0, 3, 0, 4, 0, 0, 0}, 1e-15);
+  // Negative values next to padding: the padding (not a value) never wins.
+  auto xn = make<double>({1, 1, 1, 2}, {-3, -2});
+  auto dyn = make<double>({1, 1, 1, 2}, {1, 2});
+  auto dxn = zeros(DType::F64, {1, 1, 1, 2});
+  cpu::max_pool_grad(ctx(), dyn, xn, dxn, {1, 2}, {1, 1}, {0, 1, 0, 0}, Dims{});
+  expectNear(dxn, {1, 2}, 1e-15);
+}
+
+TEST(MaxPoolGrad, RoutesToTheForwardsMaximum) {
+  // max_pool is x at one element per window, so <max_pool(x), dy> =
+  // <x, max_pool_grad(dy, x)>; and every gradient element lands on an
+  // element equal to its window's result.
+  struct Case {
+    Dims x, y, kernel, strides, pads, dilations;
+  };
+  const Case cases[] = {
+      {{2, 3, 6, 6}, {2, 3, 4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},            // ceil
+      {{1, 2, 6, 6}, {1, 2, 3, 3}, {3, 2}, {2, 2}, {1, 0, 0, 1}, {1, 2}},        // dilated
+      {{1, 1, 7}, {1, 1, 4}, {2}, {2}, {}, {}},                                   // ceil 1-D
+      {{1, 2, 3, 4, 5}, {1, 2, 2, 2, 3}, {2, 2, 2}, {2, 2, 2}, {1, 0, 1, 0, 1, 0}, {}},
+      {{1, 1, 5, 5}, {1, 1, 5, 5}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}},             // overlap
+  };
+  unsigned seed = 4000;
+  for (const Case &c : cases) {
+    auto x = makeRandom<double>(c.x, seed);
+    auto dy = makeRandom<double>(c.y, seed + 1, 1.0, 2.0); // positive: no cancelling
+    auto y = zeros(DType::F64, c.y);
+    auto dx = zeros(DType::F64, c.x);
+    cpu::max_pool(ctx(), x, y, c.kernel, c.strides, c.pads, c.dilations);
+    cpu::max_pool_grad(ctx(), dy, x, dx, c.kernel, c.strides, c.pads, c.dilations);
+    double lhs = 0, rhs = 0, total = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      lhs += y.data<double>()[i] * dy.data<double>()[i];
+      total += dy.data<double>()[i];
+    }
+    std::vector<double> ys = y.values<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double g = dx.data<double>()[i];
+      rhs += x.data<double>()[i] * g;
+      if (g != 0) // x[i] is some window's maximum
+        EXPECT_NE(std::find(ys.begin(), ys.end(), x.data<double>()[i]), ys.end()) << i;
+    }
+    EXPECT_NEAR(rhs, lhs, 1e-12 * std::max(1.0, std::abs(lhs)));
+    double sum = 0; // nothing lost, nothing doubled
+    for (double g : dx.values<double>())
+      sum += g;
+    EXPECT_NEAR(sum, total, 1e-12 * total);
+    seed += 2;
+  }
+}
+
+TEST(AveragePoolGrad, HandWorkedCeilAndPads) {
+  // ONNX averagepool_2d_ceil's windows: 4 x 4 input, kernel 3, strides 2,
+  // ceil mode: 3 x 3, 3 x 2, 2 x 3 and 2 x 2 elements (divisors 9, 6, 6, 4
+  // with or without count_include_pad: there are no pads). dy = [9, 6, 12, 8]
+  // gives each window's elements 1, 1, 2 and 2.
+  auto dy = make<float>({1, 1, 2, 2}, {9, 6, 12, 8});
+  auto dx = make<float>({1, 1, 4, 4}, std::vector<float>(16, 5.0f)); // overwritten
+  const std::vector<double> expected = {1, 1, 2, 1, 1, 1, 2, 1, 3, 3, 6, 3, 2, 2, 4, 2};
+  for (bool include : {false, true}) {
+    cpu::average_pool_grad(ctx(), dy, dx, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, include);
+    expectNear(dx, expected);
+  }
+
+  // 3 x 3 windows, stride 1, pads 1 over 3 x 3, dy all ones: with
+  // count_include_pad every divisor is 9, and an element gets 1/9 per window
+  // holding it (4 for a corner, 6 for an edge, 9 for the centre); without,
+  // corner windows divide by 4, edge ones by 6, the centre by 9: a corner
+  // element gets 1/4 + 2/6 + 1/9 = 25/36, an edge one 2/4 + 3/6 + 1/9 = 10/9,
+  // the centre 4/4 + 4/6 + 1/9 = 16/9.
+  auto ones = make<double>({1, 1, 3, 3}, std::vector<double>(9, 1.0));
+  auto d3 = zeros(DType::F64, {1, 1, 3, 3});
+  cpu::average_pool_grad(ctx(), ones, d3, {3, 3}, {1, 1}, {1, 1, 1, 1}, Dims{}, true);
+  expectNear(d3, {4 / 9.0, 6 / 9.0, 4 / 9.0, 6 / 9.0, 1, 6 / 9.0, 4 / 9.0, 6 / 9.0, 4 / 9.0},
+             1e-15);
+  cpu::average_pool_grad(ctx(), ones, d3, {3, 3}, {1, 1}, {1, 1, 1, 1}, Dims{}, false);
+  double c = 25 / 36.0, e = 10 / 9.0, m = 16 / 9.0;
+  expectNear(d3, {c, e, c, e, m, e, c, e, c}, 1e-15);
+
+  // 1-D, 6 elements, kernel 3, stride 2, pads 1, ceil mode: 4 windows
+  // starting at -1, 1, 3, 5; the last covers 5, 6, 7, of which only 5 is
+  // inside the input and 5, 6 inside the padded input (6 + 1 end pad): its
+  // divisor is 2 with count_include_pad (1 without), the first window's 3
+  // (2 without), the others' 3. dy = [6, 6, 6, 6].
+  auto dy1 = make<double>({1, 1, 4}, {6, 6, 6, 6});
+  auto dx1 = zeros(DType::F64, {1, 1, 6});
+  cpu::average_pool_grad(ctx(), dy1, dx1, {3}, {2}, {1, 1}, Dims{}, true);
+  expectNear(dx1, {2, 4, 2, 4, 2, 5}, 1e-15);
+  cpu::average_pool_grad(ctx(), dy1, dx1, {3}, {2}, {1, 1}, Dims{}, false);
+  expectNear(dx1, {3, 5, 2, 4, 2, 8}, 1e-15);
+  // The forward divides the same way: x = e_5 (in the third and fourth
+  // windows) gives y = [0, 0, 1/3, 1/2] and [0, 0, 1/3, 1].
+  auto x5 = make<double>({1, 1, 6}, {0, 0, 0, 0, 0, 1});
+  auto y5 = zeros(DType::F64, {1, 1, 4});
+  cpu::average_pool(ctx(), x5, y5, {3}, {2}, {1, 1}, Dims{}, true);
+  expectNear(y5, {0, 0, 1 / 3.0, 0.5}, 1e-15);
+  cpu::average_pool(ctx(), x5, y5, {3}, {2}, {1, 1}, Dims{}, false);
+  expectNear(y5, {0, 0, 1 / 3.0, 1}, 1e-15);
+}
+
+TEST(AveragePoolGrad, IsTheAdjointOfAveragePool) {
+  // <average_pool(x), dy> = <x, average_pool_grad(dy)> over the forward's
+  // ONNX-reference cases (Pool.OnnxReference), both count_include_pad.
+  struct Case {
+    Dims x, y, kernel, strides, pads, dilations;
+  };
+  const Case cases[] = {
+      {{1, 1, 6, 6}, {1, 1, 4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},
+      {{1, 1, 6, 6}, {1, 1, 3, 2}, {2, 2}, {2, 3}, {1, 0, 0, 1}, {2, 2}},
+      {{1, 2, 3, 3, 3}, {1, 2, 2, 2, 2}, {2, 2, 2}, {2, 2, 2}, {1, 0, 1, 0, 1, 0}, {}},
+      {{2, 3, 7}, {2, 3, 3}, {2}, {3}, {0, 1}, {}},
+      {{1, 1, 4, 4}, {1, 1, 2, 2}, {3, 3}, {2, 2}, {}, {}},
+  };
+  unsigned seed = 5000;
+  for (const Case &c : cases)
+    for (bool include : {false, true}) {
+      auto x = makeRandom<double>(c.x, seed);
+      auto dy = makeRandom<double>(c.y, seed + 1);
+      auto y = zeros(DType::F64, c.y);
+      auto dx = zeros(DType::F64, c.x);
+      cpu::average_pool(ctx(), x, y, c.kernel, c.strides, c.pads, c.dilations, include);
+      cpu::average_pool_grad(ctx(), dy, dx, c.kernel, c.strides, c.pads, c.dilations, include);
+      double lhs = 0, rhs = 0;
+      for (int64_t i = 0; i < y.numel(); ++i)
+        lhs += y.data<double>()[i] * dy.data<double>()[i];
+      for (int64_t i = 0; i < x.numel(); ++i)
+        rhs += x.data<double>()[i] * dx.data<double>()[i];
+      EXPECT_NEAR(rhs, lhs, 1e-12 * std::max(1.0, std::abs(lhs))) << include;
+      seed += 2;
+    }
+}
+
+TEST(PoolGrad, BadArgumentsFail) {
+  auto dy = zeros(DType::F32, {1, 1, 2});
+  auto x = zeros(DType::F32, {1, 1, 4});
+  auto wrong = zeros(DType::F32, {1, 1, 5});
+  EXPECT_EXIT(cpu::max_pool_grad(ctx(), dy, x, wrong, {2}, {2}, Dims{}, Dims{}),
+              ::testing::ExitedWithCode(3), "kernel max_pool_grad: the result must have x's shape");
+  auto ints = zeros(DType::I64, {1, 1, 4});
+  auto intGrad = zeros(DType::I64, {1, 1, 2});
+  EXPECT_EXIT(cpu::average_pool_grad(ctx(), intGrad, ints, {2}, {2}, Dims{}, Dims{}, false),
+              ::testing::ExitedWithCode(3), "kernel average_pool_grad: .*i64");
+}
+
+//===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
 

@@ -1,10 +1,14 @@
-//===- Pool.cpp - max, average and global average pooling -----------------===//
+//===- Pool.cpp - max, average and global average pooling; their adjoints -===//
 //
 // The output dims are given (ceil mode already applied), so the last window
 // may run past the padded input: windows are clipped to the input for the
 // values, and average pooling with count_include_pad divides by the window
 // positions inside the padded input (begin pads + input + end pads), not the
 // part past the end pads, as onnxruntime and ONNX's reference do.
+//
+// The adjoints walk the same windows: max_pool_grad adds each gradient at
+// its window's first maximum (the element max_pool returned), and
+// average_pool_grad spreads it over the window with the forward's divisor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -55,67 +59,70 @@ PoolGeometry poolGeometry(const char *kernel, const Tensor &x, const Tensor &y, 
   return g;
 }
 
-/// Pools every N x C plane; Max picks the largest value, otherwise averages.
-template <typename T, bool Max>
-void poolPlanes(const PoolGeometry &g, const T *x, T *y, int64_t planes, bool countIncludePad) {
-  int sp = g.sp, last = sp - 1;
+/// One window of the output position with coords `o`: per dim the first
+/// input coordinate and the kernel indices [lo, hi) landing inside the
+/// input; `valid` counts the window's elements inside the input, `padded`
+/// those inside the padded input (begin pads + input + end pads).
+struct WindowSpan {
+  int64_t start[kMaxRank], lo[kMaxRank], hi[kMaxRank];
+  int64_t valid, padded;
+};
+
+WindowSpan windowSpan(const PoolGeometry &g, const int64_t *o) {
+  WindowSpan w;
+  w.valid = 1;
+  w.padded = 1;
+  for (int d = 0; d < g.sp; ++d) {
+    int64_t st = o[d] * g.stride[d] - g.padBegin[d];
+    int64_t dil = g.dilation[d];
+    int64_t l = st >= 0 ? 0 : (-st + dil - 1) / dil;
+    int64_t h = g.in[d] - 1 - st < 0 ? 0 : (g.in[d] - 1 - st) / dil + 1;
+    int64_t e = g.in[d] + g.padEnd[d] - 1 - st < 0 ? 0 : (g.in[d] + g.padEnd[d] - 1 - st) / dil + 1;
+    l = std::min(l, g.k[d]);
+    h = std::clamp(h, l, g.k[d]);
+    w.start[d] = st;
+    w.lo[d] = l;
+    w.hi[d] = h;
+    w.valid *= h - l;
+    w.padded *= std::min(e, g.k[d]);
+  }
+  return w;
+}
+
+/// Calls f(offset in the plane) for every element of the window inside the
+/// input, in window order (row-major over the kernel indices).
+template <typename F> void forEachInWindow(const PoolGeometry &g, const WindowSpan &w, F &&f) {
+  if (w.valid == 0)
+    return;
+  int last = g.sp - 1;
+  int64_t kk[kMaxRank];
+  for (int d = 0; d < g.sp; ++d)
+    kk[d] = w.lo[d];
+  while (true) {
+    int64_t offset = w.start[last];
+    for (int d = 0; d < last; ++d)
+      offset += (w.start[d] + kk[d] * g.dilation[d]) * g.inStride[d];
+    for (int64_t j = w.lo[last]; j < w.hi[last]; ++j)
+      f(offset + j * g.dilation[last]);
+    int d = last - 1;
+    for (; d >= 0; --d) {
+      if (++kk[d] < w.hi[d])
+        break;
+      kk[d] = w.lo[d];
+    }
+    if (d < 0)
+      break;
+  }
+}
+
+/// Calls f(plane, pos, window) for every output position of every N x C
+/// plane, pos counting the positions within the plane.
+template <typename F> void forEachWindow(const PoolGeometry &g, int64_t planes, F &&f) {
+  int last = g.sp - 1;
   for (int64_t plane = 0; plane < planes; ++plane) {
-    const T *xp = x + plane * g.inSize;
-    T *yp = y + plane * g.outSize;
     int64_t o[kMaxRank] = {};
     for (int64_t pos = 0; pos < g.outSize; ++pos) {
-      // Per dim: the window's first input coordinate and the kernel indices
-      // [lo, hi) landing inside the input, and those inside the pads too.
-      int64_t start[kMaxRank], lo[kMaxRank], hi[kMaxRank];
-      int64_t valid = 1, padded = 1;
-      for (int d = 0; d < sp; ++d) {
-        int64_t st = o[d] * g.stride[d] - g.padBegin[d];
-        int64_t dil = g.dilation[d];
-        int64_t l = st >= 0 ? 0 : (-st + dil - 1) / dil;
-        int64_t h = g.in[d] - 1 - st < 0 ? 0 : (g.in[d] - 1 - st) / dil + 1;
-        int64_t e = g.in[d] + g.padEnd[d] - 1 - st < 0 ? 0 : (g.in[d] + g.padEnd[d] - 1 - st) / dil + 1;
-        l = std::min(l, g.k[d]);
-        h = std::clamp(h, l, g.k[d]);
-        start[d] = st;
-        lo[d] = l;
-        hi[d] = h;
-        valid *= h - l;
-        padded *= std::min(e, g.k[d]);
-      }
-      T best = std::numeric_limits<T>::lowest();
-      double sum = 0;
-      if (valid > 0) {
-        int64_t kk[kMaxRank];
-        for (int d = 0; d < sp; ++d)
-          kk[d] = lo[d];
-        while (true) {
-          int64_t offset = 0;
-          for (int d = 0; d < last; ++d)
-            offset += (start[d] + kk[d] * g.dilation[d]) * g.inStride[d];
-          const T *row = xp + offset;
-          for (int64_t j = lo[last]; j < hi[last]; ++j) {
-            T v = row[start[last] + j * g.dilation[last]];
-            if constexpr (Max)
-              best = v > best ? v : best;
-            else
-              sum += static_cast<double>(v);
-          }
-          int d = last - 1;
-          for (; d >= 0; --d) {
-            if (++kk[d] < hi[d])
-              break;
-            kk[d] = lo[d];
-          }
-          if (d < 0)
-            break;
-        }
-      }
-      if constexpr (Max) {
-        yp[pos] = best;
-      } else {
-        int64_t divisor = countIncludePad ? padded : valid;
-        yp[pos] = divisor > 0 ? static_cast<T>(sum / static_cast<double>(divisor)) : T(0);
-      }
+      f(plane, pos, windowSpan(g, o));
       for (int d = last; d >= 0; --d) {
         if (++o[d] < g.out[d])
           break;
@@ -123,6 +130,56 @@ void poolPlanes(const PoolGeometry &g, const T *x, T *y, int64_t planes, bool co
       }
     }
   }
+}
+
+/// The first maximum of a window in window order (-1 when the window holds
+/// nothing inside the input); a window of nothing but the lowest value or
+/// NaN gives its first element, where max_pool's result came from too.
+template <typename T>
+int64_t argMax(const PoolGeometry &g, const WindowSpan &w, const T *xp) {
+  T best = std::numeric_limits<T>::lowest();
+  int64_t arg = -1, first = -1;
+  forEachInWindow(g, w, [&](int64_t offset) {
+    T v = xp[offset];
+    if (first < 0)
+      first = offset;
+    if (v > best) {
+      best = v;
+      arg = offset;
+    }
+  });
+  return arg >= 0 ? arg : first;
+}
+
+/// Pools every N x C plane; Max picks the largest value, otherwise averages.
+template <typename T, bool Max>
+void poolPlanes(const PoolGeometry &g, const T *x, T *y, int64_t planes, bool countIncludePad) {
+  forEachWindow(g, planes, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
+    const T *xp = x + plane * g.inSize;
+    T *yp = y + plane * g.outSize;
+    if constexpr (Max) {
+      T best = std::numeric_limits<T>::lowest();
+      forEachInWindow(g, w, [&](int64_t offset) {
+        T v = xp[offset];
+        best = v > best ? v : best;
+      });
+      yp[pos] = best;
+    } else {
+      double sum = 0;
+      forEachInWindow(g, w, [&](int64_t offset) { sum += static_cast<double>(xp[offset]); });
+      int64_t divisor = countIncludePad ? w.padded : w.valid;
+      yp[pos] = divisor > 0 ? static_cast<T>(sum / static_cast<double>(divisor)) : T(0);
+    }
+  });
+}
+
+bool sameShape(const Dims &a, const Dims &b) {
+  if (a.size != b.size)
+    return false;
+  for (int i = 0; i < a.size; ++i)
+    if (a[i] != b[i])
+      return false;
+  return true;
 }
 
 } // namespace
@@ -144,6 +201,50 @@ void average_pool(Context &, const Tensor &x, const Tensor &y, Dims kernel, Dims
   dispatch("average_pool", x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     poolPlanes<T, false>(g, x.as<T>(), y.as<T>(), planes, countIncludePad);
+  });
+}
+
+void max_pool_grad(Context &, const Tensor &grad, const Tensor &x, const Tensor &out,
+                   Dims kernel, Dims strides, Dims pads, Dims dilations) {
+  const char *name = "max_pool_grad";
+  PoolGeometry g = poolGeometry(name, x, grad, kernel, strides, pads, dilations);
+  checkType(name, out, x.dtype);
+  if (!sameShape(out.shape, x.shape))
+    fail(name, "the result must have x's shape");
+  int64_t planes = x.shape[0] * x.shape[1];
+  dispatch(name, x.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *xs = x.as<T>();
+    const T *gs = grad.as<T>();
+    T *dx = out.as<T>();
+    std::fill(dx, dx + out.numel(), T(0));
+    forEachWindow(g, planes, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
+      int64_t arg = argMax(g, w, xs + plane * g.inSize);
+      if (arg >= 0)
+        dx[plane * g.inSize + arg] += gs[plane * g.outSize + pos];
+    });
+  });
+}
+
+void average_pool_grad(Context &, const Tensor &grad, const Tensor &out, Dims kernel,
+                       Dims strides, Dims pads, Dims dilations, bool countIncludePad) {
+  const char *name = "average_pool_grad";
+  PoolGeometry g = poolGeometry(name, out, grad, kernel, strides, pads, dilations);
+  int64_t planes = out.shape[0] * out.shape[1];
+  dispatch(name, out.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *gs = grad.as<T>();
+    T *dx = out.as<T>();
+    std::fill(dx, dx + out.numel(), T(0));
+    forEachWindow(g, planes, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
+      int64_t divisor = countIncludePad ? w.padded : w.valid;
+      if (divisor <= 0)
+        return;
+      T share = static_cast<T>(static_cast<double>(gs[plane * g.outSize + pos]) /
+                               static_cast<double>(divisor));
+      T *dp = dx + plane * g.inSize;
+      forEachInWindow(g, w, [&](int64_t offset) { dp[offset] += share; });
+    });
   });
 }
 

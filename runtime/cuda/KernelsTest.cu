@@ -845,6 +845,131 @@ TEST_F(CudaKernels, AveragePool) {
   expectClose(get<float>(yc), {3, 4.5f, 7.5f, 9});
 }
 
+/// The adjoints of convRef by the same nested loops, scattering instead of
+/// gathering: dx += dy * w and dw += dy * x for every product convRef adds.
+void convGradRef(const std::vector<float> &x, const std::vector<float> &w,
+                 const std::vector<float> &dy, std::vector<float> &dx, std::vector<float> &dw,
+                 int64_t n, int64_t c, int64_t h, int64_t wd, int64_t m, int64_t kh, int64_t kw,
+                 int64_t oh, int64_t ow, int64_t stride, int64_t pad, int64_t dilation,
+                 int64_t group) {
+  std::vector<double> gx(x.size()), gw(w.size());
+  int64_t cg = c / group, mg = m / group;
+  for (int64_t img = 0; img < n; ++img)
+    for (int64_t f = 0; f < m; ++f)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double g = dy[((img * m + f) * oh + i) * ow + j];
+          int64_t grp = f / mg;
+          for (int64_t ch = 0; ch < cg; ++ch)
+            for (int64_t p = 0; p < kh; ++p)
+              for (int64_t q = 0; q < kw; ++q) {
+                int64_t r = i * stride - pad + p * dilation, t = j * stride - pad + q * dilation;
+                if (r < 0 || r >= h || t < 0 || t >= wd)
+                  continue;
+                int64_t xi = ((img * c + grp * cg + ch) * h + r) * wd + t;
+                int64_t wi = ((f * cg + ch) * kh + p) * kw + q;
+                gx[xi] += g * w[wi];
+                gw[wi] += g * x[xi];
+              }
+        }
+  dx.assign(gx.begin(), gx.end());
+  dw.assign(gw.begin(), gw.end());
+}
+
+TEST_F(CudaKernels, ConvGradHandWorked1d) {
+  // x = [1, 2, 3, 4], w = [1, 10], pads 1, stride 2: the windows read
+  // (pad, x0), (x1, x2), (x3, pad). dy = [1, 2, 3]:
+  // dx = [10 dy0, dy1, 10 dy1, dy2], dw = [dy1 x1 + dy2 x3, dy0 x0 + dy1 x2].
+  Tensor x = f32({1, 1, 4}, {1, 2, 3, 4}), w = f32({1, 1, 2}, {1, 10});
+  Tensor dy = f32({1, 1, 3}, {1, 2, 3});
+  Tensor dx = alloc(DType::F32, {1, 1, 4}), dw = alloc(DType::F32, {1, 1, 2});
+  kc::conv_grad_input(ctx, dy, w, dx, Dims{2}, Dims{1, 1}, Dims{1}, 1);
+  kc::conv_grad_weight(ctx, dy, x, dw, Dims{2}, Dims{1, 1}, Dims{1}, 1);
+  expectClose(get<float>(dx), {10, 2, 20, 3});
+  expectClose(get<float>(dw), {16, 7});
+}
+
+TEST_F(CudaKernels, ConvGradAgainstLoops) {
+  struct Case {
+    int64_t n, c, h, w, m, kh, kw, stride, pad, dilation, group;
+  };
+  // Padded; strided, dilated and grouped (the last input row unread);
+  // depthwise; pointwise with several images and groups.
+  const Case cases[] = {{1, 1, 3, 3, 1, 3, 3, 1, 1, 1, 1},
+                        {2, 4, 7, 7, 6, 3, 3, 2, 1, 2, 2},
+                        {2, 4, 6, 5, 4, 3, 3, 2, 1, 1, 4},
+                        {3, 4, 2, 3, 6, 1, 1, 1, 0, 1, 2}};
+  for (const Case &k : cases) {
+    int64_t oh = (k.h + 2 * k.pad - k.dilation * (k.kh - 1) - 1) / k.stride + 1;
+    int64_t ow = (k.w + 2 * k.pad - k.dilation * (k.kw - 1) - 1) / k.stride + 1;
+    std::vector<float> xs = iota(k.n * k.c * k.h * k.w, -1.0f, 0.013f);
+    std::vector<float> ws = iota(k.m * (k.c / k.group) * k.kh * k.kw, 0.7f, -0.031f);
+    std::vector<float> gs = iota(k.n * k.m * oh * ow, 0.5f, -0.017f);
+    std::vector<float> ex, ew;
+    convGradRef(xs, ws, gs, ex, ew, k.n, k.c, k.h, k.w, k.m, k.kh, k.kw, oh, ow, k.stride, k.pad,
+                k.dilation, k.group);
+    Tensor x = f32({k.n, k.c, k.h, k.w}, xs), w = f32({k.m, k.c / k.group, k.kh, k.kw}, ws);
+    Tensor dy = f32({k.n, k.m, oh, ow}, gs);
+    Tensor dx = alloc(DType::F32, x.shape), dw = alloc(DType::F32, w.shape);
+    Dims strides{k.stride, k.stride}, pads{k.pad, k.pad, k.pad, k.pad};
+    Dims dilations{k.dilation, k.dilation};
+    kc::conv_grad_input(ctx, dy, w, dx, strides, pads, dilations, k.group);
+    kc::conv_grad_weight(ctx, dy, x, dw, strides, pads, dilations, k.group);
+    expectClose(get<float>(dx), ex, 1e-4f);
+    expectClose(get<float>(dw), ew, 1e-4f);
+  }
+}
+
+TEST_F(CudaKernels, MaxPoolGrad) {
+  // Windows of 2, stride 1, over [1, 3, 3, 2]: maxima at 1, 1 (a tie: the
+  // first) and 2.
+  Tensor x = f32({1, 1, 4}, {1, 3, 3, 2}), dy = f32({1, 1, 3}, {1, 10, 100});
+  Tensor dx = alloc(DType::F32, {1, 1, 4});
+  kc::max_pool_grad(ctx, dy, x, dx, Dims{2}, Dims{1}, Dims{}, Dims{});
+  expectClose(get<float>(dx), {0, 11, 100, 0});
+  // x = [[1, 5, 2], [5, 0, 5], [3, 5, 4]], dy = [1, 2, 3, 4].
+  Tensor x2 = f32({1, 1, 3, 3}, {1, 5, 2, 5, 0, 5, 3, 5, 4}), dy2 = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  Tensor dx2 = alloc(DType::F32, {1, 1, 3, 3});
+  // Kernel 2, stride 2, ceil mode: windows {1, 5, 5, 0} -> (0, 1), {2, 5} ->
+  // (1, 2), {3, 5} -> (2, 1), {4} -> (2, 2).
+  kc::max_pool_grad(ctx, dy2, x2, dx2, Dims{2, 2}, Dims{2, 2}, Dims{}, Dims{});
+  expectClose(get<float>(dx2), {0, 1, 0, 0, 0, 2, 0, 3, 4});
+  // Kernel 3, stride 2, pads 1 (overlapping): {1, 5, 5, 0} -> (0, 1),
+  // {5, 2, 0, 5} -> (0, 1), {5, 0, 3, 5} -> (1, 0), {0, 5, 5, 4} -> (1, 2).
+  kc::max_pool_grad(ctx, dy2, x2, dx2, Dims{3, 3}, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{});
+  expectClose(get<float>(dx2), {0, 3, 0, 3, 0, 4, 0, 0, 0});
+}
+
+TEST_F(CudaKernels, AveragePoolGrad) {
+  // ONNX averagepool_2d_ceil's windows over 4 x 4 (kernel 3, strides 2, ceil
+  // mode) hold 9, 6, 6 and 4 elements; dy = [9, 6, 12, 8] sends 1, 1, 2, 2
+  // to each of their elements.
+  Tensor dy = f32({1, 1, 2, 2}, {9, 6, 12, 8}), dx = alloc(DType::F32, {1, 1, 4, 4});
+  for (bool include : {false, true}) {
+    kc::average_pool_grad(ctx, dy, dx, Dims{3, 3}, Dims{2, 2}, Dims{}, Dims{}, include);
+    expectClose(get<float>(dx), {1, 1, 2, 1, 1, 1, 2, 1, 3, 3, 6, 3, 2, 2, 4, 2});
+  }
+  // 3 x 3 windows, stride 1, pads 1 over 3 x 3, dy all ones: 1/9 per window
+  // holding an element with count_include_pad; without, corner windows divide
+  // by 4, edge ones by 6: 25/36 at a corner, 10/9 at an edge, 16/9 in the centre.
+  Tensor ones = f32({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
+  Tensor d3 = alloc(DType::F32, {1, 1, 3, 3});
+  kc::average_pool_grad(ctx, ones, d3, Dims{3, 3}, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{}, true);
+  expectClose(get<float>(d3), {4 / 9.0f, 6 / 9.0f, 4 / 9.0f, 6 / 9.0f, 1, 6 / 9.0f, 4 / 9.0f,
+                               6 / 9.0f, 4 / 9.0f});
+  kc::average_pool_grad(ctx, ones, d3, Dims{3, 3}, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{}, false);
+  float c = 25 / 36.0f, e = 10 / 9.0f, m = 16 / 9.0f;
+  expectClose(get<float>(d3), {c, e, c, e, m, e, c, e, c});
+  // 1-D, 6 elements, kernel 3, stride 2, pads 1, ceil mode: the last window
+  // (5, 6, 7) holds element 5 and, with count_include_pad, the end pad 6:
+  // divisors 3, 3, 3, 2 (2, 3, 3, 1 without). dy = [6, 6, 6, 6].
+  Tensor dy1 = f32({1, 1, 4}, {6, 6, 6, 6}), dx1 = alloc(DType::F32, {1, 1, 6});
+  kc::average_pool_grad(ctx, dy1, dx1, Dims{3}, Dims{2}, Dims{1, 1}, Dims{}, true);
+  expectClose(get<float>(dx1), {2, 4, 2, 4, 2, 5});
+  kc::average_pool_grad(ctx, dy1, dx1, Dims{3}, Dims{2}, Dims{1, 1}, Dims{}, false);
+  expectClose(get<float>(dx1), {3, 5, 2, 4, 2, 8});
+}
+
 TEST_F(CudaKernels, GlobalAveragePool) {
   Tensor x = f32({1, 2, 3}, {1, 2, 3, 4, 5, 6}), y = alloc(DType::F32, {1, 2, 1});
   kc::global_average_pool(ctx, x, y);
@@ -1026,6 +1151,29 @@ TEST(CudaKernelErrors, GradientAdjoints) {
   Tensor ints{nullptr, DType::I64, Dims{2}}, intOut{nullptr, DType::I64, Dims{3}};
   EXPECT_EXIT(kc::gather_grad(ctx, ints, ints, intOut, 0), ::testing::ExitedWithCode(3),
               "cleave: error: kernel gather_grad: unsupported element type i64");
+}
+
+TEST(CudaKernelErrors, ConvAndPoolAdjoints) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  kc::Context ctx;
+  Tensor dy{nullptr, DType::F32, Dims{1, 2, 3, 3}}, w{nullptr, DType::F64, Dims{2, 1, 3, 3}};
+  Tensor dx{nullptr, DType::F32, Dims{1, 1, 5, 5}};
+  EXPECT_EXIT(kc::conv_grad_input(ctx, dy, w, dx, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3),
+              "cleave: error: kernel conv_grad_input: w must be f32, not f64");
+  Tensor x{nullptr, DType::F32, Dims{1, 3, 5, 5}}, dw{nullptr, DType::F32, Dims{2, 1, 3, 3}};
+  EXPECT_EXIT(kc::conv_grad_weight(ctx, dy, x, dw, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3),
+              "cleave: error: kernel conv_grad_weight: w is not 2 x 3 x kernel");
+  Tensor g{nullptr, DType::F32, Dims{1, 1, 2}}, x1{nullptr, DType::F32, Dims{1, 1, 4}};
+  Tensor wrong{nullptr, DType::F32, Dims{1, 1, 5}};
+  EXPECT_EXIT(kc::max_pool_grad(ctx, g, x1, wrong, Dims{2}, Dims{2}, Dims{}, Dims{}),
+              ::testing::ExitedWithCode(3),
+              "cleave: error: kernel max_pool_grad: the result must have x's shape");
+  Tensor dg{nullptr, DType::F64, Dims{1, 1, 2}};
+  EXPECT_EXIT(kc::average_pool_grad(ctx, dg, x1, Dims{2}, Dims{2}, Dims{}, Dims{}, false),
+              ::testing::ExitedWithCode(3),
+              "cleave: error: kernel average_pool_grad: y must be f32, not f64");
 }
 
 TEST(CudaKernelErrors, BadShapes) {

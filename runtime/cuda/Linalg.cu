@@ -1,7 +1,13 @@
-//===- Linalg.cu - matmul, gemm and conv through cuBLAS -------------------===//
+//===- Linalg.cu - matmul, gemm and conv (and its adjoints) through cuBLAS ===//
 //
 // cuBLAS is column-major: a row-major C[M,N] = A[M,K] B[K,N] is the
 // column-major C^T = B^T A^T, so every call passes B before A and N before M.
+//
+// Convolutions unfold the input into columns (im2col) and multiply them by
+// the weights. conv_grad_weight multiplies dy by the same columns
+// transposed, accumulating over the images; conv_grad_input multiplies the
+// weights transposed by dy into columns and folds them back (col2im, one
+// thread per input element summing what read it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,6 +102,72 @@ __global__ void im2colKernel(int64_t total, Window win, int64_t channels, int64_
 __global__ void addChannelBiasKernel(int64_t n, int64_t channels, int64_t spatial,
                                      const float *bias, float *y) {
   CLEAVE_GRID_LOOP(i, n) y[i] += bias[(i / spatial) % channels];
+}
+
+/// The adjoint of im2colKernel: dx[image][channel][position] is the sum of
+/// the column entries that read it ([image][group][channel][kernel
+/// position][output position] with the group's channels contiguous, so
+/// [image][channel][kernel position][output position]), gathered per input
+/// element: no atomics, a fixed order.
+__global__ void col2imKernel(int64_t total, Window win, int64_t channels, const float *col,
+                             float *dx) {
+  CLEAVE_GRID_LOOP(i, total) {
+    int64_t pos = i % win.inSize;
+    int64_t plane = i / win.inSize; // image * channels + channel
+    int64_t coord[kMaxSpatial];
+    for (int d = win.rank - 1; d >= 0; --d) {
+      coord[d] = pos % win.in[d];
+      pos /= win.in[d];
+    }
+    const float *rows = col + plane * win.kernelSize * win.outSize;
+    double sum = 0;
+    for (int64_t k = 0; k < win.kernelSize; ++k) {
+      int64_t rest = k, o = 0, inner = 1;
+      bool hit = true;
+      for (int d = win.rank - 1; d >= 0; --d) {
+        int64_t kd = rest % win.kernel[d];
+        rest /= win.kernel[d];
+        int64_t t = coord[d] + win.padBegin[d] - kd * win.dilation[d];
+        int64_t od = t / win.stride[d];
+        hit = hit && t >= 0 && t % win.stride[d] == 0 && od < win.out[d];
+        o += od * inner;
+        inner *= win.out[d];
+      }
+      if (hit)
+        sum += rows[k * win.outSize + o];
+    }
+    dx[i] = static_cast<float>(sum);
+  }
+}
+
+/// Checks the channels of conv(x: images x channels, w: maps x
+/// channels/group) -> y: images x maps, and returns channels / group.
+int64_t convGroupChannels(const char *kernel, int64_t channels, int64_t maps, const Tensor &w,
+                          int64_t group) {
+  if (group < 1 || channels % group || maps % group)
+    fail(kernel, "group %lld does not divide %lld input and %lld output channels",
+         static_cast<long long>(group), static_cast<long long>(channels),
+         static_cast<long long>(maps));
+  int64_t groupChannels = channels / group;
+  if (w.shape[0] != maps || w.shape[1] != groupChannels)
+    fail(kernel, "w is not %lld x %lld x kernel", static_cast<long long>(maps),
+         static_cast<long long>(groupChannels));
+  return groupChannels;
+}
+
+/// Whether conv with this window reads x as its own column matrix.
+bool isPointwise(const Window &win) {
+  bool pointwise = win.kernelSize == 1;
+  for (int d = 0; d < win.rank && pointwise; ++d)
+    pointwise = win.stride[d] == 1 && win.padBegin[d] == 0 && win.in[d] == win.out[d];
+  return pointwise;
+}
+
+/// Images per column workspace of at most 256 MiB (at least one).
+int64_t imagesPerChunk(int64_t perImage, int64_t images) {
+  const int64_t budget = int64_t(256) << 20; // bytes
+  int64_t chunk = perImage > 0 ? budget / (perImage * static_cast<int64_t>(sizeof(float))) : images;
+  return chunk < 1 ? 1 : (chunk > images ? images : chunk);
 }
 
 } // namespace
@@ -299,6 +371,124 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
                                                                     b->as<float>(), y.as<float>());
     checkLaunch(kernel);
   }
+}
+
+void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,
+                     Dims strides, Dims pads, Dims dilations, int64_t group) {
+  const char *kernel = "conv_grad_input";
+  requireType(kernel, grad, DType::F32, "grad");
+  requireType(kernel, w, DType::F32, "w");
+  requireType(kernel, out, DType::F32, "the result");
+  Window win = makeWindow(kernel, out, grad, Dims(), strides, pads, dilations, &w);
+  int64_t images = out.shape[0], channels = out.shape[1], maps = grad.shape[1];
+  int64_t groupChannels = convGroupChannels(kernel, channels, maps, w, group);
+  int64_t groupMaps = maps / group;
+  if (out.numel() == 0)
+    return;
+  int64_t columns = groupChannels * win.kernelSize; // rows of one group's column matrix
+  int64_t positions = win.outSize;
+  if (grad.numel() == 0 || columns == 0) {
+    fill(ctx, out, 0.0);
+    return;
+  }
+  // A pointwise conv's columns are dx itself; others go through a workspace
+  // of a chunk of images and are folded back onto dx.
+  bool pointwise = isPointwise(win);
+  int64_t perImage = group * columns * positions;
+  int64_t chunk = pointwise ? images : imagesPerChunk(perImage, images);
+  float *workspace = nullptr;
+  if (!pointwise)
+    check(cudaMallocAsync(reinterpret_cast<void **>(&workspace),
+                          chunk * perImage * sizeof(float), ctx.stream),
+          kernel);
+  cublasHandle_t handle = blasHandle(ctx, kernel);
+  const float one = 1.0f, zero = 0.0f;
+  for (int64_t v : {positions, columns, groupMaps, group, images})
+    requireInt(kernel, v, "a conv GEMM dim");
+  int P = static_cast<int>(positions), CK = static_cast<int>(columns);
+  int Mg = static_cast<int>(groupMaps);
+  for (int64_t first = 0; first < images; first += chunk) {
+    int64_t count = images - first < chunk ? images - first : chunk;
+    float *col = pointwise ? out.as<float>() + first * channels * win.inSize : workspace;
+    const float *gChunk = grad.as<float>() + first * maps * positions;
+    // col_g[CK, P] = w_g[Mg, CK]^T dy_g[Mg, P], per image and group: in
+    // column-major terms col_g^T[P, CK] = dy_g^T[P, Mg] w_g[Mg, CK].
+    for (int64_t g = 0; g < group; ++g)
+      checkBlas(cublasSgemmStridedBatched(
+                    handle, CUBLAS_OP_N, CUBLAS_OP_T, P, CK, Mg, &one,
+                    gChunk + g * groupMaps * positions, P, maps * positions,
+                    w.as<float>() + g * groupMaps * columns, CK, 0, &zero,
+                    col + g * columns * positions, P, perImage, static_cast<int>(count)),
+                kernel);
+    if (!pointwise) {
+      int64_t total = count * channels * win.inSize;
+      col2imKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
+          total, win, channels, workspace, out.as<float>() + first * channels * win.inSize);
+      checkLaunch(kernel);
+    }
+  }
+  if (workspace)
+    check(cudaFreeAsync(workspace, ctx.stream), kernel);
+}
+
+void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
+                      Dims strides, Dims pads, Dims dilations, int64_t group) {
+  const char *kernel = "conv_grad_weight";
+  requireType(kernel, grad, DType::F32, "grad");
+  requireType(kernel, x, DType::F32, "x");
+  requireType(kernel, out, DType::F32, "the result");
+  Window win = makeWindow(kernel, x, grad, Dims(), strides, pads, dilations, &out);
+  int64_t images = x.shape[0], channels = x.shape[1], maps = grad.shape[1];
+  int64_t groupChannels = convGroupChannels(kernel, channels, maps, out, group);
+  int64_t groupMaps = maps / group;
+  if (out.numel() == 0)
+    return;
+  fill(ctx, out, 0.0);
+  int64_t columns = groupChannels * win.kernelSize;
+  int64_t positions = win.outSize;
+  if (grad.numel() == 0)
+    return;
+  bool pointwise = isPointwise(win);
+  int64_t perImage = group * columns * positions;
+  int64_t chunk = pointwise ? images : imagesPerChunk(perImage, images);
+  float *workspace = nullptr;
+  if (!pointwise)
+    check(cudaMallocAsync(reinterpret_cast<void **>(&workspace),
+                          chunk * perImage * sizeof(float), ctx.stream),
+          kernel);
+  cublasHandle_t handle = blasHandle(ctx, kernel);
+  const float one = 1.0f;
+  for (int64_t v : {positions, columns, groupMaps, group, images})
+    requireInt(kernel, v, "a conv GEMM dim");
+  int P = static_cast<int>(positions), CK = static_cast<int>(columns);
+  int Mg = static_cast<int>(groupMaps);
+  for (int64_t first = 0; first < images; first += chunk) {
+    int64_t count = images - first < chunk ? images - first : chunk;
+    const float *col;
+    if (pointwise) {
+      col = x.as<float>() + first * channels * positions;
+    } else {
+      int64_t total = count * perImage;
+      im2colKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
+          total, win, channels, groupChannels, group,
+          x.as<float>() + first * channels * win.inSize, workspace);
+      checkLaunch(kernel);
+      col = workspace;
+    }
+    // dw_g[Mg, CK] += dy_g[Mg, P] col_g[CK, P]^T for each image, the groups
+    // batched (each writes its own dw_g): in column-major terms
+    // dw_g^T[CK, Mg] += col_g^T'[CK, P] dy_g^T[P, Mg].
+    for (int64_t image = 0; image < count; ++image)
+      checkBlas(cublasSgemmStridedBatched(
+                    handle, CUBLAS_OP_T, CUBLAS_OP_N, CK, Mg, P, &one,
+                    col + image * perImage, P, columns * positions,
+                    grad.as<float>() + (first + image) * maps * positions, P,
+                    groupMaps * positions, &one, out.as<float>(), CK, groupMaps * columns,
+                    static_cast<int>(group)),
+                kernel);
+  }
+  if (workspace)
+    check(cudaFreeAsync(workspace, ctx.stream), kernel);
 }
 
 } // namespace cleave::rt::cuda

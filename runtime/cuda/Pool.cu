@@ -4,6 +4,11 @@
 // (already final) decide how many windows there are, so ceil mode needs no
 // flag: windows running past the padded input are clipped.
 //
+// The adjoints gather: one thread per input element visits the windows
+// holding it (one per kernel index at most) and sums what they send it (the
+// window's gradient when it is the window's first maximum, or the gradient
+// over the window's divisor), so no atomics and a fixed order.
+//
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cuda/Common.cuh"
@@ -119,6 +124,106 @@ __global__ void globalAveragePoolKernel(int64_t planes, int64_t size, const floa
   }
 }
 
+/// The output positions whose window holds input element `pos` of a plane:
+/// calls f(output position, kernel index) for each, at most one per kernel
+/// index (window o reads coordinate o * stride - padBegin + k * dilation).
+template <typename F> __device__ void forEachWindowHolding(const Window &win, int64_t pos, F &&f) {
+  int64_t coord[kMaxSpatial];
+  for (int d = win.rank - 1; d >= 0; --d) {
+    coord[d] = pos % win.in[d];
+    pos /= win.in[d];
+  }
+  for (int64_t k = 0; k < win.kernelSize; ++k) {
+    int64_t rest = k, o = 0, inner = 1;
+    bool hit = true;
+    for (int d = win.rank - 1; d >= 0; --d) {
+      int64_t kd = rest % win.kernel[d];
+      rest /= win.kernel[d];
+      int64_t t = coord[d] + win.padBegin[d] - kd * win.dilation[d];
+      int64_t od = t / win.stride[d];
+      hit = hit && t >= 0 && t % win.stride[d] == 0 && od < win.out[d];
+      o += od * inner;
+      inner *= win.out[d];
+    }
+    if (hit)
+      f(o, k);
+  }
+}
+
+/// The offset in the plane of window p's first maximum in window order, as
+/// maxPoolKernel's MaxOp picks it (NaN wins, the first NaN); a window of
+/// nothing but -inf gives its first element; -1 for a window outside the
+/// input.
+__device__ int64_t windowArgMax(const Window &win, int64_t p, const float *xp) {
+  float best = lowest<float>();
+  int64_t arg = -1, first = -1, padded;
+  forEachInWindow(win, p, padded, [&](int64_t offset) {
+    float v = xp[offset];
+    if (first < 0)
+      first = offset;
+    if (v > best || (v != v && best == best)) {
+      best = v;
+      arg = offset;
+    }
+  });
+  return arg >= 0 ? arg : first;
+}
+
+/// Window p's divisor in averagePoolKernel: its elements inside the input,
+/// or with count_include_pad those inside the padded input; per dim, the
+/// kernel indices landing there.
+__device__ int64_t windowDivisor(const Window &win, int64_t p, bool countIncludePad) {
+  int64_t valid = 1, padded = 1;
+  for (int d = win.rank - 1; d >= 0; --d) {
+    int64_t start = (p % win.out[d]) * win.stride[d] - win.padBegin[d];
+    p /= win.out[d];
+    int64_t dil = win.dilation[d], k = win.kernel[d];
+    int64_t lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+    int64_t hi = win.in[d] - 1 - start < 0 ? 0 : (win.in[d] - 1 - start) / dil + 1;
+    int64_t end = win.in[d] + win.padEnd[d] - 1 - start;
+    int64_t inPadded = end < 0 ? 0 : end / dil + 1;
+    lo = lo < k ? lo : k;
+    hi = hi < lo ? lo : (hi > k ? k : hi);
+    valid *= hi - lo;
+    padded *= inPadded < k ? inPadded : k;
+  }
+  return countIncludePad ? padded : valid;
+}
+
+/// One thread per input element: the gradients of the windows whose
+/// maximum it is, summed in kernel order.
+__global__ void maxPoolGradKernel(int64_t n, Window win, const float *x, const float *g,
+                                  float *dx) {
+  CLEAVE_GRID_LOOP(i, n) {
+    int64_t plane = i / win.inSize, pos = i % win.inSize;
+    const float *xp = x + plane * win.inSize;
+    const float *gp = g + plane * win.outSize;
+    float sum = 0.0f;
+    forEachWindowHolding(win, pos, [&](int64_t o, int64_t) {
+      if (windowArgMax(win, o, xp) == pos)
+        sum += gp[o];
+    });
+    dx[i] = sum;
+  }
+}
+
+/// One thread per input element: each window holding it contributes its
+/// gradient over its divisor.
+__global__ void averagePoolGradKernel(int64_t n, Window win, bool countIncludePad,
+                                      const float *g, float *dx) {
+  CLEAVE_GRID_LOOP(i, n) {
+    int64_t plane = i / win.inSize, pos = i % win.inSize;
+    const float *gp = g + plane * win.outSize;
+    double sum = 0;
+    forEachWindowHolding(win, pos, [&](int64_t o, int64_t) {
+      int64_t divisor = windowDivisor(win, o, countIncludePad);
+      if (divisor > 0)
+        sum += static_cast<double>(gp[o]) / static_cast<double>(divisor);
+    });
+    dx[i] = static_cast<float>(sum);
+  }
+}
+
 void requirePool(const char *kernel, const Tensor &x, const Tensor &y) {
   requireType(kernel, x, DType::F32, "x");
   requireType(kernel, y, DType::F32, "y");
@@ -154,6 +259,38 @@ void average_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, D
     return;
   averagePoolKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, win, countIncludePad,
                                                                x.as<float>(), y.as<float>());
+  checkLaunch(name);
+}
+
+void max_pool_grad(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
+                   Dims kernel, Dims strides, Dims pads, Dims dilations) {
+  const char *name = "max_pool_grad";
+  requirePool(name, x, grad);
+  requireType(name, out, DType::F32, "the result");
+  bool same = out.rank() == x.rank();
+  for (int d = 0; same && d < x.rank(); ++d)
+    same = out.shape[d] == x.shape[d];
+  if (!same)
+    fail(name, "the result must have x's shape");
+  Window win = makeWindow(name, x, grad, kernel, strides, pads, dilations);
+  int64_t n = out.numel();
+  if (n == 0)
+    return;
+  maxPoolGradKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, win, x.as<float>(),
+                                                               grad.as<float>(), out.as<float>());
+  checkLaunch(name);
+}
+
+void average_pool_grad(Context &ctx, const Tensor &grad, const Tensor &out, Dims kernel,
+                       Dims strides, Dims pads, Dims dilations, bool countIncludePad) {
+  const char *name = "average_pool_grad";
+  requirePool(name, out, grad);
+  Window win = makeWindow(name, out, grad, kernel, strides, pads, dilations);
+  int64_t n = out.numel();
+  if (n == 0)
+    return;
+  averagePoolGradKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(
+      n, win, countIncludePad, grad.as<float>(), out.as<float>());
   checkLaunch(name);
 }
 

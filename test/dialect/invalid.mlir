@@ -270,3 +270,48 @@ func.func @slice_grad_bounds(%g: tensor<3xf32>) {
   %0 = cleave.slice_grad %g {starts = array<i64: 1>, steps = array<i64: 2>, shape = array<i64: 5>} : (tensor<3xf32>) -> tensor<5xf32>
   return
 }
+
+// -----
+
+func.func @conv_grad_input_shape(%g: tensor<1x6x3x3xf32>, %w: tensor<6x2x3x3xf32>) {
+  // expected-error @+2 {{grad of shape 1x6x3x3 is not what conv gives (1x6x4x4)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.conv_grad_input %g, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64, shape = array<i64: 1, 4, 7, 7>} : (tensor<1x6x3x3xf32>, tensor<6x2x3x3xf32>) -> tensor<1x4x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_grad_input_types(%g: tensor<1x6x4x4xf32>, %w: tensor<6x2x3x3xf64>) {
+  // expected-error @+2 {{grad and the conv operand have different element types}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.conv_grad_input %g, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64, shape = array<i64: 1, 4, 7, 7>} : (tensor<1x6x4x4xf32>, tensor<6x2x3x3xf64>) -> tensor<1x4x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @conv_grad_weight_group(%g: tensor<1x6x4x4xf32>, %x: tensor<1x4x7x7xf32>) {
+  // expected-error @+2 {{input channels 4 do not match weight 6x2x3x3 with group 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.conv_grad_weight %g, %x {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 3 : i64, shape = array<i64: 6, 2, 3, 3>} : (tensor<1x6x4x4xf32>, tensor<1x4x7x7xf32>) -> tensor<6x2x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @max_pool_grad_shape(%g: tensor<1x4x5x5xf32>, %x: tensor<1x4x7x7xf32>) {
+  // expected-error @+2 {{grad of shape 1x4x5x5 is not what max_pool gives (1x4x3x3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.max_pool_grad %g, %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<1x4x7x7xf32>) -> tensor<1x4x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @average_pool_grad_window(%g: tensor<1x1x1x1xf32>) {
+  // expected-error @+2 {{window of 3 does not fit spatial dim 1 of size 2 (padded)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.average_pool_grad %g {kernel_shape = array<i64: 1, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false, shape = array<i64: 1, 1, 2, 2>} : (tensor<1x1x1x1xf32>) -> tensor<1x1x2x2xf32>
+  return
+}

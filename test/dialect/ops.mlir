@@ -164,3 +164,24 @@ func.func @gradient_ops(%g: tensor<2x4x3xf32>, %i: tensor<4xi64>, %s: tensor<1x2
   %1 = cleave.slice_grad %s {starts = array<i64: 1, 3>, steps = array<i64: 1, -2>, shape = array<i64: 2, 4>} : (tensor<1x2xf64>) -> tensor<2x4xf64>
   return
 }
+
+// The adjoints of conv and the pools: the result has the `shape` attribute
+// (conv's input 7x7 or 8x8 give the same 4x4 output at stride 2), and grad
+// may have the pool's output with or without ceil mode.
+// CHECK-LABEL: func.func @conv_pool_gradient_ops
+func.func @conv_pool_gradient_ops(%g: tensor<1x6x4x4xf32>, %w: tensor<6x2x3x3xf32>, %x: tensor<1x4x7x7xf32>,
+                                  %p: tensor<1x4x3x3xf32>, %q: tensor<1x4x4x4xf32>) {
+  // CHECK: cleave.conv_grad_input %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, shape = array<i64: 1, 4, 7, 7>, strides = array<i64: 2, 2>} : (tensor<1x6x4x4xf32>, tensor<6x2x3x3xf32>) -> tensor<1x4x7x7xf32>
+  %0 = cleave.conv_grad_input %g, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64, shape = array<i64: 1, 4, 7, 7>} : (tensor<1x6x4x4xf32>, tensor<6x2x3x3xf32>) -> tensor<1x4x7x7xf32>
+  // CHECK: cleave.conv_grad_input {{.*}} -> tensor<1x4x8x8xf32>
+  %1 = cleave.conv_grad_input %g, %w {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64, shape = array<i64: 1, 4, 8, 8>} : (tensor<1x6x4x4xf32>, tensor<6x2x3x3xf32>) -> tensor<1x4x8x8xf32>
+  // CHECK: cleave.conv_grad_weight %{{.*}}, %{{.*}} {{{.*}}shape = array<i64: 6, 2, 3, 3>{{.*}}} : (tensor<1x6x4x4xf32>, tensor<1x4x7x7xf32>) -> tensor<6x2x3x3xf32>
+  %2 = cleave.conv_grad_weight %g, %x {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64, shape = array<i64: 6, 2, 3, 3>} : (tensor<1x6x4x4xf32>, tensor<1x4x7x7xf32>) -> tensor<6x2x3x3xf32>
+  // CHECK: cleave.max_pool_grad {{.*}} : (tensor<1x4x3x3xf32>, tensor<1x4x7x7xf32>) -> tensor<1x4x7x7xf32>
+  %3 = cleave.max_pool_grad %p, %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x3x3xf32>, tensor<1x4x7x7xf32>) -> tensor<1x4x7x7xf32>
+  // CHECK: cleave.max_pool_grad {{.*}} : (tensor<1x4x4x4xf32>, tensor<1x4x7x7xf32>) -> tensor<1x4x7x7xf32>
+  %4 = cleave.max_pool_grad %q, %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<1x4x7x7xf32>) -> tensor<1x4x7x7xf32>
+  // CHECK: cleave.average_pool_grad %{{.*}} {count_include_pad = true, {{.*}}shape = array<i64: 1, 4, 7, 7>{{.*}}} : (tensor<1x4x4x4xf32>) -> tensor<1x4x7x7xf32>
+  %5 = cleave.average_pool_grad %q {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = true, shape = array<i64: 1, 4, 7, 7>} : (tensor<1x4x4x4xf32>) -> tensor<1x4x7x7xf32>
+  return
+}

@@ -1,8 +1,10 @@
-# Whole-model gradients: the torch-exported MLP and GPT-style transformer are
-# compiled with --gradients and run on the export's inputs; every parameter's
-# gradient must equal PyTorch's autograd (loss.backward() on the original
-# module) within 1e-4 relative to the gradient's largest element, and the loss
-# must equal PyTorch's within 1e-5. Buffers (the causal mask) get no gradient.
+# Whole-model gradients: the torch-exported MLP, GPT-style transformer and CNN
+# are compiled with --gradients and run on the export's inputs; every
+# parameter's gradient must equal PyTorch's autograd (loss.backward() on the
+# original module) within 1e-4 relative to the gradient's largest element, and
+# the loss must equal PyTorch's within 1e-5. Buffers (the causal mask) get no
+# gradient; the CNN's BatchNorm running statistics, which ONNX makes float
+# initializers, are buffers in PyTorch and frozen here (--freeze).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -16,18 +18,23 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 
+import export_cnn  # noqa: E402
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
 
+MODELS = (("mlp", export_mlp, ["x", "labels"], []),
+          ("gpt", export_gpt, ["idx", "targets"], []),
+          ("cnn", export_cnn, ["x", "labels"], ["--freeze", "*.running_*"]))
 
-def check(name, module, workdir):
+
+def check(name, module, input_names, flags, workdir):
     path = os.path.join(workdir, f"{name}.onnx")
     module.export(path)
     model, args = module.build()
     out = os.path.join(workdir, name)
-    subprocess.run(["cleave", "compile", path, "-o", out, "--gradients"], check=True)
+    subprocess.run(["cleave", "compile", path, "-o", out, "--gradients", *flags], check=True)
     flags = []
-    for input_name, value in zip(["x", "labels"] if name == "mlp" else ["idx", "targets"], args):
+    for input_name, value in zip(input_names, args):
         file = os.path.join(workdir, f"{name}.{input_name}.npy")
         np.save(file, value.numpy())
         flags += ["--input", f"{input_name}={file}"]
@@ -64,11 +71,11 @@ def check(name, module, workdir):
 def main():
     workdir = sys.argv[1]
     problems = []
-    for name, module in (("mlp", export_mlp), ("gpt", export_gpt)):
-        problems += check(name, module, workdir)
+    for name, module, input_names, flags in MODELS:
+        problems += check(name, module, input_names, flags, workdir)
     for p in problems:
         print("FAIL:", p)
-    print(f"{2 - len({p.split(':')[0] for p in problems})} passed, "
+    print(f"{len(MODELS) - len({p.split(':')[0] for p in problems})} passed, "
           f"{len({p.split(':')[0] for p in problems})} failed")
     sys.exit(1 if problems else 0)
 

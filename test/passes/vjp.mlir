@@ -122,10 +122,40 @@ func.func @gather_slice(%e: tensor<5x3xf32> {cleave.kind = "param", cleave.name 
 
 // -----
 
-// conv, max_pool and average_pool have no rule yet.
-func.func @conv(%x: tensor<1x1x3x3xf32> {cleave.kind = "input", cleave.name = "x"},
-                %w: tensor<1x1x2x2xf32> {cleave.kind = "param", cleave.name = "w"}) -> tensor<f32> {
-  // expected-error @+1 {{cleave.conv has no gradient rule, but the loss depends on a parameter through it}}
+// conv: dx = conv_grad_input(g, w) at x's shape, dw = conv_grad_weight(g, x)
+// at w's shape, db = g summed over all dims but the channels. The max pool
+// before it sends its gradient back through max_pool_grad, and the average
+// pool after it through average_pool_grad (with x's shape: 5x5 and 6x6 both
+// give 2x2 here).
+// CHECK-LABEL: func.func @conv_pools
+// CHECK-SAME: (%[[X:.*]]: tensor<1x2x6x6xf32> {{.*}}, %[[W:.*]]: tensor<4x1x3x3xf32> {{.*}}, %[[B:.*]]: tensor<4xf32> {{.*}})
+// CHECK: %[[P:.*]] = cleave.max_pool %[[X]]
+// CHECK: %[[C:.*]] = cleave.conv %[[P]], %[[W]], %[[B]]
+// CHECK: %[[GA:.*]] = cleave.average_pool_grad %{{.*}} {count_include_pad = true, {{.*}}shape = array<i64: 1, 4, 5, 5>{{.*}}} : (tensor<1x4x2x2xf32>) -> tensor<1x4x5x5xf32>
+// CHECK: %[[GP:.*]] = cleave.conv_grad_input %[[GA]], %[[W]] {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, shape = array<i64: 1, 2, 5, 5>, strides = array<i64: 1, 1>} : (tensor<1x4x5x5xf32>, tensor<4x1x3x3xf32>) -> tensor<1x2x5x5xf32>
+// CHECK: %[[GW:.*]] = cleave.conv_grad_weight %[[GA]], %[[P]] {{{.*}}shape = array<i64: 4, 1, 3, 3>{{.*}}} : (tensor<1x4x5x5xf32>, tensor<1x2x5x5xf32>) -> tensor<4x1x3x3xf32>
+// CHECK: %[[GB:.*]] = cleave.reduce_sum %[[GA]] {axes = array<i64: 0, 2, 3>, keepdims = false} : (tensor<1x4x5x5xf32>) -> tensor<4xf32>
+// CHECK: %[[GX:.*]] = cleave.max_pool_grad %[[GP]], %[[X]] {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<1x2x6x6xf32>) -> tensor<1x2x6x6xf32>
+// CHECK: return %{{.*}}, %[[GX]], %[[GW]], %[[GB]]
+func.func @conv_pools(%x: tensor<1x2x6x6xf32> {cleave.kind = "param", cleave.name = "x"},
+                      %w: tensor<4x1x3x3xf32> {cleave.kind = "param", cleave.name = "w"},
+                      %b: tensor<4xf32> {cleave.kind = "param", cleave.name = "b"}) -> tensor<f32> {
+  %0 = cleave.max_pool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false} : (tensor<1x2x6x6xf32>) -> tensor<1x2x5x5xf32>
+  %1 = cleave.conv %0, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x2x5x5xf32>, tensor<4x1x3x3xf32>, tensor<4xf32>) -> tensor<1x4x5x5xf32>
+  %2 = cleave.average_pool %1 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = false, count_include_pad = true} : (tensor<1x4x5x5xf32>) -> tensor<1x4x2x2xf32>
+  %3 = cleave.reduce_sum %2 {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x4x2x2xf32>) -> tensor<f32>
+  return %3 : tensor<f32>
+}
+
+// -----
+
+// An input's gradient is never read: conv of an input x builds only dw.
+// CHECK-LABEL: func.func @conv_of_input
+// CHECK-NOT: conv_grad_input
+// CHECK: cleave.conv_grad_weight
+// CHECK-NOT: conv_grad_input
+func.func @conv_of_input(%x: tensor<1x1x3x3xf32> {cleave.kind = "input", cleave.name = "x"},
+                         %w: tensor<1x1x2x2xf32> {cleave.kind = "param", cleave.name = "w"}) -> tensor<f32> {
   %0 = cleave.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x1x3x3xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
   %1 = cleave.reduce_sum %0 {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x1x2x2xf32>) -> tensor<f32>
   return %1 : tensor<f32>

@@ -1,12 +1,20 @@
 # Training equals PyTorch step for step: the torch-exported MLP and GPT-style
-# transformer are compiled with --train for each optimizer, trained for STEPS
-# steps on a fixed dataset in file order (--no-shuffle), and every step's loss
-# must equal PyTorch's (same initial weights, same batches, torch.optim with
-# the same hyperparameters) within 1e-4 relative, and the final parameters
-# within 1e-4 of their largest element. Elements whose gradient is zero in exact
-# arithmetic are left out of the parameter comparison: the attention key bias
-# (softmax ignores a shift common to all keys) gets gradients of pure rounding
-# noise, which Adam scales up to lr-sized steps, in PyTorch as in cleave.
+# transformer (every optimizer) and two CNNs (convolutions, max and average
+# pooling and their gradients; momentum and adam, and sgd for the second) are
+# compiled with --train, trained for STEPS steps on a fixed dataset in file
+# order (--no-shuffle), and every step's loss must equal PyTorch's (same
+# initial weights, same batches, torch.optim with the same hyperparameters)
+# within 1e-4 relative, and the final parameters within 1e-4 of their largest
+# element. Elements whose gradient is zero in exact arithmetic are left out of
+# the parameter comparison: the attention key bias (softmax ignores a shift
+# common to all keys) gets gradients of pure rounding noise, which Adam scales
+# up to lr-sized steps, in PyTorch as in cleave.
+# The first CNN's BatchNorm runs in eval mode in the export and in PyTorch
+# (running statistics fixed, affine parameters trained); ONNX makes the
+# running statistics float initializers, so they are frozen here (--freeze).
+# The second CNN (export_cnn_train.py) has no BatchNorm.
+#
+# Optional arguments after the work directory pick models by name.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -21,6 +29,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 
+import export_cnn  # noqa: E402
+import export_cnn_train  # noqa: E402
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
 
@@ -61,7 +71,15 @@ def dataset(args, names, generator):
     return data
 
 
-def check(model_name, module, names, optimizer, workdir):
+# name, export module, data inputs, extra compile flags, optimizers.
+MODELS = (("mlp", export_mlp, ["x", "labels"], [], list(OPTIMIZERS)),
+          ("gpt", export_gpt, ["idx", "targets"], [], list(OPTIMIZERS)),
+          ("cnn", export_cnn, ["x", "labels"], ["--freeze", "*.running_*"],
+           ["momentum", "adam"]),
+          ("cnn_train", export_cnn_train, ["x", "labels"], [], ["sgd", "momentum", "adam"]))
+
+
+def check(model_name, module, names, extra_flags, optimizer, workdir):
     flags, make_optimizer = OPTIMIZERS[optimizer]
     path = os.path.join(workdir, f"{model_name}.onnx")
     if not os.path.exists(path):
@@ -70,7 +88,8 @@ def check(model_name, module, names, optimizer, workdir):
     batch = args[0].shape[0]
     data = dataset(args, names, np.random.default_rng(0))
     out = os.path.join(workdir, f"{model_name}-{optimizer}")
-    subprocess.run(["cleave", "compile", path, "-o", out, "--train", *flags], check=True)
+    subprocess.run(["cleave", "compile", path, "-o", out, "--train", *flags, *extra_flags],
+                   check=True)
     data_flags = []
     for name, array in data.items():
         file = os.path.join(workdir, f"{model_name}.{name}.npy")
@@ -126,11 +145,13 @@ def check(model_name, module, names, optimizer, workdir):
 
 def main():
     workdir = sys.argv[1]
+    selected = sys.argv[2:]  # model names to run (all by default)
     problems, cases = [], 0
-    for model_name, module, names in (("mlp", export_mlp, ["x", "labels"]),
-                                      ("gpt", export_gpt, ["idx", "targets"])):
-        for optimizer in OPTIMIZERS:
-            problems += check(model_name, module, names, optimizer, workdir)
+    for model_name, module, names, extra_flags, optimizers in MODELS:
+        if selected and model_name not in selected:
+            continue
+        for optimizer in optimizers:
+            problems += check(model_name, module, names, extra_flags, optimizer, workdir)
             cases += 1
     for p in problems:
         print("FAIL:", p)
