@@ -2,6 +2,8 @@
 
 #include "runtime/Npy.h"
 
+#include "runtime/Files.h"
+
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -153,28 +155,12 @@ bool writeNpy(const std::string &path, DType dtype, const std::vector<int64_t> &
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::string temporary = path + ".partial";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    uint16_t length = static_cast<uint16_t>(header.size());
-    char preamble[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0,
-                         static_cast<char>(length & 0xff), static_cast<char>(length >> 8)};
-    out.write(preamble, 10);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(static_cast<const char *>(data),
-              static_cast<std::streamsize>(count * static_cast<int64_t>(dtypeSize(dtype))));
-    if (!out) {
-      error = "cannot write: " + std::string(std::strerror(errno));
-      std::remove(temporary.c_str());
-      return false;
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    error = "cannot write: " + std::string(std::strerror(errno));
-    std::remove(temporary.c_str());
-    return false;
-  }
-  return true;
+  uint16_t length = static_cast<uint16_t>(header.size());
+  char preamble[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                       static_cast<char>(length & 0xff), static_cast<char>(length >> 8)};
+  size_t bytes = static_cast<size_t>(count) * dtypeSize(dtype);
+  return writeFileAtomically(path, {{preamble, 10}, {header.data(), header.size()}, {data, bytes}},
+                             error);
 }
 
 } // namespace cleave::rt

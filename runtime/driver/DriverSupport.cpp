@@ -241,27 +241,6 @@ int loadWeights(const std::string &dir, const Plan &plan, std::vector<char> &wei
   return 0;
 }
 
-bool writeFileAtomically(const std::string &path, const void *data, size_t bytes,
-                         std::string &error) {
-  std::string temporary = path + ".partial";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (out)
-      out.write(static_cast<const char *>(data), static_cast<std::streamsize>(bytes));
-    if (!out) {
-      error = "cannot write: " + std::string(std::strerror(errno));
-      std::remove(temporary.c_str());
-      return false;
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    error = "cannot write: " + std::string(std::strerror(errno));
-    std::remove(temporary.c_str());
-    return false;
-  }
-  return true;
-}
-
 bool canCreate(const std::string &path, std::string &error) {
   std::string temporary = path + ".partial";
   std::FILE *file = std::fopen(temporary.c_str(), "wb");

@@ -8,6 +8,7 @@
 #ifndef CLEAVE_RUNTIME_DRIVER_DRIVERSUPPORT_H
 #define CLEAVE_RUNTIME_DRIVER_DRIVERSUPPORT_H
 
+#include "runtime/Files.h"
 #include "runtime/driver/Driver.h"
 
 #include <cstdint>
@@ -65,9 +66,6 @@ bool readPlan(const std::string &path, Plan &plan, std::string &error);
 /// the exit code.
 int loadWeights(const std::string &dir, const Plan &plan, std::vector<char> &weights);
 
-/// Writes `bytes` at `data` to `path` through `path.partial` and a rename.
-bool writeFileAtomically(const std::string &path, const void *data, size_t bytes,
-                         std::string &error);
 
 /// Whether `path` can be created (by creating and removing `path.partial`).
 bool canCreate(const std::string &path, std::string &error);

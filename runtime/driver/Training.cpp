@@ -334,7 +334,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     }
     backend.copyToHost(hostWeights.data(), weights.get(), hostWeights.size());
     std::string path = options.outputDir + "/weights.bin";
-    if (!writeFileAtomically(path, hostWeights.data(), hostWeights.size(), error))
+    if (!writeFileAtomically(path, {{hostWeights.data(), hostWeights.size()}}, error))
       return fail(path, error, 1);
   }
   if (!options.logJson.empty()) {
@@ -351,7 +351,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
     }
     text += "\n  ]\n}\n";
-    if (!writeFileAtomically(options.logJson, text.data(), text.size(), error))
+    if (!writeFileAtomically(options.logJson, {{text.data(), text.size()}}, error))
       return fail(options.logJson, error, 1);
   }
   return 0;
