@@ -2,6 +2,8 @@
 
 #include "runtime/driver/Driver.h"
 
+#include "runtime/CliValidators.h"
+
 #include "runtime/Npy.h"
 #include "runtime/driver/DriverSupport.h"
 #include "runtime/driver/Training.h"
@@ -29,21 +31,6 @@ const CLI::Option *firstGiven(std::initializer_list<const CLI::Option *> options
     if (option->count() > 0)
       return option;
   return nullptr;
-}
-
-/// A number above 0, with a readable error (CLI::PositiveNumber's names a
-/// range up to the largest double).
-CLI::Validator positiveNumber() {
-  return CLI::Validator(
-      [](std::string &text) -> std::string {
-        try {
-          if (std::stod(text) > 0)
-            return "";
-        } catch (const std::exception &) {
-        }
-        return "is '" + text + "', not a positive number";
-      },
-      "POSITIVE");
 }
 
 } // namespace

@@ -16,6 +16,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 #include "compiler/RunCommand.h"
+#include "runtime/CliValidators.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -166,19 +167,7 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
       ->check(CLI::PositiveNumber);
   sub->add_flag("--stats", options.stats,
                 "Print timing and the measured arena bytes as one JSON line");
-  // Training. CLI::PositiveNumber's error names a range up to the largest double.
-  auto positiveNumber = [] {
-    return CLI::Validator(
-        [](std::string &text) -> std::string {
-          try {
-            if (std::stod(text) > 0)
-              return "";
-          } catch (const std::exception &) {
-          }
-          return "is '" + text + "', not a positive number";
-        },
-        "POSITIVE");
-  };
+  using rt::positiveNumber;
   sub->add_option("--data", options.data,
                   "Training: NAME=FILE for each data input, samples along dim 0 (repeatable, "
                   "or NAME=FILE,NAME=FILE)");
