@@ -39,7 +39,7 @@ private:
   std::string &name;
 };
 
-/// "node 'fc1' (cleave.matmul)" for an op imported from a named ONNX node.
+/// "node 'fc1'" for an op imported from a named ONNX node, else empty.
 std::string describe(Location loc) {
   if (auto named = dyn_cast<NameLoc>(loc))
     return "node '" + named.getName().str() + "'";
