@@ -206,6 +206,8 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("momentum", t.momentum, "in [0, 1)");
   if (t.warmup < 0)
     return bad("warmup", t.warmup, "zero or positive");
+  if (!(t.clipGradNorm >= 0))
+    return bad("clip-grad-norm", t.clipGradNorm, "zero (off) or positive");
   return success();
 }
 
@@ -282,6 +284,7 @@ LogicalResult Compiler::run() {
               step.weightDecay = t.weightDecay;
               step.momentum = t.momentum;
               step.nesterov = t.nesterov;
+              step.clipGradNorm = t.clipGradNorm;
               pm.addNestedPass<func::FuncOp>(createBuildTrainStep(step));
             }
           },

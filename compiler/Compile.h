@@ -22,6 +22,8 @@ struct TrainOptions {
   double weightDecay = 0.0;
   double momentum = 0.9;
   bool nesterov = false;
+  /// Global gradient-norm clipping threshold; 0 turns it off.
+  double clipGradNorm = 0.0;
   std::string lrSchedule = "constant";
   int64_t warmup = 0;
 };

@@ -48,6 +48,33 @@ private:
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
   using BuildTrainStepBase::BuildTrainStepBase;
 
+  /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the
+  /// 2-norm of all gradients together: each parameter element counts once.
+  void clipGlobalNorm(Updates &u, OpBuilder &b, llvm::StringMap<Value> &gradOf) {
+    Value sumOfSquares;
+    for (auto &entry : gradOf) {
+      Value grad = entry.getValue();
+      auto type = cast<RankedTensorType>(grad.getType());
+      SmallVector<int64_t> all;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        all.push_back(d);
+      Value squares = u.mul(grad, grad);
+      Value sum = all.empty() ? squares
+                              : ReduceSumOp::create(b, grad.getLoc(), squares,
+                                                    b.getDenseI64ArrayAttr(all), false)
+                                    .getResult();
+      sumOfSquares = sumOfSquares ? u.add(sumOfSquares, sum) : sum;
+    }
+    Value coefficient =
+        u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfSquares), u.scalar(1e-6)));
+    Value one = u.scalar(1.0);
+    Value clamped = WhereOp::create(b, coefficient.getLoc(),
+                                    LessOp::create(b, coefficient.getLoc(), coefficient, one),
+                                    coefficient, one);
+    for (auto &entry : gradOf)
+      entry.getValue() = u.mul(entry.getValue(), clamped);
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal())
@@ -94,6 +121,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     Updates u(b, ret.getLoc());
     SmallVector<std::pair<Value, Value>> assignments; // target, new value
     unsigned numOriginal = func.getNumArguments() - 2;
+    if (clipGradNorm > 0.0)
+      clipGlobalNorm(u, b, gradOf);
     for (unsigned i = 0; i < numOriginal; ++i) {
       auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
       Value grad = name ? gradOf.lookup(name.getValue()) : Value();

@@ -75,6 +75,8 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::func::FuncOp"> {
     Option<"momentum", "momentum", "double", /*default=*/"0.9",
            "Velocity decay of the momentum optimizer">,
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "Nesterov momentum">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
+           "When positive, scale all gradients by min(1, X / (global norm + 1e-6)) first">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -51,7 +51,11 @@ OPTIMIZERS = {
                "--beta2", "0.99", "--eps", "1e-6"],
               lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1, betas=(0.9, 0.99),
                                           eps=1e-6)),
+    "momentum_clipped": (["--optimizer", "momentum", "--lr", "0.05", "--clip-grad-norm", "0.5"],
+                         lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
 }
+# Global gradient-norm clipping (torch.nn.utils.clip_grad_norm_) per optimizer.
+CLIP_GRAD_NORM = {"momentum_clipped": 0.5}
 
 
 def dataset(args, names, generator):
@@ -111,6 +115,8 @@ def check(model_name, module, names, extra_flags, optimizer, workdir):
         opt.zero_grad()
         loss = model(*inputs)
         loss.backward()
+        if optimizer in CLIP_GRAD_NORM:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM[optimizer])
         for name, p in model.named_parameters():
             largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
         opt.step()

@@ -133,6 +133,8 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "Weight decay: L2 for sgd, momentum and adam; decoupled for adamw");
   sub->add_option("--momentum", t.momentum, "Velocity decay of momentum (default 0.9)");
   sub->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
+  sub->add_option("--clip-grad-norm", t.clipGradNorm,
+                  "Clip the global gradient 2-norm to this value before the update (0: off)");
 }
 
 int runCompile(CompileCommand &cmd) {
