@@ -184,10 +184,10 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     text << value;
     return fail("--" + flag + " " + text.str(), "must be " + expected, "", kExitBadUsage);
   };
-  static const char *const optimizers[] = {"sgd", "momentum", "adam", "adamw"};
+  static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", "adamw"};
   if (!llvm::is_contained(optimizers, t.optimizer))
     return fail("--optimizer '" + t.optimizer + "'", "unknown optimizer",
-                "use sgd, momentum, adam or adamw", kExitBadUsage);
+                "use sgd, momentum, adagrad, adam or adamw", kExitBadUsage);
   static const char *const schedules[] = {"constant", "linear", "cosine"};
   if (!llvm::is_contained(schedules, t.lrSchedule))
     return fail("--lr-schedule '" + t.lrSchedule + "'", "unknown schedule",

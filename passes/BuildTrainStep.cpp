@@ -79,9 +79,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
-    static const char *const known[] = {"sgd", "momentum", "adam", "adamw"};
+    static const char *const known[] = {"sgd", "momentum", "adagrad", "adam", "adamw"};
     if (!llvm::is_contained(known, optimizer)) {
-      func.emitError("unknown optimizer '") << optimizer << "': use sgd, momentum, adam or adamw";
+      func.emitError("unknown optimizer '")
+          << optimizer << "': use sgd, momentum, adagrad, adam or adamw";
       return signalPassFailure();
     }
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -149,6 +150,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         Value next = u.add(u.mul(u.scalar(momentum), velocity), grad);
         assignments.push_back({velocity, next});
         update = nesterov ? u.add(grad, u.mul(u.scalar(momentum), next)) : next;
+      } else if (optimizer == "adagrad") {
+        // PyTorch's order: sum += g * g; p -= (lr * g) / (sqrt(sum) + eps).
+        Value sum = state("adagrad.sum");
+        Value nextSum = u.add(sum, u.mul(grad, grad));
+        assignments.push_back({sum, nextSum});
+        Value denominator = u.add(u.sqrt(nextSum), u.scalar(epsilon));
+        assignments.push_back({param, u.sub(param, u.div(u.mul(lr, grad), denominator))});
+        continue;
       } else {
         // PyTorch's order of operations, with the scalar factors (bias
         // corrections, step size, decoupled decay) computed in f64 and

@@ -60,16 +60,18 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::func::FuncOp"> {
     cleave ops, and ends the function with `cleave.assign` of every new
     parameter and state value. The gradient results are removed; the loss and
     other outputs stay. The rules follow PyTorch's: sgd (weight decay added to
-    the gradient; momentum, optionally Nesterov, with a velocity buffer), adam
+    the gradient; momentum, optionally Nesterov, with a velocity buffer),
+    adagrad (a running sum of squared gradients), adam
     (L2 weight decay added to the gradient, bias-corrected moments) and adamw
     (decoupled decay: p -= lr * weight_decay * p before the Adam step).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
-           "sgd, momentum, adam or adamw">,
+           "sgd, momentum, adagrad, adam or adamw">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "Adam's first-moment decay">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "Adam's second-moment decay">,
-    Option<"epsilon", "eps", "double", /*default=*/"1e-8", "Adam's denominator term">,
+    Option<"epsilon", "eps", "double", /*default=*/"1e-8",
+           "Adam's and Adagrad's denominator term">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
            "L2 (sgd, momentum, adam) or decoupled (adamw) weight decay">,
     Option<"momentum", "momentum", "double", /*default=*/"0.9",

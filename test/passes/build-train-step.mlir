@@ -28,7 +28,7 @@
 // SGD: %[[NEW:.*]] = cleave.sub %arg1, %[[STEP]]
 // SGD: cleave.assign %[[NEW]] to %arg1 : tensor<3xf32>
 
-// UNKNOWN: error: unknown optimizer 'lion': use sgd, momentum, adam or adamw
+// UNKNOWN: error: unknown optimizer 'lion': use sgd, momentum, adagrad, adam or adamw
 // NOGRAD: error: has no gradients: run cleave-autodiff first
 
 func.func @forward(%x: tensor<3xf32> {cleave.kind = "input", cleave.name = "x"},

@@ -51,6 +51,8 @@ OPTIMIZERS = {
                "--beta2", "0.99", "--eps", "1e-6"],
               lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1, betas=(0.9, 0.99),
                                           eps=1e-6)),
+    "adagrad": (["--optimizer", "adagrad", "--lr", "0.05", "--eps", "1e-10"],
+                lambda p: torch.optim.Adagrad(p, lr=0.05, eps=1e-10)),
     "momentum_clipped": (["--optimizer", "momentum", "--lr", "0.05", "--clip-grad-norm", "0.5"],
                          lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
 }

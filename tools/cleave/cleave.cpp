@@ -122,13 +122,13 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   TrainOptions &t = cmd.options.training;
   sub->add_flag("--train", cmd.options.train,
                 "Compile one optimizer step (forward, gradients, update) instead of a forward");
-  sub->add_option("--optimizer", t.optimizer, "sgd (default), momentum, adam or adamw");
+  sub->add_option("--optimizer", t.optimizer, "sgd (default), momentum, adagrad, adam or adamw");
   sub->add_option("--lr", t.lr, "Learning rate (default 0.01)");
   sub->add_option("--lr-schedule", t.lrSchedule, "constant (default), linear or cosine");
   sub->add_option("--warmup", t.warmup, "Steps of linear warmup (default 0)");
   sub->add_option("--beta1", t.beta1, "Adam's first-moment decay (default 0.9)");
   sub->add_option("--beta2", t.beta2, "Adam's second-moment decay (default 0.999)");
-  sub->add_option("--eps", t.epsilon, "Adam's epsilon (default 1e-8)");
+  sub->add_option("--eps", t.epsilon, "Adam's and Adagrad's epsilon (default 1e-8)");
   sub->add_option("--weight-decay", t.weightDecay,
                   "Weight decay: L2 for sgd, momentum and adam; decoupled for adamw");
   sub->add_option("--momentum", t.momentum, "Velocity decay of momentum (default 0.9)");
