@@ -57,35 +57,43 @@ void loopGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double 
 
 } // namespace
 
-template <>
-void gemmCore<float>(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                     double alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
-                     double beta, float *c, int64_t ldc) {
+namespace {
+
+/// One BLAS product for f32 and f64: the same checks, one call each.
+template <typename T>
+void blasGemm(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              double alpha, const T *a, int64_t lda, const T *b, int64_t ldb, double beta, T *c,
+              int64_t ldc) {
   if (m == 0 || n == 0)
     return;
   if (k == 0)
     return scaleMatrix(m, n, beta, c, ldc);
   checkBlasDims("gemm", {m, n, k, lda, ldb, ldc});
   openblas_set_num_threads(std::max(1, ctx.threads));
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-              static_cast<float>(alpha), a, static_cast<int>(lda), b, static_cast<int>(ldb),
-              static_cast<float>(beta), c, static_cast<int>(ldc));
+  auto ta = transA ? CblasTrans : CblasNoTrans, tb = transB ? CblasTrans : CblasNoTrans;
+  int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  int LDA = static_cast<int>(lda), LDB = static_cast<int>(ldb), LDC = static_cast<int>(ldc);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, static_cast<float>(alpha), a, LDA, b, LDB,
+                static_cast<float>(beta), c, LDC);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, a, LDA, b, LDB, beta, c, LDC);
+}
+
+} // namespace
+
+template <>
+void gemmCore<float>(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                     double alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                     double beta, float *c, int64_t ldc) {
+  blasGemm(ctx, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <>
 void gemmCore<double>(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                       double alpha, const double *a, int64_t lda, const double *b, int64_t ldb,
                       double beta, double *c, int64_t ldc) {
-  if (m == 0 || n == 0)
-    return;
-  if (k == 0)
-    return scaleMatrix(m, n, beta, c, ldc);
-  checkBlasDims("gemm", {m, n, k, lda, ldb, ldc});
-  openblas_set_num_threads(std::max(1, ctx.threads));
-  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  blasGemm(ctx, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <>
