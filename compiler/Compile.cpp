@@ -208,6 +208,14 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("warmup", t.warmup, "zero or positive");
   if (!(t.clipGradNorm >= 0))
     return bad("clip-grad-norm", t.clipGradNorm, "zero (off) or positive");
+  if (t.gradAccum < 1)
+    return bad("grad-accum", t.gradAccum, "positive");
+  if (t.batchSize < 0)
+    return bad("batch-size", t.batchSize, "positive");
+  if (t.batchSize % t.gradAccum != 0)
+    return fail("--batch-size " + std::to_string(t.batchSize),
+                "does not split into " + std::to_string(t.gradAccum) + " equal microbatches",
+                "choose a multiple of --grad-accum", kExitBadUsage);
   return success();
 }
 
@@ -232,7 +240,10 @@ LogicalResult Compiler::run() {
                 kExitBadUsage);
   if (options.train && failed(checkTrainOptions(options.training)))
     return failure();
-  auto imported = importOnnxModel(context, options.model, options.import, error);
+  ImportOptions import = options.import;
+  if (options.train && options.training.batchSize > 0)
+    import.batchSize = options.training.batchSize / options.training.gradAccum;
+  auto imported = importOnnxModel(context, options.model, import, error);
   if (failed(imported))
     return failure();
   ModuleOp module = *imported->module;
@@ -267,10 +278,14 @@ LogicalResult Compiler::run() {
           module,
           [&](PassManager &pm) {
             AutodiffOptions autodiff;
-            autodiff.loss = options.loss;
-            if (appended) {
+            autodiff.loss = appended ? "loss" : options.loss;
+            if (appended)
               pm.addNestedPass<func::FuncOp>(createAppendLoss(*appended));
-              autodiff.loss = "loss";
+            // Training differentiates the loss's sum; the step divides by the
+            // global count once (cleave-split-loss).
+            if (options.train) {
+              pm.addNestedPass<func::FuncOp>(createSplitLoss(SplitLossOptions{autodiff.loss}));
+              autodiff.loss = "loss.sum";
             }
             autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
             pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
@@ -285,13 +300,13 @@ LogicalResult Compiler::run() {
               step.momentum = t.momentum;
               step.nesterov = t.nesterov;
               step.clipGradNorm = t.clipGradNorm;
-              pm.addNestedPass<func::FuncOp>(createBuildTrainStep(step));
+              pm.addPass(createBuildTrainStep(step));
             }
           },
           kExitBadInput)))
     return failure();
   if (failed(runPasses(module, [](PassManager &pm) {
-        pm.addNestedPass<func::FuncOp>(createMemoryPlan());
+        pm.addPass(createMemoryPlan());
       })))
     return failure();
   if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { module.print(os); })))

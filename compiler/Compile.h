@@ -26,6 +26,10 @@ struct TrainOptions {
   double clipGradNorm = 0.0;
   std::string lrSchedule = "constant";
   int64_t warmup = 0;
+  /// Microbatches whose gradients one step accumulates.
+  int64_t gradAccum = 1;
+  /// Samples per step (all microbatches); 0 takes the model's input shapes.
+  int64_t batchSize = 0;
 };
 
 struct CompileOptions {

@@ -936,6 +936,17 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   if (!tensorType.has_shape())
     return fail("input '" + name + "' has no shape",
                 "bind it with --input-shape " + name + "=<d0>x<d1>...");
+  // --batch-size: dim 0 of every input is the micro-batch.
+  if (options.batchSize > 0 && tensorType.shape().dim_size() > 0) {
+    const auto &first = tensorType.shape().dim(0);
+    if (first.has_dim_value() && first.dim_value() != options.batchSize)
+      return fail("--batch-size gives input '" + name + "' a micro-batch of " +
+                      Twine(options.batchSize) + ", but the model fixes its dim 0 at " +
+                      Twine(first.dim_value()),
+                  "export the model with a dynamic batch dim, or choose a batch size (per "
+                  "accumulation step) of " + Twine(first.dim_value()),
+                  kExitBadUsage);
+  }
   // The note spells out the flag to write: known dims as they are, dynamic
   // ones by their symbol.
   SmallVector<int64_t> dims;
@@ -943,14 +954,16 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   std::optional<std::string> dynamic;
   for (int i = 0; i < tensorType.shape().dim_size(); ++i) {
     const auto &dim = tensorType.shape().dim(i);
-    bool known = dim.has_dim_value() && dim.dim_value() >= 0;
+    bool batch = i == 0 && options.batchSize > 0;
+    bool known = batch || (dim.has_dim_value() && dim.dim_value() >= 0);
+    int64_t value = batch ? options.batchSize : dim.dim_value();
     std::string symbol = dim.has_dim_param() && !dim.dim_param().empty() ? dim.dim_param()
                                                                          : "d" + std::to_string(i);
-    hint.push_back(known ? std::to_string(dim.dim_value()) : "<" + symbol + ">");
+    hint.push_back(known ? std::to_string(value) : "<" + symbol + ">");
     if (!known && !dynamic)
       dynamic = "input '" + name + "' dim " + std::to_string(i) + " is dynamic" +
                 (dim.has_dim_param() ? " ('" + dim.dim_param() + "')" : "");
-    dims.push_back(known ? dim.dim_value() : 0);
+    dims.push_back(known ? value : 0);
   }
   if (dynamic)
     return fail(*dynamic, "bind it with --input-shape " + name + "=" + llvm::join(hint, "x"));

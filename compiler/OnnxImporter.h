@@ -27,6 +27,9 @@ struct ImportOptions {
   /// a Slice's starts...): such an input becomes a constant. Values for
   /// inputs read as tensors are ignored; those stay inputs.
   std::map<std::string, TensorData> inputValues;
+  /// When positive, dim 0 of every graph input that --input-shape does not
+  /// bind (the micro-batch of `cleave compile --batch-size`).
+  int64_t batchSize = 0;
 };
 
 /// A float initializer: a trainable parameter, passed to @forward as an

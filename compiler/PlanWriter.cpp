@@ -6,10 +6,13 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <nlohmann/json.hpp>
+
+#include <map>
 
 using namespace mlir;
 
@@ -81,53 +84,62 @@ int64_t estimateFlops(Operation *op) {
 
 LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
                         const CompileOptions &options, StringRef dir, UserError &error) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  int64_t weightsBytes = forward->getAttrOfType<IntegerAttr>("cleave.weights_bytes").getInt();
-  int64_t arenaBytes = forward->getAttrOfType<IntegerAttr>("cleave.arena_bytes").getInt();
+  int64_t weightsBytes = module->getAttrOfType<IntegerAttr>("cleave.weights_bytes").getInt();
+  int64_t arenaBytes = module->getAttrOfType<IntegerAttr>("cleave.arena_bytes").getInt();
   std::vector<char> weights(weightsBytes, 0);
 
   llvm::StringMap<const Parameter *> byName;
   for (const Parameter &p : model.parameters)
     byName[p.name] = &p;
-  nlohmann::json inputs = nlohmann::json::array(), parameters = nlohmann::json::array(),
-                 state = nlohmann::json::array();
-  for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
-    StringRef name = forward.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue();
-    auto offset = forward.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset");
-    if (!offset) {
-      inputs.push_back(tensorJson(name, arg.getType()));
-      continue;
-    }
-    nlohmann::json entry = tensorJson(name, arg.getType());
-    entry["offset"] = offset.getInt();
-    entry["bytes"] = tensorBytes(cast<RankedTensorType>(arg.getType()));
-    // Optimizer state starts at zero (the blob's initial bytes).
-    if (forward.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() == "state") {
-      state.push_back(entry);
-      continue;
-    }
-    const Parameter *parameter = byName.lookup(name);
-    std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
-              weights.begin() + offset.getInt());
-    parameters.push_back(entry);
-  }
+  // Functions share inputs and stored arguments by name (cleave-memory-plan).
+  std::map<int64_t, nlohmann::json> inputsByIndex;
+  nlohmann::json parameters = nlohmann::json::array(), state = nlohmann::json::array(),
+                 outputs = nlohmann::json::array();
+  llvm::StringSet<> seen;
   int64_t constantCount = 0, constantBytesTotal = 0, flops = 0;
-  forward.walk([&](Operation *op) {
-    if (op->getDialect() && isa<CleaveDialect>(op->getDialect()))
-      flops += estimateFlops(op);
-    auto constant = dyn_cast<ConstantOp>(op);
-    auto offset = op->getAttrOfType<IntegerAttr>("cleave.weights_offset");
-    if (!constant || !offset)
-      return;
-    std::vector<char> bytes = constantBytes(constant);
-    std::copy(bytes.begin(), bytes.end(), weights.begin() + offset.getInt());
-    ++constantCount;
-    constantBytesTotal += bytes.size();
-  });
-  nlohmann::json outputs = nlohmann::json::array();
-  for (auto [i, type] : llvm::enumerate(forward.getResultTypes()))
-    outputs.push_back(
-        tensorJson(forward.getResultAttrOfType<StringAttr>(i, "cleave.name").getValue(), type));
+  for (auto func : module.getOps<func::FuncOp>()) {
+    for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+      StringRef name = func.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue();
+      auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset");
+      if (!offset) {
+        int64_t index = func.getArgAttrOfType<IntegerAttr>(i, "cleave.input_index").getInt();
+        inputsByIndex[index] = tensorJson(name, arg.getType());
+        continue;
+      }
+      if (!seen.insert(name).second)
+        continue;
+      nlohmann::json entry = tensorJson(name, arg.getType());
+      entry["offset"] = offset.getInt();
+      entry["bytes"] = tensorBytes(cast<RankedTensorType>(arg.getType()));
+      // Optimizer state and accumulators start at zero (the blob's initial bytes).
+      if (func.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() == "state") {
+        state.push_back(entry);
+        continue;
+      }
+      const Parameter *parameter = byName.lookup(name);
+      std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
+                weights.begin() + offset.getInt());
+      parameters.push_back(entry);
+    }
+    func.walk([&](Operation *op) {
+      if (op->getDialect() && isa<CleaveDialect>(op->getDialect()))
+        flops += estimateFlops(op);
+      auto constant = dyn_cast<ConstantOp>(op);
+      auto offset = op->getAttrOfType<IntegerAttr>("cleave.weights_offset");
+      if (!constant || !offset)
+        return;
+      std::vector<char> bytes = constantBytes(constant);
+      std::copy(bytes.begin(), bytes.end(), weights.begin() + offset.getInt());
+      ++constantCount;
+      constantBytesTotal += bytes.size();
+    });
+    for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
+      outputs.push_back(
+          tensorJson(func.getResultAttrOfType<StringAttr>(i, "cleave.name").getValue(), type));
+  }
+  nlohmann::json inputs = nlohmann::json::array();
+  for (auto &[index, input] : inputsByIndex)
+    inputs.push_back(input);
 
   nlohmann::json plan = {
       {"format_version", kPlanFormatVersion},
@@ -162,6 +174,7 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
           {"nesterov", t.nesterov},
           {"clip_grad_norm", t.clipGradNorm}}},
         {"data_inputs", dataInputs},
+        {"grad_accum", t.gradAccum},
         {"lr_input", "cleave.lr"},
         {"step_input", "cleave.step"},
         {"loss", outputs.empty() ? std::string() : outputs[0]["name"].get<std::string>()},

@@ -5,6 +5,7 @@
 #include "dialects/Cleave/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_BUILDTRAINSTEP
@@ -45,19 +46,44 @@ private:
   Location loc;
 };
 
+/// Adds an argument named `name` of kind `kind` at the end of `func`.
+Value addArgument(func::FuncOp func, Type type, StringRef name, StringRef kind) {
+  MLIRContext *ctx = func.getContext();
+  unsigned index = func.getNumArguments();
+  if (failed(func.insertArgument(index, type, {}, func.getLoc())))
+    return Value();
+  func.setArgAttr(index, "cleave.name", StringAttr::get(ctx, name));
+  func.setArgAttr(index, "cleave.kind", StringAttr::get(ctx, kind));
+  return func.getArgument(index);
+}
+
+/// Replaces `func`'s results by `results` (named by `names`) and erases what
+/// only the old ones read.
+void setResults(func::FuncOp func, ValueRange results, ArrayRef<StringRef> names) {
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  ret->setOperands(results);
+  MLIRContext *ctx = func.getContext();
+  func.setType(FunctionType::get(ctx, func.getArgumentTypes(), results.getTypes()));
+  SmallVector<DictionaryAttr> attrs;
+  for (StringRef name : names)
+    attrs.push_back(DictionaryAttr::get(
+        ctx, {NamedAttribute(StringAttr::get(ctx, "cleave.name"), StringAttr::get(ctx, name))}));
+  func.setAllResultAttrs(attrs);
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+}
+
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
   using BuildTrainStepBase::BuildTrainStepBase;
 
   /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the
   /// 2-norm of all gradients together: each parameter element counts once.
-  void clipGlobalNorm(Updates &u, OpBuilder &b, llvm::StringMap<Value> &gradOf) {
+  void clipGlobalNorm(Updates &u, OpBuilder &b, SmallVector<std::pair<Value, Value>> &grads) {
     Value sumOfSquares;
-    for (auto &entry : gradOf) {
-      Value grad = entry.getValue();
+    for (auto &[param, grad] : grads) {
       auto type = cast<RankedTensorType>(grad.getType());
-      SmallVector<int64_t> all;
-      for (int64_t d = 0; d < type.getRank(); ++d)
-        all.push_back(d);
+      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
       Value squares = u.mul(grad, grad);
       Value sum = all.empty() ? squares
                               : ReduceSumOp::create(b, grad.getLoc(), squares,
@@ -71,126 +97,174 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     Value clamped = WhereOp::create(b, coefficient.getLoc(),
                                     LessOp::create(b, coefficient.getLoc(), coefficient, one),
                                     coefficient, one);
-    for (auto &entry : gradOf)
-      entry.getValue() = u.mul(entry.getValue(), clamped);
+    for (auto &[param, grad] : grads)
+      grad = u.mul(grad, clamped);
+  }
+
+  /// Appends to `assignments` the optimizer's update of `param` (in @apply)
+  /// from its gradient `grad`, adding the state slots it keeps.
+  void update(Updates &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name,
+              Value grad, Value lr, Value step,
+              SmallVector<std::pair<Value, Value>> &assignments) {
+    auto state = [&](StringRef slot) {
+      return addArgument(apply, param.getType(), (slot + ":" + name).str(), "state");
+    };
+    // L2 weight decay joins the gradient, except in adamw (decoupled).
+    if (weightDecay != 0.0 && optimizer != "adamw")
+      grad = u.add(grad, u.mul(u.scalar(weightDecay), param));
+    if (optimizer == "sgd" || optimizer == "momentum") {
+      Value direction = grad; // p -= lr * direction
+      if (optimizer == "momentum") {
+        Value velocity = state("momentum.velocity");
+        Value next = u.add(u.mul(u.scalar(momentum), velocity), grad);
+        assignments.push_back({velocity, next});
+        direction = nesterov ? u.add(grad, u.mul(u.scalar(momentum), next)) : next;
+      }
+      assignments.push_back({param, u.sub(param, u.mul(lr, direction))});
+      return;
+    }
+    if (optimizer == "adagrad") {
+      // PyTorch's order: sum += g * g; p -= (lr * g) / (sqrt(sum) + eps).
+      Value sum = state("adagrad.sum");
+      Value nextSum = u.add(sum, u.mul(grad, grad));
+      assignments.push_back({sum, nextSum});
+      Value denominator = u.add(u.sqrt(nextSum), u.scalar(epsilon));
+      assignments.push_back({param, u.sub(param, u.div(u.mul(lr, grad), denominator))});
+      return;
+    }
+    // Adam and AdamW in PyTorch's order of operations, with the scalar factors
+    // (bias corrections, step size, decoupled decay) computed in f64 and
+    // rounded once: Adam amplifies rounding where sqrt(v) is near eps.
+    Value m = state("adam.m"), v = state("adam.v");
+    Value nextM = u.blend(beta1, m, 1.0 - beta1, grad);
+    Value nextV =
+        u.add(u.mul(u.scalar(beta2), v), u.mul(u.mul(u.scalar(1.0 - beta2), grad), grad));
+    assignments.push_back({m, nextM});
+    assignments.push_back({v, nextV});
+    FloatType f64 = b.getF64Type(), f32 = b.getF32Type();
+    Value t = u.cast(step, f64), lr64 = u.cast(lr, f64);
+    Value correction1 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta1, f64), t));
+    Value correction2 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta2, f64), t));
+    Value stepSize = u.cast(u.div(lr64, correction1), f32);
+    Value denominator =
+        u.add(u.div(u.sqrt(nextV), u.cast(u.sqrt(correction2), f32)), u.scalar(epsilon));
+    Value decayed = param;
+    if (optimizer == "adamw" && weightDecay != 0.0)
+      decayed = u.mul(
+          param, u.cast(u.sub(u.scalar(1.0, f64), u.mul(lr64, u.scalar(weightDecay, f64))), f32));
+    assignments.push_back({param, u.sub(decayed, u.div(u.mul(stepSize, nextM), denominator))});
   }
 
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal())
-      return;
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
+      module.emitError("has no @forward function to train");
+      return signalPassFailure();
+    }
     static const char *const known[] = {"sgd", "momentum", "adagrad", "adam", "adamw"};
     if (!llvm::is_contained(known, optimizer)) {
-      func.emitError("unknown optimizer '")
+      forward.emitError("unknown optimizer '")
           << optimizer << "': use sgd, momentum, adagrad, adam or adamw";
       return signalPassFailure();
     }
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    MLIRContext *ctx = func.getContext();
-    auto f32Scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
 
-    // Split the results: gradients (by parameter name) and the rest.
+    // The results: the loss as sum and count, and gradients by parameter name.
+    Value lossSum, lossCount;
+    StringAttr lossName;
     llvm::StringMap<Value> gradOf;
-    SmallVector<Value> kept;
-    SmallVector<DictionaryAttr> keptAttrs;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      if (auto param = func.getResultAttrOfType<StringAttr>(i, "cleave.grad_of")) {
+      if (auto param = forward.getResultAttrOfType<StringAttr>(i, "cleave.grad_of")) {
         gradOf[param.getValue()] = value;
         continue;
       }
-      kept.push_back(value);
-      keptAttrs.push_back(func.getResultAttrDict(i));
+      auto name = forward.getResultAttrOfType<StringAttr>(i, "cleave.name");
+      if (name && name.getValue() == "loss.sum") {
+        lossSum = value;
+        lossName = forward.getResultAttrOfType<StringAttr>(i, "cleave.loss");
+      } else if (name && name.getValue() == "loss.count") {
+        lossCount = value;
+      }
+    }
+    if (!lossSum || !lossCount) {
+      forward.emitError("has no loss.sum and loss.count results: run cleave-split-loss first");
+      return signalPassFailure();
     }
     if (gradOf.empty()) {
-      func.emitError("has no gradients: run cleave-autodiff first, and make the loss depend "
-                     "on a parameter");
+      forward.emitError("has no gradients: run cleave-autodiff first, and make the loss "
+                        "depend on a parameter");
       return signalPassFailure();
     }
 
-    auto addArgument = [&](Type type, StringRef name, StringRef kind) {
-      unsigned index = func.getNumArguments();
-      if (failed(func.insertArgument(index, type, {}, func.getLoc())))
-        return Value();
-      func.setArgAttr(index, "cleave.name", StringAttr::get(ctx, name));
-      func.setArgAttr(index, "cleave.kind", StringAttr::get(ctx, kind));
-      return static_cast<Value>(func.getArgument(index));
+    // @forward runs one microbatch and adds its gradients, loss sum and count
+    // into accumulators; @apply divides by the count once and updates.
+    OpBuilder fb(ret);
+    Updates fu(fb, ret.getLoc());
+    OpBuilder mb(ctx);
+    mb.setInsertionPointAfter(forward);
+    auto apply = func::FuncOp::create(mb, forward.getLoc(), "apply",
+                                      FunctionType::get(ctx, {}, {}));
+    Block *body = apply.addEntryBlock();
+    OpBuilder b = OpBuilder::atBlockEnd(body);
+    Updates u(b, forward.getLoc());
+    SmallVector<std::pair<Value, Value>> accumulate, assignments; // target, new value
+    auto accumulator = [&](Value value, StringRef name) {
+      Value slot = addArgument(forward, value.getType(), name, "state");
+      accumulate.push_back({slot, fu.add(slot, value)});
+      return addArgument(apply, value.getType(), name, "state");
     };
-    Value lr = addArgument(f32Scalar, "cleave.lr", "input");
-    Value step = addArgument(f32Scalar, "cleave.step", "input");
+    Value count = accumulator(lossCount, "cleave.loss_count");
+    Value sumOfLosses = accumulator(lossSum, "cleave.loss_sum");
+    Value loss = u.div(sumOfLosses, count);
+    SmallVector<Value> zeroed{count, sumOfLosses};
+    Value countF32 = cast<RankedTensorType>(count.getType()).getElementType().isF32()
+                         ? count
+                         : u.cast(count, b.getF32Type());
 
-    OpBuilder b(ret);
-    Updates u(b, ret.getLoc());
-    SmallVector<std::pair<Value, Value>> assignments; // target, new value
-    unsigned numOriginal = func.getNumArguments() - 2;
-    if (clipGradNorm > 0.0)
-      clipGlobalNorm(u, b, gradOf);
-    for (unsigned i = 0; i < numOriginal; ++i) {
-      auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
+    SmallVector<std::pair<Value, Value>> grads; // parameter in @apply, mean gradient
+    SmallVector<StringAttr> names;
+    for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
+      auto name = forward.getArgAttrOfType<StringAttr>(i, "cleave.name");
       Value grad = name ? gradOf.lookup(name.getValue()) : Value();
       if (!grad)
         continue;
-      Value param = func.getArgument(i);
+      Value param = forward.getArgument(i);
       if (!cast<RankedTensorType>(param.getType()).getElementType().isF32()) {
         emitError(param.getLoc(), "parameter '")
             << name.getValue() << "' is " << param.getType()
             << ": training supports f32 parameters";
         return signalPassFailure();
       }
-      auto state = [&](StringRef slot) {
-        return addArgument(param.getType(), (slot + ":" + name.getValue()).str(), "state");
-      };
-      // L2 weight decay joins the gradient, except in adamw (decoupled).
-      if (weightDecay != 0.0 && optimizer != "adamw")
-        grad = u.add(grad, u.mul(u.scalar(weightDecay), param));
-      Value update; // sgd and momentum: p -= lr * update
-      if (optimizer == "sgd") {
-        update = grad;
-      } else if (optimizer == "momentum") {
-        Value velocity = state("momentum.velocity");
-        Value next = u.add(u.mul(u.scalar(momentum), velocity), grad);
-        assignments.push_back({velocity, next});
-        update = nesterov ? u.add(grad, u.mul(u.scalar(momentum), next)) : next;
-      } else if (optimizer == "adagrad") {
-        // PyTorch's order: sum += g * g; p -= (lr * g) / (sqrt(sum) + eps).
-        Value sum = state("adagrad.sum");
-        Value nextSum = u.add(sum, u.mul(grad, grad));
-        assignments.push_back({sum, nextSum});
-        Value denominator = u.add(u.sqrt(nextSum), u.scalar(epsilon));
-        assignments.push_back({param, u.sub(param, u.div(u.mul(lr, grad), denominator))});
-        continue;
-      } else {
-        // PyTorch's order of operations, with the scalar factors (bias
-        // corrections, step size, decoupled decay) computed in f64 and
-        // rounded once: Adam amplifies rounding where sqrt(v) is near eps.
-        Value m = state("adam.m"), v = state("adam.v");
-        Value nextM = u.blend(beta1, m, 1.0 - beta1, grad);
-        Value nextV = u.add(u.mul(u.scalar(beta2), v),
-                            u.mul(u.mul(u.scalar(1.0 - beta2), grad), grad));
-        assignments.push_back({m, nextM});
-        assignments.push_back({v, nextV});
-        FloatType f64 = b.getF64Type(), f32 = b.getF32Type();
-        Value t = u.cast(step, f64), lr64 = u.cast(lr, f64);
-        Value correction1 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta1, f64), t));
-        Value correction2 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta2, f64), t));
-        Value stepSize = u.cast(u.div(lr64, correction1), f32);
-        Value denominator =
-            u.add(u.div(u.sqrt(nextV), u.cast(u.sqrt(correction2), f32)), u.scalar(epsilon));
-        Value decayed = param;
-        if (optimizer == "adamw" && weightDecay != 0.0)
-          decayed = u.mul(param, u.cast(u.sub(u.scalar(1.0, f64),
-                                              u.mul(lr64, u.scalar(weightDecay, f64))),
-                                        f32));
-        assignments.push_back({param, u.sub(decayed, u.div(u.mul(stepSize, nextM), denominator))});
-        continue;
-      }
-      assignments.push_back({param, u.sub(param, u.mul(lr, update))});
+      Value sum = accumulator(grad, ("grad:" + name.getValue()).str());
+      zeroed.push_back(sum);
+      grads.push_back({addArgument(apply, param.getType(), name.getValue(), "param"),
+                       u.div(sum, countF32)});
+      names.push_back(name);
     }
-    for (auto [target, value] : assignments)
-      AssignOp::create(b, ret.getLoc(), target, value);
+    Value lr = addArgument(apply, RankedTensorType::get({}, b.getF32Type()), "cleave.lr", "input");
+    Value step =
+        addArgument(apply, RankedTensorType::get({}, b.getF32Type()), "cleave.step", "input");
+    if (clipGradNorm > 0.0)
+      clipGlobalNorm(u, b, grads);
+    for (auto [entry, name] : llvm::zip(grads, names))
+      update(u, b, apply, entry.first, name.getValue(), entry.second, lr, step, assignments);
+    for (Value slot : zeroed) {
+      auto type = cast<RankedTensorType>(slot.getType());
+      assignments.push_back(
+          {slot, ConstantOp::create(b, forward.getLoc(), type,
+                                    DenseElementsAttr::get(
+                                        type, b.getFloatAttr(type.getElementType(), 0.0)))});
+    }
 
-    ret->setOperands(kept);
-    func.setType(FunctionType::get(ctx, func.getArgumentTypes(), ValueRange(kept).getTypes()));
-    func.setAllResultAttrs(keptAttrs);
+    for (auto [target, value] : accumulate)
+      AssignOp::create(fb, ret.getLoc(), target, value);
+    setResults(forward, {}, {});
+    for (auto [target, value] : assignments)
+      AssignOp::create(b, forward.getLoc(), target, value);
+    func::ReturnOp::create(b, forward.getLoc(), ValueRange{});
+    setResults(apply, {loss}, {lossName ? lossName.getValue() : StringRef("loss")});
   }
 };
 

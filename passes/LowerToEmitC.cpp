@@ -140,11 +140,13 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
 
 class Lowering {
 public:
-  Lowering(func::FuncOp func, StringRef target)
-      : func(func), b(func.getContext()), loc(func.getLoc()),
-        kernelPrefix(("cleave::rt::" + target + "::").str()), contextType(
-            emitc::OpaqueType::get(func.getContext(), kernelPrefix + "Context&")),
-        tensorType(emitc::OpaqueType::get(func.getContext(), "cleave::rt::Tensor")),
+  /// Lowers `func` (or, when null, an empty body) as `cleave_<name>`.
+  Lowering(ModuleOp module, func::FuncOp func, StringRef name, StringRef target)
+      : module(module), func(func), name(name), b(module.getContext()),
+        loc(func ? func.getLoc() : module.getLoc()),
+        kernelPrefix(("cleave::rt::" + target + "::").str()),
+        contextType(emitc::OpaqueType::get(module.getContext(), kernelPrefix + "Context&")),
+        tensorType(emitc::OpaqueType::get(module.getContext(), "cleave::rt::Tensor")),
         calls(makeKernelCalls()) {}
 
   LogicalResult run();
@@ -160,7 +162,9 @@ private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
 
+  ModuleOp module;
   func::FuncOp func;
+  std::string name;
   OpBuilder b;
   Location loc;
   std::string kernelPrefix;
@@ -330,13 +334,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
 }
 
 LogicalResult Lowering::run() {
-  MLIRContext *ctx = func.getContext();
-  auto charPointer = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "char"));
-  auto inputList = emitc::PointerType::get(emitc::OpaqueType::get(ctx, "const cleave::rt::Tensor"));
+  auto charPointer = emitc::PointerType::get(emitc::OpaqueType::get(b.getContext(), "char"));
+  auto inputList =
+      emitc::PointerType::get(emitc::OpaqueType::get(b.getContext(), "const cleave::rt::Tensor"));
   auto outputList = emitc::PointerType::get(tensorType);
-  b.setInsertionPoint(func);
+  if (func)
+    b.setInsertionPoint(func);
+  else
+    b.setInsertionPointToEnd(module.getBody());
   auto lowered = emitc::FuncOp::create(
-      b, loc, "cleave_forward",
+      b, loc, "cleave_" + name,
       b.getFunctionType({contextType, charPointer, charPointer, inputList, outputList}, {}));
   Block *entry = lowered.addEntryBlock();
   context = entry->getArgument(0);
@@ -345,16 +352,25 @@ LogicalResult Lowering::run() {
   inputs = entry->getArgument(3);
   outputs = entry->getArgument(4);
   b.setInsertionPointToEnd(entry);
+  if (!func) {
+    emitc::ReturnOp::create(b, loc, Value());
+    return success();
+  }
 
-  int64_t inputIndex = 0;
+  auto firstOutput = func->getAttrOfType<IntegerAttr>("cleave.first_output");
+  if (!firstOutput)
+    return func.emitError("has no memory plan: run cleave-memory-plan first");
   for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
     if (auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset")) {
       tensors[arg] = tensorAt(weights, offset.getInt(), arg);
       continue;
     }
+    auto index = func.getArgAttrOfType<IntegerAttr>(i, "cleave.input_index");
+    if (!index)
+      return func.emitError("argument ") << i << " has no memory plan";
     CallArgs args(b);
     args.value(inputs);
-    args.literal(std::to_string(inputIndex++));
+    args.literal(std::to_string(index.getInt()));
     tensors[arg] = call("cleave::rt::load", tensorType, args);
   }
   for (Operation &op : func.getBody().front()) {
@@ -362,7 +378,7 @@ LogicalResult Lowering::run() {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
         CallArgs args(b);
         args.value(outputs);
-        args.literal(std::to_string(i));
+        args.literal(std::to_string(firstOutput.getInt() + static_cast<int64_t>(i)));
         args.value(tensors.lookup(value));
         call("cleave::rt::store", Type(), args);
       }
@@ -389,11 +405,24 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
       module.emitError("has no @forward function to lower");
       return signalPassFailure();
     }
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.getSymName() != "forward" && func.getSymName() != "apply") {
+        func.emitError("cannot be lowered: a program has only @forward and @apply");
+        return signalPassFailure();
+      }
+    }
     OpBuilder b(module.getBodyRegion());
     emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
-    if (failed(Lowering(forward, target).run()))
-      return signalPassFailure();
-    forward.erase();
+    // Every program defines both entry points; without an @apply (a forward
+    // program) cleave_apply does nothing.
+    auto apply = module.lookupSymbol<func::FuncOp>("apply");
+    for (func::FuncOp func : {forward, apply}) {
+      StringRef name = func ? func.getSymName() : StringRef("apply");
+      if (failed(Lowering(module, func, name, target).run()))
+        return signalPassFailure();
+      if (func)
+        func.erase();
+    }
   }
 };
 

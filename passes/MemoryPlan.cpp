@@ -52,71 +52,101 @@ int64_t firstFit(std::vector<Allocation> &live, int64_t size) {
   return candidate;
 }
 
+/// Places `func`'s intermediates in the arena (returning its peak) and its
+/// stored constants in the weights blob after `weights`.
+int64_t planFunction(func::FuncOp func, int64_t &weights) {
+  Block &body = func.getBody().front();
+  Builder b(func.getContext());
+
+  // The buffer behind each value, and the last op that reads that buffer
+  // through any of its views.
+  llvm::DenseMap<Operation *, int64_t> position;
+  for (auto [index, op] : llvm::enumerate(body))
+    position[&op] = index;
+  llvm::DenseMap<Value, Value> root;
+  auto rootOf = [&](Value v) {
+    auto it = root.find(v);
+    return it == root.end() ? v : it->second;
+  };
+  llvm::DenseMap<Value, int64_t> lastUse;
+  for (Operation &op : body) {
+    if (isView(&op))
+      root[op.getResult(0)] = rootOf(op.getOperand(0));
+    for (Value operand : op.getOperands()) {
+      int64_t &last = lastUse[rootOf(operand)];
+      last = std::max(last, position[&op]);
+    }
+  }
+
+  std::vector<Allocation> live;
+  int64_t peak = 0;
+  for (Operation &op : body) {
+    if (isView(&op) || op.getNumResults() == 0)
+      continue;
+    if (auto constant = dyn_cast<ConstantOp>(op); constant && isStoredConstant(constant)) {
+      op.setAttr("cleave.weights_offset", b.getI64IntegerAttr(weights));
+      weights = alignUp(weights + bytesOf(constant));
+      continue;
+    }
+    int64_t at = position[&op];
+    llvm::erase_if(live, [at](const Allocation &a) { return a.lastUse < at; });
+    SmallVector<int64_t> offsets;
+    for (Value result : op.getResults()) {
+      int64_t size = alignUp(bytesOf(result));
+      int64_t offset = firstFit(live, size);
+      live.push_back({offset, size, lastUse.lookup(result)});
+      offsets.push_back(offset);
+      peak = std::max(peak, offset + size);
+    }
+    op.setAttr("cleave.arena_offsets", b.getDenseI64ArrayAttr(offsets));
+  }
+  func->setAttr("cleave.arena_bytes", b.getI64IntegerAttr(peak));
+  return peak;
+}
+
 struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
   void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (func.isExternal())
-      return;
-    if (!func.getBody().hasOneBlock()) {
-      func.emitError("memory planning needs a function with one block");
-      return signalPassFailure();
-    }
-    Block &body = func.getBody().front();
-    Builder b(func.getContext());
-
-    // The buffer behind each value, and the last op that reads that buffer
-    // through any of its views.
-    llvm::DenseMap<Operation *, int64_t> position;
-    for (auto [index, op] : llvm::enumerate(body))
-      position[&op] = index;
-    llvm::DenseMap<Value, Value> root;
-    auto rootOf = [&](Value v) {
-      auto it = root.find(v);
-      return it == root.end() ? v : it->second;
-    };
-    llvm::DenseMap<Value, int64_t> lastUse;
-    for (Operation &op : body) {
-      if (isView(&op))
-        root[op.getResult(0)] = rootOf(op.getOperand(0));
-      for (Value operand : op.getOperands()) {
-        int64_t &last = lastUse[rootOf(operand)];
-        last = std::max(last, position[&op]);
+    ModuleOp module = getOperation();
+    Builder b(module.getContext());
+    SmallVector<func::FuncOp> funcs;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      if (!func.getBody().hasOneBlock()) {
+        func.emitError("memory planning needs a function with one block");
+        return signalPassFailure();
       }
+      funcs.push_back(func);
     }
 
+    // Parameters and state first, one slot per name whichever function
+    // reads it (an unnamed argument is named argN); inputs numbered by name
+    // the same way; outputs one after another in function order.
     int64_t weights = 0;
-    for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
-      auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
-      if (!kind || (kind.getValue() != "param" && kind.getValue() != "state"))
-        continue;
-      func.setArgAttr(i, "cleave.weights_offset", b.getI64IntegerAttr(weights));
-      weights = alignUp(weights + bytesOf(arg));
-    }
-
-    std::vector<Allocation> live;
-    int64_t peak = 0;
-    for (Operation &op : body) {
-      if (isView(&op) || op.getNumResults() == 0)
-        continue;
-      if (auto constant = dyn_cast<ConstantOp>(op); constant && isStoredConstant(constant)) {
-        op.setAttr("cleave.weights_offset", b.getI64IntegerAttr(weights));
-        weights = alignUp(weights + bytesOf(constant));
-        continue;
+    llvm::StringMap<int64_t> weightsOffsets, inputIndices;
+    int64_t outputs = 0;
+    for (func::FuncOp func : funcs) {
+      for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+        auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
+        auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
+        std::string key = name ? name.getValue().str() : "arg" + std::to_string(i);
+        bool stored = kind && (kind.getValue() == "param" || kind.getValue() == "state");
+        llvm::StringMap<int64_t> &slots = stored ? weightsOffsets : inputIndices;
+        auto [slot, added] =
+            slots.try_emplace(key, stored ? weights : static_cast<int64_t>(slots.size()));
+        if (stored && added)
+          weights = alignUp(weights + bytesOf(arg));
+        func.setArgAttr(i, stored ? "cleave.weights_offset" : "cleave.input_index",
+                        b.getI64IntegerAttr(slot->second));
       }
-      int64_t at = position[&op];
-      llvm::erase_if(live, [at](const Allocation &a) { return a.lastUse < at; });
-      SmallVector<int64_t> offsets;
-      for (Value result : op.getResults()) {
-        int64_t size = alignUp(bytesOf(result));
-        int64_t offset = firstFit(live, size);
-        live.push_back({offset, size, lastUse.lookup(result)});
-        offsets.push_back(offset);
-        peak = std::max(peak, offset + size);
-      }
-      op.setAttr("cleave.arena_offsets", b.getDenseI64ArrayAttr(offsets));
+      func->setAttr("cleave.first_output", b.getI64IntegerAttr(outputs));
+      outputs += func.getNumResults();
     }
-    func->setAttr("cleave.arena_bytes", b.getI64IntegerAttr(peak));
-    func->setAttr("cleave.weights_bytes", b.getI64IntegerAttr(weights));
+    int64_t arena = 0;
+    for (func::FuncOp func : funcs)
+      arena = std::max(arena, planFunction(func, weights));
+    module->setAttr("cleave.arena_bytes", b.getI64IntegerAttr(arena));
+    module->setAttr("cleave.weights_bytes", b.getI64IntegerAttr(weights));
   }
 };
 

@@ -28,6 +28,33 @@ def AppendLoss : Pass<"cleave-append-loss", "mlir::func::FuncOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def SplitLoss : Pass<"cleave-split-loss", "mlir::func::FuncOp"> {
+  let summary = "Replace the results by the loss as a sum and a count";
+  let description = [{
+    Training reduces losses as sums with counts and divides by the global
+    count once (over microbatches, and later over data-parallel ranks), so a
+    step with gradient accumulation equals the step on the whole batch even
+    when ignored targets are spread unevenly. This pass finds the loss (the
+    result named `loss`, or the only scalar float result) and makes the
+    function return two scalars instead of its results: `loss.sum` and
+    `loss.count`, with loss = sum / count:
+    - SoftmaxCrossEntropyLoss or NegativeLogLikelihoodLoss with mean
+      reduction: the same op with sum reduction, and the count of targets
+      that are not ignore_index (their class weights' sum when weighted);
+    - ReduceMean: ReduceSum over the same axes, and the number of elements
+      each output element averages;
+    - any other loss: the loss itself, counting 1, so microbatches are
+      averaged (equal to the whole batch when their counts are equal).
+    `loss.sum` carries the loss's name as `cleave.loss`. Ops only the other
+    results needed are erased.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "Name (cleave.name) of the loss result; default: the only scalar float result">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
   let summary = "Append the gradient of the loss for every parameter to the results";
   let description = [{
@@ -50,20 +77,28 @@ def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
-def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::func::FuncOp"> {
-  let summary = "Turn a differentiated function into one optimizer step";
+def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
+  let summary = "Turn a differentiated @forward into a microbatch step and an @apply update";
   let description = [{
-    Runs after cleave-autodiff. Adds two scalar f32 inputs, `cleave.lr` (this
-    step's learning rate) and `cleave.step` (the 1-based step number), one
-    `cleave.kind = "state"` argument per optimizer slot and parameter (named
-    `<slot>:<parameter>`, zero before the first step), builds the update with
-    cleave ops, and ends the function with `cleave.assign` of every new
-    parameter and state value. The gradient results are removed; the loss and
-    other outputs stay. The rules follow PyTorch's: sgd (weight decay added to
-    the gradient; momentum, optionally Nesterov, with a velocity buffer),
-    adagrad (a running sum of squared gradients), adam
-    (L2 weight decay added to the gradient, bias-corrected moments) and adamw
-    (decoupled decay: p -= lr * weight_decay * p before the Adam step).
+    Runs after cleave-split-loss and cleave-autodiff, whose @forward returns
+    `loss.sum`, `loss.count` and one gradient per trained parameter. Gradient
+    accumulation and the division by the global count live here:
+    - @forward (one microbatch) gets one `cleave.kind = "state"` argument per
+      gradient (`grad:<parameter>`) and for the loss sum and count
+      (`cleave.loss_sum`, `cleave.loss_count`), adds its values into them with
+      `cleave.assign`, and returns nothing;
+    - a new @apply takes the trained parameters, those accumulators, one state
+      argument per optimizer slot and parameter (`<slot>:<parameter>`, zero
+      before the first step) and two scalar f32 inputs, `cleave.lr` (this
+      step's learning rate) and `cleave.step` (the 1-based step number). It
+      divides the sums by the count once, clips, updates every parameter and
+      slot with `cleave.assign`, zeroes the accumulators and returns the
+      step's loss (sum / count) under the loss's name.
+    The rules follow PyTorch's: sgd (weight decay added to the gradient;
+    momentum, optionally Nesterov, with a velocity buffer), adagrad (a running
+    sum of squared gradients), adam (L2 weight decay added to the gradient,
+    bias-corrected moments) and adamw (decoupled decay: p -= lr *
+    weight_decay * p before the Adam step).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
@@ -83,21 +118,29 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::func::FuncOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
-def MemoryPlan : Pass<"cleave-memory-plan", "mlir::func::FuncOp"> {
-  let summary = "Place every tensor of a function in one arena or the weights blob";
+def MemoryPlan : Pass<"cleave-memory-plan", "mlir::ModuleOp"> {
+  let summary = "Place every tensor of the module's functions in one arena or the weights blob";
   let description = [{
-    Walks the function in order and computes each buffer's live range, from
-    the op that defines it to its last use (through the views that alias it:
-    reshape, flatten, squeeze, unsqueeze, identity). Buffers are placed first
-    fit at 64-byte aligned offsets of one arena, reusing space only after the
-    last use of what was there, so an op never writes over its own inputs.
-    Parameters, optimizer state and non-splat constants go to the weights blob
-    instead.
+    Parameters and optimizer state (arguments of kind "param" or "state") get
+    one slot of the weights blob per name, shared by every function that
+    reads them (@forward and @apply of a training step); other arguments are
+    inputs, numbered by name the same way (`cleave.input_index`); each
+    function's results are numbered after the previous function's
+    (`cleave.first_output`).
+
+    In each function, every buffer's live range runs from the op that defines
+    it to its last use (through the views that alias it: reshape, flatten,
+    squeeze, unsqueeze, identity). Buffers are placed first fit at 64-byte
+    aligned offsets of one arena, reusing space only after the last use of
+    what was there, so an op never writes over its own inputs. Non-splat
+    constants go to the weights blob instead. The functions run one after
+    another, so they share the arena.
 
     Sets `cleave.arena_offsets` (one per result) on each op that needs arena
-    space, `cleave.weights_offset` on constants and parameter arguments, and
-    `cleave.arena_bytes` / `cleave.weights_bytes` on the function: the arena
-    size is the predicted peak of intermediate memory.
+    space, `cleave.weights_offset` on constants and stored arguments,
+    `cleave.arena_bytes` on each function, and `cleave.arena_bytes` (the
+    largest function's: the predicted peak of intermediate memory) and
+    `cleave.weights_bytes` on the module.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -27,6 +27,10 @@ public:
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);
   }
+  void apply(char *arena, char *weights, const cleave::rt::Tensor *inputs,
+             cleave::rt::Tensor *outputs) override {
+    cleave_apply(context, arena, weights, inputs, outputs);
+  }
 
 private:
   cleave::rt::cpu::Context context;

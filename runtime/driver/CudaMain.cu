@@ -52,6 +52,11 @@ public:
     cleave_forward(context, arena, weights, inputs, outputs);
     check(cudaStreamSynchronize(context.stream), "forward");
   }
+  void apply(char *arena, char *weights, const cleave::rt::Tensor *inputs,
+             cleave::rt::Tensor *outputs) override {
+    cleave_apply(context, arena, weights, inputs, outputs);
+    check(cudaStreamSynchronize(context.stream), "apply");
+  }
 
 private:
   cleave::rt::cuda::Context context;

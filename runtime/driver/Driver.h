@@ -29,6 +29,8 @@ public:
   virtual void setThreads(int threads) = 0;
   /// Runs cleave_forward and waits for it to finish.
   virtual void forward(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
+  /// Runs cleave_apply (a training step's update) and waits for it to finish.
+  virtual void apply(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
 };
 
 /// Parses the command line, runs (a forward, or a training run), and returns

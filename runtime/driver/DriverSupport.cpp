@@ -89,6 +89,14 @@ bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
     spec.warmup = json["warmup"].get<int64_t>();
   }
 
+  if (json.contains("grad_accum")) {
+    if (!json["grad_accum"].is_number_integer() || json["grad_accum"].get<int64_t>() < 1) {
+      error = "training.grad_accum: is not a positive integer";
+      return false;
+    }
+    spec.gradAccum = json["grad_accum"].get<int64_t>();
+  }
+
   if (!json.contains("data_inputs") || !json["data_inputs"].is_array() ||
       json["data_inputs"].empty()) {
     error = "training.data_inputs: is not a non-empty list of input names";
@@ -114,10 +122,10 @@ bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
       return false;
     }
     if (spec.dataInputs.empty())
-      spec.batchSize = input.shape[0];
-    else if (input.shape[0] != spec.batchSize) {
+      spec.microBatch = input.shape[0];
+    else if (input.shape[0] != spec.microBatch) {
       error = "training.data_inputs: '" + plan.inputs[spec.dataInputs[0]].name + "' has batch " +
-              std::to_string(spec.batchSize) + " but '" + input.name + "' has batch " +
+              std::to_string(spec.microBatch) + " but '" + input.name + "' has batch " +
               std::to_string(input.shape[0]);
       return false;
     }
@@ -154,6 +162,7 @@ bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
     return false;
   }
   spec.lossOutput = *loss;
+  spec.batchSize = spec.microBatch * spec.gradAccum;
   plan.training = spec;
   return true;
 }

@@ -27,8 +27,8 @@ struct TensorSpec {
 /// How the learning rate moves over the steps (docs/training.md).
 enum class LrSchedule { Constant, Linear, Cosine };
 
-/// plan.json's optional "training" object: the program's forward is one
-/// training step.
+/// plan.json's optional "training" object: the program's forward runs one
+/// microbatch, its apply one update (docs/training.md).
 struct TrainingSpec {
   std::string optimizer;
   double lr = 0;
@@ -39,7 +39,11 @@ struct TrainingSpec {
   size_t lrInput = 0, stepInput = 0;
   /// Index into Plan::outputs.
   size_t lossOutput = 0;
-  /// Dim 0 of every data input.
+  /// Dim 0 of every data input: the samples of one forward.
+  int64_t microBatch = 0;
+  /// Forwards (microbatches) per apply.
+  int64_t gradAccum = 1;
+  /// Samples per step: microBatch * gradAccum.
   int64_t batchSize = 0;
 };
 

@@ -136,7 +136,7 @@ std::vector<int64_t> shuffledOrder(int64_t count, uint64_t seed, uint64_t epoch)
 int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions &options,
                 Backend &backend) {
   const TrainingSpec &spec = *plan.training;
-  const int64_t batch = spec.batchSize;
+  const int64_t batch = spec.batchSize, micro = spec.microBatch;
 
   if (options.steps.has_value() == options.epochs.has_value())
     return fail("usage", "a training program takes one of --steps N and --epochs E", 2,
@@ -263,7 +263,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   }
   std::vector<std::vector<char>> staging(spec.dataInputs.size());
   for (size_t k = 0; k < staging.size(); ++k)
-    staging[k].resize(sampleBytes[k] * static_cast<size_t>(batch));
+    staging[k].resize(sampleBytes[k] * static_cast<size_t>(micro));
   std::vector<Tensor> outputs(plan.outputs.size());
   const TensorSpec &lossSpec = plan.outputs[spec.lossOutput];
 
@@ -281,24 +281,28 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   for (int64_t step = 1; step <= steps; ++step) {
-    // Batch `step` is positions [(step-1)B, step B) of the epochs one after another.
-    const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch);
-    for (int64_t row = 0; row < batch; ++row) {
-      size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
-      for (size_t k = 0; k < data.size(); ++k)
-        std::memcpy(staging[k].data() + static_cast<size_t>(row) * sampleBytes[k],
-                    data[k].data.data() + sample * sampleBytes[k], sampleBytes[k]);
-    }
-    for (size_t k = 0; k < data.size(); ++k)
-      backend.copyToDevice(inputs[spec.dataInputs[k]].data, staging[k].data(),
-                           staging[k].size());
     const double lr = learningRate(spec, step, totalSteps);
     const float lrValue = static_cast<float>(lr);
     const float stepValue = static_cast<float>(step);
     backend.copyToDevice(inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
     backend.copyToDevice(inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
-
-    backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
+    // Batch `step` is positions [(step-1)B, step B) of the epochs one after
+    // another; microbatch k of it the k-th run of `micro` positions.
+    for (int64_t k = 0; k < spec.gradAccum; ++k) {
+      const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
+                             static_cast<uint64_t>(k * micro);
+      for (int64_t row = 0; row < micro; ++row) {
+        size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
+        for (size_t d = 0; d < data.size(); ++d)
+          std::memcpy(staging[d].data() + static_cast<size_t>(row) * sampleBytes[d],
+                      data[d].data.data() + sample * sampleBytes[d], sampleBytes[d]);
+      }
+      for (size_t d = 0; d < data.size(); ++d)
+        backend.copyToDevice(inputs[spec.dataInputs[d]].data, staging[d].data(),
+                             staging[d].size());
+      backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
+    }
+    backend.apply(arena.get(), weights.get(), inputs.data(), outputs.data());
 
     double loss = 0;
     if (lossSpec.dtype == DType::F64) {
@@ -342,6 +346,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     std::string text = "{\n  \"format_version\": 1,\n  \"backend\": " +
                        nlohmann::json(backend.name()).dump() +
                        ",\n  \"batch_size\": " + std::to_string(batch) +
+                       ",\n  \"grad_accum\": " + std::to_string(spec.gradAccum) +
                        ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
                        ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
                        ",\n  \"steps\": [";

@@ -1,10 +1,11 @@
 //===- Training.h - the driver's training loop ------------------*- C++ -*-===//
 //
-// When plan.json has a "training" object, the program's forward is one
-// training step: it reads a batch, the learning rate and the step number,
-// updates the parameters and optimizer state in the weights blob in place and
-// outputs the loss. The loop here feeds it batches from .npy data sets for a
-// number of steps or epochs (docs/training.md).
+// When plan.json has a "training" object, the program's forward runs the
+// forward and backward of one microbatch, adding its gradients, loss sum and
+// count into accumulators in the weights blob; its apply reads the learning
+// rate and step number, updates the parameters and optimizer state in place
+// and outputs the step's loss. The loop here feeds each step's microbatches
+// from .npy data sets for a number of steps or epochs (docs/training.md).
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,39 +1,66 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff,cleave-build-train-step{optimizer=adam}))' | FileCheck %s --check-prefix=ADAM
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff,cleave-build-train-step{optimizer=sgd}))' | FileCheck %s --check-prefix=SGD
-// RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff,cleave-build-train-step{optimizer=lion}))' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-build-train-step))' 2>&1 | FileCheck %s --check-prefix=NOGRAD
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=adam})' | FileCheck %s --check-prefix=ADAM
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd})' | FileCheck %s --check-prefix=SGD
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=lion})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOGRAD
+// RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOSPLIT
 
-// The step takes the learning rate and the step number as scalar inputs,
-// keeps optimizer state in arguments of kind "state", ends with one assign per
-// updated parameter and state slot, and returns only the loss.
+// @forward adds one microbatch's gradient, loss sum and count into state
+// accumulators and returns nothing; @apply divides by the count once,
+// updates the parameter and the optimizer's state, zeroes the accumulators
+// and returns the loss (sum / count) under its own name.
 
 // ADAM-LABEL: func.func @forward
-// ADAM-SAME: %arg2: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.lr"}
-// ADAM-SAME: %arg3: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.step"}
-// ADAM-SAME: %arg4: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.m:w"}
-// ADAM-SAME: %arg5: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.v:w"}
-// ADAM-SAME: -> (tensor<f32> {cleave.name = "loss"})
+// ADAM-SAME: %arg2: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_count"}
+// ADAM-SAME: %arg3: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_sum"}
+// ADAM-SAME: %arg4: tensor<3xf32> {cleave.kind = "state", cleave.name = "grad:w"}) {
+// ADAM: %[[SUM:.*]] = cleave.reduce_sum
+// ADAM: %[[COUNT:.*]] = cleave.add %arg2, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// ADAM: %[[LOSS:.*]] = cleave.add %arg3, %[[SUM]]
+// ADAM: %[[GRAD:.*]] = cleave.add %arg4, %{{.*}} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+// ADAM: cleave.assign %[[COUNT]] to %arg2
+// ADAM: cleave.assign %[[LOSS]] to %arg3
+// ADAM: cleave.assign %[[GRAD]] to %arg4
+// ADAM-NEXT: return{{$}}
+
+// ADAM-LABEL: func.func @apply
+// ADAM-SAME: %arg0: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_count"}
+// ADAM-SAME: %arg1: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_sum"}
+// ADAM-SAME: %arg2: tensor<3xf32> {cleave.kind = "state", cleave.name = "grad:w"}
+// ADAM-SAME: %arg3: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"}
+// ADAM-SAME: %arg4: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.lr"}
+// ADAM-SAME: %arg5: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.step"}
+// ADAM-SAME: %arg6: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.m:w"}
+// ADAM-SAME: %arg7: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.v:w"}
+// ADAM-SAME: -> (tensor<f32> {cleave.name = "objective"})
+// ADAM: %[[MEAN:.*]] = cleave.div %arg1, %arg0 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// ADAM: %[[G:.*]] = cleave.div %arg2, %arg0 : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // Bias corrections 1 - beta^step, in f64.
-// ADAM: %[[T:.*]] = cleave.cast %arg3 {to = f64} : (tensor<f32>) -> tensor<f64>
+// ADAM: %[[T:.*]] = cleave.cast %arg5 {to = f64} : (tensor<f32>) -> tensor<f64>
 // ADAM: cleave.pow %{{.*}}, %[[T]] : (tensor<f64>, tensor<f64>) -> tensor<f64>
 // ADAM: cleave.sqrt
-// ADAM: cleave.assign %{{.*}} to %arg4 : tensor<3xf32>
-// ADAM: cleave.assign %{{.*}} to %arg5 : tensor<3xf32>
-// ADAM: cleave.assign %{{.*}} to %arg1 : tensor<3xf32>
-// ADAM: return %{{.*}} : tensor<f32>
+// ADAM: %[[ZERO:.*]] = cleave.constant {value = dense<0.000000e+00> : tensor<3xf32>}
+// ADAM: cleave.assign %{{.*}} to %arg6 : tensor<3xf32>
+// ADAM: cleave.assign %{{.*}} to %arg7 : tensor<3xf32>
+// ADAM: cleave.assign %{{.*}} to %arg3 : tensor<3xf32>
+// ADAM: cleave.assign %{{.*}} to %arg0 : tensor<f32>
+// ADAM: cleave.assign %{{.*}} to %arg1 : tensor<f32>
+// ADAM: cleave.assign %[[ZERO]] to %arg2 : tensor<3xf32>
+// ADAM: return %[[MEAN]] : tensor<f32>
 
-// SGD-LABEL: func.func @forward
-// SGD-NOT: cleave.kind = "state"
-// SGD: %[[STEP:.*]] = cleave.mul %arg2, %{{.*}} : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
-// SGD: %[[NEW:.*]] = cleave.sub %arg1, %[[STEP]]
-// SGD: cleave.assign %[[NEW]] to %arg1 : tensor<3xf32>
+// SGD-LABEL: func.func @apply
+// SGD-NOT: adam
+// SGD: %[[G:.*]] = cleave.div %arg2, %arg0
+// SGD: %[[STEP:.*]] = cleave.mul %arg4, %[[G]] : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
+// SGD: %[[NEW:.*]] = cleave.sub %arg3, %[[STEP]]
+// SGD: cleave.assign %[[NEW]] to %arg3 : tensor<3xf32>
 
 // UNKNOWN: error: unknown optimizer 'lion': use sgd, momentum, adagrad, adam or adamw
 // NOGRAD: error: has no gradients: run cleave-autodiff first
+// NOSPLIT: error: has no loss.sum and loss.count results: run cleave-split-loss first
 
 func.func @forward(%x: tensor<3xf32> {cleave.kind = "input", cleave.name = "x"},
                    %w: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"})
-    -> (tensor<f32> {cleave.name = "loss"}) {
+    -> (tensor<f32> {cleave.name = "objective"}) {
   %h = cleave.mul %x, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %l = cleave.reduce_sum %h {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
   return %l : tensor<f32>

@@ -1,5 +1,5 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-memory-plan),cleave-lower-to-emitc)' | FileCheck %s
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-memory-plan),cleave-lower-to-emitc{target=cuda})' | FileCheck %s --check-prefix=CUDA
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc{target=cuda})' | FileCheck %s --check-prefix=CUDA
 
 // The adjoints of conv and the pools call their kernels with grad (and w or
 // x), the result, then the attributes in Kernels.def's order; the `shape`

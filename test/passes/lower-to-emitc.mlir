@@ -1,5 +1,5 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-memory-plan),cleave-lower-to-emitc)' | FileCheck %s
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-memory-plan),cleave-lower-to-emitc{target=cuda})' | FileCheck %s --check-prefix=CUDA
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc{target=cuda})' | FileCheck %s --check-prefix=CUDA
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-lower-to-emitc)' 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // Each tensor is a view at its planned offset and each op one kernel call

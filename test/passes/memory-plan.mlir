@@ -1,11 +1,12 @@
-// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(cleave-memory-plan))' | FileCheck %s
+// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-memory-plan)' | FileCheck %s
 
 // Offsets worked out by hand: each tensor<16xf32> takes 64 bytes (one aligned
 // slot). An op's output never shares its inputs' space; a buffer is reused
 // only after its last reader.
 
+// CHECK: module attributes {cleave.arena_bytes = 128 : i64, cleave.weights_bytes = 0 : i64}
 // CHECK-LABEL: func.func @chain
-// CHECK-SAME: cleave.arena_bytes = 128 : i64, cleave.weights_bytes = 0 : i64
+// CHECK-SAME: cleave.arena_bytes = 128 : i64
 func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
   // CHECK: cleave.relu {{.*}}cleave.arena_offsets = array<i64: 0>
   %a = cleave.relu %x : (tensor<16xf32>) -> tensor<16xf32>
@@ -20,6 +21,7 @@ func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
 // -----
 
 // A view (reshape) keeps its source alive until the view's last reader.
+// CHECK: module attributes {cleave.arena_bytes = 192 : i64
 // CHECK-LABEL: func.func @view_extends_life
 // CHECK-SAME: cleave.arena_bytes = 192 : i64
 func.func @view_extends_life(%x: tensor<16xf32>) -> tensor<4x4xf32> {
@@ -43,10 +45,11 @@ func.func @view_extends_life(%x: tensor<16xf32>) -> tensor<4x4xf32> {
 
 // Results of one op get distinct slots; parameters and stored constants go to
 // the weights blob (64-byte aligned), splats are filled in the arena.
+// CHECK: module attributes {cleave.arena_bytes = 256 : i64, cleave.weights_bytes = 320 : i64}
 // CHECK-LABEL: func.func @weights_and_multiple_results
 // CHECK-SAME: %arg1: tensor<3xf32> {cleave.kind = "param", cleave.name = "w", cleave.weights_offset = 0 : i64}
 // CHECK-SAME: %arg2: tensor<40xf32> {cleave.kind = "param", cleave.name = "v", cleave.weights_offset = 64 : i64}
-// CHECK-SAME: cleave.arena_bytes = 256 : i64, cleave.weights_bytes = 320 : i64
+// CHECK-SAME: cleave.arena_bytes = 256 : i64
 func.func @weights_and_multiple_results(%x: tensor<6xf32> {cleave.kind = "input", cleave.name = "x"},
                                         %w: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"},
                                         %v: tensor<40xf32> {cleave.kind = "param", cleave.name = "v"})
@@ -62,4 +65,37 @@ func.func @weights_and_multiple_results(%x: tensor<6xf32> {cleave.kind = "input"
   %a = cleave.add %p#0, %w : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %b = cleave.mul %p#1, %c : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return %a, %b, %s : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// A training step's two functions: a stored argument has one slot whatever
+// function reads it, inputs one index per name, results are numbered after
+// the previous function's, and the arena is the larger function's.
+
+// CHECK: module attributes {cleave.arena_bytes = 128 : i64, cleave.weights_bytes = 128 : i64}
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: %arg0: tensor<16xf32> {cleave.input_index = 0 : i64, cleave.kind = "input", cleave.name = "x"}
+// CHECK-SAME: %arg1: tensor<16xf32> {cleave.kind = "param", cleave.name = "w", cleave.weights_offset = 0 : i64}
+// CHECK-SAME: %arg2: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.weights_offset = 64 : i64}
+// CHECK-SAME: attributes {cleave.arena_bytes = 128 : i64, cleave.first_output = 0 : i64}
+func.func @forward(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %w: tensor<16xf32> {cleave.kind = "param", cleave.name = "w"},
+                   %acc: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w"}) {
+  %g = cleave.mul %x, %w : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %s = cleave.add %acc, %g : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  cleave.assign %s to %acc : tensor<16xf32>
+  return
+}
+// CHECK-LABEL: func.func @apply
+// CHECK-SAME: %arg0: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.weights_offset = 64 : i64}
+// CHECK-SAME: %arg1: tensor<16xf32> {cleave.kind = "param", cleave.name = "w", cleave.weights_offset = 0 : i64}
+// CHECK-SAME: %arg2: tensor<f32> {cleave.input_index = 1 : i64, cleave.kind = "input", cleave.name = "cleave.lr"}
+// CHECK-SAME: attributes {cleave.arena_bytes = 64 : i64, cleave.first_output = 0 : i64}
+func.func @apply(%acc: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w"},
+                 %w: tensor<16xf32> {cleave.kind = "param", cleave.name = "w"},
+                 %lr: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.lr"}) -> (tensor<16xf32> {cleave.name = "w.new"}) {
+  %n = cleave.sub %w, %acc : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  cleave.assign %n to %w : tensor<16xf32>
+  return %n : tensor<16xf32>
 }

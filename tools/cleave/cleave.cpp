@@ -135,6 +135,11 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
   sub->add_option("--clip-grad-norm", t.clipGradNorm,
                   "Clip the global gradient 2-norm to this value before the update (0: off)");
+  sub->add_option("--grad-accum", t.gradAccum,
+                  "Microbatches per step whose gradients add up before one update (default 1)");
+  sub->add_option("--batch-size", t.batchSize,
+                  "Samples per step, over all microbatches; each input's dim 0 becomes "
+                  "batch-size / grad-accum (default: the model's input shapes)");
 }
 
 int runCompile(CompileCommand &cmd) {

@@ -1,0 +1,156 @@
+//===- SplitLoss.cpp - a mean loss as a sum and a count -------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_SPLITLOSS
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+Value scalarConstant(OpBuilder &b, Location loc, FloatType type, double value) {
+  auto tensor = RankedTensorType::get({}, type);
+  return ConstantOp::create(b, loc, tensor,
+                            DenseElementsAttr::get(tensor, b.getFloatAttr(type, value)));
+}
+
+SmallVector<int64_t> allDims(Value value) {
+  return llvm::to_vector(llvm::seq<int64_t>(0, cast<RankedTensorType>(value.getType()).getRank()));
+}
+
+Value sumAll(OpBuilder &b, Location loc, Value value) {
+  SmallVector<int64_t> dims = allDims(value);
+  if (dims.empty())
+    return value;
+  return ReduceSumOp::create(b, loc, value, b.getDenseI64ArrayAttr(dims), false);
+}
+
+/// The weight each target contributes to a mean class loss's denominator:
+/// weight[target] (1 without weights), 0 where the target is ignore_index.
+Value targetWeights(OpBuilder &b, Location loc, Value targets, Value weights,
+                    std::optional<int64_t> ignoreIndex, FloatType type) {
+  auto targetType = cast<RankedTensorType>(targets.getType());
+  Value valid;
+  Value safeTargets = targets;
+  if (ignoreIndex) {
+    auto scalar = RankedTensorType::get({}, targetType.getElementType());
+    auto ignored = ConstantOp::create(
+        b, loc, scalar,
+        DenseElementsAttr::get(scalar, b.getIntegerAttr(targetType.getElementType(),
+                                                        *ignoreIndex)));
+    valid = NotOp::create(b, loc, EqualOp::create(b, loc, targets, ignored));
+    // An ignored target may be out of range, so it gathers class 0 instead.
+    auto zero = ConstantOp::create(
+        b, loc, scalar,
+        DenseElementsAttr::get(scalar, b.getIntegerAttr(targetType.getElementType(), 0)));
+    safeTargets = WhereOp::create(b, loc, valid, targets, zero);
+  }
+  Value perTarget;
+  if (weights)
+    perTarget = GatherOp::create(b, loc, weights, safeTargets, b.getI64IntegerAttr(0));
+  if (valid) {
+    Value mask = CastOp::create(b, loc, valid, type);
+    perTarget = perTarget ? MulOp::create(b, loc, perTarget, mask).getResult() : mask;
+  }
+  if (!perTarget) // every target counts once
+    return scalarConstant(b, loc, type, static_cast<double>(targetType.getNumElements()));
+  return sumAll(b, loc, perTarget);
+}
+
+struct SplitLossPass : public cleave::impl::SplitLossBase<SplitLossPass> {
+  using SplitLossBase::SplitLossBase;
+
+  /// The sum and the count whose quotient is `loss`, built before `ret`.
+  std::pair<Value, Value> split(OpBuilder &b, Value loss) {
+    auto type = cast<FloatType>(cast<RankedTensorType>(loss.getType()).getElementType());
+    Location loc = loss.getLoc();
+    Operation *def = loss.getDefiningOp();
+    if (auto sce = dyn_cast_or_null<SoftmaxCrossEntropyLossOp>(def);
+        sce && sce.getReduction() == "mean") {
+      Value sum = SoftmaxCrossEntropyLossOp::create(b, loc, sce.getScores(), sce.getLabels(),
+                                                    sce.getWeights(), b.getStringAttr("sum"),
+                                                    sce.getIgnoreIndexAttr())
+                      .getLoss();
+      return {sum, targetWeights(b, loc, sce.getLabels(), sce.getWeights(),
+                                 sce.getIgnoreIndex(), type)};
+    }
+    if (auto nll = dyn_cast_or_null<NegativeLogLikelihoodLossOp>(def);
+        nll && nll.getReduction() == "mean") {
+      Value sum = NegativeLogLikelihoodLossOp::create(b, loc, nll.getInput(), nll.getTarget(),
+                                                      nll.getWeight(), b.getStringAttr("sum"),
+                                                      nll.getIgnoreIndexAttr());
+      return {sum, targetWeights(b, loc, nll.getTarget(), nll.getWeight(),
+                                 nll.getIgnoreIndex(), type)};
+    }
+    if (auto mean = dyn_cast_or_null<ReduceMeanOp>(def)) {
+      Value input = mean.getInput();
+      auto inputType = cast<RankedTensorType>(input.getType());
+      Value sum = ReduceSumOp::create(b, loc, input, mean.getAxesAttr(), mean.getKeepdimsAttr());
+      int64_t reduced = inputType.getNumElements() /
+                        cast<RankedTensorType>(loss.getType()).getNumElements();
+      return {sum, scalarConstant(b, loc, type, static_cast<double>(reduced))};
+    }
+    // Not a mean cleave can see into: each microbatch's loss counts once.
+    return {loss, scalarConstant(b, loc, type, 1.0)};
+  }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isExternal() || !func.getBody().hasOneBlock())
+      return;
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    std::optional<unsigned> index;
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, "cleave.name");
+      auto type = cast<RankedTensorType>(value.getType());
+      bool scalarFloat = type.getRank() == 0 && isa<FloatType>(type.getElementType());
+      bool named = name && name.getValue() == loss;
+      if (named && !scalarFloat) {
+        func.emitError("the loss '") << loss << "' is " << type << ", not a float scalar";
+        return signalPassFailure();
+      }
+      if (named || (loss.empty() && scalarFloat)) {
+        if (index) {
+          func.emitError("more than one scalar float result: name the loss with loss=NAME");
+          return signalPassFailure();
+        }
+        index = i;
+      }
+    }
+    if (!index) {
+      if (loss.empty())
+        func.emitError("no scalar float result to take as the loss");
+      else
+        func.emitError("no result named '") << loss << "'";
+      return signalPassFailure();
+    }
+
+    OpBuilder b(ret);
+    StringAttr lossName = func.getResultAttrOfType<StringAttr>(*index, "cleave.name");
+    auto [sum, count] = split(b, ret.getOperand(*index));
+    ret->setOperands({sum, count});
+    MLIRContext *ctx = func.getContext();
+    func.setType(FunctionType::get(ctx, func.getArgumentTypes(), ret.getOperandTypes()));
+    // The sum remembers the loss's name: the step reports sum / count under it.
+    NamedAttrList sumAttrs, countAttrs;
+    sumAttrs.set("cleave.name", b.getStringAttr("loss.sum"));
+    sumAttrs.set("cleave.loss", lossName ? lossName : b.getStringAttr("loss"));
+    countAttrs.set("cleave.name", b.getStringAttr("loss.count"));
+    DictionaryAttr resultAttrs[] = {sumAttrs.getDictionary(ctx), countAttrs.getDictionary(ctx)};
+    func.setAllResultAttrs(resultAttrs);
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
+      if (isOpTriviallyDead(&op))
+        op.erase();
+  }
+};
+
+} // namespace
