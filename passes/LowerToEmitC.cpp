@@ -171,6 +171,7 @@ private:
   Type contextType, tensorType;
   llvm::StringMap<KernelCall> calls;
   llvm::DenseMap<Value, Value> tensors;
+  uint64_t unseededDropouts = 0;
   Value context, arena, weights, inputs, outputs;
 };
 
@@ -189,8 +190,12 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
   if (name == "ignore_index") // an optional attribute: a flag, then the value
     return attr ? "true, " + std::to_string(cast<IntegerAttr>(attr).getInt())
                 : std::string("false, 0");
+  // A dropout without a seed gets its own (2^63 + its rank among them), so
+  // no two unseeded dropouts drop the same elements.
   if (name == "seed")
-    return attr ? std::to_string(cast<IntegerAttr>(attr).getInt()) + "ULL" : std::string("0ULL");
+    return std::to_string(attr ? static_cast<uint64_t>(cast<IntegerAttr>(attr).getInt())
+                               : (uint64_t(1) << 63) + unseededDropouts++) +
+           "ULL";
   if (name == "reduction") {
     StringRef value = cast<StringAttr>(attr).getValue();
     return std::string("cleave::rt::Reduction::") +

@@ -11,6 +11,9 @@ namespace cleave::rt::cpu {
 /// (BLAS runs with the thread count it is given).
 struct Context {
   int threads = 1;
+  /// Which microbatch of which training step runs (runtime/Random.h's
+  /// trainingStream; 0 outside training): part of every dropout mask's key.
+  uint64_t randomStream = 0;
 };
 
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);

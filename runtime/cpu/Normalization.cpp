@@ -2,6 +2,8 @@
 
 #include "runtime/cpu/Support.h"
 
+#include "runtime/Random.h"
+
 #include <algorithm>
 
 namespace cleave::rt::cpu {
@@ -120,12 +122,6 @@ Dims trimmedTo(const char *kernel, const Dims &param, int rank) {
     d.values[d.size++] = param[i];
   }
   return d;
-}
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 } // namespace
@@ -292,7 +288,7 @@ void batch_normalization(Context &, const Tensor &x, const Tensor &scale, const 
   });
 }
 
-void dropout(Context &, const Tensor &in, const Tensor &out, const Tensor &mask, float ratio,
+void dropout(Context &ctx, const Tensor &in, const Tensor &out, const Tensor &mask, float ratio,
              bool training, uint64_t seed) {
   const char *kernel = "dropout";
   checkSameLayout(kernel, in, out);
@@ -326,12 +322,9 @@ void dropout(Context &, const Tensor &in, const Tensor &out, const Tensor &mask,
     T *y = out.as<T>();
     T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(ratio)));
     double r = static_cast<double>(ratio);
-    // splitmix64 of (seed, index): the mask depends on nothing else.
-    uint64_t key = mix64(seed);
+    const uint64_t key = dropoutKey(seed, ctx.randomStream);
     for (int64_t i = 0; i < n; ++i) {
-      uint64_t z = mix64(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
-      double u = static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0); // [0, 1)
-      bool kept = u >= r;
+      bool kept = uniformDraw(key, i) >= r;
       y[i] = kept ? x[i] * scale : T(0);
       if (keep)
         keep[i] = kept;

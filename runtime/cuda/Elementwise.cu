@@ -7,6 +7,8 @@
 
 #include "runtime/cuda/Common.cuh"
 
+#include "runtime/Random.h"
+
 namespace cleave::rt::cuda {
 namespace detail {
 namespace {
@@ -216,28 +218,17 @@ template <typename T> __global__ void rangeKernel(int64_t n, double start, doubl
 }
 
 //===----------------------------------------------------------------------===//
-// The dropout generator: the CPU kernels' (runtime/cpu/Normalization.cpp),
-// so a seed drops the same elements on either backend.
+// Dropout: the generator both backends share (runtime/Random.h), so a seed
+// drops the same elements on either backend.
 //===----------------------------------------------------------------------===//
 
-/// splitmix64's output function.
-__device__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/// Element i's draw in [0, 1): the top 53 bits of
-/// mix64(mix64(seed) + 0x9e3779b97f4a7c15 * (i + 1)) times 2^-53. It is kept
-/// when the draw is at least `ratio`, and then scaled by 1 / (1 - ratio).
+/// Element i is kept when uniformDraw(key, i) (runtime/Random.h) is at least
+/// `ratio`, and then scaled by 1 / (1 - ratio).
 template <typename T>
 __global__ void dropoutKernel(int64_t n, const T *in, T *out, bool *mask, double ratio,
-                              T scale, uint64_t seed) {
-  uint64_t key = mix64(seed);
+                              T scale, uint64_t key) {
   CLEAVE_GRID_LOOP(i, n) {
-    uint64_t z = mix64(key + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1));
-    double u = static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
-    bool kept = u >= ratio;
+    bool kept = uniformDraw(key, i) >= ratio;
     out[i] = kept ? in[i] * scale : T(0);
     if (mask)
       mask[i] = kept;
@@ -435,7 +426,8 @@ void dropout(Context &ctx, const Tensor &in, const Tensor &out, const Tensor &ma
     }
     T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(ratio)));
     dropoutKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-        n, in.as<T>(), out.as<T>(), keep, static_cast<double>(ratio), scale, seed);
+        n, in.as<T>(), out.as<T>(), keep, static_cast<double>(ratio), scale,
+        dropoutKey(seed, ctx.randomStream));
     checkLaunch(kernel);
   });
 }

@@ -16,6 +16,9 @@ namespace cleave::rt::cuda {
 struct Context {
   CUstream_st *stream = nullptr;
   cublasContext *blas = nullptr;
+  /// Which microbatch of which training step runs (runtime/Random.h's
+  /// trainingStream; 0 outside training): part of every dropout mask's key.
+  uint64_t randomStream = 0;
 };
 
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);

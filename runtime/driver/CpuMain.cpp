@@ -23,6 +23,7 @@ public:
     std::memcpy(host, device, bytes);
   }
   void setThreads(int threads) override { context.threads = threads; }
+  void setRandomStream(uint64_t stream) override { context.randomStream = stream; }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);

@@ -47,6 +47,7 @@ public:
     check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
   }
   void setThreads(int) override {}
+  void setRandomStream(uint64_t stream) override { context.randomStream = stream; }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);

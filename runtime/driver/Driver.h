@@ -14,6 +14,7 @@
 #include "runtime/Tensor.h"
 
 #include <cstddef>
+#include <cstdint>
 
 namespace cleave::rt {
 
@@ -27,6 +28,8 @@ public:
   virtual void copyToDevice(void *device, const void *host, std::size_t bytes) = 0;
   virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
   virtual void setThreads(int threads) = 0;
+  /// Keys the dropout masks of the next calls (runtime/Random.h).
+  virtual void setRandomStream(uint64_t stream) = 0;
   /// Runs cleave_forward and waits for it to finish.
   virtual void forward(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
   /// Runs cleave_apply (a training step's update) and waits for it to finish.

@@ -3,6 +3,7 @@
 #include "runtime/driver/Training.h"
 
 #include "runtime/Npy.h"
+#include "runtime/Random.h"
 
 #include <nlohmann/json.hpp>
 
@@ -300,6 +301,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       for (size_t d = 0; d < data.size(); ++d)
         backend.copyToDevice(inputs[spec.dataInputs[d]].data, staging[d].data(),
                              staging[d].size());
+      backend.setRandomStream(trainingStream(step, k));
       backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
     }
     backend.apply(arena.get(), weights.get(), inputs.data(), outputs.data());
