@@ -72,12 +72,17 @@ private:
   LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
   LogicalResult buildProgram(StringRef source);
   LogicalResult checkTrainOptions(const TrainOptions &training);
+  /// Reads --mesh into `mesh`.
+  LogicalResult parseMesh(StringRef text);
+  int64_t dataParallelRanks() const;
   LogicalResult finish();
 
   MLIRContext &context;
   const CompileOptions &options;
   UserError &error;
   std::string partial;
+  /// The mesh axes in order, with their sizes (empty: one device).
+  std::vector<std::pair<std::string, int64_t>> mesh;
   /// Set when the host compiler ran and failed: the partial directory stays
   /// so the user can read the source and log the error points to.
   bool keepPartial = false;
@@ -212,11 +217,52 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("grad-accum", t.gradAccum, "positive");
   if (t.batchSize < 0)
     return bad("batch-size", t.batchSize, "positive");
-  if (t.batchSize % t.gradAccum != 0)
+  if (failed(parseMesh(t.mesh)))
+    return failure();
+  int64_t slices = t.gradAccum * dataParallelRanks();
+  if (t.batchSize % slices != 0)
     return fail("--batch-size " + std::to_string(t.batchSize),
-                "does not split into " + std::to_string(t.gradAccum) + " equal microbatches",
-                "choose a multiple of --grad-accum", kExitBadUsage);
+                "does not split into " + std::to_string(slices) +
+                    " equal microbatches (--grad-accum x the mesh's dp)",
+                "choose a multiple of " + std::to_string(slices), kExitBadUsage);
   return success();
+}
+
+LogicalResult Compiler::parseMesh(StringRef text) {
+  if (text.empty())
+    return success();
+  SmallVector<StringRef> entries;
+  text.split(entries, ',');
+  for (StringRef entry : entries) {
+    auto [name, size] = entry.split('=');
+    int64_t value = 0;
+    if (name.empty() || size.getAsInteger(10, value) || value < 1)
+      return fail("--mesh '" + text + "'", "'" + entry + "' is not AXIS=SIZE with SIZE >= 1",
+                  "e.g. --mesh dp=2", kExitBadUsage);
+    if (name != "dp" && name != "tp")
+      return fail("--mesh '" + text + "'", "unknown axis '" + name + "'",
+                  "the axes are dp (data parallel) and tp (tensor parallel)", kExitBadUsage);
+    if (llvm::any_of(mesh, [&](const auto &axis) { return axis.first == name; }))
+      return fail("--mesh '" + text + "'", "axis '" + name + "' is named twice", "",
+                  kExitBadUsage);
+    if (name == "tp" && value > 1)
+      return fail("--mesh '" + text + "'",
+                  "tensor parallelism (tp > 1) is not built yet; this cleave partitions "
+                  "data parallel steps only",
+                  "use --mesh dp=N", kExitBadUsage);
+    mesh.emplace_back(name.str(), value);
+  }
+  // Every mesh has a data-parallel axis, of one rank if not named.
+  if (llvm::none_of(mesh, [](const auto &axis) { return axis.first == "dp"; }))
+    mesh.insert(mesh.begin(), {"dp", 1});
+  return success();
+}
+
+int64_t Compiler::dataParallelRanks() const {
+  for (const auto &[name, size] : mesh)
+    if (name == "dp")
+      return size;
+  return 1;
 }
 
 LogicalResult Compiler::finish() {
@@ -238,11 +284,14 @@ LogicalResult Compiler::run() {
   if (options.emit != "mlir" && options.emit != "cpp" && options.emit != "program")
     return fail("--emit '" + options.emit + "'", "unknown stage", "use mlir, cpp or program",
                 kExitBadUsage);
+  if (!options.train && !options.training.mesh.empty())
+    return fail("--mesh", "partitions a training step", "add --train", kExitBadUsage);
   if (options.train && failed(checkTrainOptions(options.training)))
     return failure();
   ImportOptions import = options.import;
   if (options.train && options.training.batchSize > 0)
-    import.batchSize = options.training.batchSize / options.training.gradAccum;
+    import.batchSize =
+        options.training.batchSize / (options.training.gradAccum * dataParallelRanks());
   auto imported = importOnnxModel(context, options.model, import, error);
   if (failed(imported))
     return failure();
@@ -301,6 +350,12 @@ LogicalResult Compiler::run() {
               step.nesterov = t.nesterov;
               step.clipGradNorm = t.clipGradNorm;
               pm.addPass(createBuildTrainStep(step));
+              if (!mesh.empty()) {
+                DataParallelOptions parallel;
+                for (const auto &[name, size] : mesh)
+                  parallel.mesh.push_back(name + "=" + std::to_string(size));
+                pm.addPass(createDataParallel(parallel));
+              }
             }
           },
           kExitBadInput)))

@@ -28,8 +28,14 @@ struct TrainOptions {
   int64_t warmup = 0;
   /// Microbatches whose gradients one step accumulates.
   int64_t gradAccum = 1;
-  /// Samples per step (all microbatches); 0 takes the model's input shapes.
+  /// Samples per step (all microbatches of all data-parallel ranks); 0 takes
+  /// the model's input shapes as one rank's micro-batch.
   int64_t batchSize = 0;
+  /// The device mesh, "dp=2" (empty: one device).
+  std::string mesh;
+  /// Reduce in a fixed rank order, so data-parallel runs are bit-identical
+  /// to one device with the same accumulation.
+  bool deterministic = false;
 };
 
 struct CompileOptions {

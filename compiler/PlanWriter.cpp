@@ -3,6 +3,7 @@
 #include "compiler/PlanWriter.h"
 
 #include "dialects/Cleave/CleaveOps.h"
+#include "passes/Collectives.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <numeric>
 
 using namespace mlir;
 
@@ -58,6 +60,23 @@ std::string absolutePath(StringRef path) {
 
 int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 
+/// Bytes of one element of the type plan.json spells `name` ("f32", "i64").
+int64_t elementBytes(const std::string &name) {
+  if (name == "i1" || name == "i8" || name == "ui8")
+    return 1;
+  if (name == "f16" || name == "bf16" || name == "i16" || name == "ui16")
+    return 2;
+  if (name == "f64" || name == "i64" || name == "ui64")
+    return 8;
+  return 4;
+}
+
+/// The module's device mesh, if it has one.
+shard::GridOp getGrid(ModuleOp module) {
+  auto grids = module.getOps<shard::GridOp>();
+  return grids.empty() ? shard::GridOp() : *grids.begin();
+}
+
 } // namespace
 
 int64_t estimateFlops(Operation *op) {
@@ -97,6 +116,9 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
                  outputs = nlohmann::json::array();
   llvm::StringSet<> seen;
   int64_t constantCount = 0, constantBytesTotal = 0, flops = 0;
+  int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
+  // Collectives per step, by kind and mesh axis: calls and buffer bytes.
+  std::map<std::pair<std::string, int64_t>, std::pair<int64_t, int64_t>> collectives;
   for (auto func : module.getOps<func::FuncOp>()) {
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
       StringRef name = func.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue();
@@ -113,9 +135,12 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       entry["bytes"] = tensorBytes(cast<RankedTensorType>(arg.getType()));
       // Optimizer state and accumulators start at zero (the blob's initial bytes).
       if (func.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() == "state") {
+        (func.getArgAttr(i, "cleave.accumulator") ? gradientBytes : optimizerBytes) +=
+            entry["bytes"].get<int64_t>();
         state.push_back(entry);
         continue;
       }
+      parameterBytes += entry["bytes"].get<int64_t>();
       const Parameter *parameter = byName.lookup(name);
       std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
                 weights.begin() + offset.getInt());
@@ -133,13 +158,33 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       ++constantCount;
       constantBytesTotal += bytes.size();
     });
+    for (auto &run : allReduceRuns(func)) {
+      auto spans = reductionSpans(func, run);
+      if (failed(spans)) {
+        error = UserError{options.model, "a collective cannot be lowered (a cleave bug)", "",
+                          kExitInternal};
+        return failure();
+      }
+      for (const ReductionSpan &span : *spans) {
+        auto &[calls, bytes] = collectives[{"all_reduce", span.axis}];
+        ++calls;
+        bytes += span.bytes;
+      }
+    }
     for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
       outputs.push_back(
           tensorJson(func.getResultAttrOfType<StringAttr>(i, "cleave.name").getValue(), type));
   }
   nlohmann::json inputs = nlohmann::json::array();
-  for (auto &[index, input] : inputsByIndex)
+  int64_t inputBytes = 0;
+  for (auto &[index, input] : inputsByIndex) {
     inputs.push_back(input);
+    inputBytes += elementBytes(input["dtype"].get<std::string>()) *
+                  std::accumulate(input["shape"].begin(), input["shape"].end(), int64_t(1),
+                                  [](int64_t a, const nlohmann::json &d) {
+                                    return a * d.get<int64_t>();
+                                  });
+  }
 
   nlohmann::json plan = {
       {"format_version", kPlanFormatVersion},
@@ -152,7 +197,43 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       {"weights", {{"file", "weights.bin"}, {"bytes", weightsBytes}}},
       {"arena", {{"bytes", arenaBytes}}},
       {"flops", flops},
+      {"memory",
+       {{"parameter_bytes", parameterBytes},
+        {"gradient_bytes", gradientBytes},
+        {"optimizer_state_bytes", optimizerBytes},
+        {"activation_bytes", arenaBytes},
+        {"input_bytes", inputBytes},
+        {"predicted_peak_bytes", weightsBytes + arenaBytes + inputBytes}}},
   };
+  if (auto grid = getGrid(module)) {
+    auto names = grid->getAttrOfType<ArrayAttr>("cleave.axes");
+    nlohmann::json axes = nlohmann::json::array();
+    for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape()))
+      axes.push_back({{"name", name.str()}, {"size", size}});
+    int64_t ranks = 1;
+    for (int64_t size : grid.getShape())
+      ranks *= size;
+    plan["mesh"] = {{"axes", axes},
+                    {"ranks", ranks},
+                    {"deterministic", options.training.deterministic}};
+    // Per rank and step, next to the analytic minimum: a ring all-reduce
+    // sends 2(n-1)/n of the buffer; the minimum buffer is the gradients
+    // without the blob's alignment padding.
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto &[key, value] : collectives) {
+      int64_t n = grid.getShape()[key.second];
+      double ring = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
+      list.push_back({{"kind", key.first},
+                      {"axis", cast<StringAttr>(names[key.second]).str()},
+                      {"calls_per_step", value.first},
+                      {"buffer_bytes", value.second},
+                      {"bytes_sent_per_rank",
+                       static_cast<int64_t>(ring * static_cast<double>(value.second))},
+                      {"analytic_min_bytes_sent",
+                       static_cast<int64_t>(ring * static_cast<double>(gradientBytes))}});
+    }
+    plan["collectives"] = list;
+  }
   if (options.train) {
     const TrainOptions &t = options.training;
     nlohmann::json dataInputs = nlohmann::json::array();

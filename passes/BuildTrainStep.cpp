@@ -210,10 +210,15 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     OpBuilder b = OpBuilder::atBlockEnd(body);
     Updates u(b, forward.getLoc());
     SmallVector<std::pair<Value, Value>> accumulate, assignments; // target, new value
+    // Accumulators are marked so that distribution can find what to reduce.
     auto accumulator = [&](Value value, StringRef name) {
       Value slot = addArgument(forward, value.getType(), name, "state");
       accumulate.push_back({slot, fu.add(slot, value)});
-      return addArgument(apply, value.getType(), name, "state");
+      Value sum = addArgument(apply, value.getType(), name, "state");
+      for (auto [func, arg] : {std::pair(forward, slot), std::pair(apply, sum)})
+        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), "cleave.accumulator",
+                        UnitAttr::get(ctx));
+      return sum;
     };
     Value count = accumulator(lossCount, "cleave.loss_count");
     Value sumOfLosses = accumulator(lossSum, "cleave.loss_sum");

@@ -8,8 +8,11 @@
 
 #include "passes/Passes.h"
 
+#include "passes/Collectives.h"
+
 #include "dialects/Cleave/CleaveOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
@@ -161,6 +164,7 @@ private:
   FailureOr<std::string> literal(Operation *op, StringRef attribute);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
+  LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
 
   ModuleOp module;
   func::FuncOp func;
@@ -338,6 +342,28 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   return lowerKernel(op, kernel->second);
 }
 
+/// A run of all-reduces becomes one call per span (passes/Collectives.h).
+LogicalResult Lowering::lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions) {
+  auto spans = reductionSpans(func, reductions);
+  if (failed(spans))
+    return failure();
+  for (shard::AllReduceOp reduce : reductions)
+    tensors[reduce.getResult()] = tensors.lookup(reduce.getInput());
+  for (const ReductionSpan &span : *spans) {
+    CallArgs view(b);
+    view.value(weights);
+    view.literal(std::to_string(span.offset));
+    view.literal(*dtypeLiteral(span.element));
+    view.literal(dimsLiteral({span.bytes / (span.element.getIntOrFloatBitWidth() / 8)}));
+    CallArgs args(b);
+    args.value(context);
+    args.value(call("cleave::rt::view", tensorType, view));
+    args.literal(std::to_string(span.axis));
+    call(kernelPrefix + "all_reduce", Type(), args);
+  }
+  return success();
+}
+
 LogicalResult Lowering::run() {
   auto charPointer = emitc::PointerType::get(emitc::OpaqueType::get(b.getContext(), "char"));
   auto inputList =
@@ -378,7 +404,17 @@ LogicalResult Lowering::run() {
     args.literal(std::to_string(index.getInt()));
     tensors[arg] = call("cleave::rt::load", tensorType, args);
   }
+  // A run of all-reduces is lowered where it starts.
+  llvm::DenseMap<Operation *, SmallVector<shard::AllReduceOp>> runs;
+  for (auto &run : allReduceRuns(func))
+    runs[run.front()] = run;
   for (Operation &op : func.getBody().front()) {
+    if (isa<shard::AllReduceOp>(op)) {
+      auto run = runs.find(&op);
+      if (run != runs.end() && failed(lowerAllReduces(run->second)))
+        return failure();
+      continue;
+    }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
         CallArgs args(b);
@@ -428,6 +464,9 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
       if (func)
         func.erase();
     }
+    // The mesh lives on in plan.json; the program needs no grid.
+    for (auto grid : llvm::make_early_inc_range(module.getOps<shard::GridOp>()))
+      grid.erase();
   }
 };
 

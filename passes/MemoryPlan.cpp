@@ -4,6 +4,7 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace cleave {
@@ -23,7 +24,10 @@ int64_t alignUp(int64_t bytes) {
 int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.getType())); }
 
 /// Ops whose result is their operand's buffer under another shape.
+/// An all-reduce of an argument works in place (cleave-lower-to-emitc).
 bool isView(Operation *op) {
+  if (isa<shard::AllReduceOp>(op))
+    return isa<BlockArgument>(op->getOperand(0));
   return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
 }
 

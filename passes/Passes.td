@@ -94,6 +94,7 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
       divides the sums by the count once, clips, updates every parameter and
       slot with `cleave.assign`, zeroes the accumulators and returns the
       step's loss (sum / count) under the loss's name.
+    Accumulator arguments carry `cleave.accumulator` in both functions.
     The rules follow PyTorch's: sgd (weight decay added to the gradient;
     momentum, optionally Nesterov, with a velocity buffer), adagrad (a running
     sum of squared gradients), adam (L2 weight decay added to the gradient,
@@ -116,6 +117,29 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
            "When positive, scale all gradients by min(1, X / (global norm + 1e-6)) first">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
+}
+
+def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Reduce a training step's accumulators over the data-parallel mesh axis";
+  let description = [{
+    Runs after cleave-build-train-step. Adds the device mesh as
+    `shard.grid @mesh` (axis names in `cleave.axes`) and, when the `dp` axis
+    has more than one rank, starts @apply with a `shard.all_reduce` (sum over
+    `dp`) of every argument marked `cleave.accumulator`: the gradients, loss
+    sum and loss count of the rank's microbatches. Every later read uses the
+    reduced value, so the division by the global count, clipping and the
+    update are the same on every rank and equal one device's step on the
+    whole global batch. Each rank's @forward already reads its own slice of
+    the batch (the importer binds the data inputs to the per-rank
+    micro-batch).
+    Errors: a mesh entry that is not NAME=SIZE with SIZE >= 1, an axis named
+    twice, a mesh without a `dp` axis, a module without @apply.
+  }];
+  let options = [
+    ListOption<"mesh", "mesh", "std::string",
+               "Mesh axes in order, NAME=SIZE each (e.g. dp=2)">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
 def MemoryPlan : Pass<"cleave-memory-plan", "mlir::ModuleOp"> {

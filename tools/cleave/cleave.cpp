@@ -138,8 +138,15 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_option("--grad-accum", t.gradAccum,
                   "Microbatches per step whose gradients add up before one update (default 1)");
   sub->add_option("--batch-size", t.batchSize,
-                  "Samples per step, over all microbatches; each input's dim 0 becomes "
-                  "batch-size / grad-accum (default: the model's input shapes)");
+                  "Samples per step, over all microbatches and data-parallel ranks; each "
+                  "input's dim 0 becomes batch-size / (grad-accum x dp) (default: the model's "
+                  "input shapes)");
+  sub->add_option("--mesh", t.mesh,
+                  "The device mesh of a training step, e.g. dp=2: the batch is split over dp "
+                  "ranks and the gradients all-reduced (run with cleave run -n 2)");
+  sub->add_flag("--deterministic", t.deterministic,
+                "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
+                "one device accumulating the same microbatches");
 }
 
 int runCompile(CompileCommand &cmd) {

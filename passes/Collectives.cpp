@@ -1,0 +1,68 @@
+//===- Collectives.cpp - how collectives over stored buffers are grouped --===//
+
+#include "passes/Collectives.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+#include "passes/Passes.h"
+
+using namespace mlir;
+
+namespace cleave {
+
+FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
+                                                     ArrayRef<shard::AllReduceOp> run) {
+  SmallVector<ReductionSpan> pieces;
+  for (shard::AllReduceOp reduce : run) {
+    auto arg = dyn_cast<BlockArgument>(reduce.getInput());
+    auto offset = arg ? func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                           "cleave.weights_offset")
+                      : IntegerAttr();
+    if (!offset)
+      return reduce.emitError("all-reduces only parameters and state in place; an all-reduce "
+                              "of an intermediate value has no lowering yet");
+    if (reduce.getReduction() != shard::ReductionKind::Sum || reduce.getGridAxes().size() != 1)
+      return reduce.emitError("only a sum over one mesh axis is lowered");
+    if (reduce.getInput().getType() != reduce.getResult().getType())
+      return reduce.emitError("changes the element type, which the in-place lowering cannot");
+    for (OpOperand &use : arg.getUses()) {
+      auto assign = dyn_cast<AssignOp>(use.getOwner());
+      if (use.getOwner() != reduce && !(assign && use.getOperandNumber() == 0))
+        return reduce.emitError("its input is read elsewhere, so it cannot be reduced in place");
+    }
+    auto type = cast<RankedTensorType>(arg.getType());
+    pieces.push_back({offset.getInt(), tensorBytes(type), reduce.getGridAxes()[0],
+                      type.getElementType()});
+  }
+  llvm::sort(pieces,
+             [](const ReductionSpan &a, const ReductionSpan &b) { return a.offset < b.offset; });
+  SmallVector<ReductionSpan> spans;
+  for (const ReductionSpan &piece : pieces) {
+    if (!spans.empty()) {
+      ReductionSpan &last = spans.back();
+      int64_t alignedEnd =
+          (last.offset + last.bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+      if (piece.axis == last.axis && piece.element == last.element && piece.offset == alignedEnd) {
+        last.bytes = piece.offset + piece.bytes - last.offset;
+        continue;
+      }
+    }
+    spans.push_back(piece);
+  }
+  return spans;
+}
+
+SmallVector<SmallVector<shard::AllReduceOp>> allReduceRuns(func::FuncOp func) {
+  SmallVector<SmallVector<shard::AllReduceOp>> runs;
+  bool inRun = false;
+  for (Operation &op : func.getBody().front()) {
+    auto reduce = dyn_cast<shard::AllReduceOp>(op);
+    if (reduce && !inRun)
+      runs.emplace_back();
+    if (reduce)
+      runs.back().push_back(reduce);
+    inRun = static_cast<bool>(reduce);
+  }
+  return runs;
+}
+
+} // namespace cleave

@@ -1,0 +1,40 @@
+//===- Collectives.h - how collectives over stored buffers are grouped -*- C++ -*-===//
+//
+// One piece of code for what the lowering emits and plan.json reports: a run
+// of consecutive `shard.all_reduce` ops whose inputs are parameters or state
+// (the accumulators of a data-parallel step) works in place in the weights
+// blob, one call per contiguous span of it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PASSES_COLLECTIVES_H
+#define CLEAVE_PASSES_COLLECTIVES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace cleave {
+
+/// Bytes [offset, offset + bytes) of the weights blob, summed over one mesh
+/// axis, of one element type. Padding between the slots it spans is zero and
+/// stays zero.
+struct ReductionSpan {
+  int64_t offset;
+  int64_t bytes;
+  int64_t axis;
+  mlir::Type element;
+};
+
+/// The spans the all-reduces of `run` (consecutive ops of a memory-planned
+/// `func`) reduce, in offset order; an error on the op that cannot work in
+/// place (its input is not a stored argument, or is read elsewhere) or is not
+/// a sum over one axis.
+mlir::FailureOr<llvm::SmallVector<ReductionSpan>>
+reductionSpans(mlir::func::FuncOp func, llvm::ArrayRef<mlir::shard::AllReduceOp> run);
+
+/// Every run of consecutive all-reduces in `func`, in order.
+llvm::SmallVector<llvm::SmallVector<mlir::shard::AllReduceOp>> allReduceRuns(mlir::func::FuncOp func);
+
+} // namespace cleave
+
+#endif
