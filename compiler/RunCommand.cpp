@@ -17,6 +17,7 @@
 #include "llvm/Support/Program.h"
 
 #include <cstdio>
+#include <unistd.h>
 
 namespace cleave {
 namespace {
@@ -89,6 +90,18 @@ std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
   return entries;
 }
 
+/// The command that starts `program` on `ranks` local ranks: mpirun, allowed
+/// to run as root (containers), to start more ranks than cores, and to leave
+/// each rank's threads unpinned (its default binds a rank to one core, which
+/// would starve --threads).
+std::vector<std::string> mpirunCommand(const std::string &mpirun, int ranks) {
+  std::vector<std::string> command{mpirun, "-n", std::to_string(ranks), "--oversubscribe",
+                                   "--bind-to", "none"};
+  if (geteuid() == 0)
+    command.push_back("--allow-run-as-root");
+  return command;
+}
+
 /// `value` as text that reads back as the same double.
 std::string doubleText(double value) {
   char text[32];
@@ -105,6 +118,19 @@ int runProgram(const RunOptions &options) {
                 "build one with: cleave compile MODEL.onnx -o " + options.dir});
     return kExitBadInput;
   }
+  std::string launcher = program;
+  std::vector<std::string> args;
+  if (options.ranks > 1) {
+    llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
+    if (!mpirun) {
+      printError({"-n " + std::to_string(options.ranks), "mpirun is not on PATH",
+                  "install OpenMPI (Debian: openmpi-bin), or run one rank without -n",
+                  kExitBadUsage});
+      return kExitBadUsage;
+    }
+    launcher = *mpirun;
+    args = mpirunCommand(*mpirun, options.ranks);
+  }
   llvm::SmallString<128> scratch;
   if (llvm::sys::fs::createUniqueDirectory("cleave-run", scratch)) {
     printError({"cleave run", "cannot create a temporary directory", "", kExitInternal});
@@ -112,8 +138,8 @@ int runProgram(const RunOptions &options) {
   }
   auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(scratch); });
 
-  std::vector<std::string> args{program, "--dir", options.dir, "--threads",
-                                std::to_string(options.threads)};
+  args.insert(args.end(),
+              {program, "--dir", options.dir, "--threads", std::to_string(options.threads)});
   if (options.repeat)
     args.insert(args.end(), {"--repeat", std::to_string(*options.repeat)});
   // NAME=FILE flags, with ONNX TensorProto .pb files converted to .npy.
@@ -172,12 +198,12 @@ int runProgram(const RunOptions &options) {
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, std::nullopt,
                                                  llvm::StringRef(options.stderrFile)};
   int status = llvm::sys::ExecuteAndWait(
-      program, argRefs, std::nullopt,
+      launcher, argRefs, std::nullopt,
       options.stderrFile.empty() ? llvm::ArrayRef<std::optional<llvm::StringRef>>{}
                                  : llvm::ArrayRef<std::optional<llvm::StringRef>>(redirects),
       0, 0, &message);
   if (status < 0) {
-    printError({program, "crashed: " + message, "a cleave bug: please report it",
+    printError({launcher, "crashed: " + message, "a cleave bug: please report it",
                 kExitInternal});
     return kExitInternal;
   }

@@ -17,6 +17,8 @@ struct RunOptions {
   std::vector<std::string> inputs;
   std::string outputDir;
   int threads = 1;
+  /// Local ranks: above 1, the program runs under mpirun (-n).
+  int ranks = 1;
   std::optional<int> repeat;
   bool stats = false;
 
@@ -38,8 +40,9 @@ struct RunOptions {
 };
 
 /// Runs DIR/program with the inputs or data sets (ONNX TensorProto .pb files
-/// are turned into .npy first) and returns its exit code, or prints why it
-/// cannot.
+/// are turned into .npy first), on `ranks` local ranks through mpirun when
+/// there are several, and returns its exit code (mpirun's: the first failing
+/// rank's), or prints why it cannot.
 int runProgram(const RunOptions &options);
 
 } // namespace cleave

@@ -175,6 +175,10 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
                   "the trained weights.bin)");
   sub->add_option("--threads", options.threads, "Threads for BLAS kernels")
       ->check(CLI::PositiveNumber);
+  sub->add_option("-n,--ranks", options.ranks,
+                  "Run the program on N local ranks through mpirun (default 1: run it "
+                  "directly)")
+      ->check(rt::positiveNumber());
   sub->add_option_function<int>(
          "--repeat", [&options](const int &n) { options.repeat = n; },
          "Run the forward this many times (timing)")

@@ -1,0 +1,155 @@
+//===- CommJob.cpp - small jobs over startCommunication, for the tests ---===//
+//
+//   cleave-runtime-comm-job groups MESH        each rank prints its groups
+//   cleave-runtime-comm-job timeout SECONDS    rank 1 sleeps through step 1
+//   cleave-runtime-comm-job die                rank 1 exits during step 1
+//   cleave-runtime-comm-job time BYTES REPEATS [deterministic|blocking]
+//                        all-reduce time (rank 0 prints); `blocking` times a
+//                        plain MPI_Allreduce on the same group, for comparison
+//
+// Run under mpirun (test/runtime/comm-job.test, comm-timeout.test), or
+// alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Mpi.h"
+#include "runtime/comm/Start.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace cleave::rt;
+using namespace cleave::rt::comm;
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr, "usage: cleave-runtime-comm-job groups MESH | timeout SECONDS | die | "
+                       "time BYTES REPEATS [deterministic|blocking]\n");
+  return 2;
+}
+
+std::unique_ptr<Communication> start(const Mesh &mesh, const CommOptions &options) {
+  std::string error;
+  auto communication = startCommunication(mesh, options, error);
+  if (!communication)
+    std::fprintf(stderr, "cleave: error: mesh %s: %s\n", mesh.text().c_str(), error.c_str());
+  return communication;
+}
+
+/// One line per rank: its coordinates and the members of each axis group
+/// (the sum over the group of 2^world rank).
+int printGroups(const std::string &meshText) {
+  Mesh mesh;
+  std::string error;
+  if (!Mesh::parse(meshText, mesh, error)) {
+    std::fprintf(stderr, "cleave: error: mesh '%s': %s\n", meshText.c_str(), error.c_str());
+    return 2;
+  }
+  auto communication = start(mesh, {});
+  if (!communication)
+    return 1;
+  std::string line = "rank " + std::to_string(communication->rank()) + " of " +
+                     std::to_string(communication->size()) + ":";
+  for (const std::string &name : mesh.axisNames) {
+    Communicator &axis = *communication->axis(name);
+    int64_t members = int64_t{1} << communication->rank();
+    axis.allReduceSum(&members, 1, DType::I64, {0, "members"});
+    line += " " + name + " " + std::to_string(axis.rank()) + "/" + std::to_string(axis.size()) +
+            " {";
+    for (int r = 0, first = 1; r < 63; ++r)
+      if (members >> r & 1) {
+        line += (first ? "" : ",") + std::to_string(r);
+        first = 0;
+      }
+    line += "}";
+  }
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+/// Every rank all-reduces at steps 0 and 1, except that rank 1 sleeps (or
+/// exits) instead of its step-1 call.
+int missStep(bool die, double timeoutSeconds) {
+  int ranks = launchedRanks();
+  CommOptions options;
+  options.timeoutSeconds = timeoutSeconds;
+  auto communication = start(Mesh::line("dp", ranks), options);
+  if (!communication)
+    return 1;
+  Communicator &dp = *communication->axis("dp");
+  for (int64_t step = 0; step < 2; ++step) {
+    if (step == 1 && dp.rank() == 1) {
+      if (die)
+        std::_Exit(7);
+      std::this_thread::sleep_for(std::chrono::seconds(120));
+    }
+    float loss = 1.0f;
+    dp.allReduceSum(&loss, 1, DType::F32, {step, "loss"});
+  }
+  return 0;
+}
+
+enum class Variant { Polled, Deterministic, Blocking };
+
+/// The median time of `repeats` all-reduces of `bytes` of f32.
+int timeAllReduce(long long bytes, int repeats, Variant variant) {
+  int ranks = launchedRanks();
+  CommOptions options;
+  options.deterministic = variant == Variant::Deterministic;
+  auto communication = start(Mesh::line("dp", ranks), options);
+  if (!communication)
+    return 1;
+  Communicator &dp = *communication->axis("dp");
+  std::vector<float> buffer(static_cast<std::size_t>(bytes) / 4, 1.0f);
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats + 1; ++i) {
+    dp.barrier({});
+    auto begin = std::chrono::steady_clock::now();
+    if (variant == Variant::Blocking && ranks > 1)
+      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT,
+                    MPI_SUM, static_cast<MpiCommunicator &>(dp).handle());
+    else
+      dp.allReduceSum(buffer.data(), buffer.size(), DType::F32, {i});
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (i > 0) // the first call sets up connections
+      seconds.push_back(elapsed);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  double median = seconds[seconds.size() / 2];
+  if (dp.rank() == 0)
+    std::printf("%s of %lld bytes on %d ranks: median %.3f ms over %d runs\n",
+                variant == Variant::Blocking        ? "MPI_Allreduce (blocking)"
+                : variant == Variant::Deterministic ? "all_reduce (deterministic)"
+                                                    : "all_reduce",
+                bytes, ranks, median * 1e3, repeats);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "groups" && argc == 3)
+    return printGroups(argv[2]);
+  if (mode == "timeout" && argc == 3)
+    return missStep(/*die=*/false, std::atof(argv[2]));
+  if (mode == "die" && argc == 2)
+    return missStep(/*die=*/true, 60);
+  if (mode == "time" && (argc == 4 || argc == 5)) {
+    std::string variant = argc == 5 ? argv[4] : "";
+    if (variant != "" && variant != "deterministic" && variant != "blocking")
+      return usage();
+    return timeAllReduce(std::atoll(argv[2]), std::max(1, std::atoi(argv[3])),
+                         variant == "blocking"        ? Variant::Blocking
+                         : variant == "deterministic" ? Variant::Deterministic
+                                                      : Variant::Polled);
+  }
+  return usage();
+}

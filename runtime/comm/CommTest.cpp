@@ -1,0 +1,410 @@
+//===- CommTest.cpp - communicators against closed-form sums --------------===//
+//
+// Runs under mpirun with any number of ranks (test/runtime/comm-mpi.test runs
+// 1, 2 and 4). Inputs depend on the rank so that every expected value has a
+// closed form, or can be recomputed by any rank for every other rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/comm/Mesh.h"
+#include "runtime/comm/Mpi.h"
+#include "runtime/comm/MpiTest.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace cleave::rt;
+using namespace cleave::rt::comm;
+
+namespace {
+
+/// Short enough that a test whose ranks disagree ends instead of hanging.
+CommOptions testOptions(bool deterministic = false) {
+  CommOptions options;
+  options.timeoutSeconds = 60;
+  options.deterministic = deterministic;
+  return options;
+}
+
+std::unique_ptr<MpiCommunicator> world(bool deterministic = false) {
+  return MpiCommunicator::world(testSession(), testOptions(deterministic));
+}
+
+/// An element count that no group size up to 8 divides (uneven chunks).
+constexpr std::size_t kCount = 1003;
+
+template <typename T> constexpr DType dtypeOf();
+template <> constexpr DType dtypeOf<float>() { return DType::F32; }
+template <> constexpr DType dtypeOf<double>() { return DType::F64; }
+template <> constexpr DType dtypeOf<int32_t>() { return DType::I32; }
+template <> constexpr DType dtypeOf<int64_t>() { return DType::I64; }
+
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+/// Rank `rank`'s element `i` for the deterministic tests: signs and
+/// magnitudes (2^-12 .. 2^12) vary, so the order of a sum changes its bits.
+template <typename T> T contribution(int rank, std::size_t i) {
+  uint64_t h = mix(static_cast<uint64_t>(rank) * 1000003ull + i);
+  double mantissa = static_cast<double>(h % 2000001) / 1000000.0 - 1.0;
+  int exponent = static_cast<int>((h >> 32) % 25) - 12;
+  return static_cast<T>(std::ldexp(mantissa, exponent));
+}
+
+/// ((x0 + x1) + x2) + ... of every rank's contribution to element i.
+template <typename T> T sequentialSum(int ranks, std::size_t i) {
+  T total = contribution<T>(0, i);
+  for (int r = 1; r < ranks; ++r)
+    total = total + contribution<T>(r, i);
+  return total;
+}
+
+template <typename T> T reverseSum(int ranks, std::size_t i) {
+  T total = contribution<T>(ranks - 1, i);
+  for (int r = ranks - 2; r >= 0; --r)
+    total = total + contribution<T>(r, i);
+  return total;
+}
+
+// --- Mesh -----------------------------------------------------------------
+
+TEST(MeshTest, ParsesAndLaysOutRowMajor) {
+  Mesh mesh;
+  std::string error;
+  ASSERT_TRUE(Mesh::parse("dp=2,tp=3", mesh, error)) << error;
+  EXPECT_EQ(mesh.text(), "dp=2,tp=3");
+  EXPECT_EQ(mesh.size(), 6);
+  EXPECT_EQ(mesh.axisIndex("tp"), 1);
+  EXPECT_EQ(mesh.axisIndex("pp"), -1);
+  // The last axis fastest: rank 4 = dp 1, tp 1.
+  EXPECT_EQ(mesh.coordinates(4), (std::vector<int>{1, 1}));
+  EXPECT_EQ(mesh.coordinates(2), (std::vector<int>{0, 2}));
+  EXPECT_EQ(Mesh{}.size(), 1);
+}
+
+TEST(MeshTest, RefusesBadText) {
+  Mesh mesh;
+  std::string error;
+  EXPECT_FALSE(Mesh::parse("", mesh, error));
+  EXPECT_FALSE(Mesh::parse("dp", mesh, error));
+  EXPECT_FALSE(Mesh::parse("dp=0", mesh, error));
+  EXPECT_FALSE(Mesh::parse("dp=2,dp=2", mesh, error));
+  EXPECT_EQ(error, "axis 'dp' is named twice");
+  EXPECT_FALSE(Mesh::parse("d-p=2", mesh, error));
+  EXPECT_FALSE(Mesh::parse("dp=x", mesh, error));
+  EXPECT_EQ(error, "axis 'dp' has size 'x': expected a whole number >= 1");
+}
+
+TEST(MeshTest, GroupsOfA2x2Mesh) {
+  Mesh mesh{{"dp", "tp"}, {2, 2}};
+  int dp = mesh.axisIndex("dp"), tp = mesh.axisIndex("tp");
+  // tp groups {0, 1} and {2, 3}; dp groups {0, 2} and {1, 3}.
+  int tpGroup[4] = {0, 0, 1, 1}, tpIndex[4] = {0, 1, 0, 1};
+  int dpGroup[4] = {0, 1, 0, 1}, dpIndex[4] = {0, 0, 1, 1};
+  for (int rank = 0; rank < 4; ++rank) {
+    GroupPlace inTp = groupPlace(mesh, rank, {tp});
+    GroupPlace inDp = groupPlace(mesh, rank, {dp});
+    EXPECT_EQ(inTp.group, tpGroup[rank]) << rank;
+    EXPECT_EQ(inTp.index, tpIndex[rank]) << rank;
+    EXPECT_EQ(inTp.size, 2);
+    EXPECT_EQ(inDp.group, dpGroup[rank]) << rank;
+    EXPECT_EQ(inDp.index, dpIndex[rank]) << rank;
+    GroupPlace inBoth = groupPlace(mesh, rank, {dp, tp});
+    EXPECT_EQ(inBoth.group, 0);
+    EXPECT_EQ(inBoth.index, rank);
+    EXPECT_EQ(inBoth.size, 4);
+    // Listed the other way round, the group is numbered tp-major.
+    EXPECT_EQ(groupPlace(mesh, rank, {tp, dp}).index, tpIndex[rank] * 2 + dpIndex[rank]);
+  }
+}
+
+// --- Byte counts ----------------------------------------------------------
+
+TEST(RingBytesTest, Formulas) {
+  EXPECT_EQ(ringBytesSent(CollectiveKind::AllReduce, 4000, 1), 0u);
+  EXPECT_EQ(ringBytesSent(CollectiveKind::AllReduce, 4000, 2), 4000u);  // 2·1/2
+  EXPECT_EQ(ringBytesSent(CollectiveKind::AllReduce, 4000, 4), 6000u);  // 2·3/4
+  EXPECT_EQ(ringBytesSent(CollectiveKind::AllReduce, 4000, 3), 5333u);  // 8000/3, rounded down
+  EXPECT_EQ(ringBytesSent(CollectiveKind::AllGather, 4000, 4), 3000u);
+  EXPECT_EQ(ringBytesSent(CollectiveKind::ReduceScatter, 4000, 4), 3000u);
+  EXPECT_EQ(ringBytesSent(CollectiveKind::Broadcast, 4000, 4), 3000u);
+  EXPECT_EQ(ringBytesSent(CollectiveKind::Send, 4000, 4), 4000u);
+  EXPECT_EQ(ringBytesSent(CollectiveKind::Recv, 4000, 4), 0u);
+  EXPECT_EQ(ringBytesSent(CollectiveKind::Barrier, 4000, 4), 0u);
+}
+
+// --- One rank alone -------------------------------------------------------
+
+TEST(LocalCommunicatorTest, CopiesAndCountsNothing) {
+  LocalCommunicator local("dp", testOptions());
+  EXPECT_EQ(local.rank(), 0);
+  EXPECT_EQ(local.size(), 1);
+  std::vector<float> buffer{1.5f, -2.0f};
+  local.allReduceSum(buffer.data(), buffer.size(), DType::F32, {});
+  EXPECT_EQ(buffer, (std::vector<float>{1.5f, -2.0f}));
+  std::vector<float> gathered(2);
+  local.allGather(buffer.data(), gathered.data(), 2, DType::F32, {});
+  EXPECT_EQ(gathered, buffer);
+  local.reduceScatterSum(buffer.data(), gathered.data(), 2, DType::F32, {});
+  EXPECT_EQ(gathered, buffer);
+  local.broadcast(buffer.data(), 2, DType::F32, 0, {});
+  local.barrier({});
+  EXPECT_EQ(local.bytesSent().total(), 0u);
+}
+
+// --- Collectives over the job ---------------------------------------------
+
+/// Rank r contributes (r + 1) * (i + 1): the sum is n(n+1)/2 * (i + 1).
+template <typename T> void checkAllReduceSum(bool deterministic) {
+  auto comm = world(deterministic);
+  int n = comm->size(), r = comm->rank();
+  std::vector<T> buffer(kCount);
+  for (std::size_t i = 0; i < kCount; ++i)
+    buffer[i] = static_cast<T>((r + 1) * static_cast<int64_t>(i + 1));
+  comm->allReduceSum(buffer.data(), kCount, dtypeOf<T>(), {0, "buffer"});
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(buffer[i], static_cast<T>(n * (n + 1) / 2 * static_cast<int64_t>(i + 1)))
+        << "element " << i;
+}
+
+TEST(MpiCommunicatorTest, AllReduceSumF32) { checkAllReduceSum<float>(false); }
+TEST(MpiCommunicatorTest, AllReduceSumF64) { checkAllReduceSum<double>(false); }
+TEST(MpiCommunicatorTest, AllReduceSumI32) { checkAllReduceSum<int32_t>(false); }
+TEST(MpiCommunicatorTest, AllReduceSumI64) { checkAllReduceSum<int64_t>(false); }
+TEST(MpiCommunicatorTest, DeterministicAllReduceSumF32) { checkAllReduceSum<float>(true); }
+TEST(MpiCommunicatorTest, DeterministicAllReduceSumI64) { checkAllReduceSum<int64_t>(true); }
+
+TEST(MpiCommunicatorTest, AllReduceSumI64BeyondDoublePrecision) {
+  auto comm = world();
+  int n = comm->size(), r = comm->rank();
+  // 2^60 + r: a double would lose the low bits.
+  int64_t value = (int64_t{1} << 60) / 8 + r;
+  comm->allReduceSum(&value, 1, DType::I64, {});
+  EXPECT_EQ(value, n * ((int64_t{1} << 60) / 8) + int64_t{n} * (n - 1) / 2);
+}
+
+TEST(MpiCommunicatorTest, AllGather) {
+  auto comm = world();
+  int n = comm->size(), r = comm->rank();
+  // Any type moves, bit for bit: f16 bit patterns as u16.
+  std::vector<uint16_t> sent(kCount), received(n * kCount);
+  for (std::size_t i = 0; i < kCount; ++i)
+    sent[i] = static_cast<uint16_t>(r * 7000 + i);
+  comm->allGather(sent.data(), received.data(), kCount, DType::F16, {3, "activations"});
+  for (int from = 0; from < n; ++from)
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(received[from * kCount + i], static_cast<uint16_t>(from * 7000 + i))
+          << "from rank " << from << ", element " << i;
+}
+
+/// Rank r sends (r + 1) * (j + 1) for j < n * count; rank m receives
+/// n(n+1)/2 * (m * count + i + 1).
+void checkReduceScatter(bool deterministic) {
+  auto comm = world(deterministic);
+  int n = comm->size(), r = comm->rank();
+  std::vector<double> sent(n * kCount), received(kCount);
+  for (std::size_t j = 0; j < sent.size(); ++j)
+    sent[j] = (r + 1) * static_cast<double>(j + 1);
+  comm->reduceScatterSum(sent.data(), received.data(), kCount, DType::F64, {0, "grads"});
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(received[i], n * (n + 1) / 2 * static_cast<double>(r * kCount + i + 1))
+        << "element " << i;
+}
+
+TEST(MpiCommunicatorTest, ReduceScatterSum) { checkReduceScatter(false); }
+TEST(MpiCommunicatorTest, DeterministicReduceScatterSum) { checkReduceScatter(true); }
+
+TEST(MpiCommunicatorTest, BroadcastFromEveryRoot) {
+  auto comm = world();
+  int n = comm->size(), r = comm->rank();
+  for (int root = 0; root < n; ++root) {
+    std::vector<int64_t> buffer(kCount);
+    for (std::size_t i = 0; i < kCount; ++i)
+      buffer[i] = r == root ? root * 100000 + static_cast<int64_t>(i) : -1;
+    comm->broadcast(buffer.data(), kCount, DType::I64, root, {});
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(buffer[i], root * 100000 + static_cast<int64_t>(i)) << "root " << root;
+  }
+}
+
+TEST(MpiCommunicatorTest, Barrier) {
+  auto comm = world();
+  comm->barrier({1});
+  comm->barrier({2});
+}
+
+/// Rank 0 sends to 1, which adds its rank and sends to 2, ...: a pipeline.
+TEST(MpiCommunicatorTest, SendRecvAlongAChain) {
+  auto comm = world();
+  int n = comm->size(), r = comm->rank();
+  if (n == 1)
+    GTEST_SKIP() << "needs two ranks";
+  // Larger than MPI's eager limit, so the send waits for its receiver.
+  std::vector<float> message(64 * 1024, 0.0f);
+  const int tag = 40 + 0;
+  if (r > 0) {
+    comm->recv(message.data(), message.size(), DType::F32, r - 1, tag, {5, "stage input"});
+    for (std::size_t i = 0; i < message.size(); ++i)
+      ASSERT_EQ(message[i], static_cast<float>((r - 1) * r / 2 + i % 3)) << i;
+  } else {
+    for (std::size_t i = 0; i < message.size(); ++i)
+      message[i] = static_cast<float>(i % 3);
+  }
+  for (float &x : message)
+    x += r;
+  if (r + 1 < n)
+    comm->send(message.data(), message.size(), DType::F32, r + 1, tag, {5, "stage output"});
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::Send], r + 1 < n ? message.size() * 4 : 0u);
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::Recv], 0u);
+}
+
+TEST(MpiCommunicatorTest, BytesSentFollowTheRingFormula) {
+  auto comm = world();
+  uint64_t n = comm->size();
+  std::vector<float> buffer(1000, 1.0f), gathered(n * 1000);
+  comm->allReduceSum(buffer.data(), 1000, DType::F32, {});
+  comm->allReduceSum(buffer.data(), 1000, DType::F32, {});
+  comm->allGather(buffer.data(), gathered.data(), 1000, DType::F32, {});
+  comm->reduceScatterSum(gathered.data(), buffer.data(), 1000, DType::F32, {});
+  comm->broadcast(buffer.data(), 1000, DType::F32, 0, {});
+  comm->barrier({});
+  const BytesSent &sent = comm->bytesSent();
+  // Ring all-reduce: 2(n-1)/n of the 4000-byte buffer, twice.
+  EXPECT_EQ(sent[CollectiveKind::AllReduce], 2 * (2 * (n - 1) * 4000 / n));
+  // All-gather and reduce-scatter: (n-1)/n of the full n * 4000 bytes.
+  EXPECT_EQ(sent[CollectiveKind::AllGather], (n - 1) * 4000);
+  EXPECT_EQ(sent[CollectiveKind::ReduceScatter], (n - 1) * 4000);
+  EXPECT_EQ(sent[CollectiveKind::Broadcast], (n - 1) * 4000 / n);
+  EXPECT_EQ(sent[CollectiveKind::Barrier], 0u);
+  EXPECT_EQ(sent.total(), 2 * (2 * (n - 1) * 4000 / n) + 2 * (n - 1) * 4000 + (n - 1) * 4000 / n);
+}
+
+// --- Deterministic mode ---------------------------------------------------
+
+template <typename T> void checkSequentialAllReduce() {
+  auto comm = world(/*deterministic=*/true);
+  int n = comm->size(), r = comm->rank();
+  std::vector<T> buffer(kCount), expected(kCount);
+  bool orderMatters = false;
+  for (std::size_t i = 0; i < kCount; ++i) {
+    buffer[i] = contribution<T>(r, i);
+    expected[i] = sequentialSum<T>(n, i);
+    T reverse = reverseSum<T>(n, i);
+    orderMatters |= std::memcmp(&reverse, &expected[i], sizeof(T)) != 0;
+  }
+  comm->allReduceSum(buffer.data(), kCount, dtypeOf<T>(), {0});
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(std::memcmp(&buffer[i], &expected[i], sizeof(T)), 0)
+        << "element " << i << ": " << buffer[i] << " != " << expected[i];
+  // With three ranks or more the inputs are such that another order gives
+  // other bits, so the comparison above can tell orders apart.
+  if (n >= 3)
+    EXPECT_TRUE(orderMatters);
+  // The same bytes as a ring all-reduce.
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::AllReduce],
+            2 * (uint64_t(n) - 1) * kCount * sizeof(T) / n);
+}
+
+TEST(DeterministicTest, AllReduceF32IsTheSequentialSumBitForBit) {
+  checkSequentialAllReduce<float>();
+}
+TEST(DeterministicTest, AllReduceF64IsTheSequentialSumBitForBit) {
+  checkSequentialAllReduce<double>();
+}
+
+TEST(DeterministicTest, ReduceScatterIsTheSequentialSumBitForBit) {
+  auto comm = world(/*deterministic=*/true);
+  int n = comm->size(), r = comm->rank();
+  std::vector<float> sent(n * kCount), received(kCount);
+  for (std::size_t j = 0; j < sent.size(); ++j)
+    sent[j] = contribution<float>(r, j);
+  comm->reduceScatterSum(sent.data(), received.data(), kCount, DType::F32, {0});
+  for (std::size_t i = 0; i < kCount; ++i) {
+    float expected = sequentialSum<float>(n, r * kCount + i);
+    ASSERT_EQ(std::memcmp(&received[i], &expected, sizeof expected), 0) << "element " << i;
+  }
+}
+
+TEST(DeterministicTest, KeepsTheSignOfZero) {
+  auto comm = world(/*deterministic=*/true);
+  float buffer[3] = {-0.0f, -0.0f, 0.0f};
+  comm->allReduceSum(buffer, 3, DType::F32, {});
+  EXPECT_TRUE(std::signbit(buffer[0]));
+  EXPECT_TRUE(std::signbit(buffer[1]));
+  EXPECT_FALSE(std::signbit(buffer[2]));
+}
+
+TEST(DeterministicTest, FewerElementsThanRanks) {
+  auto comm = world(/*deterministic=*/true);
+  int n = comm->size();
+  double value = comm->rank() + 0.5;
+  comm->allReduceSum(&value, 1, DType::F64, {});
+  EXPECT_EQ(value, n * (n - 1) / 2.0 + 0.5 * n);
+}
+
+// --- Splitting per mesh axis ----------------------------------------------
+
+TEST(SplitTest, A2x2MeshHasOneGroupPerAxis) {
+  auto comm = world();
+  if (comm->size() != 4)
+    GTEST_SKIP() << "needs four ranks";
+  int r = comm->rank();
+  Mesh mesh{{"dp", "tp"}, {2, 2}};
+  std::string error;
+  auto dp = comm->split(mesh, {"dp"}, error);
+  auto tp = comm->split(mesh, {"tp"}, error);
+  ASSERT_TRUE(dp && tp) << error;
+  EXPECT_EQ(dp->axis(), "dp");
+  EXPECT_EQ(tp->axis(), "tp");
+  EXPECT_EQ(dp->size(), 2);
+  EXPECT_EQ(tp->size(), 2);
+  EXPECT_EQ(dp->rank(), r / 2);
+  EXPECT_EQ(tp->rank(), r % 2);
+  EXPECT_EQ(dp->worldRank(), r);
+  // Summing the world ranks over a group names its members: tp groups
+  // {0, 1} and {2, 3}, dp groups {0, 2} and {1, 3}.
+  int64_t tpSum = r, dpSum = r;
+  tp->allReduceSum(&tpSum, 1, DType::I64, {0});
+  dp->allReduceSum(&dpSum, 1, DType::I64, {0});
+  EXPECT_EQ(tpSum, r < 2 ? 0 + 1 : 2 + 3);
+  EXPECT_EQ(dpSum, r % 2 == 0 ? 0 + 2 : 1 + 3);
+  // Both axes together: the whole job, numbered as the world.
+  auto both = comm->split(mesh, {"dp", "tp"}, error);
+  ASSERT_TRUE(both) << error;
+  EXPECT_EQ(both->axis(), "dp,tp");
+  EXPECT_EQ(both->rank(), r);
+  EXPECT_EQ(both->size(), 4);
+  // Each group counts its own bytes: 2(n-1)/n of 8 bytes with n = 2.
+  EXPECT_EQ(tp->bytesSent()[CollectiveKind::AllReduce], 8u);
+  EXPECT_EQ(comm->bytesSent().total(), 0u);
+}
+
+TEST(SplitTest, ALineIsTheWholeJob) {
+  auto comm = world();
+  std::string error;
+  auto dp = comm->split(Mesh::line("dp", comm->size()), {"dp"}, error);
+  ASSERT_TRUE(dp) << error;
+  EXPECT_EQ(dp->rank(), comm->rank());
+  EXPECT_EQ(dp->size(), comm->size());
+}
+
+TEST(SplitTest, RefusesAMeshOfAnotherSizeOrAxis) {
+  auto comm = world();
+  std::string error;
+  int n = comm->size();
+  EXPECT_FALSE(comm->split(Mesh::line("dp", n + 1), {"dp"}, error));
+  EXPECT_EQ(error, "the mesh dp=" + std::to_string(n + 1) + " has " + std::to_string(n + 1) +
+                       " ranks, the group 'world' " + std::to_string(n));
+  EXPECT_FALSE(comm->split(Mesh::line("dp", n), {"tp"}, error));
+  EXPECT_EQ(error, "the mesh dp=" + std::to_string(n) + " has no axis 'tp'");
+}
+
+} // namespace

@@ -1,0 +1,217 @@
+//===- Communicator.cpp - argument checks, byte counts, error lines ------===//
+
+#include "runtime/comm/Communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace cleave::rt::comm {
+
+const char *collectiveName(CollectiveKind kind) {
+  switch (kind) {
+  case CollectiveKind::AllReduce: return "all_reduce";
+  case CollectiveKind::AllGather: return "all_gather";
+  case CollectiveKind::ReduceScatter: return "reduce_scatter";
+  case CollectiveKind::Broadcast: return "broadcast";
+  case CollectiveKind::Barrier: return "barrier";
+  case CollectiveKind::Send: return "send";
+  case CollectiveKind::Recv: return "recv";
+  }
+  return "?";
+}
+
+uint64_t BytesSent::total() const {
+  uint64_t sum = 0;
+  for (uint64_t bytes : bytes_)
+    sum += bytes;
+  return sum;
+}
+
+uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, int groupSize) {
+  uint64_t n = groupSize < 1 ? 1 : static_cast<uint64_t>(groupSize);
+  switch (kind) {
+  case CollectiveKind::AllReduce:
+    // Reduce-scatter then all-gather, each passing n-1 chunks of bytes/n on.
+    return 2 * (n - 1) * bytes / n;
+  case CollectiveKind::AllGather:
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::Broadcast:
+    return (n - 1) * bytes / n;
+  case CollectiveKind::Send:
+    return bytes;
+  case CollectiveKind::Barrier:
+  case CollectiveKind::Recv:
+    return 0;
+  }
+  return 0;
+}
+
+bool canSum(DType type) {
+  return type == DType::F32 || type == DType::F64 || type == DType::I32 || type == DType::I64;
+}
+
+Communicator::Communicator(int rank, int size, int worldRank, std::string axis,
+                           CommOptions options)
+    : rank_(rank), size_(size), worldRank_(worldRank), axis_(std::move(axis)),
+      options_(options) {}
+
+std::string Communicator::describe(CollectiveKind kind, const CallSite &site) const {
+  std::string text = std::string("collective ") + collectiveName(kind);
+  if (!site.what.empty())
+    text += " of '" + std::string(site.what) + "'";
+  text += " on axis '" + axis_ + "'";
+  if (site.step >= 0)
+    text += " at step " + std::to_string(site.step);
+  return text;
+}
+
+void Communicator::fail(const std::string &message) {
+  // One write, so that lines of ranks failing together do not interleave.
+  std::string line = "cleave: error: rank " + std::to_string(worldRank_) + ": " + message + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  endJob(3);
+  // endJob does not return; a call through the vtable does not tell the
+  // compiler so.
+  std::_Exit(3);
+}
+
+void Communicator::fail(CollectiveKind kind, const CallSite &site, const std::string &problem) {
+  fail(describe(kind, site) + ": " + problem);
+}
+
+void Communicator::timedOut(CollectiveKind kind, const CallSite &site) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", options_.timeoutSeconds);
+  fail(describe(kind, site) + " timed out after " + seconds + " s");
+}
+
+void Communicator::checkSum(DType type, const CallSite &site, CollectiveKind kind) {
+  if (!canSum(type))
+    fail(kind, site, std::string("cannot sum ") + dtypeName(type) + " (f32, f64, i32, i64 only)");
+}
+
+void Communicator::checkPeer(int peer, const char *role, CollectiveKind kind,
+                             const CallSite &site) {
+  if (peer < 0 || peer >= size_)
+    fail(kind, site,
+         std::string(role) + " " + std::to_string(peer) + " is not a rank of this group of " +
+             std::to_string(size_));
+}
+
+void Communicator::allReduceSum(void *buffer, std::size_t count, DType type,
+                                const CallSite &site) {
+  checkSum(type, site, CollectiveKind::AllReduce);
+  bytesSent_.add(CollectiveKind::AllReduce,
+                 ringBytesSent(CollectiveKind::AllReduce, count * dtypeSize(type), size_));
+  doAllReduceSum(buffer, count, type, site);
+}
+
+void Communicator::allGather(const void *sent, void *received, std::size_t countPerRank,
+                             DType type, const CallSite &site) {
+  uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(type);
+  bytesSent_.add(CollectiveKind::AllGather,
+                 ringBytesSent(CollectiveKind::AllGather, full, size_));
+  doAllGather(sent, received, countPerRank, type, site);
+}
+
+void Communicator::reduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
+                                    DType type, const CallSite &site) {
+  checkSum(type, site, CollectiveKind::ReduceScatter);
+  uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(type);
+  bytesSent_.add(CollectiveKind::ReduceScatter,
+                 ringBytesSent(CollectiveKind::ReduceScatter, full, size_));
+  doReduceScatterSum(sent, received, countPerRank, type, site);
+}
+
+void Communicator::broadcast(void *buffer, std::size_t count, DType type, int root,
+                             const CallSite &site) {
+  checkPeer(root, "root", CollectiveKind::Broadcast, site);
+  bytesSent_.add(CollectiveKind::Broadcast,
+                 ringBytesSent(CollectiveKind::Broadcast, count * dtypeSize(type), size_));
+  doBroadcast(buffer, count, type, root, site);
+}
+
+void Communicator::barrier(const CallSite &site) { doBarrier(site); }
+
+void Communicator::send(const void *buffer, std::size_t count, DType type, int peer, int tag,
+                        const CallSite &site) {
+  checkPeer(peer, "peer", CollectiveKind::Send, site);
+  if (tag < 0)
+    fail(CollectiveKind::Send, site, "tag " + std::to_string(tag) + " is negative");
+  bytesSent_.add(CollectiveKind::Send, count * dtypeSize(type));
+  doSend(buffer, count, type, peer, tag, site);
+}
+
+void Communicator::recv(void *buffer, std::size_t count, DType type, int peer, int tag,
+                        const CallSite &site) {
+  checkPeer(peer, "peer", CollectiveKind::Recv, site);
+  if (tag < 0)
+    fail(CollectiveKind::Recv, site, "tag " + std::to_string(tag) + " is negative");
+  doRecv(buffer, count, type, peer, tag, site);
+}
+
+LocalCommunicator::LocalCommunicator(std::string axis, CommOptions options)
+    : Communicator(0, 1, 0, std::move(axis), options) {}
+
+void LocalCommunicator::doAllGather(const void *sent, void *received, std::size_t countPerRank,
+                                    DType type, const CallSite &) {
+  std::memmove(received, sent, countPerRank * dtypeSize(type));
+}
+
+void LocalCommunicator::doReduceScatterSum(const void *sent, void *received,
+                                           std::size_t countPerRank, DType type,
+                                           const CallSite &) {
+  std::memmove(received, sent, countPerRank * dtypeSize(type));
+}
+
+void LocalCommunicator::doSend(const void *, std::size_t, DType, int, int,
+                               const CallSite &site) {
+  fail(CollectiveKind::Send, site, "a rank alone cannot send to itself (it would wait forever)");
+}
+
+void LocalCommunicator::doRecv(void *, std::size_t, DType, int, int, const CallSite &site) {
+  fail(CollectiveKind::Recv, site,
+       "a rank alone cannot receive from itself (it would wait forever)");
+}
+
+void LocalCommunicator::endJob(int exitCode) { std::exit(exitCode); }
+
+namespace {
+
+template <typename T> void sumParts(const T *parts, int n, std::size_t count, T *sum) {
+  for (std::size_t i = 0; i < count; ++i) {
+    // Start from the first part itself, not from zero: 0 + -0.0 is +0.0.
+    T total = parts[i];
+    for (int r = 1; r < n; ++r)
+      total = total + parts[r * count + i];
+    sum[i] = total;
+  }
+}
+
+/// Integers add as unsigned: wrapping, not undefined, on overflow.
+template <typename S, typename U>
+void sumIntegerParts(const void *parts, int n, std::size_t count, void *sum) {
+  static_assert(sizeof(S) == sizeof(U));
+  sumParts(static_cast<const U *>(parts), n, count, static_cast<U *>(sum));
+}
+
+} // namespace
+
+void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, void *sum) {
+  switch (type) {
+  case DType::F32:
+    sumParts(static_cast<const float *>(parts), n, count, static_cast<float *>(sum));
+    break;
+  case DType::F64:
+    sumParts(static_cast<const double *>(parts), n, count, static_cast<double *>(sum));
+    break;
+  case DType::I32: sumIntegerParts<int32_t, uint32_t>(parts, n, count, sum); break;
+  case DType::I64: sumIntegerParts<int64_t, uint64_t>(parts, n, count, sum); break;
+  default: break; // callers check canSum first
+  }
+}
+
+} // namespace cleave::rt::comm

@@ -1,0 +1,210 @@
+//===- Communicator.h - collectives over a group of ranks -------*- C++ -*-===//
+//
+// One interface for the collectives of every backend (MPI on the host, NCCL
+// on the GPU), one communicator per mesh axis. Every call blocks until this
+// rank's part is done and has a deadline. A call that fails or passes its
+// deadline prints one line naming the rank, the collective, the axis and the
+// step, and ends the whole job: the other ranks are inside the same
+// collective, so there is nothing to recover, and a clear error beats a hang.
+//
+// Each communicator counts the bytes this rank sends, per kind of call, as
+// the ring algorithm moves them (ringBytesSent), whatever algorithm the
+// library picks; the driver reports them next to the analytic minimum.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_COMM_COMMUNICATOR_H
+#define CLEAVE_RUNTIME_COMM_COMMUNICATOR_H
+
+#include "runtime/Tensor.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace cleave::rt::comm {
+
+/// The calls a communicator makes, named as the upstream `shard` dialect
+/// names its collectives.
+enum class CollectiveKind : int {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Barrier,
+  Send,
+  Recv,
+};
+inline constexpr int kCollectiveKinds = 7;
+
+/// "all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+/// "send", "recv".
+const char *collectiveName(CollectiveKind kind);
+
+/// Where a call comes from, for its error message. The axis and the kind of
+/// call need no saying: the communicator spans one axis, and the call is the
+/// method called.
+struct CallSite {
+  /// The training step; negative outside the training loop (setup, the
+  /// final gather of the weights).
+  int64_t step = -1;
+  /// What the call moves, e.g. "grad:fc1.weight"; may be empty.
+  std::string_view what;
+};
+
+struct CommOptions {
+  /// How long any one call may take before the job is ended. Generous by
+  /// default: a rank may legitimately wait for a slower peer's whole step.
+  double timeoutSeconds = 300;
+  /// All-reduce and reduce-scatter add the ranks' contributions in rank order,
+  /// ((x0 + x1) + x2) + x3, the same on every rank and in every run, so a
+  /// floating-point sum is bit-identical to a sequential one. Costs the same
+  /// bytes as a ring all-reduce (an all-to-all of 1/n chunks, then an
+  /// all-gather of the summed chunks), n-1 messages per rank and phase instead
+  /// of a ring's pipelined ones (latency), and a buffer's worth of scratch.
+  bool deterministic = false;
+};
+
+/// Bytes one rank sent, per kind of call.
+class BytesSent {
+public:
+  uint64_t operator[](CollectiveKind kind) const { return bytes_[static_cast<int>(kind)]; }
+  uint64_t total() const;
+  void add(CollectiveKind kind, uint64_t bytes) { bytes_[static_cast<int>(kind)] += bytes; }
+
+private:
+  std::array<uint64_t, kCollectiveKinds> bytes_{};
+};
+
+/// The bytes one rank of a group of `groupSize` sends for one call in the
+/// ring algorithm, rounded down to a byte. `bytes` is the buffer for an
+/// all-reduce (2(n-1)/n of it) and a broadcast ((n-1)/n: the n-1 ranks that
+/// lack the buffer each receive it once, the sending spread over the ring);
+/// the full, gathered buffer for an all-gather and the full input of a
+/// reduce-scatter ((n-1)/n of it); the message for a send (all of it); a
+/// barrier and a recv send nothing.
+uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, int groupSize);
+
+/// Whether a sum of `type` is supported: f32, f64, i32, i64.
+bool canSum(DType type);
+
+/// A group of ranks (one mesh axis, several, or the whole job) and the
+/// collectives over it. Buffers are where the backend computes: host memory
+/// for MPI, device memory for NCCL. Buffers of one call must not overlap,
+/// except the in-place all-reduce and broadcast. Every rank of the group
+/// must make the same calls in the same order.
+///
+/// Not thread-safe: one thread calls a communicator.
+class Communicator {
+public:
+  Communicator(const Communicator &) = delete;
+  Communicator &operator=(const Communicator &) = delete;
+  virtual ~Communicator() = default;
+
+  /// This rank's place in the group, 0 <= rank() < size().
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// This rank in the whole job (what error messages name).
+  int worldRank() const { return worldRank_; }
+  /// The mesh axis the group spans: "dp", "dp,tp" for several, "world".
+  const std::string &axis() const { return axis_; }
+  const CommOptions &options() const { return options_; }
+  const BytesSent &bytesSent() const { return bytesSent_; }
+
+  /// buffer[i] = the sum over the group's ranks of their buffer[i], on every
+  /// rank (f32, f64, i32, i64).
+  void allReduceSum(void *buffer, std::size_t count, DType type, const CallSite &site);
+  /// received[r * countPerRank + i] = rank r's sent[i], on every rank.
+  void allGather(const void *sent, void *received, std::size_t countPerRank, DType type,
+                 const CallSite &site);
+  /// received[i] = the sum over ranks of their sent[rank() * countPerRank + i]:
+  /// each rank gets its chunk of the all-reduced buffer (f32, f64, i32, i64).
+  void reduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
+                        DType type, const CallSite &site);
+  /// Every rank's buffer = rank `root`'s.
+  void broadcast(void *buffer, std::size_t count, DType type, int root, const CallSite &site);
+  void barrier(const CallSite &site);
+  /// Point to point, for pipeline stages: a recv matches the send of the same
+  /// peer and tag, and must expect the count and type sent.
+  void send(const void *buffer, std::size_t count, DType type, int peer, int tag,
+            const CallSite &site);
+  void recv(void *buffer, std::size_t count, DType type, int peer, int tag,
+            const CallSite &site);
+
+  /// Prints `cleave: error: rank R: MESSAGE` and ends every rank of the job
+  /// with exit status 3.
+  [[noreturn]] void fail(const std::string &message);
+  /// Prints `cleave: error: rank R: collective KIND on axis 'A' at step S:
+  /// PROBLEM` and ends the job.
+  [[noreturn]] void fail(CollectiveKind kind, const CallSite &site, const std::string &problem);
+  /// Prints `cleave: error: rank R: collective KIND on axis 'A' at step S
+  /// timed out after T s` and ends the job.
+  [[noreturn]] void timedOut(CollectiveKind kind, const CallSite &site);
+
+protected:
+  Communicator(int rank, int size, int worldRank, std::string axis, CommOptions options);
+
+  // What each backend implements. Arguments are checked (types, peers,
+  // roots) and bytes counted before these are called.
+  virtual void doAllReduceSum(void *buffer, std::size_t count, DType type,
+                              const CallSite &site) = 0;
+  virtual void doAllGather(const void *sent, void *received, std::size_t countPerRank,
+                           DType type, const CallSite &site) = 0;
+  virtual void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
+                                  DType type, const CallSite &site) = 0;
+  virtual void doBroadcast(void *buffer, std::size_t count, DType type, int root,
+                           const CallSite &site) = 0;
+  virtual void doBarrier(const CallSite &site) = 0;
+  virtual void doSend(const void *buffer, std::size_t count, DType type, int peer, int tag,
+                      const CallSite &site) = 0;
+  virtual void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
+                      const CallSite &site) = 0;
+  /// Ends every rank of the job with `exitCode`; called after the error line
+  /// is printed. A backend abandons its in-flight work first.
+  [[noreturn]] virtual void endJob(int exitCode) = 0;
+
+private:
+  /// "collective KIND on axis 'A' at step S".
+  std::string describe(CollectiveKind kind, const CallSite &site) const;
+  void checkSum(DType type, const CallSite &site, CollectiveKind kind);
+  void checkPeer(int peer, const char *role, CollectiveKind kind, const CallSite &site);
+
+  int rank_;
+  int size_;
+  int worldRank_;
+  std::string axis_;
+  CommOptions options_;
+  BytesSent bytesSent_;
+};
+
+/// The one-rank group of a process that runs alone: collectives are copies,
+/// a send or recv (to itself) is an error. Host memory. Used when a program
+/// is not launched by mpirun, so it neither needs nor starts MPI.
+class LocalCommunicator final : public Communicator {
+public:
+  explicit LocalCommunicator(std::string axis, CommOptions options = {});
+
+protected:
+  void doAllReduceSum(void *, std::size_t, DType, const CallSite &) override {}
+  void doAllGather(const void *sent, void *received, std::size_t countPerRank, DType type,
+                   const CallSite &site) override;
+  void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
+                          DType type, const CallSite &site) override;
+  void doBroadcast(void *, std::size_t, DType, int, const CallSite &) override {}
+  void doBarrier(const CallSite &) override {}
+  void doSend(const void *, std::size_t, DType, int, int, const CallSite &site) override;
+  void doRecv(void *, std::size_t, DType, int, int, const CallSite &site) override;
+  [[noreturn]] void endJob(int exitCode) override;
+};
+
+/// `sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i]` for `n`
+/// parts of `count` elements laid out one after another: the order the
+/// deterministic mode promises. Host memory; f32, f64, i32, i64 (integers
+/// wrap around).
+void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, void *sum);
+
+} // namespace cleave::rt::comm
+
+#endif

@@ -1,0 +1,22 @@
+//===- DeviceSum.h - the deterministic sum on the GPU -----------*- C++ -*-===//
+
+#ifndef CLEAVE_RUNTIME_COMM_DEVICESUM_H
+#define CLEAVE_RUNTIME_COMM_DEVICESUM_H
+
+#include "runtime/Tensor.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace cleave::rt::comm {
+
+/// sumInRankOrder (Communicator.h) on device memory, queued on `stream`:
+/// sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i]. Returns the
+/// launch's status.
+cudaError_t sumInRankOrderOnDevice(const void *parts, int n, std::size_t count, DType type,
+                                   void *sum, cudaStream_t stream);
+
+} // namespace cleave::rt::comm
+
+#endif

@@ -1,0 +1,355 @@
+//===- Mpi.cpp - communicators over MPI ----------------------------------===//
+
+#include "runtime/comm/Mpi.h"
+
+#include "runtime/comm/Deadline.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+namespace cleave::rt::comm {
+namespace {
+
+/// The MPI type of `type`: arithmetic for the types a sum takes, an
+/// unsigned integer of the same width for the others (they are only moved).
+MPI_Datatype mpiType(DType type) {
+  switch (type) {
+  case DType::F32: return MPI_FLOAT;
+  case DType::F64: return MPI_DOUBLE;
+  case DType::I32: return MPI_INT32_T;
+  case DType::I64: return MPI_INT64_T;
+  case DType::U32: return MPI_UINT32_T;
+  case DType::U64: return MPI_UINT64_T;
+  case DType::F16:
+  case DType::BF16:
+  case DType::I16:
+  case DType::U16: return MPI_UINT16_T;
+  case DType::I8:
+  case DType::U8:
+  case DType::Bool: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+std::string mpiErrorText(int status) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(status, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(status);
+  return std::string(text, length);
+}
+
+/// Errors come back to the communicator, which names the collective, rather
+/// than ending the job with MPI's own message.
+void prepare(MPI_Comm comm, const std::string &name) {
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  MPI_Comm_set_name(comm, name.c_str());
+}
+
+} // namespace
+
+void abortJob(int exitCode) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized)
+    MPI_Abort(MPI_COMM_WORLD, exitCode);
+  std::exit(exitCode);
+}
+
+std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    error = "MPI is already started in this process";
+    return nullptr;
+  }
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    error = "MPI did not start (MPI_Init_thread failed)";
+    return nullptr;
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return std::unique_ptr<MpiSession>(new MpiSession(rank, size));
+}
+
+MpiSession::~MpiSession() { MPI_Finalize(); }
+
+int MpiCommunicator::rankIn(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+int MpiCommunicator::sizeOf(MPI_Comm comm) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, int worldRank, std::string axis,
+                                 CommOptions options)
+    : Communicator(rankIn(comm), sizeOf(comm), worldRank, std::move(axis), options),
+      comm_(comm) {}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const MpiSession &session,
+                                                        CommOptions options) {
+  // Duplicating is collective: without a deadline, a rank that never comes
+  // would hang the others here.
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request request;
+  Deadline deadline(options.timeoutSeconds);
+  // MPI_COMM_WORLD's handler is MPI_ERRORS_ARE_FATAL: a failure ends the job.
+  MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request);
+  bool done = pollUntil(deadline, [&] {
+    int flag = 0;
+    MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+    return flag != 0;
+  });
+  if (!done) {
+    std::fprintf(stderr,
+                 "cleave: error: rank %d: starting the communicator 'world' timed out after "
+                 "%g s\n",
+                 session.worldRank(), options.timeoutSeconds);
+    std::fflush(stderr);
+    abortJob(3);
+  }
+  prepare(comm, "world");
+  return std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(comm, session.worldRank(), "world", options));
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split(const Mesh &mesh,
+                                                        const std::vector<std::string> &axes,
+                                                        std::string &error) {
+  if (mesh.size() != size()) {
+    error = "the mesh " + mesh.text() + " has " + std::to_string(mesh.size()) +
+            " ranks, the group '" + axis() + "' " + std::to_string(size());
+    return nullptr;
+  }
+  std::vector<int> indices;
+  std::string name;
+  for (const std::string &axisName : axes) {
+    int index = mesh.axisIndex(axisName);
+    if (index < 0) {
+      error = "the mesh " + mesh.text() + " has no axis '" + axisName + "'";
+      return nullptr;
+    }
+    for (int seen : indices)
+      if (seen == index) {
+        error = "axis '" + axisName + "' is named twice";
+        return nullptr;
+      }
+    indices.push_back(index);
+    name += (name.empty() ? "" : ",") + axisName;
+  }
+  if (indices.empty()) {
+    error = "a split needs at least one axis";
+    return nullptr;
+  }
+  GroupPlace place = groupPlace(mesh, rank(), indices);
+  // MPI has no non-blocking split: a barrier with a deadline first, so that
+  // a rank that never comes ends the job instead of hanging it.
+  barrier({-1, "split along '" + name + "'"});
+  MPI_Comm comm = MPI_COMM_NULL;
+  int status = MPI_Comm_split(comm_, place.group, place.index, &comm);
+  if (status != MPI_SUCCESS)
+    fail("splitting '" + axis() + "' into groups along '" + name + "': " + mpiErrorText(status));
+  prepare(comm, name);
+  return std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(comm, worldRank(), name, options()));
+}
+
+void MpiCommunicator::check(int status, CollectiveKind kind, const CallSite &site,
+                            const char *call) {
+  if (status != MPI_SUCCESS)
+    fail(kind, site, std::string(call) + ": " + mpiErrorText(status));
+}
+
+void MpiCommunicator::wait(MPI_Request &request, const Deadline &deadline, CollectiveKind kind,
+                           const CallSite &site, MPI_Status *status) {
+  bool done = pollUntil(deadline, [&] {
+    int flag = 0;
+    check(MPI_Test(&request, &flag, status), kind, site, "MPI_Test");
+    return flag != 0;
+  });
+  if (!done)
+    timedOut(kind, site);
+}
+
+int MpiCommunicator::mpiCount(std::size_t count, CollectiveKind kind, const CallSite &site) {
+  if (count > static_cast<std::size_t>(INT_MAX))
+    fail(kind, site,
+         std::to_string(count) + " elements: MPI counts stop at " + std::to_string(INT_MAX));
+  return static_cast<int>(count);
+}
+
+void MpiCommunicator::doAllReduceSum(void *buffer, std::size_t count, DType type,
+                                     const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
+  if (options().deterministic)
+    return allReduceInRankOrder(buffer, count, type, site);
+  Deadline deadline(options().timeoutSeconds);
+  MPI_Request request;
+  check(MPI_Iallreduce(MPI_IN_PLACE, buffer, mpiCount(count, kind, site), mpiType(type), MPI_SUM,
+                       comm_, &request),
+        kind, site, "MPI_Iallreduce");
+  wait(request, deadline, kind, site);
+}
+
+void MpiCommunicator::doAllGather(const void *sent, void *received, std::size_t countPerRank,
+                                  DType type, const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllGather;
+  Deadline deadline(options().timeoutSeconds);
+  int count = mpiCount(countPerRank, kind, site);
+  MPI_Request request;
+  check(MPI_Iallgather(sent, count, mpiType(type), received, count, mpiType(type), comm_,
+                       &request),
+        kind, site, "MPI_Iallgather");
+  wait(request, deadline, kind, site);
+}
+
+void MpiCommunicator::doReduceScatterSum(const void *sent, void *received,
+                                         std::size_t countPerRank, DType type,
+                                         const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
+  if (options().deterministic)
+    return reduceScatterInRankOrder(sent, received, countPerRank, type, site);
+  Deadline deadline(options().timeoutSeconds);
+  MPI_Request request;
+  check(MPI_Ireduce_scatter_block(sent, received, mpiCount(countPerRank, kind, site),
+                                  mpiType(type), MPI_SUM, comm_, &request),
+        kind, site, "MPI_Ireduce_scatter_block");
+  wait(request, deadline, kind, site);
+}
+
+void MpiCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, int root,
+                                  const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Broadcast;
+  Deadline deadline(options().timeoutSeconds);
+  MPI_Request request;
+  check(MPI_Ibcast(buffer, mpiCount(count, kind, site), mpiType(type), root, comm_, &request),
+        kind, site, "MPI_Ibcast");
+  wait(request, deadline, kind, site);
+}
+
+void MpiCommunicator::doBarrier(const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Barrier;
+  Deadline deadline(options().timeoutSeconds);
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_, &request), kind, site, "MPI_Ibarrier");
+  wait(request, deadline, kind, site);
+}
+
+namespace {
+
+/// The largest tag this MPI takes (at least 32767 by the standard).
+int tagLimit(MPI_Comm comm) {
+  int *limit = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm, MPI_TAG_UB, &limit, &found);
+  return found && limit ? *limit : 32767;
+}
+
+} // namespace
+
+void MpiCommunicator::doSend(const void *buffer, std::size_t count, DType type, int peer,
+                             int tag, const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Send;
+  if (tag > tagLimit(comm_))
+    fail(kind, site, "tag " + std::to_string(tag) + " is above MPI's limit " +
+                         std::to_string(tagLimit(comm_)));
+  Deadline deadline(options().timeoutSeconds);
+  MPI_Request request;
+  check(MPI_Isend(buffer, mpiCount(count, kind, site), mpiType(type), peer, tag, comm_, &request),
+        kind, site, "MPI_Isend");
+  wait(request, deadline, kind, site);
+}
+
+void MpiCommunicator::doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
+                             const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Recv;
+  if (tag > tagLimit(comm_))
+    fail(kind, site, "tag " + std::to_string(tag) + " is above MPI's limit " +
+                         std::to_string(tagLimit(comm_)));
+  Deadline deadline(options().timeoutSeconds);
+  MPI_Request request;
+  MPI_Status status;
+  int expected = mpiCount(count, kind, site);
+  check(MPI_Irecv(buffer, expected, mpiType(type), peer, tag, comm_, &request), kind, site,
+        "MPI_Irecv");
+  wait(request, deadline, kind, site, &status);
+  int received = 0;
+  MPI_Get_count(&status, mpiType(type), &received);
+  // A longer message is MPI_ERR_TRUNCATE (from MPI_Test); a shorter one
+  // arrives silently.
+  if (received != expected)
+    fail(kind, site,
+         "received " + std::to_string(received) + " elements from rank " + std::to_string(peer) +
+             " with tag " + std::to_string(tag) + ", expected " + std::to_string(expected));
+}
+
+void MpiCommunicator::endJob(int exitCode) { abortJob(exitCode); }
+
+void MpiCommunicator::allReduceInRankOrder(void *buffer, std::size_t count, DType type,
+                                           const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
+  Deadline deadline(options().timeoutSeconds);
+  int total = mpiCount(count, kind, site);
+  int n = size(), me = rank();
+  // Chunk c has total/n elements, the first total%n chunks one more.
+  std::vector<int> counts(n), offsets(n);
+  for (int c = 0, offset = 0; c < n; ++c) {
+    counts[c] = total / n + (c < total % n ? 1 : 0);
+    offsets[c] = offset;
+    offset += counts[c];
+  }
+  int mine = counts[me];
+  std::size_t elementBytes = dtypeSize(type);
+  scratch_.resize(static_cast<std::size_t>(n) * mine * elementBytes + 1);
+  // Rank r receives every rank's piece of chunk r, in rank order.
+  std::vector<int> pieceCounts(n, mine), pieceOffsets(n);
+  for (int r = 0; r < n; ++r)
+    pieceOffsets[r] = r * mine;
+  MPI_Datatype mpi = mpiType(type);
+  MPI_Request request;
+  check(MPI_Ialltoallv(buffer, counts.data(), offsets.data(), mpi, scratch_.data(),
+                       pieceCounts.data(), pieceOffsets.data(), mpi, comm_, &request),
+        kind, site, "MPI_Ialltoallv");
+  wait(request, deadline, kind, site);
+  char *myChunk = static_cast<char *>(buffer) + static_cast<std::size_t>(offsets[me]) * elementBytes;
+  sumInRankOrder(scratch_.data(), n, mine, type, myChunk);
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts.data(), offsets.data(),
+                        mpi, comm_, &request),
+        kind, site, "MPI_Iallgatherv");
+  wait(request, deadline, kind, site);
+}
+
+void MpiCommunicator::reduceScatterInRankOrder(const void *sent, void *received,
+                                               std::size_t countPerRank, DType type,
+                                               const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
+  Deadline deadline(options().timeoutSeconds);
+  int count = mpiCount(countPerRank, kind, site);
+  int n = size();
+  scratch_.resize(static_cast<std::size_t>(n) * countPerRank * dtypeSize(type) + 1);
+  MPI_Request request;
+  check(MPI_Ialltoall(sent, count, mpiType(type), scratch_.data(), count, mpiType(type), comm_,
+                      &request),
+        kind, site, "MPI_Ialltoall");
+  wait(request, deadline, kind, site);
+  sumInRankOrder(scratch_.data(), n, countPerRank, type, received);
+}
+
+} // namespace cleave::rt::comm

@@ -1,0 +1,119 @@
+//===- Mpi.h - communicators over MPI (host memory) -------------*- C++ -*-===//
+//
+// MpiSession owns MPI's lifetime in a process; MpiCommunicator is a group of
+// ranks (the whole job, or one mesh axis split from it) on host buffers.
+// Every collective is issued in its non-blocking form and polled with
+// MPI_Test until the call's deadline, so a peer that never arrives ends the
+// job with a line naming the collective instead of a hang. MPI errors are
+// returned to the communicator (MPI_ERRORS_RETURN), which reports them the
+// same way; a peer that dies ends the job through mpirun, which kills the
+// other ranks when one exits before MPI_Finalize.
+//
+// Every communicator must be destroyed before the session that made it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_COMM_MPI_H
+#define CLEAVE_RUNTIME_COMM_MPI_H
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/comm/Mesh.h"
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cleave::rt::comm {
+
+class Deadline;
+
+/// Ends every rank of the job with `exitCode`: MPI_Abort on MPI_COMM_WORLD
+/// while MPI runs in this process, otherwise an exit of this process.
+[[noreturn]] void abortJob(int exitCode);
+
+/// MPI_Init on creation, MPI_Finalize on destruction. Only the thread that
+/// created it may call MPI (MPI_THREAD_FUNNELED): data prefetch threads
+/// never communicate.
+class MpiSession {
+public:
+  /// Starts MPI, or returns null and says why (MPI already started in this
+  /// process, or it would not start).
+  static std::unique_ptr<MpiSession> start(std::string &error);
+  ~MpiSession();
+  MpiSession(const MpiSession &) = delete;
+  MpiSession &operator=(const MpiSession &) = delete;
+
+  int worldRank() const { return worldRank_; }
+  int worldSize() const { return worldSize_; }
+
+private:
+  MpiSession(int worldRank, int worldSize) : worldRank_(worldRank), worldSize_(worldSize) {}
+  int worldRank_;
+  int worldSize_;
+};
+
+class MpiCommunicator final : public Communicator {
+public:
+  /// Every rank of the job, on a duplicate of MPI_COMM_WORLD (so this
+  /// library's error handler and names stay off the world communicator).
+  static std::unique_ptr<MpiCommunicator> world(const MpiSession &session,
+                                                CommOptions options = {});
+  ~MpiCommunicator() override;
+
+  /// The ranks of this group that differ from this rank only along `axes`
+  /// of `mesh` (mesh.size() == size(); this group's ranks laid out
+  /// row-major on the mesh), numbered row-major over `axes`. Its axis name
+  /// is the axes joined by ','. Every rank of this group must call it with
+  /// the same arguments. Null, with `error`, if `axes` are not distinct
+  /// axes of `mesh` or the mesh does not have this group's size.
+  std::unique_ptr<MpiCommunicator> split(const Mesh &mesh, const std::vector<std::string> &axes,
+                                         std::string &error);
+
+  MPI_Comm handle() const { return comm_; }
+
+protected:
+  void doAllReduceSum(void *buffer, std::size_t count, DType type,
+                      const CallSite &site) override;
+  void doAllGather(const void *sent, void *received, std::size_t countPerRank, DType type,
+                   const CallSite &site) override;
+  void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
+                          DType type, const CallSite &site) override;
+  void doBroadcast(void *buffer, std::size_t count, DType type, int root,
+                   const CallSite &site) override;
+  void doBarrier(const CallSite &site) override;
+  void doSend(const void *buffer, std::size_t count, DType type, int peer, int tag,
+              const CallSite &site) override;
+  void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
+              const CallSite &site) override;
+  [[noreturn]] void endJob(int exitCode) override;
+
+private:
+  MpiCommunicator(MPI_Comm comm, int worldRank, std::string axis, CommOptions options);
+  static int rankIn(MPI_Comm comm);
+  static int sizeOf(MPI_Comm comm);
+
+  /// Fails unless `status` is MPI_SUCCESS.
+  void check(int status, CollectiveKind kind, const CallSite &site, const char *call);
+  /// Waits for `request` until `deadline`; fails or times out.
+  void wait(MPI_Request &request, const Deadline &deadline, CollectiveKind kind,
+            const CallSite &site, MPI_Status *status = MPI_STATUS_IGNORE);
+  /// `count` as an MPI count (int), or fails.
+  int mpiCount(std::size_t count, CollectiveKind kind, const CallSite &site);
+
+  /// The deterministic all-reduce and reduce-scatter: every rank receives
+  /// everyone's piece of its own chunk (all-to-all), adds them in rank
+  /// order, and (for the all-reduce) the summed chunks are gathered.
+  void allReduceInRankOrder(void *buffer, std::size_t count, DType type, const CallSite &site);
+  void reduceScatterInRankOrder(const void *sent, void *received, std::size_t countPerRank,
+                                DType type, const CallSite &site);
+
+  MPI_Comm comm_;
+  /// Reused between calls of the deterministic mode.
+  std::vector<char> scratch_;
+};
+
+} // namespace cleave::rt::comm
+
+#endif

@@ -1,0 +1,336 @@
+//===- Nccl.cpp - communicators over NCCL --------------------------------===//
+
+#include "runtime/comm/Nccl.h"
+
+#include "runtime/comm/Deadline.h"
+#include "runtime/comm/DeviceSum.h"
+#include "runtime/comm/Mpi.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace cleave::rt::comm {
+namespace {
+
+/// The NCCL type a sum of `type` takes (canSum types only).
+ncclDataType_t ncclSumType(DType type) {
+  switch (type) {
+  case DType::F32: return ncclFloat32;
+  case DType::F64: return ncclFloat64;
+  case DType::I32: return ncclInt32;
+  default: return ncclInt64;
+  }
+}
+
+std::string ncclText(ncclResult_t result, ncclComm_t comm) {
+  std::string text = ncclGetErrorString(result);
+  if (const char *detail = ncclGetLastError(comm); detail && *detail)
+    text += std::string(" (") + detail + ")";
+  return text;
+}
+
+/// The (tag, count) header that precedes a send.
+struct Header {
+  int64_t tag;
+  int64_t count;
+};
+
+} // namespace
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
+                                                           cudaStream_t stream) {
+  std::string setup = "NCCL setup on axis '" + host.axis() + "': ";
+  ncclUniqueId id{};
+  if (host.rank() == 0)
+    if (ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess)
+      host.fail(setup + "ncclGetUniqueId: " + ncclGetErrorString(result));
+  host.broadcast(&id, sizeof id, DType::U8, 0, {-1, "the NCCL unique id"});
+
+  // Non-blocking: no NCCL call waits on its own, so every wait can have a
+  // deadline.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  Deadline deadline(host.options().timeoutSeconds);
+  ncclResult_t result = ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config);
+  if (result == ncclInProgress || result == ncclSuccess) {
+    bool ready = pollUntil(deadline, [&] {
+      ncclCommGetAsyncError(comm, &result);
+      return result != ncclInProgress;
+    });
+    if (!ready) {
+      ncclCommAbort(comm);
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", host.options().timeoutSeconds);
+      host.fail(setup + "ncclCommInitRankConfig timed out after " + seconds + " s");
+    }
+  }
+  if (result != ncclSuccess) {
+    std::string text = ncclText(result, comm);
+    if (comm)
+      ncclCommAbort(comm);
+    host.fail(setup + "ncclCommInitRankConfig: " + text);
+  }
+  std::unique_ptr<NcclCommunicator> nccl(new NcclCommunicator(host, comm, stream));
+  if (cudaError_t status = cudaMalloc(&nccl->header_, sizeof(Header)); status != cudaSuccess)
+    host.fail(setup + "cudaMalloc: " + cudaGetErrorString(status));
+  return nccl;
+}
+
+NcclCommunicator::NcclCommunicator(const Communicator &host, ncclComm_t comm,
+                                   cudaStream_t stream)
+    : Communicator(host.rank(), host.size(), host.worldRank(), host.axis(), host.options()),
+      comm_(comm), stream_(stream) {}
+
+NcclCommunicator::~NcclCommunicator() {
+  // Finalize flushes NCCL's outstanding work; bounded by the timeout, since
+  // a peer may already be gone. Then free (or abort) the communicator.
+  Deadline deadline(options().timeoutSeconds);
+  ncclResult_t result = ncclCommFinalize(comm_);
+  bool finished = result == ncclSuccess;
+  if (result == ncclInProgress)
+    finished = pollUntil(deadline, [&] {
+      ncclCommGetAsyncError(comm_, &result);
+      return result != ncclInProgress;
+    }) && result == ncclSuccess;
+  if (finished)
+    ncclCommDestroy(comm_);
+  else
+    ncclCommAbort(comm_);
+  cudaFree(scratch_);
+  cudaFree(header_);
+}
+
+void NcclCommunicator::endJob(int exitCode) {
+  // Kernels waiting for a peer that never comes would keep the device busy.
+  ncclCommAbort(comm_);
+  abortJob(exitCode);
+}
+
+void NcclCommunicator::check(cudaError_t status, const char *call, CollectiveKind kind,
+                             const CallSite &site) {
+  if (status != cudaSuccess)
+    fail(kind, site, std::string(call) + ": " + cudaGetErrorString(status));
+}
+
+void NcclCommunicator::issued(ncclResult_t result, const char *call, CollectiveKind kind,
+                              const CallSite &site, const Deadline &deadline) {
+  if (result == ncclInProgress) {
+    bool ready = pollUntil(deadline, [&] {
+      ncclCommGetAsyncError(comm_, &result);
+      return result != ncclInProgress;
+    });
+    if (!ready)
+      timedOut(kind, site);
+  }
+  if (result != ncclSuccess)
+    fail(kind, site, std::string(call) + ": " + ncclText(result, comm_));
+}
+
+void NcclCommunicator::grouped(ncclResult_t result, const char *call, CollectiveKind kind,
+                               const CallSite &site) {
+  if (result != ncclSuccess && result != ncclInProgress)
+    fail(kind, site, std::string(call) + ": " + ncclText(result, comm_));
+}
+
+void NcclCommunicator::finish(CollectiveKind kind, const CallSite &site,
+                              const Deadline &deadline) {
+  bool done = pollUntil(deadline, [&] {
+    cudaError_t status = cudaStreamQuery(stream_);
+    if (status == cudaSuccess)
+      return true;
+    if (status != cudaErrorNotReady)
+      check(status, "cudaStreamQuery", kind, site);
+    // A peer's failure shows here while our kernels still wait for it.
+    ncclResult_t async = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &async);
+    if (async != ncclSuccess && async != ncclInProgress)
+      fail(kind, site, "NCCL: " + ncclText(async, comm_));
+    return false;
+  });
+  if (!done)
+    timedOut(kind, site);
+}
+
+void *NcclCommunicator::scratch(std::size_t bytes, CollectiveKind kind, const CallSite &site) {
+  if (bytes > scratchBytes_) {
+    // cudaFree waits for the device, so the old scratch is no longer in use.
+    check(cudaFree(scratch_), "cudaFree", kind, site);
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+    check(cudaMalloc(&scratch_, bytes), "cudaMalloc (scratch)", kind, site);
+    scratchBytes_ = bytes;
+  }
+  return scratch_;
+}
+
+void NcclCommunicator::doAllReduceSum(void *buffer, std::size_t count, DType type,
+                                      const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
+  if (options().deterministic)
+    return allReduceInRankOrder(buffer, count, type, site);
+  Deadline deadline(options().timeoutSeconds);
+  issued(ncclAllReduce(buffer, buffer, count, ncclSumType(type), ncclSum, comm_, stream_),
+         "ncclAllReduce", kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::doAllGather(const void *sent, void *received, std::size_t countPerRank,
+                                   DType type, const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllGather;
+  Deadline deadline(options().timeoutSeconds);
+  // Moved as bytes: any type, bit for bit.
+  issued(ncclAllGather(sent, received, countPerRank * dtypeSize(type), ncclUint8, comm_, stream_),
+         "ncclAllGather", kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::doReduceScatterSum(const void *sent, void *received,
+                                          std::size_t countPerRank, DType type,
+                                          const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
+  if (options().deterministic)
+    return reduceScatterInRankOrder(sent, received, countPerRank, type, site);
+  Deadline deadline(options().timeoutSeconds);
+  issued(ncclReduceScatter(sent, received, countPerRank, ncclSumType(type), ncclSum, comm_,
+                           stream_),
+         "ncclReduceScatter", kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, int root,
+                                   const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Broadcast;
+  Deadline deadline(options().timeoutSeconds);
+  issued(ncclBroadcast(buffer, buffer, count * dtypeSize(type), ncclUint8, root, comm_, stream_),
+         "ncclBroadcast", kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::doBarrier(const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Barrier;
+  Deadline deadline(options().timeoutSeconds);
+  issued(ncclAllReduce(header_, header_, 1, ncclInt32, ncclSum, comm_, stream_), "ncclAllReduce",
+         kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::doSend(const void *buffer, std::size_t count, DType type, int peer,
+                              int tag, const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Send;
+  Deadline deadline(options().timeoutSeconds);
+  Header header{tag, static_cast<int64_t>(count)};
+  // From pageable memory: returns once `header` is staged, so it may go.
+  check(cudaMemcpyAsync(header_, &header, sizeof header, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync", kind, site);
+  issued(ncclSend(header_, sizeof header, ncclUint8, peer, comm_, stream_), "ncclSend", kind,
+         site, deadline);
+  if (count > 0)
+    issued(ncclSend(buffer, count * dtypeSize(type), ncclUint8, peer, comm_, stream_),
+           "ncclSend", kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
+                              const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Recv;
+  Deadline deadline(options().timeoutSeconds);
+  issued(ncclRecv(header_, sizeof(Header), ncclUint8, peer, comm_, stream_), "ncclRecv", kind,
+         site, deadline);
+  finish(kind, site, deadline);
+  Header header{};
+  check(cudaMemcpy(&header, header_, sizeof header, cudaMemcpyDeviceToHost), "cudaMemcpy", kind,
+        site);
+  if (header.tag != tag || header.count != static_cast<int64_t>(count))
+    fail(kind, site,
+         "rank " + std::to_string(peer) + " sent " + std::to_string(header.count) +
+             " elements with tag " + std::to_string(header.tag) + ", expected " +
+             std::to_string(count) + " with tag " + std::to_string(tag));
+  if (count > 0)
+    issued(ncclRecv(buffer, count * dtypeSize(type), ncclUint8, peer, comm_, stream_),
+           "ncclRecv", kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::allReduceInRankOrder(void *buffer, std::size_t count, DType type,
+                                            const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
+  Deadline deadline(options().timeoutSeconds);
+  int n = size(), me = rank();
+  std::size_t elementBytes = dtypeSize(type);
+  // Chunk c has count/n elements, the first count%n chunks one more.
+  std::vector<std::size_t> counts(n), offsets(n);
+  std::size_t offset = 0;
+  for (int c = 0; c < n; ++c) {
+    counts[c] = count / n + (static_cast<std::size_t>(c) < count % n ? 1 : 0);
+    offsets[c] = offset;
+    offset += counts[c];
+  }
+  std::size_t mine = counts[me];
+  char *bytes = static_cast<char *>(buffer);
+  char *pieces = static_cast<char *>(scratch(n * mine * elementBytes + 1, kind, site));
+  // Every rank receives every rank's piece of its own chunk, in rank order.
+  check(cudaMemcpyAsync(pieces + me * mine * elementBytes, bytes + offsets[me] * elementBytes,
+                        mine * elementBytes, cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync", kind, site);
+  issued(ncclGroupStart(), "ncclGroupStart", kind, site, deadline);
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == me)
+      continue;
+    if (counts[peer] > 0)
+      grouped(ncclSend(bytes + offsets[peer] * elementBytes, counts[peer] * elementBytes,
+                       ncclUint8, peer, comm_, stream_),
+              "ncclSend", kind, site);
+    if (mine > 0)
+      grouped(ncclRecv(pieces + peer * mine * elementBytes, mine * elementBytes, ncclUint8, peer,
+                       comm_, stream_),
+              "ncclRecv", kind, site);
+  }
+  issued(ncclGroupEnd(), "ncclGroupEnd (all-to-all)", kind, site, deadline);
+  check(sumInRankOrderOnDevice(pieces, n, mine, type, bytes + offsets[me] * elementBytes,
+                               stream_),
+        "the sum kernel", kind, site);
+  // Each rank broadcasts its summed chunk: an all-gather of unequal chunks.
+  issued(ncclGroupStart(), "ncclGroupStart", kind, site, deadline);
+  for (int root = 0; root < n; ++root)
+    if (counts[root] > 0)
+      grouped(ncclBroadcast(bytes + offsets[root] * elementBytes,
+                            bytes + offsets[root] * elementBytes, counts[root] * elementBytes,
+                            ncclUint8, root, comm_, stream_),
+              "ncclBroadcast", kind, site);
+  issued(ncclGroupEnd(), "ncclGroupEnd (all-gather)", kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
+void NcclCommunicator::reduceScatterInRankOrder(const void *sent, void *received,
+                                                std::size_t countPerRank, DType type,
+                                                const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
+  Deadline deadline(options().timeoutSeconds);
+  int n = size(), me = rank();
+  std::size_t chunkBytes = countPerRank * dtypeSize(type);
+  const char *bytes = static_cast<const char *>(sent);
+  char *pieces = static_cast<char *>(scratch(n * chunkBytes + 1, kind, site));
+  check(cudaMemcpyAsync(pieces + me * chunkBytes, bytes + me * chunkBytes, chunkBytes,
+                        cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync", kind, site);
+  if (chunkBytes > 0) {
+    issued(ncclGroupStart(), "ncclGroupStart", kind, site, deadline);
+    for (int peer = 0; peer < n; ++peer) {
+      if (peer == me)
+        continue;
+      grouped(ncclSend(bytes + peer * chunkBytes, chunkBytes, ncclUint8, peer, comm_, stream_),
+              "ncclSend", kind, site);
+      grouped(ncclRecv(pieces + peer * chunkBytes, chunkBytes, ncclUint8, peer, comm_, stream_),
+              "ncclRecv", kind, site);
+    }
+    issued(ncclGroupEnd(), "ncclGroupEnd (all-to-all)", kind, site, deadline);
+  }
+  check(sumInRankOrderOnDevice(pieces, n, countPerRank, type, received, stream_),
+        "the sum kernel", kind, site);
+  finish(kind, site, deadline);
+}
+
+} // namespace cleave::rt::comm

@@ -1,0 +1,91 @@
+//===- Nccl.h - communicators over NCCL (device memory) ---------*- C++ -*-===//
+//
+// The same collectives as MpiCommunicator, on device buffers, run on one CUDA
+// stream. NCCL runs in its non-blocking mode, and each call waits for its
+// stream by polling cudaStreamQuery and ncclCommGetAsyncError until the
+// call's deadline; on a timeout or an asynchronous error the communicator is
+// aborted (ncclCommAbort) and the job ended (MPI_Abort). Waiting for the
+// stream also waits for the work queued on it before the call.
+//
+// NCCL has no tags: a send is preceded by a small header (tag, count) that
+// the receiver checks before it takes the message. It has no barrier
+// either: a barrier is an all-reduce of one integer.
+//
+// Built when CMake finds CUDA and NCCL (target cleave_runtime_comm_nccl).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_COMM_NCCL_H
+#define CLEAVE_RUNTIME_COMM_NCCL_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <memory>
+
+namespace cleave::rt::comm {
+
+class Deadline;
+
+class NcclCommunicator final : public Communicator {
+public:
+  /// An NCCL communicator over the ranks of `host` (the same rank numbers
+  /// and axis name), on the current CUDA device, running on `stream`. Rank 0
+  /// of `host` makes the NCCL unique id and broadcasts it through `host`, so
+  /// every rank of `host` must call this. Ends the job (through `host`'s
+  /// error line) if NCCL does not start within the timeout.
+  static std::unique_ptr<NcclCommunicator> create(Communicator &host, cudaStream_t stream);
+  ~NcclCommunicator() override;
+
+  ncclComm_t handle() const { return comm_; }
+  cudaStream_t stream() const { return stream_; }
+
+protected:
+  void doAllReduceSum(void *buffer, std::size_t count, DType type,
+                      const CallSite &site) override;
+  void doAllGather(const void *sent, void *received, std::size_t countPerRank, DType type,
+                   const CallSite &site) override;
+  void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
+                          DType type, const CallSite &site) override;
+  void doBroadcast(void *buffer, std::size_t count, DType type, int root,
+                   const CallSite &site) override;
+  void doBarrier(const CallSite &site) override;
+  void doSend(const void *buffer, std::size_t count, DType type, int peer, int tag,
+              const CallSite &site) override;
+  void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
+              const CallSite &site) override;
+  [[noreturn]] void endJob(int exitCode) override;
+
+private:
+  NcclCommunicator(const Communicator &host, ncclComm_t comm, cudaStream_t stream);
+
+  /// Finishes issuing an NCCL call or group that returned `result` (in
+  /// non-blocking mode, ncclInProgress while NCCL connects); fails on error.
+  void issued(ncclResult_t result, const char *call, CollectiveKind kind, const CallSite &site,
+              const Deadline &deadline);
+  /// Checks a call inside a group; its errors may also surface at ncclGroupEnd.
+  void grouped(ncclResult_t result, const char *call, CollectiveKind kind, const CallSite &site);
+  /// Waits until the stream has done everything queued on it.
+  void finish(CollectiveKind kind, const CallSite &site, const Deadline &deadline);
+  /// Fails unless `status` is cudaSuccess.
+  void check(cudaError_t status, const char *call, CollectiveKind kind, const CallSite &site);
+  /// Device scratch of at least `bytes`, reused between calls.
+  void *scratch(std::size_t bytes, CollectiveKind kind, const CallSite &site);
+
+  void allReduceInRankOrder(void *buffer, std::size_t count, DType type, const CallSite &site);
+  void reduceScatterInRankOrder(const void *sent, void *received, std::size_t countPerRank,
+                                DType type, const CallSite &site);
+
+  ncclComm_t comm_;
+  cudaStream_t stream_;
+  void *scratch_ = nullptr;
+  std::size_t scratchBytes_ = 0;
+  /// The (tag, count) header of a send, and a barrier's integer.
+  void *header_ = nullptr;
+};
+
+} // namespace cleave::rt::comm
+
+#endif

@@ -1,0 +1,160 @@
+//===- NcclTest.cpp - the NCCL communicator on device buffers ------------===//
+//
+// Under mpirun with one GPU per rank (rank r takes device r). Without enough
+// GPUs every test reports itself skipped. The expected values are the closed
+// forms of CommTest.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/comm/Mpi.h"
+#include "runtime/comm/MpiTest.h"
+#include "runtime/comm/Nccl.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace cleave::rt;
+using namespace cleave::rt::comm;
+
+namespace {
+
+constexpr std::size_t kCount = 1003;
+
+/// A device buffer of `count` T, freed on scope exit.
+template <typename T> class DeviceBuffer {
+public:
+  explicit DeviceBuffer(std::size_t count) : count_(count) {
+    cudaMalloc(&data_, count * sizeof(T) + 1);
+  }
+  ~DeviceBuffer() { cudaFree(data_); }
+  T *get() { return data_; }
+  void upload(const std::vector<T> &host) {
+    cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+private:
+  T *data_ = nullptr;
+  std::size_t count_;
+};
+
+/// The world over MPI and over NCCL, on this rank's GPU and a stream of its
+/// own; skips the test when the ranks outnumber the GPUs.
+class NcclTest : public testing::TestWithParam<bool> {
+protected:
+  void SetUp() override {
+    CommOptions options;
+    options.timeoutSeconds = 60;
+    options.deterministic = GetParam();
+    host_ = MpiCommunicator::world(testSession(), options);
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess)
+      devices = 0;
+    // Every rank decides alike, so that none creates NCCL alone.
+    int64_t enough = devices > host_->rank() ? 1 : 0;
+    host_->allReduceSum(&enough, 1, DType::I64, {});
+    if (enough != host_->size())
+      GTEST_SKIP() << "needs one GPU per rank (" << devices << " here)";
+    ASSERT_EQ(cudaSetDevice(host_->rank()), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    nccl_ = NcclCommunicator::create(*host_, stream_);
+  }
+  void TearDown() override {
+    nccl_.reset();
+    if (stream_)
+      cudaStreamDestroy(stream_);
+  }
+
+  std::unique_ptr<MpiCommunicator> host_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<NcclCommunicator> nccl_;
+};
+
+TEST_P(NcclTest, AllReduceSum) {
+  int n = nccl_->size(), r = nccl_->rank();
+  std::vector<float> host(kCount);
+  for (std::size_t i = 0; i < kCount; ++i)
+    host[i] = static_cast<float>((r + 1) * (i + 1));
+  DeviceBuffer<float> buffer(kCount);
+  buffer.upload(host);
+  nccl_->allReduceSum(buffer.get(), kCount, DType::F32, {0, "grads"});
+  std::vector<float> result = buffer.download();
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(result[i], static_cast<float>(n * (n + 1) / 2 * (i + 1))) << i;
+  EXPECT_EQ(nccl_->bytesSent()[CollectiveKind::AllReduce],
+            2 * uint64_t(n - 1) * kCount * 4 / n);
+}
+
+TEST_P(NcclTest, AllGatherReduceScatterBroadcast) {
+  int n = nccl_->size(), r = nccl_->rank();
+  std::vector<double> mine(kCount);
+  for (std::size_t i = 0; i < kCount; ++i)
+    mine[i] = r * 10000.0 + i;
+  DeviceBuffer<double> sent(kCount), gathered(n * kCount), scattered(kCount);
+  sent.upload(mine);
+  nccl_->allGather(sent.get(), gathered.get(), kCount, DType::F64, {});
+  std::vector<double> all = gathered.download();
+  for (int from = 0; from < n; ++from)
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(all[from * kCount + i], from * 10000.0 + i);
+  // Every rank sends the gathered buffer: chunk r sums to n times rank r's.
+  nccl_->reduceScatterSum(gathered.get(), scattered.get(), kCount, DType::F64, {});
+  std::vector<double> chunk = scattered.download();
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(chunk[i], n * (r * 10000.0 + i));
+  nccl_->broadcast(sent.get(), kCount, DType::F64, n - 1, {});
+  std::vector<double> fromLast = sent.download();
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(fromLast[i], (n - 1) * 10000.0 + i);
+  nccl_->barrier({});
+}
+
+TEST_P(NcclTest, SendRecvChecksTagAndCount) {
+  int n = nccl_->size(), r = nccl_->rank();
+  if (n == 1)
+    GTEST_SKIP() << "needs two ranks";
+  DeviceBuffer<int64_t> message(kCount);
+  if (r == 0) {
+    message.upload(std::vector<int64_t>(kCount, 42));
+    nccl_->send(message.get(), kCount, DType::I64, 1, 9, {0, "stage output"});
+  } else if (r == 1) {
+    nccl_->recv(message.get(), kCount, DType::I64, 0, 9, {0, "stage input"});
+    EXPECT_EQ(message.download(), std::vector<int64_t>(kCount, 42));
+  }
+}
+
+TEST_P(NcclTest, DeterministicSumIsSequential) {
+  if (!GetParam())
+    GTEST_SKIP() << "the deterministic mode only";
+  int n = nccl_->size(), r = nccl_->rank();
+  auto value = [](int rank, std::size_t i) {
+    return static_cast<float>((rank % 2 ? -1.0 : 1.0) * (1.0 + i) * (rank == 0 ? 1e7 : 0.37));
+  };
+  std::vector<float> host(kCount), expected(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    host[i] = value(r, i);
+    float total = value(0, i);
+    for (int k = 1; k < n; ++k)
+      total = total + value(k, i);
+    expected[i] = total;
+  }
+  DeviceBuffer<float> buffer(kCount);
+  buffer.upload(host);
+  nccl_->allReduceSum(buffer.get(), kCount, DType::F32, {});
+  std::vector<float> result = buffer.download();
+  EXPECT_EQ(std::memcmp(result.data(), expected.data(), kCount * sizeof(float)), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, NcclTest, testing::Values(false, true),
+                         [](const testing::TestParamInfo<bool> &info) {
+                           return info.param ? "Deterministic" : "Library";
+                         });
+
+} // namespace
