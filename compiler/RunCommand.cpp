@@ -17,6 +17,7 @@
 #include "llvm/Support/Program.h"
 
 #include <cstdio>
+#include <sstream>
 #include <unistd.h>
 
 namespace cleave {
@@ -179,6 +180,11 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--total-steps", std::to_string(*options.totalSteps)});
   if (!options.logJson.empty())
     args.insert(args.end(), {"--log-json", options.logJson});
+  if (options.collectiveTimeout) {
+    std::ostringstream seconds; // the shortest spelling: 2, 0.5
+    seconds << *options.collectiveTimeout;
+    args.insert(args.end(), {"--collective-timeout", seconds.str()});
+  }
   // --save-onnx reads the trained weights the program writes to its output
   // directory (a scratch one if the user gave none).
   std::string outputDir = options.outputDir;

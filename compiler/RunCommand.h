@@ -32,6 +32,7 @@ struct RunOptions {
   std::optional<uint64_t> seed;
   std::optional<int64_t> totalSteps;
   std::string logJson;
+  std::optional<double> collectiveTimeout;
   /// After training, write the model with its trained parameters here.
   std::string saveOnnx;
 

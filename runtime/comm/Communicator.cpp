@@ -2,6 +2,8 @@
 
 #include "runtime/comm/Communicator.h"
 
+#include "runtime/KernelError.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +48,15 @@ uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, int groupSize) {
     return 0;
   }
   return 0;
+}
+
+void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis,
+                     const Tensor &buffer, int64_t step) {
+  if (axis < 0 || static_cast<size_t>(axis) >= axes.size() || !axes[axis])
+    fail("all_reduce", "no communicator for mesh axis %lld: the program runs without its mesh",
+         static_cast<long long>(axis));
+  axes[axis]->allReduceSum(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype,
+                           {step, "the accumulated gradients"});
 }
 
 bool canSum(DType type) {

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cleave::rt::comm {
 
@@ -89,6 +90,14 @@ uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, int groupSize);
 
 /// Whether a sum of `type` is supported: f32, f64, i32, i64.
 bool canSum(DType type);
+
+class Communicator;
+
+/// The all_reduce kernel of either backend (runtime/Kernels.def): the
+/// communicator of mesh axis `axis` sums `buffer` in place; a missing axis is
+/// a kernel error (a program compiled for a mesh, run without one).
+void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis,
+                     const Tensor &buffer, int64_t step);
 
 /// A group of ranks (one mesh axis, several, or the whole job) and the
 /// collectives over it. Buffers are where the backend computes: host memory

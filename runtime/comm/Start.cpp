@@ -19,6 +19,13 @@ int launchedRanks() {
   return 1;
 }
 
+int launchedRank() {
+  for (const char *variable : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+    if (const char *value = std::getenv(variable))
+      return std::atoi(value);
+  return 0;
+}
+
 Communication::Communication() = default;
 Communication::~Communication() = default;
 

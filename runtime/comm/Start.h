@@ -42,6 +42,9 @@ class MpiSession;
 /// environment it sets (OMPI_COMM_WORLD_SIZE for OpenMPI's mpirun, PMI_SIZE
 /// for MPICH and Slurm); 1 when the process was started on its own.
 int launchedRanks();
+/// This process's rank in the job by the same environment (known before MPI
+/// starts); 0 when started on its own.
+int launchedRank();
 
 /// One rank's communicators: the whole job, and one per mesh axis.
 class Communication {

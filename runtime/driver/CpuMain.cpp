@@ -23,7 +23,13 @@ public:
     std::memcpy(host, device, bytes);
   }
   void setThreads(int threads) override { context.threads = threads; }
-  void setRandomStream(uint64_t stream) override { context.randomStream = stream; }
+  void setStep(int64_t step, uint64_t randomStream) override {
+    context.step = step;
+    context.randomStream = randomStream;
+  }
+  void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {
+    context.axes = axes;
+  }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);

@@ -8,6 +8,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <vector>
+
+#ifdef CLEAVE_HAVE_NCCL
+#include "runtime/comm/Nccl.h"
+#endif
 
 namespace {
 
@@ -22,6 +28,10 @@ void check(cudaError_t status, const char *what) {
 class CudaBackend final : public cleave::rt::Backend {
 public:
   CudaBackend() {
+    // One GPU per rank of a machine: the launcher's local rank picks it.
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 1)
+      check(cudaSetDevice(localRank() % devices), "cudaSetDevice");
     check(cudaStreamCreate(&context.stream), "cudaStreamCreate");
     if (cublasCreate(&context.blas) != CUBLAS_STATUS_SUCCESS) {
       std::fprintf(stderr, "cleave: error: cuda: cublasCreate failed\n");
@@ -47,7 +57,25 @@ public:
     check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
   }
   void setThreads(int) override {}
-  void setRandomStream(uint64_t stream) override { context.randomStream = stream; }
+  void setStep(int64_t step, uint64_t randomStream) override {
+    context.step = step;
+    context.randomStream = randomStream;
+  }
+  void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {
+    context.axes.clear();
+    for (cleave::rt::comm::Communicator *host : axes) {
+      if (host->size() == 1) { // nothing to reduce: the host's copy does
+        context.axes.push_back(host);
+        continue;
+      }
+#ifdef CLEAVE_HAVE_NCCL
+      nccl.push_back(cleave::rt::comm::NcclCommunicator::create(*host, context.stream));
+      context.axes.push_back(nccl.back().get());
+#else
+      host->fail("this CUDA program was built without NCCL, so it runs on one GPU only");
+#endif
+    }
+  }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);
@@ -60,7 +88,18 @@ public:
   }
 
 private:
+  /// The rank among this machine's ranks, from the launcher's environment.
+  static int localRank() {
+    for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+      if (const char *value = std::getenv(name))
+        return std::atoi(value);
+    return 0;
+  }
+
   cleave::rt::cuda::Context context;
+#ifdef CLEAVE_HAVE_NCCL
+  std::vector<std::unique_ptr<cleave::rt::comm::NcclCommunicator>> nccl;
+#endif
 };
 
 } // namespace

@@ -78,6 +78,11 @@ int runDriver(int argc, char **argv, Backend &backend) {
   auto *logJsonOpt = app.add_option("--log-json", training.logJson,
                                     "Training: write the loss and learning rate of every step "
                                     "here (JSON)");
+  auto *timeoutOpt =
+      app.add_option("--collective-timeout", training.collectiveTimeout,
+                     "Training on a mesh: end the job when a collective takes longer than this "
+                     "many seconds (default 300)")
+          ->check(positiveNumber());
   stepsOpt->excludes(epochsOpt);
   shuffleOpt->excludes(noShuffleOpt);
   try {
@@ -113,7 +118,7 @@ int runDriver(int argc, char **argv, Backend &backend) {
   }
   if (const CLI::Option *option =
           firstGiven({dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt,
-                      totalStepsOpt, logJsonOpt}))
+                      totalStepsOpt, logJsonOpt, timeoutOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 

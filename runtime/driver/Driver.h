@@ -15,8 +15,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace cleave::rt {
+
+namespace comm {
+class Communicator;
+}
 
 /// Where tensors live and how the generated forward is called.
 class Backend {
@@ -28,8 +33,13 @@ public:
   virtual void copyToDevice(void *device, const void *host, std::size_t bytes) = 0;
   virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
   virtual void setThreads(int threads) = 0;
-  /// Keys the dropout masks of the next calls (runtime/Random.h).
-  virtual void setRandomStream(uint64_t stream) = 0;
+  /// The training step of the next calls (named by collectives' errors) and
+  /// the random stream that keys their dropout masks (runtime/Random.h).
+  virtual void setStep(int64_t step, uint64_t randomStream) = 0;
+  /// The communicators of the mesh axes, in the mesh's order, for the
+  /// program's collectives: used as they are (host memory) or, by a device
+  /// backend, to start its own over the same ranks.
+  virtual void setCommunicators(const std::vector<comm::Communicator *> &axes) = 0;
   /// Runs cleave_forward and waits for it to finish.
   virtual void forward(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
   /// Runs cleave_apply (a training step's update) and waits for it to finish.

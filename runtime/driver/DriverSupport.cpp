@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+
+#include <fcntl.h>
+#include <unistd.h>
 #include <iostream>
 
 namespace cleave::rt {
@@ -33,6 +36,34 @@ std::optional<size_t> indexOf(const std::vector<TensorSpec> &specs, const std::s
     if (specs[i].name == name)
       return i;
   return std::nullopt;
+}
+
+/// Reads plan.json's "mesh" object into `plan.mesh`.
+bool readMesh(const nlohmann::json &json, Plan &plan, std::string &error) {
+  if (!json.is_object() || !json.contains("axes") || !json["axes"].is_array() ||
+      json["axes"].empty()) {
+    error = "mesh: is not an object with a non-empty list of axes";
+    return false;
+  }
+  MeshSpec mesh;
+  for (const auto &axis : json["axes"]) {
+    if (!axis.is_object() || !axis.contains("name") || !axis["name"].is_string() ||
+        !axis.contains("size") || !axis["size"].is_number_integer() ||
+        axis["size"].get<int64_t>() < 1) {
+      error = "mesh.axes: " + axis.dump() + " is not {name, size >= 1}";
+      return false;
+    }
+    mesh.axes.emplace_back(axis["name"].get<std::string>(), axis["size"].get<int>());
+  }
+  if (json.contains("deterministic")) {
+    if (!json["deterministic"].is_boolean()) {
+      error = "mesh.deterministic: is not true or false";
+      return false;
+    }
+    mesh.deterministic = json["deterministic"].get<bool>();
+  }
+  plan.mesh = mesh;
+  return true;
 }
 
 /// Reads plan.json's "training" object into `plan.training`.
@@ -235,6 +266,8 @@ bool readPlan(const std::string &path, Plan &plan, std::string &error) {
   plan.weightsFile = weights["file"].get<std::string>();
   if (json.contains("training") && !readTraining(json["training"], plan, error))
     return false;
+  if (json.contains("mesh") && !readMesh(json["mesh"], plan, error))
+    return false;
   return true;
 }
 
@@ -248,6 +281,30 @@ int loadWeights(const std::string &dir, const Plan &plan, std::vector<char> &wei
   in.seekg(0);
   in.read(weights.data(), plan.weightsBytes);
   return 0;
+}
+
+StderrSilencer::StderrSilencer(bool silence) {
+  if (!silence)
+    return;
+  std::fflush(stderr);
+  saved = dup(STDERR_FILENO);
+  int null = open("/dev/null", O_WRONLY);
+  if (saved < 0 || null < 0) {
+    if (null >= 0)
+      close(null);
+    return;
+  }
+  dup2(null, STDERR_FILENO);
+  close(null);
+}
+
+void StderrSilencer::restore() {
+  if (saved < 0)
+    return;
+  std::fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  saved = -1;
 }
 
 bool canCreate(const std::string &path, std::string &error) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cleave::rt {
@@ -47,12 +48,22 @@ struct TrainingSpec {
   int64_t batchSize = 0;
 };
 
+/// plan.json's optional "mesh" object: the device mesh a training step is
+/// partitioned over.
+struct MeshSpec {
+  /// Axis names and sizes, in order (row-major over the ranks).
+  std::vector<std::pair<std::string, int>> axes;
+  /// Sums over ranks in rank order (bit-identical to one device).
+  bool deterministic = false;
+};
+
 struct Plan {
   std::vector<TensorSpec> inputs, outputs;
   int64_t arenaBytes = 0;
   int64_t weightsBytes = 0;
   std::string weightsFile;
   std::optional<TrainingSpec> training;
+  std::optional<MeshSpec> mesh;
 };
 
 /// Prints `cleave: error: WHERE: WHAT` (and `note: NOTE`) to stderr and
@@ -87,6 +98,21 @@ public:
 private:
   Backend &backend;
   char *memory;
+};
+
+/// Sends stderr to /dev/null until restore() or the end of the scope, when
+/// `silence` is set: ranks other than 0 of a job check the same plan and data
+/// as rank 0, so only rank 0 reports what is wrong with them.
+class StderrSilencer {
+public:
+  explicit StderrSilencer(bool silence);
+  ~StderrSilencer() { restore(); }
+  StderrSilencer(const StderrSilencer &) = delete;
+  StderrSilencer &operator=(const StderrSilencer &) = delete;
+  void restore();
+
+private:
+  int saved = -1;
 };
 
 /// A tensor view of `spec` at `data`.

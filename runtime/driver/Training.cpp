@@ -4,6 +4,7 @@
 
 #include "runtime/Npy.h"
 #include "runtime/Random.h"
+#include "runtime/comm/Start.h"
 
 #include <nlohmann/json.hpp>
 
@@ -94,6 +95,23 @@ std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
   return entries;
 }
 
+/// Rank 0's bytes sent over the run per collective kind and mesh axis
+/// (ring-algorithm counts, runtime/comm): [{kind, axis, bytes}].
+nlohmann::ordered_json bytesSentJson(const comm::Mesh &mesh,
+                                     const std::vector<comm::Communicator *> &axes) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (size_t a = 0; a < axes.size(); ++a) {
+    for (int kind = 0; kind < comm::kCollectiveKinds; ++kind) {
+      uint64_t bytes = axes[a]->bytesSent()[static_cast<comm::CollectiveKind>(kind)];
+      if (bytes > 0)
+        list.push_back({{"kind", comm::collectiveName(static_cast<comm::CollectiveKind>(kind))},
+                        {"axis", mesh.axisNames[a]},
+                        {"bytes", bytes}});
+    }
+  }
+  return list;
+}
+
 std::string formatDouble(const char *format, double value) {
   char text[64];
   std::snprintf(text, sizeof text, format, value);
@@ -137,7 +155,8 @@ std::vector<int64_t> shuffledOrder(int64_t count, uint64_t seed, uint64_t epoch)
 int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions &options,
                 Backend &backend) {
   const TrainingSpec &spec = *plan.training;
-  const int64_t batch = spec.batchSize, micro = spec.microBatch;
+  // Ranks other than 0 check the same things; rank 0 reports them.
+  StderrSilencer quiet(comm::launchedRank() != 0);
 
   if (options.steps.has_value() == options.epochs.has_value())
     return fail("usage", "a training program takes one of --steps N and --epochs E", 2,
@@ -148,6 +167,36 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return fail("--total-steps " + std::to_string(*options.totalSteps),
                 "is fewer than the " + std::to_string(*options.steps) + " steps of this run",
                 2);
+
+  // The mesh's communicators; one local rank without a mesh.
+  comm::Mesh mesh = comm::Mesh::line("dp", 1);
+  comm::CommOptions commOptions;
+  commOptions.timeoutSeconds = options.collectiveTimeout;
+  if (plan.mesh) {
+    mesh = {};
+    for (const auto &[name, size] : plan.mesh->axes) {
+      mesh.axisNames.push_back(name);
+      mesh.shape.push_back(size);
+    }
+    commOptions.deterministic = plan.mesh->deterministic;
+  }
+  std::string startError;
+  std::unique_ptr<comm::Communication> communication =
+      comm::startCommunication(mesh, commOptions, startError);
+  if (!communication)
+    return fail("mesh " + mesh.text(), startError, 2);
+  std::vector<comm::Communicator *> axes;
+  for (const std::string &name : mesh.axisNames)
+    axes.push_back(communication->axis(name));
+  backend.setCommunicators(axes);
+  // Rank r of dp takes slots r*K .. r*K+K-1 of every step's batch
+  // (docs/training.md), so every layout with the same global batch sees the
+  // same samples.
+  const int dpAxis = mesh.axisIndex("dp");
+  const int64_t dpSize = dpAxis < 0 ? 1 : mesh.shape[dpAxis];
+  const int64_t dpRank = dpAxis < 0 ? 0 : mesh.coordinates(communication->rank())[dpAxis];
+  const bool reporting = communication->rank() == 0;
+  const int64_t micro = spec.microBatch, batch = spec.batchSize * dpSize;
 
   // Which file feeds which data input.
   std::map<std::string, std::string> files;
@@ -277,6 +326,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   };
   std::vector<Record> records;
   records.reserve(static_cast<size_t>(std::min<int64_t>(steps, 1 << 20)));
+  // From here on every rank speaks for itself: a collective that times out
+  // names the rank that waited.
+  quiet.restore();
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -288,10 +340,11 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     backend.copyToDevice(inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
     backend.copyToDevice(inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
     // Batch `step` is positions [(step-1)B, step B) of the epochs one after
-    // another; microbatch k of it the k-th run of `micro` positions.
+    // another; this rank's microbatch k of it the (dpRank K + k)-th run of
+    // `micro` positions.
     for (int64_t k = 0; k < spec.gradAccum; ++k) {
       const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
-                             static_cast<uint64_t>(k * micro);
+                             static_cast<uint64_t>((dpRank * spec.gradAccum + k) * micro);
       for (int64_t row = 0; row < micro; ++row) {
         size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
         for (size_t d = 0; d < data.size(); ++d)
@@ -301,7 +354,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       for (size_t d = 0; d < data.size(); ++d)
         backend.copyToDevice(inputs[spec.dataInputs[d]].data, staging[d].data(),
                              staging[d].size());
-      backend.setRandomStream(trainingStream(step, k));
+      backend.setStep(step, trainingStream(step, k));
       backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
     }
     backend.apply(arena.get(), weights.get(), inputs.data(), outputs.data());
@@ -314,13 +367,16 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       backend.copyToHost(&value, outputs[spec.lossOutput].data, sizeof value);
       loss = value;
     }
+    // Every rank has the same loss; rank 0 reports it.
+    if (!std::isfinite(loss) && !reporting)
+      return 1;
     if (!std::isfinite(loss))
       return fail("step " + std::to_string(step),
                   std::string("the loss '") + lossSpec.name + "' is " +
                       (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"),
                   1, "the run stopped; nothing was written");
     records.push_back({step, loss, lr});
-    if (terminal || step % every == 0 || step == steps) {
+    if (reporting && (terminal || step % every == 0 || step == steps)) {
       double seconds = elapsed();
       double rate = seconds > 0 ? static_cast<double>(step * batch) / seconds : 0;
       std::fprintf(stderr, "step %lld/%lld  loss %.6f  lr %g  %.0f samples/s\n",
@@ -330,6 +386,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   const double seconds = elapsed();
   const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
 
+  // The parameters and outputs are the same on every rank: rank 0 writes.
+  if (!reporting)
+    return 0;
   if (!options.outputDir.empty()) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::vector<char> host(outputs[i].bytes());
@@ -351,6 +410,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                        ",\n  \"grad_accum\": " + std::to_string(spec.gradAccum) +
                        ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
                        ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
+                       ",\n  \"ranks\": " + std::to_string(communication->size()) +
+                       ",\n  \"bytes_sent\": " + bytesSentJson(mesh, axes).dump() +
                        ",\n  \"steps\": [";
     for (size_t i = 0; i < records.size(); ++i) {
       nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss},

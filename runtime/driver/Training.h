@@ -31,6 +31,8 @@ struct TrainingOptions {
   std::optional<int64_t> totalSteps;
   std::string logJson;
   std::string outputDir;
+  /// Seconds any one collective may take before the job is ended.
+  double collectiveTimeout = 300;
 };
 
 /// Runs the training loop and returns the process exit code.

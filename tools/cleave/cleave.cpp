@@ -211,6 +211,11 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
          "--total-steps", [&options](const int64_t &n) { options.totalSteps = n; },
          "Training: the length of the learning-rate schedule (default: this run's steps)")
       ->check(positiveNumber());
+  sub->add_option_function<double>(
+         "--collective-timeout", [&options](const double &t) { options.collectiveTimeout = t; },
+         "Training on a mesh: end the job when a collective takes longer than this many "
+         "seconds (default 300)")
+      ->check(positiveNumber());
   sub->add_option("--log-json", options.logJson,
                   "Training: write every step's loss and learning rate here (JSON)");
   sub->add_option("--save-onnx", options.saveOnnx,

@@ -1,0 +1,152 @@
+# Data parallel equals one device. The torch-exported MLP and GPT-style
+# models are compiled for a global batch B and trained STEPS steps in file
+# order, each layout from the same initial weights on the same data:
+#   - one device, the whole batch in one microbatch: the reference;
+#   - --mesh dp=N (N = 2, 4), each rank B/N samples: every step's loss within
+#     1e-5 relative of the reference and the final parameters within 1e-5 of
+#     their largest element; and dp=2 with --grad-accum 2;
+#   - --mesh dp=N --deterministic against one device accumulating the same N
+#     microbatches (--grad-accum N): every loss and every parameter bit for
+#     bit, with adamw;
+#   - the bytes each rank sent (the run's log) equal plan.json's prediction.
+# The GPT's targets have ignore_index positions spread unevenly over the
+# ranks' slices. Models are exported at each micro-batch they run at (their
+# exports have static shapes).
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+
+import export_gpt  # noqa: E402
+import export_mlp  # noqa: E402
+from torch_export import export_with_loss  # noqa: E402
+
+STEPS = 10
+BATCHES = 2  # global batches in the data set
+MOMENTUM = ["--optimizer", "momentum", "--lr", "0.05"]
+ADAMW = ["--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.1"]
+
+
+class Model:
+    def __init__(self, name, module, names, batch, workdir):
+        self.name, self.module, self.names, self.batch = name, module, names, batch
+        self.workdir = workdir
+        model, args = module.build()
+        self.example = args
+        rng = np.random.default_rng(3)
+        self.data = {}
+        for name, value in zip(names, args):
+            shape = (batch * BATCHES,) + tuple(value.shape[1:])
+            if value.dtype == torch.int64:
+                array = rng.integers(0, int(value.max()) + 1, shape).astype(np.int64)
+                if name == "targets":
+                    array[::3, 4:] = -100
+                self.data[name] = array
+            else:
+                self.data[name] = rng.standard_normal(shape).astype(np.float32)
+        self.flags = []
+        for name, array in self.data.items():
+            path = os.path.join(workdir, f"{self.name}.{name}.npy")
+            np.save(path, array)
+            self.flags += ["--data", f"{name}={path}"]
+
+    def export(self, micro):
+        path = os.path.join(self.workdir, f"{self.name}-b{micro}.onnx")
+        if not os.path.exists(path):
+            model, _ = self.module.build()
+            args = tuple(torch.cat([a] * micro)[:micro] for a in self.example)
+            export_with_loss(model, args, path, self.names)
+        return path
+
+    def train(self, label, ranks, accum, optimizer, extra=()):
+        """Compiles and trains one layout; returns (losses, parameters, log, plan)."""
+        micro = self.batch // (ranks * accum)
+        out = os.path.join(self.workdir, f"{self.name}-{label}")
+        mesh = ["--mesh", f"dp={ranks}"] if ranks > 1 else []
+        subprocess.run(["cleave", "compile", self.export(micro), "-o", out, "--train",
+                        *optimizer, "--batch-size", str(self.batch), "--grad-accum", str(accum),
+                        *mesh, *extra], check=True)
+        log, results = out + ".json", out + ".results"
+        os.makedirs(results, exist_ok=True)
+        launch = ["-n", str(ranks)] if ranks > 1 else []
+        subprocess.run(["cleave", "run", *launch, out, *self.flags, "--steps", str(STEPS),
+                        "--no-shuffle", "--log-json", log, "--output-dir", results],
+                       check=True, stderr=subprocess.DEVNULL)
+        metrics = json.load(open(log))
+        plan = json.load(open(os.path.join(out, "plan.json")))
+        blob = np.fromfile(os.path.join(results, "weights.bin"), dtype=np.uint8)
+        params = {p["name"]: blob[p["offset"]:p["offset"] + p["bytes"]].view(np.float32)
+                  for p in plan["parameters"]}
+        return [s["loss"] for s in metrics["steps"]], params, metrics, plan
+
+
+def close(label, ours, reference, problems):
+    losses, params, _, _ = ours
+    ref_losses, ref_params, _, _ = reference
+    for step, (a, b) in enumerate(zip(losses, ref_losses), start=1):
+        if abs(a - b) > 1e-5 * abs(b):
+            problems.append(f"{label}: step {step}: loss {a!r}, one device {b!r}")
+            return
+    for name, expected in ref_params.items():
+        error = np.abs(params[name] - expected).max()
+        if error > 1e-5 * max(np.abs(expected).max(), 1e-6):
+            problems.append(f"{label}: final {name} differs by {error:.2e}")
+            return
+
+
+def identical(label, ours, reference, problems):
+    losses, params, _, _ = ours
+    ref_losses, ref_params, _, _ = reference
+    if losses != ref_losses:
+        problems.append(f"{label}: losses {losses} differ from one device's {ref_losses}")
+        return
+    for name, expected in ref_params.items():
+        if params[name].tobytes() != expected.tobytes():
+            problems.append(f"{label}: final {name} is not bit-identical")
+            return
+
+
+def bytes_as_planned(label, run, problems):
+    _, _, metrics, plan = run
+    planned = {(c["kind"], c["axis"]): c["bytes_sent_per_rank"] * STEPS
+               for c in plan["collectives"]}
+    sent = {(b["kind"], b["axis"]): b["bytes"] for b in metrics["bytes_sent"]}
+    if sent != planned:
+        problems.append(f"{label}: sent {sent}, plan.json predicts {planned}")
+
+
+def main():
+    workdir = sys.argv[1]
+    problems = []
+    for name, module, names, batch in (("mlp", export_mlp, ["x", "labels"], 8),
+                                       ("gpt", export_gpt, ["idx", "targets"], 4)):
+        m = Model(name, module, names, batch, workdir)
+        reference = m.train("one", 1, 1, MOMENTUM)
+        for ranks in (2, 4):
+            run = m.train(f"dp{ranks}", ranks, 1, MOMENTUM)
+            close(f"{name} dp={ranks}", run, reference, problems)
+            bytes_as_planned(f"{name} dp={ranks}", run, problems)
+        close(f"{name} dp=2 grad-accum 2", m.train("dp2-k2", 2, 2, MOMENTUM), reference,
+              problems)
+        for ranks in (2, 4):
+            one = m.train(f"one-k{ranks}", 1, ranks, ADAMW)
+            run = m.train(f"dp{ranks}-det", ranks, 1, ADAMW, ["--deterministic"])
+            identical(f"{name} dp={ranks} --deterministic", run, one, problems)
+        print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
+    for p in problems:
+        print("FAIL:", p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
