@@ -11,10 +11,12 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 #include "onnx/onnx.pb.h"
+#include "passes/Autodiff.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -1103,12 +1105,14 @@ llvm::StringMap<OpImporter> makeOpImporters(StringRef modelDir) {
 
 constexpr StringLiteral kTrainingDomain = "ai.onnx.preview.training";
 
-/// The ops of ai.onnx.preview.training (version 1).
-llvm::StringMap<OpImporter> makeTrainingOpImporters() {
+/// The ops of ai.onnx.preview.training (version 1); `gradient` imports
+/// Gradient, which needs the importer's values by name.
+llvm::StringMap<OpImporter> makeTrainingOpImporters(Handler gradient) {
   llvm::StringMap<OpImporter> table;
   table["Adagrad"] = OpImporter{importAdagrad, 5, kVariadic, {}};
   table["Momentum"] = OpImporter{importMomentum, 5, kVariadic, {}};
   table["Adam"] = OpImporter{importAdam, 6, kVariadic, {}};
+  table["Gradient"] = OpImporter{std::move(gradient), 1, kVariadic, {}};
   return table;
 }
 
@@ -1128,7 +1132,8 @@ public:
            UserError &error)
       : context(context), path(path.str()), options(options), error(error),
         builder(&context), modelDir(directoryOf(path)), opImporters(makeOpImporters(modelDir)),
-        trainingOpImporters(makeTrainingOpImporters()) {}
+        trainingOpImporters(makeTrainingOpImporters(
+            [this](NodeContext &n) { return importGradient(n); })) {}
 
   FailureOr<ImportedModel> run();
 
@@ -1142,6 +1147,7 @@ private:
   LogicalResult readOpsets();
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &input);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
+  Results importGradient(NodeContext &n);
   LogicalResult checkOutput(const onnx::ValueInfoProto &output, Value value);
   Attribute convertAttribute(const onnx::AttributeProto &attribute);
   DictionaryAttr convertNode(const onnx::NodeProto &node);
@@ -1328,6 +1334,137 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
       producer->setAttr("cleave.device_config", deviceConfig);
   }
   return success();
+}
+
+/// Gradient (ai.onnx.preview.training): the gradient of the tensor named `y`
+/// with respect to each tensor named in `xs`, by cleave's reverse-mode rules
+/// (buildGradients). The node's inputs, one per name in xs then zs, give the
+/// point at which it is taken: when they are the named tensors themselves
+/// (the usual case) the graph's own values are differentiated; otherwise the
+/// part of the graph between the named tensors and y is first rebuilt on the
+/// inputs.
+Results Importer::importGradient(NodeContext &n) {
+  const auto *xsAttr = n.attr("xs"), *zsAttr = n.attr("zs"), *yAttr = n.attr("y");
+  if (!xsAttr || xsAttr->type() != onnx::AttributeProto::STRINGS || xsAttr->strings().empty()) {
+    n.error() << "needs the attribute 'xs', the names of the tensors to differentiate with "
+                 "respect to";
+    return failure();
+  }
+  if (!yAttr || yAttr->type() != onnx::AttributeProto::STRING) {
+    n.error() << "needs the string attribute 'y', the name of the tensor to differentiate";
+    return failure();
+  }
+  if (zsAttr && zsAttr->type() != onnx::AttributeProto::STRINGS) {
+    n.error() << "attribute 'zs' must be a list of names";
+    return failure();
+  }
+  SmallVector<std::string> names(xsAttr->strings().begin(), xsAttr->strings().end());
+  size_t numXs = names.size();
+  if (zsAttr)
+    names.append(zsAttr->strings().begin(), zsAttr->strings().end());
+  if (static_cast<size_t>(n.node.input_size()) != names.size()) {
+    n.error() << "takes one input per name in xs and zs (" << names.size() << "), got "
+              << n.node.input_size();
+    return failure();
+  }
+  auto lookup = [&](const std::string &name, StringRef role) -> Value {
+    auto found = values.find(name);
+    if (found != values.end())
+      return found->second;
+    n.error() << role << " '" << name
+              << "' is not a graph input, an initializer or an output of an earlier node";
+    return {};
+  };
+  Value y = lookup(yAttr->s(), "y");
+  if (!y)
+    return failure();
+  if (!isa<FloatType>(elementOf(y))) {
+    n.error() << "y '" << yAttr->s() << "' is " << y.getType() << ", not a float tensor";
+    return failure();
+  }
+  SmallVector<Value> named, inputs;
+  for (auto [i, name] : llvm::enumerate(names)) {
+    StringRef role = i < numXs ? "xs" : "zs";
+    Value value = lookup(name, role);
+    if (!value)
+      return failure();
+    if (i < numXs && !isa<FloatType>(elementOf(value))) {
+      n.error() << "xs '" << name << "' is " << value.getType()
+                << ": only float tensors have gradients";
+      return failure();
+    }
+    if (!n.input(i)) {
+      n.error() << "input " << i << " has no name";
+      return failure();
+    }
+    if (n.input(i).getType() != value.getType()) {
+      n.error() << "input '" << n.node.input(i) << "' is " << n.input(i).getType() << ", but "
+                << role << " '" << name << "', the tensor it gives a value for, is "
+                << value.getType();
+      return failure();
+    }
+    // Ops that read only constants were folded at import, so y no longer
+    // shows how it depends on a constant.
+    if ((i < numXs || n.input(i) != value) && matchPattern(value, m_Constant())) {
+      n.error() << role << " '" << name
+                << "' is a constant, folded into the ops that read it: cleave cannot "
+                   "differentiate with respect to it or evaluate at another value";
+      return failure();
+    }
+    named.push_back(value);
+    inputs.push_back(n.input(i));
+  }
+
+  // The ops that read a named tensor, directly or not. ONNX requires the
+  // tensors of xs and zs to be independent: none computed from another.
+  llvm::DenseSet<Value> downstream(named.begin(), named.end());
+  SmallVector<Operation *> between;
+  for (Operation &op : *builder.getInsertionBlock()) {
+    if (llvm::none_of(op.getOperands(), [&](Value v) { return downstream.contains(v); }))
+      continue;
+    for (auto [value, name] : llvm::zip(named, names))
+      if (value.getDefiningOp() == &op) {
+        n.error() << "'" << name << "' of xs and zs is computed from another of them: "
+                  << "they must be independent";
+        return failure();
+      }
+    downstream.insert(op.getResults().begin(), op.getResults().end());
+    between.push_back(&op);
+  }
+
+  SmallVector<Value> leaves(named);
+  if (inputs != named) {
+    // Rebuild the ops between the named tensors and y on a fresh copy of
+    // each input (fresh, so that two named tensors given the same input
+    // still get their own gradients).
+    IRMapping mapping;
+    for (auto [i, input] : llvm::enumerate(inputs)) {
+      leaves[i] = IdentityOp::create(builder, n.loc, input);
+      mapping.map(named[i], leaves[i]);
+    }
+    if (Operation *last = y.getDefiningOp())
+      for (Operation *op : between)
+        if (op == last || op->isBeforeInBlock(last))
+          builder.clone(*op, mapping);
+    y = mapping.lookupOrDefault(y);
+  }
+
+  ArrayRef<Value> xs = ArrayRef<Value>(leaves).take_front(numXs);
+  auto grads = buildGradients(builder, y, xs);
+  if (failed(grads))
+    return failure();
+  SmallVector<Value> results;
+  for (auto [x, grad] : llvm::zip(xs, *grads)) {
+    if (grad) {
+      results.push_back(grad);
+      continue;
+    }
+    auto type = cast<RankedTensorType>(x.getType());
+    results.push_back(ConstantOp::create(
+        builder, n.loc, type,
+        DenseElementsAttr::get(type, builder.getFloatAttr(type.getElementType(), 0.0))));
+  }
+  return results;
 }
 
 LogicalResult Importer::checkOutput(const onnx::ValueInfoProto &output, Value value) {

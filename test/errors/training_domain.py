@@ -1,8 +1,8 @@
 # Refusals in the training domain ai.onnx.preview.training: each is one error
 # line naming the file, the node, the op and the domain, exit 1. Attribute
 # values and element types the ONNX spec does not allow, inputs that do not
-# group, a domain version other than 1. Other unknown domains stay refused
-# (unsupported-domain.test).
+# group, a domain version other than 1, and Gradient nodes cleave cannot
+# evaluate. Other unknown domains stay refused (unsupported-domain.test).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s --all %t
 # RUN: not cleave import %t/momentum_mode_foo.onnx 2>&1 | FileCheck %s --check-prefix=MODE
@@ -17,6 +17,13 @@
 # RUN: not cleave import %t/training_version_2.onnx 2>&1 | FileCheck %s --check-prefix=VERSION
 # RUN: not cleave import %t/training_unknown_op.onnx 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 # RUN: not cleave import %t/no_ai_onnx_opset.onnx 2>&1 | FileCheck %s --check-prefix=NOOPSET
+# RUN: not cleave import %t/gradient_unknown_y.onnx 2>&1 | FileCheck %s --check-prefix=GRADY
+# RUN: not cleave import %t/gradient_y_later.onnx 2>&1 | FileCheck %s --check-prefix=GRADLATER
+# RUN: not cleave import %t/gradient_int_x.onnx 2>&1 | FileCheck %s --check-prefix=GRADINT
+# RUN: not cleave import %t/gradient_input_count.onnx 2>&1 | FileCheck %s --check-prefix=GRADCOUNT
+# RUN: not cleave import %t/gradient_input_type.onnx 2>&1 | FileCheck %s --check-prefix=GRADTYPE
+# RUN: not cleave import %t/gradient_dependent_xs.onnx 2>&1 | FileCheck %s --check-prefix=GRADDEP
+# RUN: not cleave import %t/gradient_constant_x.onnx 2>&1 | FileCheck %s --check-prefix=GRADCONST
 
 import numpy as np
 import onnx
@@ -98,6 +105,58 @@ cases.add("no_ai_onnx_opset")(lambda: model(
     [helper.make_node("Relu", ["X"], ["Y"])], [("X", F32, [2])], [("Y", F32, [2])],
     check=False))
 
+
+def gradient_model(nodes, inputs, outputs, initializers=(), check=True):
+    return model(nodes, inputs, outputs, opsets=(("", 17), (TRAINING, 1)),
+                 initializers=initializers, check=check)
+
+
+def G(inputs, outputs, **attrs):
+    return helper.make_node("Gradient", inputs, outputs, name="grad", domain=TRAINING, **attrs)
+
+
+# GRADY: node 'grad' (Gradient, domain 'ai.onnx.preview.training', opset 1): y 'nope' is not a graph input, an initializer or an output of an earlier node
+cases.add("gradient_unknown_y")(lambda: gradient_model(
+    [helper.make_node("Mul", ["a", "a"], ["y"]), G(["a"], ["da"], xs=["a"], y="nope")],
+    [("a", F32, [])], [("y", F32, []), ("da", F32, [])]))
+
+# A valid topological order may put the Gradient node before y's producer.
+# GRADLATER: node 'grad' (Gradient, domain 'ai.onnx.preview.training', opset 1): y 'y' is not a graph input, an initializer or an output of an earlier node
+cases.add("gradient_y_later")(lambda: gradient_model(
+    [G(["a"], ["da"], xs=["a"], y="y"), helper.make_node("Mul", ["a", "a"], ["y"])],
+    [("a", F32, [])], [("y", F32, []), ("da", F32, [])]))
+
+# GRADINT: node 'grad' (Gradient, domain 'ai.onnx.preview.training', opset 1): xs 'k' is 'tensor<2xi64>': only float tensors have gradients
+cases.add("gradient_int_x")(lambda: gradient_model(
+    [helper.make_node("Cast", ["k"], ["kf"], to=F32), helper.make_node("Mul", ["kf", "a"], ["p"]),
+     helper.make_node("ReduceSum", ["p"], ["y"], keepdims=0),
+     G(["k"], ["dk"], xs=["k"], y="y")],
+    [("a", F32, [2]), ("k", I64, [2])], [("y", F32, []), ("dk", F32, [2])]))
+
+# GRADCOUNT: node 'grad' (Gradient, domain 'ai.onnx.preview.training', opset 1): takes one input per name in xs and zs (2), got 1
+cases.add("gradient_input_count")(lambda: gradient_model(
+    [helper.make_node("Mul", ["a", "b"], ["y"]), G(["a"], ["da"], xs=["a"], zs=["b"], y="y")],
+    [("a", F32, []), ("b", F32, [])], [("y", F32, []), ("da", F32, [])]))
+
+# GRADTYPE: node 'grad' (Gradient, domain 'ai.onnx.preview.training', opset 1): input 'a1' is 'tensor<3xf32>', but xs 'a', the tensor it gives a value for, is 'tensor<2xf32>'
+cases.add("gradient_input_type")(lambda: gradient_model(
+    [helper.make_node("ReduceSum", ["a"], ["y"], keepdims=0),
+     G(["a1"], ["da"], xs=["a"], y="y")],
+    [("a", F32, [2]), ("a1", F32, [3])], [("y", F32, []), ("da", F32, [2])]))
+
+# ONNX: a tensor computed from others of xs and zs cannot be among them.
+# GRADDEP: node 'grad' (Gradient, domain 'ai.onnx.preview.training', opset 1): 'h' of xs and zs is computed from another of them: they must be independent
+cases.add("gradient_dependent_xs")(lambda: gradient_model(
+    [helper.make_node("Mul", ["w", "w"], ["h"]), helper.make_node("Mul", ["h", "w"], ["y"]),
+     G(["w", "h"], ["dw", "dh"], xs=["w", "h"], y="y")],
+    [("w", F32, [])], [("y", F32, []), ("dw", F32, []), ("dh", F32, [])]))
+
+# Cleave folds ops on constants at import: y no longer depends on them.
+# GRADCONST: node 'grad' (Gradient, domain 'ai.onnx.preview.training', opset 1): xs 'c' is a constant, folded into the ops that read it: cleave cannot differentiate with respect to it or evaluate at another value
+cases.add("gradient_constant_x")(lambda: gradient_model(
+    [helper.make_node("Constant", [], ["c"], value_float=2.0),
+     helper.make_node("Mul", ["c", "c"], ["y"]), G(["c"], ["dc"], xs=["c"], y="y")],
+    [], [("y", F32, []), ("dc", F32, [])]))
 
 if __name__ == "__main__":
     cases.main()

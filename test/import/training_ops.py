@@ -3,7 +3,7 @@
 # cleave ops following the pseudo code of the operator docs in onnx.reference's
 # order: tensor arithmetic in X's type with each coefficient rounded to it,
 # the factors of R and T in f64 (T cast once), T > 0 selected by cleave.where.
-# A model whose nodes all come
+# Gradient becomes the reverse-mode rules' ops. A model whose nodes all come
 # from the training domain needs no ai.onnx opset. Numerics:
 # test/compile/onnx_training_ops.py.
 #
@@ -23,6 +23,8 @@
 # RUN: cleave import %t/adam_defaults.onnx | FileCheck %s --check-prefix=ADAM
 # RUN: cleave import %t/adam_multiple_post.onnx | FileCheck %s --check-prefix=ADAMMULTI
 # RUN: cleave import %t/with_ai_onnx.onnx | FileCheck %s --check-prefix=MIXED
+# RUN: cleave import %t/gradient.onnx | FileCheck %s --check-prefix=GRAD
+# RUN: cleave import %t/gradient_at_inputs.onnx | FileCheck %s --check-prefix=GRADAT
 # RUN: cleave import --summary %t/momentum_standard.onnx | FileCheck %s --check-prefix=SUMMARY
 
 import onnx
@@ -209,6 +211,54 @@ def _():
     return training_model(
         nodes, [("R", F32, []), ("T", I64, []), ("X", F32, [4]), ("D", F32, [4]),
                 ("H", F32, [4])], [("Y", F32, [4]), ("H_new", F32, [4])], default_opset=17)
+
+
+# Gradient of d = (a + b) * a: dd/da = (a + b) + a, dd/db = a. The seed is a
+# scalar 1; Mul's rule gives each operand the seed times the other (in an
+# order of its own), and Add passes dd/dc on to both a and b.
+# GRAD-LABEL: func.func @forward(%arg0: tensor<f32> {{.*}}"a"}, %arg1: tensor<f32> {{.*}}"b"}) -> (tensor<f32> {cleave.name = "d"}, tensor<f32> {cleave.name = "dd_da"}, tensor<f32> {cleave.name = "dd_db"})
+# GRAD-NEXT: %[[C:.+]] = cleave.add %arg0, %arg1
+# GRAD-NEXT: %[[D:.+]] = cleave.mul %[[C]], %arg0
+# GRAD-NEXT: %[[SEED:.+]] = cleave.constant {value = dense<1.000000e+00> : tensor<f32>} : tensor<f32>
+# GRAD-DAG: %[[DA1:.+]] = cleave.mul %[[SEED]], %[[C]]
+# GRAD-DAG: %[[DC:.+]] = cleave.mul %[[SEED]], %arg0
+# GRAD: %[[DA:.+]] = cleave.add %[[DA1]], %[[DC]]
+# GRAD-NEXT: return %[[D]], %[[DA]], %[[DC]]
+@cases.add("gradient")
+def _():
+    nodes = [helper.make_node("Add", ["a", "b"], ["c"]),
+             helper.make_node("Mul", ["c", "a"], ["d"]),
+             helper.make_node("Gradient", ["a", "b"], ["dd_da", "dd_db"], xs=["a", "b"], y="d",
+                              domain=TRAINING)]
+    return training_model(nodes, [("a", F32, []), ("b", F32, [])],
+                          [("d", F32, []), ("dd_da", F32, []), ("dd_db", F32, [])],
+                          default_opset=17)
+
+
+# Gradient at inputs other than the named tensors: the ops between xs/zs and
+# y are rebuilt on copies of the inputs (a1 for a, b for zs's b) and
+# differentiated there, dd/da = 2 a1 b; the rebuilt ops that no rule reads are
+# removed as dead, and d itself stays computed at a.
+# GRADAT-LABEL: func.func @forward(%arg0: tensor<2xf32> {{.*}}"a"}, %arg1: tensor<2xf32> {{.*}}"b"}, %arg2: tensor<2xf32> {{.*}}"a1"})
+# GRADAT-NEXT: %[[Q:.+]] = cleave.mul %arg0, %arg0
+# GRADAT-NEXT: %[[S:.+]] = cleave.mul %[[Q]], %arg1
+# GRADAT-NEXT: %[[D:.+]] = cleave.reduce_sum %[[S]]
+# GRADAT-NEXT: %[[A1:.+]] = cleave.identity %arg2
+# GRADAT-NEXT: %[[B:.+]] = cleave.identity %arg1
+# GRADAT: %[[DQ:.+]] = cleave.mul %{{.+}}, %[[B]]
+# GRADAT-NEXT: cleave.mul %[[DQ]], %[[A1]]
+# GRADAT-NEXT: cleave.mul %[[DQ]], %[[A1]]
+# GRADAT-NEXT: %[[G:.+]] = cleave.add
+# GRADAT-NEXT: return %[[D]], %[[G]] : tensor<f32>, tensor<2xf32>
+@cases.add("gradient_at_inputs")
+def _():
+    nodes = [helper.make_node("Mul", ["a", "a"], ["q"]),
+             helper.make_node("Mul", ["q", "b"], ["s"]),
+             helper.make_node("ReduceSum", ["s"], ["d"], keepdims=0),
+             helper.make_node("Gradient", ["a1", "b"], ["dd_da"], xs=["a"], zs=["b"], y="d",
+                              domain=TRAINING)]
+    return training_model(nodes, [("a", F32, [2]), ("b", F32, [2]), ("a1", F32, [2])],
+                          [("d", F32, []), ("dd_da", F32, [2])], default_opset=17)
 
 
 # A model without ai.onnx prints its opset as "-".
