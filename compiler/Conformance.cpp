@@ -153,6 +153,20 @@ bool drawsRandomMask(const onnx::ModelProto &model,
   return false;
 }
 
+/// Why a case's expected outputs disagree with its own model, for the ONNX
+/// test data known to be wrong; empty for every other case.
+std::string knownBadData(StringRef name, const onnx::ModelProto &model) {
+  // test_adam_multiple's outputs were computed with epsilon 1e-2, but its
+  // Adam node does not carry the attribute, so the default 1e-6 applies
+  // (onnx/onnx#7749, fixed by onnx/onnx#7763 after onnx 1.19).
+  if (name == "test_adam_multiple" && model.graph().node_size() == 1 &&
+      llvm::none_of(model.graph().node(0).attribute(),
+                    [](const onnx::AttributeProto &a) { return a.name() == "epsilon"; }))
+    return "ONNX's expected outputs use epsilon 1e-2, which the model's Adam node lacks "
+           "(onnx/onnx#7749)";
+  return "";
+}
+
 /// The names of the inputs a compiled program takes, from its plan.json.
 std::vector<std::string> programInputs(const std::string &dir) {
   std::vector<std::string> names;
@@ -203,6 +217,9 @@ Result runCase(const std::string &dir, const std::string &scratch) {
   for (const auto &output : model.graph().output())
     outputNames.push_back(output.name());
 
+  std::string bad = knownBadData(llvm::sys::path::filename(dir), model);
+  if (!bad.empty())
+    return {Outcome::Skip, bad};
   std::vector<std::string> sets = dataSets(dir);
   if (sets.empty())
     return {Outcome::Skip, "no test_data_set_* directory"};

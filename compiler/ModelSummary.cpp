@@ -38,8 +38,11 @@ void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
     auto attr = module->getAttrOfType<IntegerAttr>(name);
     return attr ? attr.getInt() : 0;
   };
+  // No ai.onnx opset (a graph of training-domain nodes alone) prints as "-".
+  auto opset = module->getAttrOfType<IntegerAttr>("cleave.opset");
   os << "model:      " << text("cleave.source") << " (IR version " << number("cleave.ir_version")
-     << ", opset " << number("cleave.opset") << ", producer " << text("cleave.producer") << ")\n";
+     << ", opset " << (opset ? std::to_string(opset.getInt()) : std::string("-"))
+     << ", producer " << text("cleave.producer") << ")\n";
 
   for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
     if (forward.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() != "input")

@@ -1,6 +1,7 @@
 //===- Autodiff.cpp - reverse-mode gradients of a scalar loss ------------===//
 
 #include "passes/Passes.h"
+#include "passes/Autodiff.h"
 
 #include "dialects/Cleave/CleaveOps.h"
 
@@ -67,8 +68,6 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
     if (failed(index))
       return signalPassFailure();
 
-    // Float values that depend on a parameter (through any op: an op without
-    // a rule on such a path is an error below, not a silent zero).
     SmallVector<llvm::GlobPattern> frozen;
     for (const std::string &glob : freeze) {
       auto pattern = llvm::GlobPattern::create(glob);
@@ -79,70 +78,30 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
       }
       frozen.push_back(std::move(*pattern));
     }
-    llvm::DenseSet<Value> fromParams;
-    SmallVector<BlockArgument> params;
+    SmallVector<Value> params;
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
       auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
       auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
       bool isFrozen = name && llvm::any_of(frozen, [&](const llvm::GlobPattern &p) {
                         return p.match(name.getValue());
                       });
-      if (kind && kind.getValue() == "param" && isFloatTensor(arg) && !isFrozen) {
+      if (kind && kind.getValue() == "param" && isFloatTensor(arg) && !isFrozen)
         params.push_back(arg);
-        fromParams.insert(arg);
-      }
-    }
-    for (Operation &op : body) {
-      if (llvm::none_of(op.getOperands(), [&](Value v) { return fromParams.contains(v); }))
-        continue;
-      for (Value result : op.getResults())
-        if (isFloatTensor(result))
-          fromParams.insert(result);
     }
 
     OpBuilder builder(ret);
-    Value lossValue = ret.getOperand(*index);
-    auto lossType = cast<RankedTensorType>(lossValue.getType());
-    llvm::DenseMap<Value, Value> grads;
-    grads[lossValue] = ConstantOp::create(
-        builder, ret.getLoc(), lossType,
-        DenseElementsAttr::get(lossType, builder.getFloatAttr(lossType.getElementType(), 1.0)));
-
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
-      if (&op == ret.getOperation())
-        continue;
-      SmallVector<Value> resultGrads;
-      for (Value result : op.getResults())
-        resultGrads.push_back(grads.lookup(result));
-      if (llvm::all_of(resultGrads, [](Value g) { return !g; }) ||
-          llvm::none_of(op.getOperands(), [&](Value v) { return fromParams.contains(v); }))
-        continue;
-      auto vjp = dyn_cast<VjpOpInterface>(op);
-      if (!vjp) {
-        op.emitError() << op.getName()
-                       << " has no gradient rule, but the loss depends on a parameter through it";
-        return signalPassFailure();
-      }
-      builder.setInsertionPoint(ret);
-      SmallVector<Value> operandGrads;
-      if (failed(vjp.buildVjp(builder, resultGrads, operandGrads)))
-        return signalPassFailure();
-      for (auto [operand, grad] : llvm::zip(op.getOperands(), operandGrads)) {
-        if (!grad || !fromParams.contains(operand))
-          continue;
-        Value &sum = grads[operand];
-        sum = sum ? AddOp::create(builder, op.getLoc(), sum, grad).getResult() : grad;
-      }
-    }
+    auto grads = buildGradients(builder, ret.getOperand(*index), params);
+    if (failed(grads))
+      return signalPassFailure();
 
     SmallVector<Value> results(ret.getOperands());
     SmallVector<StringAttr> names;
-    for (BlockArgument param : params) {
-      Value grad = grads.lookup(param);
+    for (auto [param, grad] : llvm::zip(params, *grads)) {
       if (!grad)
         continue;
       results.push_back(grad);
-      names.push_back(func.getArgAttrOfType<StringAttr>(param.getArgNumber(), "cleave.name"));
+      names.push_back(func.getArgAttrOfType<StringAttr>(
+          cast<BlockArgument>(param).getArgNumber(), "cleave.name"));
     }
     unsigned firstGrad = ret.getNumOperands();
     ret->setOperands(results);
@@ -162,3 +121,54 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
 };
 
 } // namespace
+
+FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y,
+                                                    ArrayRef<Value> xs) {
+  // Float values that depend on an x (through any op: an op without a rule
+  // on such a path is an error below, not a silent zero).
+  llvm::DenseSet<Value> fromXs(xs.begin(), xs.end());
+  Operation *last = y.getDefiningOp();
+  Block *block = y.getParentBlock();
+  if (last) {
+    for (Operation &op : *block) {
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return fromXs.contains(v); }))
+        for (Value result : op.getResults())
+          if (isFloatTensor(result))
+            fromXs.insert(result);
+      if (&op == last)
+        break;
+    }
+  }
+
+  auto yType = cast<RankedTensorType>(y.getType());
+  llvm::DenseMap<Value, Value> grads;
+  grads[y] = ConstantOp::create(
+      builder, y.getLoc(), yType,
+      DenseElementsAttr::get(yType, builder.getFloatAttr(yType.getElementType(), 1.0)));
+
+  for (Operation *op = last; op; op = op->getPrevNode()) {
+    SmallVector<Value> resultGrads;
+    for (Value result : op->getResults())
+      resultGrads.push_back(grads.lookup(result));
+    if (llvm::all_of(resultGrads, [](Value g) { return !g; }) ||
+        llvm::none_of(op->getOperands(), [&](Value v) { return fromXs.contains(v); }))
+      continue;
+    auto vjp = dyn_cast<VjpOpInterface>(op);
+    if (!vjp)
+      return op->emitError() << op->getName()
+                             << " has no gradient rule, but the gradient flows through it";
+    SmallVector<Value> operandGrads;
+    if (failed(vjp.buildVjp(builder, resultGrads, operandGrads)))
+      return failure();
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!grad || !fromXs.contains(operand))
+        continue;
+      Value &sum = grads[operand];
+      sum = sum ? AddOp::create(builder, op->getLoc(), sum, grad).getResult() : grad;
+    }
+  }
+  SmallVector<Value> result;
+  for (Value x : xs)
+    result.push_back(grads.lookup(x));
+  return result;
+}

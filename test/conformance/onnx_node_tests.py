@@ -3,7 +3,12 @@
 # compared with the expected outputs (written by the ONNX project) at ONNX's
 # tolerances. Nothing may fail; every skip names its reason (an operator or
 # element type cleave does not support, an old opset, a random mask). The run
-# also fails if fewer than MIN_PASSED cases pass, so it cannot pass by skipping.
+# also fails if fewer than MIN_PASSED cases pass, so it cannot pass by skipping,
+# or if one of REQUIRED does not pass (the optimizers of the training domain
+# ai.onnx.preview.training). test_adam_multiple passes too, or, with the onnx
+# packages whose test data has the defect, is skipped for it: its expected
+# outputs use an epsilon its model does not carry (onnx/onnx#7749);
+# onnx_training_tests.py runs it with the upstream fix.
 #
 # RUN: %python %s
 
@@ -14,7 +19,9 @@ import sys
 
 import onnx
 
-MIN_PASSED = 450
+MIN_PASSED = 472
+REQUIRED = ["test_adam", "test_momentum", "test_momentum_multiple", "test_nesterov_momentum",
+            "test_adagrad", "test_adagrad_multiple"]
 
 
 def main():
@@ -31,6 +38,14 @@ def main():
                               if l.startswith("SKIP") and not re.match(r"SKIP \S+: \S", l)]
     if skipped_without_reason:
         print("skips without a reason:", skipped_without_reason)
+        sys.exit(1)
+    missing = [c for c in REQUIRED if f"PASS {c}" not in run.stdout.splitlines()]
+    if missing:
+        print("these cases did not pass:", missing)
+        sys.exit(1)
+    if not re.search(r"^(PASS test_adam_multiple$|SKIP test_adam_multiple: .*onnx/onnx#7749)",
+                     run.stdout, re.M):
+        print("test_adam_multiple neither passes nor is skipped for onnx/onnx#7749")
         sys.exit(1)
     if passed < MIN_PASSED:
         print(f"only {passed} cases passed, expected at least {MIN_PASSED}")

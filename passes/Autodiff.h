@@ -1,0 +1,26 @@
+//===- Autodiff.h - reverse-mode gradients inside one block -----*- C++ -*-===//
+
+#ifndef CLEAVE_PASSES_AUTODIFF_H
+#define CLEAVE_PASSES_AUTODIFF_H
+
+#include "mlir/IR/Builders.h"
+
+namespace cleave {
+
+/// Reverse-mode gradients of `y`, a float tensor, with respect to each of
+/// `xs`: values (block arguments or op results) of the block that defines y.
+/// y's gradient is seeded with ones, so for a y with several elements the
+/// result is the gradient of their sum. Gradients flow back from y through
+/// every op before it, in reverse order, by the op's VjpOpInterface rule, and
+/// are summed where a value has several readers (also through an x computed
+/// from another x: these are total derivatives). The new ops are built at
+/// `builder`'s insertion point, which must follow y's definition in the same
+/// block. Returns one gradient per x, of x's type, or null where y does not
+/// depend on x. Fails, with an error at the op, when an op on a path from an x
+/// to y has no rule or its rule fails.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+buildGradients(mlir::OpBuilder &builder, mlir::Value y, mlir::ArrayRef<mlir::Value> xs);
+
+} // namespace cleave
+
+#endif
