@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up the machine (scripts/setup.sh), builds, and shows the main path on
 # the bundled example: import (IR summary), compile to a native program and
-# check one forward against onnxruntime, then compile the training step and
-# train it (Adam) on a small synthetic classification set: the loss falls.
+# check one forward against onnxruntime, then compile the training step for
+# a data-parallel mesh of 2 ranks and train it (Adam) on a small synthetic
+# classification set on 2 local ranks: the loss falls.
 #   scripts/demo.sh [MODEL.onnx]      (an MLP whose inputs are x and labels)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -49,8 +50,9 @@ ours = np.load('$work/results/loss.npy'); ref = np.load('$work/ort_loss.npy')
 print(f'loss: cleave {float(ours):.7f}, onnxruntime {float(ref):.7f}')"
 
 echo
-echo "== cleave compile --train --optimizer adam, then train 3 epochs"
-"$cleave" compile "$model" -o "$work/train" --train --optimizer adam --lr 0.01
+echo "== cleave compile --train --optimizer adam --mesh dp=2, then train 3 epochs on 2 ranks"
+"$cleave" compile "$model" -o "$work/train" --train --optimizer adam --lr 0.01 \
+  --mesh dp=2 --batch-size 16
 "$root/.venv/bin/python" - "$work" <<'PY'
 import sys
 import numpy as np
@@ -62,7 +64,7 @@ teacher = rng.standard_normal((x.shape[1], 10)).astype(np.float32)
 np.save(f"{work}/train_x.npy", data)
 np.save(f"{work}/train_labels.npy", np.argmax(data @ teacher, axis=1).astype(np.int64))
 PY
-"$cleave" run "$work/train" --data "x=$work/train_x.npy,labels=$work/train_labels.npy" \
+"$cleave" run -n 2 "$work/train" --data "x=$work/train_x.npy,labels=$work/train_labels.npy" \
   --epochs 3 --seed 7 --log-json "$work/metrics.json" --save-onnx "$work/trained.onnx"
 "$root/.venv/bin/python" -c "
 import json

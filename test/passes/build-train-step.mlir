@@ -10,9 +10,9 @@
 // and returns the loss (sum / count) under its own name.
 
 // ADAM-LABEL: func.func @forward
-// ADAM-SAME: %arg2: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_count"}
-// ADAM-SAME: %arg3: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_sum"}
-// ADAM-SAME: %arg4: tensor<3xf32> {cleave.kind = "state", cleave.name = "grad:w"}) {
+// ADAM-SAME: %arg2: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_count"}
+// ADAM-SAME: %arg3: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_sum"}
+// ADAM-SAME: %arg4: tensor<3xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w"}) {
 // ADAM: %[[SUM:.*]] = cleave.reduce_sum
 // ADAM: %[[COUNT:.*]] = cleave.add %arg2, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // ADAM: %[[LOSS:.*]] = cleave.add %arg3, %[[SUM]]
@@ -23,9 +23,9 @@
 // ADAM-NEXT: return{{$}}
 
 // ADAM-LABEL: func.func @apply
-// ADAM-SAME: %arg0: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_count"}
-// ADAM-SAME: %arg1: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_sum"}
-// ADAM-SAME: %arg2: tensor<3xf32> {cleave.kind = "state", cleave.name = "grad:w"}
+// ADAM-SAME: %arg0: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_count"}
+// ADAM-SAME: %arg1: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_sum"}
+// ADAM-SAME: %arg2: tensor<3xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w"}
 // ADAM-SAME: %arg3: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"}
 // ADAM-SAME: %arg4: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.lr"}
 // ADAM-SAME: %arg5: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.step"}
