@@ -219,6 +219,14 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("batch-size", t.batchSize, "positive");
   if (failed(parseMesh(t.mesh)))
     return failure();
+  if (t.zero < 0 || t.zero > 3)
+    return bad("zero", t.zero, "0, 1, 2 or 3");
+  if (t.zero == 3)
+    return fail("--zero 3", "sharding the parameters themselves is not built yet",
+                "use --zero 1 or 2", kExitBadUsage);
+  if (t.zero > 0 && mesh.empty())
+    return fail("--zero " + std::to_string(t.zero), "shards over a mesh's dp axis",
+                "add --mesh dp=N", kExitBadUsage);
   int64_t slices = t.gradAccum * dataParallelRanks();
   if (t.batchSize % slices != 0)
     return fail("--batch-size " + std::to_string(t.batchSize),
@@ -349,11 +357,15 @@ LogicalResult Compiler::run() {
               step.momentum = t.momentum;
               step.nesterov = t.nesterov;
               step.clipGradNorm = t.clipGradNorm;
+              step.zero = t.zero;
+              SmallVector<std::string> meshEntries;
+              for (const auto &[name, size] : mesh)
+                meshEntries.push_back(name + "=" + std::to_string(size));
+              step.mesh = meshEntries;
               pm.addPass(createBuildTrainStep(step));
               if (!mesh.empty()) {
                 DataParallelOptions parallel;
-                for (const auto &[name, size] : mesh)
-                  parallel.mesh.push_back(name + "=" + std::to_string(size));
+                parallel.mesh = meshEntries;
                 pm.addPass(createDataParallel(parallel));
               }
             }

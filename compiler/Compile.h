@@ -33,6 +33,9 @@ struct TrainOptions {
   int64_t batchSize = 0;
   /// The device mesh, "dp=2" (empty: one device).
   std::string mesh;
+  /// ZeRO stage over the mesh's dp axis: 0 (replicated optimizer), 1
+  /// (optimizer state sharded), 2 (gradients too).
+  int zero = 0;
   /// Reduce in a fixed rank order, so data-parallel runs are bit-identical
   /// to one device with the same accumulation.
   bool deterministic = false;

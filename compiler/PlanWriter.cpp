@@ -117,8 +117,32 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   llvm::StringSet<> seen;
   int64_t constantCount = 0, constantBytesTotal = 0, flops = 0;
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
-  // Collectives per step, by kind and mesh axis: calls and buffer bytes.
-  std::map<std::pair<std::string, int64_t>, std::pair<int64_t, int64_t>> collectives;
+  // Collectives per step, by kind and mesh axis.
+  struct Traffic {
+    int64_t calls = 0, bufferBytes = 0, payloadBytes = 0, sentBytes = 0;
+  };
+  // What one rank sends for one call by the ring algorithm (as the runtime
+  // counts it): an all-reduce 2(n-1)/n of its buffer, a reduce-scatter or
+  // all-gather (n-1)/n of the whole buffer.
+  shard::GridOp meshGrid = getGrid(module);
+  auto count = [&](Traffic &traffic, StringRef kind, int64_t axis, int64_t calls,
+                   int64_t buffer, int64_t payload) {
+    int64_t n = meshGrid.getShape()[axis], factor = kind == "all_reduce" ? 2 : 1;
+    traffic.calls += calls;
+    traffic.bufferBytes += calls * buffer;
+    traffic.payloadBytes += calls * payload;
+    traffic.sentBytes += calls * (factor * (n - 1) * buffer / n);
+  };
+  std::map<std::pair<std::string, int64_t>, Traffic> collectives;
+  // The flat parameter buffer's unpadded bytes (ZeRO): what its collectives
+  // must move at least.
+  int64_t flatPayload = 0;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.getSymName() == "forward")
+      for (auto [i, arg] : llvm::enumerate(func.getArguments()))
+        if (auto group = func.getArgAttrOfType<StringAttr>(i, "cleave.flat_member");
+            group && group.getValue() == "flat:params")
+          flatPayload += tensorBytes(cast<RankedTensorType>(arg.getType()));
   for (auto func : module.getOps<func::FuncOp>()) {
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
       StringRef name = func.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue();
@@ -128,7 +152,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
         inputsByIndex[index] = tensorJson(name, arg.getType());
         continue;
       }
-      if (!seen.insert(name).second)
+      // A flat buffer is its members' bytes again (they are listed).
+      if (!seen.insert(name).second || func.getArgAttr(i, "cleave.flat_size"))
         continue;
       nlohmann::json entry = tensorJson(name, arg.getType());
       entry["offset"] = offset.getInt();
@@ -158,6 +183,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       ++constantCount;
       constantBytesTotal += bytes.size();
     });
+    // @forward runs once per microbatch.
+    int64_t repeats = func.getSymName() == "forward" ? options.training.gradAccum : 1;
     for (auto &run : allReduceRuns(func)) {
       auto spans = reductionSpans(func, run);
       if (failed(spans)) {
@@ -165,12 +192,24 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
                           kExitInternal};
         return failure();
       }
-      for (const ReductionSpan &span : *spans) {
-        auto &[calls, bytes] = collectives[{"all_reduce", span.axis}];
-        ++calls;
-        bytes += span.bytes;
-      }
+      for (const ReductionSpan &span : *spans)
+        count(collectives[{"all_reduce", span.axis}], "all_reduce", span.axis, repeats,
+              span.bytes, span.payload);
     }
+    func.walk([&](Operation *op) {
+      auto reduce = dyn_cast<shard::AllReduceOp>(op);
+      if (isa<shard::AllSliceOp>(op) || (reduce && isInPlace(reduce)) ||
+          !isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllGatherOp>(op))
+        return;
+      // The whole buffer: a reduce-scatter's input, an all-gather's output.
+      Value whole = isa<shard::ReduceScatterOp>(op) ? op->getOperand(0) : op->getResult(0);
+      auto type = cast<RankedTensorType>(whole.getType());
+      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+      bool flatBuffer = flatPayload > 0 && type.getRank() == 1 && tensorBytes(type) >= flatPayload;
+      std::string kind = op->getName().stripDialect().str();
+      count(collectives[{kind, axes[0]}], kind, axes[0], repeats, tensorBytes(type),
+            flatBuffer ? flatPayload : tensorBytes(type));
+    });
     for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
       outputs.push_back(
           tensorJson(func.getResultAttrOfType<StringAttr>(i, "cleave.name").getValue(), type));
@@ -216,21 +255,19 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
     plan["mesh"] = {{"axes", axes},
                     {"ranks", ranks},
                     {"deterministic", options.training.deterministic}};
-    // Per rank and step, next to the analytic minimum: a ring all-reduce
-    // sends 2(n-1)/n of the buffer; the minimum buffer is the gradients
-    // without the blob's alignment padding.
+    // Per rank and step, next to the analytic minimum: the same ring
+    // amounts of the buffers without the blob's alignment padding.
     nlohmann::json list = nlohmann::json::array();
-    for (const auto &[key, value] : collectives) {
+    for (const auto &[key, traffic] : collectives) {
       int64_t n = grid.getShape()[key.second];
-      double ring = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
+      int64_t factor = key.first == "all_reduce" ? 2 : 1;
       list.push_back({{"kind", key.first},
                       {"axis", cast<StringAttr>(names[key.second]).str()},
-                      {"calls_per_step", value.first},
-                      {"buffer_bytes", value.second},
-                      {"bytes_sent_per_rank",
-                       static_cast<int64_t>(ring * static_cast<double>(value.second))},
+                      {"calls_per_step", traffic.calls},
+                      {"buffer_bytes", traffic.bufferBytes},
+                      {"bytes_sent_per_rank", traffic.sentBytes},
                       {"analytic_min_bytes_sent",
-                       static_cast<int64_t>(ring * static_cast<double>(gradientBytes))}});
+                       factor * (n - 1) * traffic.payloadBytes / n}});
     }
     plan["collectives"] = list;
   }

@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/Cleave/CleaveOps.h"
+#include "passes/Collectives.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -79,7 +80,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the
   /// 2-norm of all gradients together: each parameter element counts once.
-  void clipGlobalNorm(Updates &u, OpBuilder &b, SmallVector<std::pair<Value, Value>> &grads) {
+  /// `total` turns this rank's sum of squares into the global one (ZeRO: the
+  /// ranks hold disjoint slices).
+  void clipGlobalNorm(Updates &u, OpBuilder &b, SmallVector<std::pair<Value, Value>> &grads,
+                      function_ref<Value(Value)> total) {
     Value sumOfSquares;
     for (auto &[param, grad] : grads) {
       auto type = cast<RankedTensorType>(grad.getType());
@@ -91,6 +95,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                                     .getResult();
       sumOfSquares = sumOfSquares ? u.add(sumOfSquares, sum) : sum;
     }
+    sumOfSquares = total(sumOfSquares);
     Value coefficient =
         u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfSquares), u.scalar(1e-6)));
     Value one = u.scalar(1.0);
@@ -228,33 +233,134 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                          ? count
                          : u.cast(count, b.getF32Type());
 
-    SmallVector<std::pair<Value, Value>> grads; // parameter in @apply, mean gradient
-    SmallVector<StringAttr> names;
-    for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
-      auto name = forward.getArgAttrOfType<StringAttr>(i, "cleave.name");
+    // The trained parameters, in argument order, with their gradients.
+    struct Member {
+      StringAttr name;
+      BlockArgument param;
+      Value grad;
+    };
+    SmallVector<Member> members;
+    for (BlockArgument param : forward.getArguments()) {
+      auto name = forward.getArgAttrOfType<StringAttr>(param.getArgNumber(), "cleave.name");
       Value grad = name ? gradOf.lookup(name.getValue()) : Value();
       if (!grad)
         continue;
-      Value param = forward.getArgument(i);
       if (!cast<RankedTensorType>(param.getType()).getElementType().isF32()) {
         emitError(param.getLoc(), "parameter '")
             << name.getValue() << "' is " << param.getType()
             << ": training supports f32 parameters";
         return signalPassFailure();
       }
-      Value sum = accumulator(grad, ("grad:" + name.getValue()).str());
-      zeroed.push_back(sum);
-      grads.push_back({addArgument(apply, param.getType(), name.getValue(), "param"),
-                       u.div(sum, countF32)});
-      names.push_back(name);
+      members.push_back({name, param, grad});
     }
     Value lr = addArgument(apply, RankedTensorType::get({}, b.getF32Type()), "cleave.lr", "input");
     Value step =
         addArgument(apply, RankedTensorType::get({}, b.getF32Type()), "cleave.step", "input");
-    if (clipGradNorm > 0.0)
-      clipGlobalNorm(u, b, grads);
-    for (auto [entry, name] : llvm::zip(grads, names))
-      update(u, b, apply, entry.first, name.getValue(), entry.second, lr, step, assignments);
+
+    if (zero == 0) {
+      SmallVector<std::pair<Value, Value>> grads; // parameter in @apply, mean gradient
+      for (const Member &member : members) {
+        Value sum = accumulator(member.grad, ("grad:" + member.name.getValue()).str());
+        zeroed.push_back(sum);
+        grads.push_back({addArgument(apply, member.param.getType(), member.name, "param"),
+                         u.div(sum, countF32)});
+      }
+      if (clipGradNorm > 0.0)
+        clipGlobalNorm(u, b, grads, [](Value sum) { return sum; });
+      for (auto [entry, member] : llvm::zip(grads, members))
+        update(u, b, apply, entry.first, member.name, entry.second, lr, step, assignments);
+    } else {
+      FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
+      if (failed(layout))
+        return signalPassFailure();
+      const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout->dpAxis)};
+      const llvm::APInt firstDim(64, 0);
+      Location loc = forward.getLoc();
+      // One flat buffer: every parameter at a 64-byte aligned element offset,
+      // the total a multiple of 16 N so that each rank's slice is aligned.
+      constexpr int64_t kAlign = kBufferAlignment / 4;
+      int64_t flat = 0;
+      SmallVector<int64_t> offsets;
+      for (const Member &member : members) {
+        offsets.push_back(flat);
+        int64_t elements = cast<RankedTensorType>(member.param.getType()).getNumElements();
+        flat = (flat + elements + kAlign - 1) / kAlign * kAlign;
+      }
+      int64_t quantum = kAlign * layout->dpSize;
+      flat = (flat + quantum - 1) / quantum * quantum;
+      auto flatType = RankedTensorType::get({flat}, b.getF32Type());
+      auto sliceType = RankedTensorType::get({flat / layout->dpSize}, b.getF32Type());
+      auto member = [&](func::FuncOp func, Value arg, StringRef group, int64_t offset) {
+        unsigned index = cast<BlockArgument>(arg).getArgNumber();
+        func.setArgAttr(index, "cleave.flat_member", StringAttr::get(ctx, group));
+        func.setArgAttr(index, "cleave.flat_offset", b.getI64IntegerAttr(offset));
+      };
+      auto group = [&](func::FuncOp func, StringRef name, StringRef kind) {
+        Value arg = addArgument(func, flatType, name, kind);
+        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), "cleave.flat_size",
+                        b.getI64IntegerAttr(flat));
+        return arg;
+      };
+      for (auto [m, offset] : llvm::zip(members, offsets))
+        member(forward, m.param, "flat:params", offset);
+
+      Value gradSlice;
+      if (zero == 1) {
+        // Whole gradients accumulate per parameter, reduce-scattered once.
+        for (auto [m, offset] : llvm::zip(members, offsets)) {
+          Value slot = addArgument(forward, m.grad.getType(), ("grad:" + m.name.getValue()).str(),
+                                   "state");
+          forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
+                             UnitAttr::get(ctx));
+          member(forward, slot, "flat:grads", offset);
+          accumulate.push_back({slot, fu.add(slot, m.grad)});
+        }
+        Value grads = group(apply, "flat:grads", "state");
+        zeroed.push_back(grads);
+        gradSlice = shard::ReduceScatterOp::create(b, loc, sliceType, "mesh", dpAxes, grads,
+                                                   shard::ReductionKind::Sum, firstDim);
+      } else {
+        // Each microbatch's gradients, packed flat, are reduce-scattered at
+        // once; only this rank's slice accumulates.
+        SmallVector<Value> pieces;
+        for (auto [m, offset] : llvm::zip(members, offsets)) {
+          int64_t elements = cast<RankedTensorType>(m.grad.getType()).getNumElements();
+          pieces.push_back(ReshapeOp::create(fb, loc, m.grad, fb.getDenseI64ArrayAttr({elements})));
+          int64_t next = &m == &members.back() ? flat : offsets[&m - members.begin() + 1];
+          if (next > offset + elements) {
+            auto padType = RankedTensorType::get({next - offset - elements}, fb.getF32Type());
+            pieces.push_back(ConstantOp::create(
+                fb, loc, padType, DenseElementsAttr::get(padType, fb.getF32FloatAttr(0.0f))));
+          }
+        }
+        Value packed = ConcatOp::create(fb, loc, pieces, fb.getI64IntegerAttr(0));
+        Value slice = shard::ReduceScatterOp::create(fb, loc, sliceType, "mesh", dpAxes, packed,
+                                                     shard::ReductionKind::Sum, firstDim);
+        Value slot = addArgument(forward, sliceType, "flat:grads.slice", "state");
+        accumulate.push_back({slot, fu.add(slot, slice)});
+        forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
+                           UnitAttr::get(ctx));
+        // Already summed over dp: not an accumulator for cleave-data-parallel.
+        gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state");
+        zeroed.push_back(gradSlice);
+      }
+      Value params = group(apply, "flat:params", "param");
+      Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, "mesh", dpAxes, 0);
+      SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, countF32)}};
+      if (clipGradNorm > 0.0)
+        clipGlobalNorm(u, b, grads, [&](Value sum) -> Value {
+          return shard::AllReduceOp::create(b, loc, sum, "mesh", dpAxes,
+                                            shard::ReductionKind::Sum);
+        });
+      update(u, b, apply, paramSlice, "flat", grads[0].second, lr, step, assignments);
+      // The updated slices, gathered, are the new parameters.
+      for (auto &[target, value] : assignments) {
+        if (target != paramSlice)
+          continue;
+        target = params;
+        value = shard::AllGatherOp::create(b, loc, flatType, "mesh", dpAxes, value, firstDim);
+      }
+    }
     for (Value slot : zeroed) {
       auto type = cast<RankedTensorType>(slot.getType());
       assignments.push_back(

@@ -5,9 +5,53 @@
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Passes.h"
 
+#include "mlir/IR/Builders.h"
+
 using namespace mlir;
 
 namespace cleave {
+
+FailureOr<Mesh> getOrCreateMesh(ModuleOp module, ArrayRef<std::string> entries) {
+  SmallVector<StringRef> names;
+  SmallVector<int64_t> sizes;
+  for (StringRef entry : entries) {
+    auto [name, size] = entry.split('=');
+    int64_t value = 0;
+    if (name.empty() || size.getAsInteger(10, value) || value < 1)
+      return module.emitError("mesh entry '") << entry << "' is not NAME=SIZE with SIZE >= 1";
+    if (llvm::is_contained(names, name))
+      return module.emitError("mesh axis '") << name << "' is named twice";
+    names.push_back(name);
+    sizes.push_back(value);
+  }
+  auto dp = llvm::find(names, StringRef("dp"));
+  if (dp == names.end())
+    return module.emitError("the mesh has no 'dp' axis");
+  Mesh mesh;
+  mesh.dpAxis = dp - names.begin();
+  mesh.dpSize = sizes[mesh.dpAxis];
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  ArrayAttr axes = b.getStrArrayAttr(names);
+  if (auto existing = module.lookupSymbol<shard::GridOp>("mesh")) {
+    if (existing->getAttr("cleave.axes") != axes || existing.getShape() != ArrayRef(sizes))
+      return existing.emitError("the module's mesh differs from the one asked for");
+    mesh.grid = existing;
+    return mesh;
+  }
+  mesh.grid = shard::GridOp::create(b, module.getLoc(), "mesh", sizes);
+  mesh.grid->setAttr("cleave.axes", axes);
+  return mesh;
+}
+
+bool isInPlace(shard::AllReduceOp reduce) {
+  auto arg = dyn_cast<BlockArgument>(reduce.getInput());
+  if (!arg)
+    return false;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind")
+                   : StringAttr();
+  return kind && (kind.getValue() == "param" || kind.getValue() == "state");
+}
 
 FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
                                                      ArrayRef<shard::AllReduceOp> run) {
@@ -31,7 +75,7 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
     }
     auto type = cast<RankedTensorType>(arg.getType());
     pieces.push_back({offset.getInt(), tensorBytes(type), reduce.getGridAxes()[0],
-                      type.getElementType()});
+                      type.getElementType(), tensorBytes(type)});
   }
   llvm::sort(pieces,
              [](const ReductionSpan &a, const ReductionSpan &b) { return a.offset < b.offset; });
@@ -43,6 +87,7 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
           (last.offset + last.bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
       if (piece.axis == last.axis && piece.element == last.element && piece.offset == alignedEnd) {
         last.bytes = piece.offset + piece.bytes - last.offset;
+        last.payload += piece.payload;
         continue;
       }
     }
@@ -56,6 +101,8 @@ SmallVector<SmallVector<shard::AllReduceOp>> allReduceRuns(func::FuncOp func) {
   bool inRun = false;
   for (Operation &op : func.getBody().front()) {
     auto reduce = dyn_cast<shard::AllReduceOp>(op);
+    if (reduce && !isInPlace(reduce))
+      reduce = nullptr;
     if (reduce && !inRun)
       runs.emplace_back();
     if (reduce)

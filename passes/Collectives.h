@@ -15,6 +15,20 @@
 
 namespace cleave {
 
+/// The module's device mesh, `shard.grid @mesh` with its axis names in
+/// `cleave.axes`, and the data-parallel axis.
+struct Mesh {
+  mlir::shard::GridOp grid;
+  /// The index of the `dp` axis and its number of ranks.
+  int64_t dpAxis = 0;
+  int64_t dpSize = 1;
+};
+
+/// Parses `entries` (NAME=SIZE each, a `dp` axis among them) and returns the
+/// module's `@mesh`, created with those axes if it does not exist yet, or
+/// emits an error on the module. An existing mesh must have the same axes.
+mlir::FailureOr<Mesh> getOrCreateMesh(mlir::ModuleOp module, llvm::ArrayRef<std::string> entries);
+
 /// Bytes [offset, offset + bytes) of the weights blob, summed over one mesh
 /// axis, of one element type. Padding between the slots it spans is zero and
 /// stays zero.
@@ -23,7 +37,13 @@ struct ReductionSpan {
   int64_t bytes;
   int64_t axis;
   mlir::Type element;
+  /// The bytes of the arguments it covers, without padding.
+  int64_t payload;
 };
+
+/// Whether `reduce` works in place: its input is a parameter or state
+/// argument (the accumulators), which nothing else reads.
+bool isInPlace(mlir::shard::AllReduceOp reduce);
 
 /// The spans the all-reduces of `run` (consecutive ops of a memory-planned
 /// `func`) reduce, in offset order; an error on the op that cannot work in
@@ -32,7 +52,7 @@ struct ReductionSpan {
 mlir::FailureOr<llvm::SmallVector<ReductionSpan>>
 reductionSpans(mlir::func::FuncOp func, llvm::ArrayRef<mlir::shard::AllReduceOp> run);
 
-/// Every run of consecutive all-reduces in `func`, in order.
+/// Every run of consecutive in-place all-reduces in `func`, in order.
 llvm::SmallVector<llvm::SmallVector<mlir::shard::AllReduceOp>> allReduceRuns(mlir::func::FuncOp func);
 
 } // namespace cleave

@@ -165,6 +165,7 @@ private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
   LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
+  LogicalResult lowerCollective(Operation *op, ArrayRef<int16_t> axes);
 
   ModuleOp module;
   func::FuncOp func;
@@ -275,10 +276,57 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
   return success();
 }
 
+/// A collective between arena buffers: the kernel of the same name (an
+/// all-reduce is a copy, then the in-place kernel), over the op's one mesh
+/// axis. Scatters, gathers and slices split dim 0.
+LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("cleave.arena_offsets");
+  if (!offsets)
+    return op->emitError("has no memory plan: run cleave-memory-plan first");
+  if (axes.size() != 1)
+    return op->emitError("only a collective over one mesh axis is lowered");
+  auto reduction = op->getAttrOfType<shard::ReductionKindAttr>("reduction");
+  if (reduction && reduction.getValue() != shard::ReductionKind::Sum)
+    return op->emitError("only sums are lowered");
+  for (StringRef dim : {"scatter_axis", "gather_axis", "slice_axis"})
+    if (auto attr = op->getAttrOfType<IntegerAttr>(dim); attr && attr.getInt() != 0)
+      return op->emitError("only collectives along dim 0 are lowered");
+  Value in = tensors.lookup(op->getOperand(0));
+  Value out = tensorAt(arena, offsets[0], op->getResult(0));
+  tensors[op->getResult(0)] = out;
+  auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs) {
+    CallArgs args(b);
+    args.value(context);
+    for (Value tensor : tensorArgs)
+      args.value(tensor);
+    args.literal(std::to_string(axes[0]));
+    call(kernelPrefix + kernel.str(), Type(), args);
+  };
+  if (isa<shard::AllReduceOp>(op)) {
+    CallArgs copy(b);
+    copy.value(context);
+    copy.value(in);
+    copy.value(out);
+    call(kernelPrefix + "copy", Type(), copy);
+    kernelCall("all_reduce", {out});
+    return success();
+  }
+  kernelCall(op->getName().stripDialect(), {in, out});
+  return success();
+}
+
 LogicalResult Lowering::lowerOp(Operation *op) {
   for (Value result : op->getResults())
     if (failed(dtypeLiteral(cast<RankedTensorType>(result.getType()).getElementType())))
       return op->emitError("element type ") << result.getType() << " has no runtime kernel";
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
+    return lowerCollective(op, reduce.getGridAxes());
+  if (auto scatter = dyn_cast<shard::ReduceScatterOp>(op))
+    return lowerCollective(op, scatter.getGridAxes());
+  if (auto gather = dyn_cast<shard::AllGatherOp>(op))
+    return lowerCollective(op, gather.getGridAxes());
+  if (auto slice = dyn_cast<shard::AllSliceOp>(op))
+    return lowerCollective(op, slice.getGridAxes());
   if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op)) {
     CallArgs args(b);
     args.value(tensors.lookup(op->getOperand(0)));
@@ -409,7 +457,7 @@ LogicalResult Lowering::run() {
   for (auto &run : allReduceRuns(func))
     runs[run.front()] = run;
   for (Operation &op : func.getBody().front()) {
-    if (isa<shard::AllReduceOp>(op)) {
+    if (auto reduce = dyn_cast<shard::AllReduceOp>(op); reduce && isInPlace(reduce)) {
       auto run = runs.find(&op);
       if (run != runs.end() && failed(lowerAllReduces(run->second)))
         return failure();

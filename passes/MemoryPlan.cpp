@@ -2,6 +2,8 @@
 
 #include "passes/Passes.h"
 
+#include "passes/Collectives.h"
+
 #include "dialects/Cleave/CleaveOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -24,10 +26,10 @@ int64_t alignUp(int64_t bytes) {
 int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.getType())); }
 
 /// Ops whose result is their operand's buffer under another shape.
-/// An all-reduce of an argument works in place (cleave-lower-to-emitc).
+/// An all-reduce of a stored argument works in place (cleave-lower-to-emitc).
 bool isView(Operation *op) {
-  if (isa<shard::AllReduceOp>(op))
-    return isa<BlockArgument>(op->getOperand(0));
+  if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
+    return isInPlace(reduce);
   return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
 }
 
@@ -126,8 +128,21 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
     // Parameters and state first, one slot per name whichever function
     // reads it (an unnamed argument is named argN); inputs numbered by name
     // the same way; outputs one after another in function order.
+    // A flat buffer (`cleave.flat_size` elements) holds its members at their
+    // `cleave.flat_offset`: it gets its slot when it or a member comes first.
     int64_t weights = 0;
-    llvm::StringMap<int64_t> weightsOffsets, inputIndices;
+    llvm::StringMap<int64_t> weightsOffsets, inputIndices, flatBytes;
+    for (func::FuncOp func : funcs)
+      for (auto [i, arg] : llvm::enumerate(func.getArguments()))
+        if (auto size = func.getArgAttrOfType<IntegerAttr>(i, "cleave.flat_size"))
+          flatBytes[func.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue()] =
+              size.getInt() * bytesOf(arg) / cast<RankedTensorType>(arg.getType()).getNumElements();
+    auto flatSlot = [&](StringRef group) {
+      auto [slot, added] = weightsOffsets.try_emplace(group, weights);
+      if (added)
+        weights = alignUp(weights + flatBytes.lookup(group));
+      return slot->second;
+    };
     int64_t outputs = 0;
     for (func::FuncOp func : funcs) {
       for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
@@ -135,6 +150,18 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
         auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
         std::string key = name ? name.getValue().str() : "arg" + std::to_string(i);
         bool stored = kind && (kind.getValue() == "param" || kind.getValue() == "state");
+        if (auto group = func.getArgAttrOfType<StringAttr>(i, "cleave.flat_member")) {
+          auto element = cast<RankedTensorType>(arg.getType()).getElementType();
+          int64_t offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.flat_offset").getInt();
+          func.setArgAttr(i, "cleave.weights_offset",
+                          b.getI64IntegerAttr(flatSlot(group.getValue()) +
+                                              offset * element.getIntOrFloatBitWidth() / 8));
+          continue;
+        }
+        if (flatBytes.contains(key)) {
+          func.setArgAttr(i, "cleave.weights_offset", b.getI64IntegerAttr(flatSlot(key)));
+          continue;
+        }
         llvm::StringMap<int64_t> &slots = stored ? weightsOffsets : inputIndices;
         auto [slot, added] =
             slots.try_emplace(key, stored ? weights : static_cast<int64_t>(slots.size()));

@@ -95,6 +95,21 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
       slot with `cleave.assign`, zeroes the accumulators and returns the
       step's loss (sum / count) under the loss's name.
     Accumulator arguments carry `cleave.accumulator` in both functions.
+
+    With `zero` 1 or 2 (ZeRO) on a mesh whose dp axis has N ranks, the
+    trained parameters form one flat f32 buffer `flat:params` (each at a
+    64-byte aligned element offset, `cleave.flat_member` /
+    `cleave.flat_offset` on the per-parameter arguments, the total padded to
+    a multiple of 16 N) and every rank updates only its 1/N of it: @apply
+    reduce-scatters the gradients over dp (`shard.reduce_scatter`), takes its
+    slice of the parameters (`shard.all_slice`), keeps its optimizer slots
+    for that slice only (`<slot>:flat`, 1/N of the buffer), and all-gathers
+    the updated slices (`shard.all_gather`) into `flat:params`. Clipping
+    all-reduces the sum of squares of the slices. Stage 1 accumulates whole
+    gradients per parameter (`flat:grads`, reduce-scattered once a step);
+    stage 2 reduce-scatters every microbatch's gradients in @forward and
+    accumulates only the rank's slice (`flat:grads.slice`). The loss sum and
+    count stay accumulators for cleave-data-parallel.
     The rules follow PyTorch's: sgd (weight decay added to the gradient;
     momentum, optionally Nesterov, with a velocity buffer), adagrad (a running
     sum of squared gradients), adam (L2 weight decay added to the gradient,
@@ -115,8 +130,12 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     Option<"nesterov", "nesterov", "bool", /*default=*/"false", "Nesterov momentum">,
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
            "When positive, scale all gradients by min(1, X / (global norm + 1e-6)) first">,
+    Option<"zero", "zero", "int", /*default=*/"0",
+           "ZeRO stage: 1 shards the optimizer state over dp, 2 the gradients too">,
+    ListOption<"mesh", "mesh", "std::string",
+               "With zero: the mesh axes in order, NAME=SIZE each (a dp axis among them)">,
   ];
-  let dependentDialects = ["cleave::CleaveDialect"];
+  let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
 }
 
 def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {

@@ -50,13 +50,40 @@ uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, int groupSize) {
   return 0;
 }
 
+Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t axis,
+                               const char *kernel) {
+  if (axis < 0 || static_cast<size_t>(axis) >= axes.size() || !axes[axis])
+    rt::fail(kernel, "no communicator for mesh axis %lld: the program runs without its mesh",
+             static_cast<long long>(axis));
+  return *axes[axis];
+}
+
 void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis,
                      const Tensor &buffer, int64_t step) {
-  if (axis < 0 || static_cast<size_t>(axis) >= axes.size() || !axes[axis])
-    fail("all_reduce", "no communicator for mesh axis %lld: the program runs without its mesh",
-         static_cast<long long>(axis));
-  axes[axis]->allReduceSum(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype,
-                           {step, "the accumulated gradients"});
+  axisCommunicator(axes, axis, "all_reduce")
+      .allReduceSum(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype,
+                    {step, "gradients"});
+}
+
+void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
+                         const Tensor &out, int64_t step) {
+  Communicator &group = axisCommunicator(axes, axis, "reduce_scatter");
+  if (in.dtype != out.dtype || in.numel() != out.numel() * group.size())
+    rt::fail("reduce_scatter", "%lld elements do not split into %d parts of %lld",
+             static_cast<long long>(in.numel()), group.size(),
+             static_cast<long long>(out.numel()));
+  group.reduceScatterSum(in.data, out.data, static_cast<std::size_t>(out.numel()), out.dtype,
+                         {step, "gradients"});
+}
+
+void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
+                     const Tensor &out, int64_t step) {
+  Communicator &group = axisCommunicator(axes, axis, "all_gather");
+  if (in.dtype != out.dtype || in.numel() * group.size() != out.numel())
+    rt::fail("all_gather", "%d parts of %lld elements do not make %lld", group.size(),
+             static_cast<long long>(in.numel()), static_cast<long long>(out.numel()));
+  group.allGather(in.data, out.data, static_cast<std::size_t>(in.numel()), in.dtype,
+                  {step, "parameters"});
 }
 
 bool canSum(DType type) {

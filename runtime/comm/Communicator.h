@@ -93,11 +93,21 @@ bool canSum(DType type);
 
 class Communicator;
 
-/// The all_reduce kernel of either backend (runtime/Kernels.def): the
-/// communicator of mesh axis `axis` sums `buffer` in place; a missing axis is
-/// a kernel error (a program compiled for a mesh, run without one).
+/// The communicator of mesh axis `axis`; a missing one is an error of
+/// `kernel` (a program compiled for a mesh, run without one).
+Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t axis,
+                               const char *kernel);
+
+/// The collective kernels of either backend (runtime/Kernels.def), over the
+/// communicator of mesh axis `axis`: `buffer` summed in place; `out` this
+/// rank's part of the sum of `in` (dim 0 split n ways); `out` the ranks'
+/// `in` concatenated.
 void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis,
                      const Tensor &buffer, int64_t step);
+void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
+                         const Tensor &out, int64_t step);
+void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
+                     const Tensor &out, int64_t step);
 
 /// A group of ranks (one mesh axis, several, or the whole job) and the
 /// collectives over it. Buffers are where the backend computes: host memory

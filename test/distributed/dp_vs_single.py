@@ -5,6 +5,9 @@
 #   - --mesh dp=N (N = 2, 4), each rank B/N samples: every step's loss within
 #     1e-5 relative of the reference and the final parameters within 1e-5 of
 #     their largest element; and dp=2 with --grad-accum 2;
+#   - ZeRO stages 1 and 2 on dp=2 and dp=4 (and stage 2 with global-norm
+#     clipping, which must count every parameter element once): the same
+#     tolerances;
 #   - --mesh dp=N --deterministic against one device accumulating the same N
 #     microbatches (--grad-accum N): every loss and every parameter bit for
 #     bit, with adamw;
@@ -138,6 +141,15 @@ def main():
             bytes_as_planned(f"{name} dp={ranks}", run, problems)
         close(f"{name} dp=2 grad-accum 2", m.train("dp2-k2", 2, 2, MOMENTUM), reference,
               problems)
+        for zero in (1, 2):
+            for ranks in (2, 4):
+                label = f"{name} dp={ranks} zero={zero}"
+                run = m.train(f"dp{ranks}-z{zero}", ranks, 1, MOMENTUM, ["--zero", str(zero)])
+                close(label, run, reference, problems)
+                bytes_as_planned(label, run, problems)
+        clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
+        close(f"{name} dp=2 zero=2 clipped", m.train("dp2-z2-clip", 2, 1, clipped, ["--zero", "2"]),
+              m.train("one-clip", 1, 1, clipped), problems)
         for ranks in (2, 4):
             one = m.train(f"one-k{ranks}", 1, ranks, ADAMW)
             run = m.train(f"dp{ranks}-det", ranks, 1, ADAMW, ["--deterministic"])

@@ -1,5 +1,6 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=adam})' | FileCheck %s --check-prefix=ADAM
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd})' | FileCheck %s --check-prefix=SGD
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd zero=1 mesh=dp=2})' | FileCheck %s --check-prefix=SHARDED
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=lion})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOSPLIT
@@ -25,34 +26,49 @@
 // ADAM-LABEL: func.func @apply
 // ADAM-SAME: %arg0: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_count"}
 // ADAM-SAME: %arg1: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_sum"}
-// ADAM-SAME: %arg2: tensor<3xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w"}
-// ADAM-SAME: %arg3: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"}
-// ADAM-SAME: %arg4: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.lr"}
-// ADAM-SAME: %arg5: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.step"}
+// ADAM-SAME: %arg2: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.lr"}
+// ADAM-SAME: %arg3: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.step"}
+// ADAM-SAME: %arg4: tensor<3xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w"}
+// ADAM-SAME: %arg5: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"}
 // ADAM-SAME: %arg6: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.m:w"}
 // ADAM-SAME: %arg7: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.v:w"}
 // ADAM-SAME: -> (tensor<f32> {cleave.name = "objective"})
 // ADAM: %[[MEAN:.*]] = cleave.div %arg1, %arg0 : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// ADAM: %[[G:.*]] = cleave.div %arg2, %arg0 : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// ADAM: %[[G:.*]] = cleave.div %arg4, %arg0 : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // Bias corrections 1 - beta^step, in f64.
-// ADAM: %[[T:.*]] = cleave.cast %arg5 {to = f64} : (tensor<f32>) -> tensor<f64>
+// ADAM: %[[T:.*]] = cleave.cast %arg3 {to = f64} : (tensor<f32>) -> tensor<f64>
 // ADAM: cleave.pow %{{.*}}, %[[T]] : (tensor<f64>, tensor<f64>) -> tensor<f64>
 // ADAM: cleave.sqrt
 // ADAM: %[[ZERO:.*]] = cleave.constant {value = dense<0.000000e+00> : tensor<3xf32>}
 // ADAM: cleave.assign %{{.*}} to %arg6 : tensor<3xf32>
 // ADAM: cleave.assign %{{.*}} to %arg7 : tensor<3xf32>
-// ADAM: cleave.assign %{{.*}} to %arg3 : tensor<3xf32>
+// ADAM: cleave.assign %{{.*}} to %arg5 : tensor<3xf32>
 // ADAM: cleave.assign %{{.*}} to %arg0 : tensor<f32>
 // ADAM: cleave.assign %{{.*}} to %arg1 : tensor<f32>
-// ADAM: cleave.assign %[[ZERO]] to %arg2 : tensor<3xf32>
+// ADAM: cleave.assign %[[ZERO]] to %arg4 : tensor<3xf32>
 // ADAM: return %[[MEAN]] : tensor<f32>
 
 // SGD-LABEL: func.func @apply
 // SGD-NOT: adam
-// SGD: %[[G:.*]] = cleave.div %arg2, %arg0
-// SGD: %[[STEP:.*]] = cleave.mul %arg4, %[[G]] : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
-// SGD: %[[NEW:.*]] = cleave.sub %arg3, %[[STEP]]
-// SGD: cleave.assign %[[NEW]] to %arg3 : tensor<3xf32>
+// SGD: %[[G:.*]] = cleave.div %arg4, %arg0
+// SGD: %[[STEP:.*]] = cleave.mul %arg2, %[[G]] : (tensor<f32>, tensor<3xf32>) -> tensor<3xf32>
+// SGD: %[[NEW:.*]] = cleave.sub %arg5, %[[STEP]]
+// SGD: cleave.assign %[[NEW]] to %arg5 : tensor<3xf32>
+
+// ZeRO 1 on dp=2: w (3 floats) is a member of the flat parameter buffer,
+// padded to 32 floats (16 a rank); each rank updates its 16.
+// SHARDED: shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
+// SHARDED-LABEL: func.func @forward
+// SHARDED-SAME: %arg1: tensor<3xf32> {cleave.flat_member = "flat:params", cleave.flat_offset = 0 : i64, cleave.kind = "param", cleave.name = "w"}
+// SHARDED-SAME: tensor<3xf32> {cleave.accumulator, cleave.flat_member = "flat:grads", cleave.flat_offset = 0 : i64, cleave.kind = "state", cleave.name = "grad:w"}
+// SHARDED-LABEL: func.func @apply
+// SHARDED-SAME: %arg4: tensor<32xf32> {cleave.flat_size = 32 : i64, cleave.kind = "state", cleave.name = "flat:grads"}
+// SHARDED-SAME: %arg5: tensor<32xf32> {cleave.flat_size = 32 : i64, cleave.kind = "param", cleave.name = "flat:params"}
+// SHARDED: %[[G:.*]] = shard.reduce_scatter %arg4 on @mesh grid_axes = [0] scatter_axis = 0 : tensor<32xf32> -> tensor<16xf32>
+// SHARDED: %[[P:.*]] = shard.all_slice %arg5 on @mesh grid_axes = [0] slice_axis = 0 : tensor<32xf32> -> tensor<16xf32>
+// SHARDED: %[[NEW:.*]] = cleave.sub %[[P]]
+// SHARDED: %[[ALL:.*]] = shard.all_gather %[[NEW]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<32xf32>
+// SHARDED: cleave.assign %[[ALL]] to %arg5 : tensor<32xf32>
 
 // UNKNOWN: error: unknown optimizer 'lion': use sgd, momentum, adagrad, adam or adamw
 // NOGRAD: error: has no gradients: run cleave-autodiff first

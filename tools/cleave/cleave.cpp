@@ -144,6 +144,9 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_option("--mesh", t.mesh,
                   "The device mesh of a training step, e.g. dp=2: the batch is split over dp "
                   "ranks and the gradients all-reduced (run with cleave run -n 2)");
+  sub->add_option("--zero", t.zero,
+                  "ZeRO over the mesh's dp ranks: 1 shards the optimizer state, 2 the gradients "
+                  "too (default 0)");
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");
