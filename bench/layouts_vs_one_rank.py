@@ -1,0 +1,98 @@
+"""Step time and bytes moved of each data-parallel layout against one rank.
+
+    .venv/bin/python bench/layouts_vs_one_rank.py [--steps N]
+
+For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), with
+the same global batch and AdamW, compiles one rank (2 BLAS threads) and each
+layout on 2 ranks of 1 thread (dp=2; ZeRO 1 and 2 on dp=2), trains N steps,
+and prints the mean step time (the driver's --log-json seconds over the
+steps), its ratio to the one-rank step measured in the same run, and per
+collective kind the bytes a rank sent per step (counted by the runtime)
+against the analytic minimum from plan.json (ring all-reduce 2(n-1)/n of the
+gradients, reduce-scatter and all-gather (n-1)/n of the parameters each).
+The same total cores in every row: 2.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from forward_vs_onnxruntime import CLEAVE, GPT, MLP  # noqa: E402
+
+LAYOUTS = (("one rank, 2 threads", 1, []),
+           ("dp=2", 2, ["--mesh", "dp=2"]),
+           ("dp=2 zero=1", 2, ["--mesh", "dp=2", "--zero", "1"]),
+           ("dp=2 zero=2", 2, ["--mesh", "dp=2", "--zero", "2"]))
+
+
+def export(model, args, path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, path, opset_version=17, do_constant_folding=False,
+                          input_names=["a", "b"], output_names=["loss"],
+                          training=torch.onnx.TrainingMode.EVAL)
+
+
+def bench(model, args, steps, workdir):
+    batch = args[0].shape[0]
+    flags = []
+    for name, value in zip(["a", "b"], args):
+        file = os.path.join(workdir, name + ".npy")
+        np.save(file, torch.cat([value] * 4).numpy())
+        flags += ["--data", f"{name}={file}"]
+    rows = []
+    for label, ranks, layout in LAYOUTS:
+        micro = batch // ranks
+        path = os.path.join(workdir, f"b{micro}.onnx")
+        if not os.path.exists(path):
+            export(model, tuple(a[:micro] for a in args), path)
+        out = os.path.join(workdir, label.replace(" ", "_").replace("=", ""))
+        subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", "--optimizer", "adamw",
+                        "--lr", "1e-3", "--weight-decay", "0.01", "--batch-size", str(batch),
+                        *layout], check=True)
+        metrics = os.path.join(workdir, "metrics.json")
+        launch = ["-n", str(ranks)] if ranks > 1 else []
+        subprocess.run([CLEAVE, "run", *launch, out, *flags, "--steps", str(steps),
+                        "--no-shuffle", "--threads", str(2 // ranks), "--log-json", metrics],
+                       check=True, stderr=subprocess.DEVNULL)
+        log = json.load(open(metrics))
+        plan = json.load(open(os.path.join(out, "plan.json")))
+        minimum = {c["kind"]: c["analytic_min_bytes_sent"] for c in plan.get("collectives", [])}
+        sent = {b["kind"]: b["bytes"] / steps for b in log["bytes_sent"]}
+        rows.append((label, log["seconds"] / steps, sent, minimum))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    options = parser.parse_args()
+    print(f"{os.cpu_count()} cpus; mean step time over {options.steps} steps; bytes sent by "
+          "one rank per step, and the analytic minimum")
+    print(f"{'model':40} {'layout':20} {'step ms':>8} {'vs 1 rank':>9}  bytes sent / minimum")
+    torch.manual_seed(0)
+    cases = [("mlp (256-1024-1024-10, batch 64)", MLP(),
+              (torch.randn(64, 256), torch.randint(0, 10, (64,)))),
+             ("gpt (2 layers, d 128, seq 64, batch 8)", GPT(),
+              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))))]
+    for name, model, args in cases:
+        with tempfile.TemporaryDirectory() as workdir:
+            rows = bench(model, args, options.steps, workdir)
+        single = rows[0][1]
+        for label, seconds, sent, minimum in rows:
+            traffic = ", ".join(f"{kind} {sent.get(kind, 0):.0f} / {minimum[kind]} "
+                                f"({sent.get(kind, 0) / max(minimum[kind], 1):.3f})"
+                                for kind in sorted(minimum))
+            print(f"{name:40} {label:20} {seconds * 1e3:>8.3f} {seconds / single:>9.2f}  "
+                  f"{traffic or '-'}")
+
+
+if __name__ == "__main__":
+    main()
