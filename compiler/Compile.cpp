@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassInstrumentation.h"
 #include "mlir/Pass/PassManager.h"
@@ -20,6 +21,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <sstream>
@@ -74,6 +77,8 @@ private:
   LogicalResult checkTrainOptions(const TrainOptions &training);
   /// Reads --mesh into `mesh`.
   LogicalResult parseMesh(StringRef text);
+  /// Reads --plan into `planEntries`.
+  LogicalResult readPlan(StringRef path);
   int64_t dataParallelRanks() const;
   LogicalResult finish();
 
@@ -83,6 +88,8 @@ private:
   std::string partial;
   /// The mesh axes in order, with their sizes (empty: one device).
   std::vector<std::pair<std::string, int64_t>> mesh;
+  /// The plan's entries as cleave-tensor-parallel takes them.
+  SmallVector<std::string> planEntries;
   /// Set when the host compiler ran and failed: the partial directory stays
   /// so the user can read the source and log the error points to.
   bool keepPartial = false;
@@ -224,6 +231,11 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (t.zero == 3)
     return fail("--zero 3", "sharding the parameters themselves is not built yet",
                 "use --zero 1 or 2", kExitBadUsage);
+  if (failed(readPlan(t.plan)))
+    return failure();
+  if (!t.plan.empty() && mesh.empty())
+    return fail("--plan", "lays parameters out over a mesh", "add --mesh dp=N,tp=M",
+                kExitBadUsage);
   if (t.zero > 0 && mesh.empty())
     return fail("--zero " + std::to_string(t.zero), "shards over a mesh's dp axis",
                 "add --mesh dp=N", kExitBadUsage);
@@ -233,6 +245,35 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
                 "does not split into " + std::to_string(slices) +
                     " equal microbatches (--grad-accum x the mesh's dp)",
                 "choose a multiple of " + std::to_string(slices), kExitBadUsage);
+  return success();
+}
+
+LogicalResult Compiler::readPlan(StringRef path) {
+  if (path.empty())
+    return success();
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fail(path, "cannot read the plan: " + buffer.getError().message(), "",
+                kExitBadUsage);
+  auto json = nlohmann::ordered_json::parse((*buffer)->getBuffer(), nullptr, false);
+  if (json.is_discarded() || !json.is_object())
+    return fail(path, "is not a JSON object", "see docs/formats.md, plan files", kExitBadInput);
+  if (!json.contains("parameters") || !json["parameters"].is_object())
+    return fail(path, "has no \"parameters\" object of GLOB: [DIM, ...]",
+                "see docs/formats.md, plan files", kExitBadInput);
+  for (const auto &[glob, dims] : json["parameters"].items()) {
+    std::string spec;
+    bool valid = dims.is_array() && !dims.empty();
+    for (const auto &dim : dims) {
+      valid = valid && dim.is_string() && dim.get<std::string>().find('/') == std::string::npos;
+      if (valid)
+        spec += (spec.empty() ? "" : "/") + dim.get<std::string>();
+    }
+    if (!valid || glob.find_first_of(",=") != std::string::npos)
+      return fail(path, "parameters: '" + glob + "' is not GLOB: [\"-\" | \"tp\" | \"tp:BLOCKS\", ...]",
+                  "one entry per dim of the parameters it matches", kExitBadInput);
+    planEntries.push_back(glob + "=" + spec);
+  }
   return success();
 }
 
@@ -253,11 +294,6 @@ LogicalResult Compiler::parseMesh(StringRef text) {
     if (llvm::any_of(mesh, [&](const auto &axis) { return axis.first == name; }))
       return fail("--mesh '" + text + "'", "axis '" + name + "' is named twice", "",
                   kExitBadUsage);
-    if (name == "tp" && value > 1)
-      return fail("--mesh '" + text + "'",
-                  "tensor parallelism (tp > 1) is not built yet; this cleave partitions "
-                  "data parallel steps only",
-                  "use --mesh dp=N", kExitBadUsage);
     mesh.emplace_back(name.str(), value);
   }
   // Every mesh has a data-parallel axis, of one rank if not named.
@@ -340,9 +376,18 @@ LogicalResult Compiler::run() {
               pm.addNestedPass<func::FuncOp>(createAppendLoss(*appended));
             // Training differentiates the loss's sum; the step divides by the
             // global count once (cleave-split-loss).
+            SmallVector<std::string> meshEntries;
+            for (const auto &[name, size] : mesh)
+              meshEntries.push_back(name + "=" + std::to_string(size));
             if (options.train) {
               pm.addNestedPass<func::FuncOp>(createSplitLoss(SplitLossOptions{autodiff.loss}));
               autodiff.loss = "loss.sum";
+              if (!mesh.empty()) {
+                TensorParallelOptions tensorParallel;
+                tensorParallel.mesh = meshEntries;
+                tensorParallel.plan = planEntries;
+                pm.addPass(createTensorParallel(tensorParallel));
+              }
             }
             autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
             pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
@@ -358,9 +403,6 @@ LogicalResult Compiler::run() {
               step.nesterov = t.nesterov;
               step.clipGradNorm = t.clipGradNorm;
               step.zero = t.zero;
-              SmallVector<std::string> meshEntries;
-              for (const auto &[name, size] : mesh)
-                meshEntries.push_back(name + "=" + std::to_string(size));
               step.mesh = meshEntries;
               pm.addPass(createBuildTrainStep(step));
               if (!mesh.empty()) {
@@ -408,7 +450,10 @@ LogicalResult Compiler::run() {
 
 LogicalResult compileModel(MLIRContext &context, const CompileOptions &options,
                            UserError &error) {
-  context.loadDialect<emitc::EmitCDialect>();
+  DialectRegistry registry;
+  registerExternalModels(registry);
+  context.appendDialectRegistry(registry);
+  context.loadDialect<emitc::EmitCDialect, shard::ShardDialect>();
   return Compiler(context, options, error).run();
 }
 

@@ -33,6 +33,9 @@ struct TrainOptions {
   int64_t batchSize = 0;
   /// The device mesh, "dp=2" (empty: one device).
   std::string mesh;
+  /// A plan file: parameter-name globs and their layouts over the mesh
+  /// (docs/formats.md); empty: every parameter replicated.
+  std::string plan;
   /// ZeRO stage over the mesh's dp axis: 0 (replicated optimizer), 1
   /// (optimizer state sharded), 2 (gradients too).
   int zero = 0;

@@ -16,7 +16,7 @@
 namespace cleave {
 
 mlir::LogicalResult exportTrainedModel(const std::string &programDir,
-                                       const std::string &weightsPath,
+                                       const std::string &resultsDir,
                                        const std::string &outputPath, UserError &error) {
   auto fail = [&](const std::string &where, const std::string &what) {
     error = UserError{where, what, "", kExitBadInput};
@@ -29,9 +29,30 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
       !plan.contains("parameters") || !plan["parameters"].is_array())
     return fail(planPath, "not a plan with a model and parameters");
 
-  auto weights = llvm::MemoryBuffer::getFile(weightsPath, false, false);
-  if (!weights)
-    return fail(weightsPath, "cannot open: " + weights.getError().message());
+  // The trained blobs: one, or one per tp rank (plan.json's weights file
+  // names them with {tp}).
+  std::string file = "weights.bin";
+  if (plan.contains("weights") && plan["weights"].is_object() &&
+      plan["weights"].value("file", "").size() > 0)
+    file = plan["weights"]["file"].get<std::string>();
+  int64_t tpRanks = 1;
+  if (plan.contains("mesh") && plan["mesh"].contains("axes"))
+    for (const auto &axis : plan["mesh"]["axes"])
+      if (axis.value("name", "") == "tp")
+        tpRanks = axis.value("size", int64_t(1));
+  std::vector<std::unique_ptr<llvm::MemoryBuffer>> blobs;
+  size_t placeholder = file.find("{tp}");
+  for (int64_t rank = 0; rank < (placeholder == std::string::npos ? 1 : tpRanks); ++rank) {
+    std::string name = file;
+    if (placeholder != std::string::npos)
+      name.replace(placeholder, 4, std::to_string(rank));
+    std::string path = resultsDir + "/" + name;
+    auto blob = llvm::MemoryBuffer::getFile(path, false, false);
+    if (!blob)
+      return fail(path, "cannot open: " + blob.getError().message());
+    blobs.push_back(std::move(*blob));
+  }
+  const std::string weightsPath = resultsDir + "/" + file;
   std::string modelPath = plan["model"].get<std::string>();
   auto modelBytes = llvm::MemoryBuffer::getFile(modelPath, false, false);
   onnx::ModelProto model;
@@ -39,24 +60,48 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
                                            static_cast<int>((*modelBytes)->getBufferSize())))
     return fail(modelPath, "the compiled model cannot be read any more");
 
-  llvm::StringMap<std::pair<int64_t, int64_t>> placed; // name -> offset, bytes
+  llvm::StringMap<const nlohmann::json *> placed;
   for (const auto &entry : plan["parameters"])
-    placed[entry.value("name", "")] = {entry.value("offset", int64_t(0)),
-                                       entry.value("bytes", int64_t(0))};
+    placed[entry.value("name", "")] = &entry;
   size_t replaced = 0;
   for (onnx::TensorProto &tensor : *model.mutable_graph()->mutable_initializer()) {
     auto found = placed.find(tensor.name());
     if (found == placed.end())
       continue;
-    auto [offset, bytes] = found->second;
-    if (offset + bytes > static_cast<int64_t>((*weights)->getBufferSize()))
-      return fail(weightsPath, "is too short for parameter '" + tensor.name() + "'");
+    const nlohmann::json &entry = *found->second;
+    int64_t offset = entry.value("offset", int64_t(0)), bytes = entry.value("bytes", int64_t(0));
+    for (const auto &blob : blobs)
+      if (offset + bytes > static_cast<int64_t>(blob->getBufferSize()))
+        return fail(weightsPath, "is too short for parameter '" + tensor.name() + "'");
+    std::string value(blobs[0]->getBufferStart() + offset, bytes);
+    if (entry.contains("split")) {
+      // Rank r's part of each block of the split dim, interleaved back.
+      std::vector<int64_t> shape = entry["global_shape"].get<std::vector<int64_t>>();
+      int64_t dim = entry["split"]["dim"].get<int64_t>();
+      int64_t blocks = entry["split"]["blocks"].get<int64_t>();
+      int64_t ranks = static_cast<int64_t>(blobs.size());
+      int64_t outer = 1, total = 1;
+      for (int64_t d = 0; d < dim; ++d)
+        outer *= shape[d];
+      for (int64_t size : shape)
+        total *= size;
+      int64_t inner = bytes * ranks / total;
+      for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
+        inner *= shape[d];
+      int64_t part = shape[dim] / blocks / ranks;
+      value.clear();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = 0; k < blocks; ++k)
+          for (const auto &blob : blobs)
+            value.append(blob->getBufferStart() + offset + ((o * blocks + k) * part) * inner,
+                         part * inner);
+    }
     tensor.clear_float_data();
     tensor.clear_double_data();
     tensor.clear_int32_data();
     tensor.clear_external_data();
     tensor.set_data_location(onnx::TensorProto::DEFAULT);
-    tensor.set_raw_data((*weights)->getBufferStart() + offset, bytes);
+    tensor.set_raw_data(value);
     ++replaced;
   }
   if (replaced != placed.size())

@@ -16,7 +16,7 @@ namespace cleave {
 /// weights blob `weightsPath`, whole or not at all. Other initializers, nodes
 /// and metadata are kept as they were.
 mlir::LogicalResult exportTrainedModel(const std::string &programDir,
-                                       const std::string &weightsPath,
+                                       const std::string &resultsDir,
                                        const std::string &outputPath, UserError &error);
 
 } // namespace cleave

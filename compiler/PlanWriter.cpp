@@ -71,6 +71,27 @@ int64_t elementBytes(const std::string &name) {
   return 4;
 }
 
+/// The part of `data` that tp rank `rank` of `ranks` holds when its dim
+/// `dim` is `blocks` equal blocks, each split `ranks` ways.
+std::vector<char> rankPart(const TensorData &data, int64_t dim, int64_t blocks, int64_t ranks,
+                           int64_t rank) {
+  ArrayRef<int64_t> shape = data.type.getShape();
+  int64_t element = static_cast<int64_t>(data.bytes.size()) / data.type.getNumElements();
+  int64_t outer = 1, inner = element;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
+    inner *= shape[d];
+  int64_t block = shape[dim] / blocks, part = block / ranks;
+  std::vector<char> out;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < blocks; ++k) {
+      auto first = data.bytes.begin() + (o * shape[dim] + k * block + rank * part) * inner;
+      out.insert(out.end(), first, first + part * inner);
+    }
+  return out;
+}
+
 /// The module's device mesh, if it has one.
 shard::GridOp getGrid(ModuleOp module) {
   auto grids = module.getOps<shard::GridOp>();
@@ -106,6 +127,11 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   int64_t weightsBytes = module->getAttrOfType<IntegerAttr>("cleave.weights_bytes").getInt();
   int64_t arenaBytes = module->getAttrOfType<IntegerAttr>("cleave.arena_bytes").getInt();
   std::vector<char> weights(weightsBytes, 0);
+  struct SplitParameter {
+    const Parameter *parameter;
+    int64_t offset, dim, blocks;
+  };
+  std::vector<SplitParameter> splitParameters;
 
   llvm::StringMap<const Parameter *> byName;
   for (const Parameter &p : model.parameters)
@@ -167,8 +193,17 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       }
       parameterBytes += entry["bytes"].get<int64_t>();
       const Parameter *parameter = byName.lookup(name);
-      std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
-                weights.begin() + offset.getInt());
+      if (auto dim = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_dim")) {
+        // Each tp rank's blob gets its own part (below).
+        int64_t blocks = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_blocks").getInt();
+        entry["split"] = {{"dim", dim.getInt()}, {"blocks", blocks}, {"axis", "tp"}};
+        ArrayRef<int64_t> global = parameter->value.type.getShape();
+        entry["global_shape"] = std::vector<int64_t>(global.begin(), global.end());
+        splitParameters.push_back({parameter, offset.getInt(), dim.getInt(), blocks});
+      } else {
+        std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
+                  weights.begin() + offset.getInt());
+      }
       parameters.push_back(entry);
     }
     func.walk([&](Operation *op) {
@@ -312,10 +347,29 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
     }
     return success();
   };
+  // Split parameters make one blob per tp rank: weights.tp{R}.bin.
+  int64_t tpRanks = 1;
+  if (shard::GridOp grid = getGrid(module)) {
+    auto names = grid->getAttrOfType<ArrayAttr>("cleave.axes");
+    for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape()))
+      if (name == "tp")
+        tpRanks = size;
+  }
+  if (tpRanks > 1)
+    plan["weights"]["file"] = "weights.tp{tp}.bin";
   std::string planText = plan.dump(2) + "\n";
-  if (failed(writeFile("plan.json", planText)) ||
-      failed(writeFile("weights.bin", StringRef(weights.data(), weights.size()))))
+  if (failed(writeFile("plan.json", planText)))
     return failure();
+  for (int64_t rank = 0; rank < tpRanks; ++rank) {
+    for (const SplitParameter &split : splitParameters) {
+      std::vector<char> part = rankPart(split.parameter->value, split.dim, split.blocks,
+                                        tpRanks, rank);
+      std::copy(part.begin(), part.end(), weights.begin() + split.offset);
+    }
+    std::string name = tpRanks > 1 ? "weights.tp" + std::to_string(rank) + ".bin" : "weights.bin";
+    if (failed(writeFile(name, StringRef(weights.data(), weights.size()))))
+      return failure();
+  }
   return success();
 }
 

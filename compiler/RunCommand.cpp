@@ -215,7 +215,7 @@ int runProgram(const RunOptions &options) {
   }
   if (status == 0 && !options.saveOnnx.empty()) {
     UserError error;
-    if (failed(exportTrainedModel(options.dir, outputDir + "/weights.bin", options.saveOnnx,
+    if (failed(exportTrainedModel(options.dir, outputDir, options.saveOnnx,
                                   error))) {
       printError(error);
       return error.code;

@@ -80,12 +80,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the
   /// 2-norm of all gradients together: each parameter element counts once.
-  /// `total` turns this rank's sum of squares into the global one (ZeRO: the
-  /// ranks hold disjoint slices).
+  /// `total` turns this rank's sum of squares of the gradients for which
+  /// `disjoint` holds (slices the ranks hold apart: ZeRO's, or parameters
+  /// split over tp) into the global one; the others are whole on each rank.
   void clipGlobalNorm(Updates &u, OpBuilder &b, SmallVector<std::pair<Value, Value>> &grads,
-                      function_ref<Value(Value)> total) {
-    Value sumOfSquares;
-    for (auto &[param, grad] : grads) {
+                      ArrayRef<bool> disjoint, function_ref<Value(Value)> total) {
+    Value sumOfSquares, disjointSum;
+    for (auto [entry, apart] : llvm::zip(grads, disjoint)) {
+      Value grad = entry.second;
       auto type = cast<RankedTensorType>(grad.getType());
       SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
       Value squares = u.mul(grad, grad);
@@ -93,9 +95,13 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                               : ReduceSumOp::create(b, grad.getLoc(), squares,
                                                     b.getDenseI64ArrayAttr(all), false)
                                     .getResult();
-      sumOfSquares = sumOfSquares ? u.add(sumOfSquares, sum) : sum;
+      Value &into = apart ? disjointSum : sumOfSquares;
+      into = into ? u.add(into, sum) : sum;
     }
-    sumOfSquares = total(sumOfSquares);
+    if (disjointSum) {
+      disjointSum = total(disjointSum);
+      sumOfSquares = sumOfSquares ? u.add(sumOfSquares, disjointSum) : disjointSum;
+    }
     Value coefficient =
         u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfSquares), u.scalar(1e-6)));
     Value one = u.scalar(1.0);
@@ -265,8 +271,19 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         grads.push_back({addArgument(apply, member.param.getType(), member.name, "param"),
                          u.div(sum, countF32)});
       }
-      if (clipGradNorm > 0.0)
-        clipGlobalNorm(u, b, grads, [](Value sum) { return sum; });
+      if (clipGradNorm > 0.0) {
+        // Parameters split over tp: their slices' squares add up over tp.
+        SmallVector<bool> splitOverTp;
+        for (const Member &member : members)
+          splitOverTp.push_back(static_cast<bool>(forward.getArgAttr(
+              member.param.getArgNumber(), "cleave.split_dim")));
+        clipGlobalNorm(u, b, grads, splitOverTp, [&](Value sum) -> Value {
+          FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
+          const shard::GridAxis tpAxes[] = {static_cast<shard::GridAxis>(layout->tpAxis)};
+          return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", tpAxes,
+                                            shard::ReductionKind::Sum);
+        });
+      }
       for (auto [entry, member] : llvm::zip(grads, members))
         update(u, b, apply, entry.first, member.name, entry.second, lr, step, assignments);
     } else {
@@ -344,11 +361,19 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state");
         zeroed.push_back(gradSlice);
       }
+      bool anySplit = llvm::any_of(members, [&](const Member &m) {
+        return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
+      });
+      if (clipGradNorm > 0.0 && anySplit) {
+        forward.emitError("global-norm clipping with ZeRO and parameters split over tp is not "
+                          "built yet");
+        return signalPassFailure();
+      }
       Value params = group(apply, "flat:params", "param");
       Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, "mesh", dpAxes, 0);
       SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, countF32)}};
       if (clipGradNorm > 0.0)
-        clipGlobalNorm(u, b, grads, [&](Value sum) -> Value {
+        clipGlobalNorm(u, b, grads, {true}, [&](Value sum) -> Value {
           return shard::AllReduceOp::create(b, loc, sum, "mesh", dpAxes,
                                             shard::ReductionKind::Sum);
         });

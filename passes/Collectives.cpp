@@ -30,6 +30,10 @@ FailureOr<Mesh> getOrCreateMesh(ModuleOp module, ArrayRef<std::string> entries) 
   Mesh mesh;
   mesh.dpAxis = dp - names.begin();
   mesh.dpSize = sizes[mesh.dpAxis];
+  if (auto tp = llvm::find(names, StringRef("tp")); tp != names.end()) {
+    mesh.tpAxis = tp - names.begin();
+    mesh.tpSize = sizes[mesh.tpAxis];
+  }
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   ArrayAttr axes = b.getStrArrayAttr(names);
   if (auto existing = module.lookupSymbol<shard::GridOp>("mesh")) {

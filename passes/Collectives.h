@@ -22,6 +22,9 @@ struct Mesh {
   /// The index of the `dp` axis and its number of ranks.
   int64_t dpAxis = 0;
   int64_t dpSize = 1;
+  /// The index of the `tp` axis (-1: none) and its number of ranks.
+  int64_t tpAxis = -1;
+  int64_t tpSize = 1;
 };
 
 /// Parses `entries` (NAME=SIZE each, a `dp` axis among them) and returns the

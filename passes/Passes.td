@@ -138,6 +138,40 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
 }
 
+def TensorParallel : Pass<"cleave-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Split @forward's parameters over the mesh's tp axis, Megatron style";
+  let description = [{
+    Runs on the forward, before autodiff. Each `plan` entry GLOB=DIMS gives
+    the parameters whose name matches GLOB a layout, one of `-` (whole),
+    `tp` (split over tp) or `tp:B` (B equal blocks, each split over tp, for
+    a fused projection such as q, k and v in one weight) per dim. The
+    layouts flow forward op by op and every op takes its local shapes
+    (reshapes and splits their local sizes): elementwise ops keep the split
+    their split operands share; a matrix product of a replicated left
+    operand and a right one split along N is split along N (column
+    parallel), one of two operands split along K is a partial sum (row
+    parallel), and batched products keep a shared batch split; transposes,
+    reshapes (a split dim leading its group), splits into the blocks of a
+    split dim and softmax along another dim carry the split along.
+    Where a replicated activation enters split computation the pass inserts
+    `cleave.all_reduce_grad` (Megatron's f: its gradient is summed over tp),
+    and right after an op whose result is a partial sum a `shard.all_reduce`
+    over tp (Megatron's g). Split parameters carry `cleave.split_dim`,
+    `cleave.split_blocks` and `cleave.split_axis`.
+    Errors, before anything changes: a plan entry that is malformed, names
+    another axis, matches no parameter, has the wrong rank, or splits a dim
+    that does not divide; then, at the op: an op with no rule for the
+    layouts it gets, and a result of the function split over tp.
+  }];
+  let options = [
+    ListOption<"mesh", "mesh", "std::string",
+               "Mesh axes in order, NAME=SIZE each (a dp axis among them)">,
+    ListOption<"plan", "plan", "std::string",
+               "Parameter layouts, GLOB=DIM/DIM/... with DIM one of -, tp, tp:BLOCKS">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
   let summary = "Reduce a training step's accumulators over the data-parallel mesh axis";
   let description = [{

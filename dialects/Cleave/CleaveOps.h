@@ -5,7 +5,9 @@
 
 #include "dialects/Cleave/CleaveDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
@@ -49,5 +51,11 @@ inline constexpr int64_t kMaxFoldedElements = 65536;
 
 #define GET_OP_CLASSES
 #include "dialects/Cleave/CleaveOps.h.inc"
+
+namespace cleave {
+/// Attaches cleave's interfaces to other dialects' ops: the reverse rule of
+/// `shard.all_reduce`. Every context that differentiates needs it.
+void registerExternalModels(mlir::DialectRegistry &registry);
+} // namespace cleave
 
 #endif

@@ -20,6 +20,7 @@ def Cleave_Dialect : Dialect {
   let cppNamespace = "::cleave";
   let summary = "ONNX operators at static shapes, ready to train and partition";
   let hasConstantMaterializer = 1;
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
 def Cleave_Tensor : StaticShapeTensorOf<[AnyType]>;
@@ -471,6 +472,27 @@ def Cleave_AssignOp : Cleave_Op<"assign", [MemoryEffects<[MemWrite]>,
   let arguments = (ins Cleave_Tensor:$target, Cleave_Tensor:$value);
   let assemblyFormat = "$value `to` $target attr-dict `:` type($target)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Distribution
+//===----------------------------------------------------------------------===//
+
+def Cleave_AllReduceGradOp : Cleave_Op<"all_reduce_grad", [Pure, Cleave_Vjp,
+                                                           AllTypesMatch<["input", "output"]>]> {
+  let summary = "identity whose gradient is summed over mesh axes";
+  let description = [{
+    Marks where a value replicated over the `grid_axes` of `grid` enters
+    computation split over them (Megatron's f): each rank's gradient of it is
+    a partial sum, so the reverse rule all-reduces it (`shard.all_reduce`).
+    Its counterpart, the forward `shard.all_reduce` of a partial sum
+    (Megatron's g), differentiates to the identity: the loss after it is
+    replicated, computed alike on every rank. The forward is a view.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                   DenseI16ArrayAttr:$grid_axes);
+  let results = (outs Cleave_FloatTensor:$output);
+  let assemblyFormat = "$input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)";
 }
 
 //===----------------------------------------------------------------------===//

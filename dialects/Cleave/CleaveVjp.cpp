@@ -24,6 +24,7 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -334,6 +335,33 @@ LogicalResult GeluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
     return b.mul(g, derivative);
   });
 }
+
+LogicalResult AllReduceGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &grads) {
+  Value grad = resultGrads[0];
+  if (grad)
+    grad = shard::AllReduceOp::create(builder, getLoc(), grad, getGrid(), getGridAxes(),
+                                      shard::ReductionKind::Sum);
+  grads.push_back(grad);
+  return success();
+}
+
+namespace {
+
+/// The forward all-reduce of a partial sum differentiates to the identity
+/// (see AllReduceGradOp).
+struct AllReduceVjp : VjpOpInterface::ExternalModel<AllReduceVjp, shard::AllReduceOp> {
+  LogicalResult buildVjp(Operation *op, OpBuilder &, ValueRange resultGrads,
+                         SmallVectorImpl<Value> &grads) const {
+    auto reduce = cast<shard::AllReduceOp>(op);
+    if (reduce.getReduction() != shard::ReductionKind::Sum)
+      return op->emitError("only a sum all-reduce has a gradient rule");
+    grads.push_back(resultGrads[0]);
+    return success();
+  }
+};
+
+} // namespace
 
 LogicalResult IdentityOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                    SmallVectorImpl<Value> &grads) {
@@ -977,4 +1005,10 @@ LogicalResult NegativeLogLikelihoodLossOp::buildVjp(OpBuilder &builder, ValueRan
   if (getWeight())
     grads.push_back(classWeightGrad(b, l, getInput(), getLoss(), getReduction()));
   return success();
+}
+
+void cleave::registerExternalModels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    shard::AllReduceOp::attachInterface<AllReduceVjp>(*ctx);
+  });
 }

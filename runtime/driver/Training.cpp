@@ -195,6 +195,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   const int dpAxis = mesh.axisIndex("dp");
   const int64_t dpSize = dpAxis < 0 ? 1 : mesh.shape[dpAxis];
   const int64_t dpRank = dpAxis < 0 ? 0 : mesh.coordinates(communication->rank())[dpAxis];
+  const int tpAxis = mesh.axisIndex("tp");
+  const int64_t tpRank = tpAxis < 0 ? 0 : mesh.coordinates(communication->rank())[tpAxis];
   const bool reporting = communication->rank() == 0;
   const int64_t micro = spec.microBatch, batch = spec.batchSize * dpSize;
 
@@ -297,7 +299,12 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return fail(options.logJson, error, 2);
 
   std::vector<char> hostWeights;
-  if (int code = loadWeights(dir, plan, hostWeights))
+  // A plan that splits parameters over tp has one blob per tp rank.
+  Plan rankPlan = plan;
+  const size_t placeholder = rankPlan.weightsFile.find("{tp}");
+  if (placeholder != std::string::npos)
+    rankPlan.weightsFile.replace(placeholder, 4, std::to_string(tpRank));
+  if (int code = loadWeights(dir, rankPlan, hostWeights))
     return code;
   Buffer weights(backend, hostWeights.size());
   backend.copyToDevice(weights.get(), hostWeights.data(), hostWeights.size());
@@ -386,7 +393,16 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   const double seconds = elapsed();
   const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
 
-  // The parameters and outputs are the same on every rank: rank 0 writes.
+  // The parameters are the same on every dp rank: those of dp rank 0 write
+  // theirs (one blob per tp rank, named as the plan's); rank 0 the rest.
+  if (dpRank != 0)
+    return 0;
+  if (!options.outputDir.empty()) {
+    backend.copyToHost(hostWeights.data(), weights.get(), hostWeights.size());
+    std::string path = options.outputDir + "/" + rankPlan.weightsFile;
+    if (!writeFileAtomically(path, {{hostWeights.data(), hostWeights.size()}}, error))
+      return fail(path, error, 1);
+  }
   if (!reporting)
     return 0;
   if (!options.outputDir.empty()) {
@@ -397,10 +413,6 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       if (!writeNpy(path, outputs[i].dtype, plan.outputs[i].shape, host.data(), error))
         return fail(path, error, 1);
     }
-    backend.copyToHost(hostWeights.data(), weights.get(), hostWeights.size());
-    std::string path = options.outputDir + "/weights.bin";
-    if (!writeFileAtomically(path, {{hostWeights.data(), hostWeights.size()}}, error))
-      return fail(path, error, 1);
   }
   if (!options.logJson.empty()) {
     // One step a line, so long logs stay readable and diffable.

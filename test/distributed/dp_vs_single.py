@@ -71,26 +71,48 @@ class Model:
             export_with_loss(model, args, path, self.names)
         return path
 
-    def train(self, label, ranks, accum, optimizer, extra=()):
-        """Compiles and trains one layout; returns (losses, parameters, log, plan)."""
+    def train(self, label, ranks, accum, optimizer, extra=(), tp=1):
+        """Compiles and trains one layout on `ranks` dp x `tp` tp ranks; returns
+        (losses, parameters, log, plan), the parameters whole (reassembled
+        from the tp ranks' blobs)."""
         micro = self.batch // (ranks * accum)
         out = os.path.join(self.workdir, f"{self.name}-{label}")
-        mesh = ["--mesh", f"dp={ranks}"] if ranks > 1 else []
+        mesh = []
+        if ranks * tp > 1:
+            mesh = ["--mesh", f"dp={ranks}" + (f",tp={tp}" if tp > 1 else "")]
         subprocess.run(["cleave", "compile", self.export(micro), "-o", out, "--train",
                         *optimizer, "--batch-size", str(self.batch), "--grad-accum", str(accum),
                         *mesh, *extra], check=True)
         log, results = out + ".json", out + ".results"
         os.makedirs(results, exist_ok=True)
-        launch = ["-n", str(ranks)] if ranks > 1 else []
+        launch = ["-n", str(ranks * tp)] if ranks * tp > 1 else []
         subprocess.run(["cleave", "run", *launch, out, *self.flags, "--steps", str(STEPS),
                         "--no-shuffle", "--log-json", log, "--output-dir", results],
                        check=True, stderr=subprocess.DEVNULL)
         metrics = json.load(open(log))
         plan = json.load(open(os.path.join(out, "plan.json")))
-        blob = np.fromfile(os.path.join(results, "weights.bin"), dtype=np.uint8)
-        params = {p["name"]: blob[p["offset"]:p["offset"] + p["bytes"]].view(np.float32)
-                  for p in plan["parameters"]}
-        return [s["loss"] for s in metrics["steps"]], params, metrics, plan
+        return [s["loss"] for s in metrics["steps"]], parameters(plan, results, tp), metrics, plan
+
+
+def parameters(plan, results, tp):
+    """Every parameter whole: a parameter split over tp is its blocks' parts,
+    one from each tp rank's blob in rank order (docs/formats.md)."""
+    blobs = [np.fromfile(os.path.join(results, plan["weights"]["file"].replace("{tp}", str(r))),
+                         dtype=np.uint8) for r in range(tp)]
+    params = {}
+    for p in plan["parameters"]:
+        parts = [b[p["offset"]:p["offset"] + p["bytes"]].view(np.float32).reshape(p["shape"])
+                 for b in blobs]
+        if "split" in p:
+            dim, blocks = p["split"]["dim"], p["split"]["blocks"]
+            pieces = [np.split(part, blocks, axis=dim) for part in parts]
+            whole = np.concatenate([pieces[r][k] for k in range(blocks) for r in range(tp)],
+                                   axis=dim)
+            assert list(whole.shape) == p["global_shape"]
+            params[p["name"]] = whole
+        else:
+            params[p["name"]] = parts[0]
+    return params
 
 
 def close(label, ours, reference, problems):

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialects/Cleave/CleaveDialect.h"
+#include "dialects/Cleave/CleaveOps.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
   registry.insert<cleave::CleaveDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::scf::SCFDialect, mlir::tensor::TensorDialect,
                   mlir::shard::ShardDialect, mlir::emitc::EmitCDialect>();
+  cleave::registerExternalModels(registry);
   mlir::registerTransformsPasses();
   cleave::registerCleavePasses();
   mlir::shard::registerShardPasses();

@@ -142,8 +142,13 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "input's dim 0 becomes batch-size / (grad-accum x dp) (default: the model's "
                   "input shapes)");
   sub->add_option("--mesh", t.mesh,
-                  "The device mesh of a training step, e.g. dp=2: the batch is split over dp "
-                  "ranks and the gradients all-reduced (run with cleave run -n 2)");
+                  "The device mesh of a training step, e.g. dp=2,tp=2: the batch is split over "
+                  "dp ranks and the gradients all-reduced; parameters split over tp as --plan "
+                  "says (run with cleave run -n 4)");
+  sub->add_option("--plan", t.plan,
+                  "A plan file: parameter-name globs and how each dim lies over the mesh, "
+                  "e.g. {\"parameters\": {\"*.fc1.weight\": [\"tp\", \"-\"]}} "
+                  "(plans/ has Megatron-style ones)");
   sub->add_option("--zero", t.zero,
                   "ZeRO over the mesh's dp ranks: 1 shards the optimizer state, 2 the gradients "
                   "too (default 0)");
