@@ -39,26 +39,49 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
                                            static_cast<int>((*modelBytes)->getBufferSize())))
     return fail(modelPath, "the compiled model cannot be read any more");
 
-  llvm::StringMap<std::pair<int64_t, int64_t>> placed; // name -> offset, bytes
+  llvm::StringMap<std::pair<int64_t, int64_t>> placed, state; // name -> offset, bytes
   for (const auto &entry : plan["parameters"])
     placed[entry.value("name", "")] = {entry.value("offset", int64_t(0)),
                                        entry.value("bytes", int64_t(0))};
+  // State that is an initializer too (a training_info step's moments and
+  // counters) is written back as well; optimizer slots of cleave's own are not.
+  if (plan.contains("state") && plan["state"].is_array())
+    for (const auto &entry : plan["state"])
+      state[entry.value("name", "")] = {entry.value("offset", int64_t(0)),
+                                        entry.value("bytes", int64_t(0))};
   size_t replaced = 0;
-  for (onnx::TensorProto &tensor : *model.mutable_graph()->mutable_initializer()) {
+  auto replace = [&](onnx::TensorProto &tensor, bool &isParameter) {
     auto found = placed.find(tensor.name());
-    if (found == placed.end())
-      continue;
+    isParameter = found != placed.end();
+    if (!isParameter && (found = state.find(tensor.name())) == state.end())
+      return true;
     auto [offset, bytes] = found->second;
     if (offset + bytes > static_cast<int64_t>((*weights)->getBufferSize()))
-      return fail(weightsPath, "is too short for parameter '" + tensor.name() + "'");
+      return false;
     tensor.clear_float_data();
     tensor.clear_double_data();
     tensor.clear_int32_data();
+    tensor.clear_int64_data();
+    tensor.clear_uint64_data();
     tensor.clear_external_data();
     tensor.set_data_location(onnx::TensorProto::DEFAULT);
     tensor.set_raw_data((*weights)->getBufferStart() + offset, bytes);
-    ++replaced;
-  }
+    return true;
+  };
+  auto replaceAll = [&](auto &initializers) {
+    for (onnx::TensorProto &tensor : initializers) {
+      bool isParameter = false;
+      if (!replace(tensor, isParameter))
+        return fail(weightsPath, "is too short for '" + tensor.name() + "'");
+      replaced += isParameter;
+    }
+    return mlir::success();
+  };
+  if (failed(replaceAll(*model.mutable_graph()->mutable_initializer())))
+    return mlir::failure();
+  for (onnx::TrainingInfoProto &info : *model.mutable_training_info())
+    if (failed(replaceAll(*info.mutable_algorithm()->mutable_initializer())))
+      return mlir::failure();
   if (replaced != placed.size())
     return fail(modelPath, "holds " + std::to_string(replaced) + " of the " +
                                std::to_string(placed.size()) + " parameters the plan lists");
