@@ -330,16 +330,28 @@ LogicalResult Compiler::run() {
                 kExitBadUsage);
   if (!options.train && !options.training.mesh.empty())
     return fail("--mesh", "partitions a training step", "add --train", kExitBadUsage);
+  if (!options.train && options.ignoreTrainingInfo)
+    return fail("--ignore-training-info", "chooses how a training step is built", "add --train",
+                kExitBadUsage);
   if (options.train && failed(checkTrainOptions(options.training)))
     return failure();
   ImportOptions import = options.import;
   if (options.train && options.training.batchSize > 0)
     import.batchSize =
         options.training.batchSize / (options.training.gradAccum * dataParallelRanks());
+  // A model's training_info defines the step, unless told otherwise.
+  if (options.train && !options.ignoreTrainingInfo) {
+    import.trainingInfo = true;
+    import.stepFlags = options.stepFlags;
+    if (!StringRef(options.loss).contains(':'))
+      import.trainingLoss = options.loss;
+  }
   auto imported = importOnnxModel(context, options.model, import, error);
   if (failed(imported))
     return failure();
   ModuleOp module = *imported->module;
+  // Then @forward is the whole step already: no autodiff, no @apply.
+  const bool stepFromModel = imported->trainingAlgorithm.has_value();
   if (options.printIrAfterAll) {
     llvm::errs() << "// -----// IR after import //----- //\n";
     module.print(llvm::errs());
@@ -366,7 +378,7 @@ LogicalResult Compiler::run() {
                   kExitBadUsage);
     appended = AppendLossOptions{kind.str(), output.str(), target.str()};
   }
-  if ((options.gradients || options.train) &&
+  if ((options.gradients || options.train) && !stepFromModel &&
       failed(runPasses(
           module,
           [&](PassManager &pm) {

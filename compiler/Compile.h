@@ -61,6 +61,13 @@ struct CompileOptions {
   std::vector<std::string> freeze;
   /// Compile one training step instead of a forward (implies gradients).
   bool train = false;
+  /// With `train`: build the step with cleave's own optimizers even when the
+  /// model has a training_info (which otherwise defines the step).
+  bool ignoreTrainingInfo = false;
+  /// The flags given that configure cleave's own step builder (--optimizer,
+  /// --lr, --grad-accum above 1, --mesh, --freeze, --loss KIND:...): refused
+  /// when the model's training_info defines the step.
+  std::vector<std::string> stepFlags;
   TrainOptions training;
   ImportOptions import;
 };

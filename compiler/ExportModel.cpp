@@ -60,19 +60,25 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
                                            static_cast<int>((*modelBytes)->getBufferSize())))
     return fail(modelPath, "the compiled model cannot be read any more");
 
-  llvm::StringMap<const nlohmann::json *> placed;
+  // Parameters, and state that is an initializer too (a training_info step's
+  // moments and counters); optimizer slots of cleave's own are not.
+  llvm::StringMap<const nlohmann::json *> placed, state;
   for (const auto &entry : plan["parameters"])
     placed[entry.value("name", "")] = &entry;
+  if (plan.contains("state") && plan["state"].is_array())
+    for (const auto &entry : plan["state"])
+      state[entry.value("name", "")] = &entry;
   size_t replaced = 0;
-  for (onnx::TensorProto &tensor : *model.mutable_graph()->mutable_initializer()) {
+  auto replace = [&](onnx::TensorProto &tensor, bool &isParameter) {
     auto found = placed.find(tensor.name());
-    if (found == placed.end())
-      continue;
+    isParameter = found != placed.end();
+    if (!isParameter && (found = state.find(tensor.name())) == state.end())
+      return true;
     const nlohmann::json &entry = *found->second;
     int64_t offset = entry.value("offset", int64_t(0)), bytes = entry.value("bytes", int64_t(0));
     for (const auto &blob : blobs)
       if (offset + bytes > static_cast<int64_t>(blob->getBufferSize()))
-        return fail(weightsPath, "is too short for parameter '" + tensor.name() + "'");
+        return false;
     std::string value(blobs[0]->getBufferStart() + offset, bytes);
     if (entry.contains("split")) {
       // Rank r's part of each block of the split dim, interleaved back.
@@ -99,11 +105,27 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
     tensor.clear_float_data();
     tensor.clear_double_data();
     tensor.clear_int32_data();
+    tensor.clear_int64_data();
+    tensor.clear_uint64_data();
     tensor.clear_external_data();
     tensor.set_data_location(onnx::TensorProto::DEFAULT);
     tensor.set_raw_data(value);
-    ++replaced;
-  }
+    return true;
+  };
+  auto replaceAll = [&](auto &initializers) {
+    for (onnx::TensorProto &tensor : initializers) {
+      bool isParameter = false;
+      if (!replace(tensor, isParameter))
+        return fail(weightsPath, "is too short for '" + tensor.name() + "'");
+      replaced += isParameter;
+    }
+    return mlir::success();
+  };
+  if (failed(replaceAll(*model.mutable_graph()->mutable_initializer())))
+    return mlir::failure();
+  for (onnx::TrainingInfoProto &info : *model.mutable_training_info())
+    if (failed(replaceAll(*info.mutable_algorithm()->mutable_initializer())))
+      return mlir::failure();
   if (replaced != placed.size())
     return fail(modelPath, "holds " + std::to_string(replaced) + " of the " +
                                std::to_string(placed.size()) + " parameters the plan lists");

@@ -750,6 +750,14 @@ Results importRange(NodeContext &n) {
 
 Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
 
+/// "tensor<4x3xf32>", for messages.
+std::string typeString(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << type;
+  return text;
+}
+
 /// Builds a decomposition op by op through NodeContext::build (type
 /// inference, folding). After the first failure every call returns null and
 /// failed() says so.
@@ -1146,8 +1154,11 @@ private:
   LogicalResult readModel();
   LogicalResult readOpsets();
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &input);
-  LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult importNode(const onnx::NodeProto &node, int index, StringRef scope = {});
   Results importGradient(NodeContext &n);
+  LogicalResult checkTrainingInfo(const llvm::StringSet<> &initializerNames);
+  LogicalResult importTrainingAlgorithms(ImportedModel &imported, SmallVectorImpl<Value> &results,
+                                         SmallVectorImpl<std::string> &resultNames);
   LogicalResult checkOutput(const onnx::ValueInfoProto &output, Value value);
   Attribute convertAttribute(const onnx::AttributeProto &attribute);
   DictionaryAttr convertNode(const onnx::NodeProto &node);
@@ -1167,6 +1178,18 @@ private:
   onnx::ModelProto model;
   llvm::StringMap<int64_t> opsets;
   llvm::StringMap<Value> values;
+
+  // With a training_info step (ImportOptions::trainingInfo):
+  /// Each update_binding key, with the index of its TrainingInfoProto.
+  llvm::StringMap<unsigned> bound;
+  /// The unbound initializers of each algorithm graph, which are constants.
+  std::vector<std::vector<std::pair<std::string, TensorData>>> algorithmConstants;
+  /// The names of the graph's inputs, arguments, parameters and state, and
+  /// its constants: what every algorithm starts from.
+  llvm::StringMap<Value> graphBase;
+  /// The values earlier algorithms assigned, which a later algorithm reads
+  /// as initializers: Gradient takes them as constants.
+  llvm::DenseSet<Value> assignedEarlier;
 };
 
 LogicalResult Importer::readModel() {
@@ -1274,14 +1297,15 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   return RankedTensorType::get(dims, element);
 }
 
-LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
+LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, StringRef scope) {
   StringRef domain = node.domain();
   std::string nodeName = node.name().empty() ? "#" + std::to_string(index)
                                              : "'" + node.name() + "'";
   auto opsetIt = opsets.find(isDefaultDomain(domain) ? "" : domain);
   int64_t opset = opsetIt == opsets.end() ? 0 : opsetIt->second;
-  std::string where = "node " + nodeName + " (" + node.op_type() + ", domain '" +
-                      displayDomain(domain).str() + "', opset " + std::to_string(opset) + ")";
+  std::string where = (scope.empty() ? "" : scope.str() + ": ") + "node " + nodeName + " (" +
+                      node.op_type() + ", domain '" + displayDomain(domain).str() +
+                      "', opset " + std::to_string(opset) + ")";
   const llvm::StringMap<OpImporter> *table = nullptr;
   if (isDefaultDomain(domain))
     table = &opImporters;
@@ -1441,7 +1465,9 @@ Results Importer::importGradient(NodeContext &n) {
                   << "they must be independent";
         return failure();
       }
-    downstream.insert(op.getResults().begin(), op.getResults().end());
+    for (Value result : op.getResults())
+      if (!assignedEarlier.contains(result))
+        downstream.insert(result);
     between.push_back(&op);
   }
 
@@ -1463,7 +1489,7 @@ Results Importer::importGradient(NodeContext &n) {
   }
 
   ArrayRef<Value> xs = ArrayRef<Value>(leaves).take_front(numXs);
-  auto grads = buildGradients(builder, y, xs);
+  auto grads = buildGradients(builder, y, xs, assignedEarlier);
   if (failed(grads))
     return failure();
   SmallVector<Value> results;
@@ -1614,49 +1640,262 @@ ArrayAttr Importer::nodeDeviceConfig(const onnx::NodeProto &node) {
   return configs.empty() ? ArrayAttr() : builder.getArrayAttr(configs);
 }
 
+/// The checks on a training_info that defines the step, before anything is
+/// imported: no flags of cleave's own step builder, no bound initialization,
+/// and update_bindings that name initializers and outputs, each key once.
+LogicalResult Importer::checkTrainingInfo(const llvm::StringSet<> &initializerNames) {
+  if (!options.stepFlags.empty())
+    return fail(options.stepFlags.front() + ": the model's training_info defines the step",
+                "drop the flag, or pass --ignore-training-info to train with cleave's own "
+                "optimizers",
+                kExitBadUsage);
+  for (auto [i, info] : llvm::enumerate(model.training_info())) {
+    std::string scope = "training_info[" + std::to_string(i) + "]";
+    if (info.initialization_binding_size() > 0)
+      return fail(scope + ": an initialization with initialization_binding is not supported: "
+                          "training starts from the initializers' values",
+                  "run the initialization once and store its outputs as the initializers");
+    llvm::StringSet<> own, outputs;
+    for (const auto &initializer : info.algorithm().initializer())
+      own.insert(initializer.name());
+    for (const auto &output : info.algorithm().output())
+      outputs.insert(output.name());
+    for (const auto &output : model.graph().output())
+      outputs.insert(output.name());
+    for (const auto &binding : info.update_binding()) {
+      std::string where = scope + ".update_binding '" + binding.key() + "' <- '" +
+                          binding.value() + "'";
+      if (!initializerNames.contains(binding.key()) && !own.contains(binding.key()))
+        return fail(where + ": '" + binding.key() +
+                    "' is not an initializer of the graph or of this algorithm");
+      if (!outputs.contains(binding.value()))
+        return fail(where + ": '" + binding.value() +
+                    "' is not an output of this algorithm or of the graph");
+      auto [entry, added] = bound.try_emplace(binding.key(), i);
+      if (!added)
+        return fail(where + ": '" + binding.key() +
+                    "' is already bound: an initializer is updated at most once a step");
+    }
+  }
+  if (bound.empty())
+    return fail("training_info binds no initializer (its update_binding is empty), so a step "
+                "would change nothing",
+                "pass --ignore-training-info to train with cleave's own optimizers");
+  return success();
+}
+
+/// Imports each algorithm of training_info after the main graph: the i-th
+/// algorithm runs on the main graph evaluated with the values the algorithms
+/// before it assigned (ONNX: executing the algorithms in order and applying
+/// each one's update_binding is one step). So from the second on, the main
+/// graph is imported again on the updated values; in SSA the assignments
+/// become values, and @forward ends with one cleave.assign per bound
+/// initializer, after every read. Adds the loss to `results` when it is an
+/// algorithm's output.
+LogicalResult Importer::importTrainingAlgorithms(ImportedModel &imported,
+                                                 SmallVectorImpl<Value> &results,
+                                                 SmallVectorImpl<std::string> &resultNames) {
+  const onnx::GraphProto &graph = model.graph();
+  Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
+  TrainingAlgorithm algorithm;
+  llvm::StringMap<Value> current; // bound initializer -> its value after the updates so far
+  llvm::StringMap<Value> outputs; // algorithm outputs, first of each name
+  for (auto [i, info] : llvm::enumerate(model.training_info())) {
+    std::string scope = "training_info[" + std::to_string(i) + "].algorithm";
+    if (i > 0) {
+      values = graphBase;
+      for (const auto &entry : current) {
+        values[entry.getKey()] = entry.getValue();
+        assignedEarlier.insert(entry.getValue());
+      }
+      for (auto [index, node] : llvm::enumerate(graph.node()))
+        if (failed(importNode(node, index)))
+          return failure();
+    }
+    for (auto &[name, data] : algorithmConstants[i]) {
+      Location loc = NameLoc::get(builder.getStringAttr(name), fileLoc);
+      values[name] = ConstantOp::create(builder, loc, data.type, toElementsAttr(data));
+    }
+    for (auto [index, node] : llvm::enumerate(info.algorithm().node()))
+      if (failed(importNode(node, index, scope)))
+        return failure();
+    for (const auto &output : info.algorithm().output()) {
+      auto found = values.find(output.name());
+      if (found == values.end())
+        return fail(scope + ": output '" + output.name() +
+                    "' is not produced by any node, input or initializer");
+      if (failed(checkOutput(output, found->second)))
+        return failure();
+      outputs.try_emplace(output.name(), found->second);
+    }
+    for (const auto &binding : info.update_binding()) {
+      Value target = graphBase.lookup(binding.key());
+      Value value = values.lookup(binding.value());
+      if (target.getType() != value.getType())
+        return fail("training_info[" + Twine(i) + "].update_binding '" + binding.key() +
+                    "' <- '" + binding.value() + "': '" + binding.key() + "' is " +
+                    typeString(target.getType()) + " but '" + binding.value() + "' is " +
+                    typeString(value.getType()));
+      current[binding.key()] = value;
+      algorithm.updates.emplace_back(binding.key(), binding.value());
+    }
+  }
+
+  // The loss: --loss NAME, else the main graph's only scalar float output,
+  // else the algorithms' only one.
+  auto isScalarFloat = [](Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return isa<FloatType>(type.getElementType()) && type.getNumElements() == 1;
+  };
+  std::string loss = options.trainingLoss;
+  if (loss.empty()) {
+    SmallVector<std::string> candidates;
+    for (auto [name, value] : llvm::zip(resultNames, results))
+      if (isScalarFloat(value))
+        candidates.push_back(name);
+    if (candidates.empty())
+      for (const auto &output : model.training_info(0).algorithm().output())
+        if (Value value = outputs.lookup(output.name()); value && isScalarFloat(value))
+          candidates.push_back(output.name());
+    if (candidates.size() != 1)
+      return fail("cannot tell which output is the loss the training step logs: " +
+                      (candidates.empty()
+                           ? std::string("no output is a float scalar")
+                           : "the float scalars are " + llvm::join(candidates, ", ")),
+                  "name it with --loss NAME", kExitBadUsage);
+    loss = candidates.front();
+  }
+  auto inResults = llvm::find(resultNames, loss);
+  Value lossValue = inResults != resultNames.end() ? results[inResults - resultNames.begin()]
+                                                   : outputs.lookup(loss);
+  if (!lossValue)
+    return fail("--loss '" + loss +
+                    "': is not an output of the graph or of its training_info algorithms",
+                "", kExitBadUsage);
+  if (!isScalarFloat(lossValue))
+    return fail("--loss '" + loss + "': is " + typeString(lossValue.getType()) +
+                    ", not a float scalar",
+                "", kExitBadUsage);
+  if (inResults == resultNames.end()) {
+    results.push_back(lossValue);
+    resultNames.push_back(loss);
+  }
+  algorithm.loss = loss;
+
+  // The assignments, after every read. A new value that is (a view of)
+  // another bound initializer is copied first: that one may be overwritten
+  // before it is read. A value that is the initializer itself needs no
+  // assignment.
+  SmallVector<std::pair<Value, Value>> assignments;
+  llvm::DenseSet<Value> targets;
+  for (const auto &[key, value] : algorithm.updates)
+    targets.insert(graphBase.lookup(key));
+  for (const auto &[key, name] : algorithm.updates) {
+    Value target = graphBase.lookup(key), value = current.lookup(key);
+    Value root = value;
+    while (Operation *op = root.getDefiningOp()) {
+      if (!isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op))
+        break;
+      root = op->getOperand(0);
+    }
+    if (root == target)
+      continue;
+    if (targets.contains(root))
+      value = CastOp::create(builder, value.getLoc(), value,
+                             cast<RankedTensorType>(value.getType()).getElementType());
+    assignments.push_back({target, value});
+  }
+  for (auto [target, value] : assignments)
+    AssignOp::create(builder, fileLoc, target, value);
+  imported.trainingAlgorithm = std::move(algorithm);
+  return success();
+}
+
 FailureOr<ImportedModel> Importer::run() {
   if (failed(readModel()) || failed(readOpsets()))
     return failure();
   const onnx::GraphProto &graph = model.graph();
+  // The step is the model's training_info (cleave compile --train).
+  const bool algorithms = options.trainingInfo && model.training_info_size() > 0;
 
   for (const auto &[name, dims] : options.inputShapes) {
     bool known = llvm::any_of(graph.input(), [&](const auto &in) { return in.name() == name; });
+    for (int i = 0; algorithms && !known && i < model.training_info_size(); ++i)
+      known = llvm::any_of(model.training_info(i).algorithm().input(),
+                           [&](const auto &in) { return in.name() == name; });
     if (!known)
       return fail("--input-shape names '" + name + "', which is not an input of the graph", "",
                   kExitBadUsage);
   }
 
+  llvm::StringSet<> initializerNames;
+  for (const auto &initializer : graph.initializer())
+    initializerNames.insert(initializer.name());
+  if (algorithms && failed(checkTrainingInfo(initializerNames)))
+    return failure();
+
   // Parameters are the float initializers; the rest become constants, and so
   // do float initializers read only where an op needs a constant (a ratio).
+  // With a training_info step, a bound initializer is a parameter when it is
+  // a float that the main graph reads (a weight), else state (moments,
+  // iteration counters).
   llvm::StringSet<> readAsConstant, readAsTensor;
-  for (const auto &node : graph.node()) {
-    auto found = opImporters.find(node.op_type());
-    for (auto [i, name] : llvm::enumerate(node.input())) {
-      bool constant = isDefaultDomain(node.domain()) && found != opImporters.end() &&
-                      llvm::is_contained(found->second.constantInputs, i);
-      (constant ? readAsConstant : readAsTensor).insert(name);
+  auto scan = [&](const auto &nodes) {
+    for (const auto &node : nodes) {
+      auto found = opImporters.find(node.op_type());
+      for (auto [i, name] : llvm::enumerate(node.input())) {
+        bool constant = isDefaultDomain(node.domain()) && found != opImporters.end() &&
+                        llvm::is_contained(found->second.constantInputs, i);
+        (constant ? readAsConstant : readAsTensor).insert(name);
+      }
     }
-  }
+  };
+  scan(graph.node());
+  llvm::StringSet<> readByGraph = readAsTensor;
   for (const auto &output : graph.output())
     readAsTensor.insert(output.name());
+  for (int i = 0; algorithms && i < model.training_info_size(); ++i) {
+    scan(model.training_info(i).algorithm().node());
+    for (const auto &output : model.training_info(i).algorithm().output())
+      readAsTensor.insert(output.name());
+  }
   auto onlyReadAsConstant = [&](StringRef name) {
     return readAsConstant.contains(name) && !readAsTensor.contains(name);
   };
   ImportedModel imported;
   std::vector<TensorData> constants;
   std::vector<std::string> constantNames;
-  llvm::StringSet<> initializerNames;
   for (const auto &initializer : graph.initializer()) {
     TensorData data;
     std::string message;
     if (!readTensor(&context, initializer, modelDir, data, message))
       return fail("initializer '" + initializer.name() + "': " + message);
-    initializerNames.insert(initializer.name());
-    if (isa<FloatType>(data.type.getElementType()) && !onlyReadAsConstant(initializer.name())) {
+    bool isFloat = isa<FloatType>(data.type.getElementType());
+    if (bound.contains(initializer.name())) {
+      bool weight = isFloat && readByGraph.contains(initializer.name());
+      (weight ? imported.parameters : imported.state)
+          .push_back(Parameter{initializer.name(), std::move(data)});
+    } else if (isFloat && !onlyReadAsConstant(initializer.name())) {
       imported.parameters.push_back(Parameter{initializer.name(), std::move(data)});
     } else {
       constants.push_back(std::move(data));
       constantNames.push_back(initializer.name());
+    }
+  }
+  if (algorithms)
+    algorithmConstants.resize(model.training_info_size());
+  for (int i = 0; algorithms && i < model.training_info_size(); ++i) {
+    for (const auto &initializer : model.training_info(i).algorithm().initializer()) {
+      TensorData data;
+      std::string message;
+      if (!readTensor(&context, initializer, modelDir, data, message))
+        return fail("training_info[" + Twine(i) + "].algorithm: initializer '" +
+                    initializer.name() + "': " + message);
+      auto key = bound.find(initializer.name());
+      if (key != bound.end() && key->second == static_cast<unsigned>(i))
+        imported.state.push_back(Parameter{initializer.name(), std::move(data)});
+      else
+        algorithmConstants[i].emplace_back(initializer.name(), std::move(data));
     }
   }
   SmallVector<Type> argTypes;
@@ -1677,10 +1916,34 @@ FailureOr<ImportedModel> Importer::run() {
     argNames.push_back(input.name());
     argKinds.push_back("input");
   }
+  // An algorithm's own inputs (labels a loss in the algorithm reads) are
+  // inputs of the step too.
+  for (int i = 0; algorithms && i < model.training_info_size(); ++i) {
+    const onnx::GraphProto &algorithm = model.training_info(i).algorithm();
+    for (const auto &input : algorithm.input()) {
+      bool initializer = initializerNames.contains(input.name()) ||
+                         llvm::any_of(algorithm.initializer(), [&](const auto &init) {
+                           return init.name() == input.name();
+                         });
+      if (initializer || llvm::is_contained(argNames, input.name()))
+        continue;
+      auto type = inputType(input);
+      if (failed(type))
+        return failure();
+      argTypes.push_back(*type);
+      argNames.push_back(input.name());
+      argKinds.push_back("input");
+    }
+  }
   for (const Parameter &parameter : imported.parameters) {
     argTypes.push_back(parameter.value.type);
     argNames.push_back(parameter.name);
     argKinds.push_back("param");
+  }
+  for (const Parameter &state : imported.state) {
+    argTypes.push_back(state.value.type);
+    argNames.push_back(state.name);
+    argKinds.push_back("state");
   }
 
   Location fileLoc = FileLineColLoc::get(&context, path, 0, 0);
@@ -1704,12 +1967,14 @@ FailureOr<ImportedModel> Importer::run() {
     Location loc = NameLoc::get(builder.getStringAttr(name), fileLoc);
     values[name] = ConstantOp::create(builder, loc, data->type, toElementsAttr(*data));
   }
+  graphBase = values;
 
   for (auto [index, node] : llvm::enumerate(graph.node()))
     if (failed(importNode(node, index)))
       return failure();
 
   SmallVector<Value> results;
+  SmallVector<std::string> resultNames;
   for (const auto &output : graph.output()) {
     auto found = values.find(output.name());
     if (found == values.end())
@@ -1718,15 +1983,18 @@ FailureOr<ImportedModel> Importer::run() {
     if (failed(checkOutput(output, found->second)))
       return failure();
     results.push_back(found->second);
+    resultNames.push_back(output.name());
   }
+  if (algorithms && failed(importTrainingAlgorithms(imported, results, resultNames)))
+    return failure();
   func::ReturnOp::create(builder, fileLoc, results);
   // Shape subgraphs fold into constants that nothing reads any more.
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*body)))
     if (isOpTriviallyDead(&op))
       op.erase();
   func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
-  for (auto [i, output] : llvm::enumerate(graph.output()))
-    func.setResultAttr(i, "cleave.name", builder.getStringAttr(output.name()));
+  for (auto [i, name] : llvm::enumerate(resultNames))
+    func.setResultAttr(i, "cleave.name", builder.getStringAttr(name));
 
   module->setAttr("cleave.source", builder.getStringAttr(path));
   module->setAttr("cleave.ir_version", builder.getI64IntegerAttr(model.ir_version()));
@@ -1737,7 +2005,8 @@ FailureOr<ImportedModel> Importer::run() {
     producer += (producer.empty() ? "" : " ") + model.producer_version();
   if (!producer.empty())
     module->setAttr("cleave.producer", builder.getStringAttr(producer));
-  if (ArrayAttr info = trainingInfo())
+  // A training_info the step was built from is not kept a second time.
+  if (ArrayAttr info = algorithms ? ArrayAttr() : trainingInfo())
     module->setAttr("cleave.training_info", info);
   if (ArrayAttr configs = configurations())
     module->setAttr("cleave.configurations", configs);

@@ -10,6 +10,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,18 +31,49 @@ struct ImportOptions {
   /// When positive, dim 0 of every graph input that --input-shape does not
   /// bind (the micro-batch of `cleave compile --batch-size`).
   int64_t batchSize = 0;
+  /// Import the model's training_info, when it has one, as the training step
+  /// (`cleave compile --train`): @forward runs the main graph, then each
+  /// algorithm graph, and ends with a `cleave.assign` per update_binding.
+  /// Without it training_info is kept as the module attribute
+  /// `cleave.training_info`.
+  bool trainingInfo = false;
+  /// With `trainingInfo`: the output logged as the step's loss (`--loss
+  /// NAME`); empty: the main graph's only scalar float output.
+  std::string trainingLoss;
+  /// With `trainingInfo`: the flags given for cleave's own step builder
+  /// (`--optimizer`, `--lr`...), refused when training_info defines the step.
+  std::vector<std::string> stepFlags;
 };
 
-/// A float initializer: a trainable parameter, passed to @forward as an
-/// argument named after it. Its initial value stays on the host.
+/// An initializer held in the weights blob and passed to @forward as an
+/// argument named after it: a float initializer (a trainable parameter, kind
+/// "param"), or state a training_info step updates (kind "state"). Its
+/// initial value stays on the host.
 struct Parameter {
   std::string name;
   TensorData value;
 };
 
+/// The training step a model's training_info defines, as imported
+/// (ImportOptions::trainingInfo).
+struct TrainingAlgorithm {
+  /// The result of @forward the driver logs as the step's loss.
+  std::string loss;
+  /// Every update_binding, in order: the initializer assigned and the output
+  /// that gives its new value.
+  std::vector<std::pair<std::string, std::string>> updates;
+};
+
 struct ImportedModel {
   mlir::OwningOpRef<mlir::ModuleOp> module;
+  /// Arguments of kind "param".
   std::vector<Parameter> parameters;
+  /// Arguments of kind "state" with an initial value: the initializers a
+  /// training_info step updates that are not parameters (optimizer moments,
+  /// iteration counters).
+  std::vector<Parameter> state;
+  /// Set when @forward is the step of the model's training_info.
+  std::optional<TrainingAlgorithm> trainingAlgorithm;
 };
 
 /// Imports the ONNX model at `path` into a module holding `func.func @forward`.

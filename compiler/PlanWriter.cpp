@@ -136,6 +136,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   llvm::StringMap<const Parameter *> byName;
   for (const Parameter &p : model.parameters)
     byName[p.name] = &p;
+  for (const Parameter &p : model.state)
+    byName[p.name] = &p;
   // Functions share inputs and stored arguments by name (cleave-memory-plan).
   std::map<int64_t, nlohmann::json> inputsByIndex;
   nlohmann::json parameters = nlohmann::json::array(), state = nlohmann::json::array(),
@@ -184,10 +186,14 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       nlohmann::json entry = tensorJson(name, arg.getType());
       entry["offset"] = offset.getInt();
       entry["bytes"] = tensorBytes(cast<RankedTensorType>(arg.getType()));
-      // Optimizer state and accumulators start at zero (the blob's initial bytes).
+      // Optimizer state and accumulators start at zero (the blob's initial
+      // bytes); state a training_info step updates at its initializer's value.
       if (func.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() == "state") {
         (func.getArgAttr(i, "cleave.accumulator") ? gradientBytes : optimizerBytes) +=
             entry["bytes"].get<int64_t>();
+        if (const Parameter *initial = byName.lookup(name))
+          std::copy(initial->value.bytes.begin(), initial->value.bytes.end(),
+                    weights.begin() + offset.getInt());
         state.push_back(entry);
         continue;
       }
@@ -306,7 +312,23 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
     }
     plan["collectives"] = list;
   }
-  if (options.train) {
+  if (options.train && model.trainingAlgorithm) {
+    // The model's training_info is the whole step: every input is data, the
+    // learning rate and step live in the graph.
+    nlohmann::json dataInputs = nlohmann::json::array(), updates = nlohmann::json::array();
+    for (const auto &input : inputs)
+      dataInputs.push_back(input["name"]);
+    for (const auto &[initializer, value] : model.trainingAlgorithm->updates)
+      updates.push_back({{"initializer", initializer}, {"value", value}});
+    plan["state"] = state;
+    plan["training"] = {
+        {"algorithm", "training_info"},
+        {"data_inputs", dataInputs},
+        {"grad_accum", 1},
+        {"loss", model.trainingAlgorithm->loss},
+        {"update_binding", updates},
+    };
+  } else if (options.train) {
     const TrainOptions &t = options.training;
     nlohmann::json dataInputs = nlohmann::json::array();
     for (const auto &input : inputs)
@@ -314,6 +336,7 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
         dataInputs.push_back(input["name"]);
     plan["state"] = state;
     plan["training"] = {
+        {"algorithm", "cleave"},
         {"optimizer", t.optimizer},
         {"lr", t.lr},
         {"lr_schedule", t.lrSchedule},

@@ -123,7 +123,8 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
 } // namespace
 
 FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y,
-                                                    ArrayRef<Value> xs) {
+                                                    ArrayRef<Value> xs,
+                                                    const llvm::DenseSet<Value> &constants) {
   // Float values that depend on an x (through any op: an op without a rule
   // on such a path is an error below, not a silent zero).
   llvm::DenseSet<Value> fromXs(xs.begin(), xs.end());
@@ -133,7 +134,7 @@ FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y
     for (Operation &op : *block) {
       if (llvm::any_of(op.getOperands(), [&](Value v) { return fromXs.contains(v); }))
         for (Value result : op.getResults())
-          if (isFloatTensor(result))
+          if (isFloatTensor(result) && !constants.contains(result))
             fromXs.insert(result);
       if (&op == last)
         break;
@@ -149,7 +150,7 @@ FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y
   for (Operation *op = last; op; op = op->getPrevNode()) {
     SmallVector<Value> resultGrads;
     for (Value result : op->getResults())
-      resultGrads.push_back(grads.lookup(result));
+      resultGrads.push_back(constants.contains(result) ? Value() : grads.lookup(result));
     if (llvm::all_of(resultGrads, [](Value g) { return !g; }) ||
         llvm::none_of(op->getOperands(), [&](Value v) { return fromXs.contains(v); }))
       continue;

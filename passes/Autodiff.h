@@ -4,6 +4,7 @@
 #define CLEAVE_PASSES_AUTODIFF_H
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace cleave {
 
@@ -17,9 +18,11 @@ namespace cleave {
 /// `builder`'s insertion point, which must follow y's definition in the same
 /// block. Returns one gradient per x, of x's type, or null where y does not
 /// depend on x. Fails, with an error at the op, when an op on a path from an x
-/// to y has no rule or its rule fails.
+/// to y has no rule or its rule fails. Values in `constants` are taken as
+/// constants: no gradient flows back through them to what computed them.
 mlir::FailureOr<llvm::SmallVector<mlir::Value>>
-buildGradients(mlir::OpBuilder &builder, mlir::Value y, mlir::ArrayRef<mlir::Value> xs);
+buildGradients(mlir::OpBuilder &builder, mlir::Value y, mlir::ArrayRef<mlir::Value> xs,
+               const llvm::DenseSet<mlir::Value> &constants = {});
 
 } // namespace cleave
 

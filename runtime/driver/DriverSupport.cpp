@@ -66,6 +66,35 @@ bool readMesh(const nlohmann::json &json, Plan &plan, std::string &error) {
   return true;
 }
 
+/// Reads the learning rate, its schedule `schedule` and warmup of plan.json's
+/// "training" object into `spec`.
+bool readSchedule(const nlohmann::json &json, const std::string &schedule, TrainingSpec &spec,
+                  std::string &error) {
+  if (!json.contains("lr") || !json["lr"].is_number() || !(json["lr"].get<double>() >= 0)) {
+    error = "training.lr: is not a non-negative number";
+    return false;
+  }
+  spec.lr = json["lr"].get<double>();
+  if (schedule == "constant")
+    spec.schedule = LrSchedule::Constant;
+  else if (schedule == "linear")
+    spec.schedule = LrSchedule::Linear;
+  else if (schedule == "cosine")
+    spec.schedule = LrSchedule::Cosine;
+  else {
+    error = "training.lr_schedule '" + schedule + "': is not constant, linear or cosine";
+    return false;
+  }
+  if (json.contains("warmup")) {
+    if (!json["warmup"].is_number_integer() || json["warmup"].get<int64_t>() < 0) {
+      error = "training.warmup: is not a non-negative integer";
+      return false;
+    }
+    spec.warmup = json["warmup"].get<int64_t>();
+  }
+  return true;
+}
+
 /// Reads plan.json's "training" object into `plan.training`.
 bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
   if (!json.is_object()) {
@@ -89,36 +118,23 @@ bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
     out = json[key].get<std::string>();
     return true;
   };
-  std::string schedule, lrName, stepName, lossName;
-  if (!stringField("optimizer", "", spec.optimizer) ||
+  std::string algorithm, schedule, lrName, stepName, lossName;
+  if (!stringField("algorithm", "cleave", algorithm) ||
+      !stringField("optimizer", "", spec.optimizer) ||
       !stringField("lr_schedule", "constant", schedule) ||
       !stringField("lr_input", "cleave.lr", lrName) ||
       !stringField("step_input", "cleave.step", stepName) ||
       !stringField("loss", nullptr, lossName))
     return false;
+  if (algorithm != "cleave" && algorithm != "training_info") {
+    error = "training.algorithm '" + algorithm + "': is not cleave or training_info";
+    return false;
+  }
+  spec.trainingInfo = algorithm == "training_info";
 
-  if (!json.contains("lr") || !json["lr"].is_number() || !(json["lr"].get<double>() >= 0)) {
-    error = "training.lr: is not a non-negative number";
+  // A training_info step's learning rate and its schedule live in the graph.
+  if (!spec.trainingInfo && !readSchedule(json, schedule, spec, error))
     return false;
-  }
-  spec.lr = json["lr"].get<double>();
-  if (schedule == "constant")
-    spec.schedule = LrSchedule::Constant;
-  else if (schedule == "linear")
-    spec.schedule = LrSchedule::Linear;
-  else if (schedule == "cosine")
-    spec.schedule = LrSchedule::Cosine;
-  else {
-    error = "training.lr_schedule '" + schedule + "': is not constant, linear or cosine";
-    return false;
-  }
-  if (json.contains("warmup")) {
-    if (!json["warmup"].is_number_integer() || json["warmup"].get<int64_t>() < 0) {
-      error = "training.warmup: is not a non-negative integer";
-      return false;
-    }
-    spec.warmup = json["warmup"].get<int64_t>();
-  }
 
   if (json.contains("grad_accum")) {
     if (!json["grad_accum"].is_number_integer() || json["grad_accum"].get<int64_t>() < 1) {
@@ -126,6 +142,10 @@ bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
       return false;
     }
     spec.gradAccum = json["grad_accum"].get<int64_t>();
+  }
+  if (spec.trainingInfo && spec.gradAccum != 1) {
+    error = "training.grad_accum: a training_info step is one forward (grad_accum 1)";
+    return false;
   }
 
   if (!json.contains("data_inputs") || !json["data_inputs"].is_array() ||
@@ -175,13 +195,14 @@ bool readTraining(const nlohmann::json &json, Plan &plan, std::string &error) {
     out = *index;
     return true;
   };
-  if (!scalarInput("lr_input", lrName, spec.lrInput) ||
-      !scalarInput("step_input", stepName, spec.stepInput))
+  if (!spec.trainingInfo && (!scalarInput("lr_input", lrName, spec.lrInput) ||
+                             !scalarInput("step_input", stepName, spec.stepInput)))
     return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!claimed[i]) {
       error = "training: input '" + plan.inputs[i].name +
-              "' is neither a data input nor the learning rate or step";
+              (spec.trainingInfo ? "' is not a data input"
+                                 : "' is neither a data input nor the learning rate or step");
       return false;
     }
   }

@@ -31,6 +31,10 @@ enum class LrSchedule { Constant, Linear, Cosine };
 /// plan.json's optional "training" object: the program's forward runs one
 /// microbatch, its apply one update (docs/training.md).
 struct TrainingSpec {
+  /// Algorithm "training_info": the model's own algorithm is the whole step,
+  /// one forward with an empty apply; no learning rate, schedule or step
+  /// inputs (they live in the graph), and gradAccum 1.
+  bool trainingInfo = false;
   std::string optimizer;
   double lr = 0;
   LrSchedule schedule = LrSchedule::Constant;

@@ -163,6 +163,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                 "see --help");
   if (!options.shuffle && options.seed)
     return fail("--seed", "has no effect with --no-shuffle", 2);
+  if (spec.trainingInfo && options.totalSteps)
+    return fail("--total-steps", "the model's training_info defines the step: it has no "
+                                 "learning-rate schedule", 2);
   if (options.totalSteps && options.steps && *options.totalSteps < *options.steps)
     return fail("--total-steps " + std::to_string(*options.totalSteps),
                 "is fewer than the " + std::to_string(*options.steps) + " steps of this run",
@@ -344,8 +347,10 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     const double lr = learningRate(spec, step, totalSteps);
     const float lrValue = static_cast<float>(lr);
     const float stepValue = static_cast<float>(step);
-    backend.copyToDevice(inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
-    backend.copyToDevice(inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
+    if (!spec.trainingInfo) { // else the learning rate and step live in the graph
+      backend.copyToDevice(inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
+      backend.copyToDevice(inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
+    }
     // Batch `step` is positions [(step-1)B, step B) of the epochs one after
     // another; this rank's microbatch k of it the (dpRank K + k)-th run of
     // `micro` positions.
@@ -386,8 +391,10 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     if (reporting && (terminal || step % every == 0 || step == steps)) {
       double seconds = elapsed();
       double rate = seconds > 0 ? static_cast<double>(step * batch) / seconds : 0;
-      std::fprintf(stderr, "step %lld/%lld  loss %.6f  lr %g  %.0f samples/s\n",
-                   static_cast<long long>(step), static_cast<long long>(steps), loss, lr, rate);
+      std::string lrText = spec.trainingInfo ? "" : "  lr " + formatDouble("%g", lr);
+      std::fprintf(stderr, "step %lld/%lld  loss %.6f%s  %.0f samples/s\n",
+                   static_cast<long long>(step), static_cast<long long>(steps), loss,
+                   lrText.c_str(), rate);
     }
   }
   const double seconds = elapsed();
@@ -426,8 +433,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                        ",\n  \"bytes_sent\": " + bytesSentJson(mesh, axes).dump() +
                        ",\n  \"steps\": [";
     for (size_t i = 0; i < records.size(); ++i) {
-      nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss},
-                              {"lr", records[i].lr}};
+      nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss}};
+      if (!spec.trainingInfo)
+        entry["lr"] = records[i].lr;
       text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
     }
     text += "\n  ]\n}\n";

@@ -95,6 +95,8 @@ int runImport(const ImportCommand &cmd) {
 struct CompileCommand {
   CompileOptions options;
   std::vector<std::string> inputShapes;
+  /// The flags of cleave's own step builder (CompileOptions::stepFlags).
+  std::vector<CLI::Option *> stepOptions;
 };
 
 void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
@@ -155,9 +157,27 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");
+  sub->add_flag("--ignore-training-info", cmd.options.ignoreTrainingInfo,
+                "With --train: build the step with cleave's optimizers even when the model "
+                "has a training_info (which otherwise defines the step)");
+  for (const char *name : {"--optimizer", "--lr", "--lr-schedule", "--warmup", "--beta1",
+                           "--beta2", "--eps", "--weight-decay", "--momentum", "--nesterov",
+                           "--clip-grad-norm", "--grad-accum", "--mesh", "--deterministic",
+                           "--freeze", "--loss"})
+    cmd.stepOptions.push_back(sub->get_option(name));
 }
 
 int runCompile(CompileCommand &cmd) {
+  // --grad-accum 1 and --loss NAME also fit a step the model defines.
+  for (CLI::Option *option : cmd.stepOptions) {
+    if (option->count() == 0)
+      continue;
+    if (option->get_name() == "--grad-accum" && cmd.options.training.gradAccum == 1)
+      continue;
+    if (option->get_name() == "--loss" && cmd.options.loss.find(':') == std::string::npos)
+      continue;
+    cmd.options.stepFlags.push_back(option->get_name());
+  }
   UserError error;
   if (!parseInputShapes(cmd.inputShapes, cmd.options.import, error)) {
     printError(error);
