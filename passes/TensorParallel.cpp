@@ -84,9 +84,13 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
           llvm::consumeError(glob.takeError());
         return module.emitError("plan entry '") << entry << "' is not GLOB=DIM/DIM/...";
       }
-      PlanEntry parsed{entry.str(), std::move(*glob), {}, false};
       SmallVector<StringRef> dims;
       entry.substr(eq + 1).split(dims, '/');
+      // Shown as the plan file spells it: GLOB: ["tp", "-"].
+      std::string shown = entry.substr(0, eq).str() + ": [";
+      for (auto [i, dim] : llvm::enumerate(dims))
+        shown += (i ? ", \"" : "\"") + dim.str() + "\"";
+      PlanEntry parsed{shown + "]", std::move(*glob), {}, false};
       for (StringRef dim : dims) {
         if (dim == "-") {
           parsed.blocks.push_back(std::nullopt);
@@ -97,12 +101,12 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
         if (axis != "tp" || (!blockText.empty() && (blockText.getAsInteger(10, blocks) ||
                                                      blocks < 1)))
           return module.emitError("plan entry '")
-                 << entry << "': '" << dim
+                 << parsed.text << "': '" << dim
                  << "' is not '-', 'tp' or 'tp:BLOCKS' (parameters split over tp only)";
         parsed.blocks.push_back(blocks);
       }
       if (llvm::count_if(parsed.blocks, [](auto b) { return b.has_value(); }) > 1)
-        return module.emitError("plan entry '") << entry << "' splits more than one dim";
+        return module.emitError("plan entry '") << parsed.text << "' splits more than one dim";
       entries.push_back(std::move(parsed));
     }
     return entries;
@@ -373,17 +377,15 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
     FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
     if (failed(layout))
       return signalPassFailure();
-    ArrayAttr names = layout->grid->getAttrOfType<ArrayAttr>("cleave.axes");
-    auto tp = llvm::find_if(names, [](Attribute a) { return cast<StringAttr>(a) == "tp"; });
-    if (tp == names.end()) {
+    if (layout->tpAxis < 0) {
       if (!plan.empty()) {
         module.emitError("a plan splits parameters over tp, but the mesh has no tp axis");
         return signalPassFailure();
       }
       return;
     }
-    tpAxis = static_cast<shard::GridAxis>(tp - names.begin());
-    ranks = layout->grid.getShape()[tpAxis];
+    tpAxis = static_cast<shard::GridAxis>(layout->tpAxis);
+    ranks = layout->tpSize;
     auto func = module.lookupSymbol<func::FuncOp>("forward");
     if (!func || func.isExternal() || !func.getBody().hasOneBlock()) {
       module.emitError("has no @forward function to partition");
