@@ -86,6 +86,16 @@ void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, cons
                   {step, "parameters"});
 }
 
+std::size_t sliceOffset(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
+                        const Tensor &out) {
+  Communicator &group = axisCommunicator(axes, axis, "all_slice");
+  if (in.dtype != out.dtype || out.numel() * group.size() != in.numel())
+    rt::fail("all_slice", "%lld elements do not split into %d parts of %lld",
+             static_cast<long long>(in.numel()), group.size(),
+             static_cast<long long>(out.numel()));
+  return static_cast<std::size_t>(group.rank()) * out.bytes();
+}
+
 bool canSum(DType type) {
   return type == DType::F32 || type == DType::F64 || type == DType::I32 || type == DType::I64;
 }

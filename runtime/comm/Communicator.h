@@ -108,6 +108,10 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
                          const Tensor &out, int64_t step);
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                      const Tensor &out, int64_t step);
+/// The all_slice kernel's source: the byte offset in `in` of this rank's
+/// part (`out`, dim 0 split n ways); each backend copies it its own way.
+std::size_t sliceOffset(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
+                        const Tensor &out);
 
 /// A group of ranks (one mesh axis, several, or the whole job) and the
 /// collectives over it. Buffers are where the backend computes: host memory

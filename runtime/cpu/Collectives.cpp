@@ -6,7 +6,6 @@
 
 #include "runtime/cpu/Kernels.h"
 
-#include "runtime/KernelError.h"
 #include "runtime/comm/Communicator.h"
 
 #include <cstring>
@@ -26,12 +25,8 @@ void all_gather(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis)
 }
 
 void all_slice(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
-  comm::Communicator &group = comm::axisCommunicator(ctx.axes, axis, "all_slice");
-  if (in.dtype != out.dtype || out.numel() * group.size() != in.numel())
-    fail("all_slice", "%lld elements do not split into %d parts of %lld",
-         static_cast<long long>(in.numel()), group.size(), static_cast<long long>(out.numel()));
-  std::memcpy(out.data, static_cast<const char *>(in.data) + group.rank() * out.bytes(),
-              out.bytes());
+  const char *part = static_cast<const char *>(in.data) + comm::sliceOffset(ctx.axes, axis, in, out);
+  std::memcpy(out.data, part, out.bytes());
 }
 
 } // namespace cleave::rt::cpu

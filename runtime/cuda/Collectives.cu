@@ -26,12 +26,8 @@ void all_gather(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis)
 }
 
 void all_slice(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
-  comm::Communicator &group = comm::axisCommunicator(ctx.axes, axis, "all_slice");
-  if (in.dtype != out.dtype || out.numel() * group.size() != in.numel())
-    fail("all_slice", "%lld elements do not split into %d parts of %lld",
-         static_cast<long long>(in.numel()), group.size(), static_cast<long long>(out.numel()));
-  check(cudaMemcpyAsync(out.data, static_cast<const char *>(in.data) + group.rank() * out.bytes(),
-                        out.bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
+  const char *part = static_cast<const char *>(in.data) + comm::sliceOffset(ctx.axes, axis, in, out);
+  check(cudaMemcpyAsync(out.data, part, out.bytes(), cudaMemcpyDeviceToDevice, ctx.stream),
         "all_slice");
 }
 

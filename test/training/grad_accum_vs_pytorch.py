@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
 from torch_export import export_with_loss  # noqa: E402
-from train_vs_pytorch import OPTIMIZERS  # noqa: E402
+from train_vs_pytorch import OPTIMIZERS, compare, pytorch_steps  # noqa: E402
 
 STEPS = 8
 BATCHES = 3  # global batches in the dataset; file order wraps around
@@ -71,42 +71,11 @@ def check(model_name, module, names, accum, micro, optimizer, workdir):
     log = json.load(open(metrics))
     ours = [s["loss"] for s in log["steps"]]
 
-    opt = make_optimizer(model.parameters())
-    theirs = []
-    largest_grad = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
-    for step in range(STEPS):
-        start = (step * batch) % (batch * BATCHES)
-        inputs = [torch.from_numpy(data[name][start:start + batch]) for name in names]
-        opt.zero_grad()
-        loss = model(*inputs)
-        loss.backward()
-        for name, p in model.named_parameters():
-            largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
-        opt.step()
-        theirs.append(float(loss))
-
-    problems = []
+    theirs, largest_grad = pytorch_steps(model, make_optimizer, data, names, batch, STEPS)
+    problems = compare(ours, theirs, os.path.join(out, "plan.json"),
+                       os.path.join(results, "weights.bin"), model, largest_grad)
     if (log["batch_size"], log["grad_accum"]) != (batch, accum):
         problems.append(f"log says batch {log['batch_size']} x accum {log['grad_accum']}")
-    for step, (a, b) in enumerate(zip(ours, theirs), start=1):
-        if abs(a - b) > 1e-4 * abs(b):
-            problems.append(f"step {step}: loss {a:.7f}, pytorch {b:.7f}")
-            break
-    plan = json.load(open(os.path.join(out, "plan.json")))
-    weights = np.fromfile(os.path.join(results, "weights.bin"), dtype=np.uint8)
-    params = dict(model.named_parameters())
-    for entry in plan["parameters"]:
-        if entry["name"] not in params:
-            continue
-        trained = weights[entry["offset"]:entry["offset"] + entry["bytes"]].view(np.float32)
-        expected = params[entry["name"]].detach().numpy()
-        grads = largest_grad[entry["name"]].numpy()
-        meaningful = grads > 1e-6 * max(grads.max(), 1e-30)
-        difference = np.abs(trained.reshape(expected.shape) - expected)
-        error = difference[meaningful].max() if meaningful.any() else 0.0
-        if error > 1e-4 * max(np.abs(expected).max(), 1e-6):
-            problems.append(f"final {entry['name']} differs by {error:.2e}")
-            break
     print(f"{model_name} {optimizer} K={accum} micro={micro}: losses {ours[0]:.6f} -> "
           f"{ours[-1]:.6f} (pytorch {theirs[0]:.6f} -> {theirs[-1]:.6f})")
     return [f"{model_name} {optimizer} K={accum}: {p}" for p in problems]

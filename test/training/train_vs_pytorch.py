@@ -108,31 +108,53 @@ def check(model_name, module, names, extra_flags, optimizer, workdir):
                    stderr=subprocess.DEVNULL)
     ours = [s["loss"] for s in json.load(open(metrics))["steps"]]
 
+    theirs, largest_grad = pytorch_steps(model, make_optimizer, data, names, batch, STEPS,
+                                         CLIP_GRAD_NORM.get(optimizer))
+    problems = compare(ours, theirs, os.path.join(out, "plan.json"),
+                       os.path.join(results, "weights.bin"), model, largest_grad)
+    if len(ours) != STEPS:
+        problems.append(f"{len(ours)} steps logged, expected {STEPS}")
+    print(f"{model_name} {optimizer}: losses {ours[0]:.6f} -> {ours[-1]:.6f} "
+          f"(pytorch {theirs[0]:.6f} -> {theirs[-1]:.6f})")
+    return [f"{model_name} {optimizer}: {p}" for p in problems]
+
+
+def pytorch_steps(model, make_optimizer, data, names, batch, steps, clip=None):
+    """PyTorch's losses for `steps` steps of `batch` samples of `data` in
+    file order (wrapping around), and the largest gradient each parameter
+    element saw."""
     opt = make_optimizer(model.parameters())
+    samples = len(data[names[0]])
     theirs = []
     largest_grad = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
-    for step in range(STEPS):
-        start = (step * batch) % (batch * BATCHES)
+    for step in range(steps):
+        start = (step * batch) % samples
         inputs = [torch.from_numpy(data[name][start:start + batch]) for name in names]
         opt.zero_grad()
         loss = model(*inputs)
         loss.backward()
-        if optimizer in CLIP_GRAD_NORM:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM[optimizer])
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         for name, p in model.named_parameters():
             largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
         opt.step()
         theirs.append(float(loss))
+    return theirs, largest_grad
 
+
+def compare(ours, theirs, plan_path, weights_path, model, largest_grad, tolerance=1e-4):
+    """Problems: the first step whose loss differs from PyTorch's by more than
+    `tolerance` relative, and the first parameter (left in weights_path, laid
+    out as plan.json says) that differs by more than `tolerance` of its
+    largest element, counting only elements whose gradient is not zero in
+    exact arithmetic (those are rounding noise in both)."""
     problems = []
     for step, (a, b) in enumerate(zip(ours, theirs), start=1):
-        if abs(a - b) > 1e-4 * abs(b):
+        if abs(a - b) > tolerance * abs(b):
             problems.append(f"step {step}: loss {a:.7f}, pytorch {b:.7f}")
             break
-    if len(ours) != STEPS:
-        problems.append(f"{len(ours)} steps logged, expected {STEPS}")
-    plan = json.load(open(os.path.join(out, "plan.json")))
-    weights = np.fromfile(os.path.join(results, "weights.bin"), dtype=np.uint8)
+    plan = json.load(open(plan_path))
+    weights = np.fromfile(weights_path, dtype=np.uint8)
     params = dict(model.named_parameters())
     for entry in plan["parameters"]:
         if entry["name"] not in params:
@@ -143,12 +165,10 @@ def check(model_name, module, names, extra_flags, optimizer, workdir):
         meaningful = grads > 1e-6 * max(grads.max(), 1e-30)
         difference = np.abs(trained.reshape(expected.shape) - expected)
         error = difference[meaningful].max() if meaningful.any() else 0.0
-        if error > 1e-4 * max(np.abs(expected).max(), 1e-6):
+        if error > tolerance * max(np.abs(expected).max(), 1e-6):
             problems.append(f"final {entry['name']} differs by {error:.2e}")
             break
-    print(f"{model_name} {optimizer}: losses {ours[0]:.6f} -> {ours[-1]:.6f} "
-          f"(pytorch {theirs[0]:.6f} -> {theirs[-1]:.6f})")
-    return [f"{model_name} {optimizer}: {p}" for p in problems]
+    return problems
 
 
 def main():
