@@ -228,9 +228,6 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return failure();
   if (t.zero < 0 || t.zero > 3)
     return bad("zero", t.zero, "0, 1, 2 or 3");
-  if (t.zero == 3)
-    return fail("--zero 3", "sharding the parameters themselves is not built yet",
-                "use --zero 1 or 2", kExitBadUsage);
   if (failed(readPlan(t.plan)))
     return failure();
   if (!t.plan.empty() && mesh.empty())

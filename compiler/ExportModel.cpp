@@ -35,22 +35,33 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
   if (plan.contains("weights") && plan["weights"].is_object() &&
       plan["weights"].value("file", "").size() > 0)
     file = plan["weights"]["file"].get<std::string>();
-  int64_t tpRanks = 1;
+  int64_t tpRanks = 1, dpRanks = 1;
   if (plan.contains("mesh") && plan["mesh"].contains("axes"))
-    for (const auto &axis : plan["mesh"]["axes"])
+    for (const auto &axis : plan["mesh"]["axes"]) {
       if (axis.value("name", "") == "tp")
         tpRanks = axis.value("size", int64_t(1));
-  std::vector<std::unique_ptr<llvm::MemoryBuffer>> blobs;
-  size_t placeholder = file.find("{tp}");
-  for (int64_t rank = 0; rank < (placeholder == std::string::npos ? 1 : tpRanks); ++rank) {
-    std::string name = file;
-    if (placeholder != std::string::npos)
-      name.replace(placeholder, 4, std::to_string(rank));
-    std::string path = resultsDir + "/" + name;
-    auto blob = llvm::MemoryBuffer::getFile(path, false, false);
-    if (!blob)
-      return fail(path, "cannot open: " + blob.getError().message());
-    blobs.push_back(std::move(*blob));
+      if (axis.value("name", "") == "dp")
+        dpRanks = axis.value("size", int64_t(1));
+    }
+  if (file.find("{tp}") == std::string::npos)
+    tpRanks = 1;
+  if (file.find("{dp}") == std::string::npos)
+    dpRanks = 1;
+  // blobs[dp][tp]
+  std::vector<std::vector<std::unique_ptr<llvm::MemoryBuffer>>> blobs(dpRanks);
+  for (int64_t dp = 0; dp < dpRanks; ++dp) {
+    for (int64_t tp = 0; tp < tpRanks; ++tp) {
+      std::string name = file;
+      for (auto [placeholder, rank] : {std::pair<std::string, int64_t>("{dp}", dp),
+                                       std::pair<std::string, int64_t>("{tp}", tp)})
+        if (size_t at = name.find(placeholder); at != std::string::npos)
+          name.replace(at, placeholder.size(), std::to_string(rank));
+      std::string path = resultsDir + "/" + name;
+      auto blob = llvm::MemoryBuffer::getFile(path, false, false);
+      if (!blob)
+        return fail(path, "cannot open: " + blob.getError().message());
+      blobs[dp].push_back(std::move(*blob));
+    }
   }
   const std::string weightsPath = resultsDir + "/" + file;
   std::string modelPath = plan["model"].get<std::string>();
@@ -76,31 +87,47 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
       return true;
     const nlohmann::json &entry = *found->second;
     int64_t offset = entry.value("offset", int64_t(0)), bytes = entry.value("bytes", int64_t(0));
-    for (const auto &blob : blobs)
-      if (offset + bytes > static_cast<int64_t>(blob->getBufferSize()))
-        return false;
-    std::string value(blobs[0]->getBufferStart() + offset, bytes);
+    for (const auto &row : blobs)
+      for (const auto &blob : row)
+        if (offset + bytes > static_cast<int64_t>(blob->getBufferSize()))
+          return false;
+    // Each tp rank's part: its bytes, or with ZeRO 3 its dp ranks' slices of
+    // the flattened part one after another, cut to the part's elements.
+    std::vector<std::string> parts;
+    for (int64_t tp = 0; tp < tpRanks; ++tp) {
+      std::string part;
+      if (entry.contains("zero3")) {
+        for (const auto &row : blobs)
+          part.append(row[tp]->getBufferStart() + offset, bytes);
+        int64_t element = bytes / entry["zero3"]["slice"].get<int64_t>();
+        part.resize(entry["zero3"]["elements"].get<int64_t>() * element);
+      } else {
+        part.assign(blobs[0][tp]->getBufferStart() + offset, bytes);
+      }
+      parts.push_back(std::move(part));
+    }
+    std::string value = parts[0];
     if (entry.contains("split")) {
       // Rank r's part of each block of the split dim, interleaved back.
       std::vector<int64_t> shape = entry["global_shape"].get<std::vector<int64_t>>();
       int64_t dim = entry["split"]["dim"].get<int64_t>();
       int64_t blocks = entry["split"]["blocks"].get<int64_t>();
-      int64_t ranks = static_cast<int64_t>(blobs.size());
+      int64_t ranks = static_cast<int64_t>(parts.size());
+      int64_t partBytes = static_cast<int64_t>(parts[0].size());
       int64_t outer = 1, total = 1;
       for (int64_t d = 0; d < dim; ++d)
         outer *= shape[d];
       for (int64_t size : shape)
         total *= size;
-      int64_t inner = bytes * ranks / total;
+      int64_t inner = partBytes * ranks / total;
       for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
         inner *= shape[d];
-      int64_t part = shape[dim] / blocks / ranks;
+      int64_t piece = shape[dim] / blocks / ranks;
       value.clear();
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t k = 0; k < blocks; ++k)
-          for (const auto &blob : blobs)
-            value.append(blob->getBufferStart() + offset + ((o * blocks + k) * part) * inner,
-                         part * inner);
+          for (const std::string &part : parts)
+            value.append(part, ((o * blocks + k) * piece) * inner, piece * inner);
     }
     tensor.clear_float_data();
     tensor.clear_double_data();

@@ -127,9 +127,12 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   int64_t weightsBytes = module->getAttrOfType<IntegerAttr>("cleave.weights_bytes").getInt();
   int64_t arenaBytes = module->getAttrOfType<IntegerAttr>("cleave.arena_bytes").getInt();
   std::vector<char> weights(weightsBytes, 0);
+  // Parameters whose initial bytes differ by rank: split over tp (dim >= 0)
+  // and/or sliced over dp by ZeRO 3 (slice > 0: this rank's elements of the
+  // flattened, padded parameter).
   struct SplitParameter {
     const Parameter *parameter;
-    int64_t offset, dim, blocks;
+    int64_t offset, dim, blocks, slice;
   };
   std::vector<SplitParameter> splitParameters;
 
@@ -199,13 +202,23 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       }
       parameterBytes += entry["bytes"].get<int64_t>();
       const Parameter *parameter = byName.lookup(name);
-      if (auto dim = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_dim")) {
-        // Each tp rank's blob gets its own part (below).
-        int64_t blocks = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_blocks").getInt();
-        entry["split"] = {{"dim", dim.getInt()}, {"blocks", blocks}, {"axis", "tp"}};
+      auto dim = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_dim");
+      auto zero3 = func.getArgAttrOfType<IntegerAttr>(i, "cleave.zero3_elements");
+      if (dim || zero3) {
+        // Each rank's blob gets its own part (below).
+        SplitParameter split{parameter, offset.getInt(), -1, 1, 0};
         ArrayRef<int64_t> global = parameter->value.type.getShape();
         entry["global_shape"] = std::vector<int64_t>(global.begin(), global.end());
-        splitParameters.push_back({parameter, offset.getInt(), dim.getInt(), blocks});
+        if (dim) {
+          split.dim = dim.getInt();
+          split.blocks = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_blocks").getInt();
+          entry["split"] = {{"dim", split.dim}, {"blocks", split.blocks}, {"axis", "tp"}};
+        }
+        if (zero3) {
+          split.slice = cast<RankedTensorType>(arg.getType()).getNumElements();
+          entry["zero3"] = {{"elements", zero3.getInt()}, {"slice", split.slice}, {"axis", "dp"}};
+        }
+        splitParameters.push_back(split);
       } else {
         std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
                   weights.begin() + offset.getInt());
@@ -246,10 +259,25 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       Value whole = isa<shard::ReduceScatterOp>(op) ? op->getOperand(0) : op->getResult(0);
       auto type = cast<RankedTensorType>(whole.getType());
       auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-      bool flatBuffer = flatPayload > 0 && type.getRank() == 1 && tensorBytes(type) >= flatPayload;
+      // Without padding: the gradients a packed buffer concatenates, a ZeRO 3
+      // parameter's own elements, the flat parameter buffer's parameters.
+      int64_t payload = tensorBytes(type);
+      auto slice = dyn_cast<BlockArgument>(op->getOperand(0));
+      auto elements = slice ? func.getArgAttrOfType<IntegerAttr>(slice.getArgNumber(),
+                                                                 "cleave.zero3_elements")
+                            : IntegerAttr();
+      if (auto concat = whole.getDefiningOp<ConcatOp>()) {
+        payload = 0;
+        for (Value part : concat.getOperands())
+          if (!part.getDefiningOp<ConstantOp>())
+            payload += tensorBytes(cast<RankedTensorType>(part.getType()));
+      } else if (elements) {
+        payload = elements.getInt() * tensorBytes(type) / type.getNumElements();
+      } else if (flatPayload > 0 && type.getRank() == 1 && tensorBytes(type) >= flatPayload) {
+        payload = flatPayload;
+      }
       std::string kind = op->getName().stripDialect().str();
-      count(collectives[{kind, axes[0]}], kind, axes[0], repeats, tensorBytes(type),
-            flatBuffer ? flatPayload : tensorBytes(type));
+      count(collectives[{kind, axes[0]}], kind, axes[0], repeats, tensorBytes(type), payload);
     });
     for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
       outputs.push_back(
@@ -370,28 +398,55 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
     }
     return success();
   };
-  // Split parameters make one blob per tp rank: weights.tp{R}.bin.
-  int64_t tpRanks = 1;
+  // Parameters split over tp make one blob per tp rank (weights.tp{R}.bin),
+  // ZeRO 3 one per dp rank too (weights.dp{D}[.tp{R}].bin).
+  int64_t tpRanks = 1, dpRanks = 1;
   if (shard::GridOp grid = getGrid(module)) {
     auto names = grid->getAttrOfType<ArrayAttr>("cleave.axes");
-    for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape()))
+    for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape())) {
       if (name == "tp")
         tpRanks = size;
+      if (name == "dp")
+        dpRanks = size;
+    }
   }
-  if (tpRanks > 1)
-    plan["weights"]["file"] = "weights.tp{tp}.bin";
+  bool byTp = llvm::any_of(splitParameters, [](const SplitParameter &p) { return p.dim >= 0; });
+  bool byDp = llvm::any_of(splitParameters, [](const SplitParameter &p) { return p.slice > 0; });
+  if (!byTp)
+    tpRanks = 1;
+  if (!byDp)
+    dpRanks = 1;
+  auto blobName = [&](StringRef dp, StringRef tp) {
+    return "weights" + (byDp ? ".dp" + dp.str() : "") + (byTp ? ".tp" + tp.str() : "") + ".bin";
+  };
+  plan["weights"]["file"] = blobName("{dp}", "{tp}");
   std::string planText = plan.dump(2) + "\n";
   if (failed(writeFile("plan.json", planText)))
     return failure();
-  for (int64_t rank = 0; rank < tpRanks; ++rank) {
-    for (const SplitParameter &split : splitParameters) {
-      std::vector<char> part = rankPart(split.parameter->value, split.dim, split.blocks,
-                                        tpRanks, rank);
-      std::copy(part.begin(), part.end(), weights.begin() + split.offset);
+  for (int64_t dp = 0; dp < dpRanks; ++dp) {
+    for (int64_t tp = 0; tp < tpRanks; ++tp) {
+      for (const SplitParameter &split : splitParameters) {
+        std::vector<char> part =
+            split.dim >= 0 ? rankPart(split.parameter->value, split.dim, split.blocks, tpRanks, tp)
+                           : split.parameter->value.bytes;
+        if (split.slice > 0) {
+          // This dp rank's elements of the flattened part, zero past its end.
+          size_t element = split.parameter->value.bytes.size() /
+                           split.parameter->value.type.getNumElements();
+          size_t bytes = split.slice * element;
+          std::vector<char> slice(bytes, 0);
+          size_t first = dp * bytes;
+          if (first < part.size())
+            std::copy(part.begin() + first, part.begin() + std::min(part.size(), first + bytes),
+                      slice.begin());
+          part = std::move(slice);
+        }
+        std::copy(part.begin(), part.end(), weights.begin() + split.offset);
+      }
+      std::string name = blobName(std::to_string(dp), std::to_string(tp));
+      if (failed(writeFile(name, StringRef(weights.data(), weights.size()))))
+        return failure();
     }
-    std::string name = tpRanks > 1 ? "weights.tp" + std::to_string(rank) + ".bin" : "weights.bin";
-    if (failed(writeFile(name, StringRef(weights.data(), weights.size()))))
-      return failure();
   }
   return success();
 }

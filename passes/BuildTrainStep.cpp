@@ -75,8 +75,133 @@ void setResults(func::FuncOp func, ValueRange results, ArrayRef<StringRef> names
       op.erase();
 }
 
+/// A trained parameter of @forward and its gradient there.
+struct Member {
+  StringAttr name;
+  BlockArgument param;
+  Value grad;
+};
+
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
   using BuildTrainStepBase::BuildTrainStepBase;
+
+  /// ZeRO stage 3: every parameter lives as this rank's 1/N of its flattened
+  /// elements (padded to 16 N), is all-gathered in @forward where the forward
+  /// first reads it and again where the backward first does (so the memory
+  /// plan frees each whole copy after its last reader), has its gradient
+  /// reduce-scattered every microbatch into a slice accumulator, and is
+  /// updated slice by slice in @apply; nothing is gathered there.
+  LogicalResult buildStage3(func::FuncOp forward, func::FuncOp apply, ArrayRef<Member> members,
+                            Value lossSum, Updates &u, OpBuilder &b,
+                            SmallVectorImpl<std::pair<Value, Value>> &accumulate,
+                            SmallVectorImpl<Value> &zeroed,
+                            SmallVectorImpl<std::pair<Value, Value>> &assignments,
+                            Value countF32, Value lr, Value step) {
+    ModuleOp module = forward->getParentOfType<ModuleOp>();
+    MLIRContext *ctx = module.getContext();
+    FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
+    if (failed(layout))
+      return failure();
+    if (clipGradNorm > 0.0 &&
+        llvm::any_of(members, [&](const Member &m) {
+          return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
+        }))
+      return forward.emitError("global-norm clipping with ZeRO and parameters split over tp is "
+                               "not built yet");
+    const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout->dpAxis)};
+    const llvm::APInt firstDim(64, 0);
+    int64_t ranks = layout->dpSize;
+    // The backward starts after the loss: uses of a parameter from there on
+    // get a gather of their own.
+    Operation *lossOp = lossSum.getDefiningOp();
+    Block &body = forward.getBody().front();
+    auto isBackward = [&](Operation *user) {
+      return lossOp && lossOp->isBeforeInBlock(user);
+    };
+    SmallVector<std::pair<Value, Value>> grads; // slice in @apply, mean gradient
+    for (const Member &m : members) {
+      auto type = cast<RankedTensorType>(m.param.getType());
+      Location loc = m.param.getLoc();
+      int64_t elements = type.getNumElements();
+      int64_t quantum = (kBufferAlignment / 4) * ranks;
+      int64_t padded = (elements + quantum - 1) / quantum * quantum;
+      auto sliceType = RankedTensorType::get({padded / ranks}, type.getElementType());
+      auto flatType = RankedTensorType::get({padded}, type.getElementType());
+      Value slice = addArgument(forward, sliceType, m.name, "param");
+      unsigned index = cast<BlockArgument>(slice).getArgNumber();
+      forward.setArgAttr(index, "cleave.zero3_elements", b.getI64IntegerAttr(elements));
+      forward.setArgAttr(index, "cleave.zero3_shape",
+                         b.getDenseI64ArrayAttr(type.getShape()));
+      for (StringRef attr : {"cleave.split_dim", "cleave.split_blocks", "cleave.split_axis"})
+        if (Attribute value = forward.getArgAttr(m.param.getArgNumber(), attr))
+          forward.setArgAttr(index, attr, value);
+      // The whole parameter, gathered before the first reader of each phase.
+      auto whole = [&](Operation *before) -> Value {
+        OpBuilder at(before);
+        Value flat = shard::AllGatherOp::create(at, loc, flatType, "mesh", dpAxes, slice,
+                                                firstDim);
+        if (padded != elements)
+          flat = SliceOp::create(at, loc, flat, at.getDenseI64ArrayAttr({0}),
+                                 at.getDenseI64ArrayAttr({elements}),
+                                 at.getDenseI64ArrayAttr({1}));
+        return ReshapeOp::create(at, loc, flat, at.getDenseI64ArrayAttr(type.getShape()));
+      };
+      Operation *firstForward = nullptr, *firstBackward = nullptr;
+      for (Operation &op : body) {
+        if (!llvm::is_contained(op.getOperands(), Value(m.param)))
+          continue;
+        Operation *&first = isBackward(&op) ? firstBackward : firstForward;
+        if (!first)
+          first = &op;
+      }
+      Value forwardCopy = firstForward ? whole(firstForward) : Value();
+      Value backwardCopy = firstBackward ? whole(firstBackward) : Value();
+      BlockArgument wholeParam = m.param;
+      wholeParam.replaceUsesWithIf(forwardCopy ? forwardCopy : backwardCopy,
+                                    [&](OpOperand &use) {
+                                      return !isBackward(use.getOwner()) || !backwardCopy;
+                                    });
+      if (backwardCopy)
+        wholeParam.replaceAllUsesWith(backwardCopy);
+
+      // This microbatch's gradient, flat and padded, reduce-scattered as
+      // soon as it is complete, so the whole gradient is freed at once.
+      OpBuilder gb(ctx);
+      gb.setInsertionPointAfterValue(m.grad);
+      Updates gu(gb, loc);
+      int64_t gradElements = cast<RankedTensorType>(m.grad.getType()).getNumElements();
+      Value flatGrad = ReshapeOp::create(gb, loc, m.grad, gb.getDenseI64ArrayAttr({gradElements}));
+      if (padded != elements) {
+        auto padType = RankedTensorType::get({padded - elements}, type.getElementType());
+        Value zeros = ConstantOp::create(
+            gb, loc, padType, DenseElementsAttr::get(padType, gb.getFloatAttr(type.getElementType(), 0.0)));
+        flatGrad = ConcatOp::create(gb, loc, ValueRange{flatGrad, zeros}, gb.getI64IntegerAttr(0));
+      }
+      Value gradSlice = shard::ReduceScatterOp::create(gb, loc, sliceType, "mesh", dpAxes,
+                                                       flatGrad, shard::ReductionKind::Sum,
+                                                       firstDim);
+      std::string accName = ("grad:" + m.name.getValue()).str();
+      Value slot = addArgument(forward, sliceType, accName, "state");
+      forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
+                         UnitAttr::get(ctx));
+      accumulate.push_back({slot, gu.add(slot, gradSlice)});
+      Value sum = addArgument(apply, sliceType, accName, "state");
+      zeroed.push_back(sum);
+      Value param = addArgument(apply, sliceType, m.name, "param");
+      grads.push_back({param, u.div(sum, countF32)});
+    }
+    if (clipGradNorm > 0.0)
+      clipGlobalNorm(u, b, grads, SmallVector<bool>(grads.size(), true), [&](Value sum) -> Value {
+        return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", dpAxes,
+                                          shard::ReductionKind::Sum);
+      });
+    for (auto [entry, m] : llvm::zip(grads, members))
+      update(u, b, apply, entry.first, m.name, entry.second, lr, step, assignments);
+    // The whole parameters are gone from @forward: only their slices stay.
+    for (const Member &m : llvm::reverse(members))
+      (void)forward.eraseArgument(m.param.getArgNumber());
+    return success();
+  }
 
   /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the
   /// 2-norm of all gradients together: each parameter element counts once.
@@ -116,7 +241,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// from its gradient `grad`, adding the state slots it keeps.
   void update(Updates &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name,
               Value grad, Value lr, Value step,
-              SmallVector<std::pair<Value, Value>> &assignments) {
+              SmallVectorImpl<std::pair<Value, Value>> &assignments) {
     auto state = [&](StringRef slot) {
       return addArgument(apply, param.getType(), (slot + ":" + name).str(), "state");
     };
@@ -239,12 +364,6 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                          ? count
                          : u.cast(count, b.getF32Type());
 
-    // The trained parameters, in argument order, with their gradients.
-    struct Member {
-      StringAttr name;
-      BlockArgument param;
-      Value grad;
-    };
     SmallVector<Member> members;
     for (BlockArgument param : forward.getArguments()) {
       auto name = forward.getArgAttrOfType<StringAttr>(param.getArgNumber(), "cleave.name");
@@ -286,6 +405,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       }
       for (auto [entry, member] : llvm::zip(grads, members))
         update(u, b, apply, entry.first, member.name, entry.second, lr, step, assignments);
+    } else if (zero == 3) {
+      if (failed(buildStage3(forward, apply, members, lossSum, u, b, accumulate, zeroed,
+                             assignments, countF32, lr, step)))
+        return signalPassFailure();
     } else {
       FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
       if (failed(layout))

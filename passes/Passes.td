@@ -110,6 +110,13 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     stage 2 reduce-scatters every microbatch's gradients in @forward and
     accumulates only the rank's slice (`flat:grads.slice`). The loss sum and
     count stay accumulators for cleave-data-parallel.
+    Stage 3 keeps each parameter as this rank's 1/N of its flattened
+    elements (padded to 16 N; `cleave.zero3_elements` and
+    `cleave.zero3_shape` on the argument): @forward all-gathers it before its
+    first forward reader and again before its first backward reader (so each
+    whole copy lives only as long as its readers), reduce-scatters each
+    microbatch's gradient of it into a slice accumulator, and @apply updates
+    the slices; nothing is gathered there.
     The rules follow PyTorch's: sgd (weight decay added to the gradient;
     momentum, optionally Nesterov, with a velocity buffer), adagrad (a running
     sum of squared gradients), adam (L2 weight decay added to the gradient,
@@ -131,7 +138,7 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
            "When positive, scale all gradients by min(1, X / (global norm + 1e-6)) first">,
     Option<"zero", "zero", "int", /*default=*/"0",
-           "ZeRO stage: 1 shards the optimizer state over dp, 2 the gradients too">,
+           "ZeRO stage: 1 shards the optimizer state over dp, 2 the gradients too, 3 the parameters too">,
     ListOption<"mesh", "mesh", "std::string",
                "With zero: the mesh axes in order, NAME=SIZE each (a dp axis among them)">,
   ];

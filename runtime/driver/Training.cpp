@@ -302,11 +302,16 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return fail(options.logJson, error, 2);
 
   std::vector<char> hostWeights;
-  // A plan that splits parameters over tp has one blob per tp rank.
+  // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
+  // one per dp rank too: the file name says which with {tp} and {dp}.
   Plan rankPlan = plan;
-  const size_t placeholder = rankPlan.weightsFile.find("{tp}");
-  if (placeholder != std::string::npos)
-    rankPlan.weightsFile.replace(placeholder, 4, std::to_string(tpRank));
+  const bool blobPerDpRank = plan.weightsFile.find("{dp}") != std::string::npos;
+  for (auto [placeholder, coordinate] : {std::pair<std::string, int64_t>("{tp}", tpRank),
+                                         std::pair<std::string, int64_t>("{dp}", dpRank)}) {
+    size_t at = rankPlan.weightsFile.find(placeholder);
+    if (at != std::string::npos)
+      rankPlan.weightsFile.replace(at, placeholder.size(), std::to_string(coordinate));
+  }
   if (int code = loadWeights(dir, rankPlan, hostWeights))
     return code;
   Buffer weights(backend, hostWeights.size());
@@ -400,9 +405,10 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   const double seconds = elapsed();
   const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
 
-  // The parameters are the same on every dp rank: those of dp rank 0 write
-  // theirs (one blob per tp rank, named as the plan's); rank 0 the rest.
-  if (dpRank != 0)
+  // The parameters are the same on every dp rank (but for ZeRO 3's slices):
+  // those of dp rank 0 write theirs (one blob per tp rank, named as the
+  // plan's), every rank with ZeRO 3; rank 0 the rest.
+  if (dpRank != 0 && !blobPerDpRank)
     return 0;
   if (!options.outputDir.empty()) {
     backend.copyToHost(hostWeights.data(), weights.get(), hostWeights.size());

@@ -5,9 +5,10 @@
 #   - --mesh dp=N (N = 2, 4), each rank B/N samples: every step's loss within
 #     1e-5 relative of the reference and the final parameters within 1e-5 of
 #     their largest element; and dp=2 with --grad-accum 2;
-#   - ZeRO stages 1 and 2 on dp=2 and dp=4 (and stage 2 with global-norm
+#   - ZeRO stages 1, 2 and 3 on dp=2 and dp=4 (and stage 2 with global-norm
 #     clipping, which must count every parameter element once): the same
-#     tolerances;
+#     tolerances (stage 3's parameters put back together from the dp ranks'
+#     slices);
 #   - --mesh dp=N --deterministic against one device accumulating the same N
 #     microbatches (--grad-accum N): every loss and every parameter bit for
 #     bit, with adamw;
@@ -96,22 +97,38 @@ class Model:
 
 def parameters(plan, results, tp):
     """Every parameter whole: a parameter split over tp is its blocks' parts,
-    one from each tp rank's blob in rank order (docs/formats.md)."""
-    blobs = [np.fromfile(os.path.join(results, plan["weights"]["file"].replace("{tp}", str(r))),
-                         dtype=np.uint8) for r in range(tp)]
+    one from each tp rank's blob in rank order; with ZeRO 3 each part is the
+    dp ranks' slices of it flattened, one after another (docs/formats.md)."""
+    dp = next((a["size"] for a in plan.get("mesh", {}).get("axes", []) if a["name"] == "dp"), 1)
+    template = plan["weights"]["file"]
+    dp = dp if "{dp}" in template else 1
+
+    def blob(d, r):
+        name = template.replace("{dp}", str(d)).replace("{tp}", str(r))
+        return np.fromfile(os.path.join(results, name), dtype=np.uint8)
+
+    blobs = [[blob(d, r) for r in range(tp)] for d in range(dp)]
     params = {}
     for p in plan["parameters"]:
-        parts = [b[p["offset"]:p["offset"] + p["bytes"]].view(np.float32).reshape(p["shape"])
-                 for b in blobs]
+        global_shape = p.get("global_shape", p["shape"])
+        local_shape = list(global_shape)
+        if "split" in p:
+            local_shape[p["split"]["dim"]] //= tp
+        parts = []
+        for r in range(tp):
+            raw = [blobs[d][r][p["offset"]:p["offset"] + p["bytes"]].view(np.float32)
+                   for d in range(dp if "zero3" in p else 1)]
+            flat = np.concatenate(raw)[:int(np.prod(local_shape))]
+            parts.append(flat.reshape(local_shape))
         if "split" in p:
             dim, blocks = p["split"]["dim"], p["split"]["blocks"]
             pieces = [np.split(part, blocks, axis=dim) for part in parts]
             whole = np.concatenate([pieces[r][k] for k in range(blocks) for r in range(tp)],
                                    axis=dim)
-            assert list(whole.shape) == p["global_shape"]
-            params[p["name"]] = whole
         else:
-            params[p["name"]] = parts[0]
+            whole = parts[0]
+        assert list(whole.shape) == list(global_shape)
+        params[p["name"]] = whole
     return params
 
 
@@ -163,7 +180,7 @@ def main():
             bytes_as_planned(f"{name} dp={ranks}", run, problems)
         close(f"{name} dp=2 grad-accum 2", m.train("dp2-k2", 2, 2, MOMENTUM), reference,
               problems)
-        for zero in (1, 2):
+        for zero in (1, 2, 3):
             for ranks in (2, 4):
                 label = f"{name} dp={ranks} zero={zero}"
                 run = m.train(f"dp{ranks}-z{zero}", ranks, 1, MOMENTUM, ["--zero", str(zero)])

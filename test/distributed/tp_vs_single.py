@@ -2,7 +2,7 @@
 # models train STEPS steps in file order with the Megatron plans of plans/
 # (the MLP's fc1 split by output, fc2 by input; the GPT's attention heads and
 # MLPs), each layout from the same initial weights on the same data:
-#   - tp=2, dp x tp = 2 x 2, tp=2 with ZeRO 1 on dp=2, and tp=2 with
+#   - tp=2, dp x tp = 2 x 2, tp=2 with ZeRO 1 and 3 on dp=2, and tp=2 with
 #     global-norm clipping (every element counted once whether split or
 #     replicated): every step's loss within 1e-5 relative of one device and
 #     the final parameters, reassembled from the tp ranks' blobs, within 1e-5
@@ -35,7 +35,8 @@ def main():
         reference = m.train("one", 1, 1, MOMENTUM)
         with_plan = ["--plan", os.path.join(PLANS, plan)]
         for label, dp, extra in (("tp2", 1, []), ("dp2tp2", 2, []),
-                                 ("dp2tp2-z1", 2, ["--zero", "1"])):
+                                 ("dp2tp2-z1", 2, ["--zero", "1"]),
+                                 ("dp2tp2-z3", 2, ["--zero", "3"])):
             run = m.train(label, dp, 1, MOMENTUM, with_plan + extra, tp=2)
             close(f"{name} {label}", run, reference, problems)
             bytes_as_planned(f"{name} {label}", run, problems)
