@@ -18,6 +18,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/GlobPattern.h"
 
+#include <deque>
+
 namespace cleave {
 #define GEN_PASS_DEF_TENSORPARALLEL
 #include "passes/Passes.h.inc"
@@ -62,6 +64,7 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
   llvm::DenseMap<Value, Layout> layouts;
   /// The f wrapper of each replicated value, made once.
   llvm::DenseMap<Value, Value> entered;
+  std::deque<std::string> globTexts;
 
   Layout layoutOf(Value v) { return layouts.lookup(v); }
 
@@ -74,40 +77,108 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
     return global.clone(shape);
   }
 
-  FailureOr<SmallVector<PlanEntry>> parsePlan(ModuleOp module) {
-    SmallVector<PlanEntry> entries;
-    for (StringRef entry : plan) {
-      size_t eq = entry.rfind('=');
-      auto glob = llvm::GlobPattern::create(entry.substr(0, eq));
-      if (eq == StringRef::npos || !glob) {
-        if (!glob)
-          llvm::consumeError(glob.takeError());
-        return module.emitError("plan entry '") << entry << "' is not GLOB=DIM/DIM/...";
+  /// One plan entry, GLOB=DIM/DIM/..., or an error at `at`.
+  FailureOr<PlanEntry> parsePlanEntry(Operation *at, StringRef entry) {
+    size_t eq = entry.rfind('=');
+    // A GlobPattern refers to its text: keep the text where it cannot move.
+    auto glob = llvm::GlobPattern::create(globTexts.emplace_back(entry.substr(0, eq).str()));
+    if (eq == StringRef::npos || !glob) {
+      if (!glob)
+        llvm::consumeError(glob.takeError());
+      return at->emitError("plan entry '") << entry << "' is not GLOB=DIM/DIM/...";
+    }
+    SmallVector<StringRef> dims;
+    entry.substr(eq + 1).split(dims, '/');
+    // Shown as the plan file spells it: GLOB: ["tp", "-"].
+    std::string shown = entry.substr(0, eq).str() + ": [";
+    for (auto [i, dim] : llvm::enumerate(dims))
+      shown += (i ? ", \"" : "\"") + dim.str() + "\"";
+    PlanEntry parsed{shown + "]", std::move(*glob), {}, false};
+    for (StringRef dim : dims) {
+      if (dim == "-") {
+        parsed.blocks.push_back(std::nullopt);
+        continue;
       }
-      SmallVector<StringRef> dims;
-      entry.substr(eq + 1).split(dims, '/');
-      // Shown as the plan file spells it: GLOB: ["tp", "-"].
-      std::string shown = entry.substr(0, eq).str() + ": [";
-      for (auto [i, dim] : llvm::enumerate(dims))
-        shown += (i ? ", \"" : "\"") + dim.str() + "\"";
-      PlanEntry parsed{shown + "]", std::move(*glob), {}, false};
-      for (StringRef dim : dims) {
-        if (dim == "-") {
-          parsed.blocks.push_back(std::nullopt);
+      auto [axis, blockText] = dim.split(':');
+      int64_t blocks = 1;
+      if (axis != "tp" ||
+          (!blockText.empty() && (blockText.getAsInteger(10, blocks) || blocks < 1)))
+        return at->emitError("plan entry '")
+               << parsed.text << "': '" << dim
+               << "' is not '-', 'tp' or 'tp:BLOCKS' (parameters split over tp only)";
+      parsed.blocks.push_back(blocks);
+    }
+    if (llvm::count_if(parsed.blocks, [](auto b) { return b.has_value(); }) > 1)
+      return at->emitError("plan entry '") << parsed.text << "' splits more than one dim";
+    return parsed;
+  }
+
+  /// Plan entries from the ONNX 1.18 sharding specs the importer kept on the
+  /// ops (`cleave.device_config`): a spec naming a parameter, split along one
+  /// axis into as many shards as tp has ranks, splits that dim over tp.
+  FailureOr<SmallVector<PlanEntry>> annotatedPlan(func::FuncOp func) {
+    llvm::StringMap<BlockArgument> params;
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
+      auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind");
+      if (name && kind && kind.getValue() == "param")
+        params[name.getValue()] = arg;
+    }
+    llvm::StringMap<int64_t> splitDim; // parameter -> dim (-1: whole)
+    SmallVector<std::string> order;
+    WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+      auto configs = op->getAttrOfType<ArrayAttr>("cleave.device_config");
+      if (!configs)
+        return WalkResult::advance();
+      for (auto config : configs.getAsRange<DictionaryAttr>()) {
+        auto specs = config.getAs<ArrayAttr>("sharding");
+        if (!specs)
           continue;
+        for (auto spec : specs.getAsRange<DictionaryAttr>()) {
+          StringRef tensor = spec.getAs<StringAttr>("tensor").getValue();
+          auto param = params.find(tensor);
+          if (param == params.end())
+            continue; // activations follow from the parameters
+          auto dims = spec.getAs<ArrayAttr>("sharded_dims").getAsRange<DictionaryAttr>();
+          SmallVector<DictionaryAttr> split(dims.begin(), dims.end());
+          int64_t dim = -1;
+          if (split.size() > 1)
+            return op->emitError("the sharding spec of '")
+                   << tensor << "' splits more than one dim; cleave splits one, over tp";
+          if (split.size() == 1) {
+            auto shards = split[0].getAs<ArrayAttr>("num_shards");
+            int64_t rank = cast<RankedTensorType>(param->second.getType()).getRank();
+            dim = split[0].getAs<IntegerAttr>("axis").getInt();
+            dim = dim < 0 ? dim + rank : dim;
+            if (shards.size() != 1 || cast<IntegerAttr>(shards[0]).getInt() != ranks)
+              return op->emitError("the sharding spec of '")
+                     << tensor << "' does not split it into the mesh's " << ranks
+                     << " tp ranks";
+          }
+          auto [known, added] = splitDim.try_emplace(tensor, dim);
+          if (added)
+            order.push_back(tensor.str());
+          else if (known->second != dim)
+            return op->emitError("the sharding specs of '") << tensor << "' disagree";
         }
-        auto [axis, blockText] = dim.split(':');
-        int64_t blocks = 1;
-        if (axis != "tp" || (!blockText.empty() && (blockText.getAsInteger(10, blocks) ||
-                                                     blocks < 1)))
-          return module.emitError("plan entry '")
-                 << parsed.text << "': '" << dim
-                 << "' is not '-', 'tp' or 'tp:BLOCKS' (parameters split over tp only)";
-        parsed.blocks.push_back(blocks);
       }
-      if (llvm::count_if(parsed.blocks, [](auto b) { return b.has_value(); }) > 1)
-        return module.emitError("plan entry '") << parsed.text << "' splits more than one dim";
-      entries.push_back(std::move(parsed));
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    SmallVector<PlanEntry> entries;
+    for (const std::string &name : order) {
+      int64_t dim = splitDim.lookup(name);
+      if (dim < 0)
+        continue;
+      int64_t rank = cast<RankedTensorType>(params.lookup(name).getType()).getRank();
+      std::string text = name + "=";
+      for (int64_t d = 0; d < rank; ++d)
+        text += (d ? "/" : "") + std::string(d == dim ? "tp" : "-");
+      auto parsed = parsePlanEntry(func, text);
+      if (failed(parsed))
+        return failure();
+      entries.push_back(std::move(*parsed));
     }
     return entries;
   }
@@ -391,7 +462,16 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
       module.emitError("has no @forward function to partition");
       return signalPassFailure();
     }
-    auto entries = parsePlan(module);
+    // The plan, or else the model's own ONNX sharding specs.
+    FailureOr<SmallVector<PlanEntry>> entries = SmallVector<PlanEntry>();
+    for (StringRef text : plan) {
+      auto parsed = parsePlanEntry(module, text);
+      if (failed(parsed))
+        return signalPassFailure();
+      entries->push_back(std::move(*parsed));
+    }
+    if (plan.empty())
+      entries = annotatedPlan(func);
     if (failed(entries) || failed(splitParameters(func, *entries)))
       return signalPassFailure();
     if (ranks == 1)
