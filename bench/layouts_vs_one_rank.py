@@ -4,12 +4,13 @@
 
 For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), with
 the same global batch and AdamW, compiles one rank (2 BLAS threads) and each
-layout on 2 ranks of 1 thread (dp=2; ZeRO 1 and 2 on dp=2), trains N steps,
+layout on 2 ranks of 1 thread (dp=2; ZeRO 1, 2 and 3 on dp=2), trains N steps,
 and prints the mean step time (the driver's --log-json seconds over the
 steps), its ratio to the one-rank step measured in the same run, and per
 collective kind the bytes a rank sent per step (counted by the runtime)
 against the analytic minimum from plan.json (ring all-reduce 2(n-1)/n of the
-gradients, reduce-scatter and all-gather (n-1)/n of the parameters each).
+gradients, reduce-scatter and all-gather (n-1)/n of the parameters each; the
+same amounts without the alignment padding the buffers carry).
 The same total cores in every row: 2.
 """
 import argparse
@@ -29,7 +30,8 @@ from forward_vs_onnxruntime import CLEAVE, GPT, MLP  # noqa: E402
 LAYOUTS = (("one rank, 2 threads", 1, []),
            ("dp=2", 2, ["--mesh", "dp=2"]),
            ("dp=2 zero=1", 2, ["--mesh", "dp=2", "--zero", "1"]),
-           ("dp=2 zero=2", 2, ["--mesh", "dp=2", "--zero", "2"]))
+           ("dp=2 zero=2", 2, ["--mesh", "dp=2", "--zero", "2"]),
+           ("dp=2 zero=3", 2, ["--mesh", "dp=2", "--zero", "3"]))
 
 
 def export(model, args, path):
