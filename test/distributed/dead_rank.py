@@ -4,7 +4,9 @@
 #     within a few seconds;
 #   - one rank is stopped (SIGSTOP): the other waits in the step's
 #     all-reduce, times out after 3 s, prints one line naming the rank, the
-#     collective, the axis and the step, and the job ends non-zero.
+#     collective, the axis and the step, and the job ends non-zero;
+#   - the program started on 1 or 4 ranks instead of its mesh's 2: exit 2
+#     with a line naming the -n to use.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -77,6 +79,15 @@ def main():
                     "--batch-size", "16"], check=True)
     problems = [p for p in (trial(workdir, out, signal.SIGKILL),
                             trial(workdir, out, signal.SIGSTOP)) if p]
+    # Started on another number of ranks than its mesh: one line, exit 2.
+    for launch in ([], ["-n", "4"]):
+        run = subprocess.run(["cleave", "run", *launch, out, "--data",
+                              f"x={workdir}/x.npy,labels={workdir}/y.npy", "--steps", "1"],
+                             capture_output=True, text=True)
+        wanted = "the program is compiled for 2 ranks (mesh dp=2) but was started on"
+        if run.returncode != 2 or wanted not in run.stderr or "cleave run -n 2" not in run.stderr:
+            problems.append(f"-n {launch[1] if launch else 1}: exit {run.returncode}, "
+                            f"stderr {run.stderr!r}")
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
