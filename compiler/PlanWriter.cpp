@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <map>
 #include <numeric>
 
@@ -135,6 +136,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
     int64_t offset, dim, blocks, slice;
   };
   std::vector<SplitParameter> splitParameters;
+  // Where each tp rank's blob holds its tp coordinate (an i64).
+  std::vector<int64_t> tpCoordinates;
 
   llvm::StringMap<const Parameter *> byName;
   for (const Parameter &p : model.parameters)
@@ -191,6 +194,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       entry["bytes"] = tensorBytes(cast<RankedTensorType>(arg.getType()));
       // Optimizer state and accumulators start at zero (the blob's initial
       // bytes); state a training_info step updates at its initializer's value.
+      if (func.getArgAttr(i, "cleave.tp_coordinate"))
+        tpCoordinates.push_back(offset.getInt());
       if (func.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() == "state") {
         (func.getArgAttr(i, "cleave.accumulator") ? gradientBytes : optimizerBytes) +=
             entry["bytes"].get<int64_t>();
@@ -410,7 +415,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
         dpRanks = size;
     }
   }
-  bool byTp = llvm::any_of(splitParameters, [](const SplitParameter &p) { return p.dim >= 0; });
+  bool byTp = !tpCoordinates.empty() ||
+              llvm::any_of(splitParameters, [](const SplitParameter &p) { return p.dim >= 0; });
   bool byDp = llvm::any_of(splitParameters, [](const SplitParameter &p) { return p.slice > 0; });
   if (!byTp)
     tpRanks = 1;
@@ -443,6 +449,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
         }
         std::copy(part.begin(), part.end(), weights.begin() + split.offset);
       }
+      for (int64_t offset : tpCoordinates)
+        std::memcpy(weights.data() + offset, &tp, sizeof tp);
       std::string name = blobName(std::to_string(dp), std::to_string(tp));
       if (failed(writeFile(name, StringRef(weights.data(), weights.size()))))
         return failure();

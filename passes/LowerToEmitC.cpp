@@ -327,7 +327,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return lowerCollective(op, gather.getGridAxes());
   if (auto slice = dyn_cast<shard::AllSliceOp>(op))
     return lowerCollective(op, slice.getGridAxes());
-  if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp>(op)) {
+  if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp>(op)) {
     CallArgs args(b);
     args.value(tensors.lookup(op->getOperand(0)));
     args.literal(dimsLiteral(cast<RankedTensorType>(op->getResult(0).getType()).getShape()));

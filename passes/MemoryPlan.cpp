@@ -30,7 +30,7 @@ int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.g
 bool isView(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return isInPlace(reduce);
-  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp>(op);
+  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp>(op);
 }
 
 /// A splat of more than one element is filled at run time in the arena rather

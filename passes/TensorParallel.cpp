@@ -65,6 +65,87 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
   /// The f wrapper of each replicated value, made once.
   llvm::DenseMap<Value, Value> entered;
   std::deque<std::string> globTexts;
+  /// This rank's tp coordinate, an i64 scalar in the weights blob (made when
+  /// a rule needs it).
+  Value tpRank;
+
+  Value tpRankOf(func::FuncOp func) {
+    if (!tpRank) {
+      MLIRContext *ctx = func.getContext();
+      unsigned index = func.getNumArguments();
+      (void)func.insertArgument(index, RankedTensorType::get({}, IntegerType::get(ctx, 64)), {},
+                                func.getLoc());
+      func.setArgAttr(index, "cleave.name", StringAttr::get(ctx, "cleave.tp_rank"));
+      func.setArgAttr(index, "cleave.kind", StringAttr::get(ctx, "state"));
+      func.setArgAttr(index, "cleave.tp_coordinate", UnitAttr::get(ctx));
+      tpRank = func.getArgument(index);
+    }
+    return tpRank;
+  }
+
+  /// Cross-entropy over classes split over tp (Megatron's vocabulary-parallel
+  /// loss): each rank holds its classes' scores; the row maxima (gathered,
+  /// detached: they only shift), the sums of exponentials and the target's
+  /// shifted score are combined over tp, so loss_i = log(sum) - score_t.
+  LogicalResult vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, OpBuilder &b) {
+    Value scores = sce.getScores(), labels = sce.getLabels();
+    auto type = typeOf(scores);
+    Layout layout = layoutOf(scores);
+    if (type.getRank() != 2 || layout.dim != 1 || layout.blocks != 1 || sce.getWeights() ||
+        sce.getReduction() != "sum" || !sce.getLogProb().use_empty() ||
+        layoutOf(labels).isSplit())
+      return sce.emitError("a cross-entropy over classes split over tp needs N x C scores, "
+                           "sum reduction, no class weights and no log_prob reader");
+    Location loc = sce.getLoc();
+    auto func = sce->getParentOfType<func::FuncOp>();
+    int64_t rows = type.getDimSize(0), classes = type.getDimSize(1);
+    Type element = type.getElementType();
+    auto index = cast<IntegerType>(typeOf(labels).getElementType());
+    const shard::GridAxis axes[] = {tpAxis};
+    auto scalar = [&](Type t, double value) -> Value {
+      auto tensor = RankedTensorType::get({}, t);
+      Attribute attr = isa<FloatType>(t) ? Attribute(b.getFloatAttr(t, value))
+                                         : Attribute(b.getIntegerAttr(t, static_cast<int64_t>(value)));
+      return ConstantOp::create(b, loc, tensor, DenseElementsAttr::get(tensor, attr));
+    };
+    auto sumOver = [&](Value v, int64_t axis) -> Value {
+      return ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr({axis}), false);
+    };
+    auto reduce = [&](Value v) -> Value {
+      return shard::AllReduceOp::create(b, loc, v, "mesh", axes, shard::ReductionKind::Sum);
+    };
+    b.setInsertionPoint(sce);
+    Value localMax = ReduceMaxOp::create(b, loc, scores, b.getDenseI64ArrayAttr({1}), false);
+    Value gathered = shard::AllGatherOp::create(
+        b, loc, RankedTensorType::get({ranks, rows}, element), "mesh", axes,
+        ReshapeOp::create(b, loc, localMax, b.getDenseI64ArrayAttr({1, rows})), llvm::APInt(64, 0));
+    Value maxima = ReduceMaxOp::create(b, loc, gathered, b.getDenseI64ArrayAttr({0}), false);
+    Value shift = DetachOp::create(
+        b, loc, ReshapeOp::create(b, loc, maxima, b.getDenseI64ArrayAttr({rows, 1})));
+    Value shifted = SubOp::create(b, loc, scores, shift);
+    Value sums = reduce(sumOver(ExpOp::create(b, loc, shifted), 1));
+    // This rank's classes are [rank * classes, (rank + 1) * classes).
+    Value rank = tpRankOf(func);
+    if (index.getWidth() != 64)
+      rank = CastOp::create(b, loc, rank, index);
+    Value first = MulOp::create(b, loc, rank, scalar(index, static_cast<double>(classes)));
+    Value local = ReshapeOp::create(b, loc, SubOp::create(b, loc, labels, first),
+                                    b.getDenseI64ArrayAttr({rows, 1}));
+    Value ids = RangeOp::create(b, loc, b.getIntegerAttr(index, 0),
+                                b.getIntegerAttr(index, classes), b.getIntegerAttr(index, 1));
+    Value oneHot = CastOp::create(b, loc, EqualOp::create(b, loc, local, ids), element);
+    Value target = reduce(sumOver(MulOp::create(b, loc, shifted, oneHot), 1));
+    Value perRow = SubOp::create(b, loc, LogOp::create(b, loc, sums), target);
+    if (IntegerAttr ignored = sce.getIgnoreIndexAttr()) {
+      Value kept = NotOp::create(
+          b, loc,
+          EqualOp::create(b, loc, labels, scalar(index, static_cast<double>(ignored.getInt()))));
+      perRow = MulOp::create(b, loc, perRow, CastOp::create(b, loc, kept, element));
+    }
+    sce.getLoss().replaceAllUsesWith(sumOver(perRow, 0));
+    sce.erase();
+    return success();
+  }
 
   Layout layoutOf(Value v) { return layouts.lookup(v); }
 
@@ -330,6 +411,8 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
                                  [&](Value v) { return layoutOf(v).isSplit(); });
     if (!anySplit)
       return success(); // replicated in, replicated out
+    if (auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(op))
+      return vocabularyParallelLoss(sce, b);
     SmallVector<Layout> results(op->getNumResults(), Layout());
     if (op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
         isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp, WhereOp, CastOp>(op)) {
@@ -415,6 +498,17 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
         split.setSplitAttr(b.getDenseI64ArrayAttr(sizes));
         results.assign(op->getNumResults(), Layout::split(in.dim));
       }
+    } else if (auto slice = dyn_cast<SliceOp>(op)) {
+      // Slicing other dims keeps the split; the split dim must stay whole.
+      Layout in = layoutOf(slice.getInput());
+      int64_t local = typeOf(slice.getInput()).getDimSize(in.dim);
+      if (slice.getStarts()[in.dim] != 0 || slice.getSteps()[in.dim] != 1 ||
+          slice.getEnds()[in.dim] < local * ranks)
+        return op->emitError("slices the dim split over tp");
+      SmallVector<int64_t> ends(slice.getEnds());
+      ends[in.dim] = local;
+      slice.setEndsAttr(b.getDenseI64ArrayAttr(ends));
+      results[0] = in;
     } else if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
       Layout in = layoutOf(softmax.getInput());
       int64_t rank = typeOf(softmax.getInput()).getRank();

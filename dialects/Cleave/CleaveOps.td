@@ -495,6 +495,20 @@ def Cleave_AllReduceGradOp : Cleave_Op<"all_reduce_grad", [Pure, Cleave_Vjp,
   let assemblyFormat = "$input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)";
 }
 
+def Cleave_DetachOp : Cleave_Op<"detach", [Pure, Cleave_Vjp,
+                                           AllTypesMatch<["input", "output"]>]> {
+  let summary = "identity through which no gradient flows";
+  let description = [{
+    For values that only shift a computation whose result does not depend on
+    them, such as the maximum a softmax subtracts for stability: the exact
+    gradient through them is zero in sum, so none is propagated. The forward
+    is a view.
+  }];
+  let arguments = (ins Cleave_Tensor:$input);
+  let results = (outs Cleave_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 //===----------------------------------------------------------------------===//
 // Constants and generators
 //===----------------------------------------------------------------------===//

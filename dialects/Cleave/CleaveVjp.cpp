@@ -336,6 +336,11 @@ LogicalResult GeluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   });
 }
 
+LogicalResult DetachOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {
+  grads.push_back(Value());
+  return success();
+}
+
 LogicalResult AllReduceGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                        SmallVectorImpl<Value> &grads) {
   Value grad = resultGrads[0];
