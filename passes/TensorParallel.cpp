@@ -83,6 +83,54 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
     return tpRank;
   }
 
+  /// A lookup in a table split by rows over tp (a vocabulary-parallel
+  /// embedding): each rank takes the rows it holds, zero for the others,
+  /// and the partial results are all-reduced.
+  LogicalResult vocabularyParallelGather(GatherOp gather, OpBuilder &b) {
+    Value table = gather.getData(), indices = gather.getIndices();
+    Layout layout = layoutOf(table);
+    if (gather.getAxis() != 0 || layout.dim != 0 || layout.blocks != 1 ||
+        layoutOf(indices).isSplit())
+      return gather.emitError("a lookup in a table split over tp must gather whole rows of a "
+                              "table split by rows, with indices whole on every rank");
+    Location loc = gather.getLoc();
+    auto func = gather->getParentOfType<func::FuncOp>();
+    auto index = cast<IntegerType>(typeOf(indices).getElementType());
+    int64_t rows = typeOf(table).getDimSize(0);
+    auto scalar = [&](int64_t value) -> Value {
+      auto tensor = RankedTensorType::get({}, index);
+      return ConstantOp::create(b, loc, tensor,
+                                DenseElementsAttr::get(tensor, b.getIntegerAttr(index, value)));
+    };
+    b.setInsertionPoint(gather);
+    Value rank = tpRankOf(func);
+    if (index.getWidth() != 64)
+      rank = CastOp::create(b, loc, rank, index);
+    // This rank's rows are [rank * rows, (rank + 1) * rows) of the table.
+    Value local = SubOp::create(b, loc, indices, MulOp::create(b, loc, rank, scalar(rows)));
+    Value below = LessOp::create(b, loc, local, scalar(0));
+    Value above = NotOp::create(b, loc, LessOp::create(b, loc, local, scalar(rows)));
+    Value outside = NotOp::create(
+        b, loc, EqualOp::create(b, loc, CastOp::create(b, loc, below, index),
+                                CastOp::create(b, loc, above, index)));
+    // below and above never hold together: they differ exactly outside.
+    Value safe = WhereOp::create(b, loc, outside, scalar(0), local);
+    Value rowsTaken = GatherOp::create(b, loc, table, safe, gather.getAxisAttr());
+    auto resultType = typeOf(rowsTaken);
+    SmallVector<int64_t> keptShape(typeOf(indices).getShape());
+    keptShape.resize(resultType.getRank(), 1);
+    Value kept = ReshapeOp::create(
+        b, loc, CastOp::create(b, loc, NotOp::create(b, loc, outside), resultType.getElementType()),
+        b.getDenseI64ArrayAttr(keptShape));
+    Value partial = MulOp::create(b, loc, rowsTaken, kept);
+    const shard::GridAxis axes[] = {tpAxis};
+    Value whole = shard::AllReduceOp::create(b, loc, partial, "mesh", axes,
+                                             shard::ReductionKind::Sum);
+    gather.getOutput().replaceAllUsesWith(whole);
+    gather.erase();
+    return success();
+  }
+
   /// Cross-entropy over classes split over tp (Megatron's vocabulary-parallel
   /// loss): each rank holds its classes' scores; the row maxima (gathered,
   /// detached: they only shift), the sums of exponentials and the target's
@@ -413,6 +461,8 @@ struct TensorParallelPass : public cleave::impl::TensorParallelBase<TensorParall
       return success(); // replicated in, replicated out
     if (auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(op))
       return vocabularyParallelLoss(sce, b);
+    if (auto gather = dyn_cast<GatherOp>(op))
+      return vocabularyParallelGather(gather, b);
     SmallVector<Layout> results(op->getNumResults(), Layout());
     if (op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
         isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp, WhereOp, CastOp>(op)) {
