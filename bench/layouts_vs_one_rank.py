@@ -4,7 +4,8 @@
 
 For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), with
 the same global batch and AdamW, compiles one rank (2 BLAS threads) and each
-layout on 2 ranks of 1 thread (dp=2; ZeRO 1, 2 and 3 on dp=2), trains N steps,
+layout on 2 ranks of 1 thread (dp=2; ZeRO 1, 2 and 3 on dp=2; tp=2 with a
+Megatron plan), trains N steps,
 and prints the mean step time (the driver's --log-json seconds over the
 steps), its ratio to the one-rank step measured in the same run, and per
 collective kind the bytes a rank sent per step (counted by the runtime)
@@ -31,7 +32,14 @@ LAYOUTS = (("one rank, 2 threads", 1, []),
            ("dp=2", 2, ["--mesh", "dp=2"]),
            ("dp=2 zero=1", 2, ["--mesh", "dp=2", "--zero", "1"]),
            ("dp=2 zero=2", 2, ["--mesh", "dp=2", "--zero", "2"]),
-           ("dp=2 zero=3", 2, ["--mesh", "dp=2", "--zero", "3"]))
+           ("dp=2 zero=3", 2, ["--mesh", "dp=2", "--zero", "3"]),
+           ("tp=2", 2, ["--mesh", "tp=2", "--plan", "{plan}"]))
+
+# Megatron plans for the models of forward_vs_onnxruntime.py.
+MLP_PLAN = {"*fc1.weight": ["tp", "-"], "*fc1.bias": ["tp"], "*fc2.weight": ["-", "tp"]}
+GPT_PLAN = {"*.qkv.weight": ["tp:3", "-"], "*.qkv.bias": ["tp:3"],
+            "*.proj.weight": ["-", "tp"], "*.fc.weight": ["tp", "-"], "*.fc.bias": ["tp"],
+            "*.out.weight": ["-", "tp"], "tok.weight": ["tp", "-"]}
 
 
 def export(model, args, path):
@@ -42,8 +50,10 @@ def export(model, args, path):
                           training=torch.onnx.TrainingMode.EVAL)
 
 
-def bench(model, args, steps, workdir):
+def bench(model, args, plan, steps, workdir):
     batch = args[0].shape[0]
+    plan_file = os.path.join(workdir, "plan.json")
+    json.dump({"format_version": 1, "parameters": plan}, open(plan_file, "w"))
     flags = []
     for name, value in zip(["a", "b"], args):
         file = os.path.join(workdir, name + ".npy")
@@ -51,7 +61,9 @@ def bench(model, args, steps, workdir):
         flags += ["--data", f"{name}={file}"]
     rows = []
     for label, ranks, layout in LAYOUTS:
-        micro = batch // ranks
+        layout = [plan_file if flag == "{plan}" else flag for flag in layout]
+        dp = 1 if "tp=2" in layout else ranks
+        micro = batch // dp
         path = os.path.join(workdir, f"b{micro}.onnx")
         if not os.path.exists(path):
             export(model, tuple(a[:micro] for a in args), path)
@@ -81,12 +93,12 @@ def main():
     print(f"{'model':40} {'layout':20} {'step ms':>8} {'vs 1 rank':>9}  bytes sent / minimum")
     torch.manual_seed(0)
     cases = [("mlp (256-1024-1024-10, batch 64)", MLP(),
-              (torch.randn(64, 256), torch.randint(0, 10, (64,)))),
+              (torch.randn(64, 256), torch.randint(0, 10, (64,))), MLP_PLAN),
              ("gpt (2 layers, d 128, seq 64, batch 8)", GPT(),
-              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))))]
-    for name, model, args in cases:
+              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))), GPT_PLAN)]
+    for name, model, args, plan in cases:
         with tempfile.TemporaryDirectory() as workdir:
-            rows = bench(model, args, options.steps, workdir)
+            rows = bench(model, args, plan, options.steps, workdir)
         single = rows[0][1]
         for label, seconds, sent, minimum in rows:
             traffic = ", ".join(f"{kind} {sent.get(kind, 0):.0f} / {minimum[kind]} "
