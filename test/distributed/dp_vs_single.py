@@ -72,7 +72,7 @@ class Model:
             export_with_loss(model, args, path, self.names)
         return path
 
-    def train(self, label, ranks, accum, optimizer, extra=(), tp=1):
+    def train(self, label, ranks, accum, optimizer, extra=(), tp=1, save_onnx=None):
         """Compiles and trains one layout on `ranks` dp x `tp` tp ranks; returns
         (losses, parameters, log, plan), the parameters whole (reassembled
         from the tp ranks' blobs)."""
@@ -87,8 +87,9 @@ class Model:
         log, results = out + ".json", out + ".results"
         os.makedirs(results, exist_ok=True)
         launch = ["-n", str(ranks * tp)] if ranks * tp > 1 else []
+        save = ["--save-onnx", save_onnx] if save_onnx else []
         subprocess.run(["cleave", "run", *launch, out, *self.flags, "--steps", str(STEPS),
-                        "--no-shuffle", "--log-json", log, "--output-dir", results],
+                        "--no-shuffle", "--log-json", log, "--output-dir", results, *save],
                        check=True, stderr=subprocess.DEVNULL)
         metrics = json.load(open(log))
         plan = json.load(open(os.path.join(out, "plan.json")))

@@ -7,12 +7,18 @@
 #     replicated): every step's loss within 1e-5 relative of one device and
 #     the final parameters, reassembled from the tp ranks' blobs, within 1e-5
 #     of their largest element;
-#   - the bytes each rank sent equal plan.json's prediction.
+#   - the bytes each rank sent equal plan.json's prediction;
+#   - --save-onnx after dp x tp = 2 x 2 with ZeRO 3 writes the parameters the
+#     ranks' blobs hold, put back together.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
 import os
 import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -40,6 +46,15 @@ def main():
             run = m.train(label, dp, 1, MOMENTUM, with_plan + extra, tp=2)
             close(f"{name} {label}", run, reference, problems)
             bytes_as_planned(f"{name} {label}", run, problems)
+        # --save-onnx puts the tp parts and ZeRO 3 slices back together.
+        saved = os.path.join(workdir, f"{name}-saved.onnx")
+        run = m.train("dp2tp2-z3-save", 2, 1, MOMENTUM, with_plan + ["--zero", "3"], tp=2,
+                      save_onnx=saved)
+        initializers = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
+        for pname, value in run[1].items():
+            if not np.array_equal(initializers[pname], value):
+                problems.append(f"{name} --save-onnx: {pname} differs from the ranks' blobs")
+                break
         clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
         close(f"{name} tp2 clipped", m.train("tp2-clip", 1, 1, clipped, with_plan, tp=2),
               m.train("one-clip", 1, 1, clipped), problems)
