@@ -318,7 +318,7 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
         {"input_bytes", inputBytes},
         {"predicted_peak_bytes", weightsBytes + arenaBytes + inputBytes}}},
   };
-  if (auto grid = getGrid(module)) {
+  if (shard::GridOp grid = meshGrid) {
     auto names = grid->getAttrOfType<ArrayAttr>("cleave.axes");
     nlohmann::json axes = nlohmann::json::array();
     for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape()))
@@ -406,7 +406,7 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   // Parameters split over tp make one blob per tp rank (weights.tp{R}.bin),
   // ZeRO 3 one per dp rank too (weights.dp{D}[.tp{R}].bin).
   int64_t tpRanks = 1, dpRanks = 1;
-  if (shard::GridOp grid = getGrid(module)) {
+  if (shard::GridOp grid = meshGrid) {
     auto names = grid->getAttrOfType<ArrayAttr>("cleave.axes");
     for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape())) {
       if (name == "tp")

@@ -96,21 +96,17 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                             SmallVectorImpl<std::pair<Value, Value>> &accumulate,
                             SmallVectorImpl<Value> &zeroed,
                             SmallVectorImpl<std::pair<Value, Value>> &assignments,
-                            Value countF32, Value lr, Value step) {
-    ModuleOp module = forward->getParentOfType<ModuleOp>();
-    MLIRContext *ctx = module.getContext();
-    FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
-    if (failed(layout))
-      return failure();
+                            Value countF32, Value lr, Value step, const Mesh &layout) {
+    MLIRContext *ctx = forward.getContext();
     if (clipGradNorm > 0.0 &&
         llvm::any_of(members, [&](const Member &m) {
           return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
         }))
       return forward.emitError("global-norm clipping with ZeRO and parameters split over tp is "
                                "not built yet");
-    const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout->dpAxis)};
+    const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
     const llvm::APInt firstDim(64, 0);
-    int64_t ranks = layout->dpSize;
+    int64_t ranks = layout.dpSize;
     // The backward starts after the loss: uses of a parameter from there on
     // get a gather of their own.
     Operation *lossOp = lossSum.getDefiningOp();
@@ -299,6 +295,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       module.emitError("has no @forward function to train");
       return signalPassFailure();
     }
+    // The mesh of a distributed step (ZeRO, or parameters split over tp).
+    Mesh layout;
+    if (zero > 0 || !mesh.empty()) {
+      FailureOr<Mesh> resolved = getOrCreateMesh(module, mesh);
+      if (failed(resolved))
+        return signalPassFailure();
+      layout = *resolved;
+    }
     static const char *const known[] = {"sgd", "momentum", "adagrad", "adam", "adamw"};
     if (!llvm::is_contained(known, optimizer)) {
       forward.emitError("unknown optimizer '")
@@ -397,8 +401,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
           splitOverTp.push_back(static_cast<bool>(forward.getArgAttr(
               member.param.getArgNumber(), "cleave.split_dim")));
         clipGlobalNorm(u, b, grads, splitOverTp, [&](Value sum) -> Value {
-          FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
-          const shard::GridAxis tpAxes[] = {static_cast<shard::GridAxis>(layout->tpAxis)};
+          const shard::GridAxis tpAxes[] = {static_cast<shard::GridAxis>(layout.tpAxis)};
           return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", tpAxes,
                                             shard::ReductionKind::Sum);
         });
@@ -407,13 +410,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         update(u, b, apply, entry.first, member.name, entry.second, lr, step, assignments);
     } else if (zero == 3) {
       if (failed(buildStage3(forward, apply, members, lossSum, u, b, accumulate, zeroed,
-                             assignments, countF32, lr, step)))
+                             assignments, countF32, lr, step, layout)))
         return signalPassFailure();
     } else {
-      FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
-      if (failed(layout))
-        return signalPassFailure();
-      const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout->dpAxis)};
+      const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
       const llvm::APInt firstDim(64, 0);
       Location loc = forward.getLoc();
       // One flat buffer: every parameter at a 64-byte aligned element offset,
@@ -426,10 +426,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         int64_t elements = cast<RankedTensorType>(member.param.getType()).getNumElements();
         flat = (flat + elements + kAlign - 1) / kAlign * kAlign;
       }
-      int64_t quantum = kAlign * layout->dpSize;
+      int64_t quantum = kAlign * layout.dpSize;
       flat = (flat + quantum - 1) / quantum * quantum;
       auto flatType = RankedTensorType::get({flat}, b.getF32Type());
-      auto sliceType = RankedTensorType::get({flat / layout->dpSize}, b.getF32Type());
+      auto sliceType = RankedTensorType::get({flat / layout.dpSize}, b.getF32Type());
       auto member = [&](func::FuncOp func, Value arg, StringRef group, int64_t offset) {
         unsigned index = cast<BlockArgument>(arg).getArgNumber();
         func.setArgAttr(index, "cleave.flat_member", StringAttr::get(ctx, group));

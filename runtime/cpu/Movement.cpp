@@ -23,6 +23,40 @@ int checkAxis(const char *kernel, int64_t axis, int rank) {
   return static_cast<int>(axis);
 }
 
+/// `index` into a dim of `dim` entries, negative ones counting from the end;
+/// one out of range is an error of `kernel`.
+int64_t indexWithin(const char *kernel, int64_t index, int64_t dim) {
+  int64_t i = index < 0 ? index + dim : index;
+  if (i < 0 || i >= dim)
+    fail(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(index),
+         static_cast<long long>(dim), static_cast<long long>(dim));
+  return i;
+}
+
+/// Where a slice (`sliced`: dims from `starts` by `steps`) lies in `whole`:
+/// the element offset of its first element and the distance between its
+/// elements along each dim, once checked to stay inside (`outside` says how
+/// the kernel uses it: "reads outside the input").
+struct SliceWindow {
+  int64_t base = 0;
+  int64_t strides[kMaxRank];
+};
+SliceWindow sliceWindow(const char *kernel, const Tensor &whole, const Tensor &sliced,
+                        Dims starts, Dims steps, const char *outside) {
+  SliceWindow window;
+  int64_t wholeStrides[kMaxRank];
+  rowMajorStrides(whole.shape, wholeStrides);
+  for (int d = 0; d < whole.rank(); ++d) {
+    int64_t last = starts[d] + (sliced.shape[d] - 1) * steps[d];
+    if (sliced.shape[d] > 0 && (starts[d] < 0 || starts[d] >= whole.shape[d] || last < 0 ||
+                                last >= whole.shape[d]))
+      fail(kernel, "dim %d %s", d, outside);
+    window.base += starts[d] * wholeStrides[d];
+    window.strides[d] = steps[d] * wholeStrides[d];
+  }
+  return window;
+}
+
 /// Concat and split: `whole` is the pieces laid side by side along `axis`.
 /// Copies pieces into whole (gathering) or whole into pieces.
 void joinOrSplit(const char *kernel, const TensorList &pieces, const Tensor &whole, int64_t axis,
@@ -96,21 +130,11 @@ void slice(Context &, const Tensor &in, const Tensor &out, Dims starts, Dims ste
   steps = orDefault(kernel, "steps", steps, rank, 1);
   if (out.rank() != rank)
     fail(kernel, "result rank %d differs from the input's %d", out.rank(), rank);
-  int64_t inStrides[kMaxRank], srcStrides[kMaxRank];
-  rowMajorStrides(in.shape, inStrides);
-  int64_t base = 0;
-  for (int d = 0; d < rank; ++d) {
-    int64_t last = starts[d] + (out.shape[d] - 1) * steps[d];
-    if (out.shape[d] > 0 && (starts[d] < 0 || starts[d] >= in.shape[d] || last < 0 ||
-                             last >= in.shape[d]))
-      fail(kernel, "dim %d reads outside the input", d);
-    base += starts[d] * inStrides[d];
-    srcStrides[d] = steps[d] * inStrides[d];
-  }
+  SliceWindow window = sliceWindow(kernel, in, out, starts, steps, "reads outside the input");
   if (out.numel() == 0)
     return;
-  stridedCopy(kernel, bytes(in) + static_cast<std::size_t>(base) * dtypeSize(in.dtype),
-              srcStrides, out);
+  stridedCopy(kernel, bytes(in) + static_cast<std::size_t>(window.base) * dtypeSize(in.dtype),
+              window.strides, out);
 }
 
 void gather(Context &, const Tensor &data, const Tensor &indices, const Tensor &out,
@@ -133,12 +157,7 @@ void gather(Context &, const Tensor &data, const Tensor &indices, const Tensor &
       T *dst = out.as<T>();
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t j = 0; j < count; ++j) {
-          int64_t i = static_cast<int64_t>(idx[j]);
-          if (i < 0)
-            i += dim;
-          if (i < 0 || i >= dim)
-            fail(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(idx[j]),
-                 static_cast<long long>(dim), static_cast<long long>(dim));
+          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), dim);
           const T *s = src + (o * dim + i) * inner;
           T *d = dst + (o * count + j) * inner;
           if (inner == 1)
@@ -203,20 +222,10 @@ void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Ten
       const T *src = grad.as<T>();
       T *dst = out.as<T>();
       std::fill(dst, dst + out.numel(), T(0));
-      for (int64_t j = 0; j < count; ++j) {
-        int64_t i = static_cast<int64_t>(idx[j]);
-        if (i < 0)
-          i += dim;
-        if (i < 0 || i >= dim)
-          fail(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(idx[j]),
-               static_cast<long long>(dim), static_cast<long long>(dim));
-      }
       // Serial, in index order: repeated indices add up deterministically.
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t j = 0; j < count; ++j) {
-          int64_t i = static_cast<int64_t>(idx[j]);
-          if (i < 0)
-            i += dim;
+          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), dim);
           const T *s = src + (o * count + j) * inner;
           T *d = dst + (o * dim + i) * inner;
           for (int64_t k = 0; k < inner; ++k)
@@ -236,19 +245,12 @@ void slice_grad(Context &, const Tensor &grad, const Tensor &out, Dims starts, D
     fail(kernel, "grad rank %d differs from the result's %d", grad.rank(), rank);
   if (grad.data == out.data && out.numel() > 0)
     fail(kernel, "cannot place a slice in place");
-  int64_t outStrides[kMaxRank], gradStrides[kMaxRank];
-  rowMajorStrides(out.shape, outStrides);
+  SliceWindow window = sliceWindow(kernel, out, grad, starts, steps, "writes outside the result");
+  int64_t gradStrides[kMaxRank];
   rowMajorStrides(grad.shape, gradStrides);
   LoopNest<2> nest; // operand 0: grad (contiguous), 1: the positions in out
-  int64_t base = 0;
-  for (int d = 0; d < rank; ++d) {
-    int64_t last = starts[d] + (grad.shape[d] - 1) * steps[d];
-    if (grad.shape[d] > 0 && (starts[d] < 0 || starts[d] >= out.shape[d] || last < 0 ||
-                              last >= out.shape[d]))
-      fail(kernel, "dim %d writes outside the result", d);
-    base += starts[d] * outStrides[d];
-    nest.push(grad.shape[d], {gradStrides[d], steps[d] * outStrides[d]});
-  }
+  for (int d = 0; d < rank; ++d)
+    nest.push(grad.shape[d], {gradStrides[d], window.strides[d]});
   std::memset(out.data, 0, out.bytes());
   if (grad.numel() == 0)
     return;
@@ -256,7 +258,7 @@ void slice_grad(Context &, const Tensor &grad, const Tensor &out, Dims starts, D
   dispatchBySize(kernel, out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *src = grad.as<T>();
-    T *dst = out.as<T>() + base;
+    T *dst = out.as<T>() + window.base;
     nest.forEachRow([&](const int64_t *offsets, int64_t n, const int64_t *step) {
       const T *s = src + offsets[0];
       T *d = dst + offsets[1];

@@ -81,6 +81,32 @@ __global__ void gatherGradKernel(int64_t n, int64_t count, int64_t axisDim, int6
   }
 }
 
+/// The copy between a slice (`sliced`: dims from `starts` by `steps`, one
+/// step when `steps` is empty) and `whole`, once checked to stay inside
+/// (`outside` says how the kernel uses it): operand `slicedOperand` of the
+/// layout walks the slice densely, the other one `whole` at the slice's
+/// positions from the returned element offset.
+int64_t sliceLayout(const char *kernel, const Tensor &whole, const Tensor &sliced, Dims starts,
+                    Dims steps, int slicedOperand, const char *outside, Layout<2> &layout) {
+  int rank = whole.rank();
+  int64_t wholeStrides[kMaxRank];
+  denseStrides(whole.shape, wholeStrides);
+  layout.rank = rank;
+  denseStrides(sliced.shape, layout.strides[slicedOperand]);
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) {
+    int64_t step = steps.size ? steps[d] : 1;
+    int64_t last = starts[d] + (sliced.shape[d] - 1) * step;
+    if (sliced.shape[d] > 0 && (starts[d] < 0 || starts[d] >= whole.shape[d] || last < 0 ||
+                                last >= whole.shape[d]))
+      fail(kernel, "dim %d %s", d, outside);
+    layout.dims[d] = sliced.shape[d];
+    layout.strides[1 - slicedOperand][d] = wholeStrides[d] * step;
+    base += starts[d] * wholeStrides[d];
+  }
+  return base;
+}
+
 } // namespace
 } // namespace detail
 
@@ -163,22 +189,8 @@ void slice(Context &ctx, const Tensor &in, const Tensor &out, Dims starts, Dims 
   int rank = in.rank();
   if (out.rank() != rank || starts.size != rank || (steps.size != rank && steps.size != 0))
     fail(kernel, "starts and steps need one entry per dim of rank %d", rank);
-  int64_t inStrides[kMaxRank];
-  denseStrides(in.shape, inStrides);
   Layout<2> layout;
-  layout.rank = rank;
-  denseStrides(out.shape, layout.strides[0]);
-  int64_t base = 0;
-  for (int d = 0; d < rank; ++d) {
-    int64_t step = steps.size ? steps[d] : 1;
-    int64_t last = starts[d] + (out.shape[d] - 1) * step;
-    if (out.shape[d] > 0 && (starts[d] < 0 || starts[d] >= in.shape[d] || last < 0 ||
-                             last >= in.shape[d]))
-      fail(kernel, "dim %d reads outside the input", d);
-    layout.dims[d] = out.shape[d];
-    layout.strides[1][d] = inStrides[d] * step;
-    base += starts[d] * inStrides[d];
-  }
+  int64_t base = sliceLayout(kernel, in, out, starts, steps, 0, "reads outside the input", layout);
   if (out.numel() == 0)
     return;
   stridedCopy(ctx, kernel, in.dtype, layout, out.data, 0, in.data, base);
@@ -272,24 +284,10 @@ void slice_grad(Context &ctx, const Tensor &grad, const Tensor &out, Dims starts
   int rank = out.rank();
   if (grad.rank() != rank || starts.size != rank || (steps.size != rank && steps.size != 0))
     fail(kernel, "grad, starts and steps need one entry per dim of rank %d", rank);
-  int64_t outStrides[kMaxRank];
-  denseStrides(out.shape, outStrides);
-  // The copy walks grad densely (strides[1]) and out at the slice's
-  // positions (strides[0], from element `base`).
+  // The copy walks grad densely (operand 1) and out at the slice's positions.
   Layout<2> layout;
-  layout.rank = rank;
-  denseStrides(grad.shape, layout.strides[1]);
-  int64_t base = 0;
-  for (int d = 0; d < rank; ++d) {
-    int64_t step = steps.size ? steps[d] : 1;
-    int64_t last = starts[d] + (grad.shape[d] - 1) * step;
-    if (grad.shape[d] > 0 && (starts[d] < 0 || starts[d] >= out.shape[d] || last < 0 ||
-                              last >= out.shape[d]))
-      fail(kernel, "dim %d writes outside the result", d);
-    layout.dims[d] = grad.shape[d];
-    layout.strides[0][d] = outStrides[d] * step;
-    base += starts[d] * outStrides[d];
-  }
+  int64_t base =
+      sliceLayout(kernel, out, grad, starts, steps, 1, "writes outside the result", layout);
   if (out.numel() > 0)
     check(cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream), kernel);
   if (grad.numel() == 0)
