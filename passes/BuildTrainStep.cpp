@@ -8,6 +8,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <algorithm>
+
 namespace cleave {
 #define GEN_PASS_DEF_BUILDTRAINSTEP
 #include "passes/Passes.h.inc"
@@ -98,12 +100,6 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                             SmallVectorImpl<std::pair<Value, Value>> &assignments,
                             Value countF32, Value lr, Value step, const Mesh &layout) {
     MLIRContext *ctx = forward.getContext();
-    if (clipGradNorm > 0.0 &&
-        llvm::any_of(members, [&](const Member &m) {
-          return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
-        }))
-      return forward.emitError("global-norm clipping with ZeRO and parameters split over tp is "
-                               "not built yet");
     const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
     const llvm::APInt firstDim(64, 0);
     int64_t ranks = layout.dpSize;
@@ -187,10 +183,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       grads.push_back({param, u.div(sum, countF32)});
     }
     if (clipGradNorm > 0.0)
-      clipGlobalNorm(u, b, grads, SmallVector<bool>(grads.size(), true), [&](Value sum) -> Value {
-        return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", dpAxes,
-                                          shard::ReductionKind::Sum);
-      });
+      clipGlobalNorm(u, b, grads, splitOverTp(forward, members), layout, /*dpSliced=*/true);
     for (auto [entry, m] : llvm::zip(grads, members))
       update(u, b, apply, entry.first, m.name, entry.second, lr, step, assignments);
     // The whole parameters are gone from @forward: only their slices stay.
@@ -199,32 +192,61 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     return success();
   }
 
+  /// Whether each member is split over tp (its elements apart on the tp ranks).
+  static bool isSplitOverTp(func::FuncOp forward, const Member &m) {
+    return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
+  }
+  static SmallVector<bool> splitOverTp(func::FuncOp forward, ArrayRef<Member> members) {
+    return llvm::map_to_vector(members,
+                               [&](const Member &m) { return isSplitOverTp(forward, m); });
+  }
+
+  /// The sum of the squares of `grad`'s elements, those where `where` holds
+  /// (broadcast) if given.
+  static Value sumOfSquares(Updates &u, OpBuilder &b, Value grad, Value where = Value()) {
+    auto type = cast<RankedTensorType>(grad.getType());
+    Value squares = u.mul(grad, grad);
+    if (where)
+      squares = WhereOp::create(b, grad.getLoc(), where, squares, u.scalar(0.0));
+    if (type.getRank() == 0)
+      return squares;
+    SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
+    return ReduceSumOp::create(b, grad.getLoc(), squares, b.getDenseI64ArrayAttr(all), false);
+  }
+
   /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the
-  /// 2-norm of all gradients together: each parameter element counts once.
-  /// `total` turns this rank's sum of squares of the gradients for which
-  /// `disjoint` holds (slices the ranks hold apart: ZeRO's, or parameters
-  /// split over tp) into the global one; the others are whole on each rank.
-  void clipGlobalNorm(Updates &u, OpBuilder &b, SmallVector<std::pair<Value, Value>> &grads,
-                      ArrayRef<bool> disjoint, function_ref<Value(Value)> total) {
-    Value sumOfSquares, disjointSum;
-    for (auto [entry, apart] : llvm::zip(grads, disjoint)) {
-      Value grad = entry.second;
-      auto type = cast<RankedTensorType>(grad.getType());
-      SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
-      Value squares = u.mul(grad, grad);
-      Value sum = all.empty() ? squares
-                              : ReduceSumOp::create(b, grad.getLoc(), squares,
-                                                    b.getDenseI64ArrayAttr(all), false)
-                                    .getResult();
-      Value &into = apart ? disjointSum : sumOfSquares;
+  /// 2-norm of all gradients together, each parameter element counted once:
+  /// the squares of gradients split over tp (`split`) add up over tp, those
+  /// of replicated ones count once, and with `dpSliced` (ZeRO) the dp ranks'
+  /// slices add up over dp.
+  void clipGlobalNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
+                      ArrayRef<bool> split, const Mesh &layout, bool dpSliced) {
+    Value splitSum, wholeSum;
+    for (auto [entry, apart] : llvm::zip(grads, split)) {
+      Value sum = sumOfSquares(u, b, entry.second);
+      Value &into = apart ? splitSum : wholeSum;
       into = into ? u.add(into, sum) : sum;
     }
-    if (disjointSum) {
-      disjointSum = total(disjointSum);
-      sumOfSquares = sumOfSquares ? u.add(sumOfSquares, disjointSum) : disjointSum;
+    clipByNorm(u, b, grads, splitSum, wholeSum, layout, dpSliced);
+  }
+
+  /// clipGlobalNorm's second half, from this rank's sums of squares.
+  void clipByNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
+                  Value splitSum, Value wholeSum, const Mesh &layout, bool dpSliced) {
+    auto allReduce = [&](Value sum, int64_t axis) -> Value {
+      const shard::GridAxis axes[] = {static_cast<shard::GridAxis>(axis)};
+      return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", axes,
+                                        shard::ReductionKind::Sum);
+    };
+    Value sumOfAll = wholeSum;
+    if (splitSum) {
+      splitSum = allReduce(splitSum, layout.tpAxis);
+      sumOfAll = sumOfAll ? u.add(sumOfAll, splitSum) : splitSum;
     }
+    if (dpSliced)
+      sumOfAll = allReduce(sumOfAll, layout.dpAxis);
     Value coefficient =
-        u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfSquares), u.scalar(1e-6)));
+        u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(1e-6)));
     Value one = u.scalar(1.0);
     Value clamped = WhereOp::create(b, coefficient.getLoc(),
                                     LessOp::create(b, coefficient.getLoc(), coefficient, one),
@@ -394,18 +416,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         grads.push_back({addArgument(apply, member.param.getType(), member.name, "param"),
                          u.div(sum, countF32)});
       }
-      if (clipGradNorm > 0.0) {
-        // Parameters split over tp: their slices' squares add up over tp.
-        SmallVector<bool> splitOverTp;
-        for (const Member &member : members)
-          splitOverTp.push_back(static_cast<bool>(forward.getArgAttr(
-              member.param.getArgNumber(), "cleave.split_dim")));
-        clipGlobalNorm(u, b, grads, splitOverTp, [&](Value sum) -> Value {
-          const shard::GridAxis tpAxes[] = {static_cast<shard::GridAxis>(layout.tpAxis)};
-          return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", tpAxes,
-                                            shard::ReductionKind::Sum);
-        });
-      }
+      if (clipGradNorm > 0.0)
+        clipGlobalNorm(u, b, grads, splitOverTp(forward, members), layout, /*dpSliced=*/false);
       for (auto [entry, member] : llvm::zip(grads, members))
         update(u, b, apply, entry.first, member.name, entry.second, lr, step, assignments);
     } else if (zero == 3) {
@@ -418,6 +430,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Location loc = forward.getLoc();
       // One flat buffer: every parameter at a 64-byte aligned element offset,
       // the total a multiple of 16 N so that each rank's slice is aligned.
+      // Parameters split over tp come first: below `splitEnd`, elements are
+      // apart on the tp ranks (clipping counts them apart).
+      int64_t splitMembers = llvm::count(splitOverTp(forward, members), true);
+      std::stable_partition(members.begin(), members.end(),
+                            [&](const Member &m) { return isSplitOverTp(forward, m); });
       constexpr int64_t kAlign = kBufferAlignment / 4;
       int64_t flat = 0;
       SmallVector<int64_t> offsets;
@@ -484,22 +501,36 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state");
         zeroed.push_back(gradSlice);
       }
-      bool anySplit = llvm::any_of(members, [&](const Member &m) {
-        return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
-      });
-      if (clipGradNorm > 0.0 && anySplit) {
-        forward.emitError("global-norm clipping with ZeRO and parameters split over tp is not "
-                          "built yet");
-        return signalPassFailure();
-      }
       Value params = group(apply, "flat:params", "param");
       Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, "mesh", dpAxes, 0);
       SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, countF32)}};
-      if (clipGradNorm > 0.0)
-        clipGlobalNorm(u, b, grads, {true}, [&](Value sum) -> Value {
-          return shard::AllReduceOp::create(b, loc, sum, "mesh", dpAxes,
-                                            shard::ReductionKind::Sum);
-        });
+      if (clipGradNorm > 0.0 && splitMembers == 0) {
+        clipGlobalNorm(u, b, grads, {false}, layout, /*dpSliced=*/true);
+      } else if (clipGradNorm > 0.0) {
+        // The flat indices of this rank's slice tell split elements apart:
+        // rank r holds [r * S, (r + 1) * S), r itself the slice of 0..N-1.
+        int64_t splitEnd =
+            splitMembers < static_cast<int64_t>(members.size()) ? offsets[splitMembers] : flat;
+        int64_t sliceSize = flat / layout.dpSize;
+        IntegerType i64 = b.getI64Type();
+        auto range = [&](int64_t size) -> Value {
+          return RangeOp::create(b, loc, b.getI64IntegerAttr(0), b.getI64IntegerAttr(size),
+                                 b.getI64IntegerAttr(1));
+        };
+        auto constant = [&](int64_t value) -> Value {
+          auto type = RankedTensorType::get({}, i64);
+          return ConstantOp::create(b, loc, type,
+                                    DenseElementsAttr::get(type, b.getI64IntegerAttr(value)));
+        };
+        Value rank = shard::AllSliceOp::create(b, loc, RankedTensorType::get({1}, i64),
+                                               range(layout.dpSize), "mesh", dpAxes, 0);
+        Value first = MulOp::create(b, loc, rank, constant(sliceSize));
+        Value isSplit = LessOp::create(b, loc, AddOp::create(b, loc, range(sliceSize), first),
+                                       constant(splitEnd));
+        Value splitSum = sumOfSquares(u, b, grads[0].second, isSplit);
+        Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
+        clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
+      }
       update(u, b, apply, paramSlice, "flat", grads[0].second, lr, step, assignments);
       // The updated slices, gathered, are the new parameters.
       for (auto &[target, value] : assignments) {

@@ -104,8 +104,12 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     reduce-scatters the gradients over dp (`shard.reduce_scatter`), takes its
     slice of the parameters (`shard.all_slice`), keeps its optimizer slots
     for that slice only (`<slot>:flat`, 1/N of the buffer), and all-gathers
-    the updated slices (`shard.all_gather`) into `flat:params`. Clipping
-    all-reduces the sum of squares of the slices. Stage 1 accumulates whole
+    the updated slices (`shard.all_gather`) into `flat:params`; parameters
+    split over tp come first in it. Clipping counts each element once: the
+    sums of squares of what is split over tp are all-reduced over tp (in the
+    flat buffer, told apart by comparing the slice's flat indices with the
+    end of the split parameters), and with ZeRO the slices' sums over dp.
+    Stage 1 accumulates whole
     gradients per parameter (`flat:grads`, reduce-scattered once a step);
     stage 2 reduce-scatters every microbatch's gradients in @forward and
     accumulates only the rank's slice (`flat:grads.slice`). The loss sum and

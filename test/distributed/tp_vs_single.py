@@ -2,9 +2,10 @@
 # models train STEPS steps in file order with the Megatron plans of plans/
 # (the MLP's fc1 split by output, fc2 by input; the GPT's attention heads and
 # MLPs), each layout from the same initial weights on the same data:
-#   - tp=2, dp x tp = 2 x 2, tp=2 with ZeRO 1 and 3 on dp=2, and tp=2 with
-#     global-norm clipping (every element counted once whether split or
-#     replicated): every step's loss within 1e-5 relative of one device and
+#   - tp=2, dp x tp = 2 x 2, tp=2 with ZeRO 1 and 3 on dp=2, and global-norm
+#     clipping on tp=2 and on dp x tp = 2 x 2 with ZeRO 2 and 3 (every element
+#     counted once whether split over tp, sliced over dp or replicated):
+#     every step's loss within 1e-5 relative of one device and
 #     the final parameters, reassembled from the tp ranks' blobs, within 1e-5
 #     of their largest element;
 #   - the bytes each rank sent equal plan.json's prediction;
@@ -56,8 +57,14 @@ def main():
                 problems.append(f"{name} --save-onnx: {pname} differs from the ranks' blobs")
                 break
         clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
+        one_clipped = m.train("one-clip", 1, 1, clipped)
         close(f"{name} tp2 clipped", m.train("tp2-clip", 1, 1, clipped, with_plan, tp=2),
-              m.train("one-clip", 1, 1, clipped), problems)
+              one_clipped, problems)
+        for stage in ("2", "3"):
+            run = m.train(f"dp2tp2-z{stage}-clip", 2, 1, clipped, with_plan + ["--zero", stage],
+                          tp=2)
+            close(f"{name} dp2tp2 zero {stage} clipped", run, one_clipped, problems)
+            bytes_as_planned(f"{name} dp2tp2 zero {stage} clipped", run, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
     for p in problems:
         print("FAIL:", p)
