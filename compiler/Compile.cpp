@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -88,7 +89,7 @@ private:
   std::string partial;
   /// The mesh axes in order, with their sizes (empty: one device).
   std::vector<std::pair<std::string, int64_t>> mesh;
-  /// The plan's entries as cleave-tensor-parallel takes them.
+  /// The plan's entries as cleave-annotate-sharding takes them.
   SmallVector<std::string> planEntries;
   /// Set when the host compiler ran and failed: the partial directory stays
   /// so the user can read the source and log the error points to.
@@ -392,10 +393,22 @@ LogicalResult Compiler::run() {
               pm.addNestedPass<func::FuncOp>(createSplitLoss(SplitLossOptions{autodiff.loss}));
               autodiff.loss = "loss.sum";
               if (!mesh.empty()) {
-                TensorParallelOptions tensorParallel;
-                tensorParallel.mesh = meshEntries;
-                tensorParallel.plan = planEntries;
-                pm.addPass(createTensorParallel(tensorParallel));
+                AnnotateShardingOptions annotate;
+                annotate.mesh = meshEntries;
+                annotate.plan = planEntries;
+                pm.addPass(createAnnotateSharding(annotate));
+                // Tensor parallelism: upstream propagation and partitioning
+                // of @forward, before autodiff differentiates its ranks' part.
+                if (llvm::any_of(mesh, [](const auto &axis) {
+                      return axis.first == "tp" && axis.second > 1;
+                    })) {
+                  // Forward only: shardings flow from the parameters.
+                  shard::ShardingPropagationOptions propagation;
+                  propagation.traversal = shard::TraversalOrder::Forward;
+                  pm.addNestedPass<func::FuncOp>(shard::createShardingPropagation(propagation));
+                  pm.addNestedPass<func::FuncOp>(createCheckSharding());
+                  pm.addNestedPass<func::FuncOp>(shard::createPartition());
+                }
               }
             }
             autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());

@@ -149,30 +149,28 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
 }
 
-def TensorParallel : Pass<"cleave-tensor-parallel", "mlir::ModuleOp"> {
-  let summary = "Split @forward's parameters over the mesh's tp axis, Megatron style";
+def AnnotateSharding : Pass<"cleave-annotate-sharding", "mlir::ModuleOp"> {
+  let summary = "Check a tensor-parallel plan and annotate @forward's arguments with shardings";
   let description = [{
-    Runs on the forward, before autodiff. Each `plan` entry GLOB=DIMS gives
-    the parameters whose name matches GLOB a layout, one of `-` (whole),
-    `tp` (split over tp) or `tp:B` (B equal blocks, each split over tp, for
-    a fused projection such as q, k and v in one weight) per dim. The
-    layouts flow forward op by op and every op takes its local shapes
-    (reshapes and splits their local sizes): elementwise ops keep the split
-    their split operands share; a matrix product of a replicated left
-    operand and a right one split along N is split along N (column
-    parallel), one of two operands split along K is a partial sum (row
-    parallel), and batched products keep a shared batch split; transposes,
-    reshapes (a split dim leading its group), splits into the blocks of a
-    split dim and softmax along another dim carry the split along.
-    Where a replicated activation enters split computation the pass inserts
-    `cleave.all_reduce_grad` (Megatron's f: its gradient is summed over tp),
-    and right after an op whose result is a partial sum a `shard.all_reduce`
-    over tp (Megatron's g). Split parameters carry `cleave.split_dim`,
-    `cleave.split_blocks` and `cleave.split_axis`.
+    Runs on the forward, before autodiff, and before upstream
+    sharding-propagation and shard-partition, which split it over the mesh's
+    tp axis (the cleave ops' ShardingInterface: dialects/Cleave/
+    CleaveSharding.cpp). Each `plan` entry GLOB=DIMS gives the parameters
+    whose name matches GLOB a layout, one of `-` (whole), `tp` (split over
+    tp) or `tp:B` (B equal blocks, each split over tp, for a fused
+    projection such as q, k and v in one weight) per dim; without a plan,
+    the model's ONNX sharding specs (`cleave.device_config`) are the plan.
+    Every tensor argument of @forward gets `shard.shard ... annotate_for_users`
+    with its sharding (replicated unless split), every tensor result a
+    replicated one. Split parameters carry `cleave.split_dim`,
+    `cleave.split_blocks` and `cleave.split_axis` (for the weights blobs).
+    A value split in blocks is a plain split to upstream; only ops that
+    treat the blocks alike may read it, up to a `cleave.split` into its
+    blocks, which gets `cleave.blockwise`.
     Errors, before anything changes: a plan entry that is malformed, names
     another axis, matches no parameter, has the wrong rank, or splits a dim
-    that does not divide; then, at the op: an op with no rule for the
-    layouts it gets, and a result of the function split over tp.
+    that does not divide; a plan on a mesh without tp; another reader of a
+    value split in blocks.
   }];
   let options = [
     ListOption<"mesh", "mesh", "std::string",
@@ -181,6 +179,24 @@ def TensorParallel : Pass<"cleave-tensor-parallel", "mlir::ModuleOp"> {
                "Parameter layouts, GLOB=DIM/DIM/... with DIM one of -, tp, tp:BLOCKS">,
   ];
   let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
+}
+
+def CheckSharding : Pass<"cleave-check-sharding", "mlir::func::FuncOp"> {
+  let summary = "Refuse reshardings sharding-propagation asks for, before shard-partition";
+  let description = [{
+    Runs between upstream sharding-propagation and shard-partition. A
+    `shard.shard` of a `shard.shard` with another sharding asks
+    shard-partition for a resharding: a gather or slice the plan did not ask
+    for and autodiff cannot differentiate. Each is an error at the op that
+    reads the value: no tensor-parallel rule keeps the operand split as it
+    arrives, or the op runs split where the operand arrives whole (split it
+    in the plan too), or the function returns a split value. So is a split
+    dim that does not divide into the tp ranks. A `cleave.gather` from a
+    table split by rows or a `cleave.softmax_cross_entropy_loss` over split
+    classes gets the rank's tp coordinate as an argument
+    (`cleave.tp_rank`, an i64 state slot marked `cleave.tp_coordinate`).
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
 def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {

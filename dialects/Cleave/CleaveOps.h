@@ -56,6 +56,9 @@ namespace cleave {
 /// Attaches cleave's interfaces to other dialects' ops: the reverse rule of
 /// `shard.all_reduce`. Every context that differentiates needs it.
 void registerExternalModels(mlir::DialectRegistry &registry);
+/// Attaches the shard dialect's ShardingInterface to every cleave op
+/// (CleaveSharding.cpp), for sharding-propagation and shard-partition.
+void registerShardingModels(mlir::DialectRegistry &registry);
 } // namespace cleave
 
 #endif

@@ -1016,4 +1016,5 @@ void cleave::registerExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     shard::AllReduceOp::attachInterface<AllReduceVjp>(*ctx);
   });
+  registerShardingModels(registry);
 }

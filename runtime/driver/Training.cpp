@@ -405,10 +405,12 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   const double seconds = elapsed();
   const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
 
-  // The parameters are the same on every dp rank (but for ZeRO 3's slices):
-  // those of dp rank 0 write theirs (one blob per tp rank, named as the
-  // plan's), every rank with ZeRO 3; rank 0 the rest.
-  if (dpRank != 0 && !blobPerDpRank)
+  // The parameters are the same on every dp rank (but for ZeRO 3's slices)
+  // and, unless the plan splits some, on every tp rank: one rank per blob
+  // the plan names writes it (dp rank 0, or every one with ZeRO 3; tp rank
+  // 0, or every one when parameters are split); rank 0 the rest.
+  const bool blobPerTpRank = plan.weightsFile.find("{tp}") != std::string::npos;
+  if ((dpRank != 0 && !blobPerDpRank) || (tpRank != 0 && !blobPerTpRank))
     return 0;
   if (!options.outputDir.empty()) {
     backend.copyToHost(hostWeights.data(), weights.get(), hostWeights.size());

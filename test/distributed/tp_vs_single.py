@@ -10,11 +10,16 @@
 #     of their largest element;
 #   - the bytes each rank sent equal plan.json's prediction;
 #   - --save-onnx after dp x tp = 2 x 2 with ZeRO 3 writes the parameters the
-#     ranks' blobs hold, put back together.
+#     ranks' blobs hold, put back together;
+#   - tp=2 without a plan (nothing split) equals one device too;
+#   - the GPT's vocabulary-split embedding takes negative token ids from the
+#     end of the table as one device does, and an id past the table stops
+#     the run with the out-of-range error.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -30,6 +35,30 @@ import export_mlp  # noqa: E402
 from dp_vs_single import MOMENTUM, Model, bytes_as_planned, close  # noqa: E402
 
 PLANS = os.path.join(HERE, "..", "..", "plans")
+
+
+def token_ids(m, with_plan, workdir, problems):
+    """The lookup in the vocabulary-split embedding: negative token ids count
+    from the end of the whole table, as on one device; an id past the table
+    stops the run with the kernel's out-of-range error."""
+    flags = m.flags
+    idx = m.data["idx"].copy()
+    idx[::2, 0] = -1
+    idx[1::4, 3] = -64
+    path = os.path.join(workdir, "gpt.idx-negative.npy")
+    np.save(path, idx)
+    m.flags = ["--data", f"idx={path}"] + flags[2:]
+    close("gpt tp2 negative token ids", m.train("tp2-neg", 1, 1, MOMENTUM, with_plan, tp=2),
+          m.train("one-neg", 1, 1, MOMENTUM), problems)
+    idx[0, 0] = 64
+    np.save(path, idx)
+    run = subprocess.run(["cleave", "run", "-n", "2", os.path.join(workdir, "gpt-tp2-neg"),
+                          *m.flags, "--steps", "1"], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL)
+    if run.returncode == 0 or "index 64 out of range" not in run.stderr:
+        problems.append(f"gpt tp2 token id 64 (vocabulary 64): exit {run.returncode}, "
+                        f"stderr {run.stderr[-300:]!r}")
+    m.flags = flags
 
 
 def main():
@@ -65,6 +94,12 @@ def main():
                           tp=2)
             close(f"{name} dp2tp2 zero {stage} clipped", run, one_clipped, problems)
             bytes_as_planned(f"{name} dp2tp2 zero {stage} clipped", run, problems)
+        # tp=2 without a plan: every parameter whole on both tp ranks, one
+        # weights blob, written once.
+        close(f"{name} tp2 without a plan", m.train("tp2-noplan", 1, 1, MOMENTUM, [], tp=2),
+              reference, problems)
+        if name == "gpt":
+            token_ids(m, with_plan, workdir, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
     for p in problems:
         print("FAIL:", p)

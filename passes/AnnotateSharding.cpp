@@ -1,0 +1,332 @@
+//===- AnnotateSharding.cpp - shardings of @forward's arguments ------------===//
+//
+// The first step of tensor parallelism: reads the plan (or the model's ONNX
+// 1.18 sharding specs), checks it against the parameters and the mesh, and
+// annotates every tensor argument of @forward with its sharding over the
+// mesh's tp axis (`shard.sharding` + `shard.shard ... annotate_for_users`;
+// replicated unless the plan splits it), and every tensor result as
+// replicated. Upstream sharding-propagation and shard-partition take it
+// from there (dialects/Cleave/CleaveSharding.cpp).
+//
+// A parameter split in blocks (a fused q, k, v projection) looks to upstream
+// like a plain split of its dim: each rank's part of every block is one
+// local tensor of the same shape. Only ops that treat the blocks alike may
+// read it, up to the split into its blocks, marked `cleave.blockwise`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+#include "passes/Collectives.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/GlobPattern.h"
+
+#include <deque>
+
+namespace cleave {
+#define GEN_PASS_DEF_ANNOTATESHARDING
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// One plan entry: a parameter-name glob and its layout.
+struct PlanEntry {
+  std::string text;
+  llvm::GlobPattern glob;
+  /// Per dim: split over tp (with blocks) or not.
+  SmallVector<std::optional<int64_t>> blocks;
+  bool used = false;
+};
+
+struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<AnnotateShardingPass> {
+  using AnnotateShardingBase::AnnotateShardingBase;
+
+  int64_t ranks = 1;
+  shard::GridAxis tpAxis = 0;
+  std::deque<std::string> globTexts;
+  /// The split dim of each split parameter and its number of blocks.
+  llvm::DenseMap<Value, std::pair<int64_t, int64_t>> splits;
+
+  /// One plan entry, GLOB=DIM/DIM/..., or an error at `at`.
+  FailureOr<PlanEntry> parsePlanEntry(Operation *at, StringRef entry) {
+    size_t eq = entry.rfind('=');
+    // A GlobPattern refers to its text: keep the text where it cannot move.
+    auto glob = llvm::GlobPattern::create(globTexts.emplace_back(entry.substr(0, eq).str()));
+    if (eq == StringRef::npos || !glob) {
+      if (!glob)
+        llvm::consumeError(glob.takeError());
+      return at->emitError("plan entry '") << entry << "' is not GLOB=DIM/DIM/...";
+    }
+    SmallVector<StringRef> dims;
+    entry.substr(eq + 1).split(dims, '/');
+    // Shown as the plan file spells it: GLOB: ["tp", "-"].
+    std::string shown = entry.substr(0, eq).str() + ": [";
+    for (auto [i, dim] : llvm::enumerate(dims))
+      shown += (i ? ", \"" : "\"") + dim.str() + "\"";
+    PlanEntry parsed{shown + "]", std::move(*glob), {}, false};
+    for (StringRef dim : dims) {
+      if (dim == "-") {
+        parsed.blocks.push_back(std::nullopt);
+        continue;
+      }
+      auto [axis, blockText] = dim.split(':');
+      int64_t blocks = 1;
+      if (axis != "tp" ||
+          (!blockText.empty() && (blockText.getAsInteger(10, blocks) || blocks < 1)))
+        return at->emitError("plan entry '")
+               << parsed.text << "': '" << dim
+               << "' is not '-', 'tp' or 'tp:BLOCKS' (parameters split over tp only)";
+      parsed.blocks.push_back(blocks);
+    }
+    if (llvm::count_if(parsed.blocks, [](auto b) { return b.has_value(); }) > 1)
+      return at->emitError("plan entry '") << parsed.text << "' splits more than one dim";
+    return parsed;
+  }
+
+  /// Plan entries from the ONNX 1.18 sharding specs the importer kept on the
+  /// ops (`cleave.device_config`): a spec naming a parameter, split along one
+  /// axis into as many shards as tp has ranks, splits that dim over tp.
+  FailureOr<SmallVector<PlanEntry>> annotatedPlan(func::FuncOp func) {
+    llvm::StringMap<BlockArgument> params;
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
+      auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind");
+      if (name && kind && kind.getValue() == "param")
+        params[name.getValue()] = arg;
+    }
+    llvm::StringMap<int64_t> splitDim; // parameter -> dim (-1: whole)
+    SmallVector<std::string> order;
+    WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+      auto configs = op->getAttrOfType<ArrayAttr>("cleave.device_config");
+      if (!configs)
+        return WalkResult::advance();
+      for (auto config : configs.getAsRange<DictionaryAttr>()) {
+        auto specs = config.getAs<ArrayAttr>("sharding");
+        if (!specs)
+          continue;
+        for (auto spec : specs.getAsRange<DictionaryAttr>()) {
+          StringRef tensor = spec.getAs<StringAttr>("tensor").getValue();
+          auto param = params.find(tensor);
+          if (param == params.end())
+            continue; // activations follow from the parameters
+          auto dims = spec.getAs<ArrayAttr>("sharded_dims").getAsRange<DictionaryAttr>();
+          SmallVector<DictionaryAttr> split(dims.begin(), dims.end());
+          int64_t dim = -1;
+          if (split.size() > 1)
+            return op->emitError("the sharding spec of '")
+                   << tensor << "' splits more than one dim; cleave splits one, over tp";
+          if (split.size() == 1) {
+            auto shards = split[0].getAs<ArrayAttr>("num_shards");
+            int64_t rank = cast<RankedTensorType>(param->second.getType()).getRank();
+            dim = split[0].getAs<IntegerAttr>("axis").getInt();
+            dim = dim < 0 ? dim + rank : dim;
+            if (shards.size() != 1 || cast<IntegerAttr>(shards[0]).getInt() != ranks)
+              return op->emitError("the sharding spec of '")
+                     << tensor << "' does not split it into the mesh's " << ranks
+                     << " tp ranks";
+          }
+          auto [known, added] = splitDim.try_emplace(tensor, dim);
+          if (added)
+            order.push_back(tensor.str());
+          else if (known->second != dim)
+            return op->emitError("the sharding specs of '") << tensor << "' disagree";
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+    SmallVector<PlanEntry> entries;
+    for (const std::string &name : order) {
+      int64_t dim = splitDim.lookup(name);
+      if (dim < 0)
+        continue;
+      int64_t rank = cast<RankedTensorType>(params.lookup(name).getType()).getRank();
+      std::string text = name + "=";
+      for (int64_t d = 0; d < rank; ++d)
+        text += (d ? "/" : "") + std::string(d == dim ? "tp" : "-");
+      auto parsed = parsePlanEntry(func, text);
+      if (failed(parsed))
+        return failure();
+      entries.push_back(std::move(*parsed));
+    }
+    return entries;
+  }
+
+  /// Checks each parameter the plan names against it and records its split
+  /// (`cleave.split_dim`, `cleave.split_blocks`, `cleave.split_axis` on the
+  /// argument, for the weights blobs).
+  LogicalResult splitParameters(func::FuncOp func, MutableArrayRef<PlanEntry> entries) {
+    Builder b(func.getContext());
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
+      auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind");
+      if (!name || !kind || kind.getValue() != "param")
+        continue;
+      auto match = llvm::find_if(entries, [&](PlanEntry &e) { return e.glob.match(name.getValue()); });
+      if (match == entries.end())
+        continue;
+      match->used = true;
+      auto type = typeOf(arg);
+      if (static_cast<int64_t>(match->blocks.size()) != type.getRank())
+        return func.emitError("plan entry '")
+               << match->text << "' has " << match->blocks.size() << " dims, but parameter '"
+               << name.getValue() << "' is " << type;
+      for (auto [dim, blocks] : llvm::enumerate(match->blocks)) {
+        if (!blocks)
+          continue;
+        if (type.getDimSize(dim) % (*blocks * ranks) != 0)
+          return func.emitError("plan entry '")
+                 << match->text << "': dim " << dim << " of parameter '" << name.getValue()
+                 << "' (" << type.getDimSize(dim) << ") does not split into " << *blocks << " x "
+                 << ranks << " equal parts";
+        splits[arg] = {static_cast<int64_t>(dim), *blocks};
+        func.setArgAttr(arg.getArgNumber(), "cleave.split_dim", b.getI64IntegerAttr(dim));
+        func.setArgAttr(arg.getArgNumber(), "cleave.split_blocks", b.getI64IntegerAttr(*blocks));
+        func.setArgAttr(arg.getArgNumber(), "cleave.split_axis", b.getStringAttr("tp"));
+      }
+    }
+    for (PlanEntry &entry : entries)
+      if (!entry.used)
+        return func.emitError("plan entry '") << entry.text << "' matches no parameter";
+    return success();
+  }
+
+  /// Follows the values split in blocks to the splits into their blocks,
+  /// which it marks `cleave.blockwise`; any other reader is an error.
+  LogicalResult followBlocks(func::FuncOp func) {
+    llvm::DenseMap<Value, std::pair<int64_t, int64_t>> blocked; // value -> dim, blocks
+    for (auto [value, split] : splits)
+      if (split.second > 1)
+        blocked[value] = split;
+    for (Operation &op : func.getBody().front()) {
+      std::optional<std::pair<int64_t, int64_t>> in;
+      unsigned operandIndex = 0;
+      for (auto [i, operand] : llvm::enumerate(op.getOperands()))
+        if (auto it = blocked.find(operand); it != blocked.end()) {
+          in = it->second;
+          operandIndex = i;
+        }
+      if (!in)
+        continue;
+      auto [dim, blocks] = *in;
+      int64_t rank = typeOf(op.getOperand(operandIndex)).getRank();
+      std::optional<int64_t> out;
+      if (auto transpose = dyn_cast<TransposeOp>(op)) {
+        out = llvm::find(transpose.getPerm(), dim) - transpose.getPerm().begin();
+      } else if (auto matmul = dyn_cast<MatMulOp>(op)) {
+        if (operandIndex == 1 && dim == rank - 1)
+          out = typeOf(matmul.getOutput()).getRank() - 1;
+      } else if (auto gemm = dyn_cast<GemmOp>(op)) {
+        if ((operandIndex == 1 && dim == (gemm.getTransB() ? 0 : 1)) ||
+            (operandIndex == 2 && dim == rank - 1))
+          out = 1;
+      } else if (auto split = dyn_cast<SplitOp>(op)) {
+        if (split.getAxis() != dim) {
+          for (Value result : split.getOutputs())
+            blocked[result] = {dim, blocks};
+          continue;
+        }
+        int64_t size = typeOf(split.getInput()).getDimSize(dim);
+        if (static_cast<int64_t>(split.getSplit().size()) == blocks &&
+            llvm::all_of(split.getSplit(), [&](int64_t s) { return s * blocks == size; })) {
+          split->setAttr("cleave.blockwise", UnitAttr::get(func.getContext()));
+          continue;
+        }
+      } else if (op.getNumResults() == 1 &&
+                 (op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
+                  isa<AddOp, SubOp, MulOp, DivOp>(op))) {
+        out = dim + typeOf(op.getResult(0)).getRank() - rank;
+      }
+      if (!out)
+        return op.emitError("reads a value split over tp in ")
+               << blocks << " blocks; only transposes, matrix products (as the right "
+               << "operand, split along N), elementwise ops and a split into the blocks may";
+      blocked[op.getResult(0)] = {*out, blocks};
+    }
+    return success();
+  }
+
+  /// Annotates `value`'s uses with its sharding: split along `dim` over tp,
+  /// or replicated.
+  void annotate(OpBuilder &b, Value value, std::optional<int64_t> dim,
+                function_ref<bool(OpOperand &)> which) {
+    MLIRContext *ctx = value.getContext();
+    SmallVector<shard::GridAxesAttr> split;
+    if (dim) {
+      split.assign(*dim + 1, shard::GridAxesAttr::get(ctx, {}));
+      split.back() = shard::GridAxesAttr::get(ctx, {tpAxis});
+    }
+    auto sharding = shard::ShardingOp::create(b, value.getLoc(), FlatSymbolRefAttr::get(ctx, "mesh"),
+                                              split);
+    auto shard = shard::ShardOp::create(b, value.getLoc(), value, sharding,
+                                        /*annotate_for_users=*/true);
+    value.replaceUsesWithIf(shard, [&](OpOperand &use) {
+      return use.getOwner() != shard && which(use);
+    });
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
+    if (failed(layout))
+      return signalPassFailure();
+    if (layout->tpAxis < 0) {
+      if (!plan.empty()) {
+        module.emitError("a plan splits parameters over tp, but the mesh has no tp axis");
+        return signalPassFailure();
+      }
+      return;
+    }
+    tpAxis = static_cast<shard::GridAxis>(layout->tpAxis);
+    ranks = layout->tpSize;
+    auto func = module.lookupSymbol<func::FuncOp>("forward");
+    if (!func || func.isExternal() || !func.getBody().hasOneBlock()) {
+      module.emitError("has no @forward function to partition");
+      return signalPassFailure();
+    }
+    // The plan, or else the model's own ONNX sharding specs.
+    FailureOr<SmallVector<PlanEntry>> entries = SmallVector<PlanEntry>();
+    for (StringRef text : plan) {
+      auto parsed = parsePlanEntry(module, text);
+      if (failed(parsed))
+        return signalPassFailure();
+      entries->push_back(std::move(*parsed));
+    }
+    if (plan.empty())
+      entries = annotatedPlan(func);
+    if (failed(entries) || failed(splitParameters(func, *entries)))
+      return signalPassFailure();
+    if (ranks == 1)
+      return;
+    if (failed(followBlocks(func)))
+      return signalPassFailure();
+
+    // shard-partition wants every tensor argument annotated (used or not)
+    // and every tensor result.
+    OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+    for (BlockArgument arg : func.getArguments()) {
+      if (typeOf(arg).getRank() == 0)
+        continue;
+      std::optional<int64_t> dim;
+      if (auto it = splits.find(arg); it != splits.end())
+        dim = it->second.first;
+      annotate(b, arg, dim, [](OpOperand &) { return true; });
+    }
+    Operation *ret = func.getBody().front().getTerminator();
+    b.setInsertionPoint(ret);
+    for (OpOperand &operand : ret->getOpOperands())
+      if (typeOf(operand.get()).getRank() > 0)
+        annotate(b, operand.get(), std::nullopt, [&](OpOperand &use) { return &use == &operand; });
+  }
+};
+
+} // namespace

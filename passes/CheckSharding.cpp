@@ -1,0 +1,170 @@
+//===- CheckSharding.cpp - propagated shardings that partition as planned ---===//
+//
+// Runs between upstream sharding-propagation and shard-partition. Where
+// propagation found no rule that keeps a value as it arrives, it asks for a
+// resharding (a `shard.shard` of a `shard.shard` with another sharding),
+// which shard-partition would turn into a gather or a slice that autodiff
+// cannot differentiate and the plan did not ask for: each one is an error
+// here, at the op that needs it. So is a split dim that does not divide
+// (upstream would miscompile it). Lookups and cross-entropies that sum over
+// split rows or classes get the tp coordinate they read (`cleave.tp_rank`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/IR/Builders.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CHECKSHARDING
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+/// The first dim `sharding` splits, if any.
+std::optional<int64_t> splitDim(const shard::Sharding &sharding) {
+  for (auto [dim, axes] : llvm::enumerate(sharding.getSplitAxes()))
+    if (!axes.empty())
+      return static_cast<int64_t>(dim);
+  return std::nullopt;
+}
+
+/// The sharding annotated on `operand`, if any.
+shard::Sharding shardingOf(Value operand) {
+  auto annotation = operand.getDefiningOp<shard::ShardOp>();
+  return annotation ? shard::Sharding(annotation.getSharding()) : shard::Sharding();
+}
+
+struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingPass> {
+  using CheckShardingBase::CheckShardingBase;
+
+  /// A resharding from `from` to `to` that `user` (operand #index) asks for.
+  LogicalResult refuse(Operation *user, unsigned index, const shard::Sharding &from,
+                       const shard::Sharding &to) {
+    if (isa<func::ReturnOp>(user))
+      return user->emitError("returns a value split over tp (result #") << index << ")";
+    std::optional<int64_t> arriving = splitDim(from), wanted = splitDim(to);
+    if (!arriving || (wanted && *wanted == *arriving))
+      return user->emitError("runs split over tp along dim ")
+             << *wanted << " of operand #" << index
+             << ", which arrives whole: split it in the plan too";
+    // The op could run split along that dim: another operand that arrives
+    // whole along it kept it from doing so.
+    if (auto whole = wholeOperandAlong(user, index, *arriving))
+      return user->emitError("operand #")
+             << index << " arrives split over tp along dim " << *arriving << ", operand #"
+             << *whole << " whole along the same loop: split it in the plan too";
+    return user->emitError("has no tensor-parallel rule that keeps operand #")
+           << index << " split along dim " << *arriving << " as it arrives";
+  }
+
+  /// Another operand of `op` whose dims run along the loop dim `dim` of
+  /// operand #index runs along, but which arrives whole along it.
+  static std::optional<unsigned> wholeOperandAlong(Operation *op, unsigned index, int64_t dim) {
+    auto sharded = dyn_cast<shard::ShardingInterface>(op);
+    if (!sharded)
+      return std::nullopt;
+    SmallVector<AffineMap> maps = sharded.getIndexingMaps();
+    if (maps.size() <= index || static_cast<int64_t>(maps[index].getNumResults()) <= dim)
+      return std::nullopt;
+    auto loop = dyn_cast<AffineDimExpr>(maps[index].getResult(dim));
+    if (!loop)
+      return std::nullopt;
+    for (unsigned other = 0; other < op->getNumOperands(); ++other) {
+      if (other == index)
+        continue;
+      for (auto [d, expr] : llvm::enumerate(maps[other].getResults())) {
+        auto along = dyn_cast<AffineDimExpr>(expr);
+        if (!along || along.getPosition() != loop.getPosition())
+          continue;
+        Value source = op->getOperand(other);
+        while (auto annotation = source.getDefiningOp<shard::ShardOp>())
+          source = annotation.getSrc();
+        // How it arrives: the first annotation after its source.
+        for (Operation *user : source.getUsers())
+          if (auto first = dyn_cast<shard::ShardOp>(user);
+              first && splitDim(shard::Sharding(first.getSharding())) !=
+                           std::optional<int64_t>(static_cast<int64_t>(d)))
+            return other;
+      }
+    }
+    return std::nullopt;
+  }
+
+  LogicalResult checkDivisible(shard::ShardOp annotation, shard::GridOp grid) {
+    auto type = dyn_cast<RankedTensorType>(annotation.getSrc().getType());
+    shard::Sharding sharding(annotation.getSharding());
+    if (!type)
+      return success();
+    for (auto [dim, axes] : llvm::enumerate(sharding.getSplitAxes())) {
+      if (axes.empty() || dim >= static_cast<size_t>(type.getRank()))
+        continue;
+      int64_t parts = shard::collectiveProcessGroupSize(axes.asArrayRef(), grid.getShape());
+      if (type.getDimSize(dim) % parts != 0) {
+        Value source = annotation.getSrc();
+        while (auto inner = source.getDefiningOp<shard::ShardOp>())
+          source = inner.getSrc();
+        Operation *at = source.getDefiningOp() ? source.getDefiningOp() : annotation;
+        return at->emitError("dim ") << dim << " (" << type.getDimSize(dim)
+                                     << ") of this value does not split into " << parts
+                                     << " equal parts over tp";
+      }
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        func, FlatSymbolRefAttr::get(func.getContext(), "mesh"));
+    bool needsCoordinate = false;
+    WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
+      if (auto annotation = dyn_cast<shard::ShardOp>(op)) {
+        if (grid && failed(checkDivisible(annotation, grid)))
+          return WalkResult::interrupt();
+        auto source = annotation.getSrc().getDefiningOp<shard::ShardOp>();
+        shard::Sharding from = source ? shard::Sharding(source.getSharding()) : shard::Sharding();
+        shard::Sharding to(annotation.getSharding());
+        if (!source || from == to ||
+            (shard::isFullReplication(from) && shard::isFullReplication(to)))
+          return WalkResult::advance();
+        for (OpOperand &use : annotation.getResult().getUses()) {
+          // Through further annotations to the op that reads it.
+          OpOperand *reader = &use;
+          while (auto next = dyn_cast<shard::ShardOp>(reader->getOwner()))
+            reader = &*next.getResult().getUses().begin();
+          (void)refuse(reader->getOwner(), reader->getOperandNumber(), from, to);
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      }
+      if (auto gather = dyn_cast<GatherOp>(op))
+        needsCoordinate |= splitDim(shardingOf(gather.getData())) == std::optional<int64_t>(0);
+      if (auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(op))
+        needsCoordinate |= splitDim(shardingOf(sce.getScores())) == std::optional<int64_t>(1);
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+    if (!needsCoordinate)
+      return;
+    MLIRContext *ctx = func.getContext();
+    unsigned index = func.getNumArguments();
+    if (failed(func.insertArgument(index, RankedTensorType::get({}, IntegerType::get(ctx, 64)), {},
+                                   func.getLoc())))
+      return signalPassFailure();
+    func.setArgAttr(index, "cleave.name", StringAttr::get(ctx, "cleave.tp_rank"));
+    func.setArgAttr(index, "cleave.kind", StringAttr::get(ctx, "state"));
+    func.setArgAttr(index, "cleave.tp_coordinate", UnitAttr::get(ctx));
+  }
+};
+
+} // namespace
