@@ -6,14 +6,27 @@
 #include <cstdio>
 #include <cstdlib>
 
-void cleave::rt::fail(const char *kernel, const char *format, ...) {
+namespace {
+
+[[noreturn]] void report(int status, const char *kernel, const char *format, va_list args) {
   std::fflush(stdout);
   std::fprintf(stderr, "cleave: error: kernel %s: ", kernel);
-  va_list args;
-  va_start(args, format);
   std::vfprintf(stderr, format, args);
-  va_end(args);
   std::fputc('\n', stderr);
   std::fflush(stderr);
-  std::exit(3);
+  std::exit(status);
+}
+
+} // namespace
+
+void cleave::rt::fail(const char *kernel, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  report(3, kernel, format, args);
+}
+
+void cleave::rt::failOnData(const char *kernel, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  report(1, kernel, format, args);
 }

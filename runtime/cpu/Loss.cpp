@@ -47,7 +47,7 @@ void negativeLogLikelihood(const char *kernel, const T *logProb, const Tensor &t
         double value = 0, weight = 0;
         if (!(hasIgnoreIndex && label == ignoreIndex)) {
           if (label < 0 || label >= c)
-            fail(kernel, "target %lld out of range [0, %lld)", static_cast<long long>(label),
+            failOnData(kernel, "target %lld out of range [0, %lld)", static_cast<long long>(label),
                  static_cast<long long>(c));
           weight = w ? static_cast<double>(w[label]) : 1.0;
           value = -static_cast<double>(logProb[(i * c + label) * d + j]) * weight;

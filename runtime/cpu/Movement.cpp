@@ -28,7 +28,7 @@ int checkAxis(const char *kernel, int64_t axis, int rank) {
 int64_t indexWithin(const char *kernel, int64_t index, int64_t dim) {
   int64_t i = index < 0 ? index + dim : index;
   if (i < 0 || i >= dim)
-    fail(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(index),
+    failOnData(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(index),
          static_cast<long long>(dim), static_cast<long long>(dim));
   return i;
 }
