@@ -9,10 +9,11 @@
 namespace {
 
 [[noreturn]] void report(int status, const char *kernel, const char *format, va_list args) {
+  // One write, so that the ranks of a job that fail alike print whole lines.
+  char message[512];
+  std::vsnprintf(message, sizeof message, format, args);
   std::fflush(stdout);
-  std::fprintf(stderr, "cleave: error: kernel %s: ", kernel);
-  std::vfprintf(stderr, format, args);
-  std::fputc('\n', stderr);
+  std::fprintf(stderr, "cleave: error: kernel %s: %s\n", kernel, message);
   std::fflush(stderr);
   std::exit(status);
 }
