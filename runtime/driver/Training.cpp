@@ -186,6 +186,12 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   std::string startError;
   std::unique_ptr<comm::Communication> communication =
       comm::startCommunication(mesh, commOptions, startError);
+  if (!plan.mesh && comm::launchedRanks() > 1)
+    return fail("program", "is compiled without --mesh, for one rank, but was started on " +
+                               std::to_string(comm::launchedRanks()) +
+                               ": compile it with --mesh dp=" +
+                               std::to_string(comm::launchedRanks()) + " to train on that many",
+                2);
   if (!communication)
     return fail("mesh " + mesh.text(), startError, 2);
   std::vector<comm::Communicator *> axes;
