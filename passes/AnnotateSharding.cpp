@@ -130,8 +130,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
             dim = dim < 0 ? dim + rank : dim;
             if (shards.size() != 1 || cast<IntegerAttr>(shards[0]).getInt() != ranks)
               return op->emitError("the sharding spec of '")
-                     << tensor << "' does not split it into the mesh's " << ranks
-                     << " tp ranks";
+                     << tensor << "' does not split it into the mesh's " << ranks << " tp ranks";
           }
           auto [known, added] = splitDim.try_emplace(tensor, dim);
           if (added)
@@ -171,7 +170,8 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
       auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind");
       if (!name || !kind || kind.getValue() != "param")
         continue;
-      auto match = llvm::find_if(entries, [&](PlanEntry &e) { return e.glob.match(name.getValue()); });
+      auto match =
+          llvm::find_if(entries, [&](PlanEntry &e) { return e.glob.match(name.getValue()); });
       if (match == entries.end())
         continue;
       match->used = true;
@@ -185,9 +185,9 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
           continue;
         if (type.getDimSize(dim) % (*blocks * ranks) != 0)
           return func.emitError("plan entry '")
-                 << match->text << "': dim " << dim << " of parameter '" << name.getValue()
-                 << "' (" << type.getDimSize(dim) << ") does not split into " << *blocks << " x "
-                 << ranks << " equal parts";
+                 << match->text << "': dim " << dim << " of parameter '" << name.getValue() << "' ("
+                 << type.getDimSize(dim) << ") does not split into " << *blocks << " x " << ranks
+                 << " equal parts";
         splits[arg] = {static_cast<int64_t>(dim), *blocks};
         func.setArgAttr(arg.getArgNumber(), "cleave.split_dim", b.getI64IntegerAttr(dim));
         func.setArgAttr(arg.getArgNumber(), "cleave.split_blocks", b.getI64IntegerAttr(*blocks));
@@ -241,9 +241,8 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
           split->setAttr("cleave.blockwise", UnitAttr::get(func.getContext()));
           continue;
         }
-      } else if (op.getNumResults() == 1 &&
-                 (op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
-                  isa<AddOp, SubOp, MulOp, DivOp>(op))) {
+      } else if (op.getNumResults() == 1 && (op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
+                                             isa<AddOp, SubOp, MulOp, DivOp>(op))) {
         out = dim + typeOf(op.getResult(0)).getRank() - rank;
       }
       if (!out)
@@ -265,13 +264,12 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
       split.assign(*dim + 1, shard::GridAxesAttr::get(ctx, {}));
       split.back() = shard::GridAxesAttr::get(ctx, {tpAxis});
     }
-    auto sharding = shard::ShardingOp::create(b, value.getLoc(), FlatSymbolRefAttr::get(ctx, "mesh"),
-                                              split);
+    auto sharding =
+        shard::ShardingOp::create(b, value.getLoc(), FlatSymbolRefAttr::get(ctx, "mesh"), split);
     auto shard = shard::ShardOp::create(b, value.getLoc(), value, sharding,
                                         /*annotate_for_users=*/true);
-    value.replaceUsesWithIf(shard, [&](OpOperand &use) {
-      return use.getOwner() != shard && which(use);
-    });
+    value.replaceUsesWithIf(shard,
+                            [&](OpOperand &use) { return use.getOwner() != shard && which(use); });
   }
 
   void runOnOperation() override {

@@ -60,8 +60,8 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     // whole along it kept it from doing so.
     if (auto whole = wholeOperandAlong(user, index, *arriving))
       return user->emitError("operand #")
-             << index << " arrives split over tp along dim " << *arriving << ", operand #"
-             << *whole << " whole along the same loop: split it in the plan too";
+             << index << " arrives split over tp along dim " << *arriving << ", operand #" << *whole
+             << " whole along the same loop: split it in the plan too";
     return user->emitError("has no tensor-parallel rule that keeps operand #")
            << index << " split along dim " << *arriving << " as it arrives";
   }
@@ -113,9 +113,9 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
         while (auto inner = source.getDefiningOp<shard::ShardOp>())
           source = inner.getSrc();
         Operation *at = source.getDefiningOp() ? source.getDefiningOp() : annotation;
-        return at->emitError("dim ") << dim << " (" << type.getDimSize(dim)
-                                     << ") of this value does not split into " << parts
-                                     << " equal parts over tp";
+        return at->emitError("dim ")
+               << dim << " (" << type.getDimSize(dim) << ") of this value does not split into "
+               << parts << " equal parts over tp";
       }
     }
     return success();

@@ -90,9 +90,9 @@ DimLoops reshapedDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
 }
 
 bool isElementwise(Operation *op) {
-  return !isa<DropoutOp>(op) && (op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
-                                 isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp,
-                                     GreaterOp, WhereOp, CastOp>(op));
+  return !isa<DropoutOp>(op) &&
+         (op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
+          isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp, WhereOp, CastOp>(op));
 }
 
 LoopNest loopNest(Operation *op) {
@@ -308,8 +308,9 @@ Sharding valueSharding(MLIRContext *ctx, Value v, const DimLoops &dims,
     return Sharding();
   SmallVector<shard::GridAxesAttr> split;
   for (const std::optional<unsigned> &loop : dims)
-    split.push_back(shard::GridAxesAttr::get(
-        ctx, loop && *loop < loops.size() ? ArrayRef<GridAxis>(loops[*loop]) : ArrayRef<GridAxis>()));
+    split.push_back(shard::GridAxesAttr::get(ctx, loop && *loop < loops.size()
+                                                      ? ArrayRef<GridAxis>(loops[*loop])
+                                                      : ArrayRef<GridAxis>()));
   while (!split.empty() && split.back().empty())
     split.pop_back();
   return Sharding::get(meshOf(ctx), split);
@@ -416,9 +417,9 @@ FailureOr<Value> vocabularyParallelGather(GatherOp gather, Value table, Value in
 /// loss): each rank holds its classes' scores; the row maxima (gathered,
 /// detached: they only shift), the sums of exponentials and the target's
 /// shifted score are combined over tp, so loss_i = log(sum) - score_t.
-FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value scores,
-                                        Value labels, ArrayRef<GridAxis> axes, int64_t ranks,
-                                        IRMapping &map, OpBuilder &b) {
+FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value scores, Value labels,
+                                        ArrayRef<GridAxis> axes, int64_t ranks, IRMapping &map,
+                                        OpBuilder &b) {
   if (sce.getWeights() || sce.getReduction() != "sum" || isRead(sce.getLogProb()))
     return sce.emitError("a cross-entropy over classes split over tp needs sum reduction, no "
                          "class weights and no log_prob reader");
@@ -500,9 +501,7 @@ void localizeAttributes(Operation *op, ArrayRef<Type> resultTypes, ArrayRef<Valu
 template <typename Op>
 struct CleaveShardingModel
     : public shard::ShardingInterface::ExternalModel<CleaveShardingModel<Op>, Op> {
-  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const {
-    return loopNest(op).loops;
-  }
+  SmallVector<IteratorType> getLoopIteratorTypes(Operation *op) const { return loopNest(op).loops; }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
     LoopNest nest = loopNest(op);
@@ -526,13 +525,14 @@ struct CleaveShardingModel
         meshOf(op->getContext()));
   }
 
-  FailureOr<std::vector<Sharding>> getShardingAnnotations(
-      Operation *op, const shard::ShardingOption &option) const {
+  FailureOr<std::vector<Sharding>>
+  getShardingAnnotations(Operation *op, const shard::ShardingOption &option) const {
     LoopNest nest = loopNest(op);
     std::vector<Sharding> shardings;
     unsigned i = 0;
     for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
-      shardings.push_back(valueSharding(op->getContext(), v, nest.values[i++], option.shardingArray));
+      shardings.push_back(
+          valueSharding(op->getContext(), v, nest.values[i++], option.shardingArray));
     return shardings;
   }
 
@@ -567,8 +567,7 @@ struct CleaveShardingModel
                           IRMapping &map, SymbolTableCollection &symbols, OpBuilder &b) const {
     LoopNest nest = loopNest(op);
     unsigned numOperands = op->getNumOperands();
-    shard::ShardingArray loops =
-        loopSplits(nest, numOperands, operandShardings, resultShardings);
+    shard::ShardingArray loops = loopSplits(nest, numOperands, operandShardings, resultShardings);
     SmallVector<GridAxis> summed = axesOf(nest, loops, IteratorType::reduction);
     SmallVector<GridAxis> split = axesOf(nest, loops, IteratorType::parallel);
     Location loc = op->getLoc();
@@ -583,9 +582,9 @@ struct CleaveShardingModel
             gather, operands[0], operands[1], summed,
             shard::collectiveProcessGroupSize(summed, grid.getShape()), map, b);
       else if (auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(op); sce && loops[0].empty())
-        replaced = vocabularyParallelLoss(sce, operands[0], operands[1], summed,
-                                          shard::collectiveProcessGroupSize(summed, grid.getShape()),
-                                          map, b);
+        replaced = vocabularyParallelLoss(
+            sce, operands[0], operands[1], summed,
+            shard::collectiveProcessGroupSize(summed, grid.getShape()), map, b);
       else
         special = false;
       if (special) {
@@ -597,9 +596,9 @@ struct CleaveShardingModel
           auto type = cast<RankedTensorType>(
               shard::shardType(op->getResult(1).getType(), grid, resultShardings[1]));
           map.map(op->getResult(1),
-                  ConstantOp::create(b, loc, type,
-                                     DenseElementsAttr::get(
-                                         type, b.getFloatAttr(type.getElementType(), 0.0))));
+                  ConstantOp::create(
+                      b, loc, type,
+                      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0))));
         }
         return success();
       }
@@ -616,8 +615,7 @@ struct CleaveShardingModel
       SmallVector<GridAxis> axes = missing(split, nest.values[i], loops);
       if (!axes.empty())
         operand = enterSplit(b, operand, axes);
-      if (!missing(summed, nest.values[i], loops).empty() &&
-          !(isa<GemmOp>(op) && i == 2))
+      if (!missing(summed, nest.values[i], loops).empty() && !(isa<GemmOp>(op) && i == 2))
         return op->emitError("sums over a dim split over tp, but operand #")
                << i << " does not run along it";
     }
@@ -626,9 +624,9 @@ struct CleaveShardingModel
     if (auto gemm = dyn_cast<GemmOp>(op); gemm && gemm.getC() && !summed.empty()) {
       bias = local.pop_back_val();
       if (gemm.getBeta().convertToFloat() != 1.0f)
-        bias = MulOp::create(b, loc, bias,
-                             scalarOf(b, loc, tensorOf(bias).getElementType(),
-                                      gemm.getBeta().convertToDouble()));
+        bias = MulOp::create(
+            b, loc, bias,
+            scalarOf(b, loc, tensorOf(bias).getElementType(), gemm.getBeta().convertToDouble()));
     }
 
     SmallVector<Type> resultTypes;
