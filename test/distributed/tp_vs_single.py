@@ -14,10 +14,13 @@
 #   - tp=2 without a plan (nothing split) equals one device too;
 #   - the GPT's vocabulary-split embedding takes negative token ids from the
 #     end of the table as one device does, and an id past the table stops
-#     the run with the out-of-range error.
+#     the run with the out-of-range error;
+#   - the CNN with its classifier split by classes (tp=2, 2 x 2) equals one
+#     device; a split convolution is an error naming the node.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
+import json
 import os
 import subprocess
 import sys
@@ -30,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 
+import export_cnn_train  # noqa: E402
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
 from dp_vs_single import MOMENTUM, Model, bytes_as_planned, close  # noqa: E402
@@ -59,6 +63,32 @@ def token_ids(m, with_plan, workdir, problems):
         problems.append(f"gpt tp2 token id 64 (vocabulary 64): exit {run.returncode}, "
                         f"stderr {run.stderr[-300:]!r}")
     m.flags = flags
+
+
+def classifier_head(workdir, problems):
+    """The CNN with its classifier split by classes over tp (the convolutions
+    replicated): the cross-entropy over split classes equals one device;
+    splitting a convolution, which has no tensor-parallel rule, is an error
+    naming the node."""
+    m = Model("cnn", export_cnn_train, ["x", "labels"], 8, workdir)
+    plan = os.path.join(workdir, "cnn-classifier.json")
+    with open(plan, "w") as f:
+        json.dump({"format_version": 1,
+                   "parameters": {"fc.weight": ["tp", "-"], "fc.bias": ["tp"]}}, f)
+    reference = m.train("one", 1, 1, MOMENTUM)
+    for label, dp in (("tp2", 1), ("dp2tp2", 2)):
+        run = m.train(label, dp, 1, MOMENTUM, ["--plan", plan], tp=2)
+        close(f"cnn {label} classifier split", run, reference, problems)
+    with open(plan, "w") as f:
+        json.dump({"format_version": 1, "parameters": {"conv1.weight": ["tp", "-", "-", "-"]}}, f)
+    run = subprocess.run(["cleave", "compile", m.export(8), "-o",
+                          os.path.join(workdir, "cnn-conv"), "--train", "--batch-size", "8",
+                          "--mesh", "tp=2", "--plan", plan], capture_output=True, text=True)
+    wanted = ("node '/conv1/Conv': has no tensor-parallel rule that keeps operand #1 split "
+              "along dim 0")
+    if run.returncode != 1 or wanted not in run.stderr:
+        problems.append(f"cnn conv1 split: exit {run.returncode}, stderr {run.stderr!r}")
+    print(f"cnn: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
 
 
 def main():
@@ -101,6 +131,7 @@ def main():
         if name == "gpt":
             token_ids(m, with_plan, workdir, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
+    classifier_head(workdir, problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
