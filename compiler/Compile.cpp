@@ -234,9 +234,11 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (!t.plan.empty() && mesh.empty())
     return fail("--plan", "lays parameters out over a mesh", "add --mesh dp=N,tp=M",
                 kExitBadUsage);
-  if (t.zero > 0 && mesh.empty())
-    return fail("--zero " + std::to_string(t.zero), "shards over a mesh's dp axis",
-                "add --mesh dp=N", kExitBadUsage);
+  if (t.zero > 0 && dataParallelRanks() < 2)
+    return fail("--zero " + std::to_string(t.zero),
+                mesh.empty() ? "shards over a mesh's dp axis"
+                             : "shards over the mesh's dp axis, which has one rank here",
+                "add --mesh dp=N with N > 1", kExitBadUsage);
   int64_t slices = t.gradAccum * dataParallelRanks();
   if (t.batchSize % slices != 0)
     return fail("--batch-size " + std::to_string(t.batchSize),
