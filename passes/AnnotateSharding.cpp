@@ -37,6 +37,12 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// Whether `v` is a tensor of rank 1 or more: what shardings annotate.
+bool hasDims(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getRank() > 0;
+}
+
 /// One plan entry: a parameter-name glob and its layout.
 struct PlanEntry {
   std::string text;
@@ -113,21 +119,31 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
         if (!specs)
           continue;
         for (auto spec : specs.getAsRange<DictionaryAttr>()) {
-          StringRef tensor = spec.getAs<StringAttr>("tensor").getValue();
+          auto tensorName = spec.getAs<StringAttr>("tensor");
+          auto dims = spec.getAs<ArrayAttr>("sharded_dims");
+          if (!tensorName || !dims)
+            return op->emitError("a sharding spec without 'tensor' or 'sharded_dims'");
+          StringRef tensor = tensorName.getValue();
           auto param = params.find(tensor);
           if (param == params.end())
             continue; // activations follow from the parameters
-          auto dims = spec.getAs<ArrayAttr>("sharded_dims").getAsRange<DictionaryAttr>();
-          SmallVector<DictionaryAttr> split(dims.begin(), dims.end());
+          SmallVector<DictionaryAttr> split(dims.getAsRange<DictionaryAttr>());
           int64_t dim = -1;
           if (split.size() > 1)
             return op->emitError("the sharding spec of '")
                    << tensor << "' splits more than one dim; cleave splits one, over tp";
           if (split.size() == 1) {
             auto shards = split[0].getAs<ArrayAttr>("num_shards");
-            int64_t rank = cast<RankedTensorType>(param->second.getType()).getRank();
-            dim = split[0].getAs<IntegerAttr>("axis").getInt();
-            dim = dim < 0 ? dim + rank : dim;
+            auto axis = split[0].getAs<IntegerAttr>("axis");
+            if (!shards || !axis)
+              return op->emitError("the sharding spec of '")
+                     << tensor << "' has a sharded dim without 'axis' or 'num_shards'";
+            int64_t rank = typeOf(param->second).getRank();
+            dim = axis.getInt() < 0 ? axis.getInt() + rank : axis.getInt();
+            if (dim < 0 || dim >= rank)
+              return op->emitError("the sharding spec of '")
+                     << tensor << "' splits axis " << axis.getInt() << " of a rank-" << rank
+                     << " tensor";
             if (shards.size() != 1 || cast<IntegerAttr>(shards[0]).getInt() != ranks)
               return op->emitError("the sharding spec of '")
                      << tensor << "' does not split it into the mesh's " << ranks << " tp ranks";
@@ -201,55 +217,91 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
   }
 
   /// Follows the values split in blocks to the splits into their blocks,
-  /// which it marks `cleave.blockwise`; any other reader is an error.
+  /// which it marks `cleave.blockwise`; any other reader is an error. Plain
+  /// splits are followed through the same ops, so that an op mixing a value
+  /// split in blocks with one split otherwise (a bias split plainly, say) is
+  /// an error too.
   LogicalResult followBlocks(func::FuncOp func) {
-    llvm::DenseMap<Value, std::pair<int64_t, int64_t>> blocked; // value -> dim, blocks
+    struct Split {
+      int64_t dim, blocks;
+      bool operator==(const Split &other) const {
+        return dim == other.dim && blocks == other.blocks;
+      }
+    };
+    llvm::DenseMap<Value, Split> layout;
     for (auto [value, split] : splits)
-      if (split.second > 1)
-        blocked[value] = split;
+      layout[value] = {split.first, split.second};
     for (Operation &op : func.getBody().front()) {
-      std::optional<std::pair<int64_t, int64_t>> in;
-      unsigned operandIndex = 0;
+      // The operands split over tp, by index.
+      SmallVector<std::pair<unsigned, Split>> in;
       for (auto [i, operand] : llvm::enumerate(op.getOperands()))
-        if (auto it = blocked.find(operand); it != blocked.end()) {
-          in = it->second;
-          operandIndex = i;
-        }
-      if (!in)
+        if (auto it = layout.find(operand); it != layout.end())
+          in.push_back({static_cast<unsigned>(i), it->second});
+      if (in.empty())
         continue;
-      auto [dim, blocks] = *in;
-      int64_t rank = typeOf(op.getOperand(operandIndex)).getRank();
-      std::optional<int64_t> out;
+      auto inBlocks = llvm::find_if(in, [](auto &entry) { return entry.second.blocks > 1; });
+      // Where the result is split, and into how many blocks, if this op
+      // keeps the operands' split where it is.
+      std::optional<Split> out;
+      auto only = [&](unsigned index) -> std::optional<Split> {
+        if (in.size() != 1 || in[0].first != index)
+          return std::nullopt;
+        return in[0].second;
+      };
       if (auto transpose = dyn_cast<TransposeOp>(op)) {
-        out = llvm::find(transpose.getPerm(), dim) - transpose.getPerm().begin();
+        Split split = in[0].second;
+        out = Split{llvm::find(transpose.getPerm(), split.dim) - transpose.getPerm().begin(),
+                    split.blocks};
       } else if (auto matmul = dyn_cast<MatMulOp>(op)) {
-        if (operandIndex == 1 && dim == rank - 1)
-          out = typeOf(matmul.getOutput()).getRank() - 1;
+        // Column parallel: the right operand split along N.
+        if (auto split = only(1); split && split->dim == typeOf(matmul.getRhs()).getRank() - 1)
+          out = Split{typeOf(matmul.getOutput()).getRank() - 1, split->blocks};
       } else if (auto gemm = dyn_cast<GemmOp>(op)) {
-        if ((operandIndex == 1 && dim == (gemm.getTransB() ? 0 : 1)) ||
-            (operandIndex == 2 && dim == rank - 1))
-          out = 1;
+        // Column parallel: B split along N, and a bias split alike.
+        int64_t n = gemm.getTransB() ? 0 : 1;
+        auto b = llvm::find_if(in, [](auto &entry) { return entry.first == 1; });
+        auto c = llvm::find_if(in, [](auto &entry) { return entry.first == 2; });
+        bool fromB = b != in.end() && b->second.dim == n && in.size() == 1u + (c != in.end());
+        if (fromB && (c == in.end() ||
+                      c->second == Split{typeOf(gemm.getC()).getRank() - 1, b->second.blocks}))
+          out = Split{1, b->second.blocks};
       } else if (auto split = dyn_cast<SplitOp>(op)) {
-        if (split.getAxis() != dim) {
+        Split whole = in[0].second;
+        int64_t size = typeOf(split.getInput()).getDimSize(whole.dim);
+        if (split.getAxis() != whole.dim) {
           for (Value result : split.getOutputs())
-            blocked[result] = {dim, blocks};
+            layout[result] = whole;
           continue;
         }
-        int64_t size = typeOf(split.getInput()).getDimSize(dim);
-        if (static_cast<int64_t>(split.getSplit().size()) == blocks &&
-            llvm::all_of(split.getSplit(), [&](int64_t s) { return s * blocks == size; })) {
+        if (whole.blocks > 1 && static_cast<int64_t>(split.getSplit().size()) == whole.blocks &&
+            llvm::all_of(split.getSplit(), [&](int64_t s) { return s * whole.blocks == size; })) {
           split->setAttr("cleave.blockwise", UnitAttr::get(func.getContext()));
+          for (Value result : split.getOutputs())
+            layout[result] = {whole.dim, 1};
           continue;
         }
       } else if (op.getNumResults() == 1 && (op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
                                              isa<AddOp, SubOp, MulOp, DivOp>(op))) {
-        out = dim + typeOf(op.getResult(0)).getRank() - rank;
+        // Every split operand split alike, aligned from the right.
+        int64_t rank = typeOf(op.getResult(0)).getRank();
+        auto aligned = [&](auto &entry) {
+          Split split = entry.second;
+          return Split{split.dim + rank - typeOf(op.getOperand(entry.first)).getRank(),
+                       split.blocks};
+        };
+        if (llvm::all_of(in, [&](auto &entry) { return aligned(entry) == aligned(in[0]); }))
+          out = aligned(in[0]);
       }
-      if (!out)
+      if (out) {
+        layout[op.getResult(0)] = *out;
+        continue;
+      }
+      if (inBlocks != in.end())
         return op.emitError("reads a value split over tp in ")
-               << blocks << " blocks; only transposes, matrix products (as the right "
-               << "operand, split along N), elementwise ops and a split into the blocks may";
-      blocked[op.getResult(0)] = {*out, blocks};
+               << inBlocks->second.blocks
+               << " blocks; only transposes, matrix products (as the right operand, split "
+               << "along N), elementwise ops with every split operand split alike, and a "
+               << "split into the blocks may";
     }
     return success();
   }
@@ -274,6 +326,8 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    splits.clear();
+    globTexts.clear();
     FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
     if (failed(layout))
       return signalPassFailure();
@@ -312,7 +366,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
     // and every tensor result.
     OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
     for (BlockArgument arg : func.getArguments()) {
-      if (typeOf(arg).getRank() == 0)
+      if (!hasDims(arg))
         continue;
       std::optional<int64_t> dim;
       if (auto it = splits.find(arg); it != splits.end())
@@ -322,7 +376,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
     Operation *ret = func.getBody().front().getTerminator();
     b.setInsertionPoint(ret);
     for (OpOperand &operand : ret->getOpOperands())
-      if (typeOf(operand.get()).getRank() > 0)
+      if (hasDims(operand.get()))
         annotate(b, operand.get(), std::nullopt, [&](OpOperand &use) { return &use == &operand; });
   }
 };

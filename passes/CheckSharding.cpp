@@ -52,18 +52,38 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     if (isa<func::ReturnOp>(user))
       return user->emitError("returns a value split over tp (result #") << index << ")";
     std::optional<int64_t> arriving = splitDim(from), wanted = splitDim(to);
-    if (!arriving || (wanted && *wanted == *arriving))
+    if (!arriving)
       return user->emitError("runs split over tp along dim ")
-             << *wanted << " of operand #" << index
-             << ", which arrives whole: split it in the plan too";
+             << *wanted << " of operand #" << index << ", which arrives whole"
+             << planHint(user, index);
+    if (wanted && *wanted == *arriving)
+      return user->emitError("needs operand #")
+             << index << " split over other grid axes than it arrives";
     // The op could run split along that dim: another operand that arrives
     // whole along it kept it from doing so.
     if (auto whole = wholeOperandAlong(user, index, *arriving))
       return user->emitError("operand #")
              << index << " arrives split over tp along dim " << *arriving << ", operand #" << *whole
-             << " whole along the same loop: split it in the plan too";
+             << " whole along the same loop" << planHint(user, *whole);
     return user->emitError("has no tensor-parallel rule that keeps operand #")
            << index << " split along dim " << *arriving << " as it arrives";
+  }
+
+  /// The source of operand #index of `op`, through sharding annotations.
+  static Value sourceOf(Operation *op, unsigned index) {
+    Value source = op->getOperand(index);
+    while (auto annotation = source.getDefiningOp<shard::ShardOp>())
+      source = annotation.getSrc();
+    return source;
+  }
+
+  /// ": split it in the plan too" when operand #index is a parameter.
+  static std::string planHint(Operation *op, unsigned index) {
+    auto arg = dyn_cast<BlockArgument>(sourceOf(op, index));
+    auto func = dyn_cast<func::FuncOp>(arg ? arg.getOwner()->getParentOp() : nullptr);
+    auto kind =
+        func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind") : StringAttr();
+    return kind && kind.getValue() == "param" ? ": split it in the plan too" : "";
   }
 
   /// Another operand of `op` whose dims run along the loop dim `dim` of
@@ -85,9 +105,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
         auto along = dyn_cast<AffineDimExpr>(expr);
         if (!along || along.getPosition() != loop.getPosition())
           continue;
-        Value source = op->getOperand(other);
-        while (auto annotation = source.getDefiningOp<shard::ShardOp>())
-          source = annotation.getSrc();
+        Value source = sourceOf(op, other);
         // How it arrives: the first annotation after its source.
         for (Operation *user : source.getUsers())
           if (auto first = dyn_cast<shard::ShardOp>(user);
@@ -136,15 +154,19 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
         if (!source || from == to ||
             (shard::isFullReplication(from) && shard::isFullReplication(to)))
           return WalkResult::advance();
-        for (OpOperand &use : annotation.getResult().getUses()) {
-          // Through further annotations to the op that reads it.
-          OpOperand *reader = &use;
-          while (auto next = dyn_cast<shard::ShardOp>(reader->getOwner()))
-            reader = &*next.getResult().getUses().begin();
-          (void)refuse(reader->getOwner(), reader->getOperandNumber(), from, to);
-          return WalkResult::interrupt();
+        // Through further annotations to the op that reads it.
+        OpOperand *reader = nullptr;
+        for (Value value = annotation.getResult(); !value.use_empty();) {
+          reader = &*value.getUses().begin();
+          auto next = dyn_cast<shard::ShardOp>(reader->getOwner());
+          if (!next)
+            break;
+          value = next.getResult();
         }
-        return WalkResult::advance();
+        if (!reader || isa<shard::ShardOp>(reader->getOwner()))
+          return WalkResult::advance(); // read by nothing
+        (void)refuse(reader->getOwner(), reader->getOperandNumber(), from, to);
+        return WalkResult::interrupt();
       }
       if (auto gather = dyn_cast<GatherOp>(op))
         needsCoordinate |= splitDim(shardingOf(gather.getData())) == std::optional<int64_t>(0);

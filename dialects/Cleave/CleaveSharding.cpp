@@ -70,10 +70,16 @@ DimLoops broadcast(Value operand, Value result) {
 /// Maps each input dim of a reshape to the output dim it is the same
 /// contiguous split of: the leading dims of groups whose sizes multiply to
 /// the same product (whether the split divides both is checked later).
+/// Dims of size 1 belong to no group.
 DimLoops reshapedDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
   DimLoops dims(in.size(), std::nullopt);
+  auto skipOnes = [](ArrayRef<int64_t> shape, size_t &at) {
+    while (at < shape.size() && shape[at] == 1)
+      ++at;
+    return at < shape.size();
+  };
   size_t i = 0, o = 0;
-  while (i < in.size() && o < out.size()) {
+  while (skipOnes(in, i) && skipOnes(out, o)) {
     size_t groupIn = i, groupOut = o;
     int64_t a = in[i++], c = out[o++];
     while (a != c) {
@@ -90,9 +96,8 @@ DimLoops reshapedDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
 }
 
 bool isElementwise(Operation *op) {
-  return !isa<DropoutOp>(op) &&
-         (op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
-          isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp, WhereOp, CastOp>(op));
+  return op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
+         isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp, WhereOp, CastOp>(op);
 }
 
 LoopNest loopNest(Operation *op) {
@@ -190,20 +195,23 @@ LoopNest loopNest(Operation *op) {
       .Case([&](SoftmaxCrossEntropyLossOp sce) {
         if (rankOf(sce.getScores()) != 2)
           return everyValue(whole);
-        bool perRow = sce.getReduction() == "none";
-        nest.loops = {perRow ? IteratorType::parallel : IteratorType::reduction,
+        // Per row, or summed over rows; a mean over rows needs them whole.
+        StringRef reduction = sce.getReduction();
+        std::optional<unsigned> rows = 0u;
+        if (reduction == "mean")
+          rows = std::nullopt;
+        nest.loops = {reduction == "none" ? IteratorType::parallel : IteratorType::reduction,
                       IteratorType::reduction};
-        nest.values = {{0u, 1u}, {0u}};
+        nest.values = {{rows, 1u}, {rows}};
         if (sce.getWeights())
           nest.values.push_back({1u});
-        nest.values.push_back(perRow ? DimLoops{0u} : DimLoops{});
-        nest.values.push_back({0u, 1u});
+        nest.values.push_back(reduction == "none" ? DimLoops{rows} : DimLoops{});
+        nest.values.push_back({rows, 1u});
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *axisOp) {
         Value input = axisOp->getOperand(0);
         parallel(rankOf(input));
         int64_t axis = cast<IntegerAttr>(axisOp->getAttr("axis")).getInt();
-        axis = axis < 0 ? axis + rankOf(input) : axis;
         auto alongAxis = [&](Value v) {
           DimLoops dims = identity(v);
           dims[axis] = std::nullopt;
@@ -212,9 +220,8 @@ LoopNest loopNest(Operation *op) {
         everyValue(alongAxis);
       })
       .Case([&](LayerNormalizationOp norm) {
-        int64_t rank = rankOf(norm.getX());
-        int64_t axis = norm.getAxis() < 0 ? norm.getAxis() + rank : norm.getAxis();
-        parallel(rank);
+        int64_t axis = norm.getAxis();
+        parallel(rankOf(norm.getX()));
         auto leading = [&](Value v) {
           DimLoops dims = identity(v);
           for (int64_t d = axis; d < rankOf(v); ++d)
@@ -229,7 +236,7 @@ LoopNest loopNest(Operation *op) {
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *reduce) {
         // A sum over a split dim is a partial sum; a mean or maximum needs
         // the dim whole.
-        Value input = reduce->getOperand(0), output = reduce->getResult(0);
+        Value input = reduce->getOperand(0);
         int64_t rank = rankOf(input);
         auto axes = cast<DenseI64ArrayAttr>(reduce->getAttr("axes")).asArrayRef();
         bool keepdims = cast<BoolAttr>(reduce->getAttr("keepdims")).getValue();
@@ -237,8 +244,7 @@ LoopNest loopNest(Operation *op) {
         parallel(rank);
         DimLoops in = identity(input), out;
         for (int64_t d = 0; d < rank; ++d) {
-          bool reduced = llvm::is_contained(axes, d) || llvm::is_contained(axes, d - rank);
-          if (!reduced) {
+          if (!llvm::is_contained(axes, d)) {
             out.push_back(static_cast<unsigned>(d));
             continue;
           }
@@ -350,13 +356,13 @@ Value allReduce(OpBuilder &b, Location loc, Value v, ArrayRef<GridAxis> axes) {
   return shard::AllReduceOp::create(b, loc, v, "mesh", axes, shard::ReductionKind::Sum);
 }
 
-/// This rank's coordinate on the tp axis: the i64 scalar argument
-/// cleave-check-sharding adds, in the function being partitioned.
+/// This rank's coordinate on the tp axis as a scalar of `type`: the
+/// argument marked `cleave.tp_coordinate` (cleave-check-sharding adds it)
+/// in the function being partitioned; null without one.
 Value tpCoordinate(Operation *op, IRMapping &map, IntegerType type, OpBuilder &b) {
   auto func = op->getParentOfType<func::FuncOp>();
   for (BlockArgument arg : func.getArguments()) {
-    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
-    if (!name || name.getValue() != "cleave.tp_rank")
+    if (!func.getArgAttr(arg.getArgNumber(), "cleave.tp_coordinate"))
       continue;
     Value rank = map.lookup(arg);
     return type.getWidth() == 64 ? rank : CastOp::create(b, op->getLoc(), rank, type).getResult();
@@ -364,19 +370,19 @@ Value tpCoordinate(Operation *op, IRMapping &map, IntegerType type, OpBuilder &b
   return Value();
 }
 
-Value scalarOf(OpBuilder &b, Location loc, Type type, double value) {
-  auto tensor = RankedTensorType::get({}, type);
-  Attribute attr = isa<FloatType>(type)
-                       ? Attribute(b.getFloatAttr(type, value))
-                       : Attribute(b.getIntegerAttr(type, static_cast<int64_t>(value)));
-  return ConstantOp::create(b, loc, tensor, DenseElementsAttr::get(tensor, attr));
+Value splat(OpBuilder &b, Location loc, Type element, TypedAttr value) {
+  auto tensor = RankedTensorType::get({}, element);
+  return ConstantOp::create(b, loc, tensor, DenseElementsAttr::get(tensor, value));
+}
+Value intScalar(OpBuilder &b, Location loc, IntegerType type, int64_t value) {
+  return splat(b, loc, type, b.getIntegerAttr(type, value));
 }
 
 /// Whether 0 <= v < size, elementwise.
 Value within(OpBuilder &b, Location loc, Value v, int64_t size) {
   auto index = cast<IntegerType>(tensorOf(v).getElementType());
-  Value below = LessOp::create(b, loc, v, scalarOf(b, loc, index, 0));
-  Value above = NotOp::create(b, loc, LessOp::create(b, loc, v, scalarOf(b, loc, index, size)));
+  Value below = LessOp::create(b, loc, v, intScalar(b, loc, index, 0));
+  Value above = NotOp::create(b, loc, LessOp::create(b, loc, v, intScalar(b, loc, index, size)));
   // below and above never hold together: they are equal exactly within.
   return EqualOp::create(b, loc, CastOp::create(b, loc, below, index),
                          CastOp::create(b, loc, above, index));
@@ -392,11 +398,13 @@ FailureOr<Value> vocabularyParallelGather(GatherOp gather, Value table, Value in
   Location loc = gather.getLoc();
   auto index = cast<IntegerType>(tensorOf(indices).getElementType());
   int64_t rows = tensorOf(table).getDimSize(0); // this rank's
+  if (axes.size() != 1)
+    return gather.emitError("a lookup in a table split by rows over more than one grid axis");
   Value rank = tpCoordinate(gather, map, index, b);
-  if (!rank || axes.size() != 1)
+  if (!rank)
     return gather.emitError("a lookup in a table split by rows needs the tp coordinate: "
                             "run cleave-check-sharding first");
-  auto scalar = [&](int64_t value) { return scalarOf(b, loc, index, value); };
+  auto scalar = [&](int64_t value) { return intScalar(b, loc, index, value); };
   Value wrapped = WhereOp::create(b, loc, LessOp::create(b, loc, indices, scalar(0)),
                                   AddOp::create(b, loc, indices, scalar(rows * ranks)), indices);
   // This rank's rows are [rank * rows, (rank + 1) * rows) of the table.
@@ -428,8 +436,10 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   int64_t rows = type.getDimSize(0), classes = type.getDimSize(1); // this rank's classes
   Type element = type.getElementType();
   auto index = cast<IntegerType>(tensorOf(labels).getElementType());
+  if (axes.size() != 1)
+    return sce.emitError("a cross-entropy over classes split over more than one grid axis");
   Value rank = tpCoordinate(sce, map, index, b);
-  if (!rank || axes.size() != 1)
+  if (!rank)
     return sce.emitError("a cross-entropy over split classes needs the tp coordinate: run "
                          "cleave-check-sharding first");
   auto sumOver = [&](Value v, int64_t axis) -> Value {
@@ -450,18 +460,18 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   // A target outside the classes (and not ignored) stops the run as on one
   // device: it reaches a lookup in this rank's class ids, out of range
   // (shifted below -classes when negative); the zero it adds keeps it live.
-  Value zero = scalarOf(b, loc, index, 0);
+  Value zero = intScalar(b, loc, index, 0);
   Value outside = WhereOp::create(
       b, loc, LessOp::create(b, loc, labels, zero),
-      SubOp::create(b, loc, labels, scalarOf(b, loc, index, classes * ranks)), labels);
+      SubOp::create(b, loc, labels, intScalar(b, loc, index, classes * ranks)), labels);
   Value probeIndex =
       WhereOp::create(b, loc, within(b, loc, labels, classes * ranks), zero, outside);
   if (IntegerAttr ignored = sce.getIgnoreIndexAttr())
     probeIndex = WhereOp::create(
-        b, loc, EqualOp::create(b, loc, labels, scalarOf(b, loc, index, ignored.getInt())), zero,
+        b, loc, EqualOp::create(b, loc, labels, intScalar(b, loc, index, ignored.getInt())), zero,
         probeIndex);
   Value probe = GatherOp::create(b, loc, ids, probeIndex, b.getI64IntegerAttr(0));
-  Value first = MulOp::create(b, loc, rank, scalarOf(b, loc, index, static_cast<double>(classes)));
+  Value first = MulOp::create(b, loc, rank, intScalar(b, loc, index, classes));
   Value checked = AddOp::create(b, loc, SubOp::create(b, loc, labels, first),
                                 MulOp::create(b, loc, probe, zero));
   Value local = ReshapeOp::create(b, loc, checked, b.getDenseI64ArrayAttr({rows, 1}));
@@ -470,9 +480,7 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   Value perRow = SubOp::create(b, loc, LogOp::create(b, loc, sums), target);
   if (IntegerAttr ignored = sce.getIgnoreIndexAttr()) {
     Value kept = NotOp::create(
-        b, loc,
-        EqualOp::create(b, loc, labels,
-                        scalarOf(b, loc, index, static_cast<double>(ignored.getInt()))));
+        b, loc, EqualOp::create(b, loc, labels, intScalar(b, loc, index, ignored.getInt())));
     perRow = MulOp::create(b, loc, perRow, CastOp::create(b, loc, kept, element));
   }
   return sumOver(perRow, 0);
@@ -623,10 +631,11 @@ struct CleaveShardingModel
     Value bias;
     if (auto gemm = dyn_cast<GemmOp>(op); gemm && gemm.getC() && !summed.empty()) {
       bias = local.pop_back_val();
+      Type element = tensorOf(bias).getElementType();
       if (gemm.getBeta().convertToFloat() != 1.0f)
         bias = MulOp::create(
             b, loc, bias,
-            scalarOf(b, loc, tensorOf(bias).getElementType(), gemm.getBeta().convertToDouble()));
+            splat(b, loc, element, b.getFloatAttr(element, gemm.getBeta().convertToDouble())));
     }
 
     SmallVector<Type> resultTypes;
@@ -646,10 +655,13 @@ struct CleaveShardingModel
     for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
       result.setType(type);
     localizeAttributes(clone, resultTypes, local, b);
-    for (auto [result, partitioned] : llvm::zip(op->getResults(), clone->getResults())) {
+    for (auto [i, result, partitioned] : llvm::enumerate(op->getResults(), clone->getResults())) {
       Value value = partitioned;
-      if (!summed.empty())
-        value = allReduce(b, loc, value, summed); // Megatron's g
+      // Megatron's g: a result the split sum does not run along is a
+      // partial sum (one that does, such as per-row values, stays split).
+      SmallVector<GridAxis> partial = missing(summed, nest.values[numOperands + i], loops);
+      if (!partial.empty())
+        value = allReduce(b, loc, value, partial);
       if (bias)
         value = AddOp::create(b, loc, value, bias);
       map.map(result, value);

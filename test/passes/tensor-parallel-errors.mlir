@@ -80,3 +80,31 @@ func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"
   %l = cleave.reduce_sum %r {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<4x3x2xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A mean over rows split over tp has no rule (a sum over them has).
+func.func @forward(%x: tensor<4x3xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %labels: tensor<8xi64> {cleave.kind = "input", cleave.name = "labels"},
+                   %w: tensor<8x4xf32> {cleave.kind = "param", cleave.name = "w"})
+    -> tensor<f32> {
+  %s = cleave.gemm %w, %x : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+  // expected-error @below {{has no tensor-parallel rule that keeps operand #0 split along dim 0 as it arrives}}
+  %loss, %lp = cleave.softmax_cross_entropy_loss %s, %labels {reduction = "mean"} : (tensor<8x3xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x3xf32>)
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// An input, which no plan splits, added to a split activation: no hint to
+// split it in the plan.
+func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %y: tensor<4x16xf32> {cleave.kind = "input", cleave.name = "y"},
+                   %w: tensor<16x8xf32> {cleave.kind = "param", cleave.name = "w"})
+    -> tensor<f32> {
+  %h = cleave.gemm %x, %w {trans_b = true} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  // expected-error-re @below {{operand #0 arrives split over tp along dim 1, operand #1 whole along the same loop{{$}}}}
+  %s = cleave.add %h, %y : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+  %l = cleave.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x16xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
