@@ -356,10 +356,13 @@ Value allReduce(OpBuilder &b, Location loc, Value v, ArrayRef<GridAxis> axes) {
   return shard::AllReduceOp::create(b, loc, v, "mesh", axes, shard::ReductionKind::Sum);
 }
 
-/// This rank's coordinate on the tp axis as a scalar of `type`: the
-/// argument marked `cleave.tp_coordinate` (cleave-check-sharding adds it)
-/// in the function being partitioned; null without one.
-Value tpCoordinate(Operation *op, IRMapping &map, IntegerType type, OpBuilder &b) {
+/// This rank's coordinate on the one grid axis `axes` holds, as a scalar of
+/// `type`: the argument marked `cleave.tp_coordinate` (cleave-check-sharding
+/// adds it) of the function being partitioned; an error on `op` without it.
+FailureOr<Value> tpCoordinate(Operation *op, ArrayRef<GridAxis> axes, IRMapping &map,
+                              IntegerType type, OpBuilder &b) {
+  if (axes.size() != 1)
+    return op->emitError("splits rows or classes over more than one grid axis");
   auto func = op->getParentOfType<func::FuncOp>();
   for (BlockArgument arg : func.getArguments()) {
     if (!func.getArgAttr(arg.getArgNumber(), "cleave.tp_coordinate"))
@@ -367,7 +370,7 @@ Value tpCoordinate(Operation *op, IRMapping &map, IntegerType type, OpBuilder &b
     Value rank = map.lookup(arg);
     return type.getWidth() == 64 ? rank : CastOp::create(b, op->getLoc(), rank, type).getResult();
   }
-  return Value();
+  return op->emitError("needs the tp coordinate: run cleave-check-sharding first");
 }
 
 Value splat(OpBuilder &b, Location loc, Type element, TypedAttr value) {
@@ -398,17 +401,14 @@ FailureOr<Value> vocabularyParallelGather(GatherOp gather, Value table, Value in
   Location loc = gather.getLoc();
   auto index = cast<IntegerType>(tensorOf(indices).getElementType());
   int64_t rows = tensorOf(table).getDimSize(0); // this rank's
-  if (axes.size() != 1)
-    return gather.emitError("a lookup in a table split by rows over more than one grid axis");
-  Value rank = tpCoordinate(gather, map, index, b);
-  if (!rank)
-    return gather.emitError("a lookup in a table split by rows needs the tp coordinate: "
-                            "run cleave-check-sharding first");
+  FailureOr<Value> rank = tpCoordinate(gather, axes, map, index, b);
+  if (failed(rank))
+    return failure();
   auto scalar = [&](int64_t value) { return intScalar(b, loc, index, value); };
   Value wrapped = WhereOp::create(b, loc, LessOp::create(b, loc, indices, scalar(0)),
                                   AddOp::create(b, loc, indices, scalar(rows * ranks)), indices);
   // This rank's rows are [rank * rows, (rank + 1) * rows) of the table.
-  Value local = SubOp::create(b, loc, wrapped, MulOp::create(b, loc, rank, scalar(rows)));
+  Value local = SubOp::create(b, loc, wrapped, MulOp::create(b, loc, *rank, scalar(rows)));
   Value mine = within(b, loc, local, rows);
   Value other = WhereOp::create(b, loc, within(b, loc, wrapped, rows * ranks), scalar(0), indices);
   Value taken = GatherOp::create(b, loc, table, WhereOp::create(b, loc, mine, local, other),
@@ -436,12 +436,9 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   int64_t rows = type.getDimSize(0), classes = type.getDimSize(1); // this rank's classes
   Type element = type.getElementType();
   auto index = cast<IntegerType>(tensorOf(labels).getElementType());
-  if (axes.size() != 1)
-    return sce.emitError("a cross-entropy over classes split over more than one grid axis");
-  Value rank = tpCoordinate(sce, map, index, b);
-  if (!rank)
-    return sce.emitError("a cross-entropy over split classes needs the tp coordinate: run "
-                         "cleave-check-sharding first");
+  FailureOr<Value> rank = tpCoordinate(sce, axes, map, index, b);
+  if (failed(rank))
+    return failure();
   auto sumOver = [&](Value v, int64_t axis) -> Value {
     return ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr({axis}), false);
   };
@@ -471,7 +468,7 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
         b, loc, EqualOp::create(b, loc, labels, intScalar(b, loc, index, ignored.getInt())), zero,
         probeIndex);
   Value probe = GatherOp::create(b, loc, ids, probeIndex, b.getI64IntegerAttr(0));
-  Value first = MulOp::create(b, loc, rank, intScalar(b, loc, index, classes));
+  Value first = MulOp::create(b, loc, *rank, intScalar(b, loc, index, classes));
   Value checked = AddOp::create(b, loc, SubOp::create(b, loc, labels, first),
                                 MulOp::create(b, loc, probe, zero));
   Value local = ReshapeOp::create(b, loc, checked, b.getDenseI64ArrayAttr({rows, 1}));
