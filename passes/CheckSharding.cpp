@@ -51,14 +51,12 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
                        const shard::Sharding &to) {
     if (isa<func::ReturnOp>(user))
       return user->emitError("returns a value split over tp (result #") << index << ")";
+    // Shardings split one dim over tp: they differ in whether and where.
     std::optional<int64_t> arriving = splitDim(from), wanted = splitDim(to);
     if (!arriving)
       return user->emitError("runs split over tp along dim ")
              << *wanted << " of operand #" << index << ", which arrives whole"
              << planHint(user, index);
-    if (wanted && *wanted == *arriving)
-      return user->emitError("needs operand #")
-             << index << " split over other grid axes than it arrives";
     // The op could run split along that dim: another operand that arrives
     // whole along it kept it from doing so.
     if (auto whole = wholeOperandAlong(user, index, *arriving))
