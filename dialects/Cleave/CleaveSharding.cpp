@@ -149,11 +149,26 @@ LoopNest loopNest(Operation *op) {
           in[dim] = static_cast<unsigned>(loop);
         nest.values = {in, identity(transpose.getOutput())};
       })
-      .Case([&](ReshapeOp reshape) {
-        parallel(rankOf(reshape.getOutput()));
-        nest.values = {reshapedDims(tensorOf(reshape.getInput()).getShape(),
-                                    tensorOf(reshape.getOutput()).getShape()),
-                       identity(reshape.getOutput())};
+      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>([&](Operation *reshape) {
+        Value input = reshape->getOperand(0), output = reshape->getResult(0);
+        parallel(rankOf(output));
+        nest.values = {reshapedDims(tensorOf(input).getShape(), tensorOf(output).getShape()),
+                       identity(output)};
+      })
+      .Case([&](ExpandOp expand) {
+        parallel(rankOf(expand.getOutput()));
+        nest.values = {broadcast(expand.getInput(), expand.getOutput()),
+                       identity(expand.getOutput())};
+      })
+      .Case([&](ConcatOp concat) {
+        // The joined dim whole, the others alike in every piece.
+        parallel(rankOf(concat.getOutput()));
+        auto joined = [&](Value v) {
+          DimLoops dims = identity(v);
+          dims[concat.getAxis()] = std::nullopt;
+          return dims;
+        };
+        everyValue(joined);
       })
       .Case([&](SplitOp split) {
         // Split along a dim split over tp only into its blocks (marked by
@@ -483,12 +498,12 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   return sumOver(perRow, 0);
 }
 
-/// The attributes of `op` at local shapes: a reshape's shape, a split's
-/// sizes and a slice's ends follow its local result types.
+/// The attributes of `op` at local shapes: a reshape's or an expand's
+/// shape, a split's sizes and a slice's ends follow its local result types.
 void localizeAttributes(Operation *op, ArrayRef<Type> resultTypes, ArrayRef<Value> operands,
                         Builder &b) {
-  if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-    reshape.setShapeAttr(b.getDenseI64ArrayAttr(cast<RankedTensorType>(resultTypes[0]).getShape()));
+  if (isa<ReshapeOp, ExpandOp>(op)) {
+    op->setAttr("shape", b.getDenseI64ArrayAttr(cast<RankedTensorType>(resultTypes[0]).getShape()));
   } else if (auto split = dyn_cast<SplitOp>(op)) {
     SmallVector<int64_t> sizes;
     for (Type t : resultTypes)
