@@ -80,7 +80,8 @@ private:
   LogicalResult parseMesh(StringRef text);
   /// Reads --plan into `planEntries`.
   LogicalResult readPlan(StringRef path);
-  int64_t dataParallelRanks() const;
+  /// The number of ranks of mesh axis `name` (1 without one).
+  int64_t axisRanks(StringRef name) const;
   LogicalResult finish();
 
   MLIRContext &context;
@@ -234,12 +235,12 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (!t.plan.empty() && mesh.empty())
     return fail("--plan", "lays parameters out over a mesh", "add --mesh dp=N,tp=M",
                 kExitBadUsage);
-  if (t.zero > 0 && dataParallelRanks() < 2)
+  if (t.zero > 0 && axisRanks("dp") < 2)
     return fail("--zero " + std::to_string(t.zero),
                 mesh.empty() ? "shards over a mesh's dp axis"
                              : "shards over the mesh's dp axis, which has one rank here",
                 "add --mesh dp=N with N > 1", kExitBadUsage);
-  int64_t slices = t.gradAccum * dataParallelRanks();
+  int64_t slices = t.gradAccum * axisRanks("dp");
   if (t.batchSize % slices != 0)
     return fail("--batch-size " + std::to_string(t.batchSize),
                 "does not split into " + std::to_string(slices) +
@@ -302,9 +303,9 @@ LogicalResult Compiler::parseMesh(StringRef text) {
   return success();
 }
 
-int64_t Compiler::dataParallelRanks() const {
-  for (const auto &[name, size] : mesh)
-    if (name == "dp")
+int64_t Compiler::axisRanks(StringRef name) const {
+  for (const auto &[axis, size] : mesh)
+    if (axis == name)
       return size;
   return 1;
 }
@@ -338,7 +339,7 @@ LogicalResult Compiler::run() {
   ImportOptions import = options.import;
   if (options.train && options.training.batchSize > 0)
     import.batchSize =
-        options.training.batchSize / (options.training.gradAccum * dataParallelRanks());
+        options.training.batchSize / (options.training.gradAccum * axisRanks("dp"));
   // A model's training_info defines the step, unless told otherwise.
   if (options.train && !options.ignoreTrainingInfo) {
     import.trainingInfo = true;
@@ -362,7 +363,7 @@ LogicalResult Compiler::run() {
     return fail(partial, "cannot create: " + ec.message(), "", kExitBadUsage);
   // Until the end, any failure removes the partial directory, except a host
   // compiler failure, whose source the error points to.
-  auto cleanup = llvm::make_scope_exit([&] {
+  llvm::scope_exit cleanup([&] {
     if (!keepPartial && llvm::sys::fs::exists(partial))
       llvm::sys::fs::remove_directories(partial);
   });
@@ -401,9 +402,7 @@ LogicalResult Compiler::run() {
                 pm.addPass(createAnnotateSharding(annotate));
                 // Tensor parallelism: upstream propagation and partitioning
                 // of @forward, before autodiff differentiates its ranks' part.
-                if (llvm::any_of(mesh, [](const auto &axis) {
-                      return axis.first == "tp" && axis.second > 1;
-                    })) {
+                if (axisRanks("tp") > 1) {
                   // Forward only: shardings flow from the parameters.
                   shard::ShardingPropagationOptions propagation;
                   propagation.traversal = shard::TraversalOrder::Forward;

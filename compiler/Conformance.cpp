@@ -289,7 +289,7 @@ int runConformance(const std::vector<std::string> &roots, llvm::raw_ostream &os)
     printError({"cleave conformance", "cannot create a temporary directory", "", kExitInternal});
     return kExitInternal;
   }
-  auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(scratch); });
+  llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(scratch); });
   int passed = 0, failedCount = 0, skipped = 0;
   for (const std::string &dir : cases) {
     Result result = runCase(dir, scratch.str().str());

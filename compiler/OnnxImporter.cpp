@@ -1901,6 +1901,15 @@ FailureOr<ImportedModel> Importer::run() {
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames, argKinds;
   std::vector<std::pair<std::string, const TensorData *>> boundInputs;
+  auto addInput = [&](const onnx::ValueInfoProto &input) -> LogicalResult {
+    auto type = inputType(input);
+    if (failed(type))
+      return failure();
+    argTypes.push_back(*type);
+    argNames.push_back(input.name());
+    argKinds.push_back("input");
+    return success();
+  };
   for (const auto &input : graph.input()) {
     if (initializerNames.contains(input.name()))
       continue;
@@ -1909,12 +1918,8 @@ FailureOr<ImportedModel> Importer::run() {
       boundInputs.emplace_back(input.name(), &value->second);
       continue;
     }
-    auto type = inputType(input);
-    if (failed(type))
+    if (failed(addInput(input)))
       return failure();
-    argTypes.push_back(*type);
-    argNames.push_back(input.name());
-    argKinds.push_back("input");
   }
   // An algorithm's own inputs (labels a loss in the algorithm reads) are
   // inputs of the step too.
@@ -1927,12 +1932,8 @@ FailureOr<ImportedModel> Importer::run() {
                          });
       if (initializer || llvm::is_contained(argNames, input.name()))
         continue;
-      auto type = inputType(input);
-      if (failed(type))
+      if (failed(addInput(input)))
         return failure();
-      argTypes.push_back(*type);
-      argNames.push_back(input.name());
-      argKinds.push_back("input");
     }
   }
   for (const Parameter &parameter : imported.parameters) {

@@ -15,7 +15,6 @@
 
 #include <cstring>
 #include <map>
-#include <numeric>
 
 using namespace mlir;
 
@@ -60,17 +59,6 @@ std::string absolutePath(StringRef path) {
 }
 
 int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
-
-/// Bytes of one element of the type plan.json spells `name` ("f32", "i64").
-int64_t elementBytes(const std::string &name) {
-  if (name == "i1" || name == "i8" || name == "ui8")
-    return 1;
-  if (name == "f16" || name == "bf16" || name == "i16" || name == "ui16")
-    return 2;
-  if (name == "f64" || name == "i64" || name == "ui64")
-    return 8;
-  return 4;
-}
 
 /// The part of `data` that tp rank `rank` of `ranks` holds when its dim
 /// `dim` is `blocks` equal blocks, each split `ranks` ways.
@@ -145,7 +133,7 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   for (const Parameter &p : model.state)
     byName[p.name] = &p;
   // Functions share inputs and stored arguments by name (cleave-memory-plan).
-  std::map<int64_t, nlohmann::json> inputsByIndex;
+  std::map<int64_t, std::pair<nlohmann::json, int64_t>> inputsByIndex; // entry, bytes
   nlohmann::json parameters = nlohmann::json::array(), state = nlohmann::json::array(),
                  outputs = nlohmann::json::array();
   llvm::StringSet<> seen;
@@ -183,7 +171,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
       auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset");
       if (!offset) {
         int64_t index = func.getArgAttrOfType<IntegerAttr>(i, "cleave.input_index").getInt();
-        inputsByIndex[index] = tensorJson(name, arg.getType());
+        inputsByIndex[index] = {tensorJson(name, arg.getType()),
+                                tensorBytes(cast<RankedTensorType>(arg.getType()))};
         continue;
       }
       // A flat buffer is its members' bytes again (they are listed).
@@ -291,12 +280,8 @@ LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
   nlohmann::json inputs = nlohmann::json::array();
   int64_t inputBytes = 0;
   for (auto &[index, input] : inputsByIndex) {
-    inputs.push_back(input);
-    inputBytes += elementBytes(input["dtype"].get<std::string>()) *
-                  std::accumulate(input["shape"].begin(), input["shape"].end(), int64_t(1),
-                                  [](int64_t a, const nlohmann::json &d) {
-                                    return a * d.get<int64_t>();
-                                  });
+    inputs.push_back(input.first);
+    inputBytes += input.second;
   }
 
   nlohmann::json plan = {

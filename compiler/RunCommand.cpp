@@ -137,7 +137,7 @@ int runProgram(const RunOptions &options) {
     printError({"cleave run", "cannot create a temporary directory", "", kExitInternal});
     return kExitInternal;
   }
-  auto cleanup = llvm::make_scope_exit([&] { llvm::sys::fs::remove_directories(scratch); });
+  llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(scratch); });
 
   args.insert(args.end(),
               {program, "--dir", options.dir, "--threads", std::to_string(options.threads)});

@@ -143,9 +143,7 @@ FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y
 
   auto yType = cast<RankedTensorType>(y.getType());
   llvm::DenseMap<Value, Value> grads;
-  grads[y] = ConstantOp::create(
-      builder, y.getLoc(), yType,
-      DenseElementsAttr::get(yType, builder.getFloatAttr(yType.getElementType(), 1.0)));
+  grads[y] = splatConstant(builder, y.getLoc(), yType, 1.0);
 
   for (Operation *op = last; op; op = op->getPrevNode()) {
     SmallVector<Value> resultGrads;

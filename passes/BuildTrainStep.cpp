@@ -27,10 +27,7 @@ public:
 
   /// A scalar constant, f32 unless `type` says otherwise.
   Value scalar(double value, FloatType type = nullptr) {
-    type = type ? type : b.getF32Type();
-    auto tensor = RankedTensorType::get({}, type);
-    return ConstantOp::create(b, loc, tensor,
-                              DenseElementsAttr::get(tensor, b.getFloatAttr(type, value)));
+    return scalarConstant(b, loc, type ? type : b.getF32Type(), value);
   }
   Value cast(Value x, FloatType type) { return CastOp::create(b, loc, x, type); }
   Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
@@ -97,8 +94,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                             Value lossSum, Updates &u, OpBuilder &b,
                             SmallVectorImpl<std::pair<Value, Value>> &accumulate,
                             SmallVectorImpl<Value> &zeroed,
-                            SmallVectorImpl<std::pair<Value, Value>> &assignments,
-                            Value countF32, Value lr, Value step, const Mesh &layout) {
+                            SmallVectorImpl<std::pair<Value, Value>> &assignments, Value countF32,
+                            Value lr, Value step, const Mesh &layout) {
     MLIRContext *ctx = forward.getContext();
     const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
     const llvm::APInt firstDim(64, 0);
@@ -107,9 +104,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     // get a gather of their own.
     Operation *lossOp = lossSum.getDefiningOp();
     Block &body = forward.getBody().front();
-    auto isBackward = [&](Operation *user) {
-      return lossOp && lossOp->isBeforeInBlock(user);
-    };
+    auto isBackward = [&](Operation *user) { return lossOp && lossOp->isBeforeInBlock(user); };
     SmallVector<std::pair<Value, Value>> grads; // slice in @apply, mean gradient
     for (const Member &m : members) {
       auto type = cast<RankedTensorType>(m.param.getType());
@@ -122,20 +117,17 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value slice = addArgument(forward, sliceType, m.name, "param");
       unsigned index = cast<BlockArgument>(slice).getArgNumber();
       forward.setArgAttr(index, "cleave.zero3_elements", b.getI64IntegerAttr(elements));
-      forward.setArgAttr(index, "cleave.zero3_shape",
-                         b.getDenseI64ArrayAttr(type.getShape()));
+      forward.setArgAttr(index, "cleave.zero3_shape", b.getDenseI64ArrayAttr(type.getShape()));
       for (StringRef attr : {"cleave.split_dim", "cleave.split_blocks", "cleave.split_axis"})
         if (Attribute value = forward.getArgAttr(m.param.getArgNumber(), attr))
           forward.setArgAttr(index, attr, value);
       // The whole parameter, gathered before the first reader of each phase.
       auto whole = [&](Operation *before) -> Value {
         OpBuilder at(before);
-        Value flat = shard::AllGatherOp::create(at, loc, flatType, "mesh", dpAxes, slice,
-                                                firstDim);
+        Value flat = shard::AllGatherOp::create(at, loc, flatType, "mesh", dpAxes, slice, firstDim);
         if (padded != elements)
           flat = SliceOp::create(at, loc, flat, at.getDenseI64ArrayAttr({0}),
-                                 at.getDenseI64ArrayAttr({elements}),
-                                 at.getDenseI64ArrayAttr({1}));
+                                 at.getDenseI64ArrayAttr({elements}), at.getDenseI64ArrayAttr({1}));
         return ReshapeOp::create(at, loc, flat, at.getDenseI64ArrayAttr(type.getShape()));
       };
       Operation *firstForward = nullptr, *firstBackward = nullptr;
@@ -149,10 +141,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value forwardCopy = firstForward ? whole(firstForward) : Value();
       Value backwardCopy = firstBackward ? whole(firstBackward) : Value();
       BlockArgument wholeParam = m.param;
-      wholeParam.replaceUsesWithIf(forwardCopy ? forwardCopy : backwardCopy,
-                                    [&](OpOperand &use) {
-                                      return !isBackward(use.getOwner()) || !backwardCopy;
-                                    });
+      wholeParam.replaceUsesWithIf(forwardCopy ? forwardCopy : backwardCopy, [&](OpOperand &use) {
+        return !isBackward(use.getOwner()) || !backwardCopy;
+      });
       if (backwardCopy)
         wholeParam.replaceAllUsesWith(backwardCopy);
 
@@ -165,13 +156,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value flatGrad = ReshapeOp::create(gb, loc, m.grad, gb.getDenseI64ArrayAttr({gradElements}));
       if (padded != elements) {
         auto padType = RankedTensorType::get({padded - elements}, type.getElementType());
-        Value zeros = ConstantOp::create(
-            gb, loc, padType, DenseElementsAttr::get(padType, gb.getFloatAttr(type.getElementType(), 0.0)));
+        Value zeros = splatConstant(gb, loc, padType, 0.0);
         flatGrad = ConcatOp::create(gb, loc, ValueRange{flatGrad, zeros}, gb.getI64IntegerAttr(0));
       }
-      Value gradSlice = shard::ReduceScatterOp::create(gb, loc, sliceType, "mesh", dpAxes,
-                                                       flatGrad, shard::ReductionKind::Sum,
-                                                       firstDim);
+      Value gradSlice = shard::ReduceScatterOp::create(gb, loc, sliceType, "mesh", dpAxes, flatGrad,
+                                                       shard::ReductionKind::Sum, firstDim);
       std::string accName = ("grad:" + m.name.getValue()).str();
       Value slot = addArgument(forward, sliceType, accName, "state");
       forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
@@ -197,8 +186,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
   }
   static SmallVector<bool> splitOverTp(func::FuncOp forward, ArrayRef<Member> members) {
-    return llvm::map_to_vector(members,
-                               [&](const Member &m) { return isSplitOverTp(forward, m); });
+    return llvm::map_to_vector(members, [&](const Member &m) { return isSplitOverTp(forward, m); });
   }
 
   /// The sum of the squares of `grad`'s elements, those where `where` holds
@@ -245,8 +233,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     }
     if (dpSliced)
       sumOfAll = allReduce(sumOfAll, layout.dpAxis);
-    Value coefficient =
-        u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(1e-6)));
+    Value coefficient = u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(1e-6)));
     Value one = u.scalar(1.0);
     Value clamped = WhereOp::create(b, coefficient.getLoc(),
                                     LessOp::create(b, coefficient.getLoc(), coefficient, one),
@@ -257,9 +244,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// Appends to `assignments` the optimizer's update of `param` (in @apply)
   /// from its gradient `grad`, adding the state slots it keeps.
-  void update(Updates &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name,
-              Value grad, Value lr, Value step,
-              SmallVectorImpl<std::pair<Value, Value>> &assignments) {
+  void update(Updates &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name, Value grad,
+              Value lr, Value step, SmallVectorImpl<std::pair<Value, Value>> &assignments) {
     auto state = [&](StringRef slot) {
       return addArgument(apply, param.getType(), (slot + ":" + name).str(), "state");
     };
@@ -291,8 +277,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     // rounded once: Adam amplifies rounding where sqrt(v) is near eps.
     Value m = state("adam.m"), v = state("adam.v");
     Value nextM = u.blend(beta1, m, 1.0 - beta1, grad);
-    Value nextV =
-        u.add(u.mul(u.scalar(beta2), v), u.mul(u.mul(u.scalar(1.0 - beta2), grad), grad));
+    Value nextV = u.add(u.mul(u.scalar(beta2), v), u.mul(u.mul(u.scalar(1.0 - beta2), grad), grad));
     assignments.push_back({m, nextM});
     assignments.push_back({v, nextV});
     FloatType f64 = b.getF64Type(), f32 = b.getF32Type();
@@ -366,8 +351,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     Updates fu(fb, ret.getLoc());
     OpBuilder mb(ctx);
     mb.setInsertionPointAfter(forward);
-    auto apply = func::FuncOp::create(mb, forward.getLoc(), "apply",
-                                      FunctionType::get(ctx, {}, {}));
+    auto apply =
+        func::FuncOp::create(mb, forward.getLoc(), "apply", FunctionType::get(ctx, {}, {}));
     Block *body = apply.addEntryBlock();
     OpBuilder b = OpBuilder::atBlockEnd(body);
     Updates u(b, forward.getLoc());
@@ -397,9 +382,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       if (!grad)
         continue;
       if (!cast<RankedTensorType>(param.getType()).getElementType().isF32()) {
-        emitError(param.getLoc(), "parameter '")
-            << name.getValue() << "' is " << param.getType()
-            << ": training supports f32 parameters";
+        emitError(param.getLoc(), "parameter '") << name.getValue() << "' is " << param.getType()
+                                                 << ": training supports f32 parameters";
         return signalPassFailure();
       }
       members.push_back({name, param, grad});
@@ -465,8 +449,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       if (zero == 1) {
         // Whole gradients accumulate per parameter, reduce-scattered once.
         for (auto [m, offset] : llvm::zip(members, offsets)) {
-          Value slot = addArgument(forward, m.grad.getType(), ("grad:" + m.name.getValue()).str(),
-                                   "state");
+          Value slot =
+              addArgument(forward, m.grad.getType(), ("grad:" + m.name.getValue()).str(), "state");
           forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
                              UnitAttr::get(ctx));
           member(forward, slot, "flat:grads", offset);
@@ -486,8 +470,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
           int64_t next = &m == &members.back() ? flat : offsets[&m - members.begin() + 1];
           if (next > offset + elements) {
             auto padType = RankedTensorType::get({next - offset - elements}, fb.getF32Type());
-            pieces.push_back(ConstantOp::create(
-                fb, loc, padType, DenseElementsAttr::get(padType, fb.getF32FloatAttr(0.0f))));
+            pieces.push_back(splatConstant(fb, loc, padType, 0.0));
           }
         }
         Value packed = ConcatOp::create(fb, loc, pieces, fb.getI64IntegerAttr(0));
@@ -517,16 +500,12 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
           return RangeOp::create(b, loc, b.getI64IntegerAttr(0), b.getI64IntegerAttr(size),
                                  b.getI64IntegerAttr(1));
         };
-        auto constant = [&](int64_t value) -> Value {
-          auto type = RankedTensorType::get({}, i64);
-          return ConstantOp::create(b, loc, type,
-                                    DenseElementsAttr::get(type, b.getI64IntegerAttr(value)));
-        };
         Value rank = shard::AllSliceOp::create(b, loc, RankedTensorType::get({1}, i64),
                                                range(layout.dpSize), "mesh", dpAxes, 0);
-        Value first = MulOp::create(b, loc, rank, constant(sliceSize));
+        Value first = MulOp::create(b, loc, rank,
+                                    scalarConstant(b, loc, i64, static_cast<double>(sliceSize)));
         Value isSplit = LessOp::create(b, loc, AddOp::create(b, loc, range(sliceSize), first),
-                                       constant(splitEnd));
+                                       scalarConstant(b, loc, i64, static_cast<double>(splitEnd)));
         Value splitSum = sumOfSquares(u, b, grads[0].second, isSplit);
         Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
         clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
@@ -542,10 +521,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     }
     for (Value slot : zeroed) {
       auto type = cast<RankedTensorType>(slot.getType());
-      assignments.push_back(
-          {slot, ConstantOp::create(b, forward.getLoc(), type,
-                                    DenseElementsAttr::get(
-                                        type, b.getFloatAttr(type.getElementType(), 0.0)))});
+      assignments.push_back({slot, splatConstant(b, forward.getLoc(), type, 0.0)});
     }
 
     for (auto [target, value] : accumulate)

@@ -17,12 +17,6 @@ using namespace cleave;
 
 namespace {
 
-Value scalarConstant(OpBuilder &b, Location loc, FloatType type, double value) {
-  auto tensor = RankedTensorType::get({}, type);
-  return ConstantOp::create(b, loc, tensor,
-                            DenseElementsAttr::get(tensor, b.getFloatAttr(type, value)));
-}
-
 SmallVector<int64_t> allDims(Value value) {
   return llvm::to_vector(llvm::seq<int64_t>(0, cast<RankedTensorType>(value.getType()).getRank()));
 }
@@ -42,16 +36,11 @@ Value targetWeights(OpBuilder &b, Location loc, Value targets, Value weights,
   Value valid;
   Value safeTargets = targets;
   if (ignoreIndex) {
-    auto scalar = RankedTensorType::get({}, targetType.getElementType());
-    auto ignored = ConstantOp::create(
-        b, loc, scalar,
-        DenseElementsAttr::get(scalar, b.getIntegerAttr(targetType.getElementType(),
-                                                        *ignoreIndex)));
+    Type index = targetType.getElementType();
+    Value ignored = scalarConstant(b, loc, index, static_cast<double>(*ignoreIndex));
     valid = NotOp::create(b, loc, EqualOp::create(b, loc, targets, ignored));
     // An ignored target may be out of range, so it gathers class 0 instead.
-    auto zero = ConstantOp::create(
-        b, loc, scalar,
-        DenseElementsAttr::get(scalar, b.getIntegerAttr(targetType.getElementType(), 0)));
+    Value zero = scalarConstant(b, loc, index, 0.0);
     safeTargets = WhereOp::create(b, loc, valid, targets, zero);
   }
   Value perTarget;

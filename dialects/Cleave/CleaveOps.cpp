@@ -869,3 +869,15 @@ LogicalResult RangeOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
 
 #define GET_OP_CLASSES
 #include "dialects/Cleave/CleaveOps.cpp.inc"
+
+Value cleave::splatConstant(OpBuilder &b, Location loc, RankedTensorType type, double value) {
+  Type element = type.getElementType();
+  Attribute scalar = isa<FloatType>(element)
+                         ? Attribute(FloatAttr::get(element, value))
+                         : Attribute(IntegerAttr::get(element, static_cast<int64_t>(value)));
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, scalar));
+}
+
+Value cleave::scalarConstant(OpBuilder &b, Location loc, Type element, double value) {
+  return splatConstant(b, loc, RankedTensorType::get({}, element), value);
+}

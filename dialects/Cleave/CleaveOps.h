@@ -53,6 +53,14 @@ inline constexpr int64_t kMaxFoldedElements = 65536;
 #include "dialects/Cleave/CleaveOps.h.inc"
 
 namespace cleave {
+/// A cleave.constant of `type` with every element `value` (float or integer
+/// elements).
+mlir::Value splatConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::RankedTensorType type,
+                          double value);
+/// A rank-0 cleave.constant of `element`: broadcasts against anything.
+mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Type element,
+                           double value);
+
 /// Attaches cleave's interfaces to other dialects' ops: the reverse rule of
 /// `shard.all_reduce`. Every context that differentiates needs it.
 void registerExternalModels(mlir::DialectRegistry &registry);

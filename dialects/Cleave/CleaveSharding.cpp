@@ -388,19 +388,12 @@ FailureOr<Value> tpCoordinate(Operation *op, ArrayRef<GridAxis> axes, IRMapping 
   return op->emitError("needs the tp coordinate: run cleave-check-sharding first");
 }
 
-Value splat(OpBuilder &b, Location loc, Type element, TypedAttr value) {
-  auto tensor = RankedTensorType::get({}, element);
-  return ConstantOp::create(b, loc, tensor, DenseElementsAttr::get(tensor, value));
-}
-Value intScalar(OpBuilder &b, Location loc, IntegerType type, int64_t value) {
-  return splat(b, loc, type, b.getIntegerAttr(type, value));
-}
-
 /// Whether 0 <= v < size, elementwise.
 Value within(OpBuilder &b, Location loc, Value v, int64_t size) {
   auto index = cast<IntegerType>(tensorOf(v).getElementType());
-  Value below = LessOp::create(b, loc, v, intScalar(b, loc, index, 0));
-  Value above = NotOp::create(b, loc, LessOp::create(b, loc, v, intScalar(b, loc, index, size)));
+  Value below = LessOp::create(b, loc, v, scalarConstant(b, loc, index, 0));
+  Value above =
+      NotOp::create(b, loc, LessOp::create(b, loc, v, scalarConstant(b, loc, index, size)));
   // below and above never hold together: they are equal exactly within.
   return EqualOp::create(b, loc, CastOp::create(b, loc, below, index),
                          CastOp::create(b, loc, above, index));
@@ -419,7 +412,7 @@ FailureOr<Value> vocabularyParallelGather(GatherOp gather, Value table, Value in
   FailureOr<Value> rank = tpCoordinate(gather, axes, map, index, b);
   if (failed(rank))
     return failure();
-  auto scalar = [&](int64_t value) { return intScalar(b, loc, index, value); };
+  auto scalar = [&](int64_t value) { return scalarConstant(b, loc, index, value); };
   Value wrapped = WhereOp::create(b, loc, LessOp::create(b, loc, indices, scalar(0)),
                                   AddOp::create(b, loc, indices, scalar(rows * ranks)), indices);
   // This rank's rows are [rank * rows, (rank + 1) * rows) of the table.
@@ -472,18 +465,18 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   // A target outside the classes (and not ignored) stops the run as on one
   // device: it reaches a lookup in this rank's class ids, out of range
   // (shifted below -classes when negative); the zero it adds keeps it live.
-  Value zero = intScalar(b, loc, index, 0);
+  Value zero = scalarConstant(b, loc, index, 0);
   Value outside = WhereOp::create(
       b, loc, LessOp::create(b, loc, labels, zero),
-      SubOp::create(b, loc, labels, intScalar(b, loc, index, classes * ranks)), labels);
+      SubOp::create(b, loc, labels, scalarConstant(b, loc, index, classes * ranks)), labels);
   Value probeIndex =
       WhereOp::create(b, loc, within(b, loc, labels, classes * ranks), zero, outside);
   if (IntegerAttr ignored = sce.getIgnoreIndexAttr())
     probeIndex = WhereOp::create(
-        b, loc, EqualOp::create(b, loc, labels, intScalar(b, loc, index, ignored.getInt())), zero,
-        probeIndex);
+        b, loc, EqualOp::create(b, loc, labels, scalarConstant(b, loc, index, ignored.getInt())),
+        zero, probeIndex);
   Value probe = GatherOp::create(b, loc, ids, probeIndex, b.getI64IntegerAttr(0));
-  Value first = MulOp::create(b, loc, *rank, intScalar(b, loc, index, classes));
+  Value first = MulOp::create(b, loc, *rank, scalarConstant(b, loc, index, classes));
   Value checked = AddOp::create(b, loc, SubOp::create(b, loc, labels, first),
                                 MulOp::create(b, loc, probe, zero));
   Value local = ReshapeOp::create(b, loc, checked, b.getDenseI64ArrayAttr({rows, 1}));
@@ -492,7 +485,7 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   Value perRow = SubOp::create(b, loc, LogOp::create(b, loc, sums), target);
   if (IntegerAttr ignored = sce.getIgnoreIndexAttr()) {
     Value kept = NotOp::create(
-        b, loc, EqualOp::create(b, loc, labels, intScalar(b, loc, index, ignored.getInt())));
+        b, loc, EqualOp::create(b, loc, labels, scalarConstant(b, loc, index, ignored.getInt())));
     perRow = MulOp::create(b, loc, perRow, CastOp::create(b, loc, kept, element));
   }
   return sumOver(perRow, 0);
@@ -615,10 +608,7 @@ struct CleaveShardingModel
           // The log_prob nothing reads is not computed: zeros stand for it.
           auto type = cast<RankedTensorType>(
               shard::shardType(op->getResult(1).getType(), grid, resultShardings[1]));
-          map.map(op->getResult(1),
-                  ConstantOp::create(
-                      b, loc, type,
-                      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0.0))));
+          map.map(op->getResult(1), splatConstant(b, loc, type, 0.0));
         }
         return success();
       }
@@ -645,9 +635,8 @@ struct CleaveShardingModel
       bias = local.pop_back_val();
       Type element = tensorOf(bias).getElementType();
       if (gemm.getBeta().convertToFloat() != 1.0f)
-        bias = MulOp::create(
-            b, loc, bias,
-            splat(b, loc, element, b.getFloatAttr(element, gemm.getBeta().convertToDouble())));
+        bias = MulOp::create(b, loc, bias,
+                             scalarConstant(b, loc, element, gemm.getBeta().convertToDouble()));
     }
 
     SmallVector<Type> resultTypes;

@@ -64,15 +64,7 @@ public:
   //===--- constants -------------------------------------------------------===//
 
   /// A cleave.constant of `type` with every element `value`.
-  Value splat(RankedTensorType type, double value) {
-    Type element = type.getElementType();
-    Attribute scalar;
-    if (isa<FloatType>(element))
-      scalar = FloatAttr::get(element, value);
-    else
-      scalar = IntegerAttr::get(element, static_cast<int64_t>(value));
-    return ConstantOp::create(b, loc, DenseElementsAttr::get(type, scalar));
-  }
+  Value splat(RankedTensorType type, double value) { return splatConstant(b, loc, type, value); }
   /// A rank-0 constant of `element`: broadcasts against anything.
   Value scalar(Type element, double value) {
     return splat(RankedTensorType::get({}, element), value);

@@ -183,15 +183,15 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     }
     commOptions.deterministic = plan.mesh->deterministic;
   }
+  if (int launched = comm::launchedRanks(); !plan.mesh && launched > 1)
+    return fail("program",
+                "is compiled without --mesh, for one rank, but was started on " +
+                    std::to_string(launched) + ": compile it with --mesh dp=" +
+                    std::to_string(launched) + " to train on that many",
+                2);
   std::string startError;
   std::unique_ptr<comm::Communication> communication =
       comm::startCommunication(mesh, commOptions, startError);
-  if (!plan.mesh && comm::launchedRanks() > 1)
-    return fail("program", "is compiled without --mesh, for one rank, but was started on " +
-                               std::to_string(comm::launchedRanks()) +
-                               ": compile it with --mesh dp=" +
-                               std::to_string(comm::launchedRanks()) + " to train on that many",
-                2);
   if (!communication)
     return fail("mesh " + mesh.text(), startError, 2);
   std::vector<comm::Communicator *> axes;
@@ -312,6 +312,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   // one per dp rank too: the file name says which with {tp} and {dp}.
   Plan rankPlan = plan;
   const bool blobPerDpRank = plan.weightsFile.find("{dp}") != std::string::npos;
+  const bool blobPerTpRank = plan.weightsFile.find("{tp}") != std::string::npos;
   for (auto [placeholder, coordinate] : {std::pair<std::string, int64_t>("{tp}", tpRank),
                                          std::pair<std::string, int64_t>("{dp}", dpRank)}) {
     size_t at = rankPlan.weightsFile.find(placeholder);
@@ -415,7 +416,6 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   // and, unless the plan splits some, on every tp rank: one rank per blob
   // the plan names writes it (dp rank 0, or every one with ZeRO 3; tp rank
   // 0, or every one when parameters are split); rank 0 the rest.
-  const bool blobPerTpRank = plan.weightsFile.find("{tp}") != std::string::npos;
   if ((dpRank != 0 && !blobPerDpRank) || (tpRank != 0 && !blobPerTpRank))
     return 0;
   if (!options.outputDir.empty()) {
