@@ -165,7 +165,15 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
       if (dim < 0)
         continue;
       int64_t rank = cast<RankedTensorType>(params.lookup(name).getType()).getRank();
-      std::string text = name + "=";
+      // The entry matches exactly this name: glob characters in it are
+      // escaped.
+      std::string text;
+      for (char c : name) {
+        if (StringRef("*?[]{}\\").contains(c))
+          text += '\\';
+        text += c;
+      }
+      text += "=";
       for (int64_t d = 0; d < rank; ++d)
         text += (d ? "/" : "") + std::string(d == dim ? "tp" : "-");
       auto parsed = parsePlanEntry(func, text);
