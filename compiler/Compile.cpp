@@ -6,13 +6,15 @@
 #include "compiler/PlanWriter.h"
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
+#include "runtime/Mesh.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassInstrumentation.h"
-#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -26,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <iomanip>
 #include <sstream>
 
 using namespace mlir;
@@ -33,14 +36,25 @@ using namespace mlir;
 namespace cleave {
 namespace {
 
-/// Remembers which pass runs, so a failure can name it.
+/// Remembers which pass runs, so a failure can name it, and whether a
+/// failure is the pass's own refusal or a bug: a failing upstream pass (it
+/// runs on what cleave's passes checked) or IR that no longer verifies.
 class CurrentPass : public PassInstrumentation {
 public:
-  explicit CurrentPass(std::string &name) : name(name) {}
-  void runBeforePass(Pass *pass, Operation *) override { name = pass->getArgument().str(); }
+  CurrentPass(std::string &running, bool &internal) : running(running), internal(internal) {}
+  void runBeforePass(Pass *pass, Operation *) override { running = pass->getArgument().str(); }
+  void runAfterPassFailed(Pass *pass, Operation *op) override {
+    // The innermost pass fails first; the adaptors that ran it follow.
+    if (decided)
+      return;
+    decided = true;
+    internal = !pass->getArgument().starts_with("cleave-") || failed(verify(op));
+  }
 
 private:
-  std::string &name;
+  std::string &running;
+  bool &internal;
+  bool decided = false;
 };
 
 /// "node 'fc1'" for an op imported from a named ONNX node, else empty.
@@ -70,7 +84,9 @@ private:
   }
   /// Runs the passes `populate` adds. A failure is reported with `code`:
   /// internal for passes that must not fail, bad input for those that refuse
-  /// what the model asks (an op with no gradient rule).
+  /// what the model asks (an op with no gradient rule). Whatever the code, a
+  /// failure of an upstream pass (cleave's checks ran before it) or of the
+  /// verifier after a pass is internal.
   LogicalResult runPasses(ModuleOp module, function_ref<void(PassManager &)> populate,
                           ExitCode code = kExitInternal);
   LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
@@ -82,14 +98,17 @@ private:
   LogicalResult readPlan(StringRef path);
   /// The number of ranks of mesh axis `name` (1 without one).
   int64_t axisRanks(StringRef name) const;
+  /// The cleave-train-pipeline options `cleave compile`'s flags stand for,
+  /// as cleave-opt takes them (written to pipeline.txt).
+  std::string pipelineText() const;
   LogicalResult finish();
 
   MLIRContext &context;
   const CompileOptions &options;
   UserError &error;
   std::string partial;
-  /// The mesh axes in order, with their sizes (empty: one device).
-  std::vector<std::pair<std::string, int64_t>> mesh;
+  /// The mesh (no axes: one device).
+  rt::Mesh mesh;
   /// The plan's entries as cleave-annotate-sharding takes them.
   SmallVector<std::string> planEntries;
   /// Set when the host compiler ran and failed: the partial directory stays
@@ -101,7 +120,8 @@ LogicalResult Compiler::runPasses(ModuleOp module,
                                   function_ref<void(PassManager &)> populate, ExitCode code) {
   PassManager pm(&context);
   std::string passName;
-  pm.addInstrumentation(std::make_unique<CurrentPass>(passName));
+  bool internal = false;
+  pm.addInstrumentation(std::make_unique<CurrentPass>(passName, internal));
   if (options.printIrAfterAll) {
     context.disableMultithreading();
     pm.enableIRPrinting(/*shouldPrintBeforePass=*/nullptr,
@@ -119,6 +139,8 @@ LogicalResult Compiler::runPasses(ModuleOp module,
   });
   if (succeeded(pm.run(module)))
     return success();
+  if (internal)
+    code = kExitInternal;
   std::string location = options.model + (where.empty() ? "" : ": " + where);
   if (code != kExitInternal)
     return fail(location, message, "", code);
@@ -232,12 +254,12 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("zero", t.zero, "0, 1, 2 or 3");
   if (failed(readPlan(t.plan)))
     return failure();
-  if (!t.plan.empty() && mesh.empty())
+  if (!t.plan.empty() && mesh.axisNames.empty())
     return fail("--plan", "lays parameters out over a mesh", "add --mesh dp=N,tp=M",
                 kExitBadUsage);
   if (t.zero > 0 && axisRanks("dp") < 2)
     return fail("--zero " + std::to_string(t.zero),
-                mesh.empty() ? "shards over a mesh's dp axis"
+                mesh.axisNames.empty() ? "shards over a mesh's dp axis"
                              : "shards over the mesh's dp axis, which has one rank here",
                 "add --mesh dp=N with N > 1", kExitBadUsage);
   int64_t slices = t.gradAccum * axisRanks("dp");
@@ -281,33 +303,78 @@ LogicalResult Compiler::readPlan(StringRef path) {
 LogicalResult Compiler::parseMesh(StringRef text) {
   if (text.empty())
     return success();
-  SmallVector<StringRef> entries;
-  text.split(entries, ',');
-  for (StringRef entry : entries) {
-    auto [name, size] = entry.split('=');
-    int64_t value = 0;
-    if (name.empty() || size.getAsInteger(10, value) || value < 1)
-      return fail("--mesh '" + text + "'", "'" + entry + "' is not AXIS=SIZE with SIZE >= 1",
-                  "e.g. --mesh dp=2", kExitBadUsage);
+  std::string message;
+  if (!rt::Mesh::parse(text.str(), mesh, message))
+    return fail("--mesh '" + text + "'", message, "e.g. --mesh dp=2", kExitBadUsage);
+  for (const std::string &name : mesh.axisNames)
     if (name != "dp" && name != "tp")
       return fail("--mesh '" + text + "'", "unknown axis '" + name + "'",
                   "the axes are dp (data parallel) and tp (tensor parallel)", kExitBadUsage);
-    if (llvm::any_of(mesh, [&](const auto &axis) { return axis.first == name; }))
-      return fail("--mesh '" + text + "'", "axis '" + name + "' is named twice", "",
-                  kExitBadUsage);
-    mesh.emplace_back(name.str(), value);
-  }
   // Every mesh has a data-parallel axis, of one rank if not named.
-  if (llvm::none_of(mesh, [](const auto &axis) { return axis.first == "dp"; }))
-    mesh.insert(mesh.begin(), {"dp", 1});
+  if (mesh.axisIndex("dp") < 0) {
+    mesh.axisNames.insert(mesh.axisNames.begin(), "dp");
+    mesh.shape.insert(mesh.shape.begin(), 1);
+  }
   return success();
 }
 
 int64_t Compiler::axisRanks(StringRef name) const {
-  for (const auto &[axis, size] : mesh)
-    if (axis == name)
-      return size;
-  return 1;
+  int axis = mesh.axisIndex(name);
+  return axis < 0 ? 1 : mesh.shape[axis];
+}
+
+std::string Compiler::pipelineText() const {
+  std::string text;
+  // A value is quoted unless it is plain; list items are quoted one by one.
+  auto quoted = [](StringRef value) {
+    bool plain = !value.empty() && llvm::all_of(value, [](char c) {
+      return llvm::isAlnum(c) || StringRef("._-:/*=[]").contains(c);
+    });
+    return plain ? value.str() : "\"" + value.str() + "\"";
+  };
+  auto add = [&](StringRef key, const std::string &value) {
+    text += (text.empty() ? "" : " ") + key.str() + "=" + value;
+  };
+  auto addList = [&](StringRef key, ArrayRef<std::string> items) {
+    if (!items.empty())
+      add(key, llvm::join(llvm::map_range(items, quoted), ","));
+  };
+  auto number = [](double value) {
+    std::ostringstream os; // the shortest spelling that reads back exactly
+    os << std::setprecision(17) << value;
+    return os.str();
+  };
+  if (!options.train)
+    add("gradients-only", "true");
+  if (StringRef(options.loss).contains(':')) {
+    // --loss KIND:OUTPUT,TARGET appends a loss (checked in run()).
+    auto [kind, rest] = StringRef(options.loss).split(':');
+    auto [output, target] = rest.split(',');
+    add("append-loss-kind", quoted(kind));
+    add("append-loss-output", quoted(output));
+    add("append-loss-target", quoted(target));
+  } else if (!options.loss.empty()) {
+    add("loss", quoted(options.loss));
+  }
+  addList("freeze", options.freeze);
+  if (!options.train)
+    return text;
+  SmallVector<std::string> meshEntries;
+  for (size_t a = 0; a < mesh.shape.size(); ++a)
+    meshEntries.push_back(mesh.axisNames[a] + "=" + std::to_string(mesh.shape[a]));
+  addList("mesh", meshEntries);
+  addList("plan", planEntries);
+  const TrainOptions &t = options.training;
+  add("optimizer", quoted(t.optimizer));
+  add("beta1", number(t.beta1));
+  add("beta2", number(t.beta2));
+  add("eps", number(t.epsilon));
+  add("weight-decay", number(t.weightDecay));
+  add("momentum", number(t.momentum));
+  add("nesterov", t.nesterov ? "true" : "false");
+  add("clip-grad-norm", number(t.clipGradNorm));
+  add("zero", std::to_string(t.zero));
+  return text;
 }
 
 LogicalResult Compiler::finish() {
@@ -369,7 +436,6 @@ LogicalResult Compiler::run() {
   });
 
   // --loss KIND:OUTPUT,TARGET appends a loss; a plain name picks an output.
-  std::optional<AppendLossOptions> appended;
   if (StringRef(options.loss).contains(':')) {
     auto [kind, rest] = StringRef(options.loss).split(':');
     auto [output, target] = rest.split(',');
@@ -377,71 +443,24 @@ LogicalResult Compiler::run() {
       return fail("--loss '" + options.loss + "'",
                   "expected NAME, cross_entropy:LOGITS,LABELS or mse:OUTPUT,TARGET", "",
                   kExitBadUsage);
-    appended = AppendLossOptions{kind.str(), output.str(), target.str()};
   }
-  if ((options.gradients || options.train) && !stepFromModel &&
-      failed(runPasses(
-          module,
-          [&](PassManager &pm) {
-            AutodiffOptions autodiff;
-            autodiff.loss = appended ? "loss" : options.loss;
-            if (appended)
-              pm.addNestedPass<func::FuncOp>(createAppendLoss(*appended));
-            // Training differentiates the loss's sum; the step divides by the
-            // global count once (cleave-split-loss).
-            SmallVector<std::string> meshEntries;
-            for (const auto &[name, size] : mesh)
-              meshEntries.push_back(name + "=" + std::to_string(size));
-            if (options.train) {
-              pm.addNestedPass<func::FuncOp>(createSplitLoss(SplitLossOptions{autodiff.loss}));
-              autodiff.loss = "loss.sum";
-              if (!mesh.empty()) {
-                AnnotateShardingOptions annotate;
-                annotate.mesh = meshEntries;
-                annotate.plan = planEntries;
-                pm.addPass(createAnnotateSharding(annotate));
-                // Tensor parallelism: upstream propagation and partitioning
-                // of @forward, before autodiff differentiates its ranks' part.
-                if (axisRanks("tp") > 1) {
-                  // Forward only: shardings flow from the parameters.
-                  shard::ShardingPropagationOptions propagation;
-                  propagation.traversal = shard::TraversalOrder::Forward;
-                  pm.addNestedPass<func::FuncOp>(shard::createShardingPropagation(propagation));
-                  pm.addNestedPass<func::FuncOp>(createCheckSharding());
-                  pm.addNestedPass<func::FuncOp>(shard::createPartition());
-                }
-              }
-            }
-            autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
-            pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
-            if (options.train) {
-              const TrainOptions &t = options.training;
-              BuildTrainStepOptions step;
-              step.optimizer = t.optimizer;
-              step.beta1 = t.beta1;
-              step.beta2 = t.beta2;
-              step.epsilon = t.epsilon;
-              step.weightDecay = t.weightDecay;
-              step.momentum = t.momentum;
-              step.nesterov = t.nesterov;
-              step.clipGradNorm = t.clipGradNorm;
-              step.zero = t.zero;
-              step.mesh = meshEntries;
-              pm.addPass(createBuildTrainStep(step));
-              if (!mesh.empty()) {
-                DataParallelOptions parallel;
-                parallel.mesh = meshEntries;
-                pm.addPass(createDataParallel(parallel));
-              }
-            }
-          },
-          kExitBadInput)))
-    return failure();
+  if ((options.gradients || options.train) && !stepFromModel) {
+    std::string text = pipelineText();
+    std::unique_ptr<TrainPipelineOptions> pipeline = TrainPipelineOptions::createFromString(text);
+    if (!pipeline)
+      return fail(options.model, "the flags make no pipeline: " + text,
+                  "a name or glob with a quote in it cannot be passed", kExitBadUsage);
+    if (failed(write("pipeline.txt", [&](llvm::raw_ostream &os) { os << text << "\n"; })) ||
+        failed(runPasses(
+            module, [&](PassManager &pm) { buildTrainPipeline(pm, *pipeline); },
+            kExitBadInput)))
+      return failure();
+  }
   if (failed(runPasses(module, [](PassManager &pm) {
         pm.addPass(createMemoryPlan());
       })))
     return failure();
-  if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { module.print(os); })))
+  if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
     return failure();
   if (failed(writePlan(module, *imported, options, partial, error)))
     return failure();
@@ -449,7 +468,7 @@ LogicalResult Compiler::run() {
         pm.addPass(createLowerToEmitC(LowerToEmitCOptions{options.target}));
       })))
     return failure();
-  if (failed(write("program.mlir", [&](llvm::raw_ostream &os) { module.print(os); })))
+  if (failed(write("program.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
     return failure();
   if (options.emit != "mlir") {
     std::string source = options.target == "cuda" ? "program.cu" : "program.cpp";

@@ -17,6 +17,7 @@
 #include "dialects/Cleave/CleaveOps.h"
 #include "onnx/onnx.pb.h"
 #include "runtime/Npy.h"
+#include "runtime/Plan.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/STLExtras.h"
@@ -28,10 +29,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
-#include <fstream>
 #include <map>
 
-#include <nlohmann/json.hpp>
 #include <cstring>
 
 using llvm::StringRef;
@@ -170,12 +169,11 @@ std::string knownBadData(StringRef name, const onnx::ModelProto &model) {
 /// The names of the inputs a compiled program takes, from its plan.json.
 std::vector<std::string> programInputs(const std::string &dir) {
   std::vector<std::string> names;
-  std::ifstream in(dir + "/plan.json");
-  nlohmann::json plan = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (plan.is_object() && plan.contains("inputs") && plan["inputs"].is_array())
-    for (const auto &input : plan["inputs"])
-      if (input.is_object() && input.contains("name") && input["name"].is_string())
-        names.push_back(input["name"].get<std::string>());
+  rt::Plan plan;
+  std::string error;
+  if (rt::readPlan(dir + "/plan.json", plan, error))
+    for (const rt::TensorSpec &input : plan.inputs)
+      names.push_back(input.name);
   return names;
 }
 

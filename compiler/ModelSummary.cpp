@@ -39,19 +39,19 @@ void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
     return attr ? attr.getInt() : 0;
   };
   // No ai.onnx opset (a graph of training-domain nodes alone) prints as "-".
-  auto opset = module->getAttrOfType<IntegerAttr>("cleave.opset");
-  os << "model:      " << text("cleave.source") << " (IR version " << number("cleave.ir_version")
+  auto opset = module->getAttrOfType<IntegerAttr>(kOpsetAttr);
+  os << "model:      " << text(kSourceAttr) << " (IR version " << number(kIrVersionAttr)
      << ", opset " << (opset ? std::to_string(opset.getInt()) : std::string("-"))
-     << ", producer " << text("cleave.producer") << ")\n";
+     << ", producer " << text(kProducerAttr) << ")\n";
 
   for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
-    if (forward.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() != "input")
+    if (forward.getArgAttrOfType<StringAttr>(i, kKindAttr).getValue() != "input")
       continue;
-    os << "input:      " << forward.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue()
+    os << "input:      " << forward.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue()
        << " " << typeString(arg.getType()) << "\n";
   }
   for (auto [i, type] : llvm::enumerate(forward.getResultTypes()))
-    os << "output:     " << forward.getResultAttrOfType<StringAttr>(i, "cleave.name").getValue()
+    os << "output:     " << forward.getResultAttrOfType<StringAttr>(i, kNameAttr).getValue()
        << " " << typeString(type) << "\n";
 
   int64_t elements = 0, bytes = 0;
@@ -80,7 +80,7 @@ void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
   for (const auto &[name, count] : counts)
     os << "  " << name << " " << count << "\n";
 
-  auto info = module->getAttrOfType<ArrayAttr>("cleave.training_info");
+  auto info = module->getAttrOfType<ArrayAttr>(kTrainingInfoAttr);
   os << "training:   "
      << (info ? std::to_string(info.size()) + " training_info algorithm(s)" : std::string("none"))
      << "\n";
@@ -97,9 +97,9 @@ void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
       os << "\n";
     }
   }
-  auto configs = module->getAttrOfType<ArrayAttr>("cleave.configurations");
+  auto configs = module->getAttrOfType<ArrayAttr>(kConfigurationsAttr);
   int annotated = 0;
-  forward.walk([&](Operation *op) { annotated += op->hasAttr("cleave.device_config"); });
+  forward.walk([&](Operation *op) { annotated += op->hasAttr(kDeviceConfigAttr); });
   os << "devices:    ";
   if (!configs) {
     os << "no multi-device configuration\n";

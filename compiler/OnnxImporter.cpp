@@ -1368,7 +1368,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, Strin
       continue;
     values[name] = value;
     if (Operation *producer = value.getDefiningOp(); producer && deviceConfig)
-      producer->setAttr("cleave.device_config", deviceConfig);
+      producer->setAttr(kDeviceConfigAttr, deviceConfig);
   }
   return success();
 }
@@ -1955,8 +1955,8 @@ FailureOr<ImportedModel> Importer::run() {
                                    builder.getFunctionType(argTypes, {}));
   Block *body = func.addEntryBlock();
   for (auto [i, arg] : llvm::enumerate(body->getArguments())) {
-    func.setArgAttr(i, "cleave.name", builder.getStringAttr(argNames[i]));
-    func.setArgAttr(i, "cleave.kind", builder.getStringAttr(argKinds[i]));
+    func.setArgAttr(i, kNameAttr, builder.getStringAttr(argNames[i]));
+    func.setArgAttr(i, kKindAttr, builder.getStringAttr(argKinds[i]));
     values[argNames[i]] = arg;
   }
   builder.setInsertionPointToEnd(body);
@@ -1995,22 +1995,22 @@ FailureOr<ImportedModel> Importer::run() {
       op.erase();
   func.setType(builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, name] : llvm::enumerate(resultNames))
-    func.setResultAttr(i, "cleave.name", builder.getStringAttr(name));
+    func.setResultAttr(i, kNameAttr, builder.getStringAttr(name));
 
-  module->setAttr("cleave.source", builder.getStringAttr(path));
-  module->setAttr("cleave.ir_version", builder.getI64IntegerAttr(model.ir_version()));
+  module->setAttr(kSourceAttr, builder.getStringAttr(path));
+  module->setAttr(kIrVersionAttr, builder.getI64IntegerAttr(model.ir_version()));
   if (opsets.count(""))
-    module->setAttr("cleave.opset", builder.getI64IntegerAttr(opsets.lookup("")));
+    module->setAttr(kOpsetAttr, builder.getI64IntegerAttr(opsets.lookup("")));
   std::string producer = model.producer_name();
   if (!model.producer_version().empty())
     producer += (producer.empty() ? "" : " ") + model.producer_version();
   if (!producer.empty())
-    module->setAttr("cleave.producer", builder.getStringAttr(producer));
+    module->setAttr(kProducerAttr, builder.getStringAttr(producer));
   // A training_info the step was built from is not kept a second time.
   if (ArrayAttr info = algorithms ? ArrayAttr() : trainingInfo())
-    module->setAttr("cleave.training_info", info);
+    module->setAttr(kTrainingInfoAttr, info);
   if (ArrayAttr configs = configurations())
-    module->setAttr("cleave.configurations", configs);
+    module->setAttr(kConfigurationsAttr, configs);
 
   if (failed(mlir::verify(module)))
     return fail("the imported module does not verify (a cleave bug)",

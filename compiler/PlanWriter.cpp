@@ -4,6 +4,7 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Collectives.h"
+#include "runtime/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -11,28 +12,26 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstring>
 #include <map>
+#include <numeric>
 
 using namespace mlir;
 
 namespace cleave {
 namespace {
 
-std::string dtypeName(Type type) {
+/// The runtime's description of a tensor of the IR (every element type the
+/// importer admits has a runtime name).
+rt::TensorSpec tensorSpec(StringRef name, Type type) {
+  auto tensor = cast<RankedTensorType>(type);
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << type;
-  return text;
-}
-
-nlohmann::json tensorJson(StringRef name, Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return {{"name", name.str()},
-          {"dtype", dtypeName(tensor.getElementType())},
-          {"shape", std::vector<int64_t>(tensor.getShape().begin(), tensor.getShape().end())}};
+  os << tensor.getElementType();
+  rt::TensorSpec spec{name.str(), rt::DType::F32, {}};
+  (void)rt::dtypeFromName(text, spec.dtype);
+  spec.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  return spec;
 }
 
 /// A constant's bytes in host layout (bools one byte each).
@@ -87,6 +86,416 @@ shard::GridOp getGrid(ModuleOp module) {
   return grids.empty() ? shard::GridOp() : *grids.begin();
 }
 
+/// plan.json and the weights blobs of a memory-planned module, built in
+/// named steps: the stored tensors of every function, the constants and
+/// FLOPs, the collectives, the outputs, the training settings; then the
+/// blobs, one per rank coordinate they differ along.
+class PlanBuilder {
+public:
+  PlanBuilder(ModuleOp module, const ImportedModel &model, const CompileOptions &options)
+      : module(module), model(model), options(options), grid(getGrid(module)) {}
+
+  LogicalResult build(UserError &error);
+  LogicalResult writeFiles(StringRef dir, UserError &error);
+
+private:
+  /// A parameter whose initial bytes differ by rank: split over tp and/or
+  /// sliced over dp by ZeRO 3 (this rank's elements of the flattened,
+  /// padded parameter).
+  struct RankedParameter {
+    const Parameter *parameter;
+    int64_t offset;
+    rt::Sharding sharding;
+  };
+  /// Collectives per step of one kind on one mesh axis.
+  struct Traffic {
+    int64_t calls = 0, bufferBytes = 0, payloadBytes = 0, sentBytes = 0;
+  };
+
+  void setMesh();
+  void setFlatParameters();
+  void addStoredArguments(func::FuncOp func);
+  void addStored(func::FuncOp func, unsigned index);
+  void addConstantsAndFlops(func::FuncOp func);
+  LogicalResult countCollectives(func::FuncOp func, UserError &error);
+  void count(StringRef kind, int64_t axis, int64_t calls, int64_t buffer, int64_t payload);
+  void setCollectives();
+  void setMemory();
+  void setTraining();
+  /// The blob of the rank at `coordinates`.
+  std::vector<char> blob(const std::vector<int> &coordinates) const;
+
+  ModuleOp module;
+  const ImportedModel &model;
+  const CompileOptions &options;
+  shard::GridOp grid;
+  rt::Plan plan;
+  /// The blob's bytes every rank shares.
+  std::vector<char> weights;
+  std::vector<RankedParameter> rankedParameters;
+  /// Where each tp rank's blob holds its tp coordinate (an i64).
+  std::vector<int64_t> tpCoordinates;
+  /// Inputs by index, as functions share them by name (cleave-memory-plan).
+  std::map<int64_t, rt::TensorSpec> inputsByIndex;
+  llvm::StringSet<> seen;
+  llvm::StringMap<rt::Sharding> parameterShardings;
+  std::map<std::pair<std::string, int64_t>, Traffic> traffic;
+  /// The flat parameter buffer's unpadded bytes (ZeRO 1/2): what its
+  /// collectives must move at least.
+  int64_t flatPayload = 0;
+};
+
+void PlanBuilder::setMesh() {
+  if (!grid)
+    return;
+  rt::Mesh mesh;
+  auto names = grid->getAttrOfType<ArrayAttr>(kAxesAttr);
+  for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape())) {
+    mesh.axisNames.push_back(name.str());
+    mesh.shape.push_back(static_cast<int>(size));
+  }
+  plan.mesh = mesh;
+  plan.deterministic = options.training.deterministic;
+}
+
+void PlanBuilder::setFlatParameters() {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  rt::FlatBuffer flat;
+  flat.name = "flat:params";
+  for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
+    auto group = forward.getArgAttrOfType<StringAttr>(i, kFlatMemberAttr);
+    if (!group || group.getValue() != flat.name)
+      continue;
+    flatPayload += tensorBytes(cast<RankedTensorType>(arg.getType()));
+    flat.members.push_back(
+        {forward.getArgAttrOfType<StringAttr>(i, kNameAttr).str(),
+         forward.getArgAttrOfType<IntegerAttr>(i, kFlatOffsetAttr).getInt(),
+         cast<RankedTensorType>(arg.getType()).getNumElements()});
+  }
+  if (flat.members.empty())
+    return;
+  for (auto func : module.getOps<func::FuncOp>())
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto size = func.getArgAttrOfType<IntegerAttr>(i, kFlatSizeAttr);
+          size && func.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue() == flat.name)
+        flat.slices.elements = size.getInt();
+  flat.slices.axis = "dp";
+  flat.slices.slice = flat.slices.elements / plan.mesh->shape[plan.mesh->axisIndex("dp")];
+  plan.flatParameters = flat;
+}
+
+void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
+  Value arg = func.getArgument(i);
+  StringRef name = func.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue();
+  rt::StoredTensor stored;
+  stored.tensor = tensorSpec(name, arg.getType());
+  stored.offset = func.getArgAttrOfType<IntegerAttr>(i, kWeightsOffsetAttr).getInt();
+  stored.bytes = tensorBytes(cast<RankedTensorType>(arg.getType()));
+  if (func.getArgAttrOfType<StringAttr>(i, kKindAttr).getValue() == "state") {
+    stored.role = func.getArgAttr(i, kTpCoordinateAttr) ? rt::StoredRole::Coordinate
+                  : func.getArgAttr(i, kAccumulatorAttr) ? rt::StoredRole::Accumulator
+                                                              : rt::StoredRole::OptimizerState;
+    if (stored.role == rt::StoredRole::Coordinate)
+      tpCoordinates.push_back(stored.offset);
+    if (auto of = func.getArgAttrOfType<StringAttr>(i, kStateOfAttr)) {
+      stored.stateOf = of.str();
+      if (auto sharding = parameterShardings.find(of.getValue());
+          sharding != parameterShardings.end())
+        stored.sharding = sharding->second;
+    }
+    // Optimizer state and accumulators start at zero (the blob's initial
+    // bytes); state a training_info step updates at its initializer's value.
+    for (const Parameter &initial : model.state)
+      if (initial.name == name)
+        llvm::copy(initial.value.bytes, weights.begin() + stored.offset);
+    plan.state.push_back(std::move(stored));
+    return;
+  }
+  const Parameter *parameter = nullptr;
+  for (const Parameter &p : model.parameters)
+    if (p.name == name)
+      parameter = &p;
+  auto dim = func.getArgAttrOfType<IntegerAttr>(i, kSplitDimAttr);
+  auto zero3 = func.getArgAttrOfType<IntegerAttr>(i, kZero3ElementsAttr);
+  if (dim || zero3) {
+    rt::Sharding sharding;
+    ArrayRef<int64_t> global = parameter->value.type.getShape();
+    sharding.globalShape.assign(global.begin(), global.end());
+    if (dim)
+      sharding.split = rt::DimSplit{
+          dim.getInt(), "tp",
+          func.getArgAttrOfType<IntegerAttr>(i, kSplitBlocksAttr).getInt()};
+    if (zero3)
+      sharding.slices = rt::FlatSlices{
+          "dp", zero3.getInt(), cast<RankedTensorType>(arg.getType()).getNumElements()};
+    // Each rank's blob gets its own part (blob()).
+    rankedParameters.push_back({parameter, stored.offset, sharding});
+    parameterShardings[name] = sharding;
+    stored.sharding = sharding;
+  } else {
+    llvm::copy(parameter->value.bytes, weights.begin() + stored.offset);
+  }
+  plan.parameters.push_back(std::move(stored));
+}
+
+void PlanBuilder::addStoredArguments(func::FuncOp func) {
+  // Parameters first, so that state can take the layout of its parameter.
+  for (bool parameters : {true, false}) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      StringRef name = func.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue();
+      if (!func.getArgAttr(i, kWeightsOffsetAttr)) {
+        if (parameters) {
+          int64_t index = func.getArgAttrOfType<IntegerAttr>(i, kInputIndexAttr).getInt();
+          inputsByIndex[index] = tensorSpec(name, func.getArgument(i).getType());
+        }
+        continue;
+      }
+      bool isParameter = func.getArgAttrOfType<StringAttr>(i, kKindAttr).getValue() == "param";
+      // A flat buffer is its members' bytes again (they are listed).
+      if (isParameter != parameters || func.getArgAttr(i, kFlatSizeAttr) ||
+          !seen.insert(name).second)
+        continue;
+      addStored(func, i);
+    }
+  }
+}
+
+void PlanBuilder::addConstantsAndFlops(func::FuncOp func) {
+  func.walk([&](Operation *op) {
+    if (op->getDialect() && isa<CleaveDialect>(op->getDialect()))
+      plan.flops += estimateFlops(op);
+    auto constant = dyn_cast<ConstantOp>(op);
+    auto offset = op->getAttrOfType<IntegerAttr>(kWeightsOffsetAttr);
+    if (!constant || !offset)
+      return;
+    std::vector<char> bytes = constantBytes(constant);
+    llvm::copy(bytes, weights.begin() + offset.getInt());
+    ++plan.constantCount;
+    plan.constantBytes += static_cast<int64_t>(bytes.size());
+  });
+}
+
+void PlanBuilder::count(StringRef kind, int64_t axis, int64_t calls, int64_t buffer,
+                        int64_t payload) {
+  // What one rank sends for one call by the ring algorithm (as the runtime
+  // counts it): an all-reduce 2(n-1)/n of its buffer, a reduce-scatter or
+  // all-gather (n-1)/n of the whole buffer.
+  int64_t n = grid.getShape()[axis], factor = kind == "all_reduce" ? 2 : 1;
+  Traffic &t = traffic[{kind.str(), axis}];
+  t.calls += calls;
+  t.bufferBytes += calls * buffer;
+  t.payloadBytes += calls * payload;
+  t.sentBytes += calls * (factor * (n - 1) * buffer / n);
+}
+
+LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error) {
+  // @forward runs once per microbatch.
+  int64_t repeats = func.getSymName() == "forward" ? options.training.gradAccum : 1;
+  for (auto &run : allReduceRuns(func)) {
+    auto spans = reductionSpans(func, run);
+    if (failed(spans)) {
+      error = UserError{options.model, "a collective cannot be lowered (a cleave bug)", "",
+                        kExitInternal};
+      return failure();
+    }
+    for (const ReductionSpan &span : *spans)
+      count("all_reduce", span.axis, repeats, span.bytes, span.payload);
+  }
+  func.walk([&](Operation *op) {
+    auto reduce = dyn_cast<shard::AllReduceOp>(op);
+    if (isa<shard::AllSliceOp>(op) || (reduce && isInPlace(reduce)) ||
+        !isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllGatherOp>(op))
+      return;
+    // The whole buffer: a reduce-scatter's input, an all-gather's output.
+    Value whole = isa<shard::ReduceScatterOp>(op) ? op->getOperand(0) : op->getResult(0);
+    auto type = cast<RankedTensorType>(whole.getType());
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    // Without padding: the gradients a packed buffer concatenates, a ZeRO 3
+    // parameter's own elements, the flat parameter buffer's parameters.
+    int64_t payload = tensorBytes(type);
+    auto slice = dyn_cast<BlockArgument>(op->getOperand(0));
+    auto elements = slice ? func.getArgAttrOfType<IntegerAttr>(slice.getArgNumber(),
+                                                               kZero3ElementsAttr)
+                          : IntegerAttr();
+    if (auto concat = whole.getDefiningOp<ConcatOp>()) {
+      payload = 0;
+      for (Value part : concat.getOperands())
+        if (!part.getDefiningOp<ConstantOp>())
+          payload += tensorBytes(cast<RankedTensorType>(part.getType()));
+    } else if (elements) {
+      payload = elements.getInt() * tensorBytes(type) / type.getNumElements();
+    } else if (flatPayload > 0 && type.getRank() == 1 && tensorBytes(type) >= flatPayload) {
+      payload = flatPayload;
+    }
+    count(op->getName().stripDialect(), axes[0], repeats, tensorBytes(type), payload);
+  });
+  return success();
+}
+
+void PlanBuilder::setCollectives() {
+  // Per rank and step, next to the analytic minimum: the same ring amounts
+  // of the buffers without the blob's alignment padding.
+  for (const auto &[key, t] : traffic) {
+    int64_t n = grid.getShape()[key.second];
+    int64_t factor = key.first == "all_reduce" ? 2 : 1;
+    plan.collectives.push_back({key.first, plan.mesh->axisNames[key.second], t.calls,
+                                t.bufferBytes, t.sentBytes,
+                                factor * (n - 1) * t.payloadBytes / n});
+  }
+}
+
+void PlanBuilder::setMemory() {
+  rt::MemoryFigures &m = plan.memory;
+  for (const rt::StoredTensor &p : plan.parameters)
+    m.parameterBytes += p.bytes;
+  for (const rt::StoredTensor &s : plan.state) {
+    if (s.role == rt::StoredRole::Accumulator)
+      m.gradientBytes += s.bytes;
+    if (s.role == rt::StoredRole::OptimizerState)
+      m.optimizerStateBytes += s.bytes;
+  }
+  for (const rt::TensorSpec &input : plan.inputs)
+    m.inputBytes += static_cast<int64_t>(rt::dtypeSize(input.dtype)) *
+                    std::accumulate(input.shape.begin(), input.shape.end(), int64_t(1),
+                                    std::multiplies<int64_t>());
+  m.activationBytes = plan.arenaBytes;
+  m.predictedPeakBytes = plan.weightsBytes + plan.arenaBytes + m.inputBytes;
+}
+
+void PlanBuilder::setTraining() {
+  if (!options.train)
+    return;
+  rt::TrainingSpec spec;
+  if (model.trainingAlgorithm) {
+    // The model's training_info is the whole step: every input is data, the
+    // learning rate and step live in the graph.
+    spec.trainingInfo = true;
+    spec.updateBinding = model.trainingAlgorithm->updates;
+    for (size_t i = 0; i < plan.outputs.size(); ++i)
+      if (plan.outputs[i].name == model.trainingAlgorithm->loss)
+        spec.lossOutput = i;
+  } else {
+    const TrainOptions &t = options.training;
+    spec.optimizer = t.optimizer;
+    spec.lr = t.lr;
+    spec.schedule = t.lrSchedule == "linear"   ? rt::LrSchedule::Linear
+                    : t.lrSchedule == "cosine" ? rt::LrSchedule::Cosine
+                                               : rt::LrSchedule::Constant;
+    spec.warmup = t.warmup;
+    spec.hyperparameters = {t.beta1,    t.beta2,    t.epsilon,    t.weightDecay,
+                            t.momentum, t.nesterov, t.clipGradNorm};
+    spec.gradAccum = t.gradAccum;
+  }
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
+      spec.lrInput = i;
+    else if (!spec.trainingInfo && plan.inputs[i].name == "cleave.step")
+      spec.stepInput = i;
+    else
+      spec.dataInputs.push_back(i);
+  }
+  plan.training = spec;
+}
+
+LogicalResult PlanBuilder::build(UserError &error) {
+  plan.model = absolutePath(options.model);
+  plan.target = options.target;
+  plan.weightsBytes = module->getAttrOfType<IntegerAttr>(kWeightsBytesAttr).getInt();
+  plan.arenaBytes = module->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
+  weights.assign(plan.weightsBytes, 0);
+  setMesh();
+  if (plan.mesh)
+    setFlatParameters();
+  for (auto func : module.getOps<func::FuncOp>()) {
+    addStoredArguments(func);
+    addConstantsAndFlops(func);
+    if (failed(countCollectives(func, error)))
+      return failure();
+    for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
+      plan.outputs.push_back(
+          tensorSpec(func.getResultAttrOfType<StringAttr>(i, kNameAttr).getValue(), type));
+  }
+  for (auto &[index, input] : inputsByIndex)
+    plan.inputs.push_back(input);
+  if (plan.mesh)
+    setCollectives();
+  setMemory();
+  setTraining();
+  // Parameters split over tp make one blob per tp rank, ZeRO 3 one per dp
+  // rank too.
+  bool byTp = !tpCoordinates.empty() || llvm::any_of(rankedParameters, [](const auto &p) {
+                return p.sharding.split.has_value();
+              });
+  bool byDp = llvm::any_of(rankedParameters,
+                           [](const auto &p) { return p.sharding.slices.has_value(); });
+  if (byDp)
+    plan.weightsByAxes.push_back("dp");
+  if (byTp)
+    plan.weightsByAxes.push_back("tp");
+  return success();
+}
+
+std::vector<char> PlanBuilder::blob(const std::vector<int> &coordinates) const {
+  std::vector<char> bytes = weights;
+  int tpAxis = plan.mesh ? plan.mesh->axisIndex("tp") : -1;
+  int dpAxis = plan.mesh ? plan.mesh->axisIndex("dp") : -1;
+  int64_t tp = tpAxis < 0 ? 0 : coordinates[tpAxis], dp = dpAxis < 0 ? 0 : coordinates[dpAxis];
+  for (const RankedParameter &ranked : rankedParameters) {
+    const TensorData &value = ranked.parameter->value;
+    std::vector<char> part = value.bytes;
+    if (const auto &split = ranked.sharding.split)
+      part = rankPart(value, split->dim, split->blocks, plan.mesh->shape[tpAxis], tp);
+    if (const auto &slices = ranked.sharding.slices) {
+      // This dp rank's elements of the flattened part, zero past its end.
+      size_t element = value.bytes.size() / value.type.getNumElements();
+      size_t sliceBytes = slices->slice * element, first = dp * sliceBytes;
+      std::vector<char> slice(sliceBytes, 0);
+      if (first < part.size())
+        std::copy(part.begin() + first, part.begin() + std::min(part.size(), first + sliceBytes),
+                  slice.begin());
+      part = std::move(slice);
+    }
+    llvm::copy(part, bytes.begin() + ranked.offset);
+  }
+  for (int64_t offset : tpCoordinates)
+    std::memcpy(bytes.data() + offset, &tp, sizeof tp);
+  return bytes;
+}
+
+LogicalResult PlanBuilder::writeFiles(StringRef dir, UserError &error) {
+  auto writeFile = [&](StringRef name, StringRef bytes) {
+    std::string path = (dir + "/" + name).str();
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (!ec)
+      os << bytes;
+    if (!ec)
+      os.close();
+    if (ec || os.has_error()) {
+      error = UserError{path, "cannot write", "", kExitBadUsage};
+      return failure();
+    }
+    return success();
+  };
+  if (failed(writeFile("plan.json", rt::planJson(plan))))
+    return failure();
+  // One blob per coordinate of the axes it differs along (the others 0).
+  const rt::Mesh mesh = plan.mesh ? *plan.mesh : rt::Mesh{};
+  for (int rank = 0; rank < mesh.size(); ++rank) {
+    std::vector<int> coordinates = mesh.coordinates(rank);
+    bool writes = true;
+    for (size_t a = 0; a < coordinates.size(); ++a)
+      writes &= coordinates[a] == 0 || llvm::is_contained(plan.weightsByAxes, mesh.axisNames[a]);
+    if (!writes)
+      continue;
+    std::vector<char> bytes = blob(coordinates);
+    if (failed(writeFile(rt::weightsBlobName(plan, coordinates),
+                         StringRef(bytes.data(), bytes.size()))))
+      return failure();
+  }
+  return success();
+}
+
 } // namespace
 
 int64_t estimateFlops(Operation *op) {
@@ -113,335 +522,10 @@ int64_t estimateFlops(Operation *op) {
 
 LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
                         const CompileOptions &options, StringRef dir, UserError &error) {
-  int64_t weightsBytes = module->getAttrOfType<IntegerAttr>("cleave.weights_bytes").getInt();
-  int64_t arenaBytes = module->getAttrOfType<IntegerAttr>("cleave.arena_bytes").getInt();
-  std::vector<char> weights(weightsBytes, 0);
-  // Parameters whose initial bytes differ by rank: split over tp (dim >= 0)
-  // and/or sliced over dp by ZeRO 3 (slice > 0: this rank's elements of the
-  // flattened, padded parameter).
-  struct SplitParameter {
-    const Parameter *parameter;
-    int64_t offset, dim, blocks, slice;
-  };
-  std::vector<SplitParameter> splitParameters;
-  // Where each tp rank's blob holds its tp coordinate (an i64).
-  std::vector<int64_t> tpCoordinates;
-
-  llvm::StringMap<const Parameter *> byName;
-  for (const Parameter &p : model.parameters)
-    byName[p.name] = &p;
-  for (const Parameter &p : model.state)
-    byName[p.name] = &p;
-  // Functions share inputs and stored arguments by name (cleave-memory-plan).
-  std::map<int64_t, std::pair<nlohmann::json, int64_t>> inputsByIndex; // entry, bytes
-  nlohmann::json parameters = nlohmann::json::array(), state = nlohmann::json::array(),
-                 outputs = nlohmann::json::array();
-  llvm::StringSet<> seen;
-  int64_t constantCount = 0, constantBytesTotal = 0, flops = 0;
-  int64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
-  // Collectives per step, by kind and mesh axis.
-  struct Traffic {
-    int64_t calls = 0, bufferBytes = 0, payloadBytes = 0, sentBytes = 0;
-  };
-  // What one rank sends for one call by the ring algorithm (as the runtime
-  // counts it): an all-reduce 2(n-1)/n of its buffer, a reduce-scatter or
-  // all-gather (n-1)/n of the whole buffer.
-  shard::GridOp meshGrid = getGrid(module);
-  auto count = [&](Traffic &traffic, StringRef kind, int64_t axis, int64_t calls,
-                   int64_t buffer, int64_t payload) {
-    int64_t n = meshGrid.getShape()[axis], factor = kind == "all_reduce" ? 2 : 1;
-    traffic.calls += calls;
-    traffic.bufferBytes += calls * buffer;
-    traffic.payloadBytes += calls * payload;
-    traffic.sentBytes += calls * (factor * (n - 1) * buffer / n);
-  };
-  std::map<std::pair<std::string, int64_t>, Traffic> collectives;
-  // The flat parameter buffer's unpadded bytes (ZeRO): what its collectives
-  // must move at least.
-  int64_t flatPayload = 0;
-  for (auto func : module.getOps<func::FuncOp>())
-    if (func.getSymName() == "forward")
-      for (auto [i, arg] : llvm::enumerate(func.getArguments()))
-        if (auto group = func.getArgAttrOfType<StringAttr>(i, "cleave.flat_member");
-            group && group.getValue() == "flat:params")
-          flatPayload += tensorBytes(cast<RankedTensorType>(arg.getType()));
-  for (auto func : module.getOps<func::FuncOp>()) {
-    for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
-      StringRef name = func.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue();
-      auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset");
-      if (!offset) {
-        int64_t index = func.getArgAttrOfType<IntegerAttr>(i, "cleave.input_index").getInt();
-        inputsByIndex[index] = {tensorJson(name, arg.getType()),
-                                tensorBytes(cast<RankedTensorType>(arg.getType()))};
-        continue;
-      }
-      // A flat buffer is its members' bytes again (they are listed).
-      if (!seen.insert(name).second || func.getArgAttr(i, "cleave.flat_size"))
-        continue;
-      nlohmann::json entry = tensorJson(name, arg.getType());
-      entry["offset"] = offset.getInt();
-      entry["bytes"] = tensorBytes(cast<RankedTensorType>(arg.getType()));
-      // Optimizer state and accumulators start at zero (the blob's initial
-      // bytes); state a training_info step updates at its initializer's value.
-      if (func.getArgAttr(i, "cleave.tp_coordinate"))
-        tpCoordinates.push_back(offset.getInt());
-      if (func.getArgAttrOfType<StringAttr>(i, "cleave.kind").getValue() == "state") {
-        (func.getArgAttr(i, "cleave.accumulator") ? gradientBytes : optimizerBytes) +=
-            entry["bytes"].get<int64_t>();
-        if (const Parameter *initial = byName.lookup(name))
-          std::copy(initial->value.bytes.begin(), initial->value.bytes.end(),
-                    weights.begin() + offset.getInt());
-        state.push_back(entry);
-        continue;
-      }
-      parameterBytes += entry["bytes"].get<int64_t>();
-      const Parameter *parameter = byName.lookup(name);
-      auto dim = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_dim");
-      auto zero3 = func.getArgAttrOfType<IntegerAttr>(i, "cleave.zero3_elements");
-      if (dim || zero3) {
-        // Each rank's blob gets its own part (below).
-        SplitParameter split{parameter, offset.getInt(), -1, 1, 0};
-        ArrayRef<int64_t> global = parameter->value.type.getShape();
-        entry["global_shape"] = std::vector<int64_t>(global.begin(), global.end());
-        if (dim) {
-          split.dim = dim.getInt();
-          split.blocks = func.getArgAttrOfType<IntegerAttr>(i, "cleave.split_blocks").getInt();
-          entry["split"] = {{"dim", split.dim}, {"blocks", split.blocks}, {"axis", "tp"}};
-        }
-        if (zero3) {
-          split.slice = cast<RankedTensorType>(arg.getType()).getNumElements();
-          entry["zero3"] = {{"elements", zero3.getInt()}, {"slice", split.slice}, {"axis", "dp"}};
-        }
-        splitParameters.push_back(split);
-      } else {
-        std::copy(parameter->value.bytes.begin(), parameter->value.bytes.end(),
-                  weights.begin() + offset.getInt());
-      }
-      parameters.push_back(entry);
-    }
-    func.walk([&](Operation *op) {
-      if (op->getDialect() && isa<CleaveDialect>(op->getDialect()))
-        flops += estimateFlops(op);
-      auto constant = dyn_cast<ConstantOp>(op);
-      auto offset = op->getAttrOfType<IntegerAttr>("cleave.weights_offset");
-      if (!constant || !offset)
-        return;
-      std::vector<char> bytes = constantBytes(constant);
-      std::copy(bytes.begin(), bytes.end(), weights.begin() + offset.getInt());
-      ++constantCount;
-      constantBytesTotal += bytes.size();
-    });
-    // @forward runs once per microbatch.
-    int64_t repeats = func.getSymName() == "forward" ? options.training.gradAccum : 1;
-    for (auto &run : allReduceRuns(func)) {
-      auto spans = reductionSpans(func, run);
-      if (failed(spans)) {
-        error = UserError{options.model, "a collective cannot be lowered (a cleave bug)", "",
-                          kExitInternal};
-        return failure();
-      }
-      for (const ReductionSpan &span : *spans)
-        count(collectives[{"all_reduce", span.axis}], "all_reduce", span.axis, repeats,
-              span.bytes, span.payload);
-    }
-    func.walk([&](Operation *op) {
-      auto reduce = dyn_cast<shard::AllReduceOp>(op);
-      if (isa<shard::AllSliceOp>(op) || (reduce && isInPlace(reduce)) ||
-          !isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllGatherOp>(op))
-        return;
-      // The whole buffer: a reduce-scatter's input, an all-gather's output.
-      Value whole = isa<shard::ReduceScatterOp>(op) ? op->getOperand(0) : op->getResult(0);
-      auto type = cast<RankedTensorType>(whole.getType());
-      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-      // Without padding: the gradients a packed buffer concatenates, a ZeRO 3
-      // parameter's own elements, the flat parameter buffer's parameters.
-      int64_t payload = tensorBytes(type);
-      auto slice = dyn_cast<BlockArgument>(op->getOperand(0));
-      auto elements = slice ? func.getArgAttrOfType<IntegerAttr>(slice.getArgNumber(),
-                                                                 "cleave.zero3_elements")
-                            : IntegerAttr();
-      if (auto concat = whole.getDefiningOp<ConcatOp>()) {
-        payload = 0;
-        for (Value part : concat.getOperands())
-          if (!part.getDefiningOp<ConstantOp>())
-            payload += tensorBytes(cast<RankedTensorType>(part.getType()));
-      } else if (elements) {
-        payload = elements.getInt() * tensorBytes(type) / type.getNumElements();
-      } else if (flatPayload > 0 && type.getRank() == 1 && tensorBytes(type) >= flatPayload) {
-        payload = flatPayload;
-      }
-      std::string kind = op->getName().stripDialect().str();
-      count(collectives[{kind, axes[0]}], kind, axes[0], repeats, tensorBytes(type), payload);
-    });
-    for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
-      outputs.push_back(
-          tensorJson(func.getResultAttrOfType<StringAttr>(i, "cleave.name").getValue(), type));
-  }
-  nlohmann::json inputs = nlohmann::json::array();
-  int64_t inputBytes = 0;
-  for (auto &[index, input] : inputsByIndex) {
-    inputs.push_back(input.first);
-    inputBytes += input.second;
-  }
-
-  nlohmann::json plan = {
-      {"format_version", kPlanFormatVersion},
-      {"model", absolutePath(options.model)},
-      {"target", options.target},
-      {"inputs", inputs},
-      {"outputs", outputs},
-      {"parameters", parameters},
-      {"constants", {{"count", constantCount}, {"bytes", constantBytesTotal}}},
-      {"weights", {{"file", "weights.bin"}, {"bytes", weightsBytes}}},
-      {"arena", {{"bytes", arenaBytes}}},
-      {"flops", flops},
-      {"memory",
-       {{"parameter_bytes", parameterBytes},
-        {"gradient_bytes", gradientBytes},
-        {"optimizer_state_bytes", optimizerBytes},
-        {"activation_bytes", arenaBytes},
-        {"input_bytes", inputBytes},
-        {"predicted_peak_bytes", weightsBytes + arenaBytes + inputBytes}}},
-  };
-  if (shard::GridOp grid = meshGrid) {
-    auto names = grid->getAttrOfType<ArrayAttr>("cleave.axes");
-    nlohmann::json axes = nlohmann::json::array();
-    for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape()))
-      axes.push_back({{"name", name.str()}, {"size", size}});
-    int64_t ranks = 1;
-    for (int64_t size : grid.getShape())
-      ranks *= size;
-    plan["mesh"] = {{"axes", axes},
-                    {"ranks", ranks},
-                    {"deterministic", options.training.deterministic}};
-    // Per rank and step, next to the analytic minimum: the same ring
-    // amounts of the buffers without the blob's alignment padding.
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto &[key, traffic] : collectives) {
-      int64_t n = grid.getShape()[key.second];
-      int64_t factor = key.first == "all_reduce" ? 2 : 1;
-      list.push_back({{"kind", key.first},
-                      {"axis", cast<StringAttr>(names[key.second]).str()},
-                      {"calls_per_step", traffic.calls},
-                      {"buffer_bytes", traffic.bufferBytes},
-                      {"bytes_sent_per_rank", traffic.sentBytes},
-                      {"analytic_min_bytes_sent",
-                       factor * (n - 1) * traffic.payloadBytes / n}});
-    }
-    plan["collectives"] = list;
-  }
-  if (options.train && model.trainingAlgorithm) {
-    // The model's training_info is the whole step: every input is data, the
-    // learning rate and step live in the graph.
-    nlohmann::json dataInputs = nlohmann::json::array(), updates = nlohmann::json::array();
-    for (const auto &input : inputs)
-      dataInputs.push_back(input["name"]);
-    for (const auto &[initializer, value] : model.trainingAlgorithm->updates)
-      updates.push_back({{"initializer", initializer}, {"value", value}});
-    plan["state"] = state;
-    plan["training"] = {
-        {"algorithm", "training_info"},
-        {"data_inputs", dataInputs},
-        {"grad_accum", 1},
-        {"loss", model.trainingAlgorithm->loss},
-        {"update_binding", updates},
-    };
-  } else if (options.train) {
-    const TrainOptions &t = options.training;
-    nlohmann::json dataInputs = nlohmann::json::array();
-    for (const auto &input : inputs)
-      if (input["name"] != "cleave.lr" && input["name"] != "cleave.step")
-        dataInputs.push_back(input["name"]);
-    plan["state"] = state;
-    plan["training"] = {
-        {"algorithm", "cleave"},
-        {"optimizer", t.optimizer},
-        {"lr", t.lr},
-        {"lr_schedule", t.lrSchedule},
-        {"warmup", t.warmup},
-        {"hyperparameters",
-         {{"beta1", t.beta1},
-          {"beta2", t.beta2},
-          {"eps", t.epsilon},
-          {"weight_decay", t.weightDecay},
-          {"momentum", t.momentum},
-          {"nesterov", t.nesterov},
-          {"clip_grad_norm", t.clipGradNorm}}},
-        {"data_inputs", dataInputs},
-        {"grad_accum", t.gradAccum},
-        {"lr_input", "cleave.lr"},
-        {"step_input", "cleave.step"},
-        {"loss", outputs.empty() ? std::string() : outputs[0]["name"].get<std::string>()},
-    };
-  }
-  auto writeFile = [&](StringRef name, StringRef bytes) {
-    std::string path = (dir + "/" + name).str();
-    std::error_code ec;
-    llvm::raw_fd_ostream os(path, ec);
-    if (!ec)
-      os << bytes;
-    if (!ec)
-      os.close();
-    if (ec || os.has_error()) {
-      error = UserError{path, "cannot write", "", kExitBadUsage};
-      return failure();
-    }
-    return success();
-  };
-  // Parameters split over tp make one blob per tp rank (weights.tp{R}.bin),
-  // ZeRO 3 one per dp rank too (weights.dp{D}[.tp{R}].bin).
-  int64_t tpRanks = 1, dpRanks = 1;
-  if (shard::GridOp grid = meshGrid) {
-    auto names = grid->getAttrOfType<ArrayAttr>("cleave.axes");
-    for (auto [name, size] : llvm::zip(names.getAsValueRange<StringAttr>(), grid.getShape())) {
-      if (name == "tp")
-        tpRanks = size;
-      if (name == "dp")
-        dpRanks = size;
-    }
-  }
-  bool byTp = !tpCoordinates.empty() ||
-              llvm::any_of(splitParameters, [](const SplitParameter &p) { return p.dim >= 0; });
-  bool byDp = llvm::any_of(splitParameters, [](const SplitParameter &p) { return p.slice > 0; });
-  if (!byTp)
-    tpRanks = 1;
-  if (!byDp)
-    dpRanks = 1;
-  auto blobName = [&](StringRef dp, StringRef tp) {
-    return "weights" + (byDp ? ".dp" + dp.str() : "") + (byTp ? ".tp" + tp.str() : "") + ".bin";
-  };
-  plan["weights"]["file"] = blobName("{dp}", "{tp}");
-  std::string planText = plan.dump(2) + "\n";
-  if (failed(writeFile("plan.json", planText)))
+  PlanBuilder builder(module, model, options);
+  if (failed(builder.build(error)))
     return failure();
-  for (int64_t dp = 0; dp < dpRanks; ++dp) {
-    for (int64_t tp = 0; tp < tpRanks; ++tp) {
-      for (const SplitParameter &split : splitParameters) {
-        std::vector<char> part =
-            split.dim >= 0 ? rankPart(split.parameter->value, split.dim, split.blocks, tpRanks, tp)
-                           : split.parameter->value.bytes;
-        if (split.slice > 0) {
-          // This dp rank's elements of the flattened part, zero past its end.
-          size_t element = split.parameter->value.bytes.size() /
-                           split.parameter->value.type.getNumElements();
-          size_t bytes = split.slice * element;
-          std::vector<char> slice(bytes, 0);
-          size_t first = dp * bytes;
-          if (first < part.size())
-            std::copy(part.begin() + first, part.begin() + std::min(part.size(), first + bytes),
-                      slice.begin());
-          part = std::move(slice);
-        }
-        std::copy(part.begin(), part.end(), weights.begin() + split.offset);
-      }
-      for (int64_t offset : tpCoordinates)
-        std::memcpy(weights.data() + offset, &tp, sizeof tp);
-      std::string name = blobName(std::to_string(dp), std::to_string(tp));
-      if (failed(writeFile(name, StringRef(weights.data(), weights.size()))))
-        return failure();
-    }
-  }
-  return success();
+  return builder.writeFiles(dir, error);
 }
 
 } // namespace cleave

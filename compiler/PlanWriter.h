@@ -9,12 +9,11 @@
 
 namespace cleave {
 
-/// Version of plan.json's layout (docs/formats.md).
-inline constexpr int kPlanFormatVersion = 1;
-
-/// Writes DIR/plan.json (inputs, outputs, parameters with their weights
-/// offsets, arena and weights bytes, FLOPs) and DIR/weights.bin (parameters
-/// and stored constants at their planned offsets) for a memory-planned module.
+/// Writes DIR/plan.json (runtime/Plan.h: inputs, outputs, stored tensors
+/// with their offsets and layouts over the mesh, arena and weights bytes,
+/// collectives, FLOPs) and the weights blobs (parameters and stored
+/// constants at their planned offsets, one blob per rank coordinate they
+/// differ along) for a memory-planned module.
 mlir::LogicalResult writePlan(mlir::ModuleOp module, const ImportedModel &model,
                               const CompileOptions &options, llvm::StringRef dir,
                               UserError &error);

@@ -103,15 +103,15 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
   FailureOr<SmallVector<PlanEntry>> annotatedPlan(func::FuncOp func) {
     llvm::StringMap<BlockArgument> params;
     for (BlockArgument arg : func.getArguments()) {
-      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
-      auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind");
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+      auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
       if (name && kind && kind.getValue() == "param")
         params[name.getValue()] = arg;
     }
     llvm::StringMap<int64_t> splitDim; // parameter -> dim (-1: whole)
     SmallVector<std::string> order;
     WalkResult walk = func.walk([&](Operation *op) -> WalkResult {
-      auto configs = op->getAttrOfType<ArrayAttr>("cleave.device_config");
+      auto configs = op->getAttrOfType<ArrayAttr>(kDeviceConfigAttr);
       if (!configs)
         return WalkResult::advance();
       for (auto config : configs.getAsRange<DictionaryAttr>()) {
@@ -190,8 +190,8 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
   LogicalResult splitParameters(func::FuncOp func, MutableArrayRef<PlanEntry> entries) {
     Builder b(func.getContext());
     for (BlockArgument arg : func.getArguments()) {
-      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.name");
-      auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind");
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+      auto kind = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
       if (!name || !kind || kind.getValue() != "param")
         continue;
       auto match =
@@ -213,9 +213,9 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
                  << type.getDimSize(dim) << ") does not split into " << *blocks << " x " << ranks
                  << " equal parts";
         splits[arg] = {static_cast<int64_t>(dim), *blocks};
-        func.setArgAttr(arg.getArgNumber(), "cleave.split_dim", b.getI64IntegerAttr(dim));
-        func.setArgAttr(arg.getArgNumber(), "cleave.split_blocks", b.getI64IntegerAttr(*blocks));
-        func.setArgAttr(arg.getArgNumber(), "cleave.split_axis", b.getStringAttr("tp"));
+        func.setArgAttr(arg.getArgNumber(), kSplitDimAttr, b.getI64IntegerAttr(dim));
+        func.setArgAttr(arg.getArgNumber(), kSplitBlocksAttr, b.getI64IntegerAttr(*blocks));
+        func.setArgAttr(arg.getArgNumber(), kSplitAxisAttr, b.getStringAttr("tp"));
       }
     }
     for (PlanEntry &entry : entries)
@@ -283,7 +283,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
         }
         if (whole.blocks > 1 && static_cast<int64_t>(split.getSplit().size()) == whole.blocks &&
             llvm::all_of(split.getSplit(), [&](int64_t s) { return s * whole.blocks == size; })) {
-          split->setAttr("cleave.blockwise", UnitAttr::get(func.getContext()));
+          split->setAttr(kBlockwiseAttr, UnitAttr::get(func.getContext()));
           for (Value result : split.getOutputs())
             layout[result] = {whole.dim, 1};
           continue;
@@ -325,7 +325,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
       split.back() = shard::GridAxesAttr::get(ctx, {tpAxis});
     }
     auto sharding =
-        shard::ShardingOp::create(b, value.getLoc(), FlatSymbolRefAttr::get(ctx, "mesh"), split);
+        shard::ShardingOp::create(b, value.getLoc(), FlatSymbolRefAttr::get(ctx, kMeshName), split);
     auto shard = shard::ShardOp::create(b, value.getLoc(), value, sharding,
                                         /*annotate_for_users=*/true);
     value.replaceUsesWithIf(shard,
@@ -336,7 +336,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
     ModuleOp module = getOperation();
     splits.clear();
     globTexts.clear();
-    FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
+    FailureOr<MeshAxes> layout = getMesh(module);
     if (failed(layout))
       return signalPassFailure();
     if (layout->tpAxis < 0) {

@@ -31,7 +31,7 @@ struct AppendLossPass : public cleave::impl::AppendLossBase<AppendLossPass> {
     }
     Value predicted;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, "cleave.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr);
       if (name && name.getValue() == output)
         predicted = value;
     }
@@ -46,7 +46,7 @@ struct AppendLossPass : public cleave::impl::AppendLossBase<AppendLossPass> {
       return signalPassFailure();
     }
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
+      auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttr);
       if (name && name.getValue() == target) {
         func.emitError("already has an input named '") << target << "'";
         return signalPassFailure();
@@ -60,14 +60,14 @@ struct AppendLossPass : public cleave::impl::AppendLossBase<AppendLossPass> {
     // Inputs come before parameters, so the new one goes after the last input.
     unsigned position = 0;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto argKind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
+      auto argKind = func.getArgAttrOfType<StringAttr>(i, kKindAttr);
       if (argKind && argKind.getValue() == "input")
         position = i + 1;
     }
     if (failed(func.insertArgument(position, targetType, {}, func.getLoc())))
       return signalPassFailure();
-    func.setArgAttr(position, "cleave.name", StringAttr::get(ctx, target));
-    func.setArgAttr(position, "cleave.kind", StringAttr::get(ctx, "input"));
+    func.setArgAttr(position, kNameAttr, StringAttr::get(ctx, target));
+    func.setArgAttr(position, kKindAttr, StringAttr::get(ctx, "input"));
     Value targetValue = func.getArgument(position);
 
     OpBuilder b(ret);
@@ -99,7 +99,7 @@ struct AppendLossPass : public cleave::impl::AppendLossBase<AppendLossPass> {
     results.push_back(loss);
     ret->setOperands(results);
     func.setType(FunctionType::get(ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
-    func.setResultAttr(results.size() - 1, "cleave.name", StringAttr::get(ctx, "loss"));
+    func.setResultAttr(results.size() - 1, kNameAttr, StringAttr::get(ctx, "loss"));
   }
 };
 

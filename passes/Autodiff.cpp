@@ -32,7 +32,7 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
   FailureOr<unsigned> lossIndex(func::FuncOp func, func::ReturnOp ret) {
     std::optional<unsigned> found;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, "cleave.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr);
       auto type = cast<RankedTensorType>(value.getType());
       bool scalarFloat = type.getRank() == 0 && isa<FloatType>(type.getElementType());
       if (!loss.empty()) {
@@ -80,8 +80,8 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
     }
     SmallVector<Value> params;
     for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
-      auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
-      auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
+      auto kind = func.getArgAttrOfType<StringAttr>(i, kKindAttr);
+      auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttr);
       bool isFrozen = name && llvm::any_of(frozen, [&](const llvm::GlobPattern &p) {
                         return p.match(name.getValue());
                       });
@@ -101,7 +101,7 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
         continue;
       results.push_back(grad);
       names.push_back(func.getArgAttrOfType<StringAttr>(
-          cast<BlockArgument>(param).getArgNumber(), "cleave.name"));
+          cast<BlockArgument>(param).getArgNumber(), kNameAttr));
     }
     unsigned firstGrad = ret.getNumOperands();
     ret->setOperands(results);
@@ -113,9 +113,9 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
     func.setType(FunctionType::get(func.getContext(), func.getArgumentTypes(),
                                    ValueRange(results).getTypes()));
     for (auto [i, name] : llvm::enumerate(names)) {
-      func.setResultAttr(firstGrad + i, "cleave.name",
+      func.setResultAttr(firstGrad + i, kNameAttr,
                          StringAttr::get(func.getContext(), "grad:" + name.getValue()));
-      func.setResultAttr(firstGrad + i, "cleave.grad_of", name);
+      func.setResultAttr(firstGrad + i, kGradOfAttr, name);
     }
   }
 };

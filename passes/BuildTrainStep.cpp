@@ -46,14 +46,18 @@ private:
   Location loc;
 };
 
-/// Adds an argument named `name` of kind `kind` at the end of `func`.
-Value addArgument(func::FuncOp func, Type type, StringRef name, StringRef kind) {
+/// Adds an argument named `name` of kind `kind` at the end of `func`; state
+/// laid out like parameter (or flat buffer) `stateOf` says so, for plan.json.
+Value addArgument(func::FuncOp func, Type type, StringRef name, StringRef kind,
+                  StringRef stateOf = "") {
   MLIRContext *ctx = func.getContext();
   unsigned index = func.getNumArguments();
   if (failed(func.insertArgument(index, type, {}, func.getLoc())))
     return Value();
-  func.setArgAttr(index, "cleave.name", StringAttr::get(ctx, name));
-  func.setArgAttr(index, "cleave.kind", StringAttr::get(ctx, kind));
+  func.setArgAttr(index, kNameAttr, StringAttr::get(ctx, name));
+  func.setArgAttr(index, kKindAttr, StringAttr::get(ctx, kind));
+  if (!stateOf.empty())
+    func.setArgAttr(index, kStateOfAttr, StringAttr::get(ctx, stateOf));
   return func.getArgument(index);
 }
 
@@ -67,7 +71,7 @@ void setResults(func::FuncOp func, ValueRange results, ArrayRef<StringRef> names
   SmallVector<DictionaryAttr> attrs;
   for (StringRef name : names)
     attrs.push_back(DictionaryAttr::get(
-        ctx, {NamedAttribute(StringAttr::get(ctx, "cleave.name"), StringAttr::get(ctx, name))}));
+        ctx, {NamedAttribute(StringAttr::get(ctx, kNameAttr), StringAttr::get(ctx, name))}));
   func.setAllResultAttrs(attrs);
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))
     if (isOpTriviallyDead(&op))
@@ -95,7 +99,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                             SmallVectorImpl<std::pair<Value, Value>> &accumulate,
                             SmallVectorImpl<Value> &zeroed,
                             SmallVectorImpl<std::pair<Value, Value>> &assignments, Value countF32,
-                            Value lr, Value step, const Mesh &layout) {
+                            Value lr, Value step, const MeshAxes &layout) {
     MLIRContext *ctx = forward.getContext();
     const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
     const llvm::APInt firstDim(64, 0);
@@ -116,15 +120,15 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       auto flatType = RankedTensorType::get({padded}, type.getElementType());
       Value slice = addArgument(forward, sliceType, m.name, "param");
       unsigned index = cast<BlockArgument>(slice).getArgNumber();
-      forward.setArgAttr(index, "cleave.zero3_elements", b.getI64IntegerAttr(elements));
-      forward.setArgAttr(index, "cleave.zero3_shape", b.getDenseI64ArrayAttr(type.getShape()));
-      for (StringRef attr : {"cleave.split_dim", "cleave.split_blocks", "cleave.split_axis"})
+      forward.setArgAttr(index, kZero3ElementsAttr, b.getI64IntegerAttr(elements));
+      forward.setArgAttr(index, kZero3ShapeAttr, b.getDenseI64ArrayAttr(type.getShape()));
+      for (StringRef attr : {kSplitDimAttr, kSplitBlocksAttr, kSplitAxisAttr})
         if (Attribute value = forward.getArgAttr(m.param.getArgNumber(), attr))
           forward.setArgAttr(index, attr, value);
       // The whole parameter, gathered before the first reader of each phase.
       auto whole = [&](Operation *before) -> Value {
         OpBuilder at(before);
-        Value flat = shard::AllGatherOp::create(at, loc, flatType, "mesh", dpAxes, slice, firstDim);
+        Value flat = shard::AllGatherOp::create(at, loc, flatType, kMeshName, dpAxes, slice, firstDim);
         if (padded != elements)
           flat = SliceOp::create(at, loc, flat, at.getDenseI64ArrayAttr({0}),
                                  at.getDenseI64ArrayAttr({elements}), at.getDenseI64ArrayAttr({1}));
@@ -159,14 +163,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         Value zeros = splatConstant(gb, loc, padType, 0.0);
         flatGrad = ConcatOp::create(gb, loc, ValueRange{flatGrad, zeros}, gb.getI64IntegerAttr(0));
       }
-      Value gradSlice = shard::ReduceScatterOp::create(gb, loc, sliceType, "mesh", dpAxes, flatGrad,
+      Value gradSlice = shard::ReduceScatterOp::create(gb, loc, sliceType, kMeshName, dpAxes, flatGrad,
                                                        shard::ReductionKind::Sum, firstDim);
       std::string accName = ("grad:" + m.name.getValue()).str();
-      Value slot = addArgument(forward, sliceType, accName, "state");
-      forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
+      Value slot = addArgument(forward, sliceType, accName, "state", m.name);
+      forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
                          UnitAttr::get(ctx));
       accumulate.push_back({slot, gu.add(slot, gradSlice)});
-      Value sum = addArgument(apply, sliceType, accName, "state");
+      Value sum = addArgument(apply, sliceType, accName, "state", m.name);
       zeroed.push_back(sum);
       Value param = addArgument(apply, sliceType, m.name, "param");
       grads.push_back({param, u.div(sum, countF32)});
@@ -183,7 +187,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// Whether each member is split over tp (its elements apart on the tp ranks).
   static bool isSplitOverTp(func::FuncOp forward, const Member &m) {
-    return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), "cleave.split_dim"));
+    return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), kSplitDimAttr));
   }
   static SmallVector<bool> splitOverTp(func::FuncOp forward, ArrayRef<Member> members) {
     return llvm::map_to_vector(members, [&](const Member &m) { return isSplitOverTp(forward, m); });
@@ -208,7 +212,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// of replicated ones count once, and with `dpSliced` (ZeRO) the dp ranks'
   /// slices add up over dp.
   void clipGlobalNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
-                      ArrayRef<bool> split, const Mesh &layout, bool dpSliced) {
+                      ArrayRef<bool> split, const MeshAxes &layout, bool dpSliced) {
     Value splitSum, wholeSum;
     for (auto [entry, apart] : llvm::zip(grads, split)) {
       Value sum = sumOfSquares(u, b, entry.second);
@@ -220,10 +224,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// clipGlobalNorm's second half, from this rank's sums of squares.
   void clipByNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
-                  Value splitSum, Value wholeSum, const Mesh &layout, bool dpSliced) {
+                  Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced) {
     auto allReduce = [&](Value sum, int64_t axis) -> Value {
       const shard::GridAxis axes[] = {static_cast<shard::GridAxis>(axis)};
-      return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", axes,
+      return shard::AllReduceOp::create(b, sum.getLoc(), sum, kMeshName, axes,
                                         shard::ReductionKind::Sum);
     };
     Value sumOfAll = wholeSum;
@@ -247,7 +251,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   void update(Updates &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name, Value grad,
               Value lr, Value step, SmallVectorImpl<std::pair<Value, Value>> &assignments) {
     auto state = [&](StringRef slot) {
-      return addArgument(apply, param.getType(), (slot + ":" + name).str(), "state");
+      return addArgument(apply, param.getType(), (slot + ":" + name).str(), "state", name);
     };
     // L2 weight decay joins the gradient, except in adamw (decoupled).
     if (weightDecay != 0.0 && optimizer != "adamw")
@@ -303,9 +307,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       return signalPassFailure();
     }
     // The mesh of a distributed step (ZeRO, or parameters split over tp).
-    Mesh layout;
-    if (zero > 0 || !mesh.empty()) {
-      FailureOr<Mesh> resolved = getOrCreateMesh(module, mesh);
+    MeshAxes layout;
+    if (zero > 0 || module.lookupSymbol<shard::GridOp>(kMeshName)) {
+      FailureOr<MeshAxes> resolved = getMesh(module);
       if (failed(resolved))
         return signalPassFailure();
       layout = *resolved;
@@ -323,14 +327,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     StringAttr lossName;
     llvm::StringMap<Value> gradOf;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      if (auto param = forward.getResultAttrOfType<StringAttr>(i, "cleave.grad_of")) {
+      if (auto param = forward.getResultAttrOfType<StringAttr>(i, kGradOfAttr)) {
         gradOf[param.getValue()] = value;
         continue;
       }
-      auto name = forward.getResultAttrOfType<StringAttr>(i, "cleave.name");
+      auto name = forward.getResultAttrOfType<StringAttr>(i, kNameAttr);
       if (name && name.getValue() == "loss.sum") {
         lossSum = value;
-        lossName = forward.getResultAttrOfType<StringAttr>(i, "cleave.loss");
+        lossName = forward.getResultAttrOfType<StringAttr>(i, kLossAttr);
       } else if (name && name.getValue() == "loss.count") {
         lossCount = value;
       }
@@ -363,7 +367,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       accumulate.push_back({slot, fu.add(slot, value)});
       Value sum = addArgument(apply, value.getType(), name, "state");
       for (auto [func, arg] : {std::pair(forward, slot), std::pair(apply, sum)})
-        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), "cleave.accumulator",
+        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), kAccumulatorAttr,
                         UnitAttr::get(ctx));
       return sum;
     };
@@ -377,7 +381,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
     SmallVector<Member> members;
     for (BlockArgument param : forward.getArguments()) {
-      auto name = forward.getArgAttrOfType<StringAttr>(param.getArgNumber(), "cleave.name");
+      auto name = forward.getArgAttrOfType<StringAttr>(param.getArgNumber(), kNameAttr);
       Value grad = name ? gradOf.lookup(name.getValue()) : Value();
       if (!grad)
         continue;
@@ -433,12 +437,12 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       auto sliceType = RankedTensorType::get({flat / layout.dpSize}, b.getF32Type());
       auto member = [&](func::FuncOp func, Value arg, StringRef group, int64_t offset) {
         unsigned index = cast<BlockArgument>(arg).getArgNumber();
-        func.setArgAttr(index, "cleave.flat_member", StringAttr::get(ctx, group));
-        func.setArgAttr(index, "cleave.flat_offset", b.getI64IntegerAttr(offset));
+        func.setArgAttr(index, kFlatMemberAttr, StringAttr::get(ctx, group));
+        func.setArgAttr(index, kFlatOffsetAttr, b.getI64IntegerAttr(offset));
       };
       auto group = [&](func::FuncOp func, StringRef name, StringRef kind) {
         Value arg = addArgument(func, flatType, name, kind);
-        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), "cleave.flat_size",
+        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), kFlatSizeAttr,
                         b.getI64IntegerAttr(flat));
         return arg;
       };
@@ -450,15 +454,16 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         // Whole gradients accumulate per parameter, reduce-scattered once.
         for (auto [m, offset] : llvm::zip(members, offsets)) {
           Value slot =
-              addArgument(forward, m.grad.getType(), ("grad:" + m.name.getValue()).str(), "state");
-          forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
+              addArgument(forward, m.grad.getType(), ("grad:" + m.name.getValue()).str(), "state",
+                          m.name);
+          forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
                              UnitAttr::get(ctx));
           member(forward, slot, "flat:grads", offset);
           accumulate.push_back({slot, fu.add(slot, m.grad)});
         }
         Value grads = group(apply, "flat:grads", "state");
         zeroed.push_back(grads);
-        gradSlice = shard::ReduceScatterOp::create(b, loc, sliceType, "mesh", dpAxes, grads,
+        gradSlice = shard::ReduceScatterOp::create(b, loc, sliceType, kMeshName, dpAxes, grads,
                                                    shard::ReductionKind::Sum, firstDim);
       } else {
         // Each microbatch's gradients, packed flat, are reduce-scattered at
@@ -474,18 +479,18 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
           }
         }
         Value packed = ConcatOp::create(fb, loc, pieces, fb.getI64IntegerAttr(0));
-        Value slice = shard::ReduceScatterOp::create(fb, loc, sliceType, "mesh", dpAxes, packed,
+        Value slice = shard::ReduceScatterOp::create(fb, loc, sliceType, kMeshName, dpAxes, packed,
                                                      shard::ReductionKind::Sum, firstDim);
-        Value slot = addArgument(forward, sliceType, "flat:grads.slice", "state");
+        Value slot = addArgument(forward, sliceType, "flat:grads.slice", "state", "flat:params");
         accumulate.push_back({slot, fu.add(slot, slice)});
-        forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), "cleave.accumulator",
+        forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
                            UnitAttr::get(ctx));
         // Already summed over dp: not an accumulator for cleave-data-parallel.
-        gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state");
+        gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state", "flat:params");
         zeroed.push_back(gradSlice);
       }
       Value params = group(apply, "flat:params", "param");
-      Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, "mesh", dpAxes, 0);
+      Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, kMeshName, dpAxes, 0);
       SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, countF32)}};
       if (clipGradNorm > 0.0 && splitMembers == 0) {
         clipGlobalNorm(u, b, grads, {false}, layout, /*dpSliced=*/true);
@@ -501,7 +506,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                                  b.getI64IntegerAttr(1));
         };
         Value rank = shard::AllSliceOp::create(b, loc, RankedTensorType::get({1}, i64),
-                                               range(layout.dpSize), "mesh", dpAxes, 0);
+                                               range(layout.dpSize), kMeshName, dpAxes, 0);
         Value first = MulOp::create(b, loc, rank,
                                     scalarConstant(b, loc, i64, static_cast<double>(sliceSize)));
         Value isSplit = LessOp::create(b, loc, AddOp::create(b, loc, range(sliceSize), first),
@@ -510,13 +515,13 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
         clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
       }
-      update(u, b, apply, paramSlice, "flat", grads[0].second, lr, step, assignments);
+      update(u, b, apply, paramSlice, "flat:params", grads[0].second, lr, step, assignments);
       // The updated slices, gathered, are the new parameters.
       for (auto &[target, value] : assignments) {
         if (target != paramSlice)
           continue;
         target = params;
-        value = shard::AllGatherOp::create(b, loc, flatType, "mesh", dpAxes, value, firstDim);
+        value = shard::AllGatherOp::create(b, loc, flatType, kMeshName, dpAxes, value, firstDim);
       }
     }
     for (Value slot : zeroed) {

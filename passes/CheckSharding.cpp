@@ -80,7 +80,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     auto arg = dyn_cast<BlockArgument>(sourceOf(op, index));
     auto func = dyn_cast<func::FuncOp>(arg ? arg.getOwner()->getParentOp() : nullptr);
     auto kind =
-        func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind") : StringAttr();
+        func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
     return kind && kind.getValue() == "param" ? ": split it in the plan too" : "";
   }
 
@@ -181,9 +181,9 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     if (failed(func.insertArgument(index, RankedTensorType::get({}, IntegerType::get(ctx, 64)), {},
                                    func.getLoc())))
       return signalPassFailure();
-    func.setArgAttr(index, "cleave.name", StringAttr::get(ctx, "cleave.tp_rank"));
-    func.setArgAttr(index, "cleave.kind", StringAttr::get(ctx, "state"));
-    func.setArgAttr(index, "cleave.tp_coordinate", UnitAttr::get(ctx));
+    func.setArgAttr(index, kNameAttr, StringAttr::get(ctx, "cleave.tp_rank"));
+    func.setArgAttr(index, kKindAttr, StringAttr::get(ctx, "state"));
+    func.setArgAttr(index, kTpCoordinateAttr, UnitAttr::get(ctx));
   }
 };
 

@@ -11,39 +11,24 @@ using namespace mlir;
 
 namespace cleave {
 
-FailureOr<Mesh> getOrCreateMesh(ModuleOp module, ArrayRef<std::string> entries) {
-  SmallVector<StringRef> names;
-  SmallVector<int64_t> sizes;
-  for (StringRef entry : entries) {
-    auto [name, size] = entry.split('=');
-    int64_t value = 0;
-    if (name.empty() || size.getAsInteger(10, value) || value < 1)
-      return module.emitError("mesh entry '") << entry << "' is not NAME=SIZE with SIZE >= 1";
-    if (llvm::is_contained(names, name))
-      return module.emitError("mesh axis '") << name << "' is named twice";
-    names.push_back(name);
-    sizes.push_back(value);
+FailureOr<MeshAxes> getMesh(ModuleOp module) {
+  auto grid = module.lookupSymbol<shard::GridOp>(kMeshName);
+  auto names = grid ? grid->getAttrOfType<ArrayAttr>(kAxesAttr) : ArrayAttr();
+  if (!names || names.size() != grid.getShape().size())
+    return module.emitError("has no device mesh (shard.grid @mesh with its axes in ")
+           << kAxesAttr << "): run cleave-create-mesh first";
+  MeshAxes mesh;
+  mesh.grid = grid;
+  for (auto [index, name] : llvm::enumerate(names.getAsValueRange<StringAttr>())) {
+    if (name == "dp") {
+      mesh.dpAxis = index;
+      mesh.dpSize = grid.getShape()[index];
+    }
+    if (name == "tp") {
+      mesh.tpAxis = index;
+      mesh.tpSize = grid.getShape()[index];
+    }
   }
-  auto dp = llvm::find(names, StringRef("dp"));
-  if (dp == names.end())
-    return module.emitError("the mesh has no 'dp' axis");
-  Mesh mesh;
-  mesh.dpAxis = dp - names.begin();
-  mesh.dpSize = sizes[mesh.dpAxis];
-  if (auto tp = llvm::find(names, StringRef("tp")); tp != names.end()) {
-    mesh.tpAxis = tp - names.begin();
-    mesh.tpSize = sizes[mesh.tpAxis];
-  }
-  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  ArrayAttr axes = b.getStrArrayAttr(names);
-  if (auto existing = module.lookupSymbol<shard::GridOp>("mesh")) {
-    if (existing->getAttr("cleave.axes") != axes || existing.getShape() != ArrayRef(sizes))
-      return existing.emitError("the module's mesh differs from the one asked for");
-    mesh.grid = existing;
-    return mesh;
-  }
-  mesh.grid = shard::GridOp::create(b, module.getLoc(), "mesh", sizes);
-  mesh.grid->setAttr("cleave.axes", axes);
   return mesh;
 }
 
@@ -52,7 +37,7 @@ bool isInPlace(shard::AllReduceOp reduce) {
   if (!arg)
     return false;
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind")
+  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr)
                    : StringAttr();
   return kind && (kind.getValue() == "param" || kind.getValue() == "state");
 }
@@ -63,7 +48,7 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
   for (shard::AllReduceOp reduce : run) {
     auto arg = dyn_cast<BlockArgument>(reduce.getInput());
     auto offset = arg ? func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                           "cleave.weights_offset")
+                                                           kWeightsOffsetAttr)
                       : IntegerAttr();
     if (!offset)
       return reduce.emitError("all-reduces only parameters and state in place; an all-reduce "

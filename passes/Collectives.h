@@ -15,9 +15,13 @@
 
 namespace cleave {
 
-/// The module's device mesh, `shard.grid @mesh` with its axis names in
-/// `cleave.axes`, and the data-parallel axis.
-struct Mesh {
+/// The name of the module's device mesh (its axis names, in order, in
+/// kAxesAttr).
+inline constexpr llvm::StringLiteral kMeshName = "mesh";
+
+/// Where the data- and tensor-parallel axes lie in the module's mesh
+/// (`shard.grid @mesh`, made by cleave-create-mesh).
+struct MeshAxes {
   mlir::shard::GridOp grid;
   /// The index of the `dp` axis and its number of ranks.
   int64_t dpAxis = 0;
@@ -27,10 +31,9 @@ struct Mesh {
   int64_t tpSize = 1;
 };
 
-/// Parses `entries` (NAME=SIZE each, a `dp` axis among them) and returns the
-/// module's `@mesh`, created with those axes if it does not exist yet, or
-/// emits an error on the module. An existing mesh must have the same axes.
-mlir::FailureOr<Mesh> getOrCreateMesh(mlir::ModuleOp module, llvm::ArrayRef<std::string> entries);
+/// The module's mesh, or an error on the module saying to run
+/// cleave-create-mesh first.
+mlir::FailureOr<MeshAxes> getMesh(mlir::ModuleOp module);
 
 /// Bytes [offset, offset + bytes) of the weights blob, summed over one mesh
 /// axis, of one element type. Padding between the slots it spans is zero and

@@ -24,7 +24,7 @@ struct DataParallelPass : public cleave::impl::DataParallelBase<DataParallelPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    FailureOr<Mesh> layout = getOrCreateMesh(module, mesh);
+    FailureOr<MeshAxes> layout = getMesh(module);
     if (failed(layout))
       return signalPassFailure();
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
@@ -39,9 +39,9 @@ struct DataParallelPass : public cleave::impl::DataParallelBase<DataParallelPass
     OpBuilder b(module.getContext());
     b.setInsertionPointToStart(&apply.getBody().front());
     for (BlockArgument arg : apply.getArguments()) {
-      if (!apply.getArgAttr(arg.getArgNumber(), "cleave.accumulator"))
+      if (!apply.getArgAttr(arg.getArgNumber(), kAccumulatorAttr))
         continue;
-      auto reduced = shard::AllReduceOp::create(b, arg.getLoc(), arg, "mesh", {dpAxis},
+      auto reduced = shard::AllReduceOp::create(b, arg.getLoc(), arg, kMeshName, {dpAxis},
                                                 shard::ReductionKind::Sum);
       // The final zeroing still assigns to the argument itself.
       arg.replaceUsesWithIf(reduced.getResult(), [&](OpOperand &use) {

@@ -220,7 +220,7 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
 }
 
 LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("cleave.arena_offsets");
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
   if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
     return op->emitError("has no memory plan: run cleave-memory-plan first");
   SmallVector<Value> results;
@@ -280,7 +280,7 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
 /// all-reduce is a copy, then the in-place kernel), over the op's one mesh
 /// axis. Scatters, gathers and slices split dim 0.
 LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("cleave.arena_offsets");
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
   if (!offsets)
     return op->emitError("has no memory plan: run cleave-memory-plan first");
   if (axes.size() != 1)
@@ -343,14 +343,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto constant = dyn_cast<ConstantOp>(op)) {
-    if (auto offset = op->getAttrOfType<IntegerAttr>("cleave.weights_offset")) {
+    if (auto offset = op->getAttrOfType<IntegerAttr>(kWeightsOffsetAttr)) {
       tensors[constant] = tensorAt(weights, offset.getInt(), constant);
       return success();
     }
   }
   // Generators fill their planned arena space.
   if (isa<ConstantOp, ConstantOfShapeOp, RangeOp>(op)) {
-    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("cleave.arena_offsets");
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
     if (!offsets)
       return op->emitError("has no memory plan: run cleave-memory-plan first");
     Value out = tensorAt(arena, offsets[0], op->getResult(0));
@@ -436,15 +436,15 @@ LogicalResult Lowering::run() {
     return success();
   }
 
-  auto firstOutput = func->getAttrOfType<IntegerAttr>("cleave.first_output");
+  auto firstOutput = func->getAttrOfType<IntegerAttr>(kFirstOutputAttr);
   if (!firstOutput)
     return func.emitError("has no memory plan: run cleave-memory-plan first");
   for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
-    if (auto offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.weights_offset")) {
+    if (auto offset = func.getArgAttrOfType<IntegerAttr>(i, kWeightsOffsetAttr)) {
       tensors[arg] = tensorAt(weights, offset.getInt(), arg);
       continue;
     }
-    auto index = func.getArgAttrOfType<IntegerAttr>(i, "cleave.input_index");
+    auto index = func.getArgAttrOfType<IntegerAttr>(i, kInputIndexAttr);
     if (!index)
       return func.emitError("argument ") << i << " has no memory plan";
     CallArgs args(b);

@@ -90,7 +90,7 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
     if (isView(&op) || op.getNumResults() == 0)
       continue;
     if (auto constant = dyn_cast<ConstantOp>(op); constant && isStoredConstant(constant)) {
-      op.setAttr("cleave.weights_offset", b.getI64IntegerAttr(weights));
+      op.setAttr(kWeightsOffsetAttr, b.getI64IntegerAttr(weights));
       weights = alignUp(weights + bytesOf(constant));
       continue;
     }
@@ -104,9 +104,9 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
       offsets.push_back(offset);
       peak = std::max(peak, offset + size);
     }
-    op.setAttr("cleave.arena_offsets", b.getDenseI64ArrayAttr(offsets));
+    op.setAttr(kArenaOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
   }
-  func->setAttr("cleave.arena_bytes", b.getI64IntegerAttr(peak));
+  func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(peak));
   return peak;
 }
 
@@ -134,8 +134,8 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
     llvm::StringMap<int64_t> weightsOffsets, inputIndices, flatBytes;
     for (func::FuncOp func : funcs)
       for (auto [i, arg] : llvm::enumerate(func.getArguments()))
-        if (auto size = func.getArgAttrOfType<IntegerAttr>(i, "cleave.flat_size"))
-          flatBytes[func.getArgAttrOfType<StringAttr>(i, "cleave.name").getValue()] =
+        if (auto size = func.getArgAttrOfType<IntegerAttr>(i, kFlatSizeAttr))
+          flatBytes[func.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue()] =
               size.getInt() * bytesOf(arg) / cast<RankedTensorType>(arg.getType()).getNumElements();
     auto flatSlot = [&](StringRef group) {
       auto [slot, added] = weightsOffsets.try_emplace(group, weights);
@@ -146,20 +146,20 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
     int64_t outputs = 0;
     for (func::FuncOp func : funcs) {
       for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
-        auto kind = func.getArgAttrOfType<StringAttr>(i, "cleave.kind");
-        auto name = func.getArgAttrOfType<StringAttr>(i, "cleave.name");
+        auto kind = func.getArgAttrOfType<StringAttr>(i, kKindAttr);
+        auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttr);
         std::string key = name ? name.getValue().str() : "arg" + std::to_string(i);
         bool stored = kind && (kind.getValue() == "param" || kind.getValue() == "state");
-        if (auto group = func.getArgAttrOfType<StringAttr>(i, "cleave.flat_member")) {
+        if (auto group = func.getArgAttrOfType<StringAttr>(i, kFlatMemberAttr)) {
           auto element = cast<RankedTensorType>(arg.getType()).getElementType();
-          int64_t offset = func.getArgAttrOfType<IntegerAttr>(i, "cleave.flat_offset").getInt();
-          func.setArgAttr(i, "cleave.weights_offset",
+          int64_t offset = func.getArgAttrOfType<IntegerAttr>(i, kFlatOffsetAttr).getInt();
+          func.setArgAttr(i, kWeightsOffsetAttr,
                           b.getI64IntegerAttr(flatSlot(group.getValue()) +
                                               offset * element.getIntOrFloatBitWidth() / 8));
           continue;
         }
         if (flatBytes.contains(key)) {
-          func.setArgAttr(i, "cleave.weights_offset", b.getI64IntegerAttr(flatSlot(key)));
+          func.setArgAttr(i, kWeightsOffsetAttr, b.getI64IntegerAttr(flatSlot(key)));
           continue;
         }
         llvm::StringMap<int64_t> &slots = stored ? weightsOffsets : inputIndices;
@@ -167,17 +167,17 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
             slots.try_emplace(key, stored ? weights : static_cast<int64_t>(slots.size()));
         if (stored && added)
           weights = alignUp(weights + bytesOf(arg));
-        func.setArgAttr(i, stored ? "cleave.weights_offset" : "cleave.input_index",
+        func.setArgAttr(i, stored ? kWeightsOffsetAttr : kInputIndexAttr,
                         b.getI64IntegerAttr(slot->second));
       }
-      func->setAttr("cleave.first_output", b.getI64IntegerAttr(outputs));
+      func->setAttr(kFirstOutputAttr, b.getI64IntegerAttr(outputs));
       outputs += func.getNumResults();
     }
     int64_t arena = 0;
     for (func::FuncOp func : funcs)
       arena = std::max(arena, planFunction(func, weights));
-    module->setAttr("cleave.arena_bytes", b.getI64IntegerAttr(arena));
-    module->setAttr("cleave.weights_bytes", b.getI64IntegerAttr(weights));
+    module->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(arena));
+    module->setAttr(kWeightsBytesAttr, b.getI64IntegerAttr(weights));
   }
 };
 

@@ -5,6 +5,25 @@
 
 include "mlir/Pass/PassBase.td"
 
+def CreateMesh : Pass<"cleave-create-mesh", "mlir::ModuleOp"> {
+  let summary = "Add the device mesh a training step is partitioned over";
+  let description = [{
+    Adds `shard.grid @mesh` with the axes of `mesh` in order (their names in
+    `cleave.axes`); ranks are laid out row-major over it, the last axis
+    fastest. The one pass that reads a mesh option: the distribution passes
+    (cleave-annotate-sharding, cleave-build-train-step with ZeRO,
+    cleave-data-parallel) find the mesh in the module. A module that has a
+    mesh already keeps it if it is the same one.
+    Errors: an entry that is not NAME=SIZE with SIZE >= 1, an axis named
+    twice, a mesh without a `dp` axis, another mesh in the module.
+  }];
+  let options = [
+    ListOption<"mesh", "mesh", "std::string",
+               "Mesh axes in order, NAME=SIZE each (a dp axis among them), e.g. dp=2,tp=2">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def AppendLoss : Pass<"cleave-append-loss", "mlir::func::FuncOp"> {
   let summary = "Append a loss over one of the function's outputs";
   let description = [{
@@ -143,8 +162,6 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
            "When positive, scale all gradients by min(1, X / (global norm + 1e-6)) first">,
     Option<"zero", "zero", "int", /*default=*/"0",
            "ZeRO stage: 1 shards the optimizer state over dp, 2 the gradients too, 3 the parameters too">,
-    ListOption<"mesh", "mesh", "std::string",
-               "With zero: the mesh axes in order, NAME=SIZE each (a dp axis among them)">,
   ];
   let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
 }
@@ -173,8 +190,6 @@ def AnnotateSharding : Pass<"cleave-annotate-sharding", "mlir::ModuleOp"> {
     value split in blocks.
   }];
   let options = [
-    ListOption<"mesh", "mesh", "std::string",
-               "Mesh axes in order, NAME=SIZE each (a dp axis among them)">,
     ListOption<"plan", "plan", "std::string",
                "Parameter layouts, GLOB=DIM/DIM/... with DIM one of -, tp, tp:BLOCKS">,
   ];
@@ -202,9 +217,9 @@ def CheckSharding : Pass<"cleave-check-sharding", "mlir::func::FuncOp"> {
 def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
   let summary = "Reduce a training step's accumulators over the data-parallel mesh axis";
   let description = [{
-    Runs after cleave-build-train-step. Adds the device mesh as
-    `shard.grid @mesh` (axis names in `cleave.axes`) and, when the `dp` axis
-    has more than one rank, starts @apply with a `shard.all_reduce` (sum over
+    Runs after cleave-build-train-step, on the module's mesh (made by
+    cleave-create-mesh). When its `dp` axis has more than one rank, it
+    starts @apply with a `shard.all_reduce` (sum over
     `dp`) of every argument marked `cleave.accumulator`: the gradients, loss
     sum and loss count of the rank's microbatches. Every later read uses the
     reduced value, so the division by the global count, clipping and the
@@ -212,13 +227,8 @@ def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
     whole global batch. Each rank's @forward already reads its own slice of
     the batch (the importer binds the data inputs to the per-rank
     micro-batch).
-    Errors: a mesh entry that is not NAME=SIZE with SIZE >= 1, an axis named
-    twice, a mesh without a `dp` axis, a module without @apply.
+    Errors: a module without a mesh or without @apply.
   }];
-  let options = [
-    ListOption<"mesh", "mesh", "std::string",
-               "Mesh axes in order, NAME=SIZE each (e.g. dp=2)">,
-  ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
@@ -250,13 +260,16 @@ def MemoryPlan : Pass<"cleave-memory-plan", "mlir::ModuleOp"> {
 }
 
 def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
-  let summary = "Lower a memory-planned @forward to EmitC calls into the runtime";
+  let summary = "Lower a memory-planned @forward and @apply to EmitC calls into the runtime";
   let description = [{
     Replaces `func.func @forward` with `emitc.func @cleave_forward(ctx, arena,
-    weights, inputs, outputs)`: every tensor becomes a `cleave::rt::Tensor`
-    view of the arena or the weights blob at its planned offset, and every op a
-    call to the kernel of the same name in the target's namespace
-    (`cleave::rt::cpu` or `cleave::rt::cuda`). Needs cleave-memory-plan first.
+    weights, inputs, outputs)` and `@apply` (a training step's update) with
+    `emitc.func @cleave_apply` of the same arguments; a module without @apply
+    gets an empty one, so every program defines both. Every tensor becomes a
+    `cleave::rt::Tensor` view of the arena, the weights blob or an input at
+    its planned offset, and every op a call to the kernel of the same name in
+    the target's namespace (`cleave::rt::cpu` or `cleave::rt::cuda`). Needs
+    cleave-memory-plan first.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",

@@ -99,7 +99,7 @@ struct SplitLossPass : public cleave::impl::SplitLossBase<SplitLossPass> {
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     std::optional<unsigned> index;
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, "cleave.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr);
       auto type = cast<RankedTensorType>(value.getType());
       bool scalarFloat = type.getRank() == 0 && isa<FloatType>(type.getElementType());
       bool named = name && name.getValue() == loss;
@@ -124,16 +124,16 @@ struct SplitLossPass : public cleave::impl::SplitLossBase<SplitLossPass> {
     }
 
     OpBuilder b(ret);
-    StringAttr lossName = func.getResultAttrOfType<StringAttr>(*index, "cleave.name");
+    StringAttr lossName = func.getResultAttrOfType<StringAttr>(*index, kNameAttr);
     auto [sum, count] = split(b, ret.getOperand(*index));
     ret->setOperands({sum, count});
     MLIRContext *ctx = func.getContext();
     func.setType(FunctionType::get(ctx, func.getArgumentTypes(), ret.getOperandTypes()));
     // The sum remembers the loss's name: the step reports sum / count under it.
     NamedAttrList sumAttrs, countAttrs;
-    sumAttrs.set("cleave.name", b.getStringAttr("loss.sum"));
-    sumAttrs.set("cleave.loss", lossName ? lossName : b.getStringAttr("loss"));
-    countAttrs.set("cleave.name", b.getStringAttr("loss.count"));
+    sumAttrs.set(kNameAttr, b.getStringAttr("loss.sum"));
+    sumAttrs.set(kLossAttr, lossName ? lossName : b.getStringAttr("loss"));
+    countAttrs.set(kNameAttr, b.getStringAttr("loss.count"));
     DictionaryAttr resultAttrs[] = {sumAttrs.getDictionary(ctx), countAttrs.getDictionary(ctx)};
     func.setAllResultAttrs(resultAttrs);
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(func.getBody().front())))

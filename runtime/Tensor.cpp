@@ -42,4 +42,13 @@ const char *dtypeName(DType type) {
   return "?";
 }
 
+bool dtypeFromName(std::string_view name, DType &type) {
+  for (int i = 0; i <= static_cast<int>(DType::Bool); ++i)
+    if (name == dtypeName(static_cast<DType>(i))) {
+      type = static_cast<DType>(i);
+      return true;
+    }
+  return false;
+}
+
 } // namespace cleave::rt

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <string_view>
 #include <vector>
 
 #if defined(__CUDACC__)
@@ -28,6 +29,8 @@ enum class DType : int32_t { F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U3
 std::size_t dtypeSize(DType type);
 /// "f32", "i64", ... as in the IR and plan.json.
 const char *dtypeName(DType type);
+/// The element type `dtypeName` calls `name`; false for none.
+bool dtypeFromName(std::string_view name, DType &type);
 
 inline constexpr int kMaxRank = 8;
 

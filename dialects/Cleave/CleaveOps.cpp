@@ -791,7 +791,7 @@ LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
 LogicalResult AssignOp::verify() {
   auto arg = dyn_cast<BlockArgument>(getTarget());
   auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
-  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "cleave.kind")
+  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr)
                    : StringAttr();
   if (!kind || (kind.getValue() != "param" && kind.getValue() != "state"))
     return emitOpError("target must be a function argument of kind param or state");

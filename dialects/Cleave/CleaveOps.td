@@ -21,6 +21,11 @@ def Cleave_Dialect : Dialect {
   let summary = "ONNX operators at static shapes, ready to train and partition";
   let hasConstantMaterializer = 1;
   let dependentDialects = ["::mlir::shard::ShardDialect"];
+  // Every `cleave.*` attribute is declared in CleaveAttributes.def; the
+  // verifiers refuse any other and a value of another kind.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 def Cleave_Tensor : StaticShapeTensorOf<[AnyType]>;

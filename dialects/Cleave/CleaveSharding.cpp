@@ -42,6 +42,20 @@ struct LoopNest {
   SmallVector<IteratorType> loops;
   /// Operands first, then results.
   SmallVector<DimLoops> values;
+
+  void parallel(int64_t count) { loops.append(count, IteratorType::parallel); }
+  /// Adds a summed loop and returns it.
+  unsigned reduction() {
+    loops.push_back(IteratorType::reduction);
+    return static_cast<unsigned>(loops.size() - 1);
+  }
+  /// The dims of every operand and result of `op`, as `dims` gives them.
+  void everyValue(Operation *op, function_ref<DimLoops(Value)> dims) {
+    for (Value v : op->getOperands())
+      values.push_back(dims(v));
+    for (Value v : op->getResults())
+      values.push_back(dims(v));
+  }
 };
 
 RankedTensorType tensorOf(Value v) { return dyn_cast<RankedTensorType>(v.getType()); }
@@ -100,188 +114,217 @@ bool isElementwise(Operation *op) {
          isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp, WhereOp, CastOp>(op);
 }
 
-LoopNest loopNest(Operation *op) {
+/// An op that needs every value whole: no loop runs along any dim.
+LoopNest wholeLoops(Operation *op) {
   LoopNest nest;
-  auto parallel = [&](int64_t count) { nest.loops.append(count, IteratorType::parallel); };
-  auto reduction = [&] {
-    nest.loops.push_back(IteratorType::reduction);
-    return static_cast<unsigned>(nest.loops.size() - 1);
-  };
-  auto everyValue = [&](function_ref<DimLoops(Value)> dims) {
-    for (Value v : op->getOperands())
-      nest.values.push_back(dims(v));
-    for (Value v : op->getResults())
-      nest.values.push_back(dims(v));
-  };
-  llvm::TypeSwitch<Operation *>(op)
-      .Case([&](MatMulOp matmul) {
-        Value lhs = matmul.getLhs(), rhs = matmul.getRhs(), out = matmul.getOutput();
-        int64_t rank = rankOf(out);
-        if (rankOf(lhs) < 2 || rankOf(rhs) < 2)
-          return everyValue(whole);
-        parallel(rank);
-        unsigned k = reduction();
-        // Batch dims broadcast; then M x K times K x N.
-        DimLoops a = broadcast(lhs, out), b = broadcast(rhs, out);
-        a[rankOf(lhs) - 2] = rank - 2;
-        a[rankOf(lhs) - 1] = k;
-        b[rankOf(rhs) - 2] = k;
-        b[rankOf(rhs) - 1] = rank - 1;
-        nest.values = {a, b, identity(out)};
-      })
-      .Case([&](GemmOp gemm) {
-        parallel(2);
-        unsigned k = reduction();
-        DimLoops a{0u, k}, b{k, 1u};
-        if (gemm.getTransA())
-          std::swap(a[0], a[1]);
-        if (gemm.getTransB())
-          std::swap(b[0], b[1]);
-        nest.values = {a, b};
-        if (gemm.getC())
-          nest.values.push_back(broadcast(gemm.getC(), gemm.getOutput()));
-        nest.values.push_back(identity(gemm.getOutput()));
-      })
-      .Case([&](TransposeOp transpose) {
-        parallel(rankOf(transpose.getOutput()));
-        DimLoops in = whole(transpose.getInput());
-        for (auto [loop, dim] : llvm::enumerate(transpose.getPerm()))
-          in[dim] = static_cast<unsigned>(loop);
-        nest.values = {in, identity(transpose.getOutput())};
-      })
-      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>([&](Operation *reshape) {
-        Value input = reshape->getOperand(0), output = reshape->getResult(0);
-        parallel(rankOf(output));
-        nest.values = {reshapedDims(tensorOf(input).getShape(), tensorOf(output).getShape()),
-                       identity(output)};
-      })
-      .Case([&](ExpandOp expand) {
-        parallel(rankOf(expand.getOutput()));
-        nest.values = {broadcast(expand.getInput(), expand.getOutput()),
-                       identity(expand.getOutput())};
-      })
-      .Case([&](ConcatOp concat) {
-        // The joined dim whole, the others alike in every piece.
-        parallel(rankOf(concat.getOutput()));
-        auto joined = [&](Value v) {
-          DimLoops dims = identity(v);
-          dims[concat.getAxis()] = std::nullopt;
-          return dims;
-        };
-        everyValue(joined);
-      })
-      .Case([&](SplitOp split) {
-        // Split along a dim split over tp only into its blocks (marked by
-        // cleave-annotate-sharding): each rank's part of every block.
-        parallel(rankOf(split.getInput()));
-        auto cut = [&](Value v) {
-          DimLoops dims = identity(v);
-          if (!split->hasAttr("cleave.blockwise"))
-            dims[split.getAxis()] = std::nullopt;
-          return dims;
-        };
-        everyValue(cut);
-      })
-      .Case([&](SliceOp slice) {
-        parallel(rankOf(slice.getInput()));
-        auto type = tensorOf(slice.getInput());
-        auto cut = [&](Value v) {
-          DimLoops dims = identity(v);
-          for (int64_t d = 0; d < type.getRank(); ++d)
-            if (slice.getStarts()[d] != 0 || slice.getSteps()[d] != 1 ||
-                slice.getEnds()[d] < type.getDimSize(d))
-              dims[d] = std::nullopt;
-          return dims;
-        };
-        everyValue(cut);
-      })
-      .Case([&](GatherOp gather) {
-        // A lookup sums over the table's rows: exactly one row is taken.
-        if (gather.getAxis() != 0)
-          return everyValue(whole);
-        int64_t indices = rankOf(gather.getIndices());
-        parallel(rankOf(gather.getOutput()));
-        unsigned rows = reduction();
-        DimLoops table{rows};
-        for (int64_t d = 1; d < rankOf(gather.getData()); ++d)
-          table.push_back(static_cast<unsigned>(indices + d - 1));
-        nest.values = {table, identity(gather.getIndices()), identity(gather.getOutput())};
-      })
-      .Case([&](SoftmaxCrossEntropyLossOp sce) {
-        if (rankOf(sce.getScores()) != 2)
-          return everyValue(whole);
-        // Per row, or summed over rows; a mean over rows needs them whole.
-        StringRef reduction = sce.getReduction();
-        std::optional<unsigned> rows = 0u;
-        if (reduction == "mean")
-          rows = std::nullopt;
-        nest.loops = {reduction == "none" ? IteratorType::parallel : IteratorType::reduction,
-                      IteratorType::reduction};
-        nest.values = {{rows, 1u}, {rows}};
-        if (sce.getWeights())
-          nest.values.push_back({1u});
-        nest.values.push_back(reduction == "none" ? DimLoops{rows} : DimLoops{});
-        nest.values.push_back({rows, 1u});
-      })
-      .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *axisOp) {
-        Value input = axisOp->getOperand(0);
-        parallel(rankOf(input));
-        int64_t axis = cast<IntegerAttr>(axisOp->getAttr("axis")).getInt();
-        auto alongAxis = [&](Value v) {
-          DimLoops dims = identity(v);
-          dims[axis] = std::nullopt;
-          return dims;
-        };
-        everyValue(alongAxis);
-      })
-      .Case([&](LayerNormalizationOp norm) {
-        int64_t axis = norm.getAxis();
-        parallel(rankOf(norm.getX()));
-        auto leading = [&](Value v) {
-          DimLoops dims = identity(v);
-          for (int64_t d = axis; d < rankOf(v); ++d)
-            dims[d] = std::nullopt;
-          return dims;
-        };
-        for (Value v : op->getOperands())
-          nest.values.push_back(v == norm.getX() ? leading(v) : whole(v));
-        for (Value v : op->getResults())
-          nest.values.push_back(leading(v));
-      })
-      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>([&](Operation *reduce) {
-        // A sum over a split dim is a partial sum; a mean or maximum needs
-        // the dim whole.
-        Value input = reduce->getOperand(0);
-        int64_t rank = rankOf(input);
-        auto axes = cast<DenseI64ArrayAttr>(reduce->getAttr("axes")).asArrayRef();
-        bool keepdims = cast<BoolAttr>(reduce->getAttr("keepdims")).getValue();
-        bool sum = isa<ReduceSumOp>(reduce);
-        parallel(rank);
-        DimLoops in = identity(input), out;
-        for (int64_t d = 0; d < rank; ++d) {
-          if (!llvm::is_contained(axes, d)) {
-            out.push_back(static_cast<unsigned>(d));
-            continue;
-          }
-          if (sum)
-            nest.loops[d] = IteratorType::reduction;
-          else
-            in[d] = std::nullopt;
-          if (keepdims)
-            out.push_back(std::nullopt);
-        }
-        nest.values = {in, out};
-      })
-      .Default([&](Operation *) {
-        if (!isElementwise(op) || op->getNumResults() != 1)
-          return everyValue(whole);
-        Value out = op->getResult(0);
-        parallel(rankOf(out));
-        for (Value v : op->getOperands())
-          nest.values.push_back(broadcast(v, out));
-        nest.values.push_back(identity(out));
-      });
+  nest.everyValue(op, whole);
   return nest;
+}
+
+LoopNest loopsOf(MatMulOp matmul) {
+  Value lhs = matmul.getLhs(), rhs = matmul.getRhs(), out = matmul.getOutput();
+  if (rankOf(lhs) < 2 || rankOf(rhs) < 2)
+    return wholeLoops(matmul);
+  LoopNest nest;
+  int64_t rank = rankOf(out);
+  nest.parallel(rank);
+  unsigned k = nest.reduction();
+  // Batch dims broadcast; then M x K times K x N.
+  DimLoops a = broadcast(lhs, out), b = broadcast(rhs, out);
+  a[rankOf(lhs) - 2] = rank - 2;
+  a[rankOf(lhs) - 1] = k;
+  b[rankOf(rhs) - 2] = k;
+  b[rankOf(rhs) - 1] = rank - 1;
+  nest.values = {a, b, identity(out)};
+  return nest;
+}
+
+LoopNest loopsOf(GemmOp gemm) {
+  LoopNest nest;
+  nest.parallel(2);
+  unsigned k = nest.reduction();
+  DimLoops a{0u, k}, b{k, 1u};
+  if (gemm.getTransA())
+    std::swap(a[0], a[1]);
+  if (gemm.getTransB())
+    std::swap(b[0], b[1]);
+  nest.values = {a, b};
+  if (gemm.getC())
+    nest.values.push_back(broadcast(gemm.getC(), gemm.getOutput()));
+  nest.values.push_back(identity(gemm.getOutput()));
+  return nest;
+}
+
+LoopNest loopsOf(TransposeOp transpose) {
+  LoopNest nest;
+  nest.parallel(rankOf(transpose.getOutput()));
+  DimLoops in = whole(transpose.getInput());
+  for (auto [loop, dim] : llvm::enumerate(transpose.getPerm()))
+    in[dim] = static_cast<unsigned>(loop);
+  nest.values = {in, identity(transpose.getOutput())};
+  return nest;
+}
+
+/// Reshape, Flatten, Squeeze, Unsqueeze.
+LoopNest reshapeLoops(Operation *reshape) {
+  LoopNest nest;
+  Value input = reshape->getOperand(0), output = reshape->getResult(0);
+  nest.parallel(rankOf(output));
+  nest.values = {reshapedDims(tensorOf(input).getShape(), tensorOf(output).getShape()),
+                 identity(output)};
+  return nest;
+}
+
+LoopNest loopsOf(ExpandOp expand) {
+  LoopNest nest;
+  nest.parallel(rankOf(expand.getOutput()));
+  nest.values = {broadcast(expand.getInput(), expand.getOutput()), identity(expand.getOutput())};
+  return nest;
+}
+
+/// Every dim along its loop but `except`'s, which are whole.
+LoopNest identityExcept(Operation *op, int64_t rank, function_ref<bool(int64_t)> except) {
+  LoopNest nest;
+  nest.parallel(rank);
+  nest.everyValue(op, [&](Value v) {
+    DimLoops dims = identity(v);
+    for (int64_t d = 0; d < rankOf(v); ++d)
+      if (except(d))
+        dims[d] = std::nullopt;
+    return dims;
+  });
+  return nest;
+}
+
+LoopNest loopsOf(ConcatOp concat) {
+  // The joined dim whole, the others alike in every piece.
+  return identityExcept(concat, rankOf(concat.getOutput()),
+                        [&](int64_t d) { return d == concat.getAxis(); });
+}
+
+LoopNest loopsOf(SplitOp split) {
+  // Split along a dim split over tp only into its blocks (marked by
+  // cleave-annotate-sharding): each rank's part of every block.
+  bool blockwise = split->hasAttr(kBlockwiseAttr);
+  return identityExcept(split, rankOf(split.getInput()),
+                        [&](int64_t d) { return !blockwise && d == split.getAxis(); });
+}
+
+LoopNest loopsOf(SliceOp slice) {
+  auto type = tensorOf(slice.getInput());
+  return identityExcept(slice, type.getRank(), [&](int64_t d) {
+    return slice.getStarts()[d] != 0 || slice.getSteps()[d] != 1 ||
+           slice.getEnds()[d] < type.getDimSize(d);
+  });
+}
+
+LoopNest loopsOf(GatherOp gather) {
+  // A lookup sums over the table's rows: exactly one row is taken.
+  if (gather.getAxis() != 0)
+    return wholeLoops(gather);
+  LoopNest nest;
+  int64_t indices = rankOf(gather.getIndices());
+  nest.parallel(rankOf(gather.getOutput()));
+  unsigned rows = nest.reduction();
+  DimLoops table{rows};
+  for (int64_t d = 1; d < rankOf(gather.getData()); ++d)
+    table.push_back(static_cast<unsigned>(indices + d - 1));
+  nest.values = {table, identity(gather.getIndices()), identity(gather.getOutput())};
+  return nest;
+}
+
+LoopNest loopsOf(SoftmaxCrossEntropyLossOp sce) {
+  if (rankOf(sce.getScores()) != 2)
+    return wholeLoops(sce);
+  // Per row, or summed over rows; a mean over rows needs them whole.
+  LoopNest nest;
+  StringRef reduction = sce.getReduction();
+  std::optional<unsigned> rows = 0u;
+  if (reduction == "mean")
+    rows = std::nullopt;
+  nest.loops = {reduction == "none" ? IteratorType::parallel : IteratorType::reduction,
+                IteratorType::reduction};
+  nest.values = {{rows, 1u}, {rows}};
+  if (sce.getWeights())
+    nest.values.push_back({1u});
+  nest.values.push_back(reduction == "none" ? DimLoops{rows} : DimLoops{});
+  nest.values.push_back({rows, 1u});
+  return nest;
+}
+
+/// Softmax, LogSoftmax: the axis whole.
+LoopNest softmaxLoops(Operation *op) {
+  int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
+  return identityExcept(op, rankOf(op->getOperand(0)), [&](int64_t d) { return d == axis; });
+}
+
+LoopNest loopsOf(LayerNormalizationOp norm) {
+  LoopNest nest;
+  int64_t axis = norm.getAxis();
+  nest.parallel(rankOf(norm.getX()));
+  auto leading = [&](Value v) {
+    DimLoops dims = identity(v);
+    for (int64_t d = axis; d < rankOf(v); ++d)
+      dims[d] = std::nullopt;
+    return dims;
+  };
+  for (Value v : norm->getOperands())
+    nest.values.push_back(v == norm.getX() ? leading(v) : whole(v));
+  for (Value v : norm->getResults())
+    nest.values.push_back(leading(v));
+  return nest;
+}
+
+/// ReduceSum, ReduceMean, ReduceMax: a sum over a split dim is a partial
+/// sum; a mean or maximum needs the dim whole.
+LoopNest reduceLoops(Operation *reduce) {
+  LoopNest nest;
+  Value input = reduce->getOperand(0);
+  int64_t rank = rankOf(input);
+  auto axes = cast<DenseI64ArrayAttr>(reduce->getAttr("axes")).asArrayRef();
+  bool keepdims = cast<BoolAttr>(reduce->getAttr("keepdims")).getValue();
+  bool sum = isa<ReduceSumOp>(reduce);
+  nest.parallel(rank);
+  DimLoops in = identity(input), out;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!llvm::is_contained(axes, d)) {
+      out.push_back(static_cast<unsigned>(d));
+      continue;
+    }
+    if (sum)
+      nest.loops[d] = IteratorType::reduction;
+    else
+      in[d] = std::nullopt;
+    if (keepdims)
+      out.push_back(std::nullopt);
+  }
+  nest.values = {in, out};
+  return nest;
+}
+
+/// Elementwise ops broadcast their operands (numpy rules); any other op
+/// needs its values whole.
+LoopNest elementwiseLoops(Operation *op) {
+  if (!isElementwise(op) || op->getNumResults() != 1)
+    return wholeLoops(op);
+  LoopNest nest;
+  Value out = op->getResult(0);
+  nest.parallel(rankOf(out));
+  for (Value v : op->getOperands())
+    nest.values.push_back(broadcast(v, out));
+  nest.values.push_back(identity(out));
+  return nest;
+}
+
+LoopNest loopNest(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LoopNest>(op)
+      .Case<MatMulOp, GemmOp, TransposeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp,
+            SoftmaxCrossEntropyLossOp, LayerNormalizationOp>(
+          [](auto typed) { return loopsOf(typed); })
+      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(reshapeLoops)
+      .Case<SoftmaxOp, LogSoftmaxOp>(softmaxLoops)
+      .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(reduceLoops)
+      .Default(elementwiseLoops);
 }
 
 /// Whether an op other than a sharding annotation reads `v`.
@@ -380,7 +423,7 @@ FailureOr<Value> tpCoordinate(Operation *op, ArrayRef<GridAxis> axes, IRMapping 
     return op->emitError("splits rows or classes over more than one grid axis");
   auto func = op->getParentOfType<func::FuncOp>();
   for (BlockArgument arg : func.getArguments()) {
-    if (!func.getArgAttr(arg.getArgNumber(), "cleave.tp_coordinate"))
+    if (!func.getArgAttr(arg.getArgNumber(), kTpCoordinateAttr))
       continue;
     Value rank = map.lookup(arg);
     return type.getWidth() == 64 ? rank : CastOp::create(b, op->getLoc(), rank, type).getResult();

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/comm/Mesh.h"
+#include "runtime/Mesh.h"
 #include "runtime/comm/Mpi.h"
 #include "runtime/comm/MpiTest.h"
 

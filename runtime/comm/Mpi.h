@@ -17,7 +17,7 @@
 #define CLEAVE_RUNTIME_COMM_MPI_H
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/comm/Mesh.h"
+#include "runtime/Mesh.h"
 
 #include <mpi.h>
 

@@ -2,7 +2,7 @@
 //
 // What a program's driver calls once, before its first step:
 //
-//   comm::Mesh mesh = ...;                  // from plan.json (one axis "dp" for data parallel)
+//   Mesh mesh = ...;                  // from plan.json (one axis "dp" for data parallel)
 //   comm::CommOptions options;              // timeout, --deterministic
 //   std::string error;
 //   auto communication = comm::startCommunication(mesh, options, error);
@@ -27,7 +27,7 @@
 #define CLEAVE_RUNTIME_COMM_START_H
 
 #include "runtime/comm/Communicator.h"
-#include "runtime/comm/Mesh.h"
+#include "runtime/Mesh.h"
 
 #include <memory>
 #include <string>

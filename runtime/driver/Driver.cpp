@@ -33,6 +33,103 @@ const CLI::Option *firstGiven(std::initializer_list<const CLI::Option *> options
   return nullptr;
 }
 
+/// What a forward run is asked for on the command line.
+struct ForwardOptions {
+  std::vector<std::string> inputFlags;
+  std::string outputDir;
+  int repeat = 1;
+  bool stats = false;
+};
+
+/// One forward (or `repeat` of them) on the --input files: the outputs
+/// written as .npy, and with --stats the timing and arena bytes touched.
+int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &options,
+               Backend &backend) {
+  std::string error;
+  std::vector<std::string> inputNames;
+  for (const TensorSpec &input : plan.inputs)
+    inputNames.push_back(input.name);
+  std::map<std::string, std::string> inputFiles;
+  if (int code = parseNamedFiles(options.inputFlags, "--input", "input", inputNames, inputFiles))
+    return code;
+
+  std::vector<NpyArray> hostInputs(plan.inputs.size());
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const TensorSpec &spec = plan.inputs[i];
+    auto file = inputFiles.find(spec.name);
+    if (file == inputFiles.end())
+      return fail("input '" + spec.name + "'", "is missing", 1,
+                  "pass --input " + spec.name + "=FILE.npy (" + dtypeName(spec.dtype) + ", " +
+                      shapeText(spec.shape) + ")");
+    NpyArray &array = hostInputs[i];
+    if (!readNpy(file->second, array, error))
+      return fail("input '" + spec.name + "' (" + file->second + ")", error, 1);
+    if (array.dtype != spec.dtype || array.shape != spec.shape)
+      return fail("input '" + spec.name + "' (" + file->second + ")",
+                  std::string("is ") + dtypeName(array.dtype) + " " + shapeText(array.shape) +
+                      ", the model takes " + dtypeName(spec.dtype) + " " + shapeText(spec.shape),
+                  1);
+  }
+
+  std::vector<char> hostWeights;
+  if (int code = loadWeights(dir, weightsBlobName(plan, {}), plan, hostWeights))
+    return code;
+
+  Buffer weights(backend, hostWeights.size());
+  backend.copyToDevice(weights.get(), hostWeights.data(), hostWeights.size());
+  std::vector<std::unique_ptr<Buffer>> inputBuffers;
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    inputBuffers.push_back(std::make_unique<Buffer>(backend, hostInputs[i].data.size()));
+    backend.copyToDevice(inputBuffers.back()->get(), hostInputs[i].data.data(),
+                         hostInputs[i].data.size());
+    Tensor t = tensorAt(inputBuffers.back()->get(), plan.inputs[i]);
+    inputs.push_back(t);
+  }
+
+  std::size_t arenaBytes = static_cast<std::size_t>(plan.arenaBytes);
+  Buffer arena(backend, arenaBytes);
+  std::vector<char> pattern(arenaBytes, static_cast<char>(kSentinel));
+  backend.copyToDevice(arena.get(), pattern.data(), arenaBytes);
+
+  std::vector<Tensor> outputs(plan.outputs.size());
+  std::vector<double> seconds;
+  for (int r = 0; r < options.repeat; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+
+  // The highest arena byte any kernel changed.
+  std::vector<char> after(arenaBytes);
+  backend.copyToHost(after.data(), arena.get(), arenaBytes);
+  std::size_t touched = arenaBytes;
+  while (touched > 0 && static_cast<unsigned char>(after[touched - 1]) == kSentinel)
+    --touched;
+
+  if (!options.outputDir.empty())
+    if (int code = writeOutputs(plan, outputs, options.outputDir, backend))
+      return code;
+  if (options.stats) {
+    nlohmann::json report = {
+        {"format_version", 1},
+        {"backend", backend.name()},
+        {"arena_bytes_planned", plan.arenaBytes},
+        {"arena_bytes_touched", touched},
+        {"runs", options.repeat},
+        {"seconds_min", *std::min_element(seconds.begin(), seconds.end())},
+        {"seconds_mean", [&] {
+           double total = 0;
+           for (double s : seconds)
+             total += s;
+           return total / seconds.size();
+         }()}};
+    std::cout << report.dump() << std::endl;
+  }
+  return 0;
+}
+
 } // namespace
 
 int runDriver(int argc, char **argv, Backend &backend) {
@@ -122,106 +219,8 @@ int runDriver(int argc, char **argv, Backend &backend) {
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 
-  std::map<std::string, std::string> inputFiles;
-  for (const std::string &flag : inputFlags) {
-    size_t eq = flag.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return fail("--input '" + flag + "'", "expected NAME=FILE.npy", 2);
-    std::string name = flag.substr(0, eq);
-    bool known = std::any_of(plan.inputs.begin(), plan.inputs.end(),
-                             [&](const TensorSpec &s) { return s.name == name; });
-    if (!known) {
-      std::string names;
-      for (const TensorSpec &s : plan.inputs)
-        names += (names.empty() ? "" : ", ") + s.name;
-      return fail("--input '" + flag + "'", "the model has no input '" + name + "'", 1,
-                  "its inputs are: " + names);
-    }
-    inputFiles[name] = flag.substr(eq + 1);
-  }
-
-  std::vector<NpyArray> hostInputs(plan.inputs.size());
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    const TensorSpec &spec = plan.inputs[i];
-    auto file = inputFiles.find(spec.name);
-    if (file == inputFiles.end())
-      return fail("input '" + spec.name + "'", "is missing", 1,
-                  "pass --input " + spec.name + "=FILE.npy (" + dtypeName(spec.dtype) + ", " +
-                      shapeText(spec.shape) + ")");
-    NpyArray &array = hostInputs[i];
-    if (!readNpy(file->second, array, error))
-      return fail("input '" + spec.name + "' (" + file->second + ")", error, 1);
-    if (array.dtype != spec.dtype || array.shape != spec.shape)
-      return fail("input '" + spec.name + "' (" + file->second + ")",
-                  std::string("is ") + dtypeName(array.dtype) + " " + shapeText(array.shape) +
-                      ", the model takes " + dtypeName(spec.dtype) + " " + shapeText(spec.shape),
-                  1);
-  }
-
-  std::vector<char> hostWeights;
-  if (int code = loadWeights(dir, plan, hostWeights))
-    return code;
-
   backend.setThreads(threads);
-  Buffer weights(backend, hostWeights.size());
-  backend.copyToDevice(weights.get(), hostWeights.data(), hostWeights.size());
-  std::vector<std::unique_ptr<Buffer>> inputBuffers;
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    inputBuffers.push_back(std::make_unique<Buffer>(backend, hostInputs[i].data.size()));
-    backend.copyToDevice(inputBuffers.back()->get(), hostInputs[i].data.data(),
-                         hostInputs[i].data.size());
-    Tensor t = tensorAt(inputBuffers.back()->get(), plan.inputs[i]);
-    inputs.push_back(t);
-  }
-
-  std::size_t arenaBytes = static_cast<std::size_t>(plan.arenaBytes);
-  Buffer arena(backend, arenaBytes);
-  std::vector<char> pattern(arenaBytes, static_cast<char>(kSentinel));
-  backend.copyToDevice(arena.get(), pattern.data(), arenaBytes);
-
-  std::vector<Tensor> outputs(plan.outputs.size());
-  std::vector<double> seconds;
-  for (int r = 0; r < repeat; ++r) {
-    auto start = std::chrono::steady_clock::now();
-    backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
-    seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-
-  // The highest arena byte any kernel changed.
-  std::vector<char> after(arenaBytes);
-  backend.copyToHost(after.data(), arena.get(), arenaBytes);
-  std::size_t touched = arenaBytes;
-  while (touched > 0 && static_cast<unsigned char>(after[touched - 1]) == kSentinel)
-    --touched;
-
-  if (!outputDir.empty()) {
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      std::vector<char> host(outputs[i].bytes());
-      backend.copyToHost(host.data(), outputs[i].data, host.size());
-      std::string path = outputDir + "/" + npyFileName(plan.outputs[i].name);
-      if (!writeNpy(path, outputs[i].dtype, plan.outputs[i].shape, host.data(), error))
-        return fail(path, error, 1);
-    }
-  }
-  if (stats) {
-    nlohmann::json report = {
-        {"format_version", 1},
-        {"backend", backend.name()},
-        {"arena_bytes_planned", plan.arenaBytes},
-        {"arena_bytes_touched", touched},
-        {"runs", repeat},
-        {"seconds_min", *std::min_element(seconds.begin(), seconds.end())},
-        {"seconds_mean", [&] {
-           double total = 0;
-           for (double s : seconds)
-             total += s;
-           return total / seconds.size();
-         }()}};
-    std::cout << report.dump() << std::endl;
-  }
-  return 0;
+  return runForward(dir, plan, {inputFlags, outputDir, repeat, stats}, backend);
 }
 
 } // namespace cleave::rt

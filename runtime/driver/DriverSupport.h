@@ -1,7 +1,8 @@
 //===- DriverSupport.h - the plan and helpers both driver modes share -*- C++ -*-===//
 //
-// Internal to the driver: plan.json as read, the one-line error format, device
-// buffers, the weights blob, and writing a file whole or not at all.
+// Internal to the driver: the one-line error format, device buffers, the
+// weights blob, and stderr while ranks check the same things (plan.json itself
+// is runtime/Plan.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,82 +10,37 @@
 #define CLEAVE_RUNTIME_DRIVER_DRIVERSUPPORT_H
 
 #include "runtime/Files.h"
+#include "runtime/Plan.h"
 #include "runtime/driver/Driver.h"
 
 #include <cstdint>
-#include <optional>
+#include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace cleave::rt {
-
-struct TensorSpec {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-};
-
-/// How the learning rate moves over the steps (docs/training.md).
-enum class LrSchedule { Constant, Linear, Cosine };
-
-/// plan.json's optional "training" object: the program's forward runs one
-/// microbatch, its apply one update (docs/training.md).
-struct TrainingSpec {
-  /// Algorithm "training_info": the model's own algorithm is the whole step,
-  /// one forward with an empty apply; no learning rate, schedule or step
-  /// inputs (they live in the graph), and gradAccum 1.
-  bool trainingInfo = false;
-  std::string optimizer;
-  double lr = 0;
-  LrSchedule schedule = LrSchedule::Constant;
-  int64_t warmup = 0;
-  /// Indices into Plan::inputs.
-  std::vector<size_t> dataInputs;
-  size_t lrInput = 0, stepInput = 0;
-  /// Index into Plan::outputs.
-  size_t lossOutput = 0;
-  /// Dim 0 of every data input: the samples of one forward.
-  int64_t microBatch = 0;
-  /// Forwards (microbatches) per apply.
-  int64_t gradAccum = 1;
-  /// Samples per step: microBatch * gradAccum.
-  int64_t batchSize = 0;
-};
-
-/// plan.json's optional "mesh" object: the device mesh a training step is
-/// partitioned over.
-struct MeshSpec {
-  /// Axis names and sizes, in order (row-major over the ranks).
-  std::vector<std::pair<std::string, int>> axes;
-  /// Sums over ranks in rank order (bit-identical to one device).
-  bool deterministic = false;
-};
-
-struct Plan {
-  std::vector<TensorSpec> inputs, outputs;
-  int64_t arenaBytes = 0;
-  int64_t weightsBytes = 0;
-  std::string weightsFile;
-  std::optional<TrainingSpec> training;
-  std::optional<MeshSpec> mesh;
-};
 
 /// Prints `cleave: error: WHERE: WHAT` (and `note: NOTE`) to stderr and
 /// returns `code`.
 int fail(const std::string &where, const std::string &what, int code,
          const std::string &note = "");
 
-/// "8x32", or "scalar" for [].
-std::string shapeText(const std::vector<int64_t> &shape);
+/// Reads the weights blob DIR/FILE into `weights`, or prints why it cannot
+/// and returns the exit code.
+int loadWeights(const std::string &dir, const std::string &file, const Plan &plan,
+                std::vector<char> &weights);
 
-/// Reads and checks plan.json; on failure sets `error` (without the path).
-bool readPlan(const std::string &path, Plan &plan, std::string &error);
+/// Reads NAME=FILE `entries` of `flag` into `files`, each NAME one of
+/// `names` (the model's `noun`s: "input", "data input") and given once; or
+/// prints why not and returns the exit code.
+int parseNamedFiles(const std::vector<std::string> &entries, const std::string &flag,
+                    const std::string &noun, const std::vector<std::string> &names,
+                    std::map<std::string, std::string> &files);
 
-/// Reads DIR/weights.bin into `weights`, or prints why it cannot and returns
+/// Writes each output as DIR/NAME.npy, or prints why it cannot and returns
 /// the exit code.
-int loadWeights(const std::string &dir, const Plan &plan, std::vector<char> &weights);
-
+int writeOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
+                 Backend &backend);
 
 /// Whether `path` can be created (by creating and removing `path.partial`).
 bool canCreate(const std::string &path, std::string &error);

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -97,7 +98,7 @@ std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
 
 /// Rank 0's bytes sent over the run per collective kind and mesh axis
 /// (ring-algorithm counts, runtime/comm): [{kind, axis, bytes}].
-nlohmann::ordered_json bytesSentJson(const comm::Mesh &mesh,
+nlohmann::ordered_json bytesSentJson(const Mesh &mesh,
                                      const std::vector<comm::Communicator *> &axes) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (size_t a = 0; a < axes.size(); ++a) {
@@ -152,12 +153,45 @@ std::vector<int64_t> shuffledOrder(int64_t count, uint64_t seed, uint64_t epoch)
   return order;
 }
 
-int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions &options,
-                Backend &backend) {
-  const TrainingSpec &spec = *plan.training;
-  // Ranks other than 0 check the same things; rank 0 reports them.
-  StderrSilencer quiet(comm::launchedRank() != 0);
+namespace {
 
+/// The job's ranks: the mesh, its communicators, and where this rank is.
+struct Job {
+  Mesh mesh;
+  std::unique_ptr<comm::Communication> communication;
+  std::vector<comm::Communicator *> axes;
+  std::vector<int> coordinates;
+  int64_t dpSize = 1, dpRank = 0;
+  /// Rank 0 prints progress and writes what every rank holds alike.
+  bool reporting = true;
+};
+
+/// The data sets, whole, in host memory, in the order of the plan's data
+/// inputs.
+struct DataSets {
+  std::vector<std::string> files;
+  std::vector<NpyArray> arrays;
+  std::vector<size_t> sampleBytes;
+  int64_t samples = 0;
+};
+
+/// The program's buffers on the backend.
+struct ProgramState {
+  std::string blobName;
+  std::vector<char> hostWeights;
+  std::unique_ptr<Buffer> weights, arena;
+  std::vector<std::unique_ptr<Buffer>> inputBuffers;
+  std::vector<Tensor> inputs, outputs;
+  /// One microbatch of each data input, gathered on the host.
+  std::vector<std::vector<char>> staging;
+};
+
+struct StepRecord {
+  int64_t step;
+  double loss, lr;
+};
+
+int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
   if (options.steps.has_value() == options.epochs.has_value())
     return fail("usage", "a training program takes one of --steps N and --epochs E", 2,
                 "see --help");
@@ -170,86 +204,64 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return fail("--total-steps " + std::to_string(*options.totalSteps),
                 "is fewer than the " + std::to_string(*options.steps) + " steps of this run",
                 2);
+  return 0;
+}
 
-  // The mesh's communicators; one local rank without a mesh.
-  comm::Mesh mesh = comm::Mesh::line("dp", 1);
+/// Starts the mesh's communicators (one local rank without a mesh).
+int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend, Job &job) {
+  job.mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
   comm::CommOptions commOptions;
   commOptions.timeoutSeconds = options.collectiveTimeout;
-  if (plan.mesh) {
-    mesh = {};
-    for (const auto &[name, size] : plan.mesh->axes) {
-      mesh.axisNames.push_back(name);
-      mesh.shape.push_back(size);
-    }
-    commOptions.deterministic = plan.mesh->deterministic;
-  }
+  commOptions.deterministic = plan.deterministic;
   if (int launched = comm::launchedRanks(); !plan.mesh && launched > 1)
     return fail("program",
                 "is compiled without --mesh, for one rank, but was started on " +
                     std::to_string(launched) + ": compile it with --mesh dp=" +
                     std::to_string(launched) + " to train on that many",
                 2);
-  std::string startError;
-  std::unique_ptr<comm::Communication> communication =
-      comm::startCommunication(mesh, commOptions, startError);
-  if (!communication)
-    return fail("mesh " + mesh.text(), startError, 2);
-  std::vector<comm::Communicator *> axes;
-  for (const std::string &name : mesh.axisNames)
-    axes.push_back(communication->axis(name));
-  backend.setCommunicators(axes);
-  // Rank r of dp takes slots r*K .. r*K+K-1 of every step's batch
-  // (docs/training.md), so every layout with the same global batch sees the
-  // same samples.
-  const int dpAxis = mesh.axisIndex("dp");
-  const int64_t dpSize = dpAxis < 0 ? 1 : mesh.shape[dpAxis];
-  const int64_t dpRank = dpAxis < 0 ? 0 : mesh.coordinates(communication->rank())[dpAxis];
-  const int tpAxis = mesh.axisIndex("tp");
-  const int64_t tpRank = tpAxis < 0 ? 0 : mesh.coordinates(communication->rank())[tpAxis];
-  const bool reporting = communication->rank() == 0;
-  const int64_t micro = spec.microBatch, batch = spec.batchSize * dpSize;
+  std::string error;
+  job.communication = comm::startCommunication(job.mesh, commOptions, error);
+  if (!job.communication)
+    return fail("mesh " + job.mesh.text(), error, 2);
+  for (const std::string &name : job.mesh.axisNames)
+    job.axes.push_back(job.communication->axis(name));
+  backend.setCommunicators(job.axes);
+  job.coordinates = job.mesh.coordinates(job.communication->rank());
+  const int dpAxis = job.mesh.axisIndex("dp");
+  job.dpSize = dpAxis < 0 ? 1 : job.mesh.shape[dpAxis];
+  job.dpRank = dpAxis < 0 ? 0 : job.coordinates[dpAxis];
+  job.reporting = job.communication->rank() == 0;
+  return 0;
+}
 
-  // Which file feeds which data input.
+/// Reads every data input's file (--data NAME=FILE) and checks it holds
+/// samples of the input's shape, as many for every input, at least a batch.
+int readDataSets(const Plan &plan, const TrainingOptions &options, int64_t batch,
+                 DataSets &data) {
+  const TrainingSpec &spec = *plan.training;
+  std::vector<std::string> names;
+  for (size_t index : spec.dataInputs)
+    names.push_back(plan.inputs[index].name);
   std::map<std::string, std::string> files;
-  for (const std::string &entry : splitDataFlags(options.data)) {
-    size_t eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size())
-      return fail("--data '" + entry + "'", "expected NAME=FILE.npy", 2);
-    std::string name = entry.substr(0, eq);
-    bool known = false;
-    for (size_t index : spec.dataInputs)
-      known |= plan.inputs[index].name == name;
-    if (!known) {
-      std::string names;
-      for (size_t index : spec.dataInputs)
-        names += (names.empty() ? "" : ", ") + plan.inputs[index].name;
-      return fail("--data '" + entry + "'", "the model has no data input '" + name + "'", 1,
-                  "its data inputs are: " + names);
-    }
-    if (files.count(name))
-      return fail("--data '" + entry + "'", "'" + name + "' is given twice", 2);
-    files[name] = entry.substr(eq + 1);
-  }
+  if (int code = parseNamedFiles(splitDataFlags(options.data), "--data", "data input", names,
+                                 files))
+    return code;
   for (size_t index : spec.dataInputs) {
     const TensorSpec &input = plan.inputs[index];
     if (!files.count(input.name))
       return fail("data '" + input.name + "'", "is missing", 1,
                   "pass --data " + input.name + "=FILE.npy holding " + dtypeName(input.dtype) +
                       " " + dataShapeText(input.shape) + " (N samples)");
+    data.files.push_back(files[input.name]);
   }
-
-  // The data sets, whole, in host memory.
-  std::vector<NpyArray> data(spec.dataInputs.size());
-  std::vector<size_t> sampleBytes(spec.dataInputs.size());
-  int64_t samples = 0;
+  data.arrays.resize(spec.dataInputs.size());
   for (size_t k = 0; k < spec.dataInputs.size(); ++k) {
     const TensorSpec &input = plan.inputs[spec.dataInputs[k]];
-    const std::string &file = files[input.name];
-    const std::string where = "data '" + input.name + "' (" + file + ")";
+    const std::string where = "data '" + input.name + "' (" + data.files[k] + ")";
     std::string error;
-    if (!readNpy(file, data[k], error))
+    if (!readNpy(data.files[k], data.arrays[k], error))
       return fail(where, error, 1);
-    const NpyArray &array = data[k];
+    const NpyArray &array = data.arrays[k];
     bool matches = array.dtype == input.dtype && array.shape.size() == input.shape.size() &&
                    std::equal(input.shape.begin() + 1, input.shape.end(), array.shape.begin() + 1);
     if (!matches)
@@ -260,25 +272,27 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                   1);
     int64_t count = array.shape[0];
     if (k == 0)
-      samples = count;
-    else if (count != samples) {
-      const std::string &firstName = plan.inputs[spec.dataInputs[0]].name;
+      data.samples = count;
+    else if (count != data.samples)
       return fail(where,
-                  "holds " + std::to_string(count) + " samples, but '" + firstName + "' (" +
-                      files[firstName] + ") holds " + std::to_string(samples),
+                  "holds " + std::to_string(count) + " samples, but '" + names[0] + "' (" +
+                      data.files[0] + ") holds " + std::to_string(data.samples),
                   1);
-    }
-    sampleBytes[k] = array.data.size() / static_cast<size_t>(std::max<int64_t>(count, 1));
+    data.sampleBytes.push_back(array.data.size() /
+                               static_cast<size_t>(std::max<int64_t>(count, 1)));
   }
-  if (samples < batch) {
-    const std::string &firstName = plan.inputs[spec.dataInputs[0]].name;
-    return fail("data '" + firstName + "' (" + files[firstName] + ")",
-                "holds " + std::to_string(samples) + " samples, fewer than the batch size " +
+  if (data.samples < batch)
+    return fail("data '" + names[0] + "' (" + data.files[0] + ")",
+                "holds " + std::to_string(data.samples) + " samples, fewer than the batch size " +
                     std::to_string(batch),
                 1);
-  }
+  return 0;
+}
 
-  int64_t steps = 0;
+/// The steps of this run (--steps, or whole batches of --epochs) and of the
+/// learning-rate schedule.
+int countSteps(const TrainingOptions &options, int64_t samples, int64_t batch, int64_t &steps,
+               int64_t &totalSteps) {
   if (options.steps) {
     steps = *options.steps;
   } else {
@@ -293,12 +307,15 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                       std::to_string(samples) + " samples)",
                   2);
   }
-  const int64_t totalSteps = options.totalSteps ? *options.totalSteps : steps;
+  totalSteps = options.totalSteps ? *options.totalSteps : steps;
   if (totalSteps < steps)
     return fail("--total-steps " + std::to_string(totalSteps),
                 "is fewer than the " + std::to_string(steps) + " steps of this run", 2);
+  return 0;
+}
 
-  // Find out now, not after the run, that the results cannot be written.
+/// Finds out now, not after the run, that the results cannot be written.
+int checkWritable(const TrainingOptions &options) {
   std::string error;
   if (!options.outputDir.empty() && !std::filesystem::is_directory(options.outputDir))
     return fail(options.outputDir, "is not a directory", 2);
@@ -306,101 +323,191 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return fail(options.outputDir + "/weights.bin", error, 2);
   if (!options.logJson.empty() && !canCreate(options.logJson, error))
     return fail(options.logJson, error, 2);
+  return 0;
+}
 
-  std::vector<char> hostWeights;
+/// This rank's weights blob, the arena and the input buffers on the backend.
+int loadProgram(const std::string &dir, const Plan &plan, const Job &job,
+                const DataSets &data, Backend &backend, ProgramState &program) {
   // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
-  // one per dp rank too: the file name says which with {tp} and {dp}.
-  Plan rankPlan = plan;
-  const bool blobPerDpRank = plan.weightsFile.find("{dp}") != std::string::npos;
-  const bool blobPerTpRank = plan.weightsFile.find("{tp}") != std::string::npos;
-  for (auto [placeholder, coordinate] : {std::pair<std::string, int64_t>("{tp}", tpRank),
-                                         std::pair<std::string, int64_t>("{dp}", dpRank)}) {
-    size_t at = rankPlan.weightsFile.find(placeholder);
-    if (at != std::string::npos)
-      rankPlan.weightsFile.replace(at, placeholder.size(), std::to_string(coordinate));
-  }
-  if (int code = loadWeights(dir, rankPlan, hostWeights))
+  // one per dp rank too.
+  program.blobName = weightsBlobName(plan, job.coordinates);
+  if (int code = loadWeights(dir, program.blobName, plan, program.hostWeights))
     return code;
-  Buffer weights(backend, hostWeights.size());
-  backend.copyToDevice(weights.get(), hostWeights.data(), hostWeights.size());
-  Buffer arena(backend, static_cast<size_t>(plan.arenaBytes));
-
-  std::vector<std::unique_ptr<Buffer>> inputBuffers;
-  std::vector<Tensor> inputs;
+  program.weights = std::make_unique<Buffer>(backend, program.hostWeights.size());
+  backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
+                       program.hostWeights.size());
+  program.arena = std::make_unique<Buffer>(backend, static_cast<size_t>(plan.arenaBytes));
   for (const TensorSpec &input : plan.inputs) {
     Tensor view = tensorAt(nullptr, input);
-    inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
-    view.data = inputBuffers.back()->get();
-    inputs.push_back(view);
+    program.inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
+    view.data = program.inputBuffers.back()->get();
+    program.inputs.push_back(view);
   }
-  std::vector<std::vector<char>> staging(spec.dataInputs.size());
-  for (size_t k = 0; k < staging.size(); ++k)
-    staging[k].resize(sampleBytes[k] * static_cast<size_t>(micro));
-  std::vector<Tensor> outputs(plan.outputs.size());
-  const TensorSpec &lossSpec = plan.outputs[spec.lossOutput];
+  for (size_t sampleBytes : data.sampleBytes)
+    program.staging.emplace_back(sampleBytes *
+                                 static_cast<size_t>(plan.training->microBatch));
+  program.outputs.resize(plan.outputs.size());
+  return 0;
+}
 
-  SampleOrder order(samples, options.shuffle, options.seed.value_or(0));
+/// Copies microbatch `k` of step `step` into the data inputs. Batch `step`
+/// is positions [(step-1)B, step B) of the epochs one after another; this
+/// rank's microbatch k of it the (dpRank K + k)-th run of micro-batch
+/// positions (docs/training.md), so every layout with the same global batch
+/// sees the same samples.
+void feedMicrobatch(const TrainingSpec &spec, const Job &job, const DataSets &data,
+                    SampleOrder &order, int64_t step, int64_t k, Backend &backend,
+                    ProgramState &program) {
+  const int64_t micro = spec.microBatch, batch = spec.batchSize * job.dpSize;
+  const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
+                         static_cast<uint64_t>((job.dpRank * spec.gradAccum + k) * micro);
+  for (int64_t row = 0; row < micro; ++row) {
+    size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
+    for (size_t d = 0; d < data.arrays.size(); ++d)
+      std::memcpy(program.staging[d].data() + static_cast<size_t>(row) * data.sampleBytes[d],
+                  data.arrays[d].data.data() + sample * data.sampleBytes[d],
+                  data.sampleBytes[d]);
+  }
+  for (size_t d = 0; d < data.arrays.size(); ++d)
+    backend.copyToDevice(program.inputs[spec.dataInputs[d]].data, program.staging[d].data(),
+                         program.staging[d].size());
+}
+
+/// The step's loss, as a double.
+double readLoss(const Plan &plan, Backend &backend, const ProgramState &program) {
+  const size_t index = plan.training->lossOutput;
+  double loss = 0;
+  if (plan.outputs[index].dtype == DType::F64) {
+    backend.copyToHost(&loss, program.outputs[index].data, sizeof loss);
+  } else {
+    float value = 0;
+    backend.copyToHost(&value, program.outputs[index].data, sizeof value);
+    loss = value;
+  }
+  return loss;
+}
+
+/// Writes the trained weights blob (one rank per blob), and on rank 0 the
+/// last step's outputs and the metrics.
+int writeResults(const Plan &plan, const TrainingOptions &options, const Job &job,
+                 Backend &backend, ProgramState &program, const std::vector<StepRecord> &records,
+                 double seconds) {
+  const TrainingSpec &spec = *plan.training;
+  const int64_t batch = spec.batchSize * job.dpSize;
+  // The parameters are the same on every rank of an axis the blob does not
+  // differ along: rank 0 of it writes the blob.
+  for (size_t a = 0; a < job.coordinates.size(); ++a)
+    if (job.coordinates[a] != 0 &&
+        std::find(plan.weightsByAxes.begin(), plan.weightsByAxes.end(),
+                  job.mesh.axisNames[a]) == plan.weightsByAxes.end())
+      return 0;
+  std::string error;
+  if (!options.outputDir.empty()) {
+    backend.copyToHost(program.hostWeights.data(), program.weights->get(),
+                       program.hostWeights.size());
+    std::string path = options.outputDir + "/" + program.blobName;
+    if (!writeFileAtomically(path, {{program.hostWeights.data(), program.hostWeights.size()}},
+                             error))
+      return fail(path, error, 1);
+  }
+  if (!job.reporting)
+    return 0;
+  if (!options.outputDir.empty())
+    if (int code = writeOutputs(plan, program.outputs, options.outputDir, backend))
+      return code;
+  if (options.logJson.empty())
+    return 0;
+  // One step a line, so long logs stay readable and diffable.
+  const int64_t steps = static_cast<int64_t>(records.size());
+  const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
+  std::string text = "{\n  \"format_version\": 1,\n  \"backend\": " +
+                     nlohmann::json(backend.name()).dump() +
+                     ",\n  \"batch_size\": " + std::to_string(batch) +
+                     ",\n  \"grad_accum\": " + std::to_string(spec.gradAccum) +
+                     ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
+                     ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
+                     ",\n  \"ranks\": " + std::to_string(job.communication->size()) +
+                     ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump() +
+                     ",\n  \"steps\": [";
+  for (size_t i = 0; i < records.size(); ++i) {
+    nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss}};
+    if (!spec.trainingInfo)
+      entry["lr"] = records[i].lr;
+    text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
+  }
+  text += "\n  ]\n}\n";
+  if (!writeFileAtomically(options.logJson, {{text.data(), text.size()}}, error))
+    return fail(options.logJson, error, 1);
+  return 0;
+}
+
+} // namespace
+
+int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions &options,
+                Backend &backend) {
+  const TrainingSpec &spec = *plan.training;
+  // Ranks other than 0 check the same flags, plan and data as rank 0, which
+  // alone reports what is wrong with them (once, not once per rank).
+  StderrSilencer quiet(comm::launchedRank() != 0);
+  Job job;
+  DataSets data;
+  int64_t steps = 0, totalSteps = 0;
+  if (int code = checkFlags(spec, options))
+    return code;
+  if (int code = startJob(plan, options, backend, job))
+    return code;
+  const int64_t batch = spec.batchSize * job.dpSize;
+  if (int code = readDataSets(plan, options, batch, data))
+    return code;
+  if (int code = countSteps(options, data.samples, batch, steps, totalSteps))
+    return code;
+  if (int code = checkWritable(options))
+    return code;
+  // From here on every rank speaks for itself: its own weights blob, and a
+  // collective that times out names the rank that waited.
+  quiet.restore();
+  ProgramState program;
+  if (int code = loadProgram(dir, plan, job, data, backend, program))
+    return code;
+
+  SampleOrder order(data.samples, options.shuffle, options.seed.value_or(0));
   const bool terminal = isatty(fileno(stderr));
   const int64_t every = std::max<int64_t>(1, steps / 10);
-  struct Record {
-    int64_t step;
-    double loss, lr;
-  };
-  std::vector<Record> records;
+  const std::string &lossName = plan.outputs[spec.lossOutput].name;
+  std::vector<StepRecord> records;
   records.reserve(static_cast<size_t>(std::min<int64_t>(steps, 1 << 20)));
-  // From here on every rank speaks for itself: a collective that times out
-  // names the rank that waited.
-  quiet.restore();
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   for (int64_t step = 1; step <= steps; ++step) {
     const double lr = learningRate(spec, step, totalSteps);
-    const float lrValue = static_cast<float>(lr);
-    const float stepValue = static_cast<float>(step);
     if (!spec.trainingInfo) { // else the learning rate and step live in the graph
-      backend.copyToDevice(inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
-      backend.copyToDevice(inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
+      const float lrValue = static_cast<float>(lr), stepValue = static_cast<float>(step);
+      backend.copyToDevice(program.inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
+      backend.copyToDevice(program.inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
     }
-    // Batch `step` is positions [(step-1)B, step B) of the epochs one after
-    // another; this rank's microbatch k of it the (dpRank K + k)-th run of
-    // `micro` positions.
     for (int64_t k = 0; k < spec.gradAccum; ++k) {
-      const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
-                             static_cast<uint64_t>((dpRank * spec.gradAccum + k) * micro);
-      for (int64_t row = 0; row < micro; ++row) {
-        size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
-        for (size_t d = 0; d < data.size(); ++d)
-          std::memcpy(staging[d].data() + static_cast<size_t>(row) * sampleBytes[d],
-                      data[d].data.data() + sample * sampleBytes[d], sampleBytes[d]);
-      }
-      for (size_t d = 0; d < data.size(); ++d)
-        backend.copyToDevice(inputs[spec.dataInputs[d]].data, staging[d].data(),
-                             staging[d].size());
+      feedMicrobatch(spec, job, data, order, step, k, backend, program);
       backend.setStep(step, trainingStream(step, k));
-      backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
+      backend.forward(program.arena->get(), program.weights->get(), program.inputs.data(),
+                      program.outputs.data());
     }
-    backend.apply(arena.get(), weights.get(), inputs.data(), outputs.data());
+    backend.apply(program.arena->get(), program.weights->get(), program.inputs.data(),
+                  program.outputs.data());
 
-    double loss = 0;
-    if (lossSpec.dtype == DType::F64) {
-      backend.copyToHost(&loss, outputs[spec.lossOutput].data, sizeof loss);
-    } else {
-      float value = 0;
-      backend.copyToHost(&value, outputs[spec.lossOutput].data, sizeof value);
-      loss = value;
-    }
+    const double loss = readLoss(plan, backend, program);
     // Every rank has the same loss; rank 0 reports it.
-    if (!std::isfinite(loss) && !reporting)
+    if (!std::isfinite(loss) && !job.reporting)
       return 1;
     if (!std::isfinite(loss))
       return fail("step " + std::to_string(step),
-                  std::string("the loss '") + lossSpec.name + "' is " +
+                  "the loss '" + lossName + "' is " +
                       (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"),
                   1, "the run stopped; nothing was written");
     records.push_back({step, loss, lr});
-    if (reporting && (terminal || step % every == 0 || step == steps)) {
+    if (job.reporting && (terminal || step % every == 0 || step == steps)) {
       double seconds = elapsed();
       double rate = seconds > 0 ? static_cast<double>(step * batch) / seconds : 0;
       std::string lrText = spec.trainingInfo ? "" : "  lr " + formatDouble("%g", lr);
@@ -409,54 +516,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                    lrText.c_str(), rate);
     }
   }
-  const double seconds = elapsed();
-  const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
-
-  // The parameters are the same on every dp rank (but for ZeRO 3's slices)
-  // and, unless the plan splits some, on every tp rank: one rank per blob
-  // the plan names writes it (dp rank 0, or every one with ZeRO 3; tp rank
-  // 0, or every one when parameters are split); rank 0 the rest.
-  if ((dpRank != 0 && !blobPerDpRank) || (tpRank != 0 && !blobPerTpRank))
-    return 0;
-  if (!options.outputDir.empty()) {
-    backend.copyToHost(hostWeights.data(), weights.get(), hostWeights.size());
-    std::string path = options.outputDir + "/" + rankPlan.weightsFile;
-    if (!writeFileAtomically(path, {{hostWeights.data(), hostWeights.size()}}, error))
-      return fail(path, error, 1);
-  }
-  if (!reporting)
-    return 0;
-  if (!options.outputDir.empty()) {
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      std::vector<char> host(outputs[i].bytes());
-      backend.copyToHost(host.data(), outputs[i].data, host.size());
-      std::string path = options.outputDir + "/" + npyFileName(plan.outputs[i].name);
-      if (!writeNpy(path, outputs[i].dtype, plan.outputs[i].shape, host.data(), error))
-        return fail(path, error, 1);
-    }
-  }
-  if (!options.logJson.empty()) {
-    // One step a line, so long logs stay readable and diffable.
-    std::string text = "{\n  \"format_version\": 1,\n  \"backend\": " +
-                       nlohmann::json(backend.name()).dump() +
-                       ",\n  \"batch_size\": " + std::to_string(batch) +
-                       ",\n  \"grad_accum\": " + std::to_string(spec.gradAccum) +
-                       ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
-                       ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
-                       ",\n  \"ranks\": " + std::to_string(communication->size()) +
-                       ",\n  \"bytes_sent\": " + bytesSentJson(mesh, axes).dump() +
-                       ",\n  \"steps\": [";
-    for (size_t i = 0; i < records.size(); ++i) {
-      nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss}};
-      if (!spec.trainingInfo)
-        entry["lr"] = records[i].lr;
-      text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
-    }
-    text += "\n  ]\n}\n";
-    if (!writeFileAtomically(options.logJson, {{text.data(), text.size()}}, error))
-      return fail(options.logJson, error, 1);
-  }
-  return 0;
+  return writeResults(plan, options, job, backend, program, records, elapsed());
 }
 
 } // namespace cleave::rt

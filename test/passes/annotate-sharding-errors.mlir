@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2})'
+// RUN: cleave-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding)'
 
 // Without a plan the model's ONNX sharding specs (cleave.device_config, as
 // the importer keeps them) are the plan; specs cleave cannot follow are

@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2})' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding)' | FileCheck %s
 
 // Without a plan, the ONNX sharding specs the importer keeps
 // (cleave.device_config) split the parameters they name, exactly by name:

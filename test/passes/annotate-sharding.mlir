@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=2,tp=2 plan=w=tp/-})' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2,tp=2},cleave-annotate-sharding{plan=w=tp/-})' | FileCheck %s
 
 // Every tensor argument gets its sharding over tp (grid axis 1) for its
 // users, used or not: `w` split along dim 0 as the plan says, `x` and the

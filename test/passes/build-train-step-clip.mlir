@@ -1,6 +1,6 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{clip-grad-norm=1.0 mesh=dp=2,tp=2})' | FileCheck %s --check-prefix=PLAIN
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{clip-grad-norm=1.0 zero=2 mesh=dp=2,tp=2})' | FileCheck %s --check-prefix=FLAT
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{clip-grad-norm=1.0 zero=3 mesh=dp=2,tp=2})' | FileCheck %s --check-prefix=STAGE3
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-create-mesh{mesh=dp=2,tp=2},cleave-build-train-step{clip-grad-norm=1.0})' | FileCheck %s --check-prefix=PLAIN
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-create-mesh{mesh=dp=2,tp=2},cleave-build-train-step{clip-grad-norm=1.0 zero=2})' | FileCheck %s --check-prefix=FLAT
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-create-mesh{mesh=dp=2,tp=2},cleave-build-train-step{clip-grad-norm=1.0 zero=3})' | FileCheck %s --check-prefix=STAGE3
 
 // Global-norm clipping on dp x tp = 2 x 2 counts every element once: `w` is
 // split over tp (its 4 local elements differ between the tp ranks), `v` is

@@ -1,6 +1,6 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=adam})' | FileCheck %s --check-prefix=ADAM
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd})' | FileCheck %s --check-prefix=SGD
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd zero=1 mesh=dp=2})' | FileCheck %s --check-prefix=SHARDED
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-create-mesh{mesh=dp=2},cleave-build-train-step{optimizer=sgd zero=1})' | FileCheck %s --check-prefix=SHARDED
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=lion})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOSPLIT
@@ -30,8 +30,8 @@
 // ADAM-SAME: %arg3: tensor<f32> {cleave.kind = "input", cleave.name = "cleave.step"}
 // ADAM-SAME: %arg4: tensor<3xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w"}
 // ADAM-SAME: %arg5: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"}
-// ADAM-SAME: %arg6: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.m:w"}
-// ADAM-SAME: %arg7: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.v:w"}
+// ADAM-SAME: %arg6: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.m:w", cleave.state_of = "w"}
+// ADAM-SAME: %arg7: tensor<3xf32> {cleave.kind = "state", cleave.name = "adam.v:w", cleave.state_of = "w"}
 // ADAM-SAME: -> (tensor<f32> {cleave.name = "objective"})
 // ADAM: %[[MEAN:.*]] = cleave.div %arg1, %arg0 : (tensor<f32>, tensor<f32>) -> tensor<f32>
 // ADAM: %[[G:.*]] = cleave.div %arg4, %arg0 : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
@@ -60,7 +60,7 @@
 // SHARDED: shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
 // SHARDED-LABEL: func.func @forward
 // SHARDED-SAME: %arg1: tensor<3xf32> {cleave.flat_member = "flat:params", cleave.flat_offset = 0 : i64, cleave.kind = "param", cleave.name = "w"}
-// SHARDED-SAME: tensor<3xf32> {cleave.accumulator, cleave.flat_member = "flat:grads", cleave.flat_offset = 0 : i64, cleave.kind = "state", cleave.name = "grad:w"}
+// SHARDED-SAME: tensor<3xf32> {cleave.accumulator, cleave.flat_member = "flat:grads", cleave.flat_offset = 0 : i64, cleave.kind = "state", cleave.name = "grad:w", cleave.state_of = "w"}
 // SHARDED-LABEL: func.func @apply
 // SHARDED-SAME: %arg4: tensor<32xf32> {cleave.flat_size = 32 : i64, cleave.kind = "state", cleave.name = "flat:grads"}
 // SHARDED-SAME: %arg5: tensor<32xf32> {cleave.flat_size = 32 : i64, cleave.kind = "param", cleave.name = "flat:params"}

@@ -1,6 +1,6 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-data-parallel{mesh=dp=2})' | FileCheck %s
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-data-parallel{mesh=dp=2},cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s --check-prefix=LOWERED
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-data-parallel{mesh=dp=1,tp=1})' | FileCheck %s --check-prefix=ONE
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel)' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s --check-prefix=LOWERED
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=1},cleave-data-parallel)' | FileCheck %s --check-prefix=ONE
 
 // Data parallel: @apply starts by all-reducing every accumulator over dp;
 // every read then uses the sum, and only the final zeroing still writes the

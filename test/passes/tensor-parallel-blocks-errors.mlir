@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2 plan=qkv.weight=tp:3/-,qkv.bias=tp})'
+// RUN: cleave-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding{plan=qkv.weight=tp:3/-,qkv.bias=tp})'
 
 // A value split over tp in blocks reaches an op that does not treat the
 // blocks alike: upstream would take it for a plain split.

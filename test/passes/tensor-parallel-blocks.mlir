@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2 plan=qkv.weight=tp:3/-},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding{plan=qkv.weight=tp:3/-},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
 
 // A fused projection split in 3 blocks: each rank holds its part of q, k
 // and v (12 of 24 rows), the product is split like it, and the split into

@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2 plan=w=tp/-,labels=tp},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding{plan=w=tp/-,labels=tp},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
 
 // Rows split over tp: w's rows make the scores' rows (gemm's M), reshapes
 // through dims of size 1 keep the split, and a cross-entropy summed over

@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2 plan=w=tp/-},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding{plan=w=tp/-},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
 
 // Shape ops keep a split where they keep its dim: unsqueeze and squeeze,
 // expand (its shape attribute local), concat along another dim, and flatten

@@ -1,4 +1,4 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2 plan=emb.weight=tp/-},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding{plan=emb.weight=tp/-},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
 
 // A tied embedding split by vocabulary rows: the lookup takes this rank's
 // rows (its tp coordinate, an argument cleave-check-sharding adds) and

@@ -1,5 +1,5 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2 plan=fc1.weight=tp/-,fc1.bias=tp,fc2.weight=-/tp},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-annotate-sharding{mesh=dp=1,tp=2 plan=fc1.weight=tp/-,fc1.bias=tp,fc2.weight=-/tp},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition,cleave-autodiff{loss=loss.sum}))' | FileCheck %s --check-prefix=GRAD
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding{plan=fc1.weight=tp/-,fc1.bias=tp,fc2.weight=-/tp},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition))' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,tp=2},cleave-annotate-sharding{plan=fc1.weight=tp/-,fc1.bias=tp,fc2.weight=-/tp},func.func(sharding-propagation{traversal=forward},cleave-check-sharding,shard-partition,cleave-autodiff{loss=loss.sum}))' | FileCheck %s --check-prefix=GRAD
 
 // Tensor parallelism is upstream sharding-propagation and shard-partition
 // over the cleave ops' sharding rules, between cleave-annotate-sharding and

@@ -9,6 +9,7 @@
 #include "dialects/Cleave/CleaveDialect.h"
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Passes.h"
+#include "passes/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
   cleave::registerExternalModels(registry);
   mlir::registerTransformsPasses();
   cleave::registerCleavePasses();
+  cleave::registerCleavePipelines();
   mlir::shard::registerShardPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Cleave optimizer driver\n", registry));

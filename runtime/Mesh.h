@@ -7,14 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef CLEAVE_RUNTIME_COMM_MESH_H
-#define CLEAVE_RUNTIME_COMM_MESH_H
+#ifndef CLEAVE_RUNTIME_MESH_H
+#define CLEAVE_RUNTIME_MESH_H
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace cleave::rt::comm {
+namespace cleave::rt {
 
 struct Mesh {
   std::vector<std::string> axisNames;
@@ -50,6 +50,6 @@ struct GroupPlace {
 /// (distinct, in range).
 GroupPlace groupPlace(const Mesh &mesh, int rank, const std::vector<int> &axisIndices);
 
-} // namespace cleave::rt::comm
+} // namespace cleave::rt
 
 #endif

@@ -1,12 +1,12 @@
 //===- Mesh.cpp - mesh coordinates and axis groups -----------------------===//
 
-#include "runtime/comm/Mesh.h"
+#include "runtime/Mesh.h"
 
 #include <algorithm>
 #include <cctype>
 #include <climits>
 
-namespace cleave::rt::comm {
+namespace cleave::rt {
 
 bool Mesh::parse(std::string_view text, Mesh &mesh, std::string &error) {
   mesh = Mesh{};
@@ -100,4 +100,4 @@ GroupPlace groupPlace(const Mesh &mesh, int rank, const std::vector<int> &axisIn
   return place;
 }
 
-} // namespace cleave::rt::comm
+} // namespace cleave::rt

@@ -1,0 +1,85 @@
+//===- Pipelines.cpp - the compile pipeline, registered by name ----------===//
+
+#include "passes/Pipelines.h"
+
+#include "passes/Passes.h"
+#include "runtime/Mesh.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace cleave {
+
+void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) {
+  std::string loss = options.loss;
+  if (!options.appendLossKind.empty()) {
+    pm.addNestedPass<func::FuncOp>(createAppendLoss(
+        {options.appendLossKind, options.appendLossOutput, options.appendLossTarget}));
+    loss = "loss";
+  }
+  AutodiffOptions autodiff;
+  autodiff.loss = loss;
+  autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
+  if (options.gradientsOnly) {
+    pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
+    return;
+  }
+  // Training differentiates the loss's sum; the step divides by the global
+  // count once.
+  pm.addNestedPass<func::FuncOp>(createSplitLoss({loss}));
+  autodiff.loss = "loss.sum";
+  const bool distributed = !options.mesh.empty();
+  if (distributed) {
+    CreateMeshOptions mesh;
+    mesh.mesh.assign(options.mesh.begin(), options.mesh.end());
+    pm.addPass(createCreateMesh(mesh));
+    AnnotateShardingOptions annotate;
+    annotate.plan.assign(options.plan.begin(), options.plan.end());
+    pm.addPass(createAnnotateSharding(annotate));
+  }
+  // Tensor parallelism: upstream propagation (forward only: shardings flow
+  // from the parameters) and partitioning of @forward, before autodiff
+  // differentiates its rank's part. (A mesh that does not parse is
+  // cleave-create-mesh's error.)
+  rt::Mesh parsed;
+  std::string error;
+  if (distributed && rt::Mesh::parse(llvm::join(options.mesh, ","), parsed, error) &&
+      parsed.axisIndex("tp") >= 0 && parsed.shape[parsed.axisIndex("tp")] > 1) {
+    shard::ShardingPropagationOptions propagation;
+    propagation.traversal = shard::TraversalOrder::Forward;
+    pm.addNestedPass<func::FuncOp>(shard::createShardingPropagation(propagation));
+    pm.addNestedPass<func::FuncOp>(createCheckSharding());
+    pm.addNestedPass<func::FuncOp>(shard::createPartition());
+  }
+  pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
+  BuildTrainStepOptions step;
+  step.optimizer = options.optimizer;
+  step.beta1 = options.beta1;
+  step.beta2 = options.beta2;
+  step.epsilon = options.epsilon;
+  step.weightDecay = options.weightDecay;
+  step.momentum = options.momentum;
+  step.nesterov = options.nesterov;
+  step.clipGradNorm = options.clipGradNorm;
+  step.zero = options.zero;
+  pm.addPass(createBuildTrainStep(step));
+  if (distributed)
+    pm.addPass(createDataParallel());
+}
+
+void registerCleavePipelines() {
+  PassPipelineRegistration<TrainPipelineOptions>(
+      "cleave-train-pipeline",
+      "The passes of cleave compile --train (or --gradients) up to the memory plan: what "
+      "it writes as forward.mlir",
+      [](OpPassManager &pm, const TrainPipelineOptions &options) {
+        buildTrainPipeline(pm, options);
+        pm.addPass(createMemoryPlan());
+      });
+}
+
+} // namespace cleave

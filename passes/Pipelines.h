@@ -1,0 +1,68 @@
+//===- Pipelines.h - the compile pipeline, registered by name -*- C++ -*-===//
+//
+// `cleave compile` and `cleave-opt --cleave-train-pipeline='...'` build the
+// same passes from the same options, so any compile can be replayed on
+// `cleave import`'s output.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_PASSES_PIPELINES_H
+#define CLEAVE_PASSES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace cleave {
+
+struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOptions> {
+  Option<bool> gradientsOnly{*this, "gradients-only",
+                             llvm::cl::desc("Only differentiate the loss (cleave compile "
+                                            "--gradients): no step, no distribution"),
+                             llvm::cl::init(false)};
+  Option<std::string> loss{*this, "loss",
+                           llvm::cl::desc("The result to train on (its cleave.name); default: "
+                                          "the only scalar float result, or the appended loss")};
+  Option<std::string> appendLossKind{
+      *this, "append-loss-kind",
+      llvm::cl::desc("Append a loss first: cross_entropy or mse (empty: none)")};
+  Option<std::string> appendLossOutput{*this, "append-loss-output",
+                                       llvm::cl::desc("The output the appended loss reads")};
+  Option<std::string> appendLossTarget{
+      *this, "append-loss-target", llvm::cl::desc("The new input of the appended loss")};
+  ListOption<std::string> freeze{*this, "freeze",
+                                 llvm::cl::desc("Globs of parameters to leave untrained")};
+  ListOption<std::string> mesh{
+      *this, "mesh", llvm::cl::desc("Mesh axes in order, NAME=SIZE each (empty: one device)")};
+  ListOption<std::string> plan{
+      *this, "plan", llvm::cl::desc("Tensor-parallel layouts, GLOB=DIM/DIM/... each")};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::init("sgd"),
+                                llvm::cl::desc("sgd, momentum, adagrad, adam or adamw")};
+  Option<double> beta1{*this, "beta1", llvm::cl::init(0.9), llvm::cl::desc("Adam's beta1")};
+  Option<double> beta2{*this, "beta2", llvm::cl::init(0.999), llvm::cl::desc("Adam's beta2")};
+  Option<double> epsilon{*this, "eps", llvm::cl::init(1e-8),
+                         llvm::cl::desc("Adam's and Adagrad's epsilon")};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::init(0.0),
+                             llvm::cl::desc("L2 or decoupled (adamw) weight decay")};
+  Option<double> momentum{*this, "momentum", llvm::cl::init(0.9),
+                          llvm::cl::desc("Velocity decay of momentum")};
+  Option<bool> nesterov{*this, "nesterov", llvm::cl::init(false),
+                        llvm::cl::desc("Nesterov momentum")};
+  Option<double> clipGradNorm{*this, "clip-grad-norm", llvm::cl::init(0.0),
+                              llvm::cl::desc("Global gradient-norm clipping (0: off)")};
+  Option<int> zero{*this, "zero", llvm::cl::init(0), llvm::cl::desc("ZeRO stage 0..3")};
+};
+
+/// The passes from @forward as imported to the differentiated training step
+/// partitioned over the mesh: append-loss, split-loss, create-mesh,
+/// annotate-sharding, sharding-propagation, check-sharding, shard-partition
+/// (with a tp axis), autodiff, build-train-step, data-parallel, as each
+/// option asks.
+void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
+
+/// Registers `cleave-train-pipeline`: buildTrainPipeline, then
+/// cleave-memory-plan (what `cleave compile` writes as forward.mlir).
+void registerCleavePipelines();
+
+} // namespace cleave
+
+#endif

@@ -1,0 +1,637 @@
+//===- Plan.cpp - plan.json written and read -----------------------------===//
+
+#include "runtime/Plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <limits>
+
+namespace cleave::rt {
+namespace {
+
+using Json = nlohmann::json;
+
+const char *roleName(StoredRole role) {
+  switch (role) {
+  case StoredRole::Parameter: return "parameter";
+  case StoredRole::Accumulator: return "accumulator";
+  case StoredRole::OptimizerState: return "optimizer_state";
+  case StoredRole::Coordinate: return "coordinate";
+  }
+  return "parameter";
+}
+
+const char *scheduleName(LrSchedule schedule) {
+  switch (schedule) {
+  case LrSchedule::Constant: return "constant";
+  case LrSchedule::Linear: return "linear";
+  case LrSchedule::Cosine: return "cosine";
+  }
+  return "constant";
+}
+
+/// The product of `shape`, or nullopt past INT64_MAX / 16 (no real tensor
+/// is that large, and byte counts stay representable).
+std::optional<int64_t> elementCount(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / 16 / d))
+      return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+std::optional<size_t> indexOf(const std::vector<TensorSpec> &specs, const std::string &name) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == name)
+      return i;
+  return std::nullopt;
+}
+
+/// Whether `local` has as many elements as one rank's share of `sharding`.
+bool holdsItsShare(const Sharding &sharding, const TensorSpec &local, const Mesh &mesh) {
+  int64_t elements = *elementCount(sharding.globalShape);
+  if (sharding.split)
+    elements /= mesh.shape[mesh.axisIndex(sharding.split->axis)];
+  if (sharding.slices)
+    return sharding.slices->elements == elements &&
+           local.shape == std::vector<int64_t>{sharding.slices->slice} &&
+           sharding.slices->slice * mesh.shape[mesh.axisIndex(sharding.slices->axis)] >= elements;
+  return *elementCount(local.shape) == elements;
+}
+
+//===--- writing ----------------------------------------------------------===//
+
+Json tensorJson(const TensorSpec &spec) {
+  return {{"name", spec.name}, {"dtype", dtypeName(spec.dtype)}, {"shape", spec.shape}};
+}
+
+Json boxJson(const Box &box) { return {{"offset", box.offset}, {"shape", box.shape}}; }
+
+Json storedJson(const StoredTensor &stored, const Plan &plan) {
+  Json entry = tensorJson(stored.tensor);
+  entry["offset"] = stored.offset;
+  entry["bytes"] = stored.bytes;
+  entry["role"] = roleName(stored.role);
+  if (!stored.stateOf.empty())
+    entry["state_of"] = stored.stateOf;
+  if (!stored.sharding)
+    return entry;
+  const Sharding &sharding = *stored.sharding;
+  entry["global_shape"] = sharding.globalShape;
+  if (const auto &split = sharding.split) {
+    entry["split"] = {{"dim", split->dim}, {"blocks", split->blocks}, {"axis", split->axis}};
+    // What each rank of the axis holds, in global offsets (derived: for
+    // readers other than cleave).
+    int64_t ranks = plan.mesh ? plan.mesh->shape[plan.mesh->axisIndex(split->axis)] : 1;
+    Json shards = Json::array();
+    for (int64_t r = 0; r < ranks; ++r) {
+      Json boxes = Json::array();
+      for (const Box &box : splitBoxes(sharding.globalShape, *split, ranks, r))
+        boxes.push_back(boxJson(box));
+      shards.push_back({{split->axis, r}, {"boxes", boxes}});
+    }
+    entry["shards"] = shards;
+  }
+  if (const auto &slices = sharding.slices)
+    entry["zero3"] = {
+        {"axis", slices->axis}, {"elements", slices->elements}, {"slice", slices->slice}};
+  return entry;
+}
+
+Json trainingJson(const TrainingSpec &t, const Plan &plan) {
+  Json dataInputs = Json::array();
+  for (size_t index : t.dataInputs)
+    dataInputs.push_back(plan.inputs[index].name);
+  Json training = {{"data_inputs", dataInputs},
+                   {"grad_accum", t.gradAccum},
+                   {"loss", plan.outputs[t.lossOutput].name}};
+  if (t.trainingInfo) {
+    Json updates = Json::array();
+    for (const auto &[initializer, value] : t.updateBinding)
+      updates.push_back({{"initializer", initializer}, {"value", value}});
+    training["algorithm"] = "training_info";
+    training["update_binding"] = updates;
+    return training;
+  }
+  const Hyperparameters &h = t.hyperparameters;
+  training["algorithm"] = "cleave";
+  training["optimizer"] = t.optimizer;
+  training["lr"] = t.lr;
+  training["lr_schedule"] = scheduleName(t.schedule);
+  training["warmup"] = t.warmup;
+  training["hyperparameters"] = {{"beta1", h.beta1},
+                                 {"beta2", h.beta2},
+                                 {"eps", h.eps},
+                                 {"weight_decay", h.weightDecay},
+                                 {"momentum", h.momentum},
+                                 {"nesterov", h.nesterov},
+                                 {"clip_grad_norm", h.clipGradNorm}};
+  training["lr_input"] = plan.inputs[t.lrInput].name;
+  training["step_input"] = plan.inputs[t.stepInput].name;
+  return training;
+}
+
+//===--- reading ----------------------------------------------------------===//
+
+/// Reads the fields of plan.json, recording the first one that is missing
+/// or malformed as "PATH: is not WHAT".
+class Reader {
+public:
+  explicit Reader(std::string &error) : error(error) {}
+
+  bool fail(const std::string &path, const std::string &what) {
+    if (error.empty())
+      error = path + ": " + what;
+    return false;
+  }
+  const Json *field(const Json &object, const std::string &path, const char *key,
+                    bool optional = false) {
+    if (object.is_object() && object.contains(key))
+      return &object[key];
+    if (!optional)
+      fail(path + key, "is missing");
+    return nullptr;
+  }
+  /// Reads `key` of `object` into `out` if it `holds` a value of the kind
+  /// `what` names.
+  template <typename T, typename Holds>
+  bool value(const Json &object, const std::string &path, const char *key, T &out,
+             Holds holds, const std::string &what, bool optional) {
+    const Json *found = field(object, path, key, optional);
+    if (!found)
+      return optional;
+    if (!holds(*found))
+      return fail(path + key, "is not " + what);
+    out = found->get<T>();
+    return true;
+  }
+  bool integer(const Json &object, const std::string &path, const char *key, int64_t &out,
+               int64_t min = 0, bool optional = false) {
+    auto holds = [&](const Json &v) { return v.is_number_integer() && v.get<int64_t>() >= min; };
+    return value(object, path, key, out, holds, "an integer >= " + std::to_string(min),
+                 optional);
+  }
+  bool number(const Json &object, const std::string &path, const char *key, double &out,
+              bool optional = false) {
+    auto holds = [](const Json &v) { return v.is_number(); };
+    return value(object, path, key, out, holds, "a number", optional);
+  }
+  bool boolean(const Json &object, const std::string &path, const char *key, bool &out,
+               bool optional = false) {
+    auto holds = [](const Json &v) { return v.is_boolean(); };
+    return value(object, path, key, out, holds, "true or false", optional);
+  }
+  bool string(const Json &object, const std::string &path, const char *key, std::string &out,
+              bool optional = false) {
+    auto holds = [](const Json &v) { return v.is_string(); };
+    return value(object, path, key, out, holds, "a string", optional);
+  }
+  bool shape(const Json &object, const std::string &path, const char *key,
+             std::vector<int64_t> &out) {
+    const Json *value = field(object, path, key);
+    if (!value)
+      return false;
+    if (!value->is_array())
+      return fail(path + key, "is not a list of dims");
+    out.clear();
+    for (const Json &d : *value) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return fail(path + key, "is not a list of dims >= 0");
+      out.push_back(d.get<int64_t>());
+    }
+    if (!elementCount(out))
+      return fail(path + key, "is too large");
+    return true;
+  }
+  const Json *list(const Json &object, const std::string &path, const char *key,
+                   bool optional = false) {
+    const Json *value = field(object, path, key, optional);
+    if (value && !value->is_array()) {
+      fail(path + key, "is not a list");
+      return nullptr;
+    }
+    return value;
+  }
+  bool tensor(const Json &entry, const std::string &path, TensorSpec &spec) {
+    std::string dtype;
+    if (!string(entry, path, "name", spec.name) || !string(entry, path, "dtype", dtype) ||
+        !shape(entry, path, "shape", spec.shape))
+      return false;
+    if (!dtypeFromName(dtype, spec.dtype))
+      return fail(path + "dtype", "'" + dtype + "' is not an element type");
+    return true;
+  }
+  bool tensors(const Json &plan, const char *key, std::vector<TensorSpec> &out) {
+    const Json *entries = list(plan, "", key);
+    if (!entries)
+      return false;
+    for (size_t i = 0; i < entries->size(); ++i) {
+      TensorSpec spec;
+      if (!tensor((*entries)[i], std::string(key) + "[" + std::to_string(i) + "].", spec))
+        return false;
+      out.push_back(spec);
+    }
+    return true;
+  }
+
+  bool mesh(const Json &json, Plan &plan);
+  bool sharding(const Json &entry, const std::string &path, const Plan &plan,
+                std::optional<Sharding> &out);
+  bool stored(const Json &plan, const char *key, Plan &into, std::vector<StoredTensor> &out);
+  bool flatBuffer(const Json &json, Plan &plan);
+  bool schedule(const Json &json, TrainingSpec &spec);
+  bool training(const Json &json, Plan &plan);
+
+private:
+  std::string &error;
+};
+
+bool Reader::mesh(const Json &json, Plan &plan) {
+  const Json *axes = list(json, "mesh.", "axes");
+  if (!axes)
+    return false;
+  if (axes->empty())
+    return fail("mesh.axes", "is empty");
+  Mesh mesh;
+  for (size_t i = 0; i < axes->size(); ++i) {
+    std::string path = "mesh.axes[" + std::to_string(i) + "].", name;
+    int64_t size = 0;
+    if (!string((*axes)[i], path, "name", name) || !integer((*axes)[i], path, "size", size, 1))
+      return false;
+    if (size > std::numeric_limits<int>::max() || mesh.axisIndex(name) >= 0)
+      return fail(path + "name", "'" + name + "' is named twice or too large");
+    mesh.axisNames.push_back(name);
+    mesh.shape.push_back(static_cast<int>(size));
+  }
+  plan.mesh = mesh;
+  return boolean(json, "mesh.", "deterministic", plan.deterministic, /*optional=*/true);
+}
+
+bool Reader::sharding(const Json &entry, const std::string &path, const Plan &plan,
+                      std::optional<Sharding> &out) {
+  if (!entry.contains("global_shape"))
+    return true;
+  Sharding sharding;
+  if (!shape(entry, path, "global_shape", sharding.globalShape))
+    return false;
+  auto axisOf = [&](const Json &object, const std::string &at, std::string &axis) {
+    if (!string(object, at, "axis", axis))
+      return false;
+    if (!plan.mesh || plan.mesh->axisIndex(axis) < 0)
+      return fail(at + "axis", "'" + axis + "' is not an axis of the plan's mesh");
+    return true;
+  };
+  if (const Json *split = field(entry, path, "split", /*optional=*/true)) {
+    DimSplit dims;
+    std::string at = path + "split.";
+    if (!integer(*split, at, "dim", dims.dim) || !integer(*split, at, "blocks", dims.blocks, 1) ||
+        !axisOf(*split, at, dims.axis))
+      return false;
+    int64_t rank = static_cast<int64_t>(sharding.globalShape.size());
+    int64_t ranks = plan.mesh->shape[plan.mesh->axisIndex(dims.axis)];
+    if (dims.dim >= rank || sharding.globalShape[dims.dim] % (dims.blocks * ranks) != 0)
+      return fail(at + "dim", "does not split global_shape into blocks x ranks equal parts");
+    sharding.split = dims;
+  }
+  if (const Json *zero3 = field(entry, path, "zero3", /*optional=*/true)) {
+    FlatSlices slices;
+    std::string at = path + "zero3.";
+    if (!integer(*zero3, at, "elements", slices.elements) ||
+        !integer(*zero3, at, "slice", slices.slice, 1) || !axisOf(*zero3, at, slices.axis))
+      return false;
+    sharding.slices = slices;
+  }
+  out = sharding;
+  return true;
+}
+
+bool Reader::stored(const Json &json, const char *key, Plan &plan,
+                    std::vector<StoredTensor> &out) {
+  const Json *entries = list(json, "", key, /*optional=*/true);
+  if (!entries)
+    return error.empty();
+  for (size_t i = 0; i < entries->size(); ++i) {
+    const Json &entry = (*entries)[i];
+    std::string path = std::string(key) + "[" + std::to_string(i) + "].", role = "parameter";
+    StoredTensor stored;
+    if (!tensor(entry, path, stored.tensor) || !integer(entry, path, "offset", stored.offset) ||
+        !integer(entry, path, "bytes", stored.bytes) ||
+        !string(entry, path, "role", role, /*optional=*/true) ||
+        !string(entry, path, "state_of", stored.stateOf, /*optional=*/true) ||
+        !sharding(entry, path, plan, stored.sharding))
+      return false;
+    if (stored.bytes != *elementCount(stored.tensor.shape) *
+                            static_cast<int64_t>(dtypeSize(stored.tensor.dtype)))
+      return fail(path + "bytes", "does not match its shape and dtype");
+    if (stored.offset > plan.weightsBytes || stored.bytes > plan.weightsBytes - stored.offset)
+      return fail(path + "offset", "lies outside the weights blob");
+    if (stored.sharding && !holdsItsShare(*stored.sharding, stored.tensor, *plan.mesh))
+      return fail(path + "shape", "is not this rank's share of global_shape");
+    bool known = false;
+    for (StoredRole r : {StoredRole::Parameter, StoredRole::Accumulator,
+                         StoredRole::OptimizerState, StoredRole::Coordinate})
+      if (role == roleName(r)) {
+        stored.role = r;
+        known = true;
+      }
+    if (!known)
+      return fail(path + "role", "'" + role + "' is not a role of a stored tensor");
+    out.push_back(std::move(stored));
+  }
+  return true;
+}
+
+bool Reader::flatBuffer(const Json &json, Plan &plan) {
+  FlatBuffer flat;
+  const Json *members = list(json, "flat_parameters.", "members");
+  if (!string(json, "flat_parameters.", "name", flat.name) || !members)
+    return false;
+  const Json *slices = field(json, "flat_parameters.", "slices");
+  if (!slices || !string(*slices, "flat_parameters.slices.", "axis", flat.slices.axis) ||
+      !integer(*slices, "flat_parameters.slices.", "elements", flat.slices.elements) ||
+      !integer(*slices, "flat_parameters.slices.", "slice", flat.slices.slice, 1))
+    return false;
+  for (size_t i = 0; i < members->size(); ++i) {
+    std::string path = "flat_parameters.members[" + std::to_string(i) + "].";
+    FlatBuffer::Member member;
+    if (!string((*members)[i], path, "name", member.name) ||
+        !integer((*members)[i], path, "offset", member.offset) ||
+        !integer((*members)[i], path, "elements", member.elements))
+      return false;
+    flat.members.push_back(member);
+  }
+  plan.flatParameters = flat;
+  return true;
+}
+
+bool Reader::schedule(const Json &json, TrainingSpec &spec) {
+  std::string schedule = "constant";
+  if (!number(json, "training.", "lr", spec.lr) ||
+      !string(json, "training.", "lr_schedule", schedule, /*optional=*/true) ||
+      !integer(json, "training.", "warmup", spec.warmup, 0, /*optional=*/true))
+    return false;
+  if (!(spec.lr >= 0))
+    return fail("training.lr", "is not a non-negative number");
+  if (schedule == "constant")
+    spec.schedule = LrSchedule::Constant;
+  else if (schedule == "linear")
+    spec.schedule = LrSchedule::Linear;
+  else if (schedule == "cosine")
+    spec.schedule = LrSchedule::Cosine;
+  else
+    return fail("training.lr_schedule '" + schedule + "'", "is not constant, linear or cosine");
+  const Json *h = field(json, "training.", "hyperparameters", /*optional=*/true);
+  if (!h)
+    return true;
+  Hyperparameters &p = spec.hyperparameters;
+  const std::string at = "training.hyperparameters.";
+  return number(*h, at, "beta1", p.beta1, true) && number(*h, at, "beta2", p.beta2, true) &&
+         number(*h, at, "eps", p.eps, true) &&
+         number(*h, at, "weight_decay", p.weightDecay, true) &&
+         number(*h, at, "momentum", p.momentum, true) &&
+         boolean(*h, at, "nesterov", p.nesterov, true) &&
+         number(*h, at, "clip_grad_norm", p.clipGradNorm, true);
+}
+
+bool Reader::training(const Json &json, Plan &plan) {
+  if (!json.is_object())
+    return fail("training", "is not an object");
+  TrainingSpec spec;
+  std::string algorithm = "cleave", lrName = "cleave.lr", stepName = "cleave.step", lossName;
+  if (!string(json, "training.", "algorithm", algorithm, true) ||
+      !string(json, "training.", "optimizer", spec.optimizer, true) ||
+      !string(json, "training.", "lr_input", lrName, true) ||
+      !string(json, "training.", "step_input", stepName, true) ||
+      !string(json, "training.", "loss", lossName) ||
+      !integer(json, "training.", "grad_accum", spec.gradAccum, 1, true))
+    return false;
+  if (algorithm != "cleave" && algorithm != "training_info")
+    return fail("training.algorithm '" + algorithm + "'", "is not cleave or training_info");
+  spec.trainingInfo = algorithm == "training_info";
+  // A training_info step's learning rate and its schedule live in the graph.
+  if (!spec.trainingInfo && !schedule(json, spec))
+    return false;
+  if (spec.trainingInfo && spec.gradAccum != 1)
+    return fail("training.grad_accum", "a training_info step is one forward (grad_accum 1)");
+  if (const Json *updates = list(json, "training.", "update_binding", true)) {
+    for (size_t i = 0; i < updates->size(); ++i) {
+      std::string path = "training.update_binding[" + std::to_string(i) + "].", key, value;
+      if (!string((*updates)[i], path, "initializer", key) ||
+          !string((*updates)[i], path, "value", value))
+        return false;
+      spec.updateBinding.emplace_back(key, value);
+    }
+  } else if (!error.empty()) {
+    return false;
+  }
+
+  const Json *data = list(json, "training.", "data_inputs");
+  if (!data)
+    return false;
+  if (data->empty())
+    return fail("training.data_inputs", "is not a non-empty list of input names");
+  std::vector<bool> claimed(plan.inputs.size(), false);
+  for (const Json &entry : *data) {
+    std::optional<size_t> index;
+    if (entry.is_string())
+      index = indexOf(plan.inputs, entry.get<std::string>());
+    if (!index)
+      return fail("training.data_inputs", entry.dump() + " is not one of the plan's inputs");
+    if (claimed[*index])
+      return fail("training.data_inputs", "'" + plan.inputs[*index].name + "' is listed twice");
+    const TensorSpec &input = plan.inputs[*index];
+    if (input.shape.empty() || input.shape[0] <= 0)
+      return fail("training.data_inputs", "'" + input.name + "' has no batch dimension (" +
+                                              shapeText(input.shape) + ")");
+    if (spec.dataInputs.empty())
+      spec.microBatch = input.shape[0];
+    else if (input.shape[0] != spec.microBatch)
+      return fail("training.data_inputs",
+                  "'" + plan.inputs[spec.dataInputs[0]].name + "' has batch " +
+                      std::to_string(spec.microBatch) + " but '" + input.name +
+                      "' has batch " + std::to_string(input.shape[0]));
+    claimed[*index] = true;
+    spec.dataInputs.push_back(*index);
+  }
+  auto scalarInput = [&](const char *key, const std::string &name, size_t &out) {
+    std::optional<size_t> index = indexOf(plan.inputs, name);
+    if (!index || claimed[*index] || plan.inputs[*index].dtype != DType::F32 ||
+        *elementCount(plan.inputs[*index].shape) != 1)
+      return fail(std::string("training.") + key + " '" + name + "'",
+                  "is not an f32 scalar input of its own");
+    claimed[*index] = true;
+    out = *index;
+    return true;
+  };
+  if (!spec.trainingInfo && (!scalarInput("lr_input", lrName, spec.lrInput) ||
+                             !scalarInput("step_input", stepName, spec.stepInput)))
+    return false;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    if (!claimed[i])
+      return fail("training", "input '" + plan.inputs[i].name +
+                                  (spec.trainingInfo
+                                       ? "' is not a data input"
+                                       : "' is neither a data input nor the learning rate or step"));
+  std::optional<size_t> loss = indexOf(plan.outputs, lossName);
+  if (!loss ||
+      (plan.outputs[*loss].dtype != DType::F32 && plan.outputs[*loss].dtype != DType::F64) ||
+      *elementCount(plan.outputs[*loss].shape) != 1)
+    return fail("training.loss '" + lossName + "'", "is not a scalar f32 or f64 output");
+  spec.lossOutput = *loss;
+  spec.batchSize = spec.microBatch * spec.gradAccum;
+  plan.training = spec;
+  return true;
+}
+
+} // namespace
+
+std::vector<Box> splitBoxes(const std::vector<int64_t> &globalShape, const DimSplit &split,
+                            int64_t axisSize, int64_t coordinate) {
+  int64_t block = globalShape[split.dim] / split.blocks, part = block / axisSize;
+  std::vector<Box> boxes;
+  for (int64_t k = 0; k < split.blocks; ++k) {
+    Box box{std::vector<int64_t>(globalShape.size(), 0), globalShape};
+    box.offset[split.dim] = k * block + coordinate * part;
+    box.shape[split.dim] = part;
+    boxes.push_back(box);
+  }
+  return boxes;
+}
+
+std::string weightsBlobPattern(const std::vector<std::string> &byAxes) {
+  std::string name = "weights";
+  for (const std::string &axis : byAxes)
+    name += "." + axis + "{" + axis + "}";
+  return name + ".bin";
+}
+
+std::string weightsBlobName(const Plan &plan, const std::vector<int> &coordinates) {
+  std::string name = "weights";
+  for (const std::string &axis : plan.weightsByAxes)
+    name += "." + axis + std::to_string(coordinates[plan.mesh->axisIndex(axis)]);
+  return name + ".bin";
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string text;
+  for (int64_t d : shape)
+    text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
+std::string planJson(const Plan &plan) {
+  Json inputs = Json::array(), outputs = Json::array(), parameters = Json::array(),
+       state = Json::array();
+  for (const TensorSpec &input : plan.inputs)
+    inputs.push_back(tensorJson(input));
+  for (const TensorSpec &output : plan.outputs)
+    outputs.push_back(tensorJson(output));
+  for (const StoredTensor &p : plan.parameters)
+    parameters.push_back(storedJson(p, plan));
+  for (const StoredTensor &s : plan.state)
+    state.push_back(storedJson(s, plan));
+  const MemoryFigures &m = plan.memory;
+  Json json = {
+      {"format_version", kPlanFormatVersion},
+      {"model", plan.model},
+      {"target", plan.target},
+      {"inputs", inputs},
+      {"outputs", outputs},
+      {"parameters", parameters},
+      {"constants", {{"count", plan.constantCount}, {"bytes", plan.constantBytes}}},
+      {"weights",
+       {{"file", weightsBlobPattern(plan.weightsByAxes)},
+        {"by_axes", plan.weightsByAxes},
+        {"bytes", plan.weightsBytes}}},
+      {"arena", {{"bytes", plan.arenaBytes}}},
+      {"flops", plan.flops},
+      {"memory",
+       {{"parameter_bytes", m.parameterBytes},
+        {"gradient_bytes", m.gradientBytes},
+        {"optimizer_state_bytes", m.optimizerStateBytes},
+        {"activation_bytes", m.activationBytes},
+        {"input_bytes", m.inputBytes},
+        {"predicted_peak_bytes", m.predictedPeakBytes}}},
+  };
+  if (plan.training)
+    json["state"] = state;
+  if (const auto &flat = plan.flatParameters) {
+    Json members = Json::array();
+    for (const FlatBuffer::Member &member : flat->members)
+      members.push_back(
+          {{"name", member.name}, {"offset", member.offset}, {"elements", member.elements}});
+    json["flat_parameters"] = {{"name", flat->name},
+                               {"members", members},
+                               {"slices",
+                                {{"axis", flat->slices.axis},
+                                 {"elements", flat->slices.elements},
+                                 {"slice", flat->slices.slice}}}};
+  }
+  if (const auto &mesh = plan.mesh) {
+    Json axes = Json::array();
+    for (size_t a = 0; a < mesh->shape.size(); ++a)
+      axes.push_back({{"name", mesh->axisNames[a]}, {"size", mesh->shape[a]}});
+    json["mesh"] = {{"axes", axes}, {"ranks", mesh->size()}, {"deterministic", plan.deterministic}};
+    Json collectives = Json::array();
+    for (const CollectiveTraffic &c : plan.collectives)
+      collectives.push_back({{"kind", c.kind},
+                             {"axis", c.axis},
+                             {"calls_per_step", c.callsPerStep},
+                             {"buffer_bytes", c.bufferBytes},
+                             {"bytes_sent_per_rank", c.bytesSentPerRank},
+                             {"analytic_min_bytes_sent", c.analyticMinBytesSent}});
+    json["collectives"] = collectives;
+  }
+  if (plan.training)
+    json["training"] = trainingJson(*plan.training, plan);
+  return json.dump(2) + "\n";
+}
+
+bool readPlan(const std::string &path, Plan &plan, std::string &error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot open";
+    return false;
+  }
+  Json json = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object() || !json.contains("format_version") ||
+      json["format_version"] != kPlanFormatVersion) {
+    error = "not a format_version " + std::to_string(kPlanFormatVersion) +
+            " plan (recompile the model with this cleave)";
+    return false;
+  }
+  plan = Plan{};
+  error.clear();
+  Reader read(error);
+  const Json *weights = read.field(json, "", "weights");
+  const Json *arena = read.field(json, "", "arena");
+  if (!weights || !arena || !read.string(json, "", "model", plan.model) ||
+      !read.string(json, "", "target", plan.target) || !read.tensors(json, "inputs", plan.inputs) ||
+      !read.tensors(json, "outputs", plan.outputs) ||
+      !read.integer(*arena, "arena.", "bytes", plan.arenaBytes) ||
+      !read.integer(*weights, "weights.", "bytes", plan.weightsBytes) ||
+      (json.contains("mesh") && !read.mesh(json["mesh"], plan)))
+    return false;
+  if (const Json *byAxes = read.list(*weights, "weights.", "by_axes")) {
+    for (const Json &axis : *byAxes) {
+      if (!axis.is_string() || !plan.mesh || plan.mesh->axisIndex(axis.get<std::string>()) < 0)
+        return read.fail("weights.by_axes", axis.dump() + " is not an axis of the plan's mesh");
+      plan.weightsByAxes.push_back(axis.get<std::string>());
+    }
+  } else {
+    return false;
+  }
+  if (!read.stored(json, "parameters", plan, plan.parameters) ||
+      !read.stored(json, "state", plan, plan.state) ||
+      (json.contains("flat_parameters") && !read.flatBuffer(json["flat_parameters"], plan)) ||
+      (json.contains("training") && !read.training(json["training"], plan)))
+    return false;
+  return true;
+}
+
+} // namespace cleave::rt

@@ -1,0 +1,197 @@
+//===- Plan.h - plan.json: what a compiled program holds and does -*- C++ -*-===//
+//
+// The one description of a compiled program that the compiler writes and
+// everything else reads (the driver, `--save-onnx`, `cleave conformance`,
+// checkpoints): its inputs and outputs, the stored tensors of the weights
+// blob with their offsets and their layout over the mesh in global terms, the
+// arena, the collectives of a step and the training step's settings. Its JSON
+// form is documented in docs/formats.md; readPlan checks every field it
+// reads, so a damaged plan is an error, never a crash.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_PLAN_H
+#define CLEAVE_RUNTIME_PLAN_H
+
+#include "runtime/Mesh.h"
+#include "runtime/Tensor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cleave::rt {
+
+/// Version of plan.json's layout (docs/formats.md).
+inline constexpr int kPlanFormatVersion = 2;
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+
+/// A dim of a stored tensor split over a mesh axis: the dim is `blocks`
+/// equal blocks, each cut into as many equal parts as the axis has ranks;
+/// rank r holds part r of every block, one after another.
+struct DimSplit {
+  int64_t dim = 0;
+  std::string axis;
+  int64_t blocks = 1;
+};
+
+/// A stored tensor (after any DimSplit) flattened, padded with zeros and cut
+/// into equal slices over a mesh axis (ZeRO): rank r holds elements
+/// [r * slice, (r + 1) * slice) of the `elements` real ones.
+struct FlatSlices {
+  std::string axis;
+  int64_t elements = 0;
+  int64_t slice = 0;
+};
+
+/// How a stored tensor's global value is laid out over the mesh. Without
+/// one, every rank holds the whole tensor.
+struct Sharding {
+  std::vector<int64_t> globalShape;
+  std::optional<DimSplit> split;
+  std::optional<FlatSlices> slices;
+};
+
+/// A box of a global tensor: its first index and its size along every dim.
+struct Box {
+  std::vector<int64_t> offset, shape;
+};
+
+/// The boxes of the global tensor that rank `coordinate` of the split axis
+/// (of `axisSize` ranks) holds, in the order it stores them.
+std::vector<Box> splitBoxes(const std::vector<int64_t> &globalShape, const DimSplit &split,
+                            int64_t axisSize, int64_t coordinate);
+
+/// What a stored tensor is, for the memory figures and for checkpoints.
+enum class StoredRole { Parameter, Accumulator, OptimizerState, Coordinate };
+
+/// A tensor of the weights blob: a parameter, or state (gradient
+/// accumulators, optimizer moments, counters, this rank's tp coordinate).
+struct StoredTensor {
+  /// As this rank stores it.
+  TensorSpec tensor;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  StoredRole role = StoredRole::Parameter;
+  /// State laid out like a parameter (its moments, its gradient) or like
+  /// the flat parameter buffer names it; empty for the others.
+  std::string stateOf;
+  std::optional<Sharding> sharding;
+};
+
+/// ZeRO 1/2's flat parameter buffer: every parameter (as this tp rank holds
+/// it) at an element offset, sliced over `slices.axis`.
+struct FlatBuffer {
+  struct Member {
+    std::string name;
+    int64_t offset = 0;
+    int64_t elements = 0;
+  };
+  std::string name;
+  std::vector<Member> members;
+  FlatSlices slices;
+};
+
+/// Collectives of one step of one kind on one mesh axis, as the ring
+/// algorithm counts them (what is handed to the library, not bytes measured
+/// on the wire).
+struct CollectiveTraffic {
+  std::string kind, axis;
+  int64_t callsPerStep = 0;
+  int64_t bufferBytes = 0;
+  int64_t bytesSentPerRank = 0;
+  int64_t analyticMinBytesSent = 0;
+};
+
+struct MemoryFigures {
+  int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
+  int64_t activationBytes = 0, inputBytes = 0;
+  /// The arena, the weights blob and the inputs.
+  int64_t predictedPeakBytes = 0;
+};
+
+/// How the learning rate moves over the steps (docs/training.md).
+enum class LrSchedule { Constant, Linear, Cosine };
+
+struct Hyperparameters {
+  double beta1 = 0, beta2 = 0, eps = 0, weightDecay = 0, momentum = 0;
+  bool nesterov = false;
+  double clipGradNorm = 0;
+};
+
+/// plan.json's optional "training" object: the program's forward runs one
+/// microbatch, its apply one update (docs/training.md).
+struct TrainingSpec {
+  /// Algorithm "training_info": the model's own algorithm is the whole step,
+  /// one forward with an empty apply; no learning rate, schedule or step
+  /// inputs (they live in the graph), and gradAccum 1.
+  bool trainingInfo = false;
+  std::string optimizer;
+  double lr = 0;
+  LrSchedule schedule = LrSchedule::Constant;
+  int64_t warmup = 0;
+  Hyperparameters hyperparameters;
+  /// A training_info step's assignments: (initializer, value).
+  std::vector<std::pair<std::string, std::string>> updateBinding;
+  /// Indices into Plan::inputs.
+  std::vector<size_t> dataInputs;
+  size_t lrInput = 0, stepInput = 0;
+  /// Index into Plan::outputs.
+  size_t lossOutput = 0;
+  /// Dim 0 of every data input: the samples of one forward.
+  int64_t microBatch = 0;
+  /// Forwards (microbatches) per apply.
+  int64_t gradAccum = 1;
+  /// Samples per step: microBatch * gradAccum.
+  int64_t batchSize = 0;
+};
+
+struct Plan {
+  /// The ONNX model compiled, as an absolute path.
+  std::string model;
+  std::string target = "cpu";
+  std::vector<TensorSpec> inputs, outputs;
+  std::vector<StoredTensor> parameters, state;
+  std::optional<FlatBuffer> flatParameters;
+  int64_t constantCount = 0, constantBytes = 0;
+  int64_t weightsBytes = 0;
+  /// The mesh axes the weights blob differs along (one blob per coordinate
+  /// of each); empty: one blob for every rank.
+  std::vector<std::string> weightsByAxes;
+  int64_t arenaBytes = 0;
+  int64_t flops = 0;
+  MemoryFigures memory;
+  /// The device mesh a training step is partitioned over.
+  std::optional<Mesh> mesh;
+  /// Sums over ranks in rank order (bit-identical to one device).
+  bool deterministic = false;
+  std::vector<CollectiveTraffic> collectives;
+  std::optional<TrainingSpec> training;
+};
+
+/// The weights blob of the rank at `coordinates` (one per mesh axis):
+/// "weights.bin", or "weights.dp1.tp0.bin" for a blob per dp and tp rank.
+std::string weightsBlobName(const Plan &plan, const std::vector<int> &coordinates);
+
+/// The name pattern of the blobs: "weights.dp{dp}.tp{tp}.bin".
+std::string weightsBlobPattern(const std::vector<std::string> &byAxes);
+
+/// Reads and checks plan.json; on failure sets `error` (without the path).
+bool readPlan(const std::string &path, Plan &plan, std::string &error);
+
+/// plan.json's text for `plan`.
+std::string planJson(const Plan &plan);
+
+/// "8x32", or "scalar" for [].
+std::string shapeText(const std::vector<int64_t> &shape);
+
+} // namespace cleave::rt
+
+#endif
