@@ -68,6 +68,16 @@ std::string describe(Location loc) {
   return "";
 }
 
+/// Whether the op's CUDA kernel takes f32 data only (cuBLAS GEMMs and the
+/// convolutions, pools, normalizations and losses); the CPU kernels take
+/// every element type the dialect admits.
+bool cudaTakesF32Only(Operation *op) {
+  return isa<MatMulOp, GemmOp, ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp,
+             AveragePoolOp, GlobalAveragePoolOp, MaxPoolGradOp, AveragePoolGradOp,
+             LayerNormalizationOp, BatchNormalizationOp, SoftmaxCrossEntropyLossOp,
+             NegativeLogLikelihoodLossOp>(op);
+}
+
 class Compiler {
 public:
   Compiler(MLIRContext &context, const CompileOptions &options, UserError &error)
@@ -92,6 +102,11 @@ private:
   LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
   LogicalResult buildProgram(StringRef source);
   LogicalResult checkTrainOptions(const TrainOptions &training);
+  /// Refuses an input or output the program cannot read or write: bf16 has
+  /// no .npy form.
+  LogicalResult checkInputsAndOutputs(func::FuncOp forward);
+  /// Refuses, for --target cuda, what a CUDA kernel does not implement.
+  LogicalResult checkCudaKernels(ModuleOp module);
   /// Reads --mesh into `mesh`.
   LogicalResult parseMesh(StringRef text);
   /// Reads --plan into `planEntries`.
@@ -146,6 +161,45 @@ LogicalResult Compiler::runPasses(ModuleOp module,
     return fail(location, message, "", code);
   return fail(location, "pass " + passName + " failed: " + message,
               "rerun with --print-ir-after-all to see the IR", code);
+}
+
+LogicalResult Compiler::checkInputsAndOutputs(func::FuncOp forward) {
+  auto noNpyForm = [](Type type) { return getElementTypeOrSelf(type).isBF16(); };
+  for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
+    auto kind = forward.getArgAttrOfType<StringAttr>(i, "cleave.kind");
+    auto name = forward.getArgAttrOfType<StringAttr>(i, "cleave.name");
+    if (kind && kind.getValue() == "input" && noNpyForm(arg.getType()))
+      return fail(options.model + ": input '" + (name ? name.getValue() : "") + "'",
+                  "unsupported element type bf16: it has no .npy form to read it from");
+  }
+  for (auto [i, type] : llvm::enumerate(forward.getResultTypes())) {
+    auto name = forward.getResultAttrOfType<StringAttr>(i, "cleave.name");
+    if (noNpyForm(type))
+      return fail(options.model + ": output '" + (name ? name.getValue() : "") + "'",
+                  "unsupported element type bf16: it has no .npy form to write it to");
+  }
+  return success();
+}
+
+LogicalResult Compiler::checkCudaKernels(ModuleOp module) {
+  Operation *refused = nullptr;
+  module.walk([&](Operation *op) {
+    if (cudaTakesF32Only(op) && op->getNumOperands() > 0 &&
+        !getElementTypeOrSelf(op->getOperand(0).getType()).isF32()) {
+      refused = op;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (!refused)
+    return success();
+  std::string where = describe(refused->getLoc());
+  std::string type;
+  llvm::raw_string_ostream(type) << getElementTypeOrSelf(refused->getOperand(0).getType());
+  return fail(options.model + (where.empty() ? "" : ": " + where),
+              "unsupported with --target cuda: " + refused->getName().getStringRef() + " on " +
+                  type + " (its CUDA kernel takes f32 only)",
+              "compile for --target cpu, or cast the data to f32");
 }
 
 LogicalResult Compiler::write(StringRef name, function_ref<void(llvm::raw_ostream &)> body) {
@@ -418,6 +472,8 @@ LogicalResult Compiler::run() {
   if (failed(imported))
     return failure();
   ModuleOp module = *imported->module;
+  if (failed(checkInputsAndOutputs(module.lookupSymbol<func::FuncOp>("forward"))))
+    return failure();
   // Then @forward is the whole step already: no autodiff, no @apply.
   const bool stepFromModel = imported->trainingAlgorithm.has_value();
   if (options.printIrAfterAll) {
@@ -463,6 +519,8 @@ LogicalResult Compiler::run() {
   if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
     return failure();
   if (failed(writePlan(module, *imported, options, partial, error)))
+    return failure();
+  if (options.target == "cuda" && failed(checkCudaKernels(module)))
     return failure();
   if (failed(runPasses(module, [&](PassManager &pm) {
         pm.addPass(createLowerToEmitC(LowerToEmitCOptions{options.target}));

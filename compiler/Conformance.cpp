@@ -4,8 +4,12 @@
 // A case is compiled like any model, run on every data set, and its outputs
 // compared with the expected ones at the ONNX backend tests' tolerances
 // (|got - expected| <= atol + rtol * |expected|, rtol 1e-3, atol 1e-7; exact
-// for integers and bools). What cleave cannot import or run is a skip that
-// names the reason; a wrong value, a wrong shape or a crash is a failure.
+// for integers and bools). A skip is only an explicit refusal at import or
+// compile (an operator, element type or input cleave does not support) or a
+// case whose data cannot be checked, each with its reason; a wrong value, a
+// wrong shape, a program that exits non-zero or any other compile error is a
+// failure. With an expected-status file, any case whose status or skip
+// reason differs from the file's is a failure too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,8 +28,10 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -46,7 +52,58 @@ enum class Outcome { Pass, Fail, Skip };
 struct Result {
   Outcome outcome;
   std::string detail;
+  std::string category; // of a skip: its reason without what varies by case
 };
+
+/// How a refusal is named in the counts and the expected-status file: what
+/// varies between cases (node index, opset, tensor names) left out.
+struct Refusal {
+  const char *pattern; // an llvm::Regex over the error's WHAT
+  const char *category; // with \1, \2 from the pattern's groups
+};
+
+/// The refusals cleave makes at import or compile. A compile error that is
+/// none of these is a failure, not a skip.
+constexpr Refusal kRefusals[] = {
+    {"^IR version [0-9]+ is older than ([0-9]+)", "IR version older than \\1"},
+    {"^opset [0-9]+ of domain '([^']*)' is older than ([0-9]+)",
+     "opset of domain \\1 older than \\2"},
+    {"^the model imports no opset of domain '([^']*)'", "no opset of domain \\1"},
+    {"^input '[^']*' has unsupported element type (.*)$", "element type \\1"},
+    {"^input '[^']*' is not a tensor", "input is not a tensor"},
+    {"^unsupported element type ([^:]*): it has no .npy form", "element type \\1 (no .npy form)"},
+    {"^node [^(]*\\(([^,]*), domain 'ai.onnx', opset [0-9]+\\): unsupported operator$",
+     "unsupported operator \\1"},
+    {"^node [^(]*\\(([^,]*), domain '([^']*)', opset [0-9]+\\): unsupported operator$",
+     "unsupported operator \\2.\\1"},
+    {"^node [^(]*\\(([^,]*), [^)]*\\): cast to ([A-Z0-9]+) is not supported", "cast to \\2"},
+    {"^node [^(]*\\(([^,]*), [^)]*\\): the ([A-Za-z]+) output is not supported",
+     "\\1 output \\2"},
+    {"^node [^(]*\\(([^,]*), [^)]*\\): input '[^']*' \\(([a-z_]+)\\) must be a constant",
+     "\\1 \\2 not a constant"},
+    // An element type the op's constraint in CleaveOps.td does not admit.
+    {"^node [^(]*\\(([^,]*), [^)]*\\): 'cleave\\.[a-z_]+' op (operand|result) #[0-9]+ must be "
+     "statically shaped tensor of .* values, but got 'tensor<([0-9]+x)*([a-z0-9]+)>'$",
+     "\\1 element type \\4"},
+};
+
+/// The category of a refusal, or empty when `what` is not one.
+std::string refusalCategory(StringRef what) {
+  for (const Refusal &refusal : kRefusals) {
+    llvm::SmallVector<StringRef> groups;
+    if (!llvm::Regex(refusal.pattern).match(what, &groups))
+      continue;
+    std::string category;
+    for (const char *c = refusal.category; *c; ++c) {
+      if (c[0] == '\\' && c[1] >= '1' && c[1] <= '9')
+        category += groups[*++c - '0'].str();
+      else
+        category += *c;
+    }
+    return category;
+  }
+  return "";
+}
 
 bool isCase(const std::string &dir) { return llvm::sys::fs::exists(dir + "/model.onnx"); }
 
@@ -189,11 +246,13 @@ Result compileCase(mlir::MLIRContext &context, const std::string &dir,
   UserError error;
   if (succeeded(compileModel(context, options, error)))
     return {Outcome::Pass, ""};
-  // Refusals at import (an operator, type or input cleave does not handle)
-  // are skips; anything later is a failure of cleave.
-  if (error.code == kExitBadInput)
-    return {Outcome::Skip, error.what};
-  return {Outcome::Fail, error.where + ": " + error.what};
+  // Refusals (an operator, type or input cleave does not support) are
+  // skips; any other error is a failure of cleave.
+  std::string category = error.code == kExitBadInput ? refusalCategory(error.what) : "";
+  if (!category.empty())
+    return {Outcome::Skip, error.what, category};
+  return {Outcome::Fail, "compile exited with " + std::to_string(error.code) + ": " +
+                             error.where + ": " + error.what};
 }
 
 Result runCase(const std::string &dir, const std::string &scratch) {
@@ -203,7 +262,7 @@ Result runCase(const std::string &dir, const std::string &scratch) {
     auto buffer = llvm::MemoryBuffer::getFile(dir + "/model.onnx", false, false);
     if (!buffer || !model.ParseFromArray((*buffer)->getBufferStart(),
                                          static_cast<int>((*buffer)->getBufferSize())))
-      return {Outcome::Skip, "model.onnx is not a readable model"};
+      return {Outcome::Fail, "model.onnx is not a readable model"};
   }
   std::vector<std::string> graphInputs, outputNames;
   llvm::StringSet<> initializers;
@@ -217,10 +276,10 @@ Result runCase(const std::string &dir, const std::string &scratch) {
 
   std::string bad = knownBadData(llvm::sys::path::filename(dir), model);
   if (!bad.empty())
-    return {Outcome::Skip, bad};
+    return {Outcome::Skip, bad, "onnx/onnx#7749"};
   std::vector<std::string> sets = dataSets(dir);
   if (sets.empty())
-    return {Outcome::Skip, "no test_data_set_* directory"};
+    return {Outcome::Fail, "no test_data_set_* directory"};
   std::string program = scratch + "/program";
   for (const std::string &set : sets) {
     std::map<std::string, TensorData> values;
@@ -231,8 +290,10 @@ Result runCase(const std::string &dir, const std::string &scratch) {
         values[name] = std::move(data);
     }
     if (drawsRandomMask(model, values))
-      return {Outcome::Skip, "Dropout in training mode draws a random mask; the expected "
-                             "outputs come from numpy's generator"};
+      return {Outcome::Skip,
+              "Dropout in training mode draws a random mask; the expected outputs come from "
+              "numpy's generator",
+              "Dropout draws a random mask"};
     Result compiled = compileCase(context, dir, std::move(values), program);
     if (compiled.outcome != Outcome::Pass)
       return compiled;
@@ -245,22 +306,21 @@ Result runCase(const std::string &dir, const std::string &scratch) {
       if (llvm::is_contained(taken, name))
         run.inputs.push_back(name + "=" + set + "/input_" + std::to_string(i) + ".pb");
     llvm::sys::fs::remove_directories(run.outputDir);
+    // A stale file would give this run another case's message.
+    llvm::sys::fs::remove(run.stderrFile);
     int status = runProgram(run);
     if (status != 0) {
-      std::string message;
+      // cleave run's own errors (before the program starts) go to stderr.
+      std::string message = "(see stderr)";
       if (auto text = llvm::MemoryBuffer::getFile(run.stderrFile))
         message = (*text)->getBuffer().trim().split('\n').first.str();
-      // What the runtime cannot represent is a limit, not a wrong answer.
-      for (const char *limit : {"unsupported element type", "has no .npy form"})
-        if (message.find(limit) != std::string::npos)
-          return {Outcome::Skip, message.substr(message.find("error: ") + 7)};
       return {Outcome::Fail, "the program exited with " + std::to_string(status) + ": " + message};
     }
     for (auto [i, name] : llvm::enumerate(outputNames)) {
       TensorData want;
       std::string message;
       if (!readTensorFile(context, set + "/output_" + std::to_string(i) + ".pb", want, message))
-        return {Outcome::Skip, message};
+        return {Outcome::Fail, message};
       rt::NpyArray got;
       std::string file = run.outputDir + "/" + rt::npyFileName(name);
       if (!rt::readNpy(file, got, message))
@@ -273,15 +333,49 @@ Result runCase(const std::string &dir, const std::string &scratch) {
   return {Outcome::Pass, ""};
 }
 
+/// The status line of a case in an expected-status file: "pass",
+/// "skip: CATEGORY" or "fail".
+std::string statusOf(const Result &result) {
+  switch (result.outcome) {
+  case Outcome::Pass: return "pass";
+  case Outcome::Skip: return "skip: " + result.category;
+  case Outcome::Fail: return "fail";
+  }
+  return "";
+}
+
+/// Reads NAME STATUS lines (# starts a comment) into `statuses`.
+bool readExpected(const std::string &path, std::map<std::string, std::string> &statuses) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) {
+    printError({path, "cannot read the expected statuses: " + buffer.getError().message(), "",
+                kExitBadUsage});
+    return false;
+  }
+  llvm::SmallVector<StringRef> lines;
+  (*buffer)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (StringRef line : lines) {
+    line = line.trim();
+    if (line.empty() || line.starts_with("#"))
+      continue;
+    auto [name, status] = line.split(' ');
+    statuses[name.str()] = status.trim().str();
+  }
+  return true;
+}
+
 } // namespace
 
-int runConformance(const std::vector<std::string> &roots, llvm::raw_ostream &os) {
-  std::vector<std::string> cases = collectCases(roots);
+int runConformance(const ConformanceOptions &options, llvm::raw_ostream &os) {
+  std::vector<std::string> cases = collectCases(options.roots);
   if (cases.empty()) {
-    printError({roots.empty() ? std::string("conformance") : roots.front(),
+    printError({options.roots.empty() ? std::string("conformance") : options.roots.front(),
                 "no test case (a directory with model.onnx) found", "", kExitBadUsage});
     return kExitBadUsage;
   }
+  std::map<std::string, std::string> expected;
+  if (!options.expectedFile.empty() && !readExpected(options.expectedFile, expected))
+    return kExitBadUsage;
   llvm::SmallString<128> scratch;
   if (llvm::sys::fs::createUniqueDirectory("cleave-conformance", scratch)) {
     printError({"cleave conformance", "cannot create a temporary directory", "", kExitInternal});
@@ -289,18 +383,64 @@ int runConformance(const std::vector<std::string> &roots, llvm::raw_ostream &os)
   }
   llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(scratch); });
   int passed = 0, failedCount = 0, skipped = 0;
+  std::map<std::string, int> skipsByCategory;
+  std::vector<std::pair<std::string, std::string>> statuses;
+  std::vector<std::string> differences;
   for (const std::string &dir : cases) {
     Result result = runCase(dir, scratch.str().str());
-    StringRef name = llvm::sys::path::filename(dir);
+    std::string name = llvm::sys::path::filename(dir).str();
     switch (result.outcome) {
     case Outcome::Pass: ++passed; os << "PASS " << name << "\n"; break;
     case Outcome::Fail: ++failedCount; os << "FAIL " << name << ": " << result.detail << "\n"; break;
-    case Outcome::Skip: ++skipped; os << "SKIP " << name << ": " << result.detail << "\n"; break;
+    case Outcome::Skip:
+      ++skipped;
+      ++skipsByCategory[result.category];
+      os << "SKIP " << name << ": " << result.category << ": " << result.detail << "\n";
+      break;
     }
     os.flush();
+    std::string status = statusOf(result);
+    statuses.emplace_back(name, status);
+    if (!options.expectedFile.empty()) {
+      auto want = expected.find(name);
+      if (want == expected.end())
+        differences.push_back(name + ": not in the expected statuses, got '" + status + "'");
+      else if (want->second != status)
+        differences.push_back(name + ": expected '" + want->second + "', got '" + status + "'");
+      if (want != expected.end())
+        expected.erase(want);
+    }
   }
+  for (const auto &[name, status] : expected)
+    differences.push_back(name + ": expected '" + status + "', but there is no such case");
+
   os << passed << " passed, " << failedCount << " failed, " << skipped << " skipped\n";
-  return failedCount == 0 ? kExitOk : kExitBadInput;
+  if (!skipsByCategory.empty()) {
+    std::vector<std::pair<std::string, int>> byCount(skipsByCategory.begin(),
+                                                     skipsByCategory.end());
+    llvm::stable_sort(byCount, [](const auto &a, const auto &b) { return a.second > b.second; });
+    os << "skipped by reason:\n";
+    for (const auto &[category, count] : byCount)
+      os << llvm::format("%6d ", count) << category << "\n";
+  }
+  if (!options.expectedFile.empty()) {
+    for (const std::string &difference : differences)
+      os << "DIFFERS " << difference << "\n";
+    os << differences.size() << " differ from " << options.expectedFile << "\n";
+  }
+  if (!options.recordFile.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream file(options.recordFile, ec, llvm::sys::fs::OF_Text);
+    if (ec) {
+      printError({options.recordFile, "cannot write: " + ec.message(), "", kExitBadUsage});
+      return kExitBadUsage;
+    }
+    file << "# The status of every ONNX backend node test under cleave conformance:\n"
+            "# NAME pass, or NAME skip: REASON. Written by cleave conformance --record.\n";
+    for (const auto &[name, status] : statuses)
+      file << name << " " << status << "\n";
+  }
+  return failedCount == 0 && differences.empty() ? kExitOk : kExitBadInput;
 }
 
 } // namespace cleave

@@ -1,5 +1,6 @@
 # lit configuration for Cleave's tests.
 import os
+import subprocess
 
 import lit.formats
 
@@ -21,3 +22,25 @@ config.substitutions.append(("%bindir", config.cleave_tools_dir))
 # The CUDA target is built whenever nvcc is found; running it needs a GPU.
 if config.cleave_have_cuda:
     config.available_features.add("cuda")
+
+
+def gpu_count():
+    """The GPUs `nvidia-smi -L` lists (0 without the tool, a driver or a GPU)."""
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                                 timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    if listing.returncode != 0:
+        return 0
+    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+# Tests that run kernels or NCCL on a device say REQUIRES: gpu (one GPU) or
+# multi-gpu (two), so without them lit reports UNSUPPORTED rather than a pass
+# whose every test skipped itself.
+gpus = gpu_count() if config.cleave_have_cuda else 0
+if gpus >= 1:
+    config.available_features.add("gpu")
+if gpus >= 2:
+    config.available_features.add("multi-gpu")

@@ -29,8 +29,18 @@ def Cleave_Dialect : Dialect {
 }
 
 def Cleave_Tensor : StaticShapeTensorOf<[AnyType]>;
-def Cleave_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
-def Cleave_NumericTensor : StaticShapeTensorOf<[AnyFloat, AnyInteger]>;
+// The element types each op's kernels implement on every backend (the type
+// lists of runtime/cpu/Support.h and runtime/cuda/Common.cuh): what they do
+// not admit is refused at import, never left for a kernel to refuse.
+defvar Cleave_IntegerTypes = [I8, I16, I32, I64, UI8, UI16, UI32, UI64];
+def Cleave_FloatTensor : StaticShapeTensorOf<[F32, F64]>;
+def Cleave_NumericTensor : StaticShapeTensorOf<!listconcat([F32, F64], Cleave_IntegerTypes)>;
+def Cleave_ComparableTensor
+    : StaticShapeTensorOf<!listconcat([F32, F64, I1], Cleave_IntegerTypes)>;
+def Cleave_MatrixTensor : StaticShapeTensorOf<[F32, F64, I32, I64]>;
+// ONNX ReduceSum's and ReduceMean's types: the kernels sum in the element
+// type, which for 8- and 16-bit integers would wrap before a mean divides.
+def Cleave_SummableTensor : StaticShapeTensorOf<[F32, F64, I32, I64, UI32, UI64]>;
 def Cleave_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Cleave_BoolTensor : StaticShapeTensorOf<[I1]>;
 
@@ -116,7 +126,7 @@ def Cleave_SubOp : Cleave_BroadcastOp<"sub", Cleave_NumericTensor>;
 def Cleave_MulOp : Cleave_BroadcastOp<"mul", Cleave_NumericTensor>;
 def Cleave_DivOp : Cleave_BroadcastOp<"div", Cleave_NumericTensor>;
 def Cleave_PowOp : Cleave_BroadcastOp<"pow", Cleave_NumericTensor, 0, 0>;
-def Cleave_EqualOp : Cleave_BroadcastOp<"equal", Cleave_Tensor, 1>;
+def Cleave_EqualOp : Cleave_BroadcastOp<"equal", Cleave_ComparableTensor, 1>;
 def Cleave_LessOp : Cleave_BroadcastOp<"less", Cleave_NumericTensor, 1>;
 def Cleave_GreaterOp : Cleave_BroadcastOp<"greater", Cleave_NumericTensor, 1>;
 
@@ -194,19 +204,19 @@ def Cleave_DropoutOp : Cleave_Op<"dropout", [InferTypeOpAdaptor, Cleave_Vjp]> {
 
 def Cleave_MatMulOp : Cleave_PureOp<"matmul", [Cleave_Vjp]> {
   let summary = "numpy-style matrix product with batch broadcasting";
-  let arguments = (ins Cleave_NumericTensor:$lhs, Cleave_NumericTensor:$rhs);
-  let results = (outs Cleave_NumericTensor:$output);
+  let arguments = (ins Cleave_MatrixTensor:$lhs, Cleave_MatrixTensor:$rhs);
+  let results = (outs Cleave_MatrixTensor:$output);
 }
 
 def Cleave_GemmOp : Cleave_PureOp<"gemm", [Cleave_Vjp]> {
   let summary = "alpha * op(a) * op(b) + beta * c";
-  let arguments = (ins Cleave_NumericTensor:$a, Cleave_NumericTensor:$b,
-                   Optional<Cleave_NumericTensor>:$c,
+  let arguments = (ins Cleave_MatrixTensor:$a, Cleave_MatrixTensor:$b,
+                   Optional<Cleave_MatrixTensor>:$c,
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
                    DefaultValuedAttr<F32Attr, "1.0f">:$beta,
                    DefaultValuedAttr<BoolAttr, "false">:$trans_a,
                    DefaultValuedAttr<BoolAttr, "false">:$trans_b);
-  let results = (outs Cleave_NumericTensor:$output);
+  let results = (outs Cleave_MatrixTensor:$output);
 }
 
 //===----------------------------------------------------------------------===//
@@ -319,10 +329,11 @@ def Cleave_SliceGradOp : Cleave_PureOp<"slice_grad", [Cleave_Vjp]> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Cleave_ReduceOp<string mnemonic> : Cleave_PureOp<mnemonic, [Cleave_Vjp]> {
+class Cleave_ReduceOp<string mnemonic, Type type = Cleave_SummableTensor>
+    : Cleave_PureOp<mnemonic, [Cleave_Vjp]> {
   let summary = mnemonic # " over `axes`";
-  let arguments = (ins Cleave_NumericTensor:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
-  let results = (outs Cleave_NumericTensor:$output);
+  let arguments = (ins type:$input, DenseI64ArrayAttr:$axes, BoolAttr:$keepdims);
+  let results = (outs type:$output);
   let extraClassDefinition = [{
     ::llvm::LogicalResult $cppClass::inferReturnTypes(
         ::mlir::MLIRContext *, std::optional<::mlir::Location> location, Adaptor adaptor,
@@ -335,7 +346,7 @@ class Cleave_ReduceOp<string mnemonic> : Cleave_PureOp<mnemonic, [Cleave_Vjp]> {
 
 def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum">;
 def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean">;
-def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max">;
+def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", Cleave_ComparableTensor>;
 
 //===----------------------------------------------------------------------===//
 // Convolution and pooling (N x C x spatial...)
@@ -548,7 +559,7 @@ def Cleave_ShapeOp : Cleave_PureOp<"shape"> {
 def Cleave_RangeOp : Cleave_GeneratorOp<"range"> {
   let summary = "start, start + delta, ... short of limit";
   let arguments = (ins TypedAttrInterface:$start, TypedAttrInterface:$limit, TypedAttrInterface:$delta);
-  let results = (outs StaticShapeTensorOf<[AnyFloat, AnyInteger]>:$output);
+  let results = (outs Cleave_NumericTensor:$output);
   let hasFolder = 1;
 }
 

@@ -103,9 +103,10 @@ template <typename T> T divide(T x, T y) {
   if constexpr (isInteger<T>) {
     if (y == 0)
       return 0;
-    if (y == T(-1))
-      return wrapNeg(x);
-    return x / y;
+    if constexpr (std::is_signed_v<T>)
+      if (y == T(-1))
+        return wrapNeg(x);
+    return static_cast<T>(x / y);
   } else {
     return x / y;
   }
@@ -114,7 +115,7 @@ template <typename T> T divide(T x, T y) {
 /// x^y for integers by squaring (wrapping); negative exponents give the
 /// truncated reciprocal.
 template <typename T> T integerPower(T x, T y) {
-  if (y < 0)
+  if (isNegative(y))
     return x == 1 ? T(1) : x == T(-1) ? ((y & 1) ? T(-1) : T(1)) : T(0);
   T result = 1;
   while (y) {
@@ -168,7 +169,7 @@ void abs(Context &, const Tensor &in, const Tensor &out) {
     if constexpr (isFloat<decltype(v)>)
       return std::abs(v);
     else
-      return v < 0 ? wrapNeg(v) : v;
+      return isNegative(v) ? wrapNeg(v) : v;
   });
 }
 
@@ -182,7 +183,7 @@ void sigmoid(Context &, const Tensor &in, const Tensor &out) {
 
 void relu(Context &, const Tensor &in, const Tensor &out) {
   // NaN stays NaN, as in ONNX's max(0, x) reference.
-  unary("relu", in, out, NumericTypes{}, [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });
+  unary("relu", in, out, NumericTypes{}, [](auto v) { return isNegative(v) ? decltype(v)(0) : v; });
 }
 
 void erf(Context &, const Tensor &in, const Tensor &out) {
@@ -260,7 +261,7 @@ void fill(Context &, const Tensor &out, double value) {
 }
 
 void range(Context &, const Tensor &out, double start, double delta) {
-  dispatch("range", out.dtype, TypeList<float, double, int64_t, int32_t, int16_t>{}, [&](auto tag) {
+  dispatch("range", out.dtype, NumericTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T *y = out.as<T>();
     int64_t n = out.numel();

@@ -558,6 +558,104 @@ TEST(Binary, Comparisons) {
   EXPECT_EQ(yb.bools(), (std::vector<int>{1, 0, 0, 1}));
 }
 
+// Every integer type of the dialect's Cleave_NumericTensor, with numpy's
+// results (which ONNX's node tests expect): arithmetic wraps, division
+// truncates toward zero, unsigned values compare as unsigned.
+TEST(Binary, NarrowAndUnsignedIntegers) {
+  auto i8 = make<int8_t>({3}, {127, -128, 100});
+  auto i8b = make<int8_t>({3}, {1, 1, 3});
+  auto y8 = zeros(DType::I8, {3});
+  cpu::add(ctx(), i8, i8b, y8);
+  expectEqual<int8_t>(y8, {-128, -127, 103});
+  cpu::sub(ctx(), i8, i8b, y8);
+  expectEqual<int8_t>(y8, {126, 127, 97});
+  cpu::mul(ctx(), i8, i8b, y8);
+  expectEqual<int8_t>(y8, {127, -128, 44}); // 300 mod 256
+
+  // 65535 * 65535 = 2^32 - 2^17 + 1: 1 mod 2^16 (an int product would overflow).
+  auto u16 = make<uint16_t>({2}, {65535, 300});
+  auto y16 = zeros(DType::U16, {2});
+  cpu::mul(ctx(), u16, u16, y16);
+  expectEqual<uint16_t>(y16, {1, 24464}); // 90000 mod 65536
+  auto u8 = make<uint8_t>({2}, {0, 7});
+  auto u8b = make<uint8_t>({2}, {1, 2});
+  auto yu8 = zeros(DType::U8, {2});
+  cpu::sub(ctx(), u8, u8b, yu8);
+  expectEqual<uint8_t>(yu8, {255, 5});
+  cpu::div(ctx(), u8, u8b, yu8);
+  expectEqual<uint8_t>(yu8, {0, 3});
+
+  auto n8 = make<int8_t>({3}, {-7, -128, 7});
+  auto d8 = make<int8_t>({3}, {2, -1, 0});
+  cpu::div(ctx(), n8, d8, y8);
+  expectEqual<int8_t>(y8, {-3, -128, 0}); // truncates; -128 / -1 wraps; x / 0 gives 0
+  // An unsigned divisor of all ones is not -1.
+  auto n64 = make<uint64_t>({2}, {5, UINT64_MAX});
+  auto d64 = make<uint64_t>({}, {UINT64_MAX});
+  auto q64 = zeros(DType::U64, {2});
+  cpu::div(ctx(), n64, d64, q64);
+  expectEqual<uint64_t>(q64, {0, 1});
+
+  auto base = make<uint8_t>({2}, {3, 2});
+  auto exponent = make<uint32_t>({2}, {5, 9});
+  cpu::pow(ctx(), base, exponent, yu8);
+  expectEqual<uint8_t>(yu8, {243, 0}); // 512 mod 256
+  auto i16 = make<int16_t>({1}, {2});
+  auto e16 = make<int16_t>({1}, {15});
+  auto y16s = zeros(DType::I16, {1});
+  cpu::pow(ctx(), i16, e16, y16s);
+  expectEqual<int16_t>(y16s, {-32768});
+  auto f = make<float>({2}, {2, 3});
+  auto ue = make<uint64_t>({2}, {10, 2});
+  auto yf = zeros(DType::F32, {2});
+  cpu::pow(ctx(), f, ue, yf);
+  expectNear(yf, {1024, 9});
+
+  auto u32 = make<uint32_t>({2}, {0, 4000000000u});
+  auto u32b = make<uint32_t>({2}, {1, 3});
+  auto yb = zeros(DType::Bool, {2});
+  cpu::less(ctx(), u32, u32b, yb);
+  EXPECT_EQ(yb.bools(), (std::vector<int>{1, 0}));
+  cpu::greater(ctx(), u32, u32b, yb);
+  EXPECT_EQ(yb.bools(), (std::vector<int>{0, 1}));
+  auto s16 = make<int16_t>({2}, {-1, 3});
+  auto s16b = make<int16_t>({}, {3});
+  cpu::equal(ctx(), s16, s16b, yb);
+  EXPECT_EQ(yb.bools(), (std::vector<int>{0, 1}));
+}
+
+TEST(Unary, NarrowAndUnsignedIntegers) {
+  auto x = make<int8_t>({3}, {-128, -5, 4});
+  auto y = zeros(DType::I8, {3});
+  cpu::neg(ctx(), x, y);
+  expectEqual<int8_t>(y, {-128, 5, -4});
+  cpu::abs(ctx(), x, y);
+  expectEqual<int8_t>(y, {-128, 5, 4});
+  cpu::relu(ctx(), x, y);
+  expectEqual<int8_t>(y, {0, 0, 4});
+  auto u = make<uint16_t>({2}, {65535, 0});
+  auto yu = zeros(DType::U16, {2});
+  cpu::abs(ctx(), u, yu);
+  expectEqual<uint16_t>(yu, {65535, 0});
+  cpu::relu(ctx(), u, yu);
+  expectEqual<uint16_t>(yu, {65535, 0});
+}
+
+TEST(Reduce, MaxOfBoolsAndUnsigned) {
+  auto b = makeBool({2, 3}, {0, 1, 0, 0, 0, 0});
+  auto yb = zeros(DType::Bool, {2});
+  cpu::reduce_max(ctx(), b, yb, {1});
+  EXPECT_EQ(yb.bools(), (std::vector<int>{1, 0}));
+  auto u = make<uint32_t>({2, 2}, {4000000000u, 1, 2, 3});
+  auto yu = zeros(DType::U32, {2});
+  cpu::reduce_max(ctx(), u, yu, {1});
+  expectEqual<uint32_t>(yu, {4000000000u, 3});
+  auto i8 = make<int8_t>({3}, {-128, -100, -1});
+  auto y8 = zeros(DType::I8, {});
+  cpu::reduce_max(ctx(), i8, y8, {0});
+  expectEqual<int8_t>(y8, {-1});
+}
+
 TEST(Binary, TypeMismatchFails) {
   auto a = make<float>({2}, {1, 2});
   auto b = make<int64_t>({2}, {1, 2});

@@ -140,7 +140,7 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   if (batch * m * n != out.numel())
     fail(kernel, "result shape does not match the operands");
 
-  dispatch(kernel, lhs.dtype, NumericTypes{}, [&](auto tag) {
+  dispatch(kernel, lhs.dtype, MatrixTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *a = lhs.as<T>();
     const T *b = rhs.as<T>();
@@ -188,7 +188,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
     }
     betaC = static_cast<double>(beta);
   }
-  dispatch(kernel, a.dtype, NumericTypes{}, [&](auto tag) {
+  dispatch(kernel, a.dtype, MatrixTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     gemmCore<T>(ctx, transA, transB, m, n, k, static_cast<double>(alpha), a.as<T>(), a.shape[1],
                 b.as<T>(), b.shape[1], betaC, out.as<T>(), n);

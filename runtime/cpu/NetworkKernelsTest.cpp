@@ -575,6 +575,11 @@ TEST(Pool, OtherTypes) {
   auto yi = zeros(DType::U8, {1, 1, 2});
   cpu::max_pool(ctx(), xi, yi, {2}, {1}, Dims{}, Dims{});
   expectEqual<uint8_t>(yi, {200, 200});
+  // A padded window of nothing but the lowest value keeps it.
+  auto xs = make<int16_t>({1, 1, 3}, {-32768, -5, 9});
+  auto ys = zeros(DType::I16, {1, 1, 2});
+  cpu::max_pool(ctx(), xs, ys, {2}, {2}, {1, 0}, Dims{});
+  expectEqual<int16_t>(ys, {-32768, 9});
 }
 
 TEST(Pool, GlobalAverage) {

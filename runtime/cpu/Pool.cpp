@@ -188,7 +188,7 @@ void max_pool(Context &, const Tensor &x, const Tensor &y, Dims kernel, Dims str
               Dims dilations) {
   PoolGeometry g = poolGeometry("max_pool", x, y, kernel, strides, pads, dilations);
   int64_t planes = x.shape[0] * x.shape[1];
-  dispatch("max_pool", x.dtype, TypeList<float, double, int8_t, uint8_t>{}, [&](auto tag) {
+  dispatch("max_pool", x.dtype, NumericTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     poolPlanes<T, true>(g, x.as<T>(), y.as<T>(), planes, false);
   });

@@ -14,6 +14,7 @@ namespace cleave::rt::cpu {
 namespace {
 
 struct SumOp {
+  using Types = NumericTypes;
   template <typename T> static T identity() { return T(0); }
   template <typename T> static T combine(T a, T b) { return wrapAdd(a, b); }
   template <typename T> static T row(const T *x, int64_t n, int64_t step) {
@@ -22,6 +23,7 @@ struct SumOp {
 };
 
 struct MaxOp {
+  using Types = ComparableTypes; // Bool too: the maximum of bools is their or
   template <typename T> static T identity() {
     if constexpr (std::is_floating_point_v<T>)
       return -std::numeric_limits<T>::infinity();
@@ -71,7 +73,7 @@ void reduce(const char *kernel, const Tensor &in, const Tensor &out, const Dims 
   nest.coalesce();
   int64_t count = kept == 0 ? 0 : in.numel() / kept;
 
-  dispatch(kernel, in.dtype, NumericTypes{}, [&](auto tag) {
+  dispatch(kernel, in.dtype, typename Op::Types{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *x = in.as<T>();
     T *y = out.as<T>();
@@ -94,7 +96,7 @@ void reduce(const char *kernel, const Tensor &in, const Tensor &out, const Dims 
       if constexpr (isInteger<T>) {
         for (int64_t i = 0; i < kept; ++i)
           y[i] = static_cast<T>(y[i] / count); // truncates, as ONNX's reference
-      } else {
+      } else if constexpr (isFloat<T>) {
         T divisor = static_cast<T>(count);
         for (int64_t i = 0; i < kept; ++i)
           y[i] /= divisor;

@@ -178,13 +178,23 @@ template <typename T> inline T wrapSub(T a, T b) {
 }
 template <typename T> inline T wrapMul(T a, T b) {
   if constexpr (isInteger<T>) {
-    using U = std::make_unsigned_t<T>;
+    // At least unsigned int: 16-bit operands would promote to int, whose
+    // product can overflow.
+    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
     return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
   } else {
     return a * b;
   }
 }
 template <typename T> inline T wrapNeg(T a) { return wrapSub(T(0), a); }
+
+/// v < 0, without comparing an unsigned value (always false) with zero.
+template <typename T> inline bool isNegative(T v) {
+  if constexpr (std::is_unsigned_v<T>)
+    return false;
+  else
+    return v < T(0);
+}
 
 //===----------------------------------------------------------------------===//
 // Dispatch
@@ -195,10 +205,17 @@ template <typename T> struct Tag {
 };
 template <typename... Ts> struct TypeList {};
 
+// The element types of the dialect's constraints (dialects/Cleave/CleaveOps.td):
+// Cleave_FloatTensor, Cleave_IndexTensor, Cleave_NumericTensor (arithmetic,
+// comparisons, reductions, max pooling), Cleave_ComparableTensor (equal,
+// reduce_max) and Cleave_MatrixTensor (matmul, gemm).
 using FloatTypes = TypeList<float, double>;
 using IntTypes = TypeList<int64_t, int32_t>;
-using NumericTypes = TypeList<float, double, int64_t, int32_t>;
-using ComparableTypes = TypeList<float, double, int64_t, int32_t, bool>;
+using NumericTypes = TypeList<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                              uint16_t, uint32_t, uint64_t>;
+using ComparableTypes = TypeList<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                                 uint16_t, uint32_t, uint64_t, bool>;
+using MatrixTypes = TypeList<float, double, int64_t, int32_t>;
 using AllTypes = TypeList<float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t, bool>;
 

@@ -79,9 +79,13 @@ CLEAVE_DTYPE_OF(bool, Bool)
 using F32Types = Types<float>;
 using FloatTypes = Types<float, double>;
 using IndexTypes = Types<int32_t, int64_t>;
-/// Types with arithmetic: add, sub, mul, div, neg, abs, relu, reductions.
-using NumericTypes = Types<float, double, int32_t, int64_t>;
-using ComparableTypes = Types<float, double, int32_t, int64_t, bool>;
+/// Types with arithmetic: add, sub, mul, div, pow, neg, abs, relu,
+/// comparisons, reductions (the dialect's Cleave_NumericTensor); with Bool,
+/// equal and reduce_max (Cleave_ComparableTensor).
+using NumericTypes = Types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
+                           uint32_t, uint64_t>;
+using ComparableTypes = Types<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                              uint16_t, uint32_t, uint64_t, bool>;
 /// Every element type of DType (cast, fill).
 using AllTypes = Types<float, double, __half, __nv_bfloat16, int8_t, int16_t, int32_t, int64_t,
                        uint8_t, uint16_t, uint32_t, uint64_t, bool>;
@@ -106,6 +110,25 @@ template <typename F> void dispatchBySize(const char *kernel, DType type, F &&f)
   case 8: f(Tag<uint64_t>{}); return;
   default: fail(kernel, "unsupported element type %s", dtypeName(type));
   }
+}
+
+/// The type integer arithmetic on T wraps in: unsigned, and at least
+/// unsigned int (16-bit operands would promote to int, whose product can
+/// overflow); T itself for floats.
+template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>> struct Wrap {
+  using type = T;
+};
+template <typename T> struct Wrap<T, true> {
+  using type = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
+};
+template <typename T> using WrapT = typename Wrap<T>::type;
+
+/// x < 0, without comparing an unsigned value (always false) with zero.
+template <typename T> __host__ __device__ inline bool isNegative(T x) {
+  if constexpr (std::is_unsigned_v<T>)
+    return false;
+  else
+    return x < T(0);
 }
 
 template <typename T>
@@ -321,8 +344,11 @@ void stridedCopy(Context &ctx, const char *kernel, DType type, Layout<2> layout,
 // Block reductions.
 //===----------------------------------------------------------------------===//
 
+/// Integer sums wrap, as numpy's do.
 struct SumOp {
-  template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return static_cast<T>(static_cast<WrapT<T>>(a) + static_cast<WrapT<T>>(b));
+  }
 };
 /// Max that propagates NaN (as numpy's max does).
 struct MaxOp {

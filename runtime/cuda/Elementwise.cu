@@ -14,20 +14,9 @@ namespace detail {
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Functors. Integer arithmetic wraps (through the unsigned type), as numpy
+// Functors. Integer arithmetic wraps (through WrapT, Common.cuh), as numpy
 // and onnxruntime do.
 //===----------------------------------------------------------------------===//
-
-template <typename T> struct Wrap {
-  using type = T;
-};
-template <> struct Wrap<int32_t> {
-  using type = uint32_t;
-};
-template <> struct Wrap<int64_t> {
-  using type = uint64_t;
-};
-template <typename T> using WrapT = typename Wrap<T>::type;
 
 struct NegOp {
   template <typename T> __device__ T operator()(T x) const {
@@ -39,12 +28,12 @@ struct AbsOp {
     if constexpr (std::is_floating_point_v<T>)
       return mfabs(x);
     else
-      return x < T(0) ? NegOp()(x) : x;
+      return isNegative(x) ? NegOp()(x) : x;
   }
 };
 struct ReluOp {
   // NaN stays NaN, as np.maximum(x, 0) keeps it.
-  template <typename T> __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; }
+  template <typename T> __device__ T operator()(T x) const { return isNegative(x) ? T(0) : x; }
 };
 struct SqrtOp {
   template <typename T> __device__ T operator()(T x) const { return msqrt(x); }
@@ -116,10 +105,11 @@ struct DivOp {
     if constexpr (std::is_integral_v<T>) {
       if (b == T(0))
         return T(0);
-      if (b == T(-1))
-        return NegOp()(a);
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1))
+          return NegOp()(a);
     }
-    return a / b;
+    return static_cast<T>(a / b);
   }
 };
 struct PowOp {
@@ -129,7 +119,7 @@ struct PowOp {
   template <typename A, typename B> __device__ A operator()(A a, B b) const {
     if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) {
       A y = static_cast<A>(b);
-      if (y < 0)
+      if (isNegative(y))
         return a == 1 ? A(1) : a == A(-1) ? ((y & 1) ? A(-1) : A(1)) : A(0);
       A result = 1;
       while (y) {

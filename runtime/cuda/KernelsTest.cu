@@ -315,6 +315,45 @@ TEST_F(CudaKernels, BinaryBroadcast) {
   expectClose(get<float>(z), {101, 102, 103, 201, 202, 203, 104, 105, 106, 204, 205, 206});
 }
 
+// The CPU kernels' cases (runtime/cpu/KernelsTest.cpp) on the GPU: every
+// integer width wraps, unsigned values divide and compare as unsigned, and
+// the maximum of bools is their or.
+TEST_F(CudaKernels, NarrowAndUnsignedIntegers) {
+  Tensor i8 = put<int8_t>(DType::I8, {3}, {127, -128, 100});
+  Tensor i8b = put<int8_t>(DType::I8, {3}, {1, 1, 3});
+  Tensor y8 = alloc(DType::I8, {3});
+  kc::add(ctx, i8, i8b, y8);
+  EXPECT_EQ(get<int8_t>(y8), (std::vector<int8_t>{-128, -127, 103}));
+  kc::mul(ctx, i8, i8b, y8);
+  EXPECT_EQ(get<int8_t>(y8), (std::vector<int8_t>{127, -128, 44}));
+  Tensor u16 = put<uint16_t>(DType::U16, {2}, {65535, 300});
+  Tensor y16 = alloc(DType::U16, {2});
+  kc::mul(ctx, u16, u16, y16);
+  EXPECT_EQ(get<uint16_t>(y16), (std::vector<uint16_t>{1, 24464}));
+  Tensor n64 = put<uint64_t>(DType::U64, {2}, {5, UINT64_MAX});
+  Tensor d64 = put<uint64_t>(DType::U64, {}, {UINT64_MAX});
+  Tensor q64 = alloc(DType::U64, {2});
+  kc::div(ctx, n64, d64, q64);
+  EXPECT_EQ(get<uint64_t>(q64), (std::vector<uint64_t>{0, 1}));
+  Tensor base = put<uint8_t>(DType::U8, {2}, {3, 2});
+  Tensor exponent = put<uint32_t>(DType::U32, {2}, {5, 9});
+  Tensor yu8 = alloc(DType::U8, {2});
+  kc::pow(ctx, base, exponent, yu8);
+  EXPECT_EQ(get<uint8_t>(yu8), (std::vector<uint8_t>{243, 0}));
+  Tensor u32 = put<uint32_t>(DType::U32, {2}, {0, 4000000000u});
+  Tensor u32b = put<uint32_t>(DType::U32, {2}, {1, 3});
+  Tensor less = alloc(DType::Bool, {2});
+  kc::less(ctx, u32, u32b, less);
+  EXPECT_EQ(get<uint8_t>(less), (std::vector<uint8_t>{1, 0}));
+  Tensor neg = put<int8_t>(DType::I8, {3}, {-128, -5, 4});
+  kc::abs(ctx, neg, y8);
+  EXPECT_EQ(get<int8_t>(y8), (std::vector<int8_t>{-128, 5, 4}));
+  Tensor bools = boolean({2, 3}, {0, 1, 0, 0, 0, 0});
+  Tensor any = alloc(DType::Bool, {2});
+  kc::reduce_max(ctx, bools, any, Dims{1});
+  EXPECT_EQ(get<uint8_t>(any), (std::vector<uint8_t>{1, 0}));
+}
+
 TEST_F(CudaKernels, BinaryIntegers) {
   Tensor a = i64({5}, {7, -7, 7, -7, 5}), b = i64({5}, {2, 2, -2, -2, 0});
   Tensor out = alloc(DType::I64, {5});

@@ -31,10 +31,12 @@ template <typename T, ReduceKind Kind> struct Reducer {
       return SumOp()(a, b);
   }
   __device__ static T finish(Acc acc, int64_t count) {
-    if constexpr (Kind == ReduceKind::Mean)
-      return static_cast<T>(acc / static_cast<Acc>(count));
-    else
+    if constexpr (Kind != ReduceKind::Mean)
       return static_cast<T>(acc);
+    else if constexpr (std::is_integral_v<Acc>)
+      return static_cast<T>(acc / count); // truncates, as the CPU kernels; count may not fit Acc
+    else
+      return static_cast<T>(acc / static_cast<Acc>(count));
   }
 };
 
@@ -107,7 +109,9 @@ void reduce(Context &ctx, const char *kernel, const Tensor &in, const Tensor &ou
       outputs *= g.kept.dims[d];
   }
   requireNumel(kernel, out, outputs, "the result");
-  dispatch(kernel, in.dtype, NumericTypes{}, [&](auto tag) {
+  // The maximum of bools is their or.
+  using ElementTypes = std::conditional_t<Kind == ReduceKind::Max, ComparableTypes, NumericTypes>;
+  dispatch(kernel, in.dtype, ElementTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (outputs == 0)
       return;

@@ -27,7 +27,7 @@ func.func @add_element_types(%a: tensor<2xf32>, %b: tensor<2xi64>) {
 // -----
 
 func.func @sqrt_of_integers(%a: tensor<2xi64>) {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of floating-point values}}
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or 64-bit float values}}
   %0 = cleave.sqrt %a : (tensor<2xi64>) -> tensor<2xi64>
   return
 }

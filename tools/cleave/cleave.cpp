@@ -250,11 +250,16 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
                   "Training: write the model with its trained parameters to this .onnx file");
 }
 
-void addConformanceCommand(CLI::App &app, std::vector<std::string> &dirs) {
+void addConformanceCommand(CLI::App &app, ConformanceOptions &options) {
   CLI::App *sub = app.add_subcommand(
       "conformance", "Run ONNX backend node tests (model.onnx + test_data_set_*) and compare");
-  sub->add_option("dirs", dirs, "Test case directories, or directories holding them")
+  sub->add_option("dirs", options.roots, "Test case directories, or directories holding them")
       ->required();
+  sub->add_option("--expected", options.expectedFile,
+                  "A file of NAME pass / NAME skip: REASON lines: any case whose status "
+                  "differs fails the run");
+  sub->add_option("--record", options.recordFile,
+                  "Write this run's statuses in the --expected form to this file");
 }
 
 } // namespace
@@ -268,8 +273,8 @@ int main(int argc, char **argv) {
   addCompileCommand(app, compileCmd);
   RunOptions runOptions;
   addRunCommand(app, runOptions);
-  std::vector<std::string> conformanceDirs;
-  addConformanceCommand(app, conformanceDirs);
+  ConformanceOptions conformance;
+  addConformanceCommand(app, conformance);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -287,6 +292,6 @@ int main(int argc, char **argv) {
   if (app.got_subcommand("run"))
     return runProgram(runOptions);
   if (app.got_subcommand("conformance"))
-    return runConformance(conformanceDirs, llvm::outs());
+    return runConformance(conformance, llvm::outs());
   return kExitBadUsage;
 }
