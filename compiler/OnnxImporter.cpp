@@ -9,6 +9,7 @@
 
 #include "compiler/OnnxImporter.h"
 
+#include "dialects/Cleave/CleaveBuilder.h"
 #include "dialects/Cleave/CleaveOps.h"
 #include "onnx/onnx.pb.h"
 #include "passes/Autodiff.h"
@@ -758,60 +759,6 @@ std::string typeString(Type type) {
   return text;
 }
 
-/// Builds a decomposition op by op through NodeContext::build (type
-/// inference, folding). After the first failure every call returns null and
-/// failed() says so.
-class Decomposition {
-public:
-  explicit Decomposition(NodeContext &n) : n(n) {}
-  bool failed() const { return hasFailed; }
-
-  /// A rank-0 constant of the float type `element`.
-  Value constant(double value, Type element) {
-    auto type = RankedTensorType::get({}, element);
-    return build<ConstantOp>(
-        {}, {n.named("value", DenseElementsAttr::get(type, FloatAttr::get(element, value)))});
-  }
-  Value cast(Value v, Type element) {
-    if (v && elementOf(v) == element)
-      return v;
-    return build<CastOp>(v, {n.named("to", TypeAttr::get(element))});
-  }
-  Value add(Value x, Value y) { return build<AddOp>({x, y}); }
-  Value sub(Value x, Value y) { return build<SubOp>({x, y}); }
-  Value mul(Value x, Value y) { return build<MulOp>({x, y}); }
-  Value div(Value x, Value y) { return build<DivOp>({x, y}); }
-  Value pow(Value x, Value y) { return build<PowOp>({x, y}); }
-  Value sqrt(Value x) { return build<SqrtOp>(x); }
-  Value greater(Value x, Value y) { return build<GreaterOp>({x, y}); }
-  Value where(Value c, Value x, Value y) { return build<WhereOp>({c, x, y}); }
-  /// c * v, with c rounded to v's element type first (numpy's scalar rule);
-  /// v itself when c is 1.
-  Value scale(double c, Value v) {
-    if (c == 1.0)
-      return v;
-    return v ? mul(constant(c, elementOf(v)), v) : Value();
-  }
-
-private:
-  template <typename OpTy>
-  Value build(ValueRange operands, ArrayRef<NamedAttribute> attributes = {}) {
-    if (hasFailed || llvm::any_of(operands, [](Value v) { return !v; })) {
-      hasFailed = true;
-      return {};
-    }
-    auto results = n.build<OpTy>(operands, attributes);
-    if (mlir::failed(results)) {
-      hasFailed = true;
-      return {};
-    }
-    return results->front();
-  }
-
-  NodeContext &n;
-  bool hasFailed = false;
-};
-
 /// R and T of an optimizer node. Scalar arithmetic on them is done in f64,
 /// as in ONNX's reference (numpy on Python floats).
 struct OptimizerStep {
@@ -823,7 +770,7 @@ struct OptimizerStep {
 /// How one optimizer updates one tensor: from {X, G, state...} its
 /// {X_new, state_new...}.
 using OptimizerRule =
-    std::function<SmallVector<Value>(Decomposition &, const OptimizerStep &, ArrayRef<Value>)>;
+    std::function<SmallVector<Value>(CleaveBuilder &, const OptimizerStep &, ArrayRef<Value>)>;
 
 /// The optimizers' common form: inputs R (float scalar), T (int64 scalar),
 /// then `groups` groups of equally many tensors (X..., G..., and one group
@@ -872,12 +819,13 @@ Results importOptimizer(NodeContext &n, unsigned groups, const OptimizerRule &ru
     }
   }
 
-  Decomposition d(n);
+  // The checks above give every op below valid operand types.
+  CleaveBuilder d(n.builder, n.loc, /*foldConstants=*/true);
   Type f64 = n.builder.getF64Type();
   OptimizerStep step;
   step.rate = n.input(0);
-  step.step = d.cast(n.input(1), f64);
-  step.positive = d.greater(step.step, d.constant(0.0, f64));
+  step.step = d.castTo(n.input(1), f64);
+  step.positive = d.greater(step.step, d.scalar(f64, 0.0));
   SmallVector<Value> results(count * (groups - 1));
   for (unsigned i = 0; i < count; ++i) {
     SmallVector<Value> tensors;
@@ -887,8 +835,6 @@ Results importOptimizer(NodeContext &n, unsigned groups, const OptimizerRule &ru
     for (auto [k, value] : llvm::enumerate(updated))
       results[k * count + i] = value;
   }
-  if (d.failed())
-    return failure();
   return results;
 }
 
@@ -924,14 +870,14 @@ Results importAdagrad(NodeContext &n) {
   if (failed(epsilon) || failed(decay) || failed(norm))
     return failure();
   Value r; // shared by every X
-  return importOptimizer(n, 3, [&](Decomposition &d, const OptimizerStep &s, ArrayRef<Value> t) {
+  return importOptimizer(n, 3, [&](CleaveBuilder &d, const OptimizerStep &s, ArrayRef<Value> t) {
     Value x = t[0], g = t[1], h = t[2];
     Type element = elementOf(x);
     if (!r) { // r = R / (1 + T * decay_factor)
       Type wide = elementOf(s.step);
-      Value rate = d.cast(s.rate, wide);
-      Value decayed = d.mul(s.step, d.constant(*decay, wide));
-      r = d.div(rate, d.add(d.constant(1.0, wide), decayed));
+      Value rate = d.castTo(s.rate, wide);
+      Value decayed = d.mul(s.step, d.scalar(wide, *decay));
+      r = d.div(rate, d.add(d.scalar(wide, 1.0), decayed));
     }
     // G_regularized = norm_coefficient * X + G
     Value gRegularized = d.add(d.scale(*norm, x), g);
@@ -939,9 +885,9 @@ Results importAdagrad(NodeContext &n) {
     Value hNew = d.add(h, d.mul(gRegularized, gRegularized));
     // H_adaptive = Sqrt(H_new) + epsilon
     Value hAdaptive = d.sqrt(hNew);
-    hAdaptive = d.add(hAdaptive, d.constant(*epsilon, element));
+    hAdaptive = d.add(hAdaptive, d.scalar(element, *epsilon));
     // X_new = X - r * G_regularized / H_adaptive
-    Value step = d.mul(d.cast(r, element), gRegularized);
+    Value step = d.mul(d.castTo(r, element), gRegularized);
     step = d.div(step, hAdaptive);
     Value xNew = d.sub(x, step);
     return SmallVector<Value>{xNew, hNew};
@@ -966,14 +912,14 @@ Results importMomentum(NodeContext &n) {
     return failure();
   }
   bool nesterov = mode == "nesterov";
-  return importOptimizer(n, 3, [&](Decomposition &d, const OptimizerStep &s, ArrayRef<Value> t) {
+  return importOptimizer(n, 3, [&](CleaveBuilder &d, const OptimizerStep &s, ArrayRef<Value> t) {
     Value x = t[0], g = t[1], v = t[2];
     Type element = elementOf(x);
     // G_regularized = norm_coefficient * X + G
     Value gRegularized = d.add(d.scale(*norm, x), g);
     // beta_adjusted = T > 0 ? beta : 1
-    Value betaValue = d.constant(*beta, element);
-    Value betaAdjusted = d.where(s.positive, betaValue, d.constant(1.0, element));
+    Value betaValue = d.scalar(element, *beta);
+    Value betaAdjusted = d.where(s.positive, betaValue, d.scalar(element, 1.0));
     // V_new = alpha * V + beta_adjusted * G_regularized
     Value vNew = d.scale(*alpha, v);
     vNew = d.add(vNew, d.mul(betaAdjusted, gRegularized));
@@ -981,7 +927,7 @@ Results importMomentum(NodeContext &n) {
     Value direction = vNew;
     if (nesterov)
       direction = d.add(gRegularized, d.scale(*alpha, vNew));
-    Value xNew = d.sub(x, d.mul(d.cast(s.rate, element), direction));
+    Value xNew = d.sub(x, d.mul(d.castTo(s.rate, element), direction));
     return SmallVector<Value>{xNew, vNew};
   });
 }
@@ -995,7 +941,7 @@ Results importAdam(NodeContext &n) {
   if (failed(alpha) || failed(beta) || failed(epsilon) || failed(norm) || failed(normPost))
     return failure();
   Value rAdjusted; // shared by every X
-  return importOptimizer(n, 4, [&](Decomposition &d, const OptimizerStep &s, ArrayRef<Value> t) {
+  return importOptimizer(n, 4, [&](CleaveBuilder &d, const OptimizerStep &s, ArrayRef<Value> t) {
     Value x = t[0], g = t[1], v = t[2], h = t[3];
     Type element = elementOf(x);
     // G_regularized = norm_coefficient * X + G
@@ -1009,20 +955,20 @@ Results importAdam(NodeContext &n) {
     hNew = d.add(hNew, d.scale(1.0 - *beta, squared));
     // H_sqrt = Sqrt(H_new) + epsilon
     Value hSqrt = d.sqrt(hNew);
-    hSqrt = d.add(hSqrt, d.constant(*epsilon, element));
+    hSqrt = d.add(hSqrt, d.scalar(element, *epsilon));
     if (!rAdjusted) { // R_adjusted = T > 0 ? R * sqrt(1 - beta^T) / (1 - alpha^T) : R
       Type wide = elementOf(s.step);
-      Value rate = d.cast(s.rate, wide);
-      Value one = d.constant(1.0, wide);
-      Value betaPower = d.pow(d.constant(*beta, wide), s.step);
+      Value rate = d.castTo(s.rate, wide);
+      Value one = d.scalar(wide, 1.0);
+      Value betaPower = d.pow(d.scalar(wide, *beta), s.step);
       Value corrected = d.mul(rate, d.sqrt(d.sub(one, betaPower)));
-      Value alphaPower = d.pow(d.constant(*alpha, wide), s.step);
+      Value alphaPower = d.pow(d.scalar(wide, *alpha), s.step);
       corrected = d.div(corrected, d.sub(one, alphaPower));
       rAdjusted = d.where(s.positive, corrected, rate);
     }
     // X_new = X - R_adjusted * (V_new / H_sqrt)
     Value direction = d.div(vNew, hSqrt);
-    Value xNew = d.sub(x, d.mul(d.cast(rAdjusted, element), direction));
+    Value xNew = d.sub(x, d.mul(d.castTo(rAdjusted, element), direction));
     // X_final = (1 - norm_coefficient_post) * X_new
     Value xFinal = d.scale(1.0 - *normPost, xNew);
     return SmallVector<Value>{xFinal, vNew, hNew};

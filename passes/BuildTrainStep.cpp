@@ -2,6 +2,7 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/Cleave/CleaveBuilder.h"
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Collectives.h"
 
@@ -19,32 +20,6 @@ using namespace mlir;
 using namespace cleave;
 
 namespace {
-
-/// Builds the update arithmetic: one op per call, types inferred.
-class Updates {
-public:
-  Updates(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-
-  /// A scalar constant, f32 unless `type` says otherwise.
-  Value scalar(double value, FloatType type = nullptr) {
-    return scalarConstant(b, loc, type ? type : b.getF32Type(), value);
-  }
-  Value cast(Value x, FloatType type) { return CastOp::create(b, loc, x, type); }
-  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
-  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
-  Value pow(Value x, Value y) { return PowOp::create(b, loc, x, y); }
-  /// a * x + c * y
-  Value blend(double a, Value x, double c, Value y) {
-    return add(mul(scalar(a), x), mul(scalar(c), y));
-  }
-
-private:
-  OpBuilder &b;
-  Location loc;
-};
 
 /// Adds an argument named `name` of kind `kind` at the end of `func`.
 Value addArgument(func::FuncOp func, Type type, StringRef name, StringRef kind) {
@@ -91,7 +66,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// reduce-scattered every microbatch into a slice accumulator, and is
   /// updated slice by slice in @apply; nothing is gathered there.
   LogicalResult buildStage3(func::FuncOp forward, func::FuncOp apply, ArrayRef<Member> members,
-                            Value lossSum, Updates &u, OpBuilder &b,
+                            Value lossSum, CleaveBuilder &u, OpBuilder &b,
                             SmallVectorImpl<std::pair<Value, Value>> &accumulate,
                             SmallVectorImpl<Value> &zeroed,
                             SmallVectorImpl<std::pair<Value, Value>> &assignments, Value countF32,
@@ -151,7 +126,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       // soon as it is complete, so the whole gradient is freed at once.
       OpBuilder gb(ctx);
       gb.setInsertionPointAfterValue(m.grad);
-      Updates gu(gb, loc);
+      CleaveBuilder gu(gb, loc);
       int64_t gradElements = cast<RankedTensorType>(m.grad.getType()).getNumElements();
       Value flatGrad = ReshapeOp::create(gb, loc, m.grad, gb.getDenseI64ArrayAttr({gradElements}));
       if (padded != elements) {
@@ -191,11 +166,12 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// The sum of the squares of `grad`'s elements, those where `where` holds
   /// (broadcast) if given.
-  static Value sumOfSquares(Updates &u, OpBuilder &b, Value grad, Value where = Value()) {
+  static Value sumOfSquares(CleaveBuilder &u, OpBuilder &b, Value grad, Value where = Value()) {
     auto type = cast<RankedTensorType>(grad.getType());
+    FloatType f32 = b.getF32Type();
     Value squares = u.mul(grad, grad);
     if (where)
-      squares = WhereOp::create(b, grad.getLoc(), where, squares, u.scalar(0.0));
+      squares = WhereOp::create(b, grad.getLoc(), where, squares, u.scalar(f32, 0.0));
     if (type.getRank() == 0)
       return squares;
     SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
@@ -207,8 +183,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// the squares of gradients split over tp (`split`) add up over tp, those
   /// of replicated ones count once, and with `dpSliced` (ZeRO) the dp ranks'
   /// slices add up over dp.
-  void clipGlobalNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
-                      ArrayRef<bool> split, const Mesh &layout, bool dpSliced) {
+  void clipGlobalNorm(CleaveBuilder &u, OpBuilder &b,
+                      MutableArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
+                      const Mesh &layout, bool dpSliced) {
     Value splitSum, wholeSum;
     for (auto [entry, apart] : llvm::zip(grads, split)) {
       Value sum = sumOfSquares(u, b, entry.second);
@@ -219,13 +196,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   }
 
   /// clipGlobalNorm's second half, from this rank's sums of squares.
-  void clipByNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
+  void clipByNorm(CleaveBuilder &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
                   Value splitSum, Value wholeSum, const Mesh &layout, bool dpSliced) {
     auto allReduce = [&](Value sum, int64_t axis) -> Value {
       const shard::GridAxis axes[] = {static_cast<shard::GridAxis>(axis)};
       return shard::AllReduceOp::create(b, sum.getLoc(), sum, "mesh", axes,
                                         shard::ReductionKind::Sum);
     };
+    FloatType f32 = b.getF32Type();
     Value sumOfAll = wholeSum;
     if (splitSum) {
       splitSum = allReduce(splitSum, layout.tpAxis);
@@ -233,8 +211,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     }
     if (dpSliced)
       sumOfAll = allReduce(sumOfAll, layout.dpAxis);
-    Value coefficient = u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(1e-6)));
-    Value one = u.scalar(1.0);
+    Value coefficient =
+        u.div(u.scalar(f32, clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(f32, 1e-6)));
+    Value one = u.scalar(f32, 1.0);
     Value clamped = WhereOp::create(b, coefficient.getLoc(),
                                     LessOp::create(b, coefficient.getLoc(), coefficient, one),
                                     coefficient, one);
@@ -244,21 +223,23 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// Appends to `assignments` the optimizer's update of `param` (in @apply)
   /// from its gradient `grad`, adding the state slots it keeps.
-  void update(Updates &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name, Value grad,
-              Value lr, Value step, SmallVectorImpl<std::pair<Value, Value>> &assignments) {
+  void update(CleaveBuilder &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name,
+              Value grad, Value lr, Value step,
+              SmallVectorImpl<std::pair<Value, Value>> &assignments) {
+    FloatType f64 = b.getF64Type(), f32 = b.getF32Type();
     auto state = [&](StringRef slot) {
       return addArgument(apply, param.getType(), (slot + ":" + name).str(), "state");
     };
     // L2 weight decay joins the gradient, except in adamw (decoupled).
     if (weightDecay != 0.0 && optimizer != "adamw")
-      grad = u.add(grad, u.mul(u.scalar(weightDecay), param));
+      grad = u.add(grad, u.mul(u.scalar(f32, weightDecay), param));
     if (optimizer == "sgd" || optimizer == "momentum") {
       Value direction = grad; // p -= lr * direction
       if (optimizer == "momentum") {
         Value velocity = state("momentum.velocity");
-        Value next = u.add(u.mul(u.scalar(momentum), velocity), grad);
+        Value next = u.add(u.mul(u.scalar(f32, momentum), velocity), grad);
         assignments.push_back({velocity, next});
-        direction = nesterov ? u.add(grad, u.mul(u.scalar(momentum), next)) : next;
+        direction = nesterov ? u.add(grad, u.mul(u.scalar(f32, momentum), next)) : next;
       }
       assignments.push_back({param, u.sub(param, u.mul(lr, direction))});
       return;
@@ -268,7 +249,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value sum = state("adagrad.sum");
       Value nextSum = u.add(sum, u.mul(grad, grad));
       assignments.push_back({sum, nextSum});
-      Value denominator = u.add(u.sqrt(nextSum), u.scalar(epsilon));
+      Value denominator = u.add(u.sqrt(nextSum), u.scalar(f32, epsilon));
       assignments.push_back({param, u.sub(param, u.div(u.mul(lr, grad), denominator))});
       return;
     }
@@ -277,20 +258,20 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     // rounded once: Adam amplifies rounding where sqrt(v) is near eps.
     Value m = state("adam.m"), v = state("adam.v");
     Value nextM = u.blend(beta1, m, 1.0 - beta1, grad);
-    Value nextV = u.add(u.mul(u.scalar(beta2), v), u.mul(u.mul(u.scalar(1.0 - beta2), grad), grad));
+    Value nextV =
+        u.add(u.mul(u.scalar(f32, beta2), v), u.mul(u.mul(u.scalar(f32, 1.0 - beta2), grad), grad));
     assignments.push_back({m, nextM});
     assignments.push_back({v, nextV});
-    FloatType f64 = b.getF64Type(), f32 = b.getF32Type();
-    Value t = u.cast(step, f64), lr64 = u.cast(lr, f64);
-    Value correction1 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta1, f64), t));
-    Value correction2 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta2, f64), t));
-    Value stepSize = u.cast(u.div(lr64, correction1), f32);
+    Value t = u.castTo(step, f64), lr64 = u.castTo(lr, f64);
+    Value correction1 = u.sub(u.scalar(f64, 1.0), u.pow(u.scalar(f64, beta1), t));
+    Value correction2 = u.sub(u.scalar(f64, 1.0), u.pow(u.scalar(f64, beta2), t));
+    Value stepSize = u.castTo(u.div(lr64, correction1), f32);
     Value denominator =
-        u.add(u.div(u.sqrt(nextV), u.cast(u.sqrt(correction2), f32)), u.scalar(epsilon));
+        u.add(u.div(u.sqrt(nextV), u.castTo(u.sqrt(correction2), f32)), u.scalar(f32, epsilon));
     Value decayed = param;
     if (optimizer == "adamw" && weightDecay != 0.0)
       decayed = u.mul(
-          param, u.cast(u.sub(u.scalar(1.0, f64), u.mul(lr64, u.scalar(weightDecay, f64))), f32));
+          param, u.castTo(u.sub(u.scalar(f64, 1.0), u.mul(lr64, u.scalar(f64, weightDecay))), f32));
     assignments.push_back({param, u.sub(decayed, u.div(u.mul(stepSize, nextM), denominator))});
   }
 
@@ -348,14 +329,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     // @forward runs one microbatch and adds its gradients, loss sum and count
     // into accumulators; @apply divides by the count once and updates.
     OpBuilder fb(ret);
-    Updates fu(fb, ret.getLoc());
+    CleaveBuilder fu(fb, ret.getLoc());
     OpBuilder mb(ctx);
     mb.setInsertionPointAfter(forward);
     auto apply =
         func::FuncOp::create(mb, forward.getLoc(), "apply", FunctionType::get(ctx, {}, {}));
     Block *body = apply.addEntryBlock();
     OpBuilder b = OpBuilder::atBlockEnd(body);
-    Updates u(b, forward.getLoc());
+    CleaveBuilder u(b, forward.getLoc());
     SmallVector<std::pair<Value, Value>> accumulate, assignments; // target, new value
     // Accumulators are marked so that distribution can find what to reduce.
     auto accumulator = [&](Value value, StringRef name) {
@@ -371,9 +352,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     Value sumOfLosses = accumulator(lossSum, "cleave.loss_sum");
     Value loss = u.div(sumOfLosses, count);
     SmallVector<Value> zeroed{count, sumOfLosses};
-    Value countF32 = cast<RankedTensorType>(count.getType()).getElementType().isF32()
-                         ? count
-                         : u.cast(count, b.getF32Type());
+    Value countF32 = u.castTo(count, b.getF32Type());
 
     SmallVector<Member> members;
     for (BlockArgument param : forward.getArguments()) {
