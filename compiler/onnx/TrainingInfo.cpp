@@ -9,6 +9,8 @@
 
 #include "compiler/onnx/Importer.h"
 
+#include "passes/Autodiff.h"
+
 #include "mlir/Support/DebugStringHelper.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -180,45 +182,57 @@ LogicalResult Importer::importTrainingAlgorithms(ImportedModel &imported, Output
 /// when it is an algorithm's output.
 FailureOr<std::string>
 Importer::addTrainingLoss(Outputs &outputs, const llvm::StringMap<Value> &algorithmOutputs) {
-  auto isScalarFloat = [](Value v) {
-    auto type = cast<RankedTensorType>(v.getType());
-    return isa<FloatType>(type.getElementType()) && type.getNumElements() == 1;
+  auto ambiguous = [&](ArrayRef<StringRef> names, ArrayRef<unsigned> scalars) {
+    SmallVector<StringRef> candidates;
+    for (unsigned i : scalars)
+      candidates.push_back(names[i]);
+    return fail("cannot tell which output is the loss the training step logs: " +
+                    (candidates.empty() ? std::string("no output is a float scalar")
+                                        : "the float scalars are " + llvm::join(candidates, ", ")),
+                "name it with --loss NAME", kExitBadUsage);
   };
-  std::string loss = options.trainingLoss;
-  if (loss.empty()) {
-    SmallVector<std::string> candidates;
-    for (auto [name, value] : llvm::zip(outputs.names, outputs.values))
-      if (isScalarFloat(value))
-        candidates.push_back(name);
-    if (candidates.empty())
-      for (const auto &output : model.training_info(0).algorithm().output())
-        if (Value value = algorithmOutputs.lookup(output.name()); value && isScalarFloat(value))
-          candidates.push_back(output.name());
-    if (candidates.size() != 1)
-      return fail("cannot tell which output is the loss the training step logs: " +
-                      (candidates.empty()
-                           ? std::string("no output is a float scalar")
-                           : "the float scalars are " + llvm::join(candidates, ", ")),
-                  "name it with --loss NAME", kExitBadUsage);
-    loss = candidates.front();
-  }
-  auto inResults = llvm::find(outputs.names, loss);
-  Value lossValue = inResults != outputs.names.end()
-                        ? outputs.values[inResults - outputs.names.begin()]
-                        : algorithmOutputs.lookup(loss);
-  if (!lossValue)
-    return fail("--loss '" + loss +
-                    "': is not an output of the graph or of its training_info algorithms",
-                "", kExitBadUsage);
-  if (!isScalarFloat(lossValue))
-    return fail("--loss '" + loss + "': is " + debugString(lossValue.getType()) +
+  auto notScalar = [&](StringRef name, Value value) {
+    return fail("--loss '" + name + "': is " + debugString(value.getType()) +
                     ", not a float scalar",
                 "", kExitBadUsage);
-  if (inResults == outputs.names.end()) {
-    outputs.values.push_back(lossValue);
-    outputs.names.push_back(loss);
+  };
+  std::string name = options.trainingLoss;
+  SmallVector<StringRef> resultNames(outputs.names.begin(), outputs.names.end());
+  LossSearch inResults = findLoss(resultNames, ValueRange(outputs.values).getTypes(), name);
+  switch (inResults.outcome) {
+  case LossSearch::Found:
+    return outputs.names[inResults.index];
+  case LossSearch::NotScalar:
+    return notScalar(name, outputs.values[inResults.index]);
+  case LossSearch::SeveralScalars:
+    return ambiguous(resultNames, inResults.scalars);
+  case LossSearch::NoSuchName:
+  case LossSearch::NoScalar:
+    break;
   }
-  return loss;
+  if (name.empty()) {
+    SmallVector<StringRef> names;
+    SmallVector<Type> types;
+    for (const auto &output : model.training_info(0).algorithm().output())
+      if (Value value = algorithmOutputs.lookup(output.name())) {
+        names.push_back(output.name());
+        types.push_back(value.getType());
+      }
+    LossSearch inFirst = findLoss(names, types, "");
+    if (inFirst.outcome != LossSearch::Found)
+      return ambiguous(names, inFirst.scalars);
+    name = names[inFirst.index].str();
+  }
+  Value loss = algorithmOutputs.lookup(name);
+  if (!loss)
+    return fail("--loss '" + name +
+                    "': is not an output of the graph or of its training_info algorithms",
+                "", kExitBadUsage);
+  if (!isScalarLoss(loss.getType()))
+    return notScalar(name, loss);
+  outputs.values.push_back(loss);
+  outputs.names.push_back(name);
+  return name;
 }
 
 /// One cleave.assign per update, after every read. A new value that is (a
