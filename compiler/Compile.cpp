@@ -166,14 +166,14 @@ LogicalResult Compiler::runPasses(ModuleOp module,
 LogicalResult Compiler::checkInputsAndOutputs(func::FuncOp forward) {
   auto noNpyForm = [](Type type) { return getElementTypeOrSelf(type).isBF16(); };
   for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
-    auto kind = forward.getArgAttrOfType<StringAttr>(i, "cleave.kind");
-    auto name = forward.getArgAttrOfType<StringAttr>(i, "cleave.name");
+    auto kind = forward.getArgAttrOfType<StringAttr>(i, kKindAttr);
+    auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
     if (kind && kind.getValue() == "input" && noNpyForm(arg.getType()))
       return fail(options.model + ": input '" + (name ? name.getValue() : "") + "'",
                   "unsupported element type bf16: it has no .npy form to read it from");
   }
   for (auto [i, type] : llvm::enumerate(forward.getResultTypes())) {
-    auto name = forward.getResultAttrOfType<StringAttr>(i, "cleave.name");
+    auto name = forward.getResultAttrOfType<StringAttr>(i, kNameAttr);
     if (noNpyForm(type))
       return fail(options.model + ": output '" + (name ? name.getValue() : "") + "'",
                   "unsupported element type bf16: it has no .npy form to write it to");

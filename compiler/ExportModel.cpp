@@ -10,11 +10,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
-
 namespace cleave {
 
-mlir::LogicalResult exportTrainedModel(const std::string &programDir,
-                                       const std::string &resultsDir,
+mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std::string &resultsDir,
                                        const std::string &outputPath, UserError &error) {
   auto fail = [&](const std::string &where, const std::string &what) {
     error = UserError{where, what, "", kExitBadInput};
@@ -46,8 +44,8 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
       if (!blob)
         return fail(path, "cannot open: " + blob.getError().message());
       if (static_cast<int64_t>((*blob)->getBufferSize()) != plan.weightsBytes)
-        return fail(path, "is not the " + std::to_string(plan.weightsBytes) +
-                              " bytes plan.json says");
+        return fail(path,
+                    "is not the " + std::to_string(plan.weightsBytes) + " bytes plan.json says");
       blobs[dp].push_back(std::move(*blob));
     }
   }
@@ -137,8 +135,8 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir,
         return llvm::Error::success();
       })) {
     error = UserError{outputPath,
-                      "cannot write: " + llvm::errorToErrorCode(std::move(written)).message(),
-                      "", kExitBadUsage};
+                      "cannot write: " + llvm::errorToErrorCode(std::move(written)).message(), "",
+                      kExitBadUsage};
     return mlir::failure();
   }
   return mlir::success();

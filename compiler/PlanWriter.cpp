@@ -167,10 +167,9 @@ void PlanBuilder::setFlatParameters() {
     if (!group || group.getValue() != flat.name)
       continue;
     flatPayload += tensorBytes(cast<RankedTensorType>(arg.getType()));
-    flat.members.push_back(
-        {forward.getArgAttrOfType<StringAttr>(i, kNameAttr).str(),
-         forward.getArgAttrOfType<IntegerAttr>(i, kFlatOffsetAttr).getInt(),
-         cast<RankedTensorType>(arg.getType()).getNumElements()});
+    flat.members.push_back({forward.getArgAttrOfType<StringAttr>(i, kNameAttr).str(),
+                            forward.getArgAttrOfType<IntegerAttr>(i, kFlatOffsetAttr).getInt(),
+                            cast<RankedTensorType>(arg.getType()).getNumElements()});
   }
   if (flat.members.empty())
     return;
@@ -192,9 +191,9 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
   stored.offset = func.getArgAttrOfType<IntegerAttr>(i, kWeightsOffsetAttr).getInt();
   stored.bytes = tensorBytes(cast<RankedTensorType>(arg.getType()));
   if (func.getArgAttrOfType<StringAttr>(i, kKindAttr).getValue() == "state") {
-    stored.role = func.getArgAttr(i, kTpCoordinateAttr) ? rt::StoredRole::Coordinate
+    stored.role = func.getArgAttr(i, kTpCoordinateAttr)  ? rt::StoredRole::Coordinate
                   : func.getArgAttr(i, kAccumulatorAttr) ? rt::StoredRole::Accumulator
-                                                              : rt::StoredRole::OptimizerState;
+                                                         : rt::StoredRole::OptimizerState;
     if (stored.role == rt::StoredRole::Coordinate)
       tpCoordinates.push_back(stored.offset);
     if (auto of = func.getArgAttrOfType<StringAttr>(i, kStateOfAttr)) {
@@ -223,11 +222,10 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
     sharding.globalShape.assign(global.begin(), global.end());
     if (dim)
       sharding.split = rt::DimSplit{
-          dim.getInt(), "tp",
-          func.getArgAttrOfType<IntegerAttr>(i, kSplitBlocksAttr).getInt()};
+          dim.getInt(), "tp", func.getArgAttrOfType<IntegerAttr>(i, kSplitBlocksAttr).getInt()};
     if (zero3)
-      sharding.slices = rt::FlatSlices{
-          "dp", zero3.getInt(), cast<RankedTensorType>(arg.getType()).getNumElements()};
+      sharding.slices = rt::FlatSlices{"dp", zero3.getInt(),
+                                       cast<RankedTensorType>(arg.getType()).getNumElements()};
     // Each rank's blob gets its own part (blob()).
     rankedParameters.push_back({parameter, stored.offset, sharding});
     parameterShardings[name] = sharding;
@@ -314,9 +312,9 @@ LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error)
     // parameter's own elements, the flat parameter buffer's parameters.
     int64_t payload = tensorBytes(type);
     auto slice = dyn_cast<BlockArgument>(op->getOperand(0));
-    auto elements = slice ? func.getArgAttrOfType<IntegerAttr>(slice.getArgNumber(),
-                                                               kZero3ElementsAttr)
-                          : IntegerAttr();
+    auto elements =
+        slice ? func.getArgAttrOfType<IntegerAttr>(slice.getArgNumber(), kZero3ElementsAttr)
+              : IntegerAttr();
     if (auto concat = whole.getDefiningOp<ConcatOp>()) {
       payload = 0;
       for (Value part : concat.getOperands())
@@ -338,9 +336,8 @@ void PlanBuilder::setCollectives() {
   for (const auto &[key, t] : traffic) {
     int64_t n = grid.getShape()[key.second];
     int64_t factor = key.first == "all_reduce" ? 2 : 1;
-    plan.collectives.push_back({key.first, plan.mesh->axisNames[key.second], t.calls,
-                                t.bufferBytes, t.sentBytes,
-                                factor * (n - 1) * t.payloadBytes / n});
+    plan.collectives.push_back({key.first, plan.mesh->axisNames[key.second], t.calls, t.bufferBytes,
+                                t.sentBytes, factor * (n - 1) * t.payloadBytes / n});
   }
 }
 
@@ -382,7 +379,7 @@ void PlanBuilder::setTraining() {
                     : t.lrSchedule == "cosine" ? rt::LrSchedule::Cosine
                                                : rt::LrSchedule::Constant;
     spec.warmup = t.warmup;
-    spec.hyperparameters = {t.beta1,    t.beta2,    t.epsilon,    t.weightDecay,
+    spec.hyperparameters = {t.beta1,    t.beta2,    t.epsilon,     t.weightDecay,
                             t.momentum, t.nesterov, t.clipGradNorm};
     spec.gradAccum = t.gradAccum;
   }
@@ -424,10 +421,10 @@ LogicalResult PlanBuilder::build(UserError &error) {
   // Parameters split over tp make one blob per tp rank, ZeRO 3 one per dp
   // rank too.
   bool byTp = !tpCoordinates.empty() || llvm::any_of(rankedParameters, [](const auto &p) {
-                return p.sharding.split.has_value();
-              });
-  bool byDp = llvm::any_of(rankedParameters,
-                           [](const auto &p) { return p.sharding.slices.has_value(); });
+    return p.sharding.split.has_value();
+  });
+  bool byDp =
+      llvm::any_of(rankedParameters, [](const auto &p) { return p.sharding.slices.has_value(); });
   if (byDp)
     plan.weightsByAxes.push_back("dp");
   if (byTp)
@@ -520,8 +517,8 @@ int64_t estimateFlops(Operation *op) {
   return flops;
 }
 
-LogicalResult writePlan(ModuleOp module, const ImportedModel &model,
-                        const CompileOptions &options, StringRef dir, UserError &error) {
+LogicalResult writePlan(ModuleOp module, const ImportedModel &model, const CompileOptions &options,
+                        StringRef dir, UserError &error) {
   PlanBuilder builder(module, model, options);
   if (failed(builder.build(error)))
     return failure();

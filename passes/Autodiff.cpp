@@ -28,43 +28,13 @@ bool isFloatTensor(Value v) {
 struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
 
-  /// The index of the result to differentiate, or an error.
-  FailureOr<unsigned> lossIndex(func::FuncOp func, func::ReturnOp ret) {
-    std::optional<unsigned> found;
-    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr);
-      auto type = cast<RankedTensorType>(value.getType());
-      bool scalarFloat = type.getRank() == 0 && isa<FloatType>(type.getElementType());
-      if (!loss.empty()) {
-        if (name && name.getValue() == loss) {
-          if (!scalarFloat)
-            return func.emitError("the loss '") << loss << "' is " << type
-                                                << ", not a float scalar";
-          return static_cast<unsigned>(i);
-        }
-        continue;
-      }
-      if (scalarFloat) {
-        if (found)
-          return func.emitError("more than one scalar float result: name the loss with "
-                                "loss=NAME");
-        found = i;
-      }
-    }
-    if (!loss.empty())
-      return func.emitError("no result named '") << loss << "'";
-    if (!found)
-      return func.emitError("no scalar float result to differentiate");
-    return *found;
-  }
-
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal() || !func.getBody().hasOneBlock())
       return;
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    auto index = lossIndex(func, ret);
+    auto index = findLossResult(func, loss, "to differentiate");
     if (failed(index))
       return signalPassFailure();
 
@@ -121,6 +91,55 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
 };
 
 } // namespace
+
+bool cleave::isScalarLoss(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.getRank() == 0 && isa<FloatType>(tensor.getElementType());
+}
+
+LossSearch cleave::findLoss(ArrayRef<StringRef> names, TypeRange types, StringRef name) {
+  LossSearch search{LossSearch::NoSuchName};
+  for (auto [i, entry] : llvm::enumerate(llvm::zip(names, types))) {
+    auto [valueName, type] = entry;
+    if (!name.empty() && valueName == name) {
+      search.outcome = isScalarLoss(type) ? LossSearch::Found : LossSearch::NotScalar;
+      search.index = i;
+      return search;
+    }
+    if (name.empty() && isScalarLoss(type))
+      search.scalars.push_back(i);
+  }
+  if (name.empty()) {
+    search.outcome = search.scalars.empty()       ? LossSearch::NoScalar
+                     : search.scalars.size() == 1 ? LossSearch::Found
+                                                  : LossSearch::SeveralScalars;
+    search.index = search.scalars.empty() ? 0 : search.scalars.front();
+  }
+  return search;
+}
+
+FailureOr<unsigned> cleave::findLossResult(func::FuncOp func, StringRef name, StringRef purpose) {
+  SmallVector<StringRef> names;
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto resultName = func.getResultAttrOfType<StringAttr>(i, kNameAttr);
+    names.push_back(resultName ? resultName.getValue() : StringRef());
+  }
+  LossSearch search = findLoss(names, func.getResultTypes(), name);
+  switch (search.outcome) {
+  case LossSearch::Found:
+    return search.index;
+  case LossSearch::NoSuchName:
+    return func.emitError("no result named '") << name << "'";
+  case LossSearch::NotScalar:
+    return func.emitError("the loss '")
+           << name << "' is " << func.getResultTypes()[search.index] << ", not a float scalar";
+  case LossSearch::NoScalar:
+    return func.emitError("no scalar float result ") << purpose;
+  case LossSearch::SeveralScalars:
+    return func.emitError("more than one scalar float result: name the loss with loss=NAME");
+  }
+  llvm_unreachable("every outcome is handled");
+}
 
 FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y,
                                                     ArrayRef<Value> xs,

@@ -3,10 +3,36 @@
 #ifndef CLEAVE_PASSES_AUTODIFF_H
 #define CLEAVE_PASSES_AUTODIFF_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace cleave {
+
+/// Whether a value of `type` can be the loss that cleave differentiates,
+/// splits into a sum and a count, and logs: a float scalar (rank 0).
+bool isScalarLoss(mlir::Type type);
+
+/// What findLoss found.
+struct LossSearch {
+  enum Outcome { Found, NoSuchName, NotScalar, NoScalar, SeveralScalars } outcome;
+  /// With Found and NotScalar: the index of the loss.
+  unsigned index = 0;
+  /// Without a name: the index of every scalar loss.
+  llvm::SmallVector<unsigned> scalars;
+};
+
+/// The loss among values of `types` named `names`: the first one named
+/// `name`, which must be a scalar loss, or with an empty `name` the only
+/// scalar loss.
+LossSearch findLoss(llvm::ArrayRef<llvm::StringRef> names, mlir::TypeRange types,
+                    llvm::StringRef name);
+
+/// findLoss over `func`'s results by their cleave.name. Emits an error at
+/// `func` and fails when there is no such loss; `purpose` ends the message
+/// when no result is a float scalar ("to differentiate").
+mlir::FailureOr<unsigned> findLossResult(mlir::func::FuncOp func, llvm::StringRef name,
+                                         llvm::StringRef purpose);
 
 /// Reverse-mode gradients of `y`, a float tensor, with respect to each of
 /// `xs`: values (block arguments or op results) of the block that defines y.

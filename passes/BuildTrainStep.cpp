@@ -2,6 +2,7 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/Cleave/CleaveBuilder.h"
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Collectives.h"
 
@@ -19,32 +20,6 @@ using namespace mlir;
 using namespace cleave;
 
 namespace {
-
-/// Builds the update arithmetic: one op per call, types inferred.
-class Updates {
-public:
-  Updates(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-
-  /// A scalar constant, f32 unless `type` says otherwise.
-  Value scalar(double value, FloatType type = nullptr) {
-    return scalarConstant(b, loc, type ? type : b.getF32Type(), value);
-  }
-  Value cast(Value x, FloatType type) { return CastOp::create(b, loc, x, type); }
-  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
-  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
-  Value pow(Value x, Value y) { return PowOp::create(b, loc, x, y); }
-  /// a * x + c * y
-  Value blend(double a, Value x, double c, Value y) {
-    return add(mul(scalar(a), x), mul(scalar(c), y));
-  }
-
-private:
-  OpBuilder &b;
-  Location loc;
-};
 
 /// Adds an argument named `name` of kind `kind` at the end of `func`; state
 /// laid out like parameter (or flat buffer) `stateOf` says so, for plan.json.
@@ -85,6 +60,24 @@ struct Member {
   Value grad;
 };
 
+/// What the parts of a step share while the pass builds them: @forward
+/// (built at its return) and @apply (built at its end), the values the
+/// update reads, and what the step assigns.
+struct Step {
+  func::FuncOp forward, apply;
+  CleaveBuilder &fu, &u;
+  OpBuilder &fb, &b;
+  MeshAxes layout;
+  Value lossSum, countF32, lr, step;
+  SmallVector<Member> members;
+  /// Accumulators in @forward and what each adds up (target, new value).
+  SmallVector<std::pair<Value, Value>> accumulate;
+  /// @apply's updates (target, new value).
+  SmallVector<std::pair<Value, Value>> assignments;
+  /// Accumulators @apply zeroes after the update.
+  SmallVector<Value> zeroed;
+};
+
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
   using BuildTrainStepBase::BuildTrainStepBase;
 
@@ -94,23 +87,22 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// plan frees each whole copy after its last reader), has its gradient
   /// reduce-scattered every microbatch into a slice accumulator, and is
   /// updated slice by slice in @apply; nothing is gathered there.
-  LogicalResult buildStage3(func::FuncOp forward, func::FuncOp apply, ArrayRef<Member> members,
-                            Value lossSum, Updates &u, OpBuilder &b,
-                            SmallVectorImpl<std::pair<Value, Value>> &accumulate,
-                            SmallVectorImpl<Value> &zeroed,
-                            SmallVectorImpl<std::pair<Value, Value>> &assignments, Value countF32,
-                            Value lr, Value step, const MeshAxes &layout) {
+  void buildStage3(Step &s) {
+    func::FuncOp forward = s.forward, apply = s.apply;
+    CleaveBuilder &u = s.u;
+    OpBuilder &b = s.b;
+    const MeshAxes &layout = s.layout;
     MLIRContext *ctx = forward.getContext();
     const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
     const llvm::APInt firstDim(64, 0);
     int64_t ranks = layout.dpSize;
     // The backward starts after the loss: uses of a parameter from there on
     // get a gather of their own.
-    Operation *lossOp = lossSum.getDefiningOp();
+    Operation *lossOp = s.lossSum.getDefiningOp();
     Block &body = forward.getBody().front();
     auto isBackward = [&](Operation *user) { return lossOp && lossOp->isBeforeInBlock(user); };
     SmallVector<std::pair<Value, Value>> grads; // slice in @apply, mean gradient
-    for (const Member &m : members) {
+    for (const Member &m : s.members) {
       auto type = cast<RankedTensorType>(m.param.getType());
       Location loc = m.param.getLoc();
       int64_t elements = type.getNumElements();
@@ -128,7 +120,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       // The whole parameter, gathered before the first reader of each phase.
       auto whole = [&](Operation *before) -> Value {
         OpBuilder at(before);
-        Value flat = shard::AllGatherOp::create(at, loc, flatType, kMeshName, dpAxes, slice, firstDim);
+        Value flat =
+            shard::AllGatherOp::create(at, loc, flatType, kMeshName, dpAxes, slice, firstDim);
         if (padded != elements)
           flat = SliceOp::create(at, loc, flat, at.getDenseI64ArrayAttr({0}),
                                  at.getDenseI64ArrayAttr({elements}), at.getDenseI64ArrayAttr({1}));
@@ -155,7 +148,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       // soon as it is complete, so the whole gradient is freed at once.
       OpBuilder gb(ctx);
       gb.setInsertionPointAfterValue(m.grad);
-      Updates gu(gb, loc);
+      CleaveBuilder gu(gb, loc);
       int64_t gradElements = cast<RankedTensorType>(m.grad.getType()).getNumElements();
       Value flatGrad = ReshapeOp::create(gb, loc, m.grad, gb.getDenseI64ArrayAttr({gradElements}));
       if (padded != elements) {
@@ -163,26 +156,25 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         Value zeros = splatConstant(gb, loc, padType, 0.0);
         flatGrad = ConcatOp::create(gb, loc, ValueRange{flatGrad, zeros}, gb.getI64IntegerAttr(0));
       }
-      Value gradSlice = shard::ReduceScatterOp::create(gb, loc, sliceType, kMeshName, dpAxes, flatGrad,
-                                                       shard::ReductionKind::Sum, firstDim);
+      Value gradSlice = shard::ReduceScatterOp::create(
+          gb, loc, sliceType, kMeshName, dpAxes, flatGrad, shard::ReductionKind::Sum, firstDim);
       std::string accName = ("grad:" + m.name.getValue()).str();
       Value slot = addArgument(forward, sliceType, accName, "state", m.name);
       forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
                          UnitAttr::get(ctx));
-      accumulate.push_back({slot, gu.add(slot, gradSlice)});
+      s.accumulate.push_back({slot, gu.add(slot, gradSlice)});
       Value sum = addArgument(apply, sliceType, accName, "state", m.name);
-      zeroed.push_back(sum);
+      s.zeroed.push_back(sum);
       Value param = addArgument(apply, sliceType, m.name, "param");
-      grads.push_back({param, u.div(sum, countF32)});
+      grads.push_back({param, u.div(sum, s.countF32)});
     }
     if (clipGradNorm > 0.0)
-      clipGlobalNorm(u, b, grads, splitOverTp(forward, members), layout, /*dpSliced=*/true);
-    for (auto [entry, m] : llvm::zip(grads, members))
-      update(u, b, apply, entry.first, m.name, entry.second, lr, step, assignments);
+      clipGlobalNorm(u, b, grads, splitOverTp(forward, s.members), layout, /*dpSliced=*/true);
+    for (auto [entry, m] : llvm::zip(grads, s.members))
+      update(s, entry.first, m.name, entry.second);
     // The whole parameters are gone from @forward: only their slices stay.
-    for (const Member &m : llvm::reverse(members))
+    for (const Member &m : llvm::reverse(s.members))
       (void)forward.eraseArgument(m.param.getArgNumber());
-    return success();
   }
 
   /// Whether each member is split over tp (its elements apart on the tp ranks).
@@ -195,11 +187,12 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// The sum of the squares of `grad`'s elements, those where `where` holds
   /// (broadcast) if given.
-  static Value sumOfSquares(Updates &u, OpBuilder &b, Value grad, Value where = Value()) {
+  static Value sumOfSquares(CleaveBuilder &u, OpBuilder &b, Value grad, Value where = Value()) {
     auto type = cast<RankedTensorType>(grad.getType());
+    FloatType f32 = b.getF32Type();
     Value squares = u.mul(grad, grad);
     if (where)
-      squares = WhereOp::create(b, grad.getLoc(), where, squares, u.scalar(0.0));
+      squares = WhereOp::create(b, grad.getLoc(), where, squares, u.scalar(f32, 0.0));
     if (type.getRank() == 0)
       return squares;
     SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
@@ -211,8 +204,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// the squares of gradients split over tp (`split`) add up over tp, those
   /// of replicated ones count once, and with `dpSliced` (ZeRO) the dp ranks'
   /// slices add up over dp.
-  void clipGlobalNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
-                      ArrayRef<bool> split, const MeshAxes &layout, bool dpSliced) {
+  void clipGlobalNorm(CleaveBuilder &u, OpBuilder &b,
+                      MutableArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
+                      const MeshAxes &layout, bool dpSliced) {
     Value splitSum, wholeSum;
     for (auto [entry, apart] : llvm::zip(grads, split)) {
       Value sum = sumOfSquares(u, b, entry.second);
@@ -223,13 +217,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   }
 
   /// clipGlobalNorm's second half, from this rank's sums of squares.
-  void clipByNorm(Updates &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
+  void clipByNorm(CleaveBuilder &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
                   Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced) {
     auto allReduce = [&](Value sum, int64_t axis) -> Value {
       const shard::GridAxis axes[] = {static_cast<shard::GridAxis>(axis)};
       return shard::AllReduceOp::create(b, sum.getLoc(), sum, kMeshName, axes,
                                         shard::ReductionKind::Sum);
     };
+    FloatType f32 = b.getF32Type();
     Value sumOfAll = wholeSum;
     if (splitSum) {
       splitSum = allReduce(splitSum, layout.tpAxis);
@@ -237,8 +232,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     }
     if (dpSliced)
       sumOfAll = allReduce(sumOfAll, layout.dpAxis);
-    Value coefficient = u.div(u.scalar(clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(1e-6)));
-    Value one = u.scalar(1.0);
+    Value coefficient =
+        u.div(u.scalar(f32, clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(f32, 1e-6)));
+    Value one = u.scalar(f32, 1.0);
     Value clamped = WhereOp::create(b, coefficient.getLoc(),
                                     LessOp::create(b, coefficient.getLoc(), coefficient, one),
                                     coefficient, one);
@@ -248,21 +244,24 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// Appends to `assignments` the optimizer's update of `param` (in @apply)
   /// from its gradient `grad`, adding the state slots it keeps.
-  void update(Updates &u, OpBuilder &b, func::FuncOp apply, Value param, StringRef name, Value grad,
-              Value lr, Value step, SmallVectorImpl<std::pair<Value, Value>> &assignments) {
+  void update(Step &s, Value param, StringRef name, Value grad) {
+    CleaveBuilder &u = s.u;
+    Value lr = s.lr, step = s.step;
+    SmallVectorImpl<std::pair<Value, Value>> &assignments = s.assignments;
+    FloatType f64 = s.b.getF64Type(), f32 = s.b.getF32Type();
     auto state = [&](StringRef slot) {
-      return addArgument(apply, param.getType(), (slot + ":" + name).str(), "state", name);
+      return addArgument(s.apply, param.getType(), (slot + ":" + name).str(), "state", name);
     };
     // L2 weight decay joins the gradient, except in adamw (decoupled).
     if (weightDecay != 0.0 && optimizer != "adamw")
-      grad = u.add(grad, u.mul(u.scalar(weightDecay), param));
+      grad = u.add(grad, u.mul(u.scalar(f32, weightDecay), param));
     if (optimizer == "sgd" || optimizer == "momentum") {
       Value direction = grad; // p -= lr * direction
       if (optimizer == "momentum") {
         Value velocity = state("momentum.velocity");
-        Value next = u.add(u.mul(u.scalar(momentum), velocity), grad);
+        Value next = u.add(u.mul(u.scalar(f32, momentum), velocity), grad);
         assignments.push_back({velocity, next});
-        direction = nesterov ? u.add(grad, u.mul(u.scalar(momentum), next)) : next;
+        direction = nesterov ? u.add(grad, u.mul(u.scalar(f32, momentum), next)) : next;
       }
       assignments.push_back({param, u.sub(param, u.mul(lr, direction))});
       return;
@@ -272,7 +271,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value sum = state("adagrad.sum");
       Value nextSum = u.add(sum, u.mul(grad, grad));
       assignments.push_back({sum, nextSum});
-      Value denominator = u.add(u.sqrt(nextSum), u.scalar(epsilon));
+      Value denominator = u.add(u.sqrt(nextSum), u.scalar(f32, epsilon));
       assignments.push_back({param, u.sub(param, u.div(u.mul(lr, grad), denominator))});
       return;
     }
@@ -281,21 +280,214 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     // rounded once: Adam amplifies rounding where sqrt(v) is near eps.
     Value m = state("adam.m"), v = state("adam.v");
     Value nextM = u.blend(beta1, m, 1.0 - beta1, grad);
-    Value nextV = u.add(u.mul(u.scalar(beta2), v), u.mul(u.mul(u.scalar(1.0 - beta2), grad), grad));
+    Value nextV =
+        u.add(u.mul(u.scalar(f32, beta2), v), u.mul(u.mul(u.scalar(f32, 1.0 - beta2), grad), grad));
     assignments.push_back({m, nextM});
     assignments.push_back({v, nextV});
-    FloatType f64 = b.getF64Type(), f32 = b.getF32Type();
-    Value t = u.cast(step, f64), lr64 = u.cast(lr, f64);
-    Value correction1 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta1, f64), t));
-    Value correction2 = u.sub(u.scalar(1.0, f64), u.pow(u.scalar(beta2, f64), t));
-    Value stepSize = u.cast(u.div(lr64, correction1), f32);
+    Value t = u.castTo(step, f64), lr64 = u.castTo(lr, f64);
+    Value correction1 = u.sub(u.scalar(f64, 1.0), u.pow(u.scalar(f64, beta1), t));
+    Value correction2 = u.sub(u.scalar(f64, 1.0), u.pow(u.scalar(f64, beta2), t));
+    Value stepSize = u.castTo(u.div(lr64, correction1), f32);
     Value denominator =
-        u.add(u.div(u.sqrt(nextV), u.cast(u.sqrt(correction2), f32)), u.scalar(epsilon));
+        u.add(u.div(u.sqrt(nextV), u.castTo(u.sqrt(correction2), f32)), u.scalar(f32, epsilon));
     Value decayed = param;
     if (optimizer == "adamw" && weightDecay != 0.0)
       decayed = u.mul(
-          param, u.cast(u.sub(u.scalar(1.0, f64), u.mul(lr64, u.scalar(weightDecay, f64))), f32));
+          param, u.castTo(u.sub(u.scalar(f64, 1.0), u.mul(lr64, u.scalar(f64, weightDecay))), f32));
     assignments.push_back({param, u.sub(decayed, u.div(u.mul(stepSize, nextM), denominator))});
+  }
+
+  /// The replicated step (no ZeRO): an accumulator per gradient, the update
+  /// per parameter.
+  void buildReplicated(Step &s) {
+    SmallVector<std::pair<Value, Value>> grads; // parameter in @apply, mean gradient
+    for (const Member &member : s.members) {
+      Value sum = addAccumulator(s, member.grad, ("grad:" + member.name.getValue()).str());
+      s.zeroed.push_back(sum);
+      grads.push_back({addArgument(s.apply, member.param.getType(), member.name, "param"),
+                       s.u.div(sum, s.countF32)});
+    }
+    if (clipGradNorm > 0.0)
+      clipGlobalNorm(s.u, s.b, grads, splitOverTp(s.forward, s.members), s.layout,
+                     /*dpSliced=*/false);
+    for (auto [entry, member] : llvm::zip(grads, s.members))
+      update(s, entry.first, member.name, entry.second);
+  }
+
+  /// ZeRO 1 and 2: one flat buffer of every parameter, sliced over dp.
+  void buildFlatBuffer(Step &s) {
+    func::FuncOp forward = s.forward, apply = s.apply;
+    CleaveBuilder &u = s.u, &fu = s.fu;
+    OpBuilder &b = s.b, &fb = s.fb;
+    const MeshAxes &layout = s.layout;
+    SmallVector<Member> &members = s.members;
+    MLIRContext *ctx = forward.getContext();
+    const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
+    const llvm::APInt firstDim(64, 0);
+    Location loc = forward.getLoc();
+    // One flat buffer: every parameter at a 64-byte aligned element offset,
+    // the total a multiple of 16 N so that each rank's slice is aligned.
+    // Parameters split over tp come first: below `splitEnd`, elements are
+    // apart on the tp ranks (clipping counts them apart).
+    int64_t splitMembers = llvm::count(splitOverTp(forward, members), true);
+    std::stable_partition(members.begin(), members.end(),
+                          [&](const Member &m) { return isSplitOverTp(forward, m); });
+    constexpr int64_t kAlign = kBufferAlignment / 4;
+    int64_t flat = 0;
+    SmallVector<int64_t> offsets;
+    for (const Member &member : members) {
+      offsets.push_back(flat);
+      int64_t elements = cast<RankedTensorType>(member.param.getType()).getNumElements();
+      flat = (flat + elements + kAlign - 1) / kAlign * kAlign;
+    }
+    int64_t quantum = kAlign * layout.dpSize;
+    flat = (flat + quantum - 1) / quantum * quantum;
+    auto flatType = RankedTensorType::get({flat}, b.getF32Type());
+    auto sliceType = RankedTensorType::get({flat / layout.dpSize}, b.getF32Type());
+    auto member = [&](func::FuncOp func, Value arg, StringRef group, int64_t offset) {
+      unsigned index = cast<BlockArgument>(arg).getArgNumber();
+      func.setArgAttr(index, kFlatMemberAttr, StringAttr::get(ctx, group));
+      func.setArgAttr(index, kFlatOffsetAttr, b.getI64IntegerAttr(offset));
+    };
+    auto group = [&](func::FuncOp func, StringRef name, StringRef kind) {
+      Value arg = addArgument(func, flatType, name, kind);
+      func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), kFlatSizeAttr,
+                      b.getI64IntegerAttr(flat));
+      return arg;
+    };
+    for (auto [m, offset] : llvm::zip(members, offsets))
+      member(forward, m.param, "flat:params", offset);
+
+    Value gradSlice;
+    if (zero == 1) {
+      // Whole gradients accumulate per parameter, reduce-scattered once.
+      for (auto [m, offset] : llvm::zip(members, offsets)) {
+        Value slot = addArgument(forward, m.grad.getType(), ("grad:" + m.name.getValue()).str(),
+                                 "state", m.name);
+        forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
+                           UnitAttr::get(ctx));
+        member(forward, slot, "flat:grads", offset);
+        s.accumulate.push_back({slot, fu.add(slot, m.grad)});
+      }
+      Value grads = group(apply, "flat:grads", "state");
+      s.zeroed.push_back(grads);
+      gradSlice = shard::ReduceScatterOp::create(b, loc, sliceType, kMeshName, dpAxes, grads,
+                                                 shard::ReductionKind::Sum, firstDim);
+    } else {
+      // Each microbatch's gradients, packed flat, are reduce-scattered at
+      // once; only this rank's slice accumulates.
+      SmallVector<Value> pieces;
+      for (auto [m, offset] : llvm::zip(members, offsets)) {
+        int64_t elements = cast<RankedTensorType>(m.grad.getType()).getNumElements();
+        pieces.push_back(ReshapeOp::create(fb, loc, m.grad, fb.getDenseI64ArrayAttr({elements})));
+        int64_t next = &m == &members.back() ? flat : offsets[&m - members.begin() + 1];
+        if (next > offset + elements) {
+          auto padType = RankedTensorType::get({next - offset - elements}, fb.getF32Type());
+          pieces.push_back(splatConstant(fb, loc, padType, 0.0));
+        }
+      }
+      Value packed = ConcatOp::create(fb, loc, pieces, fb.getI64IntegerAttr(0));
+      Value slice = shard::ReduceScatterOp::create(fb, loc, sliceType, kMeshName, dpAxes, packed,
+                                                   shard::ReductionKind::Sum, firstDim);
+      Value slot = addArgument(forward, sliceType, "flat:grads.slice", "state", "flat:params");
+      s.accumulate.push_back({slot, fu.add(slot, slice)});
+      forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
+                         UnitAttr::get(ctx));
+      // Already summed over dp: not an accumulator for cleave-data-parallel.
+      gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state", "flat:params");
+      s.zeroed.push_back(gradSlice);
+    }
+    Value params = group(apply, "flat:params", "param");
+    Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, kMeshName, dpAxes, 0);
+    SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, s.countF32)}};
+    if (clipGradNorm > 0.0 && splitMembers == 0) {
+      clipGlobalNorm(u, b, grads, {false}, layout, /*dpSliced=*/true);
+    } else if (clipGradNorm > 0.0) {
+      // The flat indices of this rank's slice tell split elements apart:
+      // rank r holds [r * S, (r + 1) * S), r itself the slice of 0..N-1.
+      int64_t splitEnd =
+          splitMembers < static_cast<int64_t>(members.size()) ? offsets[splitMembers] : flat;
+      int64_t sliceSize = flat / layout.dpSize;
+      IntegerType i64 = b.getI64Type();
+      auto range = [&](int64_t size) -> Value {
+        return RangeOp::create(b, loc, b.getI64IntegerAttr(0), b.getI64IntegerAttr(size),
+                               b.getI64IntegerAttr(1));
+      };
+      Value rank = shard::AllSliceOp::create(b, loc, RankedTensorType::get({1}, i64),
+                                             range(layout.dpSize), kMeshName, dpAxes, 0);
+      Value first =
+          MulOp::create(b, loc, rank, scalarConstant(b, loc, i64, static_cast<double>(sliceSize)));
+      Value isSplit = LessOp::create(b, loc, AddOp::create(b, loc, range(sliceSize), first),
+                                     scalarConstant(b, loc, i64, static_cast<double>(splitEnd)));
+      Value splitSum = sumOfSquares(u, b, grads[0].second, isSplit);
+      Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
+      clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
+    }
+    update(s, paramSlice, "flat:params", grads[0].second);
+    // The updated slices, gathered, are the new parameters.
+    for (auto &[target, value] : s.assignments) {
+      if (target != paramSlice)
+        continue;
+      target = params;
+      value = shard::AllGatherOp::create(b, loc, flatType, kMeshName, dpAxes, value, firstDim);
+    }
+  }
+
+  /// An accumulator of `value` in @forward, summed into the same slot of
+  /// the weights blob in @apply (marked so distribution finds what to
+  /// reduce); returns @apply's.
+  static Value addAccumulator(Step &s, Value value, StringRef name) {
+    Value slot = addArgument(s.forward, value.getType(), name, "state");
+    s.accumulate.push_back({slot, s.fu.add(slot, value)});
+    Value sum = addArgument(s.apply, value.getType(), name, "state");
+    for (auto [func, arg] : {std::pair(s.forward, slot), std::pair(s.apply, sum)})
+      func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), kAccumulatorAttr,
+                      UnitAttr::get(func.getContext()));
+    return sum;
+  }
+
+  /// @forward's results as cleave-split-loss and cleave-autodiff leave them:
+  /// the loss as sum and count, and the gradients by parameter name.
+  static LogicalResult findStepResults(func::FuncOp forward, Value &lossSum, Value &lossCount,
+                                       StringAttr &lossName, llvm::StringMap<Value> &gradOf) {
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      if (auto param = forward.getResultAttrOfType<StringAttr>(i, kGradOfAttr)) {
+        gradOf[param.getValue()] = value;
+        continue;
+      }
+      auto name = forward.getResultAttrOfType<StringAttr>(i, kNameAttr);
+      if (name && name.getValue() == "loss.sum") {
+        lossSum = value;
+        lossName = forward.getResultAttrOfType<StringAttr>(i, kLossAttr);
+      } else if (name && name.getValue() == "loss.count") {
+        lossCount = value;
+      }
+    }
+    if (!lossSum || !lossCount)
+      return forward.emitError(
+          "has no loss.sum and loss.count results: run cleave-split-loss first");
+    if (gradOf.empty())
+      return forward.emitError("has no gradients: run cleave-autodiff first, and make the loss "
+                               "depend on a parameter");
+    return success();
+  }
+
+  /// The trained parameters: the f32 arguments that have a gradient.
+  static LogicalResult findMembers(func::FuncOp forward, const llvm::StringMap<Value> &gradOf,
+                                   SmallVectorImpl<Member> &members) {
+    for (BlockArgument param : forward.getArguments()) {
+      auto name = forward.getArgAttrOfType<StringAttr>(param.getArgNumber(), kNameAttr);
+      Value grad = name ? gradOf.lookup(name.getValue()) : Value();
+      if (!grad)
+        continue;
+      if (!cast<RankedTensorType>(param.getType()).getElementType().isF32())
+        return emitError(param.getLoc(), "parameter '")
+               << name.getValue() << "' is " << param.getType()
+               << ": training supports f32 parameters";
+      members.push_back({name, param, grad});
+    }
+    return success();
   }
 
   void runOnOperation() override {
@@ -320,219 +512,53 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
           << optimizer << "': use sgd, momentum, adagrad, adam or adamw";
       return signalPassFailure();
     }
-    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
-
-    // The results: the loss as sum and count, and gradients by parameter name.
     Value lossSum, lossCount;
     StringAttr lossName;
     llvm::StringMap<Value> gradOf;
-    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      if (auto param = forward.getResultAttrOfType<StringAttr>(i, kGradOfAttr)) {
-        gradOf[param.getValue()] = value;
-        continue;
-      }
-      auto name = forward.getResultAttrOfType<StringAttr>(i, kNameAttr);
-      if (name && name.getValue() == "loss.sum") {
-        lossSum = value;
-        lossName = forward.getResultAttrOfType<StringAttr>(i, kLossAttr);
-      } else if (name && name.getValue() == "loss.count") {
-        lossCount = value;
-      }
-    }
-    if (!lossSum || !lossCount) {
-      forward.emitError("has no loss.sum and loss.count results: run cleave-split-loss first");
+    SmallVector<Member> members;
+    if (failed(findStepResults(forward, lossSum, lossCount, lossName, gradOf)) ||
+        failed(findMembers(forward, gradOf, members)))
       return signalPassFailure();
-    }
-    if (gradOf.empty()) {
-      forward.emitError("has no gradients: run cleave-autodiff first, and make the loss "
-                        "depend on a parameter");
-      return signalPassFailure();
-    }
 
     // @forward runs one microbatch and adds its gradients, loss sum and count
     // into accumulators; @apply divides by the count once and updates.
+    auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
     OpBuilder fb(ret);
-    Updates fu(fb, ret.getLoc());
+    CleaveBuilder fu(fb, ret.getLoc());
     OpBuilder mb(ctx);
     mb.setInsertionPointAfter(forward);
     auto apply =
         func::FuncOp::create(mb, forward.getLoc(), "apply", FunctionType::get(ctx, {}, {}));
-    Block *body = apply.addEntryBlock();
-    OpBuilder b = OpBuilder::atBlockEnd(body);
-    Updates u(b, forward.getLoc());
-    SmallVector<std::pair<Value, Value>> accumulate, assignments; // target, new value
-    // Accumulators are marked so that distribution can find what to reduce.
-    auto accumulator = [&](Value value, StringRef name) {
-      Value slot = addArgument(forward, value.getType(), name, "state");
-      accumulate.push_back({slot, fu.add(slot, value)});
-      Value sum = addArgument(apply, value.getType(), name, "state");
-      for (auto [func, arg] : {std::pair(forward, slot), std::pair(apply, sum)})
-        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), kAccumulatorAttr,
-                        UnitAttr::get(ctx));
-      return sum;
-    };
-    Value count = accumulator(lossCount, "cleave.loss_count");
-    Value sumOfLosses = accumulator(lossSum, "cleave.loss_sum");
+    OpBuilder b = OpBuilder::atBlockEnd(apply.addEntryBlock());
+    CleaveBuilder u(b, forward.getLoc());
+    Step s{forward, apply, fu, u, fb, b, layout, lossSum};
+    s.members = std::move(members);
+    Value count = addAccumulator(s, lossCount, "cleave.loss_count");
+    Value sumOfLosses = addAccumulator(s, lossSum, "cleave.loss_sum");
     Value loss = u.div(sumOfLosses, count);
-    SmallVector<Value> zeroed{count, sumOfLosses};
-    Value countF32 = cast<RankedTensorType>(count.getType()).getElementType().isF32()
-                         ? count
-                         : u.cast(count, b.getF32Type());
+    s.zeroed = {count, sumOfLosses};
+    s.countF32 = u.castTo(count, b.getF32Type());
+    auto scalarInput = [&](StringRef name) {
+      return addArgument(apply, RankedTensorType::get({}, b.getF32Type()), name, "input");
+    };
+    s.lr = scalarInput("cleave.lr");
+    s.step = scalarInput("cleave.step");
 
-    SmallVector<Member> members;
-    for (BlockArgument param : forward.getArguments()) {
-      auto name = forward.getArgAttrOfType<StringAttr>(param.getArgNumber(), kNameAttr);
-      Value grad = name ? gradOf.lookup(name.getValue()) : Value();
-      if (!grad)
-        continue;
-      if (!cast<RankedTensorType>(param.getType()).getElementType().isF32()) {
-        emitError(param.getLoc(), "parameter '") << name.getValue() << "' is " << param.getType()
-                                                 << ": training supports f32 parameters";
-        return signalPassFailure();
-      }
-      members.push_back({name, param, grad});
-    }
-    Value lr = addArgument(apply, RankedTensorType::get({}, b.getF32Type()), "cleave.lr", "input");
-    Value step =
-        addArgument(apply, RankedTensorType::get({}, b.getF32Type()), "cleave.step", "input");
+    if (zero == 0)
+      buildReplicated(s);
+    else if (zero == 3)
+      buildStage3(s);
+    else
+      buildFlatBuffer(s);
 
-    if (zero == 0) {
-      SmallVector<std::pair<Value, Value>> grads; // parameter in @apply, mean gradient
-      for (const Member &member : members) {
-        Value sum = accumulator(member.grad, ("grad:" + member.name.getValue()).str());
-        zeroed.push_back(sum);
-        grads.push_back({addArgument(apply, member.param.getType(), member.name, "param"),
-                         u.div(sum, countF32)});
-      }
-      if (clipGradNorm > 0.0)
-        clipGlobalNorm(u, b, grads, splitOverTp(forward, members), layout, /*dpSliced=*/false);
-      for (auto [entry, member] : llvm::zip(grads, members))
-        update(u, b, apply, entry.first, member.name, entry.second, lr, step, assignments);
-    } else if (zero == 3) {
-      if (failed(buildStage3(forward, apply, members, lossSum, u, b, accumulate, zeroed,
-                             assignments, countF32, lr, step, layout)))
-        return signalPassFailure();
-    } else {
-      const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
-      const llvm::APInt firstDim(64, 0);
-      Location loc = forward.getLoc();
-      // One flat buffer: every parameter at a 64-byte aligned element offset,
-      // the total a multiple of 16 N so that each rank's slice is aligned.
-      // Parameters split over tp come first: below `splitEnd`, elements are
-      // apart on the tp ranks (clipping counts them apart).
-      int64_t splitMembers = llvm::count(splitOverTp(forward, members), true);
-      std::stable_partition(members.begin(), members.end(),
-                            [&](const Member &m) { return isSplitOverTp(forward, m); });
-      constexpr int64_t kAlign = kBufferAlignment / 4;
-      int64_t flat = 0;
-      SmallVector<int64_t> offsets;
-      for (const Member &member : members) {
-        offsets.push_back(flat);
-        int64_t elements = cast<RankedTensorType>(member.param.getType()).getNumElements();
-        flat = (flat + elements + kAlign - 1) / kAlign * kAlign;
-      }
-      int64_t quantum = kAlign * layout.dpSize;
-      flat = (flat + quantum - 1) / quantum * quantum;
-      auto flatType = RankedTensorType::get({flat}, b.getF32Type());
-      auto sliceType = RankedTensorType::get({flat / layout.dpSize}, b.getF32Type());
-      auto member = [&](func::FuncOp func, Value arg, StringRef group, int64_t offset) {
-        unsigned index = cast<BlockArgument>(arg).getArgNumber();
-        func.setArgAttr(index, kFlatMemberAttr, StringAttr::get(ctx, group));
-        func.setArgAttr(index, kFlatOffsetAttr, b.getI64IntegerAttr(offset));
-      };
-      auto group = [&](func::FuncOp func, StringRef name, StringRef kind) {
-        Value arg = addArgument(func, flatType, name, kind);
-        func.setArgAttr(cast<BlockArgument>(arg).getArgNumber(), kFlatSizeAttr,
-                        b.getI64IntegerAttr(flat));
-        return arg;
-      };
-      for (auto [m, offset] : llvm::zip(members, offsets))
-        member(forward, m.param, "flat:params", offset);
-
-      Value gradSlice;
-      if (zero == 1) {
-        // Whole gradients accumulate per parameter, reduce-scattered once.
-        for (auto [m, offset] : llvm::zip(members, offsets)) {
-          Value slot =
-              addArgument(forward, m.grad.getType(), ("grad:" + m.name.getValue()).str(), "state",
-                          m.name);
-          forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
-                             UnitAttr::get(ctx));
-          member(forward, slot, "flat:grads", offset);
-          accumulate.push_back({slot, fu.add(slot, m.grad)});
-        }
-        Value grads = group(apply, "flat:grads", "state");
-        zeroed.push_back(grads);
-        gradSlice = shard::ReduceScatterOp::create(b, loc, sliceType, kMeshName, dpAxes, grads,
-                                                   shard::ReductionKind::Sum, firstDim);
-      } else {
-        // Each microbatch's gradients, packed flat, are reduce-scattered at
-        // once; only this rank's slice accumulates.
-        SmallVector<Value> pieces;
-        for (auto [m, offset] : llvm::zip(members, offsets)) {
-          int64_t elements = cast<RankedTensorType>(m.grad.getType()).getNumElements();
-          pieces.push_back(ReshapeOp::create(fb, loc, m.grad, fb.getDenseI64ArrayAttr({elements})));
-          int64_t next = &m == &members.back() ? flat : offsets[&m - members.begin() + 1];
-          if (next > offset + elements) {
-            auto padType = RankedTensorType::get({next - offset - elements}, fb.getF32Type());
-            pieces.push_back(splatConstant(fb, loc, padType, 0.0));
-          }
-        }
-        Value packed = ConcatOp::create(fb, loc, pieces, fb.getI64IntegerAttr(0));
-        Value slice = shard::ReduceScatterOp::create(fb, loc, sliceType, kMeshName, dpAxes, packed,
-                                                     shard::ReductionKind::Sum, firstDim);
-        Value slot = addArgument(forward, sliceType, "flat:grads.slice", "state", "flat:params");
-        accumulate.push_back({slot, fu.add(slot, slice)});
-        forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
-                           UnitAttr::get(ctx));
-        // Already summed over dp: not an accumulator for cleave-data-parallel.
-        gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state", "flat:params");
-        zeroed.push_back(gradSlice);
-      }
-      Value params = group(apply, "flat:params", "param");
-      Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, kMeshName, dpAxes, 0);
-      SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, countF32)}};
-      if (clipGradNorm > 0.0 && splitMembers == 0) {
-        clipGlobalNorm(u, b, grads, {false}, layout, /*dpSliced=*/true);
-      } else if (clipGradNorm > 0.0) {
-        // The flat indices of this rank's slice tell split elements apart:
-        // rank r holds [r * S, (r + 1) * S), r itself the slice of 0..N-1.
-        int64_t splitEnd =
-            splitMembers < static_cast<int64_t>(members.size()) ? offsets[splitMembers] : flat;
-        int64_t sliceSize = flat / layout.dpSize;
-        IntegerType i64 = b.getI64Type();
-        auto range = [&](int64_t size) -> Value {
-          return RangeOp::create(b, loc, b.getI64IntegerAttr(0), b.getI64IntegerAttr(size),
-                                 b.getI64IntegerAttr(1));
-        };
-        Value rank = shard::AllSliceOp::create(b, loc, RankedTensorType::get({1}, i64),
-                                               range(layout.dpSize), kMeshName, dpAxes, 0);
-        Value first = MulOp::create(b, loc, rank,
-                                    scalarConstant(b, loc, i64, static_cast<double>(sliceSize)));
-        Value isSplit = LessOp::create(b, loc, AddOp::create(b, loc, range(sliceSize), first),
-                                       scalarConstant(b, loc, i64, static_cast<double>(splitEnd)));
-        Value splitSum = sumOfSquares(u, b, grads[0].second, isSplit);
-        Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
-        clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
-      }
-      update(u, b, apply, paramSlice, "flat:params", grads[0].second, lr, step, assignments);
-      // The updated slices, gathered, are the new parameters.
-      for (auto &[target, value] : assignments) {
-        if (target != paramSlice)
-          continue;
-        target = params;
-        value = shard::AllGatherOp::create(b, loc, flatType, kMeshName, dpAxes, value, firstDim);
-      }
-    }
-    for (Value slot : zeroed) {
+    for (Value slot : s.zeroed) {
       auto type = cast<RankedTensorType>(slot.getType());
-      assignments.push_back({slot, splatConstant(b, forward.getLoc(), type, 0.0)});
+      s.assignments.push_back({slot, splatConstant(b, forward.getLoc(), type, 0.0)});
     }
-
-    for (auto [target, value] : accumulate)
+    for (auto [target, value] : s.accumulate)
       AssignOp::create(fb, ret.getLoc(), target, value);
     setResults(forward, {}, {});
-    for (auto [target, value] : assignments)
+    for (auto [target, value] : s.assignments)
       AssignOp::create(b, forward.getLoc(), target, value);
     func::ReturnOp::create(b, forward.getLoc(), ValueRange{});
     setResults(apply, {loss}, {lossName ? lossName.getValue() : StringRef("loss")});

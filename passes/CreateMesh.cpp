@@ -36,8 +36,8 @@ struct CreateMeshPass : public impl::CreateMeshBase<CreateMeshPass> {
       return signalPassFailure();
     }
     OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-    ArrayAttr axes = b.getStrArrayAttr(
-        SmallVector<StringRef>(parsed.axisNames.begin(), parsed.axisNames.end()));
+    ArrayAttr axes =
+        b.getStrArrayAttr(SmallVector<StringRef>(parsed.axisNames.begin(), parsed.axisNames.end()));
     SmallVector<int64_t> shape(parsed.shape.begin(), parsed.shape.end());
     if (auto existing = module.lookupSymbol<shard::GridOp>(kMeshName)) {
       if (existing->getAttr(kAxesAttr) != axes || existing.getShape() != ArrayRef(shape)) {

@@ -27,14 +27,14 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       llvm::cl::desc("Append a loss first: cross_entropy or mse (empty: none)")};
   Option<std::string> appendLossOutput{*this, "append-loss-output",
                                        llvm::cl::desc("The output the appended loss reads")};
-  Option<std::string> appendLossTarget{
-      *this, "append-loss-target", llvm::cl::desc("The new input of the appended loss")};
+  Option<std::string> appendLossTarget{*this, "append-loss-target",
+                                       llvm::cl::desc("The new input of the appended loss")};
   ListOption<std::string> freeze{*this, "freeze",
                                  llvm::cl::desc("Globs of parameters to leave untrained")};
   ListOption<std::string> mesh{
       *this, "mesh", llvm::cl::desc("Mesh axes in order, NAME=SIZE each (empty: one device)")};
-  ListOption<std::string> plan{
-      *this, "plan", llvm::cl::desc("Tensor-parallel layouts, GLOB=DIM/DIM/... each")};
+  ListOption<std::string> plan{*this, "plan",
+                               llvm::cl::desc("Tensor-parallel layouts, GLOB=DIM/DIM/... each")};
   Option<std::string> optimizer{*this, "optimizer", llvm::cl::init("sgd"),
                                 llvm::cl::desc("sgd, momentum, adagrad, adam or adamw")};
   Option<double> beta1{*this, "beta1", llvm::cl::init(0.9), llvm::cl::desc("Adam's beta1")};

@@ -1,6 +1,7 @@
 //===- SplitLoss.cpp - a mean loss as a sum and a count -------------------===//
 
 #include "passes/Passes.h"
+#include "passes/Autodiff.h"
 
 #include "dialects/Cleave/CleaveOps.h"
 
@@ -97,31 +98,9 @@ struct SplitLossPass : public cleave::impl::SplitLossBase<SplitLossPass> {
     if (func.isExternal() || !func.getBody().hasOneBlock())
       return;
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    std::optional<unsigned> index;
-    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttr);
-      auto type = cast<RankedTensorType>(value.getType());
-      bool scalarFloat = type.getRank() == 0 && isa<FloatType>(type.getElementType());
-      bool named = name && name.getValue() == loss;
-      if (named && !scalarFloat) {
-        func.emitError("the loss '") << loss << "' is " << type << ", not a float scalar";
-        return signalPassFailure();
-      }
-      if (named || (loss.empty() && scalarFloat)) {
-        if (index) {
-          func.emitError("more than one scalar float result: name the loss with loss=NAME");
-          return signalPassFailure();
-        }
-        index = i;
-      }
-    }
-    if (!index) {
-      if (loss.empty())
-        func.emitError("no scalar float result to take as the loss");
-      else
-        func.emitError("no result named '") << loss << "'";
+    auto index = findLossResult(func, loss, "to take as the loss");
+    if (failed(index))
       return signalPassFailure();
-    }
 
     OpBuilder b(ret);
     StringAttr lossName = func.getResultAttrOfType<StringAttr>(*index, kNameAttr);

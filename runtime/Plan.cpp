@@ -14,19 +14,26 @@ using Json = nlohmann::json;
 
 const char *roleName(StoredRole role) {
   switch (role) {
-  case StoredRole::Parameter: return "parameter";
-  case StoredRole::Accumulator: return "accumulator";
-  case StoredRole::OptimizerState: return "optimizer_state";
-  case StoredRole::Coordinate: return "coordinate";
+  case StoredRole::Parameter:
+    return "parameter";
+  case StoredRole::Accumulator:
+    return "accumulator";
+  case StoredRole::OptimizerState:
+    return "optimizer_state";
+  case StoredRole::Coordinate:
+    return "coordinate";
   }
   return "parameter";
 }
 
 const char *scheduleName(LrSchedule schedule) {
   switch (schedule) {
-  case LrSchedule::Constant: return "constant";
-  case LrSchedule::Linear: return "linear";
-  case LrSchedule::Cosine: return "cosine";
+  case LrSchedule::Constant:
+    return "constant";
+  case LrSchedule::Linear:
+    return "linear";
+  case LrSchedule::Cosine:
+    return "cosine";
   }
   return "constant";
 }
@@ -158,8 +165,8 @@ public:
   /// Reads `key` of `object` into `out` if it `holds` a value of the kind
   /// `what` names.
   template <typename T, typename Holds>
-  bool value(const Json &object, const std::string &path, const char *key, T &out,
-             Holds holds, const std::string &what, bool optional) {
+  bool value(const Json &object, const std::string &path, const char *key, T &out, Holds holds,
+             const std::string &what, bool optional) {
     const Json *found = field(object, path, key, optional);
     if (!found)
       return optional;
@@ -171,8 +178,7 @@ public:
   bool integer(const Json &object, const std::string &path, const char *key, int64_t &out,
                int64_t min = 0, bool optional = false) {
     auto holds = [&](const Json &v) { return v.is_number_integer() && v.get<int64_t>() >= min; };
-    return value(object, path, key, out, holds, "an integer >= " + std::to_string(min),
-                 optional);
+    return value(object, path, key, out, holds, "an integer >= " + std::to_string(min), optional);
   }
   bool number(const Json &object, const std::string &path, const char *key, double &out,
               bool optional = false) {
@@ -308,8 +314,7 @@ bool Reader::sharding(const Json &entry, const std::string &path, const Plan &pl
   return true;
 }
 
-bool Reader::stored(const Json &json, const char *key, Plan &plan,
-                    std::vector<StoredTensor> &out) {
+bool Reader::stored(const Json &json, const char *key, Plan &plan, std::vector<StoredTensor> &out) {
   const Json *entries = list(json, "", key, /*optional=*/true);
   if (!entries)
     return error.empty();
@@ -323,16 +328,16 @@ bool Reader::stored(const Json &json, const char *key, Plan &plan,
         !string(entry, path, "state_of", stored.stateOf, /*optional=*/true) ||
         !sharding(entry, path, plan, stored.sharding))
       return false;
-    if (stored.bytes != *elementCount(stored.tensor.shape) *
-                            static_cast<int64_t>(dtypeSize(stored.tensor.dtype)))
+    if (stored.bytes !=
+        *elementCount(stored.tensor.shape) * static_cast<int64_t>(dtypeSize(stored.tensor.dtype)))
       return fail(path + "bytes", "does not match its shape and dtype");
     if (stored.offset > plan.weightsBytes || stored.bytes > plan.weightsBytes - stored.offset)
       return fail(path + "offset", "lies outside the weights blob");
     if (stored.sharding && !holdsItsShare(*stored.sharding, stored.tensor, *plan.mesh))
       return fail(path + "shape", "is not this rank's share of global_shape");
     bool known = false;
-    for (StoredRole r : {StoredRole::Parameter, StoredRole::Accumulator,
-                         StoredRole::OptimizerState, StoredRole::Coordinate})
+    for (StoredRole r : {StoredRole::Parameter, StoredRole::Accumulator, StoredRole::OptimizerState,
+                         StoredRole::Coordinate})
       if (role == roleName(r)) {
         stored.role = r;
         known = true;
@@ -444,15 +449,15 @@ bool Reader::training(const Json &json, Plan &plan) {
       return fail("training.data_inputs", "'" + plan.inputs[*index].name + "' is listed twice");
     const TensorSpec &input = plan.inputs[*index];
     if (input.shape.empty() || input.shape[0] <= 0)
-      return fail("training.data_inputs", "'" + input.name + "' has no batch dimension (" +
-                                              shapeText(input.shape) + ")");
+      return fail("training.data_inputs",
+                  "'" + input.name + "' has no batch dimension (" + shapeText(input.shape) + ")");
     if (spec.dataInputs.empty())
       spec.microBatch = input.shape[0];
     else if (input.shape[0] != spec.microBatch)
-      return fail("training.data_inputs",
-                  "'" + plan.inputs[spec.dataInputs[0]].name + "' has batch " +
-                      std::to_string(spec.microBatch) + " but '" + input.name +
-                      "' has batch " + std::to_string(input.shape[0]));
+      return fail("training.data_inputs", "'" + plan.inputs[spec.dataInputs[0]].name +
+                                              "' has batch " + std::to_string(spec.microBatch) +
+                                              " but '" + input.name + "' has batch " +
+                                              std::to_string(input.shape[0]));
     claimed[*index] = true;
     spec.dataInputs.push_back(*index);
   }
@@ -471,10 +476,11 @@ bool Reader::training(const Json &json, Plan &plan) {
     return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (!claimed[i])
-      return fail("training", "input '" + plan.inputs[i].name +
-                                  (spec.trainingInfo
-                                       ? "' is not a data input"
-                                       : "' is neither a data input nor the learning rate or step"));
+      return fail("training",
+                  "input '" + plan.inputs[i].name +
+                      (spec.trainingInfo
+                           ? "' is not a data input"
+                           : "' is neither a data input nor the learning rate or step"));
   std::optional<size_t> loss = indexOf(plan.outputs, lossName);
   if (!loss ||
       (plan.outputs[*loss].dtype != DType::F32 && plan.outputs[*loss].dtype != DType::F64) ||

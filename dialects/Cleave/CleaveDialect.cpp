@@ -13,8 +13,8 @@ namespace {
 /// The values a declared attribute may take beyond its kind.
 LogicalResult verifyValue(StringRef name, Attribute value,
                           function_ref<InFlightDiagnostic()> emitError) {
-  if (name == kKindAttr && !llvm::is_contained({"input", "param", "state"},
-                                               cast<StringAttr>(value).getValue()))
+  if (name == kKindAttr &&
+      !llvm::is_contained({"input", "param", "state"}, cast<StringAttr>(value).getValue()))
     return emitError() << "'" << name << "' is " << value << ", not \"input\", \"param\" or "
                        << "\"state\"";
   if (auto integer = dyn_cast<IntegerAttr>(value);
@@ -63,11 +63,10 @@ void CleaveDialect::initialize() {
       >();
 }
 
-Operation *CleaveDialect::materializeConstant(OpBuilder &builder, Attribute value,
-                                              Type type, Location loc) {
+Operation *CleaveDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                              Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements || elements.getType() != type)
     return nullptr;
   return ConstantOp::create(builder, loc, type, elements);
 }
-

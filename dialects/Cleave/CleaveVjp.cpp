@@ -11,7 +11,7 @@
 //   and so does every operand of an op whose results carry no gradient.
 // - A null result gradient means zero (the loss does not depend on it).
 // - Broadcasting operands get their gradient summed back to their own shape
-//   (GradBuilder::reduceToShape).
+//   (CleaveBuilder::reduceToShape).
 // - Constants are splat cleave.constant ops of the element type they combine
 //   with, rank 0 where they broadcast.
 // - Subgradients at kinks: relu, leaky_relu and abs take the x > 0 (x < 0)
@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/Cleave/CleaveBuilder.h"
 #include "dialects/Cleave/CleaveOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -56,110 +57,6 @@ SmallVector<int64_t> allAxes(int64_t n, int64_t skip = -1) {
   return axes;
 }
 
-/// Builds the ops of one rule, at the forward op's location.
-class GradBuilder {
-public:
-  GradBuilder(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-
-  //===--- constants -------------------------------------------------------===//
-
-  /// A cleave.constant of `type` with every element `value`.
-  Value splat(RankedTensorType type, double value) { return splatConstant(b, loc, type, value); }
-  /// A rank-0 constant of `element`: broadcasts against anything.
-  Value scalar(Type element, double value) {
-    return splat(RankedTensorType::get({}, element), value);
-  }
-  /// A rank-0 constant of v's element type.
-  Value scalarLike(Value v, double value) { return scalar(elementOf(v), value); }
-  Value zerosLike(Value v) { return splat(typeOf(v), 0.0); }
-
-  //===--- elementwise -----------------------------------------------------===//
-
-  Value add(Value x, Value y) { return AddOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return SubOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return MulOp::create(b, loc, x, y); }
-  Value div(Value x, Value y) { return DivOp::create(b, loc, x, y); }
-  Value pow(Value x, Value y) { return PowOp::create(b, loc, x, y); }
-  Value mul(Value x, double c) { return mul(x, scalarLike(x, c)); }
-  Value add(Value x, double c) { return add(x, scalarLike(x, c)); }
-  /// c - x.
-  Value rsub(double c, Value x) { return sub(scalarLike(x, c), x); }
-  Value neg(Value x) { return NegOp::create(b, loc, x); }
-  Value exp(Value x) { return ExpOp::create(b, loc, x); }
-  Value log(Value x) { return LogOp::create(b, loc, x); }
-  Value erf(Value x) { return ErfOp::create(b, loc, x); }
-  Value tanh(Value x) { return TanhOp::create(b, loc, x); }
-  Value sqrt(Value x) { return SqrtOp::create(b, loc, x); }
-  Value reciprocal(Value x) { return ReciprocalOp::create(b, loc, x); }
-  Value equal(Value x, Value y) { return EqualOp::create(b, loc, x, y); }
-  Value greater(Value x, Value y) { return GreaterOp::create(b, loc, x, y); }
-  Value less(Value x, Value y) { return LessOp::create(b, loc, x, y); }
-  Value where(Value c, Value x, Value y) { return WhereOp::create(b, loc, c, x, y); }
-  /// v in `element` (v itself when it already is).
-  Value castTo(Value v, Type element) {
-    return elementOf(v) == element ? v : CastOp::create(b, loc, v, element).getResult();
-  }
-  /// `sum` + `term`, with null for zero.
-  Value accumulate(Value sum, Value term) {
-    if (!sum || !term)
-      return sum ? sum : term;
-    return add(sum, term);
-  }
-
-  //===--- shapes ----------------------------------------------------------===//
-
-  Value reshape(Value v, ArrayRef<int64_t> shape) {
-    if (shapeOf(v) == shape)
-      return v;
-    return ReshapeOp::create(b, loc, v, shape);
-  }
-  Value expand(Value v, ArrayRef<int64_t> shape) {
-    if (shapeOf(v) == shape)
-      return v;
-    return ExpandOp::create(b, loc, v, shape);
-  }
-  Value transpose(Value v, ArrayRef<int64_t> perm) { return TransposeOp::create(b, loc, v, perm); }
-  /// Swaps the last two dims.
-  Value transposeLast2(Value v) {
-    SmallVector<int64_t> perm = allAxes(shapeOf(v).size());
-    std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
-    return transpose(v, perm);
-  }
-  Value sum(Value v, ArrayRef<int64_t> axes, bool keepdims) {
-    return ReduceSumOp::create(b, loc, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(keepdims));
-  }
-  Value mean(Value v, ArrayRef<int64_t> axes, bool keepdims = true) {
-    return ReduceMeanOp::create(b, loc, v, b.getDenseI64ArrayAttr(axes), b.getBoolAttr(keepdims));
-  }
-
-  /// The gradient of an operand of `shape` that broadcast (numpy rules) to
-  /// grad's shape: grad summed over the leading dims the operand lacks and
-  /// the dims where it has size 1, then reshaped to `shape`.
-  Value reduceToShape(Value grad, ArrayRef<int64_t> shape) {
-    ArrayRef<int64_t> from = shapeOf(grad);
-    if (from == shape)
-      return grad;
-    int64_t lead = static_cast<int64_t>(from.size()) - static_cast<int64_t>(shape.size());
-    SmallVector<int64_t> axes;
-    for (int64_t i = 0; i < static_cast<int64_t>(from.size()); ++i)
-      if (i < lead || (shape[i - lead] == 1 && from[i] != 1))
-        axes.push_back(i);
-    Value v = axes.empty() ? grad : sum(grad, axes, /*keepdims=*/false);
-    return reshape(v, shape);
-  }
-
-  /// `shape` with `axes` set to 1: what a reduction with keepdims gives.
-  static SmallVector<int64_t> keptShape(ArrayRef<int64_t> shape, ArrayRef<int64_t> axes) {
-    SmallVector<int64_t> kept(shape);
-    for (int64_t axis : axes)
-      kept[axis] = 1;
-    return kept;
-  }
-
-  OpBuilder &b;
-  Location loc;
-};
-
 /// Appends a null gradient for each operand of `op`.
 LogicalResult noGradients(Operation *op, SmallVectorImpl<Value> &grads) {
   grads.append(op->getNumOperands(), Value());
@@ -180,7 +77,7 @@ LogicalResult unaryVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads
   Value g = resultGrad(op, resultGrads);
   if (!g)
     return noGradients(op, grads);
-  GradBuilder b(builder, op->getLoc());
+  CleaveBuilder b(builder, op->getLoc());
   grads.push_back(rule(b, op->getOperand(0), op->getResult(0), g));
   return success();
 }
@@ -193,7 +90,7 @@ LogicalResult binaryVjp(Operation *op, OpBuilder &builder, ValueRange resultGrad
   Value g = resultGrad(op, resultGrads);
   if (!g)
     return noGradients(op, grads);
-  GradBuilder b(builder, op->getLoc());
+  CleaveBuilder b(builder, op->getLoc());
   Value lhs = op->getOperand(0), rhs = op->getOperand(1);
   auto [gl, gr] = rule(b, lhs, rhs, op->getResult(0), g);
   grads.push_back(gl && isFloat(lhs) ? b.reduceToShape(b.castTo(gl, elementOf(lhs)), shapeOf(lhs))
@@ -211,7 +108,7 @@ LogicalResult movementVjp(Operation *op, OpBuilder &builder, ValueRange resultGr
   Value g = resultGrad(op, resultGrads);
   if (!g || !isFloat(op->getOperand(0)))
     return noGradients(op, grads);
-  GradBuilder b(builder, op->getLoc());
+  CleaveBuilder b(builder, op->getLoc());
   grads.push_back(rule(b, g));
   grads.append(op->getNumOperands() - 1, Value());
   return success();
@@ -226,20 +123,20 @@ LogicalResult movementVjp(Operation *op, OpBuilder &builder, ValueRange resultGr
 LogicalResult NegOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   return unaryVjp(*this, builder, resultGrads, grads,
-                  [](GradBuilder &b, Value, Value, Value g) { return b.neg(g); });
+                  [](CleaveBuilder &b, Value, Value, Value g) { return b.neg(g); });
 }
 
 LogicalResult SqrtOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &grads) {
   // d sqrt(x) = 1 / (2 y)
   return unaryVjp(*this, builder, resultGrads, grads,
-                  [](GradBuilder &b, Value, Value y, Value g) { return b.div(g, b.mul(y, 2.0)); });
+                  [](CleaveBuilder &b, Value, Value y, Value g) { return b.div(g, b.mul(y, 2.0)); });
 }
 
 LogicalResult ReciprocalOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &grads) {
   // d (1 / x) = -y^2
-  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value, Value y, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value, Value y, Value g) {
     return b.neg(b.mul(g, b.mul(y, y)));
   });
 }
@@ -247,19 +144,19 @@ LogicalResult ReciprocalOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult ExpOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   return unaryVjp(*this, builder, resultGrads, grads,
-                  [](GradBuilder &b, Value, Value y, Value g) { return b.mul(g, y); });
+                  [](CleaveBuilder &b, Value, Value y, Value g) { return b.mul(g, y); });
 }
 
 LogicalResult LogOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   return unaryVjp(*this, builder, resultGrads, grads,
-                  [](GradBuilder &b, Value x, Value, Value g) { return b.div(g, x); });
+                  [](CleaveBuilder &b, Value x, Value, Value g) { return b.div(g, x); });
 }
 
 LogicalResult AbsOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   // g * sign(x), with sign(0) = 0.
-  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value x, Value, Value g) {
     Value zero = b.scalarLike(x, 0.0);
     return b.where(b.greater(x, zero), g, b.where(b.less(x, zero), b.neg(g), b.scalarLike(g, 0.0)));
   });
@@ -268,7 +165,7 @@ LogicalResult AbsOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult TanhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &grads) {
   // d tanh(x) = 1 - y^2
-  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value, Value y, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value, Value y, Value g) {
     return b.mul(g, b.rsub(1.0, b.mul(y, y)));
   });
 }
@@ -276,14 +173,14 @@ LogicalResult TanhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult SigmoidOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &grads) {
   // d sigmoid(x) = y (1 - y)
-  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value, Value y, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value, Value y, Value g) {
     return b.mul(b.mul(g, y), b.rsub(1.0, y));
   });
 }
 
 LogicalResult ReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &grads) {
-  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value x, Value, Value g) {
     return b.where(b.greater(x, b.scalarLike(x, 0.0)), g, b.scalarLike(g, 0.0));
   });
 }
@@ -291,7 +188,7 @@ LogicalResult ReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult ErfOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   // d erf(x) = 2 / sqrt(pi) exp(-x^2)
-  return unaryVjp(*this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value x, Value, Value g) {
     return b.mul(g, b.mul(b.exp(b.neg(b.mul(x, x))), 2.0 / std::sqrt(M_PI)));
   });
 }
@@ -299,7 +196,7 @@ LogicalResult ErfOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult LeakyReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &grads) {
   double alpha = getAlpha().convertToDouble();
-  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value x, Value, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value x, Value, Value g) {
     return b.where(b.greater(x, b.scalarLike(x, 0.0)), g, b.mul(g, alpha));
   });
 }
@@ -307,7 +204,7 @@ LogicalResult LeakyReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult GeluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &grads) {
   bool tanhApproximation = getApproximate() == "tanh";
-  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value x, Value, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value x, Value, Value g) {
     Value derivative;
     if (!tanhApproximation) {
       // y = x Phi(x): Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
@@ -363,7 +260,7 @@ struct AllReduceVjp : VjpOpInterface::ExternalModel<AllReduceVjp, shard::AllRedu
 LogicalResult IdentityOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                    SmallVectorImpl<Value> &grads) {
   return unaryVjp(*this, builder, resultGrads, grads,
-                  [](GradBuilder &, Value, Value, Value g) { return g; });
+                  [](CleaveBuilder &, Value, Value, Value g) { return g; });
 }
 
 //===----------------------------------------------------------------------===//
@@ -373,20 +270,20 @@ LogicalResult IdentityOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult AddOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   return binaryVjp(*this, builder, resultGrads, grads,
-                   [](GradBuilder &, Value, Value, Value, Value g) { return std::pair(g, g); });
+                   [](CleaveBuilder &, Value, Value, Value, Value g) { return std::pair(g, g); });
 }
 
 LogicalResult SubOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   return binaryVjp(
       *this, builder, resultGrads, grads,
-      [](GradBuilder &b, Value, Value, Value, Value g) { return std::pair(g, b.neg(g)); });
+      [](CleaveBuilder &b, Value, Value, Value, Value g) { return std::pair(g, b.neg(g)); });
 }
 
 LogicalResult MulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   return binaryVjp(*this, builder, resultGrads, grads,
-                   [](GradBuilder &b, Value x, Value y, Value, Value g) {
+                   [](CleaveBuilder &b, Value x, Value y, Value, Value g) {
                      return std::pair(b.mul(g, y), b.mul(g, x));
                    });
 }
@@ -395,7 +292,7 @@ LogicalResult DivOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   // z = x / y: dx = g / y, dy = -g z / y.
   return binaryVjp(*this, builder, resultGrads, grads,
-                   [](GradBuilder &b, Value, Value y, Value z, Value g) {
+                   [](CleaveBuilder &b, Value, Value y, Value z, Value g) {
                      Value gx = b.div(g, y);
                      return std::pair(gx, b.neg(b.mul(gx, z)));
                    });
@@ -406,7 +303,7 @@ LogicalResult PowOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // z = x^y: dx = g y x^(y - 1); dy = g z log(x), taken as 0 where x = 0 (as
   // PyTorch). The exponent may be an integer tensor (no gradient of its own).
   return binaryVjp(
-      *this, builder, resultGrads, grads, [](GradBuilder &b, Value x, Value y, Value z, Value g) {
+      *this, builder, resultGrads, grads, [](CleaveBuilder &b, Value x, Value y, Value z, Value g) {
         Value yx = b.castTo(y, elementOf(x));
         Value gx = b.mul(b.mul(g, yx), b.pow(x, b.add(yx, -1.0)));
         Value gy;
@@ -423,7 +320,7 @@ LogicalResult WhereOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   Value zero = b.scalarLike(g, 0.0);
   grads.push_back(Value()); // the condition
   grads.push_back(b.reduceToShape(b.where(getCondition(), g, zero), shapeOf(getX())));
@@ -436,7 +333,7 @@ LogicalResult CastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   // Only float to float carries a gradient (cast back); rounding to an
   // integer or a bool is flat.
   return movementVjp(*this, builder, resultGrads, grads,
-                     [&](GradBuilder &b, Value g) { return b.castTo(g, elementOf(getInput())); });
+                     [&](CleaveBuilder &b, Value g) { return b.castTo(g, elementOf(getInput())); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -447,7 +344,7 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &grads) {
   // dx = y (g - sum(g y, axis))
   int64_t axis = getAxis();
-  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value, Value y, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value, Value y, Value g) {
     return b.mul(y, b.sub(g, b.sum(b.mul(g, y), {axis}, true)));
   });
 }
@@ -456,7 +353,7 @@ LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &grads) {
   // dx = g - exp(y) sum(g, axis)
   int64_t axis = getAxis();
-  return unaryVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value, Value y, Value g) {
+  return unaryVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value, Value y, Value g) {
     return b.sub(g, b.mul(b.exp(y), b.sum(g, {axis}, true)));
   });
 }
@@ -469,7 +366,7 @@ struct Moments {
   Value mean, invStd, centered;
 };
 
-Moments momentsOf(GradBuilder &b, Value x, ArrayRef<int64_t> axes, double epsilon) {
+Moments momentsOf(CleaveBuilder &b, Value x, ArrayRef<int64_t> axes, double epsilon) {
   Moments m;
   m.mean = b.mean(x, axes);
   m.centered = b.sub(x, m.mean);
@@ -481,7 +378,7 @@ Moments momentsOf(GradBuilder &b, Value x, ArrayRef<int64_t> axes, double epsilo
 /// The gradient of x through xhat = (x - mean) * invStd with the statistics
 /// over `axes` of x itself, given gxhat (the gradient at xhat):
 /// invStd (gxhat - mean(gxhat) - xhat mean(gxhat xhat)).
-Value normalizedGrad(GradBuilder &b, Value gxhat, Value xhat, Value invStd,
+Value normalizedGrad(CleaveBuilder &b, Value gxhat, Value xhat, Value invStd,
                      ArrayRef<int64_t> axes) {
   Value centered = b.sub(gxhat, b.mean(gxhat, axes));
   return b.mul(invStd, b.sub(centered, b.mul(xhat, b.mean(b.mul(gxhat, xhat), axes))));
@@ -494,7 +391,7 @@ LogicalResult LayerNormalizationOp::buildVjp(OpBuilder &builder, ValueRange resu
   Value gy = resultGrads[0], gMean = resultGrads[1], gInvStd = resultGrads[2];
   if (!gy && !gMean && !gInvStd)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   Value x = getX();
   Type element = elementOf(x);
   ArrayRef<int64_t> shape = shapeOf(x);
@@ -550,7 +447,7 @@ LogicalResult BatchNormalizationOp::buildVjp(OpBuilder &builder, ValueRange resu
   Value gy = resultGrads[0], gRunMean = resultGrads[1], gRunVar = resultGrads[2];
   if (!gy && !gRunMean && !gRunVar)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   Value x = getX(), scale = getScale();
   ArrayRef<int64_t> shape = shapeOf(x);
   int64_t rank = shape.size();
@@ -607,7 +504,7 @@ LogicalResult DropoutOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   double ratio = getRatio().convertToDouble();
   if (!getTrainingMode() || ratio <= 0.0) {
     grads.push_back(g);
@@ -626,7 +523,7 @@ LogicalResult MatMulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   // numpy: a 1-D lhs is a 1 x K row, a 1-D rhs a K x 1 column, and the
   // result drops that unit dim. Work on the matrices, with g reshaped to
   // batch x M x N; the batch dims broadcast, so each gradient is summed back
@@ -655,7 +552,7 @@ LogicalResult GemmOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   bool ta = getTransA(), tb = getTransB();
   FloatAttr alpha = builder.getF32FloatAttr(getAlpha().convertToFloat());
   FloatAttr one = builder.getF32FloatAttr(1.0f);
@@ -680,7 +577,7 @@ namespace {
 /// Ops that only change the shape: the gradient is g in the input's shape.
 LogicalResult reshapeVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
                          SmallVectorImpl<Value> &grads) {
-  return movementVjp(op, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+  return movementVjp(op, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
     return b.reshape(g, shapeOf(op->getOperand(0)));
   });
 }
@@ -710,7 +607,7 @@ LogicalResult UnsqueezeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult TransposeOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &grads) {
   // The inverse permutation: input dim perm[i] is output dim i.
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
     ArrayRef<int64_t> perm = getPerm();
     SmallVector<int64_t> inverse(perm.size());
     for (auto [i, p] : llvm::enumerate(perm))
@@ -742,7 +639,7 @@ LogicalResult SplitOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                 SmallVectorImpl<Value> &grads) {
   if (!isFloat(getInput()) || llvm::all_of(resultGrads, [](Value g) { return !g; }))
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   // The pieces side by side again, zeros for pieces without a gradient.
   SmallVector<Value> pieces;
   for (auto [result, g] : llvm::zip(getResults(), resultGrads))
@@ -758,24 +655,24 @@ LogicalResult SplitOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult SliceOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                 SmallVectorImpl<Value> &grads) {
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
-    return SliceGradOp::create(b.b, b.loc, g, getStartsAttr(), getStepsAttr(),
-                               b.b.getDenseI64ArrayAttr(shapeOf(getInput())));
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) -> Value {
+    return SliceGradOp::create(b.getBuilder(), b.getLoc(), g, getStartsAttr(), getStepsAttr(),
+                               b.getBuilder().getDenseI64ArrayAttr(shapeOf(getInput())));
   });
 }
 
 LogicalResult GatherOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &grads) {
   // data gets the scatter-add of g at the indices; the indices none.
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
-    return GatherGradOp::create(b.b, b.loc, g, getIndices(), getAxisAttr(),
-                                b.b.getDenseI64ArrayAttr(shapeOf(getData())));
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) -> Value {
+    return GatherGradOp::create(b.getBuilder(), b.getLoc(), g, getIndices(), getAxisAttr(),
+                                b.getBuilder().getDenseI64ArrayAttr(shapeOf(getData())));
   });
 }
 
 LogicalResult ExpandOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &grads) {
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
     return b.reduceToShape(g, shapeOf(getInput()));
   });
 }
@@ -783,16 +680,16 @@ LogicalResult ExpandOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult TriluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                 SmallVectorImpl<Value> &grads) {
   // Trilu is a fixed mask: the gradient is g through the same mask.
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
-    return TriluOp::create(b.b, b.loc, g, getUpperAttr(), getKAttr());
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) -> Value {
+    return TriluOp::create(b.getBuilder(), b.getLoc(), g, getUpperAttr(), getKAttr());
   });
 }
 
 LogicalResult GatherGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &grads) {
   // The adjoint of a scatter-add is the gather at the same indices.
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
-    return GatherOp::create(b.b, b.loc, g, getIndices(), getAxisAttr());
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) -> Value {
+    return GatherOp::create(b.getBuilder(), b.getLoc(), g, getIndices(), getAxisAttr());
   });
 }
 
@@ -800,7 +697,7 @@ LogicalResult SliceGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &grads) {
   // The adjoint of placing a slice is taking it: ends one step past the last
   // position (-1 past index 0 for a negative step, as cleave.slice allows).
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) -> Value {
     ArrayRef<int64_t> count = shapeOf(getGrad()), starts = getStarts(), steps = getSteps();
     SmallVector<int64_t> sliceStarts, ends;
     for (size_t d = 0; d < count.size(); ++d) {
@@ -809,7 +706,7 @@ LogicalResult SliceGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
       ends.push_back(count[d] == 0 ? start
                                    : start + (count[d] - 1) * steps[d] + (steps[d] > 0 ? 1 : -1));
     }
-    return SliceOp::create(b.b, b.loc, g, sliceStarts, ends, steps);
+    return SliceOp::create(b.getBuilder(), b.getLoc(), g, sliceStarts, ends, steps);
   });
 }
 
@@ -819,20 +716,20 @@ LogicalResult SliceGradOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult ReduceSumOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &grads) {
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
     ArrayRef<int64_t> shape = shapeOf(getInput());
-    return b.expand(b.reshape(g, GradBuilder::keptShape(shape, getAxes())), shape);
+    return b.expand(b.reshape(g, CleaveBuilder::keptShape(shape, getAxes())), shape);
   });
 }
 
 LogicalResult ReduceMeanOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &grads) {
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
     ArrayRef<int64_t> shape = shapeOf(getInput());
     double count = 1;
     for (int64_t axis : getAxes())
       count *= static_cast<double>(shape[axis]);
-    Value kept = b.reshape(g, GradBuilder::keptShape(shape, getAxes()));
+    Value kept = b.reshape(g, CleaveBuilder::keptShape(shape, getAxes()));
     return b.expand(b.mul(kept, 1.0 / count), shape);
   });
 }
@@ -841,9 +738,9 @@ LogicalResult ReduceMaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &grads) {
   // Every element equal to its maximum gets the full gradient (ties are
   // not split).
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
     Value x = getInput();
-    SmallVector<int64_t> kept = GradBuilder::keptShape(shapeOf(x), getAxes());
+    SmallVector<int64_t> kept = CleaveBuilder::keptShape(shapeOf(x), getAxes());
     Value isMax = b.equal(x, b.reshape(getOutput(), kept));
     return b.expand(b.where(isMax, b.reshape(g, kept), b.scalarLike(g, 0.0)), shapeOf(x));
   });
@@ -851,7 +748,7 @@ LogicalResult ReduceMaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult GlobalAveragePoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                             SmallVectorImpl<Value> &grads) {
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) {
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
     ArrayRef<int64_t> shape = shapeOf(getX());
     double count = static_cast<double>(product(shape.drop_front(2)));
     return b.expand(b.mul(g, 1.0 / count), shape);
@@ -869,7 +766,7 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   Value x = getX(), w = getW();
   grads.push_back(ConvGradInputOp::create(builder, getLoc(), g, w, getStridesAttr(), getPadsAttr(),
                                           getDilationsAttr(), getGroupAttr(),
@@ -885,8 +782,8 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult MaxPoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &grads) {
   // Each window's gradient goes to its arg-max (the first maximum on ties).
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
-    return MaxPoolGradOp::create(b.b, b.loc, g, getX(), getKernelShapeAttr(), getStridesAttr(),
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) -> Value {
+    return MaxPoolGradOp::create(b.getBuilder(), b.getLoc(), g, getX(), getKernelShapeAttr(), getStridesAttr(),
                                  getPadsAttr(), getDilationsAttr());
   });
 }
@@ -894,10 +791,10 @@ LogicalResult MaxPoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult AveragePoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                       SmallVectorImpl<Value> &grads) {
   // Each window's gradient is spread over it, divided as the forward divides.
-  return movementVjp(*this, builder, resultGrads, grads, [&](GradBuilder &b, Value g) -> Value {
-    return AveragePoolGradOp::create(b.b, b.loc, g, getKernelShapeAttr(), getStridesAttr(),
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) -> Value {
+    return AveragePoolGradOp::create(b.getBuilder(), b.getLoc(), g, getKernelShapeAttr(), getStridesAttr(),
                                      getPadsAttr(), getDilationsAttr(), getCountIncludePadAttr(),
-                                     b.b.getDenseI64ArrayAttr(shapeOf(getX())));
+                                     b.getBuilder().getDenseI64ArrayAttr(shapeOf(getX())));
   });
 }
 
@@ -920,7 +817,7 @@ struct ClassLoss {
 /// `input` is the log-probabilities (N x C x d...), `targets` the class
 /// indices, `weights` the optional class weights, `loss` the op's loss
 /// result, `g` its gradient.
-ClassLoss classLoss(GradBuilder &b, Value input, Value targets, Value weights, StringRef reduction,
+ClassLoss classLoss(CleaveBuilder &b, Value input, Value targets, Value weights, StringRef reduction,
                     std::optional<int64_t> ignoreIndex, Value g) {
   ArrayRef<int64_t> shape = shapeOf(input);
   int64_t rank = shape.size(), classes = shape[1];
@@ -935,7 +832,7 @@ ClassLoss classLoss(GradBuilder &b, Value input, Value targets, Value weights, S
   kept[1] = 1;
   SmallVector<int64_t> classShape(rank - 1, 1);
   classShape[0] = classes;
-  Value classIds = RangeOp::create(b.b, b.loc, IntegerAttr::get(index, 0),
+  Value classIds = RangeOp::create(b.getBuilder(), b.getLoc(), IntegerAttr::get(index, 0),
                                    IntegerAttr::get(index, classes), IntegerAttr::get(index, 1));
   l.oneHot = b.castTo(b.equal(b.reshape(t, kept), b.reshape(classIds, classShape)), element);
   Value selected = weights ? b.mul(l.oneHot, b.reshape(weights, classShape)) : l.oneHot;
@@ -952,7 +849,7 @@ ClassLoss classLoss(GradBuilder &b, Value input, Value targets, Value weights, S
 /// The gradient of the class weights: loss_i / w_i (= -input[i, t_i]) per
 /// counted target, minus the mean loss for "mean" (W depends on the weights
 /// too), times dL/dloss_i, added up per class.
-Value classWeightGrad(GradBuilder &b, const ClassLoss &l, Value input, Value loss,
+Value classWeightGrad(CleaveBuilder &b, const ClassLoss &l, Value input, Value loss,
                       StringRef reduction) {
   int64_t rank = shapeOf(input).size();
   Value perTarget = b.neg(b.sum(b.mul(l.oneHot, input), {1}, true)); // N x 1 x d...
@@ -968,7 +865,7 @@ LogicalResult SoftmaxCrossEntropyLossOp::buildVjp(OpBuilder &builder, ValueRange
   Value gLoss = resultGrads[0], gLogProb = resultGrads[1];
   if (!gLoss && !gLogProb)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   Value logProb = getLogProb();
   Value prob = b.exp(logProb);
   Value gScores, gWeights;
@@ -994,7 +891,7 @@ LogicalResult NegativeLogLikelihoodLossOp::buildVjp(OpBuilder &builder, ValueRan
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
-  GradBuilder b(builder, getLoc());
+  CleaveBuilder b(builder, getLoc());
   ClassLoss l =
       classLoss(b, getInput(), getTarget(), getWeight(), getReduction(), getIgnoreIndex(), g);
   // d loss_i / d input[i] = -w_i onehot(t_i).

@@ -112,19 +112,18 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
     if (int code = writeOutputs(plan, outputs, options.outputDir, backend))
       return code;
   if (options.stats) {
-    nlohmann::json report = {
-        {"format_version", 1},
-        {"backend", backend.name()},
-        {"arena_bytes_planned", plan.arenaBytes},
-        {"arena_bytes_touched", touched},
-        {"runs", options.repeat},
-        {"seconds_min", *std::min_element(seconds.begin(), seconds.end())},
-        {"seconds_mean", [&] {
-           double total = 0;
-           for (double s : seconds)
-             total += s;
-           return total / seconds.size();
-         }()}};
+    nlohmann::json report = {{"format_version", 1},
+                             {"backend", backend.name()},
+                             {"arena_bytes_planned", plan.arenaBytes},
+                             {"arena_bytes_touched", touched},
+                             {"runs", options.repeat},
+                             {"seconds_min", *std::min_element(seconds.begin(), seconds.end())},
+                             {"seconds_mean", [&] {
+                                double total = 0;
+                                for (double s : seconds)
+                                  total += s;
+                                return total / seconds.size();
+                              }()}};
     std::cout << report.dump() << std::endl;
   }
   return 0;
@@ -156,8 +155,8 @@ int runDriver(int argc, char **argv, Backend &backend) {
   auto *dataOpt = app.add_option("--data", training.data,
                                  "Training: NAME=FILE.npy for each data input, samples along "
                                  "dim 0 (repeatable, or comma-separated)");
-  auto *stepsOpt = app.add_option("--steps", steps, "Training: run this many steps")
-                       ->check(positiveNumber());
+  auto *stepsOpt =
+      app.add_option("--steps", steps, "Training: run this many steps")->check(positiveNumber());
   auto *epochsOpt =
       app.add_option("--epochs", epochs, "Training: run floor(E * samples / batch) steps")
           ->check(positiveNumber());

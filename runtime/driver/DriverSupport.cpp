@@ -11,8 +11,8 @@
 #include <fstream>
 
 #include <fcntl.h>
-#include <unistd.h>
 #include <iostream>
+#include <unistd.h>
 
 namespace cleave::rt {
 
@@ -28,9 +28,8 @@ int loadWeights(const std::string &dir, const std::string &file, const Plan &pla
   weights.assign(static_cast<size_t>(plan.weightsBytes), 0);
   std::ifstream in(dir + "/" + file, std::ios::binary | std::ios::ate);
   if (!in || in.tellg() != plan.weightsBytes)
-    return fail(dir + "/" + file,
-                "missing or not " + std::to_string(plan.weightsBytes) + " bytes", 1,
-                "recompile the model with cleave compile");
+    return fail(dir + "/" + file, "missing or not " + std::to_string(plan.weightsBytes) + " bytes",
+                1, "recompile the model with cleave compile");
   in.seekg(0);
   in.read(weights.data(), plan.weightsBytes);
   return 0;

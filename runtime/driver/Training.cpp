@@ -198,12 +198,13 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
   if (!options.shuffle && options.seed)
     return fail("--seed", "has no effect with --no-shuffle", 2);
   if (spec.trainingInfo && options.totalSteps)
-    return fail("--total-steps", "the model's training_info defines the step: it has no "
-                                 "learning-rate schedule", 2);
+    return fail("--total-steps",
+                "the model's training_info defines the step: it has no "
+                "learning-rate schedule",
+                2);
   if (options.totalSteps && options.steps && *options.totalSteps < *options.steps)
     return fail("--total-steps " + std::to_string(*options.totalSteps),
-                "is fewer than the " + std::to_string(*options.steps) + " steps of this run",
-                2);
+                "is fewer than the " + std::to_string(*options.steps) + " steps of this run", 2);
   return 0;
 }
 
@@ -214,11 +215,11 @@ int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend,
   commOptions.timeoutSeconds = options.collectiveTimeout;
   commOptions.deterministic = plan.deterministic;
   if (int launched = comm::launchedRanks(); !plan.mesh && launched > 1)
-    return fail("program",
-                "is compiled without --mesh, for one rank, but was started on " +
-                    std::to_string(launched) + ": compile it with --mesh dp=" +
-                    std::to_string(launched) + " to train on that many",
-                2);
+    return fail(
+        "program",
+        "is compiled without --mesh, for one rank, but was started on " + std::to_string(launched) +
+            ": compile it with --mesh dp=" + std::to_string(launched) + " to train on that many",
+        2);
   std::string error;
   job.communication = comm::startCommunication(job.mesh, commOptions, error);
   if (!job.communication)
@@ -236,15 +237,14 @@ int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend,
 
 /// Reads every data input's file (--data NAME=FILE) and checks it holds
 /// samples of the input's shape, as many for every input, at least a batch.
-int readDataSets(const Plan &plan, const TrainingOptions &options, int64_t batch,
-                 DataSets &data) {
+int readDataSets(const Plan &plan, const TrainingOptions &options, int64_t batch, DataSets &data) {
   const TrainingSpec &spec = *plan.training;
   std::vector<std::string> names;
   for (size_t index : spec.dataInputs)
     names.push_back(plan.inputs[index].name);
   std::map<std::string, std::string> files;
-  if (int code = parseNamedFiles(splitDataFlags(options.data), "--data", "data input", names,
-                                 files))
+  if (int code =
+          parseNamedFiles(splitDataFlags(options.data), "--data", "data input", names, files))
     return code;
   for (size_t index : spec.dataInputs) {
     const TensorSpec &input = plan.inputs[index];
@@ -327,8 +327,8 @@ int checkWritable(const TrainingOptions &options) {
 }
 
 /// This rank's weights blob, the arena and the input buffers on the backend.
-int loadProgram(const std::string &dir, const Plan &plan, const Job &job,
-                const DataSets &data, Backend &backend, ProgramState &program) {
+int loadProgram(const std::string &dir, const Plan &plan, const Job &job, const DataSets &data,
+                Backend &backend, ProgramState &program) {
   // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
   // one per dp rank too.
   program.blobName = weightsBlobName(plan, job.coordinates);
@@ -345,8 +345,7 @@ int loadProgram(const std::string &dir, const Plan &plan, const Job &job,
     program.inputs.push_back(view);
   }
   for (size_t sampleBytes : data.sampleBytes)
-    program.staging.emplace_back(sampleBytes *
-                                 static_cast<size_t>(plan.training->microBatch));
+    program.staging.emplace_back(sampleBytes * static_cast<size_t>(plan.training->microBatch));
   program.outputs.resize(plan.outputs.size());
   return 0;
 }
@@ -366,8 +365,7 @@ void feedMicrobatch(const TrainingSpec &spec, const Job &job, const DataSets &da
     size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
     for (size_t d = 0; d < data.arrays.size(); ++d)
       std::memcpy(program.staging[d].data() + static_cast<size_t>(row) * data.sampleBytes[d],
-                  data.arrays[d].data.data() + sample * data.sampleBytes[d],
-                  data.sampleBytes[d]);
+                  data.arrays[d].data.data() + sample * data.sampleBytes[d], data.sampleBytes[d]);
   }
   for (size_t d = 0; d < data.arrays.size(); ++d)
     backend.copyToDevice(program.inputs[spec.dataInputs[d]].data, program.staging[d].data(),
@@ -390,17 +388,15 @@ double readLoss(const Plan &plan, Backend &backend, const ProgramState &program)
 
 /// Writes the trained weights blob (one rank per blob), and on rank 0 the
 /// last step's outputs and the metrics.
-int writeResults(const Plan &plan, const TrainingOptions &options, const Job &job,
-                 Backend &backend, ProgramState &program, const std::vector<StepRecord> &records,
-                 double seconds) {
+int writeResults(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
+                 ProgramState &program, const std::vector<StepRecord> &records, double seconds) {
   const TrainingSpec &spec = *plan.training;
   const int64_t batch = spec.batchSize * job.dpSize;
   // The parameters are the same on every rank of an axis the blob does not
   // differ along: rank 0 of it writes the blob.
   for (size_t a = 0; a < job.coordinates.size(); ++a)
-    if (job.coordinates[a] != 0 &&
-        std::find(plan.weightsByAxes.begin(), plan.weightsByAxes.end(),
-                  job.mesh.axisNames[a]) == plan.weightsByAxes.end())
+    if (job.coordinates[a] != 0 && std::find(plan.weightsByAxes.begin(), plan.weightsByAxes.end(),
+                                             job.mesh.axisNames[a]) == plan.weightsByAxes.end())
       return 0;
   std::string error;
   if (!options.outputDir.empty()) {
@@ -421,15 +417,14 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
   // One step a line, so long logs stay readable and diffable.
   const int64_t steps = static_cast<int64_t>(records.size());
   const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
-  std::string text = "{\n  \"format_version\": 1,\n  \"backend\": " +
-                     nlohmann::json(backend.name()).dump() +
-                     ",\n  \"batch_size\": " + std::to_string(batch) +
-                     ",\n  \"grad_accum\": " + std::to_string(spec.gradAccum) +
-                     ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
-                     ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
-                     ",\n  \"ranks\": " + std::to_string(job.communication->size()) +
-                     ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump() +
-                     ",\n  \"steps\": [";
+  std::string text =
+      "{\n  \"format_version\": 1,\n  \"backend\": " + nlohmann::json(backend.name()).dump() +
+      ",\n  \"batch_size\": " + std::to_string(batch) +
+      ",\n  \"grad_accum\": " + std::to_string(spec.gradAccum) +
+      ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
+      ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
+      ",\n  \"ranks\": " + std::to_string(job.communication->size()) +
+      ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump() + ",\n  \"steps\": [";
   for (size_t i = 0; i < records.size(); ++i) {
     nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss}};
     if (!spec.trainingInfo)
@@ -504,7 +499,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     if (!std::isfinite(loss))
       return fail("step " + std::to_string(step),
                   "the loss '" + lossName + "' is " +
-                      (std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf"),
+                      (std::isnan(loss) ? "nan"
+                       : loss > 0       ? "inf"
+                                        : "-inf"),
                   1, "the run stopped; nothing was written");
     records.push_back({step, loss, lr});
     if (job.reporting && (terminal || step % every == 0 || step == steps)) {
