@@ -4,6 +4,7 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Collectives.h"
+#include "runtime/ConvScratch.h"
 #include "runtime/Plan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <tuple>
 
 using namespace mlir;
 
@@ -84,6 +86,45 @@ std::vector<char> rankPart(const TensorData &data, int64_t dim, int64_t blocks, 
 shard::GridOp getGrid(ModuleOp module) {
   auto grids = module.getOps<shard::GridOp>();
   return grids.empty() ? shard::GridOp() : *grids.begin();
+}
+
+/// The column buffer a convolution's kernel allocates on `target` for one
+/// call, outside the arena (runtime/ConvScratch.h); 0 for other ops.
+int64_t convScratchBytes(Operation *op, StringRef target) {
+  // The shapes of the convolution's input, weights and output.
+  Value x, w, y;
+  if (auto conv = dyn_cast<ConvOp>(op))
+    std::tie(x, w, y) = std::make_tuple(conv.getX(), conv.getW(), conv.getY());
+  else if (auto input = dyn_cast<ConvGradInputOp>(op))
+    std::tie(x, w, y) = std::make_tuple(input.getOutput(), input.getW(), input.getGrad());
+  else if (auto weight = dyn_cast<ConvGradWeightOp>(op))
+    std::tie(x, w, y) = std::make_tuple(weight.getX(), weight.getOutput(), weight.getGrad());
+  else
+    return 0;
+  ArrayRef<int64_t> in = cast<RankedTensorType>(x.getType()).getShape();
+  ArrayRef<int64_t> kernel = cast<RankedTensorType>(w.getType()).getShape();
+  ArrayRef<int64_t> out = cast<RankedTensorType>(y.getType()).getShape();
+  auto strides = op->getAttrOfType<DenseI64ArrayAttr>("strides").asArrayRef();
+  auto pads = op->getAttrOfType<DenseI64ArrayAttr>("pads").asArrayRef();
+  size_t spatial = in.size() - 2;
+  rt::ConvColumns columns;
+  columns.images = in[0];
+  columns.groups = op->getAttrOfType<IntegerAttr>("group").getInt();
+  columns.rows = kernel[1];
+  columns.positions = 1;
+  columns.lastExtent = out.back();
+  columns.pointwise = true;
+  for (size_t d = 0; d < spatial; ++d) {
+    columns.rows *= kernel[d + 2];
+    columns.positions *= out[d + 2];
+    bool unitStride = strides.empty() || strides[d] == 1;
+    bool unpadded = pads.empty() || (pads[d] == 0 && pads[d + spatial] == 0);
+    columns.pointwise &= kernel[d + 2] == 1 && unitStride && unpadded && out[d + 2] == in[d + 2];
+  }
+  if (target == "cuda")
+    return rt::cudaScratchElements(columns) * static_cast<int64_t>(sizeof(float));
+  Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  return rt::cpuScratchElements(columns) * element.getIntOrFloatBitWidth() / 8;
 }
 
 /// plan.json and the weights blobs of a memory-planned module, built in
@@ -262,6 +303,9 @@ void PlanBuilder::addConstantsAndFlops(func::FuncOp func) {
   func.walk([&](Operation *op) {
     if (op->getDialect() && isa<CleaveDialect>(op->getDialect()))
       plan.flops += estimateFlops(op);
+    // Kernels run one at a time: the largest scratch is the one that adds.
+    plan.memory.scratchBytes =
+        std::max(plan.memory.scratchBytes, convScratchBytes(op, options.target));
     auto constant = dyn_cast<ConstantOp>(op);
     auto offset = op->getAttrOfType<IntegerAttr>(kWeightsOffsetAttr);
     if (!constant || !offset)
@@ -356,7 +400,7 @@ void PlanBuilder::setMemory() {
                     std::accumulate(input.shape.begin(), input.shape.end(), int64_t(1),
                                     std::multiplies<int64_t>());
   m.activationBytes = plan.arenaBytes;
-  m.predictedPeakBytes = plan.weightsBytes + plan.arenaBytes + m.inputBytes;
+  m.predictedPeakBytes = plan.weightsBytes + plan.arenaBytes + m.inputBytes + m.scratchBytes;
 }
 
 void PlanBuilder::setTraining() {

@@ -562,6 +562,7 @@ std::string planJson(const Plan &plan) {
         {"optimizer_state_bytes", m.optimizerStateBytes},
         {"activation_bytes", m.activationBytes},
         {"input_bytes", m.inputBytes},
+        {"scratch_bytes", m.scratchBytes},
         {"predicted_peak_bytes", m.predictedPeakBytes}}},
   };
   if (plan.training)

@@ -113,7 +113,10 @@ struct CollectiveTraffic {
 struct MemoryFigures {
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
   int64_t activationBytes = 0, inputBytes = 0;
-  /// The arena, the weights blob and the inputs.
+  /// The largest scratch one kernel call allocates (a convolution's columns).
+  int64_t scratchBytes = 0;
+  /// The arena, the weights blob, the inputs and the scratch: what the
+  /// program's allocations peak at (the driver measures it).
   int64_t predictedPeakBytes = 0;
 };
 

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ConvScratch.h"
 #include "runtime/cpu/Support.h"
 
 #include <algorithm>
@@ -20,9 +21,6 @@
 
 namespace cleave::rt::cpu {
 namespace {
-
-/// Scratch elements per im2col tile (4 MiB of f32), at least one output row.
-constexpr int64_t kTileElements = int64_t(1) << 20;
 
 struct ConvGeometry {
   int sp;                                  // spatial rank
@@ -34,12 +32,8 @@ struct ConvGeometry {
   int64_t kdim; // rows of a group's column matrix: cg * kSize
   bool pointwise;
 
-  /// Output rows (all output coords but the last) per im2col tile.
-  int64_t tileRows() const {
-    int64_t olast = out[sp - 1];
-    return std::clamp<int64_t>(kTileElements / std::max<int64_t>(1, kdim * olast), 1,
-                               outSize / std::max<int64_t>(1, olast));
-  }
+  /// What sizes the column tiles (runtime/ConvScratch.h).
+  ConvColumns columns() const { return {n, group, kdim, outSize, out[sp - 1], pointwise}; }
 };
 
 /// The geometry of conv(x, w) -> y from the three shapes (x N x C x in...,
@@ -160,14 +154,33 @@ void unroll(const ConvGeometry &g, T *xg, int64_t r0, int64_t r1, T *col) {
   }
 }
 
+/// One call's im2col tile, counted in the run's allocations.
+template <typename T> class ColumnTile {
+public:
+  ColumnTile(Context &ctx, const ConvGeometry &g)
+      : ctx(ctx), elements(static_cast<std::size_t>(cpuScratchElements(g.columns()))) {
+    if (ctx.allocations)
+      ctx.allocations->allocated(elements.size() * sizeof(T));
+  }
+  ~ColumnTile() {
+    if (ctx.allocations)
+      ctx.allocations->released(elements.size() * sizeof(T));
+  }
+  ColumnTile(const ColumnTile &) = delete;
+  ColumnTile &operator=(const ColumnTile &) = delete;
+  T *data() { return elements.data(); }
+
+private:
+  Context &ctx;
+  std::vector<T> elements;
+};
+
 /// Calls f(image, group, r0, r1) for every tile of output rows of every
-/// image and group, with `col` (one tile of scratch) sized for it.
-template <typename T, typename F>
-void forEachTile(const ConvGeometry &g, std::vector<T> &col, F &&f) {
+/// image and group.
+template <typename F> void forEachTile(const ConvGeometry &g, F &&f) {
   int64_t olast = g.out[g.sp - 1];
   int64_t rows = g.outSize / olast;
-  int64_t tileRows = g.tileRows();
-  col.resize(static_cast<std::size_t>(g.kdim * tileRows * olast));
+  int64_t tileRows = cpuTileRows(g.columns());
   for (int64_t i = 0; i < g.n; ++i)
     for (int64_t gi = 0; gi < g.group; ++gi)
       for (int64_t r0 = 0; r0 < rows; r0 += tileRows)
@@ -204,8 +217,8 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
                       xs + (i * c + gi * cg) * g.inSize, p, 0.0, ys + (i * m + gi * mg) * p, p);
     } else {
       int64_t olast = g.out[g.sp - 1];
-      std::vector<T> col;
-      forEachTile(g, col, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
+      ColumnTile<T> col(ctx, g);
+      forEachTile(g, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
         int64_t tn = (r1 - r0) * olast;
         unroll<false>(g, const_cast<T *>(xs) + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
         gemmCore<T>(ctx, false, false, mg, tn, kdim, 1.0, ws + gi * mg * kdim, kdim, col.data(),
@@ -251,8 +264,8 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
       return;
     }
     int64_t olast = g.out[g.sp - 1];
-    std::vector<T> col;
-    forEachTile(g, col, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
+    ColumnTile<T> col(ctx, g);
+    forEachTile(g, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
       int64_t tn = (r1 - r0) * olast;
       gemmCore<T>(ctx, true, false, kdim, tn, mg, 1.0, ws + gi * mg * kdim, kdim,
                   gs + (i * m + gi * mg) * p + r0 * olast, p, 0.0, col.data(), tn);
@@ -288,8 +301,8 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
       return;
     }
     int64_t olast = g.out[g.sp - 1];
-    std::vector<T> col;
-    forEachTile(g, col, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
+    ColumnTile<T> col(ctx, g);
+    forEachTile(g, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
       int64_t tn = (r1 - r0) * olast;
       unroll<false>(g, const_cast<T *>(xs) + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
       gemmCore<T>(ctx, false, true, mg, kdim, tn, 1.0, gs + (i * m + gi * mg) * p + r0 * olast, p,

@@ -3,6 +3,7 @@
 #ifndef CLEAVE_RUNTIME_CPU_KERNELS_H
 #define CLEAVE_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/Allocations.h"
 #include "runtime/Tensor.h"
 
 #include <cstdint>
@@ -26,6 +27,9 @@ struct Context {
   /// The communicator of each mesh axis, in the mesh's order (all_reduce's
   /// `axis`); empty without a mesh. Owned by the driver.
   std::vector<comm::Communicator *> axes;
+  /// Where kernels count the scratch they allocate for a call (a
+  /// convolution's columns, runtime/ConvScratch.h); null: not counted.
+  AllocationMeter *allocations = nullptr;
 };
 
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/ConvScratch.h"
 #include "runtime/cuda/Common.cuh"
 
 #include <climits>
@@ -163,12 +164,41 @@ bool isPointwise(const Window &win) {
   return pointwise;
 }
 
-/// Images per column workspace of at most 256 MiB (at least one).
-int64_t imagesPerChunk(int64_t perImage, int64_t images) {
-  const int64_t budget = int64_t(256) << 20; // bytes
-  int64_t chunk = perImage > 0 ? budget / (perImage * static_cast<int64_t>(sizeof(float))) : images;
-  return chunk < 1 ? 1 : (chunk > images ? images : chunk);
+/// What sizes a conv's column workspace (runtime/ConvScratch.h).
+ConvColumns convColumns(const Window &win, int64_t images, int64_t group, int64_t columns) {
+  return {images, group, columns, win.outSize, win.out[win.rank - 1], isPointwise(win)};
 }
+
+/// One call's column workspace of whole images, stream-ordered, counted in
+/// the run's allocations; none for a pointwise conv.
+class ColumnWorkspace {
+public:
+  ColumnWorkspace(Context &ctx, const ConvColumns &columns, const char *kernel)
+      : ctx(ctx), kernel(kernel),
+        bytes(static_cast<std::size_t>(cudaScratchElements(columns)) * sizeof(float)) {
+    if (bytes == 0)
+      return;
+    check(cudaMallocAsync(reinterpret_cast<void **>(&data), bytes, ctx.stream), kernel);
+    if (ctx.allocations)
+      ctx.allocations->allocated(bytes);
+  }
+  ~ColumnWorkspace() {
+    if (!data)
+      return;
+    check(cudaFreeAsync(data, ctx.stream), kernel);
+    if (ctx.allocations)
+      ctx.allocations->released(bytes);
+  }
+  ColumnWorkspace(const ColumnWorkspace &) = delete;
+  ColumnWorkspace &operator=(const ColumnWorkspace &) = delete;
+  float *get() const { return data; }
+
+private:
+  Context &ctx;
+  const char *kernel;
+  std::size_t bytes;
+  float *data = nullptr;
+};
 
 } // namespace
 } // namespace detail
@@ -307,20 +337,12 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   } else {
     // A pointwise conv reads x as its column matrix; others unfold a chunk
     // of images at a time into a stream-ordered workspace.
-    bool pointwise = win.kernelSize == 1;
-    for (int d = 0; d < win.rank && pointwise; ++d)
-      pointwise = win.stride[d] == 1 && win.padBegin[d] == 0 && win.in[d] == win.out[d];
+    ConvColumns shape = convColumns(win, images, group, columns);
+    bool pointwise = shape.pointwise;
     int64_t perImage = group * columns * positions; // column elements per image
-    int64_t chunk = images;
-    float *workspace = nullptr;
-    if (!pointwise) {
-      const int64_t budget = int64_t(256) << 20; // bytes
-      chunk = budget / (perImage * static_cast<int64_t>(sizeof(float)));
-      chunk = chunk < 1 ? 1 : (chunk > images ? images : chunk);
-      check(cudaMallocAsync(reinterpret_cast<void **>(&workspace),
-                            chunk * perImage * sizeof(float), ctx.stream),
-            kernel);
-    }
+    int64_t chunk = pointwise ? images : cudaImagesPerChunk(shape);
+    ColumnWorkspace workspaceBuffer(ctx, shape, kernel);
+    float *workspace = workspaceBuffer.get();
     cublasHandle_t handle = blasHandle(ctx, kernel);
     const float one = 1.0f, zero = 0.0f;
     for (int64_t v : {positions, columns, groupMaps, group, images})
@@ -362,8 +384,6 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
                     kernel);
       }
     }
-    if (workspace)
-      check(cudaFreeAsync(workspace, ctx.stream), kernel);
   }
   if (b) {
     int64_t n = y.numel();
@@ -393,14 +413,12 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
   }
   // A pointwise conv's columns are dx itself; others go through a workspace
   // of a chunk of images and are folded back onto dx.
-  bool pointwise = isPointwise(win);
+  ConvColumns shape = convColumns(win, images, group, columns);
+  bool pointwise = shape.pointwise;
   int64_t perImage = group * columns * positions;
-  int64_t chunk = pointwise ? images : imagesPerChunk(perImage, images);
-  float *workspace = nullptr;
-  if (!pointwise)
-    check(cudaMallocAsync(reinterpret_cast<void **>(&workspace),
-                          chunk * perImage * sizeof(float), ctx.stream),
-          kernel);
+  int64_t chunk = pointwise ? images : cudaImagesPerChunk(shape);
+  ColumnWorkspace workspaceBuffer(ctx, shape, kernel);
+  float *workspace = workspaceBuffer.get();
   cublasHandle_t handle = blasHandle(ctx, kernel);
   const float one = 1.0f, zero = 0.0f;
   for (int64_t v : {positions, columns, groupMaps, group, images})
@@ -427,8 +445,6 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
       checkLaunch(kernel);
     }
   }
-  if (workspace)
-    check(cudaFreeAsync(workspace, ctx.stream), kernel);
 }
 
 void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
@@ -448,14 +464,12 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
   int64_t positions = win.outSize;
   if (grad.numel() == 0)
     return;
-  bool pointwise = isPointwise(win);
+  ConvColumns shape = convColumns(win, images, group, columns);
+  bool pointwise = shape.pointwise;
   int64_t perImage = group * columns * positions;
-  int64_t chunk = pointwise ? images : imagesPerChunk(perImage, images);
-  float *workspace = nullptr;
-  if (!pointwise)
-    check(cudaMallocAsync(reinterpret_cast<void **>(&workspace),
-                          chunk * perImage * sizeof(float), ctx.stream),
-          kernel);
+  int64_t chunk = pointwise ? images : cudaImagesPerChunk(shape);
+  ColumnWorkspace workspaceBuffer(ctx, shape, kernel);
+  float *workspace = workspaceBuffer.get();
   cublasHandle_t handle = blasHandle(ctx, kernel);
   const float one = 1.0f;
   for (int64_t v : {positions, columns, groupMaps, group, images})
@@ -487,8 +501,6 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
                     static_cast<int>(group)),
                 kernel);
   }
-  if (workspace)
-    check(cudaFreeAsync(workspace, ctx.stream), kernel);
 }
 
 } // namespace cleave::rt::cuda

@@ -10,12 +10,18 @@ namespace {
 
 class CpuBackend final : public cleave::rt::Backend {
 public:
+  CpuBackend() { context.allocations = &allocations_; }
   const char *name() const override { return "cpu"; }
   void *allocate(std::size_t bytes) override {
     std::size_t rounded = (bytes + 63) / 64 * 64;
+    allocations_.allocated(bytes);
     return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   }
-  void release(void *memory) override { std::free(memory); }
+  void release(void *memory, std::size_t bytes) override {
+    allocations_.released(bytes);
+    std::free(memory);
+  }
+  const cleave::rt::AllocationMeter &allocations() const override { return allocations_; }
   void copyToDevice(void *device, const void *host, std::size_t bytes) override {
     std::memcpy(device, host, bytes);
   }
@@ -40,6 +46,7 @@ public:
   }
 
 private:
+  cleave::rt::AllocationMeter allocations_;
   cleave::rt::cpu::Context context;
 };
 

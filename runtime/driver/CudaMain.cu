@@ -32,6 +32,7 @@ public:
     int devices = 0;
     if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 1)
       check(cudaSetDevice(localRank() % devices), "cudaSetDevice");
+    context.allocations = &allocations_;
     check(cudaStreamCreate(&context.stream), "cudaStreamCreate");
     if (cublasCreate(&context.blas) != CUBLAS_STATUS_SUCCESS) {
       std::fprintf(stderr, "cleave: error: cuda: cublasCreate failed\n");
@@ -47,9 +48,14 @@ public:
   void *allocate(std::size_t bytes) override {
     void *memory = nullptr;
     check(cudaMalloc(&memory, bytes == 0 ? 64 : bytes), "cudaMalloc");
+    allocations_.allocated(bytes);
     return memory;
   }
-  void release(void *memory) override { cudaFree(memory); }
+  void release(void *memory, std::size_t bytes) override {
+    allocations_.released(bytes);
+    cudaFree(memory);
+  }
+  const cleave::rt::AllocationMeter &allocations() const override { return allocations_; }
   void copyToDevice(void *device, const void *host, std::size_t bytes) override {
     check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
   }
@@ -96,6 +102,7 @@ private:
     return 0;
   }
 
+  cleave::rt::AllocationMeter allocations_;
   cleave::rt::cuda::Context context;
 #ifdef CLEAVE_HAVE_NCCL
   std::vector<std::unique_ptr<cleave::rt::comm::NcclCommunicator>> nccl;

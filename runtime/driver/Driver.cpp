@@ -116,6 +116,8 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
                              {"backend", backend.name()},
                              {"arena_bytes_planned", plan.arenaBytes},
                              {"arena_bytes_touched", touched},
+        {"peak_bytes_allocated", backend.allocations().peakBytes()},
+        {"process_peak_rss_bytes", processPeakRssBytes()},
                              {"runs", options.repeat},
                              {"seconds_min", *std::min_element(seconds.begin(), seconds.end())},
                              {"seconds_mean", [&] {

@@ -11,6 +11,7 @@
 #ifndef CLEAVE_RUNTIME_DRIVER_DRIVER_H
 #define CLEAVE_RUNTIME_DRIVER_DRIVER_H
 
+#include "runtime/Allocations.h"
 #include "runtime/Tensor.h"
 
 #include <cstddef>
@@ -28,8 +29,11 @@ class Backend {
 public:
   virtual ~Backend() = default;
   virtual const char *name() const = 0;
+  /// Memory for the program (counted in allocations()).
   virtual void *allocate(std::size_t bytes) = 0;
-  virtual void release(void *memory) = 0;
+  virtual void release(void *memory, std::size_t bytes) = 0;
+  /// What the program holds: the backend's buffers and kernels' scratch.
+  virtual const AllocationMeter &allocations() const = 0;
   virtual void copyToDevice(void *device, const void *host, std::size_t bytes) = 0;
   virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
   virtual void setThreads(int threads) = 0;

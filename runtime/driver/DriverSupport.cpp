@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <iostream>
 #include <unistd.h>
 
@@ -91,6 +92,12 @@ void StderrSilencer::restore() {
   dup2(saved, STDERR_FILENO);
   close(saved);
   saved = -1;
+}
+
+int64_t processPeakRssBytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux reports KiB
 }
 
 bool canCreate(const std::string &path, std::string &error) {

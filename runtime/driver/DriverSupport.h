@@ -42,6 +42,10 @@ int parseNamedFiles(const std::vector<std::string> &entries, const std::string &
 int writeOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
                  Backend &backend);
 
+/// The process's peak resident memory so far (getrusage), in bytes: the
+/// program's allocations and everything else (libraries, host copies).
+int64_t processPeakRssBytes();
+
 /// Whether `path` can be created (by creating and removing `path.partial`).
 bool canCreate(const std::string &path, std::string &error);
 
@@ -49,14 +53,15 @@ bool canCreate(const std::string &path, std::string &error);
 class Buffer {
 public:
   Buffer(Backend &backend, std::size_t bytes)
-      : backend(backend), memory(static_cast<char *>(backend.allocate(bytes))) {}
-  ~Buffer() { backend.release(memory); }
+      : backend(backend), bytes(bytes), memory(static_cast<char *>(backend.allocate(bytes))) {}
+  ~Buffer() { backend.release(memory, bytes); }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
   char *get() const { return memory; }
 
 private:
   Backend &backend;
+  std::size_t bytes;
   char *memory;
 };
 

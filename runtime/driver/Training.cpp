@@ -424,6 +424,8 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
       ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
       ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
       ",\n  \"ranks\": " + std::to_string(job.communication->size()) +
+      ",\n  \"peak_bytes_allocated\": " + std::to_string(backend.allocations().peakBytes()) +
+      ",\n  \"process_peak_rss_bytes\": " + std::to_string(processPeakRssBytes()) +
       ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump() + ",\n  \"steps\": [";
   for (size_t i = 0; i < records.size(); ++i) {
     nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss}};

@@ -1,0 +1,76 @@
+# plan.json's predicted peak is what the program allocates: the weights blob,
+# the arena, the inputs and the largest scratch a kernel allocates for one
+# call (a convolution's im2col tile). The runtime counts every allocation it
+# makes for the program (runtime/Allocations.h) and reports the peak; for
+# the MLP (no scratch), the CNN's forward (3x3 convolutions: scratch) and the
+# CNN's training step (the convolutions' adjoints too) the measured peak
+# equals the prediction byte for byte, and the process's resident peak
+# (getrusage, which also holds libraries and host copies) is above it.
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "models")
+
+
+def check(name, plan_dir, measured, problems, expect_scratch):
+    memory = json.load(open(os.path.join(plan_dir, "plan.json")))["memory"]
+    predicted, scratch = memory["predicted_peak_bytes"], memory["scratch_bytes"]
+    if measured["peak_bytes_allocated"] != predicted:
+        problems.append(f"{name}: measured {measured['peak_bytes_allocated']} bytes, "
+                        f"predicted {predicted}")
+    if (scratch > 0) != expect_scratch:
+        problems.append(f"{name}: scratch_bytes {scratch}")
+    if measured["process_peak_rss_bytes"] < predicted:
+        problems.append(f"{name}: process peak {measured['process_peak_rss_bytes']} "
+                        f"below the program's {predicted}")
+    print(f"{name}: predicted {predicted} (scratch {scratch}), measured "
+          f"{measured['peak_bytes_allocated']}, process {measured['process_peak_rss_bytes']}")
+
+
+def main():
+    work = sys.argv[1]
+    problems = []
+    mlp = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
+    cnn = os.path.join(work, "cnn.onnx")
+    cnn_train = os.path.join(work, "cnn_train.onnx")
+    subprocess.run([sys.executable, os.path.join(MODELS, "export_cnn.py"), cnn], check=True)
+    subprocess.run([sys.executable, os.path.join(MODELS, "export_cnn_train.py"), cnn_train],
+                   check=True)
+    rng = np.random.default_rng(0)
+
+    for name, model, x_shape, expect_scratch in [("mlp", mlp, (8, 32), False),
+                                                 ("cnn", cnn, (4, 3, 16, 16), True)]:
+        out = os.path.join(work, name)
+        subprocess.run(["cleave", "compile", model, "-o", out], check=True)
+        np.save(f"{work}/{name}-x.npy", rng.standard_normal(x_shape).astype(np.float32))
+        np.save(f"{work}/{name}-labels.npy", np.zeros(x_shape[0], np.int64))
+        stats = subprocess.run(["cleave", "run", out, "--input", f"x={work}/{name}-x.npy",
+                                "--input", f"labels={work}/{name}-labels.npy", "--stats"],
+                               check=True, capture_output=True, text=True).stdout
+        check(name, out, json.loads(stats), problems, expect_scratch)
+
+    out = os.path.join(work, "cnn-train")
+    subprocess.run(["cleave", "compile", cnn_train, "-o", out, "--train", "--optimizer", "adam",
+                    "--batch-size", "8", "--grad-accum", "2"], check=True)
+    np.save(f"{work}/train-x.npy", rng.standard_normal((8, 3, 15, 15)).astype(np.float32))
+    np.save(f"{work}/train-labels.npy", rng.integers(0, 10, 8).astype(np.int64))
+    subprocess.run(["cleave", "run", out, "--data",
+                    f"x={work}/train-x.npy,labels={work}/train-labels.npy", "--steps", "2",
+                    "--log-json", f"{work}/log.json"], check=True, stderr=subprocess.DEVNULL)
+    check("cnn training step", out, json.load(open(f"{work}/log.json")), problems, True)
+
+    for problem in problems:
+        print("FAIL:", problem)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
