@@ -200,6 +200,47 @@ private:
   float *data = nullptr;
 };
 
+/// A conv's column matrices, a chunk of images at a time: the GEMM dims
+/// (checked to fit cuBLAS's int), the chunking and its workspace.
+struct ColumnChunks {
+  ColumnChunks(Context &ctx, const char *kernel, const Window &win, int64_t images,
+               int64_t group, int64_t columns, int64_t groupMaps)
+      : shape(convColumns(win, images, group, columns)), perImage(group * columns * win.outSize),
+        chunk(shape.pointwise ? images : cudaImagesPerChunk(shape)),
+        workspace(ctx, shape, kernel) {
+    for (int64_t v : {win.outSize, columns, groupMaps, group, images})
+      requireInt(kernel, v, "a conv GEMM dim");
+    P = static_cast<int>(win.outSize);
+    CK = static_cast<int>(columns);
+    Mg = static_cast<int>(groupMaps);
+  }
+  /// Calls f(first, count) for each chunk of images.
+  template <typename F> void forEach(F &&f) const {
+    for (int64_t first = 0; first < shape.images; first += chunk)
+      f(first, std::min(chunk, shape.images - first));
+  }
+  /// The column matrices of images [first, first + count) of x (channels x
+  /// spatial each): x itself for a pointwise conv, else unfolded into the
+  /// workspace.
+  const float *unfold(Context &ctx, const char *kernel, const Window &win, const Tensor &x,
+                      int64_t channels, int64_t groupChannels, int64_t first,
+                      int64_t count) const {
+    if (shape.pointwise)
+      return x.as<float>() + first * channels * win.inSize;
+    int64_t total = count * perImage;
+    im2colKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
+        total, win, channels, groupChannels, shape.groups,
+        x.as<float>() + first * channels * win.inSize, workspace.get());
+    checkLaunch(kernel);
+    return workspace.get();
+  }
+
+  ConvColumns shape;
+  int64_t perImage, chunk;
+  ColumnWorkspace workspace;
+  int P = 0, CK = 0, Mg = 0;
+};
+
 } // namespace
 } // namespace detail
 
@@ -337,31 +378,14 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   } else {
     // A pointwise conv reads x as its column matrix; others unfold a chunk
     // of images at a time into a stream-ordered workspace.
-    ConvColumns shape = convColumns(win, images, group, columns);
-    bool pointwise = shape.pointwise;
-    int64_t perImage = group * columns * positions; // column elements per image
-    int64_t chunk = pointwise ? images : cudaImagesPerChunk(shape);
-    ColumnWorkspace workspaceBuffer(ctx, shape, kernel);
-    float *workspace = workspaceBuffer.get();
+    ColumnChunks chunks(ctx, kernel, win, images, group, columns, groupMaps);
+    int64_t perImage = chunks.perImage;
+    int P = chunks.P, CK = chunks.CK, Mg = chunks.Mg;
     cublasHandle_t handle = blasHandle(ctx, kernel);
     const float one = 1.0f, zero = 0.0f;
-    for (int64_t v : {positions, columns, groupMaps, group, images})
-      requireInt(kernel, v, "a conv GEMM dim");
-    int P = static_cast<int>(positions), CK = static_cast<int>(columns);
-    int Mg = static_cast<int>(groupMaps);
-    for (int64_t first = 0; first < images; first += chunk) {
-      int64_t count = images - first < chunk ? images - first : chunk;
-      const float *col;
-      if (pointwise) {
-        col = x.as<float>() + first * channels * positions;
-      } else {
-        int64_t total = count * perImage;
-        im2colKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
-            total, win, channels, groupChannels, group,
-            x.as<float>() + first * channels * win.inSize, workspace);
-        checkLaunch(kernel);
-        col = workspace;
-      }
+    chunks.forEach([&](int64_t first, int64_t count) {
+      const float *col =
+          chunks.unfold(ctx, kernel, win, x, channels, groupChannels, first, count);
       // y_g[Mg, P] = w_g[Mg, CK] col_g[CK, P] for each image and group:
       // batch over the larger of the two, loop over the other.
       float *yChunk = y.as<float>() + first * maps * positions;
@@ -383,7 +407,7 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
                         static_cast<int>(group)),
                     kernel);
       }
-    }
+    });
   }
   if (b) {
     int64_t n = y.numel();
@@ -413,20 +437,14 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
   }
   // A pointwise conv's columns are dx itself; others go through a workspace
   // of a chunk of images and are folded back onto dx.
-  ConvColumns shape = convColumns(win, images, group, columns);
-  bool pointwise = shape.pointwise;
-  int64_t perImage = group * columns * positions;
-  int64_t chunk = pointwise ? images : cudaImagesPerChunk(shape);
-  ColumnWorkspace workspaceBuffer(ctx, shape, kernel);
-  float *workspace = workspaceBuffer.get();
+  ColumnChunks chunks(ctx, kernel, win, images, group, columns, groupMaps);
+  bool pointwise = chunks.shape.pointwise;
+  int64_t perImage = chunks.perImage;
+  int P = chunks.P, CK = chunks.CK, Mg = chunks.Mg;
+  float *workspace = chunks.workspace.get();
   cublasHandle_t handle = blasHandle(ctx, kernel);
   const float one = 1.0f, zero = 0.0f;
-  for (int64_t v : {positions, columns, groupMaps, group, images})
-    requireInt(kernel, v, "a conv GEMM dim");
-  int P = static_cast<int>(positions), CK = static_cast<int>(columns);
-  int Mg = static_cast<int>(groupMaps);
-  for (int64_t first = 0; first < images; first += chunk) {
-    int64_t count = images - first < chunk ? images - first : chunk;
+  chunks.forEach([&](int64_t first, int64_t count) {
     float *col = pointwise ? out.as<float>() + first * channels * win.inSize : workspace;
     const float *gChunk = grad.as<float>() + first * maps * positions;
     // col_g[CK, P] = w_g[Mg, CK]^T dy_g[Mg, P], per image and group: in
@@ -444,7 +462,7 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
           total, win, channels, workspace, out.as<float>() + first * channels * win.inSize);
       checkLaunch(kernel);
     }
-  }
+  });
 }
 
 void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
@@ -464,31 +482,13 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
   int64_t positions = win.outSize;
   if (grad.numel() == 0)
     return;
-  ConvColumns shape = convColumns(win, images, group, columns);
-  bool pointwise = shape.pointwise;
-  int64_t perImage = group * columns * positions;
-  int64_t chunk = pointwise ? images : cudaImagesPerChunk(shape);
-  ColumnWorkspace workspaceBuffer(ctx, shape, kernel);
-  float *workspace = workspaceBuffer.get();
+  ColumnChunks chunks(ctx, kernel, win, images, group, columns, groupMaps);
+  int64_t perImage = chunks.perImage;
+  int P = chunks.P, CK = chunks.CK, Mg = chunks.Mg;
   cublasHandle_t handle = blasHandle(ctx, kernel);
   const float one = 1.0f;
-  for (int64_t v : {positions, columns, groupMaps, group, images})
-    requireInt(kernel, v, "a conv GEMM dim");
-  int P = static_cast<int>(positions), CK = static_cast<int>(columns);
-  int Mg = static_cast<int>(groupMaps);
-  for (int64_t first = 0; first < images; first += chunk) {
-    int64_t count = images - first < chunk ? images - first : chunk;
-    const float *col;
-    if (pointwise) {
-      col = x.as<float>() + first * channels * positions;
-    } else {
-      int64_t total = count * perImage;
-      im2colKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
-          total, win, channels, groupChannels, group,
-          x.as<float>() + first * channels * win.inSize, workspace);
-      checkLaunch(kernel);
-      col = workspace;
-    }
+  chunks.forEach([&](int64_t first, int64_t count) {
+    const float *col = chunks.unfold(ctx, kernel, win, x, channels, groupChannels, first, count);
     // dw_g[Mg, CK] += dy_g[Mg, P] col_g[CK, P]^T for each image, the groups
     // batched (each writes its own dw_g): in column-major terms
     // dw_g^T[CK, Mg] += col_g^T'[CK, P] dy_g^T[P, Mg].
@@ -500,7 +500,7 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
                     groupMaps * positions, &one, out.as<float>(), CK, groupMaps * columns,
                     static_cast<int>(group)),
                 kernel);
-  }
+  });
 }
 
 } // namespace cleave::rt::cuda
