@@ -22,6 +22,29 @@ int64_t normaliseAxis(const char *kernel, int64_t axis, int rank) {
   return axis;
 }
 
+/// A gather along one axis of `table`: viewed as outer x axisDim x inner,
+/// it gives or takes (gather_grad) `count` rows of `inner` elements per
+/// outer index.
+struct GatherShape {
+  int64_t outer = 1, axisDim = 0, inner = 1, count = 0;
+};
+
+/// The gather of `indices` along `axis` of `table`; fails unless `gathered`
+/// (`what`) holds outer x count x inner elements.
+GatherShape gatherShape(const char *kernel, const Tensor &table, int64_t axis,
+                        const Tensor &indices, const Tensor &gathered, const char *what) {
+  axis = normaliseAxis(kernel, axis, table.rank());
+  GatherShape shape;
+  shape.axisDim = table.shape[axis];
+  shape.count = indices.numel();
+  for (int d = 0; d < axis; ++d)
+    shape.outer *= table.shape[d];
+  for (int d = static_cast<int>(axis) + 1; d < table.rank(); ++d)
+    shape.inner *= table.shape[d];
+  requireNumel(kernel, gathered, shape.outer * shape.count * shape.inner, what);
+  return shape;
+}
+
 /// The layout over `shape` with dense strides of `dstShape` and `srcShape`
 /// (both of `shape`'s rank).
 Layout<2> denseCopyLayout(const Dims &shape, const Dims &dstShape, const Dims &srcShape) {
@@ -200,13 +223,7 @@ void gather(Context &ctx, const Tensor &data, const Tensor &indices, const Tenso
             int64_t axis) {
   const char *kernel = "gather";
   requireSameType(kernel, data, out);
-  axis = normaliseAxis(kernel, axis, data.rank());
-  int64_t outer = 1, inner = 1, axisDim = data.shape[axis], count = indices.numel();
-  for (int d = 0; d < axis; ++d)
-    outer *= data.shape[d];
-  for (int d = static_cast<int>(axis) + 1; d < data.rank(); ++d)
-    inner *= data.shape[d];
-  requireNumel(kernel, out, outer * count * inner, "the result");
+  GatherShape shape = gatherShape(kernel, data, axis, indices, out, "the result");
   int64_t n = out.numel();
   dispatch(kernel, indices.dtype, IndexTypes{}, [&](auto indexTag) {
     using I = typename decltype(indexTag)::type;
@@ -215,7 +232,7 @@ void gather(Context &ctx, const Tensor &data, const Tensor &indices, const Tenso
       if (n == 0)
         return;
       gatherKernel<U, I><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-          n, count, axisDim, inner, data.as<U>(), indices.as<I>(), out.as<U>());
+          n, shape.count, shape.axisDim, shape.inner, data.as<U>(), indices.as<I>(), out.as<U>());
       checkLaunch(kernel);
     });
   });
@@ -255,13 +272,7 @@ void gather_grad(Context &ctx, const Tensor &grad, const Tensor &indices, const 
                  int64_t axis) {
   const char *kernel = "gather_grad";
   requireSameType(kernel, grad, out);
-  axis = normaliseAxis(kernel, axis, out.rank());
-  int64_t outer = 1, inner = 1, axisDim = out.shape[axis], count = indices.numel();
-  for (int d = 0; d < axis; ++d)
-    outer *= out.shape[d];
-  for (int d = static_cast<int>(axis) + 1; d < out.rank(); ++d)
-    inner *= out.shape[d];
-  requireNumel(kernel, grad, outer * count * inner, "grad");
+  GatherShape shape = gatherShape(kernel, out, axis, indices, grad, "grad");
   int64_t n = grad.numel();
   dispatch(kernel, indices.dtype, IndexTypes{}, [&](auto indexTag) {
     using I = typename decltype(indexTag)::type;
@@ -272,7 +283,7 @@ void gather_grad(Context &ctx, const Tensor &grad, const Tensor &indices, const 
       if (n == 0)
         return;
       gatherGradKernel<T, I><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-          n, count, axisDim, inner, grad.as<T>(), indices.as<I>(), out.as<T>());
+          n, shape.count, shape.axisDim, shape.inner, grad.as<T>(), indices.as<I>(), out.as<T>());
       checkLaunch(kernel);
     });
   });
