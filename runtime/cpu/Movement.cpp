@@ -52,6 +52,18 @@ int64_t indexWithin(const char *kernel, int64_t index, int64_t dim) {
   return i;
 }
 
+/// Fills in a slice's default starts (0) and steps (1), one per dim of
+/// `whole`, and checks that `sliced` has its rank; the error names them
+/// `slicedName` and `wholeName`.
+void completeSlice(const char *kernel, const Tensor &whole, const Tensor &sliced, Dims &starts,
+                   Dims &steps, const char *slicedName, const char *wholeName) {
+  int rank = whole.rank();
+  starts = orDefault(kernel, "starts", starts, rank, 0);
+  steps = orDefault(kernel, "steps", steps, rank, 1);
+  if (sliced.rank() != rank)
+    fail(kernel, "%s rank %d differs from %s %d", slicedName, sliced.rank(), wholeName, rank);
+}
+
 /// Where a slice (`sliced`: dims from `starts` by `steps`) lies in `whole`:
 /// the element offset of its first element and the distance between its
 /// elements along each dim, once checked to stay inside (`outside` says how
@@ -144,11 +156,7 @@ void split(Context &, const Tensor &in, const TensorList &outputs, int64_t axis)
 void slice(Context &, const Tensor &in, const Tensor &out, Dims starts, Dims steps) {
   const char *kernel = "slice";
   checkType(kernel, out, in.dtype);
-  int rank = in.rank();
-  starts = orDefault(kernel, "starts", starts, rank, 0);
-  steps = orDefault(kernel, "steps", steps, rank, 1);
-  if (out.rank() != rank)
-    fail(kernel, "result rank %d differs from the input's %d", out.rank(), rank);
+  completeSlice(kernel, in, out, starts, steps, "result", "the input's");
   SliceWindow window = sliceWindow(kernel, in, out, starts, steps, "reads outside the input");
   if (out.numel() == 0)
     return;
@@ -247,18 +255,14 @@ void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Ten
 void slice_grad(Context &, const Tensor &grad, const Tensor &out, Dims starts, Dims steps) {
   const char *kernel = "slice_grad";
   checkType(kernel, grad, out.dtype);
-  int rank = out.rank();
-  starts = orDefault(kernel, "starts", starts, rank, 0);
-  steps = orDefault(kernel, "steps", steps, rank, 1);
-  if (grad.rank() != rank)
-    fail(kernel, "grad rank %d differs from the result's %d", grad.rank(), rank);
+  completeSlice(kernel, out, grad, starts, steps, "grad", "the result's");
   if (grad.data == out.data && out.numel() > 0)
     fail(kernel, "cannot place a slice in place");
   SliceWindow window = sliceWindow(kernel, out, grad, starts, steps, "writes outside the result");
   int64_t gradStrides[kMaxRank];
   rowMajorStrides(grad.shape, gradStrides);
   LoopNest<2> nest; // operand 0: grad (contiguous), 1: the positions in out
-  for (int d = 0; d < rank; ++d)
+  for (int d = 0; d < grad.rank(); ++d)
     nest.push(grad.shape[d], {gradStrides[d], window.strides[d]});
   std::memset(out.data, 0, out.bytes());
   if (grad.numel() == 0)

@@ -45,6 +45,18 @@ GatherShape gatherShape(const char *kernel, const Tensor &table, int64_t axis,
   return shape;
 }
 
+/// Checks that `piece` (concat's input, split's output) has `whole`'s rank
+/// and dims but along `axis`; the errors name them `pieceName` and
+/// `wholeName`.
+void requirePieceOf(const char *kernel, const Tensor &piece, const Tensor &whole, int64_t axis,
+                    const char *pieceName, const char *wholeName) {
+  if (piece.rank() != whole.rank())
+    fail(kernel, "%s has rank %d, %s %d", pieceName, piece.rank(), wholeName, whole.rank());
+  for (int d = 0; d < piece.rank(); ++d)
+    if (d != axis && piece.shape[d] != whole.shape[d])
+      fail(kernel, "%s's dim %d differs from %s's", pieceName, d, wholeName);
+}
+
 /// The layout over `shape` with dense strides of `dstShape` and `srcShape`
 /// (both of `shape`'s rank).
 Layout<2> denseCopyLayout(const Dims &shape, const Dims &dstShape, const Dims &srcShape) {
@@ -171,11 +183,7 @@ void concat(Context &ctx, const TensorList &inputs, const Tensor &out, int64_t a
   int64_t offset = 0;
   for (const Tensor &in : inputs) {
     requireSameType(kernel, in, out);
-    if (in.rank() != out.rank())
-      fail(kernel, "an input has rank %d, the result %d", in.rank(), out.rank());
-    for (int d = 0; d < in.rank(); ++d)
-      if (d != axis && in.shape[d] != out.shape[d])
-        fail(kernel, "an input's dim %d differs from the result's", d);
+    requirePieceOf(kernel, in, out, axis, "an input", "the result");
     Layout<2> layout = denseCopyLayout(in.shape, out.shape, in.shape);
     stridedCopy(ctx, kernel, out.dtype, layout, out.data, offset * outStrides[axis], in.data, 0);
     offset += in.shape[axis];
@@ -193,11 +201,7 @@ void split(Context &ctx, const Tensor &in, const TensorList &outputs, int64_t ax
   int64_t offset = 0;
   for (const Tensor &out : outputs) {
     requireSameType(kernel, in, out);
-    if (in.rank() != out.rank())
-      fail(kernel, "an output has rank %d, the input %d", out.rank(), in.rank());
-    for (int d = 0; d < in.rank(); ++d)
-      if (d != axis && in.shape[d] != out.shape[d])
-        fail(kernel, "an output's dim %d differs from the input's", d);
+    requirePieceOf(kernel, out, in, axis, "an output", "the input");
     if (offset + out.shape[axis] > in.shape[axis])
       fail(kernel, "the outputs are larger than the input along the axis");
     Layout<2> layout = denseCopyLayout(out.shape, out.shape, in.shape);
