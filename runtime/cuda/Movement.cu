@@ -69,19 +69,29 @@ Layout<2> denseCopyLayout(const Dims &shape, const Dims &dstShape, const Dims &s
   return layout;
 }
 
+/// The element of the table (outer x axisDim x inner) that element `i` of
+/// the gathered tensor (outer x count x inner) stands for, or -1 where its
+/// index is out of range: undefined in ONNX, so gather writes zero and
+/// gather_grad skips it rather than fault.
+template <typename I>
+__device__ int64_t gatheredFrom(int64_t i, int64_t count, int64_t axisDim, int64_t inner,
+                                const I *indices) {
+  int64_t j = i % inner;
+  int64_t t = i / inner;
+  int64_t k = t % count;
+  int64_t o = t / count;
+  int64_t index = static_cast<int64_t>(indices[k]);
+  if (index < 0)
+    index += axisDim;
+  return index >= 0 && index < axisDim ? (o * axisDim + index) * inner + j : -1;
+}
+
 template <typename U, typename I>
 __global__ void gatherKernel(int64_t n, int64_t count, int64_t axisDim, int64_t inner,
                              const U *data, const I *indices, U *out) {
   CLEAVE_GRID_LOOP(i, n) {
-    int64_t j = i % inner;
-    int64_t t = i / inner;
-    int64_t k = t % count;
-    int64_t o = t / count;
-    int64_t index = static_cast<int64_t>(indices[k]);
-    if (index < 0)
-      index += axisDim;
-    // Out of range is undefined in ONNX; write zero rather than fault.
-    out[i] = index >= 0 && index < axisDim ? data[(o * axisDim + index) * inner + j] : U(0);
+    int64_t from = gatheredFrom(i, count, axisDim, inner, indices);
+    out[i] = from >= 0 ? data[from] : U(0);
   }
 }
 
@@ -102,17 +112,9 @@ template <typename T, typename I>
 __global__ void gatherGradKernel(int64_t n, int64_t count, int64_t axisDim, int64_t inner,
                                  const T *grad, const I *indices, T *out) {
   CLEAVE_GRID_LOOP(i, n) {
-    int64_t j = i % inner;
-    int64_t t = i / inner;
-    int64_t k = t % count;
-    int64_t o = t / count;
-    int64_t index = static_cast<int64_t>(indices[k]);
-    if (index < 0)
-      index += axisDim;
-    // Out of range is undefined in ONNX; skipped rather than fault (as gather
-    // writes zero).
-    if (index >= 0 && index < axisDim)
-      atomicAdd(out + (o * axisDim + index) * inner + j, grad[i]);
+    int64_t to = gatheredFrom(i, count, axisDim, inner, indices);
+    if (to >= 0)
+      atomicAdd(out + to, grad[i]);
   }
 }
 
