@@ -99,13 +99,19 @@ def models():
         torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))
 
 
-def bench(name, model, args, workdir, repeat, threads):
-    model.eval()
-    path = os.path.join(workdir, "model.onnx")
+def export(model, args, path, **options):
+    """Exports `model` on `args` (inputs "a" and "b", output "loss") the way
+    both benches compile it; `options` go to torch.onnx.export."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, args, path, opset_version=17, do_constant_folding=False,
-                          input_names=["a", "b"], output_names=["loss"])
+                          input_names=["a", "b"], output_names=["loss"], **options)
+
+
+def bench(name, model, args, workdir, repeat, threads):
+    model.eval()
+    path = os.path.join(workdir, "model.onnx")
+    export(model, args, path)
     out = os.path.join(workdir, "out")
     subprocess.run([CLEAVE, "compile", path, "-o", out], check=True)
     flags = []

@@ -18,13 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from forward_vs_onnxruntime import CLEAVE, GPT, MLP  # noqa: E402
+from forward_vs_onnxruntime import CLEAVE, export, models  # noqa: E402
 
 
 def sgemm_flops_per_second(threads):
@@ -45,16 +44,11 @@ def sgemm_flops_per_second(threads):
 def bench(name, model, args, steps, threads, workdir):
     model.train()
     path = os.path.join(workdir, "model.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, path, opset_version=17, do_constant_folding=False,
-                          input_names=["a", "b"], output_names=["loss"],
-                          training=torch.onnx.TrainingMode.EVAL)
+    export(model, args, path, training=torch.onnx.TrainingMode.EVAL)
     out = os.path.join(workdir, "train")
     subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", "--optimizer", "adamw",
                     "--lr", "1e-3", "--weight-decay", "0.01"], check=True)
     flops = json.load(open(os.path.join(out, "plan.json")))["flops"]
-    batch = args[0].shape[0]
     flags = []
     for input_name, value in zip(["a", "b"], args):
         data = torch.cat([value] * 4).numpy()
@@ -91,11 +85,8 @@ def main():
           f"{options.steps} steps (driver's --log-json seconds), pytorch: median step")
     print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'torch ms':>9} {'ratio':>6} "
           f"{'of sgemm':>8}")
-    torch.manual_seed(0)
-    cases = [("mlp (256-1024-1024-10, batch 64)", MLP(),
-              (torch.randn(64, 256), torch.randint(0, 10, (64,)))),
-             ("gpt (2 layers, d 128, seq 64, batch 8)", GPT(),
-              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))))]
+    # The forward bench's MLP and GPT, with the same seeded weights and data.
+    cases = [case for case in models() if not case[0].startswith("cnn")]
     for name, model, args in cases:
         with tempfile.TemporaryDirectory() as workdir:
             for t, ours, theirs, fraction in bench(name, model, args, options.steps,

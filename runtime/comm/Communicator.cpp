@@ -154,7 +154,10 @@ void Communicator::allReduceSum(void *buffer, std::size_t count, DType type,
   checkSum(type, site, CollectiveKind::AllReduce);
   bytesSent_.add(CollectiveKind::AllReduce,
                  ringBytesSent(CollectiveKind::AllReduce, count * dtypeSize(type), size_));
-  doAllReduceSum(buffer, count, type, site);
+  if (options_.deterministic)
+    doAllReduceSumInRankOrder(buffer, count, type, site);
+  else
+    doAllReduceSum(buffer, count, type, site);
 }
 
 void Communicator::allGather(const void *sent, void *received, std::size_t countPerRank,
@@ -171,7 +174,10 @@ void Communicator::reduceScatterSum(const void *sent, void *received, std::size_
   uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(type);
   bytesSent_.add(CollectiveKind::ReduceScatter,
                  ringBytesSent(CollectiveKind::ReduceScatter, full, size_));
-  doReduceScatterSum(sent, received, countPerRank, type, site);
+  if (options_.deterministic)
+    doReduceScatterSumInRankOrder(sent, received, countPerRank, type, site);
+  else
+    doReduceScatterSum(sent, received, countPerRank, type, site);
 }
 
 void Communicator::broadcast(void *buffer, std::size_t count, DType type, int root,

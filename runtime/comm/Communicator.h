@@ -177,6 +177,13 @@ protected:
                            DType type, const CallSite &site) = 0;
   virtual void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                                   DType type, const CallSite &site) = 0;
+  /// The sums of the deterministic mode (CommOptions::deterministic): every
+  /// element added in rank order, the same on every rank and every run.
+  virtual void doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                         const CallSite &site) = 0;
+  virtual void doReduceScatterSumInRankOrder(const void *sent, void *received,
+                                             std::size_t countPerRank, DType type,
+                                             const CallSite &site) = 0;
   virtual void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                            const CallSite &site) = 0;
   virtual void doBarrier(const CallSite &site) = 0;
@@ -215,6 +222,12 @@ protected:
                    const CallSite &site) override;
   void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                           DType type, const CallSite &site) override;
+  // One rank: its own part is the sum, so any order is rank order.
+  void doAllReduceSumInRankOrder(void *, std::size_t, DType, const CallSite &) override {}
+  void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
+                                     DType type, const CallSite &site) override {
+    doReduceScatterSum(sent, received, countPerRank, type, site);
+  }
   void doBroadcast(void *, std::size_t, DType, int, const CallSite &) override {}
   void doBarrier(const CallSite &) override {}
   void doSend(const void *, std::size_t, DType, int, int, const CallSite &site) override;

@@ -198,8 +198,6 @@ int MpiCommunicator::mpiCount(std::size_t count, CollectiveKind kind, const Call
 void MpiCommunicator::doAllReduceSum(void *buffer, std::size_t count, DType type,
                                      const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::AllReduce;
-  if (options().deterministic)
-    return allReduceInRankOrder(buffer, count, type, site);
   Deadline deadline(options().timeoutSeconds);
   MPI_Request request;
   check(MPI_Iallreduce(MPI_IN_PLACE, buffer, mpiCount(count, kind, site), mpiType(type), MPI_SUM,
@@ -224,8 +222,6 @@ void MpiCommunicator::doReduceScatterSum(const void *sent, void *received,
                                          std::size_t countPerRank, DType type,
                                          const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
-  if (options().deterministic)
-    return reduceScatterInRankOrder(sent, received, countPerRank, type, site);
   Deadline deadline(options().timeoutSeconds);
   MPI_Request request;
   check(MPI_Ireduce_scatter_block(sent, received, mpiCount(countPerRank, kind, site),
@@ -302,8 +298,8 @@ void MpiCommunicator::doRecv(void *buffer, std::size_t count, DType type, int pe
 
 void MpiCommunicator::endJob(int exitCode) { abortJob(exitCode); }
 
-void MpiCommunicator::allReduceInRankOrder(void *buffer, std::size_t count, DType type,
-                                           const CallSite &site) {
+void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                                const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::AllReduce;
   Deadline deadline(options().timeoutSeconds);
   int total = mpiCount(count, kind, site);
@@ -336,9 +332,9 @@ void MpiCommunicator::allReduceInRankOrder(void *buffer, std::size_t count, DTyp
   wait(request, deadline, kind, site);
 }
 
-void MpiCommunicator::reduceScatterInRankOrder(const void *sent, void *received,
-                                               std::size_t countPerRank, DType type,
-                                               const CallSite &site) {
+void MpiCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,
+                                                    std::size_t countPerRank, DType type,
+                                                    const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
   Deadline deadline(options().timeoutSeconds);
   int count = mpiCount(countPerRank, kind, site);

@@ -80,6 +80,13 @@ protected:
                    const CallSite &site) override;
   void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                           DType type, const CallSite &site) override;
+  /// In rank order: every rank receives everyone's piece of its own chunk
+  /// (all-to-all), adds them in rank order, and (for the all-reduce) the
+  /// summed chunks are gathered.
+  void doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                 const CallSite &site) override;
+  void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
+                                     DType type, const CallSite &site) override;
   void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                    const CallSite &site) override;
   void doBarrier(const CallSite &site) override;
@@ -101,13 +108,6 @@ private:
             const CallSite &site, MPI_Status *status = MPI_STATUS_IGNORE);
   /// `count` as an MPI count (int), or fails.
   int mpiCount(std::size_t count, CollectiveKind kind, const CallSite &site);
-
-  /// The deterministic all-reduce and reduce-scatter: every rank receives
-  /// everyone's piece of its own chunk (all-to-all), adds them in rank
-  /// order, and (for the all-reduce) the summed chunks are gathered.
-  void allReduceInRankOrder(void *buffer, std::size_t count, DType type, const CallSite &site);
-  void reduceScatterInRankOrder(const void *sent, void *received, std::size_t countPerRank,
-                                DType type, const CallSite &site);
 
   MPI_Comm comm_;
   /// Reused between calls of the deterministic mode.

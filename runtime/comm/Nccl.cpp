@@ -169,8 +169,6 @@ void *NcclCommunicator::scratch(std::size_t bytes, CollectiveKind kind, const Ca
 void NcclCommunicator::doAllReduceSum(void *buffer, std::size_t count, DType type,
                                       const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::AllReduce;
-  if (options().deterministic)
-    return allReduceInRankOrder(buffer, count, type, site);
   Deadline deadline(options().timeoutSeconds);
   issued(ncclAllReduce(buffer, buffer, count, ncclSumType(type), ncclSum, comm_, stream_),
          "ncclAllReduce", kind, site, deadline);
@@ -191,8 +189,6 @@ void NcclCommunicator::doReduceScatterSum(const void *sent, void *received,
                                           std::size_t countPerRank, DType type,
                                           const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
-  if (options().deterministic)
-    return reduceScatterInRankOrder(sent, received, countPerRank, type, site);
   Deadline deadline(options().timeoutSeconds);
   issued(ncclReduceScatter(sent, received, countPerRank, ncclSumType(type), ncclSum, comm_,
                            stream_),
@@ -254,8 +250,8 @@ void NcclCommunicator::doRecv(void *buffer, std::size_t count, DType type, int p
   finish(kind, site, deadline);
 }
 
-void NcclCommunicator::allReduceInRankOrder(void *buffer, std::size_t count, DType type,
-                                            const CallSite &site) {
+void NcclCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                                 const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::AllReduce;
   Deadline deadline(options().timeoutSeconds);
   int n = size(), me = rank();
@@ -304,9 +300,9 @@ void NcclCommunicator::allReduceInRankOrder(void *buffer, std::size_t count, DTy
   finish(kind, site, deadline);
 }
 
-void NcclCommunicator::reduceScatterInRankOrder(const void *sent, void *received,
-                                                std::size_t countPerRank, DType type,
-                                                const CallSite &site) {
+void NcclCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,
+                                                     std::size_t countPerRank, DType type,
+                                                     const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
   Deadline deadline(options().timeoutSeconds);
   int n = size(), me = rank();

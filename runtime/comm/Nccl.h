@@ -49,6 +49,10 @@ protected:
                    const CallSite &site) override;
   void doReduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                           DType type, const CallSite &site) override;
+  void doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                 const CallSite &site) override;
+  void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
+                                     DType type, const CallSite &site) override;
   void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                    const CallSite &site) override;
   void doBarrier(const CallSite &site) override;
@@ -73,10 +77,6 @@ private:
   void check(cudaError_t status, const char *call, CollectiveKind kind, const CallSite &site);
   /// Device scratch of at least `bytes`, reused between calls.
   void *scratch(std::size_t bytes, CollectiveKind kind, const CallSite &site);
-
-  void allReduceInRankOrder(void *buffer, std::size_t count, DType type, const CallSite &site);
-  void reduceScatterInRankOrder(const void *sent, void *received, std::size_t countPerRank,
-                                DType type, const CallSite &site);
 
   ncclComm_t comm_;
   cudaStream_t stream_;

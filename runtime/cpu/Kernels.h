@@ -3,33 +3,15 @@
 #ifndef CLEAVE_RUNTIME_CPU_KERNELS_H
 #define CLEAVE_RUNTIME_CPU_KERNELS_H
 
-#include "runtime/Allocations.h"
+#include "runtime/StepContext.h"
 #include "runtime/Tensor.h"
-
-#include <cstdint>
-#include <vector>
-
-namespace cleave::rt::comm {
-class Communicator;
-}
 
 namespace cleave::rt::cpu {
 
 /// What CPU kernels share for one run: nothing global, no hidden threads
 /// (BLAS runs with the thread count it is given).
-struct Context {
+struct Context : StepContext {
   int threads = 1;
-  /// Which microbatch of which training step runs (runtime/Random.h's
-  /// trainingStream; 0 outside training): part of every dropout mask's key.
-  uint64_t randomStream = 0;
-  /// The training step (what a collective's error names); -1 outside.
-  int64_t step = -1;
-  /// The communicator of each mesh axis, in the mesh's order (all_reduce's
-  /// `axis`); empty without a mesh. Owned by the driver.
-  std::vector<comm::Communicator *> axes;
-  /// Where kernels count the scratch they allocate for a call (a
-  /// convolution's columns, runtime/ConvScratch.h); null: not counted.
-  AllocationMeter *allocations = nullptr;
 };
 
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);

@@ -23,6 +23,25 @@ int checkAxis(const char *kernel, int64_t axis, int rank) {
   return static_cast<int>(axis);
 }
 
+/// A gather along one axis of `table`: viewed as outer x dim x inner, it
+/// gives or takes (gather_grad) `count` rows of `inner` elements per outer
+/// index.
+struct GatherShape {
+  int64_t outer, dim, inner, count;
+};
+
+/// The gather of `indices` along `axis` of `table`; fails with `mismatch`
+/// unless `gathered` holds outer x count x inner elements.
+GatherShape gatherShape(const char *kernel, const Tensor &table, int64_t axis,
+                        const Tensor &indices, const Tensor &gathered, const char *mismatch) {
+  int a = checkAxis(kernel, axis, table.rank());
+  GatherShape shape{product(table.shape, 0, a), table.shape[a],
+                    product(table.shape, a + 1, table.rank()), indices.numel()};
+  if (gathered.numel() != shape.outer * shape.count * shape.inner)
+    fail(kernel, "%s", mismatch);
+  return shape;
+}
+
 /// `index` into a dim of `dim` entries, negative ones counting from the end;
 /// one out of range is an error of `kernel`.
 int64_t indexWithin(const char *kernel, int64_t index, int64_t dim) {
@@ -31,6 +50,18 @@ int64_t indexWithin(const char *kernel, int64_t index, int64_t dim) {
     failOnData(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(index),
          static_cast<long long>(dim), static_cast<long long>(dim));
   return i;
+}
+
+/// Fills in a slice's default starts (0) and steps (1), one per dim of
+/// `whole`, and checks that `sliced` has its rank; the error names them
+/// `slicedName` and `wholeName`.
+void completeSlice(const char *kernel, const Tensor &whole, const Tensor &sliced, Dims &starts,
+                   Dims &steps, const char *slicedName, const char *wholeName) {
+  int rank = whole.rank();
+  starts = orDefault(kernel, "starts", starts, rank, 0);
+  steps = orDefault(kernel, "steps", steps, rank, 1);
+  if (sliced.rank() != rank)
+    fail(kernel, "%s rank %d differs from %s %d", slicedName, sliced.rank(), wholeName, rank);
 }
 
 /// Where a slice (`sliced`: dims from `starts` by `steps`) lies in `whole`:
@@ -125,11 +156,7 @@ void split(Context &, const Tensor &in, const TensorList &outputs, int64_t axis)
 void slice(Context &, const Tensor &in, const Tensor &out, Dims starts, Dims steps) {
   const char *kernel = "slice";
   checkType(kernel, out, in.dtype);
-  int rank = in.rank();
-  starts = orDefault(kernel, "starts", starts, rank, 0);
-  steps = orDefault(kernel, "steps", steps, rank, 1);
-  if (out.rank() != rank)
-    fail(kernel, "result rank %d differs from the input's %d", out.rank(), rank);
+  completeSlice(kernel, in, out, starts, steps, "result", "the input's");
   SliceWindow window = sliceWindow(kernel, in, out, starts, steps, "reads outside the input");
   if (out.numel() == 0)
     return;
@@ -141,13 +168,8 @@ void gather(Context &, const Tensor &data, const Tensor &indices, const Tensor &
             int64_t axis) {
   const char *kernel = "gather";
   checkType(kernel, out, data.dtype);
-  int a = checkAxis(kernel, axis, data.rank());
-  int64_t outer = product(data.shape, 0, a);
-  int64_t dim = data.shape[a];
-  int64_t inner = product(data.shape, a + 1, data.rank());
-  int64_t count = indices.numel();
-  if (out.numel() != outer * count * inner)
-    fail(kernel, "result shape does not match data and indices");
+  GatherShape shape =
+      gatherShape(kernel, data, axis, indices, out, "result shape does not match data and indices");
   dispatch(kernel, indices.dtype, IntTypes{}, [&](auto itag) {
     using I = typename decltype(itag)::type;
     const I *idx = indices.as<I>();
@@ -155,15 +177,15 @@ void gather(Context &, const Tensor &data, const Tensor &indices, const Tensor &
       using T = typename decltype(tag)::type;
       const T *src = data.as<T>();
       T *dst = out.as<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t j = 0; j < count; ++j) {
-          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), dim);
-          const T *s = src + (o * dim + i) * inner;
-          T *d = dst + (o * count + j) * inner;
-          if (inner == 1)
+      for (int64_t o = 0; o < shape.outer; ++o)
+        for (int64_t j = 0; j < shape.count; ++j) {
+          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), shape.dim);
+          const T *s = src + (o * shape.dim + i) * shape.inner;
+          T *d = dst + (o * shape.count + j) * shape.inner;
+          if (shape.inner == 1)
             *d = *s;
           else
-            std::memcpy(d, s, static_cast<std::size_t>(inner) * sizeof(T));
+            std::memcpy(d, s, static_cast<std::size_t>(shape.inner) * sizeof(T));
         }
     });
   });
@@ -205,13 +227,8 @@ void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Ten
                  int64_t axis) {
   const char *kernel = "gather_grad";
   checkType(kernel, grad, out.dtype);
-  int a = checkAxis(kernel, axis, out.rank());
-  int64_t outer = product(out.shape, 0, a);
-  int64_t dim = out.shape[a];
-  int64_t inner = product(out.shape, a + 1, out.rank());
-  int64_t count = indices.numel();
-  if (grad.numel() != outer * count * inner)
-    fail(kernel, "grad shape does not match the result and indices");
+  GatherShape shape = gatherShape(kernel, out, axis, indices, grad,
+                                  "grad shape does not match the result and indices");
   if (grad.data == out.data && out.numel() > 0)
     fail(kernel, "cannot scatter in place");
   dispatch(kernel, indices.dtype, IntTypes{}, [&](auto itag) {
@@ -223,12 +240,12 @@ void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Ten
       T *dst = out.as<T>();
       std::fill(dst, dst + out.numel(), T(0));
       // Serial, in index order: repeated indices add up deterministically.
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t j = 0; j < count; ++j) {
-          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), dim);
-          const T *s = src + (o * count + j) * inner;
-          T *d = dst + (o * dim + i) * inner;
-          for (int64_t k = 0; k < inner; ++k)
+      for (int64_t o = 0; o < shape.outer; ++o)
+        for (int64_t j = 0; j < shape.count; ++j) {
+          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), shape.dim);
+          const T *s = src + (o * shape.count + j) * shape.inner;
+          T *d = dst + (o * shape.dim + i) * shape.inner;
+          for (int64_t k = 0; k < shape.inner; ++k)
             d[k] += s[k];
         }
     });
@@ -238,18 +255,14 @@ void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Ten
 void slice_grad(Context &, const Tensor &grad, const Tensor &out, Dims starts, Dims steps) {
   const char *kernel = "slice_grad";
   checkType(kernel, grad, out.dtype);
-  int rank = out.rank();
-  starts = orDefault(kernel, "starts", starts, rank, 0);
-  steps = orDefault(kernel, "steps", steps, rank, 1);
-  if (grad.rank() != rank)
-    fail(kernel, "grad rank %d differs from the result's %d", grad.rank(), rank);
+  completeSlice(kernel, out, grad, starts, steps, "grad", "the result's");
   if (grad.data == out.data && out.numel() > 0)
     fail(kernel, "cannot place a slice in place");
   SliceWindow window = sliceWindow(kernel, out, grad, starts, steps, "writes outside the result");
   int64_t gradStrides[kMaxRank];
   rowMajorStrides(grad.shape, gradStrides);
   LoopNest<2> nest; // operand 0: grad (contiguous), 1: the positions in out
-  for (int d = 0; d < rank; ++d)
+  for (int d = 0; d < grad.rank(); ++d)
     nest.push(grad.shape[d], {gradStrides[d], window.strides[d]});
   std::memset(out.data, 0, out.bytes());
   if (grad.numel() == 0)

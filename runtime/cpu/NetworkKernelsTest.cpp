@@ -390,13 +390,14 @@ Dims convOutShape(const ConvCase &c) {
   return out;
 }
 
-/// Direct convolution by definition, in double, up to three spatial dims.
-template <typename T>
-std::vector<double> convByDefinition(const ConvCase &c, const Buffer &x, const Buffer &w,
-                                     const Buffer *b) {
+/// Visits every (input element, weight, output element) triple a direct
+/// convolution multiplies, by nested loops over images, output channels,
+/// output positions, input channels of the group and kernel offsets (up to
+/// three spatial dims): f(x index, w index, y index). The forward adds
+/// x * w to y; its adjoints add dy * w to dx and dy * x to dw.
+template <typename F> void forEachConvTerm(const ConvCase &c, F &&f) {
   int sp = c.x.size - 2;
   Dims out = convOutShape(c);
-  // Pad every spatial list to 3 dims (size 1, stride 1, no padding).
   int64_t S[3] = {1, 1, 1}, K[3] = {1, 1, 1}, O[3] = {1, 1, 1}, st[3] = {1, 1, 1},
           dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
   for (int d = 0; d < sp; ++d) {
@@ -409,14 +410,11 @@ std::vector<double> convByDefinition(const ConvCase &c, const Buffer &x, const B
     pb[e] = c.pads.size ? c.pads[d] : 0;
   }
   int64_t n = c.x[0], ch = c.x[1], m = c.w[0], cg = c.w[1], mg = m / c.group;
-  std::vector<double> y;
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t oc = 0; oc < m; ++oc) {
-      int64_t g = oc / mg;
+    for (int64_t oc = 0; oc < m; ++oc)
       for (int64_t o0 = 0; o0 < O[0]; ++o0)
         for (int64_t o1 = 0; o1 < O[1]; ++o1)
-          for (int64_t o2 = 0; o2 < O[2]; ++o2) {
-            double acc = b ? double(b->data<T>()[oc]) : 0.0;
+          for (int64_t o2 = 0; o2 < O[2]; ++o2)
             for (int64_t ic = 0; ic < cg; ++ic)
               for (int64_t k0 = 0; k0 < K[0]; ++k0)
                 for (int64_t k1 = 0; k1 < K[1]; ++k1)
@@ -426,16 +424,28 @@ std::vector<double> convByDefinition(const ConvCase &c, const Buffer &x, const B
                     int64_t p2 = o2 * st[2] - pb[2] + k2 * dl[2];
                     if (p0 < 0 || p0 >= S[0] || p1 < 0 || p1 >= S[1] || p2 < 0 || p2 >= S[2])
                       continue;
-                    int64_t xc = g * cg + ic;
-                    double xv = double(
-                        x.data<T>()[(((i * ch + xc) * S[0] + p0) * S[1] + p1) * S[2] + p2]);
-                    double wv =
-                        double(w.data<T>()[(((oc * cg + ic) * K[0] + k0) * K[1] + k1) * K[2] + k2]);
-                    acc += xv * wv;
+                    int64_t xc = oc / mg * cg + ic;
+                    f((((i * ch + xc) * S[0] + p0) * S[1] + p1) * S[2] + p2,
+                      (((oc * cg + ic) * K[0] + k0) * K[1] + k1) * K[2] + k2,
+                      (((i * m + oc) * O[0] + o0) * O[1] + o1) * O[2] + o2);
                   }
-            y.push_back(acc);
-          }
-    }
+}
+
+/// Direct convolution by definition, in double, up to three spatial dims.
+template <typename T>
+std::vector<double> convByDefinition(const ConvCase &c, const Buffer &x, const Buffer &w,
+                                     const Buffer *b) {
+  Dims out = convOutShape(c);
+  int64_t maps = out[1], positions = 1;
+  for (int d = 2; d < out.size; ++d)
+    positions *= out[d];
+  std::vector<double> y(static_cast<std::size_t>(out.product()));
+  for (std::size_t yi = 0; yi < y.size(); ++yi)
+    y[yi] = b ? double(b->data<T>()[static_cast<int64_t>(yi) / positions % maps]) : 0.0;
+  const T *xs = x.data<T>(), *ws = w.data<T>();
+  forEachConvTerm(c, [&](int64_t xi, int64_t wi, int64_t yi) {
+    y[static_cast<std::size_t>(yi)] += double(xs[xi]) * double(ws[wi]);
+  });
   return y;
 }
 
@@ -596,47 +606,6 @@ TEST(Pool, GlobalAverage) {
 //===----------------------------------------------------------------------===//
 // Adjoints of convolution and pooling
 //===----------------------------------------------------------------------===//
-
-/// Visits every (input element, weight, output element) triple a direct
-/// convolution multiplies, by nested loops over images, output channels,
-/// output positions, input channels of the group and kernel offsets (up to
-/// three spatial dims): f(x index, w index, y index). The forward adds
-/// x * w to y; its adjoints add dy * w to dx and dy * x to dw.
-template <typename F> void forEachConvTerm(const ConvCase &c, F &&f) {
-  int sp = c.x.size - 2;
-  Dims out = convOutShape(c);
-  int64_t S[3] = {1, 1, 1}, K[3] = {1, 1, 1}, O[3] = {1, 1, 1}, st[3] = {1, 1, 1},
-          dl[3] = {1, 1, 1}, pb[3] = {0, 0, 0};
-  for (int d = 0; d < sp; ++d) {
-    int e = 3 - sp + d;
-    S[e] = c.x[d + 2];
-    K[e] = c.w[d + 2];
-    O[e] = out[d + 2];
-    st[e] = c.strides.size ? c.strides[d] : 1;
-    dl[e] = c.dilations.size ? c.dilations[d] : 1;
-    pb[e] = c.pads.size ? c.pads[d] : 0;
-  }
-  int64_t n = c.x[0], ch = c.x[1], m = c.w[0], cg = c.w[1], mg = m / c.group;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t oc = 0; oc < m; ++oc)
-      for (int64_t o0 = 0; o0 < O[0]; ++o0)
-        for (int64_t o1 = 0; o1 < O[1]; ++o1)
-          for (int64_t o2 = 0; o2 < O[2]; ++o2)
-            for (int64_t ic = 0; ic < cg; ++ic)
-              for (int64_t k0 = 0; k0 < K[0]; ++k0)
-                for (int64_t k1 = 0; k1 < K[1]; ++k1)
-                  for (int64_t k2 = 0; k2 < K[2]; ++k2) {
-                    int64_t p0 = o0 * st[0] - pb[0] + k0 * dl[0];
-                    int64_t p1 = o1 * st[1] - pb[1] + k1 * dl[1];
-                    int64_t p2 = o2 * st[2] - pb[2] + k2 * dl[2];
-                    if (p0 < 0 || p0 >= S[0] || p1 < 0 || p1 >= S[1] || p2 < 0 || p2 >= S[2])
-                      continue;
-                    int64_t xc = oc / mg * cg + ic;
-                    f((((i * ch + xc) * S[0] + p0) * S[1] + p1) * S[2] + p2,
-                      (((oc * cg + ic) * K[0] + k0) * K[1] + k1) * K[2] + k2,
-                      (((i * m + oc) * O[0] + o0) * O[1] + o1) * O[2] + o2);
-                  }
-}
 
 template <typename T> void checkConvGrads(const ConvCase &c, unsigned seed, double tol) {
   auto x = makeRandom<T>(c.x, seed);

@@ -10,6 +10,7 @@
 #ifndef CLEAVE_RUNTIME_CPU_SUPPORT_H
 #define CLEAVE_RUNTIME_CPU_SUPPORT_H
 
+#include "runtime/DTypeOf.h"
 #include "runtime/KernelError.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -92,25 +93,9 @@ inline BFloat16 toBFloat16(float f) {
 
 inline float fromBFloat16(BFloat16 b) { return bitsFloat(static_cast<uint32_t>(b.bits) << 16); }
 
-template <typename T> struct DTypeOf;
-#define CLEAVE_DTYPE_OF(T, D)                                                                      \
-  template <> struct DTypeOf<T> {                                                                  \
-    static constexpr DType value = DType::D;                                                       \
-  };
-CLEAVE_DTYPE_OF(float, F32)
-CLEAVE_DTYPE_OF(double, F64)
-CLEAVE_DTYPE_OF(Half, F16)
-CLEAVE_DTYPE_OF(BFloat16, BF16)
-CLEAVE_DTYPE_OF(int8_t, I8)
-CLEAVE_DTYPE_OF(int16_t, I16)
-CLEAVE_DTYPE_OF(int32_t, I32)
-CLEAVE_DTYPE_OF(int64_t, I64)
-CLEAVE_DTYPE_OF(uint8_t, U8)
-CLEAVE_DTYPE_OF(uint16_t, U16)
-CLEAVE_DTYPE_OF(uint32_t, U32)
-CLEAVE_DTYPE_OF(uint64_t, U64)
-CLEAVE_DTYPE_OF(bool, Bool)
-#undef CLEAVE_DTYPE_OF
+template <typename T> struct DTypeOf {
+  static constexpr DType value = dtypeOf<T, Half, BFloat16>();
+};
 
 template <typename T>
 inline constexpr bool isFloat = std::is_floating_point_v<T> || std::is_same_v<T, Half> ||

@@ -13,6 +13,7 @@
 #ifndef CLEAVE_RUNTIME_CUDA_COMMON_CUH
 #define CLEAVE_RUNTIME_CUDA_COMMON_CUH
 
+#include "runtime/DTypeOf.h"
 #include "runtime/KernelError.h"
 #include "runtime/cuda/Kernels.h"
 
@@ -56,25 +57,9 @@ template <typename T> struct Tag {
 };
 template <typename... Ts> struct Types {};
 
-template <typename T> struct DTypeOf;
-#define CLEAVE_DTYPE_OF(T, D)                                                                      \
-  template <> struct DTypeOf<T> {                                                                  \
-    static constexpr DType value = DType::D;                                                       \
-  };
-CLEAVE_DTYPE_OF(float, F32)
-CLEAVE_DTYPE_OF(double, F64)
-CLEAVE_DTYPE_OF(__half, F16)
-CLEAVE_DTYPE_OF(__nv_bfloat16, BF16)
-CLEAVE_DTYPE_OF(int8_t, I8)
-CLEAVE_DTYPE_OF(int16_t, I16)
-CLEAVE_DTYPE_OF(int32_t, I32)
-CLEAVE_DTYPE_OF(int64_t, I64)
-CLEAVE_DTYPE_OF(uint8_t, U8)
-CLEAVE_DTYPE_OF(uint16_t, U16)
-CLEAVE_DTYPE_OF(uint32_t, U32)
-CLEAVE_DTYPE_OF(uint64_t, U64)
-CLEAVE_DTYPE_OF(bool, Bool)
-#undef CLEAVE_DTYPE_OF
+template <typename T> struct DTypeOf {
+  static constexpr DType value = dtypeOf<T, __half, __nv_bfloat16>();
+};
 
 using F32Types = Types<float>;
 using FloatTypes = Types<float, double>;
@@ -415,6 +400,32 @@ struct Window {
   int64_t dilation[kMaxSpatial] = {};
   int64_t inSize = 1, outSize = 1, kernelSize = 1;
 };
+
+/// The output positions whose window holds input element `pos` of a plane:
+/// calls f(output position, kernel index) for each, at most one per kernel
+/// index (window o reads coordinate o * stride - padBegin + k * dilation).
+template <typename F> __device__ void forEachWindowHolding(const Window &win, int64_t pos, F &&f) {
+  int64_t coord[kMaxSpatial];
+  for (int d = win.rank - 1; d >= 0; --d) {
+    coord[d] = pos % win.in[d];
+    pos /= win.in[d];
+  }
+  for (int64_t k = 0; k < win.kernelSize; ++k) {
+    int64_t rest = k, o = 0, inner = 1;
+    bool hit = true;
+    for (int d = win.rank - 1; d >= 0; --d) {
+      int64_t kd = rest % win.kernel[d];
+      rest /= win.kernel[d];
+      int64_t t = coord[d] + win.padBegin[d] - kd * win.dilation[d];
+      int64_t od = t / win.stride[d];
+      hit = hit && t >= 0 && t % win.stride[d] == 0 && od < win.out[d];
+      o += od * inner;
+      inner *= win.out[d];
+    }
+    if (hit)
+      f(o, k);
+  }
+}
 
 /// Builds the window of x -> y; `kernel` empty takes the kernel dims from
 /// `w` (conv); strides, pads and dilations may be empty (1, 0, 1).

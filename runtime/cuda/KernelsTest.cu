@@ -781,31 +781,42 @@ TEST_F(CudaKernels, ReductionShapes) {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-/// Reference 2-D convolution (N x C x H x W).
-std::vector<float> convRef(const std::vector<float> &x, const std::vector<float> &w,
-                           const std::vector<float> *b, int64_t n, int64_t c, int64_t h,
-                           int64_t wd, int64_t m, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
-                           int64_t stride, int64_t pad, int64_t dilation, int64_t group) {
-  std::vector<float> y(static_cast<std::size_t>(n * m * oh * ow));
+/// Visits every product a direct 2-D convolution (N x C x H x W) adds:
+/// f(x index, w index, y index), each output element's in a fixed order.
+template <typename F>
+void forEachConvTerm(int64_t n, int64_t c, int64_t h, int64_t wd, int64_t m, int64_t kh, int64_t kw,
+                     int64_t oh, int64_t ow, int64_t stride, int64_t pad, int64_t dilation,
+                     int64_t group, F &&f) {
   int64_t cg = c / group, mg = m / group;
   for (int64_t img = 0; img < n; ++img)
-    for (int64_t f = 0; f < m; ++f)
+    for (int64_t map = 0; map < m; ++map)
       for (int64_t i = 0; i < oh; ++i)
         for (int64_t j = 0; j < ow; ++j) {
-          double s = b ? (*b)[f] : 0.0;
-          int64_t g = f / mg;
+          int64_t g = map / mg;
           for (int64_t ch = 0; ch < cg; ++ch)
             for (int64_t p = 0; p < kh; ++p)
               for (int64_t q = 0; q < kw; ++q) {
                 int64_t r = i * stride - pad + p * dilation, t = j * stride - pad + q * dilation;
                 if (r < 0 || r >= h || t < 0 || t >= wd)
                   continue;
-                s += static_cast<double>(x[((img * c + g * cg + ch) * h + r) * wd + t]) *
-                     w[((f * cg + ch) * kh + p) * kw + q];
+                f(((img * c + g * cg + ch) * h + r) * wd + t, ((map * cg + ch) * kh + p) * kw + q,
+                  ((img * m + map) * oh + i) * ow + j);
               }
-          y[((img * m + f) * oh + i) * ow + j] = static_cast<float>(s);
         }
-  return y;
+}
+
+/// Reference 2-D convolution (N x C x H x W).
+std::vector<float> convRef(const std::vector<float> &x, const std::vector<float> &w,
+                           const std::vector<float> *b, int64_t n, int64_t c, int64_t h, int64_t wd,
+                           int64_t m, int64_t kh, int64_t kw, int64_t oh, int64_t ow,
+                           int64_t stride, int64_t pad, int64_t dilation, int64_t group) {
+  std::vector<double> sums(static_cast<std::size_t>(n * m * oh * ow));
+  for (std::size_t yi = 0; yi < sums.size(); ++yi)
+    sums[yi] = b ? (*b)[yi / static_cast<std::size_t>(oh * ow) % static_cast<std::size_t>(m)] : 0.0;
+  forEachConvTerm(
+      n, c, h, wd, m, kh, kw, oh, ow, stride, pad, dilation, group,
+      [&](int64_t xi, int64_t wi, int64_t yi) { sums[yi] += static_cast<double>(x[xi]) * w[wi]; });
+  return std::vector<float>(sums.begin(), sums.end());
 }
 
 TEST_F(CudaKernels, ConvPadded) {
@@ -884,33 +895,20 @@ TEST_F(CudaKernels, AveragePool) {
   expectClose(get<float>(yc), {3, 4.5f, 7.5f, 9});
 }
 
-/// The adjoints of convRef by the same nested loops, scattering instead of
-/// gathering: dx += dy * w and dw += dy * x for every product convRef adds.
+/// The adjoints of convRef: dx += dy * w and dw += dy * x for every product
+/// convRef adds.
 void convGradRef(const std::vector<float> &x, const std::vector<float> &w,
                  const std::vector<float> &dy, std::vector<float> &dx, std::vector<float> &dw,
                  int64_t n, int64_t c, int64_t h, int64_t wd, int64_t m, int64_t kh, int64_t kw,
                  int64_t oh, int64_t ow, int64_t stride, int64_t pad, int64_t dilation,
                  int64_t group) {
   std::vector<double> gx(x.size()), gw(w.size());
-  int64_t cg = c / group, mg = m / group;
-  for (int64_t img = 0; img < n; ++img)
-    for (int64_t f = 0; f < m; ++f)
-      for (int64_t i = 0; i < oh; ++i)
-        for (int64_t j = 0; j < ow; ++j) {
-          double g = dy[((img * m + f) * oh + i) * ow + j];
-          int64_t grp = f / mg;
-          for (int64_t ch = 0; ch < cg; ++ch)
-            for (int64_t p = 0; p < kh; ++p)
-              for (int64_t q = 0; q < kw; ++q) {
-                int64_t r = i * stride - pad + p * dilation, t = j * stride - pad + q * dilation;
-                if (r < 0 || r >= h || t < 0 || t >= wd)
-                  continue;
-                int64_t xi = ((img * c + grp * cg + ch) * h + r) * wd + t;
-                int64_t wi = ((f * cg + ch) * kh + p) * kw + q;
-                gx[xi] += g * w[wi];
-                gw[wi] += g * x[xi];
-              }
-        }
+  forEachConvTerm(n, c, h, wd, m, kh, kw, oh, ow, stride, pad, dilation, group,
+                  [&](int64_t xi, int64_t wi, int64_t yi) {
+                    double g = dy[yi];
+                    gx[xi] += g * w[wi];
+                    gw[wi] += g * x[xi];
+                  });
   dx.assign(gx.begin(), gx.end());
   dw.assign(gw.begin(), gw.end());
 }

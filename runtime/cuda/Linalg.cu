@@ -115,28 +115,9 @@ __global__ void col2imKernel(int64_t total, Window win, int64_t channels, const 
   CLEAVE_GRID_LOOP(i, total) {
     int64_t pos = i % win.inSize;
     int64_t plane = i / win.inSize; // image * channels + channel
-    int64_t coord[kMaxSpatial];
-    for (int d = win.rank - 1; d >= 0; --d) {
-      coord[d] = pos % win.in[d];
-      pos /= win.in[d];
-    }
     const float *rows = col + plane * win.kernelSize * win.outSize;
     double sum = 0;
-    for (int64_t k = 0; k < win.kernelSize; ++k) {
-      int64_t rest = k, o = 0, inner = 1;
-      bool hit = true;
-      for (int d = win.rank - 1; d >= 0; --d) {
-        int64_t kd = rest % win.kernel[d];
-        rest /= win.kernel[d];
-        int64_t t = coord[d] + win.padBegin[d] - kd * win.dilation[d];
-        int64_t od = t / win.stride[d];
-        hit = hit && t >= 0 && t % win.stride[d] == 0 && od < win.out[d];
-        o += od * inner;
-        inner *= win.out[d];
-      }
-      if (hit)
-        sum += rows[k * win.outSize + o];
-    }
+    forEachWindowHolding(win, pos, [&](int64_t o, int64_t k) { sum += rows[k * win.outSize + o]; });
     dx[i] = static_cast<float>(sum);
   }
 }

@@ -22,6 +22,41 @@ int64_t normaliseAxis(const char *kernel, int64_t axis, int rank) {
   return axis;
 }
 
+/// A gather along one axis of `table`: viewed as outer x axisDim x inner,
+/// it gives or takes (gather_grad) `count` rows of `inner` elements per
+/// outer index.
+struct GatherShape {
+  int64_t outer = 1, axisDim = 0, inner = 1, count = 0;
+};
+
+/// The gather of `indices` along `axis` of `table`; fails unless `gathered`
+/// (`what`) holds outer x count x inner elements.
+GatherShape gatherShape(const char *kernel, const Tensor &table, int64_t axis,
+                        const Tensor &indices, const Tensor &gathered, const char *what) {
+  axis = normaliseAxis(kernel, axis, table.rank());
+  GatherShape shape;
+  shape.axisDim = table.shape[axis];
+  shape.count = indices.numel();
+  for (int d = 0; d < axis; ++d)
+    shape.outer *= table.shape[d];
+  for (int d = static_cast<int>(axis) + 1; d < table.rank(); ++d)
+    shape.inner *= table.shape[d];
+  requireNumel(kernel, gathered, shape.outer * shape.count * shape.inner, what);
+  return shape;
+}
+
+/// Checks that `piece` (concat's input, split's output) has `whole`'s rank
+/// and dims but along `axis`; the errors name them `pieceName` and
+/// `wholeName`.
+void requirePieceOf(const char *kernel, const Tensor &piece, const Tensor &whole, int64_t axis,
+                    const char *pieceName, const char *wholeName) {
+  if (piece.rank() != whole.rank())
+    fail(kernel, "%s has rank %d, %s %d", pieceName, piece.rank(), wholeName, whole.rank());
+  for (int d = 0; d < piece.rank(); ++d)
+    if (d != axis && piece.shape[d] != whole.shape[d])
+      fail(kernel, "%s's dim %d differs from %s's", pieceName, d, wholeName);
+}
+
 /// The layout over `shape` with dense strides of `dstShape` and `srcShape`
 /// (both of `shape`'s rank).
 Layout<2> denseCopyLayout(const Dims &shape, const Dims &dstShape, const Dims &srcShape) {
@@ -34,19 +69,29 @@ Layout<2> denseCopyLayout(const Dims &shape, const Dims &dstShape, const Dims &s
   return layout;
 }
 
+/// The element of the table (outer x axisDim x inner) that element `i` of
+/// the gathered tensor (outer x count x inner) stands for, or -1 where its
+/// index is out of range: undefined in ONNX, so gather writes zero and
+/// gather_grad skips it rather than fault.
+template <typename I>
+__device__ int64_t gatheredFrom(int64_t i, int64_t count, int64_t axisDim, int64_t inner,
+                                const I *indices) {
+  int64_t j = i % inner;
+  int64_t t = i / inner;
+  int64_t k = t % count;
+  int64_t o = t / count;
+  int64_t index = static_cast<int64_t>(indices[k]);
+  if (index < 0)
+    index += axisDim;
+  return index >= 0 && index < axisDim ? (o * axisDim + index) * inner + j : -1;
+}
+
 template <typename U, typename I>
 __global__ void gatherKernel(int64_t n, int64_t count, int64_t axisDim, int64_t inner,
                              const U *data, const I *indices, U *out) {
   CLEAVE_GRID_LOOP(i, n) {
-    int64_t j = i % inner;
-    int64_t t = i / inner;
-    int64_t k = t % count;
-    int64_t o = t / count;
-    int64_t index = static_cast<int64_t>(indices[k]);
-    if (index < 0)
-      index += axisDim;
-    // Out of range is undefined in ONNX; write zero rather than fault.
-    out[i] = index >= 0 && index < axisDim ? data[(o * axisDim + index) * inner + j] : U(0);
+    int64_t from = gatheredFrom(i, count, axisDim, inner, indices);
+    out[i] = from >= 0 ? data[from] : U(0);
   }
 }
 
@@ -67,17 +112,9 @@ template <typename T, typename I>
 __global__ void gatherGradKernel(int64_t n, int64_t count, int64_t axisDim, int64_t inner,
                                  const T *grad, const I *indices, T *out) {
   CLEAVE_GRID_LOOP(i, n) {
-    int64_t j = i % inner;
-    int64_t t = i / inner;
-    int64_t k = t % count;
-    int64_t o = t / count;
-    int64_t index = static_cast<int64_t>(indices[k]);
-    if (index < 0)
-      index += axisDim;
-    // Out of range is undefined in ONNX; skipped rather than fault (as gather
-    // writes zero).
-    if (index >= 0 && index < axisDim)
-      atomicAdd(out + (o * axisDim + index) * inner + j, grad[i]);
+    int64_t to = gatheredFrom(i, count, axisDim, inner, indices);
+    if (to >= 0)
+      atomicAdd(out + to, grad[i]);
   }
 }
 
@@ -148,11 +185,7 @@ void concat(Context &ctx, const TensorList &inputs, const Tensor &out, int64_t a
   int64_t offset = 0;
   for (const Tensor &in : inputs) {
     requireSameType(kernel, in, out);
-    if (in.rank() != out.rank())
-      fail(kernel, "an input has rank %d, the result %d", in.rank(), out.rank());
-    for (int d = 0; d < in.rank(); ++d)
-      if (d != axis && in.shape[d] != out.shape[d])
-        fail(kernel, "an input's dim %d differs from the result's", d);
+    requirePieceOf(kernel, in, out, axis, "an input", "the result");
     Layout<2> layout = denseCopyLayout(in.shape, out.shape, in.shape);
     stridedCopy(ctx, kernel, out.dtype, layout, out.data, offset * outStrides[axis], in.data, 0);
     offset += in.shape[axis];
@@ -170,11 +203,7 @@ void split(Context &ctx, const Tensor &in, const TensorList &outputs, int64_t ax
   int64_t offset = 0;
   for (const Tensor &out : outputs) {
     requireSameType(kernel, in, out);
-    if (in.rank() != out.rank())
-      fail(kernel, "an output has rank %d, the input %d", out.rank(), in.rank());
-    for (int d = 0; d < in.rank(); ++d)
-      if (d != axis && in.shape[d] != out.shape[d])
-        fail(kernel, "an output's dim %d differs from the input's", d);
+    requirePieceOf(kernel, out, in, axis, "an output", "the input");
     if (offset + out.shape[axis] > in.shape[axis])
       fail(kernel, "the outputs are larger than the input along the axis");
     Layout<2> layout = denseCopyLayout(out.shape, out.shape, in.shape);
@@ -200,13 +229,7 @@ void gather(Context &ctx, const Tensor &data, const Tensor &indices, const Tenso
             int64_t axis) {
   const char *kernel = "gather";
   requireSameType(kernel, data, out);
-  axis = normaliseAxis(kernel, axis, data.rank());
-  int64_t outer = 1, inner = 1, axisDim = data.shape[axis], count = indices.numel();
-  for (int d = 0; d < axis; ++d)
-    outer *= data.shape[d];
-  for (int d = static_cast<int>(axis) + 1; d < data.rank(); ++d)
-    inner *= data.shape[d];
-  requireNumel(kernel, out, outer * count * inner, "the result");
+  GatherShape shape = gatherShape(kernel, data, axis, indices, out, "the result");
   int64_t n = out.numel();
   dispatch(kernel, indices.dtype, IndexTypes{}, [&](auto indexTag) {
     using I = typename decltype(indexTag)::type;
@@ -215,7 +238,7 @@ void gather(Context &ctx, const Tensor &data, const Tensor &indices, const Tenso
       if (n == 0)
         return;
       gatherKernel<U, I><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-          n, count, axisDim, inner, data.as<U>(), indices.as<I>(), out.as<U>());
+          n, shape.count, shape.axisDim, shape.inner, data.as<U>(), indices.as<I>(), out.as<U>());
       checkLaunch(kernel);
     });
   });
@@ -255,13 +278,7 @@ void gather_grad(Context &ctx, const Tensor &grad, const Tensor &indices, const 
                  int64_t axis) {
   const char *kernel = "gather_grad";
   requireSameType(kernel, grad, out);
-  axis = normaliseAxis(kernel, axis, out.rank());
-  int64_t outer = 1, inner = 1, axisDim = out.shape[axis], count = indices.numel();
-  for (int d = 0; d < axis; ++d)
-    outer *= out.shape[d];
-  for (int d = static_cast<int>(axis) + 1; d < out.rank(); ++d)
-    inner *= out.shape[d];
-  requireNumel(kernel, grad, outer * count * inner, "grad");
+  GatherShape shape = gatherShape(kernel, out, axis, indices, grad, "grad");
   int64_t n = grad.numel();
   dispatch(kernel, indices.dtype, IndexTypes{}, [&](auto indexTag) {
     using I = typename decltype(indexTag)::type;
@@ -272,7 +289,7 @@ void gather_grad(Context &ctx, const Tensor &grad, const Tensor &indices, const 
       if (n == 0)
         return;
       gatherGradKernel<T, I><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-          n, count, axisDim, inner, grad.as<T>(), indices.as<I>(), out.as<T>());
+          n, shape.count, shape.axisDim, shape.inner, grad.as<T>(), indices.as<I>(), out.as<T>());
       checkLaunch(kernel);
     });
   });

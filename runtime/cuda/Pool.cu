@@ -124,32 +124,6 @@ __global__ void globalAveragePoolKernel(int64_t planes, int64_t size, const floa
   }
 }
 
-/// The output positions whose window holds input element `pos` of a plane:
-/// calls f(output position, kernel index) for each, at most one per kernel
-/// index (window o reads coordinate o * stride - padBegin + k * dilation).
-template <typename F> __device__ void forEachWindowHolding(const Window &win, int64_t pos, F &&f) {
-  int64_t coord[kMaxSpatial];
-  for (int d = win.rank - 1; d >= 0; --d) {
-    coord[d] = pos % win.in[d];
-    pos /= win.in[d];
-  }
-  for (int64_t k = 0; k < win.kernelSize; ++k) {
-    int64_t rest = k, o = 0, inner = 1;
-    bool hit = true;
-    for (int d = win.rank - 1; d >= 0; --d) {
-      int64_t kd = rest % win.kernel[d];
-      rest /= win.kernel[d];
-      int64_t t = coord[d] + win.padBegin[d] - kd * win.dilation[d];
-      int64_t od = t / win.stride[d];
-      hit = hit && t >= 0 && t % win.stride[d] == 0 && od < win.out[d];
-      o += od * inner;
-      inner *= win.out[d];
-    }
-    if (hit)
-      f(o, k);
-  }
-}
-
 /// The offset in the plane of window p's first maximum in window order, as
 /// maxPoolKernel's MaxOp picks it (NaN wins, the first NaN); a window of
 /// nothing but -inf gives its first element; -1 for a window outside the
