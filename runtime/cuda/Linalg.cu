@@ -137,6 +137,34 @@ int64_t convGroupChannels(const char *kernel, int64_t channels, int64_t maps, co
   return groupChannels;
 }
 
+/// A convolution's dims, from its input x (N x C x in...), output y (N x M x
+/// out...) and weights w (M x C/group x kernel...), checked; `roles` names
+/// x, w and y in errors (an adjoint's are its result and operands).
+struct ConvDims {
+  Window win;
+  int64_t images, channels, maps, groupChannels, groupMaps;
+  /// Rows of one group's column matrix, and output positions per image.
+  int64_t columns, positions;
+};
+
+ConvDims convDims(const char *kernel, const Tensor &x, const Tensor &w, const Tensor &y,
+                  const char *const roles[3], Dims strides, Dims pads, Dims dilations,
+                  int64_t group) {
+  requireType(kernel, x, DType::F32, roles[0]);
+  requireType(kernel, w, DType::F32, roles[1]);
+  requireType(kernel, y, DType::F32, roles[2]);
+  ConvDims d;
+  d.win = makeWindow(kernel, x, y, Dims(), strides, pads, dilations, &w);
+  d.images = x.shape[0];
+  d.channels = x.shape[1];
+  d.maps = y.shape[1];
+  d.groupChannels = convGroupChannels(kernel, d.channels, d.maps, w, group);
+  d.groupMaps = d.maps / group;
+  d.columns = d.groupChannels * d.win.kernelSize;
+  d.positions = d.win.outSize;
+  return d;
+}
+
 /// Whether conv with this window reads x as its own column matrix.
 bool isPointwise(const Window &win) {
   bool pointwise = win.kernelSize == 1;
@@ -333,27 +361,18 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
           Dims strides, Dims pads, Dims dilations, int64_t group) {
   const char *kernel = "conv";
-  requireType(kernel, x, DType::F32, "x");
-  requireType(kernel, w, DType::F32, "w");
-  requireType(kernel, y, DType::F32, "y");
+  static const char *const roles[3] = {"x", "w", "y"};
   if (b)
     requireType(kernel, *b, DType::F32, "the bias");
-  Window win = makeWindow(kernel, x, y, Dims(), strides, pads, dilations, &w);
-  int64_t images = x.shape[0], channels = x.shape[1], maps = y.shape[1];
-  if (group < 1 || channels % group || maps % group)
-    fail(kernel, "group %lld does not divide %lld input and %lld output channels",
-         static_cast<long long>(group), static_cast<long long>(channels),
-         static_cast<long long>(maps));
-  int64_t groupChannels = channels / group, groupMaps = maps / group;
-  if (w.shape[0] != maps || w.shape[1] != groupChannels)
-    fail(kernel, "w is not %lld x %lld x kernel", static_cast<long long>(maps),
-         static_cast<long long>(groupChannels));
+  ConvDims d = convDims(kernel, x, w, y, roles, strides, pads, dilations, group);
+  const Window &win = d.win;
+  int64_t images = d.images, channels = d.channels, maps = d.maps;
+  int64_t groupChannels = d.groupChannels, groupMaps = d.groupMaps;
+  int64_t columns = d.columns, positions = d.positions;
   if (b)
     requireNumel(kernel, *b, maps, "the bias");
   if (y.numel() == 0)
     return;
-  int64_t columns = groupChannels * win.kernelSize; // rows of one group's column matrix
-  int64_t positions = win.outSize;
   if (columns == 0) {
     fill(ctx, y, 0.0);
   } else {
@@ -401,17 +420,13 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
 void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,
                      Dims strides, Dims pads, Dims dilations, int64_t group) {
   const char *kernel = "conv_grad_input";
-  requireType(kernel, grad, DType::F32, "grad");
-  requireType(kernel, w, DType::F32, "w");
-  requireType(kernel, out, DType::F32, "the result");
-  Window win = makeWindow(kernel, out, grad, Dims(), strides, pads, dilations, &w);
-  int64_t images = out.shape[0], channels = out.shape[1], maps = grad.shape[1];
-  int64_t groupChannels = convGroupChannels(kernel, channels, maps, w, group);
-  int64_t groupMaps = maps / group;
+  static const char *const roles[3] = {"the result", "w", "grad"};
+  ConvDims d = convDims(kernel, out, w, grad, roles, strides, pads, dilations, group);
+  const Window &win = d.win;
+  int64_t images = d.images, channels = d.channels, maps = d.maps, groupMaps = d.groupMaps;
+  int64_t columns = d.columns, positions = d.positions;
   if (out.numel() == 0)
     return;
-  int64_t columns = groupChannels * win.kernelSize; // rows of one group's column matrix
-  int64_t positions = win.outSize;
   if (grad.numel() == 0 || columns == 0) {
     fill(ctx, out, 0.0);
     return;
@@ -449,18 +464,15 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
 void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
                       Dims strides, Dims pads, Dims dilations, int64_t group) {
   const char *kernel = "conv_grad_weight";
-  requireType(kernel, grad, DType::F32, "grad");
-  requireType(kernel, x, DType::F32, "x");
-  requireType(kernel, out, DType::F32, "the result");
-  Window win = makeWindow(kernel, x, grad, Dims(), strides, pads, dilations, &out);
-  int64_t images = x.shape[0], channels = x.shape[1], maps = grad.shape[1];
-  int64_t groupChannels = convGroupChannels(kernel, channels, maps, out, group);
-  int64_t groupMaps = maps / group;
+  static const char *const roles[3] = {"x", "the result", "grad"};
+  ConvDims d = convDims(kernel, x, out, grad, roles, strides, pads, dilations, group);
+  const Window &win = d.win;
+  int64_t images = d.images, channels = d.channels, maps = d.maps;
+  int64_t groupChannels = d.groupChannels, groupMaps = d.groupMaps;
+  int64_t columns = d.columns, positions = d.positions;
   if (out.numel() == 0)
     return;
   fill(ctx, out, 0.0);
-  int64_t columns = groupChannels * win.kernelSize;
-  int64_t positions = win.outSize;
   if (grad.numel() == 0)
     return;
   ColumnChunks chunks(ctx, kernel, win, images, group, columns, groupMaps);
