@@ -124,6 +124,8 @@ private:
   std::string partial;
   /// The mesh (no axes: one device).
   rt::Mesh mesh;
+  /// --loss KIND:OUTPUT,TARGET, once checked: the loss to append.
+  std::optional<AppendLossOptions> appendedLoss;
   /// The plan's entries as cleave-annotate-sharding takes them.
   SmallVector<std::string> planEntries;
   /// Set when the host compiler ran and failed: the partial directory stays
@@ -400,13 +402,10 @@ std::string Compiler::pipelineText() const {
   };
   if (!options.train)
     add("gradients-only", "true");
-  if (StringRef(options.loss).contains(':')) {
-    // --loss KIND:OUTPUT,TARGET appends a loss (checked in run()).
-    auto [kind, rest] = StringRef(options.loss).split(':');
-    auto [output, target] = rest.split(',');
-    add("append-loss-kind", quoted(kind));
-    add("append-loss-output", quoted(output));
-    add("append-loss-target", quoted(target));
+  if (appendedLoss) {
+    add("append-loss-kind", quoted(appendedLoss->kind));
+    add("append-loss-output", quoted(appendedLoss->output));
+    add("append-loss-target", quoted(appendedLoss->target));
   } else if (!options.loss.empty()) {
     add("loss", quoted(options.loss));
   }
@@ -499,6 +498,7 @@ LogicalResult Compiler::run() {
       return fail("--loss '" + options.loss + "'",
                   "expected NAME, cross_entropy:LOGITS,LABELS or mse:OUTPUT,TARGET", "",
                   kExitBadUsage);
+    appendedLoss = AppendLossOptions{kind.str(), output.str(), target.str()};
   }
   if ((options.gradients || options.train) && !stepFromModel) {
     std::string text = pipelineText();

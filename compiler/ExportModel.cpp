@@ -10,6 +10,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstring>
+
 namespace cleave {
 
 mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std::string &resultsDir,
@@ -87,20 +89,15 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std:
     }
     std::string value = parts[0];
     if (sharding && sharding->split) {
-      // Rank r's part of each block of the split dim, interleaved back.
-      const std::vector<int64_t> &shape = sharding->globalShape;
-      int64_t dim = sharding->split->dim, blocks = sharding->split->blocks;
-      int64_t outer = 1, inner = static_cast<int64_t>(rt::dtypeSize(entry.tensor.dtype));
-      for (int64_t d = 0; d < dim; ++d)
-        outer *= shape[d];
-      for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
-        inner *= shape[d];
-      int64_t piece = shape[dim] / blocks / static_cast<int64_t>(parts.size());
-      value.clear();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t k = 0; k < blocks; ++k)
-          for (const std::string &part : parts)
-            value.append(part, ((o * blocks + k) * piece) * inner, piece * inner);
+      // Each tp rank's part put back where it lies in the whole tensor.
+      size_t element = rt::dtypeSize(entry.tensor.dtype);
+      value.assign(parts[0].size() * parts.size(), '\0');
+      for (int tp = 0; tp < tpRanks; ++tp)
+        rt::forEachSplitRun(sharding->globalShape, *sharding->split, tpRanks, tp,
+                            [&](int64_t global, int64_t local, int64_t count) {
+                              std::memcpy(value.data() + global * element,
+                                          parts[tp].data() + local * element, count * element);
+                            });
     }
     tensor.clear_float_data();
     tensor.clear_double_data();

@@ -61,24 +61,17 @@ std::string absolutePath(StringRef path) {
 
 int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 
-/// The part of `data` that tp rank `rank` of `ranks` holds when its dim
-/// `dim` is `blocks` equal blocks, each split `ranks` ways.
-std::vector<char> rankPart(const TensorData &data, int64_t dim, int64_t blocks, int64_t ranks,
-                           int64_t rank) {
-  ArrayRef<int64_t> shape = data.type.getShape();
+/// The part of `data` (of `globalShape`) that rank `rank` of `ranks` holds
+/// under `split`.
+std::vector<char> rankPart(const TensorData &data, const std::vector<int64_t> &globalShape,
+                           const rt::DimSplit &split, int64_t ranks, int64_t rank) {
   int64_t element = static_cast<int64_t>(data.bytes.size()) / data.type.getNumElements();
-  int64_t outer = 1, inner = element;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= shape[d];
-  for (int64_t d = dim + 1; d < static_cast<int64_t>(shape.size()); ++d)
-    inner *= shape[d];
-  int64_t block = shape[dim] / blocks, part = block / ranks;
-  std::vector<char> out;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k = 0; k < blocks; ++k) {
-      auto first = data.bytes.begin() + (o * shape[dim] + k * block + rank * part) * inner;
-      out.insert(out.end(), first, first + part * inner);
-    }
+  std::vector<char> out(data.bytes.size() / ranks);
+  rt::forEachSplitRun(globalShape, split, ranks, rank,
+                      [&](int64_t global, int64_t local, int64_t count) {
+                        std::memcpy(out.data() + local * element,
+                                    data.bytes.data() + global * element, count * element);
+                      });
   return out;
 }
 
@@ -134,7 +127,11 @@ int64_t convScratchBytes(Operation *op, StringRef target) {
 class PlanBuilder {
 public:
   PlanBuilder(ModuleOp module, const ImportedModel &model, const CompileOptions &options)
-      : module(module), model(model), options(options), grid(getGrid(module)) {}
+      : module(module), model(model), options(options), grid(getGrid(module)) {
+    for (const std::vector<Parameter> *list : {&model.parameters, &model.state})
+      for (const Parameter &p : *list)
+        initialValues[p.name] = &p;
+  }
 
   LogicalResult build(UserError &error);
   LogicalResult writeFiles(StringRef dir, UserError &error);
@@ -174,6 +171,8 @@ private:
   /// The blob's bytes every rank shares.
   std::vector<char> weights;
   std::vector<RankedParameter> rankedParameters;
+  /// Parameters and state with an initial value, by name.
+  llvm::StringMap<const Parameter *> initialValues;
   /// Where each tp rank's blob holds its tp coordinate (an i64).
   std::vector<int64_t> tpCoordinates;
   /// Inputs by index, as functions share them by name (cleave-memory-plan).
@@ -245,16 +244,12 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
     }
     // Optimizer state and accumulators start at zero (the blob's initial
     // bytes); state a training_info step updates at its initializer's value.
-    for (const Parameter &initial : model.state)
-      if (initial.name == name)
-        llvm::copy(initial.value.bytes, weights.begin() + stored.offset);
+    if (const Parameter *initial = initialValues.lookup(name))
+      llvm::copy(initial->value.bytes, weights.begin() + stored.offset);
     plan.state.push_back(std::move(stored));
     return;
   }
-  const Parameter *parameter = nullptr;
-  for (const Parameter &p : model.parameters)
-    if (p.name == name)
-      parameter = &p;
+  const Parameter *parameter = initialValues.lookup(name);
   auto dim = func.getArgAttrOfType<IntegerAttr>(i, kSplitDimAttr);
   auto zero3 = func.getArgAttrOfType<IntegerAttr>(i, kZero3ElementsAttr);
   if (dim || zero3) {
@@ -485,7 +480,7 @@ std::vector<char> PlanBuilder::blob(const std::vector<int> &coordinates) const {
     const TensorData &value = ranked.parameter->value;
     std::vector<char> part = value.bytes;
     if (const auto &split = ranked.sharding.split)
-      part = rankPart(value, split->dim, split->blocks, plan.mesh->shape[tpAxis], tp);
+      part = rankPart(value, ranked.sharding.globalShape, *split, plan.mesh->shape[tpAxis], tp);
     if (const auto &slices = ranked.sharding.slices) {
       // This dp rank's elements of the flattened part, zero past its end.
       size_t element = value.bytes.size() / value.type.getNumElements();

@@ -69,6 +69,27 @@ struct Box {
 std::vector<Box> splitBoxes(const std::vector<int64_t> &globalShape, const DimSplit &split,
                             int64_t axisSize, int64_t coordinate);
 
+/// Calls f(global, local, count) for each contiguous run of elements of the
+/// global tensor (row-major) that rank `coordinate` holds: `count` elements
+/// at element `global` of the tensor and `local` of the rank's part, in the
+/// part's order. What splitting a tensor and putting it back together walk.
+template <typename F>
+void forEachSplitRun(const std::vector<int64_t> &globalShape, const DimSplit &split,
+                     int64_t axisSize, int64_t coordinate, F &&f) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < split.dim; ++d)
+    outer *= globalShape[d];
+  for (int64_t d = split.dim + 1; d < static_cast<int64_t>(globalShape.size()); ++d)
+    inner *= globalShape[d];
+  int64_t local = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Box &box : splitBoxes(globalShape, split, axisSize, coordinate)) {
+      int64_t count = box.shape[split.dim] * inner;
+      f((o * globalShape[split.dim] + box.offset[split.dim]) * inner, local, count);
+      local += count;
+    }
+}
+
 /// What a stored tensor is, for the memory figures and for checkpoints.
 enum class StoredRole { Parameter, Accumulator, OptimizerState, Coordinate };
 
