@@ -31,6 +31,14 @@ std::string directoryOf(StringRef path) {
   return dir.empty() ? "." : dir.str();
 }
 
+/// A declared shape as diagnostics show it, "?" for a dim it leaves open.
+std::string declaredShape(const onnx::TypeProto_Tensor &type) {
+  SmallVector<std::string> dims;
+  for (const auto &dim : type.shape().dim())
+    dims.push_back(dim.has_dim_value() ? std::to_string(dim.dim_value()) : "?");
+  return dims.empty() ? "scalar" : llvm::join(dims, "x");
+}
+
 } // namespace
 
 Importer::Importer(MLIRContext &context, StringRef path, const ImportOptions &options,
@@ -53,7 +61,8 @@ FailureOr<ImportedModel> Importer::run() {
   stepFromTrainingInfo = options.trainingInfo && model.training_info_size() > 0;
   for (const auto &initializer : model.graph().initializer())
     initializerNames.insert(initializer.name());
-  if (failed(checkInputShapes()) || (stepFromTrainingInfo && failed(checkTrainingInfo())))
+  if (failed(checkSingleAssignment()) || failed(checkInitializerInputs()) ||
+      failed(checkInputShapes()) || (stepFromTrainingInfo && failed(checkTrainingInfo())))
     return failure();
 
   ImportedModel imported;
@@ -95,6 +104,9 @@ LogicalResult Importer::readModel() {
     return fail("IR version " + Twine(model.ir_version()) + " is older than " +
                     Twine(kMinIrVersion) + ", the oldest cleave supports",
                 "convert the model with onnx.version_converter to opset 13 or newer");
+  if (model.ir_version() > kMaxIrVersion)
+    return fail("IR version " + Twine(model.ir_version()) + " is newer than " +
+                Twine(kMaxIrVersion) + ", the newest cleave knows (ONNX 1.19)");
   return success();
 }
 
@@ -116,6 +128,86 @@ LogicalResult Importer::readOpsets() {
     return fail("opset " + Twine(found->second) + " of domain 'ai.onnx' is older than " +
                     Twine(kMinOpset) + ", the oldest cleave supports",
                 "convert the model with onnx.version_converter.convert_version(model, 17)");
+  if (found->second > kMaxOpset)
+    return fail("opset " + Twine(found->second) + " of domain 'ai.onnx' is newer than " +
+                Twine(kMaxOpset) + ", the newest cleave knows (ONNX 1.19)");
+  return success();
+}
+
+/// ONNX graphs are in static single assignment form: each name is defined
+/// once, by a graph input or an initializer (both at once is how a model
+/// declares an overridable initializer) or by one node's output. A training
+/// algorithm sees the main graph's names, so its nodes may not define those
+/// either.
+LogicalResult Importer::checkSingleAssignment() {
+  auto check = [&](const onnx::GraphProto &graph, StringRef scope,
+                   llvm::StringMap<std::string> &definers) -> LogicalResult {
+    std::string prefix = scope.empty() ? "" : scope.str() + ": ";
+    llvm::StringSet<> declared;
+    auto declare = [&](const std::string &name, StringRef kind) -> LogicalResult {
+      if (!declared.insert(kind.str() + "\n" + name).second)
+        return fail(prefix + kind + " '" + name + "' is declared twice");
+      definers.try_emplace(name, kind.str());
+      return success();
+    };
+    for (const auto &input : graph.input())
+      if (failed(declare(input.name(), "the graph input")))
+        return failure();
+    for (const auto &initializer : graph.initializer())
+      if (failed(declare(initializer.name(), "the initializer")))
+        return failure();
+    for (auto [index, node] : llvm::enumerate(graph.node())) {
+      std::string definer = "node " + (node.name().empty() ? "#" + std::to_string(index)
+                                                           : "'" + node.name() + "'");
+      for (const std::string &output : node.output()) {
+        if (output.empty())
+          continue;
+        auto [existing, added] = definers.try_emplace(output, definer);
+        if (!added)
+          return fail(prefix + definer + " (" + node.op_type() + "): output '" + output +
+                      "' is already defined by " + existing->second);
+      }
+    }
+    return success();
+  };
+  llvm::StringMap<std::string> mainDefiners;
+  if (failed(check(model.graph(), "", mainDefiners)))
+    return failure();
+  for (int i = 0; stepFromTrainingInfo && i < model.training_info_size(); ++i) {
+    llvm::StringMap<std::string> definers = mainDefiners;
+    if (failed(check(model.training_info(i).algorithm(),
+                     "training_info[" + std::to_string(i) + "].algorithm", definers)))
+      return failure();
+  }
+  return success();
+}
+
+/// An initializer that is also a graph input is its default value: the
+/// input's declared type must be the initializer's.
+LogicalResult Importer::checkInitializerInputs() {
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  for (const auto &initializer : model.graph().initializer())
+    initializers[initializer.name()] = &initializer;
+  for (const auto &input : model.graph().input()) {
+    const onnx::TensorProto *initializer = initializers.lookup(input.name());
+    if (!initializer || !input.type().has_tensor_type())
+      continue;
+    const auto &declared = input.type().tensor_type();
+    bool mismatch = declared.elem_type() != 0 && declared.elem_type() != initializer->data_type();
+    if (declared.has_shape()) {
+      mismatch = mismatch || declared.shape().dim_size() != initializer->dims_size();
+      for (int d = 0; !mismatch && d < declared.shape().dim_size(); ++d) {
+        const auto &dim = declared.shape().dim(d);
+        mismatch = dim.has_dim_value() && dim.dim_value() != initializer->dims(d);
+      }
+    }
+    if (mismatch)
+      return fail("graph input '" + input.name() + "' is declared " +
+                  onnxTypeName(declared.elem_type()) + " " + declaredShape(declared) +
+                  ", but its initializer is " + onnxTypeName(initializer->data_type()) + " " +
+                  shapeString(SmallVector<int64_t>(initializer->dims().begin(),
+                                                   initializer->dims().end())));
+  }
   return success();
 }
 
@@ -350,6 +442,11 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   if (!element)
     return fail("input '" + name + "' has unsupported element type " +
                 onnxTypeName(tensorType.elem_type()));
+  auto typeOf = [&](ArrayRef<int64_t> dims) -> FailureOr<RankedTensorType> {
+    if (std::optional<std::string> why = tensorShapeError(dims))
+      return fail("input '" + name + "': " + *why);
+    return RankedTensorType::get(dims, element);
+  };
   auto bound = options.inputShapes.find(name);
   if (bound != options.inputShapes.end()) {
     const std::vector<int64_t> &dims = bound->second;
@@ -365,7 +462,7 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
                         Twine(i) + " = " + Twine(dim.dim_value()) + " in the model",
                     "", kExitBadUsage);
     }
-    return RankedTensorType::get(dims, element);
+    return typeOf(dims);
   }
   if (!tensorType.has_shape())
     return fail("input '" + name + "' has no shape",
@@ -401,7 +498,7 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   }
   if (dynamic)
     return fail(*dynamic, "bind it with --input-shape " + name + "=" + llvm::join(hint, "x"));
-  return RankedTensorType::get(dims, element);
+  return typeOf(dims);
 }
 
 LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, StringRef scope) {
@@ -498,10 +595,7 @@ LogicalResult Importer::checkOutput(const onnx::ValueInfoProto &output, Value va
   }
   if (!mismatch)
     return success();
-  SmallVector<std::string> dims;
-  for (const auto &dim : declared.shape().dim())
-    dims.push_back(dim.has_dim_value() ? std::to_string(dim.dim_value()) : "?");
-  return fail("output '" + output.name() + "' is declared " + llvm::join(dims, "x") +
+  return fail("output '" + output.name() + "' is declared " + declaredShape(declared) +
               " but computes to " + shapeString(type.getShape()));
 }
 

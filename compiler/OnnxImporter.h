@@ -20,6 +20,10 @@ namespace cleave {
 inline constexpr int64_t kMinOpset = 13;
 /// The oldest IR version the importer accepts (the one opset 13 came with).
 inline constexpr int64_t kMinIrVersion = 7;
+/// The newest default-domain opset and IR version the importer knows: those
+/// of ONNX 1.19. A newer model may hold semantics cleave has never seen.
+inline constexpr int64_t kMaxOpset = 24;
+inline constexpr int64_t kMaxIrVersion = 12;
 
 struct ImportOptions {
   /// Static dims for graph inputs (`--input-shape name=8x32`).

@@ -1,10 +1,12 @@
 //===- OnnxTensor.cpp - ONNX tensors and types to MLIR -------------------===//
 
 #include "compiler/OnnxTensor.h"
+#include "dialects/Cleave/CleaveOps.h"
 
 #include "onnx/onnx.pb.h"
 
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
@@ -80,29 +82,80 @@ void readTypedFields(const onnx::TensorProto &tensor, std::vector<char> &bytes) 
   }
 }
 
+/// A decimal count of external_data (offset, length): digits only, no sign.
+bool parseCount(const std::string &text, uint64_t &value) {
+  return !text.empty() && !llvm::StringRef(text).getAsInteger(10, value);
+}
+
+/// The file `location` names, which must lie inside `modelDir` once every
+/// link is followed, as onnx.checker requires: a model never reads a file
+/// outside its own folder.
+bool resolveInside(StringRef modelDir, const std::string &location, std::string &resolved,
+                   std::string &error) {
+  auto outside = [&](StringRef why) {
+    error = "external data location '" + location + "' " + why.str() +
+            ": it must name a file inside the model's folder";
+    return false;
+  };
+  if (location.find('\0') != std::string::npos)
+    return outside("holds a NUL byte");
+  if (llvm::sys::path::is_absolute(location))
+    return outside("is an absolute path");
+  for (StringRef component : llvm::make_range(llvm::sys::path::begin(location),
+                                              llvm::sys::path::end(location)))
+    if (component == "..")
+      return outside("leads out through '..'");
+  llvm::SmallString<256> path(modelDir), realDir, realPath;
+  llvm::sys::path::append(path, location);
+  if (llvm::sys::fs::real_path(modelDir, realDir)) {
+    error = "the model's folder '" + modelDir.str() + "' cannot be resolved";
+    return false;
+  }
+  if (llvm::sys::fs::real_path(path, realPath)) {
+    error = "external data file '" + location + "' not found";
+    return false;
+  }
+  llvm::sys::path::append(realDir, "");
+  if (!StringRef(realPath).starts_with(realDir))
+    return outside("resolves to '" + realPath.str().str() + "'");
+  if (!llvm::sys::fs::is_regular_file(realPath))
+    return outside("is not a regular file");
+  resolved = realPath.str().str();
+  return true;
+}
+
+/// The bytes of `tensor` in its external data file, a view into `file`.
 bool readExternal(const onnx::TensorProto &tensor, StringRef modelDir,
-                  std::vector<char> &bytes, std::string &error) {
+                  std::unique_ptr<llvm::MemoryBuffer> &file, StringRef &bytes,
+                  std::string &error) {
   std::string location;
   uint64_t offset = 0;
   std::optional<uint64_t> length;
   for (const auto &entry : tensor.external_data()) {
-    if (entry.key() == "location")
+    if (entry.key() == "location") {
       location = entry.value();
-    else if (entry.key() == "offset")
-      offset = std::strtoull(entry.value().c_str(), nullptr, 10);
-    else if (entry.key() == "length")
-      length = std::strtoull(entry.value().c_str(), nullptr, 10);
+    } else if (entry.key() == "offset" || entry.key() == "length") {
+      uint64_t value;
+      if (!parseCount(entry.value(), value)) {
+        error = "external data " + entry.key() + " '" + entry.value() +
+                "' is not a byte count";
+        return false;
+      }
+      (entry.key() == "offset" ? offset : length.emplace()) = value;
+    }
   }
   if (location.empty()) {
     error = "external data has no location";
     return false;
   }
-  llvm::SmallString<256> path(modelDir);
-  llvm::sys::path::append(path, location);
+  std::string path;
+  if (!resolveInside(modelDir, location, path, error))
+    return false;
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer) {
-    error = "external data file '" + location + "' not found";
+    error = "external data file '" + location + "' cannot be read: " +
+            buffer.getError().message();
     return false;
   }
   uint64_t size = (*buffer)->getBufferSize();
@@ -113,8 +166,8 @@ bool readExternal(const onnx::TensorProto &tensor, StringRef modelDir,
             std::to_string(count);
     return false;
   }
-  const char *start = (*buffer)->getBufferStart() + offset;
-  bytes.assign(start, start + count);
+  file = std::move(*buffer);
+  bytes = file->getBuffer().substr(offset, count);
   return true;
 }
 
@@ -127,29 +180,35 @@ bool readTensor(MLIRContext *context, const onnx::TensorProto &tensor, StringRef
     error = "element type " + onnxTypeName(tensor.data_type()).str() + " is not supported";
     return false;
   }
-  SmallVector<int64_t> shape;
-  for (int64_t d : tensor.dims()) {
-    if (d < 0) {
-      error = "has a negative dim";
-      return false;
-    }
-    shape.push_back(d);
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  if (std::optional<std::string> why = tensorShapeError(shape)) {
+    error = *why;
+    return false;
   }
   data.type = RankedTensorType::get(shape, element);
+  uint64_t expected = data.type.getNumElements() * elementBytes(element);
+  auto holds = [&](uint64_t size) {
+    if (size == expected)
+      return true;
+    error = "holds " + std::to_string(size) + " bytes of data, but " + std::to_string(expected) +
+            " are needed for its shape and type";
+    return false;
+  };
   data.bytes.clear();
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    if (!readExternal(tensor, modelDir, data.bytes, error))
+    std::unique_ptr<llvm::MemoryBuffer> file;
+    StringRef bytes;
+    if (!readExternal(tensor, modelDir, file, bytes, error) || !holds(bytes.size()))
       return false;
+    data.bytes.assign(bytes.begin(), bytes.end());
   } else if (tensor.has_raw_data()) {
+    if (!holds(tensor.raw_data().size()))
+      return false;
     data.bytes.assign(tensor.raw_data().begin(), tensor.raw_data().end());
   } else {
     readTypedFields(tensor, data.bytes);
-  }
-  size_t expected = data.type.getNumElements() * elementBytes(element);
-  if (data.bytes.size() != expected) {
-    error = "holds " + std::to_string(data.bytes.size()) + " bytes of data, but " +
-            std::to_string(expected) + " are needed for its shape and type";
-    return false;
+    if (!holds(data.bytes.size()))
+      return false;
   }
   return true;
 }

@@ -16,6 +16,11 @@ path = os.pathsep.join([config.cleave_tools_dir, config.llvm_tools_dir,
 config.environment["PATH"] = path
 config.environment["PYTHONPATH"] = os.path.join(config.test_source_root, "lib")
 config.substitutions.append(("%python", config.python_executable))
+# `%refuses N cmd...`: cmd exits N with one error line (test/lib/one_error.py),
+# which it prints for FileCheck.
+config.substitutions.append(
+    ("%refuses", config.python_executable + " " +
+     os.path.join(config.test_source_root, "lib", "one_error.py")))
 # GoogleTest death tests re-execute their binary through argv[0]: give a path.
 config.substitutions.append(("%bindir", config.cleave_tools_dir))
 

@@ -82,6 +82,8 @@ private:
   // The steps of run(), in order.
   mlir::LogicalResult readModel();
   mlir::LogicalResult readOpsets();
+  mlir::LogicalResult checkSingleAssignment();
+  mlir::LogicalResult checkInitializerInputs();
   mlir::LogicalResult checkInputShapes();
   mlir::LogicalResult checkTrainingInfo();
   Reads scanReads();

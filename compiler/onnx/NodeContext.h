@@ -185,6 +185,14 @@ public:
     if (mlir::failed(OpTy::inferReturnTypes(context, loc, operands, dictionary,
                                             mlir::OpaqueProperties(&properties), {}, types)))
       return mlir::failure();
+    for (auto [i, type] : llvm::enumerate(types)) {
+      auto shaped = mlir::dyn_cast<mlir::RankedTensorType>(type);
+      if (std::optional<std::string> why = shaped ? tensorShapeError(shaped.getShape())
+                                                  : std::nullopt) {
+        error() << "result " << i << ": " << *why;
+        return mlir::failure();
+      }
+    }
     mlir::Operation *op = OpTy::create(builder, loc, types, operands, attributes).getOperation();
     if (mlir::failed(mlir::verify(op))) {
       op->erase();

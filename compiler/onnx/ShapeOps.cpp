@@ -139,11 +139,12 @@ Results importSplit(NodeContext &n) {
   } else {
     int64_t pieces = n.opset >= 18 && n.attr("num_outputs") ? n.getInt("num_outputs", 1)
                                                              : n.numOutputs();
-    if (pieces < 1) {
-      n.error() << "num_outputs must be positive";
+    int64_t extent = shape[*axis];
+    if (pieces < 1 || pieces > extent) {
+      n.error() << "cannot split the " << extent << " elements of axis " << *axis << " into "
+                << pieces << " parts";
       return failure();
     }
-    int64_t extent = shape[*axis];
     int64_t chunk = (extent + pieces - 1) / pieces;
     for (int64_t p = 0; p < pieces; ++p)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, extent - p * chunk)));

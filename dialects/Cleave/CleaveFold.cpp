@@ -125,6 +125,50 @@ DenseElementsAttr pick(DenseElementsAttr attr, RankedTensorType type,
   return DenseElementsAttr::get(type, picked);
 }
 
+// Integer arithmetic wraps in two's complement, as the kernels' does: done on
+// uint64_t, where overflow is defined, and truncated to the element type later.
+int64_t wrappingAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrappingSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t wrappingMul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+int64_t wrappingNeg(int64_t a) { return wrappingSub(0, a); }
+
+/// Division truncating toward zero; INT64_MIN / -1 wraps to INT64_MIN
+/// instead of trapping. Undefined for a zero divisor: nothing folds.
+std::optional<int64_t> wrappingDiv(int64_t a, int64_t b) {
+  if (b == 0)
+    return std::nullopt;
+  if (b == -1)
+    return wrappingNeg(a);
+  return a / b;
+}
+
+/// Exponentiation by squaring, wrapping; a negative exponent does not fold.
+std::optional<int64_t> intPow(int64_t base, int64_t exponent) {
+  if (exponent < 0)
+    return std::nullopt;
+  int64_t result = 1;
+  for (; exponent > 0; exponent >>= 1) {
+    if (exponent & 1)
+      result = wrappingMul(result, base);
+    base = wrappingMul(base, base);
+  }
+  return result;
+}
+
+/// A double as an integer element, where it has one (not NaN, not out of
+/// int64_t's range): other casts are undefined in ONNX and do not fold.
+std::optional<int64_t> toInt(double v) {
+  if (!(v >= -0x1p63 && v < 0x1p63))
+    return std::nullopt;
+  return static_cast<int64_t>(v);
+}
+
 /// Elementwise fold with broadcasting. `ints` and `floats` return nullopt
 /// where the result is not defined (division by zero): then nothing folds.
 OpFoldResult
@@ -162,8 +206,14 @@ foldElementwise(Operation *op, ArrayRef<Attribute> operands,
       std::optional<double> v = floats(args);
       if (!v)
         return {};
-      floatResults.push_back(*v);
-      intResults.push_back(static_cast<int64_t>(*v));
+      if (floatResult) {
+        floatResults.push_back(*v);
+        continue;
+      }
+      std::optional<int64_t> asInt = toInt(*v);
+      if (!asInt)
+        return {};
+      intResults.push_back(*asInt);
     }
   } else {
     SmallVector<SmallVector<int64_t>> values;
@@ -183,15 +233,6 @@ foldElementwise(Operation *op, ArrayRef<Attribute> operands,
   return floatResult ? fromDoubles(type, floatResults) : fromInts(type, intResults);
 }
 
-std::optional<int64_t> intPow(int64_t base, int64_t exponent) {
-  if (exponent < 0)
-    return std::nullopt;
-  int64_t result = 1;
-  while (exponent-- > 0)
-    result *= base;
-  return result;
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -200,7 +241,7 @@ std::optional<int64_t> intPow(int64_t base, int64_t exponent) {
 
 OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return -a[0]; },
+      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return wrappingNeg(a[0]); },
       [](ArrayRef<double> a) { return -a[0]; });
 }
 
@@ -216,7 +257,7 @@ OpFoldResult ReciprocalOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult AbsOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return std::abs(a[0]); },
+      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return a[0] < 0 ? wrappingNeg(a[0]) : a[0]; },
       [](ArrayRef<double> a) { return std::fabs(a[0]); });
 }
 
@@ -230,30 +271,26 @@ OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
 
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return a[0] + a[1]; },
+      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return wrappingAdd(a[0], a[1]); },
       [](ArrayRef<double> a) { return a[0] + a[1]; });
 }
 
 OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return a[0] - a[1]; },
+      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return wrappingSub(a[0], a[1]); },
       [](ArrayRef<double> a) { return a[0] - a[1]; });
 }
 
 OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
-      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return a[0] * a[1]; },
+      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return wrappingMul(a[0], a[1]); },
       [](ArrayRef<double> a) { return a[0] * a[1]; });
 }
 
 OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       *this, adaptor.getOperands(),
-      [](ArrayRef<int64_t> a) -> std::optional<int64_t> {
-        if (a[1] == 0)
-          return std::nullopt;
-        return a[0] / a[1];
-      },
+      [](ArrayRef<int64_t> a) { return wrappingDiv(a[0], a[1]); },
       [](ArrayRef<double> a) { return a[0] / a[1]; });
 }
 
@@ -434,7 +471,7 @@ OpFoldResult RangeOp::fold(FoldAdaptor) {
     int64_t s = start.getInt(), d = cast<IntegerAttr>(getDelta()).getInt();
     SmallVector<int64_t> values;
     for (int64_t n = 0; n < count; ++n)
-      values.push_back(s + n * d);
+      values.push_back(wrappingAdd(s, wrappingMul(n, d)));
     return fromInts(type, values);
   }
   double s = cast<FloatAttr>(getStart()).getValueAsDouble();

@@ -17,6 +17,7 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace cleave;
@@ -117,6 +118,24 @@ windowOutput(std::optional<Location> location, ArrayRef<int64_t> input,
 int64_t cleave::tensorBytes(RankedTensorType type) {
   unsigned width = type.getElementType().getIntOrFloatBitWidth();
   return type.getNumElements() * (width == 1 ? 1 : width / 8);
+}
+
+std::optional<std::string> cleave::tensorShapeError(ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return "its shape " + shapeString(shape) + " has a negative dim";
+    overflow = overflow || llvm::MulOverflow(count, d, count);
+  }
+  if (llvm::is_contained(shape, 0))
+    return std::nullopt;
+  if (overflow || count > kMaxTensorElements)
+    return "its shape " + shapeString(shape) + " holds " +
+           (overflow ? std::string("more than 2^63") : std::to_string(count)) +
+           " elements, more than the " + std::to_string(kMaxTensorElements) +
+           " (2^31 - 1) a tensor may hold";
+  return std::nullopt;
 }
 
 std::string cleave::shapeString(ArrayRef<int64_t> shape) {
@@ -430,6 +449,9 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   for (int64_t size : sizes) {
     if (size < 0)
       return fail(location, "split sizes must be non-negative");
+    if (size > shape[axis] - total)
+      return fail(location, "split sizes add up to more than the " + Twine(shape[axis]) +
+                                " of dim " + Twine(axis));
     total += size;
   }
   if (total != shape[axis])

@@ -44,6 +44,16 @@ std::string shapeString(llvm::ArrayRef<int64_t> shape);
 /// Bytes of a statically shaped tensor in host layout (a bool takes a byte).
 int64_t tensorBytes(mlir::RankedTensorType type);
 
+/// Largest number of elements a tensor may hold: 2^31 - 1, the largest
+/// count a 32-bit BLAS (OpenBLAS, cuBLAS) dimension or leading dimension
+/// can address. Import refuses any tensor over it, so no size computed from
+/// a model (pads, ranges, shapes) can overflow a kernel or an allocation.
+inline constexpr int64_t kMaxTensorElements = 2147483647;
+
+/// Why no tensor of `shape` can exist (a negative dim, or more than
+/// kMaxTensorElements elements), or nullopt when it can.
+std::optional<std::string> tensorShapeError(llvm::ArrayRef<int64_t> shape);
+
 /// Largest number of elements a fold at import may produce.
 inline constexpr int64_t kMaxFoldedElements = 65536;
 

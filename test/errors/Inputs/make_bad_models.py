@@ -159,6 +159,165 @@ def k_external(out):
     assert os.path.exists(os.path.join(os.path.dirname(out), "weights.bin"))
 
 
+def external_model(out, location, offset=None):
+    """The external model, with w's external_data rewritten to LOCATION (and
+    OFFSET): the bytes it names are 4096 bytes of w."""
+    k_external(out)
+    m = onnx.load(out, load_external_data=False)
+    entries = m.graph.initializer[0].external_data
+    del entries[:]
+    entries.add(key="location", value=location)
+    if offset is not None:
+        entries.add(key="offset", value=offset)
+    onnx.save(m, out)
+
+
+def secret_outside(out):
+    """A 4096-byte file in the folder above OUT's: what must never be read."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(out))),
+                        "secret.bin")
+    write_bytes(path, bytes(range(256)) * 16)
+    return path
+
+
+def k_external_parent(out):
+    secret_outside(out)
+    external_model(out, "../secret.bin")
+
+
+def k_external_absolute(out):
+    external_model(out, secret_outside(out))
+
+
+def k_external_symlink(out):
+    # weights.bin in the model's folder is a link to the file outside.
+    secret = secret_outside(out)
+    external_model(out, "weights.bin")
+    link = os.path.join(os.path.dirname(out), "weights.bin")
+    os.remove(link)
+    os.symlink(secret, link)
+
+
+def k_external_offset(out):
+    external_model(out, "weights.bin", offset="-1")
+
+
+def k_folded_div(out):
+    # INT64_MIN / -1, from two constants: the quotient overflows int64, and
+    # hardware division traps on it.
+    nodes = [helper.make_node("Constant", [], ["a"], name="a",
+                              value=numpy_helper.from_array(
+                                  np.array([-2**63, 7], dtype=np.int64))),
+             helper.make_node("Constant", [], ["b"], name="b",
+                              value=numpy_helper.from_array(
+                                  np.array([-1, -2], dtype=np.int64))),
+             helper.make_node("Div", ["a", "b"], ["y"], name="div")]
+    onnx.save(model(nodes, [], [vi("y", [2], TensorProto.INT64)]), out)
+
+
+def k_folded_pow(out):
+    # 3 ** (2^62 + 5) in int64: a loop of one multiplication per unit of
+    # the exponent never ends.
+    nodes = [helper.make_node("Constant", [], ["a"], name="a",
+                              value=numpy_helper.from_array(
+                                  np.array([3], dtype=np.int64))),
+             helper.make_node("Constant", [], ["b"], name="b",
+                              value=numpy_helper.from_array(
+                                  np.array([2**62 + 5], dtype=np.int64))),
+             helper.make_node("Pow", ["a", "b"], ["y"], name="pow")]
+    onnx.save(model(nodes, [], [vi("y", [1], TensorProto.INT64)]), out)
+
+
+def k_huge_constant_of_shape(out):
+    # A 2^20 x 2^20 f32 tensor (4 TiB) from a shape constant.
+    nodes = [helper.make_node("Constant", [], ["shape"], name="shape",
+                              value=numpy_helper.from_array(
+                                  np.array([2**20, 2**20], dtype=np.int64))),
+             helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"),
+             helper.make_node("ReduceSum", ["z"], ["y"], name="sum",
+                              keepdims=0)]
+    onnx.save(model(nodes, [], [vi("y", [], F32)], opset=17, check=False), out)
+
+
+def k_huge_range(out):
+    # Range(0, 2^40, 1): 2^40 int64 elements.
+    scalars = {"start": 0, "limit": 2**40, "delta": 1}
+    nodes = [helper.make_node("Constant", [], [k], name=k,
+                              value=numpy_helper.from_array(
+                                  np.array(v, dtype=np.int64)))
+             for k, v in scalars.items()]
+    nodes.append(helper.make_node("Range", ["start", "limit", "delta"], ["y"],
+                                  name="range"))
+    onnx.save(model(nodes, [], [vi("y", [None], TensorProto.INT64)]), out)
+
+
+def k_huge_pads(out):
+    # A 3x3 convolution whose pads are 2^40 on every side.
+    w = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv",
+                              pads=[2**40] * 4)]
+    onnx.save(model(nodes, [vi("x", [1, 1, 4, 4])], [vi("y", None)], [w],
+                    check=False), out)
+
+
+def k_huge_initializer(out):
+    # An initializer claiming 2^40 x 2^40 elements and holding none.
+    w = helper.make_tensor("w", F32, [2**40, 2**40], vals=[])
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add")]
+    onnx.save(model(nodes, [vi("x", [1])], [vi("y", None)], [w], check=False),
+              out)
+
+
+def k_huge_input(out):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    onnx.save(model(nodes, [vi("x", [2**31, 2])], [vi("y", None)],
+                    check=False), out)
+
+
+def k_defined_twice(out):
+    # Two nodes both define h (not SSA).
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="first"),
+             helper.make_node("Neg", ["x"], ["h"], name="second"),
+             helper.make_node("Abs", ["h"], ["y"], name="abs")]
+    onnx.save(model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], check=False),
+              out)
+
+
+def k_defines_input(out):
+    # A node's output has the name of a graph input.
+    nodes = [helper.make_node("Relu", ["x"], ["x"], name="relu"),
+             helper.make_node("Abs", ["x"], ["y"], name="abs")]
+    onnx.save(model(nodes, [vi("x", [2, 3])], [vi("y", [2, 3])], check=False),
+              out)
+
+
+def k_shadowed_input(out):
+    # Initializer w (4x3) is also graph input w, declared 5x3.
+    m = valid()
+    m.graph.input.append(vi("w", [5, 3]))
+    onnx.save(m, out)
+
+
+def k_split_too_many(out):
+    # Split 2 elements into 5 parts (opset 18's num_outputs).
+    nodes = [helper.make_node("Split", ["x"], [f"y{i}" for i in range(5)],
+                              name="split", axis=0, num_outputs=5)]
+    onnx.save(model(nodes, [vi("x", [2])], [vi(f"y{i}", None) for i in range(5)],
+                    opset=18, check=False), out)
+
+
+def k_opset99(out):
+    m = valid()
+    m.opset_import[0].version = 99
+    onnx.save(m, out)
+
+
+def k_ir_huge(out):
+    m = valid()
+    m.ir_version = 2**62
+    onnx.save(m, out)
+
+
 KINDS = {
     "valid": k_valid,
     "empty": k_empty,
@@ -173,6 +332,23 @@ KINDS = {
     "matmul-shapes": k_matmul_shapes,
     "dynamic": k_dynamic,
     "external": k_external,
+    "external-parent": k_external_parent,
+    "external-absolute": k_external_absolute,
+    "external-symlink": k_external_symlink,
+    "external-offset": k_external_offset,
+    "folded-div": k_folded_div,
+    "folded-pow": k_folded_pow,
+    "huge-constant-of-shape": k_huge_constant_of_shape,
+    "huge-range": k_huge_range,
+    "huge-pads": k_huge_pads,
+    "huge-initializer": k_huge_initializer,
+    "huge-input": k_huge_input,
+    "defined-twice": k_defined_twice,
+    "defines-input": k_defines_input,
+    "shadowed-input": k_shadowed_input,
+    "split-too-many": k_split_too_many,
+    "opset99": k_opset99,
+    "ir-huge": k_ir_huge,
 }
 
 if __name__ == "__main__":
