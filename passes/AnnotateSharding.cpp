@@ -309,7 +309,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
                << inBlocks->second.blocks
                << " blocks; only transposes, matrix products (as the right operand, split "
                << "along N), elementwise ops with every split operand split alike, and a "
-               << "split into the blocks may";
+               << "split into its blocks may read it";
     }
     return success();
   }

@@ -75,13 +75,21 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     return source;
   }
 
-  /// ": split it in the plan too" when operand #index is a parameter.
+  /// What the plan can change so that operand #index arrives as `op` needs
+  /// it: a parameter is split in the plan too; an activation comes split
+  /// from a column-parallel producer (Megatron pairs each row-parallel
+  /// linear with one); a graph input cannot arrive split.
   static std::string planHint(Operation *op, unsigned index) {
     auto arg = dyn_cast<BlockArgument>(sourceOf(op, index));
-    auto func = dyn_cast<func::FuncOp>(arg ? arg.getOwner()->getParentOp() : nullptr);
+    if (!arg)
+      return ": split the linear that computes it by its output dim (column parallel), so "
+             "that it arrives split";
+    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
     auto kind =
         func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
-    return kind && kind.getValue() == "param" ? ": split it in the plan too" : "";
+    if (kind && kind.getValue() == "param")
+      return ": split it in the plan too";
+    return ": a graph input arrives whole; leave this op's parameters whole in the plan";
   }
 
   /// Another operand of `op` whose dims run along the loop dim `dim` of
