@@ -233,6 +233,15 @@ void LocalCommunicator::doRecv(void *, std::size_t, DType, int, int, const CallS
 
 void LocalCommunicator::endJob(int exitCode) { std::exit(exitCode); }
 
+RankChunks::RankChunks(std::size_t count, int n) : counts(n), offsets(n) {
+  std::size_t offset = 0;
+  for (int c = 0; c < n; ++c) {
+    counts[c] = count / n + (static_cast<std::size_t>(c) < count % n ? 1 : 0);
+    offsets[c] = offset;
+    offset += counts[c];
+  }
+}
+
 namespace {
 
 template <typename T> void sumParts(const T *parts, int n, std::size_t count, T *sum) {

@@ -235,6 +235,14 @@ protected:
   [[noreturn]] void endJob(int exitCode) override;
 };
 
+/// How the rank-order sums cut a buffer of `count` elements into one chunk
+/// per rank of a group of `n`: chunk r is counts[r] elements from
+/// offsets[r], count/n each and the first count%n one more.
+struct RankChunks {
+  RankChunks(std::size_t count, int n);
+  std::vector<std::size_t> counts, offsets;
+};
+
 /// `sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i]` for `n`
 /// parts of `count` elements laid out one after another: the order the
 /// deterministic mode promises. Host memory; f32, f64, i32, i64 (integers

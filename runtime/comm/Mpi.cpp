@@ -302,15 +302,13 @@ void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count,
                                                 const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::AllReduce;
   Deadline deadline(options().timeoutSeconds);
-  int total = mpiCount(count, kind, site);
+  mpiCount(count, kind, site);
   int n = size(), me = rank();
-  // Chunk c has total/n elements, the first total%n chunks one more.
-  std::vector<int> counts(n), offsets(n);
-  for (int c = 0, offset = 0; c < n; ++c) {
-    counts[c] = total / n + (c < total % n ? 1 : 0);
-    offsets[c] = offset;
-    offset += counts[c];
-  }
+  // mpiCount has checked that the whole count fits an int, so every chunk's
+  // count and offset does.
+  RankChunks chunks(count, n);
+  std::vector<int> counts(chunks.counts.begin(), chunks.counts.end());
+  std::vector<int> offsets(chunks.offsets.begin(), chunks.offsets.end());
   int mine = counts[me];
   std::size_t elementBytes = dtypeSize(type);
   scratch_.resize(static_cast<std::size_t>(n) * mine * elementBytes + 1);

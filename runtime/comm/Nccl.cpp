@@ -250,34 +250,25 @@ void NcclCommunicator::doRecv(void *buffer, std::size_t count, DType type, int p
   finish(kind, site, deadline);
 }
 
-void NcclCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
-                                                 const CallSite &site) {
-  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
-  Deadline deadline(options().timeoutSeconds);
+void NcclCommunicator::sumOwnChunk(const void *sent, const RankChunks &chunks, DType type,
+                                   void *sum, CollectiveKind kind, const CallSite &site,
+                                   const Deadline &deadline) {
   int n = size(), me = rank();
   std::size_t elementBytes = dtypeSize(type);
-  // Chunk c has count/n elements, the first count%n chunks one more.
-  std::vector<std::size_t> counts(n), offsets(n);
-  std::size_t offset = 0;
-  for (int c = 0; c < n; ++c) {
-    counts[c] = count / n + (static_cast<std::size_t>(c) < count % n ? 1 : 0);
-    offsets[c] = offset;
-    offset += counts[c];
-  }
-  std::size_t mine = counts[me];
-  char *bytes = static_cast<char *>(buffer);
+  std::size_t mine = chunks.counts[me];
+  const char *bytes = static_cast<const char *>(sent);
   char *pieces = static_cast<char *>(scratch(n * mine * elementBytes + 1, kind, site));
-  // Every rank receives every rank's piece of its own chunk, in rank order.
-  check(cudaMemcpyAsync(pieces + me * mine * elementBytes, bytes + offsets[me] * elementBytes,
-                        mine * elementBytes, cudaMemcpyDeviceToDevice, stream_),
+  check(cudaMemcpyAsync(pieces + me * mine * elementBytes,
+                        bytes + chunks.offsets[me] * elementBytes, mine * elementBytes,
+                        cudaMemcpyDeviceToDevice, stream_),
         "cudaMemcpyAsync", kind, site);
   issued(ncclGroupStart(), "ncclGroupStart", kind, site, deadline);
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me)
       continue;
-    if (counts[peer] > 0)
-      grouped(ncclSend(bytes + offsets[peer] * elementBytes, counts[peer] * elementBytes,
-                       ncclUint8, peer, comm_, stream_),
+    if (chunks.counts[peer] > 0)
+      grouped(ncclSend(bytes + chunks.offsets[peer] * elementBytes,
+                       chunks.counts[peer] * elementBytes, ncclUint8, peer, comm_, stream_),
               "ncclSend", kind, site);
     if (mine > 0)
       grouped(ncclRecv(pieces + peer * mine * elementBytes, mine * elementBytes, ncclUint8, peer,
@@ -285,17 +276,27 @@ void NcclCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count
               "ncclRecv", kind, site);
   }
   issued(ncclGroupEnd(), "ncclGroupEnd (all-to-all)", kind, site, deadline);
-  check(sumInRankOrderOnDevice(pieces, n, mine, type, bytes + offsets[me] * elementBytes,
-                               stream_),
-        "the sum kernel", kind, site);
+  check(sumInRankOrderOnDevice(pieces, n, mine, type, sum, stream_), "the sum kernel", kind, site);
+}
+
+void NcclCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                                 const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
+  Deadline deadline(options().timeoutSeconds);
+  RankChunks chunks(count, size());
+  std::size_t elementBytes = dtypeSize(type);
+  char *bytes = static_cast<char *>(buffer);
+  sumOwnChunk(buffer, chunks, type, bytes + chunks.offsets[rank()] * elementBytes, kind, site,
+              deadline);
   // Each rank broadcasts its summed chunk: an all-gather of unequal chunks.
   issued(ncclGroupStart(), "ncclGroupStart", kind, site, deadline);
-  for (int root = 0; root < n; ++root)
-    if (counts[root] > 0)
-      grouped(ncclBroadcast(bytes + offsets[root] * elementBytes,
-                            bytes + offsets[root] * elementBytes, counts[root] * elementBytes,
-                            ncclUint8, root, comm_, stream_),
+  for (int root = 0; root < size(); ++root)
+    if (chunks.counts[root] > 0) {
+      char *chunk = bytes + chunks.offsets[root] * elementBytes;
+      grouped(ncclBroadcast(chunk, chunk, chunks.counts[root] * elementBytes, ncclUint8, root,
+                            comm_, stream_),
               "ncclBroadcast", kind, site);
+    }
   issued(ncclGroupEnd(), "ncclGroupEnd (all-gather)", kind, site, deadline);
   finish(kind, site, deadline);
 }
@@ -305,27 +306,9 @@ void NcclCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *rec
                                                      const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
   Deadline deadline(options().timeoutSeconds);
-  int n = size(), me = rank();
-  std::size_t chunkBytes = countPerRank * dtypeSize(type);
-  const char *bytes = static_cast<const char *>(sent);
-  char *pieces = static_cast<char *>(scratch(n * chunkBytes + 1, kind, site));
-  check(cudaMemcpyAsync(pieces + me * chunkBytes, bytes + me * chunkBytes, chunkBytes,
-                        cudaMemcpyDeviceToDevice, stream_),
-        "cudaMemcpyAsync", kind, site);
-  if (chunkBytes > 0) {
-    issued(ncclGroupStart(), "ncclGroupStart", kind, site, deadline);
-    for (int peer = 0; peer < n; ++peer) {
-      if (peer == me)
-        continue;
-      grouped(ncclSend(bytes + peer * chunkBytes, chunkBytes, ncclUint8, peer, comm_, stream_),
-              "ncclSend", kind, site);
-      grouped(ncclRecv(pieces + peer * chunkBytes, chunkBytes, ncclUint8, peer, comm_, stream_),
-              "ncclRecv", kind, site);
-    }
-    issued(ncclGroupEnd(), "ncclGroupEnd (all-to-all)", kind, site, deadline);
-  }
-  check(sumInRankOrderOnDevice(pieces, n, countPerRank, type, received, stream_),
-        "the sum kernel", kind, site);
+  // Every rank's chunk is countPerRank elements.
+  sumOwnChunk(sent, RankChunks(size() * countPerRank, size()), type, received, kind, site,
+              deadline);
   finish(kind, site, deadline);
 }
 

@@ -75,6 +75,11 @@ private:
   void finish(CollectiveKind kind, const CallSite &site, const Deadline &deadline);
   /// Fails unless `status` is cudaSuccess.
   void check(cudaError_t status, const char *call, CollectiveKind kind, const CallSite &site);
+  /// What both rank-order sums start with: this rank sends chunk r of `sent`
+  /// to rank r, receives every rank's piece of its own chunk into the
+  /// scratch, and queues their sum in rank order into `sum`.
+  void sumOwnChunk(const void *sent, const RankChunks &chunks, DType type, void *sum,
+                   CollectiveKind kind, const CallSite &site, const Deadline &deadline);
   /// Device scratch of at least `bytes`, reused between calls.
   void *scratch(std::size_t bytes, CollectiveKind kind, const CallSite &site);
 

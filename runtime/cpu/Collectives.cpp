@@ -1,6 +1,7 @@
 //===- Collectives.cpp - collectives of the CPU backend -------------------===//
 //
-// Host buffers go to the mesh axis's communicator (MPI) as they are.
+// Host buffers go to the mesh axis's communicator (MPI) as they are
+// (runtime/comm/CollectiveKernels.inc); all_slice copies on the host.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,17 +13,7 @@
 
 namespace cleave::rt::cpu {
 
-void all_reduce(Context &ctx, const Tensor &buffer, int64_t axis) {
-  comm::allReduceOnAxis(ctx.axes, axis, buffer, ctx.step);
-}
-
-void reduce_scatter(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
-  comm::reduceScatterOnAxis(ctx.axes, axis, in, out, ctx.step);
-}
-
-void all_gather(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
-  comm::allGatherOnAxis(ctx.axes, axis, in, out, ctx.step);
-}
+#include "runtime/comm/CollectiveKernels.inc"
 
 void all_slice(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
   const char *part = static_cast<const char *>(in.data) + comm::sliceOffset(ctx.axes, axis, in, out);

@@ -17,6 +17,8 @@
 #include "runtime/cpu/Support.h"
 
 #include <algorithm>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace cleave::rt::cpu {
@@ -175,16 +177,73 @@ private:
   std::vector<T> elements;
 };
 
-/// Calls f(image, group, r0, r1) for every tile of output rows of every
-/// image and group.
-template <typename F> void forEachTile(const ConvGeometry &g, F &&f) {
-  int64_t olast = g.out[g.sp - 1];
-  int64_t rows = g.outSize / olast;
-  int64_t tileRows = cpuTileRows(g.columns());
+/// One block of a convolution's work: output rows [r0, r1) (rows: all
+/// output coords but the last) of one image and group.
+struct ConvBlock {
+  int64_t image, group, r0, r1;
+
+  /// Where the block's input group starts in x (channels x spatial).
+  int64_t xOffset(const ConvGeometry &g) const { return (image * g.c + group * g.cg) * g.inSize; }
+  /// Where the group's mg x kdim weights start in w.
+  int64_t wOffset(const ConvGeometry &g) const { return group * g.mg * g.kdim; }
+  /// Where the block's first output row starts in y (mg x positions).
+  int64_t yOffset(const ConvGeometry &g) const {
+    return (image * g.m + group * g.mg) * g.outSize + r0 * g.out[g.sp - 1];
+  }
+  /// The output positions the block covers: the columns of its im2col tile.
+  int64_t columns(const ConvGeometry &g) const { return (r1 - r0) * g.out[g.sp - 1]; }
+};
+
+/// Calls f(block, col) for every block of the convolution and the adjoints.
+/// Pointwise, a block is a whole image and group and col is null: the input
+/// group (kdim x positions) is its own column matrix. Otherwise a block is a
+/// tile of output rows and col its kdim x columns scratch.
+template <typename T, typename F> void forEachBlock(Context &ctx, const ConvGeometry &g, F &&f) {
+  int64_t rows = g.outSize / g.out[g.sp - 1];
+  int64_t tileRows = g.pointwise ? rows : cpuTileRows(g.columns());
+  std::optional<ColumnTile<T>> col;
+  if (!g.pointwise)
+    col.emplace(ctx, g);
   for (int64_t i = 0; i < g.n; ++i)
     for (int64_t gi = 0; gi < g.group; ++gi)
       for (int64_t r0 = 0; r0 < rows; r0 += tileRows)
-        f(i, gi, r0, std::min(rows, r0 + tileRows));
+        f(ConvBlock{i, gi, r0, std::min(rows, r0 + tileRows)}, col ? col->data() : nullptr);
+}
+
+/// One block of an adjoint, typed: the block's input group in x and its
+/// group's weights in w (one of them the adjoint's result), its rows of dy,
+/// and its column tile (null pointwise: the x group is its own).
+template <typename T> struct AdjointBlock {
+  T *x, *w;
+  const T *dy;
+  T *col;
+  int64_t r0, r1, columns;
+};
+
+/// What the two adjoints share: the types checked against `out`'s (one of
+/// `x` and `w`, which both add into, so it is zeroed first), and unless there
+/// is nothing to do, perBlock(g, block) over every block (forEachBlock).
+template <typename F>
+void convAdjoint(Context &ctx, const char *kernel, const Tensor &grad, const Tensor &x,
+                 const Tensor &w, const Tensor &out, Dims strides, Dims pads, Dims dilations,
+                 int64_t group, F &&perBlock) {
+  checkType(kernel, x, out.dtype);
+  checkType(kernel, w, out.dtype);
+  checkType(kernel, grad, out.dtype);
+  ConvGeometry g =
+      convGeometry(kernel, x.shape, w.shape, grad.shape, strides, pads, dilations, group);
+  dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *result = out.as<T>();
+    std::fill(result, result + out.numel(), T(0));
+    if (g.outSize == 0 || g.n == 0 || g.m == 0 || g.kdim == 0)
+      return;
+    forEachBlock<T>(ctx, g, [&](const ConvBlock &block, T *col) {
+      perBlock(g, AdjointBlock<T>{x.as<T>() + block.xOffset(g), w.as<T>() + block.wOffset(g),
+                                  grad.as<T>() + block.yOffset(g), col, block.r0, block.r1,
+                                  block.columns(g)});
+    });
+  });
 }
 
 } // namespace
@@ -201,7 +260,7 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   if (b && b->numel() != g.m)
     fail(kernel, "bias has %lld elements, expected %lld", static_cast<long long>(b->numel()),
          static_cast<long long>(g.m));
-  int64_t n = g.n, c = g.c, m = g.m, cg = g.cg, mg = g.mg, kdim = g.kdim, p = g.outSize;
+  int64_t n = g.n, m = g.m, mg = g.mg, kdim = g.kdim, p = g.outSize;
 
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -210,21 +269,14 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
     T *ys = y.as<T>();
     if (p == 0 || n == 0 || m == 0)
       return;
-    if (g.pointwise) {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t gi = 0; gi < group; ++gi)
-          gemmCore<T>(ctx, false, false, mg, p, cg, 1.0, ws + gi * mg * kdim, kdim,
-                      xs + (i * c + gi * cg) * g.inSize, p, 0.0, ys + (i * m + gi * mg) * p, p);
-    } else {
-      int64_t olast = g.out[g.sp - 1];
-      ColumnTile<T> col(ctx, g);
-      forEachTile(g, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
-        int64_t tn = (r1 - r0) * olast;
-        unroll<false>(g, const_cast<T *>(xs) + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
-        gemmCore<T>(ctx, false, false, mg, tn, kdim, 1.0, ws + gi * mg * kdim, kdim, col.data(),
-                    tn, 0.0, ys + (i * m + gi * mg) * p + r0 * olast, p);
-      });
-    }
+    forEachBlock<T>(ctx, g, [&](const ConvBlock &blk, T *col) {
+      const T *xg = xs + blk.xOffset(g);
+      int64_t tn = blk.columns(g);
+      if (col)
+        unroll<false>(g, const_cast<T *>(xg), blk.r0, blk.r1, col);
+      gemmCore<T>(ctx, false, false, mg, tn, kdim, 1.0, ws + blk.wOffset(g), kdim, col ? col : xg,
+                  tn, 0.0, ys + blk.yOffset(g), p);
+    });
     if (b) {
       const T *bs = b->template as<T>();
       for (int64_t i = 0; i < n; ++i)
@@ -240,75 +292,30 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
 
 void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,
                      Dims strides, Dims pads, Dims dilations, int64_t group) {
-  const char *kernel = "conv_grad_input";
-  checkType(kernel, w, out.dtype);
-  checkType(kernel, grad, out.dtype);
-  ConvGeometry g =
-      convGeometry(kernel, out.shape, w.shape, grad.shape, strides, pads, dilations, group);
-  int64_t c = g.c, m = g.m, cg = g.cg, mg = g.mg, kdim = g.kdim, p = g.outSize;
-
-  dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *gs = grad.as<T>();
-    const T *ws = w.as<T>();
-    T *dx = out.as<T>();
-    std::fill(dx, dx + out.numel(), T(0));
-    if (p == 0 || g.n == 0 || m == 0 || kdim == 0)
-      return;
-    // dcol_g (kdim x positions) = w_g^T (kdim x mg) dy_g (mg x positions).
-    if (g.pointwise) {
-      for (int64_t i = 0; i < g.n; ++i)
-        for (int64_t gi = 0; gi < group; ++gi)
-          gemmCore<T>(ctx, true, false, kdim, p, mg, 1.0, ws + gi * mg * kdim, kdim,
-                      gs + (i * m + gi * mg) * p, p, 0.0, dx + (i * c + gi * cg) * g.inSize, p);
-      return;
-    }
-    int64_t olast = g.out[g.sp - 1];
-    ColumnTile<T> col(ctx, g);
-    forEachTile(g, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
-      int64_t tn = (r1 - r0) * olast;
-      gemmCore<T>(ctx, true, false, kdim, tn, mg, 1.0, ws + gi * mg * kdim, kdim,
-                  gs + (i * m + gi * mg) * p + r0 * olast, p, 0.0, col.data(), tn);
-      unroll<true>(g, dx + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
-    });
-  });
+  // dcol_g (kdim x positions) = w_g^T (kdim x mg) dy_g (mg x positions),
+  // folded back onto dx_g (col2im); pointwise, dcol_g is dx_g itself.
+  convAdjoint(ctx, "conv_grad_input", grad, out, w, out, strides, pads, dilations, group,
+              [&](const ConvGeometry &g, auto dx) {
+                using T = std::remove_pointer_t<decltype(dx.x)>;
+                gemmCore<T>(ctx, true, false, g.kdim, dx.columns, g.mg, 1.0, dx.w, g.kdim, dx.dy,
+                            g.outSize, 0.0, dx.col ? dx.col : dx.x, dx.columns);
+                if (dx.col)
+                  unroll<true>(g, dx.x, dx.r0, dx.r1, dx.col);
+              });
 }
 
 void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
                       Dims strides, Dims pads, Dims dilations, int64_t group) {
-  const char *kernel = "conv_grad_weight";
-  checkType(kernel, x, out.dtype);
-  checkType(kernel, grad, out.dtype);
-  ConvGeometry g =
-      convGeometry(kernel, x.shape, out.shape, grad.shape, strides, pads, dilations, group);
-  int64_t c = g.c, m = g.m, cg = g.cg, mg = g.mg, kdim = g.kdim, p = g.outSize;
-
-  dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *gs = grad.as<T>();
-    const T *xs = x.as<T>();
-    T *dw = out.as<T>();
-    std::fill(dw, dw + out.numel(), T(0));
-    if (p == 0 || g.n == 0 || m == 0 || kdim == 0)
-      return;
-    // dw_g (mg x kdim) += dy_g (mg x positions) col_g^T (positions x kdim),
-    // summed over the images (and tiles).
-    if (g.pointwise) {
-      for (int64_t i = 0; i < g.n; ++i)
-        for (int64_t gi = 0; gi < group; ++gi)
-          gemmCore<T>(ctx, false, true, mg, kdim, p, 1.0, gs + (i * m + gi * mg) * p, p,
-                      xs + (i * c + gi * cg) * g.inSize, p, 1.0, dw + gi * mg * kdim, kdim);
-      return;
-    }
-    int64_t olast = g.out[g.sp - 1];
-    ColumnTile<T> col(ctx, g);
-    forEachTile(g, [&](int64_t i, int64_t gi, int64_t r0, int64_t r1) {
-      int64_t tn = (r1 - r0) * olast;
-      unroll<false>(g, const_cast<T *>(xs) + (i * c + gi * cg) * g.inSize, r0, r1, col.data());
-      gemmCore<T>(ctx, false, true, mg, kdim, tn, 1.0, gs + (i * m + gi * mg) * p + r0 * olast, p,
-                  col.data(), tn, 1.0, dw + gi * mg * kdim, kdim);
-    });
-  });
+  // dw_g (mg x kdim) += dy_g (mg x positions) col_g^T (positions x kdim),
+  // summed over the images (and tiles); pointwise, col_g is x_g itself.
+  convAdjoint(ctx, "conv_grad_weight", grad, x, out, out, strides, pads, dilations, group,
+              [&](const ConvGeometry &g, auto dw) {
+                using T = std::remove_pointer_t<decltype(dw.x)>;
+                if (dw.col)
+                  unroll<false>(g, dw.x, dw.r0, dw.r1, dw.col);
+                gemmCore<T>(ctx, false, true, g.mg, g.kdim, dw.columns, 1.0, dw.dy, g.outSize,
+                            dw.col ? dw.col : dw.x, dw.columns, 1.0, dw.w, g.kdim);
+              });
 }
 
 } // namespace cleave::rt::cpu

@@ -1,27 +1,18 @@
 //===- Program.h - what a generated CPU program defines ---------*- C++ -*-===//
 //
 // The generated program.cpp includes this header and defines cleave_forward
-// and cleave_apply;
-// the driver (runtime/driver) calls it. Declaring it here makes the compiler
-// check that both sides agree.
+// and cleave_apply (runtime/ProgramEntry.h); the driver (runtime/driver)
+// calls them.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_RUNTIME_CPU_PROGRAM_H
 #define CLEAVE_RUNTIME_CPU_PROGRAM_H
 
+#include "runtime/ProgramEntry.h"
 #include "runtime/cpu/Kernels.h"
 
-/// @forward: a forward pass (in a training program, the forward and backward
-/// of one microbatch, adding into the gradient accumulators). Reads `inputs`
-/// (plan.json's input order) and the weights blob and writes its `outputs`
-/// (views of the arena, the weights or the inputs).
-void cleave_forward(cleave::rt::cpu::Context &ctx, char *arena, char *weights,
-                    const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs);
-
-/// @apply: a training program's optimizer update from the accumulated
-/// gradients; does nothing in a forward program. Same arguments.
-void cleave_apply(cleave::rt::cpu::Context &ctx, char *arena, char *weights,
-                  const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs);
+cleave::rt::ProgramEntry<cleave::rt::cpu::Context> cleave_forward;
+cleave::rt::ProgramEntry<cleave::rt::cpu::Context> cleave_apply;
 
 #endif

@@ -1,7 +1,8 @@
 //===- Collectives.cu - collectives of the CUDA backend -------------------===//
 //
 // The communicators of a CUDA program are NCCL's, on the backend's stream
-// (runtime/driver/CudaMain.cu), so buffers stay in device memory.
+// (runtime/driver/CudaMain.cu), so buffers stay in device memory
+// (runtime/comm/CollectiveKernels.inc); all_slice copies on the device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,17 +14,7 @@ namespace cleave::rt::cuda {
 
 using detail::check;
 
-void all_reduce(Context &ctx, const Tensor &buffer, int64_t axis) {
-  comm::allReduceOnAxis(ctx.axes, axis, buffer, ctx.step);
-}
-
-void reduce_scatter(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
-  comm::reduceScatterOnAxis(ctx.axes, axis, in, out, ctx.step);
-}
-
-void all_gather(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
-  comm::allGatherOnAxis(ctx.axes, axis, in, out, ctx.step);
-}
+#include "runtime/comm/CollectiveKernels.inc"
 
 void all_slice(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
   const char *part = static_cast<const char *>(in.data) + comm::sliceOffset(ctx.axes, axis, in, out);

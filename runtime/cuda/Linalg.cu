@@ -15,6 +15,7 @@
 #include "runtime/cuda/Common.cuh"
 
 #include <climits>
+#include <optional>
 
 namespace cleave::rt::cuda {
 namespace detail {
@@ -142,7 +143,7 @@ int64_t convGroupChannels(const char *kernel, int64_t channels, int64_t maps, co
 /// x, w and y in errors (an adjoint's are its result and operands).
 struct ConvDims {
   Window win;
-  int64_t images, channels, maps, groupChannels, groupMaps;
+  int64_t images, channels, maps, group, groupChannels, groupMaps;
   /// Rows of one group's column matrix, and output positions per image.
   int64_t columns, positions;
 };
@@ -159,9 +160,28 @@ ConvDims convDims(const char *kernel, const Tensor &x, const Tensor &w, const Te
   d.channels = x.shape[1];
   d.maps = y.shape[1];
   d.groupChannels = convGroupChannels(kernel, d.channels, d.maps, w, group);
+  d.group = group;
   d.groupMaps = d.maps / group;
   d.columns = d.groupChannels * d.win.kernelSize;
   d.positions = d.win.outSize;
+  return d;
+}
+
+/// The dims of an adjoint writing `out` (conv_grad_input's x, or
+/// conv_grad_weight's w), checked; none when nothing is left to compute: an
+/// empty result, or one of zeros (no gradient, or no columns), filled here.
+std::optional<ConvDims> adjointDims(Context &ctx, const char *kernel, const Tensor &x,
+                                    const Tensor &w, const Tensor &grad, const Tensor &out,
+                                    Dims strides, Dims pads, Dims dilations, int64_t group) {
+  const char *const roles[3] = {&x == &out ? "the result" : "x", &w == &out ? "the result" : "w",
+                                "grad"};
+  ConvDims d = convDims(kernel, x, w, grad, roles, strides, pads, dilations, group);
+  if (out.numel() == 0)
+    return std::nullopt;
+  if (grad.numel() == 0 || d.columns == 0) {
+    fill(ctx, out, 0.0);
+    return std::nullopt;
+  }
   return d;
 }
 
@@ -210,18 +230,19 @@ private:
 };
 
 /// A conv's column matrices, a chunk of images at a time: the GEMM dims
-/// (checked to fit cuBLAS's int), the chunking and its workspace.
+/// (checked to fit cuBLAS's int) and handle, the chunking and its workspace.
 struct ColumnChunks {
-  ColumnChunks(Context &ctx, const char *kernel, const Window &win, int64_t images,
-               int64_t group, int64_t columns, int64_t groupMaps)
-      : shape(convColumns(win, images, group, columns)), perImage(group * columns * win.outSize),
-        chunk(shape.pointwise ? images : cudaImagesPerChunk(shape)),
+  ColumnChunks(Context &ctx, const char *kernel, const ConvDims &dims)
+      : dims(dims), shape(convColumns(dims.win, dims.images, dims.group, dims.columns)),
+        perImage(dims.group * dims.columns * dims.positions),
+        chunk(shape.pointwise ? dims.images : cudaImagesPerChunk(shape)),
         workspace(ctx, shape, kernel) {
-    for (int64_t v : {win.outSize, columns, groupMaps, group, images})
+    for (int64_t v : {dims.positions, dims.columns, dims.groupMaps, dims.group, dims.images})
       requireInt(kernel, v, "a conv GEMM dim");
-    P = static_cast<int>(win.outSize);
-    CK = static_cast<int>(columns);
-    Mg = static_cast<int>(groupMaps);
+    P = static_cast<int>(dims.positions);
+    CK = static_cast<int>(dims.columns);
+    Mg = static_cast<int>(dims.groupMaps);
+    blas = blasHandle(ctx, kernel);
   }
   /// Calls f(first, count) for each chunk of images.
   template <typename F> void forEach(F &&f) const {
@@ -231,23 +252,24 @@ struct ColumnChunks {
   /// The column matrices of images [first, first + count) of x (channels x
   /// spatial each): x itself for a pointwise conv, else unfolded into the
   /// workspace.
-  const float *unfold(Context &ctx, const char *kernel, const Window &win, const Tensor &x,
-                      int64_t channels, int64_t groupChannels, int64_t first,
+  const float *unfold(Context &ctx, const char *kernel, const Tensor &x, int64_t first,
                       int64_t count) const {
+    const float *images = x.as<float>() + first * dims.channels * dims.win.inSize;
     if (shape.pointwise)
-      return x.as<float>() + first * channels * win.inSize;
+      return images;
     int64_t total = count * perImage;
     im2colKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
-        total, win, channels, groupChannels, shape.groups,
-        x.as<float>() + first * channels * win.inSize, workspace.get());
+        total, dims.win, dims.channels, dims.groupChannels, shape.groups, images, workspace.get());
     checkLaunch(kernel);
     return workspace.get();
   }
 
+  const ConvDims &dims;
   ConvColumns shape;
   int64_t perImage, chunk;
   ColumnWorkspace workspace;
   int P = 0, CK = 0, Mg = 0;
+  cublasHandle_t blas;
 };
 
 } // namespace
@@ -365,46 +387,40 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   if (b)
     requireType(kernel, *b, DType::F32, "the bias");
   ConvDims d = convDims(kernel, x, w, y, roles, strides, pads, dilations, group);
-  const Window &win = d.win;
-  int64_t images = d.images, channels = d.channels, maps = d.maps;
-  int64_t groupChannels = d.groupChannels, groupMaps = d.groupMaps;
-  int64_t columns = d.columns, positions = d.positions;
+  int64_t maps = d.maps, positions = d.positions;
   if (b)
     requireNumel(kernel, *b, maps, "the bias");
   if (y.numel() == 0)
     return;
-  if (columns == 0) {
+  if (d.columns == 0) {
     fill(ctx, y, 0.0);
   } else {
     // A pointwise conv reads x as its column matrix; others unfold a chunk
     // of images at a time into a stream-ordered workspace.
-    ColumnChunks chunks(ctx, kernel, win, images, group, columns, groupMaps);
-    int64_t perImage = chunks.perImage;
-    int P = chunks.P, CK = chunks.CK, Mg = chunks.Mg;
-    cublasHandle_t handle = blasHandle(ctx, kernel);
+    ColumnChunks chunks(ctx, kernel, d);
     const float one = 1.0f, zero = 0.0f;
     chunks.forEach([&](int64_t first, int64_t count) {
-      const float *col =
-          chunks.unfold(ctx, kernel, win, x, channels, groupChannels, first, count);
+      const float *col = chunks.unfold(ctx, kernel, x, first, count);
       // y_g[Mg, P] = w_g[Mg, CK] col_g[CK, P] for each image and group:
       // batch over the larger of the two, loop over the other.
       float *yChunk = y.as<float>() + first * maps * positions;
       const float *wData = w.as<float>();
+      int64_t groupColumns = d.columns * positions, groupWeights = d.groupMaps * d.columns;
       if (count >= group) {
         for (int64_t g = 0; g < group; ++g)
           checkBlas(cublasSgemmStridedBatched(
-                        handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Mg, CK, &one, col + g * columns * positions,
-                        P, perImage, wData + g * groupMaps * columns, CK, 0, &zero,
-                        yChunk + g * groupMaps * positions, P, maps * positions,
-                        static_cast<int>(count)),
+                        chunks.blas, CUBLAS_OP_N, CUBLAS_OP_N, chunks.P, chunks.Mg, chunks.CK, &one,
+                        col + g * groupColumns, chunks.P, chunks.perImage, wData + g * groupWeights,
+                        chunks.CK, 0, &zero, yChunk + g * d.groupMaps * positions, chunks.P,
+                        maps * positions, static_cast<int>(count)),
                     kernel);
       } else {
         for (int64_t image = 0; image < count; ++image)
           checkBlas(cublasSgemmStridedBatched(
-                        handle, CUBLAS_OP_N, CUBLAS_OP_N, P, Mg, CK, &one, col + image * perImage,
-                        P, columns * positions, wData, CK, groupMaps * columns, &zero,
-                        yChunk + image * maps * positions, P, groupMaps * positions,
-                        static_cast<int>(group)),
+                        chunks.blas, CUBLAS_OP_N, CUBLAS_OP_N, chunks.P, chunks.Mg, chunks.CK, &one,
+                        col + image * chunks.perImage, chunks.P, groupColumns, wData, chunks.CK,
+                        groupWeights, &zero, yChunk + image * maps * positions, chunks.P,
+                        d.groupMaps * positions, static_cast<int>(group)),
                     kernel);
       }
     });
@@ -420,42 +436,34 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
 void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,
                      Dims strides, Dims pads, Dims dilations, int64_t group) {
   const char *kernel = "conv_grad_input";
-  static const char *const roles[3] = {"the result", "w", "grad"};
-  ConvDims d = convDims(kernel, out, w, grad, roles, strides, pads, dilations, group);
-  const Window &win = d.win;
-  int64_t images = d.images, channels = d.channels, maps = d.maps, groupMaps = d.groupMaps;
-  int64_t columns = d.columns, positions = d.positions;
-  if (out.numel() == 0)
+  std::optional<ConvDims> d =
+      adjointDims(ctx, kernel, out, w, grad, out, strides, pads, dilations, group);
+  if (!d)
     return;
-  if (grad.numel() == 0 || columns == 0) {
-    fill(ctx, out, 0.0);
-    return;
-  }
   // A pointwise conv's columns are dx itself; others go through a workspace
   // of a chunk of images and are folded back onto dx.
-  ColumnChunks chunks(ctx, kernel, win, images, group, columns, groupMaps);
+  ColumnChunks chunks(ctx, kernel, *d);
   bool pointwise = chunks.shape.pointwise;
-  int64_t perImage = chunks.perImage;
-  int P = chunks.P, CK = chunks.CK, Mg = chunks.Mg;
   float *workspace = chunks.workspace.get();
-  cublasHandle_t handle = blasHandle(ctx, kernel);
   const float one = 1.0f, zero = 0.0f;
   chunks.forEach([&](int64_t first, int64_t count) {
-    float *col = pointwise ? out.as<float>() + first * channels * win.inSize : workspace;
-    const float *gChunk = grad.as<float>() + first * maps * positions;
+    float *dx = out.as<float>() + first * d->channels * d->win.inSize;
+    float *col = pointwise ? dx : workspace;
+    const float *gChunk = grad.as<float>() + first * d->maps * d->positions;
     // col_g[CK, P] = w_g[Mg, CK]^T dy_g[Mg, P], per image and group: in
     // column-major terms col_g^T[P, CK] = dy_g^T[P, Mg] w_g[Mg, CK].
     for (int64_t g = 0; g < group; ++g)
       checkBlas(cublasSgemmStridedBatched(
-                    handle, CUBLAS_OP_N, CUBLAS_OP_T, P, CK, Mg, &one,
-                    gChunk + g * groupMaps * positions, P, maps * positions,
-                    w.as<float>() + g * groupMaps * columns, CK, 0, &zero,
-                    col + g * columns * positions, P, perImage, static_cast<int>(count)),
+                    chunks.blas, CUBLAS_OP_N, CUBLAS_OP_T, chunks.P, chunks.CK, chunks.Mg, &one,
+                    gChunk + g * d->groupMaps * d->positions, chunks.P, d->maps * d->positions,
+                    w.as<float>() + g * d->groupMaps * d->columns, chunks.CK, 0, &zero,
+                    col + g * d->columns * d->positions, chunks.P, chunks.perImage,
+                    static_cast<int>(count)),
                 kernel);
     if (!pointwise) {
-      int64_t total = count * channels * win.inSize;
-      col2imKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
-          total, win, channels, workspace, out.as<float>() + first * channels * win.inSize);
+      int64_t total = count * d->channels * d->win.inSize;
+      col2imKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(total, d->win, d->channels,
+                                                                  workspace, dx);
       checkLaunch(kernel);
     }
   });
@@ -464,34 +472,26 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
 void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
                       Dims strides, Dims pads, Dims dilations, int64_t group) {
   const char *kernel = "conv_grad_weight";
-  static const char *const roles[3] = {"x", "the result", "grad"};
-  ConvDims d = convDims(kernel, x, out, grad, roles, strides, pads, dilations, group);
-  const Window &win = d.win;
-  int64_t images = d.images, channels = d.channels, maps = d.maps;
-  int64_t groupChannels = d.groupChannels, groupMaps = d.groupMaps;
-  int64_t columns = d.columns, positions = d.positions;
-  if (out.numel() == 0)
+  std::optional<ConvDims> d =
+      adjointDims(ctx, kernel, x, out, grad, out, strides, pads, dilations, group);
+  if (!d)
     return;
+  // The images' products add up in dw.
   fill(ctx, out, 0.0);
-  if (grad.numel() == 0)
-    return;
-  ColumnChunks chunks(ctx, kernel, win, images, group, columns, groupMaps);
-  int64_t perImage = chunks.perImage;
-  int P = chunks.P, CK = chunks.CK, Mg = chunks.Mg;
-  cublasHandle_t handle = blasHandle(ctx, kernel);
+  ColumnChunks chunks(ctx, kernel, *d);
   const float one = 1.0f;
   chunks.forEach([&](int64_t first, int64_t count) {
-    const float *col = chunks.unfold(ctx, kernel, win, x, channels, groupChannels, first, count);
+    const float *col = chunks.unfold(ctx, kernel, x, first, count);
     // dw_g[Mg, CK] += dy_g[Mg, P] col_g[CK, P]^T for each image, the groups
     // batched (each writes its own dw_g): in column-major terms
     // dw_g^T[CK, Mg] += col_g^T'[CK, P] dy_g^T[P, Mg].
     for (int64_t image = 0; image < count; ++image)
       checkBlas(cublasSgemmStridedBatched(
-                    handle, CUBLAS_OP_T, CUBLAS_OP_N, CK, Mg, P, &one,
-                    col + image * perImage, P, columns * positions,
-                    grad.as<float>() + (first + image) * maps * positions, P,
-                    groupMaps * positions, &one, out.as<float>(), CK, groupMaps * columns,
-                    static_cast<int>(group)),
+                    chunks.blas, CUBLAS_OP_T, CUBLAS_OP_N, chunks.CK, chunks.Mg, chunks.P, &one,
+                    col + image * chunks.perImage, chunks.P, d->columns * d->positions,
+                    grad.as<float>() + (first + image) * d->maps * d->positions, chunks.P,
+                    d->groupMaps * d->positions, &one, out.as<float>(), chunks.CK,
+                    d->groupMaps * d->columns, static_cast<int>(group)),
                 kernel);
   });
 }

@@ -144,6 +144,41 @@ int64_t sliceLayout(const char *kernel, const Tensor &whole, const Tensor &slice
   return base;
 }
 
+/// Concat and split: `whole` is the pieces laid side by side along `axis`.
+/// Copies the pieces into whole (concat, whose inputs must fill it) or whole
+/// into the pieces (split, whose outputs may leave its end out), all checked
+/// before anything is copied.
+void joinOrSplit(Context &ctx, const char *kernel, const TensorList &pieces, const Tensor &whole,
+                 int64_t axis, bool intoWhole) {
+  axis = normaliseAxis(kernel, axis, whole.rank());
+  const char *pieceName = intoWhole ? "an input" : "an output";
+  const char *wholeName = intoWhole ? "the result" : "the input";
+  int64_t total = 0;
+  for (const Tensor &piece : pieces) {
+    requireSameType(kernel, piece, whole);
+    requirePieceOf(kernel, piece, whole, axis, pieceName, wholeName);
+    total += piece.shape[axis];
+  }
+  if (intoWhole && total != whole.shape[axis])
+    fail(kernel, "the inputs' dims along the axis add up to %lld, not %lld",
+         static_cast<long long>(total), static_cast<long long>(whole.shape[axis]));
+  if (!intoWhole && total > whole.shape[axis])
+    fail(kernel, "the outputs are larger than the input along the axis");
+  int64_t wholeStrides[kMaxRank];
+  denseStrides(whole.shape, wholeStrides);
+  int64_t offset = 0;
+  for (const Tensor &piece : pieces) {
+    int64_t wholeOffset = offset * wholeStrides[axis];
+    if (intoWhole)
+      stridedCopy(ctx, kernel, whole.dtype, denseCopyLayout(piece.shape, whole.shape, piece.shape),
+                  whole.data, wholeOffset, piece.data, 0);
+    else
+      stridedCopy(ctx, kernel, whole.dtype, denseCopyLayout(piece.shape, piece.shape, whole.shape),
+                  piece.data, 0, whole.data, wholeOffset);
+    offset += piece.shape[axis];
+  }
+}
+
 } // namespace
 } // namespace detail
 
@@ -178,38 +213,11 @@ void transpose(Context &ctx, const Tensor &in, const Tensor &out, Dims perm) {
 }
 
 void concat(Context &ctx, const TensorList &inputs, const Tensor &out, int64_t axis) {
-  const char *kernel = "concat";
-  axis = normaliseAxis(kernel, axis, out.rank());
-  int64_t outStrides[kMaxRank];
-  denseStrides(out.shape, outStrides);
-  int64_t offset = 0;
-  for (const Tensor &in : inputs) {
-    requireSameType(kernel, in, out);
-    requirePieceOf(kernel, in, out, axis, "an input", "the result");
-    Layout<2> layout = denseCopyLayout(in.shape, out.shape, in.shape);
-    stridedCopy(ctx, kernel, out.dtype, layout, out.data, offset * outStrides[axis], in.data, 0);
-    offset += in.shape[axis];
-  }
-  if (offset != out.shape[axis])
-    fail(kernel, "the inputs' dims along the axis add up to %lld, not %lld",
-         static_cast<long long>(offset), static_cast<long long>(out.shape[axis]));
+  joinOrSplit(ctx, "concat", inputs, out, axis, true);
 }
 
 void split(Context &ctx, const Tensor &in, const TensorList &outputs, int64_t axis) {
-  const char *kernel = "split";
-  axis = normaliseAxis(kernel, axis, in.rank());
-  int64_t inStrides[kMaxRank];
-  denseStrides(in.shape, inStrides);
-  int64_t offset = 0;
-  for (const Tensor &out : outputs) {
-    requireSameType(kernel, in, out);
-    requirePieceOf(kernel, out, in, axis, "an output", "the input");
-    if (offset + out.shape[axis] > in.shape[axis])
-      fail(kernel, "the outputs are larger than the input along the axis");
-    Layout<2> layout = denseCopyLayout(out.shape, out.shape, in.shape);
-    stridedCopy(ctx, kernel, in.dtype, layout, out.data, 0, in.data, offset * inStrides[axis]);
-    offset += out.shape[axis];
-  }
+  joinOrSplit(ctx, "split", outputs, in, axis, false);
 }
 
 void slice(Context &ctx, const Tensor &in, const Tensor &out, Dims starts, Dims steps) {

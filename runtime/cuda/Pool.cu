@@ -198,6 +198,17 @@ __global__ void averagePoolGradKernel(int64_t n, Window win, bool countIncludePa
   }
 }
 
+/// Launches `kernel` on the stream with a thread for each of `n` elements
+/// (its first argument), unless there are none, and checks the launch.
+template <typename... Params, typename... Args>
+void launchPerElement(Context &ctx, const char *name, void (*kernel)(int64_t, Params...), int64_t n,
+                      Args... args) {
+  if (n == 0)
+    return;
+  kernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, args...);
+  checkLaunch(name);
+}
+
 void requirePool(const char *kernel, const Tensor &x, const Tensor &y) {
   requireType(kernel, x, DType::F32, "x");
   requireType(kernel, y, DType::F32, "y");
@@ -215,12 +226,7 @@ void max_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, Dims 
   const char *name = "max_pool";
   requirePool(name, x, y);
   Window win = makeWindow(name, x, y, kernel, strides, pads, dilations);
-  int64_t n = y.numel();
-  if (n == 0)
-    return;
-  maxPoolKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, win, x.as<float>(),
-                                                           y.as<float>());
-  checkLaunch(name);
+  launchPerElement(ctx, name, maxPoolKernel, y.numel(), win, x.as<float>(), y.as<float>());
 }
 
 void average_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, Dims strides,
@@ -228,12 +234,8 @@ void average_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, D
   const char *name = "average_pool";
   requirePool(name, x, y);
   Window win = makeWindow(name, x, y, kernel, strides, pads, dilations);
-  int64_t n = y.numel();
-  if (n == 0)
-    return;
-  averagePoolKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, win, countIncludePad,
-                                                               x.as<float>(), y.as<float>());
-  checkLaunch(name);
+  launchPerElement(ctx, name, averagePoolKernel, y.numel(), win, countIncludePad, x.as<float>(),
+                   y.as<float>());
 }
 
 void max_pool_grad(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
@@ -247,12 +249,8 @@ void max_pool_grad(Context &ctx, const Tensor &grad, const Tensor &x, const Tens
   if (!same)
     fail(name, "the result must have x's shape");
   Window win = makeWindow(name, x, grad, kernel, strides, pads, dilations);
-  int64_t n = out.numel();
-  if (n == 0)
-    return;
-  maxPoolGradKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, win, x.as<float>(),
-                                                               grad.as<float>(), out.as<float>());
-  checkLaunch(name);
+  launchPerElement(ctx, name, maxPoolGradKernel, out.numel(), win, x.as<float>(), grad.as<float>(),
+                   out.as<float>());
 }
 
 void average_pool_grad(Context &ctx, const Tensor &grad, const Tensor &out, Dims kernel,
@@ -260,12 +258,8 @@ void average_pool_grad(Context &ctx, const Tensor &grad, const Tensor &out, Dims
   const char *name = "average_pool_grad";
   requirePool(name, out, grad);
   Window win = makeWindow(name, out, grad, kernel, strides, pads, dilations);
-  int64_t n = out.numel();
-  if (n == 0)
-    return;
-  averagePoolGradKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-      n, win, countIncludePad, grad.as<float>(), out.as<float>());
-  checkLaunch(name);
+  launchPerElement(ctx, name, averagePoolGradKernel, out.numel(), win, countIncludePad,
+                   grad.as<float>(), out.as<float>());
 }
 
 void global_average_pool(Context &ctx, const Tensor &x, const Tensor &y) {
