@@ -214,7 +214,8 @@ LogicalResult Importer::checkInitializerInputs() {
 /// Every --input-shape names an input of the graph (or of an algorithm of
 /// the training_info step).
 LogicalResult Importer::checkInputShapes() {
-  for (const auto &[name, dims] : options.inputShapes) {
+  for (const auto &entry : options.inputShapes) {
+    const std::string &name = entry.first;
     auto isNamed = [&](const auto &in) { return in.name() == name; };
     bool known = llvm::any_of(model.graph().input(), isNamed);
     for (int i = 0; stepFromTrainingInfo && !known && i < model.training_info_size(); ++i)

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 debian_packages=(
-  cmake ninja-build g++ ccache
+  cmake ninja-build g++ ccache clang libclang-rt-14-dev
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   protobuf-compiler libprotobuf-dev
   libcli11-dev nlohmann-json3-dev libopenblas-dev

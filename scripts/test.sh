@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Sets up the machine (scripts/setup.sh), builds, and runs every test.
-#   scripts/test.sh
+# Sets up the machine (scripts/setup.sh), builds, and runs every test: the
+# lit suite, then each fuzzer for a minute (scripts/fuzz.sh).
+#   scripts/test.sh          the default suite (under 20 minutes on 2 cores)
+#   scripts/test.sh --long   the fuzzers for 10 million executions each instead
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+fuzz=(--seconds 60)
+case "${1:-}" in
+  --long) fuzz=(--runs 10000000) ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--long]" >&2; exit 2 ;;
+esac
 "$root/scripts/setup.sh"
 
 log=$(mktemp)
@@ -12,4 +20,15 @@ status=0
 passed=$(sed -n 's/^ *Passed *: *\([0-9]*\).*/\1/p' "$log" | head -1)
 failed=$(sed -n 's/^ *Failed *: *\([0-9]*\).*/\1/p' "$log" | head -1)
 echo "lit: ${passed:-0} passed, ${failed:-0} failed"
+
+fuzz_status=0
+"$root/scripts/fuzz.sh" "${fuzz[@]}" > "$log" 2>&1 || fuzz_status=$?
+grep -E '^(fuzz:|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$log" || true
+if [ $fuzz_status -ne 0 ]; then
+  tail -40 "$log"
+  echo "fuzz: FAILED (exit $fuzz_status; the input is in build-fuzz/findings/)"
+  status=1
+else
+  echo "fuzz: no findings"
+fi
 exit $status

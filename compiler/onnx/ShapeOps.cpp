@@ -39,9 +39,18 @@ Results importReshape(NodeContext &n) {
       shape.push_back(1);
       continue;
     }
+    if (d < 0) {
+      n.error() << "shape dim " << i << " is " << d;
+      return failure();
+    }
     shape.push_back(d);
-    known *= d;
   }
+  if (std::optional<std::string> why = tensorShapeError(shape)) {
+    n.error() << "shape " << shapeString(*requested) << ": " << *why;
+    return failure();
+  }
+  for (int64_t d : shape)
+    known *= d;
   if (inferred) {
     int64_t count = 1;
     for (int64_t d : in)

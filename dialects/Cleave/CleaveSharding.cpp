@@ -350,12 +350,12 @@ shard::ShardingArray loopSplits(const LoopNest &nest, unsigned numOperands,
     for (auto [d, axes] : llvm::enumerate(sharding.getSplitAxes())) {
       if (axes.empty() || d >= dims.size() || !dims[d] || !loops[*dims[d]].empty())
         continue;
+      ArrayRef<GridAxis> wanted = axes.asArrayRef();
       bool taken = llvm::any_of(loops, [&](ArrayRef<GridAxis> used) {
-        return llvm::any_of(axes.asArrayRef(),
-                            [&](GridAxis axis) { return llvm::is_contained(used, axis); });
+        return llvm::any_of(wanted, [&](GridAxis axis) { return llvm::is_contained(used, axis); });
       });
       if (!taken)
-        loops[*dims[d]].assign(axes.asArrayRef().begin(), axes.asArrayRef().end());
+        loops[*dims[d]].assign(wanted.begin(), wanted.end());
     }
   };
   for (auto [i, sharding] : llvm::enumerate(resultShardings))
