@@ -13,8 +13,8 @@
 namespace cleave {
 
 mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std::string &resultsDir,
-                                       const std::string &outputPath, rt::FileSet &files,
-                                       UserError &error) {
+                                       bool staged, const std::string &outputPath,
+                                       rt::FileSet &files, UserError &error) {
   auto fail = [&](const std::string &where, const std::string &what) {
     error = UserError{where, what, "", kExitBadInput};
     return mlir::failure();
@@ -41,6 +41,8 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std:
       if (int axis = mesh.axisIndex("tp"); axis >= 0)
         coordinates[axis] = tp;
       std::string path = resultsDir + "/" + rt::weightsBlobName(plan, coordinates);
+      if (staged)
+        path = rt::FileSet::stagedName(path);
       auto blob = llvm::MemoryBuffer::getFile(path, false, false);
       if (!blob)
         return fail(path, "cannot open: " + blob.getError().message());

@@ -14,11 +14,12 @@ namespace cleave {
 
 /// Stages in `files`, as `outputPath`, the model compiled into `programDir`
 /// (plan.json names it) with every parameter initializer replaced by its
-/// value in the trained weights blobs of `resultsDir`. Other initializers,
-/// nodes and metadata are kept as they were.
+/// value in the trained weights blobs of `resultsDir` (as the program staged
+/// them, rt::FileSet::stagedName, when `staged`). Other initializers, nodes
+/// and metadata are kept as they were.
 mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std::string &resultsDir,
-                                       const std::string &outputPath, rt::FileSet &files,
-                                       UserError &error);
+                                       bool staged, const std::string &outputPath,
+                                       rt::FileSet &files, UserError &error);
 
 } // namespace cleave
 

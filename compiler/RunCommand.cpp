@@ -8,6 +8,7 @@
 #include "onnx/onnx.pb.h"
 #include "runtime/Files.h"
 #include "runtime/Npy.h"
+#include "runtime/Plan.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <fcntl.h>
@@ -286,9 +288,16 @@ bool runJob(const std::vector<std::string> &args, const std::string &stderrFile,
 /// The exit code of a job that ended as `end` says, after printing what
 /// happened when cleave has something to add.
 int jobExitCode(const std::string &program, const JobEnd &end, const MpirunReport *report) {
-  // A stop passed on: the program said so itself; 128 + N, as a shell would.
-  if (end.forwarded)
+  // A stop passed on: 128 + N, as a shell would. A program alone says so
+  // itself; the ranks of a job stop quietly.
+  if (end.forwarded) {
+    if (report)
+      printError({"cleave run",
+                  "stopped by " + signalName(end.forwarded) +
+                      ": every rank was stopped, nothing was written",
+                  "", kExitInternal});
     return 128 + end.forwarded;
+  }
   if (WIFSIGNALED(end.status)) {
     int sig = WTERMSIG(end.status);
     bool crash = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
@@ -317,14 +326,6 @@ int jobExitCode(const std::string &program, const JobEnd &end, const MpirunRepor
   return code;
 }
 
-/// Stages `from` (a file the program wrote) in `files` as `to`.
-bool stageCopy(const std::string &from, const std::string &to, rt::FileSet &files,
-               std::string &error) {
-  std::string bytes;
-  return rt::readFile(from, UINT64_MAX, bytes, error) &&
-         files.stage(to, {{bytes.data(), bytes.size()}}, error);
-}
-
 /// Checks, before training, that every result can be written where asked.
 bool checkResultPaths(const RunOptions &options) {
   std::string error;
@@ -349,31 +350,39 @@ bool checkResultPaths(const RunOptions &options) {
   return true;
 }
 
-/// With --save-onnx, the program's results (in the scratch `resultsDir` and
-/// `metrics`) and the model are put in place together, or none of them.
-int commitWithModel(const RunOptions &options, const std::string &resultsDir,
-                    const std::string &metrics) {
-  rt::FileSet files;
-  UserError error;
-  if (failed(exportTrainedModel(options.dir, resultsDir, options.saveOnnx, files, error))) {
-    printError(error);
-    return error.code;
-  }
+/// With --save-onnx, the program leaves its results staged (--defer-commit)
+/// in `outputDir` and at --log-json; they and the model are put in place
+/// together, or none of them.
+int commitWithModel(const RunOptions &options, const std::string &outputDir) {
+  const std::string planPath = options.dir + "/plan.json";
+  rt::Plan plan;
   std::string message;
-  if (!options.outputDir.empty()) {
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator entry(resultsDir, ec), last; entry != last && !ec;
-         entry.increment(ec)) {
-      std::string to = options.outputDir + "/" + llvm::sys::path::filename(entry->path()).str();
-      if (!stageCopy(entry->path(), to, files, message)) {
-        printError({to, message});
-        return kExitBadInput;
-      }
+  if (!rt::readPlan(planPath, plan, message)) {
+    printError({planPath, message});
+    return kExitBadInput;
+  }
+  rt::FileSet files;
+  // What the ranks wrote: the blobs (one per coordinate of the axes they
+  // differ along) and rank 0's outputs and metrics.
+  std::set<std::string> written;
+  const rt::Mesh mesh = plan.mesh ? *plan.mesh : rt::Mesh::line("dp", 1);
+  for (int rank = 0; rank < mesh.size(); ++rank)
+    written.insert(outputDir + "/" + rt::weightsBlobName(plan, mesh.coordinates(rank)));
+  for (const rt::TensorSpec &output : plan.outputs)
+    written.insert(outputDir + "/" + rt::npyFileName(output.name));
+  if (!options.logJson.empty())
+    written.insert(options.logJson);
+  for (const std::string &path : written) {
+    if (!files.adopt(path, message)) {
+      printError({path, message, "a cleave bug: please report it", kExitInternal});
+      return kExitInternal;
     }
   }
-  if (!options.logJson.empty() && !stageCopy(metrics, options.logJson, files, message)) {
-    printError({options.logJson, message});
-    return kExitBadInput;
+  UserError error;
+  if (failed(exportTrainedModel(options.dir, outputDir, /*staged=*/true, options.saveOnnx, files,
+                                error))) {
+    printError(error);
+    return error.code;
   }
   std::string failedPath;
   if (!files.commit(failedPath, message)) {
@@ -451,20 +460,23 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
   if (options.totalSteps)
     args.insert(args.end(), {"--total-steps", std::to_string(*options.totalSteps)});
-  // With --save-onnx the program writes to scratch, and its results are put
-  // in place with the model (commitWithModel).
+  // With --save-onnx the program leaves its results staged, to be put in
+  // place with the model (commitWithModel).
   const bool withModel = !options.saveOnnx.empty();
-  const std::string metrics = (scratch + "/metrics.json").str();
-  const std::string logJson = withModel && !options.logJson.empty() ? metrics : options.logJson;
-  if (!logJson.empty())
-    args.insert(args.end(), {"--log-json", logJson});
+  if (withModel)
+    args.push_back("--defer-commit");
+  if (!options.logJson.empty())
+    args.insert(args.end(), {"--log-json", options.logJson});
   if (options.collectiveTimeout) {
     std::ostringstream seconds; // the shortest spelling: 2, 0.5
     seconds << *options.collectiveTimeout;
     args.insert(args.end(), {"--collective-timeout", seconds.str()});
   }
-  std::string outputDir = withModel ? (scratch + "/outputs").str() : options.outputDir;
-  if (withModel) {
+  // --save-onnx reads the trained weights the program writes to its output
+  // directory (a scratch one if the user gave none).
+  std::string outputDir = options.outputDir;
+  if (withModel && outputDir.empty()) {
+    outputDir = (scratch + "/outputs").str();
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
       printError({outputDir, "cannot create: " + ec.message(), "", kExitInternal});
       return kExitInternal;
@@ -483,7 +495,7 @@ int runProgram(const RunOptions &options) {
   }
   int code = jobExitCode(program, end, options.ranks > 1 ? &report : nullptr);
   if (code == 0 && withModel)
-    return commitWithModel(options, outputDir, metrics);
+    return commitWithModel(options, outputDir);
   return code;
 }
 } // namespace cleave

@@ -14,8 +14,6 @@
 namespace cleave::rt {
 namespace {
 
-std::string temporaryName(const std::string &path) { return path + ".partial"; }
-
 std::string systemError(const char *what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
@@ -56,12 +54,12 @@ private:
 
 FileSet::~FileSet() {
   for (const std::string &path : staged)
-    std::remove(temporaryName(path).c_str());
+    std::remove(FileSet::stagedName(path).c_str());
 }
 
 bool FileSet::stage(const std::string &path, const std::vector<FileChunk> &chunks,
                     std::string &error) {
-  const std::string temporary = temporaryName(path);
+  const std::string temporary = FileSet::stagedName(path);
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     error = systemError("cannot write");
@@ -86,10 +84,19 @@ bool FileSet::stage(const std::string &path, const std::vector<FileChunk> &chunk
   return true;
 }
 
+bool FileSet::adopt(const std::string &path, std::string &error) {
+  if (::access(stagedName(path).c_str(), F_OK) != 0) {
+    error = "was not written (no " + stagedName(path) + ")";
+    return false;
+  }
+  staged.push_back(path);
+  return true;
+}
+
 bool FileSet::commit(std::string &failed, std::string &error) {
   StopSignalsHeld held;
   for (size_t i = 0; i < staged.size(); ++i) {
-    if (std::rename(temporaryName(staged[i]).c_str(), staged[i].c_str()) != 0) {
+    if (std::rename(FileSet::stagedName(staged[i]).c_str(), staged[i].c_str()) != 0) {
       failed = staged[i];
       error = systemError("cannot write");
       staged.erase(staged.begin(), staged.begin() + static_cast<std::ptrdiff_t>(i));
@@ -113,7 +120,7 @@ bool canCreate(const std::string &path, std::string &error) {
     error = "is a directory";
     return false;
   }
-  const std::string temporary = temporaryName(path);
+  const std::string temporary = FileSet::stagedName(path);
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     error = systemError("cannot write");

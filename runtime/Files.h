@@ -36,9 +36,19 @@ public:
   /// Writes the chunks, in order, to `path`'s temporary file. On failure
   /// returns false and sets `error` (without the path).
   bool stage(const std::string &path, const std::vector<FileChunk> &chunks, std::string &error);
+  /// Takes into the set the file another process staged for `path` (left by
+  /// its keepStaged()); false if there is none.
+  bool adopt(const std::string &path, std::string &error);
+  /// Leaves the staged files under their temporary names, for the process
+  /// that started this one to commit with files of its own (cleave run
+  /// --save-onnx), instead of removing them.
+  void keepStaged() { staged.clear(); }
   /// Renames every staged file into place. On failure returns false and sets
   /// `failed` to the file that could not be put in place and `error` to why.
   bool commit(std::string &failed, std::string &error);
+
+  /// Where a file for `path` is staged.
+  static std::string stagedName(const std::string &path) { return path + ".partial"; }
 
 private:
   std::vector<std::string> staged;

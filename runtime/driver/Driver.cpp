@@ -5,6 +5,7 @@
 #include "runtime/CliValidators.h"
 
 #include "runtime/Npy.h"
+#include "runtime/comm/Start.h"
 #include "runtime/driver/DriverSupport.h"
 #include "runtime/driver/Training.h"
 
@@ -153,6 +154,11 @@ extern "C" void stopOnSignal(int sig) {
   ::_exit(128 + sig);
 }
 
+/// The same without the line, for a rank of a job: mpirun stops the other
+/// ranks with SIGTERM when one fails, and what failed is reported instead
+/// (by the rank, or by cleave run).
+extern "C" void stopQuietlyOnSignal(int sig) { ::_exit(128 + sig); }
+
 /// Refuses a plan.json of another compile, or one changed where the
 /// generated code depends on it, naming the first field that differs.
 int checkIdentity(const std::string &planPath, const Plan &plan, const ProgramIdentity &identity) {
@@ -229,6 +235,10 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
                      "Training on a mesh: end the job when a collective takes longer than this "
                      "many seconds (default 300)")
           ->check(positiveNumber());
+  // cleave run's, for --save-onnx: not for users, so not in --help.
+  app.add_flag("--defer-commit", training.deferCommit,
+               "Training: leave the results staged as FILE.partial")
+      ->group("");
   stepsOpt->excludes(epochsOpt);
   shuffleOpt->excludes(noShuffleOpt);
   try {
@@ -279,7 +289,7 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
 
 int runDriver(int argc, char **argv, const ProgramIdentity &identity, Backend &backend) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP})
-    std::signal(sig, stopOnSignal);
+    std::signal(sig, comm::launchedRanks() > 1 ? stopQuietlyOnSignal : stopOnSignal);
   try {
     return runDriverChecked(argc, argv, identity, backend);
   } catch (const std::bad_alloc &) {

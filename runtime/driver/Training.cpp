@@ -421,7 +421,9 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
   if (job.reporting && !options.logJson.empty())
     if (int code = stageMetrics(plan, options, job, backend, records, seconds, files))
       return code;
-  if (!files.commit(failed, error))
+  if (options.deferCommit)
+    files.keepStaged();
+  else if (!files.commit(failed, error))
     return fail(failed, error, 1);
   return 0;
 }
