@@ -157,10 +157,6 @@ public:
 
 private:
   void line(const std::string &text) {
-    static const std::regex rule("^-{20,}$");
-    static const std::regex died("process rank ([0-9]+) with PID [0-9]+ on node \\S+ exited on "
-                                 "signal ([0-9]+)");
-    static const std::regex progress("^step ([0-9]+)/[0-9]+ ");
     std::smatch match;
     if (std::regex_match(text, rule)) {
       inBanner = !inBanner;
@@ -177,6 +173,10 @@ private:
     rankReportedError |= text.rfind("cleave: error: ", 0) == 0;
     std::fprintf(stderr, "%s\n", text.c_str());
   }
+  const std::regex rule{"^-{20,}$"};
+  const std::regex died{"process rank ([0-9]+) with PID [0-9]+ on node \\S+ exited on signal "
+                        "([0-9]+)"};
+  const std::regex progress{"^step ([0-9]+)/[0-9]+ "};
   std::string pending;
   bool inBanner = false;
 };
