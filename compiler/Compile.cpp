@@ -27,14 +27,42 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <iomanip>
+#include <random>
 #include <sstream>
 
 using namespace mlir;
 
 namespace cleave {
 namespace {
+
+/// A compile's build id: 128 random bits in hex, written into plan.json and
+/// compiled into the program, which refuses another compile's plan.json.
+std::string newBuildId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i)
+    id += llvm::utohexstr(random(), /*LowerCase=*/true, /*Width=*/8);
+  return id;
+}
+
+/// `text` as a C++ string literal: every byte but letters and digits as an
+/// octal escape (names may hold any character).
+std::string cppStringLiteral(llvm::StringRef text) {
+  std::string literal = "\"";
+  for (unsigned char c : text) {
+    if (llvm::isAlnum(c) || c == ' ') {
+      literal += static_cast<char>(c);
+    } else {
+      char escape[5];
+      std::snprintf(escape, sizeof escape, "\\%03o", c);
+      literal += escape;
+    }
+  }
+  return literal + "\"";
+}
 
 /// Remembers which pass runs, so a failure can name it, and whether a
 /// failure is the pass's own refusal or a bug: a failing upstream pass (it
@@ -518,7 +546,9 @@ LogicalResult Compiler::run() {
     return failure();
   if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
     return failure();
-  if (failed(writePlan(module, *imported, options, partial, error)))
+  const std::string buildId = newBuildId();
+  std::string planInterface;
+  if (failed(writePlan(module, *imported, options, partial, buildId, planInterface, error)))
     return failure();
   if (options.target == "cuda" && failed(checkCudaKernels(module)))
     return failure();
@@ -533,6 +563,10 @@ LogicalResult Compiler::run() {
     LogicalResult translated = success();
     if (failed(write(source, [&](llvm::raw_ostream &os) {
           translated = emitc::translateToCpp(module, os);
+          // What the driver checks plan.json against (runtime/driver/Driver.h).
+          os << "\n#include \"runtime/driver/Driver.h\"\n"
+             << "const cleave::rt::ProgramIdentity cleave::rt::kCompiledProgram{\n    "
+             << cppStringLiteral(buildId) << ",\n    " << cppStringLiteral(planInterface) << "};\n";
         })))
       return failure();
     if (failed(translated))

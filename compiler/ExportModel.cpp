@@ -6,16 +6,15 @@
 #include "runtime/Plan.h"
 
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
 
 namespace cleave {
 
 mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std::string &resultsDir,
-                                       const std::string &outputPath, UserError &error) {
+                                       bool staged, const std::string &outputPath,
+                                       rt::FileSet &files, UserError &error) {
   auto fail = [&](const std::string &where, const std::string &what) {
     error = UserError{where, what, "", kExitBadInput};
     return mlir::failure();
@@ -42,6 +41,8 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std:
       if (int axis = mesh.axisIndex("tp"); axis >= 0)
         coordinates[axis] = tp;
       std::string path = resultsDir + "/" + rt::weightsBlobName(plan, coordinates);
+      if (staged)
+        path = rt::FileSet::stagedName(path);
       auto blob = llvm::MemoryBuffer::getFile(path, false, false);
       if (!blob)
         return fail(path, "cannot open: " + blob.getError().message());
@@ -127,13 +128,9 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std:
   std::string serialized;
   if (!model.SerializeToString(&serialized))
     return fail(outputPath, "the model is too large to serialize (over 2 GiB)");
-  if (llvm::Error written = llvm::writeToOutput(outputPath, [&](llvm::raw_ostream &os) {
-        os << serialized;
-        return llvm::Error::success();
-      })) {
-    error = UserError{outputPath,
-                      "cannot write: " + llvm::errorToErrorCode(std::move(written)).message(), "",
-                      kExitBadUsage};
+  std::string written;
+  if (!files.stage(outputPath, {{serialized.data(), serialized.size()}}, written)) {
+    error = UserError{outputPath, written, "", kExitBadInput};
     return mlir::failure();
   }
   return mlir::success();

@@ -4,6 +4,7 @@
 #define CLEAVE_COMPILER_EXPORTMODEL_H
 
 #include "compiler/Diagnostics.h"
+#include "runtime/Files.h"
 
 #include "mlir/Support/LLVM.h"
 
@@ -11,13 +12,14 @@
 
 namespace cleave {
 
-/// Writes the model compiled into `programDir` (plan.json names it) to
-/// `outputPath` with every parameter initializer replaced by its value in the
-/// weights blob `weightsPath`, whole or not at all. Other initializers, nodes
+/// Stages in `files`, as `outputPath`, the model compiled into `programDir`
+/// (plan.json names it) with every parameter initializer replaced by its
+/// value in the trained weights blobs of `resultsDir` (as the program staged
+/// them, rt::FileSet::stagedName, when `staged`). Other initializers, nodes
 /// and metadata are kept as they were.
-mlir::LogicalResult exportTrainedModel(const std::string &programDir,
-                                       const std::string &resultsDir,
-                                       const std::string &outputPath, UserError &error);
+mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std::string &resultsDir,
+                                       bool staged, const std::string &outputPath,
+                                       rt::FileSet &files, UserError &error);
 
 } // namespace cleave
 

@@ -135,6 +135,9 @@ public:
 
   LogicalResult build(UserError &error);
   LogicalResult writeFiles(StringRef dir, UserError &error);
+  /// The plan's build id, and what the program is generated for.
+  void setBuildId(const std::string &id) { plan.buildId = id; }
+  std::string programInterface() const { return rt::programInterface(plan); }
 
 private:
   /// A parameter whose initial bytes differ by rank: split over tp and/or
@@ -557,10 +560,13 @@ int64_t estimateFlops(Operation *op) {
 }
 
 LogicalResult writePlan(ModuleOp module, const ImportedModel &model, const CompileOptions &options,
-                        StringRef dir, UserError &error) {
+                        StringRef dir, const std::string &buildId, std::string &programInterface,
+                        UserError &error) {
   PlanBuilder builder(module, model, options);
   if (failed(builder.build(error)))
     return failure();
+  builder.setBuildId(buildId);
+  programInterface = builder.programInterface();
   return builder.writeFiles(dir, error);
 }
 

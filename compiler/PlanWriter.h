@@ -13,9 +13,12 @@ namespace cleave {
 /// with their offsets and layouts over the mesh, arena and weights bytes,
 /// collectives, FLOPs) and the weights blobs (parameters and stored
 /// constants at their planned offsets, one blob per rank coordinate they
-/// differ along) for a memory-planned module.
+/// differ along) for a memory-planned module, with `buildId`; sets
+/// `programInterface` to what the program must be generated for
+/// (rt::programInterface).
 mlir::LogicalResult writePlan(mlir::ModuleOp module, const ImportedModel &model,
                               const CompileOptions &options, llvm::StringRef dir,
+                              const std::string &buildId, std::string &programInterface,
                               UserError &error);
 
 /// Floating-point operations of one op: 2 per multiply-add in matmul, gemm

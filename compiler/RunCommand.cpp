@@ -6,7 +6,9 @@
 #include "compiler/ExportModel.h"
 #include "compiler/OnnxTensor.h"
 #include "onnx/onnx.pb.h"
+#include "runtime/Files.h"
 #include "runtime/Npy.h"
+#include "runtime/Plan.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/ADT/ScopeExit.h"
@@ -16,8 +18,19 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <regex>
+#include <set>
 #include <sstream>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace cleave {
@@ -96,7 +109,7 @@ std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
 /// each rank's threads unpinned (its default binds a rank to one core, which
 /// would starve --threads).
 std::vector<std::string> mpirunCommand(const std::string &mpirun, int ranks) {
-  std::vector<std::string> command{mpirun, "-n", std::to_string(ranks), "--oversubscribe",
+  std::vector<std::string> command{mpirun,      "-n",  std::to_string(ranks), "--oversubscribe",
                                    "--bind-to", "none"};
   if (geteuid() == 0)
     command.push_back("--allow-run-as-root");
@@ -110,6 +123,275 @@ std::string doubleText(double value) {
   return text;
 }
 
+/// "SIGKILL" for 9.
+std::string signalName(int sig) {
+  const char *abbreviation = sigabbrev_np(sig);
+  return abbreviation ? std::string("SIG") + abbreviation : "signal " + std::to_string(sig);
+}
+
+/// mpirun's stderr as it comes: the ranks' lines pass through, mpirun's own
+/// banners (blocks between lines of dashes) are held back, and what they and
+/// the progress lines say is kept: which rank died of which signal, the last
+/// step reported.
+class MpirunReport {
+public:
+  void feed(const char *data, size_t size) {
+    pending.append(data, size);
+    for (size_t end; (end = pending.find('\n')) != std::string::npos;) {
+      line(pending.substr(0, end));
+      pending.erase(0, end + 1);
+    }
+  }
+  void finish() {
+    if (!pending.empty())
+      line(pending);
+    pending.clear();
+  }
+  /// The dead rank and its signal, if a banner said so.
+  std::optional<std::pair<int, int>> deadRank;
+  std::optional<int64_t> lastStep;
+  bool rankReportedError = false;
+  /// Everything mpirun's banners said, shown when nothing else explains a
+  /// failure.
+  std::string banners;
+
+private:
+  void line(const std::string &text) {
+    std::smatch match;
+    if (std::regex_match(text, rule)) {
+      inBanner = !inBanner;
+      return;
+    }
+    if (inBanner) {
+      banners += text + "\n";
+      if (std::regex_search(text, match, died))
+        deadRank = {std::stoi(match[1]), std::stoi(match[2])};
+      return;
+    }
+    if (std::regex_search(text, match, progress))
+      lastStep = std::stoll(match[1]);
+    rankReportedError |= text.rfind("cleave: error: ", 0) == 0;
+    std::fprintf(stderr, "%s\n", text.c_str());
+  }
+  const std::regex rule{"^-{20,}$"};
+  const std::regex died{"process rank ([0-9]+) with PID [0-9]+ on node \\S+ exited on signal "
+                        "([0-9]+)"};
+  const std::regex progress{"^step ([0-9]+)/[0-9]+ "};
+  std::string pending;
+  bool inBanner = false;
+};
+
+/// How a job ended: its wait status, and the stop signal cleave run passed
+/// on to it (0 if none).
+struct JobEnd {
+  int status = 0;
+  int forwarded = 0;
+};
+
+/// Starts `args` in a process group of its own, with stdin from /dev/null
+/// and stderr to `stderrFile` (if set) or through `report` (if set), and
+/// waits for it. SIGTERM, SIGINT and SIGHUP sent to cleave run go to the
+/// whole group (mpirun and every rank), so none of it runs on and writes
+/// results after cleave run has ended.
+bool runJob(const std::vector<std::string> &args, const std::string &stderrFile,
+            MpirunReport *report, JobEnd &end, std::string &error) {
+  sigset_t watched, saved;
+  sigemptyset(&watched);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD})
+    sigaddset(&watched, sig);
+  pthread_sigmask(SIG_BLOCK, &watched, &saved);
+  llvm::scope_exit restore([&] { pthread_sigmask(SIG_SETMASK, &saved, nullptr); });
+  int signals = signalfd(-1, &watched, SFD_CLOEXEC);
+  int pipeFds[2] = {-1, -1};
+  if (signals < 0 || (report && pipe2(pipeFds, O_CLOEXEC) != 0)) {
+    error = std::string("cannot start: ") + std::strerror(errno);
+    return false;
+  }
+  llvm::scope_exit closeAll([&] {
+    for (int fd : {signals, pipeFds[0], pipeFds[1]})
+      if (fd >= 0)
+        close(fd);
+  });
+
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (!stderrFile.empty())
+    posix_spawn_file_actions_addopen(&files, STDERR_FILENO, stderrFile.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  else if (report)
+    posix_spawn_file_actions_adddup2(&files, pipeFds[1], STDERR_FILENO);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  std::vector<char *> argv;
+  for (const std::string &arg : args)
+    argv.push_back(const_cast<char *>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int spawned = posix_spawn(&pid, argv[0], &files, &attributes, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&files);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) {
+    error = std::string("cannot start: ") + std::strerror(spawned);
+    return false;
+  }
+  if (pipeFds[1] >= 0) {
+    close(pipeFds[1]);
+    pipeFds[1] = -1;
+  }
+
+  bool exited = false;
+  while (!exited || pipeFds[0] >= 0) {
+    pollfd fds[2] = {{signals, POLLIN, 0}, {pipeFds[0], POLLIN, 0}};
+    // Once the job has ended, its output is drained; a rank's orphan holding
+    // the pipe open does not hold cleave run.
+    int ready = poll(fds, pipeFds[0] >= 0 ? 2 : 1, exited ? 2000 : -1);
+    if (ready < 0 && errno == EINTR)
+      continue;
+    if (ready <= 0)
+      break;
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo info{};
+      if (read(signals, &info, sizeof info) == sizeof info) {
+        int sig = static_cast<int>(info.ssi_signo);
+        if (sig != SIGCHLD) {
+          end.forwarded = sig;
+          kill(-pid, sig);
+        }
+      }
+      if (!exited && waitpid(pid, &end.status, WNOHANG) == pid)
+        exited = true;
+    }
+    if (pipeFds[0] >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) {
+      char chunk[4096];
+      ssize_t got = read(pipeFds[0], chunk, sizeof chunk);
+      if (got > 0) {
+        report->feed(chunk, static_cast<size_t>(got));
+      } else if (got == 0 || errno != EINTR) {
+        close(pipeFds[0]);
+        pipeFds[0] = -1;
+      }
+    }
+  }
+  if (!exited)
+    waitpid(pid, &end.status, 0);
+  if (report)
+    report->finish();
+  return true;
+}
+
+/// The exit code of a job that ended as `end` says, after printing what
+/// happened when cleave has something to add.
+int jobExitCode(const std::string &program, const JobEnd &end, const MpirunReport *report) {
+  // A stop passed on: 128 + N, as a shell would. A program alone says so
+  // itself; the ranks of a job stop quietly.
+  if (end.forwarded) {
+    if (report)
+      printError({"cleave run",
+                  "stopped by " + signalName(end.forwarded) +
+                      ": every rank was stopped, nothing was written",
+                  "", kExitInternal});
+    return 128 + end.forwarded;
+  }
+  if (WIFSIGNALED(end.status)) {
+    int sig = WTERMSIG(end.status);
+    bool crash = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+                 sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS;
+    if (crash) {
+      printError({program, "crashed (" + signalName(sig) + ")", "a cleave bug: please report it",
+                  kExitInternal});
+      return kExitInternal;
+    }
+    printError({program, "killed by " + signalName(sig), "", kExitInternal});
+    return 128 + sig;
+  }
+  int code = WEXITSTATUS(end.status);
+  if (!report || code == 0)
+    return code;
+  if (report->deadRank) {
+    auto [rank, sig] = *report->deadRank;
+    std::string step = report->lastStep ? " after step " + std::to_string(*report->lastStep) : "";
+    printError(
+        {"rank " + std::to_string(rank),
+         "killed by " + signalName(sig) + step + "; the job exits with " + std::to_string(code), "",
+         kExitInternal});
+  } else if (!report->rankReportedError) {
+    std::fputs(report->banners.c_str(), stderr);
+  }
+  return code;
+}
+
+/// Checks, before training, that every result can be written where asked.
+bool checkResultPaths(const RunOptions &options) {
+  std::string error;
+  if (!options.outputDir.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(options.outputDir)) {
+      printError({options.outputDir, "cannot create: " + ec.message(), "", kExitBadUsage});
+      return false;
+    }
+    if (!rt::canCreate(options.outputDir + "/weights.bin", error)) {
+      printError({"--output-dir " + options.outputDir, error, "", kExitBadUsage});
+      return false;
+    }
+  }
+  if (!options.logJson.empty() && !rt::canCreate(options.logJson, error)) {
+    printError({"--log-json " + options.logJson, error, "", kExitBadUsage});
+    return false;
+  }
+  if (!options.saveOnnx.empty() && !rt::canCreate(options.saveOnnx, error)) {
+    printError({"--save-onnx " + options.saveOnnx, error, "", kExitBadUsage});
+    return false;
+  }
+  return true;
+}
+
+/// With --save-onnx, the program leaves its results staged (--defer-commit)
+/// in `outputDir` and at --log-json; they and the model are put in place
+/// together, or none of them.
+int commitWithModel(const RunOptions &options, const std::string &outputDir) {
+  const std::string planPath = options.dir + "/plan.json";
+  rt::Plan plan;
+  std::string message;
+  if (!rt::readPlan(planPath, plan, message)) {
+    printError({planPath, message});
+    return kExitBadInput;
+  }
+  rt::FileSet files;
+  // What the ranks wrote: the blobs (one per coordinate of the axes they
+  // differ along) and rank 0's outputs and metrics.
+  std::set<std::string> written;
+  const rt::Mesh mesh = plan.mesh ? *plan.mesh : rt::Mesh::line("dp", 1);
+  for (int rank = 0; rank < mesh.size(); ++rank)
+    written.insert(outputDir + "/" + rt::weightsBlobName(plan, mesh.coordinates(rank)));
+  for (const rt::TensorSpec &output : plan.outputs)
+    written.insert(outputDir + "/" + rt::npyFileName(output.name));
+  if (!options.logJson.empty())
+    written.insert(options.logJson);
+  for (const std::string &path : written) {
+    if (!files.adopt(path, message)) {
+      printError({path, message, "a cleave bug: please report it", kExitInternal});
+      return kExitInternal;
+    }
+  }
+  UserError error;
+  if (failed(exportTrainedModel(options.dir, outputDir, /*staged=*/true, options.saveOnnx, files,
+                                error))) {
+    printError(error);
+    return error.code;
+  }
+  std::string failedPath;
+  if (!files.commit(failedPath, message)) {
+    printError({failedPath, message});
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
 } // namespace
 
 int runProgram(const RunOptions &options) {
@@ -119,7 +401,6 @@ int runProgram(const RunOptions &options) {
                 "build one with: cleave compile MODEL.onnx -o " + options.dir});
     return kExitBadInput;
   }
-  std::string launcher = program;
   std::vector<std::string> args;
   if (options.ranks > 1) {
     llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");
@@ -129,9 +410,10 @@ int runProgram(const RunOptions &options) {
                   kExitBadUsage});
       return kExitBadUsage;
     }
-    launcher = *mpirun;
     args = mpirunCommand(*mpirun, options.ranks);
   }
+  if (!checkResultPaths(options))
+    return kExitBadUsage;
   llvm::SmallString<128> scratch;
   if (llvm::sys::fs::createUniqueDirectory("cleave-run", scratch)) {
     printError({"cleave run", "cannot create a temporary directory", "", kExitInternal});
@@ -178,6 +460,11 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
   if (options.totalSteps)
     args.insert(args.end(), {"--total-steps", std::to_string(*options.totalSteps)});
+  // With --save-onnx the program leaves its results staged, to be put in
+  // place with the model (commitWithModel).
+  const bool withModel = !options.saveOnnx.empty();
+  if (withModel)
+    args.push_back("--defer-commit");
   if (!options.logJson.empty())
     args.insert(args.end(), {"--log-json", options.logJson});
   if (options.collectiveTimeout) {
@@ -188,40 +475,27 @@ int runProgram(const RunOptions &options) {
   // --save-onnx reads the trained weights the program writes to its output
   // directory (a scratch one if the user gave none).
   std::string outputDir = options.outputDir;
-  if (!options.saveOnnx.empty() && outputDir.empty())
+  if (withModel && outputDir.empty()) {
     outputDir = (scratch + "/outputs").str();
-  if (!outputDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
-      printError({outputDir, "cannot create: " + ec.message(), "", kExitBadUsage});
-      return kExitBadUsage;
+      printError({outputDir, "cannot create: " + ec.message(), "", kExitInternal});
+      return kExitInternal;
     }
-    args.insert(args.end(), {"--output-dir", outputDir});
   }
+  if (!outputDir.empty())
+    args.insert(args.end(), {"--output-dir", outputDir});
   if (options.stats)
     args.push_back("--stats");
-  llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
+  MpirunReport report;
+  JobEnd end;
   std::string message;
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, std::nullopt,
-                                                 llvm::StringRef(options.stderrFile)};
-  int status = llvm::sys::ExecuteAndWait(
-      launcher, argRefs, std::nullopt,
-      options.stderrFile.empty() ? llvm::ArrayRef<std::optional<llvm::StringRef>>{}
-                                 : llvm::ArrayRef<std::optional<llvm::StringRef>>(redirects),
-      0, 0, &message);
-  if (status < 0) {
-    printError({launcher, "crashed: " + message, "a cleave bug: please report it",
-                kExitInternal});
+  if (!runJob(args, options.stderrFile, options.ranks > 1 ? &report : nullptr, end, message)) {
+    printError({args[0], message, "", kExitInternal});
     return kExitInternal;
   }
-  if (status == 0 && !options.saveOnnx.empty()) {
-    UserError error;
-    if (failed(exportTrainedModel(options.dir, outputDir, options.saveOnnx,
-                                  error))) {
-      printError(error);
-      return error.code;
-    }
-  }
-  return status;
+  int code = jobExitCode(program, end, options.ranks > 1 ? &report : nullptr);
+  if (code == 0 && withModel)
+    return commitWithModel(options, outputDir);
+  return code;
 }
-
 } // namespace cleave

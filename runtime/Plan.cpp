@@ -2,6 +2,8 @@
 
 #include "runtime/Plan.h"
 
+#include "runtime/Files.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -530,6 +532,21 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text;
 }
 
+std::string programInterface(const Plan &plan) {
+  std::string text;
+  auto tensors = [&](const char *key, const std::vector<TensorSpec> &specs) {
+    text += std::string(key) + " " + std::to_string(specs.size()) + " tensors\n";
+    for (size_t i = 0; i < specs.size(); ++i)
+      text += std::string(key) + "[" + std::to_string(i) + "] '" + specs[i].name + "' " +
+              dtypeName(specs[i].dtype) + " " + shapeText(specs[i].shape) + "\n";
+  };
+  tensors("inputs", plan.inputs);
+  tensors("outputs", plan.outputs);
+  text += "arena.bytes " + std::to_string(plan.arenaBytes) + "\n";
+  text += "weights.bytes " + std::to_string(plan.weightsBytes) + "\n";
+  return text;
+}
+
 std::string planJson(const Plan &plan) {
   Json inputs = Json::array(), outputs = Json::array(), parameters = Json::array(),
        state = Json::array();
@@ -544,6 +561,7 @@ std::string planJson(const Plan &plan) {
   const MemoryFigures &m = plan.memory;
   Json json = {
       {"format_version", kPlanFormatVersion},
+      {"build_id", plan.buildId},
       {"model", plan.model},
       {"target", plan.target},
       {"inputs", inputs},
@@ -600,12 +618,12 @@ std::string planJson(const Plan &plan) {
 }
 
 bool readPlan(const std::string &path, Plan &plan, std::string &error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = "cannot open";
-    return false;
-  }
-  Json json = Json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  return readFile(path, kMaxPlanBytes, text, error) && parsePlan(text, plan, error);
+}
+
+bool parsePlan(const std::string &text, Plan &plan, std::string &error) {
+  Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object() || !json.contains("format_version") ||
       json["format_version"] != kPlanFormatVersion) {
     error = "not a format_version " + std::to_string(kPlanFormatVersion) +
@@ -617,7 +635,8 @@ bool readPlan(const std::string &path, Plan &plan, std::string &error) {
   Reader read(error);
   const Json *weights = read.field(json, "", "weights");
   const Json *arena = read.field(json, "", "arena");
-  if (!weights || !arena || !read.string(json, "", "model", plan.model) ||
+  if (!weights || !arena || !read.string(json, "", "build_id", plan.buildId) ||
+      !read.string(json, "", "model", plan.model) ||
       !read.string(json, "", "target", plan.target) || !read.tensors(json, "inputs", plan.inputs) ||
       !read.tensors(json, "outputs", plan.outputs) ||
       !read.integer(*arena, "arena.", "bytes", plan.arenaBytes) ||

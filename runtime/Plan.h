@@ -25,7 +25,10 @@
 namespace cleave::rt {
 
 /// Version of plan.json's layout (docs/formats.md).
-inline constexpr int kPlanFormatVersion = 2;
+inline constexpr int kPlanFormatVersion = 3;
+
+/// The largest plan.json read.
+inline constexpr uint64_t kMaxPlanBytes = 256u << 20;
 
 struct TensorSpec {
   std::string name;
@@ -178,6 +181,9 @@ struct TrainingSpec {
 };
 
 struct Plan {
+  /// Made up by each compile and compiled into its program too, which
+  /// refuses a plan.json of another compile.
+  std::string buildId;
   /// The ONNX model compiled, as an absolute path.
   std::string model;
   std::string target = "cpu";
@@ -209,6 +215,15 @@ std::string weightsBlobPattern(const std::vector<std::string> &byAxes);
 
 /// Reads and checks plan.json; on failure sets `error` (without the path).
 bool readPlan(const std::string &path, Plan &plan, std::string &error);
+
+/// Checks plan.json's text and reads it into `plan`; on failure sets `error`.
+bool parsePlan(const std::string &text, Plan &plan, std::string &error);
+
+/// What a program's generated code takes for granted about its plan, one
+/// "FIELD VALUE" line each: the inputs and outputs in order (name, dtype,
+/// shape), the arena's and the weights blob's bytes. The compiler compiles
+/// it into the program, which refuses a plan.json whose own differs.
+std::string programInterface(const Plan &plan);
 
 /// plan.json's text for `plan`.
 std::string planJson(const Plan &plan);

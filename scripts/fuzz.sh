@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang; AddressSanitizer and UBSan, every
-# finding fatal) into build-fuzz/ and runs each on a seed corpus made from
-# the test models. Exit 0: no finding; otherwise the finding's input is left
-# in build-fuzz/findings/ and the exit code is non-zero.
-#   scripts/fuzz.sh [--seconds N | --runs N]   (default: 60 seconds each)
+# finding fatal) into build-fuzz/ and runs each one: the importer on seeds
+# made from every model of the repository and the ONNX backend tests, the
+# program's plan.json and .npy readers on test/fuzz/corpus/. The corpora grow
+# in build-fuzz/corpus/. Exit 0: no finding; otherwise the finding's input
+# is left in build-fuzz/findings/ and the exit code is non-zero.
+#   scripts/fuzz.sh [--seconds N | --runs N]   (each target; default 60 seconds)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 limit=(-max_total_time=60)
 case "${1:-}" in
-  --seconds) limit=(-max_total_time="$2") ;;
-  --runs) limit=(-runs="$2") ;;
+  --seconds) limit=(-max_total_time="${2:?--seconds takes a number}") ;;
+  --runs) limit=(-runs="${2:?--runs takes a number}") ;;
   "") ;;
   *) echo "usage: scripts/fuzz.sh [--seconds N | --runs N]" >&2; exit 2 ;;
 esac
 build="$root/build-fuzz"
+targets=(import plan npy)
 
 CXX=clang++ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLEAVE_FUZZ=ON \
   -DPython3_EXECUTABLE="$root/.venv/bin/python" \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
-cmake --build "$build" --target cleave-fuzz-import
+cmake --build "$build" --target "${targets[@]/#/cleave-fuzz-}"
 
-# Seeds: every model the repository and the ONNX backend tests hold, each
-# behind the options byte the importer target reads first (0: none; 4: the
-# training_info step, for the models that have one).
+# The importer's seeds: each model behind the options byte its target reads
+# first (0: none; 4: the training_info step, for the models that have one).
 seeds="$build/corpus/import-seeds"
 rm -rf "$seeds" && mkdir -p "$seeds"
 node_tests=$("$root/.venv/bin/python" -c \
@@ -34,14 +36,25 @@ while IFS= read -r -d '' model; do
   { printf '\4'; cat "$model"; } > "$seeds/$n.training.seed"
   n=$((n + 1))
 done < <(find "$root/examples" "$node_tests" -name '*.onnx' -size -64k -print0)
-echo "fuzz: $n seed models"
 
-corpus="$build/corpus/import"
 findings="$build/findings"
-mkdir -p "$corpus" "$findings" "$build/tmp"
-export TMPDIR="$build/tmp"  # the targets' model files
+mkdir -p "$findings" "$build/tmp"
+export TMPDIR="$build/tmp"  # the importer target's model files
 status=0
-"$build/bin/cleave-fuzz-import" "$corpus" "$seeds" "${limit[@]}" -rss_limit_mb=4096 \
-  -max_len=262144 -timeout=30 -print_final_stats=1 -artifact_prefix="$findings/import-" \
-  2>&1 | grep -v '^#[0-9]*.*\(NEW\|REDUCE\|pulse\)\|NEW_FUNC' || status=$?
+for target in "${targets[@]}"; do
+  case $target in
+    import) from="$seeds" ;;
+    *) from="$root/test/fuzz/corpus/$target" ;;
+  esac
+  corpus="$build/corpus/$target"
+  log="$build/fuzz-$target.log"
+  mkdir -p "$corpus"
+  "$build/bin/cleave-fuzz-$target" "$corpus" "$from" "${limit[@]}" -rss_limit_mb=4096 \
+    -max_len=262144 -timeout=30 -print_final_stats=1 \
+    -artifact_prefix="$findings/$target-" > "$log" 2>&1 || status=1
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+  found=$(find "$findings" -name "$target-*" | wc -l)
+  echo "fuzz: cleave-fuzz-$target: ${execs:-?} executions, $found findings (log: $log)"
+  grep -m1 -A3 -E 'runtime error|ERROR: (AddressSanitizer|libFuzzer)' "$log" || true
+done
 exit $status

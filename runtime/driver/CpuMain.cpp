@@ -14,8 +14,11 @@ public:
   const char *name() const override { return "cpu"; }
   void *allocate(std::size_t bytes) override {
     std::size_t rounded = (bytes + 63) / 64 * 64;
+    void *memory = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (!memory)
+      throw std::bad_alloc(); // the driver reports it as one line
     allocations_.allocated(bytes);
-    return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    return memory;
   }
   void release(void *memory, std::size_t bytes) override {
     allocations_.released(bytes);
@@ -54,5 +57,5 @@ private:
 
 int main(int argc, char **argv) {
   CpuBackend backend;
-  return cleave::rt::runDriver(argc, argv, backend);
+  return cleave::rt::runDriver(argc, argv, cleave::rt::kCompiledProgram, backend);
 }

@@ -113,5 +113,5 @@ private:
 
 int main(int argc, char **argv) {
   CudaBackend backend;
-  return cleave::rt::runDriver(argc, argv, backend);
+  return cleave::rt::runDriver(argc, argv, cleave::rt::kCompiledProgram, backend);
 }

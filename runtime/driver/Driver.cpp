@@ -5,6 +5,7 @@
 #include "runtime/CliValidators.h"
 
 #include "runtime/Npy.h"
+#include "runtime/comm/Start.h"
 #include "runtime/driver/DriverSupport.h"
 #include "runtime/driver/Training.h"
 
@@ -13,10 +14,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstring>
 #include <initializer_list>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
+#include <unistd.h>
 
 namespace cleave::rt {
 namespace {
@@ -108,16 +113,21 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   while (touched > 0 && static_cast<unsigned char>(after[touched - 1]) == kSentinel)
     --touched;
 
-  if (!options.outputDir.empty())
-    if (int code = writeOutputs(plan, outputs, options.outputDir, backend))
+  if (!options.outputDir.empty()) {
+    FileSet files;
+    std::string failed;
+    if (int code = stageOutputs(plan, outputs, options.outputDir, backend, files))
       return code;
+    if (!files.commit(failed, error))
+      return fail(failed, error, 1);
+  }
   if (options.stats) {
     nlohmann::json report = {{"format_version", 1},
                              {"backend", backend.name()},
                              {"arena_bytes_planned", plan.arenaBytes},
                              {"arena_bytes_touched", touched},
-        {"peak_bytes_allocated", backend.allocations().peakBytes()},
-        {"process_peak_rss_bytes", processPeakRssBytes()},
+                             {"peak_bytes_allocated", backend.allocations().peakBytes()},
+                             {"process_peak_rss_bytes", processPeakRssBytes()},
                              {"runs", options.repeat},
                              {"seconds_min", *std::min_element(seconds.begin(), seconds.end())},
                              {"seconds_mean", [&] {
@@ -131,9 +141,52 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   return 0;
 }
 
-} // namespace
+/// Ends the program on a stop signal with one line and exit 128 + N. Files
+/// are replaced as whole sets (FileSet) with the stop signals held off, so
+/// the earlier results stay as they were.
+extern "C" void stopOnSignal(int sig) {
+  const char *line =
+      sig == SIGTERM  ? "cleave: error: program: stopped by SIGTERM; nothing was written\n"
+      : sig == SIGINT ? "cleave: error: program: stopped by SIGINT; nothing was written\n"
+                      : "cleave: error: program: stopped by SIGHUP; nothing was written\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line, std::strlen(line));
+  (void)ignored;
+  ::_exit(128 + sig);
+}
 
-int runDriver(int argc, char **argv, Backend &backend) {
+/// The same without the line, for a rank of a job: mpirun stops the other
+/// ranks with SIGTERM when one fails, and what failed is reported instead
+/// (by the rank, or by cleave run).
+extern "C" void stopQuietlyOnSignal(int sig) { ::_exit(128 + sig); }
+
+/// Refuses a plan.json of another compile, or one changed where the
+/// generated code depends on it, naming the first field that differs.
+int checkIdentity(const std::string &planPath, const Plan &plan, const ProgramIdentity &identity) {
+  if (plan.buildId != identity.buildId)
+    return fail(planPath + ": build_id",
+                "is '" + plan.buildId + "', but the program was built by compile '" +
+                    identity.buildId + "' (plan.json is another compile's)",
+                1, "recompile the model with cleave compile");
+  std::istringstream planLines(programInterface(plan)), programLines(identity.planInterface);
+  std::string planLine, programLine;
+  while (std::getline(programLines, programLine)) {
+    std::getline(planLines, planLine);
+    if (planLine == programLine)
+      continue;
+    const std::string field = programLine.substr(0, programLine.find(' '));
+    auto value = [](const std::string &line) {
+      size_t space = line.find(' ');
+      return space == std::string::npos ? std::string("(absent)") : line.substr(space + 1);
+    };
+    return fail(planPath + ": " + field,
+                "is " + value(planLine) + ", but the program was compiled for " +
+                    value(programLine) + " (plan.json was changed after the compile)",
+                1, "recompile the model with cleave compile");
+  }
+  return 0;
+}
+
+int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Backend &backend) {
   CLI::App app{"Runs a model compiled by cleave: one forward pass, or, for a program "
                "compiled with --train, a training run"};
   std::string dir = ".", outputDir;
@@ -158,7 +211,7 @@ int runDriver(int argc, char **argv, Backend &backend) {
                                  "Training: NAME=FILE.npy for each data input, samples along "
                                  "dim 0 (repeatable, or comma-separated)");
   auto *stepsOpt =
-      app.add_option("--steps", steps, "Training: run this many steps")->check(positiveNumber());
+      app.add_option("--steps", steps, "Training: run this many steps")->check(stepCount());
   auto *epochsOpt =
       app.add_option("--epochs", epochs, "Training: run floor(E * samples / batch) steps")
           ->check(positiveNumber());
@@ -167,12 +220,13 @@ int runDriver(int argc, char **argv, Backend &backend) {
                                   "(the default)");
   auto *noShuffleOpt =
       app.add_flag("--no-shuffle", noShuffle, "Training: visit the samples in file order");
-  auto *seedOpt = app.add_option("--seed", seed, "Training: the shuffle's seed (default 0)");
+  auto *seedOpt = app.add_option("--seed", seed, "Training: the shuffle's seed (default 0)")
+                      ->check(seedValue());
   auto *totalStepsOpt =
       app.add_option("--total-steps", totalSteps,
                      "Training: the length of the learning-rate schedule (default: this run's "
                      "steps)")
-          ->check(positiveNumber());
+          ->check(stepCount());
   auto *logJsonOpt = app.add_option("--log-json", training.logJson,
                                     "Training: write the loss and learning rate of every step "
                                     "here (JSON)");
@@ -181,6 +235,10 @@ int runDriver(int argc, char **argv, Backend &backend) {
                      "Training on a mesh: end the job when a collective takes longer than this "
                      "many seconds (default 300)")
           ->check(positiveNumber());
+  // cleave run's, for --save-onnx: not for users, so not in --help.
+  app.add_flag("--defer-commit", training.deferCommit,
+               "Training: leave the results staged as FILE.partial")
+      ->group("");
   stepsOpt->excludes(epochsOpt);
   shuffleOpt->excludes(noShuffleOpt);
   try {
@@ -193,8 +251,11 @@ int runDriver(int argc, char **argv, Backend &backend) {
 
   Plan plan;
   std::string error;
-  if (!readPlan(dir + "/plan.json", plan, error))
-    return fail(dir + "/plan.json", error, 1);
+  const std::string planPath = dir + "/plan.json";
+  if (!readPlan(planPath, plan, error))
+    return fail(planPath, error, 1);
+  if (int code = checkIdentity(planPath, plan, identity))
+    return code;
 
   if (plan.training) {
     if (const CLI::Option *option = firstGiven({inputOpt, repeatOpt, statsOpt}))
@@ -222,6 +283,18 @@ int runDriver(int argc, char **argv, Backend &backend) {
 
   backend.setThreads(threads);
   return runForward(dir, plan, {inputFlags, outputDir, repeat, stats}, backend);
+}
+
+} // namespace
+
+int runDriver(int argc, char **argv, const ProgramIdentity &identity, Backend &backend) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP})
+    std::signal(sig, comm::launchedRanks() > 1 ? stopQuietlyOnSignal : stopOnSignal);
+  try {
+    return runDriverChecked(argc, argv, identity, backend);
+  } catch (const std::bad_alloc &) {
+    return fail("program", "out of memory for what plan.json and the inputs ask for", 1);
+  }
 }
 
 } // namespace cleave::rt

@@ -50,11 +50,23 @@ public:
   virtual void apply(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
 };
 
+/// What a compile made its program for: the compile's build id and the
+/// programInterface (runtime/Plan.h) of its plan.json.
+struct ProgramIdentity {
+  const char *buildId;
+  const char *planInterface;
+};
+
+/// Defined by the generated program (the last lines of program.cpp).
+extern const ProgramIdentity kCompiledProgram;
+
 /// Parses the command line, runs (a forward, or a training run), and returns
 /// the process exit code: 0, 1 for bad input (a missing, unknown or
-/// mismatched input or data set, a non-finite loss), 2 for bad usage, 3 for
-/// an internal error.
-int runDriver(int argc, char **argv, Backend &backend);
+/// mismatched input or data set, a plan.json that is damaged or another
+/// compile's, a non-finite loss, no memory for what the plan asks), 2 for
+/// bad usage, 3 for an internal error, 128 + N when stopped by signal N
+/// (SIGTERM, SIGINT, SIGHUP).
+int runDriver(int argc, char **argv, const ProgramIdentity &identity, Backend &backend);
 
 } // namespace cleave::rt
 

@@ -11,8 +11,8 @@
 #include <fstream>
 
 #include <fcntl.h>
-#include <sys/resource.h>
 #include <iostream>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace cleave::rt {
@@ -26,13 +26,16 @@ int fail(const std::string &where, const std::string &what, int code, const std:
 
 int loadWeights(const std::string &dir, const std::string &file, const Plan &plan,
                 std::vector<char> &weights) {
-  weights.assign(static_cast<size_t>(plan.weightsBytes), 0);
+  // The file's size is checked before anything of plan.json's size is
+  // allocated: a damaged plan must not ask for a terabyte.
   std::ifstream in(dir + "/" + file, std::ios::binary | std::ios::ate);
   if (!in || in.tellg() != plan.weightsBytes)
     return fail(dir + "/" + file, "missing or not " + std::to_string(plan.weightsBytes) + " bytes",
                 1, "recompile the model with cleave compile");
+  weights.assign(static_cast<size_t>(plan.weightsBytes), 0);
   in.seekg(0);
-  in.read(weights.data(), plan.weightsBytes);
+  if (!in.read(weights.data(), plan.weightsBytes))
+    return fail(dir + "/" + file, "cannot read: " + std::string(std::strerror(errno)), 1);
   return 0;
 }
 
@@ -58,13 +61,13 @@ int parseNamedFiles(const std::vector<std::string> &entries, const std::string &
   return 0;
 }
 
-int writeOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
-                 Backend &backend) {
+int stageOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
+                 Backend &backend, FileSet &files) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::vector<char> host(outputs[i].bytes());
     backend.copyToHost(host.data(), outputs[i].data, host.size());
     std::string path = dir + "/" + npyFileName(plan.outputs[i].name), error;
-    if (!writeNpy(path, outputs[i].dtype, plan.outputs[i].shape, host.data(), error))
+    if (!stageNpy(files, path, outputs[i].dtype, plan.outputs[i].shape, host.data(), error))
       return fail(path, error, 1);
   }
   return 0;
@@ -98,18 +101,6 @@ int64_t processPeakRssBytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024; // Linux reports KiB
-}
-
-bool canCreate(const std::string &path, std::string &error) {
-  std::string temporary = path + ".partial";
-  std::FILE *file = std::fopen(temporary.c_str(), "wb");
-  if (!file) {
-    error = "cannot write: " + std::string(std::strerror(errno));
-    return false;
-  }
-  std::fclose(file);
-  std::remove(temporary.c_str());
-  return true;
 }
 
 Tensor tensorAt(void *data, const TensorSpec &spec) {

@@ -22,8 +22,7 @@ namespace cleave::rt {
 
 /// Prints `cleave: error: WHERE: WHAT` (and `note: NOTE`) to stderr and
 /// returns `code`.
-int fail(const std::string &where, const std::string &what, int code,
-         const std::string &note = "");
+int fail(const std::string &where, const std::string &what, int code, const std::string &note = "");
 
 /// Reads the weights blob DIR/FILE into `weights`, or prints why it cannot
 /// and returns the exit code.
@@ -37,17 +36,14 @@ int parseNamedFiles(const std::vector<std::string> &entries, const std::string &
                     const std::string &noun, const std::vector<std::string> &names,
                     std::map<std::string, std::string> &files);
 
-/// Writes each output as DIR/NAME.npy, or prints why it cannot and returns
-/// the exit code.
-int writeOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
-                 Backend &backend);
+/// Stages each output as DIR/NAME.npy in `files`, or prints why it cannot
+/// and returns the exit code.
+int stageOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
+                 Backend &backend, FileSet &files);
 
 /// The process's peak resident memory so far (getrusage), in bytes: the
 /// program's allocations and everything else (libraries, host copies).
 int64_t processPeakRssBytes();
-
-/// Whether `path` can be created (by creating and removing `path.partial`).
-bool canCreate(const std::string &path, std::string &error);
 
 /// Device memory owned for the length of the run.
 class Buffer {

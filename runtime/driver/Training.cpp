@@ -297,6 +297,12 @@ int countSteps(const TrainingOptions &options, int64_t samples, int64_t batch, i
     steps = *options.steps;
   } else {
     double epochs = *options.epochs;
+    // 2^63: past it the step count does not fit (and such a run never ends).
+    if (epochs * static_cast<double>(samples) / static_cast<double>(batch) >= 0x1p63)
+      return fail("--epochs " + formatDouble("%g", epochs),
+                  "makes more than 2^63 - 1 steps (a batch is " + std::to_string(batch) +
+                      " of the " + std::to_string(samples) + " samples)",
+                  2);
     if (std::floor(epochs) == epochs && epochs < 9e15)
       steps = static_cast<int64_t>(epochs) * samples / batch;
     else
@@ -386,34 +392,47 @@ double readLoss(const Plan &plan, Backend &backend, const ProgramState &program)
   return loss;
 }
 
+int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
+                 const std::vector<StepRecord> &records, double seconds, FileSet &files);
+
 /// Writes the trained weights blob (one rank per blob), and on rank 0 the
 /// last step's outputs and the metrics.
 int writeResults(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
                  ProgramState &program, const std::vector<StepRecord> &records, double seconds) {
-  const TrainingSpec &spec = *plan.training;
-  const int64_t batch = spec.batchSize * job.dpSize;
   // The parameters are the same on every rank of an axis the blob does not
   // differ along: rank 0 of it writes the blob.
   for (size_t a = 0; a < job.coordinates.size(); ++a)
     if (job.coordinates[a] != 0 && std::find(plan.weightsByAxes.begin(), plan.weightsByAxes.end(),
                                              job.mesh.axisNames[a]) == plan.weightsByAxes.end())
       return 0;
-  std::string error;
+  // The blob, the outputs and the metrics are replaced as one set.
+  FileSet files;
+  std::string error, failed;
   if (!options.outputDir.empty()) {
     backend.copyToHost(program.hostWeights.data(), program.weights->get(),
                        program.hostWeights.size());
     std::string path = options.outputDir + "/" + program.blobName;
-    if (!writeFileAtomically(path, {{program.hostWeights.data(), program.hostWeights.size()}},
-                             error))
+    if (!files.stage(path, {{program.hostWeights.data(), program.hostWeights.size()}}, error))
       return fail(path, error, 1);
   }
-  if (!job.reporting)
-    return 0;
-  if (!options.outputDir.empty())
-    if (int code = writeOutputs(plan, program.outputs, options.outputDir, backend))
+  if (job.reporting && !options.outputDir.empty())
+    if (int code = stageOutputs(plan, program.outputs, options.outputDir, backend, files))
       return code;
-  if (options.logJson.empty())
-    return 0;
+  if (job.reporting && !options.logJson.empty())
+    if (int code = stageMetrics(plan, options, job, backend, records, seconds, files))
+      return code;
+  if (options.deferCommit)
+    files.keepStaged();
+  else if (!files.commit(failed, error))
+    return fail(failed, error, 1);
+  return 0;
+}
+
+/// Stages the --log-json metrics in `files`.
+int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
+                 const std::vector<StepRecord> &records, double seconds, FileSet &files) {
+  const TrainingSpec &spec = *plan.training;
+  const int64_t batch = spec.batchSize * job.dpSize;
   // One step a line, so long logs stay readable and diffable.
   const int64_t steps = static_cast<int64_t>(records.size());
   const double rate = seconds > 0 ? static_cast<double>(steps * batch) / seconds : 0;
@@ -434,7 +453,8 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
     text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
   }
   text += "\n  ]\n}\n";
-  if (!writeFileAtomically(options.logJson, {{text.data(), text.size()}}, error))
+  std::string error;
+  if (!files.stage(options.logJson, {{text.data(), text.size()}}, error))
     return fail(options.logJson, error, 1);
   return 0;
 }

@@ -31,6 +31,9 @@ struct TrainingOptions {
   std::optional<int64_t> totalSteps;
   std::string logJson;
   std::string outputDir;
+  /// Leave the results staged (FileSet::keepStaged) for cleave run to put in
+  /// place together with the --save-onnx model.
+  bool deferCommit = false;
   /// Seconds any one collective may take before the job is ended.
   double collectiveTimeout = 300;
 };

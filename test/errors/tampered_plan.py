@@ -68,7 +68,7 @@ def main():
                                    split={"dim": 0, "blocks": 1, "axis": "tp"}),
          "parameters[0].split.axis"),
         ("shape-not-a-list", lambda p: first(p).update(shape=7), "parameters[0].shape"),
-        ("old-format", lambda p: p.update(format_version=1), "not a format_version 2 plan"),
+        ("old-format", lambda p: p.update(format_version=1), "not a format_version 3 plan"),
     ]
     for name, change, field in cases:
         tampered(work, problems, name, change, field)

@@ -220,7 +220,7 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
   auto *steps = sub->add_option_function<int64_t>(
                        "--steps", [&options](const int64_t &n) { options.steps = n; },
                        "Training: run this many steps")
-                    ->check(positiveNumber());
+                    ->check(rt::stepCount());
   auto *epochs = sub->add_option_function<double>(
                         "--epochs", [&options](const double &e) { options.epochs = e; },
                         "Training: run floor(E * samples / batch size) steps")
@@ -233,12 +233,13 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
       sub->add_flag("--no-shuffle", options.noShuffle, "Training: visit the samples in file order");
   shuffle->excludes(noShuffle);
   sub->add_option_function<uint64_t>(
-      "--seed", [&options](const uint64_t &s) { options.seed = s; },
-      "Training: the shuffle's seed (default 0)");
+         "--seed", [&options](const uint64_t &s) { options.seed = s; },
+         "Training: the shuffle's seed (default 0)")
+      ->check(rt::seedValue());
   sub->add_option_function<int64_t>(
          "--total-steps", [&options](const int64_t &n) { options.totalSteps = n; },
          "Training: the length of the learning-rate schedule (default: this run's steps)")
-      ->check(positiveNumber());
+      ->check(rt::stepCount());
   sub->add_option_function<double>(
          "--collective-timeout", [&options](const double &t) { options.collectiveTimeout = t; },
          "Training on a mesh: end the job when a collective takes longer than this many "
