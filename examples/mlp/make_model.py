@@ -20,15 +20,20 @@ BATCH, FEATURES, HIDDEN, CLASSES = 8, 32, 16, 10
 
 
 class MLP(nn.Module):
-    def __init__(self):
+    """Linear, ReLU, Linear, `activation`, Linear, then cross-entropy: the
+    loss is the model's output. (test/models/export_mlp.py builds a wider one
+    with tanh.)"""
+
+    def __init__(self, hidden=HIDDEN, activation=F.gelu):
         super().__init__()
-        self.fc1 = nn.Linear(FEATURES, HIDDEN)
-        self.fc2 = nn.Linear(HIDDEN, HIDDEN)
-        self.fc3 = nn.Linear(HIDDEN, CLASSES)
+        self.fc1 = nn.Linear(FEATURES, hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.fc3 = nn.Linear(hidden, CLASSES)
+        self.activation = activation
 
     def forward(self, x, labels):
         h = F.relu(self.fc1(x))
-        h = F.gelu(self.fc2(h))
+        h = self.activation(self.fc2(h))
         return F.cross_entropy(self.fc3(h), labels)
 
 
