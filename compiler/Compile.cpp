@@ -7,6 +7,7 @@
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Passes.h"
 #include "passes/Pipelines.h"
+#include "runtime/JsonSyntax.h"
 #include "runtime/Mesh.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -262,10 +263,12 @@ LogicalResult Compiler::buildProgram(StringRef source) {
                 "install g++ (scripts/setup.sh does), or point CLEAVE_CXX at one");
   std::vector<std::string> args{compiler, "-std=c++17", "-O2", "-I" CLEAVE_SOURCE_DIR,
                                 (partial + "/" + source).str(), "-o", partial + "/program"};
-  SmallVector<StringRef> libs;
-  libraries.split(libs, ';', -1, false);
-  for (StringRef lib : libs)
-    args.push_back(lib.str());
+  SmallVector<StringRef> extra;
+  StringRef(libraries).split(extra, ';', -1, false);
+  if (!cuda)
+    StringRef(CLEAVE_PROGRAM_FLAGS).split(extra, ';', -1, false);
+  for (StringRef arg : extra)
+    args.push_back(arg.str());
   if (cuda) {
     args.insert(args.end(), {"-cudart", "shared", "-lcublas"});
   } else {
@@ -362,7 +365,11 @@ LogicalResult Compiler::readPlan(StringRef path) {
   if (!buffer)
     return fail(path, "cannot read the plan: " + buffer.getError().message(), "",
                 kExitBadUsage);
-  auto json = nlohmann::ordered_json::parse((*buffer)->getBuffer(), nullptr, false);
+  StringRef text = (*buffer)->getBuffer();
+  std::string syntax = rt::jsonSyntaxError(std::string_view(text.data(), text.size()));
+  if (!syntax.empty())
+    return fail(path, "is not JSON: " + syntax, "see docs/formats.md, plan files", kExitBadInput);
+  auto json = nlohmann::ordered_json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.is_object())
     return fail(path, "is not a JSON object", "see docs/formats.md, plan files", kExitBadInput);
   if (!json.contains("parameters") || !json["parameters"].is_object())

@@ -27,7 +27,7 @@ std::string typeString(Type type) {
 
 } // namespace
 
-void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
+void printModelSummary(const ImportedModel &model, bool allParameters, llvm::raw_ostream &os) {
   ModuleOp module = *model.module;
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   auto text = [&](StringRef name) {
@@ -62,11 +62,12 @@ void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os) {
   os << "parameters: " << model.parameters.size() << " tensors, " << elements << " elements, "
      << bytes << " bytes\n";
   constexpr size_t kListed = 12;
-  for (size_t i = 0; i < model.parameters.size() && i < kListed; ++i)
+  size_t listed = allParameters ? model.parameters.size() : kListed;
+  for (size_t i = 0; i < model.parameters.size() && i < listed; ++i)
     os << "  " << model.parameters[i].name << " " << typeString(model.parameters[i].value.type)
        << "\n";
-  if (model.parameters.size() > kListed)
-    os << "  ... and " << model.parameters.size() - kListed << " more\n";
+  if (model.parameters.size() > listed)
+    os << "  ... and " << model.parameters.size() - listed << " more (--all lists them)\n";
 
   std::map<std::string, int> counts;
   int total = 0;

@@ -10,8 +10,9 @@
 namespace cleave {
 
 /// Prints inputs, outputs, parameters (count, elements, bytes), ops by type,
-/// and the training and multi-device annotations the model carries.
-void printModelSummary(const ImportedModel &model, llvm::raw_ostream &os);
+/// and the training and multi-device annotations the model carries; the
+/// first 12 parameters by name, or with `allParameters` every one.
+void printModelSummary(const ImportedModel &model, bool allParameters, llvm::raw_ostream &os);
 
 } // namespace cleave
 

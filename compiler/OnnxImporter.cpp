@@ -608,26 +608,32 @@ FailureOr<ImportedModel> importOnnxModel(MLIRContext &context, StringRef path,
 }
 
 LogicalResult parseInputShape(StringRef flag, ImportOptions &options, UserError &error) {
-  auto [name, dimsText] = flag.split('=');
-  auto bad = [&](const Twine &why) {
-    error = UserError{"--input-shape '" + flag.str() + "'", why.str(),
-                      "write it as NAME=8x32 (NAME= for a scalar)", kExitBadUsage};
-    return failure();
-  };
-  if (name.empty() || !flag.contains('='))
-    return bad("expected NAME=DIMS");
-  std::vector<int64_t> dims;
-  if (!dimsText.empty()) {
-    SmallVector<StringRef> parts;
-    dimsText.split(parts, 'x');
-    for (StringRef part : parts) {
-      int64_t d;
-      if (part.getAsInteger(10, d) || d < 0)
-        return bad("'" + part + "' is not a dim size");
-      dims.push_back(d);
+  SmallVector<StringRef> bindings;
+  flag.split(bindings, ',');
+  for (StringRef binding : bindings) {
+    auto [name, dimsText] = binding.split('=');
+    auto bad = [&](const Twine &why) {
+      error = UserError{"--input-shape '" + flag.str() + "'", why.str(),
+                        "write it as NAME=8x32 (NAME= for a scalar), several joined by ','",
+                        kExitBadUsage};
+      return failure();
+    };
+    if (name.empty() || !binding.contains('='))
+      return bad("expected NAME=DIMS");
+    std::vector<int64_t> dims;
+    if (!dimsText.empty()) {
+      SmallVector<StringRef> parts;
+      dimsText.split(parts, 'x');
+      for (StringRef part : parts) {
+        int64_t d;
+        if (part.getAsInteger(10, d) || d < 0)
+          return bad("'" + part + "' is not a dim size");
+        dims.push_back(d);
+      }
     }
+    if (!options.inputShapes.emplace(name.str(), dims).second)
+      return bad("binds '" + name + "' twice");
   }
-  options.inputShapes[name.str()] = dims;
   return success();
 }
 

@@ -87,7 +87,8 @@ mlir::FailureOr<ImportedModel> importOnnxModel(mlir::MLIRContext &context,
                                                const ImportOptions &options,
                                                UserError &error);
 
-/// Parses one `--input-shape` value, `name=8x32` (a scalar is `name=`).
+/// Parses one `--input-shape` value: `name=8x32` (a scalar is `name=`), or
+/// several joined by commas, `a=8x16,b=8x16`; a name bound twice is refused.
 mlir::LogicalResult parseInputShape(llvm::StringRef flag, ImportOptions &options,
                                     UserError &error);
 

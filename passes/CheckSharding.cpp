@@ -53,10 +53,14 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
       return user->emitError("returns a value split over tp (result #") << index << ")";
     // Shardings split one dim over tp: they differ in whether and where.
     std::optional<int64_t> arriving = splitDim(from), wanted = splitDim(to);
-    if (!arriving)
+    if (!arriving) {
+      std::string hint = planHint(user, index);
       return user->emitError("runs split over tp along dim ")
              << *wanted << " of operand #" << index << ", which arrives whole"
-             << planHint(user, index);
+             << (hint.empty() ? ": a graph input arrives whole; leave this op's parameters "
+                                "whole in the plan"
+                              : hint);
+    }
     // The op could run split along that dim: another operand that arrives
     // whole along it kept it from doing so.
     if (auto whole = wholeOperandAlong(user, index, *arriving))
@@ -75,10 +79,10 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     return source;
   }
 
-  /// What the plan can change so that operand #index arrives as `op` needs
-  /// it: a parameter is split in the plan too; an activation comes split
-  /// from a column-parallel producer (Megatron pairs each row-parallel
-  /// linear with one); a graph input cannot arrive split.
+  /// What the plan can change so that operand #index arrives split: a
+  /// parameter is split in the plan too; an activation comes split from a
+  /// column-parallel producer (Megatron pairs each row-parallel linear with
+  /// one); a graph input never arrives split (empty).
   static std::string planHint(Operation *op, unsigned index) {
     auto arg = dyn_cast<BlockArgument>(sourceOf(op, index));
     if (!arg)
@@ -87,9 +91,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
     auto kind =
         func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
-    if (kind && kind.getValue() == "param")
-      return ": split it in the plan too";
-    return ": a graph input arrives whole; leave this op's parameters whole in the plan";
+    return kind && kind.getValue() == "param" ? ": split it in the plan too" : "";
   }
 
   /// Another operand of `op` whose dims run along the loop dim `dim` of

@@ -31,6 +31,7 @@ struct ImportCommand {
   std::string output;
   std::vector<std::string> inputShapes;
   bool summary = false;
+  bool allParameters = false;
   bool debugInfo = false;
 };
 
@@ -45,6 +46,9 @@ void addImportCommand(CLI::App &app, ImportCommand &cmd) {
   sub->add_flag("--summary", cmd.summary,
                 "Print a one-screen summary (inputs, outputs, parameters, ops by type) "
                 "instead of the IR");
+  sub->add_flag("--all", cmd.allParameters,
+                "With --summary, list every parameter (the first 12 otherwise)")
+      ->needs("--summary");
   sub->add_flag("--debug-info", cmd.debugInfo, "Print source locations (ONNX node names)");
 }
 
@@ -86,7 +90,7 @@ int runImport(const ImportCommand &cmd) {
     }
   }
   if (cmd.summary)
-    printModelSummary(*model, llvm::outs());
+    printModelSummary(*model, cmd.allParameters, llvm::outs());
   else if (cmd.output.empty())
     model->module->print(llvm::outs(), flags);
   return kExitOk;
@@ -153,7 +157,7 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "(plans/ has Megatron-style ones)");
   sub->add_option("--zero", t.zero,
                   "ZeRO over the mesh's dp ranks: 1 shards the optimizer state, 2 the gradients "
-                  "too (default 0)");
+                  "too, 3 the parameters as well (default 0)");
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");

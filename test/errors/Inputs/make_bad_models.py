@@ -159,6 +159,23 @@ def k_external(out):
     assert os.path.exists(os.path.join(os.path.dirname(out), "weights.bin"))
 
 
+def k_two_dynamic(out):
+    # y = a + b, both n x 3 with a symbolic n.
+    nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    m = model(nodes, [vi("a", ["n", 3]), vi("b", ["n", 3])], [vi("y", ["n", 3])])
+    onnx.save(m, out)
+
+
+def k_fourteen_params(out):
+    # x + b0 + b1 + ... + b13: fourteen 3-element parameters.
+    biases = [numpy_helper.from_array(np.full(3, i, np.float32), f"b{i}")
+              for i in range(14)]
+    names = ["x"] + [f"h{i}" for i in range(13)] + ["y"]
+    nodes = [helper.make_node("Add", [names[i], f"b{i}"], [names[i + 1]],
+                              name=f"add{i}") for i in range(14)]
+    onnx.save(model(nodes, [vi("x", [3])], [vi("y", [3])], biases), out)
+
+
 def external_model(out, location, offset=None):
     """The external model, with w's external_data rewritten to LOCATION (and
     OFFSET): the bytes it names are 4096 bytes of w."""
@@ -332,6 +349,8 @@ KINDS = {
     "matmul-shapes": k_matmul_shapes,
     "dynamic": k_dynamic,
     "external": k_external,
+    "two-dynamic": k_two_dynamic,
+    "fourteen-params": k_fourteen_params,
     "external-parent": k_external_parent,
     "external-absolute": k_external_absolute,
     "external-symlink": k_external_symlink,
