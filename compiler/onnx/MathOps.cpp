@@ -3,6 +3,8 @@
 #include "compiler/OnnxTensor.h"
 #include "compiler/onnx/NodeContext.h"
 
+#include "dialects/Cleave/CleaveBuilder.h"
+
 using namespace mlir;
 
 namespace cleave {
@@ -16,6 +18,188 @@ Results importCast(NodeContext &n) {
     return failure();
   }
   return n.build<CastOp>(n.input(0), {n.named("to", TypeAttr::get(element))});
+}
+
+Results importCastLike(NodeContext &n) {
+  return n.build<CastOp>(n.input(0), {n.named("to", TypeAttr::get(n.elementType(n.input(1))))});
+}
+
+/// Size: the input's element count, a constant (shapes are static).
+Results importSize(NodeContext &n) {
+  int64_t count = cast<RankedTensorType>(n.input(0).getType()).getNumElements();
+  auto type = RankedTensorType::get({}, n.builder.getI64Type());
+  auto value = DenseElementsAttr::get(type, n.builder.getI64IntegerAttr(count));
+  return n.build<ConstantOp>({}, {n.named("value", value)});
+}
+
+//===----------------------------------------------------------------------===//
+// Decompositions: ONNX operators that the spec defines by a formula become the
+// cleave ops of the formula, so they need no kernels, gradients or sharding
+// rules of their own. The inputs are checked first (NodeContext::build, or
+// requireElementType where the ops are built unchecked by CleaveBuilder).
+//===----------------------------------------------------------------------===//
+
+bool isFloat(Type t) { return t.isF32() || t.isF64(); }
+bool isNumeric(Type t) { return isFloat(t) || (t.isInteger() && !t.isInteger(1)); }
+bool isBool(Type t) { return t.isInteger(1); }
+
+/// A builder at the node that folds constant operands, as the importer does.
+CleaveBuilder decomposer(NodeContext &n) {
+  return CleaveBuilder(n.builder, n.loc, /*foldConstants=*/true);
+}
+
+Results single(FailureOr<Value> v) {
+  if (failed(v))
+    return failure();
+  return SmallVector<Value>{*v};
+}
+
+/// log(1 + exp(x)) as the log-sum-exp of 0 and x shifted by m = max(x, 0):
+/// m + log(exp(-m) + exp(x - m)), which never overflows, and whose gradient
+/// (m detached) is sigmoid(x) everywhere, 1/2 at 0 included.
+Value softplus(CleaveBuilder &b, Value x) {
+  Value shift = b.logSumExpShift(b.relu(x));
+  return b.add(shift, b.log(b.add(b.exp(b.neg(shift)), b.exp(b.sub(x, shift)))));
+}
+
+/// x for x > 0, alpha (exp(x) - 1) otherwise, with exp of x - relu(x)
+/// (min(x, 0) whose derivative at 0 is 1): no overflow for large x, and the
+/// gradient at 0 is alpha (PyTorch's), continuous when alpha is 1.
+Value elu(CleaveBuilder &b, Value x, double alpha) {
+  Value negativePart = b.sub(x, b.relu(x));
+  Value negativeBranch = b.mul(b.add(b.exp(negativePart), -1.0), alpha);
+  return b.where(b.greater(x, b.scalarLike(x, 0.0)), x, negativeBranch);
+}
+
+/// x limited to [low, high] (either may be null: no limit); where high < low
+/// the result is high, as ONNX's Clip. NaN stays NaN.
+Value clip(CleaveBuilder &b, Value x, Value low, Value high) {
+  if (low)
+    x = b.where(b.less(x, low), low, x);
+  if (high)
+    x = b.where(b.greater(x, high), high, x);
+  return x;
+}
+
+/// max(0, min(1, alpha x + beta)).
+Value hardSigmoid(CleaveBuilder &b, Value x, double alpha, double beta) {
+  return clip(b, b.add(b.mul(x, alpha), beta), b.scalarLike(x, 0.0), b.scalarLike(x, 1.0));
+}
+
+// The float activations, each the formula of its input and attributes.
+
+Value softplusNode(CleaveBuilder &b, const NodeContext &, Value x) { return softplus(b, x); }
+Value softsignNode(CleaveBuilder &b, const NodeContext &, Value x) {
+  return b.div(x, b.add(b.abs(x), 1.0));
+}
+Value mishNode(CleaveBuilder &b, const NodeContext &, Value x) {
+  return b.mul(x, b.tanh(softplus(b, x)));
+}
+Value eluNode(CleaveBuilder &b, const NodeContext &n, Value x) {
+  return elu(b, x, n.getFloat("alpha", 1.0f));
+}
+Value seluNode(CleaveBuilder &b, const NodeContext &n, Value x) {
+  Value y = elu(b, x, n.getFloat("alpha", 1.67326319217681884765625f));
+  return b.mul(y, n.getFloat("gamma", 1.05070102214813232421875f));
+}
+Value hardSigmoidNode(CleaveBuilder &b, const NodeContext &n, Value x) {
+  return hardSigmoid(b, x, n.getFloat("alpha", 0.2f), n.getFloat("beta", 0.5f));
+}
+Value hardSwishNode(CleaveBuilder &b, const NodeContext &, Value x) {
+  return b.mul(x, hardSigmoid(b, x, 1.0 / 6.0, 0.5));
+}
+Value thresholdedReluNode(CleaveBuilder &b, const NodeContext &n, Value x) {
+  Value above = b.greater(x, b.scalarLike(x, n.getFloat("alpha", 1.0f)));
+  return b.where(above, x, b.scalarLike(x, 0.0));
+}
+
+using Activation = Value (*)(CleaveBuilder &, const NodeContext &, Value);
+
+template <Activation formula> Results importActivation(NodeContext &n) {
+  if (failed(n.requireFloat(0)))
+    return failure();
+  CleaveBuilder b = decomposer(n);
+  return SmallVector<Value>{formula(b, n, n.input(0))};
+}
+
+/// Clip (11+; 13+ here): min and max are optional scalar inputs of the input's type.
+Results importClip(NodeContext &n) {
+  if (failed(n.requireElementType(0, isNumeric, "numbers")))
+    return failure();
+  CleaveBuilder b = decomposer(n);
+  Value bounds[2];
+  for (unsigned i : {1u, 2u}) {
+    Value bound = n.input(i);
+    if (!bound)
+      continue;
+    if (bound.getType() != RankedTensorType::get({}, n.elementType(n.input(0))) &&
+        bound.getType() != RankedTensorType::get({1}, n.elementType(n.input(0)))) {
+      n.error() << "input '" << n.node.input(i) << "' (" << (i == 1 ? "min" : "max") << ") is "
+                << bound.getType() << ", not a scalar of the input's element type";
+      return failure();
+    }
+    bounds[i - 1] = b.reshape(bound, {});
+  }
+  // An absent bound is the type's lowest or largest value (ONNX's spec, as
+  // onnxruntime): it limits only infinities, so integers need none.
+  if (auto floatType = dyn_cast<FloatType>(n.elementType(n.input(0)))) {
+    double largest = APFloat::getLargest(floatType.getFloatSemantics()).convertToDouble();
+    if (!bounds[0])
+      bounds[0] = b.scalar(floatType, -largest);
+    if (!bounds[1])
+      bounds[1] = b.scalar(floatType, largest);
+  }
+  return SmallVector<Value>{clip(b, n.input(0), bounds[0], bounds[1])};
+}
+
+/// LessOrEqual, GreaterOrEqual: the strict comparison, or else equality (not
+/// the negated opposite comparison, which NaN would make true).
+template <typename StrictOp> Results importOrEqual(NodeContext &n) {
+  auto strict = n.buildOne<StrictOp>({n.input(0), n.input(1)});
+  if (failed(strict))
+    return failure();
+  CleaveBuilder b = decomposer(n);
+  Value yes = b.scalar(n.builder.getI1Type(), 1.0);
+  return SmallVector<Value>{b.where(*strict, yes, b.equal(n.input(0), n.input(1)))};
+}
+
+/// And, Or, Xor of bools: where(a, b, false), where(a, true, b), a != b.
+Results importLogical(NodeContext &n, StringRef op) {
+  for (unsigned i : {0u, 1u})
+    if (failed(n.requireElementType(i, isBool, "bools")))
+      return failure();
+  Value a = n.input(0), c = n.input(1);
+  Type i1 = n.builder.getI1Type();
+  CleaveBuilder b = decomposer(n);
+  if (op == "And")
+    return single(n.buildOne<WhereOp>({a, c, b.scalar(i1, 0.0)}));
+  if (op == "Or")
+    return single(n.buildOne<WhereOp>({a, b.scalar(i1, 1.0), c}));
+  auto same = n.buildOne<EqualOp>({a, c});
+  if (failed(same))
+    return failure();
+  return SmallVector<Value>{b.logicalNot(*same)};
+}
+
+/// Sum (variadic Add, broadcasting) and Mean (the sum divided by the count).
+Results importSum(NodeContext &n, bool mean) {
+  if (mean && failed(n.requireFloat(0)))
+    return failure();
+  SmallVector<Value> inputs = n.presentInputs();
+  Value total = inputs.front();
+  for (Value next : ArrayRef(inputs).drop_front()) {
+    auto sum = n.buildOne<AddOp>({total, next});
+    if (failed(sum))
+      return failure();
+    total = *sum;
+  }
+  if (mean && inputs.size() > 1) {
+    CleaveBuilder b = decomposer(n);
+    total = b.div(total, b.scalarLike(total, static_cast<double>(inputs.size())));
+  }
+  if (total == n.input(0))
+    return n.build<IdentityOp>(total);
+  return SmallVector<Value>{total};
 }
 
 Results importGemm(NodeContext &n) {
@@ -77,6 +261,24 @@ void populateMathImporters(OpImporterTable &table) {
   table.add("Cast", importCast, 1, 1);
   table.add("Gemm", importGemm, 2, 3);
   table.add("Trilu", importTrilu, 1, 2, {1});
+  table.add("CastLike", importCastLike, 2, 2);
+  table.add("Size", importSize, 1, 1);
+
+  table.add("Softplus", importActivation<softplusNode>, 1, 1);
+  table.add("Softsign", importActivation<softsignNode>, 1, 1);
+  table.add("Mish", importActivation<mishNode>, 1, 1);
+  table.add("Elu", importActivation<eluNode>, 1, 1);
+  table.add("Selu", importActivation<seluNode>, 1, 1);
+  table.add("HardSigmoid", importActivation<hardSigmoidNode>, 1, 1);
+  table.add("HardSwish", importActivation<hardSwishNode>, 1, 1);
+  table.add("ThresholdedRelu", importActivation<thresholdedReluNode>, 1, 1);
+  table.add("Clip", importClip, 1, 3);
+  table.add("LessOrEqual", importOrEqual<LessOp>, 2, 2);
+  table.add("GreaterOrEqual", importOrEqual<GreaterOp>, 2, 2);
+  for (StringRef op : {"And", "Or", "Xor"})
+    table.add(op, [op](NodeContext &n) { return importLogical(n, op); }, 2, 2);
+  table.add("Sum", [](NodeContext &n) { return importSum(n, false); }, 1, kVariadic);
+  table.add("Mean", [](NodeContext &n) { return importSum(n, true); }, 1, kVariadic);
 }
 
 } // namespace cleave

@@ -206,6 +206,31 @@ public:
     return llvm::SmallVector<mlir::Value>(op->getResults());
   }
 
+  /// The one result of an `OpTy` built (and checked) as `build` does.
+  template <typename OpTy>
+  mlir::FailureOr<mlir::Value> buildOne(mlir::ValueRange operands,
+                                        llvm::ArrayRef<mlir::NamedAttribute> attributes = {}) const {
+    auto results = build<OpTy>(operands, attributes);
+    if (mlir::failed(results))
+      return mlir::failure();
+    return results->front();
+  }
+
+  /// Decompositions build their ops unchecked (CleaveBuilder), so an op
+  /// decomposed for some element types checks its input's first: an error
+  /// naming input `i` and `admitted` unless `accepts` its element type.
+  mlir::LogicalResult requireElementType(unsigned i, llvm::function_ref<bool(mlir::Type)> accepts,
+                                         llvm::StringRef admitted) const {
+    if (accepts(elementType(input(i))))
+      return mlir::success();
+    error() << "input '" << node.input(i) << "' is " << input(i).getType() << ": cleave computes "
+            << node.op_type() << " on " << admitted << " only";
+    return mlir::failure();
+  }
+  mlir::LogicalResult requireFloat(unsigned i) const {
+    return requireElementType(i, [](mlir::Type t) { return t.isF32() || t.isF64(); }, "f32 and f64");
+  }
+
 private:
   llvm::SmallVector<mlir::Value> inputs;
 };
@@ -251,7 +276,7 @@ private:
 // The default domain (ai.onnx), by family. A new op goes into its family's
 // file and populate function.
 
-/// Elementwise math, comparisons, casts, activations, matrix products, Trilu
+/// Elementwise math, comparisons, logic, casts, activations, matrix products, Trilu
 /// (MathOps.cpp).
 void populateMathImporters(OpImporterTable &table);
 /// Reshapes, transposes, squeezes, concat, split, slice, gather, expand
@@ -259,7 +284,7 @@ void populateMathImporters(OpImporterTable &table);
 void populateShapeImporters(OpImporterTable &table);
 /// Softmax, normalizations, dropout, convolution, pooling, losses (NNOps.cpp).
 void populateNNImporters(OpImporterTable &table);
-/// ReduceSum, ReduceMean, ReduceMax (ReductionOps.cpp).
+/// The Reduce* operators (ReductionOps.cpp).
 void populateReductionImporters(OpImporterTable &table);
 /// Constant, ConstantOfShape, Shape, Range: the shape arithmetic that folds
 /// at import (ConstantOps.cpp). `modelDir` is where external data lives.

@@ -15,6 +15,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 namespace cleave {
 
 class CleaveBuilder {
@@ -66,6 +68,19 @@ public:
   mlir::Value tanh(mlir::Value x) { return create<TanhOp>(x); }
   mlir::Value sqrt(mlir::Value x) { return create<SqrtOp>(x); }
   mlir::Value reciprocal(mlir::Value x) { return create<ReciprocalOp>(x); }
+  mlir::Value abs(mlir::Value x) { return create<AbsOp>(x); }
+  mlir::Value relu(mlir::Value x) { return create<ReluOp>(x); }
+  mlir::Value logicalNot(mlir::Value x) { return create<NotOp>(x); }
+  /// x, through which no gradient flows.
+  mlir::Value detach(mlir::Value x) { return create<DetachOp>(x); }
+  /// m where finite, else 0, detached: the shift a log-sum-exp subtracts
+  /// before exp so that exp cannot overflow. The result does not depend on
+  /// it, so no gradient flows through it; an infinite m would make x - m NaN
+  /// (inf - inf), where shifting by 0 gives the infinite result exactly.
+  mlir::Value logSumExpShift(mlir::Value m) {
+    mlir::Value infinite = equal(abs(m), scalarLike(m, INFINITY));
+    return detach(where(infinite, scalarLike(m, 0.0), m));
+  }
   mlir::Value equal(mlir::Value x, mlir::Value y) { return create<EqualOp>(x, y); }
   mlir::Value greater(mlir::Value x, mlir::Value y) { return create<GreaterOp>(x, y); }
   mlir::Value less(mlir::Value x, mlir::Value y) { return create<LessOp>(x, y); }

@@ -1,0 +1,174 @@
+# Forward values of the operators cleave imports as formulas of other ops or
+# as newer cleave ops, against onnxruntime: each model below holds several
+# nodes (one output each), is compiled and run by cleave on fixed inputs, and
+# every output must match onnxruntime's on the same file (same shape and type;
+# floats within 1e-5 relative + 1e-6 absolute, NaN where it has NaN; other
+# types exactly). The inputs include the values where a naive formula goes
+# wrong: large magnitudes (exp overflows), NaN and infinities, zeros.
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from onnx_models import model, run_onnxruntime, save
+
+WORK = sys.argv[1]
+F32 = TensorProto.FLOAT
+
+# Float inputs: ordinary values, big ones both ways, 0, NaN and both infinities.
+EDGES = np.array([-200.0, -30.0, -2.5, -1.0, -0.5, 0.0, 0.25, 1.0, 3.0, 40.0, 150.0, np.nan,
+                  np.inf, -np.inf], dtype=np.float32)
+
+
+def node(op, inputs, output, **attrs):
+    return helper.make_node(op, inputs, [output], name=output, **attrs)
+
+
+MODELS = {}
+
+
+def case(name, nodes, inputs, feeds, opset=18):
+    MODELS[name] = (model(nodes, inputs, [n.output[0] for n in nodes], opset=opset), feeds)
+
+
+activations = [node("Softplus", ["x"], "softplus"), node("Softsign", ["x"], "softsign"),
+               node("Mish", ["x"], "mish"), node("Elu", ["x"], "elu"),
+               node("Elu", ["x"], "elu_alpha", alpha=0.3), node("Selu", ["x"], "selu"),
+               node("Selu", ["x"], "selu_attrs", alpha=2.0, gamma=0.5),
+               node("HardSigmoid", ["x"], "hard_sigmoid"),
+               node("HardSigmoid", ["x"], "hard_sigmoid_attrs", alpha=0.7, beta=0.1),
+               node("HardSwish", ["x"], "hard_swish"),
+               node("ThresholdedRelu", ["x"], "thresholded_relu"),
+               node("ThresholdedRelu", ["x"], "thresholded_relu_alpha", alpha=-0.5)]
+case("activations", activations, [("x", F32, [14])], {"x": EDGES})
+case("activations_f64", activations, [("x", TensorProto.DOUBLE, [14])],
+     {"x": EDGES.astype(np.float64)})
+
+case("clip", [node("Clip", ["x", "lo", "hi"], "clip_both"), node("Clip", ["x", "lo"], "clip_min"),
+              node("Clip", ["x", "", "hi"], "clip_max"), node("Clip", ["x"], "clip_none"),
+              node("Clip", ["x", "hi", "lo"], "clip_crossed")],
+     [("x", F32, [14]), ("lo", F32, []), ("hi", F32, [])],
+     {"x": EDGES, "lo": np.array(-1.0, np.float32), "hi": np.array(2.0, np.float32)})
+case("clip_i32", [node("Clip", ["x", "lo", "hi"], "clip_i32")],
+     [("x", TensorProto.INT32, [5]), ("lo", TensorProto.INT32, []), ("hi", TensorProto.INT32, [])],
+     {"x": np.array([-7, -1, 0, 4, 9], np.int32), "lo": np.array(-2, np.int32),
+      "hi": np.array(5, np.int32)})
+
+comparands = np.array([[1.0, np.nan, -3.0], [2.0, 2.0, np.inf]], np.float32)
+case("comparisons", [node("LessOrEqual", ["a", "b"], "less_or_equal"),
+                     node("GreaterOrEqual", ["a", "b"], "greater_or_equal")],
+     [("a", F32, [2, 3]), ("b", F32, [3])],
+     {"a": comparands, "b": np.array([1.0, 0.0, np.inf], np.float32)})
+case("comparisons_u8", [node("LessOrEqual", ["a", "b"], "less_or_equal_u8"),
+                        node("GreaterOrEqual", ["a", "b"], "greater_or_equal_u8")],
+     [("a", TensorProto.UINT8, [4]), ("b", TensorProto.UINT8, [4])],
+     {"a": np.array([0, 200, 7, 255], np.uint8), "b": np.array([1, 100, 7, 0], np.uint8)})
+
+bools_a = np.array([[True, False, True, False]] * 2)
+bools_b = np.array([True, True, False, False])
+case("logical", [node("And", ["a", "b"], "and"), node("Or", ["a", "b"], "or"),
+                 node("Xor", ["a", "b"], "xor")],
+     [("a", TensorProto.BOOL, [2, 4]), ("b", TensorProto.BOOL, [4])],
+     {"a": bools_a, "b": bools_b})
+
+rng = np.random.default_rng(0)
+case("variadic", [node("Sum", ["a"], "sum_one"), node("Sum", ["a", "b", "c"], "sum_three"),
+                  node("Mean", ["a"], "mean_one"), node("Mean", ["a", "b", "c"], "mean_three")],
+     [("a", F32, [2, 3]), ("b", F32, [3]), ("c", F32, [2, 1])],
+     {"a": rng.standard_normal((2, 3)).astype(np.float32),
+      "b": rng.standard_normal(3).astype(np.float32),
+      "c": rng.standard_normal((2, 1)).astype(np.float32)})
+
+case("casts", [node("CastLike", ["x", "like_i32"], "castlike_i32"),
+               node("CastLike", ["x", "like_f64"], "castlike_f64"),
+               node("Size", ["x"], "size")],
+     [("x", F32, [2, 3]), ("like_i32", TensorProto.INT32, [1]),
+      ("like_f64", TensorProto.DOUBLE, [])],
+     {"x": np.array([[1.5, -2.25, 3.0], [0.0, 7.75, -9.5]], np.float32),
+      "like_i32": np.array([0], np.int32), "like_f64": np.array(0.0)})
+
+# Reductions: over one axis, over all (no axes), without keepdims, and the
+# no-op of empty axes; L1 and SumSquare on int64 too.
+reduce_input = rng.standard_normal((3, 4, 2)).astype(np.float32) * 3
+positive_input = np.abs(reduce_input) + 0.1
+axes = helper.make_tensor("axes", TensorProto.INT64, [1], [1])
+no_axes = helper.make_tensor("no_axes", TensorProto.INT64, [0], [])
+reductions, reduce_inputs = [], [("x", F32, [3, 4, 2]), ("p", F32, [3, 4, 2])]
+for op in ["ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]:
+    data = "p" if op == "ReduceLogSum" else "x"
+    short = op[len("Reduce"):].lower()
+    reductions += [node(op, [data, "axes"], f"{short}_axis1"),
+                   node(op, [data], f"{short}_all"),
+                   node(op, [data, "axes"], f"{short}_axis1_nokeep", keepdims=0),
+                   node(op, [data, "no_axes"], f"{short}_noop", noop_with_empty_axes=1)]
+MODELS["reductions"] = (
+    model([helper.make_node("Constant", [], ["axes"], value=axes),
+           helper.make_node("Constant", [], ["no_axes"], value=no_axes)] + reductions,
+          reduce_inputs, [n.output[0] for n in reductions], opset=18),
+    {"x": reduce_input, "p": positive_input})
+case("reductions_i64", [node("ReduceL1", ["x"], "l1_i64", axes=[0]),
+                        node("ReduceSumSquare", ["x"], "sumsquare_i64", axes=[0], keepdims=0)],
+     [("x", TensorProto.INT64, [2, 3])], {"x": np.array([[1, -2, 3], [-4, 5, -6]], np.int64)},
+     opset=17)
+# LogSumExp where the maximum is infinite or large: a +inf row gives +inf, a
+# row of -inf gives -inf, and a row of large values no overflow.
+case("logsumexp_edges", [node("ReduceLogSumExp", ["x"], "logsumexp_edges", axes=[1], keepdims=0)],
+     [("x", F32, [4, 3])],
+     {"x": np.array([[1.0, np.inf, 2.0], [-np.inf, -np.inf, -np.inf], [500.0, 499.0, -3.0],
+                     [0.5, -0.5, 1.5]], np.float32)}, opset=17)
+
+
+def compare(name, ours, theirs):
+    if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
+        return [f"{name}: cleave gives {ours.dtype}{list(ours.shape)}, "
+                f"onnxruntime {theirs.dtype}{list(theirs.shape)}"]
+    if np.issubdtype(theirs.dtype, np.floating):
+        close = np.isclose(ours, theirs, rtol=1e-5, atol=1e-6, equal_nan=True)
+    else:
+        close = ours == theirs
+    if close.all():
+        return []
+    bad = np.argwhere(~close)[:3]
+    return [f"{name}[{list(i)}]: cleave {ours[tuple(i)]!r}, onnxruntime {theirs[tuple(i)]!r}"
+            for i in bad]
+
+
+def main():
+    problems = []
+    for name, (m, feeds) in MODELS.items():
+        path = os.path.join(WORK, name + ".onnx")
+        save(m, path)
+        out = os.path.join(WORK, name)
+        compiled = subprocess.run(["cleave", "compile", path, "-o", out], capture_output=True,
+                                  text=True)
+        if compiled.returncode != 0:
+            problems.append(f"{name}: cleave compile failed: {compiled.stderr.strip()}")
+            continue
+        flags = []
+        for key, value in feeds.items():
+            np.save(os.path.join(WORK, f"{name}.{key}.npy"), value)
+            flags += ["--input", f"{key}={os.path.join(WORK, f'{name}.{key}.npy')}"]
+        results = os.path.join(WORK, name + ".out")
+        ran = subprocess.run(["cleave", "run", out, *flags, "--output-dir", results],
+                             capture_output=True, text=True)
+        if ran.returncode != 0:
+            problems.append(f"{name}: cleave run failed: {ran.stderr.strip()}")
+            continue
+        with np.errstate(all="ignore"):
+            expected = run_onnxruntime(m, feeds)
+        for output, theirs in zip(m.graph.output, expected):
+            ours = np.load(os.path.join(results, output.name + ".npy"))
+            problems += compare(f"{name}/{output.name}", ours, theirs)
+        print(f"{name}: {len(m.graph.output)} outputs compared")
+    for p in problems:
+        print("FAIL:", p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+# Refusals of the operators cleave imports as formulas (docs/ops.md): an
+# element type the formula's ops do not admit, and a Clip bound that is not a
+# scalar of the input's type, are one error line naming the node and the
+# input, exit 1 (never an unchecked op that fails verification later).
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s --all %t
+# RUN: %refuses 1 cleave import %t/softplus_i32.onnx | FileCheck %s --check-prefix=SOFTPLUS
+# RUN: %refuses 1 cleave import %t/reduce_l2_i64.onnx | FileCheck %s --check-prefix=L2
+# RUN: %refuses 1 cleave import %t/reduce_l1_u8.onnx | FileCheck %s --check-prefix=L1
+# RUN: %refuses 1 cleave import %t/clip_vector_min.onnx | FileCheck %s --check-prefix=CLIPVEC
+# RUN: %refuses 1 cleave import %t/clip_bool.onnx | FileCheck %s --check-prefix=CLIPBOOL
+# RUN: %refuses 1 cleave import %t/or_i32.onnx | FileCheck %s --check-prefix=OR
+# RUN: %refuses 1 cleave import %t/sum_mismatch.onnx | FileCheck %s --check-prefix=SUM
+#
+# SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
+# L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
+# L1: node 'reducel1' (ReduceL1, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xui8>': cleave computes ReduceL1 on f32, f64 and 32- and 64-bit integers only
+# CLIPVEC: node 'clip' (Clip, domain 'ai.onnx', opset 17): input 'lo' (min) is 'tensor<3xf32>', not a scalar of the input's element type
+# CLIPBOOL: node 'clip' (Clip, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi1>': cleave computes Clip on numbers only
+# OR: node 'or' (Or, domain 'ai.onnx', opset 17): input 'a' is 'tensor<2xi32>': cleave computes Or on bools only
+# SUM: node 'sum' (Sum, domain 'ai.onnx', opset 17): operands are not broadcast-compatible: 2 and 3
+
+from onnx import helper
+
+from onnx_models import BOOL, F32, I32, I64, U8, Cases, value_info
+
+cases = Cases()
+
+
+def one(op, inputs, **attrs):
+    """One node on `inputs`, unchecked: ONNX's shape inference refuses these too."""
+    node = helper.make_node(op, [name for name, _, _ in inputs], ["y"], name=op.lower(), **attrs)
+    graph = helper.make_graph([node], "test", [value_info(*i) for i in inputs],
+                              [helper.make_empty_tensor_value_info("y")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+cases.add("softplus_i32")(lambda: one("Softplus", [("x", I32, [2, 3])]))
+cases.add("reduce_l2_i64")(lambda: one("ReduceL2", [("x", I64, [2, 3])]))
+cases.add("reduce_l1_u8")(lambda: one("ReduceL1", [("x", U8, [2, 3])]))
+cases.add("clip_vector_min")(lambda: one("Clip", [("x", F32, [3]), ("lo", F32, [3])]))
+cases.add("clip_bool")(lambda: one("Clip", [("x", BOOL, [3])]))
+cases.add("or_i32")(lambda: one("Or", [("a", I32, [2]), ("b", I32, [2])]))
+cases.add("sum_mismatch")(lambda: one("Sum", [("a", F32, [2]), ("b", F32, [3])]))
+
+if __name__ == "__main__":
+    cases.main()

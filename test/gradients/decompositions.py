@@ -1,0 +1,65 @@
+# Gradients of the ONNX operators cleave imports as formulas of other cleave
+# ops (Softplus ... ReduceLogSumExp, docs/ops.md) against central finite
+# differences (float64, onnx.reference): test/lib/gradcheck.py. Each case
+# differentiates several nodes of one input at once (the loss weights every
+# output element differently). The smooth ones are checked at 0 too, where
+# Softplus' gradient is 1/2 and a formula through relu or abs could give 0;
+# the piecewise ones at points away from their kinks.
+#
+# RUN: %python %s %t
+
+import numpy as np
+from onnx import helper
+
+from gradcheck import Cases, rng
+
+r = rng(0)
+cases = Cases()
+
+
+def nodes(*specs):
+    return [helper.make_node(op, inputs, [out], **attrs) for op, inputs, out, attrs in specs]
+
+
+smooth = np.concatenate([[0.0, -40.0, 35.0], r.standard_normal(9) * 3]).reshape(3, 4)
+cases.add("smooth_activations",
+          nodes=nodes(("Softplus", ["x"], "softplus", {}), ("Mish", ["x"], "mish", {}),
+                      ("Softsign", ["x"], "softsign", {}), ("Elu", ["x"], "elu", {})),
+          params={"x": smooth}, outputs=["softplus", "mish", "softsign", "elu"], opset=18)
+
+# Kinks: Elu/Selu at 0 (alpha != 1), HardSigmoid at +-2.5 (its defaults) and
+# at 0 and 10/7 (alpha 0.7, beta 0), HardSwish at +-3, ThresholdedRelu at 1,
+# Clip at -1 and 2.
+piecewise = np.array([[-3.7, -2.9, -1.6, -0.4], [0.3, 0.8, 1.2, 1.7], [2.2, 2.7, 3.4, 4.1]])
+cases.add("piecewise_activations",
+          nodes=nodes(("Elu", ["x"], "elu", {"alpha": 0.3}), ("Selu", ["x"], "selu", {}),
+                      ("HardSigmoid", ["x"], "hard_sigmoid", {}),
+                      ("HardSigmoid", ["x"], "hard_sigmoid_attrs", {"alpha": 0.7, "beta": 0.0}),
+                      ("HardSwish", ["x"], "hard_swish", {}),
+                      ("ThresholdedRelu", ["x"], "thresholded_relu", {}),
+                      ("Clip", ["x", "lo", "hi"], "clip", {})),
+          params={"x": piecewise},
+          constants={"lo": np.array(-1.0), "hi": np.array(2.0)},
+          outputs=["elu", "selu", "hard_sigmoid", "hard_sigmoid_attrs", "hard_swish",
+                   "thresholded_relu", "clip"], opset=18)
+
+cases.add("sum_mean",
+          nodes=nodes(("Sum", ["a", "b", "c"], "sum", {}), ("Mean", ["a", "b", "c"], "mean", {})),
+          params={"a": r.standard_normal((2, 3)), "b": r.standard_normal(3),
+                  "c": r.standard_normal((2, 1))},
+          outputs=["sum", "mean"])
+
+x = r.standard_normal((2, 3, 4))
+cases.add("reductions",
+          nodes=nodes(("ReduceL1", ["x"], "l1", {"axes": [1]}),
+                      ("ReduceL2", ["x"], "l2", {"axes": [0, 2], "keepdims": 0}),
+                      ("ReduceSumSquare", ["x"], "sum_square", {"axes": [2]}),
+                      ("ReduceLogSumExp", ["x"], "log_sum_exp", {"axes": [1], "keepdims": 0}),
+                      ("ReduceLogSumExp", ["x"], "log_sum_exp_all", {})),
+          params={"x": x}, outputs=["l1", "l2", "sum_square", "log_sum_exp", "log_sum_exp_all"])
+cases.add("reduce_log_sum",
+          nodes=nodes(("ReduceLogSum", ["x"], "log_sum", {"axes": [2]})),
+          params={"x": np.abs(x) + 0.5}, outputs=["log_sum"])
+
+if __name__ == "__main__":
+    cases.main()
