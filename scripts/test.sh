@@ -2,12 +2,16 @@
 # Sets up the machine (scripts/setup.sh), builds, and runs every test: the
 # lit suite, then each fuzzer for a minute (scripts/fuzz.sh).
 #   scripts/test.sh          the default suite (under 20 minutes on 2 cores)
-#   scripts/test.sh --long   the fuzzers for 10 million executions each instead
+#   scripts/test.sh --long   the fuzzers for 10 million executions each instead,
+#                            then the lit suite again on the sanitized build
+#                            (build-fuzz/: ASan and UBSan in cleave and in every
+#                            program it compiles)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 fuzz=(--seconds 60)
+long=0
 case "${1:-}" in
-  --long) fuzz=(--runs 10000000) ;;
+  --long) fuzz=(--runs 10000000); long=1 ;;
   "") ;;
   *) echo "usage: scripts/test.sh [--long]" >&2; exit 2 ;;
 esac
@@ -26,5 +30,10 @@ fuzz_status=0
 if [ $fuzz_status -ne 0 ]; then
   echo "fuzz: FAILED (exit $fuzz_status; the inputs are in build-fuzz/findings/)"
   status=1
+fi
+
+if [ $long -eq 1 ]; then
+  cmake --build "$root/build-fuzz"
+  /usr/lib/llvm-22/bin/lit -sv "$root/build-fuzz/test" || status=1
 fi
 exit $status

@@ -24,6 +24,14 @@ config.substitutions.append(
 # GoogleTest death tests re-execute their binary through argv[0]: give a path.
 config.substitutions.append(("%bindir", config.cleave_tools_dir))
 
+# A -DCLEAVE_FUZZ=ON build: everything, and every program it compiles, runs
+# under AddressSanitizer and UBSan (scripts/test.sh --long). Tests that limit
+# address space (which ASan's shadow memory cannot live in) say
+# UNSUPPORTED: sanitized.
+if config.cleave_sanitized:
+    config.available_features.add("sanitized")
+    config.environment["ASAN_OPTIONS"] = "detect_leaks=0"
+
 # The CUDA target is built whenever nvcc is found; running it needs a GPU.
 if config.cleave_have_cuda:
     config.available_features.add("cuda")
