@@ -21,6 +21,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -358,6 +359,22 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   return success();
 }
 
+/// Prints the model's training warnings but those whose parameters --freeze
+/// already keeps as they are.
+static void printTrainingWarnings(const ImportedModel &model,
+                                  ArrayRef<std::string> frozenGlobs) {
+  SmallVector<llvm::GlobPattern> frozen;
+  for (const std::string &text : frozenGlobs)
+    if (auto glob = llvm::GlobPattern::create(text))
+      frozen.push_back(std::move(*glob));
+  auto isFrozen = [&](const std::string &name) {
+    return llvm::any_of(frozen, [&](const llvm::GlobPattern &g) { return g.match(name); });
+  };
+  for (const Warning &warning : model.trainingWarnings)
+    if (!llvm::all_of(warning.parameters, isFrozen))
+      printWarning(warning);
+}
+
 LogicalResult Compiler::readPlan(StringRef path) {
   if (path.empty())
     return success();
@@ -505,6 +522,8 @@ LogicalResult Compiler::run() {
   auto imported = importOnnxModel(context, options.model, import, error);
   if (failed(imported))
     return failure();
+  if (options.train)
+    printTrainingWarnings(*imported, options.freeze);
   ModuleOp module = *imported->module;
   if (failed(checkInputsAndOutputs(module.lookupSymbol<func::FuncOp>("forward"))))
     return failure();

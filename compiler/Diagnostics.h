@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <string>
+#include <vector>
 
 namespace cleave {
 
@@ -27,6 +28,20 @@ struct UserError {
 
 /// Prints `error` to stderr in cleave's format.
 void printError(const UserError &error);
+
+/// Something that is not an error but changes what a run computes (a
+/// parameter trained that the user may not expect to be), for the user to
+/// read: the tensors it concerns, so that a flag that settles it (--freeze)
+/// can silence it.
+struct Warning {
+  std::string where;
+  std::string what;
+  std::string note;
+  std::vector<std::string> parameters;
+};
+
+/// Prints `warning` to stderr: `cleave: warning: WHERE: WHAT`, then its note.
+void printWarning(const Warning &warning);
 
 } // namespace cleave
 

@@ -80,6 +80,7 @@ FailureOr<ImportedModel> Importer::run() {
     return failure();
   finishForward(forward, outputs);
   annotateModule(*imported.module);
+  imported.trainingWarnings = std::move(warnings);
   if (failed(mlir::verify(*imported.module)))
     return fail("the imported module does not verify (a cleave bug)",
                 "rerun with --mlir-print-op-on-diagnostic to see the IR", kExitInternal);
@@ -551,6 +552,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, Strin
     inputs.push_back(value->second);
   }
 
+  noteTrainingHazards(node, where, inputs);
+
   std::string message;
   ScopedDiagnosticHandler capture(&context, [&](Diagnostic &diagnostic) {
     if (message.empty() && diagnostic.getSeverity() == DiagnosticSeverity::Error)
@@ -576,6 +579,56 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, Strin
       producer->setAttr(kDeviceConfigAttr, deviceConfig);
   }
   return success();
+}
+
+/// The ONNX name of `value` when it is a parameter of @forward.
+static std::optional<std::string> parameterName(Value value) {
+  auto arg = dyn_cast_or_null<BlockArgument>(value);
+  auto forward = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  if (!forward)
+    return std::nullopt;
+  auto kind = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
+  if (!kind || kind.getValue() != "param")
+    return std::nullopt;
+  return forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr).str();
+}
+
+void Importer::noteTrainingHazards(const onnx::NodeProto &node, StringRef where,
+                                   ArrayRef<Value> inputs) {
+  // Once each, though a training_info step imports the main graph again.
+  auto warn = [&](Warning warning) {
+    if (llvm::none_of(warnings, [&](const Warning &w) { return w.what == warning.what; }))
+      warnings.push_back(std::move(warning));
+  };
+  // torch's eval-mode export merges equal initializers (every zero bias) and
+  // reads the others through Identity: trained, they become one parameter.
+  if (node.op_type() == "Identity" && node.output_size() == 1 && !inputs.empty())
+    if (std::optional<std::string> shared = parameterName(inputs[0]))
+      warn(
+          {path, where.str() + ": '" + node.output(0) + "' is parameter '" + *shared +
+                     "' read again, so both train as one parameter",
+           "torch's eval-mode export merges equal initializers this way; export with "
+           "torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING, "
+           "do_constant_folding=False) to keep them apart",
+           {*shared}});
+  // An inference-mode BatchNorm's running statistics are float initializers,
+  // so parameters, which the optimizer would move.
+  bool inferenceBatchNorm =
+      node.op_type() == "BatchNormalization" && inputs.size() == 5 &&
+      llvm::none_of(node.attribute(), [](const onnx::AttributeProto &a) {
+        return a.name() == "training_mode" && a.i() != 0;
+      });
+  if (!inferenceBatchNorm)
+    return;
+  std::optional<std::string> mean = parameterName(inputs[3]), var = parameterName(inputs[4]);
+  if (!mean || !var)
+    return;
+  warn({path,
+                      where.str() + ": the running statistics '" + *mean + "' and '" + *var +
+                          "' of an inference-mode BatchNorm train as parameters",
+                      "freeze them (--freeze '" + *mean + "' --freeze '" + *var +
+                          "'), or export the model in training mode",
+                      {*mean, *var}});
 }
 
 LogicalResult Importer::checkOutput(const onnx::ValueInfoProto &output, Value value) {

@@ -78,6 +78,10 @@ struct ImportedModel {
   std::vector<Parameter> state;
   /// Set when @forward is the step of the model's training_info.
   std::optional<TrainingAlgorithm> trainingAlgorithm;
+  /// What training this model would do that its user may not expect
+  /// (parameters shared behind Identity, inference-mode BatchNorm statistics
+  /// that would train); `cleave compile --train` prints them.
+  std::vector<Warning> trainingWarnings;
 };
 
 /// Imports the ONNX model at `path` into a module holding `func.func @forward`.

@@ -100,6 +100,10 @@ private:
   mlir::FailureOr<mlir::RankedTensorType> inputType(const onnx::ValueInfoProto &input);
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index, llvm::StringRef scope);
   mlir::LogicalResult checkOutput(const onnx::ValueInfoProto &output, mlir::Value value);
+  /// Adds to `warnings` what training would do to `node`'s parameter inputs
+  /// that its user may not expect.
+  void noteTrainingHazards(const onnx::NodeProto &node, llvm::StringRef where,
+                           llvm::ArrayRef<mlir::Value> inputs);
   /// Adds a cleave.constant for each of `tensors`, known by its name.
   void addConstants(const NamedTensors &tensors);
 
@@ -122,6 +126,7 @@ private:
   llvm::StringMap<int64_t> opsets;
   llvm::StringMap<mlir::Value> values;
   llvm::StringSet<> initializerNames;
+  std::vector<Warning> warnings;
   /// Whether @forward is the step of the model's training_info
   /// (ImportOptions::trainingInfo and a model that has one).
   bool stepFromTrainingInfo = false;

@@ -176,6 +176,36 @@ def k_fourteen_params(out):
     onnx.save(model(nodes, [vi("x", [3])], [vi("y", [3])], biases), out)
 
 
+def k_shared_bias(out):
+    # torch's eval-mode export of two equal biases: b2 is b1 behind Identity.
+    # loss = sum((x + b1) * (x + b2)).
+    b1 = numpy_helper.from_array(np.zeros(3, np.float32), "b1")
+    nodes = [helper.make_node("Identity", ["b1"], ["b2"], name="share"),
+             helper.make_node("Add", ["x", "b1"], ["h1"], name="add1"),
+             helper.make_node("Add", ["x", "b2"], ["h2"], name="add2"),
+             helper.make_node("Mul", ["h1", "h2"], ["p"], name="mul"),
+             helper.make_node("ReduceSum", ["p"], ["loss"], name="sum",
+                              keepdims=0)]
+    onnx.save(model(nodes, [vi("x", [2, 3])], [vi("loss", [])], [b1]), out)
+
+
+def k_eval_batchnorm(out):
+    # An inference-mode BatchNorm (training_mode 0) whose scale, bias, running
+    # mean and variance are initializers; loss = sum(bn(x)^2).
+    c = 2
+    inits = [numpy_helper.from_array(v, n) for n, v in
+             [("scale", np.ones(c, np.float32)), ("bias", np.zeros(c, np.float32)),
+              ("mean", np.zeros(c, np.float32)), ("var", np.ones(c, np.float32))]]
+    nodes = [helper.make_node("BatchNormalization",
+                              ["x", "scale", "bias", "mean", "var"], ["y"],
+                              name="bn"),
+             helper.make_node("Mul", ["y", "y"], ["p"], name="square"),
+             helper.make_node("ReduceSum", ["p"], ["loss"], name="sum",
+                              keepdims=0)]
+    onnx.save(model(nodes, [vi("x", [4, c, 3, 3])], [vi("loss", [])], inits),
+              out)
+
+
 def external_model(out, location, offset=None):
     """The external model, with w's external_data rewritten to LOCATION (and
     OFFSET): the bytes it names are 4096 bytes of w."""
@@ -351,6 +381,8 @@ KINDS = {
     "external": k_external,
     "two-dynamic": k_two_dynamic,
     "fourteen-params": k_fourteen_params,
+    "shared-bias": k_shared_bias,
+    "eval-batchnorm": k_eval_batchnorm,
     "external-parent": k_external_parent,
     "external-absolute": k_external_absolute,
     "external-symlink": k_external_symlink,
