@@ -367,6 +367,14 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
       return signalPassFailure();
     if (ranks == 1)
       return;
+    // tp ranks with nothing split over them would each compute the whole
+    // model: a layout the user did not ask for.
+    if (splits.empty()) {
+      module.emitError("the mesh's tp axis has ")
+          << ranks << " ranks, but nothing is split over it: give a plan (--plan; plans/ has "
+          << "Megatron-style ones) or a model with ONNX sharding specs";
+      return signalPassFailure();
+    }
     if (failed(followBlocks(func)))
       return signalPassFailure();
 
