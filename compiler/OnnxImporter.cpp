@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -503,6 +504,40 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   return typeOf(dims);
 }
 
+/// Every operator of the model cleave does not import, each with its count
+/// and first node, so that one import tells a user all that is missing.
+std::string Importer::unsupportedOperators() const {
+  struct Missing {
+    int count = 0;
+    std::string first;
+  };
+  llvm::MapVector<std::string, Missing, std::map<std::string, unsigned>> missing;
+  auto scan = [&](const onnx::GraphProto &graph) {
+    for (auto [index, node] : llvm::enumerate(graph.node())) {
+      StringRef domain = node.domain();
+      const OpImporterTable *table = isDefaultDomain(domain)      ? &opImporters
+                                     : domain == kTrainingDomain ? &trainingOpImporters
+                                                                 : nullptr;
+      if (table && table->lookup(node.op_type()))
+        continue;
+      std::string op = isDefaultDomain(domain) ? node.op_type()
+                                               : node.op_type() + " of " + domain.str();
+      Missing &entry = missing[op];
+      if (entry.count++ == 0)
+        entry.first = node.name().empty() ? "#" + std::to_string(index) : "'" + node.name() + "'";
+    }
+  };
+  scan(model.graph());
+  for (int i = 0; stepFromTrainingInfo && i < model.training_info_size(); ++i)
+    scan(model.training_info(i).algorithm());
+  SmallVector<std::string> listed;
+  for (const auto &[op, entry] : missing)
+    listed.push_back(op + " (" + std::to_string(entry.count) +
+                     (entry.count == 1 ? " node, " : " nodes, first ") + entry.first + ")");
+  return "the model's unsupported operators: " + llvm::join(listed, ", ") +
+         "; docs/ops.md lists those cleave imports";
+}
+
 LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, StringRef scope) {
   StringRef domain = node.domain();
   std::string nodeName = node.name().empty() ? "#" + std::to_string(index)
@@ -518,13 +553,12 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, Strin
   else if (domain == kTrainingDomain)
     table = &trainingOpImporters;
   else
-    return fail(where + ": unsupported operator domain '" + domain + "'");
+    return fail(where + ": unsupported operator domain '" + domain + "'", unsupportedOperators());
   if (table == &trainingOpImporters && opset != 1)
     return fail(where + ": cleave imports version 1 of domain '" + kTrainingDomain + "'");
   const OpImporter *found = table->lookup(node.op_type());
   if (!found)
-    return fail(where + ": unsupported operator",
-                "docs/ops.md lists the operators cleave imports");
+    return fail(where + ": unsupported operator", unsupportedOperators());
   const OpImporter &opImporter = *found;
   unsigned numInputs = node.input_size();
   if (numInputs < opImporter.minInputs || numInputs > opImporter.maxInputs)

@@ -206,6 +206,20 @@ def k_eval_batchnorm(out):
               out)
 
 
+def k_several_unsupported(out):
+    # Three operators cleave does not import, Hardmax twice (the second node
+    # unnamed), after a supported Relu.
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="relu"),
+             helper.make_node("Hardmax", ["h"], ["a"], name="hm1"),
+             helper.make_node("Det", ["a"], ["d"], name="det"),
+             helper.make_node("Hardmax", ["a"], ["b"]),
+             helper.make_node("MyOp", ["b"], ["y"], name="custom",
+                              domain="com.example")]
+    m = model(nodes, [vi("x", [2, 3, 3])], [vi("y", None), vi("d", None)],
+              extra_opsets=[("com.example", 1)], check=False)
+    onnx.save(m, out)
+
+
 def external_model(out, location, offset=None):
     """The external model, with w's external_data rewritten to LOCATION (and
     OFFSET): the bytes it names are 4096 bytes of w."""
@@ -382,6 +396,7 @@ KINDS = {
     "two-dynamic": k_two_dynamic,
     "fourteen-params": k_fourteen_params,
     "shared-bias": k_shared_bias,
+    "several-unsupported": k_several_unsupported,
     "eval-batchnorm": k_eval_batchnorm,
     "external-parent": k_external_parent,
     "external-absolute": k_external_absolute,
