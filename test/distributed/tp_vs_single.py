@@ -11,7 +11,7 @@
 #   - the bytes each rank sent equal plan.json's prediction;
 #   - --save-onnx after dp x tp = 2 x 2 with ZeRO 3 writes the parameters the
 #     ranks' blobs hold, put back together;
-#   - tp=2 without a plan (nothing split) equals one device too;
+#   - tp=2 without a plan (nothing split) is refused;
 #   - the GPT's vocabulary-split embedding takes negative token ids from the
 #     end of the table as one device does, and an id past the table stops
 #     the run with the out-of-range error;
@@ -124,10 +124,15 @@ def main():
                           tp=2)
             close(f"{name} dp2tp2 zero {stage} clipped", run, one_clipped, problems)
             bytes_as_planned(f"{name} dp2tp2 zero {stage} clipped", run, problems)
-        # tp=2 without a plan: every parameter whole on both tp ranks, one
-        # weights blob, written once.
-        close(f"{name} tp2 without a plan", m.train("tp2-noplan", 1, 1, MOMENTUM, [], tp=2),
-              reference, problems)
+        # tp=2 without a plan would have both tp ranks compute everything:
+        # refused, not a silent replication.
+        run = subprocess.run(["cleave", "compile", m.export(batch), "-o",
+                              os.path.join(workdir, f"{name}-tp2-noplan"), "--train",
+                              "--batch-size", str(batch), "--mesh", "tp=2"],
+                             capture_output=True, text=True)
+        if run.returncode != 1 or "nothing is split over it" not in run.stderr:
+            problems.append(f"{name} tp2 without a plan: exit {run.returncode}, "
+                            f"stderr {run.stderr!r}")
         if name == "gpt":
             token_ids(m, with_plan, workdir, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
