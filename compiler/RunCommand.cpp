@@ -460,6 +460,14 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
   if (options.totalSteps)
     args.insert(args.end(), {"--total-steps", std::to_string(*options.totalSteps)});
+  if (!options.checkpointDir.empty())
+    args.insert(args.end(), {"--checkpoint-dir", options.checkpointDir});
+  if (options.checkpointEvery)
+    args.insert(args.end(), {"--checkpoint-every", std::to_string(*options.checkpointEvery)});
+  if (options.keepCheckpoints)
+    args.insert(args.end(), {"--keep", std::to_string(*options.keepCheckpoints)});
+  if (!options.resumeDir.empty())
+    args.insert(args.end(), {"--resume", options.resumeDir});
   // With --save-onnx the program leaves its results staged, to be put in
   // place with the model (commitWithModel).
   const bool withModel = !options.saveOnnx.empty();
