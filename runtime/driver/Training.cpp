@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -155,6 +157,36 @@ std::vector<int64_t> shuffledOrder(int64_t count, uint64_t seed, uint64_t epoch)
 }
 
 namespace {
+
+/// With --checkpoint-dir, SIGTERM, SIGINT and SIGHUP stop the run after
+/// its step, with a checkpoint, instead of ending the program at once (the
+/// driver's handlers): for the scope of one object, the handlers only note
+/// the signal.
+class StopRequests {
+public:
+  StopRequests() {
+    struct sigaction noting {};
+    noting.sa_handler = note;
+    sigemptyset(&noting.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      sigaction(kSignals[i], &noting, &saved[i]);
+  }
+  ~StopRequests() {
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      sigaction(kSignals[i], &saved[i], nullptr);
+  }
+  StopRequests(const StopRequests &) = delete;
+  StopRequests &operator=(const StopRequests &) = delete;
+  /// The stop signal received, or 0.
+  int received() const { return signal; }
+
+private:
+  static constexpr std::array<int, 3> kSignals = {SIGTERM, SIGINT, SIGHUP};
+  static void note(int sig) { signal = sig; }
+  // A signal handler reaches only static storage.
+  static inline volatile std::sig_atomic_t signal = 0;
+  std::array<struct sigaction, 3> saved{};
+};
 
 /// The job's ranks: the mesh, its communicators, and where this rank is.
 struct Job {
@@ -760,6 +792,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   std::vector<StepRecord> records;
   std::vector<CheckpointRecord> checkpoints;
   records.reserve(static_cast<size_t>(std::min<int64_t>(steps - firstStep + 1, 1 << 20)));
+  std::optional<StopRequests> stops;
+  if (!options.checkpointDir.empty())
+    stops.emplace();
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -800,12 +835,24 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                    static_cast<long long>(step), static_cast<long long>(steps), loss,
                    lrText.c_str(), rate);
     }
+    // Every rank stops after the same step: when any received a stop signal.
+    int32_t stop = stops ? stops->received() : 0;
+    if (stops)
+      job.communication->world().allReduceSum(&stop, 1, DType::I32, {step, "stop signal"});
     const bool due = options.checkpointEvery > 0 && step % options.checkpointEvery == 0;
-    if (!options.checkpointDir.empty() && (due || step == steps)) {
+    if (!options.checkpointDir.empty() && (due || step == steps || stop)) {
       TrainingPosition position{
           step, spec.trainingInfo ? 0 : lr, batch, data.samples, options.shuffle, seed, totalSteps};
       if (int code = writeCheckpoint(plan, options, job, backend, program, position, checkpoints))
         return code;
+    }
+    if (stop && step < steps) {
+      const char *name = sigabbrev_np(stops->received());
+      if (job.reporting)
+        std::fprintf(stderr, "stopped by %s%s after step %lld of %lld: continue with --resume %s\n",
+                     name ? "SIG" : "a stop signal", name ? name : "", static_cast<long long>(step),
+                     static_cast<long long>(steps), options.checkpointDir.c_str());
+      break;
     }
   }
   return writeResults(plan, options, job, backend, program, records, checkpoints, elapsed());
