@@ -1,8 +1,8 @@
-# Exact resume on the same layout: for one device, dp=2, dp=2 with ZeRO 1
-# and 3, and tp=2 (plans/megatron-mlp.json) on the example MLP, a model with
-# dropout and --grad-accum 2 (its masks follow the step), and a model whose
-# training_info is the step (its Adam moments and int64 counter are state),
-# a run of STEPS steps is compared with one stopped after HALF steps
+# Exact resume on the same layout: for one device, dp=2, dp=2 with ZeRO 1,
+# 2 and 3, tp=2 (plans/megatron-mlp.json) and dp=2 x tp=2 with ZeRO 1 and 3
+# on the example MLP, a model with dropout and --grad-accum 2 (its masks
+# follow the step), and a model whose training_info is the step (its Adam
+# moments and int64 counter are state), a run of STEPS steps is compared with one stopped after HALF steps
 # (checkpoints every 2, --keep 1) and resumed with --resume: the resumed
 # run's logged steps are HALF+1 .. STEPS with the uninterrupted run's losses
 # and learning rates (a cosine schedule, shuffled epochs), and its trained
@@ -38,8 +38,13 @@ LAYOUTS = [
     ("single", 1, MODEL, ADAM, MLP_DATA),
     ("dp2", 2, MODEL, ADAM + ["--mesh", "dp=2"], MLP_DATA),
     ("dp2-zero1", 2, MODEL, ADAM + ["--mesh", "dp=2", "--zero", "1"], MLP_DATA),
+    ("dp2-zero2", 2, MODEL, ADAM + ["--mesh", "dp=2", "--zero", "2"], MLP_DATA),
     ("dp2-zero3", 2, MODEL, ADAM + ["--mesh", "dp=2", "--zero", "3"], MLP_DATA),
     ("tp2", 2, MODEL, ADAM + ["--mesh", "tp=2", "--plan", PLAN], MLP_DATA),
+    ("dp2tp2-zero1", 4, MODEL, ADAM + ["--mesh", "dp=2,tp=2", "--plan", PLAN, "--zero", "1"],
+     MLP_DATA),
+    ("dp2tp2-zero3", 4, MODEL, ADAM + ["--mesh", "dp=2,tp=2", "--plan", PLAN, "--zero", "3"],
+     MLP_DATA),
     ("dropout", 1, "dropout.onnx", ["--optimizer", "momentum", "--lr", "0.05", "--grad-accum",
                                     "2"], ["x"]),
     ("training-info", 1, "training_info.onnx", [], ["x", "labels"]),
@@ -87,19 +92,24 @@ def assembled(checkpoint, names):
         if tensor["name"] not in names:
             continue
         shape = layout.get("global_shape", layout["shape"])
-        shards = [(s, files[s["file"]][s["key"]]) for s in tensor["shards"]]
-        if "zero3" in layout:  # slices of the flattened tensor, padded
-            flat = np.concatenate([a.reshape(-1) for s, a in
-                                   sorted(shards, key=lambda p: p[0]["elements"][0])])
-            tensors[tensor["name"]] = flat[:layout["zero3"]["elements"]].reshape(shape)
-            continue
-        whole = np.zeros(shape, dtype=shards[0][1].dtype)
-        for shard, array in shards:
+        whole = None
+        # Shards with the same boxes are one part (its ZeRO slices, if any).
+        parts = {}
+        for shard in tensor["shards"]:
             boxes = shard.get("boxes", [{"offset": [0] * len(shape), "shape": shape}])
             assert len(boxes) == 1, "one box per shard in these layouts"
-            box = boxes[0]
+            parts.setdefault(json.dumps(boxes[0]), []).append(shard)
+        for box, shards in parts.items():
+            box = json.loads(box)
+            arrays = [files[s["file"]][s["key"]] for s in
+                      sorted(shards, key=lambda s: s.get("elements", [0])[0])]
+            if whole is None:
+                whole = np.zeros(shape, dtype=arrays[0].dtype)
+            part = np.concatenate([a.reshape(-1) for a in arrays])
+            if "zero3" in layout:  # slices of the flattened part, padded
+                part = part[:layout["zero3"]["elements"]]
             where = tuple(slice(o, o + n) for o, n in zip(box["offset"], box["shape"]))
-            whole[where] = array.reshape(box["shape"])
+            whole[where] = part.reshape(box["shape"])
         tensors[tensor["name"]] = whole
     return tensors
 
