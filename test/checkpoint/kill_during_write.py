@@ -4,7 +4,9 @@
 # each time --resume continues from `latest` and ends with the losses and
 # the trained blob of an uninterrupted run, bit for bit. A staging directory
 # a crash left half written (step-N.tmp) is never loaded and is removed by
-# the next checkpoint.
+# the next checkpoint. A crash between the rename of step-N.tmp and the
+# replacing of `latest` leaves `latest` naming the checkpoint before: the
+# run resumes from it and writes step-N again.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -72,10 +74,24 @@ def main():
         if stale:
             problems.append(f"trial {trial}: {stale} left after the next checkpoint")
         print(f"trial {trial}: killed with {left} in the directory, resumed after step {at}")
+    # What a crash after the rename and before `latest` leaves.
+    ckpt = f"{work}/renamed"
+    short = ["--steps", "6"]
+    subprocess.run(["cleave", "run", out, *data[:2], *short, "--checkpoint-dir", ckpt,
+                    "--checkpoint-every", "2", "--keep", "2"], check=True,
+                   stderr=subprocess.DEVNULL)
+    open(f"{ckpt}/latest", "w").write("step-4\n")
+    subprocess.run(["cleave", "run", out, *data[:2], "--steps", "8", "--checkpoint-dir", ckpt,
+                    "--checkpoint-every", "2", "--keep", "2", "--resume", ckpt, "--log-json",
+                    f"{work}/renamed.json"], check=True, stderr=subprocess.DEVNULL)
+    if json.load(open(f"{work}/renamed.json"))["steps"] != full[4:8]:
+        problems.append("renamed: the steps resumed from step-4 differ")
+    if sorted(os.listdir(ckpt)) != ["latest", "step-6", "step-8"]:
+        problems.append(f"renamed: {sorted(os.listdir(ckpt))} left, not step-6 and step-8")
     for p in problems:
         print("FAIL:", p)
     failed = len({p.split(":")[0] for p in problems})
-    print(f"{TRIALS - failed} passed, {failed} failed")
+    print(f"{TRIALS + 1 - failed} passed, {failed} failed")
     sys.exit(1 if problems else 0)
 
 
