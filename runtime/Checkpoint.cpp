@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -749,7 +748,8 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
                                  std::string &where, std::string &error) const {
   where = dir + "/latest";
   std::string latest;
-  if (!std::filesystem::is_directory(dir)) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
     where = dir;
     error = "is not a directory";
     return false;
@@ -767,10 +767,10 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
     return false;
   }
   checkpoint = checkpointDir(*step);
-  if (!std::filesystem::is_directory(checkpoint) || !resolvesInside(checkpoint, dir)) {
+  const bool present = std::filesystem::is_directory(checkpoint, ec);
+  if (!present || !resolvesInside(checkpoint, dir)) {
     where = checkpoint;
-    error = std::filesystem::is_directory(checkpoint) ? "leaves " + dir + " (a symlink out)"
-                                                      : "is missing";
+    error = present ? "leaves " + dir + " (a symlink out)" : "is missing";
     return false;
   }
   where = checkpoint + "/index.json";

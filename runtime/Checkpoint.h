@@ -150,7 +150,6 @@ class CheckpointStore {
 public:
   explicit CheckpointStore(std::string dir) : dir(std::move(dir)) {}
 
-  const std::string &directory() const { return dir; }
   /// D/step-N.tmp and D/step-N.
   std::string stagingDir(int64_t step) const;
   std::string checkpointDir(int64_t step) const;

@@ -382,9 +382,6 @@ int checkWritable(const TrainingOptions &options) {
   return 0;
 }
 
-int restoreCheckpoint(const Plan &plan, const Job &job, const ResumePoint &resume,
-                      std::vector<char> &weights);
-
 /// Creates --checkpoint-dir, which may not hold another run's checkpoints: a
 /// fresh run writing there would mix its steps with theirs.
 int checkCheckpointDir(const TrainingOptions &options, bool resuming) {
@@ -393,71 +390,14 @@ int checkCheckpointDir(const TrainingOptions &options, bool resuming) {
   const std::string where = "--checkpoint-dir " + options.checkpointDir;
   std::error_code ec;
   std::filesystem::create_directories(options.checkpointDir, ec);
-  if (ec || !std::filesystem::is_directory(options.checkpointDir))
+  if (ec || !std::filesystem::is_directory(options.checkpointDir, ec))
     return fail(where, "cannot create: " + (ec ? ec.message() : "not a directory"), 2);
   const bool continuing =
       resuming && std::filesystem::equivalent(options.checkpointDir, options.resumeDir, ec);
-  if (std::filesystem::exists(options.checkpointDir + "/latest") && !continuing)
+  if (std::filesystem::exists(options.checkpointDir + "/latest", ec) && !continuing)
     return fail(where, "holds the checkpoints of another run", 2,
                 "pass --resume " + options.checkpointDir + " to continue it, or another directory");
   return 0;
-}
-
-/// This rank's weights blob (from the checkpoint when resuming), the arena
-/// and the input buffers on the backend.
-int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSets &data,
-                const ResumePoint *resume, Backend &backend, ProgramState &program) {
-  // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
-  // one per dp rank too.
-  program.blobName = weightsBlobName(plan, job.coordinates);
-  int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
-  if (code == 0 && resume)
-    code = restoreCheckpoint(plan, job, *resume, program.hostWeights);
-  if (resume) {
-    // Every rank loads, or none goes on: a rank that found a fault said which.
-    int32_t failed = code != 0;
-    job.communication->world().allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
-    if (failed)
-      return code ? code : 1;
-  } else if (code) {
-    return code;
-  }
-  program.weights = std::make_unique<Buffer>(backend, program.hostWeights.size());
-  backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
-                       program.hostWeights.size());
-  program.arena = std::make_unique<Buffer>(backend, static_cast<size_t>(plan.arenaBytes));
-  for (const TensorSpec &input : plan.inputs) {
-    Tensor view = tensorAt(nullptr, input);
-    program.inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
-    view.data = program.inputBuffers.back()->get();
-    program.inputs.push_back(view);
-  }
-  for (size_t sampleBytes : data.sampleBytes)
-    program.staging.emplace_back(sampleBytes * static_cast<size_t>(plan.training->microBatch));
-  program.outputs.resize(plan.outputs.size());
-  return 0;
-}
-
-/// Copies microbatch `k` of step `step` into the data inputs. Batch `step`
-/// is positions [(step-1)B, step B) of the epochs one after another; this
-/// rank's microbatch k of it the (dpRank K + k)-th run of micro-batch
-/// positions (docs/training.md), so every layout with the same global batch
-/// sees the same samples.
-void feedMicrobatch(const TrainingSpec &spec, const Job &job, const DataSets &data,
-                    SampleOrder &order, int64_t step, int64_t k, Backend &backend,
-                    ProgramState &program) {
-  const int64_t micro = spec.microBatch, batch = spec.batchSize * job.dpSize;
-  const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
-                         static_cast<uint64_t>((job.dpRank * spec.gradAccum + k) * micro);
-  for (int64_t row = 0; row < micro; ++row) {
-    size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
-    for (size_t d = 0; d < data.arrays.size(); ++d)
-      std::memcpy(program.staging[d].data() + static_cast<size_t>(row) * data.sampleBytes[d],
-                  data.arrays[d].data.data() + sample * data.sampleBytes[d], data.sampleBytes[d]);
-  }
-  for (size_t d = 0; d < data.arrays.size(); ++d)
-    backend.copyToDevice(program.inputs[spec.dataInputs[d]].data, program.staging[d].data(),
-                         program.staging[d].size());
 }
 
 /// Reads the latest complete checkpoint in --resume D and checks that it
@@ -646,6 +586,63 @@ int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, 
                  store.checkpointDir(position.step).c_str(), static_cast<unsigned long long>(bytes),
                  seconds);
   return 0;
+}
+
+/// This rank's weights blob (from the checkpoint when resuming), the arena
+/// and the input buffers on the backend.
+int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSets &data,
+                const ResumePoint *resume, Backend &backend, ProgramState &program) {
+  // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
+  // one per dp rank too.
+  program.blobName = weightsBlobName(plan, job.coordinates);
+  int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
+  if (code == 0 && resume)
+    code = restoreCheckpoint(plan, job, *resume, program.hostWeights);
+  if (resume) {
+    // Every rank loads, or none goes on: a rank that found a fault said which.
+    int32_t failed = code != 0;
+    job.communication->world().allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
+    if (failed)
+      return code ? code : 1;
+  } else if (code) {
+    return code;
+  }
+  program.weights = std::make_unique<Buffer>(backend, program.hostWeights.size());
+  backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
+                       program.hostWeights.size());
+  program.arena = std::make_unique<Buffer>(backend, static_cast<size_t>(plan.arenaBytes));
+  for (const TensorSpec &input : plan.inputs) {
+    Tensor view = tensorAt(nullptr, input);
+    program.inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
+    view.data = program.inputBuffers.back()->get();
+    program.inputs.push_back(view);
+  }
+  for (size_t sampleBytes : data.sampleBytes)
+    program.staging.emplace_back(sampleBytes * static_cast<size_t>(plan.training->microBatch));
+  program.outputs.resize(plan.outputs.size());
+  return 0;
+}
+
+/// Copies microbatch `k` of step `step` into the data inputs. Batch `step`
+/// is positions [(step-1)B, step B) of the epochs one after another; this
+/// rank's microbatch k of it the (dpRank K + k)-th run of micro-batch
+/// positions (docs/training.md), so every layout with the same global batch
+/// sees the same samples.
+void feedMicrobatch(const TrainingSpec &spec, const Job &job, const DataSets &data,
+                    SampleOrder &order, int64_t step, int64_t k, Backend &backend,
+                    ProgramState &program) {
+  const int64_t micro = spec.microBatch, batch = spec.batchSize * job.dpSize;
+  const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
+                         static_cast<uint64_t>((job.dpRank * spec.gradAccum + k) * micro);
+  for (int64_t row = 0; row < micro; ++row) {
+    size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
+    for (size_t d = 0; d < data.arrays.size(); ++d)
+      std::memcpy(program.staging[d].data() + static_cast<size_t>(row) * data.sampleBytes[d],
+                  data.arrays[d].data.data() + sample * data.sampleBytes[d], data.sampleBytes[d]);
+  }
+  for (size_t d = 0; d < data.arrays.size(); ++d)
+    backend.copyToDevice(program.inputs[spec.dataInputs[d]].data, program.staging[d].data(),
+                         program.staging[d].size());
 }
 
 /// The step's loss, as a double.
