@@ -312,6 +312,29 @@ std::string valueText(const std::string &layout, const std::string &key) {
   return json.is_object() && json.contains(key) ? json[key].dump() : "absent";
 }
 
+/// The mesh axes `stored` differs along: its tp split, its ZeRO slices, and
+/// for a slot of ZeRO 1/2's flat buffer the flat slices and its members'
+/// splits. Every rank holds the same value along the other axes.
+std::vector<std::string> varyingAxes(const Plan &plan, const StoredTensor &stored) {
+  std::vector<std::string> axes;
+  auto add = [&](const std::string &axis) {
+    if (std::find(axes.begin(), axes.end(), axis) == axes.end())
+      axes.push_back(axis);
+  };
+  if (stored.sharding && stored.sharding->split)
+    add(stored.sharding->split->axis);
+  if (stored.sharding && stored.sharding->slices)
+    add(stored.sharding->slices->axis);
+  if (plan.flatParameters && stored.stateOf == plan.flatParameters->name) {
+    add(plan.flatParameters->slices.axis);
+    for (const FlatBuffer::Member &member : plan.flatParameters->members)
+      for (const StoredTensor &parameter : plan.parameters)
+        if (parameter.tensor.name == member.name && parameter.sharding && parameter.sharding->split)
+          add(parameter.sharding->split->axis);
+  }
+  return axes;
+}
+
 } // namespace
 
 uint32_t crc32(const void *data, std::size_t bytes, uint32_t crc) {
@@ -438,26 +461,6 @@ std::vector<const StoredTensor *> checkpointedTensors(const Plan &plan) {
       if (stored.role != StoredRole::Accumulator && stored.role != StoredRole::Coordinate)
         tensors.push_back(&stored);
   return tensors;
-}
-
-std::vector<std::string> varyingAxes(const Plan &plan, const StoredTensor &stored) {
-  std::vector<std::string> axes;
-  auto add = [&](const std::string &axis) {
-    if (std::find(axes.begin(), axes.end(), axis) == axes.end())
-      axes.push_back(axis);
-  };
-  if (stored.sharding && stored.sharding->split)
-    add(stored.sharding->split->axis);
-  if (stored.sharding && stored.sharding->slices)
-    add(stored.sharding->slices->axis);
-  if (plan.flatParameters && stored.stateOf == plan.flatParameters->name) {
-    add(plan.flatParameters->slices.axis);
-    for (const FlatBuffer::Member &member : plan.flatParameters->members)
-      for (const StoredTensor &parameter : plan.parameters)
-        if (parameter.tensor.name == member.name && parameter.sharding && parameter.sharding->split)
-          add(parameter.sharding->split->axis);
-  }
-  return axes;
 }
 
 std::string shardFileName(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }

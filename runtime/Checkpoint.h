@@ -118,11 +118,6 @@ struct CheckpointIndex {
 /// The stored tensors a checkpoint holds, in plan.json's order.
 std::vector<const StoredTensor *> checkpointedTensors(const Plan &plan);
 
-/// The mesh axes `stored` differs along: its tp split, its ZeRO slices, and
-/// for a slot of ZeRO 1/2's flat buffer the flat slices and its members'
-/// splits. Every rank holds the same value along the other axes.
-std::vector<std::string> varyingAxes(const Plan &plan, const StoredTensor &stored);
-
 /// The safetensors file rank `rank` writes.
 std::string shardFileName(int rank);
 
