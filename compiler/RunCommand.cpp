@@ -151,6 +151,9 @@ public:
   std::optional<std::pair<int, int>> deadRank;
   std::optional<int64_t> lastStep;
   bool rankReportedError = false;
+  /// Rank 0 said the job stopped after a checkpoint every rank finished
+  /// (a stop signal with --checkpoint-dir), however mpirun then exits.
+  bool stoppedAfterCheckpoint = false;
   /// Everything mpirun's banners said, shown when nothing else explains a
   /// failure.
   std::string banners;
@@ -171,12 +174,15 @@ private:
     if (std::regex_search(text, match, progress))
       lastStep = std::stoll(match[1]);
     rankReportedError |= text.rfind("cleave: error: ", 0) == 0;
+    stoppedAfterCheckpoint |= std::regex_search(text, stoppedLine);
     std::fprintf(stderr, "%s\n", text.c_str());
   }
   const std::regex rule{"^-{20,}$"};
   const std::regex died{"process rank ([0-9]+) with PID [0-9]+ on node \\S+ exited on signal "
                         "([0-9]+)"};
   const std::regex progress{"^step ([0-9]+)/[0-9]+ "};
+  const std::regex stoppedLine{"^stopped by [^:]+ after step [0-9]+ of [0-9]+: continue with "
+                               "--resume "};
   std::string pending;
   bool inBanner = false;
 };
@@ -289,8 +295,11 @@ bool runJob(const std::vector<std::string> &args, const std::string &stderrFile,
 /// happened when cleave has something to add.
 int jobExitCode(const std::string &program, const JobEnd &end, const MpirunReport *report) {
   // A stop passed on: 128 + N, as a shell would. A program alone says so
-  // itself; the ranks of a job stop quietly.
-  if (end.forwarded) {
+  // itself; the ranks of a job stop quietly. A job that checkpoints stops
+  // after its step, writes a checkpoint and exits 0.
+  const bool finished = (WIFEXITED(end.status) && WEXITSTATUS(end.status) == 0) ||
+                        (report && report->stoppedAfterCheckpoint);
+  if (end.forwarded && !finished) {
     if (report)
       printError({"cleave run",
                   "stopped by " + signalName(end.forwarded) +
@@ -298,6 +307,8 @@ int jobExitCode(const std::string &program, const JobEnd &end, const MpirunRepor
                   "", kExitInternal});
     return 128 + end.forwarded;
   }
+  if (finished)
+    return kExitOk;
   if (WIFSIGNALED(end.status)) {
     int sig = WTERMSIG(end.status);
     bool crash = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
@@ -460,6 +471,14 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--seed", std::to_string(*options.seed)});
   if (options.totalSteps)
     args.insert(args.end(), {"--total-steps", std::to_string(*options.totalSteps)});
+  if (!options.checkpointDir.empty())
+    args.insert(args.end(), {"--checkpoint-dir", options.checkpointDir});
+  if (options.checkpointEvery)
+    args.insert(args.end(), {"--checkpoint-every", std::to_string(*options.checkpointEvery)});
+  if (options.keepCheckpoints)
+    args.insert(args.end(), {"--keep", std::to_string(*options.keepCheckpoints)});
+  if (!options.resumeDir.empty())
+    args.insert(args.end(), {"--resume", options.resumeDir});
   // With --save-onnx the program leaves its results staged, to be put in
   // place with the model (commitWithModel).
   const bool withModel = !options.saveOnnx.empty();

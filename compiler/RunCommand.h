@@ -33,6 +33,11 @@ struct RunOptions {
   std::optional<int64_t> totalSteps;
   std::string logJson;
   std::optional<double> collectiveTimeout;
+  /// Checkpoints (runtime/Checkpoint.h): where, how often, how many kept,
+  /// and the directory to resume from.
+  std::string checkpointDir;
+  std::optional<int64_t> checkpointEvery, keepCheckpoints;
+  std::string resumeDir;
   /// After training, write the model with its trained parameters here.
   std::string saveOnnx;
 

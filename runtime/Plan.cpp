@@ -547,6 +547,13 @@ std::string programInterface(const Plan &plan) {
   return text;
 }
 
+std::string storedLayoutJson(const Plan &plan, const StoredTensor &stored) {
+  Json entry = storedJson(stored, plan);
+  entry.erase("offset");
+  entry.erase("bytes");
+  return entry.dump();
+}
+
 std::string planJson(const Plan &plan) {
   Json inputs = Json::array(), outputs = Json::array(), parameters = Json::array(),
        state = Json::array();

@@ -228,6 +228,11 @@ std::string programInterface(const Plan &plan);
 /// plan.json's text for `plan`.
 std::string planJson(const Plan &plan);
 
+/// `stored`'s entry of plan.json without its place in the blob (`offset`,
+/// `bytes`): its name, dtype, shape, role and layout, as JSON text with the
+/// keys sorted, so two layouts are equal when their texts are.
+std::string storedLayoutJson(const Plan &plan, const StoredTensor &stored);
+
 /// "8x32", or "scalar" for [].
 std::string shapeText(const std::vector<int64_t> &shape);
 

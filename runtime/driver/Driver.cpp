@@ -235,6 +235,19 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
                      "Training on a mesh: end the job when a collective takes longer than this "
                      "many seconds (default 300)")
           ->check(positiveNumber());
+  auto *checkpointDirOpt =
+      app.add_option("--checkpoint-dir", training.checkpointDir,
+                     "Training: write checkpoints into this directory (after the last step, "
+                     "and every --checkpoint-every steps)");
+  auto *checkpointEveryOpt = app.add_option("--checkpoint-every", training.checkpointEvery,
+                                            "Training: write a checkpoint after every N steps")
+                                 ->check(stepCount());
+  auto *keepOpt = app.add_option("--keep", training.keepCheckpoints,
+                                 "Training: keep the newest K complete checkpoints (default: all)")
+                      ->check(stepCount());
+  auto *resumeOpt =
+      app.add_option("--resume", training.resumeDir,
+                     "Training: continue from the latest complete checkpoint in this directory");
   // cleave run's, for --save-onnx: not for users, so not in --help.
   app.add_flag("--defer-commit", training.deferCommit,
                "Training: leave the results staged as FILE.partial")
@@ -275,9 +288,9 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
     backend.setThreads(threads);
     return runTraining(dir, plan, training, backend);
   }
-  if (const CLI::Option *option =
-          firstGiven({dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt,
-                      totalStepsOpt, logJsonOpt, timeoutOpt}))
+  if (const CLI::Option *option = firstGiven(
+          {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
+           logJsonOpt, timeoutOpt, checkpointDirOpt, checkpointEveryOpt, keepOpt, resumeOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 

@@ -2,6 +2,7 @@
 
 #include "runtime/driver/Training.h"
 
+#include "runtime/Checkpoint.h"
 #include "runtime/Npy.h"
 #include "runtime/Random.h"
 #include "runtime/comm/Start.h"
@@ -9,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -155,6 +158,36 @@ std::vector<int64_t> shuffledOrder(int64_t count, uint64_t seed, uint64_t epoch)
 
 namespace {
 
+/// With --checkpoint-dir, SIGTERM, SIGINT and SIGHUP stop the run after
+/// its step, with a checkpoint, instead of ending the program at once (the
+/// driver's handlers): for the scope of one object, the handlers only note
+/// the signal.
+class StopRequests {
+public:
+  StopRequests() {
+    struct sigaction noting {};
+    noting.sa_handler = note;
+    sigemptyset(&noting.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      sigaction(kSignals[i], &noting, &saved[i]);
+  }
+  ~StopRequests() {
+    for (size_t i = 0; i < kSignals.size(); ++i)
+      sigaction(kSignals[i], &saved[i], nullptr);
+  }
+  StopRequests(const StopRequests &) = delete;
+  StopRequests &operator=(const StopRequests &) = delete;
+  /// The stop signal received, or 0.
+  int received() const { return signal; }
+
+private:
+  static constexpr std::array<int, 3> kSignals = {SIGTERM, SIGINT, SIGHUP};
+  static void note(int sig) { signal = sig; }
+  // A signal handler reaches only static storage.
+  static inline volatile std::sig_atomic_t signal = 0;
+  std::array<struct sigaction, 3> saved{};
+};
+
 /// The job's ranks: the mesh, its communicators, and where this rank is.
 struct Job {
   Mesh mesh;
@@ -191,6 +224,20 @@ struct StepRecord {
   double loss, lr;
 };
 
+/// What writing one checkpoint cost: how long training stood still, and
+/// the bytes every rank wrote.
+struct CheckpointRecord {
+  int64_t step;
+  double seconds;
+  uint64_t bytes;
+};
+
+/// The checkpoint a run continues from (--resume).
+struct ResumePoint {
+  std::string checkpoint;
+  CheckpointIndex index;
+};
+
 int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
   if (options.steps.has_value() == options.epochs.has_value())
     return fail("usage", "a training program takes one of --steps N and --epochs E", 2,
@@ -202,6 +249,9 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
                 "the model's training_info defines the step: it has no "
                 "learning-rate schedule",
                 2);
+  if (options.checkpointDir.empty() && (options.checkpointEvery || options.keepCheckpoints))
+    return fail(options.checkpointEvery ? "--checkpoint-every" : "--keep",
+                "needs --checkpoint-dir D", 2);
   if (options.totalSteps && options.steps && *options.totalSteps < *options.steps)
     return fail("--total-steps " + std::to_string(*options.totalSteps),
                 "is fewer than the " + std::to_string(*options.steps) + " steps of this run", 2);
@@ -332,14 +382,231 @@ int checkWritable(const TrainingOptions &options) {
   return 0;
 }
 
-/// This rank's weights blob, the arena and the input buffers on the backend.
-int loadProgram(const std::string &dir, const Plan &plan, const Job &job, const DataSets &data,
-                Backend &backend, ProgramState &program) {
+/// Creates --checkpoint-dir, which may not hold another run's checkpoints: a
+/// fresh run writing there would mix its steps with theirs.
+int checkCheckpointDir(const TrainingOptions &options, bool resuming) {
+  if (options.checkpointDir.empty())
+    return 0;
+  const std::string where = "--checkpoint-dir " + options.checkpointDir;
+  std::error_code ec;
+  std::filesystem::create_directories(options.checkpointDir, ec);
+  if (ec || !std::filesystem::is_directory(options.checkpointDir, ec))
+    return fail(where, "cannot create: " + (ec ? ec.message() : "not a directory"), 2);
+  const bool continuing =
+      resuming && std::filesystem::equivalent(options.checkpointDir, options.resumeDir, ec);
+  if (std::filesystem::exists(options.checkpointDir + "/latest", ec) && !continuing)
+    return fail(where, "holds the checkpoints of another run", 2,
+                "pass --resume " + options.checkpointDir + " to continue it, or another directory");
+  return 0;
+}
+
+/// Reads the latest complete checkpoint in --resume D and checks that it
+/// continues this run exactly: the same mesh and tensors (index.json against
+/// plan.json), the same batch, data set, sampler and schedule, and steps left
+/// to run. Every rank reads the same index; rank 0 reports.
+int readResumePoint(const Plan &plan, const TrainingOptions &options, const DataSets &data,
+                    int64_t batch, int64_t steps, int64_t totalSteps, ResumePoint &resume) {
+  CheckpointStore store(options.resumeDir);
+  std::string where, error, field;
+  if (!store.readLatest(resume.checkpoint, resume.index, where, error))
+    return fail(where, error, 1, "nothing was loaded");
+  const std::string indexPath = resume.checkpoint + "/index.json";
+  const char *reshard = "a checkpoint loads into the layout that wrote it; resharding to "
+                        "another is not built yet";
+  if (!indexMatchesPlan(resume.index, plan, field, error))
+    return fail(indexPath + ": " + field, error, 1, reshard);
+  const TrainingPosition &at = resume.index.position;
+  if (at.batchSize != batch)
+    return fail(indexPath + ": batch_size",
+                "is " + std::to_string(at.batchSize) + ", the program's is " +
+                    std::to_string(batch),
+                1, reshard);
+  if (at.samples != data.samples)
+    return fail("--data",
+                "holds " + std::to_string(data.samples) + " samples, the checkpoint's run had " +
+                    std::to_string(at.samples),
+                2, "resume with the same data sets");
+  if (at.shuffle != options.shuffle)
+    return fail(options.shuffle ? "--shuffle" : "--no-shuffle",
+                std::string("differs from the checkpoint's run, which ran ") +
+                    (at.shuffle ? "shuffled" : "in file order"),
+                2);
+  if (options.seed && *options.seed != at.seed)
+    return fail("--seed " + std::to_string(*options.seed),
+                "differs from the checkpoint's seed " + std::to_string(at.seed), 2,
+                "leave --seed out to take the checkpoint's");
+  const TrainingSpec &spec = *plan.training;
+  if (!spec.trainingInfo && spec.schedule != LrSchedule::Constant && at.totalSteps != totalSteps)
+    return fail("--total-steps " + std::to_string(totalSteps),
+                "differs from the checkpoint's schedule of " + std::to_string(at.totalSteps) +
+                    " steps",
+                2, "pass --total-steps " + std::to_string(at.totalSteps));
+  if (at.step >= steps)
+    return fail("--steps " + std::to_string(steps),
+                "leaves nothing to run: the checkpoint " + resume.checkpoint + " is at step " +
+                    std::to_string(at.step),
+                2);
+  return 0;
+}
+
+/// Copies this rank's shards of every checkpointed tensor into `weights` at
+/// the plan's offsets, after checking each file it reads (size, checksum,
+/// safetensors header, and every tensor's dtype and shape).
+int restoreCheckpoint(const Plan &plan, const Job &job, const ResumePoint &resume,
+                      std::vector<char> &weights) {
+  CheckpointStore store(resume.checkpoint);
+  std::map<std::string, std::pair<std::string, std::vector<SafetensorsTensor>>> files;
+  const std::vector<const StoredTensor *> tensors = checkpointedTensors(plan);
+  std::vector<std::pair<const StoredTensor *, const SafetensorsTensor *>> copies;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const CheckpointTensor &entry = resume.index.tensors[i];
+    const std::string where = resume.checkpoint + "/index.json: tensor '" + entry.name + "'";
+    const CheckpointShard *mine = nullptr;
+    for (const CheckpointShard &shard : entry.shards) {
+      bool matches = true;
+      for (const auto &[axis, coordinate] : shard.coordinates) {
+        int a = job.mesh.axisIndex(axis);
+        matches = matches && a >= 0 && job.coordinates[a] == coordinate;
+      }
+      if (matches && !mine)
+        mine = &shard;
+    }
+    if (!mine)
+      return fail(where, "has no shard for rank " + std::to_string(job.communication->rank()), 1,
+                  "nothing was loaded");
+    auto file = files.find(mine->file);
+    if (file == files.end()) {
+      const CheckpointFile &listed = *std::find_if(
+          resume.index.files.begin(), resume.index.files.end(),
+          [&](const CheckpointFile &candidate) { return candidate.name == mine->file; });
+      file =
+          files.emplace(mine->file, std::make_pair(std::string(), std::vector<SafetensorsTensor>()))
+              .first;
+      std::string error;
+      if (!store.readShard(resume.checkpoint, listed, file->second.first, file->second.second,
+                           error))
+        return fail(resume.checkpoint + "/" + mine->file, error, 1, "nothing was loaded");
+    }
+    const std::vector<SafetensorsTensor> &held = file->second.second;
+    auto found = std::find_if(held.begin(), held.end(),
+                              [&](const SafetensorsTensor &t) { return t.key == mine->key; });
+    const TensorSpec &spec = tensors[i]->tensor;
+    const std::string inFile =
+        resume.checkpoint + "/" + mine->file + ": tensor '" + mine->key + "'";
+    if (found == held.end())
+      return fail(inFile, "is missing", 1, "nothing was loaded");
+    if (found->dtype != spec.dtype || found->shape != spec.shape)
+      return fail(inFile,
+                  std::string("is ") + dtypeName(found->dtype) + " " + shapeText(found->shape) +
+                      ", the program stores " + dtypeName(spec.dtype) + " " + shapeText(spec.shape),
+                  1, "nothing was loaded");
+    copies.push_back({tensors[i], &*found});
+  }
+  // Only now, with every file checked, is anything loaded.
+  for (const auto &[stored, tensor] : copies)
+    std::memcpy(weights.data() + stored->offset, tensor->data, tensor->bytes);
+  return 0;
+}
+
+/// Writes a checkpoint of the run after `position.step`: every rank its
+/// shards into D/step-N.tmp, then, after all have, rank 0 the index and the
+/// rename to D/step-N (CheckpointStore::publish). Every rank ends with the
+/// same result: a rank that fails says why, and every rank returns 1.
+int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, Backend &backend,
+                    ProgramState &program, const TrainingPosition &position,
+                    std::vector<CheckpointRecord> &records) {
+  const auto start = std::chrono::steady_clock::now();
+  const CheckpointStore store(options.checkpointDir);
+  comm::Communicator &world = job.communication->world();
+  const comm::CallSite site{position.step, "checkpoint"};
+  const int rank = world.rank();
+  std::string error, where;
+  int32_t failed = 0;
+  if (rank == 0 && !store.prepare(position.step, error))
+    failed = fail(store.stagingDir(position.step), error, 1);
+  world.broadcast(&failed, 1, DType::I32, 0, site);
+  if (failed)
+    return 1;
+
+  // The index says which rank writes which tensor; this rank writes the
+  // shards it names in this rank's file.
+  CheckpointIndex index = makeIndex(plan, position, {});
+  backend.copyToHost(program.hostWeights.data(), program.weights->get(),
+                     program.hostWeights.size());
+  const std::string file = shardFileName(rank);
+  std::vector<SafetensorsTensor> tensors;
+  const std::vector<const StoredTensor *> stored = checkpointedTensors(plan);
+  for (size_t i = 0; i < stored.size(); ++i)
+    for (const CheckpointShard &shard : index.tensors[i].shards)
+      if (shard.file == file)
+        tensors.push_back({shard.key, stored[i]->tensor.dtype, stored[i]->tensor.shape,
+                           program.hostWeights.data() + stored[i]->offset,
+                           static_cast<size_t>(stored[i]->bytes)});
+  // Per rank: its file's bytes (-1 for no file, -2 for a failed write) and CRC.
+  int64_t mine[2] = {-1, 0};
+  if (!tensors.empty()) {
+    CheckpointFile written;
+    const std::map<std::string, std::string> metadata = {{"format", "cleave"},
+                                                         {"step", std::to_string(position.step)},
+                                                         {"rank", std::to_string(rank)}};
+    if (store.writeShard(position.step, file, tensors, metadata, written, error)) {
+      mine[0] = static_cast<int64_t>(written.bytes);
+      mine[1] = written.crc32;
+    } else {
+      mine[0] = -2;
+      fail(store.stagingDir(position.step) + "/" + file, error, 1);
+    }
+  }
+  std::vector<int64_t> all(2 * static_cast<size_t>(world.size()));
+  world.allGather(mine, all.data(), 2, DType::I64, site);
+  uint64_t bytes = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    if (all[2 * r] == -2)
+      return 1;
+    if (all[2 * r] >= 0) {
+      index.files.push_back({shardFileName(r), static_cast<uint64_t>(all[2 * r]),
+                             static_cast<uint32_t>(all[2 * r + 1])});
+      bytes += static_cast<uint64_t>(all[2 * r]);
+    }
+  }
+  if (rank == 0) {
+    const std::string text = indexJson(plan, index);
+    bytes += text.size();
+    if (!store.publish(position.step, text, options.keepCheckpoints, where, error))
+      failed = fail(where, error, 1, "the previous checkpoint is still whole");
+  }
+  world.broadcast(&failed, 1, DType::I32, 0, site);
+  if (failed)
+    return 1;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  records.push_back({position.step, seconds, bytes});
+  if (job.reporting)
+    std::fprintf(stderr, "checkpoint %s: %llu bytes in %.3f s\n",
+                 store.checkpointDir(position.step).c_str(), static_cast<unsigned long long>(bytes),
+                 seconds);
+  return 0;
+}
+
+/// This rank's weights blob (from the checkpoint when resuming), the arena
+/// and the input buffers on the backend.
+int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSets &data,
+                const ResumePoint *resume, Backend &backend, ProgramState &program) {
   // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
   // one per dp rank too.
   program.blobName = weightsBlobName(plan, job.coordinates);
-  if (int code = loadWeights(dir, program.blobName, plan, program.hostWeights))
+  int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
+  if (code == 0 && resume)
+    code = restoreCheckpoint(plan, job, *resume, program.hostWeights);
+  if (resume) {
+    // Every rank loads, or none goes on: a rank that found a fault said which.
+    int32_t failed = code != 0;
+    job.communication->world().allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
+    if (failed)
+      return code ? code : 1;
+  } else if (code) {
     return code;
+  }
   program.weights = std::make_unique<Buffer>(backend, program.hostWeights.size());
   backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
                        program.hostWeights.size());
@@ -393,12 +660,14 @@ double readLoss(const Plan &plan, Backend &backend, const ProgramState &program)
 }
 
 int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
-                 const std::vector<StepRecord> &records, double seconds, FileSet &files);
+                 const std::vector<StepRecord> &records,
+                 const std::vector<CheckpointRecord> &checkpoints, double seconds, FileSet &files);
 
 /// Writes the trained weights blob (one rank per blob), and on rank 0 the
 /// last step's outputs and the metrics.
 int writeResults(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
-                 ProgramState &program, const std::vector<StepRecord> &records, double seconds) {
+                 ProgramState &program, const std::vector<StepRecord> &records,
+                 const std::vector<CheckpointRecord> &checkpoints, double seconds) {
   // The parameters are the same on every rank of an axis the blob does not
   // differ along: rank 0 of it writes the blob.
   for (size_t a = 0; a < job.coordinates.size(); ++a)
@@ -419,7 +688,7 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
     if (int code = stageOutputs(plan, program.outputs, options.outputDir, backend, files))
       return code;
   if (job.reporting && !options.logJson.empty())
-    if (int code = stageMetrics(plan, options, job, backend, records, seconds, files))
+    if (int code = stageMetrics(plan, options, job, backend, records, checkpoints, seconds, files))
       return code;
   if (options.deferCommit)
     files.keepStaged();
@@ -430,7 +699,8 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
 
 /// Stages the --log-json metrics in `files`.
 int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
-                 const std::vector<StepRecord> &records, double seconds, FileSet &files) {
+                 const std::vector<StepRecord> &records,
+                 const std::vector<CheckpointRecord> &checkpoints, double seconds, FileSet &files) {
   const TrainingSpec &spec = *plan.training;
   const int64_t batch = spec.batchSize * job.dpSize;
   // One step a line, so long logs stay readable and diffable.
@@ -445,7 +715,18 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
       ",\n  \"ranks\": " + std::to_string(job.communication->size()) +
       ",\n  \"peak_bytes_allocated\": " + std::to_string(backend.allocations().peakBytes()) +
       ",\n  \"process_peak_rss_bytes\": " + std::to_string(processPeakRssBytes()) +
-      ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump() + ",\n  \"steps\": [";
+      ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump();
+  if (!options.checkpointDir.empty()) {
+    text += ",\n  \"checkpoints\": [";
+    for (size_t i = 0; i < checkpoints.size(); ++i)
+      text += (i == 0 ? "\n    " : ",\n    ") +
+              nlohmann::ordered_json{{"step", checkpoints[i].step},
+                                     {"seconds", checkpoints[i].seconds},
+                                     {"bytes", checkpoints[i].bytes}}
+                  .dump();
+    text += "\n  ]";
+  }
+  text += ",\n  \"steps\": [";
   for (size_t i = 0; i < records.size(); ++i) {
     nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss}};
     if (!spec.trainingInfo)
@@ -481,24 +762,41 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return code;
   if (int code = checkWritable(options))
     return code;
+  std::optional<ResumePoint> resume;
+  if (!options.resumeDir.empty()) {
+    resume.emplace();
+    if (int code = readResumePoint(plan, options, data, batch, steps, totalSteps, *resume))
+      return code;
+  }
+  if (int code = checkCheckpointDir(options, resume.has_value()))
+    return code;
+  const int64_t firstStep = resume ? resume->index.position.step + 1 : 1;
+  const uint64_t seed = resume ? resume->index.position.seed : options.seed.value_or(0);
   // From here on every rank speaks for itself: its own weights blob, and a
   // collective that times out names the rank that waited.
   quiet.restore();
   ProgramState program;
-  if (int code = loadProgram(dir, plan, job, data, backend, program))
+  if (int code = loadProgram(dir, plan, job, data, resume ? &*resume : nullptr, backend, program))
     return code;
+  if (resume && job.reporting)
+    std::fprintf(stderr, "resuming from %s at step %lld\n", resume->checkpoint.c_str(),
+                 static_cast<long long>(firstStep));
 
-  SampleOrder order(data.samples, options.shuffle, options.seed.value_or(0));
+  SampleOrder order(data.samples, options.shuffle, seed);
   const bool terminal = isatty(fileno(stderr));
   const int64_t every = std::max<int64_t>(1, steps / 10);
   const std::string &lossName = plan.outputs[spec.lossOutput].name;
   std::vector<StepRecord> records;
-  records.reserve(static_cast<size_t>(std::min<int64_t>(steps, 1 << 20)));
+  std::vector<CheckpointRecord> checkpoints;
+  records.reserve(static_cast<size_t>(std::min<int64_t>(steps - firstStep + 1, 1 << 20)));
+  std::optional<StopRequests> stops;
+  if (!options.checkpointDir.empty())
+    stops.emplace();
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  for (int64_t step = 1; step <= steps; ++step) {
+  for (int64_t step = firstStep; step <= steps; ++step) {
     const double lr = learningRate(spec, step, totalSteps);
     if (!spec.trainingInfo) { // else the learning rate and step live in the graph
       const float lrValue = static_cast<float>(lr), stepValue = static_cast<float>(step);
@@ -528,14 +826,33 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     records.push_back({step, loss, lr});
     if (job.reporting && (terminal || step % every == 0 || step == steps)) {
       double seconds = elapsed();
-      double rate = seconds > 0 ? static_cast<double>(step * batch) / seconds : 0;
+      double rate = seconds > 0 ? static_cast<double>((step - firstStep + 1) * batch) / seconds : 0;
       std::string lrText = spec.trainingInfo ? "" : "  lr " + formatDouble("%g", lr);
       std::fprintf(stderr, "step %lld/%lld  loss %.6f%s  %.0f samples/s\n",
                    static_cast<long long>(step), static_cast<long long>(steps), loss,
                    lrText.c_str(), rate);
     }
+    // Every rank stops after the same step: when any received a stop signal.
+    int32_t stop = stops ? stops->received() : 0;
+    if (stops)
+      job.communication->world().allReduceSum(&stop, 1, DType::I32, {step, "stop signal"});
+    const bool due = options.checkpointEvery > 0 && step % options.checkpointEvery == 0;
+    if (!options.checkpointDir.empty() && (due || step == steps || stop)) {
+      TrainingPosition position{
+          step, spec.trainingInfo ? 0 : lr, batch, data.samples, options.shuffle, seed, totalSteps};
+      if (int code = writeCheckpoint(plan, options, job, backend, program, position, checkpoints))
+        return code;
+    }
+    if (stop && step < steps) {
+      const char *name = sigabbrev_np(stops->received());
+      if (job.reporting)
+        std::fprintf(stderr, "stopped by %s%s after step %lld of %lld: continue with --resume %s\n",
+                     name ? "SIG" : "a stop signal", name ? name : "", static_cast<long long>(step),
+                     static_cast<long long>(steps), options.checkpointDir.c_str());
+      break;
+    }
   }
-  return writeResults(plan, options, job, backend, program, records, elapsed());
+  return writeResults(plan, options, job, backend, program, records, checkpoints, elapsed());
 }
 
 } // namespace cleave::rt

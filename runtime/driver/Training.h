@@ -36,6 +36,14 @@ struct TrainingOptions {
   bool deferCommit = false;
   /// Seconds any one collective may take before the job is ended.
   double collectiveTimeout = 300;
+  /// Where checkpoints are written (runtime/Checkpoint.h); empty: none.
+  std::string checkpointDir;
+  /// A checkpoint after every this many steps (0: only after the last).
+  int64_t checkpointEvery = 0;
+  /// Complete checkpoints kept (0: all).
+  int64_t keepCheckpoints = 0;
+  /// Continue from the latest complete checkpoint in this directory.
+  std::string resumeDir;
 };
 
 /// Runs the training loop and returns the process exit code.

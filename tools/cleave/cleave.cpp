@@ -251,6 +251,19 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
       ->check(positiveNumber());
   sub->add_option("--log-json", options.logJson,
                   "Training: write every step's loss and learning rate here (JSON)");
+  sub->add_option("--checkpoint-dir", options.checkpointDir,
+                  "Training: write checkpoints into this directory (after the last step, and "
+                  "every --checkpoint-every steps)");
+  sub->add_option_function<int64_t>(
+         "--checkpoint-every", [&options](const int64_t &n) { options.checkpointEvery = n; },
+         "Training: write a checkpoint after every N steps")
+      ->check(rt::stepCount());
+  sub->add_option_function<int64_t>(
+         "--keep", [&options](const int64_t &n) { options.keepCheckpoints = n; },
+         "Training: keep the newest K complete checkpoints (default: all)")
+      ->check(rt::stepCount());
+  sub->add_option("--resume", options.resumeDir,
+                  "Training: continue from the latest complete checkpoint in this directory");
   sub->add_option("--save-onnx", options.saveOnnx,
                   "Training: write the model with its trained parameters to this .onnx file");
 }
