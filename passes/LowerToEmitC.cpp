@@ -100,8 +100,11 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   for (StringRef same : {"neg", "sqrt", "reciprocal", "exp", "log", "abs", "tanh", "sigmoid",
                          "relu", "erf", "cast", "add", "sub", "mul", "div", "pow", "equal",
                          "less", "greater", "where", "matmul", "expand",
-                         "global_average_pool"})
+                         "global_average_pool", "max", "min", "sign"})
     calls[same] = {same};
+#define CLEAVE_FLOAT_MATH(name, f32, f64) calls[#name] = {#name};
+#include "runtime/FloatMath.def"
+#undef CLEAVE_FLOAT_MATH
   calls["not"] = {"logical_not"};
   calls["leaky_relu"] = {"leaky_relu", -1, {"alpha"}};
   calls["gelu"] = {"gelu", -1, {"approximate"}};

@@ -181,25 +181,33 @@ Results importLogical(NodeContext &n, StringRef op) {
   return SmallVector<Value>{b.logicalNot(*same)};
 }
 
-/// Sum (variadic Add, broadcasting) and Mean (the sum divided by the count).
-Results importSum(NodeContext &n, bool mean) {
-  if (mean && failed(n.requireFloat(0)))
-    return failure();
+/// A variadic ONNX op (Sum, Max, Min) as a chain of the broadcasting binary
+/// `OpTy` over its inputs; one input is its own result, as an identity op.
+template <typename OpTy> Results importVariadic(NodeContext &n) {
   SmallVector<Value> inputs = n.presentInputs();
-  Value total = inputs.front();
+  if (inputs.size() == 1)
+    return n.build<IdentityOp>(inputs.front());
+  Value result = inputs.front();
   for (Value next : ArrayRef(inputs).drop_front()) {
-    auto sum = n.buildOne<AddOp>({total, next});
-    if (failed(sum))
+    auto combined = n.buildOne<OpTy>({result, next});
+    if (failed(combined))
       return failure();
-    total = *sum;
+    result = *combined;
   }
-  if (mean && inputs.size() > 1) {
-    CleaveBuilder b = decomposer(n);
-    total = b.div(total, b.scalarLike(total, static_cast<double>(inputs.size())));
-  }
-  if (total == n.input(0))
-    return n.build<IdentityOp>(total);
-  return SmallVector<Value>{total};
+  return SmallVector<Value>{result};
+}
+
+/// Mean: the sum divided by the count.
+Results importMean(NodeContext &n) {
+  if (failed(n.requireFloat(0)))
+    return failure();
+  auto sum = importVariadic<AddOp>(n);
+  size_t count = n.presentInputs().size();
+  if (failed(sum) || count == 1)
+    return sum;
+  CleaveBuilder b = decomposer(n);
+  Value total = sum->front();
+  return SmallVector<Value>{b.div(total, b.scalarLike(total, static_cast<double>(count)))};
 }
 
 Results importGemm(NodeContext &n) {
@@ -277,8 +285,25 @@ void populateMathImporters(OpImporterTable &table) {
   table.add("GreaterOrEqual", importOrEqual<GreaterOp>, 2, 2);
   for (StringRef op : {"And", "Or", "Xor"})
     table.add(op, [op](NodeContext &n) { return importLogical(n, op); }, 2, 2);
-  table.add("Sum", [](NodeContext &n) { return importSum(n, false); }, 1, kVariadic);
-  table.add("Mean", [](NodeContext &n) { return importSum(n, true); }, 1, kVariadic);
+  table.add("Sum", importVariadic<AddOp>, 1, kVariadic);
+  table.add("Mean", importMean, 1, kVariadic);
+  table.add("Max", importVariadic<MaxOp>, 1, kVariadic);
+  table.add("Min", importVariadic<MinOp>, 1, kVariadic);
+  table.add("Sign", importInputsOnly<SignOp>, 1, 1);
+  table.add("Sin", importInputsOnly<SinOp>, 1, 1);
+  table.add("Cos", importInputsOnly<CosOp>, 1, 1);
+  table.add("Tan", importInputsOnly<TanOp>, 1, 1);
+  table.add("Asin", importInputsOnly<AsinOp>, 1, 1);
+  table.add("Acos", importInputsOnly<AcosOp>, 1, 1);
+  table.add("Atan", importInputsOnly<AtanOp>, 1, 1);
+  table.add("Sinh", importInputsOnly<SinhOp>, 1, 1);
+  table.add("Cosh", importInputsOnly<CoshOp>, 1, 1);
+  table.add("Asinh", importInputsOnly<AsinhOp>, 1, 1);
+  table.add("Acosh", importInputsOnly<AcoshOp>, 1, 1);
+  table.add("Atanh", importInputsOnly<AtanhOp>, 1, 1);
+  table.add("Floor", importInputsOnly<FloorOp>, 1, 1);
+  table.add("Ceil", importInputsOnly<CeilOp>, 1, 1);
+  table.add("Round", importInputsOnly<RoundOp>, 1, 1);
 }
 
 } // namespace cleave

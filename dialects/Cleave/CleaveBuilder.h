@@ -66,6 +66,10 @@ public:
   mlir::Value log(mlir::Value x) { return create<LogOp>(x); }
   mlir::Value erf(mlir::Value x) { return create<ErfOp>(x); }
   mlir::Value tanh(mlir::Value x) { return create<TanhOp>(x); }
+  mlir::Value sin(mlir::Value x) { return create<SinOp>(x); }
+  mlir::Value cos(mlir::Value x) { return create<CosOp>(x); }
+  mlir::Value sinh(mlir::Value x) { return create<SinhOp>(x); }
+  mlir::Value cosh(mlir::Value x) { return create<CoshOp>(x); }
   mlir::Value sqrt(mlir::Value x) { return create<SqrtOp>(x); }
   mlir::Value reciprocal(mlir::Value x) { return create<ReciprocalOp>(x); }
   mlir::Value abs(mlir::Value x) { return create<AbsOp>(x); }

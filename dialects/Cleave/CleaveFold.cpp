@@ -301,6 +301,18 @@ OpFoldResult PowOp::fold(FoldAdaptor adaptor) {
       [](ArrayRef<double> a) { return std::pow(a[0], a[1]); });
 }
 
+OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return std::max(a[0], a[1]); },
+      [](ArrayRef<double> a) { return std::isnan(a[1]) || a[1] > a[0] ? a[1] : a[0]; });
+}
+
+OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(), [](ArrayRef<int64_t> a) { return std::min(a[0], a[1]); },
+      [](ArrayRef<double> a) { return std::isnan(a[1]) || a[1] < a[0] ? a[1] : a[0]; });
+}
+
 OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       *this, adaptor.getOperands(),

@@ -89,6 +89,28 @@ def Cleave_ReluOp : Cleave_UnaryOp<"relu", Cleave_NumericTensor>;
 def Cleave_ErfOp : Cleave_UnaryOp<"erf", Cleave_FloatTensor>;
 def Cleave_NotOp : Cleave_UnaryOp<"not", Cleave_BoolTensor, 1, 0>;
 def Cleave_IdentityOp : Cleave_UnaryOp<"identity", Cleave_Tensor, 1>;
+// The trigonometric and hyperbolic functions and their inverses.
+def Cleave_SinOp : Cleave_UnaryOp<"sin", Cleave_FloatTensor>;
+def Cleave_CosOp : Cleave_UnaryOp<"cos", Cleave_FloatTensor>;
+def Cleave_TanOp : Cleave_UnaryOp<"tan", Cleave_FloatTensor>;
+def Cleave_AsinOp : Cleave_UnaryOp<"asin", Cleave_FloatTensor>;
+def Cleave_AcosOp : Cleave_UnaryOp<"acos", Cleave_FloatTensor>;
+def Cleave_AtanOp : Cleave_UnaryOp<"atan", Cleave_FloatTensor>;
+def Cleave_SinhOp : Cleave_UnaryOp<"sinh", Cleave_FloatTensor>;
+def Cleave_CoshOp : Cleave_UnaryOp<"cosh", Cleave_FloatTensor>;
+def Cleave_AsinhOp : Cleave_UnaryOp<"asinh", Cleave_FloatTensor>;
+def Cleave_AcoshOp : Cleave_UnaryOp<"acosh", Cleave_FloatTensor>;
+def Cleave_AtanhOp : Cleave_UnaryOp<"atanh", Cleave_FloatTensor>;
+// Piecewise constant: no gradient (the autodiff pass refuses a loss that
+// depends on a parameter through them).
+def Cleave_FloorOp : Cleave_UnaryOp<"floor", Cleave_FloatTensor, 0, 0>;
+def Cleave_CeilOp : Cleave_UnaryOp<"ceil", Cleave_FloatTensor, 0, 0>;
+def Cleave_RoundOp : Cleave_UnaryOp<"round", Cleave_FloatTensor, 0, 0> {
+  let summary = "elementwise round, halves to even";
+}
+def Cleave_SignOp : Cleave_UnaryOp<"sign", Cleave_NumericTensor, 0, 0> {
+  let summary = "elementwise sign: -1, 0 or 1 (NaN stays NaN)";
+}
 
 def Cleave_LeakyReluOp : Cleave_UnaryOp<"leaky_relu", Cleave_FloatTensor> {
   let arguments = (ins Cleave_FloatTensor:$input, F32Attr:$alpha);
@@ -126,6 +148,9 @@ def Cleave_SubOp : Cleave_BroadcastOp<"sub", Cleave_NumericTensor>;
 def Cleave_MulOp : Cleave_BroadcastOp<"mul", Cleave_NumericTensor>;
 def Cleave_DivOp : Cleave_BroadcastOp<"div", Cleave_NumericTensor>;
 def Cleave_PowOp : Cleave_BroadcastOp<"pow", Cleave_NumericTensor, 0, 0>;
+// NaN in either operand gives NaN (numpy's maximum and minimum).
+def Cleave_MaxOp : Cleave_BroadcastOp<"max", Cleave_NumericTensor>;
+def Cleave_MinOp : Cleave_BroadcastOp<"min", Cleave_NumericTensor>;
 def Cleave_EqualOp : Cleave_BroadcastOp<"equal", Cleave_ComparableTensor, 1>;
 def Cleave_LessOp : Cleave_BroadcastOp<"less", Cleave_NumericTensor, 1>;
 def Cleave_GreaterOp : Cleave_BroadcastOp<"greater", Cleave_NumericTensor, 1>;

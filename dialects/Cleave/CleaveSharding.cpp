@@ -111,7 +111,8 @@ DimLoops reshapedDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
 
 bool isElementwise(Operation *op) {
   return op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
-         isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp, WhereOp, CastOp>(op);
+         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqualOp, LessOp, GreaterOp, WhereOp,
+             CastOp>(op);
 }
 
 /// An op that needs every value whole: no loop runs along any dim.

@@ -225,6 +225,93 @@ LogicalResult GeluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   });
 }
 
+// The trigonometric family: each rule is g times the derivative in x and y.
+
+LogicalResult SinOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value x, Value, Value g) { return b.mul(g, b.cos(x)); });
+}
+
+LogicalResult CosOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return unaryVjp(
+      *this, builder, resultGrads, grads,
+      [](CleaveBuilder &b, Value x, Value, Value g) { return b.neg(b.mul(g, b.sin(x))); });
+}
+
+LogicalResult TanOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  // d tan(x) = 1 + y^2
+  return unaryVjp(
+      *this, builder, resultGrads, grads,
+      [](CleaveBuilder &b, Value, Value y, Value g) { return b.mul(g, b.add(b.mul(y, y), 1.0)); });
+}
+
+LogicalResult AsinOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // d asin(x) = 1 / sqrt(1 - x^2)
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value x, Value, Value g) {
+                    return b.div(g, b.sqrt(b.rsub(1.0, b.mul(x, x))));
+                  });
+}
+
+LogicalResult AcosOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // d acos(x) = -1 / sqrt(1 - x^2)
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value x, Value, Value g) {
+                    return b.neg(b.div(g, b.sqrt(b.rsub(1.0, b.mul(x, x)))));
+                  });
+}
+
+LogicalResult AtanOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // d atan(x) = 1 / (1 + x^2)
+  return unaryVjp(
+      *this, builder, resultGrads, grads,
+      [](CleaveBuilder &b, Value x, Value, Value g) { return b.div(g, b.add(b.mul(x, x), 1.0)); });
+}
+
+LogicalResult SinhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value x, Value, Value g) { return b.mul(g, b.cosh(x)); });
+}
+
+LogicalResult CoshOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value x, Value, Value g) { return b.mul(g, b.sinh(x)); });
+}
+
+LogicalResult AsinhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &grads) {
+  // d asinh(x) = 1 / sqrt(x^2 + 1)
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value x, Value, Value g) {
+                    return b.div(g, b.sqrt(b.add(b.mul(x, x), 1.0)));
+                  });
+}
+
+LogicalResult AcoshOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &grads) {
+  // d acosh(x) = 1 / sqrt(x^2 - 1)
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value x, Value, Value g) {
+                    return b.div(g, b.sqrt(b.add(b.mul(x, x), -1.0)));
+                  });
+}
+
+LogicalResult AtanhOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &grads) {
+  // d atanh(x) = 1 / (1 - x^2)
+  return unaryVjp(
+      *this, builder, resultGrads, grads,
+      [](CleaveBuilder &b, Value x, Value, Value g) { return b.div(g, b.rsub(1.0, b.mul(x, x))); });
+}
+
 LogicalResult DetachOp::buildVjp(OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {
   grads.push_back(Value());
   return success();
@@ -296,6 +383,30 @@ LogicalResult DivOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                      Value gx = b.div(g, y);
                      return std::pair(gx, b.neg(b.mul(gx, z)));
                    });
+}
+
+/// max and min, as PyTorch's maximum and minimum: an operand gets no gradient
+/// where it loses (less than the other for max, greater for min), half of g
+/// on a tie, g elsewhere (so both get g where either is NaN).
+LogicalResult extremumVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                          SmallVectorImpl<Value> &grads, bool isMax) {
+  return binaryVjp(
+      op, builder, resultGrads, grads, [isMax](CleaveBuilder &b, Value x, Value y, Value, Value g) {
+        auto loses = [&](Value u, Value v) { return isMax ? b.less(u, v) : b.greater(u, v); };
+        Value share = b.where(b.equal(x, y), b.mul(g, 0.5), g);
+        Value zero = b.scalarLike(g, 0.0);
+        return std::pair(b.where(loses(x, y), zero, share), b.where(loses(y, x), zero, share));
+      });
+}
+
+LogicalResult MaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return extremumVjp(*this, builder, resultGrads, grads, /*isMax=*/true);
+}
+
+LogicalResult MinOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                              SmallVectorImpl<Value> &grads) {
+  return extremumVjp(*this, builder, resultGrads, grads, /*isMax=*/false);
 }
 
 LogicalResult PowOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,

@@ -217,6 +217,20 @@ void gelu(Context &, const Tensor &in, const Tensor &out, bool tanhApproximation
   }
 }
 
+void sign(Context &, const Tensor &in, const Tensor &out) {
+  unary("sign", in, out, NumericTypes{}, [](auto v) {
+    using T = decltype(v);
+    return v > T(0) ? T(1) : isNegative(v) ? static_cast<T>(-1) : v; // 0 and NaN stay
+  });
+}
+
+#define CLEAVE_FLOAT_MATH(name, f32, f64)                                                          \
+  void name(Context &, const Tensor &in, const Tensor &out) {                                      \
+    unary(#name, in, out, FloatTypes{}, [](auto v) { return std::f64(v); });                       \
+  }
+#include "runtime/FloatMath.def"
+#undef CLEAVE_FLOAT_MATH
+
 void copy(Context &, const Tensor &in, const Tensor &out) {
   checkSameLayout("copy", in, out);
   if (in.data != out.data)
@@ -302,6 +316,14 @@ void pow(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
       broadcastBinary<A, B, A>("pow", lhs, rhs, out, [](A x, B y) { return power(x, y); });
     });
   });
+}
+
+void max(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic("max", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return maximum(x, y); });
+}
+
+void min(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic("min", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return minimum(x, y); });
 }
 
 void equal(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {

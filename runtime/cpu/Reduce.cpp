@@ -30,8 +30,7 @@ struct MaxOp {
     else
       return std::numeric_limits<T>::lowest();
   }
-  // NaN propagates, as numpy's maximum does.
-  template <typename T> static T combine(T a, T b) { return (b > a || b != b) ? b : a; }
+  template <typename T> static T combine(T a, T b) { return maximum(a, b); }
   template <typename T> static T row(const T *x, int64_t n, int64_t step) {
     T m = identity<T>();
     for (int64_t i = 0; i < n; ++i)

@@ -173,6 +173,11 @@ template <typename T> inline T wrapMul(T a, T b) {
 }
 template <typename T> inline T wrapNeg(T a) { return wrapSub(T(0), a); }
 
+/// The larger and the smaller of a and b; NaN in either gives NaN (numpy's
+/// maximum and minimum).
+template <typename T> inline T maximum(T a, T b) { return (b > a || b != b) ? b : a; }
+template <typename T> inline T minimum(T a, T b) { return (b < a || b != b) ? b : a; }
+
 /// v < 0, without comparing an unsigned value (always false) with zero.
 template <typename T> inline bool isNegative(T v) {
   if constexpr (std::is_unsigned_v<T>)

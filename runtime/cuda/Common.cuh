@@ -335,10 +335,15 @@ struct SumOp {
     return static_cast<T>(static_cast<WrapT<T>>(a) + static_cast<WrapT<T>>(b));
   }
 };
-/// Max that propagates NaN (as numpy's max does).
+/// Max and min that propagate NaN (as numpy's maximum and minimum do).
 struct MaxOp {
   template <typename T> __device__ T operator()(T a, T b) const {
     return (b > a || b != b) ? b : a;
+  }
+};
+struct MinOp {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return (b < a || b != b) ? b : a;
   }
 };
 

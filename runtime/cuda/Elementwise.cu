@@ -81,6 +81,23 @@ struct GeluOp {
 struct NotOp {
   __device__ bool operator()(bool x) const { return !x; }
 };
+struct SignOp {
+  template <typename T> __device__ T operator()(T x) const {
+    return x > T(0) ? T(1) : isNegative(x) ? static_cast<T>(-1) : x; // 0 and NaN stay
+  }
+};
+// One functor per function of runtime/FloatMath.def.
+#define CLEAVE_FLOAT_MATH(name, f32, f64)                                                          \
+  struct name##Functor {                                                                           \
+    template <typename T> __device__ T operator()(T x) const {                                     \
+      if constexpr (std::is_same_v<T, float>)                                                      \
+        return ::f32(x);                                                                           \
+      else                                                                                         \
+        return ::f64(x);                                                                           \
+    }                                                                                              \
+  };
+#include "runtime/FloatMath.def"
+#undef CLEAVE_FLOAT_MATH
 
 struct AddOp {
   template <typename T> __device__ T operator()(T a, T b) const {
@@ -274,6 +291,16 @@ void gelu(Context &ctx, const Tensor &in, const Tensor &out, bool tanhApproximat
   unary(ctx, "gelu", in, out, GeluOp{tanhApproximation}, FloatTypes{});
 }
 
+void sign(Context &ctx, const Tensor &in, const Tensor &out) {
+  unary(ctx, "sign", in, out, SignOp{}, NumericTypes{});
+}
+#define CLEAVE_FLOAT_MATH(name, f32, f64)                                                          \
+  void name(Context &ctx, const Tensor &in, const Tensor &out) {                                   \
+    unary(ctx, #name, in, out, name##Functor{}, FloatTypes{});                                     \
+  }
+#include "runtime/FloatMath.def"
+#undef CLEAVE_FLOAT_MATH
+
 void copy(Context &ctx, const Tensor &in, const Tensor &out) {
   const char *kernel = "copy";
   requireSameType(kernel, in, out);
@@ -356,6 +383,13 @@ void pow(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) 
       elementwise<A, A, B>(ctx, kernel, out, PowOp{}, lhs, rhs);
     });
   });
+}
+
+void max(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  binary(ctx, "max", lhs, rhs, out, MaxOp{}, NumericTypes{});
+}
+void min(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  binary(ctx, "min", lhs, rhs, out, MinOp{}, NumericTypes{});
 }
 
 void equal(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {

@@ -140,6 +140,11 @@ TEST_F(CudaKernels, UnaryFloat) {
       {kc::sigmoid, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }, mixed},
       {kc::relu, [](float x) { return x > 0 ? x : 0.0f; }, mixed},
       {kc::erf, [](float x) { return std::erf(x); }, mixed},
+      {kc::sign, [](float x) { return float((x > 0) - (x < 0)); }, mixed},
+  // Outside a function's domain both sides are NaN.
+#define CLEAVE_FLOAT_MATH(name, f32, f64) {kc::name, [](float x) { return std::f64(x); }, mixed},
+#include "runtime/FloatMath.def"
+#undef CLEAVE_FLOAT_MATH
   };
   for (const Case &c : cases) {
     int64_t n = static_cast<int64_t>(c.input.size());
@@ -313,6 +318,13 @@ TEST_F(CudaKernels, BinaryBroadcast) {
   Tensor z = alloc(DType::F32, {2, 2, 3});
   kc::add(ctx, x, y, z);
   expectClose(get<float>(z), {101, 102, 103, 201, 202, 203, 104, 105, 106, 204, 205, 206});
+
+  // max and min: NaN in either operand gives NaN.
+  Tensor p = f32({2, 3}, {1, kNaN, -3, 2, 0.5f, 40}), q = f32({3}, {0, 1, kNaN});
+  kc::max(ctx, p, q, out);
+  expectClose(get<float>(out), {1, kNaN, kNaN, 2, 1, kNaN});
+  kc::min(ctx, p, q, out);
+  expectClose(get<float>(out), {0, kNaN, kNaN, 0, 0.5f, kNaN});
 }
 
 // The CPU kernels' cases (runtime/cpu/KernelsTest.cpp) on the GPU: every

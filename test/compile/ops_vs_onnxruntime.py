@@ -1,9 +1,10 @@
-# Forward values of the operators cleave imports as formulas of other ops or
-# as newer cleave ops, against onnxruntime: each model below holds several
+# Forward values of the operators cleave imports as formulas of other ops and
+# of its newer native ops, against onnxruntime: each model below holds several
 # nodes (one output each), is compiled and run by cleave on fixed inputs, and
 # every output must match onnxruntime's on the same file (same shape and type;
 # floats within 1e-5 relative + 1e-6 absolute, NaN where it has NaN; other
-# types exactly). The inputs include the values where a naive formula goes
+# types exactly). A case onnxruntime cannot run says why and is checked
+# against onnx's reference evaluator instead. The inputs include the values where a naive formula goes
 # wrong: large magnitudes (exp overflows), NaN and infinities, zeros.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
@@ -14,6 +15,7 @@ import sys
 
 import numpy as np
 from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
 
 from onnx_models import model, run_onnxruntime, save
 
@@ -32,8 +34,8 @@ def node(op, inputs, output, **attrs):
 MODELS = {}
 
 
-def case(name, nodes, inputs, feeds, opset=18):
-    MODELS[name] = (model(nodes, inputs, [n.output[0] for n in nodes], opset=opset), feeds)
+def case(name, nodes, inputs, feeds, opset=18, ort=True):
+    MODELS[name] = (model(nodes, inputs, [n.output[0] for n in nodes], opset=opset), feeds, ort)
 
 
 activations = [node("Softplus", ["x"], "softplus"), node("Softsign", ["x"], "softsign"),
@@ -110,7 +112,7 @@ MODELS["reductions"] = (
     model([helper.make_node("Constant", [], ["axes"], value=axes),
            helper.make_node("Constant", [], ["no_axes"], value=no_axes)] + reductions,
           reduce_inputs, [n.output[0] for n in reductions], opset=18),
-    {"x": reduce_input, "p": positive_input})
+    {"x": reduce_input, "p": positive_input}, True)
 case("reductions_i64", [node("ReduceL1", ["x"], "l1_i64", axes=[0]),
                         node("ReduceSumSquare", ["x"], "sumsquare_i64", axes=[0], keepdims=0)],
      [("x", TensorProto.INT64, [2, 3])], {"x": np.array([[1, -2, 3], [-4, 5, -6]], np.int64)},
@@ -123,10 +125,36 @@ case("logsumexp_edges", [node("ReduceLogSumExp", ["x"], "logsumexp_edges", axes=
                      [0.5, -0.5, 1.5]], np.float32)}, opset=17)
 
 
-def compare(name, ours, theirs):
+# Native ops: the C library's functions, Sign, Max and Min (variadic, NaN
+# propagating).
+math = [node(op, ["x"], op.lower()) for op in
+        ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+         "Floor", "Ceil", "Round", "Sign"]]
+math_input = np.array([-2.5, -1.5, -0.5, -0.25, 0.0, 0.5, 0.75, 1.5, 2.5, 3.7, np.nan, -np.inf],
+                      np.float32)
+case("math", math, [("x", F32, [12])], {"x": math_input})
+# onnxruntime has none of these ops on f64.
+case("math_f64", math, [("x", TensorProto.DOUBLE, [12])], {"x": math_input.astype(np.float64)},
+     ort=False)
+case("sign_i32", [node("Sign", ["x"], "sign_i32")], [("x", TensorProto.INT32, [4])],
+     {"x": np.array([-7, 0, 3, -1], np.int32)})
+extrema = [node("Max", ["a"], "max_one"), node("Max", ["a", "b", "c"], "max_three"),
+           node("Min", ["a"], "min_one"), node("Min", ["a", "b", "c"], "min_three")]
+case("extrema", extrema, [("a", F32, [2, 3]), ("b", F32, [3]), ("c", F32, [2, 1])],
+     {"a": np.array([[1.0, np.nan, -3.0], [2.0, 0.5, np.inf]], np.float32),
+      "b": np.array([0.0, 1.0, np.nan], np.float32),
+      "c": np.array([[-1.0], [4.0]], np.float32)})
+# Unsigned: values above the signed range compare as unsigned.
+case("extrema_u32", [node("Max", ["a", "b"], "max_u32"), node("Min", ["a", "b"], "min_u32")],
+     [("a", TensorProto.UINT32, [4]), ("b", TensorProto.UINT32, [4])],
+     {"a": np.array([0, 3_000_000_000, 7, 4_294_967_295], np.uint32),
+      "b": np.array([1, 100, 7, 0], np.uint32)})
+
+
+def compare(name, ours, theirs, reference):
     if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
         return [f"{name}: cleave gives {ours.dtype}{list(ours.shape)}, "
-                f"onnxruntime {theirs.dtype}{list(theirs.shape)}"]
+                f"{reference} {theirs.dtype}{list(theirs.shape)}"]
     if np.issubdtype(theirs.dtype, np.floating):
         close = np.isclose(ours, theirs, rtol=1e-5, atol=1e-6, equal_nan=True)
     else:
@@ -134,13 +162,13 @@ def compare(name, ours, theirs):
     if close.all():
         return []
     bad = np.argwhere(~close)[:3]
-    return [f"{name}[{list(i)}]: cleave {ours[tuple(i)]!r}, onnxruntime {theirs[tuple(i)]!r}"
+    return [f"{name}[{list(i)}]: cleave {ours[tuple(i)]!r}, {reference} {theirs[tuple(i)]!r}"
             for i in bad]
 
 
 def main():
     problems = []
-    for name, (m, feeds) in MODELS.items():
+    for name, (m, feeds, ort) in MODELS.items():
         path = os.path.join(WORK, name + ".onnx")
         save(m, path)
         out = os.path.join(WORK, name)
@@ -160,10 +188,12 @@ def main():
             problems.append(f"{name}: cleave run failed: {ran.stderr.strip()}")
             continue
         with np.errstate(all="ignore"):
-            expected = run_onnxruntime(m, feeds)
+            expected = (run_onnxruntime(m, feeds) if ort else
+                        ReferenceEvaluator(m).run(None, feeds))
+        reference = "onnxruntime" if ort else "onnx.reference"
         for output, theirs in zip(m.graph.output, expected):
             ours = np.load(os.path.join(results, output.name + ".npy"))
-            problems += compare(f"{name}/{output.name}", ours, theirs)
+            problems += compare(f"{name}/{output.name}", ours, theirs, reference)
         print(f"{name}: {len(m.graph.output)} outputs compared")
     for p in problems:
         print("FAIL:", p)

@@ -54,5 +54,21 @@ cases.add("cast_f32_roundtrip",
                  helper.make_node("Cast", ["b"], ["y"], to=TensorProto.DOUBLE)],
           params={"a": normal}, outputs=["y"], **FLOAT32_REFERENCE)
 
+# The trigonometric family, inside each function's domain.
+inside_unit = r.uniform(-0.9, 0.9, (2, 3))
+for op in ["Sin", "Cos", "Tan", "Atan", "Sinh", "Cosh", "Asinh"]:
+    unary(op, normal)
+for op in ["Asin", "Acos", "Atanh"]:
+    unary(op, inside_unit)
+unary("Acosh", positive + 1.0)
+# Max and Min broadcast; the gradient goes to the larger (smaller) operand,
+# half to each on ties (b's first column equals a's).
+a = r.standard_normal((2, 3))
+b = r.standard_normal((3,))
+b[0] = a[1, 0]
+for op in ["Max", "Min"]:
+    cases.add(op.lower() + "_broadcast", nodes=[helper.make_node(op, ["a", "b"], ["y"])],
+              params={"a": a, "b": b}, outputs=["y"])
+
 if __name__ == "__main__":
     cases.main()

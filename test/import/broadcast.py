@@ -6,6 +6,8 @@
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s --all %t
 # RUN: cleave import %t/add_13_same.onnx | FileCheck %s --check-prefix=ADDSAME
+# RUN: cleave import %t/max_13_three.onnx | FileCheck %s --check-prefix=MAX3
+# RUN: cleave import %t/min_13_one.onnx | FileCheck %s --check-prefix=MIN1
 # RUN: cleave import %t/add_14_bcast.onnx | FileCheck %s --check-prefix=ADDBC
 # RUN: cleave import %t/sub_13_scalar.onnx | FileCheck %s --check-prefix=SUBSCALAR
 # RUN: cleave import %t/sub_14_lower_rank_lhs.onnx | FileCheck %s --check-prefix=SUBRANK
@@ -122,6 +124,16 @@ cases.add("where_16")(lambda: single_node(
 # WHEREI64: cleave.where %arg0, %arg1, %arg2 : (tensor<3xi1>, tensor<2x3xi64>, tensor<2x1xi64>) -> tensor<2x3xi64>
 cases.add("where_16_i64")(lambda: single_node(
     "Where", [("c", BOOL, [3]), ("x", I64, [2, 3]), ("z", I64, [2, 1])], ["y"], opset=16))
+
+# Variadic Max and Min: a chain of the binary op, broadcasting; one input is itself.
+# MAX3-LABEL: func.func @forward(%arg0: tensor<2x3xf32> {{.*}}, %arg1: tensor<3xf32> {{.*}}, %arg2: tensor<2x1xf32> {{.*}}) -> (tensor<2x3xf32> {cleave.name = "y"})
+# MAX3: %[[M:.*]] = cleave.max %arg0, %arg1 : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+# MAX3: cleave.max %[[M]], %arg2 : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+cases.add("max_13_three")(lambda: single_node(
+    "Max", [("a", F32, [2, 3]), ("b", F32, [3]), ("c", F32, [2, 1])], ["y"], opset=13))
+# MIN1-LABEL: func.func @forward(%arg0: tensor<4xi64> {{.*}}) -> (tensor<4xi64> {cleave.name = "y"})
+# MIN1-NEXT: return %arg0 : tensor<4xi64>
+cases.add("min_13_one")(lambda: single_node("Min", [("a", I64, [4])], ["y"], opset=13))
 
 if __name__ == "__main__":
     cases.main()

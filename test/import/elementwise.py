@@ -38,6 +38,9 @@
 # RUN: cleave import %t/softmax_17_axis0.onnx | FileCheck %s --check-prefix=SM0
 # RUN: cleave import %t/log_softmax_13_default_axis.onnx | FileCheck %s --check-prefix=LSMDEF
 # RUN: cleave import %t/log_softmax_21_axis1.onnx | FileCheck %s --check-prefix=LSM1
+# RUN: cleave import %t/sin_13.onnx | FileCheck %s --check-prefix=SIN
+# RUN: cleave import %t/round_13_f64.onnx | FileCheck %s --check-prefix=ROUND
+# RUN: cleave import %t/sign_13_i32.onnx | FileCheck %s --check-prefix=SIGN
 
 from onnx_models import BOOL, F16, F32, F64, I8, I32, I64, U8, Cases, single_node
 
@@ -190,6 +193,19 @@ cases.add("log_softmax_13_default_axis")(lambda: unary("LogSoftmax", shape=[2, 5
 # LSM1-LABEL: func.func @forward(%arg0: tensor<2x3x4xf32> {{.*}}) -> (tensor<2x3x4xf32> {cleave.name = "y"})
 # LSM1: cleave.log_softmax %arg0 {axis = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
 cases.add("log_softmax_21_axis1")(lambda: unary("LogSoftmax", shape=[2, 3, 4], opset=21, axis=1))
+
+# The C library's functions (floats) and Sign (any number): same type.
+# SIN-LABEL: func.func @forward(%arg0: tensor<2x3xf32> {{.*}}) -> (tensor<2x3xf32> {cleave.name = "y"})
+# SIN: cleave.sin %arg0 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+# ROUND-LABEL: func.func @forward(%arg0: tensor<4xf64> {{.*}}) -> (tensor<4xf64> {cleave.name = "y"})
+# ROUND: cleave.round %arg0 : (tensor<4xf64>) -> tensor<4xf64>
+# SIGN-LABEL: func.func @forward(%arg0: tensor<5xi32> {{.*}}) -> (tensor<5xi32> {cleave.name = "y"})
+# SIGN: cleave.sign %arg0 : (tensor<5xi32>) -> tensor<5xi32>
+for op in ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+           "Floor", "Ceil"]:
+    cases.add(op.lower() + "_13")(lambda op=op: unary(op))
+cases.add("round_13_f64")(lambda: unary("Round", F64, [4]))
+cases.add("sign_13_i32")(lambda: unary("Sign", I32, [5]))
 
 if __name__ == "__main__":
     cases.main()

@@ -24,3 +24,13 @@ func.func @no_rule(%g: tensor<1x1x2x2xf32> {cleave.kind = "param", cleave.name =
   %1 = cleave.reduce_sum %0 {axes = array<i64: 0, 1, 2, 3>, keepdims = false} : (tensor<1x1x4x4xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// Piecewise-constant ops have no gradient rule.
+func.func @floor(%w: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"}) -> tensor<f32> {
+  // expected-error @+1 {{cleave.floor has no gradient rule, but the gradient flows through it}}
+  %0 = cleave.floor %w : (tensor<3xf32>) -> tensor<3xf32>
+  %1 = cleave.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
