@@ -189,6 +189,16 @@ foldElementwise(Operation *op, ArrayRef<Attribute> operands,
   });
   if (floatMath ? !floats : !ints)
     return {};
+  // Integer folds compute in int64_t: a ui64 value from 2^63 up would turn
+  // negative there (comparisons, max and min would be wrong), so those stay
+  // for the kernels, which compute in the element type.
+  auto hasHugeUnsigned = [](DenseElementsAttr a) {
+    auto integer = dyn_cast<IntegerType>(a.getElementType());
+    return integer && integer.isUnsigned() && integer.getWidth() == 64 &&
+           llvm::any_of(a.getValues<APInt>(), [](const APInt &v) { return v.isNegative(); });
+  };
+  if (llvm::any_of(literals, hasHugeUnsigned))
+    return {};
   SmallVector<SmallVector<int64_t>> sources;
   for (DenseElementsAttr literal : literals)
     sources.push_back(broadcastSources(type.getShape(), literal.getType().getShape()));
