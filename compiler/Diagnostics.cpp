@@ -5,14 +5,17 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace {
+/// Writes the lines in one write: stderr is unbuffered, and a line written
+/// in pieces can be interleaved with a job's other output.
 void print(llvm::StringRef severity, const std::string &where, const std::string &what,
            const std::string &note) {
-  llvm::errs() << "cleave: " << severity << ": ";
+  std::string text = "cleave: " + severity.str() + ": ";
   if (!where.empty())
-    llvm::errs() << where << ": ";
-  llvm::errs() << what << "\n";
+    text += where + ": ";
+  text += what + "\n";
   if (!note.empty())
-    llvm::errs() << "note: " << note << "\n";
+    text += "note: " + note + "\n";
+  llvm::errs() << text;
 }
 } // namespace
 

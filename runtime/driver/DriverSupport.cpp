@@ -18,9 +18,12 @@
 namespace cleave::rt {
 
 int fail(const std::string &where, const std::string &what, int code, const std::string &note) {
-  std::cerr << "cleave: error: " << where << ": " << what << "\n";
+  // One write: under mpirun, a line written in pieces can be interleaved
+  // with other ranks' output and mpirun's own.
+  std::string text = "cleave: error: " + where + ": " + what + "\n";
   if (!note.empty())
-    std::cerr << "note: " << note << "\n";
+    text += "note: " + note + "\n";
+  std::cerr << text << std::flush;
   return code;
 }
 
