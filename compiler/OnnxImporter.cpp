@@ -504,6 +504,13 @@ FailureOr<RankedTensorType> Importer::inputType(const onnx::ValueInfoProto &inpu
   return typeOf(dims);
 }
 
+/// The handlers of `domain`, or null for a domain cleave does not import.
+const OpImporterTable *Importer::tableFor(StringRef domain) const {
+  if (isDefaultDomain(domain))
+    return &opImporters;
+  return domain == kTrainingDomain ? &trainingOpImporters : nullptr;
+}
+
 /// Every operator of the model cleave does not import, each with its count
 /// and first node, so that one import tells a user all that is missing.
 std::string Importer::unsupportedOperators() const {
@@ -515,9 +522,7 @@ std::string Importer::unsupportedOperators() const {
   auto scan = [&](const onnx::GraphProto &graph) {
     for (auto [index, node] : llvm::enumerate(graph.node())) {
       StringRef domain = node.domain();
-      const OpImporterTable *table = isDefaultDomain(domain)      ? &opImporters
-                                     : domain == kTrainingDomain ? &trainingOpImporters
-                                                                 : nullptr;
+      const OpImporterTable *table = tableFor(domain);
       if (table && table->lookup(node.op_type()))
         continue;
       std::string op = isDefaultDomain(domain) ? node.op_type()
@@ -547,12 +552,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, Strin
   std::string where = (scope.empty() ? "" : scope.str() + ": ") + "node " + nodeName + " (" +
                       node.op_type() + ", domain '" + displayDomain(domain).str() +
                       "', opset " + std::to_string(opset) + ")";
-  const OpImporterTable *table = nullptr;
-  if (isDefaultDomain(domain))
-    table = &opImporters;
-  else if (domain == kTrainingDomain)
-    table = &trainingOpImporters;
-  else
+  const OpImporterTable *table = tableFor(domain);
+  if (!table)
     return fail(where + ": unsupported operator domain '" + domain + "'", unsupportedOperators());
   if (table == &trainingOpImporters && opset != 1)
     return fail(where + ": cleave imports version 1 of domain '" + kTrainingDomain + "'");
@@ -617,14 +618,13 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index, Strin
 
 /// The ONNX name of `value` when it is a parameter of @forward.
 static std::optional<std::string> parameterName(Value value) {
-  auto arg = dyn_cast_or_null<BlockArgument>(value);
-  auto forward = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
-  if (!forward)
-    return std::nullopt;
-  auto kind = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr);
+  StringAttr kind = argumentKind(value);
   if (!kind || kind.getValue() != "param")
     return std::nullopt;
-  return forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr).str();
+  auto arg = cast<BlockArgument>(value);
+  return cast<func::FuncOp>(arg.getOwner()->getParentOp())
+      .getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr)
+      .str();
 }
 
 void Importer::noteTrainingHazards(const onnx::NodeProto &node, StringRef where,

@@ -84,13 +84,11 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
   /// column-parallel producer (Megatron pairs each row-parallel linear with
   /// one); a graph input never arrives split (empty).
   static std::string planHint(Operation *op, unsigned index) {
-    auto arg = dyn_cast<BlockArgument>(sourceOf(op, index));
-    if (!arg)
+    Value source = sourceOf(op, index);
+    if (!isa<BlockArgument>(source))
       return ": split the linear that computes it by its output dim (column parallel), so "
              "that it arrives split";
-    auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    auto kind =
-        func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
+    StringAttr kind = argumentKind(source);
     return kind && kind.getValue() == "param" ? ": split it in the plan too" : "";
   }
 

@@ -33,12 +33,7 @@ FailureOr<MeshAxes> getMesh(ModuleOp module) {
 }
 
 bool isInPlace(shard::AllReduceOp reduce) {
-  auto arg = dyn_cast<BlockArgument>(reduce.getInput());
-  if (!arg)
-    return false;
-  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr)
-                   : StringAttr();
+  StringAttr kind = argumentKind(reduce.getInput());
   return kind && (kind.getValue() == "param" || kind.getValue() == "state");
 }
 

@@ -99,6 +99,7 @@ private:
 
   mlir::FailureOr<mlir::RankedTensorType> inputType(const onnx::ValueInfoProto &input);
   mlir::LogicalResult importNode(const onnx::NodeProto &node, int index, llvm::StringRef scope);
+  const OpImporterTable *tableFor(llvm::StringRef domain) const;
   std::string unsupportedOperators() const;
   mlir::LogicalResult checkOutput(const onnx::ValueInfoProto &output, mlir::Value value);
   /// Adds to `warnings` what training would do to `node`'s parameter inputs

@@ -120,6 +120,12 @@ int64_t cleave::tensorBytes(RankedTensorType type) {
   return type.getNumElements() * (width == 1 ? 1 : width / 8);
 }
 
+StringAttr cleave::argumentKind(Value value) {
+  auto arg = dyn_cast_or_null<BlockArgument>(value);
+  auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
+  return func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
+}
+
 std::optional<std::string> cleave::tensorShapeError(ArrayRef<int64_t> shape) {
   int64_t count = 1;
   bool overflow = false;
@@ -811,10 +817,7 @@ LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
 //===----------------------------------------------------------------------===//
 
 LogicalResult AssignOp::verify() {
-  auto arg = dyn_cast<BlockArgument>(getTarget());
-  auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
-  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr)
-                   : StringAttr();
+  StringAttr kind = argumentKind(getTarget());
   if (!kind || (kind.getValue() != "param" && kind.getValue() != "state"))
     return emitOpError("target must be a function argument of kind param or state");
   return success();

@@ -54,6 +54,10 @@ inline constexpr int64_t kMaxTensorElements = 2147483647;
 /// kMaxTensorElements elements), or nullopt when it can.
 std::optional<std::string> tensorShapeError(llvm::ArrayRef<int64_t> shape);
 
+/// The `cleave.kind` ("input", "param", "state") of the function argument
+/// `value` is, or null when it is not an argument that has one.
+mlir::StringAttr argumentKind(mlir::Value value);
+
 /// Largest number of elements a fold at import may produce.
 inline constexpr int64_t kMaxFoldedElements = 65536;
 
