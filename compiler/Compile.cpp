@@ -414,10 +414,16 @@ LogicalResult Compiler::parseMesh(StringRef text) {
   std::string message;
   if (!rt::Mesh::parse(text.str(), mesh, message))
     return fail("--mesh '" + text + "'", message, "e.g. --mesh dp=2", kExitBadUsage);
-  for (const std::string &name : mesh.axisNames)
+  for (const std::string &name : mesh.axisNames) {
+    if (name == "pp")
+      return fail("--mesh '" + text + "'",
+                  "pipeline parallelism (pp) is not built yet: only its stage split is",
+                  "cleave-opt --cleave-pipeline-split shows a model's stages (docs/training.md)",
+                  kExitBadUsage);
     if (name != "dp" && name != "tp")
       return fail("--mesh '" + text + "'", "unknown axis '" + name + "'",
                   "the axes are dp (data parallel) and tp (tensor parallel)", kExitBadUsage);
+  }
   // Every mesh has a data-parallel axis, of one rank if not named.
   if (mesh.axisIndex("dp") < 0) {
     mesh.axisNames.insert(mesh.axisNames.begin(), "dp");

@@ -4,6 +4,7 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Collectives.h"
+#include "passes/CostModel.h"
 #include "runtime/ConvScratch.h"
 #include "runtime/Plan.h"
 
@@ -536,28 +537,6 @@ LogicalResult PlanBuilder::writeFiles(StringRef dir, UserError &error) {
 }
 
 } // namespace
-
-int64_t estimateFlops(Operation *op) {
-  if (auto matmul = dyn_cast<MatMulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
-    return 2 * elements(matmul.getOutput()) * lhs.getShape().back();
-  }
-  if (auto gemm = dyn_cast<GemmOp>(op)) {
-    auto a = cast<RankedTensorType>(gemm.getA().getType());
-    int64_t k = gemm.getTransA() ? a.getDimSize(0) : a.getDimSize(1);
-    return 2 * elements(gemm.getOutput()) * k;
-  }
-  if (auto conv = dyn_cast<ConvOp>(op)) {
-    auto w = cast<RankedTensorType>(conv.getW().getType());
-    return 2 * elements(conv.getY()) * (w.getNumElements() / w.getDimSize(0));
-  }
-  if (isa<ConstantOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op))
-    return 0;
-  int64_t flops = 0;
-  for (Value result : op->getResults())
-    flops += elements(result);
-  return flops;
-}
 
 LogicalResult writePlan(ModuleOp module, const ImportedModel &model, const CompileOptions &options,
                         StringRef dir, const std::string &buildId, std::string &programInterface,

@@ -21,10 +21,6 @@ mlir::LogicalResult writePlan(mlir::ModuleOp module, const ImportedModel &model,
                               const std::string &buildId, std::string &programInterface,
                               UserError &error);
 
-/// Floating-point operations of one op: 2 per multiply-add in matmul, gemm
-/// and conv, one per output element elsewhere (an estimate for the rest).
-int64_t estimateFlops(mlir::Operation *op);
-
 } // namespace cleave
 
 #endif

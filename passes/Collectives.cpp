@@ -28,6 +28,10 @@ FailureOr<MeshAxes> getMesh(ModuleOp module) {
       mesh.tpAxis = index;
       mesh.tpSize = grid.getShape()[index];
     }
+    if (name == "pp") {
+      mesh.ppAxis = index;
+      mesh.ppSize = grid.getShape()[index];
+    }
   }
   return mesh;
 }

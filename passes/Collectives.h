@@ -29,6 +29,9 @@ struct MeshAxes {
   /// The index of the `tp` axis (-1: none) and its number of ranks.
   int64_t tpAxis = -1;
   int64_t tpSize = 1;
+  /// The index of the `pp` axis (-1: none) and its number of ranks.
+  int64_t ppAxis = -1;
+  int64_t ppSize = 1;
 };
 
 /// The module's mesh, or an error on the module saying to run

@@ -214,6 +214,46 @@ def CheckSharding : Pass<"cleave-check-sharding", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
+  let summary = "Split @forward into one function per pipeline stage";
+  let description = [{
+    Runs on the forward, after cleave-split-loss and any tensor-parallel
+    partitioning, before autodiff, on the module's mesh: with a `pp` axis of
+    P ranks and `virtual-stages` V, @forward becomes N = P x V functions
+    @stage0 ... @stage<N-1> (`cleave.stage`; stage k runs on pp rank k mod
+    P), each with the ops of its stage, the arguments they read, and the
+    last one with @forward's results. A value computed in one stage and read
+    in a later one leaves its stage by a `cleave.pipeline_send` at the end of
+    that stage's function and enters each later stage that reads it by a
+    `cleave.pipeline_recv` at the start, with one tag per value and
+    destination. Ops that depend on no parameter (masks, positions, the
+    loss's count: functions of the inputs alone) are computed again in each
+    stage that reads them rather than sent. A parameter read in several
+    stages (tied weights) is an argument of each.
+
+    Where the ops go: with `stage-params` (GLOB=STAGE entries, a stages
+    file), each parameter is in the stage of the entry its name matches and
+    each op in the latest stage of what it reads; else, when ops carry the
+    ONNX `pipeline_stage` of their node (`cleave.device_config`), there, and
+    an op without one in the latest stage of what it reads; else the ops, in
+    order, are cut into N contiguous stages whose largest estimated FLOPs
+    (passes/CostModel.h) is as small as it can be within 5%, and among
+    those cuts the one that sends the fewest bytes.
+    Errors, before anything changes: a malformed entry, a stage outside
+    [0, N), a glob that matches no parameter, a parameter in no stage or in
+    two, a parameter whose readers all need a later stage's values or an
+    annotated op that reads a later stage's value (stages out of order), a
+    parameter-dependent op with no stage to take, a stage with no op.
+  }];
+  let options = [
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"1",
+           "Stages per pipeline rank (interleaved schedules)">,
+    ListOption<"stageParams", "stage-params", "std::string",
+               "The stage of each parameter, GLOB=STAGE (from a stages file)">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
   let summary = "Reduce a training step's accumulators over the data-parallel mesh axis";
   let description = [{

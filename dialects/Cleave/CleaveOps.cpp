@@ -823,6 +823,16 @@ LogicalResult AssignOp::verify() {
   return success();
 }
 
+template <typename PipelineOp> static LogicalResult verifyPipelineEnds(PipelineOp op) {
+  // I64Attr reads back as uint64_t: a negative one is its top bit.
+  if (static_cast<int64_t>(op.getPeer()) < 0 || static_cast<int64_t>(op.getTag()) < 0)
+    return op.emitOpError("peer stage and tag must be non-negative");
+  return success();
+}
+
+LogicalResult PipelineSendOp::verify() { return verifyPipelineEnds(*this); }
+LogicalResult PipelineRecvOp::verify() { return verifyPipelineEnds(*this); }
+
 //===----------------------------------------------------------------------===//
 // Constants and generators
 //===----------------------------------------------------------------------===//

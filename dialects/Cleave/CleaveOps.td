@@ -550,6 +550,35 @@ def Cleave_DetachOp : Cleave_Op<"detach", [Pure, Cleave_Vjp,
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
+// The ends of a value that crosses a pipeline stage boundary. Not Pure: a
+// receive nobody reads still takes its message, and neither may move past
+// the other communication of its function.
+class Cleave_PipelineOp<string mnemonic> : Cleave_Op<mnemonic, [MemoryEffects<[MemRead, MemWrite]>]> {
+  let hasVerifier = 1;
+}
+
+def Cleave_PipelineSendOp : Cleave_PipelineOp<"pipeline_send"> {
+  let summary = "send one microbatch's value to another pipeline stage";
+  let description = [{
+    The value goes to the function of stage `peer` (`cleave.stage`), where
+    the `cleave.pipeline_recv` of the same `tag` takes it. A tag names one
+    value and one destination across the module.
+  }];
+  let arguments = (ins Cleave_Tensor:$value, I64Attr:$peer, I64Attr:$tag);
+  let assemblyFormat = "$value `to` `stage` $peer `tag` $tag attr-dict `:` type($value)";
+}
+
+def Cleave_PipelineRecvOp : Cleave_PipelineOp<"pipeline_recv"> {
+  let summary = "receive one microbatch's value from another pipeline stage";
+  let description = [{
+    The value that the `cleave.pipeline_send` of the same `tag` in the
+    function of stage `peer` sends, of the same type.
+  }];
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let results = (outs Cleave_Tensor:$output);
+  let assemblyFormat = "`from` `stage` $peer `tag` $tag attr-dict `:` type($output)";
+}
+
 //===----------------------------------------------------------------------===//
 // Constants and generators
 //===----------------------------------------------------------------------===//

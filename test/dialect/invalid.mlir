@@ -315,3 +315,19 @@ func.func @average_pool_grad_window(%g: tensor<1x1x1x1xf32>) {
   %0 = cleave.average_pool_grad %g {kernel_shape = array<i64: 1, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false, shape = array<i64: 1, 1, 2, 2>} : (tensor<1x1x1x1xf32>) -> tensor<1x1x2x2xf32>
   return
 }
+
+// -----
+
+func.func @pipeline_send_negative_tag(%x: tensor<4xf32>) {
+  // expected-error @+1 {{peer stage and tag must be non-negative}}
+  cleave.pipeline_send %x to stage 1 tag -1 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @pipeline_recv_negative_stage() {
+  // expected-error @+1 {{peer stage and tag must be non-negative}}
+  %0 = cleave.pipeline_recv from stage -2 tag 0 : tensor<4xf32>
+  return
+}

@@ -185,3 +185,14 @@ func.func @conv_pool_gradient_ops(%g: tensor<1x6x4x4xf32>, %w: tensor<6x2x3x3xf3
   %5 = cleave.average_pool_grad %q {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = true, shape = array<i64: 1, 4, 7, 7>} : (tensor<1x4x4x4xf32>) -> tensor<1x4x7x7xf32>
   return
 }
+
+// The ends of a value crossing a pipeline stage boundary: neither is removed
+// when unused, since each takes or gives one message.
+// CHECK-LABEL: func.func @pipeline_ends
+func.func @pipeline_ends(%x: tensor<4x8xf32>) {
+  // CHECK: cleave.pipeline_send %{{.*}} to stage 1 tag 0 : tensor<4x8xf32>
+  cleave.pipeline_send %x to stage 1 tag 0 : tensor<4x8xf32>
+  // CHECK: cleave.pipeline_recv from stage 1 tag 3 : tensor<4x8xf32>
+  %0 = cleave.pipeline_recv from stage 1 tag 3 : tensor<4x8xf32>
+  return
+}

@@ -1,0 +1,446 @@
+//===- PipelineSplit.cpp - one function per pipeline stage ----------------===//
+//
+// The first step of pipeline parallelism. Which stage each op belongs to
+// comes from a stages file, the model's annotations or a balanced cut
+// (StageAssigner); the functions are then built from that map alone
+// (buildStages), so every way of choosing stages is checked and split the
+// same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Collectives.h"
+#include "passes/CostModel.h"
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/GlobPattern.h"
+
+#include <deque>
+#include <limits>
+#include <set>
+
+namespace cleave {
+#define GEN_PASS_DEF_PIPELINESPLIT
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+/// The bytes of a tensor value.
+int64_t bytesOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+bool isParam(Value v) {
+  StringAttr kind = argumentKind(v);
+  return kind && kind.getValue() == "param" && isa<BlockArgument>(v);
+}
+
+StringRef argName(func::FuncOp func, BlockArgument arg) {
+  auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+  return name ? name.getValue() : StringRef("?");
+}
+
+/// Decides the stage of every op of @forward that depends on a parameter;
+/// the others (functions of the inputs alone) have none and are computed
+/// wherever they are read.
+class StageAssigner {
+public:
+  StageAssigner(func::FuncOp func, int64_t stages) : func(func), stages(stages) {
+    for (Operation &op : func.getBody().front().without_terminator())
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return dependsOnParam(v); })) {
+        placed.push_back(&op);
+        paramDependent.insert(&op);
+      }
+  }
+
+  /// The stage of each op, by the first way that applies; an error at the
+  /// op or function at fault.
+  FailureOr<DenseMap<Operation *, int64_t>> assign(ArrayRef<std::string> stageParams) {
+    if (!stageParams.empty()) {
+      if (failed(fromStagesFile(stageParams)))
+        return failure();
+    } else if (llvm::any_of(placed, [](Operation *op) { return annotatedStage(op); })) {
+      if (failed(fromAnnotations()))
+        return failure();
+    } else if (failed(balancedCut())) {
+      return failure();
+    }
+    if (failed(checkEveryStageHasAnOp()))
+      return failure();
+    return opStage;
+  }
+
+private:
+  func::FuncOp func;
+  int64_t stages;
+  /// The parameter-dependent ops, in order.
+  SmallVector<Operation *> placed;
+  llvm::DenseSet<Operation *> paramDependent;
+  DenseMap<Operation *, int64_t> opStage;
+  /// Which parameters the stages file puts where (for its messages).
+  DenseMap<Value, int64_t> paramStage;
+
+  bool dependsOnParam(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return isParam(arg);
+    return paramDependent.contains(v.getDefiningOp());
+  }
+
+  /// The stage of a value as the latest-stage rule reads it: a parameter's
+  /// from the stages file, an op's own; -1 for the rest.
+  int64_t stageOf(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto it = paramStage.find(arg);
+      return it == paramStage.end() ? -1 : it->second;
+    }
+    auto it = opStage.find(v.getDefiningOp());
+    return it == opStage.end() ? -1 : it->second;
+  }
+
+  int64_t latestOperandStage(Operation *op) {
+    int64_t latest = -1;
+    for (Value v : op->getOperands())
+      latest = std::max(latest, stageOf(v));
+    return latest;
+  }
+
+  /// The ONNX pipeline_stage the importer kept on the op, if any.
+  static std::optional<int64_t> annotatedStage(Operation *op) {
+    auto configs = op->getAttrOfType<ArrayAttr>(kDeviceConfigAttr);
+    if (!configs)
+      return std::nullopt;
+    for (auto config : configs.getAsRange<DictionaryAttr>())
+      if (auto stage = config.getAs<IntegerAttr>("pipeline_stage"))
+        return stage.getInt();
+    return std::nullopt;
+  }
+
+  LogicalResult fromStagesFile(ArrayRef<std::string> entries) {
+    std::deque<std::string> globTexts; // a GlobPattern refers to its text
+    SmallVector<std::pair<llvm::GlobPattern, int64_t>> globs;
+    for (StringRef entry : entries) {
+      size_t eq = entry.rfind('=');
+      int64_t stage = -1;
+      if (eq == StringRef::npos || entry.substr(eq + 1).getAsInteger(10, stage))
+        return func.emitError("stages entry '") << entry << "' is not GLOB=STAGE";
+      if (stage < 0 || stage >= stages)
+        return func.emitError("stages entry '")
+               << entry << "' names stage " << stage << ", but there are " << stages
+               << " stages (0 to " << stages - 1 << ")";
+      auto glob = llvm::GlobPattern::create(globTexts.emplace_back(entry.substr(0, eq).str()));
+      if (!glob) {
+        llvm::consumeError(glob.takeError());
+        return func.emitError("stages entry '") << entry << "' has a malformed glob";
+      }
+      globs.emplace_back(std::move(*glob), stage);
+    }
+    SmallVector<bool> used(globs.size(), false);
+    for (BlockArgument arg : func.getArguments()) {
+      if (!isParam(arg))
+        continue;
+      StringRef name = argName(func, arg);
+      for (auto [index, entry] : llvm::enumerate(globs)) {
+        if (!entry.first.match(name))
+          continue;
+        used[index] = true;
+        auto [it, inserted] = paramStage.try_emplace(arg, entry.second);
+        if (!inserted && it->second != entry.second)
+          return func.emitError("parameter '")
+                 << name << "' is in two stages of the stages file, " << it->second << " and "
+                 << entry.second;
+      }
+      if (!paramStage.contains(arg))
+        return func.emitError("parameter '") << name << "' is in no stage of the stages file";
+    }
+    for (auto [index, entry] : llvm::enumerate(entries))
+      if (!used[index])
+        return func.emitError("stages entry '") << entry << "' matches no parameter";
+    for (Operation *op : placed)
+      opStage[op] = latestOperandStage(op);
+    // A parameter must be read in its own stage: one whose readers all
+    // wait for a later stage's values sits in a stage before its use.
+    for (auto [param, stage] : paramStage) {
+      if (param.use_empty())
+        continue;
+      if (llvm::any_of(param.getUsers(), [&, s = stage](Operation *user) {
+            return opStage.lookup(user) == s;
+          }))
+        continue;
+      Operation *reader = *param.getUsers().begin();
+      return reader->emitError("parameter '")
+             << argName(func, cast<BlockArgument>(param)) << "' is in stage " << stage
+             << " of the stages file, but every op that reads it needs values of a later stage "
+                "(this one: stage "
+             << opStage.lookup(reader) << "): the stages are out of order";
+    }
+    return success();
+  }
+
+  LogicalResult fromAnnotations() {
+    for (Operation *op : placed) {
+      int64_t latest = latestOperandStage(op);
+      std::optional<int64_t> annotated = annotatedStage(op);
+      if (!annotated) {
+        if (latest < 0)
+          return op->emitError("reads a parameter but has no pipeline_stage, and nothing it "
+                               "reads has one: give its node a pipeline_stage, or use a "
+                               "stages file");
+        opStage[op] = latest;
+        continue;
+      }
+      if (*annotated < 0 || *annotated >= stages)
+        return op->emitError("has pipeline_stage ")
+               << *annotated << ", but there are " << stages << " stages (0 to " << stages - 1
+               << ")";
+      if (latest > *annotated)
+        return op->emitError("has pipeline_stage ")
+               << *annotated << " but reads a value of stage " << latest
+               << ": the stages are out of order";
+      opStage[op] = *annotated;
+    }
+    return success();
+  }
+
+  /// Contiguous stages of `placed`, in order: the smallest largest stage
+  /// cost (estimated FLOPs) there is, give or take 5%, and among the cuts
+  /// within that, the one whose boundaries carry the fewest bytes.
+  LogicalResult balancedCut() {
+    const int64_t n = placed.size();
+    if (n < stages)
+      return func.emitError("has ")
+             << n << " ops that depend on parameters, too few to fill " << stages
+             << " pipeline stages";
+    SmallVector<int64_t> prefix(n + 1, 0);
+    for (int64_t i = 0; i < n; ++i)
+      prefix[i + 1] = prefix[i] + std::max<int64_t>(estimateFlops(placed[i]), 1);
+    auto cost = [&](int64_t from, int64_t to) { return prefix[to] - prefix[from]; };
+    // Whether n ops fit in `stages` stages of cost at most `limit` each
+    // (greedily: every stage takes as many as fit).
+    auto fits = [&](int64_t limit) {
+      int64_t used = 1, start = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (cost(i, i + 1) > limit)
+          return false;
+        if (cost(start, i + 1) > limit) {
+          ++used;
+          start = i;
+        }
+      }
+      return used <= stages;
+    };
+    int64_t low = 1, high = prefix[n];
+    while (low < high) {
+      int64_t mid = low + (high - low) / 2;
+      if (fits(mid))
+        high = mid;
+      else
+        low = mid + 1;
+    }
+    const int64_t limit = low + low / 20;
+
+    // crossing[c]: the bytes of values computed before op c and read at or
+    // after it (a cut before op c sends them).
+    DenseMap<Operation *, int64_t> index;
+    for (int64_t i = 0; i < n; ++i)
+      index[placed[i]] = i;
+    SmallVector<int64_t> delta(n + 2, 0);
+    Operation *terminator = func.getBody().front().getTerminator();
+    for (int64_t i = 0; i < n; ++i)
+      for (Value result : placed[i]->getResults()) {
+        int64_t last = i;
+        for (Operation *user : result.getUsers())
+          last = std::max(last, user == terminator ? n : index.lookup(user));
+        delta[i + 1] += bytesOf(result);
+        delta[last + 1] -= bytesOf(result);
+      }
+    SmallVector<int64_t> crossing(n + 1, 0);
+    for (int64_t c = 1; c <= n; ++c)
+      crossing[c] = crossing[c - 1] + delta[c];
+
+    // best[k][i]: the fewest bytes sent by cutting ops [0, i) into k + 1
+    // stages within the limit; from[k][i] the start of its last stage.
+    constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+    std::vector<std::vector<int64_t>> best(stages, std::vector<int64_t>(n + 1, kNone));
+    std::vector<std::vector<int64_t>> from(stages, std::vector<int64_t>(n + 1, -1));
+    for (int64_t i = 1; i <= n; ++i)
+      if (cost(0, i) <= limit)
+        best[0][i] = 0;
+    for (int64_t k = 1; k < stages; ++k)
+      for (int64_t i = k + 1; i <= n; ++i)
+        for (int64_t j = i - 1; j >= k && cost(j, i) <= limit; --j)
+          if (best[k - 1][j] != kNone && best[k - 1][j] + crossing[j] < best[k][i]) {
+            best[k][i] = best[k - 1][j] + crossing[j];
+            from[k][i] = j;
+          }
+    assert(best[stages - 1][n] != kNone && "the limit admits a cut");
+    for (int64_t k = stages - 1, end = n; k >= 0; --k) {
+      int64_t start = k == 0 ? 0 : from[k][end];
+      for (int64_t i = start; i < end; ++i)
+        opStage[placed[i]] = k;
+      end = start;
+    }
+    return success();
+  }
+
+  LogicalResult checkEveryStageHasAnOp() {
+    SmallVector<bool> hasOp(stages, false);
+    for (auto [op, stage] : opStage)
+      hasOp[stage] = true;
+    for (int64_t stage = 0; stage < stages; ++stage)
+      if (!hasOp[stage]) {
+        InFlightDiagnostic diag = func.emitError("pipeline stage ")
+                                  << stage << " of " << stages << " has no op";
+        if (!paramStage.empty())
+          diag << " (no parameter of the stages file is read there)";
+        return diag;
+      }
+    return success();
+  }
+};
+
+/// The functions @stage0 ... of `forward` from the stage of each op.
+void buildStages(ModuleOp module, func::FuncOp forward,
+                 const DenseMap<Operation *, int64_t> &opStage, int64_t stages) {
+  Block &body = forward.getBody().front();
+  Operation *terminator = body.getTerminator();
+  auto readers = [&](Operation *user) -> int64_t {
+    return user == terminator ? stages - 1 : opStage.lookup(user);
+  };
+  // Every value that crosses a boundary, with its tag per later stage that
+  // reads it, in order of definition.
+  llvm::MapVector<std::pair<Value, int64_t>, int64_t> tags;
+  for (Operation &op : body.without_terminator()) {
+    auto it = opStage.find(&op);
+    if (it == opStage.end())
+      continue;
+    for (Value result : op.getResults()) {
+      std::set<int64_t> later;
+      for (Operation *user : result.getUsers())
+        if (int64_t stage = readers(user); stage > it->second)
+          later.insert(stage);
+      for (int64_t stage : later)
+        tags.insert({{result, stage}, static_cast<int64_t>(tags.size())});
+    }
+  }
+
+  OpBuilder b(module.getContext());
+  b.setInsertionPointAfter(forward);
+  for (int64_t stage = 0; stage < stages; ++stage) {
+    // The ops this stage runs: its own and what they need of the
+    // parameter-free ones, in @forward's order.
+    llvm::SetVector<Operation *> needed;
+    SmallVector<Operation *> worklist;
+    auto need = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      if (def && !opStage.contains(def) && needed.insert(def))
+        worklist.push_back(def);
+    };
+    for (Operation &op : body.without_terminator())
+      if (auto it = opStage.find(&op); it != opStage.end() && it->second == stage) {
+        needed.insert(&op);
+        worklist.push_back(&op);
+      }
+    if (stage == stages - 1)
+      for (Value v : terminator->getOperands())
+        need(v);
+    while (!worklist.empty())
+      for (Value v : worklist.pop_back_val()->getOperands())
+        need(v);
+
+    // Its arguments: those its ops (and, last, the results) read.
+    llvm::SetVector<unsigned> argNumbers;
+    auto useArg = [&](Value v) {
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        argNumbers.insert(arg.getArgNumber());
+    };
+    for (Operation *op : needed)
+      llvm::for_each(op->getOperands(), useArg);
+    if (stage == stages - 1)
+      llvm::for_each(terminator->getOperands(), useArg);
+    SmallVector<unsigned> args(argNumbers.begin(), argNumbers.end());
+    llvm::sort(args);
+
+    SmallVector<Type> argTypes, resultTypes;
+    for (unsigned number : args)
+      argTypes.push_back(forward.getArgument(number).getType());
+    if (stage == stages - 1)
+      resultTypes.assign(forward.getResultTypes().begin(), forward.getResultTypes().end());
+    auto func = func::FuncOp::create(b, forward.getLoc(), ("stage" + Twine(stage)).str(),
+                                     b.getFunctionType(argTypes, resultTypes));
+    func->setAttr(kStageAttr, b.getI64IntegerAttr(stage));
+    for (auto [index, number] : llvm::enumerate(args))
+      func.setArgAttrs(index, forward.getArgAttrDict(number));
+    if (stage == stages - 1)
+      for (unsigned i = 0; i < forward.getNumResults(); ++i)
+        func.setResultAttrs(i, forward.getResultAttrDict(i));
+
+    OpBuilder inner = OpBuilder::atBlockBegin(func.addEntryBlock());
+    IRMapping mapping;
+    for (auto [index, number] : llvm::enumerate(args))
+      mapping.map(forward.getArgument(number), func.getArgument(index));
+    for (auto [key, tag] : tags) {
+      auto [value, to] = key;
+      if (to != stage)
+        continue;
+      Operation *def = value.getDefiningOp();
+      mapping.map(value, PipelineRecvOp::create(inner, def->getLoc(), value.getType(),
+                                                opStage.lookup(def), tag));
+    }
+    for (Operation &op : body.without_terminator())
+      if (needed.contains(&op))
+        inner.clone(op, mapping);
+    for (auto [key, tag] : tags) {
+      auto [value, to] = key;
+      if (opStage.lookup(value.getDefiningOp()) == stage)
+        PipelineSendOp::create(inner, value.getDefiningOp()->getLoc(), mapping.lookup(value), to,
+                               tag);
+    }
+    SmallVector<Value> results;
+    if (stage == stages - 1)
+      for (Value v : terminator->getOperands())
+        results.push_back(mapping.lookup(v));
+    func::ReturnOp::create(inner, terminator->getLoc(), results);
+    b.setInsertionPointAfter(func);
+  }
+  forward.erase();
+}
+
+struct PipelineSplitPass : public cleave::impl::PipelineSplitBase<PipelineSplitPass> {
+  using PipelineSplitBase::PipelineSplitBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<MeshAxes> mesh = getMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    if (virtualStages < 1) {
+      module.emitError("virtual-stages must be 1 or more, not ") << virtualStages.getValue();
+      return signalPassFailure();
+    }
+    const int64_t stages = mesh->ppSize * virtualStages;
+    if (stages == 1 && stageParams.empty())
+      return;
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward || forward.isExternal() || !forward.getBody().hasOneBlock()) {
+      module.emitError("has no @forward of one block to split into pipeline stages");
+      return signalPassFailure();
+    }
+    StageAssigner assigner(forward, stages);
+    FailureOr<DenseMap<Operation *, int64_t>> opStage = assigner.assign(stageParams);
+    if (failed(opStage))
+      return signalPassFailure();
+    buildStages(module, forward, *opStage, stages);
+  }
+};
+
+} // namespace
