@@ -254,6 +254,54 @@ def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def PipelineSchedule : Pass<"cleave-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Give every pipeline rank its static list of actions";
+  let description = [{
+    Runs after cleave-pipeline-split, on its stage functions. Writes
+    `cleave.pipeline_schedule` on the module: {kind, microbatches, ranks},
+    with ranks[r] the actions rank r runs in order, each "F<m>@<s>" (the
+    forward of microbatch m through stage s), "B<m>@<s>" (its backward), or
+    with zb-h1 "I<m>@<s>" and "W<m>@<s>" (the backward split into the
+    gradients of the stage's inputs and of its parameters, as the
+    zero-bubble paper splits it). The lists come from simulating the step
+    (passes/PipelineSimulator.h) with each stage's estimated FLOPs:
+    gpipe runs all forwards, then all backwards; 1f1b lets rank r hold
+    P - r microbatches between forward and backward; interleaved is
+    Megatron's interleaved 1F1B over V stages per rank (M a multiple of P);
+    zb-h1 is 1f1b with the backward split, each rank taking the gradients of
+    its inputs first and filling its waits with the weight gradients, at
+    most P - 1 behind. The schedule is then verified as
+    cleave-verify-pipeline-schedule does.
+    Errors: an unknown schedule; M < 1; M < P for 1f1b and zb-h1; M not a
+    multiple of P or V = 1 for interleaved, V > 1 for the others; and
+    every error of cleave-verify-pipeline-schedule.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b, interleaved or zb-h1">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Microbatches a step (the gradient accumulation)">,
+  ];
+}
+
+def VerifyPipelineSchedule : Pass<"cleave-verify-pipeline-schedule", "mlir::ModuleOp"> {
+  let summary = "Prove a pipeline schedule runs every action once and cannot deadlock";
+  let description = [{
+    Checks the module's stage functions and its `cleave.pipeline_schedule`
+    (passes/PipelineStages.h): stage functions @stage0 ... in order, a whole
+    number per pp rank; every `cleave.pipeline_send` met by one
+    `cleave.pipeline_recv` of the same tag in the stage it names, from the
+    sending stage, of the same type, and every receive by a send; every
+    action of every microbatch and stage exactly once, on the rank of its
+    stage, B or else I and W; and, simulating every rank's list in order
+    (a send never waits, a receive waits for its send), that every action
+    runs: no rank waits for something its own order or another's puts after
+    it. Each error names the ranks and actions at fault. Collectives inside
+    a stage are issued in the same order by every rank of that stage's dp
+    and tp groups, which run the same function in the same list.
+  }];
+}
+
 def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
   let summary = "Reduce a training step's accumulators over the data-parallel mesh axis";
   let description = [{

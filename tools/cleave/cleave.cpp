@@ -2,7 +2,8 @@
 //
 // Subcommands (CLI11): `import` prints a model's cleave IR or a summary,
 // `compile` builds a native program, `run` runs one, `conformance` checks
-// numerics on ONNX backend node tests. Exit codes: 0 ok, 1 bad
+// numerics on ONNX backend node tests, `schedule` simulates a pipeline
+// schedule. Exit codes: 0 ok, 1 bad
 // input, 2 bad usage, 3 internal error.
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +17,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
 #include "compiler/RunCommand.h"
+#include "compiler/ScheduleCommand.h"
 #include "runtime/CliValidators.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -280,6 +282,28 @@ void addConformanceCommand(CLI::App &app, ConformanceOptions &options) {
                   "Write this run's statuses in the --expected form to this file");
 }
 
+void addScheduleCommand(CLI::App &app, ScheduleOptions &options) {
+  CLI::App *sub = app.add_subcommand(
+      "schedule", "Simulate a pipeline schedule on P ranks: its bubble and each rank's actions");
+  sub->add_option("--schedule", options.schedule, "gpipe, 1f1b, interleaved or zb-h1")
+      ->capture_default_str();
+  sub->add_option("--pp", options.ranks, "Pipeline ranks")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)))
+      ->capture_default_str();
+  sub->add_option("--virtual-stages", options.virtualStages, "Stages per rank (interleaved)")
+      ->check(CLI::Range(int64_t(1), int64_t(64)))
+      ->capture_default_str();
+  sub->add_option("--microbatches", options.microbatches, "Microbatches a step")
+      ->check(CLI::Range(int64_t(1), int64_t(65536)))
+      ->capture_default_str();
+  sub->add_option("--costs", options.costs,
+                  "F,I,W: the forward, input-gradient and weight-gradient time of each stage")
+      ->delimiter(',')
+      ->expected(3)
+      ->capture_default_str();
+  sub->add_flag("--actions", options.actions, "Print every rank's list of actions");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -293,6 +317,8 @@ int main(int argc, char **argv) {
   addRunCommand(app, runOptions);
   ConformanceOptions conformance;
   addConformanceCommand(app, conformance);
+  ScheduleOptions scheduleOptions;
+  addScheduleCommand(app, scheduleOptions);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -311,5 +337,7 @@ int main(int argc, char **argv) {
     return runProgram(runOptions);
   if (app.got_subcommand("conformance"))
     return runConformance(conformance, llvm::outs());
+  if (app.got_subcommand("schedule"))
+    return runSchedule(scheduleOptions, llvm::outs());
   return kExitBadUsage;
 }

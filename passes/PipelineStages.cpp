@@ -1,0 +1,137 @@
+//===- PipelineStages.cpp - a split module's stages and schedule ----------===//
+
+#include "passes/PipelineStages.h"
+
+#include "passes/Collectives.h"
+#include "passes/CostModel.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "llvm/ADT/StringExtras.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace cleave {
+
+FailureOr<PipelineShape> pipelineShape(ModuleOp module,
+                                       SmallVectorImpl<func::FuncOp> &stages) {
+  FailureOr<MeshAxes> mesh = getMesh(module);
+  if (failed(mesh))
+    return failure();
+  for (auto func : module.getOps<func::FuncOp>()) {
+    auto stage = func->getAttrOfType<IntegerAttr>(kStageAttr);
+    if (!stage)
+      continue;
+    if (stage.getInt() != static_cast<int64_t>(stages.size()))
+      return func.emitError("is stage ")
+             << stage.getInt() << ", but the stage functions must be stages 0, 1, ... in order";
+    stages.push_back(func);
+  }
+  const int64_t count = stages.size();
+  if (count == 0 || count % mesh->ppSize != 0)
+    return module.emitError("has ")
+           << count << " stage functions, not a whole number of stages for each of the "
+           << mesh->ppSize << " pp ranks: run cleave-pipeline-split first";
+
+  PipelineShape shape;
+  shape.ranks = mesh->ppSize;
+  shape.virtualStages = count / mesh->ppSize;
+  shape.sendsTo.assign(count, {});
+  // Every send and receive by tag: each must have its partner.
+  std::map<int64_t, PipelineSendOp> sends;
+  std::map<int64_t, std::pair<int64_t, PipelineRecvOp>> recvs;
+  for (auto [index, func] : llvm::enumerate(stages)) {
+    WalkResult walk = func.walk([&, stage = int64_t(index)](Operation *op) -> WalkResult {
+      if (auto send = dyn_cast<PipelineSendOp>(op)) {
+        int64_t to = send.getPeer();
+        if (to <= stage || to >= count)
+          return send.emitError("sends to stage ")
+                 << to << " from stage " << stage << ": a send goes to a later stage";
+        if (!sends.emplace(send.getTag(), send).second)
+          return send.emitError("tag ") << send.getTag() << " is sent twice";
+        if (!llvm::is_contained(shape.sendsTo[stage], to))
+          shape.sendsTo[stage].push_back(to);
+      }
+      if (auto recv = dyn_cast<PipelineRecvOp>(op))
+        if (!recvs.emplace(recv.getTag(), std::pair{stage, recv}).second)
+          return recv.emitError("tag ") << recv.getTag() << " is received twice";
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
+  for (auto [tag, send] : sends) {
+    auto it = recvs.find(tag);
+    int64_t from = send->getParentOfType<func::FuncOp>()->getAttrOfType<IntegerAttr>(kStageAttr).getInt();
+    if (it == recvs.end() || it->second.first != static_cast<int64_t>(send.getPeer()))
+      return send.emitError("tag ") << tag << " has no receive in stage " << send.getPeer();
+    PipelineRecvOp recv = it->second.second;
+    if (static_cast<int64_t>(recv.getPeer()) != from)
+      return recv.emitError("receives tag ")
+             << tag << " from stage " << recv.getPeer() << ", but stage " << from << " sends it";
+    if (recv.getType() != send.getValue().getType())
+      return recv.emitError("receives tag ")
+             << tag << " as " << recv.getType() << ", but it is sent as "
+             << send.getValue().getType();
+    recvs.erase(it);
+  }
+  if (!recvs.empty())
+    return recvs.begin()->second.second.emitError("tag ")
+           << recvs.begin()->first << " is never sent";
+  return shape;
+}
+
+StageCosts estimateStageCosts(ArrayRef<func::FuncOp> stages) {
+  StageCosts costs;
+  for (func::FuncOp func : stages) {
+    double flops = 0;
+    func.walk([&](Operation *op) {
+      if (op->getDialect() == op->getContext()->getLoadedDialect<CleaveDialect>())
+        flops += estimateFlops(op);
+    });
+    flops = std::max(flops, 1.0);
+    costs.forward.push_back(flops);
+    costs.inputGrad.push_back(flops);
+    costs.weightGrad.push_back(flops);
+  }
+  return costs;
+}
+
+LogicalResult verifyPipelineSchedule(ModuleOp module) {
+  SmallVector<func::FuncOp> stages;
+  FailureOr<PipelineShape> shape = pipelineShape(module, stages);
+  if (failed(shape))
+    return failure();
+  auto attr = module->getAttrOfType<DictionaryAttr>(kPipelineScheduleAttr);
+  auto microbatches = attr ? attr.getAs<IntegerAttr>("microbatches") : IntegerAttr();
+  auto ranks = attr ? attr.getAs<ArrayAttr>("ranks") : ArrayAttr();
+  if (!microbatches || microbatches.getInt() < 1 || !ranks)
+    return module.emitError("has no ")
+           << kPipelineScheduleAttr
+           << " with 'microbatches' and 'ranks': run cleave-pipeline-schedule first";
+  shape->microbatches = microbatches.getInt();
+  PipelineSchedule schedule;
+  for (Attribute rank : ranks) {
+    auto list = dyn_cast<ArrayAttr>(rank);
+    if (!list)
+      return module.emitError("'ranks' of ") << kPipelineScheduleAttr << " holds a non-list";
+    schedule.emplace_back();
+    for (Attribute entry : list) {
+      auto text = dyn_cast<StringAttr>(entry);
+      std::optional<PipelineAction> action =
+          text ? PipelineAction::parse(text.getValue()) : std::nullopt;
+      if (!action)
+        return module.emitError("schedule entry ")
+               << entry << " is not an action such as \"F3@1\" (F, B, I or W; microbatch; stage)";
+      schedule.back().push_back(*action);
+    }
+  }
+  std::string error;
+  if (!simulateSchedule(schedule, *shape, estimateStageCosts(stages), error))
+    return module.emitError("pipeline schedule: ") << error;
+  return success();
+}
+
+} // namespace cleave
