@@ -3,7 +3,7 @@
 #include "passes/Passes.h"
 #include "passes/Autodiff.h"
 
-#include "dialects/Cleave/CleaveOps.h"
+#include "dialects/Cleave/CleaveBuilder.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -25,6 +25,27 @@ bool isFloatTensor(Value v) {
   return type && isa<FloatType>(type.getElementType());
 }
 
+/// For a pipeline stage before the last: the sum over its float sends of
+/// value x the gradient that comes back for it (received here), whose
+/// gradient with respect to each value is exactly what came back. Null when
+/// it sends no float value.
+Value seedFromSends(OpBuilder &builder, func::FuncOp func) {
+  SmallVector<PipelineSendOp> sends;
+  func.walk([&](PipelineSendOp send) {
+    if (!send.getGradient() && isFloatTensor(send.getValue()))
+      sends.push_back(send);
+  });
+  Value seed;
+  for (PipelineSendOp send : sends) {
+    CleaveBuilder u(builder, send.getLoc());
+    Value value = send.getValue();
+    Value back = PipelineRecvOp::create(builder, send.getLoc(), value.getType(), send.getPeer(),
+                                        send.getTag(), /*gradient=*/true);
+    seed = u.accumulate(seed, u.sumAll(u.mul(value, back)));
+  }
+  return seed;
+}
+
 struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
   using AutodiffBase::AutodiffBase;
 
@@ -34,8 +55,11 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
       return;
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    auto index = findLossResult(func, loss, "to differentiate");
-    if (failed(index))
+    // A pipeline stage before the last has no loss: what it differentiates
+    // is what it sends on, against the gradients that come back.
+    const bool innerStage = func->hasAttr(kStageAttr) && func.getNumResults() == 0;
+    FailureOr<unsigned> index = 0;
+    if (!innerStage && failed(index = findLossResult(func, loss, "to differentiate")))
       return signalPassFailure();
 
     SmallVector<llvm::GlobPattern> frozen;
@@ -60,9 +84,30 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
     }
 
     OpBuilder builder(ret);
-    auto grads = buildGradients(builder, ret.getOperand(*index), params);
+    // A stage's received values get gradients too, sent back to where they
+    // came from.
+    SmallVector<PipelineRecvOp> received;
+    func.walk([&](PipelineRecvOp recv) {
+      if (!recv.getGradient() && isFloatTensor(recv.getOutput()))
+        received.push_back(recv);
+    });
+    SmallVector<Value> xs(params);
+    for (PipelineRecvOp recv : received)
+      xs.push_back(recv.getOutput());
+    Value y = innerStage ? seedFromSends(builder, func) : ret.getOperand(*index);
+    if (!y) {
+      func.emitError("is a pipeline stage that sends no float value: nothing to differentiate");
+      return signalPassFailure();
+    }
+    auto grads = buildGradients(builder, y, xs);
     if (failed(grads))
       return signalPassFailure();
+    for (auto [recv, grad] : llvm::zip(received, ArrayRef(*grads).drop_front(params.size()))) {
+      CleaveBuilder u(builder, recv.getLoc());
+      PipelineSendOp::create(builder, recv.getLoc(), grad ? grad : u.zerosLike(recv.getOutput()),
+                             recv.getPeer(), recv.getTag(), /*gradient=*/true);
+    }
+    grads->truncate(params.size());
 
     SmallVector<Value> results(ret.getOperands());
     SmallVector<StringAttr> names;

@@ -188,15 +188,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// The sum of the squares of `grad`'s elements, those where `where` holds
   /// (broadcast) if given.
   static Value sumOfSquares(CleaveBuilder &u, OpBuilder &b, Value grad, Value where = Value()) {
-    auto type = cast<RankedTensorType>(grad.getType());
     FloatType f32 = b.getF32Type();
     Value squares = u.mul(grad, grad);
     if (where)
       squares = WhereOp::create(b, grad.getLoc(), where, squares, u.scalar(f32, 0.0));
-    if (type.getRank() == 0)
-      return squares;
-    SmallVector<int64_t> all = llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()));
-    return ReduceSumOp::create(b, grad.getLoc(), squares, b.getDenseI64ArrayAttr(all), false);
+    return u.sumAll(squares);
   }
 
   /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the

@@ -86,6 +86,15 @@ def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
     does not depend on gets none (it stays a constant, e.g. a causal mask), and
     so does one whose name matches a `freeze` glob.
     An op between a parameter and the loss without a rule is an error.
+    On a pipeline stage's function (`cleave.stage`, from
+    cleave-pipeline-split) each received float value
+    (`cleave.pipeline_recv`) is differentiated too, and its gradient (zeros
+    when the loss does not depend on it) sent back to its stage by a
+    `cleave.pipeline_send gradient` of the same tag. A stage before the last
+    has no loss: it differentiates the sum over its float sends of the value
+    times the gradient that comes back for it (`cleave.pipeline_recv
+    gradient`, received after its sends), so each value's gradient is the
+    one returned. An error when such a stage sends no float value.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",

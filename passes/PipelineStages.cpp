@@ -39,47 +39,59 @@ FailureOr<PipelineShape> pipelineShape(ModuleOp module,
   shape.ranks = mesh->ppSize;
   shape.virtualStages = count / mesh->ppSize;
   shape.sendsTo.assign(count, {});
-  // Every send and receive by tag: each must have its partner.
-  std::map<int64_t, PipelineSendOp> sends;
-  std::map<int64_t, std::pair<int64_t, PipelineRecvOp>> recvs;
+  // Every send and receive by tag and direction: each must have its
+  // partner. Values go to later stages, their gradients back.
+  using Key = std::pair<int64_t, bool>;
+  std::map<Key, std::pair<int64_t, PipelineSendOp>> sends;
+  std::map<Key, std::pair<int64_t, PipelineRecvOp>> recvs;
+  auto describe = [](Key key) {
+    return (key.second ? "gradient tag " : "tag ") + std::to_string(key.first);
+  };
   for (auto [index, func] : llvm::enumerate(stages)) {
     WalkResult walk = func.walk([&, stage = int64_t(index)](Operation *op) -> WalkResult {
       if (auto send = dyn_cast<PipelineSendOp>(op)) {
         int64_t to = send.getPeer();
-        if (to <= stage || to >= count)
-          return send.emitError("sends to stage ")
-                 << to << " from stage " << stage << ": a send goes to a later stage";
-        if (!sends.emplace(send.getTag(), send).second)
-          return send.emitError("tag ") << send.getTag() << " is sent twice";
-        if (!llvm::is_contained(shape.sendsTo[stage], to))
+        Key key{send.getTag(), send.getGradient()};
+        bool backwards = send.getGradient();
+        if (to >= count || (backwards ? to >= stage : to <= stage))
+          return send.emitError("sends ")
+                 << describe(key) << " to stage " << to << " from stage " << stage
+                 << (backwards ? ": a gradient goes to an earlier stage"
+                               : ": a value goes to a later stage");
+        if (!sends.emplace(key, std::pair{stage, send}).second)
+          return send.emitError() << describe(key) << " is sent twice";
+        if (!backwards && !llvm::is_contained(shape.sendsTo[stage], to))
           shape.sendsTo[stage].push_back(to);
       }
-      if (auto recv = dyn_cast<PipelineRecvOp>(op))
-        if (!recvs.emplace(recv.getTag(), std::pair{stage, recv}).second)
-          return recv.emitError("tag ") << recv.getTag() << " is received twice";
+      if (auto recv = dyn_cast<PipelineRecvOp>(op)) {
+        Key key{recv.getTag(), recv.getGradient()};
+        if (!recvs.emplace(key, std::pair{stage, recv}).second)
+          return recv.emitError() << describe(key) << " is received twice";
+      }
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())
       return failure();
   }
-  for (auto [tag, send] : sends) {
-    auto it = recvs.find(tag);
-    int64_t from = send->getParentOfType<func::FuncOp>()->getAttrOfType<IntegerAttr>(kStageAttr).getInt();
+  for (auto [key, entry] : sends) {
+    auto [from, send] = entry;
+    auto it = recvs.find(key);
     if (it == recvs.end() || it->second.first != static_cast<int64_t>(send.getPeer()))
-      return send.emitError("tag ") << tag << " has no receive in stage " << send.getPeer();
+      return send.emitError() << describe(key) << " has no receive in stage " << send.getPeer();
     PipelineRecvOp recv = it->second.second;
     if (static_cast<int64_t>(recv.getPeer()) != from)
-      return recv.emitError("receives tag ")
-             << tag << " from stage " << recv.getPeer() << ", but stage " << from << " sends it";
+      return recv.emitError("receives ")
+             << describe(key) << " from stage " << recv.getPeer() << ", but stage " << from
+             << " sends it";
     if (recv.getType() != send.getValue().getType())
-      return recv.emitError("receives tag ")
-             << tag << " as " << recv.getType() << ", but it is sent as "
+      return recv.emitError("receives ")
+             << describe(key) << " as " << recv.getType() << ", but it is sent as "
              << send.getValue().getType();
     recvs.erase(it);
   }
   if (!recvs.empty())
-    return recvs.begin()->second.second.emitError("tag ")
-           << recvs.begin()->first << " is never sent";
+    return recvs.begin()->second.second.emitError()
+           << describe(recvs.begin()->first) << " is never sent";
   return shape;
 }
 

@@ -3,7 +3,7 @@
 #include "passes/Passes.h"
 #include "passes/Autodiff.h"
 
-#include "dialects/Cleave/CleaveOps.h"
+#include "dialects/Cleave/CleaveBuilder.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -17,17 +17,6 @@ using namespace mlir;
 using namespace cleave;
 
 namespace {
-
-SmallVector<int64_t> allDims(Value value) {
-  return llvm::to_vector(llvm::seq<int64_t>(0, cast<RankedTensorType>(value.getType()).getRank()));
-}
-
-Value sumAll(OpBuilder &b, Location loc, Value value) {
-  SmallVector<int64_t> dims = allDims(value);
-  if (dims.empty())
-    return value;
-  return ReduceSumOp::create(b, loc, value, b.getDenseI64ArrayAttr(dims), false);
-}
 
 /// The weight each target contributes to a mean class loss's denominator:
 /// weight[target] (1 without weights), 0 where the target is ignore_index.
@@ -53,7 +42,7 @@ Value targetWeights(OpBuilder &b, Location loc, Value targets, Value weights,
   }
   if (!perTarget) // every target counts once
     return scalarConstant(b, loc, type, static_cast<double>(targetType.getNumElements()));
-  return sumAll(b, loc, perTarget);
+  return CleaveBuilder(b, loc).sumAll(perTarget);
 }
 
 struct SplitLossPass : public cleave::impl::SplitLossBase<SplitLossPass> {

@@ -119,6 +119,11 @@ public:
     return create<ReduceSumOp>(v, builder.getDenseI64ArrayAttr(axes),
                                builder.getBoolAttr(keepdims));
   }
+  /// The sum of every element, as a scalar (v itself when it is one).
+  mlir::Value sumAll(mlir::Value v) {
+    int64_t rank = typeOf(v).getRank();
+    return rank == 0 ? v : sum(v, llvm::to_vector(llvm::seq<int64_t>(0, rank)), false);
+  }
   mlir::Value mean(mlir::Value v, llvm::ArrayRef<int64_t> axes, bool keepdims = true) {
     return create<ReduceMeanOp>(v, builder.getDenseI64ArrayAttr(axes),
                                 builder.getBoolAttr(keepdims));

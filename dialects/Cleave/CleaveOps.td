@@ -562,21 +562,25 @@ def Cleave_PipelineSendOp : Cleave_PipelineOp<"pipeline_send"> {
   let description = [{
     The value goes to the function of stage `peer` (`cleave.stage`), where
     the `cleave.pipeline_recv` of the same `tag` takes it. A tag names one
-    value and one destination across the module.
+    value and one destination across the module; with `gradient`, it names
+    the gradient of that value going back (from the stage that received
+    the value to the one that sent it).
   }];
-  let arguments = (ins Cleave_Tensor:$value, I64Attr:$peer, I64Attr:$tag);
-  let assemblyFormat = "$value `to` `stage` $peer `tag` $tag attr-dict `:` type($value)";
+  let arguments = (ins Cleave_Tensor:$value, I64Attr:$peer, I64Attr:$tag, UnitAttr:$gradient);
+  let assemblyFormat =
+      "(`gradient` $gradient^)? $value `to` `stage` $peer `tag` $tag attr-dict `:` type($value)";
 }
 
 def Cleave_PipelineRecvOp : Cleave_PipelineOp<"pipeline_recv"> {
   let summary = "receive one microbatch's value from another pipeline stage";
   let description = [{
-    The value that the `cleave.pipeline_send` of the same `tag` in the
-    function of stage `peer` sends, of the same type.
+    The value that the `cleave.pipeline_send` of the same `tag` (and
+    `gradient`) in the function of stage `peer` sends, of the same type.
   }];
-  let arguments = (ins I64Attr:$peer, I64Attr:$tag);
+  let arguments = (ins I64Attr:$peer, I64Attr:$tag, UnitAttr:$gradient);
   let results = (outs Cleave_Tensor:$output);
-  let assemblyFormat = "`from` `stage` $peer `tag` $tag attr-dict `:` type($output)";
+  let assemblyFormat =
+      "(`gradient` $gradient^)? `from` `stage` $peer `tag` $tag attr-dict `:` type($output)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -198,7 +198,7 @@ module attributes {cleave.pipeline_schedule = {kind = "hand", microbatches = 1 :
   shard.grid @mesh(shape = 1x2) {cleave.axes = ["dp", "pp"]}
   func.func @stage0(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"}) attributes {cleave.stage = 0 : i64} {
     %h = cleave.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
-    // expected-error @+1 {{sends to stage 0 from stage 0: a send goes to a later stage}}
+    // expected-error @+1 {{sends tag 0 to stage 0 from stage 0: a value goes to a later stage}}
     cleave.pipeline_send %h to stage 0 tag 0 : tensor<4x8xf32>
     return
   }
