@@ -232,10 +232,12 @@ struct CheckpointRecord {
   uint64_t bytes;
 };
 
-/// The checkpoint a run continues from (--resume).
+/// The checkpoint a run continues from (--resume), and the layouts of the
+/// run that wrote it.
 struct ResumePoint {
   std::string checkpoint;
   CheckpointIndex index;
+  Plan layouts;
 };
 
 int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
@@ -401,9 +403,10 @@ int checkCheckpointDir(const TrainingOptions &options, bool resuming) {
 }
 
 /// Reads the latest complete checkpoint in --resume D and checks that it
-/// continues this run exactly: the same mesh and tensors (index.json against
-/// plan.json), the same batch, data set, sampler and schedule, and steps left
-/// to run. Every rank reads the same index; rank 0 reports.
+/// continues this run on this layout, whichever wrote it: the same optimizer
+/// and global tensors (index.json against plan.json), the same global batch,
+/// data set, sampler and schedule, and steps left to run. Every rank reads
+/// the same index; rank 0 reports.
 int readResumePoint(const Plan &plan, const TrainingOptions &options, const DataSets &data,
                     int64_t batch, int64_t steps, int64_t totalSteps, ResumePoint &resume) {
   CheckpointStore store(options.resumeDir);
@@ -411,16 +414,17 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Data
   if (!store.readLatest(resume.checkpoint, resume.index, where, error))
     return fail(where, error, 1, "nothing was loaded");
   const std::string indexPath = resume.checkpoint + "/index.json";
-  const char *reshard = "a checkpoint loads into the layout that wrote it; resharding to "
-                        "another is not built yet";
-  if (!indexMatchesPlan(resume.index, plan, field, error))
-    return fail(indexPath + ": " + field, error, 1, reshard);
+  if (!indexLayouts(resume.index, resume.layouts, error))
+    return fail(indexPath, error, 1, "nothing was loaded");
+  if (!checkpointFitsPlan(resume.index, resume.layouts, plan, field, error))
+    return fail(indexPath + ": " + field, error, 1,
+                "a checkpoint loads into any layout of the same model and optimizer");
   const TrainingPosition &at = resume.index.position;
   if (at.batchSize != batch)
     return fail(indexPath + ": batch_size",
                 "is " + std::to_string(at.batchSize) + ", the program's is " +
                     std::to_string(batch),
-                1, reshard);
+                1, "any layout with the checkpoint's global batch size continues it");
   if (at.samples != data.samples)
     return fail("--data",
                 "holds " + std::to_string(data.samples) + " samples, the checkpoint's run had " +
@@ -449,62 +453,40 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Data
   return 0;
 }
 
-/// Copies this rank's shards of every checkpointed tensor into `weights` at
-/// the plan's offsets, after checking each file it reads (size, checksum,
-/// safetensors header, and every tensor's dtype and shape).
+/// Copies into `weights` what this rank holds of every checkpointed tensor,
+/// from the byte ranges of the checkpoint's files that hold those elements,
+/// whatever layout wrote them. First every file is checked whole (size and
+/// checksum), each by one rank, files dealt round; then the headers against
+/// the index (on every rank alike: rank 0 reports a fault).
 int restoreCheckpoint(const Plan &plan, const Job &job, const ResumePoint &resume,
                       std::vector<char> &weights) {
   CheckpointStore store(resume.checkpoint);
-  std::map<std::string, std::pair<std::string, std::vector<SafetensorsTensor>>> files;
-  const std::vector<const StoredTensor *> tensors = checkpointedTensors(plan);
-  std::vector<std::pair<const StoredTensor *, const SafetensorsTensor *>> copies;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const CheckpointTensor &entry = resume.index.tensors[i];
-    const std::string where = resume.checkpoint + "/index.json: tensor '" + entry.name + "'";
-    const CheckpointShard *mine = nullptr;
-    for (const CheckpointShard &shard : entry.shards) {
-      bool matches = true;
-      for (const auto &[axis, coordinate] : shard.coordinates) {
-        int a = job.mesh.axisIndex(axis);
-        matches = matches && a >= 0 && job.coordinates[a] == coordinate;
-      }
-      if (matches && !mine)
-        mine = &shard;
-    }
-    if (!mine)
-      return fail(where, "has no shard for rank " + std::to_string(job.communication->rank()), 1,
-                  "nothing was loaded");
-    auto file = files.find(mine->file);
-    if (file == files.end()) {
-      const CheckpointFile &listed = *std::find_if(
-          resume.index.files.begin(), resume.index.files.end(),
-          [&](const CheckpointFile &candidate) { return candidate.name == mine->file; });
-      file =
-          files.emplace(mine->file, std::make_pair(std::string(), std::vector<SafetensorsTensor>()))
-              .first;
-      std::string error;
-      if (!store.readShard(resume.checkpoint, listed, file->second.first, file->second.second,
-                           error))
-        return fail(resume.checkpoint + "/" + mine->file, error, 1, "nothing was loaded");
-    }
-    const std::vector<SafetensorsTensor> &held = file->second.second;
-    auto found = std::find_if(held.begin(), held.end(),
-                              [&](const SafetensorsTensor &t) { return t.key == mine->key; });
-    const TensorSpec &spec = tensors[i]->tensor;
-    const std::string inFile =
-        resume.checkpoint + "/" + mine->file + ": tensor '" + mine->key + "'";
-    if (found == held.end())
-      return fail(inFile, "is missing", 1, "nothing was loaded");
-    if (found->dtype != spec.dtype || found->shape != spec.shape)
-      return fail(inFile,
-                  std::string("is ") + dtypeName(found->dtype) + " " + shapeText(found->shape) +
-                      ", the program stores " + dtypeName(spec.dtype) + " " + shapeText(spec.shape),
-                  1, "nothing was loaded");
-    copies.push_back({tensors[i], &*found});
+  comm::Communicator &world = job.communication->world();
+  int32_t failed = 0;
+  std::string where, error;
+  for (size_t i = static_cast<size_t>(world.rank()); i < resume.index.files.size() && !failed;
+       i += static_cast<size_t>(world.size())) {
+    const CheckpointFile &file = resume.index.files[i];
+    if (!store.verifyFile(resume.checkpoint, file, error))
+      failed = fail(resume.checkpoint + "/" + file.name, error, 1, "nothing was loaded");
   }
-  // Only now, with every file checked, is anything loaded.
-  for (const auto &[stored, tensor] : copies)
-    std::memcpy(weights.data() + stored->offset, tensor->data, tensor->bytes);
+  world.allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
+  if (failed)
+    return 1;
+  GlobalTensorReader reader;
+  if (!reader.openCheckpoint(resume.checkpoint, resume.index, where, error))
+    return job.reporting ? fail(where, error, 1, "nothing was loaded") : 1;
+  std::map<std::string, int> coordinates;
+  for (size_t a = 0; a < job.mesh.axisNames.size(); ++a)
+    coordinates[job.mesh.axisNames[a]] = job.coordinates[a];
+  for (const StoredTensor *stored : checkpointedTensors(plan)) {
+    const size_t element = dtypeSize(stored->tensor.dtype);
+    for (const GlobalRun &run : globalRuns(plan, *stored, coordinates))
+      if (!reader.read(run.tensor, run.global, run.count,
+                       weights.data() + stored->offset + static_cast<size_t>(run.local) * element,
+                       where, error))
+        return fail(where, error, 1, "nothing was loaded");
+  }
   return 0;
 }
 
