@@ -12,6 +12,17 @@
 
 namespace cleave {
 
+void setTensorBytes(onnx::TensorProto &tensor, std::string bytes) {
+  tensor.clear_float_data();
+  tensor.clear_double_data();
+  tensor.clear_int32_data();
+  tensor.clear_int64_data();
+  tensor.clear_uint64_data();
+  tensor.clear_external_data();
+  tensor.set_data_location(onnx::TensorProto::DEFAULT);
+  tensor.set_raw_data(std::move(bytes));
+}
+
 mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std::string &resultsDir,
                                        bool staged, const std::string &outputPath,
                                        rt::FileSet &files, UserError &error) {
@@ -100,14 +111,7 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std:
                                           parts[tp].data() + local * element, count * element);
                             });
     }
-    tensor.clear_float_data();
-    tensor.clear_double_data();
-    tensor.clear_int32_data();
-    tensor.clear_int64_data();
-    tensor.clear_uint64_data();
-    tensor.clear_external_data();
-    tensor.set_data_location(onnx::TensorProto::DEFAULT);
-    tensor.set_raw_data(value);
+    setTensorBytes(tensor, std::move(value));
   };
   auto replaceAll = [&](auto &initializers) {
     for (onnx::TensorProto &tensor : initializers) {

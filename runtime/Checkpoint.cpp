@@ -827,6 +827,8 @@ std::vector<const StoredTensor *> checkpointedTensors(const Plan &plan) {
   return tensors;
 }
 
+std::optional<int64_t> checkpointStep(const std::string &name) { return stepOfName(name); }
+
 std::string shardFileName(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
 
 CheckpointIndex makeIndex(const Plan &plan, const TrainingPosition &position,
@@ -1106,7 +1108,24 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
     error = "does not name a checkpoint (step-N): '" + latest.substr(0, 64) + "'";
     return false;
   }
-  checkpoint = checkpointDir(*step);
+  return readCheckpoint(*step, checkpoint, index, where, error);
+}
+
+std::vector<int64_t> CheckpointStore::completeSteps() const {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec))
+    if (std::optional<int64_t> step = stepOfName(entry.path().filename().string()))
+      steps.push_back(*step);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+bool CheckpointStore::readCheckpoint(int64_t step, std::string &checkpoint,
+                                     CheckpointIndex &index, std::string &where,
+                                     std::string &error) const {
+  std::error_code ec;
+  checkpoint = checkpointDir(step);
   const bool present = std::filesystem::is_directory(checkpoint, ec);
   if (!present || !resolvesInside(checkpoint, dir)) {
     where = checkpoint;
@@ -1117,8 +1136,9 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
   std::string text;
   if (!readFile(where, kMaxIndexBytes, text, error) || !parseIndex(text, index, error))
     return false;
-  if (index.position.step != *step) {
-    error = "step: is " + std::to_string(index.position.step) + ", but the directory is " + latest;
+  if (index.position.step != step) {
+    error = "step: is " + std::to_string(index.position.step) + ", but the directory is step-" +
+            std::to_string(step);
     return false;
   }
   for (const CheckpointFile &file : index.files) {

@@ -224,6 +224,9 @@ private:
 /// The stored tensors a checkpoint holds, in plan.json's order.
 std::vector<const StoredTensor *> checkpointedTensors(const Plan &plan);
 
+/// N of a checkpoint directory's name "step-N"; nullopt for another name.
+std::optional<int64_t> checkpointStep(const std::string &name);
+
 /// The safetensors file rank `rank` writes.
 std::string shardFileName(int rank);
 
@@ -271,6 +274,11 @@ public:
   /// its index. On failure sets `where` (the file) and `error`.
   bool readLatest(std::string &checkpoint, CheckpointIndex &index, std::string &where,
                   std::string &error) const;
+  /// Reads checkpoint D/step-N as readLatest does.
+  bool readCheckpoint(int64_t step, std::string &checkpoint, CheckpointIndex &index,
+                      std::string &where, std::string &error) const;
+  /// The steps N of the directories D/step-N, newest first.
+  std::vector<int64_t> completeSteps() const;
   /// Checks `file` of the checkpoint at `checkpoint` (a name the index
   /// lists): that it stays inside the checkpoint, its size and its checksum
   /// (read through, not kept).

@@ -251,6 +251,8 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
                 "the model's training_info defines the step: it has no "
                 "learning-rate schedule",
                 2);
+  if (!options.initFrom.empty() && !options.resumeDir.empty())
+    return fail("--init-from", "cannot be combined with --resume, which continues a run", 2);
   if (options.checkpointDir.empty() && (options.checkpointEvery || options.keepCheckpoints))
     return fail(options.checkpointEvery ? "--checkpoint-every" : "--keep",
                 "needs --checkpoint-dir D", 2);
@@ -453,41 +455,53 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Data
   return 0;
 }
 
-/// Copies into `weights` what this rank holds of every checkpointed tensor,
-/// from the byte ranges of the checkpoint's files that hold those elements,
-/// whatever layout wrote them. First every file is checked whole (size and
-/// checksum), each by one rank, files dealt round; then the headers against
-/// the index (on every rank alike: rank 0 reports a fault).
-int restoreCheckpoint(const Plan &plan, const Job &job, const ResumePoint &resume,
-                      std::vector<char> &weights) {
-  CheckpointStore store(resume.checkpoint);
-  comm::Communicator &world = job.communication->world();
-  int32_t failed = 0;
-  std::string where, error;
-  for (size_t i = static_cast<size_t>(world.rank()); i < resume.index.files.size() && !failed;
-       i += static_cast<size_t>(world.size())) {
-    const CheckpointFile &file = resume.index.files[i];
-    if (!store.verifyFile(resume.checkpoint, file, error))
-      failed = fail(resume.checkpoint + "/" + file.name, error, 1, "nothing was loaded");
-  }
-  world.allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
-  if (failed)
-    return 1;
-  GlobalTensorReader reader;
-  if (!reader.openCheckpoint(resume.checkpoint, resume.index, where, error))
-    return job.reporting ? fail(where, error, 1, "nothing was loaded") : 1;
+/// Copies into `weights`, at the plan's offsets, what this rank holds of
+/// every checkpointed tensor of the plan that `reader` has, reading only
+/// those elements.
+int readHeldTensors(const Plan &plan, const Job &job, const GlobalTensorReader &reader,
+                    std::vector<char> &weights) {
   std::map<std::string, int> coordinates;
   for (size_t a = 0; a < job.mesh.axisNames.size(); ++a)
     coordinates[job.mesh.axisNames[a]] = job.coordinates[a];
+  std::string where, error;
   for (const StoredTensor *stored : checkpointedTensors(plan)) {
     const size_t element = dtypeSize(stored->tensor.dtype);
     for (const GlobalRun &run : globalRuns(plan, *stored, coordinates))
-      if (!reader.read(run.tensor, run.global, run.count,
+      if (reader.find(run.tensor) &&
+          !reader.read(run.tensor, run.global, run.count,
                        weights.data() + stored->offset + static_cast<size_t>(run.local) * element,
                        where, error))
         return fail(where, error, 1, "nothing was loaded");
   }
   return 0;
+}
+
+/// Checks this rank's share of the checkpoint's files whole (size and
+/// checksum): the files are dealt round the ranks, so each is read once.
+int verifyCheckpointFiles(const Job &job, const ResumePoint &resume) {
+  CheckpointStore store(resume.checkpoint);
+  const comm::Communicator &world = job.communication->world();
+  std::string error;
+  for (size_t i = static_cast<size_t>(world.rank()); i < resume.index.files.size();
+       i += static_cast<size_t>(world.size())) {
+    const CheckpointFile &file = resume.index.files[i];
+    if (!store.verifyFile(resume.checkpoint, file, error))
+      return fail(resume.checkpoint + "/" + file.name, error, 1, "nothing was loaded");
+  }
+  return 0;
+}
+
+/// Copies into `weights` what this rank holds of every checkpointed tensor,
+/// from the byte ranges of the checkpoint's files that hold those elements,
+/// whatever layout wrote them, after checking the files' headers against
+/// the index (on every rank alike: rank 0 reports a fault).
+int restoreCheckpoint(const Plan &plan, const Job &job, const ResumePoint &resume,
+                      std::vector<char> &weights) {
+  std::string where, error;
+  GlobalTensorReader reader;
+  if (!reader.openCheckpoint(resume.checkpoint, resume.index, where, error))
+    return job.reporting ? fail(where, error, 1, "nothing was loaded") : 1;
+  return readHeldTensors(plan, job, reader, weights);
 }
 
 /// Writes a checkpoint of the run after `position.step`: every rank its
@@ -570,25 +584,66 @@ int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, 
   return 0;
 }
 
-/// This rank's weights blob (from the checkpoint when resuming), the arena
-/// and the input buffers on the backend.
+/// Copies into `weights` what this rank holds of the tensors of the
+/// safetensors file `path` (whole tensors under their names): every
+/// parameter, and any other checkpointed tensor it holds. Every rank reads
+/// the same header; rank 0 reports what does not fit.
+int initializeFrom(const std::string &path, const Plan &plan, const Job &job,
+                   std::vector<char> &weights) {
+  GlobalTensorReader reader;
+  std::string error;
+  auto refuse = [&](const std::string &at, const std::string &what) {
+    return job.reporting ? fail(at, what, 1, "nothing was loaded") : 1;
+  };
+  if (!reader.openSafetensors(path, error))
+    return refuse(path, error);
+  std::vector<GlobalTensor> wanted;
+  for (const StoredTensor *stored : checkpointedTensors(plan))
+    if (!globalTensorsOf(plan, *stored, wanted, error))
+      return refuse(path, error);
+  for (const GlobalTensor &want : wanted) {
+    const GlobalTensor *found = reader.find(want.name);
+    const std::string text = std::string(dtypeName(want.dtype)) + " " + shapeText(want.shape);
+    if (!found && want.role == StoredRole::Parameter)
+      return refuse(path + ": tensor '" + want.name + "'", "is missing (a parameter, " + text + ")");
+    if (found && (found->dtype != want.dtype || found->shape != want.shape))
+      return refuse(path + ": tensor '" + want.name + "'",
+                    std::string("is ") + dtypeName(found->dtype) + " " + shapeText(found->shape) +
+                        ", the program's is " + text);
+  }
+  for (const GlobalTensor &tensor : reader.tensors())
+    if (std::none_of(wanted.begin(), wanted.end(),
+                     [&](const GlobalTensor &t) { return t.name == tensor.name; }))
+      return refuse(path + ": tensor '" + tensor.name + "'", "is not a tensor of the program");
+  return readHeldTensors(plan, job, reader, weights);
+}
+
+/// This rank's weights blob (from the checkpoint when resuming, with the
+/// parameters of --init-from when given), the arena and the input buffers
+/// on the backend.
 int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSets &data,
-                const ResumePoint *resume, Backend &backend, ProgramState &program) {
+                const ResumePoint *resume, const std::string &initFrom, Backend &backend,
+                ProgramState &program) {
   // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
   // one per dp rank too.
   program.blobName = weightsBlobName(plan, job.coordinates);
-  int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
-  if (code == 0 && resume)
-    code = restoreCheckpoint(plan, job, *resume, program.hostWeights);
-  if (resume) {
-    // Every rank loads, or none goes on: a rank that found a fault said which.
+  // Every rank loads, or none goes on: a rank that found a fault said which.
+  auto everyRank = [&](int code) {
     int32_t failed = code != 0;
     job.communication->world().allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
-    if (failed)
-      return code ? code : 1;
-  } else if (code) {
-    return code;
+    return failed ? (code ? code : 1) : 0;
+  };
+  int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
+  if (resume) {
+    // No rank reads a range before every file is known whole.
+    code = everyRank(code ? code : verifyCheckpointFiles(job, *resume));
+    if (code == 0)
+      code = everyRank(restoreCheckpoint(plan, job, *resume, program.hostWeights));
+  } else if (!initFrom.empty()) {
+    code = everyRank(code ? code : initializeFrom(initFrom, plan, job, program.hostWeights));
   }
+  if (code)
+    return code;
   program.weights = std::make_unique<Buffer>(backend, program.hostWeights.size());
   backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
                        program.hostWeights.size());
@@ -758,7 +813,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   // collective that times out names the rank that waited.
   quiet.restore();
   ProgramState program;
-  if (int code = loadProgram(dir, plan, job, data, resume ? &*resume : nullptr, backend, program))
+  if (int code = loadProgram(dir, plan, job, data, resume ? &*resume : nullptr, options.initFrom,
+                             backend, program))
     return code;
   if (resume && job.reporting)
     std::fprintf(stderr, "resuming from %s at step %lld\n", resume->checkpoint.c_str(),
