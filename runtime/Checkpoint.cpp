@@ -1088,6 +1088,12 @@ bool CheckpointStore::publish(int64_t step, const std::string &indexText, int64_
 
 bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index,
                                  std::string &where, std::string &error) const {
+  int64_t step = 0;
+  return readLatestStep(step, where, error) &&
+         readCheckpoint(step, checkpoint, index, where, error);
+}
+
+bool CheckpointStore::readLatestStep(int64_t &step, std::string &where, std::string &error) const {
   where = dir + "/latest";
   std::string latest;
   std::error_code ec;
@@ -1103,12 +1109,13 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
   }
   while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
     latest.pop_back();
-  std::optional<int64_t> step = stepOfName(latest);
-  if (!step) {
+  std::optional<int64_t> named = stepOfName(latest);
+  if (!named) {
     error = "does not name a checkpoint (step-N): '" + latest.substr(0, 64) + "'";
     return false;
   }
-  return readCheckpoint(*step, checkpoint, index, where, error);
+  step = *named;
+  return true;
 }
 
 std::vector<int64_t> CheckpointStore::completeSteps() const {

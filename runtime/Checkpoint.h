@@ -274,6 +274,8 @@ public:
   /// its index. On failure sets `where` (the file) and `error`.
   bool readLatest(std::string &checkpoint, CheckpointIndex &index, std::string &where,
                   std::string &error) const;
+  /// The step N of the checkpoint `latest` names (D/step-N).
+  bool readLatestStep(int64_t &step, std::string &where, std::string &error) const;
   /// Reads checkpoint D/step-N as readLatest does.
   bool readCheckpoint(int64_t step, std::string &checkpoint, CheckpointIndex &index,
                       std::string &where, std::string &error) const;

@@ -238,6 +238,8 @@ struct ResumePoint {
   std::string checkpoint;
   CheckpointIndex index;
   Plan layouts;
+  /// Its files, checked whole and against the index.
+  std::unique_ptr<GlobalTensorReader> reader;
 };
 
 int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
@@ -404,20 +406,14 @@ int checkCheckpointDir(const TrainingOptions &options, bool resuming) {
   return 0;
 }
 
-/// Reads the latest complete checkpoint in --resume D and checks that it
-/// continues this run on this layout, whichever wrote it: the same optimizer
-/// and global tensors (index.json against plan.json), the same global batch,
-/// data set, sampler and schedule, and steps left to run. Every rank reads
-/// the same index; rank 0 reports.
-int readResumePoint(const Plan &plan, const TrainingOptions &options, const DataSets &data,
-                    int64_t batch, int64_t steps, int64_t totalSteps, ResumePoint &resume) {
-  CheckpointStore store(options.resumeDir);
-  std::string where, error, field;
-  if (!store.readLatest(resume.checkpoint, resume.index, where, error))
-    return fail(where, error, 1, "nothing was loaded");
+/// Checks that the checkpoint read into `resume` continues this run on this
+/// layout, whichever wrote it: the same optimizer and global tensors
+/// (index.json against plan.json), the same global batch, data set, sampler
+/// and schedule, and steps left to run.
+int checkResumePoint(const Plan &plan, const TrainingOptions &options, const DataSets &data,
+                     int64_t batch, int64_t steps, int64_t totalSteps, const ResumePoint &resume) {
+  std::string error, field;
   const std::string indexPath = resume.checkpoint + "/index.json";
-  if (!indexLayouts(resume.index, resume.layouts, error))
-    return fail(indexPath, error, 1, "nothing was loaded");
   if (!checkpointFitsPlan(resume.index, resume.layouts, plan, field, error))
     return fail(indexPath + ": " + field, error, 1,
                 "a checkpoint loads into any layout of the same model and optimizer");
@@ -476,32 +472,82 @@ int readHeldTensors(const Plan &plan, const Job &job, const GlobalTensorReader &
   return 0;
 }
 
-/// Checks this rank's share of the checkpoint's files whole (size and
-/// checksum): the files are dealt round the ranks, so each is read once.
-int verifyCheckpointFiles(const Job &job, const ResumePoint &resume) {
+/// The first file of `resume`'s checkpoint that is not whole (its size or
+/// checksum wrong), or -1, the same on every rank: the files are dealt
+/// round the ranks, so each is read through once.
+int64_t firstDamagedFile(const Job &job, const ResumePoint &resume) {
   CheckpointStore store(resume.checkpoint);
-  const comm::Communicator &world = job.communication->world();
+  comm::Communicator &world = job.communication->world();
   std::string error;
-  for (size_t i = static_cast<size_t>(world.rank()); i < resume.index.files.size();
-       i += static_cast<size_t>(world.size())) {
-    const CheckpointFile &file = resume.index.files[i];
-    if (!store.verifyFile(resume.checkpoint, file, error))
-      return fail(resume.checkpoint + "/" + file.name, error, 1, "nothing was loaded");
-  }
-  return 0;
+  int64_t mine = -1;
+  for (size_t i = static_cast<size_t>(world.rank()); i < resume.index.files.size() && mine < 0;
+       i += static_cast<size_t>(world.size()))
+    if (!store.verifyFile(resume.checkpoint, resume.index.files[i], error))
+      mine = static_cast<int64_t>(i);
+  std::vector<int64_t> all(static_cast<size_t>(world.size()));
+  world.allGather(&mine, all.data(), 1, DType::I64, {-1, "checkpoint"});
+  int64_t first = -1;
+  for (int64_t file : all)
+    if (file >= 0 && (first < 0 || file < first))
+      first = file;
+  return first;
 }
 
-/// Copies into `weights` what this rank holds of every checkpointed tensor,
-/// from the byte ranges of the checkpoint's files that hold those elements,
-/// whatever layout wrote them, after checking the files' headers against
-/// the index (on every rank alike: rank 0 reports a fault).
-int restoreCheckpoint(const Plan &plan, const Job &job, const ResumePoint &resume,
-                      std::vector<char> &weights) {
+/// Chooses the checkpoint of --resume D to continue from: the one `latest`
+/// names, or, when it is damaged (an index, file or header fault), the
+/// newest earlier complete one, with a warning that names what was skipped
+/// and why. A checkpoint that does not fit this run is an error, not
+/// skipped. Every rank reads the same indexes and headers and verifies its
+/// share of the files; rank 0 reports.
+int readResumePoint(const Plan &plan, const TrainingOptions &options, const Job &job,
+                    const DataSets &data, int64_t batch, int64_t steps, int64_t totalSteps,
+                    ResumePoint &resume) {
+  const CheckpointStore store(options.resumeDir);
   std::string where, error;
-  GlobalTensorReader reader;
-  if (!reader.openCheckpoint(resume.checkpoint, resume.index, where, error))
-    return job.reporting ? fail(where, error, 1, "nothing was loaded") : 1;
-  return readHeldTensors(plan, job, reader, weights);
+  int64_t latest = 0;
+  if (!store.readLatestStep(latest, where, error))
+    return fail(where, error, 1, "nothing was loaded");
+  std::vector<int64_t> candidates{latest};
+  for (int64_t step : store.completeSteps())
+    if (step < latest)
+      candidates.push_back(step);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    // A damaged checkpoint is skipped while an earlier one is left to try.
+    auto damaged = [&](const std::string &at, const std::string &fault) {
+      if (c + 1 == candidates.size())
+        return fail(at, fault, 1, "nothing was loaded");
+      if (job.reporting)
+        std::fprintf(stderr, "cleave: warning: %s: %s: skipped step-%lld, trying step-%lld\n",
+                     at.c_str(), fault.c_str(), static_cast<long long>(candidates[c]),
+                     static_cast<long long>(candidates[c + 1]));
+      return 0;
+    };
+    resume = ResumePoint{};
+    if (!store.readCheckpoint(candidates[c], resume.checkpoint, resume.index, where, error) ||
+        !indexLayouts(resume.index, resume.layouts, error)) {
+      if (int code = damaged(where, error))
+        return code;
+      continue;
+    }
+    if (int code = checkResumePoint(plan, options, data, batch, steps, totalSteps, resume))
+      return code;
+    if (int64_t file = firstDamagedFile(job, resume); file >= 0) {
+      // The rank that found the fault is silent here: rank 0 says it again.
+      const CheckpointFile &listed = resume.index.files[static_cast<size_t>(file)];
+      CheckpointStore(resume.checkpoint).verifyFile(resume.checkpoint, listed, error);
+      if (int code = damaged(resume.checkpoint + "/" + listed.name, error))
+        return code;
+      continue;
+    }
+    resume.reader = std::make_unique<GlobalTensorReader>();
+    if (!resume.reader->openCheckpoint(resume.checkpoint, resume.index, where, error)) {
+      if (int code = damaged(where, error))
+        return code;
+      continue;
+    }
+    return 0;
+  }
+  return 1;
 }
 
 /// Writes a checkpoint of the run after `position.step`: every rank its
@@ -635,10 +681,9 @@ int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSe
   };
   int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
   if (resume) {
-    // No rank reads a range before every file is known whole.
-    code = everyRank(code ? code : verifyCheckpointFiles(job, *resume));
-    if (code == 0)
-      code = everyRank(restoreCheckpoint(plan, job, *resume, program.hostWeights));
+    // Its files are known whole (readResumePoint): read the ranges held.
+    code = everyRank(code ? code
+                          : readHeldTensors(plan, job, *resume->reader, program.hostWeights));
   } else if (!initFrom.empty()) {
     code = everyRank(code ? code : initializeFrom(initFrom, plan, job, program.hostWeights));
   }
@@ -802,7 +847,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   std::optional<ResumePoint> resume;
   if (!options.resumeDir.empty()) {
     resume.emplace();
-    if (int code = readResumePoint(plan, options, data, batch, steps, totalSteps, *resume))
+    if (int code = readResumePoint(plan, options, job, data, batch, steps, totalSteps, *resume))
       return code;
   }
   if (int code = checkCheckpointDir(options, resume.has_value()))
