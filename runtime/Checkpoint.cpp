@@ -695,7 +695,12 @@ bool GlobalTensorReader::openSafetensors(const std::string &path, std::string &e
 bool GlobalTensorReader::read(const std::string &name, int64_t begin, int64_t count, char *out,
                               std::string &where, std::string &error) const {
   const GlobalTensor *tensor = find(name);
-  const std::vector<Piece> &held = pieces.at(name);
+  auto found = pieces.find(name);
+  if (!tensor || found == pieces.end()) {
+    error = "has no tensor '" + name + "'";
+    return false;
+  }
+  const std::vector<Piece> &held = found->second;
   const std::size_t element = dtypeSize(tensor->dtype);
   const int64_t end = begin + count;
   // The first piece that ends after `begin`: pieces cover the tensor in order.
