@@ -48,13 +48,11 @@ bool openCheckpoint(const std::string &dir, OpenCheckpoint &open, UserError &err
   return read;
 }
 
-/// What leaves a checkpoint as a model's initializers: the parameters, and
-/// the state of a training_info step (its moments and counters are
-/// initializers too; cleave's own optimizer slots are not).
+/// What leaves a checkpoint as a model's initializers.
 std::vector<const rt::GlobalTensor *> initializerTensors(const OpenCheckpoint &open) {
   std::vector<const rt::GlobalTensor *> tensors;
   for (const rt::GlobalTensor &tensor : open.reader.tensors())
-    if (tensor.role == rt::StoredRole::Parameter || open.index.optimizer == "training_info")
+    if (rt::isModelInitializer(tensor, open.index.optimizer))
       tensors.push_back(&tensor);
   return tensors;
 }

@@ -425,6 +425,10 @@ std::string optimizerName(const Plan &plan) {
                                                       : "";
 }
 
+bool isModelInitializer(const GlobalTensor &tensor, const std::string &optimizer) {
+  return tensor.role == StoredRole::Parameter || optimizer == "training_info";
+}
+
 bool globalTensorsOf(const Plan &layouts, const StoredTensor &stored,
                      std::vector<GlobalTensor> &tensors, std::string &error) {
   if (!isFlatSlot(layouts, stored)) {
@@ -689,6 +693,52 @@ bool GlobalTensorReader::openSafetensors(const std::string &path, std::string &e
     list.push_back({tensor.key, tensor.dtype, tensor.shape, StoredRole::Parameter});
     pieces[tensor.key].push_back({paths.size() - 1, tensor.offset, 0, elementsOf(tensor.shape)});
   }
+  return checkCoverage(error);
+}
+
+bool GlobalTensorReader::openTrainedBlobs(const Plan &plan, const std::string &dir, bool staged,
+                                          std::string &where, std::string &error) {
+  const Mesh mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
+  const std::vector<const StoredTensor *> stored = checkpointedTensors(plan);
+  const CheckpointIndex index = makeIndex(plan, {}, {});
+  std::map<std::string, size_t> blobs;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    if (!globalTensorsOf(plan, *stored[i], list, error))
+      return false;
+    const size_t element = dtypeSize(stored[i]->tensor.dtype);
+    for (const CheckpointShard &shard : index.tensors[i].shards) {
+      std::vector<int> coordinates(mesh.axisNames.size(), 0);
+      for (const auto &[axis, coordinate] : shard.coordinates)
+        coordinates[static_cast<size_t>(mesh.axisIndex(axis))] = coordinate;
+      std::string path = dir + "/" + weightsBlobName(plan, coordinates);
+      if (staged)
+        path = FileSet::stagedName(path);
+      auto blob = blobs.find(path);
+      if (blob == blobs.end()) {
+        where = path;
+        Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        struct stat info {};
+        if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) {
+          error = systemError("cannot open");
+          return false;
+        }
+        if (info.st_size != plan.weightsBytes) {
+          error = "is not the " + std::to_string(plan.weightsBytes) + " bytes plan.json says";
+          return false;
+        }
+        paths.push_back(path);
+        descriptors.push_back(fd.release());
+        blob = blobs.emplace(path, paths.size() - 1).first;
+      }
+      for (const GlobalRun &run :
+           globalRuns(plan, *stored[i], shard.coordinates, /*onlyFirstCopy=*/true))
+        pieces[run.tensor].push_back(
+            {blob->second,
+             static_cast<uint64_t>(stored[i]->offset) + static_cast<uint64_t>(run.local) * element,
+             run.global, run.count});
+    }
+  }
+  where = dir;
   return checkCoverage(error);
 }
 

@@ -139,6 +139,12 @@ struct GlobalTensor {
   StoredRole role = StoredRole::Parameter;
 };
 
+/// Whether `tensor` is an initializer of the ONNX model, for a run of
+/// `optimizer` (optimizerName): a parameter, or the state of a training_info
+/// step (its moments and counters are initializers; cleave's own optimizer
+/// slots are not).
+bool isModelInitializer(const GlobalTensor &tensor, const std::string &optimizer);
+
 /// `count` elements of global tensor `tensor` from its row-major element
 /// `global`, held at element `local` of a stored tensor.
 struct GlobalRun {
@@ -193,6 +199,13 @@ public:
                       std::string &where, std::string &error);
   /// The tensors of one safetensors file, each whole under its key.
   bool openSafetensors(const std::string &path, std::string &error);
+  /// The checkpointed tensors of a trained run's weights blobs in `dir`
+  /// (one per coordinate of the plan's weightsByAxes; under their staged
+  /// names with `staged`), each element read from the blob of the rank a
+  /// checkpoint would take it from (makeIndex's shards). On failure sets
+  /// `where` (the blob) and `error`.
+  bool openTrainedBlobs(const Plan &plan, const std::string &dir, bool staged, std::string &where,
+                        std::string &error);
 
   /// The global tensors, in the order of the index (or the file's header).
   const std::vector<GlobalTensor> &tensors() const { return list; }
