@@ -566,10 +566,8 @@ GlobalTensorReader::~GlobalTensorReader() {
 }
 
 const GlobalTensor *GlobalTensorReader::find(const std::string &name) const {
-  for (const GlobalTensor &tensor : list)
-    if (tensor.name == name)
-      return &tensor;
-  return nullptr;
+  auto found = byName.find(name);
+  return found == byName.end() ? nullptr : &list[found->second];
 }
 
 bool GlobalTensorReader::openFile(const std::string &path,
@@ -604,6 +602,9 @@ bool GlobalTensorReader::openFile(const std::string &path,
 }
 
 bool GlobalTensorReader::checkCoverage(std::string &error) {
+  byName.clear();
+  for (size_t i = 0; i < list.size(); ++i)
+    byName.emplace(list[i].name, i);
   for (const GlobalTensor &tensor : list) {
     std::vector<Piece> &held = pieces[tensor.name];
     std::sort(held.begin(), held.end(),

@@ -225,12 +225,14 @@ private:
   };
   bool openFile(const std::string &path, std::vector<SafetensorsTensor> &tensors,
                 std::string &error);
-  /// Sorts each tensor's pieces and checks that they cover it exactly.
+  /// Indexes the tensors by name, sorts each one's pieces and checks that
+  /// they cover it exactly.
   bool checkCoverage(std::string &error);
 
   std::vector<std::string> paths;
   std::vector<int> descriptors;
   std::vector<GlobalTensor> list;
+  std::map<std::string, size_t> byName;
   std::map<std::string, std::vector<Piece>> pieces;
 };
 
