@@ -10,7 +10,15 @@
 
 #include <string>
 
+namespace onnx {
+class TensorProto;
+}
+
 namespace cleave {
+
+/// Makes `bytes` (little-endian, row-major) the value of `tensor`, in
+/// raw_data, dropping its typed fields and external data.
+void setTensorBytes(onnx::TensorProto &tensor, std::string bytes);
 
 /// Stages in `files`, as `outputPath`, the model compiled into `programDir`
 /// (plan.json names it) with every parameter initializer replaced by its

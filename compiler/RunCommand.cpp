@@ -479,6 +479,8 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--keep", std::to_string(*options.keepCheckpoints)});
   if (!options.resumeDir.empty())
     args.insert(args.end(), {"--resume", options.resumeDir});
+  if (!options.initFrom.empty())
+    args.insert(args.end(), {"--init-from", options.initFrom});
   // With --save-onnx the program leaves its results staged, to be put in
   // place with the model (commitWithModel).
   const bool withModel = !options.saveOnnx.empty();

@@ -38,6 +38,8 @@ struct RunOptions {
   std::string checkpointDir;
   std::optional<int64_t> checkpointEvery, keepCheckpoints;
   std::string resumeDir;
+  /// A safetensors file of parameters to start from.
+  std::string initFrom;
   /// After training, write the model with its trained parameters here.
   std::string saveOnnx;
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -143,6 +144,93 @@ std::string crcText(uint32_t crc) {
   return text;
 }
 
+/// A file descriptor, closed with its owner.
+class Descriptor {
+public:
+  explicit Descriptor(int fd) : fd(fd) {}
+  ~Descriptor() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  Descriptor(const Descriptor &) = delete;
+  Descriptor &operator=(const Descriptor &) = delete;
+  int get() const { return fd; }
+  int release() { return std::exchange(fd, -1); }
+
+private:
+  int fd;
+};
+
+/// Reads `bytes` bytes at `offset` of `fd` into `out`.
+bool readAt(int fd, uint64_t offset, std::size_t bytes, char *out, std::string &error) {
+  while (bytes > 0) {
+    ssize_t got = ::pread(fd, out, bytes, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      error = got < 0 ? systemError("cannot read")
+                      : "ends before byte " + std::to_string(offset + bytes) + " (truncated)";
+      return false;
+    }
+    out += got;
+    offset += static_cast<uint64_t>(got);
+    bytes -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+/// The parameter of `layouts` named `name`, or null.
+const StoredTensor *parameterNamed(const Plan &layouts, const std::string &name) {
+  for (const StoredTensor &parameter : layouts.parameters)
+    if (parameter.tensor.name == name)
+      return &parameter;
+  return nullptr;
+}
+
+/// Whether `stored` is an optimizer slot of ZeRO 1/2's flat buffer; its
+/// members' slots are then named PREFIX:MEMBER for its name PREFIX:FLAT.
+bool isFlatSlot(const Plan &layouts, const StoredTensor &stored) {
+  return layouts.flatParameters && stored.stateOf == layouts.flatParameters->name;
+}
+
+std::string flatSlotPrefix(const Plan &layouts, const StoredTensor &stored) {
+  const std::string suffix = ":" + layouts.flatParameters->name;
+  const std::string &name = stored.tensor.name;
+  return name.size() > suffix.size() &&
+                 name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
+             ? name.substr(0, name.size() - suffix.size())
+             : name;
+}
+
+/// The runs (global element, element of the part, count) of the part of
+/// `stored` (its tp part, or the whole tensor) on the rank at `coordinate`
+/// of its split axis.
+std::vector<std::array<int64_t, 3>> partRuns(const Plan &layouts, const StoredTensor &stored,
+                                             const std::map<std::string, int> &coordinates) {
+  std::vector<std::array<int64_t, 3>> runs;
+  if (stored.sharding && stored.sharding->split) {
+    const DimSplit &split = *stored.sharding->split;
+    auto at = coordinates.find(split.axis);
+    forEachSplitRun(stored.sharding->globalShape, split,
+                    layouts.mesh->shape[layouts.mesh->axisIndex(split.axis)],
+                    at == coordinates.end() ? 0 : at->second,
+                    [&](int64_t global, int64_t local, int64_t count) {
+                      runs.push_back({global, local, count});
+                    });
+  } else {
+    runs.push_back({0, 0, elementsOf(stored.sharding ? stored.sharding->globalShape
+                                                     : stored.tensor.shape)});
+  }
+  return runs;
+}
+
 /// Reads index.json's fields, recording the first bad one as "PATH: WHAT".
 class IndexReader {
 public:
@@ -188,6 +276,7 @@ public:
   }
 
   bool position(const Json &json, TrainingPosition &position);
+  bool optimizer(const Json &json, std::string &name);
   bool mesh(const Json &json, std::optional<Mesh> &mesh);
   bool tensors(const Json &json, std::vector<CheckpointTensor> &tensors);
   bool files(const Json &json, std::vector<CheckpointFile> &files);
@@ -215,6 +304,18 @@ bool IndexReader::position(const Json &json, TrainingPosition &position) {
   position.shuffle = shuffle->get<bool>();
   position.seed = seed->get<uint64_t>();
   return true;
+}
+
+bool IndexReader::optimizer(const Json &json, std::string &name) {
+  const Json *optimizer = field(json, "", "optimizer");
+  std::string algorithm;
+  if (!optimizer || !string(*optimizer, "optimizer.", "algorithm", algorithm))
+    return false;
+  if (algorithm == "training_info") {
+    name = algorithm;
+    return true;
+  }
+  return string(*optimizer, "optimizer.", "name", name);
 }
 
 bool IndexReader::mesh(const Json &json, std::optional<Mesh> &mesh) {
@@ -293,25 +394,6 @@ bool IndexReader::files(const Json &json, std::vector<CheckpointFile> &files) {
   return true;
 }
 
-/// The first key whose values differ between two JSON objects' texts.
-std::string firstDifference(const std::string &left, const std::string &right) {
-  Json a = Json::parse(left, nullptr, false), b = Json::parse(right, nullptr, false);
-  if (!a.is_object() || !b.is_object())
-    return "layout";
-  for (const auto &[key, value] : b.items())
-    if (!a.contains(key) || a[key] != value)
-      return key;
-  for (const auto &[key, value] : a.items())
-    if (!b.contains(key))
-      return key;
-  return "layout";
-}
-
-std::string valueText(const std::string &layout, const std::string &key) {
-  Json json = Json::parse(layout, nullptr, false);
-  return json.is_object() && json.contains(key) ? json[key].dump() : "absent";
-}
-
 /// The mesh axes `stored` differs along: its tp split, its ZeRO slices, and
 /// for a slot of ZeRO 1/2's flat buffer the flat slices and its members'
 /// splits. Every rank holds the same value along the other axes.
@@ -336,6 +418,358 @@ std::vector<std::string> varyingAxes(const Plan &plan, const StoredTensor &store
 }
 
 } // namespace
+
+std::string optimizerName(const Plan &plan) {
+  return plan.training && plan.training->trainingInfo ? "training_info"
+         : plan.training                              ? plan.training->optimizer
+                                                      : "";
+}
+
+bool isModelInitializer(const GlobalTensor &tensor, const std::string &optimizer) {
+  return tensor.role == StoredRole::Parameter || optimizer == "training_info";
+}
+
+bool globalTensorsOf(const Plan &layouts, const StoredTensor &stored,
+                     std::vector<GlobalTensor> &tensors, std::string &error) {
+  if (!isFlatSlot(layouts, stored)) {
+    tensors.push_back({stored.tensor.name, stored.tensor.dtype,
+                       stored.sharding ? stored.sharding->globalShape : stored.tensor.shape,
+                       stored.role});
+    return true;
+  }
+  const std::string prefix = flatSlotPrefix(layouts, stored);
+  for (const FlatBuffer::Member &member : layouts.flatParameters->members) {
+    const StoredTensor *parameter = parameterNamed(layouts, member.name);
+    if (!parameter) {
+      error = "flat_parameters: member '" + member.name + "' is not a parameter";
+      return false;
+    }
+    tensors.push_back({prefix + ":" + member.name, stored.tensor.dtype,
+                       parameter->sharding ? parameter->sharding->globalShape
+                                           : parameter->tensor.shape,
+                       stored.role});
+  }
+  return true;
+}
+
+std::vector<GlobalRun> globalRuns(const Plan &layouts, const StoredTensor &stored,
+                                  const std::map<std::string, int> &coordinates,
+                                  bool onlyFirstCopy) {
+  auto coordinate = [&](const std::string &axis) {
+    auto at = coordinates.find(axis);
+    return static_cast<int64_t>(at == coordinates.end() ? 0 : at->second);
+  };
+  std::vector<GlobalRun> runs;
+  // Emits the part's elements [begin, end) of `name`, the first at local
+  // element `local`.
+  auto emit = [&](const std::string &name, const std::vector<std::array<int64_t, 3>> &part,
+                  int64_t begin, int64_t end, int64_t local) {
+    for (const auto &[global, element, count] : part) {
+      int64_t from = std::max(begin, element), to = std::min(end, element + count);
+      if (from < to)
+        runs.push_back({name, global + from - element, local + from - begin, to - from});
+    }
+  };
+  if (isFlatSlot(layouts, stored)) {
+    // This rank's slice of the flat buffer, over the members it meets.
+    const FlatBuffer &flat = *layouts.flatParameters;
+    const int64_t first = coordinate(flat.slices.axis) * flat.slices.slice;
+    const std::string prefix = flatSlotPrefix(layouts, stored);
+    // Every tp rank's flat buffer holds the members it does not split too.
+    std::vector<std::string> splitAxes;
+    for (const FlatBuffer::Member &member : flat.members)
+      if (const StoredTensor *parameter = parameterNamed(layouts, member.name);
+          parameter && parameter->sharding && parameter->sharding->split)
+        splitAxes.push_back(parameter->sharding->split->axis);
+    for (const FlatBuffer::Member &member : flat.members) {
+      const StoredTensor *parameter = parameterNamed(layouts, member.name);
+      const bool copy = std::any_of(splitAxes.begin(), splitAxes.end(), [&](const std::string &a) {
+        return coordinate(a) != 0 &&
+               !(parameter && parameter->sharding && parameter->sharding->split &&
+                 parameter->sharding->split->axis == a);
+      });
+      if (onlyFirstCopy && copy)
+        continue;
+      int64_t begin = std::max(first, member.offset),
+              end = std::min(first + flat.slices.slice, member.offset + member.elements);
+      if (parameter && begin < end)
+        emit(prefix + ":" + member.name, partRuns(layouts, *parameter, coordinates),
+             begin - member.offset, end - member.offset, begin - first);
+    }
+    return runs;
+  }
+  const std::vector<std::array<int64_t, 3>> part = partRuns(layouts, stored, coordinates);
+  if (stored.sharding && stored.sharding->slices) {
+    const FlatSlices &slices = *stored.sharding->slices;
+    const int64_t first = coordinate(slices.axis) * slices.slice;
+    emit(stored.tensor.name, part, first, std::min(first + slices.slice, slices.elements), 0);
+  } else {
+    emit(stored.tensor.name, part, 0, elementsOf(stored.tensor.shape), 0);
+  }
+  return runs;
+}
+
+bool indexLayouts(const CheckpointIndex &index, Plan &layouts, std::string &error) {
+  std::vector<std::string> texts;
+  for (const CheckpointTensor &tensor : index.tensors)
+    texts.push_back(tensor.layout);
+  return parseLayouts(index.mesh, texts, index.flatParameters, layouts, error);
+}
+
+bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts, const Plan &plan,
+                        std::string &field, std::string &error) {
+  if (index.optimizer != optimizerName(plan)) {
+    field = "optimizer";
+    error = "is " + index.optimizer + ", the program's is " + optimizerName(plan) +
+            ": its state does not carry over";
+    return false;
+  }
+  std::vector<GlobalTensor> saved, wanted;
+  for (const std::vector<StoredTensor> *list : {&layouts.parameters, &layouts.state})
+    for (const StoredTensor &stored : *list)
+      if (!globalTensorsOf(layouts, stored, saved, error)) {
+        field = "flat_parameters";
+        return false;
+      }
+  for (const StoredTensor *stored : checkpointedTensors(plan))
+    if (!globalTensorsOf(plan, *stored, wanted, error))
+      return false;
+  auto text = [](const GlobalTensor &t) {
+    return std::string(dtypeName(t.dtype)) + " " + shapeText(t.shape);
+  };
+  for (const GlobalTensor &want : wanted) {
+    auto found = std::find_if(saved.begin(), saved.end(),
+                              [&](const GlobalTensor &t) { return t.name == want.name; });
+    field = "tensor '" + want.name + "'";
+    if (found == saved.end()) {
+      error = "is missing, the program stores " + text(want);
+      return false;
+    }
+    if (found->dtype != want.dtype || found->shape != want.shape) {
+      error = "is " + text(*found) + ", the program's is " + text(want);
+      return false;
+    }
+  }
+  for (const GlobalTensor &have : saved)
+    if (std::none_of(wanted.begin(), wanted.end(),
+                     [&](const GlobalTensor &t) { return t.name == have.name; })) {
+      field = "tensor '" + have.name + "'";
+      error = "is not a tensor of the program (another model)";
+      return false;
+    }
+  return true;
+}
+
+GlobalTensorReader::~GlobalTensorReader() {
+  for (int fd : descriptors)
+    ::close(fd);
+}
+
+const GlobalTensor *GlobalTensorReader::find(const std::string &name) const {
+  auto found = byName.find(name);
+  return found == byName.end() ? nullptr : &list[found->second];
+}
+
+bool GlobalTensorReader::openFile(const std::string &path,
+                                  std::vector<SafetensorsTensor> &tensors, std::string &error) {
+  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat info {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) {
+    error = systemError("cannot open");
+    return false;
+  }
+  const uint64_t size = static_cast<uint64_t>(info.st_size);
+  char length[8];
+  if (size < 8 || !readAt(fd.get(), 0, 8, length, error)) {
+    error = "is " + std::to_string(size) + " bytes, too short for a safetensors header";
+    return false;
+  }
+  uint64_t headerBytes = 0;
+  for (int i = 0; i < 8; ++i)
+    headerBytes |= static_cast<uint64_t>(static_cast<unsigned char>(length[i])) << (8 * i);
+  if (headerBytes > kMaxHeaderBytes || headerBytes > size - 8) {
+    error = "its safetensors header claims " + std::to_string(headerBytes) +
+            " bytes, more than the file holds";
+    return false;
+  }
+  std::string header(headerBytes, '\0');
+  if (!readAt(fd.get(), 8, headerBytes, header.data(), error) ||
+      !parseSafetensorsHeader(header, size - 8 - headerBytes, tensors, error))
+    return false;
+  paths.push_back(path);
+  descriptors.push_back(fd.release());
+  return true;
+}
+
+bool GlobalTensorReader::checkCoverage(std::string &error) {
+  byName.clear();
+  for (size_t i = 0; i < list.size(); ++i)
+    byName.emplace(list[i].name, i);
+  for (const GlobalTensor &tensor : list) {
+    std::vector<Piece> &held = pieces[tensor.name];
+    std::sort(held.begin(), held.end(),
+              [](const Piece &a, const Piece &b) { return a.global < b.global; });
+    int64_t covered = 0;
+    bool exact = true;
+    for (const Piece &piece : held) {
+      exact = exact && piece.global == covered;
+      if (exact)
+        covered += piece.count;
+    }
+    if (!exact || covered != elementsOf(tensor.shape)) {
+      error = "tensor '" + tensor.name + "': its shards do not hold each of its " +
+              std::to_string(elementsOf(tensor.shape)) +
+              " elements exactly once (a gap or overlap at element " + std::to_string(covered) +
+              ")";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool GlobalTensorReader::openCheckpoint(const std::string &checkpoint,
+                                        const CheckpointIndex &index, std::string &where,
+                                        std::string &error) {
+  where = checkpoint + "/index.json";
+  Plan layouts;
+  if (!indexLayouts(index, layouts, error))
+    return false;
+  std::map<std::string, size_t> fileNumbers;
+  std::vector<std::vector<SafetensorsTensor>> headers;
+  for (const CheckpointFile &file : index.files) {
+    where = checkpoint + "/" + file.name;
+    headers.emplace_back();
+    if (!openFile(where, headers.back(), error))
+      return false;
+    fileNumbers[file.name] = headers.size() - 1;
+  }
+  for (const std::vector<StoredTensor> *group : {&layouts.parameters, &layouts.state})
+    for (const StoredTensor &stored : *group)
+      if (!globalTensorsOf(layouts, stored, list, error))
+        return false;
+  for (const CheckpointTensor &entry : index.tensors) {
+    const StoredTensor *stored = nullptr;
+    for (const std::vector<StoredTensor> *group : {&layouts.parameters, &layouts.state})
+      for (const StoredTensor &candidate : *group)
+        if (candidate.tensor.name == entry.name)
+          stored = &candidate;
+    for (const CheckpointShard &shard : entry.shards) {
+      auto number = fileNumbers.find(shard.file);
+      if (number == fileNumbers.end()) {
+        error = "tensor '" + entry.name + "': its shard's file '" + shard.file +
+                "' is not listed in files";
+        return false;
+      }
+      where = checkpoint + "/" + shard.file;
+      const std::vector<SafetensorsTensor> &held = headers[number->second];
+      auto found = std::find_if(held.begin(), held.end(),
+                                [&](const SafetensorsTensor &t) { return t.key == shard.key; });
+      if (found == held.end()) {
+        error = "tensor '" + shard.key + "': is missing";
+        return false;
+      }
+      if (found->dtype != stored->tensor.dtype || found->shape != stored->tensor.shape) {
+        error = "tensor '" + shard.key + "': is " + dtypeName(found->dtype) + " " +
+                shapeText(found->shape) + ", the checkpoint's layout stores " +
+                dtypeName(stored->tensor.dtype) + " " + shapeText(stored->tensor.shape);
+        return false;
+      }
+      const uint64_t element = dtypeSize(found->dtype);
+      for (const GlobalRun &run :
+           globalRuns(layouts, *stored, shard.coordinates, /*onlyFirstCopy=*/true))
+        pieces[run.tensor].push_back({number->second,
+                                      found->offset + static_cast<uint64_t>(run.local) * element,
+                                      run.global, run.count});
+    }
+  }
+  where = checkpoint + "/index.json";
+  return checkCoverage(error);
+}
+
+bool GlobalTensorReader::openSafetensors(const std::string &path, std::string &error) {
+  std::vector<SafetensorsTensor> tensors;
+  if (!openFile(path, tensors, error))
+    return false;
+  for (const SafetensorsTensor &tensor : tensors) {
+    list.push_back({tensor.key, tensor.dtype, tensor.shape, StoredRole::Parameter});
+    pieces[tensor.key].push_back({paths.size() - 1, tensor.offset, 0, elementsOf(tensor.shape)});
+  }
+  return checkCoverage(error);
+}
+
+bool GlobalTensorReader::openTrainedBlobs(const Plan &plan, const std::string &dir, bool staged,
+                                          std::string &where, std::string &error) {
+  const Mesh mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
+  const std::vector<const StoredTensor *> stored = checkpointedTensors(plan);
+  const CheckpointIndex index = makeIndex(plan, {}, {});
+  std::map<std::string, size_t> blobs;
+  for (size_t i = 0; i < stored.size(); ++i) {
+    if (!globalTensorsOf(plan, *stored[i], list, error))
+      return false;
+    const size_t element = dtypeSize(stored[i]->tensor.dtype);
+    for (const CheckpointShard &shard : index.tensors[i].shards) {
+      std::vector<int> coordinates(mesh.axisNames.size(), 0);
+      for (const auto &[axis, coordinate] : shard.coordinates)
+        coordinates[static_cast<size_t>(mesh.axisIndex(axis))] = coordinate;
+      std::string path = dir + "/" + weightsBlobName(plan, coordinates);
+      if (staged)
+        path = FileSet::stagedName(path);
+      auto blob = blobs.find(path);
+      if (blob == blobs.end()) {
+        where = path;
+        Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+        struct stat info {};
+        if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) {
+          error = systemError("cannot open");
+          return false;
+        }
+        if (info.st_size != plan.weightsBytes) {
+          error = "is not the " + std::to_string(plan.weightsBytes) + " bytes plan.json says";
+          return false;
+        }
+        paths.push_back(path);
+        descriptors.push_back(fd.release());
+        blob = blobs.emplace(path, paths.size() - 1).first;
+      }
+      for (const GlobalRun &run :
+           globalRuns(plan, *stored[i], shard.coordinates, /*onlyFirstCopy=*/true))
+        pieces[run.tensor].push_back(
+            {blob->second,
+             static_cast<uint64_t>(stored[i]->offset) + static_cast<uint64_t>(run.local) * element,
+             run.global, run.count});
+    }
+  }
+  where = dir;
+  return checkCoverage(error);
+}
+
+bool GlobalTensorReader::read(const std::string &name, int64_t begin, int64_t count, char *out,
+                              std::string &where, std::string &error) const {
+  const GlobalTensor *tensor = find(name);
+  auto found = pieces.find(name);
+  if (!tensor || found == pieces.end()) {
+    error = "has no tensor '" + name + "'";
+    return false;
+  }
+  const std::vector<Piece> &held = found->second;
+  const std::size_t element = dtypeSize(tensor->dtype);
+  const int64_t end = begin + count;
+  // The first piece that ends after `begin`: pieces cover the tensor in order.
+  auto piece = std::upper_bound(held.begin(), held.end(), begin, [](int64_t at, const Piece &p) {
+    return at < p.global + p.count;
+  });
+  for (; piece != held.end() && piece->global < end; ++piece) {
+    int64_t from = std::max(begin, piece->global), to = std::min(end, piece->global + piece->count);
+    if (!readAt(descriptors[piece->file],
+                piece->offset + static_cast<uint64_t>(from - piece->global) * element,
+                static_cast<std::size_t>(to - from) * element,
+                out + static_cast<std::size_t>(from - begin) * element, error)) {
+      where = paths[piece->file];
+      return false;
+    }
+  }
+  return true;
+}
 
 uint32_t crc32(const void *data, std::size_t bytes, uint32_t crc) {
   const auto *p = static_cast<const unsigned char *>(data);
@@ -365,31 +799,17 @@ std::string safetensorsHeader(const std::vector<SafetensorsTensor> &tensors,
   return bytes + text;
 }
 
-bool parseSafetensors(const std::string &bytes, std::vector<SafetensorsTensor> &tensors,
-                      std::string &error) {
-  if (bytes.size() < 8) {
-    error = "is " + std::to_string(bytes.size()) + " bytes, too short for a safetensors header";
-    return false;
-  }
-  uint64_t headerBytes = 0;
-  for (int i = 0; i < 8; ++i)
-    headerBytes |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-  if (headerBytes > kMaxHeaderBytes || headerBytes > bytes.size() - 8) {
-    error = "its safetensors header claims " + std::to_string(headerBytes) +
-            " bytes, more than the file holds";
-    return false;
-  }
-  Json header = Json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(headerBytes),
-                            nullptr, false);
-  if (!header.is_object()) {
+bool parseSafetensorsHeader(const std::string &header, uint64_t dataBytes,
+                            std::vector<SafetensorsTensor> &tensors, std::string &error) {
+  const uint64_t dataStart = 8 + header.size();
+  Json json = Json::parse(header, nullptr, false);
+  if (!json.is_object()) {
     error = "its safetensors header is not a JSON object";
     return false;
   }
-  const uint64_t dataBytes = bytes.size() - 8 - headerBytes;
-  const char *data = bytes.data() + 8 + headerBytes;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   tensors.clear();
-  for (const auto &[key, entry] : header.items()) {
+  for (const auto &[key, entry] : json.items()) {
     if (key == "__metadata__")
       continue;
     const std::string where = "tensor '" + key + "': ";
@@ -430,7 +850,7 @@ bool parseSafetensors(const std::string &bytes, std::vector<SafetensorsTensor> &
               (expected ? std::to_string(*expected) : std::string("more than 2^63"));
       return false;
     }
-    tensor.data = data + begin;
+    tensor.offset = dataStart + begin;
     tensor.bytes = static_cast<std::size_t>(end - begin);
     ranges.push_back({begin, end});
     tensors.push_back(std::move(tensor));
@@ -463,6 +883,8 @@ std::vector<const StoredTensor *> checkpointedTensors(const Plan &plan) {
   return tensors;
 }
 
+std::optional<int64_t> checkpointStep(const std::string &name) { return stepOfName(name); }
+
 std::string shardFileName(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
 
 CheckpointIndex makeIndex(const Plan &plan, const TrainingPosition &position,
@@ -471,7 +893,10 @@ CheckpointIndex makeIndex(const Plan &plan, const TrainingPosition &position,
   index.position = position;
   index.buildId = plan.buildId;
   index.model = plan.model;
+  index.optimizer = optimizerName(plan);
   index.mesh = plan.mesh;
+  if (plan.flatParameters)
+    index.flatParameters = flatBufferJson(*plan.flatParameters);
   index.files = std::move(files);
   const Mesh mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
   for (const StoredTensor *stored : checkpointedTensors(plan)) {
@@ -593,6 +1018,8 @@ std::string indexJson(const Plan &plan, const CheckpointIndex &index) {
                        {"shards", std::move(shards)}});
   }
   json["tensors"] = std::move(tensors);
+  if (!index.flatParameters.empty())
+    json["flat_parameters"] = OrderedJson::parse(index.flatParameters);
   OrderedJson files = OrderedJson::array();
   for (const CheckpointFile &file : index.files)
     files.push_back({{"name", file.name}, {"bytes", file.bytes}, {"crc32", crcText(file.crc32)}});
@@ -628,45 +1055,13 @@ bool parseIndex(const std::string &text, CheckpointIndex &index, std::string &er
   if (version != kCheckpointFormatVersion)
     return read.fail("format_version", "is " + std::to_string(version) + ", this cleave reads " +
                                            std::to_string(kCheckpointFormatVersion));
-  return read.string(json, "", "build_id", index.buildId) &&
-         read.string(json, "", "model", index.model) && read.position(json, index.position) &&
-         read.mesh(json, index.mesh) && read.tensors(json, index.tensors) &&
-         read.files(json, index.files);
-}
-
-bool indexMatchesPlan(const CheckpointIndex &index, const Plan &plan, std::string &field,
-                      std::string &error) {
-  const std::string meshText = index.mesh ? index.mesh->text() : "none";
-  const std::string planMesh = plan.mesh ? plan.mesh->text() : "none";
-  if (meshText != planMesh) {
-    field = "mesh";
-    error = "is " + meshText + ", the program's is " + planMesh;
+  if (!read.string(json, "", "build_id", index.buildId) ||
+      !read.string(json, "", "model", index.model) || !read.position(json, index.position) ||
+      !read.optimizer(json, index.optimizer) || !read.mesh(json, index.mesh) ||
+      !read.tensors(json, index.tensors) || !read.files(json, index.files))
     return false;
-  }
-  const std::vector<const StoredTensor *> tensors = checkpointedTensors(plan);
-  for (size_t i = 0; i < std::max(tensors.size(), index.tensors.size()); ++i) {
-    const std::string at = "tensors[" + std::to_string(i) + "]";
-    if (i >= index.tensors.size() || i >= tensors.size()) {
-      field = "tensors";
-      error = "holds " + std::to_string(index.tensors.size()) + " tensors, the program " +
-              std::to_string(tensors.size());
-      return false;
-    }
-    const CheckpointTensor &tensor = index.tensors[i];
-    if (tensor.name != tensors[i]->tensor.name) {
-      field = at + ".name";
-      error = "is '" + tensor.name + "', the program's is '" + tensors[i]->tensor.name + "'";
-      return false;
-    }
-    const std::string layout = storedLayoutJson(plan, *tensors[i]);
-    if (tensor.layout != layout) {
-      std::string key = firstDifference(tensor.layout, layout);
-      field = at + " ('" + tensor.name + "')." + key;
-      error =
-          "is " + valueText(tensor.layout, key) + ", the program's is " + valueText(layout, key);
-      return false;
-    }
-  }
+  if (json.contains("flat_parameters"))
+    index.flatParameters = json["flat_parameters"].dump();
   return true;
 }
 
@@ -749,6 +1144,12 @@ bool CheckpointStore::publish(int64_t step, const std::string &indexText, int64_
 
 bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index,
                                  std::string &where, std::string &error) const {
+  int64_t step = 0;
+  return readLatestStep(step, where, error) &&
+         readCheckpoint(step, checkpoint, index, where, error);
+}
+
+bool CheckpointStore::readLatestStep(int64_t &step, std::string &where, std::string &error) const {
   where = dir + "/latest";
   std::string latest;
   std::error_code ec;
@@ -764,12 +1165,30 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
   }
   while (!latest.empty() && (latest.back() == '\n' || latest.back() == '\r'))
     latest.pop_back();
-  std::optional<int64_t> step = stepOfName(latest);
-  if (!step) {
+  std::optional<int64_t> named = stepOfName(latest);
+  if (!named) {
     error = "does not name a checkpoint (step-N): '" + latest.substr(0, 64) + "'";
     return false;
   }
-  checkpoint = checkpointDir(*step);
+  step = *named;
+  return true;
+}
+
+std::vector<int64_t> CheckpointStore::completeSteps() const {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec))
+    if (std::optional<int64_t> step = stepOfName(entry.path().filename().string()))
+      steps.push_back(*step);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+bool CheckpointStore::readCheckpoint(int64_t step, std::string &checkpoint,
+                                     CheckpointIndex &index, std::string &where,
+                                     std::string &error) const {
+  std::error_code ec;
+  checkpoint = checkpointDir(step);
   const bool present = std::filesystem::is_directory(checkpoint, ec);
   if (!present || !resolvesInside(checkpoint, dir)) {
     where = checkpoint;
@@ -780,8 +1199,9 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
   std::string text;
   if (!readFile(where, kMaxIndexBytes, text, error) || !parseIndex(text, index, error))
     return false;
-  if (index.position.step != *step) {
-    error = "step: is " + std::to_string(index.position.step) + ", but the directory is " + latest;
+  if (index.position.step != step) {
+    error = "step: is " + std::to_string(index.position.step) + ", but the directory is step-" +
+            std::to_string(step);
     return false;
   }
   for (const CheckpointFile &file : index.files) {
@@ -804,9 +1224,8 @@ bool CheckpointStore::readLatest(std::string &checkpoint, CheckpointIndex &index
   return true;
 }
 
-bool CheckpointStore::readShard(const std::string &checkpoint, const CheckpointFile &file,
-                                std::string &bytes, std::vector<SafetensorsTensor> &tensors,
-                                std::string &error) const {
+bool CheckpointStore::verifyFile(const std::string &checkpoint, const CheckpointFile &file,
+                                 std::string &error) const {
   const std::string path = checkpoint + "/" + file.name;
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
@@ -822,14 +1241,33 @@ bool CheckpointStore::readShard(const std::string &checkpoint, const CheckpointF
             std::to_string(file.bytes) + " (truncated or replaced)";
     return false;
   }
-  if (!readFile(path, file.bytes, bytes, error))
+  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    error = systemError("cannot open");
     return false;
-  if (uint32_t crc = crc32(bytes.data(), bytes.size()); crc != file.crc32) {
+  }
+  // Read through in pieces: a shard may be far larger than what one rank
+  // needs of it.
+  std::vector<char> buffer(4u << 20);
+  uint32_t crc = 0;
+  uint64_t done = 0;
+  while (done < file.bytes) {
+    ssize_t got = ::read(fd.get(), buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0) {
+      error = got < 0 ? systemError("cannot read") : "ended early (truncated while read)";
+      return false;
+    }
+    crc = crc32(buffer.data(), static_cast<std::size_t>(got), crc);
+    done += static_cast<uint64_t>(got);
+  }
+  if (crc != file.crc32) {
     error = "has CRC-32 " + crcText(crc) + ", index.json says " + crcText(file.crc32) +
             " (the file is damaged)";
     return false;
   }
-  return parseSafetensors(bytes, tensors, error);
+  return true;
 }
 
 } // namespace cleave::rt

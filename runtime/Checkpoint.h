@@ -19,6 +19,14 @@
 // file names (plain names inside the checkpoint, no symlink out), each
 // file's size and checksum, and the safetensors headers against the index.
 //
+// A checkpoint loads into any layout of the same model and optimizer
+// (resharding): every stored tensor is a set of runs of elements of global
+// tensors (a parameter, or one optimizer slot of one parameter, whatever
+// tp parts, ZeRO slices or flat buffers hold it), so a rank reads, for each
+// run it holds, the byte ranges of the files that hold those elements
+// (GlobalTensorReader). Consolidating and exporting read whole tensors the
+// same way.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_RUNTIME_CHECKPOINT_H
@@ -37,7 +45,7 @@
 namespace cleave::rt {
 
 /// Version of index.json's layout (docs/formats.md).
-inline constexpr int kCheckpointFormatVersion = 1;
+inline constexpr int kCheckpointFormatVersion = 2;
 
 /// CRC-32 (the IEEE polynomial, as zlib's crc32), continued from `crc`.
 uint32_t crc32(const void *data, std::size_t bytes, uint32_t crc = 0);
@@ -47,9 +55,11 @@ struct SafetensorsTensor {
   std::string key;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
-  /// Writing: the bytes; reading: where they lie in the file's bytes.
+  /// Writing: the bytes.
   const char *data = nullptr;
   std::size_t bytes = 0;
+  /// Reading: where they lie in the file.
+  uint64_t offset = 0;
 };
 
 /// The safetensors header for `tensors`, laid out one after another in their
@@ -58,11 +68,12 @@ struct SafetensorsTensor {
 std::string safetensorsHeader(const std::vector<SafetensorsTensor> &tensors,
                               const std::map<std::string, std::string> &metadata);
 
-/// Parses a whole safetensors file's `bytes` (which must outlive `tensors`),
-/// checking the header, every dtype, shape and data offset; on failure sets
-/// `error`.
-bool parseSafetensors(const std::string &bytes, std::vector<SafetensorsTensor> &tensors,
-                      std::string &error);
+/// Parses a safetensors file's JSON header (without its 8-byte length),
+/// followed in the file by `dataBytes` of data, checking every dtype, shape
+/// and data offset and that the tensors cover the data exactly; each
+/// tensor's offset is from the start of the file. On failure sets `error`.
+bool parseSafetensorsHeader(const std::string &header, uint64_t dataBytes,
+                            std::vector<SafetensorsTensor> &tensors, std::string &error);
 
 /// Where one rank's part of a tensor lies: in which file under which key,
 /// for the rank at `coordinates` on the axes the tensor varies along; its
@@ -110,13 +121,126 @@ struct TrainingPosition {
 struct CheckpointIndex {
   TrainingPosition position;
   std::string buildId, model;
+  /// The optimizer's name, or "training_info" for a model's own step.
+  std::string optimizer;
   std::optional<Mesh> mesh;
   std::vector<CheckpointTensor> tensors;
+  /// ZeRO 1/2's flat buffer (flatBufferJson), empty without one.
+  std::string flatParameters;
   std::vector<CheckpointFile> files;
+};
+
+/// A tensor as one device holds it: a parameter, a state tensor, or one
+/// optimizer slot of one parameter of ZeRO 1/2's flat buffer ("adam.m:P").
+struct GlobalTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  StoredRole role = StoredRole::Parameter;
+};
+
+/// Whether `tensor` is an initializer of the ONNX model, for a run of
+/// `optimizer` (optimizerName): a parameter, or the state of a training_info
+/// step (its moments and counters are initializers; cleave's own optimizer
+/// slots are not).
+bool isModelInitializer(const GlobalTensor &tensor, const std::string &optimizer);
+
+/// `count` elements of global tensor `tensor` from its row-major element
+/// `global`, held at element `local` of a stored tensor.
+struct GlobalRun {
+  std::string tensor;
+  int64_t global = 0, local = 0, count = 0;
+};
+
+/// The global tensors that `stored` (of `layouts`, a plan or a checkpoint's
+/// layouts) holds parts of, appended to `tensors`; on a flat slot whose
+/// member is not a parameter of `layouts` sets `error`.
+bool globalTensorsOf(const Plan &layouts, const StoredTensor &stored,
+                     std::vector<GlobalTensor> &tensors, std::string &error);
+
+/// The runs of global tensors that `stored` holds on the rank at
+/// `coordinates` (by axis; an axis left out is 0), in local order. Padding
+/// (ZeRO's, the flat buffer's) is in no run. With `onlyFirstCopy`, a flat
+/// slot leaves out the members that it holds as a copy of the tp rank 0's
+/// (those it does not split), so that a checkpoint's shards hold each
+/// element once.
+std::vector<GlobalRun> globalRuns(const Plan &layouts, const StoredTensor &stored,
+                                  const std::map<std::string, int> &coordinates,
+                                  bool onlyFirstCopy = false);
+
+/// A checkpoint's tensors' layouts read back from `index` into `layouts`
+/// (mesh, parameters, state, flat buffer); on failure sets `error` naming
+/// the field.
+bool indexLayouts(const CheckpointIndex &index, Plan &layouts, std::string &error);
+
+/// Whether the checkpoint of `index` (with its `layouts`) can continue
+/// `plan`'s run on the program's layout, whatever the layout that wrote it:
+/// the same optimizer and the same global tensors, dtypes and shapes. On a
+/// mismatch sets `field` (of index.json) and `error`.
+bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts, const Plan &plan,
+                        std::string &field, std::string &error);
+
+/// Reads any region of the global tensors of a checkpoint (or of one
+/// safetensors file of whole tensors) from the files that hold it: only the
+/// byte ranges asked for are read, each with pread.
+class GlobalTensorReader {
+public:
+  GlobalTensorReader() = default;
+  ~GlobalTensorReader();
+  GlobalTensorReader(const GlobalTensorReader &) = delete;
+  GlobalTensorReader &operator=(const GlobalTensorReader &) = delete;
+
+  /// The tensors of the checkpoint at `checkpoint`: its index's layouts and
+  /// the safetensors header of each of its files (the headers only), every
+  /// shard checked against them and every global tensor covered exactly
+  /// once. Its files' sizes and checksums are CheckpointStore::verifyFile's.
+  /// On failure sets `where` (the file) and `error`.
+  bool openCheckpoint(const std::string &checkpoint, const CheckpointIndex &index,
+                      std::string &where, std::string &error);
+  /// The tensors of one safetensors file, each whole under its key.
+  bool openSafetensors(const std::string &path, std::string &error);
+  /// The checkpointed tensors of a trained run's weights blobs in `dir`
+  /// (one per coordinate of the plan's weightsByAxes; under their staged
+  /// names with `staged`), each element read from the blob of the rank a
+  /// checkpoint would take it from (makeIndex's shards). On failure sets
+  /// `where` (the blob) and `error`.
+  bool openTrainedBlobs(const Plan &plan, const std::string &dir, bool staged, std::string &where,
+                        std::string &error);
+
+  /// The global tensors, in the order of the index (or the file's header).
+  const std::vector<GlobalTensor> &tensors() const { return list; }
+  const GlobalTensor *find(const std::string &name) const;
+  /// Reads elements [begin, begin + count) of tensor `name` into `out`. On
+  /// failure sets `where` (the file) and `error`.
+  bool read(const std::string &name, int64_t begin, int64_t count, char *out, std::string &where,
+            std::string &error) const;
+
+private:
+  /// Elements [global, global + count) of a tensor at byte `offset` of file
+  /// `file`.
+  struct Piece {
+    size_t file = 0;
+    uint64_t offset = 0;
+    int64_t global = 0, count = 0;
+  };
+  bool openFile(const std::string &path, std::vector<SafetensorsTensor> &tensors,
+                std::string &error);
+  /// Indexes the tensors by name, sorts each one's pieces and checks that
+  /// they cover it exactly.
+  bool checkCoverage(std::string &error);
+
+  std::vector<std::string> paths;
+  std::vector<int> descriptors;
+  std::vector<GlobalTensor> list;
+  std::map<std::string, size_t> byName;
+  std::map<std::string, std::vector<Piece>> pieces;
 };
 
 /// The stored tensors a checkpoint holds, in plan.json's order.
 std::vector<const StoredTensor *> checkpointedTensors(const Plan &plan);
+
+/// N of a checkpoint directory's name "step-N"; nullopt for another name.
+std::optional<int64_t> checkpointStep(const std::string &name);
 
 /// The safetensors file rank `rank` writes.
 std::string shardFileName(int rank);
@@ -134,11 +258,8 @@ std::string indexJson(const Plan &plan, const CheckpointIndex &index);
 /// the field.
 bool parseIndex(const std::string &text, CheckpointIndex &index, std::string &error);
 
-/// Whether a checkpoint of `index` can continue `plan`'s run exactly: the
-/// same mesh, the same tensors with the same layouts. On a mismatch sets
-/// `field` and `error`.
-bool indexMatchesPlan(const CheckpointIndex &index, const Plan &plan, std::string &field,
-                      std::string &error);
+/// "training_info", or the name of `plan`'s optimizer.
+std::string optimizerName(const Plan &plan);
 
 /// The checkpoints under one directory.
 class CheckpointStore {
@@ -168,11 +289,18 @@ public:
   /// its index. On failure sets `where` (the file) and `error`.
   bool readLatest(std::string &checkpoint, CheckpointIndex &index, std::string &where,
                   std::string &error) const;
-  /// Reads `file` of the checkpoint at `checkpoint` (a name the index lists)
-  /// into `bytes`, checking that it stays inside the checkpoint and its size
-  /// and checksum, and parses it into `tensors`.
-  bool readShard(const std::string &checkpoint, const CheckpointFile &file, std::string &bytes,
-                 std::vector<SafetensorsTensor> &tensors, std::string &error) const;
+  /// The step N of the checkpoint `latest` names (D/step-N).
+  bool readLatestStep(int64_t &step, std::string &where, std::string &error) const;
+  /// Reads checkpoint D/step-N as readLatest does.
+  bool readCheckpoint(int64_t step, std::string &checkpoint, CheckpointIndex &index,
+                      std::string &where, std::string &error) const;
+  /// The steps N of the directories D/step-N, newest first.
+  std::vector<int64_t> completeSteps() const;
+  /// Checks `file` of the checkpoint at `checkpoint` (a name the index
+  /// lists): that it stays inside the checkpoint, its size and its checksum
+  /// (read through, not kept).
+  bool verifyFile(const std::string &checkpoint, const CheckpointFile &file,
+                  std::string &error) const;
 
 private:
   std::string dir;

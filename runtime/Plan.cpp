@@ -249,6 +249,9 @@ public:
   bool sharding(const Json &entry, const std::string &path, const Plan &plan,
                 std::optional<Sharding> &out);
   bool stored(const Json &plan, const char *key, Plan &into, std::vector<StoredTensor> &out);
+  /// One stored tensor; `placed`: with its offset and bytes in the blob.
+  bool storedEntry(const Json &entry, const std::string &path, const Plan &plan, bool placed,
+                   StoredTensor &stored);
   bool flatBuffer(const Json &json, Plan &plan);
   bool schedule(const Json &json, TrainingSpec &spec);
   bool training(const Json &json, Plan &plan);
@@ -321,34 +324,45 @@ bool Reader::stored(const Json &json, const char *key, Plan &plan, std::vector<S
   if (!entries)
     return error.empty();
   for (size_t i = 0; i < entries->size(); ++i) {
-    const Json &entry = (*entries)[i];
-    std::string path = std::string(key) + "[" + std::to_string(i) + "].", role = "parameter";
     StoredTensor stored;
-    if (!tensor(entry, path, stored.tensor) || !integer(entry, path, "offset", stored.offset) ||
-        !integer(entry, path, "bytes", stored.bytes) ||
-        !string(entry, path, "role", role, /*optional=*/true) ||
-        !string(entry, path, "state_of", stored.stateOf, /*optional=*/true) ||
-        !sharding(entry, path, plan, stored.sharding))
+    if (!storedEntry((*entries)[i], std::string(key) + "[" + std::to_string(i) + "].", plan,
+                     /*placed=*/true, stored))
       return false;
-    if (stored.bytes !=
-        *elementCount(stored.tensor.shape) * static_cast<int64_t>(dtypeSize(stored.tensor.dtype)))
-      return fail(path + "bytes", "does not match its shape and dtype");
-    if (stored.offset > plan.weightsBytes || stored.bytes > plan.weightsBytes - stored.offset)
-      return fail(path + "offset", "lies outside the weights blob");
-    if (stored.sharding && !holdsItsShare(*stored.sharding, stored.tensor, *plan.mesh))
-      return fail(path + "shape", "is not this rank's share of global_shape");
-    bool known = false;
-    for (StoredRole r : {StoredRole::Parameter, StoredRole::Accumulator, StoredRole::OptimizerState,
-                         StoredRole::Coordinate})
-      if (role == roleName(r)) {
-        stored.role = r;
-        known = true;
-      }
-    if (!known)
-      return fail(path + "role", "'" + role + "' is not a role of a stored tensor");
     out.push_back(std::move(stored));
   }
   return true;
+}
+
+bool Reader::storedEntry(const Json &entry, const std::string &path, const Plan &plan, bool placed,
+                         StoredTensor &stored) {
+  std::string role = "parameter";
+  if (!tensor(entry, path, stored.tensor) ||
+      !string(entry, path, "role", role, /*optional=*/true) ||
+      !string(entry, path, "state_of", stored.stateOf, /*optional=*/true) ||
+      !sharding(entry, path, plan, stored.sharding))
+    return false;
+  const int64_t bytes =
+      *elementCount(stored.tensor.shape) * static_cast<int64_t>(dtypeSize(stored.tensor.dtype));
+  if (placed) {
+    if (!integer(entry, path, "offset", stored.offset) ||
+        !integer(entry, path, "bytes", stored.bytes))
+      return false;
+    if (stored.bytes != bytes)
+      return fail(path + "bytes", "does not match its shape and dtype");
+    if (stored.offset > plan.weightsBytes || stored.bytes > plan.weightsBytes - stored.offset)
+      return fail(path + "offset", "lies outside the weights blob");
+  } else {
+    stored.bytes = bytes;
+  }
+  if (stored.sharding && !holdsItsShare(*stored.sharding, stored.tensor, *plan.mesh))
+    return fail(path + "shape", "is not this rank's share of global_shape");
+  for (StoredRole r : {StoredRole::Parameter, StoredRole::Accumulator, StoredRole::OptimizerState,
+                       StoredRole::Coordinate})
+    if (role == roleName(r)) {
+      stored.role = r;
+      return true;
+    }
+  return fail(path + "role", "'" + role + "' is not a role of a stored tensor");
 }
 
 bool Reader::flatBuffer(const Json &json, Plan &plan) {
@@ -554,6 +568,47 @@ std::string storedLayoutJson(const Plan &plan, const StoredTensor &stored) {
   return entry.dump();
 }
 
+std::string flatBufferJson(const FlatBuffer &flat) {
+  Json members = Json::array();
+  for (const FlatBuffer::Member &member : flat.members)
+    members.push_back(
+        {{"name", member.name}, {"offset", member.offset}, {"elements", member.elements}});
+  return Json{{"name", flat.name},
+              {"members", members},
+              {"slices",
+               {{"axis", flat.slices.axis},
+                {"elements", flat.slices.elements},
+                {"slice", flat.slices.slice}}}}
+      .dump();
+}
+
+bool parseLayouts(const std::optional<Mesh> &mesh, const std::vector<std::string> &stored,
+                  const std::string &flatParameters, Plan &layouts, std::string &error) {
+  layouts = Plan{};
+  layouts.mesh = mesh;
+  error.clear();
+  Reader read(error);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    Json entry = Json::parse(stored[i], nullptr, /*allow_exceptions=*/false);
+    StoredTensor tensor;
+    const std::string path = "tensors[" + std::to_string(i) + "].layout.";
+    if (!entry.is_object())
+      return read.fail(path, "is not an object");
+    if (!read.storedEntry(entry, path, layouts, /*placed=*/false, tensor))
+      return false;
+    (tensor.role == StoredRole::Parameter ? layouts.parameters : layouts.state)
+        .push_back(std::move(tensor));
+  }
+  if (flatParameters.empty())
+    return true;
+  Json flat = Json::parse(flatParameters, nullptr, /*allow_exceptions=*/false);
+  if (!read.flatBuffer(flat, layouts))
+    return false;
+  if (!mesh || mesh->axisIndex(layouts.flatParameters->slices.axis) < 0)
+    return read.fail("flat_parameters.slices.axis", "is not an axis of the mesh");
+  return true;
+}
+
 std::string planJson(const Plan &plan) {
   Json inputs = Json::array(), outputs = Json::array(), parameters = Json::array(),
        state = Json::array();
@@ -592,18 +647,8 @@ std::string planJson(const Plan &plan) {
   };
   if (plan.training)
     json["state"] = state;
-  if (const auto &flat = plan.flatParameters) {
-    Json members = Json::array();
-    for (const FlatBuffer::Member &member : flat->members)
-      members.push_back(
-          {{"name", member.name}, {"offset", member.offset}, {"elements", member.elements}});
-    json["flat_parameters"] = {{"name", flat->name},
-                               {"members", members},
-                               {"slices",
-                                {{"axis", flat->slices.axis},
-                                 {"elements", flat->slices.elements},
-                                 {"slice", flat->slices.slice}}}};
-  }
+  if (const auto &flat = plan.flatParameters)
+    json["flat_parameters"] = Json::parse(flatBufferJson(*flat));
   if (const auto &mesh = plan.mesh) {
     Json axes = Json::array();
     for (size_t a = 0; a < mesh->shape.size(); ++a)

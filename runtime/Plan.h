@@ -233,6 +233,16 @@ std::string planJson(const Plan &plan);
 /// keys sorted, so two layouts are equal when their texts are.
 std::string storedLayoutJson(const Plan &plan, const StoredTensor &stored);
 
+/// flat_parameters' JSON text (plan.json's and a checkpoint index's).
+std::string flatBufferJson(const FlatBuffer &flat);
+
+/// Reads back the layouts of stored tensors on `mesh` (storedLayoutJson
+/// texts, without places in a blob) and a flatBufferJson text (empty: none)
+/// into `layouts`' parameters, state and flat buffer, checked as readPlan
+/// checks them; on failure sets `error` naming the field.
+bool parseLayouts(const std::optional<Mesh> &mesh, const std::vector<std::string> &stored,
+                  const std::string &flatParameters, Plan &layouts, std::string &error);
+
 /// "8x32", or "scalar" for [].
 std::string shapeText(const std::vector<int64_t> &shape);
 

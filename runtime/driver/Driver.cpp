@@ -248,6 +248,9 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
   auto *resumeOpt =
       app.add_option("--resume", training.resumeDir,
                      "Training: continue from the latest complete checkpoint in this directory");
+  auto *initFromOpt =
+      app.add_option("--init-from", training.initFrom,
+                     "Training: start from the parameters of this safetensors file");
   // cleave run's, for --save-onnx: not for users, so not in --help.
   app.add_flag("--defer-commit", training.deferCommit,
                "Training: leave the results staged as FILE.partial")
@@ -290,7 +293,8 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
   }
   if (const CLI::Option *option = firstGiven(
           {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
-           logJsonOpt, timeoutOpt, checkpointDirOpt, checkpointEveryOpt, keepOpt, resumeOpt}))
+           logJsonOpt, timeoutOpt, checkpointDirOpt, checkpointEveryOpt, keepOpt, resumeOpt,
+           initFromOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 

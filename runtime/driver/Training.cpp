@@ -232,10 +232,14 @@ struct CheckpointRecord {
   uint64_t bytes;
 };
 
-/// The checkpoint a run continues from (--resume).
+/// The checkpoint a run continues from (--resume), and the layouts of the
+/// run that wrote it.
 struct ResumePoint {
   std::string checkpoint;
   CheckpointIndex index;
+  Plan layouts;
+  /// Its files, checked whole and against the index.
+  std::unique_ptr<GlobalTensorReader> reader;
 };
 
 int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
@@ -249,6 +253,8 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
                 "the model's training_info defines the step: it has no "
                 "learning-rate schedule",
                 2);
+  if (!options.initFrom.empty() && !options.resumeDir.empty())
+    return fail("--init-from", "cannot be combined with --resume, which continues a run", 2);
   if (options.checkpointDir.empty() && (options.checkpointEvery || options.keepCheckpoints))
     return fail(options.checkpointEvery ? "--checkpoint-every" : "--keep",
                 "needs --checkpoint-dir D", 2);
@@ -400,27 +406,23 @@ int checkCheckpointDir(const TrainingOptions &options, bool resuming) {
   return 0;
 }
 
-/// Reads the latest complete checkpoint in --resume D and checks that it
-/// continues this run exactly: the same mesh and tensors (index.json against
-/// plan.json), the same batch, data set, sampler and schedule, and steps left
-/// to run. Every rank reads the same index; rank 0 reports.
-int readResumePoint(const Plan &plan, const TrainingOptions &options, const DataSets &data,
-                    int64_t batch, int64_t steps, int64_t totalSteps, ResumePoint &resume) {
-  CheckpointStore store(options.resumeDir);
-  std::string where, error, field;
-  if (!store.readLatest(resume.checkpoint, resume.index, where, error))
-    return fail(where, error, 1, "nothing was loaded");
+/// Checks that the checkpoint read into `resume` continues this run on this
+/// layout, whichever wrote it: the same optimizer and global tensors
+/// (index.json against plan.json), the same global batch, data set, sampler
+/// and schedule, and steps left to run.
+int checkResumePoint(const Plan &plan, const TrainingOptions &options, const DataSets &data,
+                     int64_t batch, int64_t steps, int64_t totalSteps, const ResumePoint &resume) {
+  std::string error, field;
   const std::string indexPath = resume.checkpoint + "/index.json";
-  const char *reshard = "a checkpoint loads into the layout that wrote it; resharding to "
-                        "another is not built yet";
-  if (!indexMatchesPlan(resume.index, plan, field, error))
-    return fail(indexPath + ": " + field, error, 1, reshard);
+  if (!checkpointFitsPlan(resume.index, resume.layouts, plan, field, error))
+    return fail(indexPath + ": " + field, error, 1,
+                "a checkpoint loads into any layout of the same model and optimizer");
   const TrainingPosition &at = resume.index.position;
   if (at.batchSize != batch)
     return fail(indexPath + ": batch_size",
                 "is " + std::to_string(at.batchSize) + ", the program's is " +
                     std::to_string(batch),
-                1, reshard);
+                1, "any layout with the checkpoint's global batch size continues it");
   if (at.samples != data.samples)
     return fail("--data",
                 "holds " + std::to_string(data.samples) + " samples, the checkpoint's run had " +
@@ -449,63 +451,103 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Data
   return 0;
 }
 
-/// Copies this rank's shards of every checkpointed tensor into `weights` at
-/// the plan's offsets, after checking each file it reads (size, checksum,
-/// safetensors header, and every tensor's dtype and shape).
-int restoreCheckpoint(const Plan &plan, const Job &job, const ResumePoint &resume,
-                      std::vector<char> &weights) {
-  CheckpointStore store(resume.checkpoint);
-  std::map<std::string, std::pair<std::string, std::vector<SafetensorsTensor>>> files;
-  const std::vector<const StoredTensor *> tensors = checkpointedTensors(plan);
-  std::vector<std::pair<const StoredTensor *, const SafetensorsTensor *>> copies;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const CheckpointTensor &entry = resume.index.tensors[i];
-    const std::string where = resume.checkpoint + "/index.json: tensor '" + entry.name + "'";
-    const CheckpointShard *mine = nullptr;
-    for (const CheckpointShard &shard : entry.shards) {
-      bool matches = true;
-      for (const auto &[axis, coordinate] : shard.coordinates) {
-        int a = job.mesh.axisIndex(axis);
-        matches = matches && a >= 0 && job.coordinates[a] == coordinate;
-      }
-      if (matches && !mine)
-        mine = &shard;
-    }
-    if (!mine)
-      return fail(where, "has no shard for rank " + std::to_string(job.communication->rank()), 1,
-                  "nothing was loaded");
-    auto file = files.find(mine->file);
-    if (file == files.end()) {
-      const CheckpointFile &listed = *std::find_if(
-          resume.index.files.begin(), resume.index.files.end(),
-          [&](const CheckpointFile &candidate) { return candidate.name == mine->file; });
-      file =
-          files.emplace(mine->file, std::make_pair(std::string(), std::vector<SafetensorsTensor>()))
-              .first;
-      std::string error;
-      if (!store.readShard(resume.checkpoint, listed, file->second.first, file->second.second,
-                           error))
-        return fail(resume.checkpoint + "/" + mine->file, error, 1, "nothing was loaded");
-    }
-    const std::vector<SafetensorsTensor> &held = file->second.second;
-    auto found = std::find_if(held.begin(), held.end(),
-                              [&](const SafetensorsTensor &t) { return t.key == mine->key; });
-    const TensorSpec &spec = tensors[i]->tensor;
-    const std::string inFile =
-        resume.checkpoint + "/" + mine->file + ": tensor '" + mine->key + "'";
-    if (found == held.end())
-      return fail(inFile, "is missing", 1, "nothing was loaded");
-    if (found->dtype != spec.dtype || found->shape != spec.shape)
-      return fail(inFile,
-                  std::string("is ") + dtypeName(found->dtype) + " " + shapeText(found->shape) +
-                      ", the program stores " + dtypeName(spec.dtype) + " " + shapeText(spec.shape),
-                  1, "nothing was loaded");
-    copies.push_back({tensors[i], &*found});
+/// Copies into `weights`, at the plan's offsets, what this rank holds of
+/// every checkpointed tensor of the plan that `reader` has, reading only
+/// those elements.
+int readHeldTensors(const Plan &plan, const Job &job, const GlobalTensorReader &reader,
+                    std::vector<char> &weights) {
+  std::map<std::string, int> coordinates;
+  for (size_t a = 0; a < job.mesh.axisNames.size(); ++a)
+    coordinates[job.mesh.axisNames[a]] = job.coordinates[a];
+  std::string where, error;
+  for (const StoredTensor *stored : checkpointedTensors(plan)) {
+    const size_t element = dtypeSize(stored->tensor.dtype);
+    for (const GlobalRun &run : globalRuns(plan, *stored, coordinates))
+      if (reader.find(run.tensor) &&
+          !reader.read(run.tensor, run.global, run.count,
+                       weights.data() + stored->offset + static_cast<size_t>(run.local) * element,
+                       where, error))
+        return fail(where, error, 1, "nothing was loaded");
   }
-  // Only now, with every file checked, is anything loaded.
-  for (const auto &[stored, tensor] : copies)
-    std::memcpy(weights.data() + stored->offset, tensor->data, tensor->bytes);
   return 0;
+}
+
+/// The first file of `resume`'s checkpoint that is not whole (its size or
+/// checksum wrong), or -1, the same on every rank: the files are dealt
+/// round the ranks, so each is read through once.
+int64_t firstDamagedFile(const Job &job, const ResumePoint &resume) {
+  CheckpointStore store(resume.checkpoint);
+  comm::Communicator &world = job.communication->world();
+  std::string error;
+  int64_t mine = -1;
+  for (size_t i = static_cast<size_t>(world.rank()); i < resume.index.files.size() && mine < 0;
+       i += static_cast<size_t>(world.size()))
+    if (!store.verifyFile(resume.checkpoint, resume.index.files[i], error))
+      mine = static_cast<int64_t>(i);
+  std::vector<int64_t> all(static_cast<size_t>(world.size()));
+  world.allGather(&mine, all.data(), 1, DType::I64, {-1, "checkpoint"});
+  int64_t first = -1;
+  for (int64_t file : all)
+    if (file >= 0 && (first < 0 || file < first))
+      first = file;
+  return first;
+}
+
+/// Chooses the checkpoint of --resume D to continue from: the one `latest`
+/// names, or, when it is damaged (an index, file or header fault), the
+/// newest earlier complete one, with a warning that names what was skipped
+/// and why. A checkpoint that does not fit this run is an error, not
+/// skipped. Every rank reads the same indexes and headers and verifies its
+/// share of the files; rank 0 reports.
+int readResumePoint(const Plan &plan, const TrainingOptions &options, const Job &job,
+                    const DataSets &data, int64_t batch, int64_t steps, int64_t totalSteps,
+                    ResumePoint &resume) {
+  const CheckpointStore store(options.resumeDir);
+  std::string where, error;
+  int64_t latest = 0;
+  if (!store.readLatestStep(latest, where, error))
+    return fail(where, error, 1, "nothing was loaded");
+  std::vector<int64_t> candidates{latest};
+  for (int64_t step : store.completeSteps())
+    if (step < latest)
+      candidates.push_back(step);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    // A damaged checkpoint is skipped while an earlier one is left to try.
+    auto damaged = [&](const std::string &at, const std::string &fault) {
+      if (c + 1 == candidates.size())
+        return fail(at, fault, 1, "nothing was loaded");
+      if (job.reporting)
+        std::fprintf(stderr, "cleave: warning: %s: %s: skipped step-%lld, trying step-%lld\n",
+                     at.c_str(), fault.c_str(), static_cast<long long>(candidates[c]),
+                     static_cast<long long>(candidates[c + 1]));
+      return 0;
+    };
+    resume = ResumePoint{};
+    if (!store.readCheckpoint(candidates[c], resume.checkpoint, resume.index, where, error) ||
+        !indexLayouts(resume.index, resume.layouts, error)) {
+      if (int code = damaged(where, error))
+        return code;
+      continue;
+    }
+    if (int code = checkResumePoint(plan, options, data, batch, steps, totalSteps, resume))
+      return code;
+    if (int64_t file = firstDamagedFile(job, resume); file >= 0) {
+      // The rank that found the fault is silent here: rank 0 says it again.
+      const CheckpointFile &listed = resume.index.files[static_cast<size_t>(file)];
+      CheckpointStore(resume.checkpoint).verifyFile(resume.checkpoint, listed, error);
+      if (int code = damaged(resume.checkpoint + "/" + listed.name, error))
+        return code;
+      continue;
+    }
+    resume.reader = std::make_unique<GlobalTensorReader>();
+    if (!resume.reader->openCheckpoint(resume.checkpoint, resume.index, where, error)) {
+      if (int code = damaged(where, error))
+        return code;
+      continue;
+    }
+    return 0;
+  }
+  return 1;
 }
 
 /// Writes a checkpoint of the run after `position.step`: every rank its
@@ -588,25 +630,65 @@ int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, 
   return 0;
 }
 
-/// This rank's weights blob (from the checkpoint when resuming), the arena
-/// and the input buffers on the backend.
+/// Copies into `weights` what this rank holds of the tensors of the
+/// safetensors file `path` (whole tensors under their names): every
+/// parameter, and any other checkpointed tensor it holds. Every rank reads
+/// the same header; rank 0 reports what does not fit.
+int initializeFrom(const std::string &path, const Plan &plan, const Job &job,
+                   std::vector<char> &weights) {
+  GlobalTensorReader reader;
+  std::string error;
+  auto refuse = [&](const std::string &at, const std::string &what) {
+    return job.reporting ? fail(at, what, 1, "nothing was loaded") : 1;
+  };
+  if (!reader.openSafetensors(path, error))
+    return refuse(path, error);
+  std::vector<GlobalTensor> wanted;
+  for (const StoredTensor *stored : checkpointedTensors(plan))
+    if (!globalTensorsOf(plan, *stored, wanted, error))
+      return refuse(path, error);
+  for (const GlobalTensor &want : wanted) {
+    const GlobalTensor *found = reader.find(want.name);
+    const std::string text = std::string(dtypeName(want.dtype)) + " " + shapeText(want.shape);
+    if (!found && want.role == StoredRole::Parameter)
+      return refuse(path + ": tensor '" + want.name + "'", "is missing (a parameter, " + text + ")");
+    if (found && (found->dtype != want.dtype || found->shape != want.shape))
+      return refuse(path + ": tensor '" + want.name + "'",
+                    std::string("is ") + dtypeName(found->dtype) + " " + shapeText(found->shape) +
+                        ", the program's is " + text);
+  }
+  for (const GlobalTensor &tensor : reader.tensors())
+    if (std::none_of(wanted.begin(), wanted.end(),
+                     [&](const GlobalTensor &t) { return t.name == tensor.name; }))
+      return refuse(path + ": tensor '" + tensor.name + "'", "is not a tensor of the program");
+  return readHeldTensors(plan, job, reader, weights);
+}
+
+/// This rank's weights blob (from the checkpoint when resuming, with the
+/// parameters of --init-from when given), the arena and the input buffers
+/// on the backend.
 int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSets &data,
-                const ResumePoint *resume, Backend &backend, ProgramState &program) {
+                const ResumePoint *resume, const std::string &initFrom, Backend &backend,
+                ProgramState &program) {
   // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
   // one per dp rank too.
   program.blobName = weightsBlobName(plan, job.coordinates);
-  int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
-  if (code == 0 && resume)
-    code = restoreCheckpoint(plan, job, *resume, program.hostWeights);
-  if (resume) {
-    // Every rank loads, or none goes on: a rank that found a fault said which.
+  // Every rank loads, or none goes on: a rank that found a fault said which.
+  auto everyRank = [&](int code) {
     int32_t failed = code != 0;
     job.communication->world().allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
-    if (failed)
-      return code ? code : 1;
-  } else if (code) {
-    return code;
+    return failed ? (code ? code : 1) : 0;
+  };
+  int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
+  if (resume) {
+    // Its files are known whole (readResumePoint): read the ranges held.
+    code = everyRank(code ? code
+                          : readHeldTensors(plan, job, *resume->reader, program.hostWeights));
+  } else if (!initFrom.empty()) {
+    code = everyRank(code ? code : initializeFrom(initFrom, plan, job, program.hostWeights));
   }
+  if (code)
+    return code;
   program.weights = std::make_unique<Buffer>(backend, program.hostWeights.size());
   backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
                        program.hostWeights.size());
@@ -765,7 +847,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   std::optional<ResumePoint> resume;
   if (!options.resumeDir.empty()) {
     resume.emplace();
-    if (int code = readResumePoint(plan, options, data, batch, steps, totalSteps, *resume))
+    if (int code = readResumePoint(plan, options, job, data, batch, steps, totalSteps, *resume))
       return code;
   }
   if (int code = checkCheckpointDir(options, resume.has_value()))
@@ -776,7 +858,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   // collective that times out names the rank that waited.
   quiet.restore();
   ProgramState program;
-  if (int code = loadProgram(dir, plan, job, data, resume ? &*resume : nullptr, backend, program))
+  if (int code = loadProgram(dir, plan, job, data, resume ? &*resume : nullptr, options.initFrom,
+                             backend, program))
     return code;
   if (resume && job.reporting)
     std::fprintf(stderr, "resuming from %s at step %lld\n", resume->checkpoint.c_str(),

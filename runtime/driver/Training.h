@@ -44,6 +44,9 @@ struct TrainingOptions {
   int64_t keepCheckpoints = 0;
   /// Continue from the latest complete checkpoint in this directory.
   std::string resumeDir;
+  /// Start from the parameters of this safetensors file (whole tensors
+  /// under their names) instead of the model's initializers.
+  std::string initFrom;
 };
 
 /// Runs the training loop and returns the process exit code.

@@ -82,7 +82,31 @@ def set_layout_shape(index):
 
 
 def set_mesh(index):
+    """A mesh without the tp axis a tensor's layout splits over."""
     index["mesh"] = {"text": "dp=2", "axes": [{"name": "dp", "size": 2}]}
+    layout = index["tensors"][0]["layout"]
+    layout.update(global_shape=[32, 32], split={"dim": 0, "blocks": 1, "axis": "tp"})
+
+
+def set_optimizer(index):
+    index["optimizer"]["name"] = "sgd"
+
+
+def drop_tensor(index):
+    index["tensors"] = [t for t in index["tensors"] if t["name"] != "adam.v:fc3.bias"]
+
+
+def add_tensor(index):
+    tensor = json.loads(json.dumps(next(t for t in index["tensors"]
+                                        if t["name"] == "adam.v:fc3.bias")))
+    tensor["name"] = tensor["layout"]["name"] = "adam.v:head.bias"
+    index["tensors"].append(tensor)
+
+
+def twice(index):
+    """fc1.bias held by two shards: each element twice."""
+    tensor = next(t for t in index["tensors"] if t["name"] == "fc1.bias")
+    tensor["shards"].append(tensor["shards"][0])
 
 
 def bias_shape(shape):
@@ -100,8 +124,17 @@ FAULTS = [
     ("index field", lambda c: edit_index(c, lambda i: i["files"][0].update(crc32="xyz")), 1,
      [], ["index.json: files[0].crc32", "not 8 hex digits"]),
     ("model mismatch", lambda c: edit_index(c, set_layout_shape), 1, [],
-     ["tensors[0] ('fc1.weight').shape", "[16,33]", "[16,32]"]),
-    ("mesh mismatch", lambda c: edit_index(c, set_mesh), 1, [], ["index.json: mesh", "dp=2"]),
+     ["index.json: tensor 'fc1.weight'", "is f32 16x33", "the program's is f32 16x32"]),
+    ("other optimizer", lambda c: edit_index(c, set_optimizer), 1, [],
+     ["index.json: optimizer", "is sgd", "the program's is adam"]),
+    ("tensor missing", lambda c: edit_index(c, drop_tensor), 1, [],
+     ["index.json: tensor 'adam.v:fc3.bias'", "is missing", "f32 10"]),
+    ("other tensor", lambda c: edit_index(c, add_tensor), 1, [],
+     ["index.json: tensor 'adam.v:head.bias'", "is not a tensor of the program"]),
+    ("mesh without the axis", lambda c: edit_index(c, set_mesh), 1, [],
+     ["index.json: tensors[0].layout.split.axis", "'tp' is not an axis"]),
+    ("held twice", lambda c: edit_index(c, twice), 1, [],
+     ["index.json: tensor 'fc1.bias'", "do not hold each of its 16 elements exactly once"]),
     ("dot dot", rename_file("../rank-0.safetensors"), 1, [], ["index.json", "not a file name"]),
     ("absolute", rename_file("/etc/passwd"), 1, [], ["index.json", "not a file name"]),
     ("symlink out", symlink_out, 1, [], [SHARD, "symlink out"]),

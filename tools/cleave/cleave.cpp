@@ -1,13 +1,15 @@
 //===- cleave.cpp - the cleave command line ------------------------------===//
 //
 // Subcommands (CLI11): `import` prints a model's cleave IR or a summary,
-// `compile` builds a native program, `run` runs one, `conformance` checks
+// `compile` builds a native program, `run` runs one, `ckpt` inspects,
+// consolidates and exports a run's checkpoints, `conformance` checks
 // numerics on ONNX backend node tests, `schedule` simulates a pipeline
 // schedule. Exit codes: 0 ok, 1 bad
 // input, 2 bad usage, 3 internal error.
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/CheckpointCommand.h"
 #include "compiler/Compile.h"
 #include "compiler/Conformance.h"
 #include "compiler/Diagnostics.h"
@@ -268,6 +270,44 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
                   "Training: continue from the latest complete checkpoint in this directory");
   sub->add_option("--save-onnx", options.saveOnnx,
                   "Training: write the model with its trained parameters to this .onnx file");
+  sub->add_option("--init-from", options.initFrom,
+                  "Training: start from the parameters of this safetensors file (cleave ckpt "
+                  "consolidate's, or a PyTorch state_dict's) instead of the model's");
+}
+
+struct CkptCommand {
+  CLI::App *inspect = nullptr, *consolidate = nullptr, *exportModel = nullptr;
+  std::string dir, output, model;
+};
+
+void addCkptCommand(CLI::App &app, CkptCommand &cmd) {
+  CLI::App *sub = app.add_subcommand(
+      "ckpt", "Read a training run's checkpoint (a --checkpoint-dir's latest, or a step-N "
+              "directory of one), whatever layout wrote it");
+  sub->require_subcommand(1);
+  cmd.inspect = sub->add_subcommand(
+      "inspect", "Print the step, mesh, tensors with their global shapes and shards, and the "
+                 "files, every checksum verified");
+  cmd.consolidate = sub->add_subcommand(
+      "consolidate", "Write the whole parameters as one safetensors file under the ONNX "
+                     "initializer names (a torch export's state_dict names)");
+  cmd.exportModel = sub->add_subcommand(
+      "export", "Write the ONNX model with its initializers replaced by the checkpoint's values");
+  for (CLI::App *command : {cmd.inspect, cmd.consolidate, cmd.exportModel})
+    command->add_option("dir", cmd.dir, "The checkpoint directory")->required();
+  for (CLI::App *command : {cmd.consolidate, cmd.exportModel})
+    command->add_option("-o,--output", cmd.output, "The file to write (whole or not at all)")
+        ->required();
+  cmd.exportModel->add_option("--model", cmd.model, "The ONNX model the run compiled")
+      ->required();
+}
+
+int runCkpt(const CkptCommand &cmd) {
+  if (cmd.inspect->parsed())
+    return inspectCheckpoint(cmd.dir, llvm::outs());
+  if (cmd.consolidate->parsed())
+    return consolidateCheckpoint(cmd.dir, cmd.output);
+  return exportCheckpoint(cmd.dir, cmd.model, cmd.output);
 }
 
 void addConformanceCommand(CLI::App &app, ConformanceOptions &options) {
@@ -315,6 +355,8 @@ int main(int argc, char **argv) {
   addCompileCommand(app, compileCmd);
   RunOptions runOptions;
   addRunCommand(app, runOptions);
+  CkptCommand ckpt;
+  addCkptCommand(app, ckpt);
   ConformanceOptions conformance;
   addConformanceCommand(app, conformance);
   ScheduleOptions scheduleOptions;
@@ -335,6 +377,8 @@ int main(int argc, char **argv) {
     return runCompile(compileCmd);
   if (app.got_subcommand("run"))
     return runProgram(runOptions);
+  if (app.got_subcommand("ckpt"))
+    return runCkpt(ckpt);
   if (app.got_subcommand("conformance"))
     return runConformance(conformance, llvm::outs());
   if (app.got_subcommand("schedule"))
