@@ -39,6 +39,10 @@ public:
   void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {
     context.axes = axes;
   }
+  void setMarks(cleave::rt::ProgramMarks *marks, bool ops) override {
+    context.marks = marks;
+    context.markOps = marks && ops;
+  }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);

@@ -39,6 +39,7 @@ public:
       std::exit(3);
     }
     cublasSetStream(context.blas, context.stream);
+    synced.stream = context.stream;
   }
   ~CudaBackend() override {
     cublasDestroy(context.blas);
@@ -76,11 +77,17 @@ public:
       }
 #ifdef CLEAVE_HAVE_NCCL
       nccl.push_back(cleave::rt::comm::NcclCommunicator::create(*host, context.stream));
+      nccl.back()->observeWith(host->observer());
       context.axes.push_back(nccl.back().get());
 #else
       host->fail("this CUDA program was built without NCCL, so it runs on one GPU only");
 #endif
     }
+  }
+  void setMarks(cleave::rt::ProgramMarks *marks, bool ops) override {
+    synced.next = marks;
+    context.marks = marks ? &synced : nullptr;
+    context.markOps = marks && ops;
   }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
@@ -102,8 +109,23 @@ private:
     return 0;
   }
 
+  /// Passes marks on once the stream's work before them is done.
+  struct SyncedMarks final : cleave::rt::ProgramMarks {
+    cudaStream_t stream = nullptr;
+    cleave::rt::ProgramMarks *next = nullptr;
+    void backward() override {
+      check(cudaStreamSynchronize(stream), "mark");
+      next->backward();
+    }
+    void op(const char *label) override {
+      check(cudaStreamSynchronize(stream), "mark");
+      next->op(label);
+    }
+  };
+
   cleave::rt::AllocationMeter allocations_;
   cleave::rt::cuda::Context context;
+  SyncedMarks synced;
 #ifdef CLEAVE_HAVE_NCCL
   std::vector<std::unique_ptr<cleave::rt::comm::NcclCommunicator>> nccl;
 #endif
