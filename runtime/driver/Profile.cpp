@@ -51,8 +51,8 @@ std::string formatMicros(int64_t ns) {
 
 } // namespace
 
-RunProfile::RunProfile(bool trace, bool ops, bool trainingInfo)
-    : ops(ops), trainingInfo(trainingInfo) {
+RunProfile::RunProfile(bool steps, bool trace, bool ops, bool trainingInfo)
+    : measuring(steps || trace), ops(ops), trainingInfo(trainingInfo) {
   if (trace)
     timeline.emplace();
 }
@@ -128,6 +128,8 @@ void RunProfile::alignClocks(comm::Communicator &world) {
 }
 
 void RunProfile::beginStep(int64_t number) {
+  if (!measuring)
+    return;
   step = number;
   current = {};
   inStep = true;
@@ -135,6 +137,8 @@ void RunProfile::beginStep(int64_t number) {
 }
 
 void RunProfile::input(int64_t k, Clock::time_point begin, uint64_t bytes) {
+  if (!measuring)
+    return;
   const Clock::time_point end = Clock::now();
   current.input += secondsBetween(begin, end);
   if (timeline)
@@ -144,12 +148,16 @@ void RunProfile::input(int64_t k, Clock::time_point begin, uint64_t bytes) {
 }
 
 void RunProfile::beginCall(int64_t k) {
+  if (!measuring)
+    return;
   microbatch = k;
   phase = k < 0 ? "optimizer" : trainingInfo ? "step" : "forward";
   callBegin = phaseBegin = Clock::now();
 }
 
 void RunProfile::endCall() {
+  if (!measuring)
+    return;
   const Clock::time_point end = Clock::now();
   endOp(end);
   endPhase(end);
@@ -188,6 +196,8 @@ void RunProfile::endOp(Clock::time_point now) {
 }
 
 StepTimes RunProfile::endStep() {
+  if (!measuring)
+    return {};
   const Clock::time_point end = Clock::now();
   inStep = false;
   current.seconds = secondsBetween(stepBegin, end);
@@ -212,10 +222,9 @@ void RunProfile::checkpoint(int64_t number, Clock::time_point begin,
 
 void RunProfile::collective(const comm::Communicator &group, const comm::CollectiveTiming &timing) {
   const double seconds = secondsBetween(timing.begin, timing.end);
-  if (inStep) {
+  totalCommunication += seconds;
+  if (inStep)
     current.communication += seconds;
-    totalCommunication += seconds;
-  }
   if (!timeline)
     return;
   const char *kind = comm::collectiveName(timing.kind);

@@ -42,8 +42,11 @@ struct StepTimes {
 
 class RunProfile final : public comm::CollectiveObserver, public ProgramMarks {
 public:
-  /// With `trace`, a timeline is kept (and `ops`: a span per kernel).
-  RunProfile(bool trace, bool ops, bool trainingInfo);
+  /// With `steps` (--log-json) each step's figures are measured; with
+  /// `trace` they are and a timeline is kept too (and with `ops` a span per
+  /// kernel). Without either only the collectives' total is kept, for the
+  /// progress line: a step then reads no clock.
+  RunProfile(bool steps, bool trace, bool ops, bool trainingInfo);
   RunProfile(const RunProfile &) = delete;
   RunProfile &operator=(const RunProfile &) = delete;
   ~RunProfile() override;
@@ -56,6 +59,12 @@ public:
   /// another estimates the offset from round trips of a send and a recv.
   void alignClocks(comm::Communicator &world);
 
+  /// The time for input() and checkpoint() to start from: none (the
+  /// clock's epoch, unread) when not measuring.
+  Timeline::Clock::time_point now() const {
+    return measuring ? Timeline::Clock::now() : Timeline::Clock::time_point();
+  }
+
   void beginStep(int64_t step);
   /// A microbatch read from `begin` to now.
   void input(int64_t microbatch, Timeline::Clock::time_point begin, uint64_t bytes);
@@ -63,14 +72,14 @@ public:
   /// optimizer's apply, begins / ends.
   void beginCall(int64_t microbatch);
   void endCall();
-  /// Ends the step and returns its figures.
+  /// Ends the step and returns its figures (zero when not measuring).
   StepTimes endStep();
   /// A checkpoint written from `begin` to now, of `bytes` on all ranks
   /// (known to rank 0 alone).
   void checkpoint(int64_t step, Timeline::Clock::time_point begin,
                   std::optional<uint64_t> bytes);
 
-  /// Seconds in collectives and in the steps since the run began.
+  /// Seconds in collectives since the run began.
   double communicationSeconds() const { return totalCommunication; }
 
   /// Stops observing, and gathers every rank's step figures and timeline to
@@ -95,6 +104,7 @@ private:
   void detach();
 
   std::optional<Timeline> timeline;
+  bool measuring;
   bool ops;
   bool trainingInfo;
   std::vector<comm::Communicator *> observed;

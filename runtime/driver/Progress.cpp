@@ -31,9 +31,11 @@ Progress::Progress(bool shown, int64_t firstStep, int64_t steps, bool showCommun
       firstStep(firstStep), steps(steps), every(std::max<int64_t>(1, steps / 10)) {}
 
 void Progress::step(int64_t step, double loss, std::optional<double> lr, int64_t batch,
-                    double seconds, double communicationSeconds) {
+                    std::chrono::steady_clock::time_point start, double communicationSeconds) {
   if (!shown || !(terminal || step % every == 0 || step == steps))
     return;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double done = static_cast<double>(step - firstStep + 1);
   const double rate = seconds > 0 ? done * static_cast<double>(batch) / seconds : 0;
   char text[256];

@@ -15,6 +15,7 @@
 #ifndef CLEAVE_RUNTIME_DRIVER_PROGRESS_H
 #define CLEAVE_RUNTIME_DRIVER_PROGRESS_H
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 
@@ -31,10 +32,10 @@ public:
   Progress &operator=(const Progress &) = delete;
 
   /// After step `step`: its loss and learning rate (none for a training_info
-  /// step), the samples per step, and the run's seconds so far, of them in
-  /// collectives.
-  void step(int64_t step, double loss, std::optional<double> lr, int64_t batch, double seconds,
-            double communicationSeconds);
+  /// step), the samples per step, when the run started and its seconds in
+  /// collectives so far. Reads the clock only for a line it prints.
+  void step(int64_t step, double loss, std::optional<double> lr, int64_t batch,
+            std::chrono::steady_clock::time_point start, double communicationSeconds);
   /// Ends a line left open on the terminal, before something else is
   /// printed.
   void endLine();

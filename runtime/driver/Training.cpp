@@ -807,7 +807,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return code;
   // The profile observes the collectives from here on; a device backend's
   // own communicators take its observer over when they are made.
-  RunProfile profile(!options.trace.empty(), options.traceOps, spec.trainingInfo);
+  RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
+                     spec.trainingInfo);
   profile.attach(job.axes, backend);
   backend.setCommunicators(job.axes);
   const int64_t batch = spec.batchSize * job.dpSize;
@@ -864,7 +865,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       backend.copyToDevice(program.inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
     }
     for (int64_t k = 0; k < spec.gradAccum; ++k) {
-      const auto reading = std::chrono::steady_clock::now();
+      const auto reading = profile.now();
       feedMicrobatch(spec, job, data, order, step, k, backend, program);
       profile.input(k, reading, microbatchBytes);
       backend.setStep(step, trainingStream(step, k));
@@ -894,7 +895,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     }
     records.push_back({step, loss, lr, times});
     progress.step(step, loss, spec.trainingInfo ? std::nullopt : std::optional<double>(lr), batch,
-                  elapsed(), profile.communicationSeconds());
+                  start, profile.communicationSeconds());
     // Every rank stops after the same step: when any received a stop signal.
     int32_t stop = stops ? stops->received() : 0;
     if (stops)
@@ -904,7 +905,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       TrainingPosition position{
           step, spec.trainingInfo ? 0 : lr, batch, data.samples, options.shuffle, seed, totalSteps};
       progress.endLine();
-      const auto writing = std::chrono::steady_clock::now();
+      const auto writing = profile.now();
       if (int code = writeCheckpoint(plan, options, job, backend, program, position, checkpoints))
         return code;
       profile.checkpoint(step, writing,
