@@ -164,7 +164,6 @@ public:
   const BytesSent &bytesSent() const { return bytesSent_; }
   /// Tells `observer` (null: nobody) of every call from now on.
   void observeWith(CollectiveObserver *observer) { observer_ = observer; }
-  CollectiveObserver *observer() const { return observer_; }
 
   /// buffer[i] = the sum over the group's ranks of their buffer[i], on every
   /// rank (f32, f64, i32, i64).

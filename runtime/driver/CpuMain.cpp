@@ -39,6 +39,9 @@ public:
   void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {
     context.axes = axes;
   }
+  std::vector<cleave::rt::comm::Communicator *> communicators() const override {
+    return context.axes;
+  }
   void setMarks(cleave::rt::ProgramMarks *marks, bool ops) override {
     context.marks = marks;
     context.markOps = marks && ops;

@@ -77,12 +77,14 @@ public:
       }
 #ifdef CLEAVE_HAVE_NCCL
       nccl.push_back(cleave::rt::comm::NcclCommunicator::create(*host, context.stream));
-      nccl.back()->observeWith(host->observer());
       context.axes.push_back(nccl.back().get());
 #else
       host->fail("this CUDA program was built without NCCL, so it runs on one GPU only");
 #endif
     }
+  }
+  std::vector<cleave::rt::comm::Communicator *> communicators() const override {
+    return context.axes;
   }
   void setMarks(cleave::rt::ProgramMarks *marks, bool ops) override {
     synced.next = marks;

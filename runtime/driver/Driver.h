@@ -45,6 +45,9 @@ public:
   /// program's collectives: used as they are (host memory) or, by a device
   /// backend, to start its own over the same ranks.
   virtual void setCommunicators(const std::vector<comm::Communicator *> &axes) = 0;
+  /// The communicators the program's collectives go through, one per mesh
+  /// axis: setCommunicators' own, or the backend's over the same ranks.
+  virtual std::vector<comm::Communicator *> communicators() const = 0;
   /// Where the program's marks go (runtime/StepContext.h) and whether it
   /// marks every kernel; null: no marks are taken. A device backend waits
   /// for its queued work before it passes a mark on, so that a mark's time

@@ -59,8 +59,8 @@ RunProfile::RunProfile(bool steps, bool trace, bool ops, bool trainingInfo)
 
 RunProfile::~RunProfile() { detach(); }
 
-void RunProfile::attach(const std::vector<comm::Communicator *> &axes, Backend &backend) {
-  observed = axes;
+void RunProfile::attach(Backend &backend) {
+  observed = backend.communicators();
   for (comm::Communicator *axis : observed)
     axis->observeWith(this);
   if (timeline) {
@@ -151,7 +151,7 @@ void RunProfile::beginCall(int64_t k) {
   if (!measuring)
     return;
   microbatch = k;
-  phase = k < 0 ? "optimizer" : trainingInfo ? "step" : "forward";
+  phase = k < 0 ? "optimizer" : trainingInfo ? "training_info step" : "forward";
   callBegin = phaseBegin = Clock::now();
 }
 
@@ -181,7 +181,8 @@ void RunProfile::op(const char *label) {
 }
 
 void RunProfile::endPhase(Clock::time_point now) {
-  if (!timeline)
+  // A training_info step updates in its forward; its apply is empty.
+  if (!timeline || (trainingInfo && microbatch < 0))
     return;
   nlohmann::ordered_json args = {{"step", step}};
   if (microbatch >= 0)

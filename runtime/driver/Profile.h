@@ -51,9 +51,10 @@ public:
   RunProfile &operator=(const RunProfile &) = delete;
   ~RunProfile() override;
 
-  /// Observes the axes' collectives and, when tracing, takes the program's
-  /// marks; detached again by finish() or the end of the profile.
-  void attach(const std::vector<comm::Communicator *> &axes, Backend &backend);
+  /// Observes the collectives of the backend's communicators and, when
+  /// tracing, takes the program's marks; detached again by finish() or the
+  /// end of the profile.
+  void attach(Backend &backend);
   /// Aligns this rank's clock with rank 0's over `world` (a collective);
   /// when tracing. A rank on rank 0's machine shares its clock; one on
   /// another estimates the offset from round trips of a send and a recv.

@@ -305,6 +305,7 @@ int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend,
     return fail("mesh " + job.mesh.text(), error, 2);
   for (const std::string &name : job.mesh.axisNames)
     job.axes.push_back(job.communication->axis(name));
+  backend.setCommunicators(job.axes);
   job.coordinates = job.mesh.coordinates(job.communication->rank());
   const int dpAxis = job.mesh.axisIndex("dp");
   job.dpSize = dpAxis < 0 ? 1 : job.mesh.shape[dpAxis];
@@ -805,12 +806,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return code;
   if (int code = startJob(plan, options, backend, job))
     return code;
-  // The profile observes the collectives from here on; a device backend's
-  // own communicators take its observer over when they are made.
   RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
                      spec.trainingInfo);
-  profile.attach(job.axes, backend);
-  backend.setCommunicators(job.axes);
+  profile.attach(backend);
   const int64_t batch = spec.batchSize * job.dpSize;
   if (int code = readDataSets(plan, options, batch, data))
     return code;

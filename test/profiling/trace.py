@@ -7,7 +7,8 @@
 #     the coordinates of R in the mesh's row-major order, and the tracks
 #     each run must have;
 #   - each step is one "step N" span holding forward, backward and optimizer
-#     (one forward and backward per microbatch) and the microbatch's read,
+#     (one forward and backward per microbatch: also with --grad-accum 2)
+#     and each microbatch's read,
 #     whose durations add up to the step's wall time in --log-json (within
 #     15% + 100 us: the rest is the learning-rate copy and the loss read);
 #   - with --trace-ops every kernel is a span inside its phase, and the
@@ -105,7 +106,7 @@ def rank_names(shape, names):
     return result
 
 
-def check_run(label, workdir, mesh, ranks, expected_bytes, ops, checkpoints):
+def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoints):
     trace_path = os.path.join(workdir, f"{label}.trace.json")
     metrics_path = os.path.join(workdir, f"{label}.metrics.json")
     plan = json.load(open(os.path.join(workdir, label, "plan.json")))
@@ -160,12 +161,15 @@ def check_run(label, workdir, mesh, ranks, expected_bytes, ops, checkpoints):
             n = step.args["step"]
             record = metrics["step_times"][n - 1]["ranks"][rank]
             mine = [p for p in phases if step.holds(p, chrome_trace.NS)]
-            expect([p.name for p in mine] == ["forward", "backward", "optimizer"],
+            expect([p.name for p in mine] == ["forward", "backward"] * accum + ["optimizer"],
                    f"{label}: rank {rank} step {n} phases {[p.name for p in mine]}")
+            expect([p.args.get("microbatch") for p in mine] ==
+                   [k for k in range(accum) for _ in (0, 1)] + [None],
+                   f"{label}: rank {rank} step {n} microbatches {[p.args for p in mine]}")
             expect(all(p.args.get("step") == n for p in mine),
                    f"{label}: rank {rank} step {n}: a phase names another step")
             reads = [s for s in inputs if step.holds(s, chrome_trace.NS)]
-            expect([s.name for s in reads] == ["read microbatch 0"],
+            expect([s.name for s in reads] == [f"read microbatch {k}" for k in range(accum)],
                    f"{label}: rank {rank} step {n} reads {[s.name for s in reads]}")
             covered = sum(p.dur for p in mine) + sum(s.dur for s in reads)
             wall = record["seconds"] * 1e6
@@ -282,24 +286,26 @@ def main():
     micro = 8  # the model's batch dim: each rank's microbatch
 
     layouts = [
-        # label, mesh, ranks, extra compile flags, run flags, bytes per (kind, axis)
-        ("one", "", 1, [], ["--trace-ops", "--checkpoint-dir", f"{workdir}/ckpt-one",
-                            "--checkpoint-every", "3"], {}),
-        ("dp2", "dp=2", 2, [], ["--checkpoint-dir", f"{workdir}/ckpt-dp2",
-                                "--checkpoint-every", "3"],
+        # label, mesh, ranks, microbatches, extra compile flags, run flags,
+        # bytes per (kind, axis)
+        ("one", "", 1, 1, [], ["--trace-ops", "--checkpoint-dir", f"{workdir}/ckpt-one",
+                               "--checkpoint-every", "3"], {}),
+        ("accum2", "", 1, 2, ["--grad-accum", "2"], ["--trace-ops"], {}),
+        ("dp2", "dp=2", 2, 1, [], ["--checkpoint-dir", f"{workdir}/ckpt-dp2",
+                                   "--checkpoint-every", "3"],
          {("all_reduce", "dp"): accumulator_bytes(shapes)}),
-        ("dp2tp2", "dp=2,tp=2", 4, ["--plan", PLAN], ["--trace-ops"],
+        ("dp2tp2", "dp=2,tp=2", 4, 1, ["--plan", PLAN], ["--trace-ops"],
          {("all_reduce", "dp"): accumulator_bytes(shard_shapes(shapes, 2)),
           ("all_reduce", "tp"): micro * shapes["fc2.weight"][0] * 4}),
     ]
-    for label, mesh, ranks, compile_flags, run_flags, expected in layouts:
+    for label, mesh, ranks, accum, compile_flags, run_flags, expected in layouts:
         out = os.path.join(workdir, label)
         run(["cleave", "compile", MODEL, "-o", out, "--train", "--optimizer", "adam",
              "--lr", "0.01"] + (["--mesh", mesh] if mesh else []) + compile_flags)
         run(["cleave", "run", out, "-n", str(ranks)] + data +
             ["--steps", str(STEPS), "--quiet", "--trace", f"{workdir}/{label}.trace.json",
              "--log-json", f"{workdir}/{label}.metrics.json"] + run_flags)
-        check_run(label, workdir, mesh, ranks, expected, "--trace-ops" in run_flags,
+        check_run(label, workdir, mesh, ranks, accum, expected, "--trace-ops" in run_flags,
                   "--checkpoint-dir" in run_flags)
     if problems:
         sys.exit("\n".join(problems[:40]))
