@@ -354,6 +354,10 @@ bool checkResultPaths(const RunOptions &options) {
     printError({"--log-json " + options.logJson, error, "", kExitBadUsage});
     return false;
   }
+  if (!options.trace.empty() && !rt::canCreate(options.trace, error)) {
+    printError({"--trace " + options.trace, error, "", kExitBadUsage});
+    return false;
+  }
   if (!options.saveOnnx.empty() && !rt::canCreate(options.saveOnnx, error)) {
     printError({"--save-onnx " + options.saveOnnx, error, "", kExitBadUsage});
     return false;
@@ -381,8 +385,9 @@ int commitWithModel(const RunOptions &options, const std::string &outputDir) {
     written.insert(outputDir + "/" + rt::weightsBlobName(plan, mesh.coordinates(rank)));
   for (const rt::TensorSpec &output : plan.outputs)
     written.insert(outputDir + "/" + rt::npyFileName(output.name));
-  if (!options.logJson.empty())
-    written.insert(options.logJson);
+  for (const std::string &path : {options.logJson, options.trace})
+    if (!path.empty())
+      written.insert(path);
   for (const std::string &path : written) {
     if (!files.adopt(path, message)) {
       printError({path, message, "a cleave bug: please report it", kExitInternal});
@@ -488,6 +493,12 @@ int runProgram(const RunOptions &options) {
     args.push_back("--defer-commit");
   if (!options.logJson.empty())
     args.insert(args.end(), {"--log-json", options.logJson});
+  if (!options.trace.empty())
+    args.insert(args.end(), {"--trace", options.trace});
+  if (options.traceOps)
+    args.push_back("--trace-ops");
+  if (options.quiet)
+    args.push_back("--quiet");
   if (options.collectiveTimeout) {
     std::ostringstream seconds; // the shortest spelling: 2, 0.5
     seconds << *options.collectiveTimeout;

@@ -32,6 +32,11 @@ struct RunOptions {
   std::optional<uint64_t> seed;
   std::optional<int64_t> totalSteps;
   std::string logJson;
+  /// The Chrome trace (docs/training.md, "Profiling"), with a span per
+  /// kernel; no progress lines.
+  std::string trace;
+  bool traceOps = false;
+  bool quiet = false;
   std::optional<double> collectiveTimeout;
   /// Checkpoints (runtime/Checkpoint.h): where, how often, how many kept,
   /// and the directory to resume from.

@@ -16,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -68,6 +69,49 @@ std::string floatLiteral(double value, bool isDouble) {
   if (text.find_first_of(".e") == std::string::npos)
     text += ".0";
   return isDouble ? text : text + "f";
+}
+
+/// The ONNX node name an op's location carries (the importer's NameLoc),
+/// or "".
+std::string nodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (std::string name = nodeName(part); !name.empty())
+        return name;
+  return "";
+}
+
+/// `text` as a C++ string literal.
+std::string stringLiteral(StringRef text) {
+  std::string literal = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      literal += '\\';
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      literal += llvm::formatv("\\x{0:x-2}\"\"", static_cast<unsigned char>(c)).str();
+    else
+      literal += c;
+  }
+  return literal + "\"";
+}
+
+/// The op of a training @forward whose result is added into the loss-sum
+/// accumulator (cleave-build-train-step): the backward follows it. Null
+/// when there is none (a forward program, a training_info step).
+Operation *lossSumProducer(func::FuncOp forward) {
+  for (BlockArgument arg : forward.getArguments()) {
+    auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+    if (!name || name.getValue() != "cleave.loss_sum")
+      continue;
+    for (Operation *user : arg.getUsers())
+      if (auto add = dyn_cast<AddOp>(user))
+        for (Value operand : add->getOperands())
+          if (operand != arg && operand.getDefiningOp())
+            return operand.getDefiningOp();
+  }
+  return nullptr;
 }
 
 /// Operands and literal arguments of one emitc.call_opaque, in call order.
@@ -159,9 +203,24 @@ public:
 
 private:
   Value call(StringRef callee, Type result, CallArgs &args) {
+    // Every kernel call is preceded by its mark (runtime/StepContext.h).
+    if (callee.starts_with(kernelPrefix)) {
+      std::string label = callee.drop_front(kernelPrefix.size()).str();
+      if (std::string node = current ? nodeName(current->getLoc()) : ""; !node.empty())
+        label += " " + node;
+      mark("cleave::rt::markOp", stringLiteral(label));
+    }
     auto op = emitc::CallOpaqueOp::create(b, loc, result ? TypeRange(result) : TypeRange(),
                                           callee, args.operands, b.getArrayAttr(args.args));
     return result ? op.getResult(0) : Value();
+  }
+  /// A call of the mark `hook` with the context (and `label`).
+  void mark(StringRef hook, StringRef label = "") {
+    SmallVector<Attribute> markArgs{b.getIndexAttr(0)};
+    if (!label.empty())
+      markArgs.push_back(emitc::OpaqueAttr::get(b.getContext(), label));
+    emitc::CallOpaqueOp::create(b, loc, TypeRange(), hook, ValueRange{context},
+                                b.getArrayAttr(markArgs));
   }
   Value tensorAt(Value base, int64_t offset, Value value);
   FailureOr<std::string> literal(Operation *op, StringRef attribute);
@@ -180,6 +239,10 @@ private:
   llvm::StringMap<KernelCall> calls;
   llvm::DenseMap<Value, Value> tensors;
   uint64_t unseededDropouts = 0;
+  /// The op being lowered, whose node name labels its kernels' marks.
+  Operation *current = nullptr;
+  /// The loss sum is lowered: the next op begins the backward.
+  bool marksBackwardAfter = false;
   Value context, arena, weights, inputs, outputs;
 };
 
@@ -459,7 +522,15 @@ LogicalResult Lowering::run() {
   llvm::DenseMap<Operation *, SmallVector<shard::AllReduceOp>> runs;
   for (auto &run : allReduceRuns(func))
     runs[run.front()] = run;
+  Operation *loss = name == "forward" ? lossSumProducer(func) : nullptr;
   for (Operation &op : func.getBody().front()) {
+    current = &op;
+    if (&op == loss)
+      marksBackwardAfter = true;
+    else if (marksBackwardAfter) {
+      mark("cleave::rt::markBackward");
+      marksBackwardAfter = false;
+    }
     if (auto reduce = dyn_cast<shard::AllReduceOp>(op); reduce && isInPlace(reduce)) {
       auto run = runs.find(&op);
       if (run != runs.end() && failed(lowerAllReduces(run->second)))

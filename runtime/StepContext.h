@@ -20,6 +20,20 @@ class Communicator;
 
 namespace cleave::rt {
 
+/// Where a running program says which part of its step it is in, for the
+/// run's timeline (runtime/Timeline.h): the lowered @forward of a training
+/// step calls markBackward after its loss, and every kernel call is preceded
+/// by markOp (passes/LowerToEmitC.cpp). The driver implements it; a device
+/// backend waits for its queued work before passing a mark on.
+class ProgramMarks {
+public:
+  virtual ~ProgramMarks() = default;
+  /// The backward of the microbatch begins (its loss is computed).
+  virtual void backward() = 0;
+  /// The kernel `label` ("gemm /fc1/Gemm") is called next.
+  virtual void op(const char *label) = 0;
+};
+
 struct StepContext {
   /// Which microbatch of which training step runs (runtime/Random.h's
   /// trainingStream; 0 outside training): part of every dropout mask's key.
@@ -32,7 +46,22 @@ struct StepContext {
   /// Where kernels count the scratch they allocate for a call (a
   /// convolution's columns, runtime/ConvScratch.h); null: not counted.
   AllocationMeter *allocations = nullptr;
+  /// Where the program's marks go; null (no --trace): none are taken.
+  ProgramMarks *marks = nullptr;
+  /// Whether markOp passes the kernels' marks on (--trace-ops).
+  bool markOps = false;
 };
+
+/// What the lowered program calls: a load and a branch each when marks are
+/// not taken.
+inline void markBackward(StepContext &ctx) {
+  if (ctx.marks)
+    ctx.marks->backward();
+}
+inline void markOp(StepContext &ctx, const char *label) {
+  if (ctx.markOps)
+    ctx.marks->op(label);
+}
 
 } // namespace cleave::rt
 

@@ -149,54 +149,75 @@ void Communicator::checkPeer(int peer, const char *role, CollectiveKind kind,
              std::to_string(size_));
 }
 
+template <typename Call>
+void Communicator::run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site,
+                       Call &&call) {
+  const uint64_t sent = ringBytesSent(kind, bufferBytes, size_);
+  bytesSent_.add(kind, sent);
+  if (!observer_) {
+    call();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point begin = Clock::now();
+  // Point to point has no group to wait for, and a barrier is all waiting.
+  const bool collective =
+      kind != CollectiveKind::Send && kind != CollectiveKind::Recv && kind != CollectiveKind::Barrier;
+  if (collective && size_ > 1 && observer_->separatesWait())
+    doBarrier(site);
+  const Clock::time_point arrived = Clock::now();
+  call();
+  observer_->collective(*this, {kind, site, bufferBytes, sent, begin, arrived, Clock::now()});
+}
+
 void Communicator::allReduceSum(void *buffer, std::size_t count, DType type,
                                 const CallSite &site) {
   checkSum(type, site, CollectiveKind::AllReduce);
-  bytesSent_.add(CollectiveKind::AllReduce,
-                 ringBytesSent(CollectiveKind::AllReduce, count * dtypeSize(type), size_));
-  if (options_.deterministic)
-    doAllReduceSumInRankOrder(buffer, count, type, site);
-  else
-    doAllReduceSum(buffer, count, type, site);
+  run(CollectiveKind::AllReduce, count * dtypeSize(type), site, [&] {
+    if (options_.deterministic)
+      doAllReduceSumInRankOrder(buffer, count, type, site);
+    else
+      doAllReduceSum(buffer, count, type, site);
+  });
 }
 
 void Communicator::allGather(const void *sent, void *received, std::size_t countPerRank,
                              DType type, const CallSite &site) {
   uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(type);
-  bytesSent_.add(CollectiveKind::AllGather,
-                 ringBytesSent(CollectiveKind::AllGather, full, size_));
-  doAllGather(sent, received, countPerRank, type, site);
+  run(CollectiveKind::AllGather, full, site,
+      [&] { doAllGather(sent, received, countPerRank, type, site); });
 }
 
 void Communicator::reduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                                     DType type, const CallSite &site) {
   checkSum(type, site, CollectiveKind::ReduceScatter);
   uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(type);
-  bytesSent_.add(CollectiveKind::ReduceScatter,
-                 ringBytesSent(CollectiveKind::ReduceScatter, full, size_));
-  if (options_.deterministic)
-    doReduceScatterSumInRankOrder(sent, received, countPerRank, type, site);
-  else
-    doReduceScatterSum(sent, received, countPerRank, type, site);
+  run(CollectiveKind::ReduceScatter, full, site, [&] {
+    if (options_.deterministic)
+      doReduceScatterSumInRankOrder(sent, received, countPerRank, type, site);
+    else
+      doReduceScatterSum(sent, received, countPerRank, type, site);
+  });
 }
 
 void Communicator::broadcast(void *buffer, std::size_t count, DType type, int root,
                              const CallSite &site) {
   checkPeer(root, "root", CollectiveKind::Broadcast, site);
-  bytesSent_.add(CollectiveKind::Broadcast,
-                 ringBytesSent(CollectiveKind::Broadcast, count * dtypeSize(type), size_));
-  doBroadcast(buffer, count, type, root, site);
+  run(CollectiveKind::Broadcast, count * dtypeSize(type), site,
+      [&] { doBroadcast(buffer, count, type, root, site); });
 }
 
-void Communicator::barrier(const CallSite &site) { doBarrier(site); }
+void Communicator::barrier(const CallSite &site) {
+  run(CollectiveKind::Barrier, 0, site, [&] { doBarrier(site); });
+}
 
 void Communicator::send(const void *buffer, std::size_t count, DType type, int peer, int tag,
                         const CallSite &site) {
   checkPeer(peer, "peer", CollectiveKind::Send, site);
   if (tag < 0)
     fail(CollectiveKind::Send, site, "tag " + std::to_string(tag) + " is negative");
-  bytesSent_.add(CollectiveKind::Send, count * dtypeSize(type));
-  doSend(buffer, count, type, peer, tag, site);
+  run(CollectiveKind::Send, count * dtypeSize(type), site,
+      [&] { doSend(buffer, count, type, peer, tag, site); });
 }
 
 void Communicator::recv(void *buffer, std::size_t count, DType type, int peer, int tag,
@@ -204,7 +225,8 @@ void Communicator::recv(void *buffer, std::size_t count, DType type, int peer, i
   checkPeer(peer, "peer", CollectiveKind::Recv, site);
   if (tag < 0)
     fail(CollectiveKind::Recv, site, "tag " + std::to_string(tag) + " is negative");
-  doRecv(buffer, count, type, peer, tag, site);
+  run(CollectiveKind::Recv, count * dtypeSize(type), site,
+      [&] { doRecv(buffer, count, type, peer, tag, site); });
 }
 
 LocalCommunicator::LocalCommunicator(std::string axis, CommOptions options)

@@ -19,6 +19,7 @@
 #include "runtime/Tensor.h"
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -93,6 +94,32 @@ bool canSum(DType type);
 
 class Communicator;
 
+/// One call as it ran, for the run's timeline and step figures.
+struct CollectiveTiming {
+  CollectiveKind kind;
+  const CallSite &site;
+  /// The buffer the call moves (as plan.json's `buffer_bytes` counts it: the
+  /// all-reduced buffer, the gathered or the reduce-scattered whole, the
+  /// message), and what this rank sends of it by the ring (ringBytesSent).
+  uint64_t bufferBytes, bytesSent;
+  /// When the call began; when the barrier before it ended, that is when
+  /// every rank of the group had arrived (= begin when the observer does not
+  /// separate the wait, and for a send, a recv and a barrier itself); when
+  /// it returned.
+  std::chrono::steady_clock::time_point begin, arrived, end;
+};
+
+/// Told of every call of the communicators it observes (observeWith).
+class CollectiveObserver {
+public:
+  virtual ~CollectiveObserver() = default;
+  /// Whether each collective is preceded by a barrier over its group, timed
+  /// apart, so that waiting for the slowest rank is not counted as moving
+  /// data (docs/training.md, "Profiling": what it costs).
+  virtual bool separatesWait() const = 0;
+  virtual void collective(const Communicator &group, const CollectiveTiming &timing) = 0;
+};
+
 /// The communicator of mesh axis `axis`; a missing one is an error of
 /// `kernel` (a program compiled for a mesh, run without one).
 Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t axis,
@@ -135,6 +162,8 @@ public:
   const std::string &axis() const { return axis_; }
   const CommOptions &options() const { return options_; }
   const BytesSent &bytesSent() const { return bytesSent_; }
+  /// Tells `observer` (null: nobody) of every call from now on.
+  void observeWith(CollectiveObserver *observer) { observer_ = observer; }
 
   /// buffer[i] = the sum over the group's ranks of their buffer[i], on every
   /// rank (f32, f64, i32, i64).
@@ -200,6 +229,10 @@ private:
   std::string describe(CollectiveKind kind, const CallSite &site) const;
   void checkSum(DType type, const CallSite &site, CollectiveKind kind);
   void checkPeer(int peer, const char *role, CollectiveKind kind, const CallSite &site);
+  /// Counts the bytes and runs `call` (the backend's), timed for the
+  /// observer when there is one.
+  template <typename Call>
+  void run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site, Call &&call);
 
   int rank_;
   int size_;
@@ -207,6 +240,7 @@ private:
   std::string axis_;
   CommOptions options_;
   BytesSent bytesSent_;
+  CollectiveObserver *observer_ = nullptr;
 };
 
 /// The one-rank group of a process that runs alone: collectives are copies,

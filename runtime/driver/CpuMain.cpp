@@ -39,6 +39,13 @@ public:
   void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {
     context.axes = axes;
   }
+  std::vector<cleave::rt::comm::Communicator *> communicators() const override {
+    return context.axes;
+  }
+  void setMarks(cleave::rt::ProgramMarks *marks, bool ops) override {
+    context.marks = marks;
+    context.markOps = marks && ops;
+  }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);

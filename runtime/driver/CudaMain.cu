@@ -39,6 +39,7 @@ public:
       std::exit(3);
     }
     cublasSetStream(context.blas, context.stream);
+    synced.stream = context.stream;
   }
   ~CudaBackend() override {
     cublasDestroy(context.blas);
@@ -82,6 +83,14 @@ public:
 #endif
     }
   }
+  std::vector<cleave::rt::comm::Communicator *> communicators() const override {
+    return context.axes;
+  }
+  void setMarks(cleave::rt::ProgramMarks *marks, bool ops) override {
+    synced.next = marks;
+    context.marks = marks ? &synced : nullptr;
+    context.markOps = marks && ops;
+  }
   void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
                cleave::rt::Tensor *outputs) override {
     cleave_forward(context, arena, weights, inputs, outputs);
@@ -102,8 +111,23 @@ private:
     return 0;
   }
 
+  /// Passes marks on once the stream's work before them is done.
+  struct SyncedMarks final : cleave::rt::ProgramMarks {
+    cudaStream_t stream = nullptr;
+    cleave::rt::ProgramMarks *next = nullptr;
+    void backward() override {
+      check(cudaStreamSynchronize(stream), "mark");
+      next->backward();
+    }
+    void op(const char *label) override {
+      check(cudaStreamSynchronize(stream), "mark");
+      next->op(label);
+    }
+  };
+
   cleave::rt::AllocationMeter allocations_;
   cleave::rt::cuda::Context context;
+  SyncedMarks synced;
 #ifdef CLEAVE_HAVE_NCCL
   std::vector<std::unique_ptr<cleave::rt::comm::NcclCommunicator>> nccl;
 #endif

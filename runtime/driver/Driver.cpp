@@ -230,6 +230,13 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
   auto *logJsonOpt = app.add_option("--log-json", training.logJson,
                                     "Training: write the loss and learning rate of every step "
                                     "here (JSON)");
+  auto *traceOpt = app.add_option("--trace", training.trace,
+                                  "Training: write a Chrome trace of every rank's compute, "
+                                  "communication, input and checkpoints here (JSON)");
+  auto *traceOpsOpt = app.add_flag("--trace-ops", training.traceOps,
+                                   "Training: with --trace, a span for every kernel call");
+  auto *quietOpt =
+      app.add_flag("--quiet", training.quiet, "Training: print no progress lines");
   auto *timeoutOpt =
       app.add_option("--collective-timeout", training.collectiveTimeout,
                      "Training on a mesh: end the job when a collective takes longer than this "
@@ -293,8 +300,8 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
   }
   if (const CLI::Option *option = firstGiven(
           {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
-           logJsonOpt, timeoutOpt, checkpointDirOpt, checkpointEveryOpt, keepOpt, resumeOpt,
-           initFromOpt}))
+           logJsonOpt, traceOpt, traceOpsOpt, quietOpt, timeoutOpt, checkpointDirOpt,
+           checkpointEveryOpt, keepOpt, resumeOpt, initFromOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 

@@ -23,6 +23,7 @@ namespace cleave::rt {
 namespace comm {
 class Communicator;
 }
+class ProgramMarks;
 
 /// Where tensors live and how the generated forward is called.
 class Backend {
@@ -44,6 +45,14 @@ public:
   /// program's collectives: used as they are (host memory) or, by a device
   /// backend, to start its own over the same ranks.
   virtual void setCommunicators(const std::vector<comm::Communicator *> &axes) = 0;
+  /// The communicators the program's collectives go through, one per mesh
+  /// axis: setCommunicators' own, or the backend's over the same ranks.
+  virtual std::vector<comm::Communicator *> communicators() const = 0;
+  /// Where the program's marks go (runtime/StepContext.h) and whether it
+  /// marks every kernel; null: no marks are taken. A device backend waits
+  /// for its queued work before it passes a mark on, so that a mark's time
+  /// is when the work before it is done.
+  virtual void setMarks(ProgramMarks *marks, bool ops) = 0;
   /// Runs cleave_forward and waits for it to finish.
   virtual void forward(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
   /// Runs cleave_apply (a training step's update) and waits for it to finish.

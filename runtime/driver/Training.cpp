@@ -6,6 +6,8 @@
 #include "runtime/Npy.h"
 #include "runtime/Random.h"
 #include "runtime/comm/Start.h"
+#include "runtime/driver/Profile.h"
+#include "runtime/driver/Progress.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,7 +23,6 @@
 #include <memory>
 #include <random>
 #include <sstream>
-#include <unistd.h>
 
 namespace cleave::rt {
 namespace {
@@ -199,6 +200,24 @@ struct Job {
   bool reporting = true;
 };
 
+/// "rank R (dp=0,tp=1)" for every rank R of the job: its process in the
+/// trace.
+std::vector<std::string> processNames(const Job &job) {
+  std::vector<std::string> names;
+  for (int rank = 0; rank < job.communication->size(); ++rank) {
+    std::string name = "rank " + std::to_string(rank);
+    if (job.communication->size() > 1) {
+      const std::vector<int> at = job.mesh.coordinates(rank);
+      name += " (";
+      for (size_t a = 0; a < at.size(); ++a)
+        name += (a ? "," : "") + job.mesh.axisNames[a] + "=" + std::to_string(at[a]);
+      name += ")";
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
 /// The data sets, whole, in host memory, in the order of the plan's data
 /// inputs.
 struct DataSets {
@@ -222,6 +241,14 @@ struct ProgramState {
 struct StepRecord {
   int64_t step;
   double loss, lr;
+  StepTimes times;
+};
+
+/// What the ranks measured, gathered to rank 0 (RunProfile::finish): per
+/// rank, its steps' figures, and the trace file's text (with --trace).
+struct RunReport {
+  std::vector<std::vector<StepTimes>> ranks;
+  std::string trace;
 };
 
 /// What writing one checkpoint cost: how long training stood still, and
@@ -255,6 +282,8 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
                 2);
   if (!options.initFrom.empty() && !options.resumeDir.empty())
     return fail("--init-from", "cannot be combined with --resume, which continues a run", 2);
+  if (options.traceOps && options.trace.empty())
+    return fail("--trace-ops", "needs --trace FILE", 2);
   if (options.checkpointDir.empty() && (options.checkpointEvery || options.keepCheckpoints))
     return fail(options.checkpointEvery ? "--checkpoint-every" : "--keep",
                 "needs --checkpoint-dir D", 2);
@@ -385,6 +414,8 @@ int checkWritable(const TrainingOptions &options) {
     return fail(options.outputDir + "/weights.bin", error, 2);
   if (!options.logJson.empty() && !canCreate(options.logJson, error))
     return fail(options.logJson, error, 2);
+  if (!options.trace.empty() && !canCreate(options.trace, error))
+    return fail("--trace " + options.trace, error, 2);
   return 0;
 }
 
@@ -743,13 +774,15 @@ double readLoss(const Plan &plan, Backend &backend, const ProgramState &program)
 
 int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
                  const std::vector<StepRecord> &records,
-                 const std::vector<CheckpointRecord> &checkpoints, double seconds, FileSet &files);
+                 const std::vector<CheckpointRecord> &checkpoints, const RunReport &report,
+                 double seconds, FileSet &files);
 
 /// Writes the trained weights blob (one rank per blob), and on rank 0 the
 /// last step's outputs and the metrics.
 int writeResults(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
                  ProgramState &program, const std::vector<StepRecord> &records,
-                 const std::vector<CheckpointRecord> &checkpoints, double seconds) {
+                 const std::vector<CheckpointRecord> &checkpoints, const RunReport &report,
+                 double seconds) {
   // The parameters are the same on every rank of an axis the blob does not
   // differ along: rank 0 of it writes the blob.
   for (size_t a = 0; a < job.coordinates.size(); ++a)
@@ -770,8 +803,12 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
     if (int code = stageOutputs(plan, program.outputs, options.outputDir, backend, files))
       return code;
   if (job.reporting && !options.logJson.empty())
-    if (int code = stageMetrics(plan, options, job, backend, records, checkpoints, seconds, files))
+    if (int code = stageMetrics(plan, options, job, backend, records, checkpoints, report, seconds,
+                                files))
       return code;
+  if (job.reporting && !options.trace.empty() &&
+      !files.stage(options.trace, {{report.trace.data(), report.trace.size()}}, error))
+    return fail(options.trace, error, 1);
   if (options.deferCommit)
     files.keepStaged();
   else if (!files.commit(failed, error))
@@ -782,7 +819,8 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
 /// Stages the --log-json metrics in `files`.
 int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
                  const std::vector<StepRecord> &records,
-                 const std::vector<CheckpointRecord> &checkpoints, double seconds, FileSet &files) {
+                 const std::vector<CheckpointRecord> &checkpoints, const RunReport &report,
+                 double seconds, FileSet &files) {
   const TrainingSpec &spec = *plan.training;
   const int64_t batch = spec.batchSize * job.dpSize;
   // One step a line, so long logs stay readable and diffable.
@@ -815,6 +853,19 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
       entry["lr"] = records[i].lr;
     text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
   }
+  text += "\n  ],\n  \"step_times\": [";
+  for (size_t i = 0; i < records.size(); ++i) {
+    // Nothing overlaps communication with compute yet: all of it is exposed.
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (const std::vector<StepTimes> &rank : report.ranks)
+      ranks.push_back({{"seconds", rank[i].seconds},
+                       {"compute_seconds", rank[i].compute},
+                       {"communication_seconds", rank[i].communication},
+                       {"exposed_communication_seconds", rank[i].communication},
+                       {"input_wait_seconds", rank[i].input}});
+    text += (i == 0 ? "\n    " : ",\n    ") +
+            nlohmann::ordered_json{{"step", records[i].step}, {"ranks", ranks}}.dump();
+  }
   text += "\n  ]\n}\n";
   std::string error;
   if (!files.stage(options.logJson, {{text.data(), text.size()}}, error))
@@ -837,6 +888,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return code;
   if (int code = startJob(plan, options, backend, job))
     return code;
+  RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
+                     spec.trainingInfo);
+  profile.attach(backend);
   const int64_t batch = spec.batchSize * job.dpSize;
   if (int code = readDataSets(plan, options, batch, data))
     return code;
@@ -865,9 +919,12 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     std::fprintf(stderr, "resuming from %s at step %lld\n", resume->checkpoint.c_str(),
                  static_cast<long long>(firstStep));
 
+  size_t microbatchBytes = 0;
+  for (const std::vector<char> &staged : program.staging)
+    microbatchBytes += staged.size();
   SampleOrder order(data.samples, options.shuffle, seed);
-  const bool terminal = isatty(fileno(stderr));
-  const int64_t every = std::max<int64_t>(1, steps / 10);
+  Progress progress(job.reporting && !options.quiet, firstStep, steps,
+                    job.communication->size() > 1);
   const std::string &lossName = plan.outputs[spec.lossOutput].name;
   std::vector<StepRecord> records;
   std::vector<CheckpointRecord> checkpoints;
@@ -875,11 +932,13 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   std::optional<StopRequests> stops;
   if (!options.checkpointDir.empty())
     stops.emplace();
+  profile.alignClocks(job.communication->world());
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   for (int64_t step = firstStep; step <= steps; ++step) {
+    profile.beginStep(step);
     const double lr = learningRate(spec, step, totalSteps);
     if (!spec.trainingInfo) { // else the learning rate and step live in the graph
       const float lrValue = static_cast<float>(lr), stepValue = static_cast<float>(step);
@@ -887,34 +946,37 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       backend.copyToDevice(program.inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
     }
     for (int64_t k = 0; k < spec.gradAccum; ++k) {
+      const auto reading = profile.now();
       feedMicrobatch(spec, job, data, order, step, k, backend, program);
+      profile.input(k, reading, microbatchBytes);
       backend.setStep(step, trainingStream(step, k));
+      profile.beginCall(k);
       backend.forward(program.arena->get(), program.weights->get(), program.inputs.data(),
                       program.outputs.data());
+      profile.endCall();
     }
+    profile.beginCall(-1);
     backend.apply(program.arena->get(), program.weights->get(), program.inputs.data(),
                   program.outputs.data());
+    profile.endCall();
 
     const double loss = readLoss(plan, backend, program);
+    const StepTimes times = profile.endStep();
     // Every rank has the same loss; rank 0 reports it.
     if (!std::isfinite(loss) && !job.reporting)
       return 1;
-    if (!std::isfinite(loss))
+    if (!std::isfinite(loss)) {
+      progress.endLine();
       return fail("step " + std::to_string(step),
                   "the loss '" + lossName + "' is " +
                       (std::isnan(loss) ? "nan"
                        : loss > 0       ? "inf"
                                         : "-inf"),
                   1, "the run stopped; nothing was written");
-    records.push_back({step, loss, lr});
-    if (job.reporting && (terminal || step % every == 0 || step == steps)) {
-      double seconds = elapsed();
-      double rate = seconds > 0 ? static_cast<double>((step - firstStep + 1) * batch) / seconds : 0;
-      std::string lrText = spec.trainingInfo ? "" : "  lr " + formatDouble("%g", lr);
-      std::fprintf(stderr, "step %lld/%lld  loss %.6f%s  %.0f samples/s\n",
-                   static_cast<long long>(step), static_cast<long long>(steps), loss,
-                   lrText.c_str(), rate);
     }
+    records.push_back({step, loss, lr, times});
+    progress.step(step, loss, spec.trainingInfo ? std::nullopt : std::optional<double>(lr), batch,
+                  start, profile.communicationSeconds());
     // Every rank stops after the same step: when any received a stop signal.
     int32_t stop = stops ? stops->received() : 0;
     if (stops)
@@ -923,10 +985,15 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     if (!options.checkpointDir.empty() && (due || step == steps || stop)) {
       TrainingPosition position{
           step, spec.trainingInfo ? 0 : lr, batch, data.samples, options.shuffle, seed, totalSteps};
+      progress.endLine();
+      const auto writing = profile.now();
       if (int code = writeCheckpoint(plan, options, job, backend, program, position, checkpoints))
         return code;
+      profile.checkpoint(step, writing,
+                         job.reporting ? std::optional(checkpoints.back().bytes) : std::nullopt);
     }
     if (stop && step < steps) {
+      progress.endLine();
       const char *name = sigabbrev_np(stops->received());
       if (job.reporting)
         std::fprintf(stderr, "stopped by %s%s after step %lld of %lld: continue with --resume %s\n",
@@ -935,7 +1002,14 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       break;
     }
   }
-  return writeResults(plan, options, job, backend, program, records, checkpoints, elapsed());
+  const double seconds = elapsed();
+  progress.endLine();
+  std::vector<StepTimes> mine;
+  for (const StepRecord &record : records)
+    mine.push_back(record.times);
+  RunReport report;
+  profile.finish(job.communication->world(), mine, processNames(job), report.ranks, report.trace);
+  return writeResults(plan, options, job, backend, program, records, checkpoints, report, seconds);
 }
 
 } // namespace cleave::rt

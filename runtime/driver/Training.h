@@ -30,6 +30,12 @@ struct TrainingOptions {
   std::optional<uint64_t> seed;
   std::optional<int64_t> totalSteps;
   std::string logJson;
+  /// Where the Chrome trace of the run goes (empty: none), and whether it
+  /// has a span per kernel.
+  std::string trace;
+  bool traceOps = false;
+  /// No progress lines.
+  bool quiet = false;
   std::string outputDir;
   /// Leave the results staged (FileSet::keepStaged) for cleave run to put in
   /// place together with the --save-onnx model.

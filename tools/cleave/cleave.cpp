@@ -255,6 +255,12 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
       ->check(positiveNumber());
   sub->add_option("--log-json", options.logJson,
                   "Training: write every step's loss and learning rate here (JSON)");
+  sub->add_option("--trace", options.trace,
+                  "Training: write a Chrome trace of every rank's compute, communication, input "
+                  "and checkpoints here (JSON, for ui.perfetto.dev)");
+  sub->add_flag("--trace-ops", options.traceOps,
+                "Training: with --trace, a span for every kernel call");
+  sub->add_flag("--quiet", options.quiet, "Training: print no progress lines");
   sub->add_option("--checkpoint-dir", options.checkpointDir,
                   "Training: write checkpoints into this directory (after the last step, and "
                   "every --checkpoint-every steps)");

@@ -1,0 +1,133 @@
+//===- Profile.h - where a training run's time goes -------------*- C++ -*-===//
+//
+// Internal to the driver. Each step is cut into input (gathering and copying
+// the microbatches), compute (the program's forward, backward and optimizer
+// calls) and communication (the collectives those calls make, timed by the
+// communicators: runtime/comm/Communicator.h), per rank; --log-json reports
+// the figures and the progress line the communication share. With --trace
+// the same moments go into a Timeline (runtime/Timeline.h) too, and the
+// program's marks split each microbatch into forward and backward
+// (runtime/StepContext.h) and, with --trace-ops, into kernels; at the end
+// every rank's timeline is gathered to rank 0 on one clock.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_DRIVER_PROFILE_H
+#define CLEAVE_RUNTIME_DRIVER_PROFILE_H
+
+#include "runtime/StepContext.h"
+#include "runtime/Timeline.h"
+#include "runtime/comm/Communicator.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cleave::rt {
+
+class Backend;
+
+/// One step of one rank, in seconds.
+struct StepTimes {
+  /// From the step's start to its loss read back.
+  double seconds = 0;
+  /// In the program's calls, less the collectives they made.
+  double compute = 0;
+  /// In collectives (waiting for the other ranks and moving data).
+  double communication = 0;
+  /// In gathering the microbatches and copying them to the device.
+  double input = 0;
+};
+
+class RunProfile final : public comm::CollectiveObserver, public ProgramMarks {
+public:
+  /// With `steps` (--log-json) each step's figures are measured; with
+  /// `trace` they are and a timeline is kept too (and with `ops` a span per
+  /// kernel). Without either only the collectives' total is kept, for the
+  /// progress line: a step then reads no clock.
+  RunProfile(bool steps, bool trace, bool ops, bool trainingInfo);
+  RunProfile(const RunProfile &) = delete;
+  RunProfile &operator=(const RunProfile &) = delete;
+  ~RunProfile() override;
+
+  /// Observes the collectives of the backend's communicators and, when
+  /// tracing, takes the program's marks; detached again by finish() or the
+  /// end of the profile.
+  void attach(Backend &backend);
+  /// Aligns this rank's clock with rank 0's over `world` (a collective);
+  /// when tracing. A rank on rank 0's machine shares its clock; one on
+  /// another estimates the offset from round trips of a send and a recv.
+  void alignClocks(comm::Communicator &world);
+
+  /// The time for input() and checkpoint() to start from: none (the
+  /// clock's epoch, unread) when not measuring.
+  Timeline::Clock::time_point now() const {
+    return measuring ? Timeline::Clock::now() : Timeline::Clock::time_point();
+  }
+
+  void beginStep(int64_t step);
+  /// A microbatch read from `begin` to now.
+  void input(int64_t microbatch, Timeline::Clock::time_point begin, uint64_t bytes);
+  /// The program's forward of microbatch `microbatch`, or (negative) the
+  /// optimizer's apply, begins / ends.
+  void beginCall(int64_t microbatch);
+  void endCall();
+  /// Ends the step and returns its figures (zero when not measuring).
+  StepTimes endStep();
+  /// A checkpoint written from `begin` to now, of `bytes` on all ranks
+  /// (known to rank 0 alone).
+  void checkpoint(int64_t step, Timeline::Clock::time_point begin,
+                  std::optional<uint64_t> bytes);
+
+  /// Seconds in collectives since the run began.
+  double communicationSeconds() const { return totalCommunication; }
+
+  /// Stops observing, and gathers every rank's step figures and timeline to
+  /// rank 0 of `world` (a collective: every rank calls it). On rank 0,
+  /// `ranks[r]` are rank r's steps and `trace` the trace file's text (when
+  /// tracing); `processNames[r]` names rank r's process.
+  void finish(comm::Communicator &world, const std::vector<StepTimes> &mine,
+              const std::vector<std::string> &processNames,
+              std::vector<std::vector<StepTimes>> &ranks, std::string &trace);
+
+  // comm::CollectiveObserver
+  bool separatesWait() const override { return timeline.has_value(); }
+  void collective(const comm::Communicator &group, const comm::CollectiveTiming &timing) override;
+  // ProgramMarks
+  void backward() override;
+  void op(const char *label) override;
+
+private:
+  using Clock = Timeline::Clock;
+  void endPhase(Clock::time_point now);
+  void endOp(Clock::time_point now);
+  void detach();
+
+  std::optional<Timeline> timeline;
+  bool measuring;
+  bool ops;
+  bool trainingInfo;
+  std::vector<comm::Communicator *> observed;
+  Backend *marked = nullptr;
+  /// rank 0's clock minus this rank's, estimated by alignClocks.
+  int64_t offsetNs = 0;
+  /// rank 0's clock when the clocks were aligned: the trace's 0.
+  int64_t zeroNs = 0;
+  std::string alignment = "one rank";
+  /// How this rank's clock was aligned, for its process in the trace.
+  std::string clockLabel;
+
+  int64_t step = 0;
+  bool inStep = false;
+  Clock::time_point stepBegin, callBegin, phaseBegin, opBegin;
+  int64_t microbatch = 0;
+  std::string phase, opLabel;
+  bool opOpen = false;
+  StepTimes current;
+  double totalCommunication = 0;
+};
+
+} // namespace cleave::rt
+
+#endif
