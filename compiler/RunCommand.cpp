@@ -157,6 +157,8 @@ public:
   /// Everything mpirun's banners said, shown when nothing else explains a
   /// failure.
   std::string banners;
+  /// A rank's collective timeout, as it said it.
+  std::string timeout;
 
 private:
   void line(const std::string &text) {
@@ -174,6 +176,8 @@ private:
     if (std::regex_search(text, match, progress))
       lastStep = std::stoll(match[1]);
     rankReportedError |= text.rfind("cleave: error: ", 0) == 0;
+    if (text.rfind("cleave: error: ", 0) == 0 && text.find(" timed out after ") != std::string::npos)
+      timeout = text.substr(std::strlen("cleave: error: "));
     stoppedAfterCheckpoint |= std::regex_search(text, stoppedLine);
     std::fprintf(stderr, "%s\n", text.c_str());
   }
@@ -337,6 +341,26 @@ int jobExitCode(const std::string &program, const JobEnd &end, const MpirunRepor
   return code;
 }
 
+/// Why a job that ended as `end` may be started again (a rank died, or a
+/// collective timed out), or nothing when its failure would only repeat
+/// (bad input, a stop the user asked for) or it did not fail.
+std::optional<std::string> restartReason(const JobEnd &end, const MpirunReport *report) {
+  if (end.forwarded || (WIFEXITED(end.status) && WEXITSTATUS(end.status) == 0) ||
+      (report && report->stoppedAfterCheckpoint))
+    return std::nullopt;
+  std::string step = report && report->lastStep
+                         ? " after step " + std::to_string(*report->lastStep)
+                         : "";
+  if (report && report->deadRank)
+    return "rank " + std::to_string(report->deadRank->first) + " was killed by " +
+           signalName(report->deadRank->second) + step;
+  if (WIFSIGNALED(end.status))
+    return "the program was killed by " + signalName(WTERMSIG(end.status)) + step;
+  if (report && !report->timeout.empty())
+    return report->timeout;
+  return std::nullopt;
+}
+
 /// Checks, before training, that every result can be written where asked.
 bool checkResultPaths(const RunOptions &options) {
   std::string error;
@@ -428,6 +452,12 @@ int runProgram(const RunOptions &options) {
     }
     args = mpirunCommand(*mpirun, options.ranks);
   }
+  if (options.maxRestarts > 0 && options.checkpointDir.empty()) {
+    printError({"--max-restarts " + std::to_string(options.maxRestarts),
+                "needs --checkpoint-dir: a restart continues from the run's latest checkpoint",
+                "e.g. --checkpoint-dir ckpt/ --checkpoint-every 100", kExitBadUsage});
+    return kExitBadUsage;
+  }
   if (!checkResultPaths(options))
     return kExitBadUsage;
   llvm::SmallString<128> scratch;
@@ -482,8 +512,12 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--checkpoint-every", std::to_string(*options.checkpointEvery)});
   if (options.keepCheckpoints)
     args.insert(args.end(), {"--keep", std::to_string(*options.keepCheckpoints)});
+  // A restart resumes from the run's own checkpoints once it has one.
+  const size_t resumeAt = args.size();
   if (!options.resumeDir.empty())
     args.insert(args.end(), {"--resume", options.resumeDir});
+  // --init-from starts a run; a restart continues it from its checkpoint.
+  const size_t initFromAt = args.size();
   if (!options.initFrom.empty())
     args.insert(args.end(), {"--init-from", options.initFrom});
   // With --save-onnx the program leaves its results staged, to be put in
@@ -518,14 +552,40 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--output-dir", outputDir});
   if (options.stats)
     args.push_back("--stats");
-  MpirunReport report;
-  JobEnd end;
-  std::string message;
-  if (!runJob(args, options.stderrFile, options.ranks > 1 ? &report : nullptr, end, message)) {
-    printError({args[0], message, "", kExitInternal});
-    return kExitInternal;
+  int code = kExitOk;
+  bool resuming = !options.resumeDir.empty();
+  for (int restarts = 0;; ++restarts) {
+    MpirunReport report;
+    MpirunReport *watched = options.ranks > 1 ? &report : nullptr;
+    JobEnd end;
+    std::string message;
+    if (!runJob(args, options.stderrFile, watched, end, message)) {
+      printError({args[0], message, "", kExitInternal});
+      return kExitInternal;
+    }
+    code = jobExitCode(program, end, watched);
+    std::optional<std::string> reason = restartReason(end, watched);
+    if (!reason || restarts == options.maxRestarts)
+      break;
+    const bool fromCheckpoint =
+        llvm::sys::fs::exists(options.checkpointDir + "/latest");
+    printWarning({"cleave run",
+                  *reason + ": restarting " +
+                      (fromCheckpoint ? "from the latest checkpoint in " + options.checkpointDir
+                                      : std::string("from the start (no checkpoint yet)")) +
+                      " (restart " + std::to_string(restarts + 1) + " of " +
+                      std::to_string(options.maxRestarts) + ")",
+                  "",
+                  {}});
+    if (fromCheckpoint && !resuming) {
+      if (!options.initFrom.empty())
+        args.erase(args.begin() + initFromAt, args.begin() + initFromAt + 2);
+      args.insert(args.begin() + resumeAt, {"--resume", options.checkpointDir});
+    }
+    else if (fromCheckpoint)
+      args[resumeAt + 1] = options.checkpointDir;
+    resuming |= fromCheckpoint;
   }
-  int code = jobExitCode(program, end, options.ranks > 1 ? &report : nullptr);
   if (code == 0 && withModel)
     return commitWithModel(options, outputDir);
   return code;

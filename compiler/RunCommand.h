@@ -43,6 +43,9 @@ struct RunOptions {
   std::string checkpointDir;
   std::optional<int64_t> checkpointEvery, keepCheckpoints;
   std::string resumeDir;
+  /// How many times a job whose rank died or timed out is started again
+  /// from the latest complete checkpoint in checkpointDir.
+  int maxRestarts = 0;
   /// A safetensors file of parameters to start from.
   std::string initFrom;
   /// After training, write the model with its trained parameters here.

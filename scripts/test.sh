@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 fuzz=()
 long=0
 case "${1:-}" in
-  --long) fuzz=(--runs 10000000); long=1 ;;
+  --long) fuzz=(--runs 10000000); long=1; export CLEAVE_LONG=1 ;;
   "") ;;
   *) echo "usage: scripts/test.sh [--long]" >&2; exit 2 ;;
 esac

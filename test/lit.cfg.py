@@ -32,6 +32,10 @@ if config.cleave_sanitized:
     config.available_features.add("sanitized")
     config.environment["ASAN_OPTIONS"] = "detect_leaks=0"
 
+# The long suite (scripts/test.sh --long): more trials of the fault tests.
+if os.environ.get("CLEAVE_LONG") == "1":
+    config.environment["CLEAVE_LONG"] = "1"
+
 # The CUDA target is built whenever nvcc is found; running it needs a GPU.
 if config.cleave_have_cuda:
     config.available_features.add("cuda")

@@ -274,6 +274,10 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
       ->check(rt::stepCount());
   sub->add_option("--resume", options.resumeDir,
                   "Training: continue from the latest complete checkpoint in this directory");
+  sub->add_option("--max-restarts", options.maxRestarts,
+                  "Training: start the job again from its latest checkpoint, at most this many "
+                  "times, when a rank dies or a collective times out (needs --checkpoint-dir)")
+      ->check(CLI::Range(0, 1000));
   sub->add_option("--save-onnx", options.saveOnnx,
                   "Training: write the model with its trained parameters to this .onnx file");
   sub->add_option("--init-from", options.initFrom,
