@@ -210,6 +210,77 @@ Results importMean(NodeContext &n) {
   return SmallVector<Value>{b.div(total, b.scalarLike(total, static_cast<double>(count)))};
 }
 
+/// PRelu: x where x > 0, slope x elsewhere (PyTorch's choice at 0, where
+/// both agree on the value), the slope broadcast to x (unidirectionally).
+Results importPRelu(NodeContext &n) {
+  Value x = n.input(0), slope = n.input(1);
+  if (failed(n.requireElementType(0, isNumeric, "numbers")))
+    return failure();
+  auto sloped = n.buildOne<MulOp>({x, slope});
+  if (failed(sloped))
+    return failure();
+  if (n.shape(*sloped) != n.shape(x)) {
+    n.error() << "slope " << shapeString(n.shape(slope)) << " does not broadcast to the input "
+              << shapeString(n.shape(x));
+    return failure();
+  }
+  CleaveBuilder b = decomposer(n);
+  return SmallVector<Value>{b.where(b.greater(x, b.scalarLike(x, 0.0)), x, *sloped)};
+}
+
+/// Swish (24+): x sigmoid(alpha x).
+Value swishNode(CleaveBuilder &b, const NodeContext &n, Value x) {
+  return b.mul(x, b.sigmoid(b.mul(x, n.getFloat("alpha", 1.0f))));
+}
+
+/// IsNaN: x != x.
+Results importIsNaN(NodeContext &n) {
+  if (failed(n.requireFloat(0)))
+    return failure();
+  CleaveBuilder b = decomposer(n);
+  return SmallVector<Value>{b.logicalNot(b.equal(n.input(0), n.input(0)))};
+}
+
+/// IsInf: x is +inf (detect_positive), -inf (detect_negative) or either.
+Results importIsInf(NodeContext &n) {
+  if (failed(n.requireFloat(0)))
+    return failure();
+  Value x = n.input(0);
+  bool positive = n.getInt("detect_positive", 1) != 0;
+  bool negative = n.getInt("detect_negative", 1) != 0;
+  CleaveBuilder b = decomposer(n);
+  if (positive && negative)
+    return SmallVector<Value>{b.equal(b.abs(x), b.scalarLike(x, INFINITY))};
+  if (positive || negative)
+    return SmallVector<Value>{b.equal(x, b.scalarLike(x, positive ? INFINITY : -INFINITY))};
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  return SmallVector<Value>{b.splat(RankedTensorType::get(shape, n.builder.getI1Type()), 0.0)};
+}
+
+/// Mod of integers: the remainder of the truncating division, x - (x / y) y
+/// (the sign of x: C's fmod, with fmod = 1), or with fmod = 0 moved into the
+/// sign of y by adding y where it is non-zero and its sign differs (Python's
+/// %). Exact, wrapping where the kernels wrap. Float Mod (fmod = 1 by the
+/// spec) would need C's fmod, which no formula of these ops computes exactly.
+Results importMod(NodeContext &n) {
+  auto isInteger = [](Type t) { return t.isInteger() && !t.isInteger(1); };
+  if (failed(n.requireElementType(0, isInteger, "integers")))
+    return failure();
+  Value x = n.input(0), y = n.input(1);
+  auto quotient = n.buildOne<DivOp>({x, y});
+  if (failed(quotient))
+    return failure();
+  CleaveBuilder b = decomposer(n);
+  Value remainder = b.sub(x, b.mul(*quotient, y));
+  if (n.getInt("fmod", 0) != 0 || n.elementType(x).isUnsignedInteger())
+    return SmallVector<Value>{remainder};
+  Value zero = b.scalarLike(x, 0.0);
+  Value signsDiffer = b.logicalNot(b.equal(b.less(remainder, zero), b.less(y, zero)));
+  Value nonZero = b.logicalNot(b.equal(remainder, zero));
+  Value adjust = b.where(nonZero, signsDiffer, b.scalar(n.builder.getI1Type(), 0.0));
+  return SmallVector<Value>{b.where(adjust, b.add(remainder, y), remainder)};
+}
+
 Results importGemm(NodeContext &n) {
   return n.build<GemmOp>(n.presentInputs(),
                          {n.f32("alpha", n.getFloat("alpha", 1.0f)),
@@ -304,6 +375,11 @@ void populateMathImporters(OpImporterTable &table) {
   table.add("Floor", importInputsOnly<FloorOp>, 1, 1);
   table.add("Ceil", importInputsOnly<CeilOp>, 1, 1);
   table.add("Round", importInputsOnly<RoundOp>, 1, 1);
+  table.add("PRelu", importPRelu, 2, 2);
+  table.add("Swish", importActivation<swishNode>, 1, 1);
+  table.add("IsNaN", importIsNaN, 1, 1);
+  table.add("IsInf", importIsInf, 1, 1);
+  table.add("Mod", importMod, 2, 2);
 }
 
 } // namespace cleave

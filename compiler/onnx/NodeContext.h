@@ -148,6 +148,13 @@ public:
     return result;
   }
 
+  /// A cleave.constant of `values` (i64) in `shape`: the index arithmetic a
+  /// decomposition works out at import.
+  mlir::Value indexConstant(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> values) const {
+    auto type = mlir::RankedTensorType::get(shape, builder.getI64Type());
+    return ConstantOp::create(builder, loc, mlir::DenseElementsAttr::get(type, values));
+  }
+
   mlir::NamedAttribute named(llvm::StringRef name, mlir::Attribute value) const {
     return builder.getNamedAttr(name, value);
   }

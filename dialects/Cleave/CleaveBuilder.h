@@ -66,6 +66,7 @@ public:
   mlir::Value log(mlir::Value x) { return create<LogOp>(x); }
   mlir::Value erf(mlir::Value x) { return create<ErfOp>(x); }
   mlir::Value tanh(mlir::Value x) { return create<TanhOp>(x); }
+  mlir::Value sigmoid(mlir::Value x) { return create<SigmoidOp>(x); }
   mlir::Value sin(mlir::Value x) { return create<SinOp>(x); }
   mlir::Value cos(mlir::Value x) { return create<CosOp>(x); }
   mlir::Value sinh(mlir::Value x) { return create<SinhOp>(x); }

@@ -11,6 +11,10 @@
 # RUN: %refuses 1 cleave import %t/clip_bool.onnx | FileCheck %s --check-prefix=CLIPBOOL
 # RUN: %refuses 1 cleave import %t/or_i32.onnx | FileCheck %s --check-prefix=OR
 # RUN: %refuses 1 cleave import %t/sum_mismatch.onnx | FileCheck %s --check-prefix=SUM
+# RUN: %refuses 1 cleave import %t/mod_f32.onnx | FileCheck %s --check-prefix=MOD
+# RUN: %refuses 1 cleave import %t/isnan_i32.onnx | FileCheck %s --check-prefix=ISNAN
+# RUN: %refuses 1 cleave import %t/cumsum_u32.onnx | FileCheck %s --check-prefix=CUMSUM
+# RUN: %refuses 1 cleave import %t/prelu_slope.onnx | FileCheck %s --check-prefix=PRELU
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -19,10 +23,14 @@
 # CLIPBOOL: node 'clip' (Clip, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi1>': cleave computes Clip on numbers only
 # OR: node 'or' (Or, domain 'ai.onnx', opset 17): input 'a' is 'tensor<2xi32>': cleave computes Or on bools only
 # SUM: node 'sum' (Sum, domain 'ai.onnx', opset 17): operands are not broadcast-compatible: 2 and 3
+# MOD: node 'mod' (Mod, domain 'ai.onnx', opset 17): input 'a' is 'tensor<2xf32>': cleave computes Mod on integers only
+# ISNAN: node 'isnan' (IsNaN, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi32>': cleave computes IsNaN on f32 and f64 only
+# CUMSUM: node 'cumsum' (CumSum, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xui32>': cleave computes CumSum on f32, f64, i32 and i64 only
+# PRELU: node 'prelu' (PRelu, domain 'ai.onnx', opset 17): slope 3x1 does not broadcast to the input 3
 
 from onnx import helper
 
-from onnx_models import BOOL, F32, I32, I64, U8, Cases, value_info
+from onnx_models import BOOL, F32, I32, I64, U8, U32, Cases, value_info
 
 cases = Cases()
 
@@ -44,6 +52,10 @@ cases.add("clip_vector_min")(lambda: one("Clip", [("x", F32, [3]), ("lo", F32, [
 cases.add("clip_bool")(lambda: one("Clip", [("x", BOOL, [3])]))
 cases.add("or_i32")(lambda: one("Or", [("a", I32, [2]), ("b", I32, [2])]))
 cases.add("sum_mismatch")(lambda: one("Sum", [("a", F32, [2]), ("b", F32, [3])]))
+cases.add("mod_f32")(lambda: one("Mod", [("a", F32, [2]), ("b", F32, [2])], fmod=1))
+cases.add("isnan_i32")(lambda: one("IsNaN", [("x", I32, [3])]))
+cases.add("cumsum_u32")(lambda: one("CumSum", [("x", U32, [3]), ("axis", I64, [])]))
+cases.add("prelu_slope")(lambda: one("PRelu", [("x", F32, [3]), ("slope", F32, [3, 1])]))
 
 if __name__ == "__main__":
     cases.main()

@@ -61,5 +61,25 @@ cases.add("reduce_log_sum",
           nodes=nodes(("ReduceLogSum", ["x"], "log_sum", {"axes": [2]})),
           params={"x": np.abs(x) + 0.5}, outputs=["log_sum"])
 
+# PRelu with a per-channel slope (both differentiated), away from its kink;
+# Swish (opset 24) and CumSum in its four forms; ReduceMin at distinct values.
+cases.add("prelu_swish",
+          nodes=nodes(("PRelu", ["x", "slope"], "prelu", {}),
+                      ("Swish", ["x"], "swish", {"alpha": 0.7})),
+          params={"x": piecewise, "slope": np.array([0.2, -0.5, 1.5, 0.1])},
+          outputs=["prelu", "swish"], opset=24)
+cases.add("cumsum",
+          nodes=nodes(("CumSum", ["x", "axis1"], "inclusive", {}),
+                      ("CumSum", ["x", "axis0"], "exclusive", {"exclusive": 1}),
+                      ("CumSum", ["x", "axis1"], "reverse", {"reverse": 1}),
+                      ("CumSum", ["x", "axis0"], "both", {"exclusive": 1, "reverse": 1})),
+          params={"x": r.standard_normal((3, 4))},
+          constants={"axis0": np.array(0), "axis1": np.array(-1)},
+          outputs=["inclusive", "exclusive", "reverse", "both"], opset=14)
+cases.add("reduce_min",
+          nodes=nodes(("ReduceMin", ["x"], "min", {"axes": [1]}),
+                      ("ReduceMin", ["x"], "min_all", {"keepdims": 0})),
+          params={"x": x}, outputs=["min", "min_all"])
+
 if __name__ == "__main__":
     cases.main()
