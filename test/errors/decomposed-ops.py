@@ -15,6 +15,10 @@
 # RUN: %refuses 1 cleave import %t/isnan_i32.onnx | FileCheck %s --check-prefix=ISNAN
 # RUN: %refuses 1 cleave import %t/cumsum_u32.onnx | FileCheck %s --check-prefix=CUMSUM
 # RUN: %refuses 1 cleave import %t/prelu_slope.onnx | FileCheck %s --check-prefix=PRELU
+# RUN: %refuses 1 cleave import %t/scatternd_max.onnx | FileCheck %s --check-prefix=SCATTERMAX
+# RUN: %refuses 1 cleave import %t/scatter_i64.onnx | FileCheck %s --check-prefix=SCATTERI64
+# RUN: %refuses 1 cleave import %t/pad_reflect_far.onnx | FileCheck %s --check-prefix=REFLECT
+# RUN: %refuses 1 cleave import %t/pad_cubic.onnx | FileCheck %s --check-prefix=PADMODE
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -27,6 +31,10 @@
 # ISNAN: node 'isnan' (IsNaN, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi32>': cleave computes IsNaN on f32 and f64 only
 # CUMSUM: node 'cumsum' (CumSum, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xui32>': cleave computes CumSum on f32, f64, i32 and i64 only
 # PRELU: node 'prelu' (PRelu, domain 'ai.onnx', opset 17): slope 3x1 does not broadcast to the input 3
+# SCATTERMAX: node 'scatternd' (ScatterND, domain 'ai.onnx', opset 18): attribute 'reduction' 'max' is not supported
+# SCATTERI64: node 'scatterelements' (ScatterElements, domain 'ai.onnx', opset 17): input 'x' is 'tensor<4xi64>': cleave computes ScatterElements on f32 and f64 only
+# REFLECT: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'reflect' with pads 3 and 0 on axis 0 of 3 elements (more than one reflection or wrap) is not supported
+# PADMODE: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'cubic' is not constant, reflect, edge or wrap
 
 from onnx import helper
 
@@ -35,12 +43,17 @@ from onnx_models import BOOL, F32, I32, I64, U8, U32, Cases, value_info
 cases = Cases()
 
 
-def one(op, inputs, **attrs):
-    """One node on `inputs`, unchecked: ONNX's shape inference refuses these too."""
+def one(op, inputs, opset=17, constants=None, **attrs):
+    """One node on `inputs`, unchecked: ONNX's shape inference refuses these too.
+    Inputs named in `constants` are int64 initializers with those values."""
+    constants = constants or {}
     node = helper.make_node(op, [name for name, _, _ in inputs], ["y"], name=op.lower(), **attrs)
-    graph = helper.make_graph([node], "test", [value_info(*i) for i in inputs],
-                              [helper.make_empty_tensor_value_info("y")])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    graph = helper.make_graph([node], "test",
+                              [value_info(*i) for i in inputs if i[0] not in constants],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [helper.make_tensor(k, I64, [len(v)], v)
+                               for k, v in constants.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     return m
 
@@ -55,6 +68,15 @@ cases.add("sum_mismatch")(lambda: one("Sum", [("a", F32, [2]), ("b", F32, [3])])
 cases.add("mod_f32")(lambda: one("Mod", [("a", F32, [2]), ("b", F32, [2])], fmod=1))
 cases.add("isnan_i32")(lambda: one("IsNaN", [("x", I32, [3])]))
 cases.add("cumsum_u32")(lambda: one("CumSum", [("x", U32, [3]), ("axis", I64, [])]))
+cases.add("scatternd_max")(lambda: one(
+    "ScatterND", [("x", F32, [4]), ("i", I64, [1, 1]), ("u", F32, [1])], opset=18,
+    reduction="max"))
+cases.add("scatter_i64")(lambda: one(
+    "ScatterElements", [("x", I64, [4]), ("i", I64, [1]), ("u", I64, [1])]))
+cases.add("pad_reflect_far")(lambda: one(
+    "Pad", [("x", F32, [3]), ("pads", I64, [2])], constants={"pads": [3, 0]}, mode="reflect"))
+cases.add("pad_cubic")(lambda: one(
+    "Pad", [("x", F32, [3]), ("pads", I64, [2])], constants={"pads": [1, 0]}, mode="cubic"))
 cases.add("prelu_slope")(lambda: one("PRelu", [("x", F32, [3]), ("slope", F32, [3, 1])]))
 
 if __name__ == "__main__":

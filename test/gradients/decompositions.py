@@ -81,5 +81,50 @@ cases.add("reduce_min",
                       ("ReduceMin", ["x"], "min_all", {"keepdims": 0})),
           params={"x": x}, outputs=["min", "min_all"])
 
+# The movement decompositions: Tile, DepthToSpace (both modes), SpaceToDepth,
+# Pad in each mode (and on given axes), and the gathers and scatters (negative and
+# repeated indices; ScatterElements' data and updates both differentiated).
+img = r.standard_normal((1, 8, 2, 3))
+cases.add("tile_depth_space",
+          nodes=nodes(("Tile", ["x", "reps"], "tile", {}),
+                      ("DepthToSpace", ["img"], "dcr", {"blocksize": 2}),
+                      ("DepthToSpace", ["img"], "crd", {"blocksize": 2, "mode": "CRD"}),
+                      ("SpaceToDepth", ["img2"], "s2d", {"blocksize": 2})),
+          params={"x": r.standard_normal((2, 3)), "img": img,
+                  "img2": r.standard_normal((1, 2, 4, 6))},
+          constants={"reps": np.array([2, 3])}, outputs=["tile", "dcr", "crd", "s2d"])
+cases.add("pad",
+          nodes=nodes(("Pad", ["x", "pads", "value"], "constant", {}),
+                      ("Pad", ["x", "pads"], "reflect", {"mode": "reflect"}),
+                      ("Pad", ["x", "pads"], "edge", {"mode": "edge"}),
+                      ("Pad", ["x", "pads"], "wrap", {"mode": "wrap"}),
+                      ("Pad", ["x", "crop", "", "axes"], "on_axes", {})),
+          params={"x": r.standard_normal((3, 4)), "value": np.array(0.5)},
+          constants={"pads": np.array([2, 1, 1, 3]), "crop": np.array([1, 2]),
+                     "axes": np.array([1])},
+          outputs=["constant", "reflect", "edge", "wrap", "on_axes"], opset=19)
+data = r.standard_normal((3, 4))
+cases.add("gathers",
+          nodes=nodes(("GatherElements", ["data", "idx"], "elements", {"axis": 1}),
+                      ("GatherND", ["data", "nd"], "gathered_nd", {}),
+                      ("GatherND", ["data3", "nd1"], "nd_batch", {"batch_dims": 1})),
+          params={"data": data, "data3": r.standard_normal((2, 3, 2))},
+          constants={"idx": np.array([[0, -1, 0], [2, 2, 1], [3, 0, 0]]),
+                     "nd": np.array([[1, 2], [-1, 0], [1, 2]]),
+                     "nd1": np.array([[2], [0]])},
+          outputs=["elements", "gathered_nd", "nd_batch"], opset=13)
+cases.add("scatters",
+          nodes=nodes(("ScatterElements", ["data", "idx", "upd"], "elements", {"axis": 0}),
+                      ("ScatterElements", ["data", "dup", "upd"], "added",
+                       {"axis": 1, "reduction": "add"}),
+                      ("ScatterND", ["data", "nd", "rows"], "scattered_nd", {}),
+                      ("ScatterND", ["data", "ndup", "rows"], "nd_added", {"reduction": "add"})),
+          params={"data": data, "upd": r.standard_normal((2, 4)),
+                  "rows": r.standard_normal((2, 4))},
+          constants={"idx": np.array([[0, 2, -1, 1], [1, 0, 0, 2]]),
+                     "dup": np.array([[0, 0, 3, 3], [1, 1, 1, -4]]),
+                     "nd": np.array([[2], [0]]), "ndup": np.array([[1], [1]])},
+          outputs=["elements", "added", "scattered_nd", "nd_added"], opset=18)
+
 if __name__ == "__main__":
     cases.main()
