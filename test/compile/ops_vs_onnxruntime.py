@@ -151,6 +151,52 @@ case("extrema_u32", [node("Max", ["a", "b"], "max_u32"), node("Min", ["a", "b"],
       "b": np.array([1, 100, 7, 0], np.uint32)})
 
 
+# The newer decompositions at their edges: ArgMax/ArgMin with ties and NaN
+# (the first NaN wins), ReduceMin over NaN, infinities and the extremes of
+# signed, unsigned and bool types, integer Mod with mixed signs, zero and
+# the most negative value (onnxruntime traps on INT_MIN % -1), IsNaN/IsInf, L1 normalization of negative values,
+# Pad cropping with negative pads.
+ties = np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 5.0], [0.0, -0.0, np.inf, np.inf]],
+                np.float32)
+case("arg_extrema",
+     [node("ArgMax", ["x"], "argmax", axis=1), node("ArgMin", ["x"], "argmin", axis=1),
+      node("ArgMax", ["x"], "argmax_last", axis=1, select_last_index=1, keepdims=0),
+      node("ArgMin", ["x"], "argmin_axis0", axis=0),
+      node("ReduceMin", ["x"], "reduce_min", axes=[1], keepdims=0)],
+     [("x", F32, [3, 4])], {"x": ties}, opset=17,
+     ort=False)  # onnxruntime's arg extrema skip NaN; onnx.reference (numpy) takes it
+case("reduce_min_integers",
+     [node("ReduceMin", ["i"], "min_i64", axes=[1]), node("ReduceMin", ["u"], "min_u64", axes=[1]),
+      node("ArgMin", ["u"], "argmin_u64", axis=1)],
+     [("i", TensorProto.INT64, [2, 3]), ("u", TensorProto.UINT64, [2, 3])],
+     {"i": np.array([[5, np.iinfo(np.int64).min, 7], [np.iinfo(np.int64).max, -1, 0]], np.int64),
+      "u": np.array([[2**64 - 1, 2**63, 2**63 + 5], [0, 2**64 - 1, 3]], np.uint64)}, opset=17,
+     ort=False)  # onnxruntime has no ReduceMin or ArgMin on u64
+case("reduce_min_bool", [node("ReduceMin", ["b"], "min_bool", keepdims=0)],
+     [("b", TensorProto.BOOL, [2, 3])], {"b": np.array([[True, True, True], [True, False, True]])},
+     opset=20)
+mod_x = np.array([7, -7, 7, -7, 0, 5, np.iinfo(np.int32).min, 9], np.int32)
+mod_y = np.array([3, 3, -3, -3, 4, 5, 3, -4], np.int32)
+case("mod_integers",
+     [node("Mod", ["x", "y"], "mod"), node("Mod", ["x", "y"], "fmod", fmod=1)],
+     [("x", TensorProto.INT32, [8]), ("y", TensorProto.INT32, [8])], {"x": mod_x, "y": mod_y},
+     opset=13)
+case("nan_inf",
+     [node("IsNaN", ["x"], "isnan"), node("IsInf", ["x"], "isinf"),
+      node("IsInf", ["x"], "isinf_negative", detect_positive=0),
+      node("IsInf", ["x"], "isinf_positive", detect_negative=0)],
+     [("x", F32, [14])], {"x": EDGES}, opset=20)
+case("l1_normalization", [node("LpNormalization", ["x"], "l1", axis=1, p=1)],
+     [("x", F32, [3, 4])], {"x": np.nan_to_num(ties, posinf=4.0, nan=-2.0)}, opset=17)
+crop = [node("Pad", ["x", "crop"], "cropped"),
+        node("Pad", ["x", "crop"], "crop_reflect", mode="reflect")]
+MODELS["pad_crop"] = (
+    model([helper.make_node("Constant", [], ["crop"], value=helper.make_tensor(
+        "crop", TensorProto.INT64, [4], [-1, 2, 1, -1]))] + crop,
+          [("x", F32, [3, 4])], [n.output[0] for n in crop], opset=18),
+    {"x": np.arange(12, dtype=np.float32).reshape(3, 4)}, True)
+
+
 def compare(name, ours, theirs, reference):
     if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
         return [f"{name}: cleave gives {ours.dtype}{list(ours.shape)}, "

@@ -126,5 +126,30 @@ cases.add("scatters",
                      "nd": np.array([[2], [0]]), "ndup": np.array([[1], [1]])},
           outputs=["elements", "added", "scattered_nd", "nd_added"], opset=18)
 
+# The normalizations (input, scale and bias), LpNormalization and
+# GlobalMaxPool (distinct values: its gradient goes to each maximum). L1 on
+# positive values: onnx.reference sums x, not |x|, for p = 1 (onnxruntime
+# and the spec take |x|: test/compile/ops_vs_onnxruntime.py).
+cases.add("normalizations",
+          nodes=nodes(("InstanceNormalization", ["img", "c8", "b8"], "instance",
+                       {"epsilon": 0.01}),
+                      ("RMSNormalization", ["img", "s23"], "rms", {"axis": 2}),
+                      ("LpNormalization", ["pos"], "l1", {"axis": 1, "p": 1}),
+                      ("LpNormalization", ["img"], "l2", {}),
+                      ("GlobalMaxPool", ["img"], "max_pool", {})),
+          params={"img": img, "c8": r.standard_normal(8), "b8": r.standard_normal(8),
+                  "s23": r.standard_normal((2, 3)), "pos": np.abs(img) + 0.1},
+          outputs=["instance", "rms", "l1", "l2", "max_pool"], opset=23)
+# GroupNormalization 21's reference computes in float32 (its stash_type), so
+# its differences are taken in float32.
+cases.add("group_normalization_21",
+          nodes=nodes(("GroupNormalization", ["img", "c8", "b8"], "group", {"num_groups": 4})),
+          params={"img": img, "c8": r.standard_normal(8), "b8": r.standard_normal(8)},
+          outputs=["group"], opset=21, dtype=np.float32, atol=1e-3, rtol=1e-2)
+cases.add("group_normalization_18",
+          nodes=nodes(("GroupNormalization", ["img", "c4", "b4"], "group", {"num_groups": 4})),
+          params={"img": img, "c4": r.standard_normal(4), "b4": r.standard_normal(4)},
+          outputs=["group"], opset=18)
+
 if __name__ == "__main__":
     cases.main()
