@@ -281,6 +281,185 @@ Results importMod(NodeContext &n) {
   return SmallVector<Value>{b.where(adjust, b.add(remainder, y), remainder)};
 }
 
+/// An einsum operand (or the result): its value and one label per dim.
+struct Labeled {
+  Value value;
+  SmallVector<int> labels;
+};
+
+/// The einsum operands' and the result's labels: a letter is its character;
+/// the dims an ellipsis stands for are labels from 256 on, aligned from the
+/// right as numpy aligns them. Fails (with the reason in `why`) on a form
+/// this decomposition does not take.
+FailureOr<std::pair<SmallVector<SmallVector<int>>, SmallVector<int>>>
+parseEinsum(NodeContext &n, StringRef equation, std::string &why) {
+  std::string text;
+  for (char c : equation)
+    if (c != ' ')
+      text += c;
+  auto [lhs, rhs] = StringRef(text).split("->");
+  bool implicit = !StringRef(text).contains("->");
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  SmallVector<Value> inputs = n.presentInputs();
+  if (terms.size() != inputs.size()) {
+    why = std::to_string(terms.size()) + " operands for " + std::to_string(inputs.size()) +
+          " inputs";
+    return failure();
+  }
+  int64_t ellipsisRank = 0;
+  SmallVector<SmallVector<int>> operands;
+  auto labelsOf = [&](StringRef term, int64_t rank) -> std::optional<SmallVector<int>> {
+    SmallVector<int> labels;
+    size_t dots = term.find("...");
+    int64_t letters = static_cast<int64_t>(term.size()) - (dots == StringRef::npos ? 0 : 3);
+    int64_t spanned = rank - letters;
+    for (size_t i = 0; i < term.size(); ++i) {
+      if (i == dots) {
+        for (int64_t k = 0; k < spanned; ++k)
+          labels.push_back(256 + ellipsisRank - spanned + k);
+        i += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(term[i]))) {
+        labels.push_back(term[i]);
+      } else {
+        return std::nullopt;
+      }
+    }
+    return labels;
+  };
+  for (auto [term, input] : llvm::zip(terms, inputs)) {
+    size_t dots = term.find("...");
+    int64_t letters = static_cast<int64_t>(term.size()) - (dots == StringRef::npos ? 0 : 3);
+    if (dots != StringRef::npos)
+      ellipsisRank = std::max(ellipsisRank, n.rank(input) - letters);
+  }
+  for (auto [term, input] : llvm::zip(terms, inputs)) {
+    auto labels = labelsOf(term, n.rank(input));
+    if (!labels || static_cast<int64_t>(labels->size()) != n.rank(input)) {
+      why = "operand '" + term.str() + "' does not label the " + std::to_string(n.rank(input)) +
+            " dims of its input";
+      return failure();
+    }
+    if (llvm::SmallDenseSet<int>(labels->begin(), labels->end()).size() != labels->size()) {
+      why = "a label repeated in one operand (a diagonal)";
+      return failure();
+    }
+    operands.push_back(*labels);
+  }
+  SmallVector<int> result;
+  if (implicit) { // the ellipsis dims, then the letters used once, in order
+    llvm::SmallDenseMap<int, int> uses;
+    for (const auto &labels : operands)
+      for (int l : labels)
+        ++uses[l];
+    for (int64_t k = 0; k < ellipsisRank; ++k)
+      result.push_back(256 + k);
+    for (int l = 'A'; l <= 'z'; ++l)
+      if (uses.lookup(l) == 1)
+        result.push_back(l);
+  } else {
+    auto labels = labelsOf(rhs, ellipsisRank + static_cast<int64_t>(rhs.size()) -
+                                    (rhs.contains("...") ? 3 : 0));
+    if (!labels) {
+      why = "result '" + rhs.str() + "' is not letters and an ellipsis";
+      return failure();
+    }
+    result = *labels;
+  }
+  return std::make_pair(operands, result);
+}
+
+/// Einsum as products: operands are contracted left to right, each pair as
+/// one batched matmul (the labels both keep as batch, those neither needs
+/// later summed by the product, those one alone has as its rows or columns),
+/// a label no one needs later summed first; then the result is transposed
+/// into the equation's order. Repeated labels in an operand (diagonals) and
+/// ellipses of different sizes (broadcasting) are refused.
+Results importEinsum(NodeContext &n) {
+  std::string equation = n.getString("equation", "");
+  std::string why;
+  auto parsed = parseEinsum(n, equation, why);
+  SmallVector<Value> inputs = n.presentInputs();
+  // The size of every label, which must agree wherever it appears.
+  llvm::SmallDenseMap<int, int64_t> sizes;
+  if (succeeded(parsed)) {
+    for (auto [labels, input] : llvm::zip(parsed->first, inputs))
+      for (auto [label, size] : llvm::zip(labels, n.shape(input)))
+        if (!sizes.try_emplace(label, size).second && sizes[label] != size)
+          why = "a label of different sizes (broadcasting)";
+    for (int label : parsed->second)
+      if (!sizes.count(label))
+        why = "a result label no operand has";
+  }
+  if (failed(parsed) || !why.empty()) {
+    n.error() << "attribute 'equation' '" << equation << "' (" << why << ") is not supported";
+    return failure();
+  }
+  CleaveBuilder b = decomposer(n);
+  auto product = [&](ArrayRef<int> labels) {
+    int64_t p = 1;
+    for (int l : labels)
+      p *= sizes[l];
+    return p;
+  };
+  // `x` with the labels not in `keep` summed, then permuted to `order`.
+  auto arrange = [&](Labeled x, ArrayRef<int> order) {
+    SmallVector<int64_t> summed, perm;
+    SmallVector<int> left;
+    for (auto [d, l] : llvm::enumerate(x.labels)) {
+      if (llvm::is_contained(order, l))
+        left.push_back(l);
+      else
+        summed.push_back(d);
+    }
+    Value v = summed.empty() ? x.value : b.sum(x.value, summed, false);
+    for (int l : order)
+      perm.push_back(llvm::find(left, l) - left.begin());
+    if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      v = b.transpose(v, perm);
+    return v;
+  };
+  const auto &[operandLabels, resultLabels] = *parsed;
+  Labeled current{inputs[0], operandLabels[0]};
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    Labeled next{inputs[i], operandLabels[i]};
+    llvm::SmallDenseSet<int> later(resultLabels.begin(), resultLabels.end());
+    for (size_t j = i + 1; j < inputs.size(); ++j)
+      later.insert(operandLabels[j].begin(), operandLabels[j].end());
+    SmallVector<int> batch, contracted, rows, columns;
+    for (int l : current.labels) {
+      bool shared = llvm::is_contained(next.labels, l);
+      if (shared)
+        (later.contains(l) ? batch : contracted).push_back(l);
+      else if (later.contains(l))
+        rows.push_back(l);
+    }
+    for (int l : next.labels)
+      if (!llvm::is_contained(current.labels, l) && later.contains(l))
+        columns.push_back(l);
+    SmallVector<int> leftOrder(batch), rightOrder(batch);
+    llvm::append_range(leftOrder, rows);
+    llvm::append_range(leftOrder, contracted);
+    llvm::append_range(rightOrder, contracted);
+    llvm::append_range(rightOrder, columns);
+    Value left = b.reshape(arrange(current, leftOrder),
+                           {product(batch), product(rows), product(contracted)});
+    Value right = b.reshape(arrange(next, rightOrder),
+                            {product(batch), product(contracted), product(columns)});
+    auto multiplied = n.buildOne<MatMulOp>({left, right});
+    if (failed(multiplied))
+      return failure();
+    SmallVector<int> labels(batch);
+    llvm::append_range(labels, rows);
+    llvm::append_range(labels, columns);
+    SmallVector<int64_t> shape;
+    for (int l : labels)
+      shape.push_back(sizes[l]);
+    current = {b.reshape(*multiplied, shape), labels};
+  }
+  return n.build<IdentityOp>(arrange(current, resultLabels));
+}
+
 Results importGemm(NodeContext &n) {
   return n.build<GemmOp>(n.presentInputs(),
                          {n.f32("alpha", n.getFloat("alpha", 1.0f)),
@@ -380,6 +559,7 @@ void populateMathImporters(OpImporterTable &table) {
   table.add("IsNaN", importIsNaN, 1, 1);
   table.add("IsInf", importIsInf, 1, 1);
   table.add("Mod", importMod, 2, 2);
+  table.add("Einsum", importEinsum, 1, kVariadic);
 }
 
 } // namespace cleave

@@ -196,6 +196,21 @@ MODELS["pad_crop"] = (
           [("x", F32, [3, 4])], [n.output[0] for n in crop], opset=18),
     {"x": np.arange(12, dtype=np.float32).reshape(3, 4)}, True)
 
+# Einsum's forms: batched product, inner and outer products, sums,
+# transposes, the implicit result, an ellipsis, three operands, a label
+# summed in one operand alone, and attention's scores.
+einsum_shapes = {"a": [2, 3, 4], "b": [2, 4, 5], "v": [4], "w": [4], "m": [3, 4], "n": [4, 5],
+                 "o": [5, 2], "q": [2, 3, 6, 4], "k": [2, 3, 7, 4]}
+einsums = [("bij,bjk->bik", "ab", "batch_matmul"), ("i,i", "vw", "inner"),
+           ("i,j->ij", "vw", "outer"), ("ij->i", "m", "row_sum"), ("ij->ji", "m", "transposed"),
+           ("ij,jk", "mn", "implicit"), ("...ij,...jk->...ik", "ab", "ellipsis"),
+           ("ij,jk,kl->il", "mno", "chain"), ("bij,bjk->k", "ab", "summed"),
+           ("ij,ij->ij", "mm", "hadamard"), ("bhqd,bhkd->bhqk", "qk", "scores"), ("ij->", "m", "total")]
+case("einsum", [node("Einsum", list(names), out, equation=eq) for eq, names, out in einsums],
+     [(k, F32, v) for k, v in einsum_shapes.items()],
+     {k: np.random.default_rng(1).standard_normal(v).astype(np.float32)
+      for k, v in einsum_shapes.items()}, opset=13)
+
 
 def compare(name, ours, theirs, reference):
     if ours.shape != theirs.shape or ours.dtype != theirs.dtype:

@@ -21,6 +21,8 @@
 # RUN: %refuses 1 cleave import %t/pad_cubic.onnx | FileCheck %s --check-prefix=PADMODE
 # RUN: %refuses 1 cleave import %t/rms_stash.onnx | FileCheck %s --check-prefix=STASH
 # RUN: %refuses 1 cleave import %t/convtranspose_far.onnx | FileCheck %s --check-prefix=CONVT
+# RUN: %refuses 1 cleave import %t/einsum_diagonal.onnx | FileCheck %s --check-prefix=EINSUM
+# RUN: %refuses 1 cleave import %t/einsum_broadcast.onnx | FileCheck %s --check-prefix=EINSUMB
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -38,6 +40,8 @@
 # REFLECT: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'reflect' with pads 3 and 0 on axis 0 of 3 elements (more than one reflection or wrap) is not supported
 # PADMODE: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'cubic' is not constant, reflect, edge or wrap
 # STASH: node 'rmsnormalization' (RMSNormalization, domain 'ai.onnx', opset 23): attribute 'stash_type' 11 (other than FLOAT) is not supported
+# EINSUM: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' '...ii->...i' (a label repeated in one operand (a diagonal)) is not supported
+# EINSUMB: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' 'ij,ij->ij' (a label of different sizes (broadcasting)) is not supported
 # CONVT: node 'convtranspose' (ConvTranspose, domain 'ai.onnx', opset 17): attribute 'output_shape' or 'pads' gives output dim 9 for input dim 3, which a transposed convolution with these strides does not reach: this form is not supported
 
 from onnx import helper
@@ -85,6 +89,10 @@ cases.add("rms_stash")(lambda: one(
     "RMSNormalization", [("x", F32, [2, 3]), ("s", F32, [3])], opset=23, stash_type=11))
 cases.add("convtranspose_far")(lambda: one(
     "ConvTranspose", [("x", F32, [1, 1, 3]), ("w", F32, [1, 1, 2])], output_shape=[9]))
+cases.add("einsum_diagonal")(lambda: one(
+    "Einsum", [("x", F32, [3, 5, 5])], equation="...ii->...i"))
+cases.add("einsum_broadcast")(lambda: one(
+    "Einsum", [("a", F32, [2, 3]), ("b", F32, [1, 3])], equation="ij,ij->ij"))
 cases.add("prelu_slope")(lambda: one("PRelu", [("x", F32, [3]), ("slope", F32, [3, 1])]))
 
 if __name__ == "__main__":

@@ -151,5 +151,14 @@ cases.add("group_normalization_18",
           params={"img": img, "c4": r.standard_normal(4), "b4": r.standard_normal(4)},
           outputs=["group"], opset=18)
 
+cases.add("einsum",
+          nodes=nodes(("Einsum", ["a", "b"], "batched", {"equation": "bij,bjk->bik"}),
+                      ("Einsum", ["m", "n", "o"], "chain", {"equation": "ij,jk,kl->il"}),
+                      ("Einsum", ["a", "m"], "summed", {"equation": "bij,ij->j"})),
+          params={"a": r.standard_normal((2, 3, 4)), "b": r.standard_normal((2, 4, 5)),
+                  "m": r.standard_normal((3, 4)), "n": r.standard_normal((4, 5)),
+                  "o": r.standard_normal((5, 2))},
+          outputs=["batched", "chain", "summed"], opset=13)
+
 if __name__ == "__main__":
     cases.main()
