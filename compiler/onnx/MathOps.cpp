@@ -257,28 +257,22 @@ Results importIsInf(NodeContext &n) {
   return SmallVector<Value>{b.splat(RankedTensorType::get(shape, n.builder.getI1Type()), 0.0)};
 }
 
-/// Mod of integers: the remainder of the truncating division, x - (x / y) y
-/// (the sign of x: C's fmod, with fmod = 1), or with fmod = 0 moved into the
-/// sign of y by adding y where it is non-zero and its sign differs (Python's
-/// %). Exact, wrapping where the kernels wrap. Float Mod (fmod = 1 by the
-/// spec) would need C's fmod, which no formula of these ops computes exactly.
+/// Mod: cleave.fmod (the remainder with the dividend's sign, C's fmod),
+/// with fmod = 0 moved into the divisor's sign (Python's %, numpy's mod) by
+/// adding y where the remainder is non-zero and its sign differs from y's.
 Results importMod(NodeContext &n) {
-  auto isInteger = [](Type t) { return t.isInteger() && !t.isInteger(1); };
-  if (failed(n.requireElementType(0, isInteger, "integers")))
-    return failure();
   Value x = n.input(0), y = n.input(1);
-  auto quotient = n.buildOne<DivOp>({x, y});
-  if (failed(quotient))
+  auto remainder = n.buildOne<FmodOp>({x, y});
+  if (failed(remainder))
     return failure();
-  CleaveBuilder b = decomposer(n);
-  Value remainder = b.sub(x, b.mul(*quotient, y));
   if (n.getInt("fmod", 0) != 0 || n.elementType(x).isUnsignedInteger())
-    return SmallVector<Value>{remainder};
+    return SmallVector<Value>{*remainder};
+  CleaveBuilder b = decomposer(n);
   Value zero = b.scalarLike(x, 0.0);
-  Value signsDiffer = b.logicalNot(b.equal(b.less(remainder, zero), b.less(y, zero)));
-  Value nonZero = b.logicalNot(b.equal(remainder, zero));
+  Value signsDiffer = b.logicalNot(b.equal(b.less(*remainder, zero), b.less(y, zero)));
+  Value nonZero = b.logicalNot(b.equal(*remainder, zero));
   Value adjust = b.where(nonZero, signsDiffer, b.scalar(n.builder.getI1Type(), 0.0));
-  return SmallVector<Value>{b.where(adjust, b.add(remainder, y), remainder)};
+  return SmallVector<Value>{b.where(adjust, b.add(*remainder, y), *remainder)};
 }
 
 /// An einsum operand (or the result): its value and one label per dim.

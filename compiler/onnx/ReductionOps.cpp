@@ -1,9 +1,9 @@
-//===- ReductionOps.cpp - the Reduce* operators from ONNX ----------------===//
+//===- ReductionOps.cpp - the Reduce* operators, arg extrema, scans, TopK -===//
 //
-// ReduceSum, ReduceMean and ReduceMax are cleave ops; ReduceL1, ReduceL2,
-// ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ReduceMin, ArgMax, ArgMin
-// and CumSum are their formulas over reduce_sum, reduce_max and matmul (so
-// they need no kernels or gradients of their own).
+// ReduceSum, ReduceMean, ReduceMax, ReduceProd and TopK are cleave ops;
+// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp,
+// ReduceMin, ArgMax, ArgMin and CumSum are their formulas over reduce_sum,
+// reduce_max and matmul (so they need no kernels or gradients of their own).
 //
 //===----------------------------------------------------------------------===//
 
@@ -228,6 +228,23 @@ Results importCumSum(NodeContext &n) {
   return SmallVector<Value>{*axis == rank - 1 ? *sums : b.transpose(*sums, perm)};
 }
 
+/// TopK (11+): K is a constant input; the results are always sorted, which
+/// `sorted` = 0 leaves to the implementation.
+Results importTopK(NodeContext &n) {
+  auto k = n.constantInts(1, "K");
+  if (failed(k))
+    return failure();
+  if (k->size() != 1) {
+    n.error() << "input '" << n.node.input(1) << "' (K) must hold one value";
+    return failure();
+  }
+  auto axis = n.normalizeAxis(n.getInt("axis", -1), n.rank(n.input(0)));
+  if (failed(axis))
+    return failure();
+  return n.build<TopKOp>(n.input(0), {n.i64("k", k->front()), n.i64("axis", *axis),
+                                      n.boolean("largest", n.getInt("largest", 1) != 0)});
+}
+
 } // namespace
 
 void populateReductionImporters(OpImporterTable &table) {
@@ -251,6 +268,9 @@ void populateReductionImporters(OpImporterTable &table) {
   }, 1, 2, {1});
   table.add("ReduceLogSumExp", importReduceLogSumExp, 1, 2, {1});
   table.add("ReduceMin", importReduceMin, 1, 2, {1});
+  table.add("ReduceProd", [](NodeContext &n) { return importReduce<ReduceProdOp>(n, 18); }, 1, 2,
+            {1});
+  table.add("TopK", importTopK, 2, 2, {1});
   table.add("ArgMax", [](NodeContext &n) { return importArgExtremum(n, true); }, 1, 1);
   table.add("ArgMin", [](NodeContext &n) { return importArgExtremum(n, false); }, 1, 1);
   table.add("CumSum", importCumSum, 2, 2, {1});

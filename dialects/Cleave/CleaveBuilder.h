@@ -72,6 +72,8 @@ public:
   mlir::Value sinh(mlir::Value x) { return create<SinhOp>(x); }
   mlir::Value cosh(mlir::Value x) { return create<CoshOp>(x); }
   mlir::Value sqrt(mlir::Value x) { return create<SqrtOp>(x); }
+  mlir::Value floor(mlir::Value x) { return create<FloorOp>(x); }
+  mlir::Value ceil(mlir::Value x) { return create<CeilOp>(x); }
   mlir::Value reciprocal(mlir::Value x) { return create<ReciprocalOp>(x); }
   mlir::Value abs(mlir::Value x) { return create<AbsOp>(x); }
   mlir::Value relu(mlir::Value x) { return create<ReluOp>(x); }

@@ -211,6 +211,26 @@ case("einsum", [node("Einsum", list(names), out, equation=eq) for eq, names, out
      {k: np.random.default_rng(1).standard_normal(v).astype(np.float32)
       for k, v in einsum_shapes.items()}, opset=13)
 
+# Native: float Mod (C's fmod, and fmod = 0's divisor sign on f64), ReduceProd
+# (integer products wrap), TopK both ways along an inner axis with ties.
+case("mod_float",
+     [node("Mod", ["x", "y"], "fmod_f32", fmod=1)], [("x", F32, [6]), ("y", F32, [6])],
+     {"x": np.array([5.5, -5.5, 5.5, -5.5, 0.0, 1e30], np.float32),
+      "y": np.array([2.0, 2.0, -2.0, -2.0, 3.0, 7.0], np.float32)}, opset=13)
+case("reduce_prod",
+     [node("ReduceProd", ["x"], "prod_f32", axes=[1]), node("ReduceProd", ["i"], "prod_i32")],
+     [("x", F32, [2, 3]), ("i", TensorProto.INT32, [3])],
+     {"x": np.array([[1.5, -2.0, 4.0], [0.0, 3.0, -1.0]], np.float32),
+      "i": np.array([65536, 65536, 3], np.int32)}, opset=17)
+top_k_k = helper.make_tensor("k", TensorProto.INT64, [1], [2])
+top_k = [helper.make_node("TopK", ["x", "k"], ["largest", "largest_at"], axis=1),
+         helper.make_node("TopK", ["x", "k"], ["smallest", "smallest_at"], axis=1, largest=0)]
+MODELS["top_k"] = (
+    model([helper.make_node("Constant", [], ["k"], value=top_k_k)] + top_k, [("x", F32, [2, 4, 2])],
+          ["largest", "largest_at", "smallest", "smallest_at"], opset=17),
+    {"x": np.array([[[3, 1], [1, 1], [3, 0], [2, 5]], [[-1, 4], [0, 4], [7, 4], [-1, 2]]],
+                   np.float32)}, True)
+
 
 def compare(name, ours, theirs, reference):
     if ours.shape != theirs.shape or ours.dtype != theirs.dtype:

@@ -315,3 +315,12 @@ func.func @average_pool_grad_window(%g: tensor<1x1x1x1xf32>) {
   %0 = cleave.average_pool_grad %g {kernel_shape = array<i64: 1, 3>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = false, shape = array<i64: 1, 1, 2, 2>} : (tensor<1x1x1x1xf32>) -> tensor<1x1x2x2xf32>
   return
 }
+
+// -----
+
+func.func @top_k_too_many(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{k 4 is not between 0 and the 3 entries of axis 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = cleave.top_k %x {k = 4 : i64, axis = 1 : i64, largest = true} : (tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<2x4xi64>)
+  return
+}

@@ -160,5 +160,24 @@ cases.add("einsum",
                   "o": r.standard_normal((5, 2))},
           outputs=["batched", "chain", "summed"], opset=13)
 
+# The native ops with rules: ReduceProd with no zero, one zero and two zeros
+# in a slice; float Mod away from its jumps (both operands); ConvTranspose
+# (x, W, B) with strides, pads and output_padding (onnx.reference's
+# ConvTranspose fails on groups).
+cases.add("reduce_prod",
+          nodes=nodes(("ReduceProd", ["x"], "prod", {"axes": [1], "keepdims": 0})),
+          params={"x": np.array([[1.5, -2.0, 0.5], [0.0, 3.0, -1.2], [0.0, 0.0, 2.0]])},
+          outputs=["prod"])
+cases.add("mod_float",
+          nodes=nodes(("Mod", ["x", "y"], "fmod", {"fmod": 1})),
+          params={"x": np.array([5.3, -5.3, 7.9, -2.2]), "y": np.array([2.1, 2.1, -3.0, 1.5])},
+          outputs=["fmod"])
+cases.add("conv_transpose",
+          nodes=nodes(("ConvTranspose", ["x", "w", "b"], "y",
+                       {"strides": [2, 1], "pads": [1, 0, 0, 1], "output_padding": [1, 0]})),
+          params={"x": r.standard_normal((1, 2, 3, 3)), "w": r.standard_normal((2, 3, 3, 2)),
+                  "b": r.standard_normal(3)},
+          outputs=["y"])
+
 if __name__ == "__main__":
     cases.main()
