@@ -223,6 +223,19 @@ public:
     return results->front();
   }
 
+  /// Elements [start, end) of x along `axis` with `step` (cleave.slice's
+  /// form: for a negative step end may be -1, past index 0); all of x along
+  /// the other dims.
+  mlir::FailureOr<mlir::Value> sliceAxis(mlir::Value x, int64_t axis, int64_t start, int64_t end,
+                                         int64_t step = 1) const {
+    llvm::ArrayRef<int64_t> dims = shape(x);
+    llvm::SmallVector<int64_t> starts(dims.size(), 0), ends(dims), steps(dims.size(), 1);
+    starts[axis] = start;
+    ends[axis] = end;
+    steps[axis] = step;
+    return buildOne<SliceOp>(x, {ints("starts", starts), ints("ends", ends), ints("steps", steps)});
+  }
+
   /// Decompositions build their ops unchecked (CleaveBuilder), so an op
   /// decomposed for some element types checks its input's first: an error
   /// naming input `i` and `admitted` unless `accepts` its element type.

@@ -256,19 +256,6 @@ Results single(FailureOr<Value> v) {
   return SmallVector<Value>{*v};
 }
 
-/// Elements [start, end) of x along `axis` with `step` (cleave.slice's form:
-/// for a negative step end may be -1, past index 0); x itself elsewhere.
-FailureOr<Value> sliceAxis(NodeContext &n, Value x, int64_t axis, int64_t start, int64_t end,
-                           int64_t step = 1) {
-  ArrayRef<int64_t> shape = n.shape(x);
-  SmallVector<int64_t> starts(shape.size(), 0), ends(shape), steps(shape.size(), 1);
-  starts[axis] = start;
-  ends[axis] = end;
-  steps[axis] = step;
-  return n.buildOne<SliceOp>(x, {n.ints("starts", starts), n.ints("ends", ends),
-                                 n.ints("steps", steps)});
-}
-
 /// Tile: each axis with `repeats` r becomes r copies of x concatenated.
 Results importTile(NodeContext &n) {
   auto repeats = n.constantInts(1, "repeats");
@@ -287,7 +274,7 @@ Results importTile(NodeContext &n) {
       return failure();
     }
     if (r == 0)
-      tiled = sliceAxis(n, x, axis, 0, 0);
+      tiled = n.sliceAxis(x, axis, 0, 0);
     else if (r > 1)
       tiled = n.buildOne<ConcatOp>(SmallVector<Value>(r, x), {n.i64("axis", axis)});
     if (failed(tiled))
@@ -408,7 +395,7 @@ Results importPad(NodeContext &n) {
     int64_t before = (*pads)[i], after = (*pads)[axes.size() + i];
     int64_t extent = n.shape(x)[axis];
     // Crops first: what is left of the axis is what the blocks come from.
-    FailureOr<Value> cropped = sliceAxis(n, x, axis, std::max<int64_t>(0, -before),
+    FailureOr<Value> cropped = n.sliceAxis(x, axis, std::max<int64_t>(0, -before),
                                          extent - std::max<int64_t>(0, -after));
     if (failed(cropped))
       return failure();
@@ -436,14 +423,14 @@ Results importPad(NodeContext &n) {
       if (mode == "constant")
         return b.expand(fill, shape);
       if (mode == "edge") {
-        auto edge = atEnd ? sliceAxis(n, x, axis, extent - 1, extent) : sliceAxis(n, x, axis, 0, 1);
+        auto edge = atEnd ? n.sliceAxis(x, axis, extent - 1, extent) : n.sliceAxis(x, axis, 0, 1);
         return failed(edge) ? edge : FailureOr<Value>(b.expand(*edge, shape));
       }
       if (mode == "reflect") // indices count, ..., 1 before; extent-2, ... after
-        return atEnd ? sliceAxis(n, x, axis, extent - 2, extent - 2 - count, -1)
-                     : sliceAxis(n, x, axis, count, 0, -1);
-      return atEnd ? sliceAxis(n, x, axis, 0, count) // wrap
-                   : sliceAxis(n, x, axis, extent - count, extent);
+        return atEnd ? n.sliceAxis(x, axis, extent - 2, extent - 2 - count, -1)
+                     : n.sliceAxis(x, axis, count, 0, -1);
+      return atEnd ? n.sliceAxis(x, axis, 0, count) // wrap
+                   : n.sliceAxis(x, axis, extent - count, extent);
     };
     SmallVector<Value> parts;
     for (auto [count, atEnd] : {std::pair{before, false}, std::pair{int64_t(-1), false},

@@ -11,7 +11,6 @@
 # RUN: %refuses 1 cleave import %t/clip_bool.onnx | FileCheck %s --check-prefix=CLIPBOOL
 # RUN: %refuses 1 cleave import %t/or_i32.onnx | FileCheck %s --check-prefix=OR
 # RUN: %refuses 1 cleave import %t/sum_mismatch.onnx | FileCheck %s --check-prefix=SUM
-# RUN: %refuses 1 cleave import %t/mod_f32.onnx | FileCheck %s --check-prefix=MOD
 # RUN: %refuses 1 cleave import %t/isnan_i32.onnx | FileCheck %s --check-prefix=ISNAN
 # RUN: %refuses 1 cleave import %t/cumsum_u32.onnx | FileCheck %s --check-prefix=CUMSUM
 # RUN: %refuses 1 cleave import %t/prelu_slope.onnx | FileCheck %s --check-prefix=PRELU
@@ -23,6 +22,8 @@
 # RUN: %refuses 1 cleave import %t/convtranspose_far.onnx | FileCheck %s --check-prefix=CONVT
 # RUN: %refuses 1 cleave import %t/einsum_diagonal.onnx | FileCheck %s --check-prefix=EINSUM
 # RUN: %refuses 1 cleave import %t/einsum_broadcast.onnx | FileCheck %s --check-prefix=EINSUMB
+# RUN: %refuses 1 cleave import %t/resize_cubic.onnx | FileCheck %s --check-prefix=RESIZE
+# RUN: %refuses 1 cleave import %t/attention_precision.onnx | FileCheck %s --check-prefix=ATTENTION
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -31,7 +32,6 @@
 # CLIPBOOL: node 'clip' (Clip, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi1>': cleave computes Clip on numbers only
 # OR: node 'or' (Or, domain 'ai.onnx', opset 17): input 'a' is 'tensor<2xi32>': cleave computes Or on bools only
 # SUM: node 'sum' (Sum, domain 'ai.onnx', opset 17): operands are not broadcast-compatible: 2 and 3
-# MOD: node 'mod' (Mod, domain 'ai.onnx', opset 17): input 'a' is 'tensor<2xf32>': cleave computes Mod on integers only
 # ISNAN: node 'isnan' (IsNaN, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi32>': cleave computes IsNaN on f32 and f64 only
 # CUMSUM: node 'cumsum' (CumSum, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xui32>': cleave computes CumSum on f32, f64, i32 and i64 only
 # PRELU: node 'prelu' (PRelu, domain 'ai.onnx', opset 17): slope 3x1 does not broadcast to the input 3
@@ -42,6 +42,8 @@
 # STASH: node 'rmsnormalization' (RMSNormalization, domain 'ai.onnx', opset 23): attribute 'stash_type' 11 (other than FLOAT) is not supported
 # EINSUM: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' '...ii->...i' (a label repeated in one operand (a diagonal)) is not supported
 # EINSUMB: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' 'ij,ij->ij' (a label of different sizes (broadcasting)) is not supported
+# RESIZE: node 'resize' (Resize, domain 'ai.onnx', opset 19): attribute 'mode' 'cubic' is not supported
+# ATTENTION: node 'attention' (Attention, domain 'ai.onnx', opset 23): attribute 'softmax_precision' 11 (other than the inputs' type) is not supported
 # CONVT: node 'convtranspose' (ConvTranspose, domain 'ai.onnx', opset 17): attribute 'output_shape' or 'pads' gives output dim 9 for input dim 3, which a transposed convolution with these strides does not reach: this form is not supported
 
 from onnx import helper
@@ -73,7 +75,6 @@ cases.add("clip_vector_min")(lambda: one("Clip", [("x", F32, [3]), ("lo", F32, [
 cases.add("clip_bool")(lambda: one("Clip", [("x", BOOL, [3])]))
 cases.add("or_i32")(lambda: one("Or", [("a", I32, [2]), ("b", I32, [2])]))
 cases.add("sum_mismatch")(lambda: one("Sum", [("a", F32, [2]), ("b", F32, [3])]))
-cases.add("mod_f32")(lambda: one("Mod", [("a", F32, [2]), ("b", F32, [2])], fmod=1))
 cases.add("isnan_i32")(lambda: one("IsNaN", [("x", I32, [3])]))
 cases.add("cumsum_u32")(lambda: one("CumSum", [("x", U32, [3]), ("axis", I64, [])]))
 cases.add("scatternd_max")(lambda: one(
@@ -93,6 +94,12 @@ cases.add("einsum_diagonal")(lambda: one(
     "Einsum", [("x", F32, [3, 5, 5])], equation="...ii->...i"))
 cases.add("einsum_broadcast")(lambda: one(
     "Einsum", [("a", F32, [2, 3]), ("b", F32, [1, 3])], equation="ij,ij->ij"))
+cases.add("resize_cubic")(lambda: one(
+    "Resize", [("x", F32, [1, 1, 2, 2]), ("roi", F32, [0]), ("scales", F32, [4])], opset=19,
+    mode="cubic"))
+cases.add("attention_precision")(lambda: one(
+    "Attention", [("q", F32, [1, 1, 2, 4]), ("k", F32, [1, 1, 2, 4]), ("v", F32, [1, 1, 2, 4])],
+    opset=23, softmax_precision=11))
 cases.add("prelu_slope")(lambda: one("PRelu", [("x", F32, [3]), ("slope", F32, [3, 1])]))
 
 if __name__ == "__main__":

@@ -179,5 +179,40 @@ cases.add("conv_transpose",
                   "b": r.standard_normal(3)},
           outputs=["y"])
 
+# Opset 23's RotaryEmbedding (both pairings, a partial rotation, position
+# ids) and Attention (3-D with heads, grouped-query heads, a float mask, a
+# causal mask after past keys, softcap), and Resize's linear interpolation.
+cases.add("rotary_embedding",
+          nodes=nodes(("RotaryEmbedding", ["x", "cos", "sin", "pos"], "halves", {}),
+                      ("RotaryEmbedding", ["x", "cos", "sin", "pos"], "interleaved",
+                       {"interleaved": 1}),
+                      ("RotaryEmbedding", ["x3", "cos1", "sin1", "pos"], "partial",
+                       {"num_heads": 2, "rotary_embedding_dim": 2})),
+          params={"x": r.standard_normal((1, 2, 3, 4)), "x3": r.standard_normal((1, 3, 8)),
+                  "cos": r.standard_normal((5, 2)), "sin": r.standard_normal((5, 2)),
+                  "cos1": r.standard_normal((5, 1)), "sin1": r.standard_normal((5, 1))},
+          constants={"pos": np.array([[4, 0, 2]])},
+          outputs=["halves", "interleaved", "partial"], opset=23)
+cases.add("attention",
+          nodes=nodes(("Attention", ["q3", "k3", "v3"], "heads",
+                       {"q_num_heads": 4, "kv_num_heads": 2}),
+                      ("Attention", ["q", "k", "v", "mask"], "masked", {"softcap": 2.0}),
+                      ("Attention", ["q", "k", "v", "", "pk", "pv"], "causal",
+                       {"is_causal": 1, "scale": 0.3})),
+          params={"q3": r.standard_normal((1, 3, 8)), "k3": r.standard_normal((1, 4, 4)),
+                  "v3": r.standard_normal((1, 4, 6)), "q": r.standard_normal((1, 2, 3, 4)),
+                  "k": r.standard_normal((1, 2, 3, 4)), "v": r.standard_normal((1, 2, 3, 5)),
+                  "mask": r.standard_normal((3, 3)), "pk": r.standard_normal((1, 2, 2, 4)),
+                  "pv": r.standard_normal((1, 2, 2, 5))},
+          outputs=["heads", "masked", "causal"], opset=23)
+cases.add("resize_linear",
+          nodes=nodes(("Resize", ["x", "", "scales"], "up", {"mode": "linear"}),
+                      ("Resize", ["x", "", "", "sizes"], "corners",
+                       {"mode": "linear", "coordinate_transformation_mode": "align_corners"})),
+          params={"x": r.standard_normal((1, 1, 3, 4))},
+          constants={"scales": np.array([1.0, 1.0, 2.0, 1.5], np.float32),
+                     "sizes": np.array([1, 1, 2, 7])},
+          outputs=["up", "corners"], opset=19)
+
 if __name__ == "__main__":
     cases.main()
