@@ -3,8 +3,6 @@
 #include "compiler/OnnxTensor.h"
 #include "compiler/onnx/NodeContext.h"
 
-#include "dialects/Cleave/CleaveBuilder.h"
-
 using namespace mlir;
 
 namespace cleave {
@@ -42,11 +40,6 @@ Results importSize(NodeContext &n) {
 bool isFloat(Type t) { return t.isF32() || t.isF64(); }
 bool isNumeric(Type t) { return isFloat(t) || (t.isInteger() && !t.isInteger(1)); }
 bool isBool(Type t) { return t.isInteger(1); }
-
-/// A builder at the node that folds constant operands, as the importer does.
-CleaveBuilder decomposer(NodeContext &n) {
-  return CleaveBuilder(n.builder, n.loc, /*foldConstants=*/true);
-}
 
 Results single(FailureOr<Value> v) {
   if (failed(v))
@@ -118,7 +111,7 @@ using Activation = Value (*)(CleaveBuilder &, const NodeContext &, Value);
 template <Activation formula> Results importActivation(NodeContext &n) {
   if (failed(n.requireFloat(0)))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   return SmallVector<Value>{formula(b, n, n.input(0))};
 }
 
@@ -126,7 +119,7 @@ template <Activation formula> Results importActivation(NodeContext &n) {
 Results importClip(NodeContext &n) {
   if (failed(n.requireElementType(0, isNumeric, "numbers")))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value bounds[2];
   for (unsigned i : {1u, 2u}) {
     Value bound = n.input(i);
@@ -158,7 +151,7 @@ template <typename StrictOp> Results importOrEqual(NodeContext &n) {
   auto strict = n.buildOne<StrictOp>({n.input(0), n.input(1)});
   if (failed(strict))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value yes = b.scalar(n.builder.getI1Type(), 1.0);
   return SmallVector<Value>{b.where(*strict, yes, b.equal(n.input(0), n.input(1)))};
 }
@@ -170,7 +163,7 @@ Results importLogical(NodeContext &n, StringRef op) {
       return failure();
   Value a = n.input(0), c = n.input(1);
   Type i1 = n.builder.getI1Type();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   if (op == "And")
     return single(n.buildOne<WhereOp>({a, c, b.scalar(i1, 0.0)}));
   if (op == "Or")
@@ -205,13 +198,14 @@ Results importMean(NodeContext &n) {
   size_t count = n.presentInputs().size();
   if (failed(sum) || count == 1)
     return sum;
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value total = sum->front();
   return SmallVector<Value>{b.div(total, b.scalarLike(total, static_cast<double>(count)))};
 }
 
-/// PRelu: x where x > 0, slope x elsewhere (PyTorch's choice at 0, where
-/// both agree on the value), the slope broadcast to x (unidirectionally).
+/// PRelu: x where x > 0, slope x elsewhere (so at 0, where both are 0, the
+/// gradient is the slope's branch, as PyTorch's), the slope broadcast to x
+/// (unidirectionally).
 Results importPRelu(NodeContext &n) {
   Value x = n.input(0), slope = n.input(1);
   if (failed(n.requireElementType(0, isNumeric, "numbers")))
@@ -224,7 +218,7 @@ Results importPRelu(NodeContext &n) {
               << shapeString(n.shape(x));
     return failure();
   }
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   return SmallVector<Value>{b.where(b.greater(x, b.scalarLike(x, 0.0)), x, *sloped)};
 }
 
@@ -237,7 +231,7 @@ Value swishNode(CleaveBuilder &b, const NodeContext &n, Value x) {
 Results importIsNaN(NodeContext &n) {
   if (failed(n.requireFloat(0)))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   return SmallVector<Value>{b.logicalNot(b.equal(n.input(0), n.input(0)))};
 }
 
@@ -248,7 +242,7 @@ Results importIsInf(NodeContext &n) {
   Value x = n.input(0);
   bool positive = n.getInt("detect_positive", 1) != 0;
   bool negative = n.getInt("detect_negative", 1) != 0;
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   if (positive && negative)
     return SmallVector<Value>{b.equal(b.abs(x), b.scalarLike(x, INFINITY))};
   if (positive || negative)
@@ -267,7 +261,7 @@ Results importMod(NodeContext &n) {
     return failure();
   if (n.getInt("fmod", 0) != 0 || n.elementType(x).isUnsignedInteger())
     return SmallVector<Value>{*remainder};
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value zero = b.scalarLike(x, 0.0);
   Value signsDiffer = b.logicalNot(b.equal(b.less(*remainder, zero), b.less(y, zero)));
   Value nonZero = b.logicalNot(b.equal(*remainder, zero));
@@ -389,7 +383,7 @@ Results importEinsum(NodeContext &n) {
     n.error() << "attribute 'equation' '" << equation << "' (" << why << ") is not supported";
     return failure();
   }
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   auto product = [&](ArrayRef<int> labels) {
     int64_t p = 1;
     for (int l : labels)

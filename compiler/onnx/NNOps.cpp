@@ -3,8 +3,6 @@
 #include "compiler/OnnxTensor.h"
 #include "compiler/onnx/NodeContext.h"
 
-#include "dialects/Cleave/CleaveBuilder.h"
-
 #include <cmath>
 
 using namespace mlir;
@@ -285,7 +283,7 @@ Results importInstanceNormalization(NodeContext &n) {
     n.error() << "input " << shapeString(n.shape(x)) << " is not N x C x spatial...";
     return failure();
   }
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   auto scale = perChannel(n, b, 1, rank, n.shape(x)[1]);
   auto bias = perChannel(n, b, 2, rank, n.shape(x)[1]);
   if (failed(scale) || failed(bias))
@@ -315,7 +313,7 @@ Results importGroupNormalization(NodeContext &n) {
     return failure();
   }
   int64_t channels = shape[1], rank = shape.size();
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   int64_t perGroup = channels / groups;
   for (int64_t d : shape.drop_front(2))
     perGroup *= d;
@@ -361,7 +359,7 @@ Results importRMSNormalization(NodeContext &n) {
     n.error() << "scale " << scale.getType() << " does not have the input's element type";
     return failure();
   }
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   SmallVector<int64_t> axes = llvm::to_vector(llvm::seq<int64_t>(*axis, rank));
   Value rms = b.sqrt(b.add(b.mean(b.mul(x, x), axes), n.getFloat("epsilon", 1e-5f)));
   return n.build<MulOp>({b.mul(x, b.reciprocal(rms)), scale});
@@ -380,7 +378,7 @@ Results importLpNormalization(NodeContext &n) {
     n.error() << "attribute 'p' " << p << " is not 1 or 2";
     return failure();
   }
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   Value norm = p == 1 ? b.sum(b.abs(x), {*axis}, true) : b.sqrt(b.sum(b.mul(x, x), {*axis}, true));
   return SmallVector<Value>{b.div(x, norm)};
 }
@@ -417,6 +415,8 @@ Results importResize(NodeContext &n) {
   };
   if (mode != "nearest" && mode != "linear")
     return refuse("mode", mode);
+  if (mode == "linear" && failed(n.requireFloat(0)))
+    return failure();
   if (n.getInt("antialias", 0) != 0)
     return refuse("antialias", "1");
   if (transform != "half_pixel" && transform != "half_pixel_symmetric" &&
@@ -473,7 +473,7 @@ Results importResize(NodeContext &n) {
       sizes[axis] = static_cast<int64_t>(scales[axis] * static_cast<double>(shape[axis]));
     }
   }
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   Type element = n.elementType(x);
   for (int64_t axis = 0; axis < rank; ++axis) {
     int64_t in = shape[axis], out = sizes[axis];
@@ -521,8 +521,6 @@ Results importResize(NodeContext &n) {
       x = *low;
       continue;
     }
-    if (failed(n.requireFloat(0)))
-      return failure();
     auto high = n.buildOne<GatherOp>({x, n.indexConstant({out}, above)}, {n.i64("axis", axis)});
     if (failed(high))
       return failure();
@@ -563,7 +561,7 @@ Results importRotaryEmbedding(NodeContext &n) {
     return failure();
   Value input = n.input(0);
   ArrayRef<int64_t> inputShape = n.shape(input);
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   // As B x S x heads x D.
   FailureOr<Value> x = splitHeads(n, b, input, n.getInt("num_heads", 0));
   if (failed(x))
@@ -652,7 +650,7 @@ Results importAttention(NodeContext &n) {
     return failure();
   }
   bool threeD = n.rank(q) == 3;
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   auto query = splitHeads(n, b, q, n.getInt("q_num_heads", 0));
   auto key = splitHeads(n, b, n.input(1), n.getInt("kv_num_heads", 0));
   auto value = splitHeads(n, b, n.input(2), n.getInt("kv_num_heads", 0));

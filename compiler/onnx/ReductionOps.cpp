@@ -9,8 +9,6 @@
 
 #include "compiler/onnx/NodeContext.h"
 
-#include "dialects/Cleave/CleaveBuilder.h"
-
 using namespace mlir;
 
 namespace cleave {
@@ -69,7 +67,7 @@ Results importSumFormula(NodeContext &n, bool floatOnly, SumFormula formula) {
   auto axes = reducedAxes(n, 18);
   if (failed(axes))
     return failure();
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   Value x = n.input(0);
   if (!*axes)
     return n.build<IdentityOp>(x);
@@ -90,7 +88,7 @@ Results importReduceLogSumExp(NodeContext &n) {
   Value x = n.input(0);
   if (!*axes || (*axes)->empty()) // a no-op, or a scalar: log(exp(x)) is x
     return n.build<IdentityOp>(x);
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   auto maximum = n.buildOne<ReduceMaxOp>(x, {n.ints("axes", **axes), n.boolean("keepdims", true)});
   if (failed(maximum))
     return failure();
@@ -118,7 +116,7 @@ Value flipOrder(NodeContext &n, CleaveBuilder &b, Value x) {
 /// The minimum over `axes` as the maximum of the order flipped (NaN wins,
 /// as in reduce_max; an empty reduction gives the largest value).
 FailureOr<Value> minimumOver(NodeContext &n, Value x, ArrayRef<int64_t> axes, bool keep) {
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   auto maximum = n.buildOne<ReduceMaxOp>(flipOrder(n, b, x),
                                          {n.ints("axes", axes), n.boolean("keepdims", keep)});
   if (failed(maximum))
@@ -156,7 +154,7 @@ Results importArgExtremum(NodeContext &n, bool isMax) {
   auto axis = n.normalizeAxis(n.getInt("axis", 0), shape.size());
   if (failed(axis))
     return failure();
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   FailureOr<Value> extremum =
       isMax ? n.buildOne<ReduceMaxOp>(x, {n.ints("axes", {*axis}), n.boolean("keepdims", true)})
             : minimumOver(n, x, {*axis}, true);
@@ -220,7 +218,7 @@ Results importCumSum(NodeContext &n) {
   Value triangle = ConstantOp::create(n.builder, n.loc, DenseElementsAttr::get(matrixType, ones));
   SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   std::swap(perm[*axis], perm[rank - 1]);
-  CleaveBuilder b(n.builder, n.loc, /*foldConstants=*/true);
+  CleaveBuilder b = n.decomposer();
   Value moved = *axis == rank - 1 ? x : b.transpose(x, perm);
   auto sums = n.buildOne<MatMulOp>({moved, triangle});
   if (failed(sums))

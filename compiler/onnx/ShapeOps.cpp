@@ -8,8 +8,6 @@
 
 #include "compiler/onnx/NodeContext.h"
 
-#include "dialects/Cleave/CleaveBuilder.h"
-
 using namespace mlir;
 
 namespace cleave {
@@ -246,16 +244,6 @@ Results importExpand(NodeContext &n) {
 // they need no kernels, gradients or sharding rules of their own.
 //===----------------------------------------------------------------------===//
 
-CleaveBuilder decomposer(NodeContext &n) {
-  return CleaveBuilder(n.builder, n.loc, /*foldConstants=*/true);
-}
-
-Results single(FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  return SmallVector<Value>{*v};
-}
-
 /// Tile: each axis with `repeats` r becomes r copies of x concatenated.
 Results importTile(NodeContext &n) {
   auto repeats = n.constantInts(1, "repeats");
@@ -376,7 +364,7 @@ Results importPad(NodeContext &n) {
     n.error() << "attribute 'mode' '" << mode << "' is not constant, reflect, edge or wrap";
     return failure();
   }
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value fill;
   if (mode == "constant") {
     if (Value given = n.input(2)) {
@@ -487,7 +475,7 @@ FailureOr<Value> elementPositions(NodeContext &n, Value data, Value indices, int
     for (size_t d = 0; d < indexShape.size(); ++d)
       if (static_cast<int64_t>(d) != axis)
         offsets[i] += (i / indexStrides[d]) % indexShape[d] * strides[d];
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value along = nonNegative(b, indices, n.indexConstant({}, {dataShape[axis]}));
   return b.add(b.mul(along, n.indexConstant({}, {strides[axis]})),
                n.indexConstant(indexShape, offsets));
@@ -511,7 +499,7 @@ FailureOr<Value> rowPositions(NodeContext &n, Value data, Value indices, int64_t
   int64_t rows = 1;
   for (int64_t d : indexed)
     rows *= d;
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value along = nonNegative(b, indices, n.indexConstant({m}, indexed));
   Value local = b.sum(b.mul(along, n.indexConstant({m}, strides)), {int64_t(indexShape.size()) - 1},
                       false);
@@ -589,7 +577,7 @@ Results scatter(NodeContext &n, Value positions, Value rows) {
                                         {n.i64("axis", 0), n.ints("shape", rowShape)});
   if (failed(added))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   ArrayRef<int64_t> shape = n.shape(data);
   Value scattered = b.reshape(*added, shape);
   if (reduction == "add")
