@@ -81,6 +81,14 @@ constexpr Refusal kRefusals[] = {
      "\\1 output \\2"},
     {"^node [^(]*\\(([^,]*), [^)]*\\): input '[^']*' \\(([a-z_]+)\\) must be a constant",
      "\\1 \\2 not a constant"},
+    // An element type a decomposed operator's formula does not admit
+    // (NodeContext::requireElementType).
+    {"^node [^(]*\\(([^,]*), [^)]*\\): input '[^']*' is 'tensor<([0-9]+x)*([a-z0-9]+)>': "
+     "cleave computes",
+     "\\1 element type \\3"},
+    // A form of an operator cleave does not import (a mode, an equation).
+    {"^node [^(]*\\(([^,]*), [^)]*\\): attribute '([a-z_]+)' .*is not supported$",
+     "\\1 attribute \\2"},
     // An element type the op's constraint in CleaveOps.td does not admit.
     {"^node [^(]*\\(([^,]*), [^)]*\\): 'cleave\\.[a-z_]+' op (operand|result) #[0-9]+ must be "
      "statically shaped tensor of .* values, but got 'tensor<([0-9]+x)*([a-z0-9]+)>'$",

@@ -144,7 +144,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   for (StringRef same : {"neg", "sqrt", "reciprocal", "exp", "log", "abs", "tanh", "sigmoid",
                          "relu", "erf", "cast", "add", "sub", "mul", "div", "pow", "equal",
                          "less", "greater", "where", "matmul", "expand",
-                         "global_average_pool", "max", "min", "sign"})
+                         "global_average_pool", "max", "min", "sign", "fmod"})
     calls[same] = {same};
 #define CLEAVE_FLOAT_MATH(name, f32, f64) calls[#name] = {#name};
 #include "runtime/FloatMath.def"
@@ -170,6 +170,8 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["reduce_sum"] = {"reduce_sum", -1, {"axes"}};
   calls["reduce_mean"] = {"reduce_mean", -1, {"axes"}};
   calls["reduce_max"] = {"reduce_max", -1, {"axes"}};
+  calls["reduce_prod"] = {"reduce_prod", -1, {"axes"}};
+  calls["top_k"] = {"top_k", -1, {"axis", "largest"}};
   calls["conv"] = {"conv", 2, {"strides", "pads", "dilations", "group"}};
   calls["max_pool"] = {"max_pool", -1, {"kernel_shape", "strides", "pads", "dilations"}};
   calls["average_pool"] = {"average_pool", -1,

@@ -3,8 +3,6 @@
 #include "compiler/OnnxTensor.h"
 #include "compiler/onnx/NodeContext.h"
 
-#include "dialects/Cleave/CleaveBuilder.h"
-
 using namespace mlir;
 
 namespace cleave {
@@ -42,11 +40,6 @@ Results importSize(NodeContext &n) {
 bool isFloat(Type t) { return t.isF32() || t.isF64(); }
 bool isNumeric(Type t) { return isFloat(t) || (t.isInteger() && !t.isInteger(1)); }
 bool isBool(Type t) { return t.isInteger(1); }
-
-/// A builder at the node that folds constant operands, as the importer does.
-CleaveBuilder decomposer(NodeContext &n) {
-  return CleaveBuilder(n.builder, n.loc, /*foldConstants=*/true);
-}
 
 Results single(FailureOr<Value> v) {
   if (failed(v))
@@ -118,7 +111,7 @@ using Activation = Value (*)(CleaveBuilder &, const NodeContext &, Value);
 template <Activation formula> Results importActivation(NodeContext &n) {
   if (failed(n.requireFloat(0)))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   return SmallVector<Value>{formula(b, n, n.input(0))};
 }
 
@@ -126,7 +119,7 @@ template <Activation formula> Results importActivation(NodeContext &n) {
 Results importClip(NodeContext &n) {
   if (failed(n.requireElementType(0, isNumeric, "numbers")))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value bounds[2];
   for (unsigned i : {1u, 2u}) {
     Value bound = n.input(i);
@@ -158,7 +151,7 @@ template <typename StrictOp> Results importOrEqual(NodeContext &n) {
   auto strict = n.buildOne<StrictOp>({n.input(0), n.input(1)});
   if (failed(strict))
     return failure();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value yes = b.scalar(n.builder.getI1Type(), 1.0);
   return SmallVector<Value>{b.where(*strict, yes, b.equal(n.input(0), n.input(1)))};
 }
@@ -170,7 +163,7 @@ Results importLogical(NodeContext &n, StringRef op) {
       return failure();
   Value a = n.input(0), c = n.input(1);
   Type i1 = n.builder.getI1Type();
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   if (op == "And")
     return single(n.buildOne<WhereOp>({a, c, b.scalar(i1, 0.0)}));
   if (op == "Or")
@@ -205,9 +198,254 @@ Results importMean(NodeContext &n) {
   size_t count = n.presentInputs().size();
   if (failed(sum) || count == 1)
     return sum;
-  CleaveBuilder b = decomposer(n);
+  CleaveBuilder b = n.decomposer();
   Value total = sum->front();
   return SmallVector<Value>{b.div(total, b.scalarLike(total, static_cast<double>(count)))};
+}
+
+/// PRelu: x where x > 0, slope x elsewhere (so at 0, where both are 0, the
+/// gradient is the slope's branch, as PyTorch's), the slope broadcast to x
+/// (unidirectionally).
+Results importPRelu(NodeContext &n) {
+  Value x = n.input(0), slope = n.input(1);
+  if (failed(n.requireElementType(0, isNumeric, "numbers")))
+    return failure();
+  auto sloped = n.buildOne<MulOp>({x, slope});
+  if (failed(sloped))
+    return failure();
+  if (n.shape(*sloped) != n.shape(x)) {
+    n.error() << "slope " << shapeString(n.shape(slope)) << " does not broadcast to the input "
+              << shapeString(n.shape(x));
+    return failure();
+  }
+  CleaveBuilder b = n.decomposer();
+  return SmallVector<Value>{b.where(b.greater(x, b.scalarLike(x, 0.0)), x, *sloped)};
+}
+
+/// Swish (24+): x sigmoid(alpha x).
+Value swishNode(CleaveBuilder &b, const NodeContext &n, Value x) {
+  return b.mul(x, b.sigmoid(b.mul(x, n.getFloat("alpha", 1.0f))));
+}
+
+/// IsNaN: x != x.
+Results importIsNaN(NodeContext &n) {
+  if (failed(n.requireFloat(0)))
+    return failure();
+  CleaveBuilder b = n.decomposer();
+  return SmallVector<Value>{b.logicalNot(b.equal(n.input(0), n.input(0)))};
+}
+
+/// IsInf: x is +inf (detect_positive), -inf (detect_negative) or either.
+Results importIsInf(NodeContext &n) {
+  if (failed(n.requireFloat(0)))
+    return failure();
+  Value x = n.input(0);
+  bool positive = n.getInt("detect_positive", 1) != 0;
+  bool negative = n.getInt("detect_negative", 1) != 0;
+  CleaveBuilder b = n.decomposer();
+  if (positive && negative)
+    return SmallVector<Value>{b.equal(b.abs(x), b.scalarLike(x, INFINITY))};
+  if (positive || negative)
+    return SmallVector<Value>{b.equal(x, b.scalarLike(x, positive ? INFINITY : -INFINITY))};
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  return SmallVector<Value>{b.splat(RankedTensorType::get(shape, n.builder.getI1Type()), 0.0)};
+}
+
+/// Mod: cleave.fmod (the remainder with the dividend's sign, C's fmod),
+/// with fmod = 0 moved into the divisor's sign (Python's %, numpy's mod) by
+/// adding y where the remainder is non-zero and its sign differs from y's.
+Results importMod(NodeContext &n) {
+  Value x = n.input(0), y = n.input(1);
+  auto remainder = n.buildOne<FmodOp>({x, y});
+  if (failed(remainder))
+    return failure();
+  if (n.getInt("fmod", 0) != 0 || n.elementType(x).isUnsignedInteger())
+    return SmallVector<Value>{*remainder};
+  CleaveBuilder b = n.decomposer();
+  Value zero = b.scalarLike(x, 0.0);
+  Value signsDiffer = b.logicalNot(b.equal(b.less(*remainder, zero), b.less(y, zero)));
+  Value nonZero = b.logicalNot(b.equal(*remainder, zero));
+  Value adjust = b.where(nonZero, signsDiffer, b.scalar(n.builder.getI1Type(), 0.0));
+  return SmallVector<Value>{b.where(adjust, b.add(*remainder, y), *remainder)};
+}
+
+/// An einsum operand (or the result): its value and one label per dim.
+struct Labeled {
+  Value value;
+  SmallVector<int> labels;
+};
+
+/// The einsum operands' and the result's labels: a letter is its character;
+/// the dims an ellipsis stands for are labels from 256 on, aligned from the
+/// right as numpy aligns them. Fails (with the reason in `why`) on a form
+/// this decomposition does not take.
+FailureOr<std::pair<SmallVector<SmallVector<int>>, SmallVector<int>>>
+parseEinsum(NodeContext &n, StringRef equation, std::string &why) {
+  std::string text;
+  for (char c : equation)
+    if (c != ' ')
+      text += c;
+  auto [lhs, rhs] = StringRef(text).split("->");
+  bool implicit = !StringRef(text).contains("->");
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  SmallVector<Value> inputs = n.presentInputs();
+  if (terms.size() != inputs.size()) {
+    why = std::to_string(terms.size()) + " operands for " + std::to_string(inputs.size()) +
+          " inputs";
+    return failure();
+  }
+  int64_t ellipsisRank = 0;
+  SmallVector<SmallVector<int>> operands;
+  auto labelsOf = [&](StringRef term, int64_t rank) -> std::optional<SmallVector<int>> {
+    SmallVector<int> labels;
+    size_t dots = term.find("...");
+    int64_t letters = static_cast<int64_t>(term.size()) - (dots == StringRef::npos ? 0 : 3);
+    int64_t spanned = rank - letters;
+    for (size_t i = 0; i < term.size(); ++i) {
+      if (i == dots) {
+        for (int64_t k = 0; k < spanned; ++k)
+          labels.push_back(256 + ellipsisRank - spanned + k);
+        i += 2;
+      } else if (std::isalpha(static_cast<unsigned char>(term[i]))) {
+        labels.push_back(term[i]);
+      } else {
+        return std::nullopt;
+      }
+    }
+    return labels;
+  };
+  for (auto [term, input] : llvm::zip(terms, inputs)) {
+    size_t dots = term.find("...");
+    int64_t letters = static_cast<int64_t>(term.size()) - (dots == StringRef::npos ? 0 : 3);
+    if (dots != StringRef::npos)
+      ellipsisRank = std::max(ellipsisRank, n.rank(input) - letters);
+  }
+  for (auto [term, input] : llvm::zip(terms, inputs)) {
+    auto labels = labelsOf(term, n.rank(input));
+    if (!labels || static_cast<int64_t>(labels->size()) != n.rank(input)) {
+      why = "operand '" + term.str() + "' does not label the " + std::to_string(n.rank(input)) +
+            " dims of its input";
+      return failure();
+    }
+    if (llvm::SmallDenseSet<int>(labels->begin(), labels->end()).size() != labels->size()) {
+      why = "a label repeated in one operand (a diagonal)";
+      return failure();
+    }
+    operands.push_back(*labels);
+  }
+  SmallVector<int> result;
+  if (implicit) { // the ellipsis dims, then the letters used once, in order
+    llvm::SmallDenseMap<int, int> uses;
+    for (const auto &labels : operands)
+      for (int l : labels)
+        ++uses[l];
+    for (int64_t k = 0; k < ellipsisRank; ++k)
+      result.push_back(256 + k);
+    for (int l = 'A'; l <= 'z'; ++l)
+      if (uses.lookup(l) == 1)
+        result.push_back(l);
+  } else {
+    auto labels = labelsOf(rhs, ellipsisRank + static_cast<int64_t>(rhs.size()) -
+                                    (rhs.contains("...") ? 3 : 0));
+    if (!labels) {
+      why = "result '" + rhs.str() + "' is not letters and an ellipsis";
+      return failure();
+    }
+    result = *labels;
+  }
+  return std::make_pair(operands, result);
+}
+
+/// Einsum as products: operands are contracted left to right, each pair as
+/// one batched matmul (the labels both keep as batch, those neither needs
+/// later summed by the product, those one alone has as its rows or columns),
+/// a label no one needs later summed first; then the result is transposed
+/// into the equation's order. Repeated labels in an operand (diagonals) and
+/// ellipses of different sizes (broadcasting) are refused.
+Results importEinsum(NodeContext &n) {
+  std::string equation = n.getString("equation", "");
+  std::string why;
+  auto parsed = parseEinsum(n, equation, why);
+  SmallVector<Value> inputs = n.presentInputs();
+  // The size of every label, which must agree wherever it appears.
+  llvm::SmallDenseMap<int, int64_t> sizes;
+  if (succeeded(parsed)) {
+    for (auto [labels, input] : llvm::zip(parsed->first, inputs))
+      for (auto [label, size] : llvm::zip(labels, n.shape(input)))
+        if (!sizes.try_emplace(label, size).second && sizes[label] != size)
+          why = "a label of different sizes (broadcasting)";
+    for (int label : parsed->second)
+      if (!sizes.count(label))
+        why = "a result label no operand has";
+  }
+  if (failed(parsed) || !why.empty()) {
+    n.error() << "attribute 'equation' '" << equation << "' (" << why << ") is not supported";
+    return failure();
+  }
+  CleaveBuilder b = n.decomposer();
+  auto product = [&](ArrayRef<int> labels) {
+    int64_t p = 1;
+    for (int l : labels)
+      p *= sizes[l];
+    return p;
+  };
+  // `x` with the labels not in `keep` summed, then permuted to `order`.
+  auto arrange = [&](Labeled x, ArrayRef<int> order) {
+    SmallVector<int64_t> summed, perm;
+    SmallVector<int> left;
+    for (auto [d, l] : llvm::enumerate(x.labels)) {
+      if (llvm::is_contained(order, l))
+        left.push_back(l);
+      else
+        summed.push_back(d);
+    }
+    Value v = summed.empty() ? x.value : b.sum(x.value, summed, false);
+    for (int l : order)
+      perm.push_back(llvm::find(left, l) - left.begin());
+    if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+      v = b.transpose(v, perm);
+    return v;
+  };
+  const auto &[operandLabels, resultLabels] = *parsed;
+  Labeled current{inputs[0], operandLabels[0]};
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    Labeled next{inputs[i], operandLabels[i]};
+    llvm::SmallDenseSet<int> later(resultLabels.begin(), resultLabels.end());
+    for (size_t j = i + 1; j < inputs.size(); ++j)
+      later.insert(operandLabels[j].begin(), operandLabels[j].end());
+    SmallVector<int> batch, contracted, rows, columns;
+    for (int l : current.labels) {
+      bool shared = llvm::is_contained(next.labels, l);
+      if (shared)
+        (later.contains(l) ? batch : contracted).push_back(l);
+      else if (later.contains(l))
+        rows.push_back(l);
+    }
+    for (int l : next.labels)
+      if (!llvm::is_contained(current.labels, l) && later.contains(l))
+        columns.push_back(l);
+    SmallVector<int> leftOrder(batch), rightOrder(batch);
+    llvm::append_range(leftOrder, rows);
+    llvm::append_range(leftOrder, contracted);
+    llvm::append_range(rightOrder, contracted);
+    llvm::append_range(rightOrder, columns);
+    Value left = b.reshape(arrange(current, leftOrder),
+                           {product(batch), product(rows), product(contracted)});
+    Value right = b.reshape(arrange(next, rightOrder),
+                            {product(batch), product(contracted), product(columns)});
+    auto multiplied = n.buildOne<MatMulOp>({left, right});
+    if (failed(multiplied))
+      return failure();
+    SmallVector<int> labels(batch);
+    llvm::append_range(labels, rows);
+    llvm::append_range(labels, columns);
+    SmallVector<int64_t> shape;
+    for (int l : labels)
+      shape.push_back(sizes[l]);
+    current = {b.reshape(*multiplied, shape), labels};
+  }
+  return n.build<IdentityOp>(arrange(current, resultLabels));
 }
 
 Results importGemm(NodeContext &n) {
@@ -304,6 +542,12 @@ void populateMathImporters(OpImporterTable &table) {
   table.add("Floor", importInputsOnly<FloorOp>, 1, 1);
   table.add("Ceil", importInputsOnly<CeilOp>, 1, 1);
   table.add("Round", importInputsOnly<RoundOp>, 1, 1);
+  table.add("PRelu", importPRelu, 2, 2);
+  table.add("Swish", importActivation<swishNode>, 1, 1);
+  table.add("IsNaN", importIsNaN, 1, 1);
+  table.add("IsInf", importIsInf, 1, 1);
+  table.add("Mod", importMod, 2, 2);
+  table.add("Einsum", importEinsum, 1, kVariadic);
 }
 
 } // namespace cleave

@@ -10,6 +10,7 @@
 #ifndef CLEAVE_COMPILER_ONNX_NODECONTEXT_H
 #define CLEAVE_COMPILER_ONNX_NODECONTEXT_H
 
+#include "dialects/Cleave/CleaveBuilder.h"
 #include "dialects/Cleave/CleaveOps.h"
 #include "onnx/onnx.pb.h"
 
@@ -148,6 +149,13 @@ public:
     return result;
   }
 
+  /// A cleave.constant of `values` (i64) in `shape`: the index arithmetic a
+  /// decomposition works out at import.
+  mlir::Value indexConstant(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> values) const {
+    auto type = mlir::RankedTensorType::get(shape, builder.getI64Type());
+    return ConstantOp::create(builder, loc, mlir::DenseElementsAttr::get(type, values));
+  }
+
   mlir::NamedAttribute named(llvm::StringRef name, mlir::Attribute value) const {
     return builder.getNamedAttr(name, value);
   }
@@ -216,6 +224,23 @@ public:
     return results->front();
   }
 
+  /// Elements [start, end) of x along `axis` with `step` (cleave.slice's
+  /// form: for a negative step end may be -1, past index 0); all of x along
+  /// the other dims.
+  mlir::FailureOr<mlir::Value> sliceAxis(mlir::Value x, int64_t axis, int64_t start, int64_t end,
+                                         int64_t step = 1) const {
+    llvm::ArrayRef<int64_t> dims = shape(x);
+    llvm::SmallVector<int64_t> starts(dims.size(), 0), ends(dims), steps(dims.size(), 1);
+    starts[axis] = start;
+    ends[axis] = end;
+    steps[axis] = step;
+    return buildOne<SliceOp>(x, {ints("starts", starts), ints("ends", ends), ints("steps", steps)});
+  }
+
+  /// A CleaveBuilder at the node that folds constant operands, as the
+  /// importer folds every op: what decompositions build their formulas with.
+  CleaveBuilder decomposer() const { return CleaveBuilder(builder, loc, /*foldConstants=*/true); }
+
   /// Decompositions build their ops unchecked (CleaveBuilder), so an op
   /// decomposed for some element types checks its input's first: an error
   /// naming input `i` and `admitted` unless `accepts` its element type.
@@ -276,15 +301,17 @@ private:
 // The default domain (ai.onnx), by family. A new op goes into its family's
 // file and populate function.
 
-/// Elementwise math, comparisons, logic, casts, activations, matrix products, Trilu
-/// (MathOps.cpp).
+/// Elementwise math, comparisons, logic, casts, activations, matrix products
+/// (Einsum), Trilu (MathOps.cpp).
 void populateMathImporters(OpImporterTable &table);
-/// Reshapes, transposes, squeezes, concat, split, slice, gather, expand
-/// (ShapeOps.cpp).
+/// Reshapes, transposes, squeezes, concat, split, slice, gather, expand,
+/// tile, pad, depth/space rearrangements, the element and ND gathers and
+/// scatters (ShapeOps.cpp).
 void populateShapeImporters(OpImporterTable &table);
-/// Softmax, normalizations, dropout, convolution, pooling, losses (NNOps.cpp).
+/// Softmax, normalizations, dropout, convolution (and transposed), pooling,
+/// resize, rotary embeddings, attention, losses (NNOps.cpp).
 void populateNNImporters(OpImporterTable &table);
-/// The Reduce* operators (ReductionOps.cpp).
+/// The Reduce* operators, ArgMax, ArgMin, CumSum, TopK (ReductionOps.cpp).
 void populateReductionImporters(OpImporterTable &table);
 /// Constant, ConstantOfShape, Shape, Range: the shape arithmetic that folds
 /// at import (ConstantOps.cpp). `modelDir` is where external data lives.

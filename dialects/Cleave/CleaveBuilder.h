@@ -66,11 +66,14 @@ public:
   mlir::Value log(mlir::Value x) { return create<LogOp>(x); }
   mlir::Value erf(mlir::Value x) { return create<ErfOp>(x); }
   mlir::Value tanh(mlir::Value x) { return create<TanhOp>(x); }
+  mlir::Value sigmoid(mlir::Value x) { return create<SigmoidOp>(x); }
   mlir::Value sin(mlir::Value x) { return create<SinOp>(x); }
   mlir::Value cos(mlir::Value x) { return create<CosOp>(x); }
   mlir::Value sinh(mlir::Value x) { return create<SinhOp>(x); }
   mlir::Value cosh(mlir::Value x) { return create<CoshOp>(x); }
   mlir::Value sqrt(mlir::Value x) { return create<SqrtOp>(x); }
+  mlir::Value floor(mlir::Value x) { return create<FloorOp>(x); }
+  mlir::Value ceil(mlir::Value x) { return create<CeilOp>(x); }
   mlir::Value reciprocal(mlir::Value x) { return create<ReciprocalOp>(x); }
   mlir::Value abs(mlir::Value x) { return create<AbsOp>(x); }
   mlir::Value relu(mlir::Value x) { return create<ReluOp>(x); }

@@ -323,6 +323,15 @@ OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
       [](ArrayRef<double> a) { return std::isnan(a[1]) || a[1] < a[0] ? a[1] : a[0]; });
 }
 
+OpFoldResult FmodOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(
+      *this, adaptor.getOperands(),
+      [](ArrayRef<int64_t> a) -> int64_t {
+        return a[1] == 0 || a[1] == -1 ? 0 : a[0] % a[1]; // x % -1 is 0 (INT64_MIN too)
+      },
+      [](ArrayRef<double> a) { return std::fmod(a[0], a[1]); });
+}
+
 OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
   return foldElementwise(
       *this, adaptor.getOperands(),

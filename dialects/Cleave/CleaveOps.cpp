@@ -617,6 +617,22 @@ convOutput(std::optional<Location> location, ArrayRef<int64_t> x, ArrayRef<int64
   return result;
 }
 
+LogicalResult TopKOp::inferReturnTypes(MLIRContext *context, std::optional<Location> location,
+                                       Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getInput());
+  int64_t axis = adaptor.getAxis(), k = adaptor.getK();
+  if (failed(checkAxis(location, axis, shape.size())))
+    return failure();
+  if (k < 0 || k > shape[axis])
+    return fail(location, "k " + Twine(k) + " is not between 0 and the " + Twine(shape[axis]) +
+                              " entries of axis " + Twine(axis));
+  SmallVector<int64_t> result(shape);
+  result[axis] = k;
+  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getInput())));
+  types.push_back(RankedTensorType::get(result, IntegerType::get(context, 64)));
+  return success();
+}
+
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   ArrayRef<int64_t> w = shapeOf(adaptor.getW());

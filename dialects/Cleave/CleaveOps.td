@@ -151,6 +151,10 @@ def Cleave_PowOp : Cleave_BroadcastOp<"pow", Cleave_NumericTensor, 0, 0>;
 // NaN in either operand gives NaN (numpy's maximum and minimum).
 def Cleave_MaxOp : Cleave_BroadcastOp<"max", Cleave_NumericTensor>;
 def Cleave_MinOp : Cleave_BroadcastOp<"min", Cleave_NumericTensor>;
+// The remainder of the division truncated toward zero, with the sign of lhs
+// (C's fmod; for integers C's %, with x % 0 and INT_MIN % -1 giving 0, as
+// numpy's fmod).
+def Cleave_FmodOp : Cleave_BroadcastOp<"fmod", Cleave_NumericTensor>;
 def Cleave_EqualOp : Cleave_BroadcastOp<"equal", Cleave_ComparableTensor, 1>;
 def Cleave_LessOp : Cleave_BroadcastOp<"less", Cleave_NumericTensor, 1>;
 def Cleave_GreaterOp : Cleave_BroadcastOp<"greater", Cleave_NumericTensor, 1>;
@@ -372,6 +376,19 @@ class Cleave_ReduceOp<string mnemonic, Type type = Cleave_SummableTensor>
 def Cleave_ReduceSumOp : Cleave_ReduceOp<"reduce_sum">;
 def Cleave_ReduceMeanOp : Cleave_ReduceOp<"reduce_mean">;
 def Cleave_ReduceMaxOp : Cleave_ReduceOp<"reduce_max", Cleave_ComparableTensor>;
+def Cleave_ReduceProdOp : Cleave_ReduceOp<"reduce_prod">;
+
+def Cleave_TopKOp : Cleave_PureOp<"top_k"> {
+  let summary = "the k largest (or smallest) entries along `axis`, sorted, and their indices";
+  let description = [{
+    ONNX TopK with the results sorted: along `axis`, the k largest entries in
+    descending order (`largest`) or the k smallest in ascending order, equal
+    values in the order of their indices; NaN counts as larger than any
+    number. `indices` (i64) are their positions along `axis`. No gradient.
+  }];
+  let arguments = (ins Cleave_NumericTensor:$input, I64Attr:$k, I64Attr:$axis, BoolAttr:$largest);
+  let results = (outs Cleave_NumericTensor:$values, StaticShapeTensorOf<[I64]>:$indices);
+}
 
 //===----------------------------------------------------------------------===//
 // Convolution and pooling (N x C x spatial...)
@@ -402,10 +419,11 @@ def Cleave_AveragePoolOp : Cleave_PureOp<"average_pool", [Cleave_Vjp]> {
   let results = (outs Cleave_FloatTensor:$y);
 }
 
-// The adjoints of conv and the pools (built by their gradient rules; no ONNX
-// operator imports to them). They have no gradient rules of their own.
+// The adjoints of conv and the pools (built by their gradient rules).
+// conv_grad_input is also ONNX's ConvTranspose, and has a rule (it is linear
+// in grad and in w); the others have none.
 
-def Cleave_ConvGradInputOp : Cleave_PureOp<"conv_grad_input"> {
+def Cleave_ConvGradInputOp : Cleave_PureOp<"conv_grad_input", [Cleave_Vjp]> {
   let summary = "the gradient of a convolution's input: `grad` convolved back through `w`";
   let description = [{
     The adjoint of `cleave.conv` in x (a transposed convolution): for the conv

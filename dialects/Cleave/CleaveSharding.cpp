@@ -111,7 +111,7 @@ DimLoops reshapedDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
 
 bool isElementwise(Operation *op) {
   return op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
-         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, EqualOp, LessOp, GreaterOp, WhereOp,
+         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, FmodOp, EqualOp, LessOp, GreaterOp, WhereOp,
              CastOp>(op);
 }
 

@@ -3,7 +3,8 @@
 // Each differentiable op's VjpOpInterface::buildVjp: operand gradients built
 // from cleave ops (and the gradient ops gather_grad, slice_grad,
 // conv_grad_input, conv_grad_weight, max_pool_grad and average_pool_grad,
-// where no forward op expresses the adjoint).
+// where no forward op expresses the adjoint; conv_grad_input, which is also
+// ONNX's ConvTranspose, has a rule of its own).
 //
 // Conventions shared by every rule:
 // - A rule only differentiates float values: an operand that is not a float
@@ -407,6 +408,18 @@ LogicalResult MaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult MinOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                               SmallVectorImpl<Value> &grads) {
   return extremumVjp(*this, builder, resultGrads, grads, /*isMax=*/false);
+}
+
+LogicalResult FmodOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &grads) {
+  // z = x - trunc(x / y) y, the quotient piecewise constant: dx = g,
+  // dy = -g trunc(x / y).
+  return binaryVjp(*this, builder, resultGrads, grads,
+                   [](CleaveBuilder &b, Value x, Value y, Value, Value g) {
+                     Value q = b.div(x, y);
+                     Value truncated = b.where(b.less(q, b.scalarLike(q, 0.0)), b.ceil(q), b.floor(q));
+                     return std::pair(g, b.neg(b.mul(g, truncated)));
+                   });
 }
 
 LogicalResult PowOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
@@ -857,6 +870,26 @@ LogicalResult ReduceMaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   });
 }
 
+LogicalResult ReduceProdOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &grads) {
+  // Each element gets g times the product of the others in its slice: p / x
+  // where x is not 0 (p is 0 when another element is); where x is 0, the
+  // product of the slice's non-zero elements if x is its only zero, else 0.
+  return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
+    Value x = getInput();
+    SmallVector<int64_t> kept = CleaveBuilder::keptShape(shapeOf(x), getAxes());
+    Value isZero = b.equal(x, b.scalarLike(x, 0.0));
+    Value nonZero = b.where(isZero, b.scalarLike(x, 1.0), x);
+    Value zeros = b.sum(b.castTo(isZero, elementOf(x)), getAxes(), /*keepdims=*/true);
+    Value nonZeroProduct = ReduceProdOp::create(b.getBuilder(), b.getLoc(), nonZero, getAxesAttr(),
+                                                b.getBuilder().getBoolAttr(true));
+    Value onlyZero = b.where(b.equal(zeros, b.scalarLike(zeros, 1.0)), nonZeroProduct,
+                             b.scalarLike(x, 0.0));
+    Value others = b.where(isZero, onlyZero, b.div(b.reshape(getOutput(), kept), nonZero));
+    return b.mul(b.reshape(g, kept), others);
+  });
+}
+
 LogicalResult GlobalAveragePoolOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                             SmallVectorImpl<Value> &grads) {
   return movementVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value g) {
@@ -887,6 +920,23 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                            builder.getDenseI64ArrayAttr(shapeOf(w))));
   if (getB())
     grads.push_back(b.sum(g, allAxes(shapeOf(g).size(), /*skip=*/1), /*keepdims=*/false));
+  return success();
+}
+
+LogicalResult ConvGradInputOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &grads) {
+  // y = conv_grad_input(grad, w), the adjoint of x -> conv(x, w), is linear
+  // in both: <y, u> = <grad, conv(u, w)>, so d grad = conv(u, w) and
+  // d w = conv_grad_weight(grad, u), with u the gradient of y.
+  Value u = resultGrad(*this, resultGrads);
+  if (!u)
+    return noGradients(*this, grads);
+  Value w = getW(), grad = getGrad();
+  grads.push_back(ConvOp::create(builder, getLoc(), u, w, Value(), getStridesAttr(), getPadsAttr(),
+                                 getDilationsAttr(), getGroupAttr()));
+  grads.push_back(ConvGradWeightOp::create(builder, getLoc(), grad, u, getStridesAttr(),
+                                           getPadsAttr(), getDilationsAttr(), getGroupAttr(),
+                                           builder.getDenseI64ArrayAttr(shapeOf(w))));
   return success();
 }
 

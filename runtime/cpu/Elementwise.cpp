@@ -326,6 +326,22 @@ void min(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
   arithmetic("min", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return minimum(x, y); });
 }
 
+void fmod(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic("fmod", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) {
+    using T = decltype(x);
+    if constexpr (isInteger<T>) {
+      if (y == 0)
+        return T(0);
+      if constexpr (std::is_signed_v<T>)
+        if (y == T(-1)) // INT_MIN % -1 traps
+          return T(0);
+      return static_cast<T>(x % y);
+    } else {
+      return std::fmod(x, y);
+    }
+  });
+}
+
 void equal(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
   comparison("equal", lhs, rhs, out, ComparableTypes{}, [](auto x, auto y) { return x == y; });
 }

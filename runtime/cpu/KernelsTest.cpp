@@ -478,6 +478,23 @@ TEST(Binary, IntegerArithmetic) {
   expectEqual<int64_t>(q64, {INT64_MIN});
 }
 
+TEST(Binary, Fmod) {
+  // The dividend's sign; x % 0 and INT_MIN % -1 give 0; floats are C's fmod.
+  auto a = make<int32_t>({6}, {7, -7, 7, -7, 5, std::numeric_limits<int32_t>::min()});
+  auto b = make<int32_t>({6}, {2, 2, -2, -2, 0, -1});
+  auto r = zeros(DType::I32, {6});
+  cpu::fmod(ctx(), a, b, r);
+  expectEqual<int32_t>(r, {1, -1, 1, -1, 0, 0});
+  auto u = make<uint8_t>({2}, {250, 7}), v = make<uint8_t>({2}, {7, 250});
+  auto ru = zeros(DType::U8, {2});
+  cpu::fmod(ctx(), u, v, ru);
+  expectEqual<uint8_t>(ru, {5, 7});
+  auto x = make<double>({3}, {5.5, -5.5, 1e300}), y = make<double>({1}, {2});
+  auto rx = zeros(DType::F64, {3});
+  cpu::fmod(ctx(), x, y, rx);
+  expectNear(rx, {1.5, -1.5, std::fmod(1e300, 2.0)}, 0);
+}
+
 TEST(Binary, FloatSubDiv) {
   auto a = make<double>({3}, {1, -7, 9});
   auto b = make<double>({3}, {2, 2, -3});
@@ -968,6 +985,35 @@ TEST(Reduce, AgainstLoops) {
       s /= static_cast<double>(count);
     expectNear(y, sum, 1e-12);
   }
+}
+
+TEST(Reduce, ProductsAndTopK) {
+  auto x = make<float>({2, 3}, {1.5f, -2, 4, 0, 3, -1});
+  auto rows = zeros(DType::F32, {2});
+  cpu::reduce_prod(ctx(), x, rows, {1});
+  expectNear(rows, {-12, 0});
+  auto wrapped = make<int32_t>({3}, {65536, 65536, 3}); // 2^32 * 3 wraps to 0
+  auto product = zeros(DType::I32, {});
+  cpu::reduce_prod(ctx(), wrapped, product, {0});
+  expectEqual<int32_t>(product, {0});
+
+  // Ties by index, NaN above every number, along axis 1 of 2 x 5.
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  auto t = make<float>({2, 5}, {3, 1, 3, nan, 2, -1, -1, 5, 0, 5});
+  auto values = zeros(DType::F32, {2, 3});
+  auto indices = zeros(DType::I64, {2, 3});
+  cpu::top_k(ctx(), t, values, indices, 1, true);
+  expectEqual<int64_t>(indices, {3, 0, 2, 7 - 5, 9 - 5, 3});
+  expectNear(values, {nan, 3, 3, 5, 5, 0});
+  cpu::top_k(ctx(), t, values, indices, 1, false);
+  expectEqual<int64_t>(indices, {1, 4, 0, 0, 1, 3});
+  expectNear(values, {1, 2, 3, -1, -1, 0});
+  // Along axis 0 of 3 x 2.
+  auto columns = make<int64_t>({3, 2}, {4, 9, 7, 1, 4, 5});
+  auto top = zeros(DType::I64, {2, 2}), at = zeros(DType::I64, {2, 2});
+  cpu::top_k(ctx(), columns, top, at, 0, true);
+  expectEqual<int64_t>(top, {7, 9, 4, 5});
+  expectEqual<int64_t>(at, {1, 0, 0, 2});
 }
 
 TEST(Reduce, Integers) {

@@ -1,14 +1,18 @@
-//===- Reduce.cpp - reduce_sum, reduce_mean, reduce_max -------------------===//
+//===- Reduce.cpp - reduce_sum, reduce_mean, reduce_max, reduce_prod, top_k ===//
 //
 // One walk for every reduction: the input is traversed contiguously while
 // the output is addressed with stride 0 on the reduced dims. After dims are
 // coalesced, a row either folds into one output element (reducing the
 // innermost dims) or accumulates elementwise into a contiguous output row
-// (reducing outer dims); both loops are plain and vectorisable.
+// (reducing outer dims); both loops are plain and vectorisable. top_k
+// partially sorts each slice's indices.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/Support.h"
+
+#include <algorithm>
+#include <vector>
 
 namespace cleave::rt::cpu {
 namespace {
@@ -36,6 +40,18 @@ struct MaxOp {
     for (int64_t i = 0; i < n; ++i)
       m = combine(m, x[i * step]);
     return m;
+  }
+};
+
+struct ProdOp {
+  using Types = NumericTypes;
+  template <typename T> static T identity() { return T(1); }
+  template <typename T> static T combine(T a, T b) { return wrapMul(a, b); }
+  template <typename T> static T row(const T *x, int64_t n, int64_t step) {
+    T p = identity<T>();
+    for (int64_t i = 0; i < n; ++i)
+      p = combine(p, x[i * step]);
+    return p;
   }
 };
 
@@ -116,6 +132,59 @@ void reduce_mean(Context &, const Tensor &in, const Tensor &out, Dims axes) {
 
 void reduce_max(Context &, const Tensor &in, const Tensor &out, Dims axes) {
   reduce<MaxOp>("reduce_max", in, out, axes, false);
+}
+
+void reduce_prod(Context &, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<ProdOp>("reduce_prod", in, out, axes, false);
+}
+
+void top_k(Context &, const Tensor &in, const Tensor &values, const Tensor &indices, int64_t axis,
+           bool largest) {
+  const char *kernel = "top_k";
+  checkType(kernel, values, in.dtype);
+  checkType(kernel, indices, DType::I64);
+  int rank = in.rank();
+  if (axis < 0 || axis >= rank || values.rank() != rank || indices.rank() != rank)
+    fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), rank);
+  int64_t extent = in.shape[axis], k = values.shape[axis];
+  int64_t inner = 1, outer = 1;
+  for (int d = axis + 1; d < rank; ++d)
+    inner *= in.shape[d];
+  for (int d = 0; d < axis; ++d)
+    outer *= in.shape[d];
+  if (k > extent || values.numel() != outer * k * inner || indices.numel() != values.numel())
+    fail(kernel, "results do not hold k = %lld of %lld entries", static_cast<long long>(k),
+         static_cast<long long>(extent));
+  dispatch(kernel, in.dtype, NumericTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *x = in.as<T>();
+    T *v = values.as<T>();
+    int64_t *idx = indices.as<int64_t>();
+    std::vector<int64_t> order(extent);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T *slice = x + o * extent * inner + i;
+        // a before b: larger (smaller) first, NaN above every number, then
+        // the lower index.
+        auto before = [&](int64_t a, int64_t b) {
+          T va = slice[a * inner], vb = slice[b * inner];
+          bool aNan = va != va, bNan = vb != vb;
+          if (aNan || bNan)
+            return aNan != bNan ? (aNan == largest) : a < b;
+          if (va != vb)
+            return largest ? va > vb : va < vb;
+          return a < b;
+        };
+        for (int64_t j = 0; j < extent; ++j)
+          order[j] = j;
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+        for (int64_t j = 0; j < k; ++j) {
+          int64_t at = o * k * inner + j * inner + i;
+          v[at] = slice[order[j] * inner];
+          idx[at] = order[j];
+        }
+      }
+  });
 }
 
 } // namespace cleave::rt::cpu

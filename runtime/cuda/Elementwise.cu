@@ -129,6 +129,22 @@ struct DivOp {
     return static_cast<T>(a / b);
   }
 };
+struct FmodOp {
+  // The remainder with the dividend's sign; for integers x % 0 and x % -1
+  // are 0 (the hardware traps or leaves them unspecified).
+  template <typename T> __device__ T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0))
+        return T(0);
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1))
+          return T(0);
+      return static_cast<T>(a % b);
+    } else {
+      return ::fmod(a, b);
+    }
+  }
+};
 struct PowOp {
   // ONNX Pow: the result has the base's type. Integer powers by squaring
   // (wrapping; a negative exponent gives the truncated reciprocal), f32 with
@@ -390,6 +406,10 @@ void max(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) 
 }
 void min(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
   binary(ctx, "min", lhs, rhs, out, MinOp{}, NumericTypes{});
+}
+
+void fmod(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  binary(ctx, "fmod", lhs, rhs, out, FmodOp{}, NumericTypes{});
 }
 
 void equal(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {

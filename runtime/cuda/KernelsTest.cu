@@ -369,6 +369,11 @@ TEST_F(CudaKernels, NarrowAndUnsignedIntegers) {
 TEST_F(CudaKernels, BinaryIntegers) {
   Tensor a = i64({5}, {7, -7, 7, -7, 5}), b = i64({5}, {2, 2, -2, -2, 0});
   Tensor out = alloc(DType::I64, {5});
+  kc::fmod(ctx, a, b, out);
+  EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{1, -1, 1, -1, 0})); // dividend's sign; x % 0 = 0
+  Tensor fx = f32({3}, {5.5f, -5.5f, 1e30f}), fy = f32({3}, {2, 2, 3}), fr = alloc(DType::F32, {3});
+  kc::fmod(ctx, fx, fy, fr);
+  expectClose(get<float>(fr), {1.5f, -1.5f, std::fmod(1e30f, 3.0f)});
   kc::div(ctx, a, b, out);
   EXPECT_EQ(get<int64_t>(out), (std::vector<int64_t>{3, -3, -3, 3, 0})); // truncates; x/0 = 0
   kc::mul(ctx, a, b, out);
@@ -767,6 +772,30 @@ TEST_F(CudaKernels, Reductions) {
   Tensor negative = f32({2, 2}, {-5, -3, -8, -9}), rowMax = alloc(DType::F32, {2});
   kc::reduce_max(ctx, negative, rowMax, Dims{1});
   expectClose(get<float>(rowMax), {-3, -8});
+}
+
+TEST_F(CudaKernels, ProductsAndTopK) {
+  Tensor x = f32({2, 3}, {1.5f, -2, 4, 0, 3, -1}), rows = alloc(DType::F32, {2});
+  kc::reduce_prod(ctx, x, rows, Dims{1});
+  expectClose(get<float>(rows), {-12, 0});
+  Tensor wrapped = i32({3}, {65536, 65536, 3}), product = alloc(DType::I32, {});
+  kc::reduce_prod(ctx, wrapped, product, Dims{0}); // 2^32 * 3 wraps to 0
+  EXPECT_EQ(get<int32_t>(product), (std::vector<int32_t>{0}));
+
+  // Ties by index, NaN above every number, along axis 1 of 2 x 5.
+  Tensor t = f32({2, 5}, {3, 1, 3, kNaN, 2, -1, -1, 5, 0, 5});
+  Tensor values = alloc(DType::F32, {2, 3}), indices = alloc(DType::I64, {2, 3});
+  kc::top_k(ctx, t, values, indices, 1, true);
+  EXPECT_EQ(get<int64_t>(indices), (std::vector<int64_t>{3, 0, 2, 2, 4, 3}));
+  expectClose(get<float>(values), {kNaN, 3, 3, 5, 5, 0});
+  kc::top_k(ctx, t, values, indices, 1, false);
+  EXPECT_EQ(get<int64_t>(indices), (std::vector<int64_t>{1, 4, 0, 0, 1, 3}));
+  expectClose(get<float>(values), {1, 2, 3, -1, -1, 0});
+  Tensor columns = i64({3, 2}, {4, 9, 7, 1, 4, 5});
+  Tensor top = alloc(DType::I64, {2, 2}), at = alloc(DType::I64, {2, 2});
+  kc::top_k(ctx, columns, top, at, 0, true);
+  EXPECT_EQ(get<int64_t>(top), (std::vector<int64_t>{7, 9, 4, 5}));
+  EXPECT_EQ(get<int64_t>(at), (std::vector<int64_t>{1, 0, 0, 2}));
 }
 
 TEST_F(CudaKernels, ReductionShapes) {

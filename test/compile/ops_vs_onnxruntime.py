@@ -151,6 +151,87 @@ case("extrema_u32", [node("Max", ["a", "b"], "max_u32"), node("Min", ["a", "b"],
       "b": np.array([1, 100, 7, 0], np.uint32)})
 
 
+# The newer decompositions at their edges: ArgMax/ArgMin with ties and NaN
+# (the first NaN wins), ReduceMin over NaN, infinities and the extremes of
+# signed, unsigned and bool types, integer Mod with mixed signs, zero and
+# the most negative value (onnxruntime traps on INT_MIN % -1), IsNaN/IsInf, L1 normalization of negative values,
+# Pad cropping with negative pads.
+ties = np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 5.0], [0.0, -0.0, np.inf, np.inf]],
+                np.float32)
+case("arg_extrema",
+     [node("ArgMax", ["x"], "argmax", axis=1), node("ArgMin", ["x"], "argmin", axis=1),
+      node("ArgMax", ["x"], "argmax_last", axis=1, select_last_index=1, keepdims=0),
+      node("ArgMin", ["x"], "argmin_axis0", axis=0),
+      node("ReduceMin", ["x"], "reduce_min", axes=[1], keepdims=0)],
+     [("x", F32, [3, 4])], {"x": ties}, opset=17,
+     ort=False)  # onnxruntime's arg extrema skip NaN; onnx.reference (numpy) takes it
+case("reduce_min_integers",
+     [node("ReduceMin", ["i"], "min_i64", axes=[1]), node("ReduceMin", ["u"], "min_u64", axes=[1]),
+      node("ArgMin", ["u"], "argmin_u64", axis=1)],
+     [("i", TensorProto.INT64, [2, 3]), ("u", TensorProto.UINT64, [2, 3])],
+     {"i": np.array([[5, np.iinfo(np.int64).min, 7], [np.iinfo(np.int64).max, -1, 0]], np.int64),
+      "u": np.array([[2**64 - 1, 2**63, 2**63 + 5], [0, 2**64 - 1, 3]], np.uint64)}, opset=17,
+     ort=False)  # onnxruntime has no ReduceMin or ArgMin on u64
+case("reduce_min_bool", [node("ReduceMin", ["b"], "min_bool", keepdims=0)],
+     [("b", TensorProto.BOOL, [2, 3])], {"b": np.array([[True, True, True], [True, False, True]])},
+     opset=20)
+mod_x = np.array([7, -7, 7, -7, 0, 5, np.iinfo(np.int32).min, 9], np.int32)
+mod_y = np.array([3, 3, -3, -3, 4, 5, 3, -4], np.int32)
+case("mod_integers",
+     [node("Mod", ["x", "y"], "mod"), node("Mod", ["x", "y"], "fmod", fmod=1)],
+     [("x", TensorProto.INT32, [8]), ("y", TensorProto.INT32, [8])], {"x": mod_x, "y": mod_y},
+     opset=13)
+case("nan_inf",
+     [node("IsNaN", ["x"], "isnan"), node("IsInf", ["x"], "isinf"),
+      node("IsInf", ["x"], "isinf_negative", detect_positive=0),
+      node("IsInf", ["x"], "isinf_positive", detect_negative=0)],
+     [("x", F32, [14])], {"x": EDGES}, opset=20)
+case("l1_normalization", [node("LpNormalization", ["x"], "l1", axis=1, p=1)],
+     [("x", F32, [3, 4])], {"x": np.nan_to_num(ties, posinf=4.0, nan=-2.0)}, opset=17)
+crop = [node("Pad", ["x", "crop"], "cropped"),
+        node("Pad", ["x", "crop"], "crop_reflect", mode="reflect")]
+MODELS["pad_crop"] = (
+    model([helper.make_node("Constant", [], ["crop"], value=helper.make_tensor(
+        "crop", TensorProto.INT64, [4], [-1, 2, 1, -1]))] + crop,
+          [("x", F32, [3, 4])], [n.output[0] for n in crop], opset=18),
+    {"x": np.arange(12, dtype=np.float32).reshape(3, 4)}, True)
+
+# Einsum's forms: batched product, inner and outer products, sums,
+# transposes, the implicit result, an ellipsis, three operands, a label
+# summed in one operand alone, and attention's scores.
+einsum_shapes = {"a": [2, 3, 4], "b": [2, 4, 5], "v": [4], "w": [4], "m": [3, 4], "n": [4, 5],
+                 "o": [5, 2], "q": [2, 3, 6, 4], "k": [2, 3, 7, 4]}
+einsums = [("bij,bjk->bik", "ab", "batch_matmul"), ("i,i", "vw", "inner"),
+           ("i,j->ij", "vw", "outer"), ("ij->i", "m", "row_sum"), ("ij->ji", "m", "transposed"),
+           ("ij,jk", "mn", "implicit"), ("...ij,...jk->...ik", "ab", "ellipsis"),
+           ("ij,jk,kl->il", "mno", "chain"), ("bij,bjk->k", "ab", "summed"),
+           ("ij,ij->ij", "mm", "hadamard"), ("bhqd,bhkd->bhqk", "qk", "scores"), ("ij->", "m", "total")]
+case("einsum", [node("Einsum", list(names), out, equation=eq) for eq, names, out in einsums],
+     [(k, F32, v) for k, v in einsum_shapes.items()],
+     {k: np.random.default_rng(1).standard_normal(v).astype(np.float32)
+      for k, v in einsum_shapes.items()}, opset=13)
+
+# Native: float Mod (C's fmod, and fmod = 0's divisor sign on f64), ReduceProd
+# (integer products wrap), TopK both ways along an inner axis with ties.
+case("mod_float",
+     [node("Mod", ["x", "y"], "fmod_f32", fmod=1)], [("x", F32, [6]), ("y", F32, [6])],
+     {"x": np.array([5.5, -5.5, 5.5, -5.5, 0.0, 1e30], np.float32),
+      "y": np.array([2.0, 2.0, -2.0, -2.0, 3.0, 7.0], np.float32)}, opset=13)
+case("reduce_prod",
+     [node("ReduceProd", ["x"], "prod_f32", axes=[1]), node("ReduceProd", ["i"], "prod_i32")],
+     [("x", F32, [2, 3]), ("i", TensorProto.INT32, [3])],
+     {"x": np.array([[1.5, -2.0, 4.0], [0.0, 3.0, -1.0]], np.float32),
+      "i": np.array([65536, 65536, 3], np.int32)}, opset=17)
+top_k_k = helper.make_tensor("k", TensorProto.INT64, [1], [2])
+top_k = [helper.make_node("TopK", ["x", "k"], ["largest", "largest_at"], axis=1),
+         helper.make_node("TopK", ["x", "k"], ["smallest", "smallest_at"], axis=1, largest=0)]
+MODELS["top_k"] = (
+    model([helper.make_node("Constant", [], ["k"], value=top_k_k)] + top_k, [("x", F32, [2, 4, 2])],
+          ["largest", "largest_at", "smallest", "smallest_at"], opset=17),
+    {"x": np.array([[[3, 1], [1, 1], [3, 0], [2, 5]], [[-1, 4], [0, 4], [7, 4], [-1, 2]]],
+                   np.float32)}, True)
+
+
 def compare(name, ours, theirs, reference):
     if ours.shape != theirs.shape or ours.dtype != theirs.dtype:
         return [f"{name}: cleave gives {ours.dtype}{list(ours.shape)}, "

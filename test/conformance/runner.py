@@ -1,5 +1,6 @@
 # What cleave conformance counts as what, on cases written here: a pass; an
-# explicit refusal at import (a skip, counted under its reason); a wrong
+# explicit refusal at import (a skip, counted under its reason: an operator,
+# an element type, a form such as a decomposition's attribute); a wrong
 # output and a program that exits non-zero (failures, not skips); and with
 # --expected, every case whose status differs from the file's, and every
 # case the file names that is not there.
@@ -11,9 +12,13 @@
 # CHECK: SKIP test_exp_f16: Exp element type f16: node #0 (Exp, domain 'ai.onnx', opset 17): 'cleave.exp' op operand #0 must be
 # CHECK: FAIL test_exp_wrong_output: test_data_set_0: output 'y' element 0: got 2.718282, expected 1.000000
 # CHECK: FAIL test_gather_out_of_range: the program exited with 1: cleave: error: kernel gather:
-# CHECK: 1 passed, 2 failed, 1 skipped
+# CHECK: SKIP test_isnan_f16: IsNaN element type f16: node #0 (IsNaN, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2xf16>': cleave computes IsNaN on f32 and f64 only
+# CHECK: SKIP test_scatternd_mul: ScatterND attribute reduction: node #0 (ScatterND, domain 'ai.onnx', opset 17): attribute 'reduction' 'mul' is not supported
+# CHECK: 1 passed, 2 failed, 3 skipped
 # CHECK-NEXT: skipped by reason:
 # CHECK-NEXT: 1 Exp element type f16
+# CHECK-NEXT: 1 IsNaN element type f16
+# CHECK-NEXT: 1 ScatterND attribute reduction
 # CHECK-NEXT: DIFFERS test_exp_f16: expected 'skip: unsupported operator Exp', got 'skip: Exp element type f16'
 # CHECK-NEXT: DIFFERS test_exp_wrong_output: expected 'pass', got 'fail'
 # CHECK-NEXT: DIFFERS test_gather_out_of_range: not in the expected statuses, got 'fail'
@@ -26,6 +31,8 @@
 # RUN: FileCheck %s --check-prefix=RECORDED < %t/recorded.txt
 # RECORDED: test_add_int8 pass
 # RECORDED-NEXT: test_exp_f16 skip: Exp element type f16
+# RECORDED-NEXT: test_isnan_f16 skip: IsNaN element type f16
+# RECORDED-NEXT: test_scatternd_mul skip: ScatterND attribute reduction
 # RUN: cleave conformance --expected %t/recorded.txt %t/cases | FileCheck %s --check-prefix=SAME
 # SAME: 0 differ from
 
@@ -73,11 +80,21 @@ def main():
                [("x", TensorProto.FLOAT, [2]), ("i", TensorProto.INT64, [1])],
                [("y", TensorProto.FLOAT, [1])],
                [("x", ones), ("i", np.array([5], np.int64))], [("y", ones[:1])])
+    write_case(cases, "test_isnan_f16", helper.make_node("IsNaN", ["x"], ["y"]),
+               [("x", TensorProto.FLOAT16, [2])], [("y", TensorProto.BOOL, [2])],
+               [("x", halves)], [("y", np.isnan(halves))])
+    write_case(cases, "test_scatternd_mul",
+               helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction="mul"),
+               [("x", TensorProto.FLOAT, [2]), ("i", TensorProto.INT64, [1, 1]),
+                ("u", TensorProto.FLOAT, [1])], [("y", TensorProto.FLOAT, [2])],
+               [("x", ones), ("i", np.array([[1]], np.int64)), ("u", ones[:1])], [("y", ones)])
     with open(os.path.join(out, "expected.txt"), "w") as f:
         f.write("# a comment\n"
                 "test_add_int8 pass\n"
                 "test_exp_wrong_output pass\n"
                 "test_exp_f16 skip: unsupported operator Exp\n"
+                "test_isnan_f16 skip: IsNaN element type f16\n"
+                "test_scatternd_mul skip: ScatterND attribute reduction\n"
                 "test_gone pass\n")
 
 

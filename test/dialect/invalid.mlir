@@ -331,3 +331,12 @@ func.func @pipeline_recv_negative_stage() {
   %0 = cleave.pipeline_recv from stage -2 tag 0 : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @top_k_too_many(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{k 4 is not between 0 and the 3 entries of axis 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = cleave.top_k %x {k = 4 : i64, axis = 1 : i64, largest = true} : (tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<2x4xi64>)
+  return
+}

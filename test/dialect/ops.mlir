@@ -116,6 +116,12 @@ func.func @reductions(%x: tensor<2x3x4xf32>) {
   %1 = cleave.reduce_mean %x {axes = array<i64: 0, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<3xf32>
   // CHECK: cleave.reduce_max {{.*}} -> tensor<f32>
   %2 = cleave.reduce_max %x {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<f32>
+  // CHECK: cleave.reduce_prod {{.*}} -> tensor<2x4xf32>
+  %3 = cleave.reduce_prod %x {axes = array<i64: 1>, keepdims = false} : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
+  // CHECK: cleave.top_k {{.*}} -> (tensor<2x2x4xf32>, tensor<2x2x4xi64>)
+  %4:2 = cleave.top_k %x {k = 2 : i64, axis = 1 : i64, largest = true} : (tensor<2x3x4xf32>) -> (tensor<2x2x4xf32>, tensor<2x2x4xi64>)
+  // CHECK: cleave.fmod {{.*}} -> tensor<2x3x4xf32>
+  %5 = cleave.fmod %x, %2 : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
   return
 }
 

@@ -11,6 +11,19 @@
 # RUN: %refuses 1 cleave import %t/clip_bool.onnx | FileCheck %s --check-prefix=CLIPBOOL
 # RUN: %refuses 1 cleave import %t/or_i32.onnx | FileCheck %s --check-prefix=OR
 # RUN: %refuses 1 cleave import %t/sum_mismatch.onnx | FileCheck %s --check-prefix=SUM
+# RUN: %refuses 1 cleave import %t/isnan_i32.onnx | FileCheck %s --check-prefix=ISNAN
+# RUN: %refuses 1 cleave import %t/cumsum_u32.onnx | FileCheck %s --check-prefix=CUMSUM
+# RUN: %refuses 1 cleave import %t/prelu_slope.onnx | FileCheck %s --check-prefix=PRELU
+# RUN: %refuses 1 cleave import %t/scatternd_max.onnx | FileCheck %s --check-prefix=SCATTERMAX
+# RUN: %refuses 1 cleave import %t/scatter_i64.onnx | FileCheck %s --check-prefix=SCATTERI64
+# RUN: %refuses 1 cleave import %t/pad_reflect_far.onnx | FileCheck %s --check-prefix=REFLECT
+# RUN: %refuses 1 cleave import %t/pad_cubic.onnx | FileCheck %s --check-prefix=PADMODE
+# RUN: %refuses 1 cleave import %t/rms_stash.onnx | FileCheck %s --check-prefix=STASH
+# RUN: %refuses 1 cleave import %t/convtranspose_far.onnx | FileCheck %s --check-prefix=CONVT
+# RUN: %refuses 1 cleave import %t/einsum_diagonal.onnx | FileCheck %s --check-prefix=EINSUM
+# RUN: %refuses 1 cleave import %t/einsum_broadcast.onnx | FileCheck %s --check-prefix=EINSUMB
+# RUN: %refuses 1 cleave import %t/resize_cubic.onnx | FileCheck %s --check-prefix=RESIZE
+# RUN: %refuses 1 cleave import %t/attention_precision.onnx | FileCheck %s --check-prefix=ATTENTION
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -19,20 +32,38 @@
 # CLIPBOOL: node 'clip' (Clip, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi1>': cleave computes Clip on numbers only
 # OR: node 'or' (Or, domain 'ai.onnx', opset 17): input 'a' is 'tensor<2xi32>': cleave computes Or on bools only
 # SUM: node 'sum' (Sum, domain 'ai.onnx', opset 17): operands are not broadcast-compatible: 2 and 3
+# ISNAN: node 'isnan' (IsNaN, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xi32>': cleave computes IsNaN on f32 and f64 only
+# CUMSUM: node 'cumsum' (CumSum, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xui32>': cleave computes CumSum on f32, f64, i32 and i64 only
+# PRELU: node 'prelu' (PRelu, domain 'ai.onnx', opset 17): slope 3x1 does not broadcast to the input 3
+# SCATTERMAX: node 'scatternd' (ScatterND, domain 'ai.onnx', opset 18): attribute 'reduction' 'max' is not supported
+# SCATTERI64: node 'scatterelements' (ScatterElements, domain 'ai.onnx', opset 17): input 'x' is 'tensor<4xi64>': cleave computes ScatterElements on f32 and f64 only
+# REFLECT: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'reflect' with pads 3 and 0 on axis 0 of 3 elements (more than one reflection or wrap) is not supported
+# PADMODE: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'cubic' is not constant, reflect, edge or wrap
+# STASH: node 'rmsnormalization' (RMSNormalization, domain 'ai.onnx', opset 23): attribute 'stash_type' 11 (other than FLOAT) is not supported
+# EINSUM: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' '...ii->...i' (a label repeated in one operand (a diagonal)) is not supported
+# EINSUMB: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' 'ij,ij->ij' (a label of different sizes (broadcasting)) is not supported
+# RESIZE: node 'resize' (Resize, domain 'ai.onnx', opset 19): attribute 'mode' 'cubic' is not supported
+# ATTENTION: node 'attention' (Attention, domain 'ai.onnx', opset 23): attribute 'softmax_precision' 11 (other than the inputs' type) is not supported
+# CONVT: node 'convtranspose' (ConvTranspose, domain 'ai.onnx', opset 17): attribute 'output_shape' or 'pads' gives output dim 9 for input dim 3, which a transposed convolution with these strides does not reach: this form is not supported
 
 from onnx import helper
 
-from onnx_models import BOOL, F32, I32, I64, U8, Cases, value_info
+from onnx_models import BOOL, F32, I32, I64, U8, U32, Cases, value_info
 
 cases = Cases()
 
 
-def one(op, inputs, **attrs):
-    """One node on `inputs`, unchecked: ONNX's shape inference refuses these too."""
+def one(op, inputs, opset=17, constants=None, **attrs):
+    """One node on `inputs`, unchecked: ONNX's shape inference refuses these too.
+    Inputs named in `constants` are int64 initializers with those values."""
+    constants = constants or {}
     node = helper.make_node(op, [name for name, _, _ in inputs], ["y"], name=op.lower(), **attrs)
-    graph = helper.make_graph([node], "test", [value_info(*i) for i in inputs],
-                              [helper.make_empty_tensor_value_info("y")])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    graph = helper.make_graph([node], "test",
+                              [value_info(*i) for i in inputs if i[0] not in constants],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [helper.make_tensor(k, I64, [len(v)], v)
+                               for k, v in constants.items()])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     m.ir_version = 8
     return m
 
@@ -44,6 +75,32 @@ cases.add("clip_vector_min")(lambda: one("Clip", [("x", F32, [3]), ("lo", F32, [
 cases.add("clip_bool")(lambda: one("Clip", [("x", BOOL, [3])]))
 cases.add("or_i32")(lambda: one("Or", [("a", I32, [2]), ("b", I32, [2])]))
 cases.add("sum_mismatch")(lambda: one("Sum", [("a", F32, [2]), ("b", F32, [3])]))
+cases.add("isnan_i32")(lambda: one("IsNaN", [("x", I32, [3])]))
+cases.add("cumsum_u32")(lambda: one("CumSum", [("x", U32, [3]), ("axis", I64, [])]))
+cases.add("scatternd_max")(lambda: one(
+    "ScatterND", [("x", F32, [4]), ("i", I64, [1, 1]), ("u", F32, [1])], opset=18,
+    reduction="max"))
+cases.add("scatter_i64")(lambda: one(
+    "ScatterElements", [("x", I64, [4]), ("i", I64, [1]), ("u", I64, [1])]))
+cases.add("pad_reflect_far")(lambda: one(
+    "Pad", [("x", F32, [3]), ("pads", I64, [2])], constants={"pads": [3, 0]}, mode="reflect"))
+cases.add("pad_cubic")(lambda: one(
+    "Pad", [("x", F32, [3]), ("pads", I64, [2])], constants={"pads": [1, 0]}, mode="cubic"))
+cases.add("rms_stash")(lambda: one(
+    "RMSNormalization", [("x", F32, [2, 3]), ("s", F32, [3])], opset=23, stash_type=11))
+cases.add("convtranspose_far")(lambda: one(
+    "ConvTranspose", [("x", F32, [1, 1, 3]), ("w", F32, [1, 1, 2])], output_shape=[9]))
+cases.add("einsum_diagonal")(lambda: one(
+    "Einsum", [("x", F32, [3, 5, 5])], equation="...ii->...i"))
+cases.add("einsum_broadcast")(lambda: one(
+    "Einsum", [("a", F32, [2, 3]), ("b", F32, [1, 3])], equation="ij,ij->ij"))
+cases.add("resize_cubic")(lambda: one(
+    "Resize", [("x", F32, [1, 1, 2, 2]), ("roi", F32, [0]), ("scales", F32, [4])], opset=19,
+    mode="cubic"))
+cases.add("attention_precision")(lambda: one(
+    "Attention", [("q", F32, [1, 1, 2, 4]), ("k", F32, [1, 1, 2, 4]), ("v", F32, [1, 1, 2, 4])],
+    opset=23, softmax_precision=11))
+cases.add("prelu_slope")(lambda: one("PRelu", [("x", F32, [3]), ("slope", F32, [3, 1])]))
 
 if __name__ == "__main__":
     cases.main()

@@ -6,6 +6,7 @@
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s --all %t
 # RUN: cleave import %t/add_13_same.onnx | FileCheck %s --check-prefix=ADDSAME
+# RUN: cleave import %t/mod_13_fmod.onnx | FileCheck %s --check-prefix=FMOD
 # RUN: cleave import %t/max_13_three.onnx | FileCheck %s --check-prefix=MAX3
 # RUN: cleave import %t/min_13_one.onnx | FileCheck %s --check-prefix=MIN1
 # RUN: cleave import %t/add_14_bcast.onnx | FileCheck %s --check-prefix=ADDBC
@@ -76,6 +77,13 @@ cases.add("div_13_bcast")(lambda: binary("Div", ("a", F32, [5, 1, 3]), ("b", F32
 cases.add("div_14_i32", feeds=lambda: {"a": np.array([7, -8, 9, 10], np.int32),
                                        "b": np.array([3], np.int32)})(
     lambda: binary("Div", ("a", I32, [4]), ("b", I32, [1]), opset=14))
+
+# Mod with fmod = 1 is cleave.fmod, broadcasting.
+# FMOD-LABEL: func.func @forward(%arg0: tensor<5x1x3xf32> {{.*}}, %arg1: tensor<1x4x1xf32> {{.*}}) -> (tensor<5x4x3xf32> {cleave.name = "y"})
+# FMOD: cleave.fmod %arg0, %arg1 : (tensor<5x1x3xf32>, tensor<1x4x1xf32>) -> tensor<5x4x3xf32>
+# FMOD-NOT: cleave.where
+cases.add("mod_13_fmod")(lambda: single_node(
+    "Mod", [("a", F32, [5, 1, 3]), ("b", F32, [1, 4, 1])], ["y"], opset=13, attrs={"fmod": 1}))
 
 # POW13-LABEL: func.func @forward(%arg0: tensor<2x3xf32> {{.*}}, %arg1: tensor<2x3xf32> {{.*}}) -> (tensor<2x3xf32> {cleave.name = "y"})
 # POW13: cleave.pow %arg0, %arg1 : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>

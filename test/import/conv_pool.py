@@ -17,6 +17,7 @@
 # RUN: cleave import %t/conv_13_dilations.onnx | FileCheck %s --check-prefix=CVDIL
 # RUN: cleave import %t/conv_13_same_upper_dilated.onnx | FileCheck %s --check-prefix=CVSUDIL
 # RUN: cleave import %t/conv_13_group2.onnx | FileCheck %s --check-prefix=CVGROUP
+# RUN: cleave import %t/conv_transpose_13.onnx | FileCheck %s --check-prefix=CVT
 # RUN: cleave import %t/conv_21_depthwise.onnx | FileCheck %s --check-prefix=CVDW
 # RUN: cleave import %t/conv_13_1d.onnx | FileCheck %s --check-prefix=CV1D
 # RUN: cleave import %t/conv_13_3d.onnx | FileCheck %s --check-prefix=CV3D
@@ -126,6 +127,16 @@ cases.add("conv_13_same_upper_dilated", ort=False,
 # CVGROUP: cleave.conv %arg0, %arg1, %arg2 {
 # CVGROUP-SAME: group = 2 : i64
 # CVGROUP-SAME: : (tensor<1x4x5x5xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x3x3xf32>
+# ConvTranspose is conv_grad_input of the input through the weights:
+# 2 (3 - 1) + 1 + 3 - 1 - 0 = 7 rows, 1 (3 - 1) + 2 - 0 - 1 = 3 columns,
+# then the bias.
+# CVT-LABEL: func.func @forward(%arg0: tensor<1x4x3x3xf32> {{.*}}, %arg1: tensor<4x1x3x2xf32> {{.*}}, %arg2: tensor<2xf32> {{.*}}) -> (tensor<1x2x7x3xf32> {cleave.name = "y"})
+# CVT: cleave.conv_grad_input %arg0, %arg1 {dilations = array<i64: 1, 1>, group = 2 : i64, pads = array<i64: 1, 0, 0, 1>, shape = array<i64: 1, 2, 7, 3>, strides = array<i64: 2, 1>}
+# CVT: cleave.add
+cases.add("conv_transpose_13")(lambda: single_node(
+    "ConvTranspose", [("x", F32, [1, 4, 3, 3]), ("w", F32, [4, 1, 3, 2]), ("b", F32, [2])], ["y"],
+    opset=13, attrs={"strides": [2, 1], "pads": [1, 0, 0, 1], "output_padding": [1, 0],
+                     "group": 2}))
 cases.add("conv_13_group2")(lambda: conv([1, 4, 5, 5], [6, 2, 3, 3], bias=True, group=2))
 
 # CVDW-LABEL: func.func @forward(%arg0: tensor<1x3x4x4xf32> {{.*}}, %arg1: tensor<3x1x2x2xf32> {{.*}}) -> (tensor<1x3x3x3xf32> {cleave.name = "y"})

@@ -25,6 +25,8 @@
 # RUN: cleave import %t/reduce_max_20_axes_input.onnx | FileCheck %s --check-prefix=RMAXAX
 # RUN: cleave import %t/reduce_max_20_bool.onnx | FileCheck %s --check-prefix=RMAXBOOL
 # RUN: cleave import %t/reduce_max_18_i64.onnx | FileCheck %s --check-prefix=RMAXI64
+# RUN: cleave import %t/reduce_prod_18_axes_input.onnx | FileCheck %s --check-prefix=RPROD
+# RUN: cleave import %t/top_k_11.onnx | FileCheck %s --check-prefix=TOPK
 
 import numpy as np
 
@@ -116,6 +118,15 @@ cases.add("reduce_max_20_bool")(lambda: reduce_input("ReduceMax", [1], 20, shape
 # RMAXI64: cleave.reduce_max %arg0 {axes = array<i64: 0, 1>{{.*}}} : (tensor<3x4xi64>) -> tensor<1x1xi64>
 cases.add("reduce_max_18_i64")(lambda: reduce_input("ReduceMax", [0, 1], 18, shape=(3, 4),
                                                     elem=I64))
+
+# RPROD-LABEL: func.func @forward(%arg0: tensor<2x3x4xf32> {{.*}}) -> (tensor<2x4xf32> {cleave.name = "y"})
+# RPROD: cleave.reduce_prod %arg0 {axes = array<i64: 1>, keepdims = false}
+cases.add("reduce_prod_18_axes_input")(lambda: reduce_input("ReduceProd", [-2], 18, keepdims=0))
+# TOPK-LABEL: func.func @forward(%arg0: tensor<2x5xf32> {{.*}}) -> (tensor<2x3xf32> {cleave.name = "values"}, tensor<2x3xi64> {cleave.name = "indices"})
+# TOPK: cleave.top_k %arg0 {axis = 1 : i64, k = 3 : i64, largest = false}
+cases.add("top_k_11")(lambda: single_node(
+    "TopK", [("x", F32, [2, 5])], ["values", "indices"], opset=13, attrs={"largest": 0},
+    const_inputs={"k": i64([3])}))
 
 if __name__ == "__main__":
     cases.main()
