@@ -17,11 +17,18 @@ template <typename OpTy> Results importAxisOp(NodeContext &n) {
   return n.build<OpTy>(n.input(0), {n.i64("axis", *axis)});
 }
 
+/// Normalizations compute their statistics in float32 only.
+LogicalResult requireFloatStash(NodeContext &n) {
+  if (n.getInt("stash_type", 1) == onnx::TensorProto::FLOAT)
+    return success();
+  n.error() << "attribute 'stash_type' " << n.getInt("stash_type", 1)
+            << " (other than FLOAT) is not supported";
+  return failure();
+}
+
 Results importLayerNormalization(NodeContext &n) {
-  if (n.getInt("stash_type", 1) != onnx::TensorProto::FLOAT) {
-    n.error() << "stash_type other than FLOAT is not supported";
+  if (failed(requireFloatStash(n)))
     return failure();
-  }
   auto axis = n.normalizeAxis(n.getInt("axis", -1), n.rank(n.input(0)));
   if (failed(axis))
     return failure();
@@ -297,13 +304,8 @@ Results importInstanceNormalization(NodeContext &n) {
 /// standardized over its channels and positions, then scaled per channel
 /// (opset 21) or per group (18, whose scale and bias have num_groups values).
 Results importGroupNormalization(NodeContext &n) {
-  if (failed(n.requireFloat(0)))
+  if (failed(n.requireFloat(0)) || failed(requireFloatStash(n)))
     return failure();
-  if (n.getInt("stash_type", 1) != onnx::TensorProto::FLOAT) {
-    n.error() << "attribute 'stash_type' " << n.getInt("stash_type", 1)
-              << " (other than FLOAT) is not supported";
-    return failure();
-  }
   Value x = n.input(0);
   ArrayRef<int64_t> shape = n.shape(x);
   int64_t groups = n.getInt("num_groups", 0);
@@ -343,13 +345,8 @@ Results importGroupNormalization(NodeContext &n) {
 /// `axis` on, times scale, in onnx.reference's order (x times the
 /// reciprocal).
 Results importRMSNormalization(NodeContext &n) {
-  if (failed(n.requireFloat(0)))
+  if (failed(n.requireFloat(0)) || failed(requireFloatStash(n)))
     return failure();
-  if (n.getInt("stash_type", 1) != onnx::TensorProto::FLOAT) {
-    n.error() << "attribute 'stash_type' " << n.getInt("stash_type", 1)
-              << " (other than FLOAT) is not supported";
-    return failure();
-  }
   Value x = n.input(0), scale = n.input(1);
   int64_t rank = n.rank(x);
   auto axis = n.normalizeAxis(n.getInt("axis", -1), rank);

@@ -528,7 +528,9 @@ FailureOr<Value> asRows(NodeContext &n, Value data, int64_t from) {
 /// GatherElements: a gather from data flattened at elementPositions. An
 /// index out of range reads another element of data unless the position is
 /// out of data too, which the gather kernel's range check refuses.
-Results importGatherElements(NodeContext &n) {
+/// What GatherElements and ScatterElements both read: the flat position of
+/// every index along `axis`, and data flattened to rows of one element.
+FailureOr<std::pair<Value, Value>> elementOperands(NodeContext &n) {
   Value data = n.input(0);
   auto axis = n.normalizeAxis(n.getInt("axis", 0), n.rank(data));
   if (failed(axis))
@@ -537,7 +539,14 @@ Results importGatherElements(NodeContext &n) {
   auto flat = asRows(n, data, n.rank(data));
   if (failed(positions) || failed(flat))
     return failure();
-  return n.build<GatherOp>({*flat, *positions}, {n.i64("axis", 0)});
+  return std::pair{*positions, *flat};
+}
+
+Results importGatherElements(NodeContext &n) {
+  auto operands = elementOperands(n);
+  if (failed(operands))
+    return failure();
+  return n.build<GatherOp>({operands->second, operands->first}, {n.i64("axis", 0)});
 }
 
 /// GatherND: a gather of data's rows (the dims after batch_dims + m) at
@@ -592,15 +601,10 @@ Results scatter(NodeContext &n, Value positions, Value rows) {
 }
 
 Results importScatterElements(NodeContext &n) {
-  Value data = n.input(0);
-  auto axis = n.normalizeAxis(n.getInt("axis", 0), n.rank(data));
-  if (failed(axis))
+  auto operands = elementOperands(n);
+  if (failed(operands))
     return failure();
-  auto positions = elementPositions(n, data, n.input(1), *axis);
-  auto flat = asRows(n, data, n.rank(data));
-  if (failed(positions) || failed(flat))
-    return failure();
-  return scatter(n, *positions, *flat);
+  return scatter(n, operands->first, operands->second);
 }
 
 Results importScatterND(NodeContext &n) {
