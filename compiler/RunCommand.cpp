@@ -295,6 +295,12 @@ bool runJob(const std::vector<std::string> &args, const std::string &stderrFile,
   return true;
 }
 
+/// " after step N", the last step the job's progress lines reported, or
+/// nothing.
+std::string afterLastStep(const MpirunReport *report) {
+  return report && report->lastStep ? " after step " + std::to_string(*report->lastStep) : "";
+}
+
 /// The exit code of a job that ended as `end` says, after printing what
 /// happened when cleave has something to add.
 int jobExitCode(const std::string &program, const JobEnd &end, const MpirunReport *report) {
@@ -330,7 +336,7 @@ int jobExitCode(const std::string &program, const JobEnd &end, const MpirunRepor
     return code;
   if (report->deadRank) {
     auto [rank, sig] = *report->deadRank;
-    std::string step = report->lastStep ? " after step " + std::to_string(*report->lastStep) : "";
+    std::string step = afterLastStep(report);
     printError(
         {"rank " + std::to_string(rank),
          "killed by " + signalName(sig) + step + "; the job exits with " + std::to_string(code), "",
@@ -348,9 +354,7 @@ std::optional<std::string> restartReason(const JobEnd &end, const MpirunReport *
   if (end.forwarded || (WIFEXITED(end.status) && WEXITSTATUS(end.status) == 0) ||
       (report && report->stoppedAfterCheckpoint))
     return std::nullopt;
-  std::string step = report && report->lastStep
-                         ? " after step " + std::to_string(*report->lastStep)
-                         : "";
+  std::string step = afterLastStep(report);
   if (report && report->deadRank)
     return "rank " + std::to_string(report->deadRank->first) + " was killed by " +
            signalName(report->deadRank->second) + step;
@@ -359,6 +363,16 @@ std::optional<std::string> restartReason(const JobEnd &end, const MpirunReport *
   if (report && !report->timeout.empty())
     return report->timeout;
   return std::nullopt;
+}
+
+/// The step of the checkpoint DIR/latest names ("step-N"), or -1.
+int64_t latestCheckpointStep(const std::string &dir) {
+  auto latest = llvm::MemoryBuffer::getFile(dir + "/latest");
+  if (!latest)
+    return -1;
+  llvm::StringRef text = (*latest)->getBuffer().trim();
+  int64_t step = -1;
+  return text.consume_front("step-") && !text.getAsInteger(10, step) ? step : -1;
 }
 
 /// Checks, before training, that every result can be written where asked.
@@ -569,6 +583,19 @@ int runProgram(const RunOptions &options) {
       break;
     const bool fromCheckpoint =
         llvm::sys::fs::exists(options.checkpointDir + "/latest");
+    // A job that died after its last step's checkpoint has nothing left to
+    // train; resuming it would only be refused. Its weights are in that
+    // checkpoint.
+    if (fromCheckpoint && options.steps &&
+        latestCheckpointStep(options.checkpointDir) >= *options.steps) {
+      printError({"cleave run",
+                  *reason + ", after the checkpoint of the last step: not restarted, since "
+                            "nothing is left to train",
+                  "the trained state is in " + options.checkpointDir +
+                      " (cleave ckpt consolidate or export)",
+                  kExitInternal});
+      break;
+    }
     printWarning({"cleave run",
                   *reason + ": restarting " +
                       (fromCheckpoint ? "from the latest checkpoint in " + options.checkpointDir

@@ -212,8 +212,8 @@ std::vector<PipelineAction> rankOrder(const PipelineShape &shape, int64_t rank,
   const int64_t P = shape.ranks, V = shape.virtualStages, M = shape.microbatches;
   std::vector<PipelineAction> order;
   for (int64_t k = 0; k < V * M; ++k) {
-    int64_t chunk = V == 1 ? 0 : (k / P) % V;
-    int64_t microbatch = V == 1 ? k : (k / (P * V)) * P + k % P;
+    int64_t chunk = (k / P) % V;
+    int64_t microbatch = (k / (P * V)) * P + k % P;
     if (kind != PipelineAction::F)
       chunk = V - 1 - chunk;
     order.push_back({kind, microbatch, chunk * P + rank});
