@@ -405,7 +405,7 @@ Results importPad(NodeContext &n) {
                 << " elements (more than one reflection or wrap) is not supported";
       return failure();
     }
-    auto block = [&](int64_t count, bool atEnd) -> FailureOr<Value> {
+    auto block = [&, axis = axis](int64_t count, bool atEnd) -> FailureOr<Value> {
       SmallVector<int64_t> shape(n.shape(x));
       shape[axis] = count;
       if (mode == "constant")
