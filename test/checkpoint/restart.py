@@ -1,11 +1,11 @@
-# --max-restarts: a 2-rank data-parallel run whose ranks are killed (kill -9)
-# at random moments, seeded, finishes with parameters and a last loss
+# --max-restarts: a data-parallel run whose ranks are killed (kill -9) at
+# random moments, seeded, finishes with parameters and a last loss
 # bit-identical to an uninterrupted run's: each time, the job ends on every
 # rank, cleave run says in one warning line which rank died of which signal
 # after which step and that it restarts from the latest checkpoint, and the
-# job continues from there. Three trials here; 20 with CLEAVE_LONG=1
-# (scripts/test.sh --long). Also: a run killed more often than it may
-# restart ends with the job's status, and --max-restarts without
+# job continues from there. Three trials on 2 ranks here; 20 on 4 ranks with
+# CLEAVE_LONG=1 (scripts/test.sh --long). Also: a run killed more often than
+# it may restart ends with the job's status, and --max-restarts without
 # --checkpoint-dir is refused.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
@@ -26,7 +26,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
 STEPS, EVERY = 20000, 1000
-TRIALS = 20 if os.environ.get("CLEAVE_LONG") == "1" else 3
+LONG = os.environ.get("CLEAVE_LONG") == "1"
+TRIALS, RANKS = (20, 4) if LONG else (3, 2)
 
 
 def rank_pids(program_dir):
@@ -51,14 +52,14 @@ def run_with_kills(run, out, ckpt, kills, rng, problems, name):
     reader.start()
     killed = 0
     seen = None
-    deadline = time.time() + 300
+    deadline = time.time() + 300 * RANKS // 2  # 4 ranks on 2 cores take longer
     while job.poll() is None and time.time() < deadline:
         latest = open(f"{ckpt}/latest").read() if os.path.exists(f"{ckpt}/latest") else None
         pids = rank_pids(out)
         # A kill after the last step's checkpoint is not restarted (nothing
         # is left to train; docs/training.md): kill before it.
         final = latest and int(latest.strip().split("-")[1]) >= STEPS
-        if killed < kills and latest and latest != seen and not final and len(pids) == 2:
+        if killed < kills and latest and latest != seen and not final and len(pids) == RANKS:
             time.sleep(rng.uniform(0, 0.05))
             now = open(f"{ckpt}/latest").read()
             victim = rng.choice(rank_pids(out) or [None])
@@ -72,7 +73,7 @@ def run_with_kills(run, out, ckpt, kills, rng, problems, name):
         time.sleep(0.01)
     if job.poll() is None:
         job.kill()
-        problems.append(f"{name}: still running after 300 s")
+        problems.append(f"{name}: still running after {300 * RANKS // 2} s")
     job.wait()
     reader.join(timeout=10)
     if killed != kills:
@@ -87,11 +88,13 @@ def main():
     x = data.standard_normal((64, 32)).astype(np.float32)
     np.save(f"{work}/x.npy", x)
     np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
-    out = f"{work}/dp2"
+    out = f"{work}/dp{RANKS}"
     subprocess.run(["cleave", "compile", MODEL, "-o", out, "--train", "--optimizer", "adam",
-                    "--lr", "0.001", "--mesh", "dp=2", "--batch-size", "16"], check=True,
+                    "--lr", "0.001", "--mesh", f"dp={RANKS}", "--batch-size", str(8 * RANKS)],
+                   check=True,
                    stderr=subprocess.DEVNULL)
-    base = ["cleave", "run", "-n", "2", out, "--data", f"x={work}/x.npy,labels={work}/labels.npy",
+    base = ["cleave", "run", "-n", str(RANKS), out, "--data",
+            f"x={work}/x.npy,labels={work}/labels.npy",
             "--steps", str(STEPS), "--shuffle", "--seed", "5"]
     subprocess.run(base + ["--output-dir", f"{work}/reference", "--log-json",
                            f"{work}/reference.json"], check=True, stderr=subprocess.DEVNULL)
@@ -100,7 +103,7 @@ def main():
     last_loss = json.load(open(f"{work}/reference.json"))["steps"][-1]
     problems = []
     warning = re.compile(
-        r"^cleave: warning: cleave run: rank [01] was killed by SIGKILL(?: after step \d+)?: "
+        r"^cleave: warning: cleave run: rank [0-9] was killed by SIGKILL(?: after step \d+)?: "
         r"restarting from the (?:latest checkpoint in \S+|start \(no checkpoint yet\)) "
         r"\(restart \d of 3\)$")
     for trial in range(TRIALS):
@@ -144,7 +147,8 @@ def main():
     if problems:
         print("\n".join(problems))
         sys.exit(1)
-    print(f"{TRIALS} trials of random kills ended bit-identical to the uninterrupted run")
+    print(f"{TRIALS} trials of random kills on {RANKS} ranks ended bit-identical to the "
+          "uninterrupted run")
 
 
 main()
