@@ -84,8 +84,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from forward_vs_onnxruntime import CLEAVE, GPT, MLP  # noqa: E402
-from layouts_vs_one_rank import GPT_PLAN, MLP_PLAN, export  # noqa: E402
+from forward_vs_onnxruntime import CLEAVE  # noqa: E402
+from layouts_vs_one_rank import bench_cases, compiled_layouts  # noqa: E402
 
 LAYOUTS = (("one rank, 2 threads", 1, []),
            ("dp=2", 2, ["--mesh", "dp=2"]),
@@ -278,32 +278,10 @@ def recovery(launch, label, ranks, out, steps, work, name, environment=None):
 
 
 def bench(cleave, model, args, plan, steps, repeat, work):
-    batch = args[0].shape[0]
-    plan_file = os.path.join(work, "plan.json")
-    json.dump({"format_version": 1, "parameters": plan}, open(plan_file, "w"))
-    flags = []
-    for name, value in zip(["a", "b"], args):
-        file = os.path.join(work, name + ".npy")
-        np.save(file, torch.cat([value] * 4).numpy())
-        flags += ["--data", f"{name}={file}"]
     rows = []
-    for label, ranks, layout in LAYOUTS:
-        layout = [plan_file if flag == "{plan}" else flag for flag in layout]
-        dp = 1 if "tp=2" in layout else ranks
-        micro = batch // dp
-        path = os.path.join(work, f"b{micro}.onnx")
-        if not os.path.exists(path):
-            export(model, tuple(a[:micro] for a in args), path)
-        out = os.path.join(work, label.replace(" ", "_").replace("=", "").replace(",", ""))
-        # (its warnings about the eval-mode export's merged initializers are
-        # layouts_vs_one_rank.py's too: they change no checkpoint's size)
-        compiled = subprocess.run([cleave, "compile", path, "-o", out, "--train", "--optimizer",
-                                   "adamw", "--lr", "1e-3", "--weight-decay", "0.01",
-                                   "--batch-size", str(batch), *layout],
-                                  capture_output=True, text=True)
-        if compiled.returncode != 0:
-            raise SystemExit(f"{label}: cleave compile: exit {compiled.returncode}\n"
-                             f"{compiled.stderr}")
+    # (the compile warnings about the eval-mode export's merged initializers
+    # are layouts_vs_one_rank.py's too: they change no checkpoint's size)
+    for label, ranks, out, flags in compiled_layouts(cleave, model, args, plan, work, LAYOUTS):
         with tempfile.TemporaryDirectory(dir=work) as scratch:
             rows.append(measure(cleave, label, ranks, out, flags, steps, repeat, scratch))
         r = rows[-1]
@@ -357,12 +335,7 @@ def main():
     print(f"zlib.crc32 (Python's zlib) of 16 MB: {16 / min(crc):.0f} MB/s, a peer for the "
           "CRC-32 each checkpoint computes when written and verifies when loaded")
     print(f"{'model':40} {'layout':20} " + " ".join(f"{title:>{width}}" for title, width in COLUMNS))
-    torch.manual_seed(0)
-    cases = [("mlp (256-1024-1024-10, batch 64)", MLP(),
-              (torch.randn(64, 256), torch.randint(0, 10, (64,))), MLP_PLAN),
-             ("gpt (2 layers, d 128, seq 64, batch 8)", GPT(),
-              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))), GPT_PLAN)]
-    for name, model, args, plan in cases:
+    for name, model, args, plan in bench_cases():
         with tempfile.TemporaryDirectory() as work:
             rows = bench(options.cleave, model, args, plan, options.steps, options.repeat, work)
         for r in rows:

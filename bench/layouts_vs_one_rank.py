@@ -50,7 +50,20 @@ def export(model, args, path):
                           training=torch.onnx.TrainingMode.EVAL)
 
 
-def bench(model, args, plan, steps, workdir):
+def bench_cases():
+    """The models the layout benches train, seeded: (name, module, example
+    inputs, Megatron plan)."""
+    torch.manual_seed(0)
+    return [("mlp (256-1024-1024-10, batch 64)", MLP(),
+             (torch.randn(64, 256), torch.randint(0, 10, (64,))), MLP_PLAN),
+            ("gpt (2 layers, d 128, seq 64, batch 8)", GPT(),
+             (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))), GPT_PLAN)]
+
+
+def compiled_layouts(cleave, model, args, plan, workdir, layouts=LAYOUTS):
+    """Each of `layouts` compiled (AdamW, the same global batch) into
+    workdir, with data files of 4 batches: yields (label, ranks, program
+    directory, the run's --data flags)."""
     batch = args[0].shape[0]
     plan_file = os.path.join(workdir, "plan.json")
     json.dump({"format_version": 1, "parameters": plan}, open(plan_file, "w"))
@@ -59,18 +72,27 @@ def bench(model, args, plan, steps, workdir):
         file = os.path.join(workdir, name + ".npy")
         np.save(file, torch.cat([value] * 4).numpy())
         flags += ["--data", f"{name}={file}"]
-    rows = []
-    for label, ranks, layout in LAYOUTS:
+    for label, ranks, layout in layouts:
         layout = [plan_file if flag == "{plan}" else flag for flag in layout]
         dp = 1 if "tp=2" in layout else ranks
         micro = batch // dp
         path = os.path.join(workdir, f"b{micro}.onnx")
         if not os.path.exists(path):
             export(model, tuple(a[:micro] for a in args), path)
-        out = os.path.join(workdir, label.replace(" ", "_").replace("=", ""))
-        subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", "--optimizer", "adamw",
-                        "--lr", "1e-3", "--weight-decay", "0.01", "--batch-size", str(batch),
-                        *layout], check=True)
+        out = os.path.join(workdir, label.replace(" ", "_").replace("=", "").replace(",", ""))
+        compiled = subprocess.run([cleave, "compile", path, "-o", out, "--train", "--optimizer",
+                                   "adamw", "--lr", "1e-3", "--weight-decay", "0.01",
+                                   "--batch-size", str(batch), *layout],
+                                  capture_output=True, text=True)
+        if compiled.returncode != 0:
+            raise SystemExit(f"{label}: cleave compile: exit {compiled.returncode}\n"
+                             f"{compiled.stderr}")
+        yield label, ranks, out, flags
+
+
+def bench(model, args, plan, steps, workdir):
+    rows = []
+    for label, ranks, out, flags in compiled_layouts(CLEAVE, model, args, plan, workdir):
         metrics = os.path.join(workdir, "metrics.json")
         launch = ["-n", str(ranks)] if ranks > 1 else []
         subprocess.run([CLEAVE, "run", *launch, out, *flags, "--steps", str(steps),
@@ -91,12 +113,7 @@ def main():
     print(f"{os.cpu_count()} cpus; mean step time over {options.steps} steps; bytes sent by "
           "one rank per step, and the analytic minimum")
     print(f"{'model':40} {'layout':20} {'step ms':>8} {'vs 1 rank':>9}  bytes sent / minimum")
-    torch.manual_seed(0)
-    cases = [("mlp (256-1024-1024-10, batch 64)", MLP(),
-              (torch.randn(64, 256), torch.randint(0, 10, (64,))), MLP_PLAN),
-             ("gpt (2 layers, d 128, seq 64, batch 8)", GPT(),
-              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))), GPT_PLAN)]
-    for name, model, args, plan in cases:
+    for name, model, args, plan in bench_cases():
         with tempfile.TemporaryDirectory() as workdir:
             rows = bench(model, args, plan, options.steps, workdir)
         single = rows[0][1]
