@@ -485,6 +485,7 @@ std::string Compiler::pipelineText() const {
   add("nesterov", t.nesterov ? "true" : "false");
   add("clip-grad-norm", number(t.clipGradNorm));
   add("zero", std::to_string(t.zero));
+  add("sync-batchnorm", t.syncBatchNorm ? "true" : "false");
   return text;
 }
 

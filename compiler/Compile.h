@@ -42,6 +42,9 @@ struct TrainOptions {
   /// Reduce in a fixed rank order, so data-parallel runs are bit-identical
   /// to one device with the same accumulation.
   bool deterministic = false;
+  /// Training-mode BatchNorm statistics over every dp rank's microbatch
+  /// together (SyncBatchNorm), not each rank's own.
+  bool syncBatchNorm = false;
 };
 
 struct CompileOptions {

@@ -237,6 +237,7 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
   if (func.getArgAttrOfType<StringAttr>(i, kKindAttr).getValue() == "state") {
     stored.role = func.getArgAttr(i, kTpCoordinateAttr)  ? rt::StoredRole::Coordinate
                   : func.getArgAttr(i, kAccumulatorAttr) ? rt::StoredRole::Accumulator
+                  : func.getArgAttr(i, kModelStateAttr)  ? rt::StoredRole::ModelState
                                                          : rt::StoredRole::OptimizerState;
     if (stored.role == rt::StoredRole::Coordinate)
       tpCoordinates.push_back(stored.offset);
@@ -247,7 +248,8 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
         stored.sharding = sharding->second;
     }
     // Optimizer state and accumulators start at zero (the blob's initial
-    // bytes); state a training_info step updates at its initializer's value.
+    // bytes); model state and the state a training_info step updates at
+    // their initializers' values.
     if (const Parameter *initial = initialValues.lookup(name))
       llvm::copy(initial->value.bytes, weights.begin() + stored.offset);
     plan.state.push_back(std::move(stored));
@@ -389,6 +391,8 @@ void PlanBuilder::setMemory() {
   for (const rt::StoredTensor &p : plan.parameters)
     m.parameterBytes += p.bytes;
   for (const rt::StoredTensor &s : plan.state) {
+    if (s.role == rt::StoredRole::ModelState)
+      m.parameterBytes += s.bytes;
     if (s.role == rt::StoredRole::Accumulator)
       m.gradientBytes += s.bytes;
     if (s.role == rt::StoredRole::OptimizerState)

@@ -105,6 +105,42 @@ def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def BatchNormStatistics : Pass<"cleave-batchnorm-statistics", "mlir::func::FuncOp"> {
+  let summary = "Make a training-mode BatchNorm's running statistics state the step updates";
+  let description = [{
+    A BatchNormalization in training mode normalizes with the batch's
+    statistics and mixes them into its running mean and variance, which
+    ONNX holds as float initializers: parameters to the rest of the step.
+    For each such op whose running statistics are parameter arguments, this
+    pass makes them model state (`cleave.kind = "state"`,
+    `cleave.model_state`: no gradient, no optimizer slot, saved and exported
+    with the parameters) and assigns them their new values at the end of the
+    function, so every microbatch updates them as PyTorch's `model.train()`
+    does: the mean as the op computes it, the variance with the batch's
+    unbiased variance (ONNX mixes in the biased one):
+    momentum * var + (1 - momentum) * batch_var * n / (n - 1), n the values
+    per channel.
+    With `sync-dp` on a mesh whose dp axis has more than one rank, the
+    statistics are those of every dp rank's microbatch together
+    (PyTorch's SyncBatchNorm): the op becomes its formula, with the
+    per-channel sum and then the sum of centered squares all-reduced over dp
+    (`shard.all_reduce`, and `cleave.all_reduce_grad` so that each rank's
+    gradient of them is summed over dp too: the step's loss is the sum of
+    every rank's).
+    Run before cleave-autodiff (after shard-partition with a tp axis): the
+    assignments are no part of the loss, and the statistics, now state, get
+    no gradient.
+    Errors: a running statistic that other ops read too (updating it would
+    change what they read), and a variance over fewer than 2 values per
+    channel.
+  }];
+  let options = [
+    Option<"syncDp", "sync-dp", "bool", /*default=*/"false",
+           "Normalize with the statistics of every dp rank's microbatch together">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
+}
+
 def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
   let summary = "Turn a differentiated @forward into a microbatch step and an @apply update";
   let description = [{

@@ -55,6 +55,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addNestedPass<func::FuncOp>(createCheckSharding());
     pm.addNestedPass<func::FuncOp>(shard::createPartition());
   }
+  pm.addNestedPass<func::FuncOp>(createBatchNormStatistics({options.syncBatchNorm}));
   pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
   BuildTrainStepOptions step;
   step.optimizer = options.optimizer;

@@ -50,13 +50,16 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<double> clipGradNorm{*this, "clip-grad-norm", llvm::cl::init(0.0),
                               llvm::cl::desc("Global gradient-norm clipping (0: off)")};
   Option<int> zero{*this, "zero", llvm::cl::init(0), llvm::cl::desc("ZeRO stage 0..3")};
+  Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false),
+                             llvm::cl::desc("Training-mode BatchNorm statistics over every dp "
+                                            "rank's microbatch together")};
 };
 
 /// The passes from @forward as imported to the differentiated training step
 /// partitioned over the mesh: append-loss, split-loss, create-mesh,
 /// annotate-sharding, sharding-propagation, check-sharding, shard-partition
-/// (with a tp axis), autodiff, build-train-step, data-parallel, as each
-/// option asks.
+/// (with a tp axis), batchnorm-statistics, autodiff, build-train-step,
+/// data-parallel, as each option asks.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then

@@ -426,7 +426,8 @@ std::string optimizerName(const Plan &plan) {
 }
 
 bool isModelInitializer(const GlobalTensor &tensor, const std::string &optimizer) {
-  return tensor.role == StoredRole::Parameter || optimizer == "training_info";
+  return tensor.role == StoredRole::Parameter || tensor.role == StoredRole::ModelState ||
+         optimizer == "training_info";
 }
 
 bool globalTensorsOf(const Plan &layouts, const StoredTensor &stored,

@@ -140,9 +140,9 @@ struct GlobalTensor {
 };
 
 /// Whether `tensor` is an initializer of the ONNX model, for a run of
-/// `optimizer` (optimizerName): a parameter, or the state of a training_info
-/// step (its moments and counters are initializers; cleave's own optimizer
-/// slots are not).
+/// `optimizer` (optimizerName): a parameter, model state (running
+/// statistics), or the state of a training_info step (its moments and
+/// counters are initializers; cleave's own optimizer slots are not).
 bool isModelInitializer(const GlobalTensor &tensor, const std::string &optimizer);
 
 /// `count` elements of global tensor `tensor` from its row-major element

@@ -24,6 +24,8 @@ const char *roleName(StoredRole role) {
     return "optimizer_state";
   case StoredRole::Coordinate:
     return "coordinate";
+  case StoredRole::ModelState:
+    return "model_state";
   }
   return "parameter";
 }
@@ -357,7 +359,7 @@ bool Reader::storedEntry(const Json &entry, const std::string &path, const Plan 
   if (stored.sharding && !holdsItsShare(*stored.sharding, stored.tensor, *plan.mesh))
     return fail(path + "shape", "is not this rank's share of global_shape");
   for (StoredRole r : {StoredRole::Parameter, StoredRole::Accumulator, StoredRole::OptimizerState,
-                       StoredRole::Coordinate})
+                       StoredRole::Coordinate, StoredRole::ModelState})
     if (role == roleName(r)) {
       stored.role = r;
       return true;

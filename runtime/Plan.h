@@ -94,10 +94,13 @@ void forEachSplitRun(const std::vector<int64_t> &globalShape, const DimSplit &sp
 }
 
 /// What a stored tensor is, for the memory figures and for checkpoints.
-enum class StoredRole { Parameter, Accumulator, OptimizerState, Coordinate };
+/// ModelState: an initializer of the model the step updates without a
+/// gradient (a training-mode BatchNorm's running statistics).
+enum class StoredRole { Parameter, Accumulator, OptimizerState, Coordinate, ModelState };
 
 /// A tensor of the weights blob: a parameter, or state (gradient
-/// accumulators, optimizer moments, counters, this rank's tp coordinate).
+/// accumulators, optimizer moments, counters, this rank's tp coordinate,
+/// running statistics).
 struct StoredTensor {
   /// As this rank stores it.
   TensorSpec tensor;

@@ -165,13 +165,16 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");
+  sub->add_flag("--sync-batchnorm", t.syncBatchNorm,
+                "Training-mode BatchNorm normalizes with the statistics of every dp rank's "
+                "microbatch together (SyncBatchNorm), not each rank's own");
   sub->add_flag("--ignore-training-info", cmd.options.ignoreTrainingInfo,
                 "With --train: build the step with cleave's optimizers even when the model "
                 "has a training_info (which otherwise defines the step)");
   for (const char *name : {"--optimizer", "--lr", "--lr-schedule", "--warmup", "--beta1",
                            "--beta2", "--eps", "--weight-decay", "--momentum", "--nesterov",
                            "--clip-grad-norm", "--grad-accum", "--mesh", "--deterministic",
-                           "--freeze", "--loss"})
+                           "--sync-batchnorm", "--freeze", "--loss"})
     cmd.stepOptions.push_back(sub->get_option(name));
 }
 
