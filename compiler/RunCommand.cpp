@@ -198,11 +198,42 @@ struct JobEnd {
   int forwarded = 0;
 };
 
+/// The processes whose parent is `parent`: mpirun's ranks, which OpenMPI
+/// starts each in a process group of its own.
+std::vector<pid_t> childrenOf(pid_t parent) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    pid_t pid = 0;
+    if (llvm::StringRef(llvm::sys::path::filename(it->path())).getAsInteger(10, pid))
+      continue;
+    // Read as a stream: /proc's files say they are empty.
+    auto stat = llvm::MemoryBuffer::getFileAsStream(it->path() + "/stat");
+    if (!stat)
+      continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    llvm::StringRef text = (*stat)->getBuffer();
+    size_t close = text.rfind(')');
+    if (close == llvm::StringRef::npos)
+      continue;
+    llvm::SmallVector<llvm::StringRef, 3> fields;
+    text.drop_front(close + 1).trim().split(fields, ' ', 2);
+    pid_t ppid = 0;
+    if (fields.size() >= 2 && !fields[1].getAsInteger(10, ppid) && ppid == parent)
+      children.push_back(pid);
+  }
+  return children;
+}
+
 /// Starts `args` in a process group of its own, with stdin from /dev/null
 /// and stderr to `stderrFile` (if set) or through `report` (if set), and
 /// waits for it. SIGTERM, SIGINT and SIGHUP sent to cleave run go to the
-/// whole group (mpirun and every rank), so none of it runs on and writes
-/// results after cleave run has ended.
+/// job, so none of it runs on and writes results after cleave run has
+/// ended. Under mpirun (`report` set) the first goes to the ranks
+/// themselves: mpirun would pass it on and kill every rank a second later,
+/// cutting short the checkpoint a rank writes when stopped; a second one
+/// goes to mpirun's group too.
 bool runJob(const std::vector<std::string> &args, const std::string &stderrFile,
             MpirunReport *report, JobEnd &end, std::string &error) {
   sigset_t watched, saved;
@@ -270,8 +301,14 @@ bool runJob(const std::vector<std::string> &args, const std::string &stderrFile,
       if (read(signals, &info, sizeof info) == sizeof info) {
         int sig = static_cast<int>(info.ssi_signo);
         if (sig != SIGCHLD) {
+          std::vector<pid_t> ranks;
+          if (report && !end.forwarded)
+            ranks = childrenOf(pid);
+          for (pid_t rank : ranks)
+            kill(rank, sig);
+          if (ranks.empty())
+            kill(-pid, sig);
           end.forwarded = sig;
-          kill(-pid, sig);
         }
       }
       if (!exited && waitpid(pid, &end.status, WNOHANG) == pid)

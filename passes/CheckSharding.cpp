@@ -178,6 +178,10 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
         needsCoordinate |= splitDim(shardingOf(gather.getData())) == std::optional<int64_t>(0);
       if (auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(op))
         needsCoordinate |= splitDim(shardingOf(sce.getScores())) == std::optional<int64_t>(1);
+      if (auto dropout = dyn_cast<DropoutOp>(op))
+        needsCoordinate |= dropout.getTrainingMode() &&
+                           dropout.getRatio().convertToDouble() > 0.0 &&
+                           splitDim(shardingOf(dropout.getData())).has_value();
       return WalkResult::advance();
     });
     if (walk.wasInterrupted())

@@ -157,7 +157,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["layer_normalization"] = {"layer_normalization", 2, {"axis", "epsilon"}};
   calls["batch_normalization"] = {"batch_normalization", -1,
                                   {"epsilon", "momentum", "training_mode"}};
-  calls["dropout"] = {"dropout", -1, {"ratio", "training_mode", "seed"}};
+  calls["dropout"] = {"dropout", 1, {"ratio", "training_mode", "seed", "split"}};
   calls["gemm"] = {"gemm", 2, {"alpha", "beta", "trans_a", "trans_b"}};
   calls["transpose"] = {"transpose", -1, {"perm"}};
   calls["concat"] = {"concat", -1, {"axis"}};
@@ -269,6 +269,8 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
     return std::to_string(attr ? static_cast<uint64_t>(cast<IntegerAttr>(attr).getInt())
                                : (uint64_t(1) << 63) + unseededDropouts++) +
            "ULL";
+  if (isa<DropoutOp>(op) && name == "split") // optional: a whole tensor without it
+    return dimsLiteral(attr ? cast<DenseI64ArrayAttr>(attr).asArrayRef() : ArrayRef<int64_t>());
   if (name == "reduction") {
     StringRef value = cast<StringAttr>(attr).getValue();
     return std::string("cleave::rt::Reduction::") +

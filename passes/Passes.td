@@ -252,9 +252,11 @@ def CheckSharding : Pass<"cleave-check-sharding", "mlir::func::FuncOp"> {
     arrives, or the op runs split where the operand arrives whole (split it
     in the plan too), or the function returns a split value. So is a split
     dim that does not divide into the tp ranks. A `cleave.gather` from a
-    table split by rows or a `cleave.softmax_cross_entropy_loss` over split
-    classes gets the rank's tp coordinate as an argument
-    (`cleave.tp_rank`, an i64 state slot marked `cleave.tp_coordinate`).
+    table split by rows, a `cleave.softmax_cross_entropy_loss` over split
+    classes or a training `cleave.dropout` of a split value (whose draws are
+    keyed by the whole tensor's element index) gets the rank's tp
+    coordinate as an argument (`cleave.tp_rank`, an i64 state slot marked
+    `cleave.tp_coordinate`).
   }];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

@@ -670,9 +670,14 @@ Results importAttention(NodeContext &n) {
   float rootScale = static_cast<float>(std::sqrt(static_cast<float>(scale)));
 
   // The bias added to the scores: the mask (padded to the keys), causal
-  // -inf above the diagonal from the past on, and the keys' padding.
+  // -inf above the diagonal from the past on, and the keys' padding. Their
+  // shapes come from the model: each sum is checked (an error, not a crash,
+  // when they do not broadcast).
   Value minusInf = b.scalar(element, -INFINITY), zero = b.scalar(element, 0.0);
   Value bias;
+  auto addChecked = [&](Value sum, Value term) -> FailureOr<Value> {
+    return sum ? n.buildOne<AddOp>({sum, term}) : FailureOr<Value>(term);
+  };
   if (Value mask = n.input(3)) {
     int64_t missing = keys - n.shape(mask).back();
     if (missing < 0) {
@@ -698,16 +703,26 @@ Results importAttention(NodeContext &n) {
     for (int64_t i = 0; i < queries; ++i)
       for (int64_t j = 0; j < keys; ++j)
         causal.push_back(FloatAttr::get(element, j > i + pastLength ? -INFINITY : 0.0));
-    bias = b.accumulate(bias, ConstantOp::create(n.builder, n.loc,
-                                                 DenseElementsAttr::get(type, causal)));
+    auto withCausal = addChecked(
+        bias, ConstantOp::create(n.builder, n.loc, DenseElementsAttr::get(type, causal)));
+    if (failed(withCausal))
+      return failure();
+    bias = *withCausal;
   }
   if (Value lengths = n.input(6)) {
+    if (n.rank(lengths) != 1) {
+      n.error() << "nonpad_kv_seqlen " << lengths.getType() << " is not one length per batch";
+      return failure();
+    }
     SmallVector<int64_t> positions = llvm::to_vector(llvm::seq<int64_t>(0, keys));
     Value batchLengths =
         b.reshape(b.castTo(lengths, n.builder.getI64Type()), {n.shape(lengths)[0], 1, 1, 1});
     Value padding = b.where(b.less(n.indexConstant({keys}, positions), batchLengths), zero,
                             minusInf);
-    bias = b.accumulate(bias, padding);
+    auto withPadding = addChecked(bias, padding);
+    if (failed(withPadding))
+      return failure();
+    bias = *withPadding;
   }
 
   // Grouped-query attention: each key and value head serves heads / kvHeads
@@ -729,7 +744,11 @@ Results importAttention(NodeContext &n) {
       {b.mul(*query, rootScale), b.transpose(b.mul(k, rootScale), {0, 1, 3, 2})});
   if (failed(scores))
     return failure();
-  Value qk = *scores, withBias = bias ? b.add(qk, bias) : qk;
+  Value qk = *scores;
+  auto biased = addChecked(bias, qk);
+  if (failed(biased))
+    return failure();
+  Value withBias = *biased;
   Value capped = withBias;
   if (float softcap = n.getFloat("softcap", 0.0f); softcap > 0)
     capped = b.mul(b.tanh(b.mul(withBias, 1.0 / softcap)), softcap);

@@ -277,6 +277,15 @@ LogicalResult DropoutOp::verify() {
   float ratio = getRatio().convertToFloat();
   if (ratio < 0.0f || ratio >= 1.0f)
     return emitOpError("ratio must be in [0, 1), got ") << ratio;
+  std::optional<ArrayRef<int64_t>> split = getSplit();
+  if (split.has_value() != static_cast<bool>(getCoordinate()))
+    return emitOpError("split and coordinate go together");
+  if (split && (split->size() != 2 || (*split)[0] < 0 ||
+                (*split)[0] >= static_cast<int64_t>(shapeOf(getData()).size()) ||
+                (*split)[1] < 1))
+    return emitOpError("split must be [dim, parts] with a dim of the data and parts >= 1");
+  if (getCoordinate() && !shapeOf(getCoordinate()).empty())
+    return emitOpError("coordinate must be a scalar");
   return success();
 }
 

@@ -221,8 +221,17 @@ def Cleave_BatchNormalizationOp : Cleave_PureOp<"batch_normalization", [Cleave_V
 
 def Cleave_DropoutOp : Cleave_Op<"dropout", [InferTypeOpAdaptor, Cleave_Vjp]> {
   let summary = "dropout with probability `ratio` in training mode, identity otherwise";
-  let arguments = (ins Cleave_FloatTensor:$data, F32Attr:$ratio, BoolAttr:$training_mode,
-                   OptionalAttr<I64Attr>:$seed);
+  let description = [{
+    Each element's draw is keyed by its index in the whole tensor. On a
+    rank's part of a tensor split over tensor-parallel ranks (after
+    shard-partition), `split` = [dim, parts] says the whole tensor is split
+    along dim over `parts` ranks, and `coordinate` (an i64 scalar) is this
+    rank's place among them, so each element draws what it draws on one
+    device.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$data, Optional<I64Tensor>:$coordinate,
+                   F32Attr:$ratio, BoolAttr:$training_mode, OptionalAttr<I64Attr>:$seed,
+                   OptionalAttr<DenseI64ArrayAttr>:$split);
   let results = (outs Cleave_FloatTensor:$output, Cleave_BoolTensor:$mask);
   let hasVerifier = 1;
 }

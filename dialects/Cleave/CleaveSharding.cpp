@@ -303,6 +303,15 @@ LoopNest reduceLoops(Operation *reduce) {
   return nest;
 }
 
+/// Dropout: elementwise, its mask too; each element's draw is keyed by its
+/// index in the whole tensor (a split part is told where it lies).
+LoopNest loopsOf(DropoutOp dropout) {
+  LoopNest nest;
+  nest.parallel(rankOf(dropout.getData()));
+  nest.everyValue(dropout, [](Value v) { return rankOf(v) ? identity(v) : whole(v); });
+  return nest;
+}
+
 /// Elementwise ops broadcast their operands (numpy rules); any other op
 /// needs its values whole.
 LoopNest elementwiseLoops(Operation *op) {
@@ -320,7 +329,7 @@ LoopNest elementwiseLoops(Operation *op) {
 LoopNest loopNest(Operation *op) {
   return llvm::TypeSwitch<Operation *, LoopNest>(op)
       .Case<MatMulOp, GemmOp, TransposeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp,
-            SoftmaxCrossEntropyLossOp, LayerNormalizationOp>(
+            SoftmaxCrossEntropyLossOp, LayerNormalizationOp, DropoutOp>(
           [](auto typed) { return loopsOf(typed); })
       .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(reshapeLoops)
       .Case<SoftmaxOp, LogSoftmaxOp>(softmaxLoops)
@@ -535,6 +544,30 @@ FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value sco
   return sumOver(perRow, 0);
 }
 
+/// A training dropout on a part of a split tensor: told which dim is split
+/// over how many ranks, and this rank's coordinate, so that its draws are
+/// those of the whole tensor's elements.
+LogicalResult keyByWholeIndex(Operation *original, DropoutOp dropout, const LoopNest &nest,
+                              const shard::ShardingArray &loops, shard::GridOp grid,
+                              IRMapping &map, OpBuilder &b) {
+  if (!dropout.getTrainingMode() || dropout.getRatio().convertToDouble() <= 0.0)
+    return success(); // an identity, under any split
+  for (auto [dim, loop] : llvm::enumerate(nest.values[0])) {
+    ArrayRef<GridAxis> axes = loops[*loop];
+    if (axes.empty())
+      continue;
+    FailureOr<Value> rank =
+        tpCoordinate(original, axes, map, IntegerType::get(b.getContext(), 64), b);
+    if (failed(rank))
+      return failure();
+    dropout->insertOperands(1, *rank);
+    dropout.setSplitAttr(b.getDenseI64ArrayAttr(
+        {static_cast<int64_t>(dim), shard::collectiveProcessGroupSize(axes, grid.getShape())}));
+    return success();
+  }
+  return success();
+}
+
 /// The attributes of `op` at local shapes: a reshape's or an expand's
 /// shape, a split's sizes and a slice's ends follow its local result types.
 void localizeAttributes(Operation *op, ArrayRef<Type> resultTypes, ArrayRef<Value> operands,
@@ -700,6 +733,9 @@ struct CleaveShardingModel
     for (auto [result, type] : llvm::zip(clone->getResults(), resultTypes))
       result.setType(type);
     localizeAttributes(clone, resultTypes, local, b);
+    if (auto dropout = dyn_cast<DropoutOp>(clone);
+        dropout && failed(keyByWholeIndex(op, dropout, nest, loops, grid, map, b)))
+      return failure();
     for (auto [i, result, partitioned] : llvm::enumerate(op->getResults(), clone->getResults())) {
       Value value = partitioned;
       // Megatron's g: a result the split sum does not run along is a

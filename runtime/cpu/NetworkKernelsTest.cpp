@@ -172,13 +172,13 @@ TEST(Dropout, InferenceCopies) {
   auto x = make<float>({3}, {1, -2, 3});
   auto y = zeros(DType::F32, {3});
   auto mask = zeros(DType::Bool, {3});
-  cpu::dropout(ctx(), x, y, mask, 0.5f, false, 7);
+  cpu::dropout(ctx(), x, nullptr, y, mask, 0.5f, false, 7, {});
   expectNear(y, {1, -2, 3});
   EXPECT_EQ(mask.bools(), (std::vector<int>{1, 1, 1}));
-  cpu::dropout(ctx(), x, y, mask, 0.0f, true, 7); // ratio 0 keeps everything
+  cpu::dropout(ctx(), x, nullptr, y, mask, 0.0f, true, 7, {}); // ratio 0 keeps everything
   expectNear(y, {1, -2, 3});
   EXPECT_EQ(mask.bools(), (std::vector<int>{1, 1, 1}));
-  cpu::dropout(ctx(), x, y, mask, 1.0f, true, 7); // ratio 1 drops everything
+  cpu::dropout(ctx(), x, nullptr, y, mask, 1.0f, true, 7, {}); // ratio 1 drops everything
   expectNear(y, {0, 0, 0});
   EXPECT_EQ(mask.bools(), (std::vector<int>{0, 0, 0}));
 }
@@ -189,7 +189,7 @@ TEST(Dropout, TrainingMaskIsCounterBased) {
   std::fill(x.data<float>(), x.data<float>() + n, 1.0f);
   auto y = zeros(DType::F32, {n});
   auto mask = zeros(DType::Bool, {n});
-  cpu::dropout(ctx(), x, y, mask, 0.5f, true, 1234);
+  cpu::dropout(ctx(), x, nullptr, y, mask, 0.5f, true, 1234, {});
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
     bool k = mask.data<uint8_t>()[i] != 0;
@@ -203,23 +203,50 @@ TEST(Dropout, TrainingMaskIsCounterBased) {
   // (the generator depends only on seed and element index).
   auto mask2 = zeros(DType::Bool, {n});
   auto y2 = zeros(DType::F32, {n});
-  cpu::dropout(ctx(), x, y2, mask2, 0.5f, true, 1234);
+  cpu::dropout(ctx(), x, nullptr, y2, mask2, 0.5f, true, 1234, {});
   EXPECT_EQ(mask.bools(), mask2.bools());
   Tensor prefix{x.t().data, DType::F32, {100}};
   auto y3 = zeros(DType::F32, {100});
   auto mask3 = zeros(DType::Bool, {100});
-  cpu::dropout(ctx(), prefix, y3, mask3, 0.5f, true, 1234);
+  cpu::dropout(ctx(), prefix, nullptr, y3, mask3, 0.5f, true, 1234, {});
   std::vector<int> full = mask.bools();
   EXPECT_EQ(mask3.bools(), std::vector<int>(full.begin(), full.begin() + 100));
-  cpu::dropout(ctx(), x, y2, mask2, 0.5f, true, 99);
+  cpu::dropout(ctx(), x, nullptr, y2, mask2, 0.5f, true, 99, {});
   EXPECT_NE(mask.bools(), mask2.bools());
 
   auto xd = make<double>({4}, {4, 4, 4, 4});
   auto yd = zeros(DType::F64, {4});
   auto md = zeros(DType::Bool, {4});
-  cpu::dropout(ctx(), xd, yd, md, 0.25f, true, 5);
+  cpu::dropout(ctx(), xd, nullptr, yd, md, 0.25f, true, 5, {});
   for (int i = 0; i < 4; ++i)
     EXPECT_DOUBLE_EQ(yd.data<double>()[i], md.data<uint8_t>()[i] ? 4.0 / 0.75 : 0.0);
+}
+
+TEST(Dropout, SplitPartDrawsWhatTheWholeDraws) {
+  // A 3 x 4 x 5 tensor split along dim 1 over 2 ranks: rank r holds
+  // columns [2r, 2r + 2) of dim 1, and keeps exactly the elements the whole
+  // tensor's dropout keeps there.
+  const int64_t a = 3, b = 4, c = 5, parts = 2, local = b / parts;
+  Buffer x(DType::F32, {a, b, c});
+  std::fill(x.data<float>(), x.data<float>() + a * b * c, 1.0f);
+  auto y = zeros(DType::F32, {a, b, c});
+  auto mask = zeros(DType::Bool, {a, b, c});
+  cpu::dropout(ctx(), x, nullptr, y, mask, 0.5f, true, 77, {});
+  std::vector<int> whole = mask.bools();
+  for (int64_t rank = 0; rank < parts; ++rank) {
+    Buffer part(DType::F32, {a, local, c});
+    std::fill(part.data<float>(), part.data<float>() + a * local * c, 1.0f);
+    auto partOut = zeros(DType::F32, {a, local, c});
+    auto partMask = zeros(DType::Bool, {a, local, c});
+    auto coordinate = make<int64_t>({}, {rank});
+    cpu::dropout(ctx(), part, &coordinate.t(), partOut, partMask, 0.5f, true, 77, {1, parts});
+    std::vector<int> got = partMask.bools();
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < local; ++j)
+        for (int64_t k = 0; k < c; ++k)
+          EXPECT_EQ(got[(i * local + j) * c + k], whole[(i * b + rank * local + j) * c + k])
+              << "rank " << rank << " at " << i << "," << j << "," << k;
+  }
 }
 
 //===----------------------------------------------------------------------===//

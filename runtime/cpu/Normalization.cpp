@@ -288,10 +288,21 @@ void batch_normalization(Context &, const Tensor &x, const Tensor &scale, const 
   });
 }
 
-void dropout(Context &ctx, const Tensor &in, const Tensor &out, const Tensor &mask, float ratio,
-             bool training, uint64_t seed) {
+void dropout(Context &ctx, const Tensor &in, const Tensor *coordinate, const Tensor &out,
+             const Tensor &mask, float ratio, bool training, uint64_t seed, Dims split) {
   const char *kernel = "dropout";
   checkSameLayout(kernel, in, out);
+  SplitIndex index;
+  if (!splitIndexOf(in.shape, split, index) || (index.parts > 1 && !coordinate))
+    fail(kernel, "split {dim, parts} does not fit the input, or has no coordinate");
+  int64_t rank = 0;
+  if (index.parts > 1) {
+    checkType(kernel, *coordinate, DType::I64);
+    rank = *coordinate->as<int64_t>();
+    if (rank < 0 || rank >= index.parts)
+      fail(kernel, "coordinate %lld is not one of the %lld parts",
+           static_cast<long long>(rank), static_cast<long long>(index.parts));
+  }
   bool *keep = nullptr;
   if (mask.data) {
     checkType(kernel, mask, DType::Bool);
@@ -324,7 +335,7 @@ void dropout(Context &ctx, const Tensor &in, const Tensor &out, const Tensor &ma
     double r = static_cast<double>(ratio);
     const uint64_t key = dropoutKey(seed, ctx.randomStream);
     for (int64_t i = 0; i < n; ++i) {
-      bool kept = uniformDraw(key, i) >= r;
+      bool kept = uniformDraw(key, index.global(i, rank)) >= r;
       y[i] = kept ? x[i] * scale : T(0);
       if (keep)
         keep[i] = kept;

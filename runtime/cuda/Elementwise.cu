@@ -249,9 +249,11 @@ template <typename T> __global__ void rangeKernel(int64_t n, double start, doubl
 /// `ratio`, and then scaled by 1 / (1 - ratio).
 template <typename T>
 __global__ void dropoutKernel(int64_t n, const T *in, T *out, bool *mask, double ratio,
-                              T scale, uint64_t key) {
+                              T scale, uint64_t key, SplitIndex index,
+                              const int64_t *coordinate) {
+  int64_t rank = coordinate ? *coordinate : 0;
   CLEAVE_GRID_LOOP(i, n) {
-    bool kept = uniformDraw(key, i) >= ratio;
+    bool kept = uniformDraw(key, index.global(i, rank)) >= ratio;
     out[i] = kept ? in[i] * scale : T(0);
     if (mask)
       mask[i] = kept;
@@ -438,11 +440,16 @@ void where(Context &ctx, const Tensor &condition, const Tensor &x, const Tensor 
 // Dropout.
 //===----------------------------------------------------------------------===//
 
-void dropout(Context &ctx, const Tensor &in, const Tensor &out, const Tensor &mask, float ratio,
-             bool training, uint64_t seed) {
+void dropout(Context &ctx, const Tensor &in, const Tensor *coordinate, const Tensor &out,
+             const Tensor &mask, float ratio, bool training, uint64_t seed, Dims split) {
   const char *kernel = "dropout";
   requireSameType(kernel, in, out);
   requireNumel(kernel, in, out.numel(), "the input");
+  SplitIndex index;
+  if (!splitIndexOf(in.shape, split, index) || (index.parts > 1 && !coordinate))
+    fail(kernel, "split {dim, parts} does not fit the input, or has no coordinate");
+  if (index.parts > 1)
+    requireType(kernel, *coordinate, DType::I64, "the coordinate");
   bool *keep = nullptr;
   if (mask.data) {
     requireType(kernel, mask, DType::Bool, "the mask");
@@ -471,7 +478,8 @@ void dropout(Context &ctx, const Tensor &in, const Tensor &out, const Tensor &ma
     T scale = static_cast<T>(1.0 / (1.0 - static_cast<double>(ratio)));
     dropoutKernel<T><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
         n, in.as<T>(), out.as<T>(), keep, static_cast<double>(ratio), scale,
-        dropoutKey(seed, ctx.randomStream));
+        dropoutKey(seed, ctx.randomStream), index,
+        index.parts > 1 ? coordinate->as<int64_t>() : nullptr);
     checkLaunch(kernel);
   });
 }

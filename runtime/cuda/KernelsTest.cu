@@ -550,7 +550,7 @@ TEST_F(CudaKernels, Dropout) {
   const int64_t n = 10000;
   Tensor in = f32({n}, std::vector<float>(n, 1.0f));
   Tensor out = alloc(DType::F32, {n}), mask = alloc(DType::Bool, {n});
-  kc::dropout(ctx, in, out, mask, 0.3f, true, 42);
+  kc::dropout(ctx, in, nullptr, out, mask, 0.3f, true, 42, {});
   std::vector<float> got = get<float>(out);
   std::vector<uint8_t> keep = get<uint8_t>(mask);
   int64_t kept = 0;
@@ -561,16 +561,34 @@ TEST_F(CudaKernels, Dropout) {
   }
   EXPECT_NEAR(static_cast<double>(kept) / n, 0.7, 0.02);
 
-  kc::dropout(ctx, in, out, mask, 0.3f, true, 43);
+  kc::dropout(ctx, in, nullptr, out, mask, 0.3f, true, 43, {});
   EXPECT_NE(get<uint8_t>(mask), keep); // another seed, another mask
 
-  kc::dropout(ctx, in, out, mask, 0.3f, false, 42);
+  kc::dropout(ctx, in, nullptr, out, mask, 0.3f, false, 42, {});
   EXPECT_EQ(get<float>(out), std::vector<float>(n, 1.0f));
   EXPECT_EQ(get<uint8_t>(mask), std::vector<uint8_t>(n, 1));
 
-  kc::dropout(ctx, in, out, mask, 1.0f, true, 42);
+  kc::dropout(ctx, in, nullptr, out, mask, 1.0f, true, 42, {});
   EXPECT_EQ(get<float>(out), std::vector<float>(n, 0.0f));
   EXPECT_EQ(get<uint8_t>(mask), std::vector<uint8_t>(n, 0));
+}
+
+TEST_F(CudaKernels, DropoutOfASplitPartDrawsAsTheWhole) {
+  // Rank 1 of 2 along dim 1 of a 3 x 4 x 5 tensor: its element (i, j, k) is
+  // the whole's (i, 2 + j, k).
+  const int64_t a = 3, b = 4, c = 5, local = 2;
+  Tensor in = f32({a, local, c}, std::vector<float>(a * local * c, 1.0f));
+  Tensor out = alloc(DType::F32, {a, local, c}), mask = alloc(DType::Bool, {a, local, c});
+  const int64_t rank = 1;
+  Tensor coordinate = i64({}, {rank});
+  kc::dropout(ctx, in, &coordinate, out, mask, 0.5f, true, 77, {1, 2});
+  std::vector<uint8_t> keep = get<uint8_t>(mask);
+  for (int64_t i = 0; i < a; ++i)
+    for (int64_t j = 0; j < local; ++j)
+      for (int64_t k = 0; k < c; ++k)
+        EXPECT_EQ(keep[(i * local + j) * c + k] != 0,
+                  keptByFormula(77, (i * b + rank * local + j) * c + k, 0.5))
+            << "at " << i << "," << j << "," << k;
 }
 
 //===----------------------------------------------------------------------===//

@@ -949,7 +949,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       const auto reading = profile.now();
       feedMicrobatch(spec, job, data, order, step, k, backend, program);
       profile.input(k, reading, microbatchBytes);
-      backend.setStep(step, trainingStream(step, k));
+      // Masks keyed by the microbatch's place in the global batch: a dp
+      // layout draws what one device accumulating the same microbatches does.
+      backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k));
       profile.beginCall(k);
       backend.forward(program.arena->get(), program.weights->get(), program.inputs.data(),
                       program.outputs.data());

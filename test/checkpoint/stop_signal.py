@@ -4,6 +4,10 @@
 # holds the steps that ran. Resumed for 3 more steps, the run equals an
 # uninterrupted one of as many steps, bit for bit. (Without --checkpoint-dir
 # a stop signal still ends the run at once: test/robustness/stop_signals.py.)
+# The dp=2 stop also holds when writing the checkpoint takes seconds (every
+# fsync made 2 s slower by an LD_PRELOAD shim): the ranks get the signal from
+# cleave run itself, and mpirun, which would kill every rank a second after
+# passing a signal on, never sees one.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -18,8 +22,33 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
-LAYOUTS = [("single", 1, []), ("dp2", 2, ["--mesh", "dp=2"])]
+# name, ranks, mesh flags, whether fsync is slow.
+LAYOUTS = [("single", 1, [], False), ("dp2", 2, ["--mesh", "dp=2"], False),
+           ("dp2-slow-write", 2, ["--mesh", "dp=2"], True)]
 MORE = 3
+
+# Every fsync sleeps $CLEAVE_SLOW_FSYNC seconds first.
+SLOW_FSYNC = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+int fsync(int fd) {
+  static int (*real)(int);
+  if (!real) real = dlsym(RTLD_NEXT, "fsync");
+  const char *seconds = getenv("CLEAVE_SLOW_FSYNC");
+  if (seconds) sleep((unsigned)atoi(seconds));
+  return real(fd);
+}
+"""
+
+
+def slow_fsync_env(work):
+    with open(f"{work}/slow_fsync.c", "w") as f:
+        f.write(SLOW_FSYNC)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", f"{work}/slow_fsync.so",
+                    f"{work}/slow_fsync.c", "-ldl"], check=True)
+    return dict(os.environ, LD_PRELOAD=f"{work}/slow_fsync.so", CLEAVE_SLOW_FSYNC="2")
 
 
 def main():
@@ -29,7 +58,8 @@ def main():
     np.save(f"{work}/x.npy", x)
     np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
     problems = []
-    for name, ranks, mesh in LAYOUTS:
+    slow = slow_fsync_env(work)
+    for name, ranks, mesh, slow_write in LAYOUTS:
         out, ckpt = f"{work}/{name}", f"{work}/{name}-ckpt"
         subprocess.run(["cleave", "compile", MODEL, "-o", out, "--train", "--optimizer", "adam",
                         "--lr", "0.001"] + mesh, check=True, stderr=subprocess.DEVNULL)
@@ -38,7 +68,8 @@ def main():
         job = subprocess.Popen(run + ["--steps", "100000000", "--checkpoint-dir", ckpt,
                                       "--checkpoint-every", "500", "--log-json",
                                       f"{out}-stopped.json"],
-                               stderr=subprocess.PIPE, text=True)
+                               stderr=subprocess.PIPE, text=True,
+                               env=slow if slow_write else None)
         while not os.path.exists(f"{ckpt}/latest") and job.poll() is None:
             time.sleep(0.01)
         job.send_signal(signal.SIGTERM)

@@ -104,6 +104,30 @@ func.func @dropout_ratio(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @dropout_split_alone(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{split and coordinate go together}}
+  %0:2 = cleave.dropout %x {ratio = 0.5 : f32, training_mode = true, split = array<i64: 1, 2>} : (tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<4x6xi1>)
+  return
+}
+
+// -----
+
+func.func @dropout_split_dim(%x: tensor<4x6xf32>, %rank: tensor<i64>) {
+  // expected-error @+1 {{split must be [dim, parts] with a dim of the data and parts >= 1}}
+  %0:2 = cleave.dropout %x, %rank {ratio = 0.5 : f32, training_mode = true, split = array<i64: 2, 2>} : (tensor<4x6xf32>, tensor<i64>) -> (tensor<4x6xf32>, tensor<4x6xi1>)
+  return
+}
+
+// -----
+
+func.func @dropout_coordinate_scalar(%x: tensor<4x6xf32>, %rank: tensor<1xi64>) {
+  // expected-error @+1 {{coordinate must be a scalar}}
+  %0:2 = cleave.dropout %x, %rank {ratio = 0.5 : f32, training_mode = true, split = array<i64: 1, 2>} : (tensor<4x6xf32>, tensor<1xi64>) -> (tensor<4x6xf32>, tensor<4x6xi1>)
+  return
+}
+
+// -----
+
 func.func @gelu_mode(%x: tensor<4xf32>) {
   // expected-error @+1 {{approximate must be "none" or "tanh", not "fast"}}
   %0 = cleave.gelu %x {approximate = "fast"} : (tensor<4xf32>) -> tensor<4xf32>

@@ -69,6 +69,10 @@ func.func @normalization(%x: tensor<2x4x8xf32>, %s: tensor<8xf32>, %img: tensor<
   %3:3 = cleave.batch_normalization %img, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
   // CHECK: cleave.dropout {{.*}} -> (tensor<2x4x8xf32>, tensor<2x4x8xi1>)
   %4:2 = cleave.dropout %x {ratio = 0.1 : f32, training_mode = true, seed = 7 : i64} : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xi1>)
+  // A rank's part of a tensor split along dim 2 over 2 ranks.
+  // CHECK: cleave.dropout %{{.*}}, %{{.*}} {{.*}}split = array<i64: 2, 2>{{.*}} : (tensor<2x4x8xf32>, tensor<i64>) -> (tensor<2x4x8xf32>, tensor<2x4x8xi1>)
+  %rank = cleave.constant {value = dense<1> : tensor<i64>} : tensor<i64>
+  %5:2 = cleave.dropout %x, %rank {ratio = 0.1 : f32, training_mode = true, split = array<i64: 2, 2>} : (tensor<2x4x8xf32>, tensor<i64>) -> (tensor<2x4x8xf32>, tensor<2x4x8xi1>)
   return
 }
 

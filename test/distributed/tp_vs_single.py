@@ -16,7 +16,10 @@
 #     end of the table as one device does, and an id past the table stops
 #     the run with the out-of-range error;
 #   - the CNN with its classifier split by classes (tp=2, 2 x 2) equals one
-#     device; a split convolution is an error naming the node.
+#     device; a split convolution is an error naming the node;
+#   - an MLP with a training-mode Dropout on its column-parallel activation
+#     draws the masks of one device: tp=2 equals one device, and dp x tp =
+#     2 x 2 one device with --grad-accum 2 (the same microbatches).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -36,7 +39,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import export_cnn_train  # noqa: E402
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
+import torch  # noqa: E402
 from dp_vs_single import MOMENTUM, Model, bytes_as_planned, close  # noqa: E402
+from torch_export import export_with_loss  # noqa: E402
 
 PLANS = os.path.join(HERE, "..", "..", "plans")
 
@@ -91,6 +96,53 @@ def classifier_head(workdir, problems):
     print(f"cnn: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
 
 
+class DropoutMLP(torch.nn.Module):
+    """fc1 -> ReLU -> Dropout(0.3) -> fc2 -> cross-entropy."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(12, 32), torch.nn.Linear(32, 6)
+        self.drop = torch.nn.Dropout(0.3)
+
+    def forward(self, x, labels):
+        h = self.drop(torch.relu(self.fc1(x)))
+        return torch.nn.functional.cross_entropy(self.fc2(h), labels)
+
+    @staticmethod
+    def build():
+        torch.manual_seed(0)
+        return DropoutMLP(), (torch.randn(4, 12), torch.randint(0, 6, (4,)))
+
+
+class TrainingModeModel(Model):
+    """A Model exported in training mode, so that its Dropout drops."""
+
+    def export(self, micro):
+        path = os.path.join(self.workdir, f"{self.name}-b{micro}.onnx")
+        if not os.path.exists(path):
+            model, _ = self.module.build()
+            args = tuple(torch.cat([a] * micro)[:micro] for a in self.example)
+            export_with_loss(model, args, path, self.names,
+                             training=torch.onnx.TrainingMode.TRAINING)
+        return path
+
+
+def dropout_on_split(workdir, problems):
+    """A Dropout of fc1's activation, which the Megatron plan splits over tp:
+    each rank's part draws the whole tensor's masks for its elements."""
+    m = TrainingModeModel("dropmlp", DropoutMLP, ["x", "labels"], 8, workdir)
+    plan = os.path.join(workdir, "dropmlp-plan.json")
+    with open(plan, "w") as f:
+        json.dump({"format_version": 1, "parameters": {
+            "fc1.weight": ["tp", "-"], "fc1.bias": ["tp"], "fc2.weight": ["-", "tp"]}}, f)
+    one = m.train("one", 1, 1, MOMENTUM)
+    close("dropout mlp tp2", m.train("tp2", 1, 1, MOMENTUM, ["--plan", plan], tp=2), one,
+          problems)
+    close("dropout mlp dp2tp2", m.train("dp2tp2", 2, 1, MOMENTUM, ["--plan", plan], tp=2),
+          m.train("one-k2", 1, 2, MOMENTUM), problems)
+    print(f"dropout mlp: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -137,6 +189,7 @@ def main():
             token_ids(m, with_plan, workdir, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
     classifier_head(workdir, problems)
+    dropout_on_split(workdir, problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)

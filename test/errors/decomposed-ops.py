@@ -24,6 +24,8 @@
 # RUN: %refuses 1 cleave import %t/einsum_broadcast.onnx | FileCheck %s --check-prefix=EINSUMB
 # RUN: %refuses 1 cleave import %t/resize_cubic.onnx | FileCheck %s --check-prefix=RESIZE
 # RUN: %refuses 1 cleave import %t/attention_precision.onnx | FileCheck %s --check-prefix=ATTENTION
+# RUN: %refuses 1 cleave import %t/attention_mask_heads.onnx | FileCheck %s --check-prefix=ATTNMASK
+# RUN: %refuses 1 cleave import %t/attention_lengths_2d.onnx | FileCheck %s --check-prefix=ATTNLEN
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -44,6 +46,8 @@
 # EINSUMB: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' 'ij,ij->ij' (a label of different sizes (broadcasting)) is not supported
 # RESIZE: node 'resize' (Resize, domain 'ai.onnx', opset 19): attribute 'mode' 'cubic' is not supported
 # ATTENTION: node 'attention' (Attention, domain 'ai.onnx', opset 23): attribute 'softmax_precision' 11 (other than the inputs' type) is not supported
+# ATTNMASK: node 'attention' (Attention, domain 'ai.onnx', opset 23): operands are not broadcast-compatible
+# ATTNLEN: node 'attention' (Attention, domain 'ai.onnx', opset 24): nonpad_kv_seqlen 'tensor<2x1xi64>' is not one length per batch
 # CONVT: node 'convtranspose' (ConvTranspose, domain 'ai.onnx', opset 17): attribute 'output_shape' or 'pads' gives output dim 9 for input dim 3, which a transposed convolution with these strides does not reach: this form is not supported
 
 from onnx import helper
@@ -55,11 +59,12 @@ cases = Cases()
 
 def one(op, inputs, opset=17, constants=None, **attrs):
     """One node on `inputs`, unchecked: ONNX's shape inference refuses these too.
-    Inputs named in `constants` are int64 initializers with those values."""
+    Inputs named in `constants` are int64 initializers with those values; an
+    input named "" is an optional one left out."""
     constants = constants or {}
     node = helper.make_node(op, [name for name, _, _ in inputs], ["y"], name=op.lower(), **attrs)
     graph = helper.make_graph([node], "test",
-                              [value_info(*i) for i in inputs if i[0] not in constants],
+                              [value_info(*i) for i in inputs if i[0] and i[0] not in constants],
                               [helper.make_empty_tensor_value_info("y")],
                               [helper.make_tensor(k, I64, [len(v)], v)
                                for k, v in constants.items()])
@@ -100,6 +105,13 @@ cases.add("resize_cubic")(lambda: one(
 cases.add("attention_precision")(lambda: one(
     "Attention", [("q", F32, [1, 1, 2, 4]), ("k", F32, [1, 1, 2, 4]), ("v", F32, [1, 1, 2, 4])],
     opset=23, softmax_precision=11))
+# The importer fuzzer's finding: a mask of 67 heads for 3 (it used to abort).
+cases.add("attention_mask_heads")(lambda: one(
+    "Attention", [("q", F32, [2, 3, 4, 8]), ("k", F32, [2, 3, 6, 8]), ("v", F32, [2, 3, 6, 10]),
+                  ("m", F32, [2, 67, 4, 4])], opset=23))
+cases.add("attention_lengths_2d")(lambda: one(
+    "Attention", [("q", F32, [2, 3, 4, 8]), ("k", F32, [2, 3, 6, 8]), ("v", F32, [2, 3, 6, 10]),
+                  ("", F32, []), ("", F32, []), ("", F32, []), ("n", I64, [2, 1])], opset=24))
 cases.add("prelu_slope")(lambda: one("PRelu", [("x", F32, [3]), ("slope", F32, [3, 1])]))
 
 if __name__ == "__main__":

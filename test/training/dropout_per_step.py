@@ -7,7 +7,9 @@
 #   key = mix64(seed ^ mix64(stream)), stream = step * 2^32 + microbatch,
 #   element i kept when (mix64(key + 0x9e3779b97f4a7c15 (i + 1)) >> 11) 2^-53 >= ratio.
 # A second run must log the same losses bit for bit, and with --grad-accum 2
-# the two microbatches' masks differ (the step's loss is their mean).
+# the two microbatches' masks differ (the step's loss is their mean); on dp=2
+# rank r draws microbatch r's mask (stream step * 2^32 + r), as one device
+# with --grad-accum 2 does.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -51,15 +53,17 @@ def build(path, batch):
     return w
 
 
-def train(workdir, name, accum, data):
+def train(workdir, name, flags, data, ranks=1):
     out = os.path.join(workdir, name)
     subprocess.run(["cleave", "compile", os.path.join(workdir, "m.onnx"), "-o", out, "--train",
-                    "--lr", "1e-30", "--grad-accum", str(accum)], check=True)
+                    "--lr", "1e-30", *flags], check=True)
     losses = []
     for run in range(2):
         log = os.path.join(workdir, f"{name}-{run}.json")
-        subprocess.run(["cleave", "run", out, "--data", f"x={data}", "--steps", str(STEPS),
-                        "--no-shuffle", "--log-json", log], check=True, stderr=subprocess.DEVNULL)
+        launch = ["cleave", "run"] + (["-n", str(ranks)] if ranks > 1 else [])
+        subprocess.run(launch + [out, "--data", f"x={data}", "--steps", str(STEPS),
+                                 "--no-shuffle", "--log-json", log], check=True,
+                       stderr=subprocess.DEVNULL)
         losses.append([s["loss"] for s in json.load(open(log))["steps"]])
     return losses
 
@@ -75,7 +79,7 @@ def main():
 
     # One microbatch a step: the first `batch` samples, always (the data
     # holds two batches, so steps alternate between them).
-    first, second = train(workdir, "k1", 1, data)
+    first, second = train(workdir, "k1", [], data)
     if first != second:
         problems.append(f"two runs differ: {first} vs {second}")
     h = x.astype(np.float64) @ w.astype(np.float64)
@@ -90,20 +94,25 @@ def main():
 
     # Two microbatches a step (the model's batch each): microbatch k draws
     # from stream step * 2^32 + k, and the loss is the mean over both.
-    accumulated, _ = train(workdir, "k2", 2, data)
-    for step in range(1, STEPS + 1):
-        total = 0.0
-        for k in range(2):
-            rows = h[k * batch:(k + 1) * batch]
-            mask = kept((step << 32) + k, rows.size).reshape(rows.shape)
-            total += np.sum((rows * mask / (1 - RATIO)) ** 2)
-        expected = total / h.size
-        if abs(accumulated[step - 1] - expected) > 1e-5 * expected:
-            problems.append(f"grad-accum 2, step {step}: loss {accumulated[step - 1]}, "
-                            f"expected {expected}")
+    accumulated, _ = train(workdir, "k2", ["--grad-accum", "2"], data)
+    # On dp=2 rank r's microbatch is the step's r-th: it draws from stream
+    # step * 2^32 + r, so the run equals the one above.
+    parallel, _ = train(workdir, "dp2", ["--mesh", "dp=2", "--batch-size", str(2 * batch)],
+                        data, ranks=2)
+    for label, losses in (("grad-accum 2", accumulated), ("dp=2", parallel)):
+        for step in range(1, STEPS + 1):
+            total = 0.0
+            for k in range(2):
+                rows = h[k * batch:(k + 1) * batch]
+                mask = kept((step << 32) + k, rows.size).reshape(rows.shape)
+                total += np.sum((rows * mask / (1 - RATIO)) ** 2)
+            expected = total / h.size
+            if abs(losses[step - 1] - expected) > 1e-5 * expected:
+                problems.append(f"{label}, step {step}: loss {losses[step - 1]}, "
+                                f"expected {expected}")
     for p in problems:
         print("FAIL:", p)
-    print(f"losses {first}, accumulated {accumulated}")
+    print(f"losses {first}, accumulated {accumulated}, dp=2 {parallel}")
     sys.exit(1 if problems else 0)
 
 
