@@ -12,7 +12,7 @@ debian_packages=(
   protobuf-compiler libprotobuf-dev
   libcli11-dev nlohmann-json3-dev libopenblas-dev
   libopenmpi-dev openmpi-bin libgtest-dev procps
-  python3-venv python3-pip python3-torch python3-numpy
+  python3-venv python3-pip python3-torch python3-torchvision python3-numpy
 )
 
 missing=()
@@ -31,7 +31,7 @@ venv="$root/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
-if ! "$venv/bin/python" -c "import onnx, onnxruntime, torch, numpy, safetensors" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import onnx, onnxruntime, torch, numpy, safetensors, transformers" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements.txt"
 fi
 

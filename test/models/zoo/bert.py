@@ -1,0 +1,49 @@
+"""transformers' BertForMaskedLM at a small size: vocabulary 64, 16 positions,
+width 32, 2 heads, 2 layers, intermediate 64, no dropout, the decoder tied to
+the word embedding, no padding token (pad_token_id 0 would make row 0 of the
+word embedding nn.Embedding's padding_idx, whose row PyTorch's lookup passes
+no gradient; the exported Gather knows no padding row, so cleave would train
+it). The loss is the model's masked-language-modelling
+cross-entropy over every position whose label is not -100.
+
+Inputs: idx, targets (4x16 int64). Usage: bert.py OUT.onnx"""
+import sys
+
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+import common
+
+NAMES = ["idx", "targets"]
+VOCAB, SEQ, BATCH = 64, 16, 4
+
+
+class WithLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=64,
+                            max_position_embeddings=SEQ, type_vocab_size=1, pad_token_id=None,
+                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                            attn_implementation="eager")
+        self.net = BertForMaskedLM(config)
+
+    def forward(self, idx, targets):
+        return self.net(input_ids=idx, labels=targets).loss
+
+
+def build():
+    torch.manual_seed(0)
+    model = common.distinct(WithLoss())
+    g = torch.Generator().manual_seed(1)
+    idx = common.labels(VOCAB, (BATCH, SEQ), g)
+    targets = common.labels(VOCAB, (BATCH, SEQ), g)
+    return model.train(), (idx, targets)
+
+
+def export(path, batch=None):
+    return common.export(sys.modules[__name__], path, batch)
+
+
+if __name__ == "__main__":
+    export(sys.argv[1])

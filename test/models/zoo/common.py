@@ -1,0 +1,81 @@
+"""Shared pieces of the model zoo (test/models/zoo_vs_pytorch.py): every model
+is built from library code (transformers' and torchvision's classes) at a
+small size with random weights, and wrapped so that its forward returns the
+scalar loss, which test/lib/torch_export.py's export_with_loss puts in the
+graph as its only output.
+
+Each zoo module (gpt2.py, bert.py, ...) defines NAMES (the graph's inputs),
+build() -> (model, example inputs), seeded so that every call builds the same
+weights, and export(path, batch=None)."""
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "lib"))
+
+from torch_export import export_with_loss  # noqa: E402
+
+
+def distinct(model, generator=None):
+    """Gives every constant parameter and floating buffer (LayerNorm and RMSNorm
+    weights of ones, biases of zeros, BatchNorm's running statistics) its own
+    random values near the constant. torch's exporter merges initializers with
+    equal contents into one tensor, which cleave would then train as one
+    parameter where PyTorch trains several."""
+    with torch.no_grad():
+        tensors = list(model.named_parameters()) + [
+            (n, b) for n, b in model.named_buffers() if b.is_floating_point()]
+        for _, t in tensors:
+            if t.numel() > 1 and bool((t == t.reshape(-1)[0]).all()):
+                base = float(t.reshape(-1)[0])
+                if "running_var" in _ or base == 1.0:
+                    t.uniform_(0.5, 1.5)
+                else:
+                    t.add_(torch.empty_like(t).uniform_(-0.1, 0.1))
+    return model
+
+
+def repeat_batch(args, batch):
+    """The example inputs cut or repeated to `batch` samples."""
+    return tuple(torch.cat([a] * batch)[:batch] for a in args)
+
+
+def export(module, path, batch=None, training_mode=False):
+    """Exports module.build()'s model at `batch` samples (the example's by
+    default) and returns (model, inputs), the model holding what the file
+    holds. With training_mode (BatchNorm models) the export is in training
+    mode; its exporter runs a forward that moves BatchNorm's running
+    statistics and writes the moved ones, so the module's buffers are set
+    from the file. A parameter that differs from the file's is an error."""
+    model, args = module.build()
+    if batch is not None:
+        args = repeat_batch(args, batch)
+    options = {}
+    if training_mode:
+        options["training"] = torch.onnx.TrainingMode.TRAINING
+    export_with_loss(model, args, path, module.NAMES, **options)
+    stored = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, value in model.state_dict().items():
+            if name not in stored:
+                continue
+            if name in parameters:
+                if not np.array_equal(stored[name], value.numpy()):
+                    raise SystemExit(f"FAIL: {path} holds another {name} than the module")
+            else:
+                value.copy_(torch.from_numpy(stored[name].copy()))
+    return model, args
+
+
+def labels(num_classes, shape, generator):
+    """Random class labels that include the largest class (the test draws its
+    data below the example's maximum)."""
+    out = torch.randint(0, num_classes, shape, generator=generator, dtype=torch.int64)
+    out.view(-1)[0] = num_classes - 1
+    return out

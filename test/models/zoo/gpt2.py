@@ -1,0 +1,43 @@
+"""transformers' GPT2LMHeadModel at a small size: vocabulary 64, 16
+positions, width 32, 2 heads, 2 blocks, no dropout, the output head tied to
+the token embedding. The loss is the model's own shifted language-modelling
+cross-entropy (targets of -100 are ignored).
+
+Inputs: idx, targets (4x16 int64). Usage: gpt2.py OUT.onnx"""
+import sys
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+import common
+
+NAMES = ["idx", "targets"]
+VOCAB, SEQ, BATCH = 64, 16, 4
+
+
+class WithLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        config = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        self.net = GPT2LMHeadModel(config)
+
+    def forward(self, idx, targets):
+        return self.net(input_ids=idx, labels=targets).loss
+
+
+def build():
+    torch.manual_seed(0)
+    model = common.distinct(WithLoss())
+    g = torch.Generator().manual_seed(1)
+    idx = common.labels(VOCAB, (BATCH, SEQ), g)
+    targets = common.labels(VOCAB, (BATCH, SEQ), g)
+    return model.train(), (idx, targets)
+
+
+def export(path, batch=None):
+    return common.export(sys.modules[__name__], path, batch)
+
+
+if __name__ == "__main__":
+    export(sys.argv[1])
