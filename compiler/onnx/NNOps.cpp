@@ -664,6 +664,12 @@ Results importAttention(NodeContext &n) {
   }
   Value presentKey = k, presentValue = v;
   ArrayRef<int64_t> qShape = n.shape(*query), kShape = n.shape(k);
+  ArrayRef<int64_t> vShape = n.shape(v);
+  if (vShape[0] != kShape[0] || vShape[1] != kShape[1] || vShape[2] != kShape[2]) {
+    n.error() << "V " << v.getType() << " does not have K's " << k.getType()
+              << " batch, heads and keys";
+    return failure();
+  }
   int64_t queries = qShape[2], keys = kShape[2], heads = qShape[1], kvHeads = kShape[1];
   int64_t pastLength = n.input(4) ? n.shape(n.input(4))[2] : 0;
   double scale = n.attr("scale") ? n.getFloat("scale", 1.0f) : 1.0 / std::sqrt(double(qShape[3]));
