@@ -9,7 +9,6 @@ cross-entropy over every position whose label is not -100.
 Inputs: idx, targets (4x16 int64). Usage: bert.py OUT.onnx"""
 import sys
 
-import torch
 from transformers import BertConfig, BertForMaskedLM
 
 import common
@@ -18,27 +17,17 @@ NAMES = ["idx", "targets"]
 VOCAB, SEQ, BATCH = 64, 16, 4
 
 
-class WithLoss(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
-                            num_attention_heads=2, intermediate_size=64,
-                            max_position_embeddings=SEQ, type_vocab_size=1, pad_token_id=None,
-                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                            attn_implementation="eager")
-        self.net = BertForMaskedLM(config)
-
-    def forward(self, idx, targets):
-        return self.net(input_ids=idx, labels=targets).loss
+def make_model():
+    config = BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=SEQ, type_vocab_size=1, pad_token_id=None,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                        attn_implementation="eager")
+    return common.LanguageModelLoss(BertForMaskedLM(config))
 
 
 def build():
-    torch.manual_seed(0)
-    model = common.distinct(WithLoss())
-    g = torch.Generator().manual_seed(1)
-    idx = common.labels(VOCAB, (BATCH, SEQ), g)
-    targets = common.labels(VOCAB, (BATCH, SEQ), g)
-    return model.train(), (idx, targets)
+    return common.build(make_model, common.token_inputs(VOCAB, BATCH, SEQ))
 
 
 def export(path, batch=None):

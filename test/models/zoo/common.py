@@ -40,6 +40,48 @@ def distinct(model, generator=None):
     return model
 
 
+class LanguageModelLoss(torch.nn.Module):
+    """A transformers language model whose forward returns its own loss."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, idx, targets):
+        return self.net(input_ids=idx, labels=targets).loss
+
+
+class ClassifierLoss(torch.nn.Module):
+    """An image classifier whose forward returns the cross-entropy of its
+    logits."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, labels):
+        return torch.nn.functional.cross_entropy(self.net(x), labels)
+
+
+def build(make_model, make_inputs):
+    """make_model()'s model with distinct constants, in training mode, and
+    make_inputs(generator)'s example inputs, seeded alike on every call."""
+    torch.manual_seed(0)
+    model = distinct(make_model())
+    return model.train(), make_inputs(torch.Generator().manual_seed(1))
+
+
+def token_inputs(vocab, batch, seq):
+    """Example token ids and targets, batch x seq each."""
+    return lambda g: (labels(vocab, (batch, seq), g), labels(vocab, (batch, seq), g))
+
+
+def image_inputs(classes, batch):
+    """Example 32x32 RGB images and their class labels."""
+    return lambda g: (torch.randn((batch, 3, 32, 32), generator=g),
+                      labels(classes, (batch,), g))
+
+
 def repeat_batch(args, batch):
     """The example inputs cut or repeated to `batch` samples."""
     return tuple(torch.cat([a] * batch)[:batch] for a in args)

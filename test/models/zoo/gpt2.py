@@ -6,7 +6,6 @@ cross-entropy (targets of -100 are ignored).
 Inputs: idx, targets (4x16 int64). Usage: gpt2.py OUT.onnx"""
 import sys
 
-import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 import common
@@ -15,24 +14,14 @@ NAMES = ["idx", "targets"]
 VOCAB, SEQ, BATCH = 64, 16, 4
 
 
-class WithLoss(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        config = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2,
-                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
-        self.net = GPT2LMHeadModel(config)
-
-    def forward(self, idx, targets):
-        return self.net(input_ids=idx, labels=targets).loss
+def make_model():
+    config = GPT2Config(vocab_size=VOCAB, n_positions=SEQ, n_embd=32, n_layer=2, n_head=2,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    return common.LanguageModelLoss(GPT2LMHeadModel(config))
 
 
 def build():
-    torch.manual_seed(0)
-    model = common.distinct(WithLoss())
-    g = torch.Generator().manual_seed(1)
-    idx = common.labels(VOCAB, (BATCH, SEQ), g)
-    targets = common.labels(VOCAB, (BATCH, SEQ), g)
-    return model.train(), (idx, targets)
+    return common.build(make_model, common.token_inputs(VOCAB, BATCH, SEQ))
 
 
 def export(path, batch=None):

@@ -30,11 +30,7 @@ class WithLoss(torch.nn.Module):
 
 
 def build():
-    torch.manual_seed(0)
-    model = common.distinct(WithLoss())
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn((BATCH, 3, 32, 32), generator=g)
-    return model.train(), (x, common.labels(CLASSES, (BATCH,), g))
+    return common.build(WithLoss, common.image_inputs(CLASSES, BATCH))
 
 
 def export(path, batch=None):
