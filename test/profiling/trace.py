@@ -157,6 +157,11 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
         calls = [s for s in comm if s.name not in ("wait", "transfer")]
         parts = [s for s in comm if s.name in ("wait", "transfer")]
         kernels = trace.track(rank, "ops")
+        # Per step: how far the phases and input reads fall short of covering
+        # it, less 15%. Work the trace leaves out shows in every step; the
+        # scheduler taking a core from a 0.7 ms step on a loaded machine shows
+        # in some, so the best step must be covered.
+        uncovered = []
         for step in steps:
             n = step.args["step"]
             record = metrics["step_times"][n - 1]["ranks"][rank]
@@ -175,9 +180,10 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
             wall = record["seconds"] * 1e6
             expect(abs(step.dur - wall) <= 2 * chrome_trace.NS,
                    f"{label}: rank {rank} step {n}: span {step.dur} us, metrics {wall} us")
-            expect(covered <= wall + chrome_trace.NS and wall - covered <= 0.15 * wall + 100,
-                   f"{label}: rank {rank} step {n}: phases and input {covered:.3f} us of "
+            expect(covered <= wall + chrome_trace.NS,
+                   f"{label}: rank {rank} step {n}: phases and input {covered:.3f} us exceed "
                    f"a {wall:.3f} us step")
+            uncovered.append((wall - covered - 0.15 * wall, covered, wall))
             # The step figures against the trace.
             keys = ("seconds", "compute_seconds", "communication_seconds",
                     "exposed_communication_seconds", "input_wait_seconds")
@@ -250,6 +256,10 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
                 expect(all(any(p.holds(k, chrome_trace.NS) for p in phases) for k in kernels
                            if step.holds(k, chrome_trace.NS)),
                        f"{label}: rank {rank} step {n}: a kernel outside every phase")
+        if uncovered:
+            short, covered, wall = min(uncovered)
+            expect(short <= 100, f"{label}: rank {rank}: in its best-covered step, phases and "
+                   f"input {covered:.3f} us of a {wall:.3f} us step")
         if checkpoints:
             # Every rank writes; rank 0 knows the bytes of all ranks' files.
             written = trace.track(rank, "checkpoint")
