@@ -685,6 +685,11 @@ Results importAttention(NodeContext &n) {
     return sum ? n.buildOne<AddOp>({sum, term}) : FailureOr<Value>(term);
   };
   if (Value mask = n.input(3)) {
+    if (n.rank(mask) < 1 || n.rank(mask) > 4) {
+      n.error() << "attn_mask " << mask.getType()
+                << " is not of rank 1 to 4: it broadcasts to (batch, heads, queries, keys)";
+      return failure();
+    }
     int64_t missing = keys - n.shape(mask).back();
     if (missing < 0) {
       n.error() << "attn_mask " << mask.getType() << " has more than the " << keys << " keys";

@@ -704,22 +704,18 @@ int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSe
   // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
   // one per dp rank too.
   program.blobName = weightsBlobName(plan, job.coordinates);
-  // Every rank loads, or none goes on: a rank that found a fault said which.
-  auto everyRank = [&](int code) {
-    int32_t failed = code != 0;
-    job.communication->world().allReduceSum(&failed, 1, DType::I32, {-1, "checkpoint"});
-    return failed ? (code ? code : 1) : 0;
-  };
   int code = loadWeights(dir, program.blobName, plan, program.hostWeights);
-  if (resume) {
-    // Its files are known whole (readResumePoint): read the ranges held.
-    code = everyRank(code ? code
-                          : readHeldTensors(plan, job, *resume->reader, program.hostWeights));
-  } else if (!initFrom.empty()) {
-    code = everyRank(code ? code : initializeFrom(initFrom, plan, job, program.hostWeights));
-  }
-  if (code)
-    return code;
+  if (!code && resume) // its files are known whole (readResumePoint): read the ranges held
+    code = readHeldTensors(plan, job, *resume->reader, program.hostWeights);
+  else if (!code && !initFrom.empty())
+    code = initializeFrom(initFrom, plan, job, program.hostWeights);
+  // Every rank loads, or none goes on: a rank that found a fault said which,
+  // and the others must not wait for it in the first collective (and it for
+  // them in MPI_Finalize) until the collective timeout.
+  int32_t failed = code != 0;
+  job.communication->world().allReduceSum(&failed, 1, DType::I32, {-1, "loading weights"});
+  if (failed)
+    return code ? code : 1;
   program.weights = std::make_unique<Buffer>(backend, program.hostWeights.size());
   backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
                        program.hostWeights.size());

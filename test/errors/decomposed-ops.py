@@ -27,6 +27,7 @@
 # RUN: %refuses 1 cleave import %t/attention_mask_heads.onnx | FileCheck %s --check-prefix=ATTNMASK
 # RUN: %refuses 1 cleave import %t/attention_lengths_2d.onnx | FileCheck %s --check-prefix=ATTNLEN
 # RUN: %refuses 1 cleave import %t/attention_value_heads.onnx | FileCheck %s --check-prefix=ATTNV
+# RUN: %refuses 1 cleave import %t/attention_mask_scalar.onnx | FileCheck %s --check-prefix=ATTNSCALAR
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -50,6 +51,7 @@
 # ATTNMASK: node 'attention' (Attention, domain 'ai.onnx', opset 23): operands are not broadcast-compatible
 # ATTNLEN: node 'attention' (Attention, domain 'ai.onnx', opset 24): nonpad_kv_seqlen 'tensor<2x1xi64>' is not one length per batch
 # ATTNV: node 'attention' (Attention, domain 'ai.onnx', opset 23): V 'tensor<2x43x6x8xf32>' does not have K's 'tensor<2x3x6x8xf32>' batch, heads and keys
+# ATTNSCALAR: node 'attention' (Attention, domain 'ai.onnx', opset 23): attn_mask 'tensor<f32>' is not of rank 1 to 4: it broadcasts to (batch, heads, queries, keys)
 # CONVT: node 'convtranspose' (ConvTranspose, domain 'ai.onnx', opset 17): attribute 'output_shape' or 'pads' gives output dim 9 for input dim 3, which a transposed convolution with these strides does not reach: this form is not supported
 
 from onnx import helper
@@ -116,6 +118,10 @@ cases.add("attention_mask_heads")(lambda: one(
 cases.add("attention_value_heads")(lambda: one(
     "Attention", [("q", F32, [2, 9, 4, 8]), ("k", F32, [2, 3, 6, 8]), ("v", F32, [2, 43, 6, 8])],
     opset=23))
+# A third: a scalar mask (it read past the end of its empty shape).
+cases.add("attention_mask_scalar")(lambda: one(
+    "Attention", [("q", F32, [2, 3, 4, 8]), ("k", F32, [2, 3, 6, 8]), ("v", F32, [2, 3, 6, 8]),
+                  ("m", F32, [])], opset=23))
 cases.add("attention_lengths_2d")(lambda: one(
     "Attention", [("q", F32, [2, 3, 4, 8]), ("k", F32, [2, 3, 6, 8]), ("v", F32, [2, 3, 6, 10]),
                   ("", F32, []), ("", F32, []), ("", F32, []), ("n", I64, [2, 1])], opset=24))
