@@ -43,6 +43,22 @@ bool hasDims(Value v) {
   return type && type.getRank() > 0;
 }
 
+/// The dim of a reshape's result that is `dim` of its input: of the same
+/// size, after dims of the same product (so every element keeps its index
+/// along it). None if the reshape merges or splits it.
+std::optional<int64_t> keptDim(ArrayRef<int64_t> in, ArrayRef<int64_t> out, int64_t dim) {
+  int64_t before = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    before *= in[d];
+  int64_t product = 1;
+  for (auto [d, size] : llvm::enumerate(out)) {
+    if (product == before && size == in[dim])
+      return static_cast<int64_t>(d);
+    product *= size;
+  }
+  return std::nullopt;
+}
+
 /// One plan entry: a parameter-name glob and its layout.
 struct PlanEntry {
   std::string text;
@@ -273,6 +289,13 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
         if (fromB && (c == in.end() ||
                       c->second == Split{typeOf(gemm.getC()).getRank() - 1, b->second.blocks}))
           out = Split{1, b->second.blocks};
+      } else if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(op)) {
+        // A reshape that keeps the split dim (Hugging Face's Conv1D flattens
+        // to 2-D around its product and back) keeps its blocks.
+        Split split = in[0].second;
+        if (auto dim = keptDim(typeOf(op.getOperand(0)).getShape(),
+                               typeOf(op.getResult(0)).getShape(), split.dim))
+          out = Split{*dim, split.blocks};
       } else if (auto split = dyn_cast<SplitOp>(op)) {
         Split whole = in[0].second;
         int64_t size = typeOf(split.getInput()).getDimSize(whole.dim);
@@ -307,9 +330,9 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
       if (inBlocks != in.end())
         return op.emitError("reads a value split over tp in ")
                << inBlocks->second.blocks
-               << " blocks; only transposes, matrix products (as the right operand, split "
-               << "along N), elementwise ops with every split operand split alike, and a "
-               << "split into its blocks may read it";
+               << " blocks; only transposes, reshapes that keep the split dim, matrix products "
+               << "(as the right operand, split along N), elementwise ops with every split "
+               << "operand split alike, and a split into its blocks may read it";
     }
     return success();
   }
