@@ -334,8 +334,8 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("clip-grad-norm", t.clipGradNorm, "zero (off) or positive");
   if (t.gradAccum < 1)
     return bad("grad-accum", t.gradAccum, "positive");
-  if (t.batchSize < 0)
-    return bad("batch-size", t.batchSize, "positive");
+  if (t.batchSize && *t.batchSize < 1)
+    return bad("batch-size", *t.batchSize, "positive");
   if (failed(parseMesh(t.mesh)))
     return failure();
   if (t.zero < 0 || t.zero > 3)
@@ -351,8 +351,8 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
                              : "shards over the mesh's dp axis, which has one rank here",
                 "add --mesh dp=N with N > 1", kExitBadUsage);
   int64_t slices = t.gradAccum * axisRanks("dp");
-  if (t.batchSize % slices != 0)
-    return fail("--batch-size " + std::to_string(t.batchSize),
+  if (t.batchSize && *t.batchSize % slices != 0)
+    return fail("--batch-size " + std::to_string(*t.batchSize),
                 "does not split into " + std::to_string(slices) +
                     " equal microbatches (--grad-accum x the mesh's dp)",
                 "choose a multiple of " + std::to_string(slices), kExitBadUsage);
@@ -381,7 +381,7 @@ LogicalResult Compiler::readPlan(StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return fail(path, "cannot read the plan: " + buffer.getError().message(), "",
-                kExitBadUsage);
+                kExitBadInput);
   StringRef text = (*buffer)->getBuffer();
   std::string syntax = rt::jsonSyntaxError(std::string_view(text.data(), text.size()));
   if (!syntax.empty())
@@ -516,9 +516,9 @@ LogicalResult Compiler::run() {
   if (options.train && failed(checkTrainOptions(options.training)))
     return failure();
   ImportOptions import = options.import;
-  if (options.train && options.training.batchSize > 0)
+  if (options.train && options.training.batchSize)
     import.batchSize =
-        options.training.batchSize / (options.training.gradAccum * axisRanks("dp"));
+        *options.training.batchSize / (options.training.gradAccum * axisRanks("dp"));
   // A model's training_info defines the step, unless told otherwise.
   if (options.train && !options.ignoreTrainingInfo) {
     import.trainingInfo = true;

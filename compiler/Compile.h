@@ -8,6 +8,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 
+#include <optional>
 #include <string>
 
 namespace cleave {
@@ -28,9 +29,9 @@ struct TrainOptions {
   int64_t warmup = 0;
   /// Microbatches whose gradients one step accumulates.
   int64_t gradAccum = 1;
-  /// Samples per step (all microbatches of all data-parallel ranks); 0 takes
-  /// the model's input shapes as one rank's micro-batch.
-  int64_t batchSize = 0;
+  /// Samples per step (all microbatches of all data-parallel ranks); unset
+  /// takes the model's input shapes as one rank's micro-batch.
+  std::optional<int64_t> batchSize;
   /// The device mesh, "dp=2" (empty: one device).
   std::string mesh;
   /// A plan file: parameter-name globs and their layouts over the mesh

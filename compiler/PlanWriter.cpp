@@ -38,6 +38,16 @@ rt::TensorSpec tensorSpec(StringRef name, Type type) {
 }
 
 /// A constant's bytes in host layout (bools one byte each).
+/// cleave-index-ranges' record of an input.
+rt::IndexRange indexRange(DictionaryAttr attr) {
+  auto integer = [&](StringRef key) { return attr.getAs<IntegerAttr>(key).getInt(); };
+  rt::IndexRange range{integer("low"), integer("high"), std::nullopt,
+                       attr.getAs<StringAttr>("reader").str()};
+  if (attr.get("ignored"))
+    range.ignored = integer("ignored");
+  return range;
+}
+
 std::vector<char> constantBytes(ConstantOp op) {
   auto dense = cast<DenseElementsAttr>(op.getValue());
   auto type = cast<RankedTensorType>(dense.getType());
@@ -286,7 +296,10 @@ void PlanBuilder::addStoredArguments(func::FuncOp func) {
       if (!func.getArgAttr(i, kWeightsOffsetAttr)) {
         if (parameters) {
           int64_t index = func.getArgAttrOfType<IntegerAttr>(i, kInputIndexAttr).getInt();
-          inputsByIndex[index] = tensorSpec(name, func.getArgument(i).getType());
+          rt::TensorSpec &input = inputsByIndex[index] =
+              tensorSpec(name, func.getArgument(i).getType());
+          if (auto range = func.getArgAttrOfType<DictionaryAttr>(i, kIndexRangeAttr))
+            input.indexRange = indexRange(range);
         }
         continue;
       }

@@ -71,18 +71,6 @@ std::string floatLiteral(double value, bool isDouble) {
   return isDouble ? text : text + "f";
 }
 
-/// The ONNX node name an op's location carries (the importer's NameLoc),
-/// or "".
-std::string nodeName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location part : fused.getLocations())
-      if (std::string name = nodeName(part); !name.empty())
-        return name;
-  return "";
-}
-
 /// `text` as a C++ string literal.
 std::string stringLiteral(StringRef text) {
   std::string literal = "\"";
@@ -208,7 +196,7 @@ private:
     // Every kernel call is preceded by its mark (runtime/StepContext.h).
     if (callee.starts_with(kernelPrefix)) {
       std::string label = callee.drop_front(kernelPrefix.size()).str();
-      if (std::string node = current ? nodeName(current->getLoc()) : ""; !node.empty())
+      if (std::string node = current ? onnxNodeName(current->getLoc()) : ""; !node.empty())
         label += " " + node;
       mark("cleave::rt::markOp", stringLiteral(label));
     }

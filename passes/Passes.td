@@ -47,6 +47,25 @@ def AppendLoss : Pass<"cleave-append-loss", "mlir::func::FuncOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def IndexRanges : Pass<"cleave-index-ranges", "mlir::func::FuncOp"> {
+  let summary = "Record which values each data input may hold where ops index with it";
+  let description = [{
+    An index out of range (a token id past an embedding table, a class
+    target past the logits) is an error only a kernel sees, mid-step, with
+    no name for the sample that held it. This pass follows each input
+    (`cleave.kind = "input"`) through the ops that move its values without
+    changing them (reshape, flatten, squeeze, unsqueeze, identity, transpose,
+    expand) to the ops that index with them: a gather's indices take
+    [-rows, rows) of its table's axis; a softmax cross-entropy's or negative
+    log-likelihood's targets take [0, classes), or their ignore_index. It
+    records on the argument `cleave.index_range = {low, high, ignored,
+    reader}`: the values every such op takes (the ranges intersected; the
+    ignored value only where every op takes it) and the ops that read it.
+    The plan writer puts it in plan.json, and the program checks every
+    sample of the data it is given against it before the first step.
+  }];
+}
+
 def SplitLoss : Pass<"cleave-split-loss", "mlir::func::FuncOp"> {
   let summary = "Replace the results by the loss as a sum and a count";
   let description = [{

@@ -21,6 +21,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
         {options.appendLossKind, options.appendLossOutput, options.appendLossTarget}));
     loss = "loss";
   }
+  pm.addNestedPass<func::FuncOp>(createIndexRanges());
   AutodiffOptions autodiff;
   autodiff.loss = loss;
   autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());

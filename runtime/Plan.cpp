@@ -76,7 +76,13 @@ bool holdsItsShare(const Sharding &sharding, const TensorSpec &local, const Mesh
 //===--- writing ----------------------------------------------------------===//
 
 Json tensorJson(const TensorSpec &spec) {
-  return {{"name", spec.name}, {"dtype", dtypeName(spec.dtype)}, {"shape", spec.shape}};
+  Json json = {{"name", spec.name}, {"dtype", dtypeName(spec.dtype)}, {"shape", spec.shape}};
+  if (const std::optional<IndexRange> &range = spec.indexRange) {
+    json["index_range"] = {{"low", range->low}, {"high", range->high}, {"reader", range->reader}};
+    if (range->ignored)
+      json["index_range"]["ignored"] = *range->ignored;
+  }
+  return json;
 }
 
 Json boxJson(const Box &box) { return {{"offset", box.offset}, {"shape", box.shape}}; }
@@ -232,6 +238,23 @@ public:
       return false;
     if (!dtypeFromName(dtype, spec.dtype))
       return fail(path + "dtype", "'" + dtype + "' is not an element type");
+    const Json *range = field(entry, path, "index_range", /*optional=*/true);
+    if (!range)
+      return true;
+    IndexRange &r = spec.indexRange.emplace();
+    const std::string at = path + "index_range.";
+    constexpr int64_t anything = std::numeric_limits<int64_t>::min();
+    int64_t ignored = 0;
+    if (!integer(*range, at, "low", r.low, anything) ||
+        !integer(*range, at, "high", r.high, anything) || !string(*range, at, "reader", r.reader))
+      return false;
+    if (range->contains("ignored")) {
+      if (!integer(*range, at, "ignored", ignored, anything))
+        return false;
+      r.ignored = ignored;
+    }
+    if (r.low > r.high)
+      return fail(at + "high", "is below low");
     return true;
   }
   bool tensors(const Json &plan, const char *key, std::vector<TensorSpec> &out) {
@@ -537,6 +560,11 @@ std::string weightsBlobName(const Plan &plan, const std::vector<int> &coordinate
   for (const std::string &axis : plan.weightsByAxes)
     name += "." + axis + std::to_string(coordinates[plan.mesh->axisIndex(axis)]);
   return name + ".bin";
+}
+
+std::string IndexRange::text() const {
+  std::string text = "[" + std::to_string(low) + ", " + std::to_string(high) + ")";
+  return ignored ? text + " or " + std::to_string(*ignored) : text;
 }
 
 std::string shapeText(const std::vector<int64_t> &shape) {

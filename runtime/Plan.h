@@ -30,10 +30,25 @@ inline constexpr int kPlanFormatVersion = 3;
 /// The largest plan.json read.
 inline constexpr uint64_t kMaxPlanBytes = 256u << 20;
 
+/// The values a data input may hold where ops index with them
+/// (passes/IndexRanges.cpp): [low, high), or `ignored`; `reader` names the
+/// first such op.
+struct IndexRange {
+  int64_t low = 0, high = 0;
+  std::optional<int64_t> ignored;
+  std::string reader;
+
+  bool holds(int64_t v) const { return (v >= low && v < high) || v == ignored; }
+  /// "[0, 10) or -100".
+  std::string text() const;
+};
+
 struct TensorSpec {
   std::string name;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
+  /// An input's, where ops index with it.
+  std::optional<IndexRange> indexRange;
 };
 
 /// A dim of a stored tensor split over a mesh axis: the dim is `blocks`

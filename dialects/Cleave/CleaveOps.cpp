@@ -126,6 +126,16 @@ StringAttr cleave::argumentKind(Value value) {
   return func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
 }
 
+std::string cleave::onnxNodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location part : fused.getLocations())
+      if (std::string name = onnxNodeName(part); !name.empty())
+        return name;
+  return "";
+}
+
 std::optional<std::string> cleave::tensorShapeError(ArrayRef<int64_t> shape) {
   int64_t count = 1;
   bool overflow = false;

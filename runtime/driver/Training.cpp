@@ -374,6 +374,56 @@ int readDataSets(const Plan &plan, const TrainingOptions &options, int64_t batch
   return 0;
 }
 
+/// Element `i` of an array of indices (i32 or i64).
+int64_t indexAt(const NpyArray &array, size_t i) {
+  if (array.dtype == DType::I32) {
+    int32_t value;
+    std::memcpy(&value, array.data.data() + i * sizeof value, sizeof value);
+    return value;
+  }
+  int64_t value;
+  std::memcpy(&value, array.data.data() + i * sizeof value, sizeof value);
+  return value;
+}
+
+/// The data inputs that ops index with (token ids, class targets), checked
+/// against what those ops take (plan.json's index ranges) before the first
+/// step: the first sample this run reads that holds a value out of range is
+/// named with its data input and the step that would read it, which a
+/// kernel's range error, mid-step, cannot say. Samples the run does not
+/// read are not refused.
+int checkIndexRanges(const Plan &plan, const DataSets &data, int64_t batch, int64_t firstStep,
+                     int64_t steps, SampleOrder order) {
+  const TrainingSpec &spec = *plan.training;
+  for (size_t k = 0; k < spec.dataInputs.size(); ++k) {
+    const TensorSpec &input = plan.inputs[spec.dataInputs[k]];
+    const NpyArray &array = data.arrays[k];
+    if (!input.indexRange || (array.dtype != DType::I32 && array.dtype != DType::I64) ||
+        data.samples == 0)
+      continue;
+    const IndexRange &range = *input.indexRange;
+    const size_t perSample = array.data.size() / dtypeSize(array.dtype) /
+                             static_cast<size_t>(data.samples);
+    std::map<int64_t, int64_t> bad; // sample -> its first value out of range
+    for (size_t i = 0; i < perSample * static_cast<size_t>(data.samples); ++i)
+      if (int64_t value = indexAt(array, i); !range.holds(value))
+        bad.emplace(static_cast<int64_t>(i / perSample), value);
+    if (bad.empty())
+      continue;
+    for (int64_t step = firstStep; step <= steps; ++step)
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t sample = order.at(static_cast<uint64_t>((step - 1) * batch + b));
+        if (auto found = bad.find(sample); found != bad.end())
+          return fail("data '" + input.name + "' (" + data.files[k] + ")",
+                      "sample " + std::to_string(sample) + ", read at step " +
+                          std::to_string(step) + ", holds " + std::to_string(found->second) +
+                          ": " + range.reader + " take " + range.text(),
+                      1);
+      }
+  }
+  return 0;
+}
+
 /// The steps of this run (--steps, or whole batches of --epochs) and of the
 /// learning-rate schedule.
 int countSteps(const TrainingOptions &options, int64_t samples, int64_t batch, int64_t &steps,
@@ -904,6 +954,9 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return code;
   const int64_t firstStep = resume ? resume->index.position.step + 1 : 1;
   const uint64_t seed = resume ? resume->index.position.seed : options.seed.value_or(0);
+  if (int code = checkIndexRanges(plan, data, batch, firstStep, steps,
+                                  SampleOrder(data.samples, options.shuffle, seed)))
+    return code;
   // From here on every rank speaks for itself: its own weights blob, and a
   // collective that times out names the rank that waited.
   quiet.restore();

@@ -71,6 +71,8 @@ def main():
          "parameters[0].split.axis"),
         ("shape-not-a-list", lambda p: first(p).update(shape=7), "parameters[0].shape"),
         ("old-format", lambda p: p.update(format_version=1), "not a format_version 3 plan"),
+        ("index-range-reversed", lambda p: p["inputs"][1]["index_range"].update(low=20),
+         "inputs[1].index_range.high: is below low"),
     ]
     for name, change, field in cases:
         tampered(work, problems, name, change, field)
