@@ -567,7 +567,7 @@ Results importGatherND(NodeContext &n) {
 /// into zeros of data's rows at `positions`; with reduction "add" added to
 /// data, with "none" written where a position was hit (ONNX leaves repeated
 /// positions undefined without a reduction). "mul", "max" and "min" are
-/// refused.
+/// refused. Data of f32, f64, i32 or i64 (what gather_grad adds).
 Results scatter(NodeContext &n, Value positions, Value rows) {
   Value data = n.input(0), updates = n.input(2);
   std::string reduction = n.getString("reduction", "none");
@@ -575,7 +575,10 @@ Results scatter(NodeContext &n, Value positions, Value rows) {
     n.error() << "attribute 'reduction' '" << reduction << "' is not supported";
     return failure();
   }
-  if (failed(n.requireFloat(0)))
+  auto scatterable = [](Type t) {
+    return t.isF32() || t.isF64() || t.isSignlessInteger(32) || t.isSignlessInteger(64);
+  };
+  if (failed(n.requireElementType(0, scatterable, "f32, f64, i32 and i64")))
     return failure();
   if (n.elementType(updates) != n.elementType(data)) {
     n.error() << "updates " << updates.getType() << " do not have data's element type";

@@ -38,6 +38,8 @@ def Cleave_NumericTensor : StaticShapeTensorOf<!listconcat([F32, F64], Cleave_In
 def Cleave_ComparableTensor
     : StaticShapeTensorOf<!listconcat([F32, F64, I1], Cleave_IntegerTypes)>;
 def Cleave_MatrixTensor : StaticShapeTensorOf<[F32, F64, I32, I64]>;
+// What gather_grad's kernels add (their atomic adds on CUDA).
+def Cleave_ScatterTensor : StaticShapeTensorOf<[F32, F64, I32, I64]>;
 // ONNX ReduceSum's and ReduceMean's types: the kernels sum in the element
 // type, which for 8- and 16-bit integers would wrap before a mean divides.
 def Cleave_SummableTensor : StaticShapeTensorOf<[F32, F64, I32, I64, UI32, UI64]>;
@@ -345,10 +347,11 @@ def Cleave_GatherGradOp : Cleave_PureOp<"gather_grad", [Cleave_Vjp]> {
     and is zero except that each slice of `grad` is added at its index along
     `axis` (repeated indices accumulate; a negative index counts from the end).
     `grad` has the shape gather gives: shape[:axis] + indices + shape[axis+1:].
+    Integers too: ScatterND and ScatterElements of integer data are made of it.
   }];
-  let arguments = (ins Cleave_FloatTensor:$grad, Cleave_IndexTensor:$indices, I64Attr:$axis,
+  let arguments = (ins Cleave_ScatterTensor:$grad, Cleave_IndexTensor:$indices, I64Attr:$axis,
                    DenseI64ArrayAttr:$shape);
-  let results = (outs Cleave_FloatTensor:$output);
+  let results = (outs Cleave_ScatterTensor:$output);
 }
 
 def Cleave_SliceGradOp : Cleave_PureOp<"slice_grad", [Cleave_Vjp]> {

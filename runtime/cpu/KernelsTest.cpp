@@ -1093,6 +1093,18 @@ TEST(GatherGrad, RepeatedAndNegativeIndicesAccumulate) {
   auto out3 = stale(DType::F32, {2, 3});
   cpu::gather_grad(ctx(), grad3, idx3, out3, 1);
   expectNear(out3, {0, 0, 0.5, 0, 0, -1.5});
+  // Integers (ScatterND of integer data) add exactly, past 2^53.
+  const int64_t big = (int64_t{1} << 60) + 1;
+  auto grad4 = make<int64_t>({3}, {big, 1, -7});
+  auto idx4 = make<int64_t>({3}, {1, 1, 0});
+  auto out4 = stale(DType::I64, {2});
+  cpu::gather_grad(ctx(), grad4, idx4, out4, 0);
+  expectEqual<int64_t>(out4, {-7, big + 1});
+  auto grad5 = make<int32_t>({2}, {1 << 30, 5});
+  auto idx5 = make<int64_t>({2}, {1, 1});
+  auto out5 = stale(DType::I32, {2});
+  cpu::gather_grad(ctx(), grad5, idx5, out5, 0);
+  expectEqual<int32_t>(out5, {0, (1 << 30) + 5});
 }
 
 TEST(GatherGrad, IsTheAdjointOfGather) {
@@ -1113,11 +1125,11 @@ TEST(GatherGrad, BadArgumentsFail) {
   auto out = zeros(DType::F32, {3});
   EXPECT_EXIT(cpu::gather_grad(ctx(), grad, idx, out, 0), ::testing::ExitedWithCode(1),
               "kernel gather_grad: index 3 out of range");
-  auto ints = zeros(DType::I64, {3});
-  auto intGrad = make<int64_t>({1}, {1});
+  auto shorts = zeros(DType::I16, {3});
+  auto shortGrad = make<int16_t>({1}, {1});
   auto zero = make<int64_t>({1}, {0});
-  EXPECT_EXIT(cpu::gather_grad(ctx(), intGrad, zero, ints, 0), ::testing::ExitedWithCode(3),
-              "kernel gather_grad: .*i64");
+  EXPECT_EXIT(cpu::gather_grad(ctx(), shortGrad, zero, shorts, 0), ::testing::ExitedWithCode(3),
+              "kernel gather_grad: .*i16");
 }
 
 TEST(SliceGrad, StepsAndNegativeSteps) {

@@ -1,8 +1,8 @@
 //===- Movement.cpp - transpose, concat, split, slice, gather, expand, trilu //
 //
 // Element-type agnostic: everything moves whole elements by byte size. The
-// adjoints of gather and slice come last: gather_grad adds (f32, f64),
-// slice_grad moves.
+// adjoints of gather and slice come last: gather_grad adds (f32, f64, i32,
+// i64), slice_grad moves.
 //
 //===----------------------------------------------------------------------===//
 
@@ -234,7 +234,7 @@ void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Ten
   dispatch(kernel, indices.dtype, IntTypes{}, [&](auto itag) {
     using I = typename decltype(itag)::type;
     const I *idx = indices.as<I>();
-    dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
+    dispatch(kernel, out.dtype, ScatterTypes{}, [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T *src = grad.as<T>();
       T *dst = out.as<T>();

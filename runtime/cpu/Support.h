@@ -206,6 +206,8 @@ using NumericTypes = TypeList<float, double, int8_t, int16_t, int32_t, int64_t, 
 using ComparableTypes = TypeList<float, double, int8_t, int16_t, int32_t, int64_t, uint8_t,
                                  uint16_t, uint32_t, uint64_t, bool>;
 using MatrixTypes = TypeList<float, double, int64_t, int32_t>;
+/// gather_grad's (the dialect's Cleave_ScatterTensor).
+using ScatterTypes = TypeList<float, double, int32_t, int64_t>;
 using AllTypes = TypeList<float, double, Half, BFloat16, int8_t, int16_t, int32_t, int64_t,
                           uint8_t, uint16_t, uint32_t, uint64_t, bool>;
 

@@ -64,6 +64,8 @@ template <typename T> struct DTypeOf {
 using F32Types = Types<float>;
 using FloatTypes = Types<float, double>;
 using IndexTypes = Types<int32_t, int64_t>;
+/// gather_grad's atomic adds (the dialect's Cleave_ScatterTensor).
+using ScatterTypes = Types<float, double, int32_t, int64_t>;
 /// Types with arithmetic: add, sub, mul, div, pow, neg, abs, relu,
 /// comparisons, reductions (the dialect's Cleave_NumericTensor); with Bool,
 /// equal and reduce_max (Cleave_ComparableTensor).

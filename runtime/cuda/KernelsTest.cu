@@ -1166,6 +1166,11 @@ TEST_F(CudaKernels, GatherGrad) {
   Tensor out3 = alloc(DType::F32, {3});
   kc::gather_grad(ctx, ones, at, out3, 0);
   expectClose(get<float>(out3), {0, 1000, 0});
+  // Integers (ScatterND of integer data) add exactly, past 2^53.
+  const int64_t big = (int64_t{1} << 60) + 1;
+  Tensor grad4 = i64({3}, {big, 1, -7}), out4 = alloc(DType::I64, {2});
+  kc::gather_grad(ctx, grad4, i64({3}, {1, 1, 0}), out4, 0);
+  EXPECT_EQ(get<int64_t>(out4), (std::vector<int64_t>{-7, big + 1}));
 }
 
 TEST_F(CudaKernels, SliceGrad) {
@@ -1244,9 +1249,10 @@ TEST(CudaKernelErrors, GradientAdjoints) {
   Tensor g{nullptr, DType::F32, Dims{2}}, out{nullptr, DType::F32, Dims{3}};
   EXPECT_EXIT(kc::slice_grad(ctx, g, out, Dims{2}, Dims{1}), ::testing::ExitedWithCode(3),
               "cleave: error: kernel slice_grad: dim 0 writes outside the result");
-  Tensor ints{nullptr, DType::I64, Dims{2}}, intOut{nullptr, DType::I64, Dims{3}};
-  EXPECT_EXIT(kc::gather_grad(ctx, ints, ints, intOut, 0), ::testing::ExitedWithCode(3),
-              "cleave: error: kernel gather_grad: unsupported element type i64");
+  Tensor shorts{nullptr, DType::I16, Dims{2}}, shortOut{nullptr, DType::I16, Dims{3}};
+  Tensor rows{nullptr, DType::I64, Dims{2}};
+  EXPECT_EXIT(kc::gather_grad(ctx, shorts, rows, shortOut, 0), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel gather_grad: unsupported element type i16");
 }
 
 TEST(CudaKernelErrors, ConvAndPoolAdjoints) {

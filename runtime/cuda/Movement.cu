@@ -2,9 +2,9 @@
 //
 // Element type agnostic: elements move as unsigned integers of their size.
 // Transpose, slice, expand, concat and split are strided copies. The
-// adjoints of gather and slice come last: gather_grad adds (f32, f64,
-// atomically, so repeated indices sum in no fixed order), slice_grad zeroes
-// and copies.
+// adjoints of gather and slice come last: gather_grad adds (f32, f64, i32,
+// i64, atomically, so repeated float indices sum in no fixed order),
+// slice_grad zeroes and copies.
 //
 //===----------------------------------------------------------------------===//
 
@@ -106,6 +106,15 @@ __global__ void triluKernel(int64_t n, int64_t rows, int64_t cols, bool upper, i
   }
 }
 
+/// atomicAdd, an int64_t added as unsigned: two's complement adds alike,
+/// and CUDA has no signed 64-bit form.
+template <typename T> __device__ void addAtomically(T *to, T value) {
+  if constexpr (std::is_same_v<T, int64_t>)
+    atomicAdd(reinterpret_cast<unsigned long long *>(to), static_cast<unsigned long long>(value));
+  else
+    atomicAdd(to, value);
+}
+
 /// One thread per element of grad, added at its index (atomically: repeated
 /// indices meet in one element).
 template <typename T, typename I>
@@ -114,7 +123,7 @@ __global__ void gatherGradKernel(int64_t n, int64_t count, int64_t axisDim, int6
   CLEAVE_GRID_LOOP(i, n) {
     int64_t to = gatheredFrom(i, count, axisDim, inner, indices);
     if (to >= 0)
-      atomicAdd(out + to, grad[i]);
+      addAtomically(out + to, grad[i]);
   }
 }
 
@@ -290,7 +299,7 @@ void gather_grad(Context &ctx, const Tensor &grad, const Tensor &indices, const 
   int64_t n = grad.numel();
   dispatch(kernel, indices.dtype, IndexTypes{}, [&](auto indexTag) {
     using I = typename decltype(indexTag)::type;
-    dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
+    dispatch(kernel, out.dtype, ScatterTypes{}, [&](auto tag) {
       using T = typename decltype(tag)::type;
       if (out.numel() > 0)
         check(cudaMemsetAsync(out.data, 0, out.bytes(), ctx.stream), kernel);

@@ -71,6 +71,26 @@ case("comparisons_u8", [node("LessOrEqual", ["a", "b"], "less_or_equal_u8"),
      [("a", TensorProto.UINT8, [4]), ("b", TensorProto.UINT8, [4])],
      {"a": np.array([0, 200, 7, 255], np.uint8), "b": np.array([1, 100, 7, 0], np.uint8)})
 
+# Integer scatters (T5 shifts its labels right with a ScatterND of int64),
+# values past 2^53 where a float detour would round.
+big = 2**60 + 1
+case("scatter_integers",
+     [node("ScatterND", ["d", "nd", "u"], "scatter_nd_i64"),
+      node("ScatterND", ["d", "nd", "u"], "scatter_nd_add_i64", reduction="add"),
+      node("ScatterElements", ["d", "ei", "eu"], "scatter_elements_i64", axis=1),
+      node("ScatterElements", ["d32", "ei", "eu32"], "scatter_elements_i32", axis=1,
+           reduction="add")],
+     [("d", TensorProto.INT64, [2, 4]), ("nd", TensorProto.INT64, [2, 2]),
+      ("u", TensorProto.INT64, [2]), ("ei", TensorProto.INT64, [2, 2]),
+      ("eu", TensorProto.INT64, [2, 2]), ("d32", TensorProto.INT32, [2, 4]),
+      ("eu32", TensorProto.INT32, [2, 2])],
+     {"d": np.array([[1, 2, 3, big], [-5, 6, -7, 8]], np.int64),
+      "nd": np.array([[1, 3], [0, 0]], np.int64), "u": np.array([big, -9], np.int64),
+      "ei": np.array([[3, 0], [1, 2]], np.int64),
+      "eu": np.array([[big, -1], [40, 50]], np.int64),
+      "d32": np.array([[1, 2, 3, 4], [-5, 6, -7, 8]], np.int32),
+      "eu32": np.array([[10, -1], [40, 2**30]], np.int32)})
+
 bools_a = np.array([[True, False, True, False]] * 2)
 bools_b = np.array([True, True, False, False])
 case("logical", [node("And", ["a", "b"], "and"), node("Or", ["a", "b"], "or"),

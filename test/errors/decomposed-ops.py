@@ -15,7 +15,7 @@
 # RUN: %refuses 1 cleave import %t/cumsum_u32.onnx | FileCheck %s --check-prefix=CUMSUM
 # RUN: %refuses 1 cleave import %t/prelu_slope.onnx | FileCheck %s --check-prefix=PRELU
 # RUN: %refuses 1 cleave import %t/scatternd_max.onnx | FileCheck %s --check-prefix=SCATTERMAX
-# RUN: %refuses 1 cleave import %t/scatter_i64.onnx | FileCheck %s --check-prefix=SCATTERI64
+# RUN: %refuses 1 cleave import %t/scatter_u8.onnx | FileCheck %s --check-prefix=SCATTERU8
 # RUN: %refuses 1 cleave import %t/pad_reflect_far.onnx | FileCheck %s --check-prefix=REFLECT
 # RUN: %refuses 1 cleave import %t/pad_cubic.onnx | FileCheck %s --check-prefix=PADMODE
 # RUN: %refuses 1 cleave import %t/rms_stash.onnx | FileCheck %s --check-prefix=STASH
@@ -40,7 +40,7 @@
 # CUMSUM: node 'cumsum' (CumSum, domain 'ai.onnx', opset 17): input 'x' is 'tensor<3xui32>': cleave computes CumSum on f32, f64, i32 and i64 only
 # PRELU: node 'prelu' (PRelu, domain 'ai.onnx', opset 17): slope 3x1 does not broadcast to the input 3
 # SCATTERMAX: node 'scatternd' (ScatterND, domain 'ai.onnx', opset 18): attribute 'reduction' 'max' is not supported
-# SCATTERI64: node 'scatterelements' (ScatterElements, domain 'ai.onnx', opset 17): input 'x' is 'tensor<4xi64>': cleave computes ScatterElements on f32 and f64 only
+# SCATTERU8: node 'scatterelements' (ScatterElements, domain 'ai.onnx', opset 17): input 'x' is 'tensor<4xui8>': cleave computes ScatterElements on f32, f64, i32 and i64 only
 # REFLECT: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'reflect' with pads 3 and 0 on axis 0 of 3 elements (more than one reflection or wrap) is not supported
 # PADMODE: node 'pad' (Pad, domain 'ai.onnx', opset 17): attribute 'mode' 'cubic' is not constant, reflect, edge or wrap
 # STASH: node 'rmsnormalization' (RMSNormalization, domain 'ai.onnx', opset 23): attribute 'stash_type' 11 (other than FLOAT) is not supported
@@ -89,8 +89,8 @@ cases.add("cumsum_u32")(lambda: one("CumSum", [("x", U32, [3]), ("axis", I64, []
 cases.add("scatternd_max")(lambda: one(
     "ScatterND", [("x", F32, [4]), ("i", I64, [1, 1]), ("u", F32, [1])], opset=18,
     reduction="max"))
-cases.add("scatter_i64")(lambda: one(
-    "ScatterElements", [("x", I64, [4]), ("i", I64, [1]), ("u", I64, [1])]))
+cases.add("scatter_u8")(lambda: one(
+    "ScatterElements", [("x", U8, [4]), ("i", I64, [1]), ("u", U8, [1])]))
 cases.add("pad_reflect_far")(lambda: one(
     "Pad", [("x", F32, [3]), ("pads", I64, [2])], constants={"pads": [3, 0]}, mode="reflect"))
 cases.add("pad_cubic")(lambda: one(

@@ -45,14 +45,15 @@ import gpt2  # noqa: E402
 import llama  # noqa: E402
 import mobilenet_v2  # noqa: E402
 import resnet18  # noqa: E402
+import t5  # noqa: E402
 import vit  # noqa: E402
 from dp_vs_single import MOMENTUM, Model, close  # noqa: E402
 from train_vs_pytorch import OPTIMIZERS, compare, dataset, pytorch_steps  # noqa: E402
 
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
-MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "vit": vit,
+MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "t5": t5, "vit": vit,
           "resnet18": resnet18, "mobilenet_v2": mobilenet_v2}
-TRANSFORMERS = ("gpt2", "bert", "llama", "vit")
+TRANSFORMERS = ("gpt2", "bert", "llama", "t5", "vit")
 PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{name}.json") for name in TRANSFORMERS}
 DEFAULT = ["gpt2:pytorch", "resnet18:pytorch", "gpt2:tp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01). The
