@@ -82,9 +82,12 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
   /// What the plan can change so that operand #index arrives split: a
   /// parameter is split in the plan too; an activation comes split from a
   /// column-parallel producer (Megatron pairs each row-parallel linear with
-  /// one); a graph input never arrives split (empty).
+  /// one); a graph input never arrives split (empty); a constant of several
+  /// values is not sliced (one of a single value is: splitSplat).
   static std::string planHint(Operation *op, unsigned index) {
     Value source = sourceOf(op, index);
+    if (source.getDefiningOp<ConstantOp>())
+      return ": a constant of several values, which cleave does not slice per rank";
     if (!isa<BlockArgument>(source))
       return ": split the linear that computes it by its output dim (column parallel), so "
              "that it arrives split";
@@ -121,6 +124,27 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
       }
     }
     return std::nullopt;
+  }
+
+  /// A constant of one repeated value (T5's position bias of zeros) read
+  /// split where it arrives whole needs no communication: each rank makes
+  /// its part. The reader of `annotation` gets its own copy of the constant,
+  /// made with the sharding it reads it with, which shard-partition builds at
+  /// the local shape.
+  static LogicalResult splitSplat(shard::ShardOp annotation) {
+    Value source = annotation.getSrc();
+    while (auto inner = source.getDefiningOp<shard::ShardOp>())
+      source = inner.getSrc();
+    auto constant = source.getDefiningOp<ConstantOp>();
+    if (!constant || !isa<SplatElementsAttr>(constant.getValue()))
+      return failure();
+    OpBuilder b(annotation);
+    Location loc = constant.getLoc();
+    Value copy = ConstantOp::create(b, loc, constant.getType(), constant.getValue());
+    auto sharding = annotation.getSharding();
+    auto made = shard::ShardOp::create(b, loc, copy, sharding, /*annotate_for_users=*/false);
+    annotation.getSrcMutable().assign(made);
+    return success();
   }
 
   LogicalResult checkDivisible(shard::ShardOp annotation, shard::GridOp grid) {
@@ -171,6 +195,8 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
         }
         if (!reader || isa<shard::ShardOp>(reader->getOwner()))
           return WalkResult::advance(); // read by nothing
+        if (!splitDim(from) && succeeded(splitSplat(annotation)))
+          return WalkResult::advance();
         (void)refuse(reader->getOwner(), reader->getOperandNumber(), from, to);
         return WalkResult::interrupt();
       }

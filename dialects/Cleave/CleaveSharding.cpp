@@ -569,10 +569,16 @@ LogicalResult keyByWholeIndex(Operation *original, DropoutOp dropout, const Loop
 }
 
 /// The attributes of `op` at local shapes: a reshape's or an expand's
-/// shape, a split's sizes and a slice's ends follow its local result types.
+/// shape, a split's sizes, a slice's ends and a splat constant's value
+/// (cleave-check-sharding lets only those be split) follow its local result
+/// types.
 void localizeAttributes(Operation *op, ArrayRef<Type> resultTypes, ArrayRef<Value> operands,
                         Builder &b) {
-  if (isa<ReshapeOp, ExpandOp>(op)) {
+  if (auto constant = dyn_cast<ConstantOp>(op)) {
+    if (auto splat = dyn_cast<SplatElementsAttr>(constant.getValue()))
+      constant.setValueAttr(SplatElementsAttr::get(cast<ShapedType>(resultTypes[0]),
+                                                   splat.getSplatValue<Attribute>()));
+  } else if (isa<ReshapeOp, ExpandOp>(op)) {
     op->setAttr("shape", b.getDenseI64ArrayAttr(cast<RankedTensorType>(resultTypes[0]).getShape()));
   } else if (auto split = dyn_cast<SplitOp>(op)) {
     SmallVector<int64_t> sizes;
