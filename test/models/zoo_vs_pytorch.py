@@ -17,7 +17,9 @@
 #     the whole batch, with momentum: losses within 1e-5 relative every step,
 #     final parameters within 1e-5 (test/distributed/dp_vs_single.py's check);
 #     GPT-2's plan splits its fused q, k, v projection in 3 blocks through
-#     Conv1D's reshapes.
+#     Conv1D's reshapes;
+#   - tp2 (resnet18): its classifier split by classes (plans/zoo-resnet18.json)
+#     against one device, with its SGD setting.
 # The default suite runs GPT-2 and resnet18 on one device and GPT-2 on tp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
@@ -56,9 +58,13 @@ STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
 MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "mistral": mistral, "t5": t5, "vit": vit,
           "resnet18": resnet18, "mobilenet_v2": mobilenet_v2}
 TRANSFORMERS = ("gpt2", "bert", "llama", "mistral", "t5", "vit")
+CNNS = ("resnet18", "mobilenet_v2")
 # Mistral's module names are LLaMA's.
 PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' else name}.json")
-         for name in TRANSFORMERS}
+         for name in TRANSFORMERS + ("resnet18",)}
+# The layouts each model is compared on against one device: resnet18 on tp=2
+# only (dp would need --sync-batchnorm to equal one device).
+LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3") for name in TRANSFORMERS}, "resnet18": ("tp2",)}
 DEFAULT = ["gpt2:pytorch", "resnet18:pytorch", "gpt2:tp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01). The
 # BatchNorm CNNs are ill-conditioned in float32 at these sizes (BatchNorm over
@@ -178,12 +184,14 @@ def against_one_device(name, case, workdir, cache={}):
     if name not in cache:
         # Its own data files (name-dist.*.npy), not against_pytorch's.
         m = Model(f"{name}-dist", MODELS[name], MODELS[name].NAMES, 4, workdir)
-        cache[name] = (m, m.train("one-momentum", 1, 1, MOMENTUM))
+        optimizer = SETTINGS[name][1][0] if name in CNNS else MOMENTUM
+        cache[name] = (m, m.train("one", 1, 1, optimizer))
     m, reference = cache[name]
+    optimizer = SETTINGS[name][1][0] if name in CNNS else MOMENTUM
     plan = ["--plan", PLANS[name]]
     dp, tp, extra = {"dp2": (2, 1, []), "tp2": (1, 2, plan),
                      "dp2tp2z3": (2, 2, plan + ["--zero", "3"])}[case]
-    run = m.train(case, dp, 1, MOMENTUM, extra, tp=tp)
+    run = m.train(case, dp, 1, optimizer, extra, tp=tp)
     problems = []
     close(f"{name} {case}", run, reference, problems)
     worst = max(abs(a - b) / abs(b) for a, b in zip(run[0], reference[0]))
@@ -212,7 +220,7 @@ def run_case(name, case, workdir):
 def main():
     workdir = sys.argv[1]
     every = [f"{n}:pytorch" for n in MODELS] + [
-        f"{n}:{c}" for n in TRANSFORMERS for c in ("dp2", "tp2", "dp2tp2z3")]
+        f"{n}:{c}" for n, layouts in LAYOUTS.items() for c in layouts]
     selected = sys.argv[2:] or (every if os.environ.get("CLEAVE_LONG") == "1" else DEFAULT)
     problems = []
     for spec in every:

@@ -5,8 +5,8 @@ scalar loss, which test/lib/torch_export.py's export_with_loss puts in the
 graph as its only output.
 
 Each zoo module (gpt2.py, bert.py, ...) defines NAMES (the graph's inputs),
-build() -> (model, example inputs), seeded so that every call builds the same
-weights, and export(path, batch=None)."""
+and with entry_points build() -> (model, example inputs), seeded so that every
+call builds the same weights, and export(path, batch=None)."""
 import os
 import sys
 
@@ -63,12 +63,21 @@ class ClassifierLoss(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.net(x), labels)
 
 
-def build(make_model, make_inputs):
-    """make_model()'s model with distinct constants, in training mode, and
-    make_inputs(generator)'s example inputs, seeded alike on every call."""
-    torch.manual_seed(0)
-    model = distinct(make_model())
-    return model.train(), make_inputs(torch.Generator().manual_seed(1))
+def entry_points(make_model, make_inputs, names, training_mode=False):
+    """A zoo module's build() and export(path, batch=None), as
+    test/distributed/dp_vs_single.py's Model calls them: build() gives
+    make_model()'s model with distinct constants, in training mode, and
+    make_inputs(generator)'s example inputs, seeded alike on every call;
+    export() writes it (export_model) with the graph inputs `names`."""
+    def build():
+        torch.manual_seed(0)
+        model = distinct(make_model())
+        return model.train(), make_inputs(torch.Generator().manual_seed(1))
+
+    def export(path, batch=None):
+        return export_model(build, names, path, batch, training_mode)
+
+    return build, export
 
 
 def token_inputs(vocab, batch, seq):
@@ -87,20 +96,20 @@ def repeat_batch(args, batch):
     return tuple(torch.cat([a] * batch)[:batch] for a in args)
 
 
-def export(module, path, batch=None, training_mode=False):
-    """Exports module.build()'s model at `batch` samples (the example's by
-    default) and returns (model, inputs), the model holding what the file
-    holds. With training_mode (BatchNorm models) the export is in training
-    mode; its exporter runs a forward that moves BatchNorm's running
-    statistics and writes the moved ones, so the module's buffers are set
+def export_model(build, names, path, batch=None, training_mode=False):
+    """Exports build()'s model at `batch` samples (the example's by default)
+    and returns (model, inputs), the model holding what the file holds. With
+    training_mode (BatchNorm models) the export is in training mode; its
+    exporter runs a forward that moves BatchNorm's running statistics and
+    writes the moved ones, so the module's buffers are set
     from the file. A parameter that differs from the file's is an error."""
-    model, args = module.build()
+    model, args = build()
     if batch is not None:
         args = repeat_batch(args, batch)
     options = {}
     if training_mode:
         options["training"] = torch.onnx.TrainingMode.TRAINING
-    export_with_loss(model, args, path, module.NAMES, **options)
+    export_with_loss(model, args, path, names, **options)
     stored = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
     parameters = dict(model.named_parameters())
     with torch.no_grad():

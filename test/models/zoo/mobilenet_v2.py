@@ -14,7 +14,6 @@ import common
 
 NAMES = ["x", "labels"]
 CLASSES, BATCH = 10, 4
-TRAINING_MODE = True  # BatchNorm
 
 
 def make_model():
@@ -25,12 +24,8 @@ def make_model():
     return common.ClassifierLoss(net)
 
 
-def build():
-    return common.build(make_model, common.image_inputs(CLASSES, BATCH))
-
-
-def export(path, batch=None):
-    return common.export(sys.modules[__name__], path, batch, training_mode=True)
+build, export = common.entry_points(make_model, common.image_inputs(CLASSES, BATCH), NAMES,
+                                    training_mode=True)
 
 
 if __name__ == "__main__":

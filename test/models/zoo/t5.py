@@ -23,12 +23,7 @@ def make_model():
     return common.LanguageModelLoss(T5ForConditionalGeneration(config))
 
 
-def build():
-    return common.build(make_model, common.token_inputs(VOCAB, BATCH, SEQ))
-
-
-def export(path, batch=None):
-    return common.export(sys.modules[__name__], path, batch)
+build, export = common.entry_points(make_model, common.token_inputs(VOCAB, BATCH, SEQ), NAMES)
 
 
 if __name__ == "__main__":

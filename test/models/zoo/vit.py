@@ -29,12 +29,7 @@ class WithLoss(torch.nn.Module):
         return self.net(pixel_values=x, labels=labels).loss
 
 
-def build():
-    return common.build(WithLoss, common.image_inputs(CLASSES, BATCH))
-
-
-def export(path, batch=None):
-    return common.export(sys.modules[__name__], path, batch)
+build, export = common.entry_points(WithLoss, common.image_inputs(CLASSES, BATCH), NAMES)
 
 
 if __name__ == "__main__":
