@@ -711,9 +711,21 @@ int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, 
   return 0;
 }
 
+/// PyTorch's BatchNorm counter in a module's state_dict: it counts steps
+/// for a momentum of None, which ONNX's BatchNormalization (a fixed
+/// momentum) has no counterpart of, so --init-from passes over it.
+bool isBatchNormCounter(const GlobalTensor &tensor) {
+  const std::string suffix = "num_batches_tracked";
+  const std::string &name = tensor.name;
+  return tensor.dtype == DType::I64 && tensor.shape.empty() && name.size() >= suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         (name.size() == suffix.size() || name[name.size() - suffix.size() - 1] == '.');
+}
+
 /// Copies into `weights` what this rank holds of the tensors of the
 /// safetensors file `path` (whole tensors under their names): every
-/// parameter, and any other checkpointed tensor it holds. Every rank reads
+/// parameter, and any other checkpointed tensor it holds (PyTorch's
+/// BatchNorm counters are passed over). Every rank reads
 /// the same header; rank 0 reports what does not fit.
 int initializeFrom(const std::string &path, const Plan &plan, const Job &job,
                    std::vector<char> &weights) {
@@ -740,7 +752,8 @@ int initializeFrom(const std::string &path, const Plan &plan, const Job &job,
   }
   for (const GlobalTensor &tensor : reader.tensors())
     if (std::none_of(wanted.begin(), wanted.end(),
-                     [&](const GlobalTensor &t) { return t.name == tensor.name; }))
+                     [&](const GlobalTensor &t) { return t.name == tensor.name; }) &&
+        !isBatchNormCounter(tensor))
       return refuse(path + ": tensor '" + tensor.name + "'", "is not a tensor of the program");
   return readHeldTensors(plan, job, reader, weights);
 }
