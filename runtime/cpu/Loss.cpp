@@ -16,7 +16,8 @@ namespace {
 
 /// logProb is N x C x D (D the product of the trailing dims), targets N x D.
 template <typename T>
-void negativeLogLikelihood(const char *kernel, const T *logProb, const Tensor &targets,
+void negativeLogLikelihood(const Context &ctx, const char *kernel, const T *logProb,
+                           const Tensor &targets,
                            const Tensor *weights, const Tensor &loss, int64_t n, int64_t c,
                            int64_t d, Reduction reduction, bool hasIgnoreIndex,
                            int64_t ignoreIndex) {
@@ -47,8 +48,8 @@ void negativeLogLikelihood(const char *kernel, const T *logProb, const Tensor &t
         double value = 0, weight = 0;
         if (!(hasIgnoreIndex && label == ignoreIndex)) {
           if (label < 0 || label >= c)
-            failOnData(kernel, "target %lld out of range [0, %lld)", static_cast<long long>(label),
-                 static_cast<long long>(c));
+            failOnData(ctx.step, kernel, "target %lld out of range [0, %lld)",
+                       static_cast<long long>(label), static_cast<long long>(c));
           weight = w ? static_cast<double>(w[label]) : 1.0;
           value = -static_cast<double>(logProb[(i * c + label) * d + j]) * weight;
         }
@@ -92,19 +93,19 @@ void softmax_cross_entropy_loss(Context &ctx, const Tensor &scores, const Tensor
       lp = Tensor{scratch.data(), scores.dtype, scores.shape};
     }
     log_softmax(ctx, scores, lp, 1);
-    negativeLogLikelihood<T>(kernel, lp.as<T>(), labels, weights, loss, s.n, s.c, s.d, reduction,
-                             hasIgnoreIndex, ignoreIndex);
+    negativeLogLikelihood<T>(ctx, kernel, lp.as<T>(), labels, weights, loss, s.n, s.c, s.d,
+                             reduction, hasIgnoreIndex, ignoreIndex);
   });
 }
 
-void negative_log_likelihood_loss(Context &, const Tensor &input, const Tensor &target,
+void negative_log_likelihood_loss(Context &ctx, const Tensor &input, const Tensor &target,
                                   const Tensor *weight, const Tensor &loss, Reduction reduction,
                                   bool hasIgnoreIndex, int64_t ignoreIndex) {
   const char *kernel = "negative_log_likelihood_loss";
   LossShape s = lossShape(kernel, input);
   dispatch(kernel, input.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    negativeLogLikelihood<T>(kernel, input.as<T>(), target, weight, loss, s.n, s.c, s.d,
+    negativeLogLikelihood<T>(ctx, kernel, input.as<T>(), target, weight, loss, s.n, s.c, s.d,
                              reduction, hasIgnoreIndex, ignoreIndex);
   });
 }

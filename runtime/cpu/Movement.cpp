@@ -43,12 +43,13 @@ GatherShape gatherShape(const char *kernel, const Tensor &table, int64_t axis,
 }
 
 /// `index` into a dim of `dim` entries, negative ones counting from the end;
-/// one out of range is an error of `kernel`.
-int64_t indexWithin(const char *kernel, int64_t index, int64_t dim) {
+/// one out of range is an error of `kernel` at the context's step.
+int64_t indexWithin(const Context &ctx, const char *kernel, int64_t index, int64_t dim) {
   int64_t i = index < 0 ? index + dim : index;
   if (i < 0 || i >= dim)
-    failOnData(kernel, "index %lld out of range [-%lld, %lld)", static_cast<long long>(index),
-         static_cast<long long>(dim), static_cast<long long>(dim));
+    failOnData(ctx.step, kernel, "index %lld out of range [-%lld, %lld)",
+               static_cast<long long>(index), static_cast<long long>(dim),
+               static_cast<long long>(dim));
   return i;
 }
 
@@ -164,7 +165,7 @@ void slice(Context &, const Tensor &in, const Tensor &out, Dims starts, Dims ste
               window.strides, out);
 }
 
-void gather(Context &, const Tensor &data, const Tensor &indices, const Tensor &out,
+void gather(Context &ctx, const Tensor &data, const Tensor &indices, const Tensor &out,
             int64_t axis) {
   const char *kernel = "gather";
   checkType(kernel, out, data.dtype);
@@ -179,7 +180,7 @@ void gather(Context &, const Tensor &data, const Tensor &indices, const Tensor &
       T *dst = out.as<T>();
       for (int64_t o = 0; o < shape.outer; ++o)
         for (int64_t j = 0; j < shape.count; ++j) {
-          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), shape.dim);
+          int64_t i = indexWithin(ctx, kernel, static_cast<int64_t>(idx[j]), shape.dim);
           const T *s = src + (o * shape.dim + i) * shape.inner;
           T *d = dst + (o * shape.count + j) * shape.inner;
           if (shape.inner == 1)
@@ -223,7 +224,7 @@ void trilu(Context &, const Tensor &in, const Tensor &out, bool upper, int64_t k
     }
 }
 
-void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Tensor &out,
+void gather_grad(Context &ctx, const Tensor &grad, const Tensor &indices, const Tensor &out,
                  int64_t axis) {
   const char *kernel = "gather_grad";
   checkType(kernel, grad, out.dtype);
@@ -242,7 +243,7 @@ void gather_grad(Context &, const Tensor &grad, const Tensor &indices, const Ten
       // Serial, in index order: repeated indices add up deterministically.
       for (int64_t o = 0; o < shape.outer; ++o)
         for (int64_t j = 0; j < shape.count; ++j) {
-          int64_t i = indexWithin(kernel, static_cast<int64_t>(idx[j]), shape.dim);
+          int64_t i = indexWithin(ctx, kernel, static_cast<int64_t>(idx[j]), shape.dim);
           const T *s = src + (o * shape.count + j) * shape.inner;
           T *d = dst + (o * shape.dim + i) * shape.inner;
           for (int64_t k = 0; k < shape.inner; ++k)
