@@ -25,11 +25,16 @@ public:
     std::free(memory);
   }
   const cleave::rt::AllocationMeter &allocations() const override { return allocations_; }
+  bool readsHostMemory() const override { return true; }
+  // An empty tensor may have no memory at all: memcpy's null is undefined
+  // even for no bytes (UBSan's finding).
   void copyToDevice(void *device, const void *host, std::size_t bytes) override {
-    std::memcpy(device, host, bytes);
+    if (bytes > 0)
+      std::memcpy(device, host, bytes);
   }
   void copyToHost(void *host, const void *device, std::size_t bytes) override {
-    std::memcpy(host, device, bytes);
+    if (bytes > 0)
+      std::memcpy(host, device, bytes);
   }
   void setThreads(int threads) override { context.threads = threads; }
   void setStep(int64_t step, uint64_t randomStream) override {

@@ -57,6 +57,7 @@ public:
     cudaFree(memory);
   }
   const cleave::rt::AllocationMeter &allocations() const override { return allocations_; }
+  bool readsHostMemory() const override { return false; }
   void copyToDevice(void *device, const void *host, std::size_t bytes) override {
     check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
   }

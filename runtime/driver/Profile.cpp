@@ -136,14 +136,18 @@ void RunProfile::beginStep(int64_t number) {
   stepBegin = Clock::now();
 }
 
-void RunProfile::input(int64_t k, Clock::time_point begin, uint64_t bytes) {
+void RunProfile::input(int64_t k, Clock::time_point begin, uint64_t bytes, double readSeconds) {
   if (!measuring)
     return;
   const Clock::time_point end = Clock::now();
   current.input += secondsBetween(begin, end);
+  current.inputRead += readSeconds;
   if (timeline)
     timeline->add(Track::Input, "read microbatch " + std::to_string(k), begin, end,
-                  nlohmann::ordered_json{{"step", step}, {"microbatch", k}, {"bytes", bytes}}
+                  nlohmann::ordered_json{{"step", step},
+                                         {"microbatch", k},
+                                         {"bytes", bytes},
+                                         {"gathered_seconds", readSeconds}}
                       .dump());
 }
 
@@ -255,7 +259,7 @@ void RunProfile::finish(comm::Communicator &world, const std::vector<StepTimes> 
   auto flatten = [](const std::vector<StepTimes> &steps) {
     std::vector<double> values;
     for (const StepTimes &s : steps)
-      values.insert(values.end(), {s.seconds, s.compute, s.communication, s.input});
+      values.insert(values.end(), {s.seconds, s.compute, s.communication, s.input, s.inputRead});
     return values;
   };
   std::string part;
@@ -276,10 +280,13 @@ void RunProfile::finish(comm::Communicator &world, const std::vector<StepTimes> 
   ranks[0] = mine;
   std::vector<std::string> parts{part};
   for (int peer = 1; peer < world.size(); ++peer) {
-    std::vector<double> values(4 * mine.size());
+    constexpr size_t kFields = 5; // flatten's
+    std::vector<double> values(kFields * mine.size());
     world.recv(values.data(), values.size(), DType::F64, peer, kStepsTag, site);
-    for (size_t i = 0; i < mine.size(); ++i)
-      ranks[peer].push_back({values[4 * i], values[4 * i + 1], values[4 * i + 2], values[4 * i + 3]});
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const double *v = &values[kFields * i];
+      ranks[peer].push_back({v[0], v[1], v[2], v[3], v[4]});
+    }
     if (timeline) {
       int64_t size = 0;
       world.recv(&size, 1, DType::I64, peer, kTraceSizeTag, site);

@@ -36,8 +36,11 @@ struct StepTimes {
   double compute = 0;
   /// In collectives (waiting for the other ranks and moving data).
   double communication = 0;
-  /// In gathering the microbatches and copying them to the device.
+  /// Waiting for the input thread's microbatches and copying them to the
+  /// device (runtime/driver/InputPrefetch.h).
   double input = 0;
+  /// The input thread's gathering of them, beside the step.
+  double inputRead = 0;
 };
 
 class RunProfile final : public comm::CollectiveObserver, public ProgramMarks {
@@ -67,8 +70,10 @@ public:
   }
 
   void beginStep(int64_t step);
-  /// A microbatch read from `begin` to now.
-  void input(int64_t microbatch, Timeline::Clock::time_point begin, uint64_t bytes);
+  /// A microbatch waited for and copied from `begin` to now, which the
+  /// input thread gathered in `readSeconds`.
+  void input(int64_t microbatch, Timeline::Clock::time_point begin, uint64_t bytes,
+             double readSeconds);
   /// The program's forward of microbatch `microbatch`, or (negative) the
   /// optimizer's apply, begins / ends.
   void beginCall(int64_t microbatch);

@@ -6,6 +6,7 @@
 #include "runtime/Npy.h"
 #include "runtime/Random.h"
 #include "runtime/comm/Start.h"
+#include "runtime/driver/InputPrefetch.h"
 #include "runtime/driver/Profile.h"
 #include "runtime/driver/Progress.h"
 
@@ -234,8 +235,6 @@ struct ProgramState {
   std::unique_ptr<Buffer> weights, arena;
   std::vector<std::unique_ptr<Buffer>> inputBuffers;
   std::vector<Tensor> inputs, outputs;
-  /// One microbatch of each data input, gathered on the host.
-  std::vector<std::vector<char>> staging;
 };
 
 struct StepRecord {
@@ -761,9 +760,8 @@ int initializeFrom(const std::string &path, const Plan &plan, const Job &job,
 /// This rank's weights blob (from the checkpoint when resuming, with the
 /// parameters of --init-from when given), the arena and the input buffers
 /// on the backend.
-int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSets &data,
-                const ResumePoint *resume, const std::string &initFrom, Backend &backend,
-                ProgramState &program) {
+int loadProgram(const std::string &dir, const Plan &plan, Job &job, const ResumePoint *resume,
+                const std::string &initFrom, Backend &backend, ProgramState &program) {
   // A plan that splits parameters over tp has one blob per tp rank, ZeRO 3
   // one per dp rank too.
   program.blobName = weightsBlobName(plan, job.coordinates);
@@ -789,32 +787,37 @@ int loadProgram(const std::string &dir, const Plan &plan, Job &job, const DataSe
     view.data = program.inputBuffers.back()->get();
     program.inputs.push_back(view);
   }
-  for (size_t sampleBytes : data.sampleBytes)
-    program.staging.emplace_back(sampleBytes * static_cast<size_t>(plan.training->microBatch));
   program.outputs.resize(plan.outputs.size());
   return 0;
 }
 
-/// Copies microbatch `k` of step `step` into the data inputs. Batch `step`
-/// is positions [(step-1)B, step B) of the epochs one after another; this
-/// rank's microbatch k of it the (dpRank K + k)-th run of micro-batch
-/// positions (docs/training.md), so every layout with the same global batch
-/// sees the same samples.
-void feedMicrobatch(const TrainingSpec &spec, const Job &job, const DataSets &data,
-                    SampleOrder &order, int64_t step, int64_t k, Backend &backend,
-                    ProgramState &program) {
+/// Where microbatch `k` of step `step` of this rank begins in the run's
+/// order: batch `step` is positions [(step-1)B, step B) of the epochs one
+/// after another; this rank's microbatch k of it the (dpRank K + k)-th run
+/// of micro-batch positions (docs/training.md), so every layout with the
+/// same global batch sees the same samples.
+uint64_t microbatchPosition(const TrainingSpec &spec, const Job &job, int64_t step, int64_t k) {
   const int64_t micro = spec.microBatch, batch = spec.batchSize * job.dpSize;
-  const uint64_t first = static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
-                         static_cast<uint64_t>((job.dpRank * spec.gradAccum + k) * micro);
-  for (int64_t row = 0; row < micro; ++row) {
-    size_t sample = static_cast<size_t>(order.at(first + static_cast<uint64_t>(row)));
-    for (size_t d = 0; d < data.arrays.size(); ++d)
-      std::memcpy(program.staging[d].data() + static_cast<size_t>(row) * data.sampleBytes[d],
-                  data.arrays[d].data.data() + sample * data.sampleBytes[d], data.sampleBytes[d]);
-  }
-  for (size_t d = 0; d < data.arrays.size(); ++d)
-    backend.copyToDevice(program.inputs[spec.dataInputs[d]].data, program.staging[d].data(),
-                         program.staging[d].size());
+  return static_cast<uint64_t>(step - 1) * static_cast<uint64_t>(batch) +
+         static_cast<uint64_t>((job.dpRank * spec.gradAccum + k) * micro);
+}
+
+/// The run's input thread: each microbatch's rows in `order`, gathered
+/// from the data sets into one buffer per data input.
+std::unique_ptr<InputPrefetch> startInput(const TrainingSpec &spec, const DataSets &data,
+                                          SampleOrder order) {
+  std::vector<size_t> bytes;
+  for (size_t sampleBytes : data.sampleBytes)
+    bytes.push_back(sampleBytes * static_cast<size_t>(spec.microBatch));
+  return std::make_unique<InputPrefetch>(
+      bytes, spec.microBatch,
+      [order = std::move(order)](uint64_t position) mutable { return order.at(position); },
+      [&data](int64_t sample, int64_t row, std::vector<std::vector<char>> &buffers) {
+        for (size_t d = 0; d < data.arrays.size(); ++d)
+          std::memcpy(buffers[d].data() + static_cast<size_t>(row) * data.sampleBytes[d],
+                      data.arrays[d].data.data() + static_cast<size_t>(sample) * data.sampleBytes[d],
+                      data.sampleBytes[d]);
+      });
 }
 
 /// The step's loss, as a double.
@@ -921,7 +924,8 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
                        {"compute_seconds", rank[i].compute},
                        {"communication_seconds", rank[i].communication},
                        {"exposed_communication_seconds", rank[i].communication},
-                       {"input_wait_seconds", rank[i].input}});
+                       {"input_wait_seconds", rank[i].input},
+                       {"input_read_seconds", rank[i].inputRead}});
     text += (i == 0 ? "\n    " : ",\n    ") +
             nlohmann::ordered_json{{"step", records[i].step}, {"ranks", ranks}}.dump();
   }
@@ -974,7 +978,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   // collective that times out names the rank that waited.
   quiet.restore();
   ProgramState program;
-  if (int code = loadProgram(dir, plan, job, data, resume ? &*resume : nullptr, options.initFrom,
+  if (int code = loadProgram(dir, plan, job, resume ? &*resume : nullptr, options.initFrom,
                              backend, program))
     return code;
   if (resume && job.reporting)
@@ -982,9 +986,11 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                  static_cast<long long>(firstStep));
 
   size_t microbatchBytes = 0;
-  for (const std::vector<char> &staged : program.staging)
-    microbatchBytes += staged.size();
-  SampleOrder order(data.samples, options.shuffle, seed);
+  for (size_t sampleBytes : data.sampleBytes)
+    microbatchBytes += sampleBytes * static_cast<size_t>(spec.microBatch);
+  std::unique_ptr<InputPrefetch> input =
+      startInput(spec, data, SampleOrder(data.samples, options.shuffle, seed));
+  input->request(microbatchPosition(spec, job, firstStep, 0));
   Progress progress(job.reporting && !options.quiet, firstStep, steps,
                     job.communication->size() > 1);
   const std::string &lossName = plan.outputs[spec.lossOutput].name;
@@ -1009,8 +1015,22 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     }
     for (int64_t k = 0; k < spec.gradAccum; ++k) {
       const auto reading = profile.now();
-      feedMicrobatch(spec, job, data, order, step, k, backend, program);
-      profile.input(k, reading, microbatchBytes);
+      // The thread gathers the next microbatch while this one computes.
+      const bool last = k + 1 == spec.gradAccum;
+      if (!last || step < steps)
+        input->request(microbatchPosition(spec, job, last ? step + 1 : step, last ? 0 : k + 1));
+      // The CPU reads the gathered buffers in place: the thread refills
+      // them only when asked, after this microbatch's forward.
+      const double gathered = input->take([&](std::vector<std::vector<char>> &buffers) {
+        for (size_t d = 0; d < buffers.size(); ++d) {
+          Tensor &tensor = program.inputs[spec.dataInputs[d]];
+          if (backend.readsHostMemory())
+            tensor.data = buffers[d].data();
+          else
+            backend.copyToDevice(tensor.data, buffers[d].data(), buffers[d].size());
+        }
+      });
+      profile.input(k, reading, microbatchBytes, gathered);
       // Masks keyed by the microbatch's place in the global batch: a dp
       // layout draws what one device accumulating the same microbatches does.
       backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k));

@@ -186,7 +186,7 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
             uncovered.append((wall - covered - 0.15 * wall, covered, wall))
             # The step figures against the trace.
             keys = ("seconds", "compute_seconds", "communication_seconds",
-                    "exposed_communication_seconds", "input_wait_seconds")
+                    "exposed_communication_seconds", "input_wait_seconds", "input_read_seconds")
             if not expect(all(isinstance(record.get(k), float) and record[k] >= 0 for k in keys),
                           f"{label}: rank {rank} step {n}: fields {record}"):
                 continue

@@ -1,0 +1,91 @@
+//===- InputPrefetch.cpp - microbatches gathered ahead of the step ---------===//
+
+#include "runtime/driver/InputPrefetch.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+namespace cleave::rt {
+
+InputPrefetch::InputPrefetch(std::vector<size_t> bufferBytes, int64_t rows, SampleAt sampleAt,
+                             Gather gather)
+    : rows(rows), sampleAt(std::move(sampleAt)), gather(std::move(gather)) {
+  for (Slot &slot : slots)
+    for (size_t bytes : bufferBytes)
+      slot.buffers.emplace_back(bytes);
+  // Signals (a stop, a kill) go to the main thread: the input thread starts
+  // with every signal blocked.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  thread = std::thread([this] { run(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  pthread_setname_np(thread.native_handle(), "cleave-input");
+}
+
+InputPrefetch::~InputPrefetch() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  changed.notify_all();
+  thread.join();
+}
+
+void InputPrefetch::request(uint64_t position) {
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    Slot &slot = slots[nextRequest];
+    // The slot is free once take() has used what it held.
+    changed.wait(lock, [&] { return !slot.requested; });
+    slot.position = position;
+    slot.requested = true;
+    slot.ready = false;
+    nextRequest ^= 1;
+  }
+  changed.notify_all();
+}
+
+double InputPrefetch::take(const std::function<void(std::vector<std::vector<char>> &)> &use) {
+  Slot &slot = slots[nextTake];
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return slot.ready; });
+  }
+  use(slot.buffers);
+  const double seconds = slot.seconds;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    slot.requested = slot.ready = false;
+    nextTake ^= 1;
+  }
+  changed.notify_all();
+  return seconds;
+}
+
+void InputPrefetch::run() {
+  for (int next = 0;; next ^= 1) {
+    Slot &slot = slots[next];
+    uint64_t position;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] { return stopping || (slot.requested && !slot.ready); });
+      if (stopping)
+        return;
+      position = slot.position;
+    }
+    // The buffers are this thread's until the slot is marked ready.
+    const auto begin = std::chrono::steady_clock::now();
+    for (int64_t row = 0; row < rows; ++row)
+      gather(sampleAt(position + static_cast<uint64_t>(row)), row, slot.buffers);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - begin;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      slot.seconds = took.count();
+      slot.ready = true;
+    }
+    changed.notify_all();
+  }
+}
+
+} // namespace cleave::rt
