@@ -411,10 +411,19 @@ void PlanBuilder::setMemory() {
     if (s.role == rt::StoredRole::OptimizerState)
       m.optimizerStateBytes += s.bytes;
   }
+  auto bytesOf = [](const rt::TensorSpec &input) {
+    return static_cast<int64_t>(rt::dtypeSize(input.dtype)) *
+           std::accumulate(input.shape.begin(), input.shape.end(), int64_t(1),
+                           std::multiplies<int64_t>());
+  };
   for (const rt::TensorSpec &input : plan.inputs)
-    m.inputBytes += static_cast<int64_t>(rt::dtypeSize(input.dtype)) *
-                    std::accumulate(input.shape.begin(), input.shape.end(), int64_t(1),
-                                    std::multiplies<int64_t>());
+    m.inputBytes += bytesOf(input);
+  // A CPU training program reads its data inputs in the input thread's two
+  // buffer sets (runtime/driver/InputPrefetch.h) instead of buffers of its
+  // own; on CUDA those are pinned host memory, beside the device's.
+  if (plan.training && plan.target == "cpu")
+    for (size_t index : plan.training->dataInputs)
+      m.inputBytes += bytesOf(plan.inputs[index]);
   m.activationBytes = plan.arenaBytes;
   m.predictedPeakBytes = plan.weightsBytes + plan.arenaBytes + m.inputBytes + m.scratchBytes;
 }
@@ -476,8 +485,8 @@ LogicalResult PlanBuilder::build(UserError &error) {
     plan.inputs.push_back(input);
   if (plan.mesh)
     setCollectives();
-  setMemory();
   setTraining();
+  setMemory();
   // Parameters split over tp make one blob per tp rank, ZeRO 3 one per dp
   // rank too.
   bool byTp = !tpCoordinates.empty() || llvm::any_of(rankedParameters, [](const auto &p) {

@@ -25,7 +25,9 @@ public:
     std::free(memory);
   }
   const cleave::rt::AllocationMeter &allocations() const override { return allocations_; }
-  bool readsHostMemory() const override { return true; }
+  void *allocateStaging(std::size_t bytes) override { return allocate(bytes); }
+  void releaseStaging(void *memory, std::size_t bytes) override { release(memory, bytes); }
+  bool readsStaging() const override { return true; }
   // An empty tensor may have no memory at all: memcpy's null is undefined
   // even for no bytes (UBSan's finding).
   void copyToDevice(void *device, const void *host, std::size_t bytes) override {

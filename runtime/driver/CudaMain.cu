@@ -57,7 +57,13 @@ public:
     cudaFree(memory);
   }
   const cleave::rt::AllocationMeter &allocations() const override { return allocations_; }
-  bool readsHostMemory() const override { return false; }
+  void *allocateStaging(std::size_t bytes) override {
+    void *memory = nullptr;
+    check(cudaMallocHost(&memory, bytes == 0 ? 64 : bytes), "cudaMallocHost");
+    return memory;
+  }
+  void releaseStaging(void *memory, std::size_t) override { cudaFreeHost(memory); }
+  bool readsStaging() const override { return false; }
   void copyToDevice(void *device, const void *host, std::size_t bytes) override {
     check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
   }

@@ -36,9 +36,13 @@ public:
   /// What the program holds: the backend's buffers and kernels' scratch.
   virtual const AllocationMeter &allocations() const = 0;
   virtual void copyToDevice(void *device, const void *host, std::size_t bytes) = 0;
-  /// Whether the program reads host memory as it is (the CPU's): then a
-  /// tensor the host wrote needs no copy to the device.
-  virtual bool readsHostMemory() const = 0;
+  /// Host memory that the input thread gathers microbatches into
+  /// (runtime/driver/InputPrefetch.h): on the CPU the program's own memory,
+  /// which it reads in place (readsStaging); pinned memory on CUDA, which
+  /// copies to the device fastest.
+  virtual void *allocateStaging(std::size_t bytes) = 0;
+  virtual void releaseStaging(void *memory, std::size_t bytes) = 0;
+  virtual bool readsStaging() const = 0;
   virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
   virtual void setThreads(int threads) = 0;
   /// The training step of the next calls (named by collectives' errors) and

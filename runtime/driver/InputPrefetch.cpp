@@ -8,11 +8,12 @@
 namespace cleave::rt {
 
 InputPrefetch::InputPrefetch(std::vector<size_t> bufferBytes, int64_t rows, SampleAt sampleAt,
-                             Gather gather)
-    : rows(rows), sampleAt(std::move(sampleAt)), gather(std::move(gather)) {
+                             Gather gather, const Allocate &allocate, Release release)
+    : bufferBytes(std::move(bufferBytes)), rows(rows), sampleAt(std::move(sampleAt)),
+      gather(std::move(gather)), release(std::move(release)) {
   for (Slot &slot : slots)
-    for (size_t bytes : bufferBytes)
-      slot.buffers.emplace_back(bytes);
+    for (size_t bytes : this->bufferBytes)
+      slot.buffers.push_back(static_cast<char *>(allocate(bytes)));
   // Signals (a stop, a kill) go to the main thread: the input thread starts
   // with every signal blocked.
   sigset_t all, previous;
@@ -30,6 +31,9 @@ InputPrefetch::~InputPrefetch() {
   }
   changed.notify_all();
   thread.join();
+  for (Slot &slot : slots)
+    for (size_t d = 0; d < slot.buffers.size(); ++d)
+      release(slot.buffers[d], bufferBytes[d]);
 }
 
 void InputPrefetch::request(uint64_t position) {
@@ -46,7 +50,7 @@ void InputPrefetch::request(uint64_t position) {
   changed.notify_all();
 }
 
-double InputPrefetch::take(const std::function<void(std::vector<std::vector<char>> &)> &use) {
+double InputPrefetch::take(const std::function<void(const Buffers &)> &use) {
   Slot &slot = slots[nextTake];
   {
     std::unique_lock<std::mutex> lock(mutex);

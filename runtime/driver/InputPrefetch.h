@@ -31,10 +31,16 @@ public:
   /// Row `row` of the microbatch at `position` is sample `sampleAt(position
   /// + row)`; `gather(sample, row, buffers)` copies it into the buffers.
   using SampleAt = std::function<int64_t(uint64_t position)>;
-  using Gather = std::function<void(int64_t sample, int64_t row, std::vector<std::vector<char>> &)>;
+  using Buffers = std::vector<char *>;
+  using Gather = std::function<void(int64_t sample, int64_t row, const Buffers &)>;
+  /// Where the buffers come from and go back to (the backend's staging
+  /// memory: pinned on CUDA).
+  using Allocate = std::function<void *(size_t bytes)>;
+  using Release = std::function<void(void *memory, size_t bytes)>;
 
   /// `bufferBytes`: each data input's bytes per microbatch of `rows` rows.
-  InputPrefetch(std::vector<size_t> bufferBytes, int64_t rows, SampleAt sampleAt, Gather gather);
+  InputPrefetch(std::vector<size_t> bufferBytes, int64_t rows, SampleAt sampleAt, Gather gather,
+                const Allocate &allocate, Release release);
   ~InputPrefetch();
   InputPrefetch(const InputPrefetch &) = delete;
   InputPrefetch &operator=(const InputPrefetch &) = delete;
@@ -46,20 +52,22 @@ public:
   /// buffers, which the thread leaves as they are until the slot is asked
   /// for again (after the next request, that is: two requests later).
   /// Returns the seconds the thread took to gather them.
-  double take(const std::function<void(std::vector<std::vector<char>> &)> &use);
+  double take(const std::function<void(const Buffers &)> &use);
 
 private:
   struct Slot {
-    std::vector<std::vector<char>> buffers;
+    Buffers buffers;
     uint64_t position = 0;
     double seconds = 0;
     bool requested = false, ready = false;
   };
   void run();
 
+  const std::vector<size_t> bufferBytes;
   const int64_t rows;
   const SampleAt sampleAt;
   const Gather gather;
+  const Release release;
   Slot slots[2];
   /// The slot the next request fills and the one take() reads next.
   int nextRequest = 0, nextTake = 0;

@@ -781,10 +781,17 @@ int loadProgram(const std::string &dir, const Plan &plan, Job &job, const Resume
   backend.copyToDevice(program.weights->get(), program.hostWeights.data(),
                        program.hostWeights.size());
   program.arena = std::make_unique<Buffer>(backend, static_cast<size_t>(plan.arenaBytes));
-  for (const TensorSpec &input : plan.inputs) {
-    Tensor view = tensorAt(nullptr, input);
-    program.inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
-    view.data = program.inputBuffers.back()->get();
+  const std::vector<size_t> &dataInputs = plan.training->dataInputs;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    Tensor view = tensorAt(nullptr, plan.inputs[i]);
+    // The program reads a data input where the input thread gathered it
+    // (set for each microbatch) when the backend reads its staging memory.
+    bool staged = backend.readsStaging() &&
+                  std::find(dataInputs.begin(), dataInputs.end(), i) != dataInputs.end();
+    if (!staged) {
+      program.inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
+      view.data = program.inputBuffers.back()->get();
+    }
     program.inputs.push_back(view);
   }
   program.outputs.resize(plan.outputs.size());
@@ -805,19 +812,21 @@ uint64_t microbatchPosition(const TrainingSpec &spec, const Job &job, int64_t st
 /// The run's input thread: each microbatch's rows in `order`, gathered
 /// from the data sets into one buffer per data input.
 std::unique_ptr<InputPrefetch> startInput(const TrainingSpec &spec, const DataSets &data,
-                                          SampleOrder order) {
+                                          SampleOrder order, Backend &backend) {
   std::vector<size_t> bytes;
   for (size_t sampleBytes : data.sampleBytes)
     bytes.push_back(sampleBytes * static_cast<size_t>(spec.microBatch));
   return std::make_unique<InputPrefetch>(
       bytes, spec.microBatch,
       [order = std::move(order)](uint64_t position) mutable { return order.at(position); },
-      [&data](int64_t sample, int64_t row, std::vector<std::vector<char>> &buffers) {
+      [&data](int64_t sample, int64_t row, const InputPrefetch::Buffers &buffers) {
         for (size_t d = 0; d < data.arrays.size(); ++d)
-          std::memcpy(buffers[d].data() + static_cast<size_t>(row) * data.sampleBytes[d],
+          std::memcpy(buffers[d] + static_cast<size_t>(row) * data.sampleBytes[d],
                       data.arrays[d].data.data() + static_cast<size_t>(sample) * data.sampleBytes[d],
                       data.sampleBytes[d]);
-      });
+      },
+      [&backend](size_t size) { return backend.allocateStaging(size); },
+      [&backend](void *memory, size_t size) { backend.releaseStaging(memory, size); });
 }
 
 /// The step's loss, as a double.
@@ -989,7 +998,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   for (size_t sampleBytes : data.sampleBytes)
     microbatchBytes += sampleBytes * static_cast<size_t>(spec.microBatch);
   std::unique_ptr<InputPrefetch> input =
-      startInput(spec, data, SampleOrder(data.samples, options.shuffle, seed));
+      startInput(spec, data, SampleOrder(data.samples, options.shuffle, seed), backend);
   input->request(microbatchPosition(spec, job, firstStep, 0));
   Progress progress(job.reporting && !options.quiet, firstStep, steps,
                     job.communication->size() > 1);
@@ -1021,13 +1030,13 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
         input->request(microbatchPosition(spec, job, last ? step + 1 : step, last ? 0 : k + 1));
       // The CPU reads the gathered buffers in place: the thread refills
       // them only when asked, after this microbatch's forward.
-      const double gathered = input->take([&](std::vector<std::vector<char>> &buffers) {
+      const double gathered = input->take([&](const InputPrefetch::Buffers &buffers) {
         for (size_t d = 0; d < buffers.size(); ++d) {
           Tensor &tensor = program.inputs[spec.dataInputs[d]];
-          if (backend.readsHostMemory())
-            tensor.data = buffers[d].data();
+          if (backend.readsStaging())
+            tensor.data = buffers[d];
           else
-            backend.copyToDevice(tensor.data, buffers[d].data(), buffers[d].size());
+            backend.copyToDevice(tensor.data, buffers[d], tensor.bytes());
         }
       });
       profile.input(k, reading, microbatchBytes, gathered);
