@@ -34,12 +34,11 @@ struct Range {
   bool holds(int64_t v) const { return (v >= low && v < high) || v == ignored; }
 };
 
-/// "the targets of node 'loss' (10 classes)"; the op's name for an op of
-/// no node (a loss --loss appended).
+/// "the targets of softmax_cross_entropy_loss (10 classes)": the op's kind,
+/// not its node's name, which a location carries and printed IR drops (a
+/// compile replayed from `cleave import`'s output must record the same).
 std::string readerText(Operation *op, StringRef what, StringRef size) {
-  std::string node = onnxNodeName(op->getLoc());
-  std::string reader = node.empty() ? op->getName().getStringRef().str() : "node '" + node + "'";
-  return ("the " + what + " of " + reader + " (" + size + ")").str();
+  return ("the " + what + " of " + op->getName().stripDialect() + " (" + size + ")").str();
 }
 
 /// The range `op` takes at `operand`, if it indexes with it.

@@ -60,7 +60,8 @@ def IndexRanges : Pass<"cleave-index-ranges", "mlir::func::FuncOp"> {
     log-likelihood's targets take [0, classes), or their ignore_index. It
     records on the argument `cleave.index_range = {low, high, ignored,
     reader}`: the values every such op takes (the ranges intersected; the
-    ignored value only where every op takes it) and the ops that read it.
+    ignored value only where every op takes it) and the kinds of ops that
+    read it (not their nodes' names: locations do not survive printed IR).
     The plan writer puts it in plan.json, and the program checks every
     sample of the data it is given against it before the first step.
   }];

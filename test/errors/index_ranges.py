@@ -2,15 +2,14 @@
 # an embedding table, or a class target past the logits, in a sample the run
 # reads stops it with exit 1 and one line naming the data input, its file,
 # the sample, the step that reads it (in file order, --no-shuffle), the
-# value, the node and what it takes (a kernel's error, mid-step, could name
-# none of them):
+# value, the kind of op and what it takes (a kernel's error, mid-step, could
+# name none of them):
 #   - ids into a table of 10 rows take [-10, 10) (ONNX Gather's negative
 #     indices count from the end): 10 in sample 5 of batches of 4 is read at
 #     step 2, so --steps 2 refuses it and --steps 1 trains;
 #   - -10 trains, -11 is refused;
 #   - the appended cross-entropy's targets take [0, 3) or its ignore_index
-#     -100 (PyTorch's default): -100 trains, 3 is refused (the loss is no
-#     node of the model, so the op is named);
+#     -100 (PyTorch's default): -100 trains, 3 is refused;
 #   - ids that pass an Add before the lookup are not checked before the
 #     first step: the kernel's error names the step that met the bad id.
 #
@@ -84,7 +83,7 @@ def main():
             array[sample, column] = value
         return array
 
-    table = f"the indices of node 'lookup' (a table of {ROWS} rows) take [-{ROWS}, {ROWS})"
+    table = f"the indices of gather (a table of {ROWS} rows) take [-{ROWS}, {ROWS})"
     past = with_value(good_idx, 5, 1, ROWS)
     run("past-table", past, good_labels, 2,
         f"data 'idx' ({work}/past-table.idx.npy): sample 5, read at step {5 // BATCH + 1}, "
@@ -96,7 +95,7 @@ def main():
     run("ignored-target", good_idx, with_value(good_labels, 2, 0, -100), 3, None)
     run("past-classes", good_idx, with_value(good_labels, 6, 0, CLASSES), 3,
         f"data 'labels' ({work}/past-classes.labels.npy): sample 6, read at step "
-        f"{6 // BATCH + 1}, holds {CLASSES}: the targets of cleave.softmax_cross_entropy_loss "
+        f"{6 // BATCH + 1}, holds {CLASSES}: the targets of softmax_cross_entropy_loss "
         f"({CLASSES} classes) take [0, {CLASSES}) or -100")
 
     # Past the table only after the model's own Add: the kernel's error,

@@ -4,8 +4,8 @@
 // Targets reach the loss: [0, classes) or its ignore_index. A parameter and
 // an input no op indexes with get nothing.
 // CHECK-LABEL: func.func @forward
-// CHECK-SAME: %arg0: tensor<2x3xi64> {cleave.index_range = {high = 7 : i64, low = -7 : i64, reader = "the indices of node 'lookup' (a table of 7 rows)"}, cleave.kind = "input", cleave.name = "ids"}
-// CHECK-SAME: %arg1: tensor<6xi64> {cleave.index_range = {high = 4 : i64, ignored = -100 : i64, low = 0 : i64, reader = "the targets of node 'loss' (4 classes)"}, cleave.kind = "input", cleave.name = "labels"}
+// CHECK-SAME: %arg0: tensor<2x3xi64> {cleave.index_range = {high = 7 : i64, low = -7 : i64, reader = "the indices of gather (a table of 7 rows)"}, cleave.kind = "input", cleave.name = "ids"}
+// CHECK-SAME: %arg1: tensor<6xi64> {cleave.index_range = {high = 4 : i64, ignored = -100 : i64, low = 0 : i64, reader = "the targets of softmax_cross_entropy_loss (4 classes)"}, cleave.kind = "input", cleave.name = "labels"}
 // CHECK-SAME: %arg2: tensor<6xf32> {cleave.kind = "input", cleave.name = "weights"}
 // CHECK-SAME: %arg3: tensor<7x4xf32> {cleave.kind = "param", cleave.name = "table"}
 func.func @forward(%ids: tensor<2x3xi64> {cleave.kind = "input", cleave.name = "ids"},
@@ -24,7 +24,7 @@ func.func @forward(%ids: tensor<2x3xi64> {cleave.kind = "input", cleave.name = "
 // One input indexing two tables and a loss: the values all of them take,
 // and the ignored value dropped where a table does not take it.
 // CHECK-LABEL: func.func @forward
-// CHECK-SAME: %arg0: tensor<6xi64> {cleave.index_range = {high = 4 : i64, low = 0 : i64, reader = "the indices of node 'big' (a table of 9 rows) and the indices of node 'small' (a table of 5 rows) and the targets of cleave.softmax_cross_entropy_loss (4 classes)"}
+// CHECK-SAME: %arg0: tensor<6xi64> {cleave.index_range = {high = 4 : i64, low = 0 : i64, reader = "the indices of gather (a table of 9 rows) and the indices of gather (a table of 5 rows) and the targets of softmax_cross_entropy_loss (4 classes)"}
 func.func @forward(%ids: tensor<6xi64> {cleave.kind = "input", cleave.name = "ids"},
                    %big: tensor<9x4xf32> {cleave.kind = "param", cleave.name = "big"},
                    %small: tensor<5x4xf32> {cleave.kind = "param", cleave.name = "small"})
