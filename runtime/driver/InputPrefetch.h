@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -45,6 +46,10 @@ public:
   InputPrefetch(const InputPrefetch &) = delete;
   InputPrefetch &operator=(const InputPrefetch &) = delete;
 
+  /// One microbatch's bytes, every data input's together.
+  size_t microbatchBytes() const {
+    return std::accumulate(bufferBytes.begin(), bufferBytes.end(), size_t(0));
+  }
   /// Asks for the microbatch whose first row is at `position`; at most one
   /// asked for and not yet taken besides the one being used.
   void request(uint64_t position);

@@ -994,9 +994,6 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     std::fprintf(stderr, "resuming from %s at step %lld\n", resume->checkpoint.c_str(),
                  static_cast<long long>(firstStep));
 
-  size_t microbatchBytes = 0;
-  for (size_t sampleBytes : data.sampleBytes)
-    microbatchBytes += sampleBytes * static_cast<size_t>(spec.microBatch);
   std::unique_ptr<InputPrefetch> input =
       startInput(spec, data, SampleOrder(data.samples, options.shuffle, seed), backend);
   input->request(microbatchPosition(spec, job, firstStep, 0));
@@ -1039,7 +1036,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
             backend.copyToDevice(tensor.data, buffers[d], tensor.bytes());
         }
       });
-      profile.input(k, reading, microbatchBytes, gathered);
+      profile.input(k, reading, input->microbatchBytes(), gathered);
       // Masks keyed by the microbatch's place in the global batch: a dp
       // layout draws what one device accumulating the same microbatches does.
       backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k));
