@@ -18,8 +18,13 @@
 #     final parameters within 1e-5 (test/distributed/dp_vs_single.py's check);
 #     GPT-2's plan splits its fused q, k, v projection in 3 blocks through
 #     Conv1D's reshapes;
-#   - tp2 (resnet18): its classifier split by classes (plans/zoo-resnet18.json)
-#     against one device, with its SGD setting.
+#   - tp2 (resnet18, mobilenet_v2): the classifier split by classes
+#     (plans/zoo-resnet18.json, zoo-mobilenet_v2.json) against one device,
+#     with the model's SGD setting, 10 steps. These exports are dp_vs_single's
+#     (torch's default eval mode), where torch folds each BatchNorm into the
+#     convolution before it: the layouts are compared on the folded network
+#     (training-mode BatchNorm is compared against PyTorch in the pytorch
+#     cases only).
 # The default suite runs GPT-2 and resnet18 on one device and GPT-2 on tp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
@@ -61,10 +66,11 @@ TRANSFORMERS = ("gpt2", "bert", "llama", "mistral", "t5", "vit")
 CNNS = ("resnet18", "mobilenet_v2")
 # Mistral's module names are LLaMA's.
 PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' else name}.json")
-         for name in TRANSFORMERS + ("resnet18",)}
-# The layouts each model is compared on against one device: resnet18 on tp=2
+         for name in TRANSFORMERS + CNNS}
+# The layouts each model is compared on against one device: the CNNs on tp=2
 # only (dp would need --sync-batchnorm to equal one device).
-LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3") for name in TRANSFORMERS}, "resnet18": ("tp2",)}
+LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3") for name in TRANSFORMERS},
+           **{name: ("tp2",) for name in CNNS}}
 DEFAULT = ["gpt2:pytorch", "resnet18:pytorch", "gpt2:tp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01). The
 # BatchNorm CNNs are ill-conditioned in float32 at these sizes (BatchNorm over
