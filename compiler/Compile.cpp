@@ -112,7 +112,7 @@ class Compiler {
 public:
   Compiler(MLIRContext &context, const CompileOptions &options, UserError &error)
       : context(context), options(options), error(error),
-        partial(options.outDir + ".partial") {}
+        partial(options.outDir + ".partial"), outputDir(partial) {}
 
   LogicalResult run();
 
@@ -137,27 +137,47 @@ private:
   LogicalResult checkInputsAndOutputs(func::FuncOp forward);
   /// Refuses, for --target cuda, what a CUDA kernel does not implement.
   LogicalResult checkCudaKernels(ModuleOp module);
+  /// Refuses what pipelines do not do yet.
+  LogicalResult checkPipelineOptions(const TrainOptions &training);
   /// Reads --mesh into `mesh`.
   LogicalResult parseMesh(StringRef text);
+  /// Reads the JSON object in `path`, the `what` that docs/formats.md
+  /// describes under `format`.
+  LogicalResult readJsonFile(StringRef path, StringRef what, StringRef format,
+                             nlohmann::ordered_json &json);
   /// Reads --plan into `planEntries`.
   LogicalResult readPlan(StringRef path);
+  /// Reads --stages into `stageEntries`.
+  LogicalResult readStages(StringRef path);
   /// The number of ranks of mesh axis `name` (1 without one).
   int64_t axisRanks(StringRef name) const;
   /// The cleave-train-pipeline options `cleave compile`'s flags stand for,
   /// as cleave-opt takes them (written to pipeline.txt).
   std::string pipelineText() const;
+  /// The training step (or forward) of `module` as one program in
+  /// `outputDir`: the passes, the memory plan, plan.json and the weights,
+  /// the C++ or CUDA source and the executable.
+  LogicalResult compileProgram(ModuleOp module, const ImportedModel &imported,
+                               bool stepFromModel);
   LogicalResult finish();
 
   MLIRContext &context;
   const CompileOptions &options;
   UserError &error;
   std::string partial;
+  /// Where this program's files go: `partial`, or for a pipeline its
+  /// stage's directory in it (stage<S>/).
+  std::string outputDir;
+  /// With a pp axis, the stage being compiled.
+  std::optional<int64_t> stage;
   /// The mesh (no axes: one device).
   rt::Mesh mesh;
   /// --loss KIND:OUTPUT,TARGET, once checked: the loss to append.
   std::optional<AppendLossOptions> appendedLoss;
   /// The plan's entries as cleave-annotate-sharding takes them.
   SmallVector<std::string> planEntries;
+  /// The stages file's entries as cleave-pipeline-split takes them.
+  SmallVector<std::string> stageEntries;
   /// Set when the host compiler ran and failed: the partial directory stays
   /// so the user can read the source and log the error points to.
   bool keepPartial = false;
@@ -235,7 +255,7 @@ LogicalResult Compiler::checkCudaKernels(ModuleOp module) {
 }
 
 LogicalResult Compiler::write(StringRef name, function_ref<void(llvm::raw_ostream &)> body) {
-  std::string path = (partial + "/" + name).str();
+  std::string path = (outputDir + "/" + name).str();
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
   if (ec)
@@ -263,7 +283,7 @@ LogicalResult Compiler::buildProgram(StringRef source) {
     return fail(compiler, "the host compiler is missing",
                 "install g++ (scripts/setup.sh does), or point CLEAVE_CXX at one");
   std::vector<std::string> args{compiler, "-std=c++17", "-O2", "-I" CLEAVE_SOURCE_DIR,
-                                (partial + "/" + source).str(), "-o", partial + "/program"};
+                                (outputDir + "/" + source).str(), "-o", outputDir + "/program"};
   SmallVector<StringRef> extra;
   StringRef(libraries).split(extra, ';', -1, false);
   if (!cuda)
@@ -276,7 +296,7 @@ LogicalResult Compiler::buildProgram(StringRef source) {
     args.insert(args.end(), {"-lopenblas", "-lpthread"});
   }
   SmallVector<StringRef> argRefs(args.begin(), args.end());
-  std::string log = partial + "/build.log";
+  std::string log = outputDir + "/build.log";
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
   std::string message;
   int status = llvm::sys::ExecuteAndWait(compiler, argRefs, std::nullopt, redirects, 0, 0,
@@ -296,7 +316,7 @@ LogicalResult Compiler::buildProgram(StringRef source) {
       }
     }
   }
-  return fail(partial + "/" + source,
+  return fail(outputDir + "/" + source,
               "the host compiler failed (exit " + Twine(status) + "): " +
                   (firstErrors.empty() ? message : firstErrors),
               "the full log is " + log + " (a cleave bug: please report it)", kExitInternal);
@@ -340,6 +360,8 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return failure();
   if (t.zero < 0 || t.zero > 3)
     return bad("zero", t.zero, "0, 1, 2 or 3");
+  if (failed(checkPipelineOptions(t)))
+    return failure();
   if (failed(readPlan(t.plan)))
     return failure();
   if (!t.plan.empty() && mesh.axisNames.empty())
@@ -375,20 +397,29 @@ static void printTrainingWarnings(const ImportedModel &model,
       printWarning(warning);
 }
 
-LogicalResult Compiler::readPlan(StringRef path) {
-  if (path.empty())
-    return success();
+LogicalResult Compiler::readJsonFile(StringRef path, StringRef what, StringRef format,
+                                     nlohmann::ordered_json &json) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
-    return fail(path, "cannot read the plan: " + buffer.getError().message(), "",
+    return fail(path, "cannot read the " + what + ": " + buffer.getError().message(), "",
                 kExitBadInput);
   StringRef text = (*buffer)->getBuffer();
   std::string syntax = rt::jsonSyntaxError(std::string_view(text.data(), text.size()));
+  const std::string see = ("see docs/formats.md, " + format).str();
   if (!syntax.empty())
-    return fail(path, "is not JSON: " + syntax, "see docs/formats.md, plan files", kExitBadInput);
-  auto json = nlohmann::ordered_json::parse(text, nullptr, false);
+    return fail(path, "is not JSON: " + syntax, see, kExitBadInput);
+  json = nlohmann::ordered_json::parse(text, nullptr, false);
   if (json.is_discarded() || !json.is_object())
-    return fail(path, "is not a JSON object", "see docs/formats.md, plan files", kExitBadInput);
+    return fail(path, "is not a JSON object", see, kExitBadInput);
+  return success();
+}
+
+LogicalResult Compiler::readPlan(StringRef path) {
+  if (path.empty())
+    return success();
+  nlohmann::ordered_json json;
+  if (failed(readJsonFile(path, "plan", "plan files", json)))
+    return failure();
   if (!json.contains("parameters") || !json["parameters"].is_object())
     return fail(path, "has no \"parameters\" object of GLOB: [DIM, ...]",
                 "see docs/formats.md, plan files", kExitBadInput);
@@ -408,22 +439,78 @@ LogicalResult Compiler::readPlan(StringRef path) {
   return success();
 }
 
+LogicalResult Compiler::readStages(StringRef path) {
+  if (path.empty() || path == "auto")
+    return success();
+  nlohmann::ordered_json json;
+  if (failed(readJsonFile(path, "stages file", "stages files", json)))
+    return failure();
+  const auto *stages = json.contains("stages") ? &json["stages"] : nullptr;
+  if (!stages || !stages->is_array() || stages->empty())
+    return fail(path, "has no \"stages\" list of lists of parameter-name globs",
+                "see docs/formats.md, stages files", kExitBadInput);
+  if (static_cast<int64_t>(stages->size()) != axisRanks("pp"))
+    return fail(path,
+                "has " + std::to_string(stages->size()) + " stages, but --mesh has pp=" +
+                    std::to_string(axisRanks("pp")),
+                "one list of globs per pp rank", kExitBadUsage);
+  for (size_t stage = 0; stage < stages->size(); ++stage) {
+    const auto &globs = (*stages)[stage];
+    bool valid = globs.is_array() && !globs.empty();
+    for (const auto &glob : globs) {
+      valid = valid && glob.is_string() &&
+              glob.get<std::string>().find_first_of(",=") == std::string::npos;
+      if (valid)
+        stageEntries.push_back(glob.get<std::string>() + "=" + std::to_string(stage));
+    }
+    if (!valid)
+      return fail(path, "stages[" + std::to_string(stage) + "] is not a non-empty list of globs",
+                  "a glob has no ',' or '='", kExitBadInput);
+  }
+  return success();
+}
+
+LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
+  if (axisRanks("pp") == 1)
+    return t.stages.empty() || t.stages == "auto"
+               ? success()
+               : fail("--stages " + t.stages, "cuts a pipeline into stages",
+                      "add a pp axis to --mesh, e.g. --mesh pp=2", kExitBadUsage);
+  if (failed(readStages(t.stages)))
+    return failure();
+  const std::string where = "--mesh '" + t.mesh + "'";
+  const char *notYet = "pipelines are built so far for dp x pp, gpipe and 1f1b, on the CPU "
+                       "(docs/training.md, \"Pipeline parallel\")";
+  if (t.schedule != "gpipe" && t.schedule != "1f1b")
+    return fail("--schedule '" + t.schedule + "'",
+                t.schedule == "interleaved" || t.schedule == "zb-h1"
+                    ? "this schedule is not built into programs yet"
+                    : "unknown pipeline schedule",
+                notYet, kExitBadUsage);
+  if (axisRanks("tp") > 1)
+    return fail(where, "tensor and pipeline parallelism together are not built yet", notYet,
+                kExitBadUsage);
+  if (t.zero != 0)
+    return fail("--zero " + std::to_string(t.zero),
+                "ZeRO with pipeline parallelism is not built yet", notYet, kExitBadUsage);
+  if (options.target != "cpu")
+    return fail("--target " + options.target, "pipeline programs are not built for it yet",
+                notYet, kExitBadUsage);
+  return success();
+}
+
 LogicalResult Compiler::parseMesh(StringRef text) {
   if (text.empty())
     return success();
   std::string message;
   if (!rt::Mesh::parse(text.str(), mesh, message))
     return fail("--mesh '" + text + "'", message, "e.g. --mesh dp=2", kExitBadUsage);
-  for (const std::string &name : mesh.axisNames) {
-    if (name == "pp")
-      return fail("--mesh '" + text + "'",
-                  "pipeline parallelism (pp) is not built yet: only its stage split is",
-                  "cleave-opt --cleave-pipeline-split shows a model's stages (docs/training.md)",
-                  kExitBadUsage);
-    if (name != "dp" && name != "tp")
+  for (const std::string &name : mesh.axisNames)
+    if (name != "dp" && name != "tp" && name != "pp")
       return fail("--mesh '" + text + "'", "unknown axis '" + name + "'",
-                  "the axes are dp (data parallel) and tp (tensor parallel)", kExitBadUsage);
-  }
+                  "the axes are dp (data parallel), tp (tensor parallel) and pp (pipeline "
+                  "parallel)",
+                  kExitBadUsage);
   // Every mesh has a data-parallel axis, of one rank if not named.
   if (mesh.axisIndex("dp") < 0) {
     mesh.axisNames.insert(mesh.axisNames.begin(), "dp");
@@ -486,6 +573,12 @@ std::string Compiler::pipelineText() const {
   add("clip-grad-norm", number(t.clipGradNorm));
   add("zero", std::to_string(t.zero));
   add("sync-batchnorm", t.syncBatchNorm ? "true" : "false");
+  if (stage) {
+    addList("stage-params", stageEntries);
+    add("schedule", quoted(t.schedule));
+    add("microbatches", std::to_string(t.gradAccum));
+    add("stage", std::to_string(*stage));
+  }
   return text;
 }
 
@@ -561,6 +654,23 @@ LogicalResult Compiler::run() {
                   kExitBadUsage);
     appendedLoss = AppendLossOptions{kind.str(), output.str(), target.str()};
   }
+  // A pipeline compiles one program per stage, each in its own directory.
+  const int64_t stages = axisRanks("pp");
+  if (stages == 1)
+    return failure(failed(compileProgram(module, *imported, stepFromModel)) || failed(finish()));
+  for (stage = 0; *stage < stages; ++*stage) {
+    outputDir = partial + "/stage" + std::to_string(*stage);
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return fail(outputDir, "cannot create: " + ec.message(), "", kExitBadUsage);
+    OwningOpRef<ModuleOp> copy = module.clone();
+    if (failed(compileProgram(*copy, *imported, stepFromModel)))
+      return failure();
+  }
+  return finish();
+}
+
+LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imported,
+                                       bool stepFromModel) {
   if ((options.gradients || options.train) && !stepFromModel) {
     std::string text = pipelineText();
     std::unique_ptr<TrainPipelineOptions> pipeline = TrainPipelineOptions::createFromString(text);
@@ -581,7 +691,7 @@ LogicalResult Compiler::run() {
     return failure();
   const std::string buildId = newBuildId();
   std::string planInterface;
-  if (failed(writePlan(module, *imported, options, partial, buildId, planInterface, error)))
+  if (failed(writePlan(module, imported, options, outputDir, buildId, planInterface, error)))
     return failure();
   if (options.target == "cuda" && failed(checkCudaKernels(module)))
     return failure();
@@ -604,12 +714,10 @@ LogicalResult Compiler::run() {
       return failure();
     if (failed(translated))
       return fail(options.model, "translating to C++ failed (a cleave bug)",
-                  "the EmitC IR is in " + partial + "/program.mlir", kExitInternal);
+                  "the EmitC IR is in " + outputDir + "/program.mlir", kExitInternal);
     if (options.emit == "program" && failed(buildProgram(source)))
       return failure();
   }
-  if (failed(finish()))
-    return failure();
   return success();
 }
 

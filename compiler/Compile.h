@@ -46,6 +46,11 @@ struct TrainOptions {
   /// Training-mode BatchNorm statistics over every dp rank's microbatch
   /// together (SyncBatchNorm), not each rank's own.
   bool syncBatchNorm = false;
+  /// With a pp axis: the pipeline schedule, gpipe or 1f1b.
+  std::string schedule = "1f1b";
+  /// With a pp axis: "auto" (a balanced cut, or the model's pipeline_stage
+  /// annotations) or a stages file (docs/formats.md).
+  std::string stages = "auto";
 };
 
 struct CompileOptions {

@@ -174,6 +174,8 @@ private:
   void setCollectives();
   void setMemory();
   void setTraining();
+  /// A pipeline stage's actions and stash, from the module's schedule.
+  std::optional<rt::PipelineSpec> pipelineStage();
   /// The blob of the rank at `coordinates`.
   std::vector<char> blob(const std::vector<int> &coordinates) const;
 
@@ -416,8 +418,18 @@ void PlanBuilder::setMemory() {
            std::accumulate(input.shape.begin(), input.shape.end(), int64_t(1),
                            std::multiplies<int64_t>());
   };
-  for (const rt::TensorSpec &input : plan.inputs)
-    m.inputBytes += bytesOf(input);
+  // A stash input is read from the driver's stash sets, one per microbatch
+  // in flight.
+  const std::optional<rt::PipelineSpec> &pipeline =
+      plan.training ? plan.training->pipeline : std::nullopt;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const bool stash = pipeline && llvm::any_of(pipeline->stash, [&](const auto &pair) {
+                         return pair.second == i;
+                       });
+    (stash ? m.stashBytes : m.inputBytes) += bytesOf(plan.inputs[i]);
+  }
+  if (pipeline)
+    m.stashBytes *= pipeline->inFlight;
   // A CPU training program reads its data inputs in the input thread's two
   // buffer sets (runtime/driver/InputPrefetch.h) instead of buffers of its
   // own; on CUDA those are pinned host memory, beside the device's.
@@ -425,7 +437,8 @@ void PlanBuilder::setMemory() {
     for (size_t index : plan.training->dataInputs)
       m.inputBytes += bytesOf(plan.inputs[index]);
   m.activationBytes = plan.arenaBytes;
-  m.predictedPeakBytes = plan.weightsBytes + plan.arenaBytes + m.inputBytes + m.scratchBytes;
+  m.predictedPeakBytes =
+      plan.weightsBytes + plan.arenaBytes + m.inputBytes + m.stashBytes + m.scratchBytes;
 }
 
 void PlanBuilder::setTraining() {
@@ -451,16 +464,58 @@ void PlanBuilder::setTraining() {
     spec.hyperparameters = {t.beta1,    t.beta2,    t.epsilon,     t.weightDecay,
                             t.momentum, t.nesterov, t.clipGradNorm};
     spec.gradAccum = t.gradAccum;
+    // @apply's one result.
+    if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
+      spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
   }
+  spec.pipeline = pipelineStage();
+  auto isStash = [&](size_t input) {
+    return spec.pipeline && llvm::any_of(spec.pipeline->stash,
+                                         [&](const auto &pair) { return pair.second == input; });
+  };
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
       spec.lrInput = i;
     else if (!spec.trainingInfo && plan.inputs[i].name == "cleave.step")
       spec.stepInput = i;
-    else
+    else if (!isStash(i))
       spec.dataInputs.push_back(i);
   }
   plan.training = spec;
+}
+
+std::optional<rt::PipelineSpec> PlanBuilder::pipelineStage() {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto schedule = module->getAttrOfType<DictionaryAttr>(kPipelineScheduleAttr);
+  auto stage = forward ? forward->getAttrOfType<IntegerAttr>(kStageAttr) : IntegerAttr();
+  if (!schedule || !stage)
+    return std::nullopt;
+  rt::PipelineSpec p;
+  auto ranks = schedule.getAs<ArrayAttr>("ranks");
+  p.stage = stage.getInt();
+  p.stages = static_cast<int64_t>(ranks.size());
+  p.schedule = schedule.getAs<StringAttr>("kind").getValue().str();
+  // "F3@1": the forward of microbatch 3 through stage 1, this rank's only.
+  int64_t inFlight = 0;
+  for (Attribute action : cast<ArrayAttr>(ranks[p.stage])) {
+    auto [head, at] = cast<StringAttr>(action).getValue().split('@');
+    rt::PipelineSpec::Action a{head.front(), 0};
+    head.drop_front().getAsInteger(10, a.microbatch);
+    p.actions.push_back(a);
+    inFlight += a.kind == 'F' ? 1 : -1;
+    p.inFlight = std::max(p.inFlight, inFlight);
+  }
+  int64_t first = forward->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
+  for (unsigned i = 0; i < forward.getNumResults(); ++i) {
+    auto kind = forward.getResultAttrOfType<StringAttr>(i, kKindAttr);
+    if (!kind || kind.getValue() != "stash")
+      continue;
+    StringRef name = forward.getResultAttrOfType<StringAttr>(i, kNameAttr).getValue();
+    for (size_t input = 0; input < plan.inputs.size(); ++input)
+      if (plan.inputs[input].name == name)
+        p.stash.emplace_back(static_cast<size_t>(first + i), input);
+  }
+  return p;
 }
 
 LogicalResult PlanBuilder::build(UserError &error) {

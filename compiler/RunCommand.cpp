@@ -485,8 +485,68 @@ int commitWithModel(const RunOptions &options, const std::string &outputDir) {
 
 } // namespace
 
+/// The mpirun command of a pipeline's job, from the one-program command
+/// `args` (mpirun's options, "-n N", then `program --dir DIR` at
+/// `programAt`, then the program's flags): one app context per rank, each
+/// running its pp stage's program (DIR/stage<S>/) with the same flags.
+std::vector<std::string> pipelineCommand(const std::vector<std::string> &args, size_t programAt,
+                                         const std::string &dir, const rt::Mesh &mesh) {
+  std::vector<std::string> command{args[0]};
+  command.insert(command.end(), args.begin() + 3, args.begin() + programAt);
+  const int ppAxis = mesh.axisIndex("pp");
+  for (int rank = 0; rank < mesh.size(); ++rank) {
+    std::string stageDir = dir + "/stage" + std::to_string(mesh.coordinates(rank)[ppAxis]);
+    if (rank > 0)
+      command.push_back(":");
+    command.insert(command.end(), {"-n", "1", stageDir + "/program", "--dir", stageDir});
+    command.insert(command.end(), args.begin() + programAt + 3, args.end());
+  }
+  return command;
+}
+
+/// What a pipeline's run cannot do yet, as the error that names it; empty
+/// when the run asks for none of it.
+std::string pipelineRefusal(const RunOptions &options) {
+  const std::pair<bool, const char *> unsupported[] = {
+      {!options.checkpointDir.empty(), "--checkpoint-dir"},
+      {!options.resumeDir.empty(), "--resume"},
+      {!options.initFrom.empty(), "--init-from"},
+      {!options.saveOnnx.empty(), "--save-onnx"},
+      {options.maxRestarts > 0, "--max-restarts"},
+      {options.repeat.has_value(), "--repeat"}};
+  for (auto [asked, flag] : unsupported)
+    if (asked)
+      return flag;
+  return "";
+}
+
 int runProgram(const RunOptions &options) {
   std::string program = options.dir + "/program";
+  // A pipeline's compile has one program per stage, in stage<S>/.
+  std::optional<rt::Mesh> pipelineMesh;
+  if (!llvm::sys::fs::exists(program) &&
+      llvm::sys::fs::can_execute(options.dir + "/stage0/program")) {
+    rt::Plan plan;
+    std::string message, planPath = options.dir + "/stage0/plan.json";
+    if (!rt::readPlan(planPath, plan, message) || !plan.mesh) {
+      printError({planPath, message.empty() ? "has no mesh" : message});
+      return kExitBadInput;
+    }
+    pipelineMesh = plan.mesh;
+    if (options.ranks != pipelineMesh->size()) {
+      printError({"-n " + std::to_string(options.ranks),
+                  "the pipeline in " + options.dir + " runs on " +
+                      std::to_string(pipelineMesh->size()) + " ranks",
+                  "run it with -n " + std::to_string(pipelineMesh->size()), kExitBadUsage});
+      return kExitBadUsage;
+    }
+    if (std::string flag = pipelineRefusal(options); !flag.empty()) {
+      printError({flag, "is not built for pipeline-parallel runs yet",
+                  "docs/training.md, \"Pipeline parallel\"", kExitBadUsage});
+      return kExitBadUsage;
+    }
+    program = options.dir + "/stage0/program";
+  }
   if (!llvm::sys::fs::can_execute(program)) {
     printError({options.dir, "not a compiled program (no executable 'program' in it)",
                 "build one with: cleave compile MODEL.onnx -o " + options.dir});
@@ -518,6 +578,7 @@ int runProgram(const RunOptions &options) {
   }
   llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(scratch); });
 
+  const size_t programAt = args.size();
   args.insert(args.end(),
               {program, "--dir", options.dir, "--threads", std::to_string(options.threads)});
   if (options.repeat)
@@ -603,6 +664,8 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--output-dir", outputDir});
   if (options.stats)
     args.push_back("--stats");
+  if (pipelineMesh)
+    args = pipelineCommand(args, programAt, options.dir, *pipelineMesh);
   int code = kExitOk;
   bool resuming = !options.resumeDir.empty();
   for (int restarts = 0;; ++restarts) {

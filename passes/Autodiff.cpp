@@ -55,9 +55,12 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
       return;
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    // A pipeline stage before the last has no loss: what it differentiates
-    // is what it sends on, against the gradients that come back.
-    const bool innerStage = func->hasAttr(kStageAttr) && func.getNumResults() == 0;
+    // A pipeline stage before the last (one that sends values on) has no
+    // loss: what it differentiates is what it sends, against the gradients
+    // that come back.
+    bool innerStage = false;
+    if (func->hasAttr(kStageAttr))
+      func.walk([&](PipelineSendOp send) { innerStage |= !send.getGradient(); });
     FailureOr<unsigned> index = 0;
     if (!innerStage && failed(index = findLossResult(func, loss, "to differentiate")))
       return signalPassFailure();
@@ -108,6 +111,18 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
                              recv.getPeer(), recv.getTag(), /*gradient=*/true);
     }
     grads->truncate(params.size());
+    for (auto [param, grad] : llvm::zip(params, *grads)) {
+      unsigned n = cast<BlockArgument>(param).getArgNumber();
+      auto others = func.getArgAttrOfType<DenseI64ArrayAttr>(n, kOtherStagesAttr);
+      if (grad && others) {
+        func.emitError("trains parameter '")
+            << func.getArgAttrOfType<StringAttr>(n, kNameAttr).getValue()
+            << "', which pipeline stage " << others[0]
+            << " reads too (tied weights): summing its gradients between stages is not built "
+               "yet; put its readers in one stage (--stages) or freeze it (--freeze)";
+        return signalPassFailure();
+      }
+    }
 
     SmallVector<Value> results(ret.getOperands());
     SmallVector<StringAttr> names;

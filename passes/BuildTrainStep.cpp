@@ -198,8 +198,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// Scales every gradient by min(1, clipGradNorm / (norm + 1e-6)), norm the
   /// 2-norm of all gradients together, each parameter element counted once:
   /// the squares of gradients split over tp (`split`) add up over tp, those
-  /// of replicated ones count once, and with `dpSliced` (ZeRO) the dp ranks'
-  /// slices add up over dp.
+  /// of replicated ones count once, with `dpSliced` (ZeRO) the dp ranks'
+  /// slices add up over dp, and the pipeline stages' over pp.
   void clipGlobalNorm(CleaveBuilder &u, OpBuilder &b,
                       MutableArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
                       const MeshAxes &layout, bool dpSliced) {
@@ -228,6 +228,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     }
     if (dpSliced)
       sumOfAll = allReduce(sumOfAll, layout.dpAxis);
+    // Each pipeline stage trains its own parameters (a tied one is refused),
+    // so the stages' sums add up to every element once; a stage without
+    // parameters adds 0.
+    if (layout.ppSize > 1)
+      sumOfAll = allReduce(sumOfAll ? sumOfAll : u.scalar(f32, 0.0), layout.ppAxis);
     Value coefficient =
         u.div(u.scalar(f32, clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(f32, 1e-6)));
     Value one = u.scalar(f32, 1.0);
@@ -463,7 +468,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     if (!lossSum || !lossCount)
       return forward.emitError(
           "has no loss.sum and loss.count results: run cleave-split-loss first");
-    if (gradOf.empty())
+    // A pipeline stage may hold no parameter (a stage of activations alone).
+    if (gradOf.empty() && !forward->hasAttr(kStageAttr))
       return forward.emitError("has no gradients: run cleave-autodiff first, and make the loss "
                                "depend on a parameter");
     return success();

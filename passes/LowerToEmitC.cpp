@@ -218,6 +218,7 @@ private:
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
   LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
   LogicalResult lowerCollective(Operation *op, ArrayRef<int16_t> axes);
+  LogicalResult lowerPipelineMessage(Operation *op);
 
   ModuleOp module;
   func::FuncOp func;
@@ -255,7 +256,7 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
   // no two unseeded dropouts drop the same elements.
   if (name == "seed")
     return std::to_string(attr ? static_cast<uint64_t>(cast<IntegerAttr>(attr).getInt())
-                               : (uint64_t(1) << 63) + unseededDropouts++) +
+                               : unseededDropoutSeed(unseededDropouts++)) +
            "ULL";
   if (isa<DropoutOp>(op) && name == "split") // optional: a whole tensor without it
     return dimsLiteral(attr ? cast<DenseI64ArrayAttr>(attr).asArrayRef() : ArrayRef<int64_t>());
@@ -373,6 +374,37 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
   return success();
 }
 
+/// A pipeline send or receive: to or from the pp rank of the stage it
+/// names, as message 2 x tag (+ 1 for a gradient: it goes back under the
+/// same tag).
+LogicalResult Lowering::lowerPipelineMessage(Operation *op) {
+  FailureOr<MeshAxes> mesh = getMesh(module);
+  if (failed(mesh))
+    return failure();
+  if (mesh->ppAxis < 0)
+    return op->emitError("is a pipeline message in a program without a pp axis");
+  auto send = dyn_cast<PipelineSendOp>(op);
+  auto recv = dyn_cast<PipelineRecvOp>(op);
+  int64_t peer = send ? send.getPeer() : recv.getPeer();
+  int64_t tag = 2 * (send ? send.getTag() : recv.getTag()) +
+                ((send ? send.getGradient() : recv.getGradient()) ? 1 : 0);
+  CallArgs args(b);
+  args.value(context);
+  if (send) {
+    args.value(tensors.lookup(send.getValue()));
+  } else {
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
+    if (!offsets)
+      return op->emitError("has no memory plan: run cleave-memory-plan first");
+    tensors[recv.getOutput()] = tensorAt(arena, offsets[0], recv.getOutput());
+    args.value(tensors[recv.getOutput()]);
+  }
+  for (int64_t literal : {mesh->ppAxis, peer % mesh->ppSize, tag})
+    args.literal(std::to_string(literal));
+  call(kernelPrefix + (send ? "pipeline_send" : "pipeline_recv"), Type(), args);
+  return success();
+}
+
 LogicalResult Lowering::lowerOp(Operation *op) {
   for (Value result : op->getResults())
     if (failed(dtypeLiteral(cast<RankedTensorType>(result.getType()).getElementType())))
@@ -392,6 +424,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     tensors[op->getResult(0)] = call("cleave::rt::reshaped", tensorType, args);
     return success();
   }
+  if (isa<PipelineSendOp, PipelineRecvOp>(op))
+    return lowerPipelineMessage(op);
   if (auto assign = dyn_cast<AssignOp>(op)) {
     CallArgs args(b);
     args.value(context);
@@ -534,6 +568,17 @@ LogicalResult Lowering::run() {
         CallArgs args(b);
         args.value(outputs);
         args.literal(std::to_string(firstOutput.getInt() + static_cast<int64_t>(i)));
+        // A stash is copied into the buffer the driver keeps for its
+        // microbatch; any other result is a view of where it was computed.
+        auto kind = func.getResultAttrOfType<StringAttr>(i, kKindAttr);
+        if (kind && kind.getValue() == "stash") {
+          CallArgs copy(b);
+          copy.value(context);
+          copy.value(tensors.lookup(value));
+          copy.value(call("cleave::rt::load", tensorType, args));
+          call(kernelPrefix + "copy", Type(), copy);
+          continue;
+        }
         args.value(tensors.lookup(value));
         call("cleave::rt::store", Type(), args);
       }
@@ -560,19 +605,20 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
       module.emitError("has no @forward function to lower");
       return signalPassFailure();
     }
+    static constexpr StringLiteral kEntries[] = {"forward", "backward", "apply"};
     for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.getSymName() != "forward" && func.getSymName() != "apply") {
-        func.emitError("cannot be lowered: a program has only @forward and @apply");
+      if (!llvm::is_contained(kEntries, func.getSymName())) {
+        func.emitError("cannot be lowered: a program has only @forward, @backward and @apply");
         return signalPassFailure();
       }
     }
     OpBuilder b(module.getBodyRegion());
     emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
-    // Every program defines both entry points; without an @apply (a forward
-    // program) cleave_apply does nothing.
-    auto apply = module.lookupSymbol<func::FuncOp>("apply");
-    for (func::FuncOp func : {forward, apply}) {
-      StringRef name = func ? func.getSymName() : StringRef("apply");
+    // Every program defines every entry point; without an @apply (a forward
+    // program) cleave_apply does nothing, and so does cleave_backward but in
+    // a pipeline stage's program.
+    for (StringRef name : kEntries) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
       if (failed(Lowering(module, func, name, target).run()))
         return signalPassFailure();
       if (func)

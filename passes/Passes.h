@@ -18,6 +18,10 @@ namespace cleave {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The seed of the `index`-th dropout without one, in @forward's order:
+/// its masks' stream (runtime/Random.h), apart from every seeded one's.
+inline uint64_t unseededDropoutSeed(uint64_t index) { return (uint64_t(1) << 63) + index; }
+
 /// Alignment of every arena and weights offset, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;
 

@@ -351,6 +351,43 @@ def PipelineSchedule : Pass<"cleave-pipeline-schedule", "mlir::ModuleOp"> {
   ];
 }
 
+def PipelineSelectStage : Pass<"cleave-pipeline-select-stage", "mlir::ModuleOp"> {
+  let summary = "Keep one pipeline stage's function as the program's @forward";
+  let description = [{
+    Runs after cleave-pipeline-schedule, when each pipeline stage becomes a
+    program of its own (`cleave compile --mesh ...,pp=P` compiles one per
+    stage): the function of stage `stage` becomes @forward, with its
+    `cleave.stage` and every data input any stage reads (so that every
+    stage's program gathers the same microbatches from the same data), and
+    the other stages' functions are erased. The module
+    keeps `cleave.pipeline_schedule`, every rank's actions, for plan.json.
+    Errors: a module without stage functions, no function of that stage.
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"0", "The stage to keep">,
+  ];
+}
+
+def SplitBackward : Pass<"cleave-split-backward", "mlir::ModuleOp"> {
+  let summary = "Split a pipeline stage's microbatch step into its forward and its backward";
+  let description = [{
+    Runs after cleave-build-train-step on a pipeline stage's program, whose
+    @forward runs one microbatch's forward and backward. A pipeline
+    schedule runs them apart (all forwards before any backward in gpipe), so
+    @forward keeps what its forward sends (`cleave.pipeline_send` of a value)
+    and assigns (the loss's sum and count, model state) with what they read,
+    and a new @backward takes the rest: the gradients it receives and sends
+    and the gradient accumulators it assigns. Every value the forward
+    computes (or reads from a data input) that the backward reads is a
+    stash: a result of @forward (`cleave.kind = "stash"`, named `stash:<i>`)
+    that the driver keeps for the microbatch until its backward, where it
+    is the argument of the same name. Constants are made again rather than
+    stashed; parameters and state are read from the weights in both.
+    Errors: a function without @forward, an op with no result that is not a
+    send or an assign, a forward that needs a received gradient.
+  }];
+}
+
 def VerifyPipelineSchedule : Pass<"cleave-verify-pipeline-schedule", "mlir::ModuleOp"> {
   let summary = "Prove a pipeline schedule runs every action once and cannot deadlock";
   let description = [{

@@ -312,6 +312,13 @@ private:
 void buildStages(ModuleOp module, func::FuncOp forward,
                  const DenseMap<Operation *, int64_t> &opStage, int64_t stages) {
   Block &body = forward.getBody().front();
+  // A dropout's masks follow its seed: one without gets the seed one
+  // device's lowering gives it, so that every stage draws one device's masks.
+  uint64_t unseeded = 0;
+  for (DropoutOp dropout : body.getOps<DropoutOp>())
+    if (!dropout.getSeedAttr())
+      dropout.setSeedAttr(IntegerAttr::get(IntegerType::get(module.getContext(), 64),
+                                           static_cast<int64_t>(unseededDropoutSeed(unseeded++))));
   Operation *terminator = body.getTerminator();
   auto readers = [&](Operation *user) -> int64_t {
     return user == terminator ? stages - 1 : opStage.lookup(user);
@@ -333,6 +340,11 @@ void buildStages(ModuleOp module, func::FuncOp forward,
     }
   }
 
+  auto dependsOnStagedOp = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def ? opStage.contains(def) : isParam(v);
+  };
+
   OpBuilder b(module.getContext());
   b.setInsertionPointAfter(forward);
   for (int64_t stage = 0; stage < stages; ++stage) {
@@ -350,8 +362,13 @@ void buildStages(ModuleOp module, func::FuncOp forward,
         needed.insert(&op);
         worklist.push_back(&op);
       }
-    if (stage == stages - 1)
-      for (Value v : terminator->getOperands())
+    // The last stage computes @forward's results; each stage before it
+    // returns those that depend on no parameter too (the loss's count, which
+    // its step divides by) and zeros for the others (the loss's sum).
+    const bool last = stage == stages - 1;
+    auto computedHere = [&](Value v) { return last || !dependsOnStagedOp(v); };
+    for (Value v : terminator->getOperands())
+      if (computedHere(v))
         need(v);
     while (!worklist.empty())
       for (Value v : worklist.pop_back_val()->getOperands())
@@ -365,24 +382,23 @@ void buildStages(ModuleOp module, func::FuncOp forward,
     };
     for (Operation *op : needed)
       llvm::for_each(op->getOperands(), useArg);
-    if (stage == stages - 1)
-      llvm::for_each(terminator->getOperands(), useArg);
+    for (Value v : terminator->getOperands())
+      if (computedHere(v))
+        useArg(v);
     SmallVector<unsigned> args(argNumbers.begin(), argNumbers.end());
     llvm::sort(args);
 
     SmallVector<Type> argTypes, resultTypes;
     for (unsigned number : args)
       argTypes.push_back(forward.getArgument(number).getType());
-    if (stage == stages - 1)
-      resultTypes.assign(forward.getResultTypes().begin(), forward.getResultTypes().end());
+    resultTypes.assign(forward.getResultTypes().begin(), forward.getResultTypes().end());
     auto func = func::FuncOp::create(b, forward.getLoc(), ("stage" + Twine(stage)).str(),
                                      b.getFunctionType(argTypes, resultTypes));
     func->setAttr(kStageAttr, b.getI64IntegerAttr(stage));
     for (auto [index, number] : llvm::enumerate(args))
       func.setArgAttrs(index, forward.getArgAttrDict(number));
-    if (stage == stages - 1)
-      for (unsigned i = 0; i < forward.getNumResults(); ++i)
-        func.setResultAttrs(i, forward.getResultAttrDict(i));
+    for (unsigned i = 0; i < forward.getNumResults(); ++i)
+      func.setResultAttrs(i, forward.getResultAttrDict(i));
 
     OpBuilder inner = OpBuilder::atBlockBegin(func.addEntryBlock());
     IRMapping mapping;
@@ -406,9 +422,10 @@ void buildStages(ModuleOp module, func::FuncOp forward,
                                tag);
     }
     SmallVector<Value> results;
-    if (stage == stages - 1)
-      for (Value v : terminator->getOperands())
-        results.push_back(mapping.lookup(v));
+    for (Value v : terminator->getOperands())
+      results.push_back(computedHere(v) ? mapping.lookup(v)
+                                        : splatConstant(inner, terminator->getLoc(),
+                                                        cast<RankedTensorType>(v.getType()), 0.0));
     func::ReturnOp::create(inner, terminator->getLoc(), results);
     b.setInsertionPointAfter(func);
   }

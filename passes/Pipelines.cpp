@@ -56,6 +56,15 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addNestedPass<func::FuncOp>(createCheckSharding());
     pm.addNestedPass<func::FuncOp>(shard::createPartition());
   }
+  // Pipeline parallelism: each stage is a program of its own.
+  const bool pipelined = distributed && parsed.axisIndex("pp") >= 0;
+  if (pipelined) {
+    PipelineSplitOptions split;
+    split.stageParams.assign(options.stageParams.begin(), options.stageParams.end());
+    pm.addPass(createPipelineSplit(split));
+    pm.addPass(createPipelineSchedule({options.schedule, options.microbatches}));
+    pm.addPass(createPipelineSelectStage({options.stage}));
+  }
   pm.addNestedPass<func::FuncOp>(createBatchNormStatistics({options.syncBatchNorm}));
   pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
   BuildTrainStepOptions step;
@@ -71,6 +80,8 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   pm.addPass(createBuildTrainStep(step));
   if (distributed)
     pm.addPass(createDataParallel());
+  if (pipelined)
+    pm.addPass(createSplitBackward());
 }
 
 void registerCleavePipelines() {

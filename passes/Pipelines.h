@@ -50,6 +50,15 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<double> clipGradNorm{*this, "clip-grad-norm", llvm::cl::init(0.0),
                               llvm::cl::desc("Global gradient-norm clipping (0: off)")};
   Option<int> zero{*this, "zero", llvm::cl::init(0), llvm::cl::desc("ZeRO stage 0..3")};
+  Option<std::string> schedule{*this, "schedule", llvm::cl::init("1f1b"),
+                               llvm::cl::desc("With a pp axis: the pipeline schedule")};
+  Option<int64_t> microbatches{*this, "microbatches", llvm::cl::init(1),
+                               llvm::cl::desc("With a pp axis: microbatches a step")};
+  ListOption<std::string> stageParams{
+      *this, "stage-params",
+      llvm::cl::desc("With a pp axis: GLOB=STAGE each, the stage of the parameters")};
+  Option<int64_t> stage{*this, "stage", llvm::cl::init(0),
+                        llvm::cl::desc("With a pp axis: the stage this program runs")};
   Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false),
                              llvm::cl::desc("Training-mode BatchNorm statistics over every dp "
                                             "rank's microbatch together")};
@@ -58,8 +67,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 /// The passes from @forward as imported to the differentiated training step
 /// partitioned over the mesh: append-loss, split-loss, create-mesh,
 /// annotate-sharding, sharding-propagation, check-sharding, shard-partition
-/// (with a tp axis), batchnorm-statistics, autodiff, build-train-step,
-/// data-parallel, as each option asks.
+/// (with a tp axis), with a pp axis pipeline-split, pipeline-schedule and
+/// pipeline-select-stage (the program of stage `stage`), batchnorm-statistics,
+/// autodiff, build-train-step, data-parallel, and with a pp axis
+/// split-backward, as each option asks.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then

@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 
@@ -148,6 +151,16 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
                                  {"clip_grad_norm", h.clipGradNorm}};
   training["lr_input"] = plan.inputs[t.lrInput].name;
   training["step_input"] = plan.inputs[t.stepInput].name;
+  if (const auto &p = t.pipeline) {
+    Json actions = Json::array(), stash = Json::array();
+    for (const PipelineSpec::Action &action : p->actions)
+      actions.push_back(action.kind + std::to_string(action.microbatch));
+    for (auto [output, input] : p->stash)
+      stash.push_back(plan.outputs[output].name);
+    training["pipeline"] = {{"stage", p->stage},         {"stages", p->stages},
+                            {"schedule", p->schedule},   {"actions", actions},
+                            {"in_flight", p->inFlight}, {"stash", stash}};
+  }
   return training;
 }
 
@@ -280,6 +293,9 @@ public:
   bool flatBuffer(const Json &json, Plan &plan);
   bool schedule(const Json &json, TrainingSpec &spec);
   bool training(const Json &json, Plan &plan);
+  /// training.pipeline, with the inputs it claims (the stash).
+  bool pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
+                std::vector<bool> &claimed);
 
 private:
   std::string &error;
@@ -515,6 +531,8 @@ bool Reader::training(const Json &json, Plan &plan) {
   if (!spec.trainingInfo && (!scalarInput("lr_input", lrName, spec.lrInput) ||
                              !scalarInput("step_input", stepName, spec.stepInput)))
     return false;
+  if (json.contains("pipeline") && !pipeline(json["pipeline"], plan, spec, claimed))
+    return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (!claimed[i])
       return fail("training",
@@ -530,6 +548,57 @@ bool Reader::training(const Json &json, Plan &plan) {
   spec.lossOutput = *loss;
   spec.batchSize = spec.microBatch * spec.gradAccum;
   plan.training = spec;
+  return true;
+}
+
+bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
+                      std::vector<bool> &claimed) {
+  const std::string at = "training.pipeline.";
+  PipelineSpec p;
+  const Json *actions = list(json, at, "actions");
+  const Json *stash = list(json, at, "stash");
+  if (!actions || !stash || !integer(json, at, "stage", p.stage, 0) ||
+      !integer(json, at, "stages", p.stages, 2) || !integer(json, at, "in_flight", p.inFlight, 0) ||
+      !string(json, at, "schedule", p.schedule))
+    return false;
+  if (p.stage >= p.stages)
+    return fail(at + "stage", "is not below training.pipeline.stages");
+  // Each microbatch's forward once, then its backward once.
+  std::vector<int> seen(static_cast<size_t>(spec.gradAccum), 0);
+  int64_t inFlight = 0, most = 0;
+  for (const Json &entry : *actions) {
+    const std::string text = entry.is_string() ? entry.get<std::string>() : "";
+    PipelineSpec::Action action;
+    char *end = nullptr;
+    if (text.size() >= 2 && (text[0] == 'F' || text[0] == 'B') && std::isdigit(text[1])) {
+      action.kind = text[0];
+      action.microbatch = std::strtoll(text.c_str() + 1, &end, 10);
+    }
+    const int want = action.kind == 'F' ? 0 : 1;
+    if (!end || *end || action.microbatch >= spec.gradAccum ||
+        seen[static_cast<size_t>(action.microbatch)] != want)
+      return fail(at + "actions", entry.dump() + " is not F<m> or B<m> of a microbatch below "
+                                   "training.grad_accum, each forward once before its backward");
+    seen[static_cast<size_t>(action.microbatch)] = want + 1;
+    inFlight += action.kind == 'F' ? 1 : -1;
+    most = std::max(most, inFlight);
+    p.actions.push_back(action);
+  }
+  if (std::count(seen.begin(), seen.end(), 2) != spec.gradAccum)
+    return fail(at + "actions", "do not run every microbatch's forward and backward");
+  if (p.inFlight != most)
+    return fail(at + "in_flight", "is not the most microbatches its actions hold (" +
+                                      std::to_string(most) + ")");
+  for (const Json &entry : *stash) {
+    std::string name = entry.is_string() ? entry.get<std::string>() : "";
+    std::optional<size_t> output = indexOf(plan.outputs, name), input = indexOf(plan.inputs, name);
+    if (!output || !input || claimed[*input] || plan.inputs[*input].dtype != plan.outputs[*output].dtype ||
+        plan.inputs[*input].shape != plan.outputs[*output].shape)
+      return fail(at + "stash", entry.dump() + " is not an output and an input of the same type");
+    claimed[*input] = true;
+    p.stash.emplace_back(*output, *input);
+  }
+  spec.pipeline = std::move(p);
   return true;
 }
 
@@ -673,6 +742,7 @@ std::string planJson(const Plan &plan) {
         {"activation_bytes", m.activationBytes},
         {"input_bytes", m.inputBytes},
         {"scratch_bytes", m.scratchBytes},
+        {"stash_bytes", m.stashBytes},
         {"predicted_peak_bytes", m.predictedPeakBytes}}},
   };
   if (plan.training)

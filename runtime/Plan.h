@@ -157,8 +157,11 @@ struct MemoryFigures {
   int64_t activationBytes = 0, inputBytes = 0;
   /// The largest scratch one kernel call allocates (a convolution's columns).
   int64_t scratchBytes = 0;
-  /// The arena, the weights blob, the inputs and the scratch: what the
-  /// program's allocations peak at (the driver measures it).
+  /// A pipeline stage's stash sets: one microbatch's stash times the most
+  /// microbatches in flight.
+  int64_t stashBytes = 0;
+  /// The arena, the weights blob, the inputs, the stash and the scratch:
+  /// what the program's allocations peak at (the driver measures it).
   int64_t predictedPeakBytes = 0;
 };
 
@@ -173,6 +176,27 @@ struct Hyperparameters {
 
 /// plan.json's optional "training" object: the program's forward runs one
 /// microbatch, its apply one update (docs/training.md).
+/// A pipeline stage's program (a mesh with a pp axis): its stage, the
+/// actions its rank runs each step, and the stash its forward keeps for its
+/// backward.
+struct PipelineSpec {
+  int64_t stage = 0, stages = 1;
+  /// gpipe or 1f1b.
+  std::string schedule;
+  /// One step's actions in order: 'F' or 'B' and the microbatch.
+  struct Action {
+    char kind = 'F';
+    int64_t microbatch = 0;
+  };
+  std::vector<Action> actions;
+  /// The most microbatches whose forward ran and backward did not yet:
+  /// how many stash sets the driver keeps.
+  int64_t inFlight = 0;
+  /// Each stash: an output of @forward and the input of @backward of the
+  /// same name (indices into Plan::outputs and Plan::inputs).
+  std::vector<std::pair<size_t, size_t>> stash;
+};
+
 struct TrainingSpec {
   /// Algorithm "training_info": the model's own algorithm is the whole step,
   /// one forward with an empty apply; no learning rate, schedule or step
@@ -196,6 +220,7 @@ struct TrainingSpec {
   int64_t gradAccum = 1;
   /// Samples per step: microBatch * gradAccum.
   int64_t batchSize = 0;
+  std::optional<PipelineSpec> pipeline;
 };
 
 struct Plan {

@@ -15,20 +15,52 @@
 
 namespace cleave::rt {
 
-/// The type of a program's two entry points on the backend whose kernels
+/// The type of a program's three entry points on the backend whose kernels
 /// take `Context`.
 ///
 /// cleave_forward (@forward): a forward pass (in a training program, the
 /// forward and backward of one microbatch, adding into the gradient
 /// accumulators). Reads `inputs` (plan.json's input order) and the weights
 /// blob and writes its `outputs` (views of the arena, the weights or the
-/// inputs).
+/// inputs; a stash is copied into the buffer its output already points to).
+///
+/// cleave_backward (@backward): in a pipeline stage's program, where
+/// cleave_forward runs a microbatch's forward only, its backward: reads the
+/// stash its forward wrote into `outputs` (plan.json's pipeline stash, as
+/// inputs), receives and sends gradients and adds into the gradient
+/// accumulators. Does nothing in any other program.
 ///
 /// cleave_apply (@apply): a training program's optimizer update from the
 /// accumulated gradients; does nothing in a forward program. Same arguments.
+/// The entry points, as the driver names them.
+enum class ProgramEntryPoint { Forward, Backward, Apply };
+
 template <typename Context>
 using ProgramEntry = void(Context &ctx, char *arena, char *weights, const Tensor *inputs,
                           Tensor *outputs);
+
+/// "forward", "backward", "apply".
+inline const char *entryPointName(ProgramEntryPoint entry) {
+  switch (entry) {
+  case ProgramEntryPoint::Forward:
+    return "forward";
+  case ProgramEntryPoint::Backward:
+    return "backward";
+  case ProgramEntryPoint::Apply:
+    break;
+  }
+  return "apply";
+}
+
+/// The function of `entry` among a program's three.
+template <typename Context>
+ProgramEntry<Context> &entryPointOf(ProgramEntryPoint entry, ProgramEntry<Context> &forward,
+                                    ProgramEntry<Context> &backward,
+                                    ProgramEntry<Context> &apply) {
+  return entry == ProgramEntryPoint::Forward    ? forward
+         : entry == ProgramEntryPoint::Backward ? backward
+                                                : apply;
+}
 
 } // namespace cleave::rt
 

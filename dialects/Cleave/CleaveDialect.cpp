@@ -14,9 +14,9 @@ namespace {
 LogicalResult verifyValue(StringRef name, Attribute value,
                           function_ref<InFlightDiagnostic()> emitError) {
   if (name == kKindAttr &&
-      !llvm::is_contained({"input", "param", "state"}, cast<StringAttr>(value).getValue()))
-    return emitError() << "'" << name << "' is " << value << ", not \"input\", \"param\" or "
-                       << "\"state\"";
+      !llvm::is_contained({"input", "param", "state", "stash"}, cast<StringAttr>(value).getValue()))
+    return emitError() << "'" << name << "' is " << value << ", not \"input\", \"param\", "
+                       << "\"state\" or \"stash\"";
   if (auto integer = dyn_cast<IntegerAttr>(value);
       integer && integer.getType().isInteger() && integer.getValue().isNegative())
     return emitError() << "'" << name << "' is " << integer.getInt() << ", not >= 0";

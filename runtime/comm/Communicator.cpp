@@ -65,6 +65,20 @@ void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis,
                     {step, "gradients"});
 }
 
+void sendOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &value,
+                int64_t peer, int64_t tag, int64_t step) {
+  axisCommunicator(axes, axis, "pipeline_send")
+      .send(value.data, static_cast<std::size_t>(value.numel()), value.dtype,
+            static_cast<int>(peer), static_cast<int>(tag), {step, "a pipeline stage's value"});
+}
+
+void recvOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &out,
+                int64_t peer, int64_t tag, int64_t step) {
+  axisCommunicator(axes, axis, "pipeline_recv")
+      .recv(out.data, static_cast<std::size_t>(out.numel()), out.dtype, static_cast<int>(peer),
+            static_cast<int>(tag), {step, "a pipeline stage's value"});
+}
+
 void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                          const Tensor &out, int64_t step) {
   Communicator &group = axisCommunicator(axes, axis, "reduce_scatter");
@@ -219,6 +233,8 @@ void Communicator::send(const void *buffer, std::size_t count, DType type, int p
   run(CollectiveKind::Send, count * dtypeSize(type), site,
       [&] { doSend(buffer, count, type, peer, tag, site); });
 }
+
+void Communicator::completeSends(const CallSite &site) { doCompleteSends(site); }
 
 void Communicator::recv(void *buffer, std::size_t count, DType type, int peer, int tag,
                         const CallSite &site) {

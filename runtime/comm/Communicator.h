@@ -135,6 +135,11 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
                          const Tensor &out, int64_t step);
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                      const Tensor &out, int64_t step);
+/// The pipeline kernels: `value` to, `out` from rank `peer` of the axis.
+void sendOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &value,
+                int64_t peer, int64_t tag, int64_t step);
+void recvOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &out,
+                int64_t peer, int64_t tag, int64_t step);
 /// The all_slice kernel's source: the byte offset in `in` of this rank's
 /// part (`out`, dim 0 split n ways); each backend copies it its own way.
 std::size_t sliceOffset(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
@@ -179,9 +184,14 @@ public:
   void broadcast(void *buffer, std::size_t count, DType type, int root, const CallSite &site);
   void barrier(const CallSite &site);
   /// Point to point, for pipeline stages: a recv matches the send of the same
-  /// peer and tag, and must expect the count and type sent.
+  /// peer and tag, and must expect the count and type sent. A send does not
+  /// wait for its receive (a pipeline schedule's proof that it cannot
+  /// deadlock assumes so): the communicator sends a copy, which
+  /// completeSends waits for.
   void send(const void *buffer, std::size_t count, DType type, int peer, int tag,
             const CallSite &site);
+  /// Waits until every message this rank sent has been taken.
+  void completeSends(const CallSite &site);
   void recv(void *buffer, std::size_t count, DType type, int peer, int tag,
             const CallSite &site);
 
@@ -218,6 +228,7 @@ protected:
   virtual void doBarrier(const CallSite &site) = 0;
   virtual void doSend(const void *buffer, std::size_t count, DType type, int peer, int tag,
                       const CallSite &site) = 0;
+  virtual void doCompleteSends(const CallSite &site) = 0;
   virtual void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
                       const CallSite &site) = 0;
   /// Ends every rank of the job with `exitCode`; called after the error line
@@ -265,6 +276,7 @@ protected:
   void doBroadcast(void *, std::size_t, DType, int, const CallSite &) override {}
   void doBarrier(const CallSite &) override {}
   void doSend(const void *, std::size_t, DType, int, int, const CallSite &site) override;
+  void doCompleteSends(const CallSite &) override {}
   void doRecv(void *, std::size_t, DType, int, int, const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
 };

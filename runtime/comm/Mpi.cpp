@@ -266,11 +266,27 @@ void MpiCommunicator::doSend(const void *buffer, std::size_t count, DType type, 
   if (tag > tagLimit(comm_))
     fail(kind, site, "tag " + std::to_string(tag) + " is above MPI's limit " +
                          std::to_string(tagLimit(comm_)));
-  Deadline deadline(options().timeoutSeconds);
-  MPI_Request request;
-  check(MPI_Isend(buffer, mpiCount(count, kind, site), mpiType(type), peer, tag, comm_, &request),
+  // Sent from a copy, so that the program may reuse its buffer at once.
+  PendingSend &sent = pendingSends_.emplace_back();
+  const auto *bytes = static_cast<const char *>(buffer);
+  sent.bytes.assign(bytes, bytes + count * dtypeSize(type));
+  check(MPI_Isend(sent.bytes.data(), mpiCount(count, kind, site), mpiType(type), peer, tag, comm_,
+                  &sent.request),
         kind, site, "MPI_Isend");
-  wait(request, deadline, kind, site);
+  while (!pendingSends_.empty()) {
+    int taken = 0;
+    check(MPI_Test(&pendingSends_.front().request, &taken, MPI_STATUS_IGNORE), kind, site,
+          "MPI_Test");
+    if (!taken)
+      break;
+    pendingSends_.pop_front();
+  }
+}
+
+void MpiCommunicator::doCompleteSends(const CallSite &site) {
+  Deadline deadline(options().timeoutSeconds);
+  for (; !pendingSends_.empty(); pendingSends_.pop_front())
+    wait(pendingSends_.front().request, deadline, CollectiveKind::Send, site);
 }
 
 void MpiCommunicator::doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,

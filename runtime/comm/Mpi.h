@@ -21,6 +21,7 @@
 
 #include <mpi.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,9 +95,16 @@ protected:
               const CallSite &site) override;
   void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
+  void doCompleteSends(const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
 
 private:
+  /// A message sent and maybe not yet taken, with the copy it is sent from.
+  struct PendingSend {
+    std::vector<char> bytes;
+    MPI_Request request;
+  };
+
   MpiCommunicator(MPI_Comm comm, int worldRank, std::string axis, CommOptions options);
   static int rankIn(MPI_Comm comm);
   static int sizeOf(MPI_Comm comm);
@@ -110,6 +118,8 @@ private:
   int mpiCount(std::size_t count, CollectiveKind kind, const CallSite &site);
 
   MPI_Comm comm_;
+  /// Oldest first; those taken are dropped at each send and completeSends.
+  std::deque<PendingSend> pendingSends_;
   /// Reused between calls of the deterministic mode.
   std::vector<char> scratch_;
 };

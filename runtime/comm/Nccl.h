@@ -58,6 +58,8 @@ protected:
   void doBarrier(const CallSite &site) override;
   void doSend(const void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
+  /// NCCL's sends are complete when doSend returns.
+  void doCompleteSends(const CallSite &) override {}
   void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;

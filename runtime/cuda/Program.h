@@ -1,7 +1,7 @@
 //===- Program.h - what a generated CUDA program defines --------*- C++ -*-===//
 //
-// The generated program.cu includes this header and defines cleave_forward
-// and cleave_apply (runtime/ProgramEntry.h); the driver (runtime/driver)
+// The generated program.cu includes this header and defines cleave_forward,
+// cleave_backward and cleave_apply (runtime/ProgramEntry.h); the driver (runtime/driver)
 // calls them.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +13,7 @@
 #include "runtime/cuda/Kernels.h"
 
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_forward;
+cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_backward;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_apply;
 
 #endif

@@ -53,13 +53,10 @@ public:
     context.marks = marks;
     context.markOps = marks && ops;
   }
-  void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
-               cleave::rt::Tensor *outputs) override {
-    cleave_forward(context, arena, weights, inputs, outputs);
-  }
-  void apply(char *arena, char *weights, const cleave::rt::Tensor *inputs,
-             cleave::rt::Tensor *outputs) override {
-    cleave_apply(context, arena, weights, inputs, outputs);
+  void run(cleave::rt::ProgramEntryPoint entry, char *arena, char *weights,
+           const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs) override {
+    cleave::rt::entryPointOf(entry, cleave_forward, cleave_backward, cleave_apply)(
+        context, arena, weights, inputs, outputs);
   }
 
 private:

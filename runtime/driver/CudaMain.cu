@@ -98,15 +98,11 @@ public:
     context.marks = marks ? &synced : nullptr;
     context.markOps = marks && ops;
   }
-  void forward(char *arena, char *weights, const cleave::rt::Tensor *inputs,
-               cleave::rt::Tensor *outputs) override {
-    cleave_forward(context, arena, weights, inputs, outputs);
-    check(cudaStreamSynchronize(context.stream), "forward");
-  }
-  void apply(char *arena, char *weights, const cleave::rt::Tensor *inputs,
-             cleave::rt::Tensor *outputs) override {
-    cleave_apply(context, arena, weights, inputs, outputs);
-    check(cudaStreamSynchronize(context.stream), "apply");
+  void run(cleave::rt::ProgramEntryPoint entry, char *arena, char *weights,
+           const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs) override {
+    cleave::rt::entryPointOf(entry, cleave_forward, cleave_backward, cleave_apply)(
+        context, arena, weights, inputs, outputs);
+    check(cudaStreamSynchronize(context.stream), cleave::rt::entryPointName(entry));
   }
 
 private:

@@ -101,7 +101,8 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   std::vector<double> seconds;
   for (int r = 0; r < options.repeat; ++r) {
     auto start = std::chrono::steady_clock::now();
-    backend.forward(arena.get(), weights.get(), inputs.data(), outputs.data());
+    backend.run(ProgramEntryPoint::Forward, arena.get(), weights.get(), inputs.data(),
+                outputs.data());
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }

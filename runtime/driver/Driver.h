@@ -12,6 +12,7 @@
 #define CLEAVE_RUNTIME_DRIVER_DRIVER_H
 
 #include "runtime/Allocations.h"
+#include "runtime/ProgramEntry.h"
 #include "runtime/Tensor.h"
 
 #include <cstddef>
@@ -60,10 +61,10 @@ public:
   /// for its queued work before it passes a mark on, so that a mark's time
   /// is when the work before it is done.
   virtual void setMarks(ProgramMarks *marks, bool ops) = 0;
-  /// Runs cleave_forward and waits for it to finish.
-  virtual void forward(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
-  /// Runs cleave_apply (a training step's update) and waits for it to finish.
-  virtual void apply(char *arena, char *weights, const Tensor *inputs, Tensor *outputs) = 0;
+  /// Runs one of the program's entry points (runtime/ProgramEntry.h) and
+  /// waits for it to finish.
+  virtual void run(ProgramEntryPoint entry, char *arena, char *weights, const Tensor *inputs,
+                   Tensor *outputs) = 0;
 };
 
 /// What a compile made its program for: the compile's build id and the

@@ -151,11 +151,14 @@ void RunProfile::input(int64_t k, Clock::time_point begin, uint64_t bytes, doubl
                       .dump());
 }
 
-void RunProfile::beginCall(int64_t k) {
+void RunProfile::beginCall(int64_t k, ProgramEntryPoint entry) {
   if (!measuring)
     return;
   microbatch = k;
-  phase = k < 0 ? "optimizer" : trainingInfo ? "training_info step" : "forward";
+  phase = entry == ProgramEntryPoint::Apply      ? "optimizer"
+          : entry == ProgramEntryPoint::Backward ? "backward"
+          : trainingInfo                         ? "training_info step"
+                                                 : "forward";
   callBegin = phaseBegin = Clock::now();
 }
 

@@ -15,6 +15,7 @@
 #ifndef CLEAVE_RUNTIME_DRIVER_PROFILE_H
 #define CLEAVE_RUNTIME_DRIVER_PROFILE_H
 
+#include "runtime/ProgramEntry.h"
 #include "runtime/StepContext.h"
 #include "runtime/Timeline.h"
 #include "runtime/comm/Communicator.h"
@@ -74,9 +75,10 @@ public:
   /// input thread gathered in `readSeconds`.
   void input(int64_t microbatch, Timeline::Clock::time_point begin, uint64_t bytes,
              double readSeconds);
-  /// The program's forward of microbatch `microbatch`, or (negative) the
-  /// optimizer's apply, begins / ends.
-  void beginCall(int64_t microbatch);
+  /// The program's `entry` begins / ends: the forward or (a pipeline
+  /// stage's) backward of microbatch `microbatch`, or the optimizer's apply
+  /// (microbatch -1).
+  void beginCall(int64_t microbatch, ProgramEntryPoint entry);
   void endCall();
   /// Ends the step and returns its figures (zero when not measuring).
   StepTimes endStep();

@@ -235,6 +235,24 @@ struct ProgramState {
   std::unique_ptr<Buffer> weights, arena;
   std::vector<std::unique_ptr<Buffer>> inputBuffers;
   std::vector<Tensor> inputs, outputs;
+  /// A pipeline stage's stash sets (one per microbatch in flight), each
+  /// one buffer per stash of plan.json: where a microbatch's forward leaves
+  /// what its backward reads.
+  std::vector<std::vector<std::unique_ptr<Buffer>>> stashSets;
+
+  void run(Backend &backend, ProgramEntryPoint entry) {
+    backend.run(entry, arena->get(), weights->get(), inputs.data(), outputs.data());
+  }
+  /// Points the stash outputs of the forward and inputs of the backward at
+  /// the set of microbatch `k`.
+  void useStashOf(const PipelineSpec &pipeline, int64_t k) {
+    const auto &set = stashSets[static_cast<size_t>(k % pipeline.inFlight)];
+    for (size_t i = 0; i < pipeline.stash.size(); ++i) {
+      auto [output, input] = pipeline.stash[i];
+      inputs[input].data = set[i]->get();
+      outputs[output] = inputs[input];
+    }
+  }
 };
 
 struct StepRecord {
@@ -782,19 +800,31 @@ int loadProgram(const std::string &dir, const Plan &plan, Job &job, const Resume
                        program.hostWeights.size());
   program.arena = std::make_unique<Buffer>(backend, static_cast<size_t>(plan.arenaBytes));
   const std::vector<size_t> &dataInputs = plan.training->dataInputs;
+  const std::optional<PipelineSpec> &pipeline = plan.training->pipeline;
+  auto isStash = [&](size_t input) {
+    return pipeline && std::any_of(pipeline->stash.begin(), pipeline->stash.end(),
+                                   [&](const auto &pair) { return pair.second == input; });
+  };
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     Tensor view = tensorAt(nullptr, plan.inputs[i]);
     // The program reads a data input where the input thread gathered it
-    // (set for each microbatch) when the backend reads its staging memory.
+    // (set for each microbatch) when the backend reads its staging memory,
+    // and a stash in its microbatch's set.
     bool staged = backend.readsStaging() &&
                   std::find(dataInputs.begin(), dataInputs.end(), i) != dataInputs.end();
-    if (!staged) {
+    if (!staged && !isStash(i)) {
       program.inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
       view.data = program.inputBuffers.back()->get();
     }
     program.inputs.push_back(view);
   }
   program.outputs.resize(plan.outputs.size());
+  if (pipeline)
+    for (int64_t k = 0; k < pipeline->inFlight; ++k) {
+      auto &set = program.stashSets.emplace_back();
+      for (auto [output, input] : pipeline->stash)
+        set.push_back(std::make_unique<Buffer>(backend, program.inputs[input].bytes()));
+    }
   return 0;
 }
 
@@ -843,6 +873,15 @@ double readLoss(const Plan &plan, Backend &backend, const ProgramState &program)
   return loss;
 }
 
+/// Sets the step's loss output to `loss`.
+void writeLoss(const Plan &plan, Backend &backend, ProgramState &program, double loss) {
+  const size_t index = plan.training->lossOutput;
+  const float single = static_cast<float>(loss);
+  const bool f64 = plan.outputs[index].dtype == DType::F64;
+  backend.copyToDevice(program.outputs[index].data, f64 ? static_cast<const void *>(&loss) : &single,
+                       f64 ? sizeof loss : sizeof single);
+}
+
 int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
                  const std::vector<StepRecord> &records,
                  const std::vector<CheckpointRecord> &checkpoints, const RunReport &report,
@@ -855,10 +894,13 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
                  const std::vector<CheckpointRecord> &checkpoints, const RunReport &report,
                  double seconds) {
   // The parameters are the same on every rank of an axis the blob does not
-  // differ along: rank 0 of it writes the blob.
+  // differ along: rank 0 of it writes the blob. Each pipeline stage writes
+  // its own, in stage<S>/ as it was compiled.
+  const std::optional<PipelineSpec> &pipeline = plan.training->pipeline;
   for (size_t a = 0; a < job.coordinates.size(); ++a)
-    if (job.coordinates[a] != 0 && std::find(plan.weightsByAxes.begin(), plan.weightsByAxes.end(),
-                                             job.mesh.axisNames[a]) == plan.weightsByAxes.end())
+    if (job.coordinates[a] != 0 && !(pipeline && job.mesh.axisNames[a] == "pp") &&
+        std::find(plan.weightsByAxes.begin(), plan.weightsByAxes.end(), job.mesh.axisNames[a]) ==
+            plan.weightsByAxes.end())
       return 0;
   // The blob, the outputs and the metrics are replaced as one set.
   FileSet files;
@@ -866,13 +908,29 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
   if (!options.outputDir.empty()) {
     backend.copyToHost(program.hostWeights.data(), program.weights->get(),
                        program.hostWeights.size());
-    std::string path = options.outputDir + "/" + program.blobName;
+    std::string dir = options.outputDir;
+    if (pipeline) {
+      dir += "/stage" + std::to_string(pipeline->stage);
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec)
+        return fail(dir, "cannot create: " + ec.message(), 1);
+    }
+    std::string path = dir + "/" + program.blobName;
     if (!files.stage(path, {{program.hostWeights.data(), program.hostWeights.size()}}, error))
       return fail(path, error, 1);
   }
-  if (job.reporting && !options.outputDir.empty())
-    if (int code = stageOutputs(plan, program.outputs, options.outputDir, backend, files))
+  if (job.reporting && !options.outputDir.empty()) {
+    // A pipeline stage's stash is no result.
+    Plan results = plan;
+    std::vector<Tensor> outputs = program.outputs;
+    if (pipeline) {
+      results.outputs = {plan.outputs[plan.training->lossOutput]};
+      outputs = {program.outputs[plan.training->lossOutput]};
+    }
+    if (int code = stageOutputs(results, outputs, options.outputDir, backend, files))
       return code;
+  }
   if (job.reporting && !options.logJson.empty())
     if (int code = stageMetrics(plan, options, job, backend, records, checkpoints, report, seconds,
                                 files))
@@ -1019,7 +1077,17 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       backend.copyToDevice(program.inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
       backend.copyToDevice(program.inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
     }
-    for (int64_t k = 0; k < spec.gradAccum; ++k) {
+    // Microbatch k's forward or backward. Masks are keyed by the
+    // microbatch's place in the global batch: a dp layout draws what one
+    // device accumulating the same microbatches does.
+    auto runMicrobatch = [&](int64_t k, ProgramEntryPoint entry) {
+      backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k));
+      profile.beginCall(k, entry);
+      program.run(backend, entry);
+      profile.endCall();
+    };
+    // Each forward takes its microbatch's data; forwards come in order.
+    auto forward = [&](int64_t k) {
       const auto reading = profile.now();
       // The thread gathers the next microbatch while this one computes.
       const bool last = k + 1 == spec.gradAccum;
@@ -1037,20 +1105,34 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
         }
       });
       profile.input(k, reading, input->microbatchBytes(), gathered);
-      // Masks keyed by the microbatch's place in the global batch: a dp
-      // layout draws what one device accumulating the same microbatches does.
-      backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k));
-      profile.beginCall(k);
-      backend.forward(program.arena->get(), program.weights->get(), program.inputs.data(),
-                      program.outputs.data());
-      profile.endCall();
+      runMicrobatch(k, ProgramEntryPoint::Forward);
+    };
+    if (const std::optional<PipelineSpec> &pipeline = spec.pipeline) {
+      // A pipeline stage runs its rank's actions, then waits until its
+      // last messages are taken.
+      for (const PipelineSpec::Action &action : pipeline->actions) {
+        program.useStashOf(*pipeline, action.microbatch);
+        if (action.kind == 'F')
+          forward(action.microbatch);
+        else
+          runMicrobatch(action.microbatch, ProgramEntryPoint::Backward);
+      }
+      job.communication->axis("pp")->completeSends({step, "pipeline messages"});
+    } else {
+      for (int64_t k = 0; k < spec.gradAccum; ++k)
+        forward(k);
     }
-    profile.beginCall(-1);
-    backend.apply(program.arena->get(), program.weights->get(), program.inputs.data(),
-                  program.outputs.data());
+    profile.beginCall(-1, ProgramEntryPoint::Apply);
+    program.run(backend, ProgramEntryPoint::Apply);
     profile.endCall();
 
-    const double loss = readLoss(plan, backend, program);
+    double loss = readLoss(plan, backend, program);
+    // Only the last stage has the loss; the others' is 0. Every stage's
+    // loss output then holds it.
+    if (spec.pipeline) {
+      job.communication->axis("pp")->allReduceSum(&loss, 1, DType::F64, {step, "the loss"});
+      writeLoss(plan, backend, program, loss);
+    }
     const StepTimes times = profile.endStep();
     // Every rank has the same loss; rank 0 reports it.
     if (!std::isfinite(loss) && !job.reporting)

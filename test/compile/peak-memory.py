@@ -3,9 +3,11 @@
 # call (a convolution's im2col tile). The runtime counts every allocation it
 # makes for the program (runtime/Allocations.h) and reports the peak; for
 # the MLP (no scratch), the CNN's forward (3x3 convolutions: scratch) and the
-# CNN's training step (the convolutions' adjoints too) the measured peak
-# equals the prediction byte for byte, and the process's resident peak
-# (getrusage, which also holds libraries and host copies) is above it.
+# CNN's training step (the convolutions' adjoints too), and the first stage
+# of the CNN on a gpipe pipeline of two stages (which keeps the stash of all
+# four microbatches), the measured peak equals the prediction byte for byte,
+# and the process's resident peak (getrusage, which also holds libraries and
+# host copies) is above it.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -66,6 +68,23 @@ def main():
                     f"x={work}/train-x.npy,labels={work}/train-labels.npy", "--steps", "2",
                     "--log-json", f"{work}/log.json"], check=True, stderr=subprocess.DEVNULL)
     check("cnn training step", out, json.load(open(f"{work}/log.json")), problems, True)
+
+    # The first stage of a gpipe pipeline keeps all four microbatches' stash.
+    out = os.path.join(work, "cnn-pp2")
+    subprocess.run(["cleave", "compile", cnn_train, "-o", out, "--train", "--batch-size", "16",
+                    "--grad-accum", "4", "--mesh", "pp=2", "--schedule", "gpipe"], check=True)
+    np.save(f"{work}/pp-x.npy", rng.standard_normal((16, 3, 15, 15)).astype(np.float32))
+    np.save(f"{work}/pp-labels.npy", rng.integers(0, 10, 16).astype(np.int64))
+    subprocess.run(["cleave", "run", "-n", "2", out, "--data",
+                    f"x={work}/pp-x.npy,labels={work}/pp-labels.npy", "--steps", "2",
+                    "--log-json", f"{work}/log-pp2.json"], check=True, stderr=subprocess.DEVNULL)
+    stage0 = os.path.join(out, "stage0")
+    pipeline = json.load(open(os.path.join(stage0, "plan.json")))["training"]["pipeline"]
+    if pipeline["in_flight"] != 4 or json.load(open(os.path.join(stage0, "plan.json")))[
+            "memory"]["stash_bytes"] <= 0:
+        problems.append(f"cnn pp=2 gpipe: stage 0 holds {pipeline['in_flight']} microbatches")
+    check("cnn pp=2 gpipe, stage 0", stage0, json.load(open(f"{work}/log-pp2.json")), problems,
+          True)
 
     for problem in problems:
         print("FAIL:", problem)

@@ -18,7 +18,7 @@ func.func @name_not_a_string(%x: tensor<f32> {cleave.name = 3 : i64}) -> tensor<
 
 // -----
 
-// expected-error@+1 {{'func.func' op argument 0: 'cleave.kind' is "weight", not "input", "param" or "state"}}
+// expected-error@+1 {{'func.func' op argument 0: 'cleave.kind' is "weight", not "input", "param", "state" or "stash"}}
 func.func @unknown_kind(%x: tensor<f32> {cleave.kind = "weight"}) -> tensor<f32> {
   return %x : tensor<f32>
 }

@@ -72,28 +72,35 @@ class Model:
             export_with_loss(model, args, path, self.names)
         return path
 
-    def train(self, label, ranks, accum, optimizer, extra=(), tp=1, save_onnx=None):
-        """Compiles and trains one layout on `ranks` dp x `tp` tp ranks; returns
-        (losses, parameters, log, plan), the parameters whole (reassembled
-        from the tp ranks' blobs)."""
+    def train(self, label, ranks, accum, optimizer, extra=(), tp=1, save_onnx=None, pp=1):
+        """Compiles and trains one layout on `ranks` dp x `tp` tp x `pp` pp
+        ranks; returns (losses, parameters, log, plan), the parameters whole
+        (reassembled from the tp ranks' blobs, gathered from the pipeline
+        stages' directories) and the plan of the first stage."""
         micro = self.batch // (ranks * accum)
         out = os.path.join(self.workdir, f"{self.name}-{label}")
         mesh = []
-        if ranks * tp > 1:
-            mesh = ["--mesh", f"dp={ranks}" + (f",tp={tp}" if tp > 1 else "")]
+        if ranks * tp * pp > 1:
+            mesh = ["--mesh", f"dp={ranks}" + (f",tp={tp}" if tp > 1 else "") +
+                    (f",pp={pp}" if pp > 1 else "")]
         subprocess.run(["cleave", "compile", self.export(micro), "-o", out, "--train",
                         *optimizer, "--batch-size", str(self.batch), "--grad-accum", str(accum),
                         *mesh, *extra], check=True)
         log, results = out + ".json", out + ".results"
         os.makedirs(results, exist_ok=True)
-        launch = ["-n", str(ranks * tp)] if ranks * tp > 1 else []
+        launch = ["-n", str(ranks * tp * pp)] if ranks * tp * pp > 1 else []
         save = ["--save-onnx", save_onnx] if save_onnx else []
         subprocess.run(["cleave", "run", *launch, out, *self.flags, "--steps", str(STEPS),
                         "--no-shuffle", "--log-json", log, "--output-dir", results, *save],
                        check=True, stderr=subprocess.DEVNULL)
         metrics = json.load(open(log))
-        plan = json.load(open(os.path.join(out, "plan.json")))
-        return [s["loss"] for s in metrics["steps"]], parameters(plan, results, tp), metrics, plan
+        stages = [""] if pp == 1 else [f"stage{s}" for s in range(pp)]
+        params = {}
+        for stage in stages:
+            plan = json.load(open(os.path.join(out, stage, "plan.json")))
+            params.update(parameters(plan, os.path.join(results, stage), tp))
+        plan = json.load(open(os.path.join(out, stages[0], "plan.json")))
+        return [s["loss"] for s in metrics["steps"]], params, metrics, plan
 
 
 def parameters(plan, results, tp):

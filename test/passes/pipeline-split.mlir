@@ -13,7 +13,8 @@
 // AUTO: %[[H:.*]] = cleave.gemm %arg0, %arg1
 // AUTO: %[[S:.*]] = cleave.reduce_sum %[[H]]
 // AUTO: cleave.pipeline_send %[[S]] to stage 1 tag 0 : tensor<8x1xf32>
-// AUTO-NEXT: return
+// AUTO-NEXT: %[[ZERO:.*]] = cleave.constant {value = dense<0.000000e+00> : tensor<f32>}
+// AUTO-NEXT: return %[[ZERO]]
 // AUTO-LABEL: func.func @stage1
 // AUTO-SAME: %arg0: tensor<8100x1xf32> {cleave.kind = "param", cleave.name = "w1"}
 // AUTO-SAME: -> (tensor<f32> {cleave.name = "loss.sum"})

@@ -154,11 +154,18 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_option("--mesh", t.mesh,
                   "The device mesh of a training step, e.g. dp=2,tp=2: the batch is split over "
                   "dp ranks and the gradients all-reduced; parameters split over tp as --plan "
-                  "says (run with cleave run -n 4)");
+                  "says; the layers cut into pp pipeline stages (run with cleave run -n 4)");
   sub->add_option("--plan", t.plan,
                   "A plan file: parameter-name globs and how each dim lies over the mesh, "
                   "e.g. {\"parameters\": {\"*.fc1.weight\": [\"tp\", \"-\"]}} "
                   "(plans/ has Megatron-style ones)");
+  sub->add_option("--schedule", t.schedule,
+                  "With a pp axis in --mesh: the pipeline schedule of the --grad-accum "
+                  "microbatches, gpipe or 1f1b (default)");
+  sub->add_option("--stages", t.stages,
+                  "With a pp axis: auto (default: the model's pipeline_stage annotations, else "
+                  "a cut balanced by estimated FLOPs) or a stages file, "
+                  "{\"stages\": [[\"embed.*\", \"blocks.0.*\"], [\"blocks.1.*\", \"head.*\"]]}");
   sub->add_option("--zero", t.zero,
                   "ZeRO over the mesh's dp ranks: 1 shards the optimizer state, 2 the gradients "
                   "too, 3 the parameters as well (default 0)");
