@@ -478,8 +478,7 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                       "add a pp axis to --mesh, e.g. --mesh pp=2", kExitBadUsage);
   if (failed(readStages(t.stages)))
     return failure();
-  const std::string where = "--mesh '" + t.mesh + "'";
-  const char *notYet = "pipelines are built so far for dp x pp, gpipe and 1f1b, on the CPU "
+  const char *notYet = "pipelines are built so far for gpipe and 1f1b, on the CPU "
                        "(docs/training.md, \"Pipeline parallel\")";
   if (t.schedule != "gpipe" && t.schedule != "1f1b")
     return fail("--schedule '" + t.schedule + "'",
@@ -487,12 +486,6 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                     ? "this schedule is not built into programs yet"
                     : "unknown pipeline schedule",
                 notYet, kExitBadUsage);
-  if (axisRanks("tp") > 1)
-    return fail(where, "tensor and pipeline parallelism together are not built yet", notYet,
-                kExitBadUsage);
-  if (t.zero != 0)
-    return fail("--zero " + std::to_string(t.zero),
-                "ZeRO with pipeline parallelism is not built yet", notYet, kExitBadUsage);
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet",
                 notYet, kExitBadUsage);

@@ -111,18 +111,6 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
                              recv.getPeer(), recv.getTag(), /*gradient=*/true);
     }
     grads->truncate(params.size());
-    for (auto [param, grad] : llvm::zip(params, *grads)) {
-      unsigned n = cast<BlockArgument>(param).getArgNumber();
-      auto others = func.getArgAttrOfType<DenseI64ArrayAttr>(n, kOtherStagesAttr);
-      if (grad && others) {
-        func.emitError("trains parameter '")
-            << func.getArgAttrOfType<StringAttr>(n, kNameAttr).getValue()
-            << "', which pipeline stage " << others[0]
-            << " reads too (tied weights): summing its gradients between stages is not built "
-               "yet; put its readers in one stage (--stages) or freeze it (--freeze)";
-        return signalPassFailure();
-      }
-    }
 
     SmallVector<Value> results(ret.getOperands());
     SmallVector<StringAttr> names;

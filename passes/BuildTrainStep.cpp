@@ -185,6 +185,18 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     return llvm::map_to_vector(members, [&](const Member &m) { return isSplitOverTp(forward, m); });
   }
 
+  /// Whether each member is not held by an earlier pipeline stage too (a
+  /// tied weight, whose gradient the stages sum: the first one counts it).
+  static SmallVector<bool> firstStageHolding(func::FuncOp forward, ArrayRef<Member> members) {
+    auto stage = forward->getAttrOfType<IntegerAttr>(kStageAttr);
+    return llvm::map_to_vector(members, [&](const Member &m) {
+      auto others =
+          forward.getArgAttrOfType<DenseI64ArrayAttr>(m.param.getArgNumber(), kOtherStagesAttr);
+      return !stage || !others ||
+             llvm::none_of(others.asArrayRef(), [&](int64_t s) { return s < stage.getInt(); });
+    });
+  }
+
   /// The sum of the squares of `grad`'s elements, those where `where` holds
   /// (broadcast) if given.
   static Value sumOfSquares(CleaveBuilder &u, OpBuilder &b, Value grad, Value where = Value()) {
@@ -199,12 +211,15 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// 2-norm of all gradients together, each parameter element counted once:
   /// the squares of gradients split over tp (`split`) add up over tp, those
   /// of replicated ones count once, with `dpSliced` (ZeRO) the dp ranks'
-  /// slices add up over dp, and the pipeline stages' over pp.
+  /// slices add up over dp, and the pipeline stages' over pp (a parameter
+  /// several stages hold counted where `counted` says, the first of them).
   void clipGlobalNorm(CleaveBuilder &u, OpBuilder &b,
                       MutableArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
-                      const MeshAxes &layout, bool dpSliced) {
+                      const MeshAxes &layout, bool dpSliced, ArrayRef<bool> counted = {}) {
     Value splitSum, wholeSum;
-    for (auto [entry, apart] : llvm::zip(grads, split)) {
+    for (auto [i, entry, apart] : llvm::enumerate(grads, split)) {
+      if (!counted.empty() && !counted[i])
+        continue;
       Value sum = sumOfSquares(u, b, entry.second);
       Value &into = apart ? splitSum : wholeSum;
       into = into ? u.add(into, sum) : sum;
@@ -310,7 +325,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     }
     if (clipGradNorm > 0.0)
       clipGlobalNorm(s.u, s.b, grads, splitOverTp(s.forward, s.members), s.layout,
-                     /*dpSliced=*/false);
+                     /*dpSliced=*/false, firstStageHolding(s.forward, s.members));
     for (auto [entry, member] : llvm::zip(grads, s.members))
       update(s, entry.first, member.name, entry.second);
   }
@@ -521,6 +536,20 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     if (failed(findStepResults(forward, lossSum, lossCount, lossName, gradOf)) ||
         failed(findMembers(forward, gradOf, members)))
       return signalPassFailure();
+    // A tied weight's gradients are summed between the pipeline stages that
+    // hold it (cleave-pipeline-tied-gradients) per parameter, not in the
+    // flat or sliced buffers of ZeRO.
+    for (const Member &m : members)
+      if (auto others = forward.getArgAttrOfType<DenseI64ArrayAttr>(m.param.getArgNumber(),
+                                                                     kOtherStagesAttr);
+          others && zero != 0) {
+        forward.emitError("trains parameter '")
+            << m.name.getValue() << "', which pipeline stage " << others[0]
+            << " reads too (tied weights), with ZeRO " << zero.getValue()
+            << ": not built yet; train without --zero, or put its readers in one stage "
+               "(--stages)";
+        return signalPassFailure();
+      }
 
     // @forward runs one microbatch and adds its gradients, loss sum and count
     // into accumulators; @apply divides by the count once and updates.

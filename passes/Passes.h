@@ -22,6 +22,11 @@ namespace cleave {
 /// its masks' stream (runtime/Random.h), apart from every seeded one's.
 inline uint64_t unseededDropoutSeed(uint64_t index) { return (uint64_t(1) << 63) + index; }
 
+/// The pipeline message tags from which the stages that hold a tied weight
+/// send each other its gradient (cleave-pipeline-tied-gradients); the tags
+/// of the values that cross stages (cleave-pipeline-split) stay below.
+inline constexpr int64_t kTiedGradientTagBase = 1 << 12;
+
 /// Alignment of every arena and weights offset, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;
 

@@ -368,6 +368,24 @@ def PipelineSelectStage : Pass<"cleave-pipeline-select-stage", "mlir::ModuleOp">
   ];
 }
 
+def PipelineTiedGradients : Pass<"cleave-pipeline-tied-gradients", "mlir::ModuleOp"> {
+  let summary = "Sum a tied weight's gradients over the pipeline stages that hold it";
+  let description = [{
+    Runs after cleave-build-train-step on a pipeline stage's program (before
+    cleave-data-parallel, whose all-reduce then comes first). A parameter
+    that other stages read too (`cleave.other_stages`, from
+    cleave-pipeline-select-stage: an embedding the output head reads again)
+    is held and trained by each of them, as Megatron does: @apply starts by
+    sending its gradient accumulator to each other holder
+    (`cleave.pipeline_send gradient`, tag kTiedGradientTagBase + the
+    parameter's place among the stage's tied parameters by name) and
+    receiving theirs, and every later read takes the sum, added in stage
+    order so that every copy stays equal bit for bit. Global-norm clipping
+    counts it in the first stage that holds it (cleave-build-train-step).
+    Error: a module without a stage's @forward and @apply.
+  }];
+}
+
 def SplitBackward : Pass<"cleave-split-backward", "mlir::ModuleOp"> {
   let summary = "Split a pipeline stage's microbatch step into its forward and its backward";
   let description = [{

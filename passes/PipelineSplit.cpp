@@ -309,8 +309,8 @@ private:
 };
 
 /// The functions @stage0 ... of `forward` from the stage of each op.
-void buildStages(ModuleOp module, func::FuncOp forward,
-                 const DenseMap<Operation *, int64_t> &opStage, int64_t stages) {
+LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
+                          const DenseMap<Operation *, int64_t> &opStage, int64_t stages) {
   Block &body = forward.getBody().front();
   // A dropout's masks follow its seed: one without gets the seed one
   // device's lowering gives it, so that every stage draws one device's masks.
@@ -339,6 +339,10 @@ void buildStages(ModuleOp module, func::FuncOp forward,
         tags.insert({{result, stage}, static_cast<int64_t>(tags.size())});
     }
   }
+  if (static_cast<int64_t>(tags.size()) > kTiedGradientTagBase)
+    return forward.emitError("sends ")
+           << tags.size() << " values between pipeline stages, more than the "
+           << kTiedGradientTagBase << " tags they have";
 
   auto dependsOnStagedOp = [&](Value v) {
     Operation *def = v.getDefiningOp();
@@ -430,6 +434,7 @@ void buildStages(ModuleOp module, func::FuncOp forward,
     b.setInsertionPointAfter(func);
   }
   forward.erase();
+  return success();
 }
 
 struct PipelineSplitPass : public cleave::impl::PipelineSplitBase<PipelineSplitPass> {
@@ -456,7 +461,8 @@ struct PipelineSplitPass : public cleave::impl::PipelineSplitBase<PipelineSplitP
     FailureOr<DenseMap<Operation *, int64_t>> opStage = assigner.assign(stageParams);
     if (failed(opStage))
       return signalPassFailure();
-    buildStages(module, forward, *opStage, stages);
+    if (failed(buildStages(module, forward, *opStage, stages)))
+      return signalPassFailure();
   }
 };
 

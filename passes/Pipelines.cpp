@@ -78,6 +78,8 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   step.clipGradNorm = options.clipGradNorm;
   step.zero = options.zero;
   pm.addPass(createBuildTrainStep(step));
+  if (pipelined)
+    pm.addPass(createPipelineTiedGradients());
   if (distributed)
     pm.addPass(createDataParallel());
   if (pipelined)

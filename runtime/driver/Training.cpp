@@ -1108,8 +1108,7 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
       runMicrobatch(k, ProgramEntryPoint::Forward);
     };
     if (const std::optional<PipelineSpec> &pipeline = spec.pipeline) {
-      // A pipeline stage runs its rank's actions, then waits until its
-      // last messages are taken.
+      // A pipeline stage runs its rank's actions.
       for (const PipelineSpec::Action &action : pipeline->actions) {
         program.useStashOf(*pipeline, action.microbatch);
         if (action.kind == 'F')
@@ -1117,7 +1116,6 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
         else
           runMicrobatch(action.microbatch, ProgramEntryPoint::Backward);
       }
-      job.communication->axis("pp")->completeSends({step, "pipeline messages"});
     } else {
       for (int64_t k = 0; k < spec.gradAccum; ++k)
         forward(k);
@@ -1125,6 +1123,10 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     profile.beginCall(-1, ProgramEntryPoint::Apply);
     program.run(backend, ProgramEntryPoint::Apply);
     profile.endCall();
+    // A pipeline stage's step ends when its messages (the tied weights'
+    // gradients of @apply too) are taken.
+    if (spec.pipeline)
+      job.communication->axis("pp")->completeSends({step, "pipeline messages"});
 
     double loss = readLoss(plan, backend, program);
     // Only the last stage has the loss; the others' is 0. Every stage's

@@ -1,0 +1,89 @@
+//===- PipelineTiedGradients.cpp - sum a tied weight's gradients over stages ===//
+
+#include "passes/Passes.h"
+
+#include "passes/Collectives.h"
+
+#include "dialects/Cleave/CleaveBuilder.h"
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <set>
+
+namespace cleave {
+#define GEN_PASS_DEF_PIPELINETIEDGRADIENTS
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+struct PipelineTiedGradientsPass
+    : public cleave::impl::PipelineTiedGradientsBase<PipelineTiedGradientsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto apply = module.lookupSymbol<func::FuncOp>("apply");
+    auto stageAttr = forward ? forward->getAttrOfType<IntegerAttr>(kStageAttr) : IntegerAttr();
+    if (!stageAttr || !apply) {
+      module.emitError("has no pipeline stage's @forward and @apply: run "
+                       "cleave-pipeline-select-stage and cleave-build-train-step first");
+      return signalPassFailure();
+    }
+    const int64_t stage = stageAttr.getInt();
+    // The stages that read each of this stage's tied parameters.
+    llvm::StringMap<std::set<int64_t>> readers;
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (auto others = forward.getArgAttrOfType<DenseI64ArrayAttr>(i, kOtherStagesAttr)) {
+        std::set<int64_t> &set =
+            readers[forward.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue()];
+        set.insert(others.asArrayRef().begin(), others.asArrayRef().end());
+        set.insert(stage);
+      }
+    // One message per parameter and pair of stages, numbered alike on both:
+    // the parameters in name order.
+    SmallVector<StringRef> names(readers.keys());
+    llvm::sort(names);
+
+    OpBuilder b = OpBuilder::atBlockBegin(&apply.getBody().front());
+    for (auto [index, name] : llvm::enumerate(names)) {
+      BlockArgument acc;
+      for (BlockArgument arg : apply.getArguments()) {
+        auto argName = apply.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+        if (argName && argName.getValue() == ("grad:" + name).str())
+          acc = arg;
+      }
+      if (!acc)
+        continue; // not trained (frozen, or no gradient reaches it)
+      const int64_t tag = kTiedGradientTagBase + static_cast<int64_t>(index);
+      Location loc = acc.getLoc();
+      for (int64_t other : readers[name])
+        if (other != stage)
+          PipelineSendOp::create(b, loc, acc, other, tag, /*gradient=*/true);
+      // Every stage adds the stages' gradients in stage order, so that the
+      // copies stay equal bit for bit.
+      CleaveBuilder u(b, loc);
+      Value sum;
+      for (int64_t from : readers[name]) {
+        Value part = from == stage ? Value(acc)
+                                   : PipelineRecvOp::create(b, loc, acc.getType(), from, tag,
+                                                            /*gradient=*/true);
+        sum = u.accumulate(sum, part);
+      }
+      // The final zeroing still assigns to the argument itself.
+      Operation *sumOp = sum.getDefiningOp();
+      acc.replaceUsesWithIf(sum, [&](OpOperand &use) {
+        Operation *owner = use.getOwner();
+        auto assign = dyn_cast<AssignOp>(owner);
+        return owner->getBlock() == &apply.getBody().front() && owner != sumOp &&
+               !isa<PipelineSendOp>(owner) && !(assign && use.getOperandNumber() == 0) &&
+               sumOp->isBeforeInBlock(owner);
+      });
+    }
+  }
+};
+
+} // namespace
