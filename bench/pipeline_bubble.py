@@ -9,13 +9,14 @@ backward of 2), divided by V for the interleaved schedule's smaller stages.
 
 With --measure, it also trains a pipeline on this machine and measures its
 bubble: an MLP of 8 equal layers (Linear(512, 512) and tanh) cut into P = 2
-stages by the balanced cut, gpipe and 1f1b with M = 2 ... 16 microbatches
+stages by the balanced cut, gpipe, 1f1b and zb-h1 with M = 2 ... 16 microbatches
 of 32 samples, 12 steps each (the first 2 left out). Each rank's
 --log-json step times give its busy fraction (compute_seconds / seconds:
 the program's calls less the receives that wait for the other stage); the
-measured bubble is 1 minus the ranks' mean busy fraction, set beside the
-formula (P - 1) / (M + P - 1) for uniform stages (which leaves the
-optimizer's apply and the messages out).
+measured bubble is 1 minus the ranks' mean busy fraction, set beside each
+schedule's formula for uniform stages with the F, I and W the run's trace
+measured (each stage's median call, averaged over the stages; the formula
+leaves the optimizer's apply and the messages out).
 
     .venv/bin/python bench/pipeline_bubble.py [--cleave build/bin/cleave] [--measure]
 """
@@ -70,23 +71,34 @@ def export_mlp(path, layers, width, micro, classes=16):
 
 
 def measured(cleave, work, model, schedule, P, M, micro, steps, data):
+    """The run's bubble, and the mean over stages of each stage's median
+    forward, backward (with zb-h1 the inputs' gradients) and weights'
+    gradients call, in ms, from its trace."""
     out = os.path.join(work, f"{schedule}-p{P}-m{M}")
     subprocess.run([cleave, "compile", model, "-o", out, "--train", "--mesh", f"pp={P}",
                     "--grad-accum", str(M), "--batch-size", str(M * micro), "--schedule",
                     schedule], check=True, capture_output=True)
-    log = out + ".json"
+    log, trace = out + ".json", out + ".trace.json"
     subprocess.run([cleave, "run", "-n", str(P), out, "--data", data, "--steps", str(steps),
-                    "--log-json", log, "--quiet"], check=True, capture_output=True)
+                    "--log-json", log, "--trace", trace, "--quiet"], check=True,
+                   capture_output=True)
     busy = [[r["compute_seconds"] / r["seconds"] for r in step["ranks"]]
             for step in json.load(open(log))["step_times"][2:]]
-    return 1 - float(np.mean(busy))
+    spans = {}
+    for event in json.load(open(trace))["traceEvents"]:
+        if event.get("ph") == "X" and event["name"] in ("forward", "backward", "backward_weight"):
+            spans.setdefault((event["pid"], event["name"]), []).append(event["dur"] / 1000)
+    costs = [float(np.mean([np.median(spans.get((rank, name), [0])) for rank in range(P)]))
+             for name in ("forward", "backward", "backward_weight")]
+    return 1 - float(np.mean(busy)), costs
 
 
 def measure(cleave):
     P, micro, width, layers, steps = 2, 32, 512, 8, 12
     print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} Linear({width}, {width}) "
           f"layers, {micro} samples a microbatch")
-    print(f"{'schedule':<12} {'P':>3} {'M':>4} {'measured':>10} {'theory':>8} {'ratio':>6}")
+    print(f"{'schedule':<12} {'P':>3} {'M':>4} {'F ms':>6} {'B/I ms':>6} {'W ms':>6} "
+          f"{'measured':>10} {'theory':>8} {'ratio':>6}")
     with tempfile.TemporaryDirectory() as work:
         model = os.path.join(work, "mlp.onnx")
         export_mlp(model, layers, width, micro)
@@ -95,12 +107,14 @@ def measure(cleave):
         np.save(os.path.join(work, "x.npy"), rng.standard_normal((samples, width), np.float32))
         np.save(os.path.join(work, "labels.npy"), rng.integers(0, 16, samples))
         data = f"x={work}/x.npy,labels={work}/labels.npy"
-        for schedule in ("gpipe", "1f1b"):
+        for schedule in ("gpipe", "1f1b", "zb-h1"):
             for M in (2, 4, 8, 16):
-                got = measured(cleave, work, model, schedule, P, M, micro, steps, data)
-                want = theory(schedule, P, M, 1, (1, 1, 1))
-                print(f"{schedule:<12} {P:>3} {M:>4} {got:>10.4f} {want:>8.4f} {got / want:>6.3f}",
-                      flush=True)
+                got, (f, b, w) = measured(cleave, work, model, schedule, P, M, micro, steps,
+                                          data)
+                # Without a split backward, B is I + W and the formula needs no costs.
+                want = theory(schedule, P, M, 1, (f, b, w) if schedule == "zb-h1" else (1, 1, 1))
+                print(f"{schedule:<12} {P:>3} {M:>4} {f:>6.2f} {b:>6.2f} {w:>6.2f} {got:>10.4f} "
+                      f"{want:>8.4f} {got / want:>6.3f}", flush=True)
 
 
 def main():

@@ -478,13 +478,12 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                       "add a pp axis to --mesh, e.g. --mesh pp=2", kExitBadUsage);
   if (failed(readStages(t.stages)))
     return failure();
-  const char *notYet = "pipelines are built so far for gpipe and 1f1b, on the CPU "
+  const char *notYet = "pipelines are built so far for gpipe, 1f1b and zb-h1, on the CPU "
                        "(docs/training.md, \"Pipeline parallel\")";
-  if (t.schedule != "gpipe" && t.schedule != "1f1b")
+  if (t.schedule != "gpipe" && t.schedule != "1f1b" && t.schedule != "zb-h1")
     return fail("--schedule '" + t.schedule + "'",
-                t.schedule == "interleaved" || t.schedule == "zb-h1"
-                    ? "this schedule is not built into programs yet"
-                    : "unknown pipeline schedule",
+                t.schedule == "interleaved" ? "this schedule is not built into programs yet"
+                                            : "unknown pipeline schedule",
                 notYet, kExitBadUsage);
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet",

@@ -502,18 +502,24 @@ std::optional<rt::PipelineSpec> PlanBuilder::pipelineStage() {
     rt::PipelineSpec::Action a{head.front(), 0};
     head.drop_front().getAsInteger(10, a.microbatch);
     p.actions.push_back(a);
-    inFlight += a.kind == 'F' ? 1 : -1;
+    inFlight += a.kind == 'F' ? 1 : a.kind == 'I' ? 0 : -1;
     p.inFlight = std::max(p.inFlight, inFlight);
   }
-  int64_t first = forward->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
-  for (unsigned i = 0; i < forward.getNumResults(); ++i) {
-    auto kind = forward.getResultAttrOfType<StringAttr>(i, kKindAttr);
-    if (!kind || kind.getValue() != "stash")
+  // The forward's stash, and with zb-h1 the backward's.
+  for (StringRef name : {"forward", "backward"}) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func)
       continue;
-    StringRef name = forward.getResultAttrOfType<StringAttr>(i, kNameAttr).getValue();
-    for (size_t input = 0; input < plan.inputs.size(); ++input)
-      if (plan.inputs[input].name == name)
-        p.stash.emplace_back(static_cast<size_t>(first + i), input);
+    int64_t first = func->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      auto kind = func.getResultAttrOfType<StringAttr>(i, kKindAttr);
+      if (!kind || kind.getValue() != "stash")
+        continue;
+      StringRef stash = func.getResultAttrOfType<StringAttr>(i, kNameAttr).getValue();
+      for (size_t input = 0; input < plan.inputs.size(); ++input)
+        if (plan.inputs[input].name == stash)
+          p.stash.emplace_back(static_cast<size_t>(first + i), input);
+    }
   }
   return p;
 }

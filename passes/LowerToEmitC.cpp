@@ -548,7 +548,9 @@ LogicalResult Lowering::run() {
   llvm::DenseMap<Operation *, SmallVector<shard::AllReduceOp>> runs;
   for (auto &run : allReduceRuns(func))
     runs[run.front()] = run;
-  Operation *loss = name == "forward" ? lossSumProducer(func) : nullptr;
+  // In a pipeline stage's program the backward is an entry point of its own.
+  Operation *loss =
+      name == "forward" && !func->hasAttr(kStageAttr) ? lossSumProducer(func) : nullptr;
   for (Operation &op : func.getBody().front()) {
     current = &op;
     if (&op == loss)
@@ -605,18 +607,19 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
       module.emitError("has no @forward function to lower");
       return signalPassFailure();
     }
-    static constexpr StringLiteral kEntries[] = {"forward", "backward", "apply"};
+    static constexpr StringLiteral kEntries[] = {"forward", "backward", "backward_weight", "apply"};
     for (auto func : module.getOps<func::FuncOp>()) {
       if (!llvm::is_contained(kEntries, func.getSymName())) {
-        func.emitError("cannot be lowered: a program has only @forward, @backward and @apply");
+        func.emitError("cannot be lowered: a program has only @forward, @backward, "
+                       "@backward_weight and @apply");
         return signalPassFailure();
       }
     }
     OpBuilder b(module.getBodyRegion());
     emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
     // Every program defines every entry point; without an @apply (a forward
-    // program) cleave_apply does nothing, and so does cleave_backward but in
-    // a pipeline stage's program.
+    // program) cleave_apply does nothing, and so do cleave_backward but in a
+    // pipeline stage's program and cleave_backward_weight but in one of zb-h1.
     for (StringRef name : kEntries) {
       auto func = module.lookupSymbol<func::FuncOp>(name);
       if (failed(Lowering(module, func, name, target).run()))

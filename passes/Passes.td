@@ -401,9 +401,19 @@ def SplitBackward : Pass<"cleave-split-backward", "mlir::ModuleOp"> {
     that the driver keeps for the microbatch until its backward, where it
     is the argument of the same name. Constants are made again rather than
     stashed; parameters and state are read from the weights in both.
+    With `split-weight-gradients` (the zb-h1 schedule), @backward is split
+    the same way once more: it keeps the gradients of the stage's inputs
+    (what it sends back, which the earlier stage waits for), and a new
+    @backward_weight takes the weights' gradients (the accumulators it
+    assigns), reading what @backward computed for them from a second stash
+    (`wstash:<i>`) and the forward's stash as @backward does.
     Errors: a function without @forward, an op with no result that is not a
     send or an assign, a forward that needs a received gradient.
   }];
+  let options = [
+    Option<"splitWeightGradients", "split-weight-gradients", "bool", /*default=*/"false",
+           "Split the backward into the inputs' and the weights' gradients (zb-h1)">,
+  ];
 }
 
 def VerifyPipelineSchedule : Pass<"cleave-verify-pipeline-schedule", "mlir::ModuleOp"> {

@@ -83,7 +83,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   if (distributed)
     pm.addPass(createDataParallel());
   if (pipelined)
-    pm.addPass(createSplitBackward());
+    pm.addPass(createSplitBackward({options.schedule == "zb-h1"}));
 }
 
 void registerCleavePipelines() {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -563,28 +564,31 @@ bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
     return false;
   if (p.stage >= p.stages)
     return fail(at + "stage", "is not below training.pipeline.stages");
-  // Each microbatch's forward once, then its backward once.
-  std::vector<int> seen(static_cast<size_t>(spec.gradAccum), 0);
+  // Each microbatch's forward once, then its backward once: B, or I then W.
+  enum Progress { None, Forward, Inputs, Done };
+  std::vector<Progress> seen(static_cast<size_t>(spec.gradAccum), None);
   int64_t inFlight = 0, most = 0;
   for (const Json &entry : *actions) {
     const std::string text = entry.is_string() ? entry.get<std::string>() : "";
     PipelineSpec::Action action;
     char *end = nullptr;
-    if (text.size() >= 2 && (text[0] == 'F' || text[0] == 'B') && std::isdigit(text[1])) {
+    if (text.size() >= 2 && std::strchr("FBIW", text[0]) && std::isdigit(text[1])) {
       action.kind = text[0];
       action.microbatch = std::strtoll(text.c_str() + 1, &end, 10);
     }
-    const int want = action.kind == 'F' ? 0 : 1;
+    const Progress from = action.kind == 'F' ? None : action.kind == 'W' ? Inputs : Forward;
+    const Progress to = action.kind == 'F' ? Forward : action.kind == 'I' ? Inputs : Done;
     if (!end || *end || action.microbatch >= spec.gradAccum ||
-        seen[static_cast<size_t>(action.microbatch)] != want)
-      return fail(at + "actions", entry.dump() + " is not F<m> or B<m> of a microbatch below "
-                                   "training.grad_accum, each forward once before its backward");
-    seen[static_cast<size_t>(action.microbatch)] = want + 1;
-    inFlight += action.kind == 'F' ? 1 : -1;
+        seen[static_cast<size_t>(action.microbatch)] != from)
+      return fail(at + "actions",
+                  entry.dump() + " is not F<m>, B<m>, I<m> or W<m> of a microbatch below "
+                                 "training.grad_accum, in the order F, then B or I and W");
+    seen[static_cast<size_t>(action.microbatch)] = to;
+    inFlight += action.kind == 'F' ? 1 : to == Done ? -1 : 0;
     most = std::max(most, inFlight);
     p.actions.push_back(action);
   }
-  if (std::count(seen.begin(), seen.end(), 2) != spec.gradAccum)
+  if (std::count(seen.begin(), seen.end(), Done) != spec.gradAccum)
     return fail(at + "actions", "do not run every microbatch's forward and backward");
   if (p.inFlight != most)
     return fail(at + "in_flight", "is not the most microbatches its actions hold (" +

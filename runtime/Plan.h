@@ -183,17 +183,20 @@ struct PipelineSpec {
   int64_t stage = 0, stages = 1;
   /// gpipe or 1f1b.
   std::string schedule;
-  /// One step's actions in order: 'F' or 'B' and the microbatch.
+  /// One step's actions in order: the microbatch and 'F' (the forward),
+  /// 'B' (the backward), or with zb-h1 'I' and 'W' (the backward's inputs'
+  /// and weights' gradients).
   struct Action {
     char kind = 'F';
     int64_t microbatch = 0;
   };
   std::vector<Action> actions;
-  /// The most microbatches whose forward ran and backward did not yet:
-  /// how many stash sets the driver keeps.
+  /// The most microbatches whose forward ran and backward (B, or W) did
+  /// not yet: how many stash sets the driver keeps.
   int64_t inFlight = 0;
-  /// Each stash: an output of @forward and the input of @backward of the
-  /// same name (indices into Plan::outputs and Plan::inputs).
+  /// Each stash: an output of @forward (or, with zb-h1, of @backward) and
+  /// the input of the same name of the entry points after it (indices into
+  /// Plan::outputs and Plan::inputs).
   std::vector<std::pair<size_t, size_t>> stash;
 };
 

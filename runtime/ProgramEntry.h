@@ -15,7 +15,7 @@
 
 namespace cleave::rt {
 
-/// The type of a program's three entry points on the backend whose kernels
+/// The type of a program's four entry points on the backend whose kernels
 /// take `Context`.
 ///
 /// cleave_forward (@forward): a forward pass (in a training program, the
@@ -28,38 +28,47 @@ namespace cleave::rt {
 /// cleave_forward runs a microbatch's forward only, its backward: reads the
 /// stash its forward wrote into `outputs` (plan.json's pipeline stash, as
 /// inputs), receives and sends gradients and adds into the gradient
-/// accumulators. Does nothing in any other program.
+/// accumulators. Does nothing in any other program. With the zb-h1
+/// schedule it sends the inputs' gradients only, and:
+///
+/// cleave_backward_weight (@backward_weight): the weights' gradients of a
+/// microbatch, from both stashes (the forward's and the backward's); does
+/// nothing in any other program.
 ///
 /// cleave_apply (@apply): a training program's optimizer update from the
 /// accumulated gradients; does nothing in a forward program. Same arguments.
 /// The entry points, as the driver names them.
-enum class ProgramEntryPoint { Forward, Backward, Apply };
+enum class ProgramEntryPoint { Forward, Backward, BackwardWeight, Apply };
 
 template <typename Context>
 using ProgramEntry = void(Context &ctx, char *arena, char *weights, const Tensor *inputs,
                           Tensor *outputs);
 
-/// "forward", "backward", "apply".
+/// "forward", "backward", "backward_weight", "apply".
 inline const char *entryPointName(ProgramEntryPoint entry) {
   switch (entry) {
   case ProgramEntryPoint::Forward:
     return "forward";
   case ProgramEntryPoint::Backward:
     return "backward";
+  case ProgramEntryPoint::BackwardWeight:
+    return "backward_weight";
   case ProgramEntryPoint::Apply:
     break;
   }
   return "apply";
 }
 
-/// The function of `entry` among a program's three.
+/// The function of `entry` among a program's four.
 template <typename Context>
 ProgramEntry<Context> &entryPointOf(ProgramEntryPoint entry, ProgramEntry<Context> &forward,
                                     ProgramEntry<Context> &backward,
+                                    ProgramEntry<Context> &backwardWeight,
                                     ProgramEntry<Context> &apply) {
-  return entry == ProgramEntryPoint::Forward    ? forward
-         : entry == ProgramEntryPoint::Backward ? backward
-                                                : apply;
+  return entry == ProgramEntryPoint::Forward          ? forward
+         : entry == ProgramEntryPoint::Backward       ? backward
+         : entry == ProgramEntryPoint::BackwardWeight ? backwardWeight
+                                                      : apply;
 }
 
 } // namespace cleave::rt

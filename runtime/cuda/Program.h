@@ -1,8 +1,7 @@
 //===- Program.h - what a generated CUDA program defines --------*- C++ -*-===//
 //
-// The generated program.cu includes this header and defines cleave_forward,
-// cleave_backward and cleave_apply (runtime/ProgramEntry.h); the driver (runtime/driver)
-// calls them.
+// The generated program.cu includes this header and defines its entry
+// points (runtime/ProgramEntry.h); the driver (runtime/driver) calls them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,6 +13,7 @@
 
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_forward;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_backward;
+cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_backward_weight;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_apply;
 
 #endif

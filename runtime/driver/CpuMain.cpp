@@ -55,7 +55,8 @@ public:
   }
   void run(cleave::rt::ProgramEntryPoint entry, char *arena, char *weights,
            const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs) override {
-    cleave::rt::entryPointOf(entry, cleave_forward, cleave_backward, cleave_apply)(
+    cleave::rt::entryPointOf(entry, cleave_forward, cleave_backward, cleave_backward_weight,
+                             cleave_apply)(
         context, arena, weights, inputs, outputs);
   }
 

@@ -155,10 +155,11 @@ void RunProfile::beginCall(int64_t k, ProgramEntryPoint entry) {
   if (!measuring)
     return;
   microbatch = k;
-  phase = entry == ProgramEntryPoint::Apply      ? "optimizer"
-          : entry == ProgramEntryPoint::Backward ? "backward"
-          : trainingInfo                         ? "training_info step"
-                                                 : "forward";
+  phase = entry == ProgramEntryPoint::Apply            ? "optimizer"
+          : entry == ProgramEntryPoint::Backward       ? "backward"
+          : entry == ProgramEntryPoint::BackwardWeight ? "backward_weight"
+          : trainingInfo                               ? "training_info step"
+                                                       : "forward";
   callBegin = phaseBegin = Clock::now();
 }
 

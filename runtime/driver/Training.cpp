@@ -1114,7 +1114,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
         if (action.kind == 'F')
           forward(action.microbatch);
         else
-          runMicrobatch(action.microbatch, ProgramEntryPoint::Backward);
+          runMicrobatch(action.microbatch, action.kind == 'W' ? ProgramEntryPoint::BackwardWeight
+                                                              : ProgramEntryPoint::Backward);
       }
     } else {
       for (int64_t k = 0; k < spec.gradAccum; ++k)

@@ -161,7 +161,7 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "(plans/ has Megatron-style ones)");
   sub->add_option("--schedule", t.schedule,
                   "With a pp axis in --mesh: the pipeline schedule of the --grad-accum "
-                  "microbatches, gpipe or 1f1b (default)");
+                  "microbatches: gpipe, 1f1b (default) or zb-h1");
   sub->add_option("--stages", t.stages,
                   "With a pp axis: auto (default: the model's pipeline_stage annotations, else "
                   "a cut balanced by estimated FLOPs) or a stages file, "
