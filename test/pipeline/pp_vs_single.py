@@ -6,7 +6,8 @@
 #   - pp=2 with gpipe, 1f1b and zb-h1 (M = 4), pp=4 with 1f1b and zb-h1 for the MLP
 #     (its last stage the loss alone, with no parameter), dp x pp = 2 x 2
 #     with 1f1b (M = 2 a rank), for the GPT also with ZeRO 1, 2 and 3, and
-#     tp x pp = 2 x 2 with plans/megatron-gpt.json: every step's loss within 1e-5 relative
+#     tp x pp = 2 x 2 and dp x tp x pp = 2 x 2 x 2 (8 ranks, 11 s here) with
+#     plans/megatron-gpt.json: every step's loss within 1e-5 relative
 #     of one device and the final parameters, gathered from the stages'
 #     blobs, within 1e-5 of their largest element
 #     (test/distributed/dp_vs_single.py's check); without dp, every loss and
@@ -186,8 +187,8 @@ def main():
             layouts += [("pp4-1f1b", 1, 4, []), ("pp4-zb", 1, 4, ["--schedule", "zb-h1"])]
         else:
             layouts += [(f"dp2-pp2-z{zero}", 2, 2, ["--zero", str(zero)]) for zero in (1, 2, 3)]
-            layouts.append(("tp2-pp2", 1, 2, ["--plan", os.path.join(ROOT, "plans",
-                                                                     "megatron-gpt.json")]))
+            megatron = ["--plan", os.path.join(ROOT, "plans", "megatron-gpt.json")]
+            layouts += [("tp2-pp2", 1, 2, megatron), ("tp2-dp2-pp2", 2, 2, megatron)]
         for label, dp, pp, flags in layouts:
             accum = 4 // dp
             tp = 2 if label.startswith("tp2") else 1
