@@ -485,6 +485,11 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                 t.schedule == "interleaved" ? "this schedule is not built into programs yet"
                                             : "unknown pipeline schedule",
                 notYet, kExitBadUsage);
+  if (t.schedule != "gpipe" && t.gradAccum < axisRanks("pp"))
+    return fail("--grad-accum " + std::to_string(t.gradAccum),
+                "the " + t.schedule + " schedule needs at least as many microbatches as pp has ranks (" +
+                    std::to_string(axisRanks("pp")) + ")",
+                "raise --grad-accum, or use --schedule gpipe", kExitBadUsage);
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet",
                 notYet, kExitBadUsage);

@@ -422,12 +422,9 @@ void PlanBuilder::setMemory() {
   // in flight.
   const std::optional<rt::PipelineSpec> &pipeline =
       plan.training ? plan.training->pipeline : std::nullopt;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    const bool stash = pipeline && llvm::any_of(pipeline->stash, [&](const auto &pair) {
-                         return pair.second == i;
-                       });
-    (stash ? m.stashBytes : m.inputBytes) += bytesOf(plan.inputs[i]);
-  }
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    (pipeline && pipeline->isStashInput(i) ? m.stashBytes : m.inputBytes) +=
+        bytesOf(plan.inputs[i]);
   if (pipeline)
     m.stashBytes *= pipeline->inFlight;
   // A CPU training program reads its data inputs in the input thread's two
@@ -469,16 +466,12 @@ void PlanBuilder::setTraining() {
       spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
   }
   spec.pipeline = pipelineStage();
-  auto isStash = [&](size_t input) {
-    return spec.pipeline && llvm::any_of(spec.pipeline->stash,
-                                         [&](const auto &pair) { return pair.second == input; });
-  };
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
       spec.lrInput = i;
     else if (!spec.trainingInfo && plan.inputs[i].name == "cleave.step")
       spec.stepInput = i;
-    else if (!isStash(i))
+    else if (!spec.pipeline || !spec.pipeline->isStashInput(i))
       spec.dataInputs.push_back(i);
   }
   plan.training = spec;

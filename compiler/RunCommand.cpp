@@ -508,9 +508,6 @@ std::vector<std::string> pipelineCommand(const std::vector<std::string> &args, s
 /// when the run asks for none of it.
 std::string pipelineRefusal(const RunOptions &options) {
   const std::pair<bool, const char *> unsupported[] = {
-      {!options.checkpointDir.empty(), "--checkpoint-dir"},
-      {!options.resumeDir.empty(), "--resume"},
-      {!options.initFrom.empty(), "--init-from"},
       {!options.saveOnnx.empty(), "--save-onnx"},
       {options.maxRestarts > 0, "--max-restarts"},
       {options.repeat.has_value(), "--repeat"}};
@@ -664,8 +661,6 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--output-dir", outputDir});
   if (options.stats)
     args.push_back("--stats");
-  if (pipelineMesh)
-    args = pipelineCommand(args, programAt, options.dir, *pipelineMesh);
   int code = kExitOk;
   bool resuming = !options.resumeDir.empty();
   for (int restarts = 0;; ++restarts) {
@@ -673,8 +668,10 @@ int runProgram(const RunOptions &options) {
     MpirunReport *watched = options.ranks > 1 ? &report : nullptr;
     JobEnd end;
     std::string message;
-    if (!runJob(args, options.stderrFile, watched, end, message)) {
-      printError({args[0], message, "", kExitInternal});
+    const std::vector<std::string> command =
+        pipelineMesh ? pipelineCommand(args, programAt, options.dir, *pipelineMesh) : args;
+    if (!runJob(command, options.stderrFile, watched, end, message)) {
+      printError({command[0], message, "", kExitInternal});
       return kExitInternal;
     }
     code = jobExitCode(program, end, watched);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <utility>
 
 #include <fcntl.h>
@@ -517,8 +518,10 @@ bool indexLayouts(const CheckpointIndex &index, Plan &layouts, std::string &erro
   return parseLayouts(index.mesh, texts, index.flatParameters, layouts, error);
 }
 
-bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts, const Plan &plan,
-                        std::string &field, std::string &error) {
+bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts,
+                        const std::vector<const Plan *> &plans, std::string &field,
+                        std::string &error) {
+  const Plan &plan = *plans.front();
   if (index.optimizer != optimizerName(plan)) {
     field = "optimizer";
     error = "is " + index.optimizer + ", the program's is " + optimizerName(plan) +
@@ -532,9 +535,10 @@ bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts, const
         field = "flat_parameters";
         return false;
       }
-  for (const StoredTensor *stored : checkpointedTensors(plan))
-    if (!globalTensorsOf(plan, *stored, wanted, error))
-      return false;
+  for (const Plan *stage : plans)
+    for (const StoredTensor *stored : checkpointedTensors(*stage))
+      if (!globalTensorsOf(*stage, *stored, wanted, error))
+        return false;
   auto text = [](const GlobalTensor &t) {
     return std::string(dtypeName(t.dtype)) + " " + shapeText(t.shape);
   };
@@ -702,7 +706,7 @@ bool GlobalTensorReader::openTrainedBlobs(const Plan &plan, const std::string &d
                                           std::string &where, std::string &error) {
   const Mesh mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
   const std::vector<const StoredTensor *> stored = checkpointedTensors(plan);
-  const CheckpointIndex index = makeIndex(plan, {}, {});
+  const CheckpointIndex index = makeIndex({&plan}, {}, {});
   std::map<std::string, size_t> blobs;
   for (size_t i = 0; i < stored.size(); ++i) {
     if (!globalTensorsOf(plan, *stored[i], list, error))
@@ -888,8 +892,9 @@ std::optional<int64_t> checkpointStep(const std::string &name) { return stepOfNa
 
 std::string shardFileName(int rank) { return "rank-" + std::to_string(rank) + ".safetensors"; }
 
-CheckpointIndex makeIndex(const Plan &plan, const TrainingPosition &position,
-                          std::vector<CheckpointFile> files) {
+CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
+                          const TrainingPosition &position, std::vector<CheckpointFile> files) {
+  const Plan &plan = *plans.front();
   CheckpointIndex index;
   index.position = position;
   index.buildId = plan.buildId;
@@ -900,47 +905,53 @@ CheckpointIndex makeIndex(const Plan &plan, const TrainingPosition &position,
     index.flatParameters = flatBufferJson(*plan.flatParameters);
   index.files = std::move(files);
   const Mesh mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
-  for (const StoredTensor *stored : checkpointedTensors(plan)) {
-    CheckpointTensor tensor;
-    tensor.name = stored->tensor.name;
-    tensor.layout = storedLayoutJson(plan, *stored);
-    const std::vector<std::string> axes = varyingAxes(plan, *stored);
-    for (int rank = 0; rank < mesh.size(); ++rank) {
-      const std::vector<int> coordinates = mesh.coordinates(rank);
-      bool writes = true;
-      CheckpointShard shard;
-      for (size_t a = 0; a < mesh.axisNames.size(); ++a) {
-        if (std::find(axes.begin(), axes.end(), mesh.axisNames[a]) != axes.end())
-          shard.coordinates[mesh.axisNames[a]] = coordinates[a];
-        else
-          writes = writes && coordinates[a] == 0;
-      }
-      if (!writes)
+  std::set<std::string> indexed;
+  for (size_t stage = 0; stage < plans.size(); ++stage) {
+    const Plan &owner = *plans[stage];
+    for (const StoredTensor *stored : checkpointedTensors(owner)) {
+      if (!indexed.insert(stored->tensor.name).second)
         continue;
-      shard.file = shardFileName(rank);
-      shard.key = stored->tensor.name;
-      if (stored->sharding) {
-        const Sharding &sharding = *stored->sharding;
-        if (sharding.split)
-          shard.boxes = splitBoxes(sharding.globalShape, *sharding.split,
-                                   mesh.shape[mesh.axisIndex(sharding.split->axis)],
-                                   shard.coordinates[sharding.split->axis]);
-        else
-          shard.boxes = {
-              {std::vector<int64_t>(sharding.globalShape.size(), 0), sharding.globalShape}};
+      CheckpointTensor tensor;
+      tensor.name = stored->tensor.name;
+      tensor.layout = storedLayoutJson(owner, *stored);
+      const std::vector<std::string> axes = varyingAxes(owner, *stored);
+      for (int rank = 0; rank < mesh.size(); ++rank) {
+        const std::vector<int> coordinates = mesh.coordinates(rank);
+        bool writes = true;
+        CheckpointShard shard;
+        for (size_t a = 0; a < mesh.axisNames.size(); ++a) {
+          if (std::find(axes.begin(), axes.end(), mesh.axisNames[a]) != axes.end())
+            shard.coordinates[mesh.axisNames[a]] = coordinates[a];
+          else
+            writes = writes && coordinates[a] == (mesh.axisNames[a] == "pp" ? int(stage) : 0);
+        }
+        if (!writes)
+          continue;
+        shard.file = shardFileName(rank);
+        shard.key = stored->tensor.name;
+        if (stored->sharding) {
+          const Sharding &sharding = *stored->sharding;
+          if (sharding.split)
+            shard.boxes = splitBoxes(sharding.globalShape, *sharding.split,
+                                     mesh.shape[mesh.axisIndex(sharding.split->axis)],
+                                     shard.coordinates[sharding.split->axis]);
+          else
+            shard.boxes = {
+                {std::vector<int64_t>(sharding.globalShape.size(), 0), sharding.globalShape}};
+        }
+        const FlatSlices *slices =
+            stored->sharding && stored->sharding->slices ? &*stored->sharding->slices
+            : owner.flatParameters && stored->stateOf == owner.flatParameters->name
+                ? &owner.flatParameters->slices
+                : nullptr;
+        if (slices) {
+          int64_t r = shard.coordinates[slices->axis];
+          shard.elements = {r * slices->slice, (r + 1) * slices->slice};
+        }
+        tensor.shards.push_back(std::move(shard));
       }
-      const FlatSlices *slices =
-          stored->sharding && stored->sharding->slices ? &*stored->sharding->slices
-          : plan.flatParameters && stored->stateOf == plan.flatParameters->name
-              ? &plan.flatParameters->slices
-              : nullptr;
-      if (slices) {
-        int64_t r = shard.coordinates[slices->axis];
-        shard.elements = {r * slices->slice, (r + 1) * slices->slice};
-      }
-      tensor.shards.push_back(std::move(shard));
+      index.tensors.push_back(std::move(tensor));
     }
-    index.tensors.push_back(std::move(tensor));
   }
   return index;
 }

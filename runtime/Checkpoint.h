@@ -173,12 +173,14 @@ std::vector<GlobalRun> globalRuns(const Plan &layouts, const StoredTensor &store
 /// the field.
 bool indexLayouts(const CheckpointIndex &index, Plan &layouts, std::string &error);
 
-/// Whether the checkpoint of `index` (with its `layouts`) can continue
-/// `plan`'s run on the program's layout, whatever the layout that wrote it:
-/// the same optimizer and the same global tensors, dtypes and shapes. On a
-/// mismatch sets `field` (of index.json) and `error`.
-bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts, const Plan &plan,
-                        std::string &field, std::string &error);
+/// Whether the checkpoint of `index` (with its `layouts`) can continue the
+/// run of `plans` (one program's, or every stage's of a pipeline) on their
+/// layout, whatever the layout that wrote it: the same optimizer and the
+/// same global tensors, dtypes and shapes. On a mismatch sets `field` (of
+/// index.json) and `error`.
+bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts,
+                        const std::vector<const Plan *> &plans, std::string &field,
+                        std::string &error);
 
 /// Reads any region of the global tensors of a checkpoint (or of one
 /// safetensors file of whole tensors) from the files that hold it: only the
@@ -245,11 +247,14 @@ std::optional<int64_t> checkpointStep(const std::string &name);
 /// The safetensors file rank `rank` writes.
 std::string shardFileName(int rank);
 
-/// The index of a checkpoint of `plan`'s run at `position`: every tensor's
+/// The index of a checkpoint of the run of `plans` (one program's, or every
+/// stage's of a pipeline, in stage order) at `position`: every tensor's
 /// shards, written by the ranks with coordinate 0 on the axes it does not
-/// vary along, and `files` (name, size, checksum).
-CheckpointIndex makeIndex(const Plan &plan, const TrainingPosition &position,
-                          std::vector<CheckpointFile> files);
+/// vary along (on a pipeline's pp axis, the coordinate of its stage; a
+/// tensor several stages hold, a tied weight, by the first), and `files`
+/// (name, size, checksum).
+CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
+                          const TrainingPosition &position, std::vector<CheckpointFile> files);
 
 /// index.json's text.
 std::string indexJson(const Plan &plan, const CheckpointIndex &index);

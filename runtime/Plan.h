@@ -16,6 +16,7 @@
 #include "runtime/Mesh.h"
 #include "runtime/Tensor.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -198,6 +199,12 @@ struct PipelineSpec {
   /// the input of the same name of the entry points after it (indices into
   /// Plan::outputs and Plan::inputs).
   std::vector<std::pair<size_t, size_t>> stash;
+
+  /// Whether Plan::inputs[input] is a stash (read from its stash set).
+  bool isStashInput(size_t input) const {
+    return std::any_of(stash.begin(), stash.end(),
+                       [&](const auto &pair) { return pair.second == input; });
+  }
 };
 
 struct TrainingSpec {

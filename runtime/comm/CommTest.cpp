@@ -247,7 +247,8 @@ TEST(MpiCommunicatorTest, SendRecvAlongAChain) {
   int n = comm->size(), r = comm->rank();
   if (n == 1)
     GTEST_SKIP() << "needs two ranks";
-  // Larger than MPI's eager limit, so the send waits for its receiver.
+  // Larger than MPI's eager limit: the send returns at once all the same
+  // (it sends a copy, completeSends waits for it).
   std::vector<float> message(64 * 1024, 0.0f);
   const int tag = 40 + 0;
   if (r > 0) {
@@ -264,6 +265,28 @@ TEST(MpiCommunicatorTest, SendRecvAlongAChain) {
     comm->send(message.data(), message.size(), DType::F32, r + 1, tag, {5, "stage output"});
   EXPECT_EQ(comm->bytesSent()[CollectiveKind::Send], r + 1 < n ? message.size() * 4 : 0u);
   EXPECT_EQ(comm->bytesSent()[CollectiveKind::Recv], 0u);
+  comm->completeSends({5, "stage output"});
+}
+
+/// Ranks 0 and 1 each send the other a message past the eager limit before
+/// either receives: with sends that waited for their receive this would
+/// deadlock (a pipeline's 1f1b does it). The sender overwrites its buffer
+/// at once; the message is the value sent.
+TEST(MpiCommunicatorTest, SendDoesNotWaitForItsReceive) {
+  auto comm = world();
+  int n = comm->size(), r = comm->rank();
+  if (n == 1)
+    GTEST_SKIP() << "needs two ranks";
+  if (r > 1)
+    return;
+  const int peer = 1 - r;
+  std::vector<float> out(64 * 1024, static_cast<float>(r + 1)), in(out.size(), 0.0f);
+  comm->send(out.data(), out.size(), DType::F32, peer, 7, {3, "activation"});
+  std::fill(out.begin(), out.end(), -1.0f);
+  comm->recv(in.data(), in.size(), DType::F32, peer, 7, {3, "activation"});
+  comm->completeSends({3, "activation"});
+  for (float x : in)
+    ASSERT_EQ(x, static_cast<float>(peer + 1));
 }
 
 TEST(MpiCommunicatorTest, BytesSentFollowTheRingFormula) {

@@ -99,8 +99,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, int worldRank, std::string axis,
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized)
-    MPI_Comm_free(&comm_);
+  if (finalized)
+    return;
+  // A message not yet taken still reads its copy.
+  for (PendingSend &sent : pendingSends_)
+    MPI_Wait(&sent.request, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&comm_);
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const MpiSession &session,

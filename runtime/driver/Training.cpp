@@ -199,6 +199,19 @@ struct Job {
   int64_t dpSize = 1, dpRank = 0;
   /// Rank 0 prints progress and writes what every rank holds alike.
   bool reporting = true;
+  /// A pipeline's every stage's plan, in stage order (read from the stage
+  /// directories beside this one): what its checkpoints hold.
+  std::vector<Plan> stagePlans;
+
+  /// The plans a checkpoint of this run covers.
+  std::vector<const Plan *> checkpointPlans(const Plan &plan) const {
+    if (stagePlans.empty())
+      return {&plan};
+    std::vector<const Plan *> plans;
+    for (const Plan &stage : stagePlans)
+      plans.push_back(&stage);
+    return plans;
+  }
 };
 
 /// "rank R (dp=0,tp=1)" for every rank R of the job: its process in the
@@ -508,11 +521,12 @@ int checkCheckpointDir(const TrainingOptions &options, bool resuming) {
 /// layout, whichever wrote it: the same optimizer and global tensors
 /// (index.json against plan.json), the same global batch, data set, sampler
 /// and schedule, and steps left to run.
-int checkResumePoint(const Plan &plan, const TrainingOptions &options, const DataSets &data,
-                     int64_t batch, int64_t steps, int64_t totalSteps, const ResumePoint &resume) {
+int checkResumePoint(const Plan &plan, const TrainingOptions &options, const Job &job,
+                     const DataSets &data, int64_t batch, int64_t steps, int64_t totalSteps,
+                     const ResumePoint &resume) {
   std::string error, field;
   const std::string indexPath = resume.checkpoint + "/index.json";
-  if (!checkpointFitsPlan(resume.index, resume.layouts, plan, field, error))
+  if (!checkpointFitsPlan(resume.index, resume.layouts, job.checkpointPlans(plan), field, error))
     return fail(indexPath + ": " + field, error, 1,
                 "a checkpoint loads into any layout of the same model and optimizer");
   const TrainingPosition &at = resume.index.position;
@@ -566,6 +580,28 @@ int readHeldTensors(const Plan &plan, const Job &job, const GlobalTensorReader &
                        weights.data() + stored->offset + static_cast<size_t>(run.local) * element,
                        where, error))
         return fail(where, error, 1, "nothing was loaded");
+  }
+  return 0;
+}
+
+/// A pipeline stage's run that checkpoints, resumes or starts from a file
+/// reads every stage's plan from the stage directories beside its own
+/// (DIR/../stage<S>/plan.json): its checkpoints cover the whole model.
+int readStagePlans(const std::string &dir, const Plan &plan, const TrainingOptions &options,
+                   std::vector<Plan> &stages) {
+  const std::optional<PipelineSpec> &pipeline = plan.training->pipeline;
+  if (!pipeline || (options.checkpointDir.empty() && options.resumeDir.empty()))
+    return 0;
+  if (plan.flatParameters)
+    return fail(options.checkpointDir.empty() ? "--resume" : "--checkpoint-dir",
+                "a pipeline with ZeRO 1 or 2 is not checkpointed yet (each stage's flat buffer "
+                "would take the same name)",
+                2, "checkpoint it without --zero, or with --zero 3");
+  for (int64_t s = 0; s < pipeline->stages; ++s) {
+    std::string path = dir + "/../stage" + std::to_string(s) + "/plan.json", error;
+    Plan &stage = stages.emplace_back();
+    if (!readPlan(path, stage, error))
+      return fail(path, error, 1, "a pipeline's checkpoints need every stage's plan");
   }
   return 0;
 }
@@ -627,7 +663,7 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Job 
         return code;
       continue;
     }
-    if (int code = checkResumePoint(plan, options, data, batch, steps, totalSteps, resume))
+    if (int code = checkResumePoint(plan, options, job, data, batch, steps, totalSteps, resume))
       return code;
     if (int64_t file = firstDamagedFile(job, resume); file >= 0) {
       // The rank that found the fault is silent here: rank 0 says it again.
@@ -669,19 +705,22 @@ int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, 
     return 1;
 
   // The index says which rank writes which tensor; this rank writes the
-  // shards it names in this rank's file.
-  CheckpointIndex index = makeIndex(plan, position, {});
+  // shards it names in this rank's file (of a pipeline's tensors, those of
+  // its stage).
+  CheckpointIndex index = makeIndex(job.checkpointPlans(plan), position, {});
   backend.copyToHost(program.hostWeights.data(), program.weights->get(),
                      program.hostWeights.size());
   const std::string file = shardFileName(rank);
+  std::map<std::string, const StoredTensor *> held;
+  for (const StoredTensor *stored : checkpointedTensors(plan))
+    held[stored->tensor.name] = stored;
   std::vector<SafetensorsTensor> tensors;
-  const std::vector<const StoredTensor *> stored = checkpointedTensors(plan);
-  for (size_t i = 0; i < stored.size(); ++i)
-    for (const CheckpointShard &shard : index.tensors[i].shards)
-      if (shard.file == file)
-        tensors.push_back({shard.key, stored[i]->tensor.dtype, stored[i]->tensor.shape,
-                           program.hostWeights.data() + stored[i]->offset,
-                           static_cast<size_t>(stored[i]->bytes)});
+  for (const CheckpointTensor &tensor : index.tensors)
+    for (const CheckpointShard &shard : tensor.shards)
+      if (const auto it = held.find(tensor.name); shard.file == file && it != held.end())
+        tensors.push_back({shard.key, it->second->tensor.dtype, it->second->tensor.shape,
+                           program.hostWeights.data() + it->second->offset,
+                           static_cast<size_t>(it->second->bytes)});
   // Per rank: its file's bytes (-1 for no file, -2 for a failed write) and CRC.
   int64_t mine[2] = {-1, 0};
   if (!tensors.empty()) {
@@ -801,10 +840,6 @@ int loadProgram(const std::string &dir, const Plan &plan, Job &job, const Resume
   program.arena = std::make_unique<Buffer>(backend, static_cast<size_t>(plan.arenaBytes));
   const std::vector<size_t> &dataInputs = plan.training->dataInputs;
   const std::optional<PipelineSpec> &pipeline = plan.training->pipeline;
-  auto isStash = [&](size_t input) {
-    return pipeline && std::any_of(pipeline->stash.begin(), pipeline->stash.end(),
-                                   [&](const auto &pair) { return pair.second == input; });
-  };
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     Tensor view = tensorAt(nullptr, plan.inputs[i]);
     // The program reads a data input where the input thread gathered it
@@ -812,7 +847,7 @@ int loadProgram(const std::string &dir, const Plan &plan, Job &job, const Resume
     // and a stash in its microbatch's set.
     bool staged = backend.readsStaging() &&
                   std::find(dataInputs.begin(), dataInputs.end(), i) != dataInputs.end();
-    if (!staged && !isStash(i)) {
+    if (!staged && !(pipeline && pipeline->isStashInput(i))) {
       program.inputBuffers.push_back(std::make_unique<Buffer>(backend, view.bytes()));
       view.data = program.inputBuffers.back()->get();
     }
@@ -1017,6 +1052,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   if (int code = checkFlags(spec, options))
     return code;
   if (int code = startJob(plan, options, backend, job))
+    return code;
+  if (int code = readStagePlans(dir, plan, options, job.stagePlans))
     return code;
   RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
                      spec.trainingInfo);

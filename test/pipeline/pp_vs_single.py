@@ -30,7 +30,9 @@
 #     trained parameter is trained in exactly one stage;
 #   - a stages file of another number of stages, and --stages without a pp
 #     axis, are refused in one line; so is what pipelines do not do yet:
-#     the interleaved schedule, --checkpoint-dir on a pipeline.
+#     the interleaved schedule, --save-onnx on a pipeline, and checkpoints
+#     of a pipeline with ZeRO 1 or 2 (test/pipeline/pp_checkpoint.py
+#     checkpoints the others).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -220,9 +222,13 @@ def main():
             f"{three}: has 3 stages, but --mesh has pp=2", problems)
     refused("--stages without pp", compile_pp[:-2] + ["--stages", three],
             f"--stages {three}: cuts a pipeline into stages", problems)
-    refused("--checkpoint-dir", ["cleave", "run", "-n", "2", os.path.join(workdir, "gpt-pp2-1f1b"),
-                                 *m.flags, "--checkpoint-dir", os.path.join(workdir, "ckpt")],
-            "--checkpoint-dir: is not built for pipeline-parallel runs yet", problems)
+    refused("--save-onnx", ["cleave", "run", "-n", "2", os.path.join(workdir, "gpt-pp2-1f1b"),
+                            *m.flags, "--save-onnx", os.path.join(workdir, "out.onnx")],
+            "--save-onnx: is not built for pipeline-parallel runs yet", problems)
+    refused("ZeRO 2 checkpoints", ["cleave", "run", "-n", "4",
+                                   os.path.join(workdir, "gpt-dp2-pp2-z2"), *m.flags, "--steps", "1",
+                                   "--checkpoint-dir", os.path.join(workdir, "ckpt-z2")],
+            "--checkpoint-dir: a pipeline with ZeRO 1 or 2 is not checkpointed yet", problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)

@@ -1,0 +1,103 @@
+# A pipeline's checkpoints hold the whole model: each stage's ranks write
+# their stage's tensors, rank 0 the index of every stage's (a tied weight
+# once). The MLP on pp=2 (1f1b, M = 4) against one device with --grad-accum 4,
+# 6 steps in file order with momentum, checkpointed at step 3:
+#   - pp=2 resumed from its own step-3 checkpoint runs steps 4-6 with the
+#     uninterrupted pp=2 run's losses and ends with its parameters, bit for
+#     bit;
+#   - one device resumed from the pp=2 checkpoint, and pp=2 resumed from one
+#     device's, both end with the uninterrupted one-device run's losses and
+#     parameters bit for bit (pp=2 equals one device bit for bit);
+#   - the checkpoint's tensors (test/lib/checkpoints.py reads its shards
+#     with safetensors) are the pp=2 run's parameters at step 3.
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+sys.path.insert(0, os.path.join(HERE, "..", "distributed"))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+
+import export_mlp  # noqa: E402
+from checkpoints import global_tensors  # noqa: E402
+from dp_vs_single import MOMENTUM, Model, parameters  # noqa: E402
+
+STEPS = 6
+
+
+def run(work, out, label, extra, ranks):
+    log, results = f"{work}/{label}.json", f"{work}/{label}.results"
+    os.makedirs(results, exist_ok=True)
+    launch = ["-n", str(ranks)] if ranks > 1 else []
+    subprocess.run(["cleave", "run", *launch, out, "--data",
+                    f"x={work}/mlp.x.npy,labels={work}/mlp.labels.npy", "--no-shuffle",
+                    "--log-json", log, "--output-dir", results, *extra],
+                   check=True, stderr=subprocess.DEVNULL)
+    losses = [s["loss"] for s in json.load(open(log))["steps"]]
+    params = {}
+    for stage in ([""] if ranks == 1 else ["stage0", "stage1"]):
+        plan = json.load(open(os.path.join(out, stage, "plan.json")))
+        params.update(parameters(plan, os.path.join(results, stage), 1))
+    return losses, params
+
+
+def same(label, got, want, problems):
+    (losses, params), (want_losses, want_params) = got, want
+    if losses != want_losses[-len(losses):]:
+        problems.append(f"{label}: losses {losses}, expected {want_losses[-len(losses):]}")
+    for name, value in want_params.items():
+        if params[name].tobytes() != value.tobytes():
+            problems.append(f"{label}: {name} is not bit for bit the uninterrupted run's")
+            return
+
+
+def main():
+    work = sys.argv[1]
+    problems = []
+    m = Model("mlp", export_mlp, ["x", "labels"], 16, work)
+    model = m.export(4)
+    one, pp = f"{work}/one", f"{work}/pp"
+    common = ["--train", *MOMENTUM, "--batch-size", "16", "--grad-accum", "4"]
+    subprocess.run(["cleave", "compile", model, "-o", one, *common], check=True)
+    subprocess.run(["cleave", "compile", model, "-o", pp, *common, "--mesh", "pp=2"], check=True)
+
+    whole_one = run(work, one, "one", ["--steps", str(STEPS)], 1)
+    whole_pp = run(work, pp, "pp", ["--steps", str(STEPS)], 2)
+    same("pp=2 uninterrupted", whole_pp, whole_one, problems)
+
+    for label, out, ranks in (("pp", pp, 2), ("one", one, 1)):
+        run(work, out, f"{label}-first", ["--steps", "3", "--checkpoint-dir", f"{work}/{label}-ck"],
+            ranks)
+    # The pipeline's checkpoint holds every parameter as the run had it at step 3.
+    at3 = run(work, pp, "pp-3", ["--steps", "3"], 2)
+    saved = global_tensors(f"{work}/pp-ck/step-3")
+    for name, value in at3[1].items():
+        if name not in saved or not np.array_equal(saved[name], value):
+            problems.append(f"pp=2 checkpoint: {name} is not the run's parameter at step 3")
+
+    for label, out, ranks, checkpoint, want in (
+            ("pp=2 from pp=2", pp, 2, "pp-ck", whole_pp),
+            ("one device from pp=2", one, 1, "pp-ck", whole_one),
+            ("pp=2 from one device", pp, 2, "one-ck", whole_one)):
+        resumed = f"{work}/{label.replace(' ', '_')}-ck"
+        shutil.copytree(f"{work}/{checkpoint}", resumed)
+        got = run(work, out, label.replace(" ", "_"),
+                  ["--steps", str(STEPS), "--resume", resumed, "--checkpoint-dir", resumed], ranks)
+        same(label, got, want, problems)
+        print(f"{label}: losses {got[0]}")
+
+    for p in problems:
+        print("FAIL:", p)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main()
