@@ -10,6 +10,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cstring>
+#include <set>
 
 namespace cleave {
 
@@ -31,16 +32,26 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std:
     error = UserError{where, what, "", kExitBadInput};
     return mlir::failure();
   };
-  std::string planPath = programDir + "/plan.json", planError;
-  rt::Plan plan;
-  if (!rt::readPlan(planPath, plan, planError))
-    return fail(planPath, planError);
+  // One program's plan, or each pipeline stage's.
+  std::vector<rt::Plan> plans;
+  std::vector<std::string> programDirs, blobDirs;
+  std::string where, message;
+  if (!rt::readCompiledPlans(programDir, plans, programDirs, where, message))
+    return fail(where, message);
+  const rt::Plan &plan = plans.front();
+  std::vector<const rt::Plan *> planList;
+  std::set<std::string> parameters;
+  for (size_t s = 0; s < plans.size(); ++s) {
+    planList.push_back(&plans[s]);
+    blobDirs.push_back(plans.size() == 1 ? resultsDir : resultsDir + "/stage" + std::to_string(s));
+    for (const rt::StoredTensor &parameter : plans[s].parameters)
+      parameters.insert(parameter.tensor.name);
+  }
 
   // The trained tensors, put together from the blobs as a checkpoint's are
   // from its shards.
   rt::GlobalTensorReader trained;
-  std::string where, message;
-  if (!trained.openTrainedBlobs(plan, resultsDir, staged, where, message))
+  if (!trained.openTrainedBlobs(planList, blobDirs, staged, where, message))
     return fail(where, message);
   const std::string &modelPath = plan.model;
   auto modelBytes = llvm::MemoryBuffer::getFile(modelPath, false, false);
@@ -78,9 +89,9 @@ mlir::LogicalResult exportTrainedModel(const std::string &programDir, const std:
   for (onnx::TrainingInfoProto &info : *model.mutable_training_info())
     if (failed(replaceAll(*info.mutable_algorithm()->mutable_initializer())))
       return mlir::failure();
-  if (replaced != plan.parameters.size())
+  if (replaced != parameters.size())
     return fail(modelPath, "holds " + std::to_string(replaced) + " of the " +
-                               std::to_string(plan.parameters.size()) +
+                               std::to_string(parameters.size()) +
                                " parameters the plan lists");
   std::string serialized;
   if (!model.SerializeToString(&serialized))

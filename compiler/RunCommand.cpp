@@ -444,22 +444,30 @@ bool checkResultPaths(const RunOptions &options) {
 /// in `outputDir` and at --log-json; they and the model are put in place
 /// together, or none of them.
 int commitWithModel(const RunOptions &options, const std::string &outputDir) {
-  const std::string planPath = options.dir + "/plan.json";
-  rt::Plan plan;
-  std::string message;
-  if (!rt::readPlan(planPath, plan, message)) {
-    printError({planPath, message});
+  std::vector<rt::Plan> plans;
+  std::vector<std::string> dirs;
+  std::string where, message;
+  if (!rt::readCompiledPlans(options.dir, plans, dirs, where, message)) {
+    printError({where, message});
     return kExitBadInput;
   }
   rt::FileSet files;
   // What the ranks wrote: the blobs (one per coordinate of the axes they
-  // differ along) and rank 0's outputs and metrics.
+  // differ along; a pipeline's in stage<S>/) and rank 0's outputs (of a
+  // pipeline, the loss) and metrics.
   std::set<std::string> written;
-  const rt::Mesh mesh = plan.mesh ? *plan.mesh : rt::Mesh::line("dp", 1);
-  for (int rank = 0; rank < mesh.size(); ++rank)
-    written.insert(outputDir + "/" + rt::weightsBlobName(plan, mesh.coordinates(rank)));
-  for (const rt::TensorSpec &output : plan.outputs)
-    written.insert(outputDir + "/" + rt::npyFileName(output.name));
+  const bool pipeline = plans.size() > 1;
+  for (size_t s = 0; s < plans.size(); ++s) {
+    const rt::Plan &plan = plans[s];
+    const rt::Mesh mesh = plan.mesh ? *plan.mesh : rt::Mesh::line("dp", 1);
+    const std::string blobDir = pipeline ? outputDir + "/stage" + std::to_string(s) : outputDir;
+    for (int rank = 0; rank < mesh.size(); ++rank)
+      written.insert(blobDir + "/" + rt::weightsBlobName(plan, mesh.coordinates(rank)));
+  }
+  const rt::Plan &plan = plans.front();
+  for (size_t i = 0; i < plan.outputs.size(); ++i)
+    if (!pipeline || i == plan.training->lossOutput)
+      written.insert(outputDir + "/" + rt::npyFileName(plan.outputs[i].name));
   for (const std::string &path : {options.logJson, options.trace})
     if (!path.empty())
       written.insert(path);
@@ -508,7 +516,6 @@ std::vector<std::string> pipelineCommand(const std::vector<std::string> &args, s
 /// when the run asks for none of it.
 std::string pipelineRefusal(const RunOptions &options) {
   const std::pair<bool, const char *> unsupported[] = {
-      {!options.saveOnnx.empty(), "--save-onnx"},
       {options.maxRestarts > 0, "--max-restarts"},
       {options.repeat.has_value(), "--repeat"}};
   for (auto [asked, flag] : unsupported)

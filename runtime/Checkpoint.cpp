@@ -702,21 +702,30 @@ bool GlobalTensorReader::openSafetensors(const std::string &path, std::string &e
   return checkCoverage(error);
 }
 
-bool GlobalTensorReader::openTrainedBlobs(const Plan &plan, const std::string &dir, bool staged,
+bool GlobalTensorReader::openTrainedBlobs(const std::vector<const Plan *> &plans,
+                                          const std::vector<std::string> &dirs, bool staged,
                                           std::string &where, std::string &error) {
-  const Mesh mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
-  const std::vector<const StoredTensor *> stored = checkpointedTensors(plan);
-  const CheckpointIndex index = makeIndex({&plan}, {}, {});
+  const Plan &first = *plans.front();
+  const Mesh mesh = first.mesh ? *first.mesh : Mesh::line("dp", 1);
+  const CheckpointIndex index = makeIndex(plans, {}, {});
   std::map<std::string, size_t> blobs;
-  for (size_t i = 0; i < stored.size(); ++i) {
-    if (!globalTensorsOf(plan, *stored[i], list, error))
+  for (const CheckpointTensor &tensor : index.tensors) {
+    // The first plan that holds it, and where.
+    size_t s = 0;
+    const StoredTensor *stored = nullptr;
+    for (; s < plans.size() && !stored; ++s)
+      for (const StoredTensor *candidate : checkpointedTensors(*plans[s]))
+        if (candidate->tensor.name == tensor.name)
+          stored = candidate;
+    const Plan &plan = *plans[s - 1];
+    if (!globalTensorsOf(plan, *stored, list, error))
       return false;
-    const size_t element = dtypeSize(stored[i]->tensor.dtype);
-    for (const CheckpointShard &shard : index.tensors[i].shards) {
+    const size_t element = dtypeSize(stored->tensor.dtype);
+    for (const CheckpointShard &shard : tensor.shards) {
       std::vector<int> coordinates(mesh.axisNames.size(), 0);
       for (const auto &[axis, coordinate] : shard.coordinates)
         coordinates[static_cast<size_t>(mesh.axisIndex(axis))] = coordinate;
-      std::string path = dir + "/" + weightsBlobName(plan, coordinates);
+      std::string path = dirs[s - 1] + "/" + weightsBlobName(plan, coordinates);
       if (staged)
         path = FileSet::stagedName(path);
       auto blob = blobs.find(path);
@@ -737,14 +746,14 @@ bool GlobalTensorReader::openTrainedBlobs(const Plan &plan, const std::string &d
         blob = blobs.emplace(path, paths.size() - 1).first;
       }
       for (const GlobalRun &run :
-           globalRuns(plan, *stored[i], shard.coordinates, /*onlyFirstCopy=*/true))
+           globalRuns(plan, *stored, shard.coordinates, /*onlyFirstCopy=*/true))
         pieces[run.tensor].push_back(
             {blob->second,
-             static_cast<uint64_t>(stored[i]->offset) + static_cast<uint64_t>(run.local) * element,
+             static_cast<uint64_t>(stored->offset) + static_cast<uint64_t>(run.local) * element,
              run.global, run.count});
     }
   }
-  where = dir;
+  where = dirs.front();
   return checkCoverage(error);
 }
 

@@ -201,12 +201,14 @@ public:
                       std::string &where, std::string &error);
   /// The tensors of one safetensors file, each whole under its key.
   bool openSafetensors(const std::string &path, std::string &error);
-  /// The checkpointed tensors of a trained run's weights blobs in `dir`
-  /// (one per coordinate of the plan's weightsByAxes; under their staged
+  /// The checkpointed tensors of a trained run's weights blobs: those of
+  /// `plans[i]` in `dirs[i]` (one program's, or each pipeline stage's; one
+  /// blob per coordinate of the plan's weightsByAxes; under their staged
   /// names with `staged`), each element read from the blob of the rank a
   /// checkpoint would take it from (makeIndex's shards). On failure sets
   /// `where` (the blob) and `error`.
-  bool openTrainedBlobs(const Plan &plan, const std::string &dir, bool staged, std::string &where,
+  bool openTrainedBlobs(const std::vector<const Plan *> &plans,
+                        const std::vector<std::string> &dirs, bool staged, std::string &where,
                         std::string &error);
 
   /// The global tensors, in the order of the index (or the file's header).

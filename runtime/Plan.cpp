@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -776,6 +777,26 @@ std::string planJson(const Plan &plan) {
 bool readPlan(const std::string &path, Plan &plan, std::string &error) {
   std::string text;
   return readFile(path, kMaxPlanBytes, text, error) && parsePlan(text, plan, error);
+}
+
+bool readCompiledPlans(const std::string &dir, std::vector<Plan> &plans,
+                       std::vector<std::string> &dirs, std::string &where, std::string &error) {
+  plans.clear();
+  dirs.clear();
+  const bool pipeline = !std::filesystem::exists(dir + "/plan.json") &&
+                        std::filesystem::exists(dir + "/stage0/plan.json");
+  for (int64_t s = 0; s == 0 || (pipeline && s < plans.front().training->pipeline->stages); ++s) {
+    dirs.push_back(pipeline ? dir + "/stage" + std::to_string(s) : dir);
+    where = dirs.back() + "/plan.json";
+    if (!readPlan(where, plans.emplace_back(), error))
+      return false;
+    if (pipeline && !(plans.back().training && plans.back().training->pipeline &&
+                      plans.back().training->pipeline->stage == s)) {
+      error = "is not the plan of pipeline stage " + std::to_string(s);
+      return false;
+    }
+  }
+  return true;
 }
 
 bool parsePlan(const std::string &text, Plan &plan, std::string &error) {

@@ -269,6 +269,13 @@ std::string weightsBlobPattern(const std::vector<std::string> &byAxes);
 /// Reads and checks plan.json; on failure sets `error` (without the path).
 bool readPlan(const std::string &path, Plan &plan, std::string &error);
 
+/// The plans of a compile's output directory `dir`: its plan.json, or a
+/// pipeline's every stage's (DIR/stage<S>/plan.json, in stage order), with
+/// the directory of each in `dirs`. On failure sets `where` (the file) and
+/// `error`.
+bool readCompiledPlans(const std::string &dir, std::vector<Plan> &plans,
+                       std::vector<std::string> &dirs, std::string &where, std::string &error);
+
 /// Checks plan.json's text and reads it into `plan`; on failure sets `error`.
 bool parsePlan(const std::string &text, Plan &plan, std::string &error);
 

@@ -597,12 +597,10 @@ int readStagePlans(const std::string &dir, const Plan &plan, const TrainingOptio
                 "a pipeline with ZeRO 1 or 2 is not checkpointed yet (each stage's flat buffer "
                 "would take the same name)",
                 2, "checkpoint it without --zero, or with --zero 3");
-  for (int64_t s = 0; s < pipeline->stages; ++s) {
-    std::string path = dir + "/../stage" + std::to_string(s) + "/plan.json", error;
-    Plan &stage = stages.emplace_back();
-    if (!readPlan(path, stage, error))
-      return fail(path, error, 1, "a pipeline's checkpoints need every stage's plan");
-  }
+  std::vector<std::string> dirs;
+  std::string where, error;
+  if (!readCompiledPlans(dir + "/..", stages, dirs, where, error))
+    return fail(where, error, 1, "a pipeline's checkpoints need every stage's plan");
   return 0;
 }
 
