@@ -516,7 +516,6 @@ std::vector<std::string> pipelineCommand(const std::vector<std::string> &args, s
 /// when the run asks for none of it.
 std::string pipelineRefusal(const RunOptions &options) {
   const std::pair<bool, const char *> unsupported[] = {
-      {options.maxRestarts > 0, "--max-restarts"},
       {options.repeat.has_value(), "--repeat"}};
   for (auto [asked, flag] : unsupported)
     if (asked)

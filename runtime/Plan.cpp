@@ -566,6 +566,8 @@ bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
   if (p.stage >= p.stages)
     return fail(at + "stage", "is not below training.pipeline.stages");
   // Each microbatch's forward once, then its backward once: B, or I then W.
+  if (static_cast<uint64_t>(spec.gradAccum) > actions->size() / 2)
+    return fail(at + "actions", "do not run every microbatch's forward and backward");
   enum Progress { None, Forward, Inputs, Done };
   std::vector<Progress> seen(static_cast<size_t>(spec.gradAccum), None);
   int64_t inFlight = 0, most = 0;

@@ -9,15 +9,24 @@
 #     device's, both end with the uninterrupted one-device run's losses and
 #     parameters bit for bit (pp=2 equals one device bit for bit);
 #   - the checkpoint's tensors (test/lib/checkpoints.py reads its shards
-#     with safetensors) are the pp=2 run's parameters at step 3.
+#     with safetensors) are the pp=2 run's parameters at step 3;
+#   - --max-restarts: a pp=2 run of 3000 steps whose second stage's rank is
+#     killed (kill -9) after its first checkpoint restarts from its latest
+#     checkpoint, says so in one warning line, and ends with the
+#     uninterrupted run's parameters bit for bit.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
+import glob
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -59,6 +68,48 @@ def same(label, got, want, problems):
             return
 
 
+def killed_once(work, pp, problems):
+    """Kills the second stage's rank once the run has a checkpoint."""
+    steps, ckpt = 3000, f"{work}/restart-ck"
+    base = ["cleave", "run", "-n", "2", pp, "--data",
+            f"x={work}/mlp.x.npy,labels={work}/mlp.labels.npy", "--steps", str(steps),
+            "--no-shuffle", "--quiet"]
+    subprocess.run(base + ["--output-dir", f"{work}/restart-ref"], check=True,
+                   stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(base + ["--output-dir", f"{work}/restart-out", "--checkpoint-dir", ckpt,
+                                   "--checkpoint-every", "500", "--max-restarts", "1"],
+                           stderr=subprocess.PIPE, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(job.stderr), daemon=True)
+    reader.start()
+    victim, deadline = None, time.time() + 300
+    while job.poll() is None and time.time() < deadline and victim is None:
+        if os.path.exists(f"{ckpt}/latest"):
+            for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+                try:
+                    args = open(cmdline, "rb").read().split(b"\0")
+                except OSError:
+                    continue
+                if args and args[0].decode(errors="replace") == f"{pp}/stage1/program":
+                    victim = int(cmdline.split("/")[2])
+                    os.kill(victim, signal.SIGKILL)
+        time.sleep(0.01)
+    job.wait(timeout=max(1, deadline - time.time()))
+    reader.join(timeout=10)
+    warning = re.compile(r"^cleave: warning: cleave run: rank 1 was killed by SIGKILL.*: "
+                         r"restarting from the latest checkpoint in \S+ \(restart 1 of 1\)$")
+    if victim is None or job.returncode != 0:
+        problems.append(f"restart: killed {victim}, exit {job.returncode}: {''.join(lines)!r}")
+    elif not any(warning.match(line.strip()) for line in lines):
+        problems.append(f"restart: no restart warning in {''.join(lines)!r}")
+    for stage in ("stage0", "stage1"):
+        a = open(f"{work}/restart-ref/{stage}/weights.bin", "rb").read()
+        b = open(f"{work}/restart-out/{stage}/weights.bin", "rb").read()
+        if a != b:
+            problems.append(f"restart: {stage}'s weights differ from the uninterrupted run's")
+    print(f"restart: killed rank 1 (pid {victim}), exit {job.returncode}")
+
+
 def main():
     work = sys.argv[1]
     problems = []
@@ -94,6 +145,7 @@ def main():
         same(label, got, want, problems)
         print(f"{label}: losses {got[0]}")
 
+    killed_once(work, pp, problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
