@@ -93,7 +93,11 @@ public:
   /// The literal value of input `i`, which must be a constant (after folding).
   mlir::FailureOr<mlir::DenseElementsAttr> constant(unsigned i, llvm::StringRef role) const {
     mlir::DenseElementsAttr value;
-    if (!input(i) || !mlir::matchPattern(input(i), mlir::m_Constant(&value))) {
+    if (!input(i)) {
+      error() << "has no input " << i << " (" << role << ")";
+      return mlir::failure();
+    }
+    if (!mlir::matchPattern(input(i), mlir::m_Constant(&value))) {
       error() << "input '" << node.input(i) << "' (" << role
               << ") must be a constant: cleave resolves it at import";
       return mlir::failure();

@@ -23,6 +23,7 @@
 # RUN: %refuses 1 cleave import %t/einsum_diagonal.onnx | FileCheck %s --check-prefix=EINSUM
 # RUN: %refuses 1 cleave import %t/einsum_broadcast.onnx | FileCheck %s --check-prefix=EINSUMB
 # RUN: %refuses 1 cleave import %t/resize_cubic.onnx | FileCheck %s --check-prefix=RESIZE
+# RUN: %refuses 1 cleave import %t/resize_no_scales.onnx | FileCheck %s --check-prefix=RESIZENONE
 # RUN: %refuses 1 cleave import %t/attention_precision.onnx | FileCheck %s --check-prefix=ATTENTION
 # RUN: %refuses 1 cleave import %t/attention_mask_heads.onnx | FileCheck %s --check-prefix=ATTNMASK
 # RUN: %refuses 1 cleave import %t/attention_lengths_2d.onnx | FileCheck %s --check-prefix=ATTNLEN
@@ -47,6 +48,7 @@
 # EINSUM: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' '...ii->...i' (a label repeated in one operand (a diagonal)) is not supported
 # EINSUMB: node 'einsum' (Einsum, domain 'ai.onnx', opset 17): attribute 'equation' 'ij,ij->ij' (a label of different sizes (broadcasting)) is not supported
 # RESIZE: node 'resize' (Resize, domain 'ai.onnx', opset 19): attribute 'mode' 'cubic' is not supported
+# RESIZENONE: node 'resize' (Resize, domain 'ai.onnx', opset 19): has no input 2 (scales)
 # ATTENTION: node 'attention' (Attention, domain 'ai.onnx', opset 23): attribute 'softmax_precision' 11 (other than the inputs' type) is not supported
 # ATTNMASK: node 'attention' (Attention, domain 'ai.onnx', opset 23): operands are not broadcast-compatible
 # ATTNLEN: node 'attention' (Attention, domain 'ai.onnx', opset 24): nonpad_kv_seqlen 'tensor<2x1xi64>' is not one length per batch
@@ -106,6 +108,10 @@ cases.add("einsum_broadcast")(lambda: one(
 cases.add("resize_cubic")(lambda: one(
     "Resize", [("x", F32, [1, 1, 2, 2]), ("roi", F32, [0]), ("scales", F32, [4])], opset=19,
     mode="cubic"))
+# The importer fuzzer's finding: neither scales nor sizes (the error read
+# the name of an input past the node's last).
+cases.add("resize_no_scales")(lambda: one(
+    "Resize", [("x", F32, [1, 1, 2, 2]), ("", F32, [])], opset=19))
 cases.add("attention_precision")(lambda: one(
     "Attention", [("q", F32, [1, 1, 2, 4]), ("k", F32, [1, 1, 2, 4]), ("v", F32, [1, 1, 2, 4])],
     opset=23, softmax_precision=11))
