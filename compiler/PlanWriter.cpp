@@ -489,15 +489,13 @@ std::optional<rt::PipelineSpec> PlanBuilder::pipelineStage() {
   p.stages = static_cast<int64_t>(ranks.size());
   p.schedule = schedule.getAs<StringAttr>("kind").getValue().str();
   // "F3@1": the forward of microbatch 3 through stage 1, this rank's only.
-  int64_t inFlight = 0;
   for (Attribute action : cast<ArrayAttr>(ranks[p.stage])) {
-    auto [head, at] = cast<StringAttr>(action).getValue().split('@');
+    StringRef head = cast<StringAttr>(action).getValue().split('@').first;
     rt::PipelineSpec::Action a{head.front(), 0};
     head.drop_front().getAsInteger(10, a.microbatch);
     p.actions.push_back(a);
-    inFlight += a.kind == 'F' ? 1 : a.kind == 'I' ? 0 : -1;
-    p.inFlight = std::max(p.inFlight, inFlight);
   }
+  p.inFlight = p.mostInFlight();
   // The forward's stash, and with zb-h1 the backward's.
   for (StringRef name : {"forward", "backward"}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);

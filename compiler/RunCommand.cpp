@@ -512,30 +512,20 @@ std::vector<std::string> pipelineCommand(const std::vector<std::string> &args, s
   return command;
 }
 
-/// What a pipeline's run cannot do yet, as the error that names it; empty
-/// when the run asks for none of it.
-std::string pipelineRefusal(const RunOptions &options) {
-  const std::pair<bool, const char *> unsupported[] = {
-      {options.repeat.has_value(), "--repeat"}};
-  for (auto [asked, flag] : unsupported)
-    if (asked)
-      return flag;
-  return "";
-}
-
 int runProgram(const RunOptions &options) {
   std::string program = options.dir + "/program";
   // A pipeline's compile has one program per stage, in stage<S>/.
   std::optional<rt::Mesh> pipelineMesh;
   if (!llvm::sys::fs::exists(program) &&
       llvm::sys::fs::can_execute(options.dir + "/stage0/program")) {
-    rt::Plan plan;
-    std::string message, planPath = options.dir + "/stage0/plan.json";
-    if (!rt::readPlan(planPath, plan, message) || !plan.mesh) {
-      printError({planPath, message.empty() ? "has no mesh" : message});
+    std::vector<rt::Plan> plans;
+    std::vector<std::string> dirs;
+    std::string where, message;
+    if (!rt::readCompiledPlans(options.dir, plans, dirs, where, message)) {
+      printError({where, message});
       return kExitBadInput;
     }
-    pipelineMesh = plan.mesh;
+    pipelineMesh = plans.front().mesh;
     if (options.ranks != pipelineMesh->size()) {
       printError({"-n " + std::to_string(options.ranks),
                   "the pipeline in " + options.dir + " runs on " +
@@ -543,8 +533,8 @@ int runProgram(const RunOptions &options) {
                   "run it with -n " + std::to_string(pipelineMesh->size()), kExitBadUsage});
       return kExitBadUsage;
     }
-    if (std::string flag = pipelineRefusal(options); !flag.empty()) {
-      printError({flag, "is not built for pipeline-parallel runs yet",
+    if (options.repeat) {
+      printError({"--repeat", "is not built for pipeline-parallel runs yet",
                   "docs/training.md, \"Pipeline parallel\"", kExitBadUsage});
       return kExitBadUsage;
     }

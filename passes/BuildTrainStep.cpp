@@ -243,9 +243,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     }
     if (dpSliced)
       sumOfAll = allReduce(sumOfAll, layout.dpAxis);
-    // Each pipeline stage trains its own parameters (a tied one is refused),
-    // so the stages' sums add up to every element once; a stage without
-    // parameters adds 0.
+    // Each pipeline stage counts the parameters it trains (a tied one in the
+    // first stage that holds it), so the stages' sums add up to every
+    // element once; a stage without parameters adds 0.
     if (layout.ppSize > 1)
       sumOfAll = allReduce(sumOfAll ? sumOfAll : u.scalar(f32, 0.0), layout.ppAxis);
     Value coefficient =

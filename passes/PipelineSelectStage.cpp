@@ -40,33 +40,33 @@ struct PipelineSelectStagePass
           << stage.getValue() << ": its stages are 0 to " << stages.size() - 1;
       return signalPassFailure();
     }
-    // Every stage's program reads every data input, so that each gathers
-    // the same microbatches from the same data (the unread ones cost a copy).
+    // From the other stages: the data inputs the kept one lacks (every
+    // stage's program reads every data input, so that each gathers the same
+    // microbatches from the same data; the unread ones cost a copy), and
+    // which stages read each parameter.
     llvm::StringSet<> present;
     for (unsigned i = 0; i < kept.getNumArguments(); ++i)
       if (auto name = kept.getArgAttrOfType<StringAttr>(i, kNameAttr))
         present.insert(name.getValue());
-    for (func::FuncOp func : stages)
+    llvm::StringMap<SmallVector<int64_t>> readers;
+    for (func::FuncOp func : stages) {
+      if (func == kept)
+        continue;
       for (unsigned i = 0; i < func.getNumArguments(); ++i) {
         auto kind = func.getArgAttrOfType<StringAttr>(i, kKindAttr);
         auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttr);
-        if (!kind || kind.getValue() != "input" || !name || !present.insert(name.getValue()).second)
+        if (!kind || !name)
           continue;
-        unsigned at = kept.getNumArguments();
-        if (failed(kept.insertArgument(at, func.getArgument(i).getType(), func.getArgAttrDict(i),
-                                       func.getLoc())))
+        if (kind.getValue() == "param")
+          readers[name.getValue()].push_back(func->getAttrOfType<IntegerAttr>(kStageAttr).getInt());
+        if (kind.getValue() == "input" && present.insert(name.getValue()).second &&
+            failed(kept.insertArgument(kept.getNumArguments(), func.getArgument(i).getType(),
+                                       func.getArgAttrDict(i), func.getLoc())))
           return signalPassFailure();
       }
-    // A parameter other stages read too (tied weights) says which, for
-    // cleave-autodiff, which refuses to train it.
-    llvm::StringMap<SmallVector<int64_t>> readers;
-    for (func::FuncOp func : stages)
-      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-        auto kind = func.getArgAttrOfType<StringAttr>(i, kKindAttr);
-        auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttr);
-        if (kind && kind.getValue() == "param" && name && func != kept)
-          readers[name.getValue()].push_back(func->getAttrOfType<IntegerAttr>(kStageAttr).getInt());
-      }
+    }
+    // A parameter other stages read too (a tied weight) says which, for
+    // cleave-build-train-step and cleave-pipeline-tied-gradients.
     for (unsigned i = 0; i < kept.getNumArguments(); ++i) {
       auto kind = kept.getArgAttrOfType<StringAttr>(i, kKindAttr);
       auto name = kept.getArgAttrOfType<StringAttr>(i, kNameAttr);

@@ -570,7 +570,6 @@ bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
     return fail(at + "actions", "do not run every microbatch's forward and backward");
   enum Progress { None, Forward, Inputs, Done };
   std::vector<Progress> seen(static_cast<size_t>(spec.gradAccum), None);
-  int64_t inFlight = 0, most = 0;
   for (const Json &entry : *actions) {
     const std::string text = entry.is_string() ? entry.get<std::string>() : "";
     PipelineSpec::Action action;
@@ -587,13 +586,11 @@ bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
                   entry.dump() + " is not F<m>, B<m>, I<m> or W<m> of a microbatch below "
                                  "training.grad_accum, in the order F, then B or I and W");
     seen[static_cast<size_t>(action.microbatch)] = to;
-    inFlight += action.kind == 'F' ? 1 : to == Done ? -1 : 0;
-    most = std::max(most, inFlight);
     p.actions.push_back(action);
   }
   if (std::count(seen.begin(), seen.end(), Done) != spec.gradAccum)
     return fail(at + "actions", "do not run every microbatch's forward and backward");
-  if (p.inFlight != most)
+  if (const int64_t most = p.mostInFlight(); p.inFlight != most)
     return fail(at + "in_flight", "is not the most microbatches its actions hold (" +
                                       std::to_string(most) + ")");
   for (const Json &entry : *stash) {

@@ -175,14 +175,12 @@ struct Hyperparameters {
   double clipGradNorm = 0;
 };
 
-/// plan.json's optional "training" object: the program's forward runs one
-/// microbatch, its apply one update (docs/training.md).
 /// A pipeline stage's program (a mesh with a pp axis): its stage, the
 /// actions its rank runs each step, and the stash its forward keeps for its
 /// backward.
 struct PipelineSpec {
   int64_t stage = 0, stages = 1;
-  /// gpipe or 1f1b.
+  /// gpipe, 1f1b or zb-h1.
   std::string schedule;
   /// One step's actions in order: the microbatch and 'F' (the forward),
   /// 'B' (the backward), or with zb-h1 'I' and 'W' (the backward's inputs'
@@ -205,8 +203,20 @@ struct PipelineSpec {
     return std::any_of(stash.begin(), stash.end(),
                        [&](const auto &pair) { return pair.second == input; });
   }
+  /// What `inFlight` is for these actions: the most microbatches at any
+  /// point past their forward and not past their backward (B or W).
+  int64_t mostInFlight() const {
+    int64_t now = 0, most = 0;
+    for (const Action &action : actions) {
+      now += action.kind == 'F' ? 1 : action.kind == 'I' ? 0 : -1;
+      most = std::max(most, now);
+    }
+    return most;
+  }
 };
 
+/// plan.json's optional "training" object: the program's forward runs one
+/// microbatch, its apply one update (docs/training.md).
 struct TrainingSpec {
   /// Algorithm "training_info": the model's own algorithm is the whole step,
   /// one forward with an empty apply; no learning rate, schedule or step

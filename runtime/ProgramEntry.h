@@ -15,6 +15,9 @@
 
 namespace cleave::rt {
 
+/// The entry points, as the driver names them.
+enum class ProgramEntryPoint { Forward, Backward, BackwardWeight, Apply };
+
 /// The type of a program's four entry points on the backend whose kernels
 /// take `Context`.
 ///
@@ -37,9 +40,6 @@ namespace cleave::rt {
 ///
 /// cleave_apply (@apply): a training program's optimizer update from the
 /// accumulated gradients; does nothing in a forward program. Same arguments.
-/// The entry points, as the driver names them.
-enum class ProgramEntryPoint { Forward, Backward, BackwardWeight, Apply };
-
 template <typename Context>
 using ProgramEntry = void(Context &ctx, char *arena, char *weights, const Tensor *inputs,
                           Tensor *outputs);

@@ -63,6 +63,15 @@ class ClassifierLoss(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.net(x), labels)
 
 
+def classifier_loss_without_dropout(net):
+    """ClassifierLoss of a torchvision net whose classifier starts with a
+    Dropout(p=0) (mobilenet_v2, efficientnet), replaced by the identity:
+    without it the graph has no training-mode Dropout op (whose masks are
+    cleave's own)."""
+    net.classifier[0] = torch.nn.Identity()
+    return ClassifierLoss(net)
+
+
 def entry_points(make_model, make_inputs, names, training_mode=False):
     """A zoo module's build() and export(path, batch=None), as
     test/distributed/dp_vs_single.py's Model calls them: build() gives

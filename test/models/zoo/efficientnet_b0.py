@@ -23,7 +23,6 @@ within 7.1e-6 (losses) and 3.3e-7 (parameters) over 10 steps of SGD at lr
 Inputs: x (4x3x32x32 f32), labels (4 int64). Usage: efficientnet_b0.py OUT.onnx"""
 import sys
 
-import torch
 from torchvision.models import efficientnet
 
 import common
@@ -38,10 +37,7 @@ def make_model():
                                                             depth_mult=DEPTH)
     net = efficientnet.EfficientNet(setting, dropout=0.0, stochastic_depth_prob=0.0,
                                     num_classes=CLASSES, last_channel=last_channel)
-    # The classifier's Dropout(p=0) is the identity; without it the graph
-    # has no training-mode Dropout op (whose masks are cleave's own).
-    net.classifier[0] = torch.nn.Identity()
-    return common.ClassifierLoss(net)
+    return common.classifier_loss_without_dropout(net)
 
 
 build, export = common.entry_points(make_model, common.image_inputs(CLASSES, BATCH), NAMES,

@@ -7,7 +7,6 @@ model.train()). The loss is the cross-entropy of the logits.
 Inputs: x (4x3x32x32 f32), labels (4 int64). Usage: mobilenet_v2.py OUT.onnx"""
 import sys
 
-import torch
 import torchvision
 
 import common
@@ -18,10 +17,7 @@ CLASSES, BATCH = 10, 4
 
 def make_model():
     net = torchvision.models.mobilenet_v2(num_classes=CLASSES, width_mult=0.25, dropout=0.0)
-    # The classifier's Dropout(p=0) is the identity; without it the graph
-    # has no training-mode Dropout op (whose masks are cleave's own).
-    net.classifier[0] = torch.nn.Identity()
-    return common.ClassifierLoss(net)
+    return common.classifier_loss_without_dropout(net)
 
 
 build, export = common.entry_points(make_model, common.image_inputs(CLASSES, BATCH), NAMES,
