@@ -73,14 +73,12 @@ struct PipelineTiedGradientsPass
                                                             /*gradient=*/true);
         sum = u.accumulate(sum, part);
       }
-      // The final zeroing still assigns to the argument itself.
+      // Every read after the sum takes it; the final zeroing still assigns
+      // to the argument itself.
       Operation *sumOp = sum.getDefiningOp();
       acc.replaceUsesWithIf(sum, [&](OpOperand &use) {
-        Operation *owner = use.getOwner();
-        auto assign = dyn_cast<AssignOp>(owner);
-        return owner->getBlock() == &apply.getBody().front() && owner != sumOp &&
-               !isa<PipelineSendOp>(owner) && !(assign && use.getOperandNumber() == 0) &&
-               sumOp->isBeforeInBlock(owner);
+        auto assign = dyn_cast<AssignOp>(use.getOwner());
+        return sumOp->isBeforeInBlock(use.getOwner()) && !(assign && use.getOperandNumber() == 0);
       });
     }
   }

@@ -117,7 +117,7 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   if (!options.outputDir.empty()) {
     FileSet files;
     std::string failed;
-    if (int code = stageOutputs(plan, outputs, options.outputDir, backend, files))
+    if (int code = stageOutputs(plan.outputs, outputs, options.outputDir, backend, files))
       return code;
     if (!files.commit(failed, error))
       return fail(failed, error, 1);

@@ -64,13 +64,13 @@ int parseNamedFiles(const std::vector<std::string> &entries, const std::string &
   return 0;
 }
 
-int stageOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
-                 Backend &backend, FileSet &files) {
+int stageOutputs(const std::vector<TensorSpec> &specs, const std::vector<Tensor> &outputs,
+                 const std::string &dir, Backend &backend, FileSet &files) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::vector<char> host(outputs[i].bytes());
     backend.copyToHost(host.data(), outputs[i].data, host.size());
-    std::string path = dir + "/" + npyFileName(plan.outputs[i].name), error;
-    if (!stageNpy(files, path, outputs[i].dtype, plan.outputs[i].shape, host.data(), error))
+    std::string path = dir + "/" + npyFileName(specs[i].name), error;
+    if (!stageNpy(files, path, outputs[i].dtype, specs[i].shape, host.data(), error))
       return fail(path, error, 1);
   }
   return 0;

@@ -36,10 +36,11 @@ int parseNamedFiles(const std::vector<std::string> &entries, const std::string &
                     const std::string &noun, const std::vector<std::string> &names,
                     std::map<std::string, std::string> &files);
 
-/// Stages each output as DIR/NAME.npy in `files`, or prints why it cannot
-/// and returns the exit code.
-int stageOutputs(const Plan &plan, const std::vector<Tensor> &outputs, const std::string &dir,
-                 Backend &backend, FileSet &files);
+/// Stages each output (`specs[i]` says what `outputs[i]` is) as
+/// DIR/NAME.npy in `files`, or prints why it cannot and returns the exit
+/// code.
+int stageOutputs(const std::vector<TensorSpec> &specs, const std::vector<Tensor> &outputs,
+                 const std::string &dir, Backend &backend, FileSet &files);
 
 /// The process's peak resident memory so far (getrusage), in bytes: the
 /// program's allocations and everything else (libraries, host copies).

@@ -954,14 +954,12 @@ int writeResults(const Plan &plan, const TrainingOptions &options, const Job &jo
       return fail(path, error, 1);
   }
   if (job.reporting && !options.outputDir.empty()) {
-    // A pipeline stage's stash is no result.
-    Plan results = plan;
-    std::vector<Tensor> outputs = program.outputs;
-    if (pipeline) {
-      results.outputs = {plan.outputs[plan.training->lossOutput]};
-      outputs = {program.outputs[plan.training->lossOutput]};
-    }
-    if (int code = stageOutputs(results, outputs, options.outputDir, backend, files))
+    // A pipeline stage's stash is no result: it writes the loss alone.
+    const size_t loss = plan.training->lossOutput;
+    if (int code = pipeline ? stageOutputs({plan.outputs[loss]}, {program.outputs[loss]},
+                                           options.outputDir, backend, files)
+                            : stageOutputs(plan.outputs, program.outputs, options.outputDir,
+                                           backend, files))
       return code;
   }
   if (job.reporting && !options.logJson.empty())
