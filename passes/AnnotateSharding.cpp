@@ -240,6 +240,31 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
     return success();
   }
 
+  /// An elementwise op's or a Gemm's operand, not split over tp, whose dims
+  /// reach the result's dim `dim` with more than one element and which is
+  /// not one repeated value: shard-partition would slice it as one block,
+  /// where the value it meets is in blocks.
+  static std::optional<unsigned> wholeAlong(Operation &op, int64_t dim,
+                                            function_ref<bool(Value)> isSplit) {
+    if (!isa<GemmOp>(op) && !(op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
+                              isa<AddOp, SubOp, MulOp, DivOp>(op)))
+      return std::nullopt;
+    int64_t rank = typeOf(op.getResult(0)).getRank();
+    for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
+      auto type = dyn_cast<RankedTensorType>(operand.getType());
+      if (!type || isSplit(operand) || (isa<GemmOp>(op) && i != 2))
+        continue;
+      // One repeated value is the same in every block.
+      if (auto constant = operand.getDefiningOp<ConstantOp>();
+          constant && isa<SplatElementsAttr>(constant.getValue()))
+        continue;
+      int64_t aligned = dim - (rank - type.getRank());
+      if (aligned >= 0 && type.getDimSize(aligned) > 1)
+        return static_cast<unsigned>(i);
+    }
+    return std::nullopt;
+  }
+
   /// Follows the values split in blocks to the splits into their blocks,
   /// which it marks `cleave.blockwise`; any other reader is an error. Plain
   /// splits are followed through the same ops, so that an op mixing a value
@@ -323,6 +348,12 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
         if (llvm::all_of(in, [&](auto &entry) { return aligned(entry) == aligned(in[0]); }))
           out = aligned(in[0]);
       }
+      if (out && out->blocks > 1)
+        if (std::optional<unsigned> whole =
+                wholeAlong(op, out->dim, [&](Value v) { return layout.count(v) > 0; }))
+          return op.emitError("reads a value split over tp in ")
+                 << out->blocks << " blocks with operand #" << *whole
+                 << " whole along its split dim; split that operand in the same blocks too";
       if (out) {
         layout[op.getResult(0)] = *out;
         continue;

@@ -2,12 +2,17 @@
 //
 // Runs between upstream sharding-propagation and shard-partition. Where
 // propagation found no rule that keeps a value as it arrives, it asks for a
-// resharding (a `shard.shard` of a `shard.shard` with another sharding),
-// which shard-partition would turn into a gather or a slice that autodiff
-// cannot differentiate and the plan did not ask for: each one is an error
-// here, at the op that needs it. So is a split dim that does not divide
-// (upstream would miscompile it). Lookups and cross-entropies that sum over
-// split rows or classes get the tp coordinate they read (`cleave.tp_rank`).
+// resharding (a `shard.shard` of a `shard.shard` with another sharding).
+// One kind is kept: a value that arrives whole where an op reads it split,
+// other than a parameter, which shard-partition slices on each rank
+// (`shard.all_slice`, no communication; its gradient gathers the parts):
+// Megatron's row-parallel input, or the key/value heads of grouped-query
+// attention with fewer heads than ranks. Every other one, a gather the plan
+// did not ask for or a whole parameter read split (split it in the plan),
+// is an error here, at the op that needs it. So is a split dim that does not
+// divide (upstream would miscompile it). Lookups and cross-entropies that
+// sum over split rows or classes get the tp coordinate they read
+// (`cleave.tp_rank`).
 //
 //===----------------------------------------------------------------------===//
 
@@ -53,22 +58,50 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
       return user->emitError("returns a value split over tp (result #") << index << ")";
     // Shardings split one dim over tp: they differ in whether and where.
     std::optional<int64_t> arriving = splitDim(from), wanted = splitDim(to);
-    if (!arriving) {
-      std::string hint = planHint(user, index);
+    // Only a parameter arriving whole is refused; other values are sliced.
+    if (!arriving)
       return user->emitError("runs split over tp along dim ")
-             << *wanted << " of operand #" << index << ", which arrives whole"
-             << (hint.empty() ? ": a graph input arrives whole; leave this op's parameters "
-                                "whole in the plan"
-                              : hint);
-    }
+             << *wanted << " of operand #" << index << ", which arrives whole: split it in the plan too";
     // The op could run split along that dim: another operand that arrives
     // whole along it kept it from doing so.
     if (auto whole = wholeOperandAlong(user, index, *arriving))
       return user->emitError("operand #")
              << index << " arrives split over tp along dim " << *arriving << ", operand #" << *whole
              << " whole along the same loop" << planHint(user, *whole);
-    return user->emitError("has no tensor-parallel rule that keeps operand #")
-           << index << " split along dim " << *arriving << " as it arrives";
+    InFlightDiagnostic error = user->emitError("has no tensor-parallel rule that keeps operand #")
+                               << index << " split along dim " << *arriving << " as it arrives";
+    if (std::optional<StringRef> parameter = splitParameter(sourceOf(user, index)))
+      error << ": it is split because the plan splits '" << *parameter << "'";
+    return error;
+  }
+
+  /// The first parameter, found walking back from `value` through the
+  /// operands that arrive split, that the plan splits: what makes `value`
+  /// split (a k projection split by its output dim where there are fewer
+  /// key/value heads than ranks, say).
+  static std::optional<StringRef> splitParameter(Value value) {
+    SmallVector<Value> work{value};
+    llvm::DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      while (auto annotation = v.getDefiningOp<shard::ShardOp>())
+        v = annotation.getSrc();
+      if (!seen.insert(v).second)
+        continue;
+      if (isa<BlockArgument>(v)) {
+        auto func = dyn_cast<func::FuncOp>(cast<BlockArgument>(v).getOwner()->getParentOp());
+        auto name = func ? func.getArgAttrOfType<StringAttr>(cast<BlockArgument>(v).getArgNumber(),
+                                                             kNameAttr)
+                         : StringAttr();
+        if (isParameter(v) && name)
+          return name.getValue();
+        continue;
+      }
+      for (unsigned i = 0; i < v.getDefiningOp()->getNumOperands(); ++i)
+        if (splitDim(shardingOf(v.getDefiningOp()->getOperand(i))))
+          work.push_back(sourceOf(v.getDefiningOp(), i));
+    }
+    return std::nullopt;
   }
 
   /// The source of operand #index of `op`, through sharding annotations.
@@ -82,17 +115,15 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
   /// What the plan can change so that operand #index arrives split: a
   /// parameter is split in the plan too; an activation comes split from a
   /// column-parallel producer (Megatron pairs each row-parallel linear with
-  /// one); a graph input never arrives split (empty); a constant of several
-  /// values is not sliced (one of a single value is: splitSplat).
+  /// one); a graph input or a constant never arrives split (empty).
   static std::string planHint(Operation *op, unsigned index) {
     Value source = sourceOf(op, index);
-    if (source.getDefiningOp<ConstantOp>())
-      return ": a constant of several values, which cleave does not slice per rank";
-    if (!isa<BlockArgument>(source))
-      return ": split the linear that computes it by its output dim (column parallel), so "
-             "that it arrives split";
-    StringAttr kind = argumentKind(source);
-    return kind && kind.getValue() == "param" ? ": split it in the plan too" : "";
+    if (isParameter(source))
+      return ": split it in the plan too";
+    if (isa<BlockArgument>(source) || source.getDefiningOp<ConstantOp>())
+      return "";
+    return ": split the linear that computes it by its output dim (column parallel), so "
+           "that it arrives split";
   }
 
   /// Another operand of `op` whose dims run along the loop dim `dim` of
@@ -147,6 +178,13 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     return success();
   }
 
+  static bool isParameter(Value value) {
+    while (auto inner = value.getDefiningOp<shard::ShardOp>())
+      value = inner.getSrc();
+    StringAttr kind = isa<BlockArgument>(value) ? argumentKind(value) : StringAttr();
+    return kind && kind.getValue() == "param";
+  }
+
   LogicalResult checkDivisible(shard::ShardOp annotation, shard::GridOp grid) {
     auto type = dyn_cast<RankedTensorType>(annotation.getSrc().getType());
     shard::Sharding sharding(annotation.getSharding());
@@ -196,6 +234,8 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
         if (!reader || isa<shard::ShardOp>(reader->getOwner()))
           return WalkResult::advance(); // read by nothing
         if (!splitDim(from) && succeeded(splitSplat(annotation)))
+          return WalkResult::advance();
+        if (!splitDim(from) && !isParameter(annotation.getSrc()))
           return WalkResult::advance();
         (void)refuse(reader->getOwner(), reader->getOperandNumber(), from, to);
         return WalkResult::interrupt();

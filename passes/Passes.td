@@ -266,12 +266,15 @@ def CheckSharding : Pass<"cleave-check-sharding", "mlir::func::FuncOp"> {
   let description = [{
     Runs between upstream sharding-propagation and shard-partition. A
     `shard.shard` of a `shard.shard` with another sharding asks
-    shard-partition for a resharding: a gather or slice the plan did not ask
-    for and autodiff cannot differentiate. Each is an error at the op that
-    reads the value: no tensor-parallel rule keeps the operand split as it
-    arrives, or the op runs split where the operand arrives whole (split it
-    in the plan too), or the function returns a split value. So is a split
-    dim that does not divide into the tp ranks. A `cleave.gather` from a
+    shard-partition for a resharding. A value that arrives whole where an op
+    reads it split is sliced by shard-partition (`shard.all_slice`: each
+    rank keeps its part; the gradient gathers the parts), unless it is a
+    parameter, which the plan should split. Every other resharding is an
+    error at the op that reads the value: no tensor-parallel rule keeps the
+    operand split as it arrives (the error names the split parameter it
+    comes from), or the op runs whole where the operand arrives split, or
+    the function returns a split value. So is a split dim that does not
+    divide into the tp ranks. A `cleave.gather` from a
     table split by rows, a `cleave.softmax_cross_entropy_loss` over split
     classes or a training `cleave.dropout` of a split value (whose draws are
     keyed by the whole tensor's element index) gets the rank's tp
@@ -279,6 +282,21 @@ def CheckSharding : Pass<"cleave-check-sharding", "mlir::func::FuncOp"> {
     `cleave.tp_coordinate`).
   }];
   let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
+def SliceLeadingDim : Pass<"cleave-slice-leading-dim", "mlir::func::FuncOp"> {
+  let summary = "Turn a tp slice along another dim into one along dim 0";
+  let description = [{
+    Runs after shard-partition, before autodiff. shard-partition slices a
+    value that arrives whole where an op reads it split over tp
+    (`shard.all_slice`: each rank keeps its part, no communication), along
+    the dim the op splits; the runtime slices, and the slice's gradient
+    gathers (`shard.all_gather`), along dim 0 only. A slice along dim a > 0
+    becomes a reshape that puts the P parts of dim a in a dim of their own,
+    a transpose that moves it to the front, a reshape that merges it into
+    dim 0, and a slice along dim 0: the same part in the same layout.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
 }
 
 def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {

@@ -55,6 +55,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addNestedPass<func::FuncOp>(shard::createShardingPropagation(propagation));
     pm.addNestedPass<func::FuncOp>(createCheckSharding());
     pm.addNestedPass<func::FuncOp>(shard::createPartition());
+    pm.addNestedPass<func::FuncOp>(createSliceLeadingDim());
   }
   // Pipeline parallelism: each stage is a program of its own.
   const bool pipelined = distributed && parsed.axisIndex("pp") >= 0;

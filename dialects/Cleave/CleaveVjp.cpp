@@ -343,6 +343,22 @@ struct AllReduceVjp : VjpOpInterface::ExternalModel<AllReduceVjp, shard::AllRedu
   }
 };
 
+/// A slice of a value every rank holds whole (each rank keeps its part):
+/// the whole value's gradient is every rank's part, gathered.
+struct AllSliceVjp : VjpOpInterface::ExternalModel<AllSliceVjp, shard::AllSliceOp> {
+  LogicalResult buildVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                         SmallVectorImpl<Value> &grads) const {
+    auto slice = cast<shard::AllSliceOp>(op);
+    Value grad = resultGrads[0];
+    if (grad)
+      grad = shard::AllGatherOp::create(builder, slice.getLoc(), slice.getInput().getType(),
+                                        slice.getGrid(), slice.getGridAxes(), grad,
+                                        slice.getSliceAxis());
+    grads.push_back(grad);
+    return success();
+  }
+};
+
 } // namespace
 
 LogicalResult IdentityOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
@@ -1065,6 +1081,7 @@ LogicalResult NegativeLogLikelihoodLossOp::buildVjp(OpBuilder &builder, ValueRan
 void cleave::registerExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     shard::AllReduceOp::attachInterface<AllReduceVjp>(*ctx);
+    shard::AllSliceOp::attachInterface<AllSliceVjp>(*ctx);
   });
   registerShardingModels(registry);
 }

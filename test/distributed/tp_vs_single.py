@@ -19,7 +19,11 @@
 #     device; a split convolution is an error naming the node;
 #   - an MLP with a training-mode Dropout on its column-parallel activation
 #     draws the masks of one device: tp=2 equals one device, and dp x tp =
-#     2 x 2 one device with --grad-accum 2 (the same microbatches).
+#     2 x 2 one device with --grad-accum 2 (the same microbatches);
+#   - a row-parallel linear whose input arrives whole (fc2 split by input
+#     alone; fc1 split by input, reading the graph input) slices that input
+#     on each rank and gathers its gradient: tp=2 and dp x tp = 2 x 2 equal
+#     one device.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -145,6 +149,24 @@ def dropout_on_split(workdir, problems):
     print(f"dropout mlp: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
 
 
+def whole_input_sliced(workdir, problems):
+    """Row-parallel linears whose input arrives whole: each rank slices its
+    part of the input (Megatron's row-parallel input), and the input's
+    gradient is the ranks' parts gathered."""
+    m = Model("mlp", export_mlp, ["x", "labels"], 8, workdir)
+    one = m.train("one", 1, 1, MOMENTUM)
+    for name, parameters in (("fc2-rows", {"fc2.weight": ["-", "tp"]}),
+                             ("fc1-rows", {"fc1.weight": ["-", "tp"]})):
+        plan = os.path.join(workdir, f"mlp-{name}.json")
+        with open(plan, "w") as f:
+            json.dump({"format_version": 1, "parameters": parameters}, f)
+        for label, dp in (("tp2", 1), ("dp2tp2", 2)):
+            run = m.train(f"{name}-{label}", dp, 1, MOMENTUM, ["--plan", plan], tp=2)
+            close(f"mlp {name} {label}", run, one, problems)
+            bytes_as_planned(f"mlp {name} {label}", run, problems)
+    print(f"mlp with whole inputs sliced: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -192,6 +214,7 @@ def main():
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
     classifier_head(workdir, problems)
     dropout_on_split(workdir, problems)
+    whole_input_sliced(workdir, problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)

@@ -53,6 +53,7 @@ import bert  # noqa: E402
 import efficientnet_b0  # noqa: E402
 import gpt2  # noqa: E402
 import llama  # noqa: E402
+import llama_mqa  # noqa: E402
 import mistral  # noqa: E402
 import mobilenet_v2  # noqa: E402
 import resnet18  # noqa: E402
@@ -62,9 +63,10 @@ from dp_vs_single import MOMENTUM, Model, close  # noqa: E402
 from train_vs_pytorch import OPTIMIZERS, compare, dataset, pytorch_steps  # noqa: E402
 
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
-MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "mistral": mistral, "t5": t5, "vit": vit,
+MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
+          "mistral": mistral, "t5": t5, "vit": vit,
           "resnet18": resnet18, "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0}
-TRANSFORMERS = ("gpt2", "bert", "llama", "mistral", "t5", "vit")
+TRANSFORMERS = ("gpt2", "bert", "llama", "llama_mqa", "mistral", "t5", "vit")
 CNNS = ("resnet18", "mobilenet_v2", "efficientnet_b0")
 # Mistral's module names are LLaMA's.
 PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' else name}.json")

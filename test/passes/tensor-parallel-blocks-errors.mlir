@@ -42,3 +42,20 @@ func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"
   %l = cleave.reduce_sum %f {axes = array<i64: 0>, keepdims = false} : (tensor<96xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A whole input added to a product split in 3 blocks: each rank would
+// slice it as one block.
+func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %y: tensor<4x24xf32> {cleave.kind = "input", cleave.name = "y"},
+                   %qkv: tensor<24x8xf32> {cleave.kind = "param", cleave.name = "qkv.weight"},
+                   %bias: tensor<24xf32> {cleave.kind = "param", cleave.name = "qkv.bias"})
+    -> tensor<f32> {
+  %t = cleave.transpose %qkv {perm = array<i64: 1, 0>} : (tensor<24x8xf32>) -> tensor<8x24xf32>
+  %p = cleave.matmul %x, %t : (tensor<4x8xf32>, tensor<8x24xf32>) -> tensor<4x24xf32>
+  // expected-error @below {{reads a value split over tp in 3 blocks with operand #1 whole along its split dim; split that operand in the same blocks too}}
+  %s = cleave.add %p, %y : (tensor<4x24xf32>, tensor<4x24xf32>) -> tensor<4x24xf32>
+  %l = cleave.reduce_sum %s {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x24xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -15,9 +15,10 @@ NAMES = ["idx", "targets"]
 VOCAB, SEQ, BATCH = 64, 16, 4
 
 
-def make_model():
+def make_model(kv_heads=2):
     config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=kv_heads,
                          max_position_embeddings=SEQ, attention_dropout=0.0,
                          use_cache=False, attn_implementation="eager")
     return common.LanguageModelLoss(LlamaForCausalLM(config))
