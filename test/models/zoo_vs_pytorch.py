@@ -1,8 +1,10 @@
 # The model zoo (test/models/zoo/) trains as PyTorch does. Each model is built
 # from library code at a small size with random weights: transformers' GPT-2,
-# BERT (masked LM), LLaMA with grouped-query attention, Mistral (LLaMA with a
-# sliding attention window), T5 (encoder-decoder) and ViT, torchvision's
-# resnet18, mobilenet_v2 and efficientnet_b0 (BatchNorm in training mode).
+# BERT (masked LM), LLaMA with grouped-query attention and with one key/value
+# head (llama_mqa), Mistral (LLaMA with a sliding attention window), T5
+# (encoder-decoder) and T5 v1.1 (gated-GELU feed-forward, untied head) and
+# ViT, torchvision's resnet18, mobilenet_v2, mobilenet_v3_small and
+# efficientnet_b0 (BatchNorm in training mode).
 #   - pytorch: one device, STEPS steps (SETTINGS says where another number,
 #     optimizer or learning rate, and why) of adamw on random data in file order; every
 #     step's loss within 1e-4 relative of PyTorch's, the final parameters
@@ -17,16 +19,21 @@
 #     the whole batch, with momentum: losses within 1e-5 relative every step,
 #     final parameters within 1e-5 (test/distributed/dp_vs_single.py's check);
 #     GPT-2's plan splits its fused q, k, v projection in 3 blocks through
-#     Conv1D's reshapes;
-#   - tp2 (resnet18, mobilenet_v2, efficientnet_b0): the classifier split by
-#     classes (plans/zoo-resnet18.json, zoo-mobilenet_v2.json,
-#     zoo-efficientnet_b0.json) against one device, 10 steps, with the
-#     model's SGD setting (efficientnet_b0 with momentum: layout_optimizer).
+#     Conv1D's reshapes; llama_mqa's keeps its one key/value head whole and
+#     each rank slices the heads its query heads read;
+#   - tp2 (resnet18, mobilenet_v2, mobilenet_v3_small, efficientnet_b0): the
+#     classifier split by classes (plans/zoo-resnet18.json,
+#     zoo-mobilenet_v2.json, zoo-efficientnet_b0.json; mobilenet_v3_small's
+#     two Linears as Megatron's MLP, zoo-mobilenet_v3_small.json) against
+#     one device, 10 steps, with the
+#     model's SGD setting (efficientnet_b0 and mobilenet_v3_small with
+#     momentum: layout_optimizer).
 #     These exports are dp_vs_single's (torch's default eval mode), where
 #     torch folds each BatchNorm into the convolution before it: the layouts
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
-# The default suite runs GPT-2 and resnet18 on one device and GPT-2 on tp=2;
+# The default suite runs GPT-2 and resnet18 on one device and GPT-2 and
+# llama_mqa on tp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
 #
@@ -56,18 +63,21 @@ import llama  # noqa: E402
 import llama_mqa  # noqa: E402
 import mistral  # noqa: E402
 import mobilenet_v2  # noqa: E402
+import mobilenet_v3_small  # noqa: E402
 import resnet18  # noqa: E402
 import t5  # noqa: E402
+import t5_v1_1  # noqa: E402
 import vit  # noqa: E402
 from dp_vs_single import MOMENTUM, Model, close  # noqa: E402
 from train_vs_pytorch import OPTIMIZERS, compare, dataset, pytorch_steps  # noqa: E402
 
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
 MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
-          "mistral": mistral, "t5": t5, "vit": vit,
-          "resnet18": resnet18, "mobilenet_v2": mobilenet_v2, "efficientnet_b0": efficientnet_b0}
-TRANSFORMERS = ("gpt2", "bert", "llama", "llama_mqa", "mistral", "t5", "vit")
-CNNS = ("resnet18", "mobilenet_v2", "efficientnet_b0")
+          "mistral": mistral, "t5": t5, "t5_v1_1": t5_v1_1, "vit": vit,
+          "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
+          "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0}
+TRANSFORMERS = ("gpt2", "bert", "llama", "llama_mqa", "mistral", "t5", "t5_v1_1", "vit")
+CNNS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")
 # Mistral's module names are LLaMA's.
 PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' else name}.json")
          for name in TRANSFORMERS + CNNS}
@@ -75,7 +85,7 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
 # only (dp would need --sync-batchnorm to equal one device).
 LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
-DEFAULT = ["gpt2:pytorch", "resnet18:pytorch", "gpt2:tp2"]
+DEFAULT = ["gpt2:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01). The
 # BatchNorm CNNs are ill-conditioned in float32 at these sizes (BatchNorm over
 # 4 values per channel where the maps are 1x1, near-constant channels): in
@@ -113,6 +123,9 @@ SETTINGS = {
                                 lambda p: torch.optim.SGD(p, lr=1e-6))),
     "mobilenet_v2": (1, (["--optimizer", "sgd", "--lr", "1e-4"],
                          lambda p: torch.optim.SGD(p, lr=1e-4))),
+    # As mobilenet_v2 (same blocks, with squeeze-and-excitation).
+    "mobilenet_v3_small": (1, (["--optimizer", "sgd", "--lr", "1e-4"],
+                               lambda p: torch.optim.SGD(p, lr=1e-4))),
     "mistral": (STEPS, (["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.1",
                          "--beta2", "0.99", "--eps", "1e-6"],
                         lambda p: torch.optim.AdamW(p, lr=0.001, weight_decay=0.1,
@@ -207,7 +220,8 @@ def layout_optimizer(name):
     would move its classifier by 2.7e-6 of its largest element in 10 steps,
     under the 1e-5 the layouts are held to (a wrong gradient would pass);
     its layout export (eval mode, BatchNorm folded) is not ill-conditioned,
-    and with momentum its classifier moves by 0.2 of its largest element."""
+    and with momentum its classifier moves by 0.2 of its largest element.
+    mobilenet_v3_small trains its tp=2 layout with momentum too."""
     if name in ("resnet18", "mobilenet_v2"):
         return SETTINGS[name][1][0]
     return MOMENTUM

@@ -64,11 +64,13 @@ class ClassifierLoss(torch.nn.Module):
 
 
 def classifier_loss_without_dropout(net):
-    """ClassifierLoss of a torchvision net whose classifier starts with a
-    Dropout(p=0) (mobilenet_v2, efficientnet), replaced by the identity:
-    without it the graph has no training-mode Dropout op (whose masks are
-    cleave's own)."""
-    net.classifier[0] = torch.nn.Identity()
+    """ClassifierLoss of a torchvision net whose classifier holds Dropout(p=0)
+    (mobilenet_v2 and efficientnet first, mobilenet_v3 between its two
+    Linears), each replaced by the identity: without them the graph has no
+    training-mode Dropout op (whose masks are cleave's own)."""
+    for i, layer in enumerate(net.classifier):
+        if isinstance(layer, torch.nn.Dropout):
+            net.classifier[i] = torch.nn.Identity()
     return ClassifierLoss(net)
 
 
