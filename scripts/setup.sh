@@ -10,7 +10,7 @@ debian_packages=(
   cmake ninja-build g++ ccache clang libclang-rt-14-dev
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   protobuf-compiler libprotobuf-dev
-  libcli11-dev nlohmann-json3-dev libopenblas-dev
+  libcli11-dev nlohmann-json3-dev libopenblas-dev libdnnl-dev
   libopenmpi-dev openmpi-bin libgtest-dev procps
   python3-venv python3-pip python3-torch python3-torchvision python3-numpy
 )
