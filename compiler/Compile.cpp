@@ -681,6 +681,7 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
       return failure();
   }
   if (failed(runPasses(module, [](PassManager &pm) {
+        pm.addPass(createFuseElementwise());
         pm.addPass(createMemoryPlan());
       })))
     return failure();

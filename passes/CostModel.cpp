@@ -28,6 +28,9 @@ int64_t estimateFlops(Operation *op) {
   }
   if (isa<ConstantOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op))
     return 0;
+  // One operation per element and instruction ("op a b;op c>...").
+  if (auto fused = dyn_cast<FusedElementwiseOp>(op))
+    return elements(fused.getResult(0)) * (1 + fused.getProgram().count(';'));
   int64_t flops = 0;
   for (Value result : op->getResults())
     if (isa<RankedTensorType>(result.getType()))

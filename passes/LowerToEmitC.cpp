@@ -149,6 +149,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["gemm"] = {"gemm", 2, {"alpha", "beta", "trans_a", "trans_b"}};
   calls["transpose"] = {"transpose", -1, {"perm"}};
   calls["concat"] = {"concat", -1, {"axis"}};
+  calls["fused_elementwise"] = {"fused_elementwise", -1, {"program"}};
   calls["split"] = {"split", -1, {"axis"}};
   calls["slice"] = {"slice", -1, {"starts", "steps"}};
   calls["gather"] = {"gather", -1, {"axis"}};
@@ -267,6 +268,8 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
   }
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");
+  if (name == "program")
+    return stringLiteral(cast<StringAttr>(attr).getValue());
   if (auto boolean = dyn_cast_or_null<BoolAttr>(attr))
     return std::string(boolean.getValue() ? "true" : "false");
   if (auto integer = dyn_cast_or_null<IntegerAttr>(attr))
@@ -297,7 +300,7 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
     return call("cleave::rt::list",
                 emitc::OpaqueType::get(b.getContext(), "cleave::rt::TensorList"), list);
   };
-  if (isa<ConcatOp>(op)) {
+  if (isa<ConcatOp, FusedElementwiseOp>(op)) {
     SmallVector<Value> parts;
     for (Value operand : op->getOperands())
       parts.push_back(tensors.lookup(operand));
@@ -319,7 +322,7 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
       }
     }
   }
-  if (isa<SplitOp>(op)) {
+  if (isa<SplitOp, FusedElementwiseOp>(op)) {
     args.value(listOf(results));
   } else {
     for (Value result : results)

@@ -470,6 +470,21 @@ def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Fuse chains of f32 elementwise ops into one pass over memory each";
+  let description = [{
+    Runs last before the memory plan, on every function. Groups chains of
+    add, sub, mul, div, neg, sqrt, exp, tanh and erf on f32 values of one
+    shape (each operand of that shape or of one element) into
+    `cleave.fused_elementwise` ops, whose kernel reads each input once and
+    writes each output (a value read outside the chain) once, computing
+    what the chain computed bit for bit. An op joins the chains of its
+    operands' producers unless an op outside reads one of their values
+    before it; a chain holds at most 48 inputs and ops and 8 outputs.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def MemoryPlan : Pass<"cleave-memory-plan", "mlir::ModuleOp"> {
   let summary = "Place every tensor of the module's functions in one arena or the weights blob";
   let description = [{

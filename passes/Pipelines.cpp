@@ -94,6 +94,7 @@ void registerCleavePipelines() {
       "it writes as forward.mlir",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildTrainPipeline(pm, options);
+        pm.addPass(createFuseElementwise());
         pm.addPass(createMemoryPlan());
       });
 }

@@ -9,6 +9,8 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 
+#include "runtime/ElementwiseProgram.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -855,6 +857,29 @@ LogicalResult AssignOp::verify() {
   StringAttr kind = argumentKind(getTarget());
   if (!kind || (kind.getValue() != "param" && kind.getValue() != "state"))
     return emitOpError("target must be a function argument of kind param or state");
+  return success();
+}
+
+LogicalResult FusedElementwiseOp::verify() {
+  rt::ElementwiseProgram program;
+  std::string error =
+      rt::parseElementwiseProgram(getProgram().str().c_str(), getInputs().size(), program);
+  if (!error.empty())
+    return emitOpError("program ") << error;
+  if (program.outputs != static_cast<int>(getNumResults()))
+    return emitOpError("program has ") << program.outputs << " outputs, the op "
+                                       << getNumResults() << " results";
+  if (getNumResults() == 0)
+    return emitOpError("needs a result");
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
+  for (Value result : getResults())
+    if (cast<RankedTensorType>(result.getType()).getShape() != shape)
+      return emitOpError("results differ in shape");
+  for (Value input : getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getShape() != shape && type.getNumElements() != 1)
+      return emitOpError("input ") << type << " is neither the results' shape nor one element";
+  }
   return success();
 }
 

@@ -623,6 +623,19 @@ def Cleave_TriluOp : Cleave_PureOp<"trilu", [Cleave_Vjp]> {
   let results = (outs Cleave_Tensor:$output);
 }
 
+def Cleave_FusedElementwiseOp : Cleave_Op<"fused_elementwise", [Pure]> {
+  let summary = "a chain of f32 elementwise ops in one pass over memory";
+  let description = [{
+    What `cleave-fuse-elementwise` makes of a chain of elementwise ops:
+    `program` (runtime/ElementwiseProgram.h) computes each output from the
+    inputs element by element, as the chain's ops did, bit for bit. Every
+    input has the outputs' shape or one element; every value is f32.
+  }];
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32]>>:$inputs, StrAttr:$program);
+  let results = (outs Variadic<StaticShapeTensorOf<[F32]>>:$outputs);
+  let hasVerifier = 1;
+}
+
 def Cleave_ConstantOp : Cleave_GeneratorOp<"constant", [ConstantLike]> {
   let summary = "a literal tensor";
   let arguments = (ins ElementsAttr:$value);

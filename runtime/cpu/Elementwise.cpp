@@ -7,6 +7,11 @@
 
 #include "runtime/cpu/Support.h"
 
+#include "runtime/ElementwiseProgram.h"
+
+#include <algorithm>
+#include <cstring>
+
 namespace cleave::rt::cpu {
 namespace {
 
@@ -381,6 +386,97 @@ void where(Context &, const Tensor &condition, const Tensor &x, const Tensor &y,
       }
     });
   });
+}
+
+//===----------------------------------------------------------------------===//
+// Fused chains
+//===----------------------------------------------------------------------===//
+
+/// The program runs over tiles of the outputs: each instruction over the
+/// whole tile (a loop that vectorises), into a tile of its own, so the
+/// inputs are read and the outputs written once while the tiles stay in
+/// cache. Each opcode's element function is its standalone kernel's.
+void fused_elementwise(Context &, const TensorList &inputs, const TensorList &outputs,
+                       const char *text) {
+  const char *kernel = "fused_elementwise";
+  ElementwiseProgram program;
+  std::string error = parseElementwiseProgram(text, static_cast<int>(inputs.size()), program);
+  if (!error.empty())
+    fail(kernel, "the program %s", error.c_str());
+  if (program.outputs != static_cast<int>(outputs.size()))
+    fail(kernel, "the program has %d outputs, the call %zu", program.outputs, outputs.size());
+  const int64_t n = outputs[0].numel();
+  for (const Tensor &out : outputs) {
+    checkType(kernel, out, DType::F32);
+    if (out.numel() != n)
+      fail(kernel, "the outputs differ in size");
+  }
+  for (const Tensor &in : inputs) {
+    checkType(kernel, in, DType::F32);
+    if (in.numel() != n && in.numel() != 1)
+      fail(kernel, "an input of %lld elements is neither the outputs' size (%lld) nor one",
+           static_cast<long long>(in.numel()), static_cast<long long>(n));
+  }
+  constexpr int64_t kTile = 256;
+  // A broadcast input as a tile of its one value, so every loop reads tiles.
+  alignas(64) float broadcast[kMaxElementwiseRegisters][kTile];
+  alignas(64) float results[kMaxElementwiseRegisters][kTile];
+  for (int i = 0; i < program.inputs; ++i)
+    if (inputs[i].numel() == 1 && n != 1)
+      std::fill_n(broadcast[i], kTile, *inputs[i].as<float>());
+  const float *registers[kMaxElementwiseRegisters];
+  for (int64_t start = 0; start < n; start += kTile) {
+    const int64_t length = std::min(kTile, n - start);
+    for (int i = 0; i < program.inputs; ++i)
+      registers[i] = inputs[i].numel() == n ? inputs[i].as<float>() + start : broadcast[i];
+    for (int k = 0; k < program.instructions; ++k) {
+      const ElementwiseInstruction &instruction = program.code[k];
+      const float *a = registers[instruction.lhs], *b = registers[instruction.rhs];
+      float *y = results[k];
+      switch (instruction.op) {
+      case ElementwiseOpcode::Add:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = a[j] + b[j];
+        break;
+      case ElementwiseOpcode::Sub:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = a[j] - b[j];
+        break;
+      case ElementwiseOpcode::Mul:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = a[j] * b[j];
+        break;
+      case ElementwiseOpcode::Div:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = a[j] / b[j];
+        break;
+      case ElementwiseOpcode::Neg:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = -a[j];
+        break;
+      case ElementwiseOpcode::Sqrt:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = std::sqrt(a[j]);
+        break;
+      case ElementwiseOpcode::Exp:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = std::exp(a[j]);
+        break;
+      case ElementwiseOpcode::Tanh:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = std::tanh(a[j]);
+        break;
+      case ElementwiseOpcode::Erf:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = std::erf(a[j]);
+        break;
+      }
+      registers[program.inputs + k] = y;
+    }
+    for (int o = 0; o < program.outputs; ++o)
+      std::memcpy(outputs[o].as<float>() + start, registers[program.results[o]],
+                  static_cast<std::size_t>(length) * sizeof(float));
+  }
 }
 
 } // namespace cleave::rt::cpu

@@ -165,6 +165,69 @@ TEST(Unary, UnsupportedTypeFails) {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused chains
+//===----------------------------------------------------------------------===//
+
+// AdamW's update of one parameter as cleave-build-train-step writes it (a
+// mean gradient, m, v, the step), over more elements than one tile, every
+// value checked bit for bit against the same float operations in a loop
+// here, as the standalone kernels compute them one after another.
+TEST(FusedElementwise, AdamStepBitForBit) {
+  const int64_t n = 1000;
+  auto sum = makeRandom<float>({n}, 1), param = makeRandom<float>({n}, 2);
+  auto m = makeRandom<float>({n}, 3), v = makeRandom<float>({n}, 4, 0.0, 1e-3);
+  auto count = make<float>({}, {8.0f}), b1 = make<float>({}, {0.9f});
+  auto c1 = make<float>({}, {0.1f}), b2 = make<float>({}, {0.999f});
+  auto c2 = make<float>({}, {0.001f}), root = make<float>({}, {0.0316f});
+  auto eps = make<float>({}, {1e-8f}), size = make<float>({}, {0.01f});
+  // Registers 0-11 are the inputs; 12 is the gradient, 15 m, 19 v, 25 the
+  // parameter, 29 the other unary ops applied to it.
+  const char *program = "div 0 1;mul 4 12;mul 2 3;add 14 13;mul 7 12;mul 16 12;mul 5 6;add 18 17;"
+                        "sqrt 19;div 20 10;add 21 11;mul 8 15;div 23 22;sub 9 24;erf 25;tanh 26;"
+                        "exp 27;neg 28>15,19,25,29";
+  Buffer outs[4] = {zeros(DType::F32, {n}), zeros(DType::F32, {n}), zeros(DType::F32, {n}),
+                    zeros(DType::F32, {n})};
+  cpu::fused_elementwise(ctx(),
+                         list(sum.t(), count.t(), m.t(), b1.t(), c1.t(), v.t(), b2.t(), c2.t(),
+                              size.t(), param.t(), root.t(), eps.t()),
+                         list(outs[0].t(), outs[1].t(), outs[2].t(), outs[3].t()), program);
+  const float *g0 = sum.data<float>(), *p0 = param.data<float>();
+  const float *m0 = m.data<float>(), *v0 = v.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    volatile float grad = g0[i] / 8.0f;
+    volatile float a = 0.1f * grad, b = m0[i] * 0.9f;
+    volatile float nextM = b + a;
+    volatile float g2 = 0.001f * grad;
+    volatile float g3 = g2 * grad;
+    volatile float d = v0[i] * 0.999f;
+    volatile float nextV = d + g3;
+    volatile float r = std::sqrt(nextV);
+    volatile float q = r / 0.0316f;
+    volatile float den = q + 1e-8f;
+    volatile float step = 0.01f * nextM;
+    volatile float ratio = step / den;
+    volatile float nextP = p0[i] - ratio;
+    volatile float tail = -std::exp(std::tanh(std::erf(nextP)));
+    const float expected[4] = {nextM, nextV, nextP, tail};
+    for (int o = 0; o < 4; ++o)
+      ASSERT_EQ(std::memcmp(&outs[o].data<float>()[i], &expected[o], sizeof(float)), 0)
+          << "output " << o << " at " << i;
+  }
+}
+
+TEST(FusedElementwise, BadCallsFail) {
+  auto x = make<float>({3}, {1.0f, 2.0f, 3.0f});
+  auto y = zeros(DType::F32, {3}), two = zeros(DType::F32, {2});
+  EXPECT_EXIT(cpu::fused_elementwise(ctx(), list(x.t()), list(y.t()), "relu 0>1"),
+              ::testing::ExitedWithCode(3),
+              "cleave: error: kernel fused_elementwise: the program has an unknown op 'relu' in "
+              "instruction 0");
+  EXPECT_EXIT(cpu::fused_elementwise(ctx(), list(x.t(), two.t()), list(y.t()), "add 0 1>2"),
+              ::testing::ExitedWithCode(3),
+              "an input of 2 elements is neither the outputs' size \\(3\\) nor one");
+}
+
+//===----------------------------------------------------------------------===//
 // Copy, cast, fill, range
 //===----------------------------------------------------------------------===//
 

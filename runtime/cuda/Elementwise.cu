@@ -7,6 +7,7 @@
 
 #include "runtime/cuda/Common.cuh"
 
+#include "runtime/ElementwiseProgram.h"
 #include "runtime/Random.h"
 
 namespace cleave::rt::cuda {
@@ -261,6 +262,43 @@ __global__ void dropoutKernel(int64_t n, const T *in, T *out, bool *mask, double
 }
 
 } // namespace
+
+/// The inputs and outputs of a fused chain, by value (kernel arguments).
+struct FusedOperands {
+  const float *inputs[kMaxElementwiseRegisters];
+  bool broadcast[kMaxElementwiseRegisters];
+  float *outputs[kMaxElementwiseOutputs];
+};
+
+/// One thread per element, the program's registers in its own memory; each
+/// opcode's element function is its standalone kernel's.
+__global__ void fusedElementwiseKernel(int64_t n, ElementwiseProgram program,
+                                       FusedOperands operands) {
+  CLEAVE_GRID_LOOP(i, n) {
+    float registers[kMaxElementwiseRegisters];
+    for (int r = 0; r < program.inputs; ++r)
+      registers[r] = operands.inputs[r][operands.broadcast[r] ? 0 : i];
+    for (int k = 0; k < program.instructions; ++k) {
+      const ElementwiseInstruction &instruction = program.code[k];
+      float a = registers[instruction.lhs], b = registers[instruction.rhs], y = 0.0f;
+      switch (instruction.op) {
+      case ElementwiseOpcode::Add: y = a + b; break;
+      case ElementwiseOpcode::Sub: y = a - b; break;
+      case ElementwiseOpcode::Mul: y = a * b; break;
+      case ElementwiseOpcode::Div: y = a / b; break;
+      case ElementwiseOpcode::Neg: y = -a; break;
+      case ElementwiseOpcode::Sqrt: y = msqrt(a); break;
+      case ElementwiseOpcode::Exp: y = mexp(a); break;
+      case ElementwiseOpcode::Tanh: y = mtanh(a); break;
+      case ElementwiseOpcode::Erf: y = merf(a); break;
+      }
+      registers[program.inputs + k] = y;
+    }
+    for (int o = 0; o < program.outputs; ++o)
+      operands.outputs[o][i] = registers[program.results[o]];
+  }
+}
+
 } // namespace detail
 
 using namespace detail;
@@ -482,6 +520,37 @@ void dropout(Context &ctx, const Tensor &in, const Tensor *coordinate, const Ten
         index.parts > 1 ? coordinate->as<int64_t>() : nullptr);
     checkLaunch(kernel);
   });
+}
+
+void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList &outputs,
+                       const char *text) {
+  const char *kernel = "fused_elementwise";
+  ElementwiseProgram program;
+  std::string error = parseElementwiseProgram(text, static_cast<int>(inputs.size()), program);
+  if (!error.empty())
+    fail(kernel, "the program %s", error.c_str());
+  if (program.outputs != static_cast<int>(outputs.size()))
+    fail(kernel, "the program has %d outputs, the call %zu", program.outputs, outputs.size());
+  const int64_t n = outputs[0].numel();
+  FusedOperands operands{};
+  for (int o = 0; o < program.outputs; ++o) {
+    requireType(kernel, outputs[o], DType::F32, "output");
+    if (outputs[o].numel() != n)
+      fail(kernel, "the outputs differ in size");
+    operands.outputs[o] = outputs[o].as<float>();
+  }
+  for (int i = 0; i < program.inputs; ++i) {
+    requireType(kernel, inputs[i], DType::F32, "input");
+    if (inputs[i].numel() != n && inputs[i].numel() != 1)
+      fail(kernel, "an input of %lld elements is neither the outputs' size (%lld) nor one",
+           static_cast<long long>(inputs[i].numel()), static_cast<long long>(n));
+    operands.inputs[i] = inputs[i].as<float>();
+    operands.broadcast[i] = inputs[i].numel() != n;
+  }
+  if (n == 0)
+    return;
+  fusedElementwiseKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, program, operands);
+  checkLaunch(kernel);
 }
 
 } // namespace cleave::rt::cuda

@@ -1,0 +1,184 @@
+//===- FuseElementwise.cpp - chains of elementwise ops in one pass --------===//
+//
+// Each elementwise op is a kernel of its own, one pass over memory: an
+// optimizer's update is a dozen passes per parameter, GELU five. This pass
+// groups chains of f32 elementwise ops of one shape (their operands of that
+// shape or of one element) into `cleave.fused_elementwise` ops, whose kernel
+// reads each input once and writes each output once, computing what the
+// chain computed, bit for bit (runtime/ElementwiseProgram.h). Ops are taken
+// in block order: an op joins the groups of the producers of its operands
+// when the values those groups compute are read by no op between them and
+// it, so the fused op, placed at its last member, computes every value
+// before its first reader outside the group.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+#include "runtime/ElementwiseProgram.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+/// The program opcode of an elementwise op the kernel runs, if any.
+std::optional<rt::ElementwiseOpcode> opcodeOf(Operation *op) {
+  using rt::ElementwiseOpcode;
+  return llvm::TypeSwitch<Operation *, std::optional<ElementwiseOpcode>>(op)
+      .Case([](AddOp) { return ElementwiseOpcode::Add; })
+      .Case([](SubOp) { return ElementwiseOpcode::Sub; })
+      .Case([](MulOp) { return ElementwiseOpcode::Mul; })
+      .Case([](DivOp) { return ElementwiseOpcode::Div; })
+      .Case([](NegOp) { return ElementwiseOpcode::Neg; })
+      .Case([](SqrtOp) { return ElementwiseOpcode::Sqrt; })
+      .Case([](ExpOp) { return ElementwiseOpcode::Exp; })
+      .Case([](TanhOp) { return ElementwiseOpcode::Tanh; })
+      .Case([](ErfOp) { return ElementwiseOpcode::Erf; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+RankedTensorType typeOf(Value v) { return dyn_cast<RankedTensorType>(v.getType()); }
+
+/// An op the kernel runs at the result's shape: f32 throughout, a result of
+/// more than one element, each operand of its shape or of one element.
+bool isFusable(Operation *op) {
+  if (!opcodeOf(op) || op->getNumResults() != 1)
+    return false;
+  RankedTensorType result = typeOf(op->getResult(0));
+  if (!result || !result.getElementType().isF32() || result.getNumElements() <= 1)
+    return false;
+  return llvm::all_of(op->getOperands(), [&](Value operand) {
+    RankedTensorType type = typeOf(operand);
+    return type && type.getElementType().isF32() &&
+           (type.getShape() == result.getShape() || type.getNumElements() == 1);
+  });
+}
+
+/// Ops fused into one, in block order.
+using Group = SmallVector<Operation *>;
+
+/// The values `group` reads from outside it, in order of first use.
+SmallVector<Value> inputsOf(const Group &group) {
+  llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
+  SmallVector<Value> inputs;
+  for (Operation *op : group)
+    for (Value operand : op->getOperands())
+      if (!members.contains(operand.getDefiningOp()) && !llvm::is_contained(inputs, operand))
+        inputs.push_back(operand);
+  return inputs;
+}
+
+/// The values `group` computes that an op outside it reads.
+SmallVector<Value> outputsOf(const Group &group) {
+  llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
+  SmallVector<Value> outputs;
+  for (Operation *op : group)
+    if (llvm::any_of(op->getUsers(), [&](Operation *user) { return !members.contains(user); }))
+      outputs.push_back(op->getResult(0));
+  return outputs;
+}
+
+/// Whether the group fits the kernel's registers and outputs.
+bool fits(const Group &group) {
+  return static_cast<int>(inputsOf(group).size() + group.size()) <= rt::kMaxElementwiseRegisters &&
+         static_cast<int>(outputsOf(group).size()) <= rt::kMaxElementwiseOutputs;
+}
+
+/// Replaces `group` by one fused op at its last member.
+void fuse(const Group &group) {
+  SmallVector<Value> inputs = inputsOf(group), outputs = outputsOf(group);
+  llvm::DenseMap<Value, int> registers;
+  for (auto [i, input] : llvm::enumerate(inputs))
+    registers[input] = static_cast<int>(i);
+  std::string program;
+  SmallVector<Location> locations;
+  for (Operation *op : group) {
+    if (!program.empty())
+      program += ';';
+    program += rt::kElementwiseOpcodeNames[static_cast<int>(*opcodeOf(op))];
+    for (Value operand : op->getOperands())
+      program += ' ' + std::to_string(registers.lookup(operand));
+    registers[op->getResult(0)] = static_cast<int>(registers.size());
+    locations.push_back(op->getLoc());
+  }
+  program += '>';
+  SmallVector<Type> types;
+  for (auto [i, output] : llvm::enumerate(outputs)) {
+    program += (i ? "," : "") + std::to_string(registers.lookup(output));
+    types.push_back(output.getType());
+  }
+  OpBuilder b(group.back());
+  auto fused = FusedElementwiseOp::create(b, FusedLoc::get(b.getContext(), locations), types,
+                                          inputs, b.getStringAttr(program));
+  for (auto [output, result] : llvm::zip(outputs, fused.getResults()))
+    output.replaceAllUsesWith(result);
+  for (Operation *op : llvm::reverse(group))
+    op->erase();
+}
+
+struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElementwisePass> {
+  using FuseElementwiseBase::FuseElementwiseBase;
+
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal())
+        fuseBlock(func.getBody().front());
+  }
+
+  static void fuseBlock(Block &block) {
+    std::vector<Group> groups;
+    llvm::DenseMap<Operation *, size_t> groupOf;
+    for (Operation &op : block) {
+      if (!isFusable(&op))
+        continue;
+      size_t mine = groups.size();
+      groups.push_back({&op});
+      groupOf[&op] = mine;
+      ArrayRef<int64_t> shape = typeOf(op.getResult(0)).getShape();
+      for (Value operand : op.getOperands()) {
+        auto found = groupOf.find(operand.getDefiningOp());
+        if (found == groupOf.end() || found->second == mine ||
+            typeOf(operand).getShape() != shape)
+          continue;
+        size_t theirs = found->second;
+        Group merged = groups[theirs];
+        merged.append(groups[mine]);
+        llvm::sort(merged, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+        if (readBetween(merged, &op) || !fits(merged))
+          continue;
+        for (Operation *member : groups[theirs])
+          groupOf[member] = mine;
+        groups[theirs].clear();
+        groups[mine] = std::move(merged);
+      }
+    }
+    for (const Group &group : groups)
+      if (group.size() > 1)
+        fuse(group);
+  }
+
+  /// Whether an op outside `group` reads one of its values before `last`,
+  /// its last member, where the fused op would compute it.
+  static bool readBetween(const Group &group, Operation *last) {
+    llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
+    for (Operation *op : group)
+      for (Operation *user : op->getUsers())
+        if (!members.contains(user) && user->isBeforeInBlock(last))
+          return true;
+    return false;
+  }
+};
+
+} // namespace

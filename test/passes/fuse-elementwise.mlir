@@ -1,0 +1,73 @@
+// RUN: cleave-opt %s -split-input-file --cleave-fuse-elementwise | FileCheck %s
+
+// GELU's chain (div, erf, add, mul, mul) over one shape, its scalars
+// broadcast: one op, whose outputs are the values read after it.
+// CHECK-LABEL: func.func @gelu
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>)
+// CHECK: %[[R:.*]] = cleave.fused_elementwise %[[X]], %{{.*}}, %{{.*}}, %{{.*}} {program = "div 0 1;erf 4;add 5 2;mul 0 6;mul 7 3>8"} : (tensor<4x8xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<4x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @gelu(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %r2 = cleave.constant {value = dense<1.41421354> : tensor<f32>} : tensor<f32>
+  %one = cleave.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %half = cleave.constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %d = cleave.div %x, %r2 : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %e = cleave.erf %d : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = cleave.add %e, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %m = cleave.mul %x, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = cleave.mul %m, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A value of the chain read by an op outside it after the chain's end is
+// one more output; the op that reads it stays where it is.
+// CHECK-LABEL: func.func @two_outputs
+// CHECK: %[[F:.*]]:2 = cleave.fused_elementwise %arg0, %arg1 {program = "mul 0 1;sqrt 2;neg 3>2,4"}
+// CHECK-NEXT: %[[S:.*]] = cleave.reduce_sum %[[F]]#0
+// CHECK-NEXT: return %[[F]]#1, %[[S]]
+func.func @two_outputs(%a: tensor<16xf32>, %b: tensor<16xf32>) -> (tensor<16xf32>, tensor<f32>) {
+  %m = cleave.mul %a, %b : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %s = cleave.sqrt %m : (tensor<16xf32>) -> tensor<16xf32>
+  %n = cleave.neg %s : (tensor<16xf32>) -> tensor<16xf32>
+  %r = cleave.reduce_sum %m {axes = array<i64: 0>, keepdims = false} : (tensor<16xf32>) -> tensor<f32>
+  return %n, %r : tensor<16xf32>, tensor<f32>
+}
+
+// -----
+
+// A value of the chain read by an op outside it before the chain goes on
+// would be computed too late: the chain stops there, and what comes after
+// the reader is a chain of its own.
+// CHECK-LABEL: func.func @read_between
+// CHECK: %[[F:.*]] = cleave.fused_elementwise %arg0, %arg1 {program = "add 0 1;exp 2>3"}
+// CHECK-NEXT: %[[S:.*]] = cleave.reduce_sum %[[F]]
+// CHECK-NEXT: %[[G:.*]] = cleave.fused_elementwise %[[F]], %[[S]] {program = "sub 0 1;tanh 2>3"}
+func.func @read_between(%a: tensor<16xf32>, %b: tensor<16xf32>) -> tensor<16xf32> {
+  %x = cleave.add %a, %b : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %e = cleave.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  %s = cleave.reduce_sum %e {axes = array<i64: 0>, keepdims = false} : (tensor<16xf32>) -> tensor<f32>
+  %d = cleave.sub %e, %s : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %t = cleave.tanh %d : (tensor<16xf32>) -> tensor<16xf32>
+  return %t : tensor<16xf32>
+}
+
+// -----
+
+// Not fused: a broadcast of more than one element (a bias added to rows),
+// another element type, a result of one element, and an op the kernel does
+// not run (relu).
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: cleave.fused_elementwise
+func.func @left_alone(%x: tensor<4x8xf32>, %bias: tensor<8xf32>, %d: tensor<4x8xf64>,
+                      %s: tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf64>, tensor<f32>, tensor<4x8xf32>) {
+  %a = cleave.add %x, %bias : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %b = cleave.exp %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = cleave.mul %d, %d : (tensor<4x8xf64>, tensor<4x8xf64>) -> tensor<4x8xf64>
+  %e = cleave.sqrt %c : (tensor<4x8xf64>) -> tensor<4x8xf64>
+  %f = cleave.mul %s, %s : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %g = cleave.sqrt %f : (tensor<f32>) -> tensor<f32>
+  %h = cleave.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %i = cleave.neg %h : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %b, %e, %g, %i : tensor<4x8xf32>, tensor<4x8xf64>, tensor<f32>, tensor<4x8xf32>
+}
