@@ -51,21 +51,6 @@ std::optional<rt::ElementwiseOpcode> opcodeOf(Operation *op) {
 
 RankedTensorType typeOf(Value v) { return dyn_cast<RankedTensorType>(v.getType()); }
 
-/// An op the kernel runs at the result's shape: f32 throughout, a result of
-/// more than one element, each operand of its shape or of one element.
-bool isFusable(Operation *op) {
-  if (!opcodeOf(op) || op->getNumResults() != 1)
-    return false;
-  RankedTensorType result = typeOf(op->getResult(0));
-  if (!result || !result.getElementType().isF32() || result.getNumElements() <= 1)
-    return false;
-  return llvm::all_of(op->getOperands(), [&](Value operand) {
-    RankedTensorType type = typeOf(operand);
-    return type && type.getElementType().isF32() &&
-           (type.getShape() == result.getShape() || type.getNumElements() == 1);
-  });
-}
-
 /// Ops fused into one, in block order.
 using Group = SmallVector<Operation *>;
 
@@ -141,7 +126,7 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
     std::vector<Group> groups;
     llvm::DenseMap<Operation *, size_t> groupOf;
     for (Operation &op : block) {
-      if (!isFusable(&op))
+      if (!isFusableElementwise(&op))
         continue;
       size_t mine = groups.size();
       groups.push_back({&op});
@@ -182,3 +167,16 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
 };
 
 } // namespace
+
+bool cleave::isFusableElementwise(Operation *op) {
+  if (!opcodeOf(op) || op->getNumResults() != 1)
+    return false;
+  RankedTensorType result = typeOf(op->getResult(0));
+  if (!result || !result.getElementType().isF32() || result.getNumElements() <= 1)
+    return false;
+  return llvm::all_of(op->getOperands(), [&](Value operand) {
+    RankedTensorType type = typeOf(operand);
+    return type && type.getElementType().isF32() &&
+           (type.getShape() == result.getShape() || type.getNumElements() == 1);
+  });
+}

@@ -214,6 +214,9 @@ private:
                                 b.getArrayAttr(markArgs));
   }
   Value tensorAt(Value base, int64_t offset, Value value);
+  /// The planned buffer of `op`'s result #index: its arena offset, or the
+  /// weights slot it is written into in place (cleave-memory-plan).
+  Value resultAt(Operation *op, ArrayRef<int64_t> arenaOffsets, unsigned index);
   FailureOr<std::string> literal(Operation *op, StringRef attribute);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
@@ -246,6 +249,13 @@ Value Lowering::tensorAt(Value base, int64_t offset, Value value) {
   args.literal(*dtypeLiteral(type.getElementType()));
   args.literal(dimsLiteral(type.getShape()));
   return call("cleave::rt::view", tensorType, args);
+}
+
+Value Lowering::resultAt(Operation *op, ArrayRef<int64_t> arenaOffsets, unsigned index) {
+  auto inPlace = op->getAttrOfType<DenseI64ArrayAttr>(kInPlaceOffsetsAttr);
+  if (inPlace && inPlace[index] >= 0)
+    return tensorAt(weights, inPlace[index], op->getResult(index));
+  return tensorAt(arena, arenaOffsets[index], op->getResult(index));
 }
 
 FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
@@ -286,8 +296,8 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
   if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
     return op->emitError("has no memory plan: run cleave-memory-plan first");
   SmallVector<Value> results;
-  for (auto [result, offset] : llvm::zip(op->getResults(), offsets.asArrayRef())) {
-    results.push_back(tensorAt(arena, offset, result));
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    results.push_back(resultAt(op, offsets.asArrayRef(), i));
     tensors[result] = results.back();
   }
 
@@ -430,6 +440,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (isa<PipelineSendOp, PipelineRecvOp>(op))
     return lowerPipelineMessage(op);
   if (auto assign = dyn_cast<AssignOp>(op)) {
+    // A value written in place of its target is there already.
+    Operation *producer = assign.getValue().getDefiningOp();
+    auto inPlace = producer ? producer->getAttrOfType<DenseI64ArrayAttr>(kInPlaceOffsetsAttr)
+                            : DenseI64ArrayAttr();
+    if (inPlace &&
+        inPlace[cast<OpResult>(assign.getValue()).getResultNumber()] >= 0)
+      return success();
     CallArgs args(b);
     args.value(context);
     args.value(tensors.lookup(assign.getValue()));
@@ -448,7 +465,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
     if (!offsets)
       return op->emitError("has no memory plan: run cleave-memory-plan first");
-    Value out = tensorAt(arena, offsets[0], op->getResult(0));
+    Value out = resultAt(op, offsets.asArrayRef(), 0);
     tensors[op->getResult(0)] = out;
     CallArgs args(b);
     args.value(context);

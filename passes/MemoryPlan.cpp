@@ -58,6 +58,51 @@ int64_t firstFit(std::vector<Allocation> &live, int64_t size) {
   return candidate;
 }
 
+/// The values written straight into the parameter or state they are
+/// assigned to (its weights offset), instead of into the arena and then
+/// copied: each produced by a fused elementwise chain, an elementwise op or a
+/// fill, where no op after its producer reads the target's old value (the
+/// producer itself may: it reads each element before writing it). Flat
+/// buffers and their members, which other arguments overlap, are left out.
+template <typename RootOf>
+llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
+                                              llvm::DenseMap<Operation *, int64_t> &position,
+                                              RootOf rootOf) {
+  Block &body = func.getBody().front();
+  // The last op that reads each argument, directly or through a view; the
+  // assignment to it writes it.
+  llvm::DenseMap<Value, int64_t> lastRead;
+  for (Operation &op : body)
+    for (OpOperand &use : op.getOpOperands())
+      if (!(isa<AssignOp>(op) && use.getOperandNumber() == 0))
+        lastRead[rootOf(use.get())] = position[&op];
+  llvm::DenseMap<Value, int64_t> inPlace;
+  llvm::DenseSet<Value> written;
+  for (auto assign : body.getOps<AssignOp>()) {
+    auto target = dyn_cast<BlockArgument>(assign.getTarget());
+    Value value = assign.getValue();
+    Operation *producer = value.getDefiningOp();
+    if (!target || !producer || written.contains(target) || inPlace.contains(value))
+      continue;
+    auto constant = dyn_cast<ConstantOp>(producer);
+    if (!isa<FusedElementwiseOp>(producer) && !isFusableElementwise(producer) &&
+        !(constant && !isStoredConstant(constant)))
+      continue;
+    unsigned arg = target.getArgNumber();
+    auto offset = func.getArgAttrOfType<IntegerAttr>(arg, kWeightsOffsetAttr);
+    if (!offset || func.getArgAttr(arg, kFlatMemberAttr) || func.getArgAttr(arg, kFlatSizeAttr))
+      continue;
+    auto read = lastRead.find(target);
+    if (read != lastRead.end() && read->second > position[producer])
+      continue;
+    if (llvm::any_of(value.getUsers(), [](Operation *user) { return isa<func::ReturnOp>(user); }))
+      continue;
+    inPlace[value] = offset.getInt();
+    written.insert(target);
+  }
+  return inPlace;
+}
+
 /// Places `func`'s intermediates in the arena (returning its peak) and its
 /// stored constants in the weights blob after `weights`.
 int64_t planFunction(func::FuncOp func, int64_t &weights) {
@@ -84,6 +129,7 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
     }
   }
 
+  llvm::DenseMap<Value, int64_t> inPlace = inPlaceResults(func, position, rootOf);
   std::vector<Allocation> live;
   int64_t peak = 0;
   for (Operation &op : body) {
@@ -96,8 +142,14 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
     }
     int64_t at = position[&op];
     llvm::erase_if(live, [at](const Allocation &a) { return a.lastUse < at; });
-    SmallVector<int64_t> offsets;
+    SmallVector<int64_t> offsets, inPlaceOffsets;
     for (Value result : op.getResults()) {
+      auto target = inPlace.find(result);
+      inPlaceOffsets.push_back(target == inPlace.end() ? -1 : target->second);
+      if (target != inPlace.end()) {
+        offsets.push_back(-1);
+        continue;
+      }
       int64_t size = alignUp(bytesOf(result));
       int64_t offset = firstFit(live, size);
       live.push_back({offset, size, lastUse.lookup(result)});
@@ -105,6 +157,8 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
       peak = std::max(peak, offset + size);
     }
     op.setAttr(kArenaOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
+    if (llvm::any_of(inPlaceOffsets, [](int64_t offset) { return offset >= 0; }))
+      op.setAttr(kInPlaceOffsetsAttr, b.getDenseI64ArrayAttr(inPlaceOffsets));
   }
   func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(peak));
   return peak;

@@ -27,6 +27,12 @@ inline uint64_t unseededDropoutSeed(uint64_t index) { return (uint64_t(1) << 63)
 /// of the values that cross stages (cleave-pipeline-split) stay below.
 inline constexpr int64_t kTiedGradientTagBase = 1 << 12;
 
+/// An f32 elementwise op that cleave.fused_elementwise's kernel runs, at
+/// its result's shape (more than one element), each operand of that shape or
+/// one element (cleave-fuse-elementwise). Its kernel reads each element
+/// before it writes it, so its result may take an operand's place.
+bool isFusableElementwise(mlir::Operation *op);
+
 /// Alignment of every arena and weights offset, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;
 

@@ -1,0 +1,42 @@
+// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-memory-plan)' | FileCheck %s
+
+// A value assigned to a parameter or state, made by a fused elementwise
+// chain, an elementwise op or a fill after the last read of the target's old
+// value, is written straight into the target's weights slot (each
+// tensor<16xf32> takes 64 bytes): no arena space, and no copy at the
+// assignment (cleave-lower-to-emitc).
+// CHECK-LABEL: func.func @update
+// CHECK: cleave.fused_elementwise {{.*}}cleave.arena_offsets = array<i64: -1, 0>, cleave.in_place_offsets = array<i64: 64, -1>
+// CHECK: cleave.add {{.*}}cleave.arena_offsets = array<i64: -1>, cleave.in_place_offsets = array<i64: 0>
+// CHECK: cleave.constant {{.*}}cleave.arena_offsets = array<i64: -1>, cleave.in_place_offsets = array<i64: 128>
+func.func @update(%p: tensor<16xf32> {cleave.kind = "param", cleave.name = "p"},
+                  %m: tensor<16xf32> {cleave.kind = "state", cleave.name = "m"},
+                  %g: tensor<16xf32> {cleave.kind = "state", cleave.name = "g"},
+                  %lr: tensor<f32> {cleave.kind = "input", cleave.name = "lr"}) -> tensor<16xf32> {
+  // m's new value reads m itself, element by element: in place; the second
+  // output, read after, goes to the arena.
+  %f:2 = cleave.fused_elementwise %m, %g, %lr {program = "add 0 1;mul 3 2>3,4"} : (tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>)
+  %np = cleave.add %p, %f#1 : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %zero = cleave.constant {value = dense<0.0> : tensor<16xf32>} : tensor<16xf32>
+  cleave.assign %f#0 to %m : tensor<16xf32>
+  cleave.assign %np to %p : tensor<16xf32>
+  cleave.assign %zero to %g : tensor<16xf32>
+  return %f#1 : tensor<16xf32>
+}
+
+// -----
+
+// Kept in the arena and copied: a target read after the value is made (its
+// old value is still needed), and a value the function also returns.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: cleave.in_place_offsets
+func.func @kept(%p: tensor<16xf32> {cleave.kind = "param", cleave.name = "p"},
+                %q: tensor<16xf32> {cleave.kind = "param", cleave.name = "q"})
+    -> (tensor<16xf32>, tensor<16xf32>) {
+  %a = cleave.neg %p : (tensor<16xf32>) -> tensor<16xf32>
+  %b = cleave.exp %p : (tensor<16xf32>) -> tensor<16xf32>
+  %c = cleave.sqrt %q : (tensor<16xf32>) -> tensor<16xf32>
+  cleave.assign %a to %p : tensor<16xf32>
+  cleave.assign %c to %q : tensor<16xf32>
+  return %b, %c : tensor<16xf32>, tensor<16xf32>
+}
