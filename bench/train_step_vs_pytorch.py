@@ -6,10 +6,11 @@ For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), compiles
 one AdamW step with `cleave compile --train`, trains N steps on random data in
 file order, and times PyTorch doing the same steps (forward, backward,
 optimizer) on the same module with the same thread count, in the same run.
-Prints the time per step of each and the ratio cleave / pytorch (below 1:
-cleave is faster), and the fraction of this machine's sgemm throughput the
-cleave step reaches (plan.json's FLOPs per second over numpy's float32 matmul
-rate on 1024x1024 matrices, measured here, which uses the same OpenBLAS).
+Prints the median time per step of each and the ratio cleave / pytorch
+(below 1: cleave is faster), and the fraction of this machine's sgemm
+throughput the cleave step reaches (plan.json's FLOPs per second over numpy's
+float32 matmul rate on 1024x1024 matrices, measured here with numpy's own
+OpenBLAS; cleave's f32 products run on oneDNN).
 """
 import argparse
 import json
@@ -61,7 +62,10 @@ def bench(name, model, args, steps, threads, workdir):
         subprocess.run([CLEAVE, "run", out, *flags, "--steps", str(steps), "--no-shuffle",
                         "--threads", str(t), "--log-json", metrics], check=True,
                        stderr=subprocess.DEVNULL)
-        ours = json.load(open(metrics))["seconds"] / steps
+        # The median step, as PyTorch's below (the first steps touch the
+        # arena and the weights for the first time).
+        ours = float(np.median([step["ranks"][0]["seconds"]
+                                for step in json.load(open(metrics))["step_times"]]))
         torch.set_num_threads(t)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
         times = []
@@ -81,8 +85,8 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     options = parser.parse_args()
-    print(f"torch {torch.__version__}, {os.cpu_count()} cpus; cleave: mean step time over "
-          f"{options.steps} steps (driver's --log-json seconds), pytorch: median step")
+    print(f"torch {torch.__version__}, {os.cpu_count()} cpus; median step of {options.steps}: "
+          f"cleave's from its driver's --log-json step_times, pytorch's timed here")
     print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'torch ms':>9} {'ratio':>6} "
           f"{'of sgemm':>8}")
     # The forward bench's MLP and GPT, with the same seeded weights and data.
