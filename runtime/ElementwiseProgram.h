@@ -19,6 +19,8 @@
 #ifndef CLEAVE_RUNTIME_ELEMENTWISEPROGRAM_H
 #define CLEAVE_RUNTIME_ELEMENTWISEPROGRAM_H
 
+#include "runtime/Tensor.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +117,31 @@ inline std::string parseElementwiseProgram(const char *text, int inputs,
     if (*at++ != ',')
       return "has no ',' between output registers";
   }
+}
+
+/// Parses a kernel call's `text` into `program` and checks its tensors: f32
+/// throughout, the outputs one size, each input that size or one element.
+/// Returns what is wrong, or an empty string.
+inline std::string checkElementwiseCall(const char *text, const TensorList &inputs,
+                                        const TensorList &outputs, ElementwiseProgram &program) {
+  std::string error = parseElementwiseProgram(text, static_cast<int>(inputs.size()), program);
+  if (!error.empty())
+    return "the program " + error;
+  if (program.outputs != static_cast<int>(outputs.size()))
+    return "the program has " + std::to_string(program.outputs) + " outputs, the call " +
+           std::to_string(outputs.size());
+  const int64_t n = outputs[0].numel();
+  for (const Tensor &out : outputs)
+    if (out.dtype != DType::F32 || out.numel() != n)
+      return "the outputs are not all f32 of one size";
+  for (const Tensor &in : inputs) {
+    if (in.dtype != DType::F32)
+      return "an input is not f32";
+    if (in.numel() != n && in.numel() != 1)
+      return "an input of " + std::to_string(in.numel()) +
+             " elements is neither the outputs' size (" + std::to_string(n) + ") nor one";
+  }
+  return "";
 }
 
 } // namespace cleave::rt

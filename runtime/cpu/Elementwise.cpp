@@ -398,25 +398,11 @@ void where(Context &, const Tensor &condition, const Tensor &x, const Tensor &y,
 /// cache. Each opcode's element function is its standalone kernel's.
 void fused_elementwise(Context &, const TensorList &inputs, const TensorList &outputs,
                        const char *text) {
-  const char *kernel = "fused_elementwise";
   ElementwiseProgram program;
-  std::string error = parseElementwiseProgram(text, static_cast<int>(inputs.size()), program);
+  std::string error = checkElementwiseCall(text, inputs, outputs, program);
   if (!error.empty())
-    fail(kernel, "the program %s", error.c_str());
-  if (program.outputs != static_cast<int>(outputs.size()))
-    fail(kernel, "the program has %d outputs, the call %zu", program.outputs, outputs.size());
+    fail("fused_elementwise", "%s", error.c_str());
   const int64_t n = outputs[0].numel();
-  for (const Tensor &out : outputs) {
-    checkType(kernel, out, DType::F32);
-    if (out.numel() != n)
-      fail(kernel, "the outputs differ in size");
-  }
-  for (const Tensor &in : inputs) {
-    checkType(kernel, in, DType::F32);
-    if (in.numel() != n && in.numel() != 1)
-      fail(kernel, "an input of %lld elements is neither the outputs' size (%lld) nor one",
-           static_cast<long long>(in.numel()), static_cast<long long>(n));
-  }
   constexpr int64_t kTile = 256;
   // A broadcast input as a tile of its one value, so every loop reads tiles.
   alignas(64) float broadcast[kMaxElementwiseRegisters][kTile];

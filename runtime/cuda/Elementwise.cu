@@ -526,24 +526,14 @@ void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList 
                        const char *text) {
   const char *kernel = "fused_elementwise";
   ElementwiseProgram program;
-  std::string error = parseElementwiseProgram(text, static_cast<int>(inputs.size()), program);
+  std::string error = checkElementwiseCall(text, inputs, outputs, program);
   if (!error.empty())
-    fail(kernel, "the program %s", error.c_str());
-  if (program.outputs != static_cast<int>(outputs.size()))
-    fail(kernel, "the program has %d outputs, the call %zu", program.outputs, outputs.size());
+    fail(kernel, "%s", error.c_str());
   const int64_t n = outputs[0].numel();
   FusedOperands operands{};
-  for (int o = 0; o < program.outputs; ++o) {
-    requireType(kernel, outputs[o], DType::F32, "output");
-    if (outputs[o].numel() != n)
-      fail(kernel, "the outputs differ in size");
+  for (int o = 0; o < program.outputs; ++o)
     operands.outputs[o] = outputs[o].as<float>();
-  }
   for (int i = 0; i < program.inputs; ++i) {
-    requireType(kernel, inputs[i], DType::F32, "input");
-    if (inputs[i].numel() != n && inputs[i].numel() != 1)
-      fail(kernel, "an input of %lld elements is neither the outputs' size (%lld) nor one",
-           static_cast<long long>(inputs[i].numel()), static_cast<long long>(n));
     operands.inputs[i] = inputs[i].as<float>();
     operands.broadcast[i] = inputs[i].numel() != n;
   }
