@@ -380,6 +380,15 @@ void where(Context &, const Tensor &condition, const Tensor &x, const Tensor &y,
       if (step[1] == 1 && step[2] == 1 && step[3] == 1) {
         for (int64_t i = 0; i < n; ++i)
           dst[i] = cc[i] ? aa[i] : bb[i];
+      } else if (step[1] == 1 && step[2] == 1 && step[3] == 0) {
+        // A gradient masked by a scalar zero (relu's, dropout's adjoint).
+        const T s = *bb;
+        for (int64_t i = 0; i < n; ++i)
+          dst[i] = cc[i] ? aa[i] : s;
+      } else if (step[1] == 1 && step[2] == 0 && step[3] == 1) {
+        const T s = *aa;
+        for (int64_t i = 0; i < n; ++i)
+          dst[i] = cc[i] ? s : bb[i];
       } else {
         for (int64_t i = 0; i < n; ++i)
           dst[i] = cc[i * step[1]] ? aa[i * step[2]] : bb[i * step[3]];

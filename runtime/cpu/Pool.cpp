@@ -15,6 +15,7 @@
 #include "runtime/cpu/Support.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace cleave::rt::cpu {
 namespace {
@@ -68,25 +69,22 @@ struct WindowSpan {
   int64_t valid, padded;
 };
 
-WindowSpan windowSpan(const PoolGeometry &g, const int64_t *o) {
-  WindowSpan w;
-  w.valid = 1;
-  w.padded = 1;
-  for (int d = 0; d < g.sp; ++d) {
-    int64_t st = o[d] * g.stride[d] - g.padBegin[d];
-    int64_t dil = g.dilation[d];
-    int64_t l = st >= 0 ? 0 : (-st + dil - 1) / dil;
-    int64_t h = g.in[d] - 1 - st < 0 ? 0 : (g.in[d] - 1 - st) / dil + 1;
-    int64_t e = g.in[d] + g.padEnd[d] - 1 - st < 0 ? 0 : (g.in[d] + g.padEnd[d] - 1 - st) / dil + 1;
-    l = std::min(l, g.k[d]);
-    h = std::clamp(h, l, g.k[d]);
-    w.start[d] = st;
-    w.lo[d] = l;
-    w.hi[d] = h;
-    w.valid *= h - l;
-    w.padded *= std::min(e, g.k[d]);
-  }
-  return w;
+/// One dim of a window: its first input coordinate, the kernel indices
+/// [lo, hi) landing inside the input, and how many land inside the padded
+/// input. A dim's spans do not depend on the other dims.
+struct DimSpan {
+  int64_t start, lo, hi, padded;
+};
+
+DimSpan dimSpan(const PoolGeometry &g, int d, int64_t o) {
+  int64_t st = o * g.stride[d] - g.padBegin[d];
+  int64_t dil = g.dilation[d];
+  int64_t l = st >= 0 ? 0 : (-st + dil - 1) / dil;
+  int64_t h = g.in[d] - 1 - st < 0 ? 0 : (g.in[d] - 1 - st) / dil + 1;
+  int64_t e = g.in[d] + g.padEnd[d] - 1 - st < 0 ? 0 : (g.in[d] + g.padEnd[d] - 1 - st) / dil + 1;
+  l = std::min(l, g.k[d]);
+  h = std::clamp(h, l, g.k[d]);
+  return {st, l, h, std::min(e, g.k[d])};
 }
 
 /// Calls f(offset in the plane) for every element of the window inside the
@@ -94,6 +92,14 @@ WindowSpan windowSpan(const PoolGeometry &g, const int64_t *o) {
 template <typename F> void forEachInWindow(const PoolGeometry &g, const WindowSpan &w, F &&f) {
   if (w.valid == 0)
     return;
+  if (g.sp == 2) { // images: rows, then columns, without the general odometer
+    for (int64_t r = w.lo[0]; r < w.hi[0]; ++r) {
+      int64_t row = (w.start[0] + r * g.dilation[0]) * g.inStride[0] + w.start[1];
+      for (int64_t c = w.lo[1]; c < w.hi[1]; ++c)
+        f(row + c * g.dilation[1]);
+    }
+    return;
+  }
   int last = g.sp - 1;
   int64_t kk[kMaxRank];
   for (int d = 0; d < g.sp; ++d)
@@ -116,13 +122,29 @@ template <typename F> void forEachInWindow(const PoolGeometry &g, const WindowSp
 }
 
 /// Calls f(plane, pos, window) for every output position of every N x C
-/// plane, pos counting the positions within the plane.
+/// plane, pos counting the positions within the plane. Each dim's spans are
+/// worked out once, not per position.
 template <typename F> void forEachWindow(const PoolGeometry &g, int64_t planes, F &&f) {
   int last = g.sp - 1;
+  std::vector<DimSpan> spans[kMaxRank];
+  for (int d = 0; d < g.sp; ++d)
+    for (int64_t o = 0; o < g.out[d]; ++o)
+      spans[d].push_back(dimSpan(g, d, o));
   for (int64_t plane = 0; plane < planes; ++plane) {
     int64_t o[kMaxRank] = {};
     for (int64_t pos = 0; pos < g.outSize; ++pos) {
-      f(plane, pos, windowSpan(g, o));
+      WindowSpan w;
+      w.valid = 1;
+      w.padded = 1;
+      for (int d = 0; d < g.sp; ++d) {
+        const DimSpan &span = spans[d][o[d]];
+        w.start[d] = span.start;
+        w.lo[d] = span.lo;
+        w.hi[d] = span.hi;
+        w.valid *= span.hi - span.lo;
+        w.padded *= span.padded;
+      }
+      f(plane, pos, w);
       for (int d = last; d >= 0; --d) {
         if (++o[d] < g.out[d])
           break;
