@@ -1,0 +1,97 @@
+"""Training-step time of cleave's compiled program against onnxruntime-training.
+
+    .venv/bin/python bench/train_step_vs_ort_training.py [--steps N] [--threads T ...]
+
+onnxruntime-training's on-device training API is the one other system that
+trains an ONNX graph. For an MLP and a GPT-style decoder (those of
+bench/train_step_vs_pytorch.py), exports each with its loss, trains it with
+AdamW in cleave (the median step of its driver's --log-json step_times) and
+in onnxruntime-training (`generate_artifacts` with AdamW, then the median of
+its module's forward-backward, optimizer step and gradient reset, with the
+same thread count), in the same run, on the same batch, and prints the
+ratio cleave / onnxruntime-training (below 1: cleave is faster).
+
+onnxruntime-training conflicts with the onnxruntime of .venv, so its side
+(bench/ort_training_step.py) runs in a venv of its own,
+bench/.venv-ort-training, made on first use: Debian's python3 with its
+system packages (numpy), onnxruntime-training-cpu 1.19.2 and onnx 1.16.2
+(newer onnx writes IR versions 1.19 cannot read).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from forward_vs_onnxruntime import CLEAVE, export, models  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VENV = os.path.join(HERE, ".venv-ort-training")
+
+
+def ort_python():
+    """The ort-training venv's python, made on first use."""
+    python = os.path.join(VENV, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", VENV],
+                       check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "numpy<2", "onnx==1.16.2",
+                        "onnxruntime-training-cpu==1.19.2"], check=True)
+    return python
+
+
+def bench(name, model, args, steps, threads, workdir):
+    model.train()
+    path = os.path.join(workdir, "model.onnx")
+    export(model, args, path, training=torch.onnx.TrainingMode.EVAL)
+    params = os.path.join(workdir, "params.txt")
+    with open(params, "w") as f:
+        f.write("\n".join(n for n, _ in model.named_parameters()))
+    out = os.path.join(workdir, "train")
+    subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", "--optimizer", "adamw",
+                    "--lr", "1e-3"], check=True, stderr=subprocess.DEVNULL)
+    files = []
+    for input_name, value in zip(["a", "b"], args):
+        file = os.path.join(workdir, input_name + ".npy")
+        np.save(file, value.numpy())
+        files.append(file)
+    rows = []
+    for t in threads:
+        metrics = os.path.join(workdir, "metrics.json")
+        subprocess.run([CLEAVE, "run", out, "--data", f"a={files[0]}", "--data", f"b={files[1]}",
+                        "--steps", str(steps), "--no-shuffle", "--threads", str(t),
+                        "--log-json", metrics], check=True, stderr=subprocess.DEVNULL)
+        ours = float(np.median([step["ranks"][0]["seconds"]
+                                for step in json.load(open(metrics))["step_times"]])) * 1e3
+        run = subprocess.run([ort_python(), os.path.join(HERE, "ort_training_step.py"), path,
+                              params, os.path.join(workdir, f"artifacts-{t}"), str(t),
+                              str(steps), *files],
+                             check=True, capture_output=True, text=True)
+        theirs = json.loads(run.stdout.strip().splitlines()[-1])["median_ms"]
+        rows.append((t, ours, theirs))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    options = parser.parse_args()
+    print(f"{os.cpu_count()} cpus; median step of {options.steps} (AdamW, one batch)")
+    print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'ort-training ms':>16} {'ratio':>6}")
+    for name, model, args in models():
+        if name.startswith("cnn"):
+            continue
+        with tempfile.TemporaryDirectory() as workdir:
+            for t, ours, theirs in bench(name, model, args, options.steps, options.threads,
+                                         workdir):
+                print(f"{name:42} {t:>7} {ours:>10.3f} {theirs:>16.3f} {ours / theirs:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
