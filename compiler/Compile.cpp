@@ -293,7 +293,7 @@ LogicalResult Compiler::buildProgram(StringRef source) {
   if (cuda) {
     args.insert(args.end(), {"-cudart", "shared", "-lcublas"});
   } else {
-    args.insert(args.end(), {"-ldnnl", "-lgomp", "-lopenblas", "-lpthread"});
+    args.insert(args.end(), {"-ldnnl", "-lgomp", "-lopenblas", "-lmvec", "-lpthread"});
   }
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::string log = outputDir + "/build.log";

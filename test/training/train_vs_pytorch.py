@@ -56,6 +56,14 @@ OPTIMIZERS = {
     "momentum_clipped": (["--optimizer", "momentum", "--lr", "0.05", "--clip-grad-norm", "0.5"],
                          lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)),
 }
+# AdamW at lr 1e-3, for the comparisons where lr 1e-2 puts their 1e-4 at
+# float32's own distance from float64: AdamW's first update lr g / (|g| +
+# eps) turns gradient rounding near g = 0 into parameter differences of that
+# size (docs/training.md's Mistral analysis; docs/performance.md's GPT-2).
+ADAMW_LR_1E3 = (["--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.1",
+                 "--beta2", "0.99", "--eps", "1e-6"],
+                lambda p: torch.optim.AdamW(p, lr=0.001, weight_decay=0.1, betas=(0.9, 0.99),
+                                            eps=1e-6))
 # Global gradient-norm clipping (torch.nn.utils.clip_grad_norm_) per optimizer.
 CLIP_GRAD_NORM = {"momentum_clipped": 0.5}
 
