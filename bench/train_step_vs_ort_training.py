@@ -24,11 +24,9 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import torch
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from forward_vs_onnxruntime import CLEAVE, export, models  # noqa: E402
+from forward_vs_onnxruntime import models  # noqa: E402
+from train_step_vs_pytorch import compile_step, median_step  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(HERE, ".venv-ort-training")
@@ -46,29 +44,15 @@ def ort_python():
 
 
 def bench(name, model, args, steps, threads, workdir):
-    model.train()
-    path = os.path.join(workdir, "model.onnx")
-    export(model, args, path, training=torch.onnx.TrainingMode.EVAL)
+    out, files = compile_step(model, args, workdir, ["--optimizer", "adamw", "--lr", "1e-3"])
     params = os.path.join(workdir, "params.txt")
     with open(params, "w") as f:
         f.write("\n".join(n for n, _ in model.named_parameters()))
-    out = os.path.join(workdir, "train")
-    subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", "--optimizer", "adamw",
-                    "--lr", "1e-3"], check=True, stderr=subprocess.DEVNULL)
-    files = []
-    for input_name, value in zip(["a", "b"], args):
-        file = os.path.join(workdir, input_name + ".npy")
-        np.save(file, value.numpy())
-        files.append(file)
     rows = []
     for t in threads:
-        metrics = os.path.join(workdir, "metrics.json")
-        subprocess.run([CLEAVE, "run", out, "--data", f"a={files[0]}", "--data", f"b={files[1]}",
-                        "--steps", str(steps), "--no-shuffle", "--threads", str(t),
-                        "--log-json", metrics], check=True, stderr=subprocess.DEVNULL)
-        ours = float(np.median([step["ranks"][0]["seconds"]
-                                for step in json.load(open(metrics))["step_times"]])) * 1e3
-        run = subprocess.run([ort_python(), os.path.join(HERE, "ort_training_step.py"), path,
+        ours = median_step(out, files, steps, t, workdir) * 1e3
+        run = subprocess.run([ort_python(), os.path.join(HERE, "ort_training_step.py"),
+                              os.path.join(workdir, "model.onnx"),
                               params, os.path.join(workdir, f"artifacts-{t}"), str(t),
                               str(steps), *files],
                              check=True, capture_output=True, text=True)

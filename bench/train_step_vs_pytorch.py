@@ -42,30 +42,45 @@ def sgemm_flops_per_second(threads):
     return float(run.stdout)
 
 
-def bench(name, model, args, steps, threads, workdir):
+def compile_step(model, args, workdir, flags, copies=1):
+    """Exports `model` with its loss to WORKDIR/model.onnx, compiles its
+    training step with the optimizer `flags`, and saves `copies` copies of its
+    example batch as the data; returns the program's folder and the data
+    files (inputs a and b)."""
     model.train()
     path = os.path.join(workdir, "model.onnx")
     export(model, args, path, training=torch.onnx.TrainingMode.EVAL)
     out = os.path.join(workdir, "train")
-    subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", "--optimizer", "adamw",
-                    "--lr", "1e-3", "--weight-decay", "0.01"], check=True)
-    flops = json.load(open(os.path.join(out, "plan.json")))["flops"]
-    flags = []
+    subprocess.run([CLEAVE, "compile", path, "-o", out, "--train", *flags], check=True,
+                   stderr=subprocess.DEVNULL)
+    files = []
     for input_name, value in zip(["a", "b"], args):
-        data = torch.cat([value] * 4).numpy()
         file = os.path.join(workdir, input_name + ".npy")
-        np.save(file, data)
-        flags += ["--data", f"{input_name}={file}"]
+        np.save(file, torch.cat([value] * copies).numpy())
+        files.append(file)
+    return out, files
+
+
+def median_step(out, files, steps, threads, workdir):
+    """cleave's median step in seconds over `steps` steps on `threads`
+    threads, from its driver's --log-json step_times (the first steps touch
+    the arena and the weights for the first time)."""
+    metrics = os.path.join(workdir, "metrics.json")
+    subprocess.run([CLEAVE, "run", out, "--data", f"a={files[0]}", "--data", f"b={files[1]}",
+                    "--steps", str(steps), "--no-shuffle", "--threads", str(threads),
+                    "--log-json", metrics], check=True, stderr=subprocess.DEVNULL)
+    return float(np.median([step["ranks"][0]["seconds"]
+                            for step in json.load(open(metrics))["step_times"]]))
+
+
+def bench(name, model, args, steps, threads, workdir):
+    out, files = compile_step(model, args, workdir,
+                              ["--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"],
+                              copies=4)
+    flops = json.load(open(os.path.join(out, "plan.json")))["flops"]
     rows = []
     for t in threads:
-        metrics = os.path.join(workdir, "metrics.json")
-        subprocess.run([CLEAVE, "run", out, *flags, "--steps", str(steps), "--no-shuffle",
-                        "--threads", str(t), "--log-json", metrics], check=True,
-                       stderr=subprocess.DEVNULL)
-        # The median step, as PyTorch's below (the first steps touch the
-        # arena and the weights for the first time).
-        ours = float(np.median([step["ranks"][0]["seconds"]
-                                for step in json.load(open(metrics))["step_times"]]))
+        ours = median_step(out, files, steps, t, workdir)
         torch.set_num_threads(t)
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
         times = []

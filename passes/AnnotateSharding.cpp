@@ -240,14 +240,20 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
     return success();
   }
 
+  /// An op of one result computed element by element from its operands
+  /// (broadcast): blocks in an operand are blocks in the result.
+  static bool isElementwise(Operation &op) {
+    return op.getNumResults() == 1 && (op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
+                                       isa<AddOp, SubOp, MulOp, DivOp>(op));
+  }
+
   /// An elementwise op's or a Gemm's operand, not split over tp, whose dims
   /// reach the result's dim `dim` with more than one element and which is
   /// not one repeated value: shard-partition would slice it as one block,
   /// where the value it meets is in blocks.
   static std::optional<unsigned> wholeAlong(Operation &op, int64_t dim,
                                             function_ref<bool(Value)> isSplit) {
-    if (!isa<GemmOp>(op) && !(op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
-                              isa<AddOp, SubOp, MulOp, DivOp>(op)))
+    if (!isa<GemmOp>(op) && !isElementwise(op))
       return std::nullopt;
     int64_t rank = typeOf(op.getResult(0)).getRank();
     for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
@@ -336,8 +342,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
             layout[result] = {whole.dim, 1};
           continue;
         }
-      } else if (op.getNumResults() == 1 && (op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
-                                             isa<AddOp, SubOp, MulOp, DivOp>(op))) {
+      } else if (isElementwise(op)) {
         // Every split operand split alike, aligned from the right.
         int64_t rank = typeOf(op.getResult(0)).getRank();
         auto aligned = [&](auto &entry) {

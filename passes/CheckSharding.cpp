@@ -42,6 +42,13 @@ std::optional<int64_t> splitDim(const shard::Sharding &sharding) {
   return std::nullopt;
 }
 
+/// The value under `v`'s sharding annotations.
+Value unannotated(Value v) {
+  while (auto annotation = v.getDefiningOp<shard::ShardOp>())
+    v = annotation.getSrc();
+  return v;
+}
+
 /// The sharding annotated on `operand`, if any.
 shard::Sharding shardingOf(Value operand) {
   auto annotation = operand.getDefiningOp<shard::ShardOp>();
@@ -83,17 +90,14 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     SmallVector<Value> work{value};
     llvm::DenseSet<Value> seen;
     while (!work.empty()) {
-      Value v = work.pop_back_val();
-      while (auto annotation = v.getDefiningOp<shard::ShardOp>())
-        v = annotation.getSrc();
+      Value v = unannotated(work.pop_back_val());
       if (!seen.insert(v).second)
         continue;
-      if (isa<BlockArgument>(v)) {
-        auto func = dyn_cast<func::FuncOp>(cast<BlockArgument>(v).getOwner()->getParentOp());
-        auto name = func ? func.getArgAttrOfType<StringAttr>(cast<BlockArgument>(v).getArgNumber(),
-                                                             kNameAttr)
-                         : StringAttr();
-        if (isParameter(v) && name)
+      if (auto arg = dyn_cast<BlockArgument>(v)) {
+        auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+        StringAttr name =
+            func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr) : StringAttr();
+        if (name && isParameter(arg))
           return name.getValue();
         continue;
       }
@@ -106,10 +110,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
 
   /// The source of operand #index of `op`, through sharding annotations.
   static Value sourceOf(Operation *op, unsigned index) {
-    Value source = op->getOperand(index);
-    while (auto annotation = source.getDefiningOp<shard::ShardOp>())
-      source = annotation.getSrc();
-    return source;
+    return unannotated(op->getOperand(index));
   }
 
   /// What the plan can change so that operand #index arrives split: a
@@ -163,10 +164,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
   /// made with the sharding it reads it with, which shard-partition builds at
   /// the local shape.
   static LogicalResult splitSplat(shard::ShardOp annotation) {
-    Value source = annotation.getSrc();
-    while (auto inner = source.getDefiningOp<shard::ShardOp>())
-      source = inner.getSrc();
-    auto constant = source.getDefiningOp<ConstantOp>();
+    auto constant = unannotated(annotation.getSrc()).getDefiningOp<ConstantOp>();
     if (!constant || !isa<SplatElementsAttr>(constant.getValue()))
       return failure();
     OpBuilder b(annotation);
@@ -179,8 +177,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
   }
 
   static bool isParameter(Value value) {
-    while (auto inner = value.getDefiningOp<shard::ShardOp>())
-      value = inner.getSrc();
+    value = unannotated(value);
     StringAttr kind = isa<BlockArgument>(value) ? argumentKind(value) : StringAttr();
     return kind && kind.getValue() == "param";
   }
@@ -195,9 +192,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
         continue;
       int64_t parts = shard::collectiveProcessGroupSize(axes.asArrayRef(), grid.getShape());
       if (type.getDimSize(dim) % parts != 0) {
-        Value source = annotation.getSrc();
-        while (auto inner = source.getDefiningOp<shard::ShardOp>())
-          source = inner.getSrc();
+        Value source = unannotated(annotation.getSrc());
         Operation *at = source.getDefiningOp() ? source.getDefiningOp() : annotation;
         return at->emitError("dim ")
                << dim << " (" << type.getDimSize(dim) << ") of this value does not split into "
