@@ -130,6 +130,25 @@ template <typename F> void forEachWindow(const PoolGeometry &g, int64_t planes, 
   for (int d = 0; d < g.sp; ++d)
     for (int64_t o = 0; o < g.out[d]; ++o)
       spans[d].push_back(dimSpan(g, d, o));
+  if (g.sp == 2) { // images: rows, then columns, without the general odometer
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      int64_t pos = 0;
+      for (const DimSpan &row : spans[0])
+        for (const DimSpan &column : spans[1]) {
+          WindowSpan w;
+          w.start[0] = row.start;
+          w.lo[0] = row.lo;
+          w.hi[0] = row.hi;
+          w.start[1] = column.start;
+          w.lo[1] = column.lo;
+          w.hi[1] = column.hi;
+          w.valid = (row.hi - row.lo) * (column.hi - column.lo);
+          w.padded = row.padded * column.padded;
+          f(plane, pos++, w);
+        }
+    }
+    return;
+  }
   for (int64_t plane = 0; plane < planes; ++plane) {
     int64_t o[kMaxRank] = {};
     for (int64_t pos = 0; pos < g.outSize; ++pos) {
@@ -173,9 +192,56 @@ int64_t argMax(const PoolGeometry &g, const WindowSpan &w, const T *xp) {
   return arg >= 0 ? arg : first;
 }
 
+/// Max pooling of images, a kernel tap at a time over a whole row of
+/// outputs: a loop GCC vectorises, where a window at a time is latency
+/// bound. The largest of a window's values does not depend on the order
+/// they are met in (a NaN is never taken), so this is max_pool's result.
+template <typename T> void maxPoolImages(const PoolGeometry &g, const T *x, T *y, int64_t planes) {
+  const int64_t outRows = g.out[0], outColumns = g.out[1], inColumns = g.in[1];
+  const int64_t stride = g.stride[1], dilation = g.dilation[1], pad = g.padBegin[1];
+  std::vector<DimSpan> rows;
+  for (int64_t o = 0; o < outRows; ++o)
+    rows.push_back(dimSpan(g, 0, o));
+  // The outputs [first, end) whose windows hold column tap c inside the input.
+  std::vector<int64_t> first(static_cast<size_t>(g.k[1])), end(first.size());
+  for (int64_t c = 0; c < g.k[1]; ++c) {
+    int64_t lo = outColumns, hi = 0;
+    for (int64_t o = 0; o < outColumns; ++o) {
+      const DimSpan span = dimSpan(g, 1, o);
+      if (span.lo <= c && c < span.hi) {
+        lo = std::min(lo, o);
+        hi = o + 1;
+      }
+    }
+    first[static_cast<size_t>(c)] = lo;
+    end[static_cast<size_t>(c)] = std::max(lo, hi);
+  }
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const T *xp = x + plane * g.inSize;
+    for (int64_t o = 0; o < outRows; ++o) {
+      T *yr = y + (plane * outRows + o) * outColumns;
+      std::fill(yr, yr + outColumns, std::numeric_limits<T>::lowest());
+      const DimSpan &row = rows[static_cast<size_t>(o)];
+      for (int64_t r = row.lo; r < row.hi; ++r) {
+        const T *xr = xp + (row.start + r * g.dilation[0]) * inColumns;
+        for (int64_t c = 0; c < g.k[1]; ++c) {
+          const int64_t shift = c * dilation - pad;
+          for (int64_t j = first[static_cast<size_t>(c)]; j < end[static_cast<size_t>(c)]; ++j) {
+            T v = xr[j * stride + shift];
+            yr[j] = v > yr[j] ? v : yr[j];
+          }
+        }
+      }
+    }
+  }
+}
+
 /// Pools every N x C plane; Max picks the largest value, otherwise averages.
 template <typename T, bool Max>
 void poolPlanes(const PoolGeometry &g, const T *x, T *y, int64_t planes, bool countIncludePad) {
+  if constexpr (Max)
+    if (g.sp == 2)
+      return maxPoolImages(g, x, y, planes);
   forEachWindow(g, planes, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
     const T *xp = x + plane * g.inSize;
     T *yp = y + plane * g.outSize;
