@@ -7,6 +7,7 @@
 #include "passes/CostModel.h"
 #include "runtime/ConvScratch.h"
 #include "runtime/Plan.h"
+#include "runtime/cpu/ConvPrimitives.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -92,28 +93,57 @@ shard::GridOp getGrid(ModuleOp module) {
   return grids.empty() ? shard::GridOp() : *grids.begin();
 }
 
-/// The column buffer a convolution's kernel allocates on `target` for one
-/// call, outside the arena (runtime/ConvScratch.h); 0 for other ops.
+/// `values` as the runtime's Dims.
+rt::Dims dimsOf(ArrayRef<int64_t> values) {
+  rt::Dims dims;
+  for (int64_t v : values)
+    dims.values[dims.size++] = v;
+  return dims;
+}
+
+/// The scratch a convolution's kernel allocates on `target` for one call,
+/// outside the arena: on the CPU, the operands in oneDNN's layouts where
+/// oneDNN takes it (runtime/cpu/ConvPrimitives.h), else the im2col columns
+/// (runtime/ConvScratch.h); 0 for other ops.
 int64_t convScratchBytes(Operation *op, StringRef target) {
   // The shapes of the convolution's input, weights and output.
   Value x, w, y;
-  if (auto conv = dyn_cast<ConvOp>(op))
+  rt::cpu::ConvPass pass = rt::cpu::ConvPass::Forward;
+  bool bias = false;
+  if (auto conv = dyn_cast<ConvOp>(op)) {
     std::tie(x, w, y) = std::make_tuple(conv.getX(), conv.getW(), conv.getY());
-  else if (auto input = dyn_cast<ConvGradInputOp>(op))
+    bias = static_cast<bool>(conv.getB());
+  } else if (auto input = dyn_cast<ConvGradInputOp>(op)) {
     std::tie(x, w, y) = std::make_tuple(input.getOutput(), input.getW(), input.getGrad());
-  else if (auto weight = dyn_cast<ConvGradWeightOp>(op))
+    pass = rt::cpu::ConvPass::GradInput;
+  } else if (auto weight = dyn_cast<ConvGradWeightOp>(op)) {
     std::tie(x, w, y) = std::make_tuple(weight.getX(), weight.getOutput(), weight.getGrad());
-  else
+    pass = rt::cpu::ConvPass::GradWeight;
+  } else {
     return 0;
+  }
   ArrayRef<int64_t> in = cast<RankedTensorType>(x.getType()).getShape();
   ArrayRef<int64_t> kernel = cast<RankedTensorType>(w.getType()).getShape();
   ArrayRef<int64_t> out = cast<RankedTensorType>(y.getType()).getShape();
   auto strides = op->getAttrOfType<DenseI64ArrayAttr>("strides").asArrayRef();
   auto pads = op->getAttrOfType<DenseI64ArrayAttr>("pads").asArrayRef();
+  auto dilations = op->getAttrOfType<DenseI64ArrayAttr>("dilations").asArrayRef();
+  const int64_t group = op->getAttrOfType<IntegerAttr>("group").getInt();
+  Type element = cast<RankedTensorType>(x.getType()).getElementType();
+  if (target != "cuda" && element.isF32()) {
+    // The layouts oneDNN chooses do not depend on the thread count; its
+    // scratchpad, which does, is not counted (ConvPrimitives.h).
+    auto primitive = rt::cpu::ConvPrimitive::create(
+        rt::cpu::convProblem(pass, dimsOf(in), dimsOf(kernel), dimsOf(out), dimsOf(strides),
+                             dimsOf(pads), dimsOf(dilations), group, bias),
+        1);
+    if (primitive)
+      return primitive->scratchBytes();
+  }
   size_t spatial = in.size() - 2;
   rt::ConvColumns columns;
   columns.images = in[0];
-  columns.groups = op->getAttrOfType<IntegerAttr>("group").getInt();
+  columns.groups = group;
   columns.rows = kernel[1];
   columns.positions = 1;
   columns.lastExtent = out.back();
@@ -127,7 +157,6 @@ int64_t convScratchBytes(Operation *op, StringRef target) {
   }
   if (target == "cuda")
     return rt::cudaScratchElements(columns) * static_cast<int64_t>(sizeof(float));
-  Type element = cast<RankedTensorType>(x.getType()).getElementType();
   return rt::cpuScratchElements(columns) * element.getIntOrFloatBitWidth() / 8;
 }
 

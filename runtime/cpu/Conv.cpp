@@ -14,10 +14,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/ConvScratch.h"
+#include "runtime/cpu/ConvPrimitives.h"
 #include "runtime/cpu/Support.h"
 
 #include <algorithm>
-#include <optional>
+#include <cstdlib>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -156,26 +158,61 @@ void unroll(const ConvGeometry &g, T *xg, int64_t r0, int64_t r1, T *col) {
   }
 }
 
-/// One call's im2col tile, counted in the run's allocations.
-template <typename T> class ColumnTile {
+/// One call's scratch (an im2col tile, or the operands in oneDNN's
+/// layouts), 64-byte aligned and counted in the run's allocations: the
+/// run's convolution workspace where the backend keeps one, else memory of
+/// the call's own.
+class Scratch {
 public:
-  ColumnTile(Context &ctx, const ConvGeometry &g)
-      : ctx(ctx), elements(static_cast<std::size_t>(cpuScratchElements(g.columns()))) {
-    if (ctx.allocations)
-      ctx.allocations->allocated(elements.size() * sizeof(T));
+  Scratch(Context &ctx, int64_t bytes) : ctx(ctx), bytes(static_cast<std::size_t>(bytes)) {
+    if (bytes == 0)
+      return;
+    if (ctx.convolutions) {
+      memory = ctx.convolutions->workspace(bytes, ctx.allocations);
+    } else {
+      owned = std::aligned_alloc(64, (this->bytes + 63) / 64 * 64);
+      memory = owned;
+      if (owned && ctx.allocations)
+        ctx.allocations->allocated(this->bytes);
+    }
+    if (!memory)
+      fail("conv", "no memory for %lld bytes of scratch", static_cast<long long>(bytes));
   }
-  ~ColumnTile() {
-    if (ctx.allocations)
-      ctx.allocations->released(elements.size() * sizeof(T));
+  ~Scratch() {
+    if (owned && ctx.allocations)
+      ctx.allocations->released(bytes);
+    std::free(owned);
   }
-  ColumnTile(const ColumnTile &) = delete;
-  ColumnTile &operator=(const ColumnTile &) = delete;
-  T *data() { return elements.data(); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  template <typename T> T *as() { return static_cast<T *>(memory); }
 
 private:
   Context &ctx;
-  std::vector<T> elements;
+  std::size_t bytes;
+  void *memory = nullptr, *owned = nullptr;
 };
+
+/// Runs `problem` as a oneDNN primitive (ConvPrimitives.h) when the
+/// operands are f32 and oneDNN takes it; false otherwise.
+bool runPrimitive(Context &ctx, DType type, const ConvProblem &problem, const void *a,
+                  const void *b, const void *bias, void *out) {
+  if (type != DType::F32)
+    return false;
+  std::unique_ptr<ConvPrimitive> own;
+  const ConvPrimitive *primitive = nullptr;
+  if (ctx.convolutions) {
+    primitive = ctx.convolutions->find(problem, std::max(1, ctx.threads));
+  } else {
+    own = ConvPrimitive::create(problem, std::max(1, ctx.threads));
+    primitive = own.get();
+  }
+  if (!primitive)
+    return false;
+  Scratch scratch(ctx, primitive->scratchBytes());
+  primitive->run(std::max(1, ctx.threads), a, b, bias, out, scratch.as<void>());
+  return true;
+}
 
 /// One block of a convolution's work: output rows [r0, r1) (rows: all
 /// output coords but the last) of one image and group.
@@ -201,13 +238,11 @@ struct ConvBlock {
 template <typename T, typename F> void forEachBlock(Context &ctx, const ConvGeometry &g, F &&f) {
   int64_t rows = g.outSize / g.out[g.sp - 1];
   int64_t tileRows = g.pointwise ? rows : cpuTileRows(g.columns());
-  std::optional<ColumnTile<T>> col;
-  if (!g.pointwise)
-    col.emplace(ctx, g);
+  Scratch col(ctx, cpuScratchElements(g.columns()) * static_cast<int64_t>(sizeof(T)));
   for (int64_t i = 0; i < g.n; ++i)
     for (int64_t gi = 0; gi < g.group; ++gi)
       for (int64_t r0 = 0; r0 < rows; r0 += tileRows)
-        f(ConvBlock{i, gi, r0, std::min(rows, r0 + tileRows)}, col ? col->data() : nullptr);
+        f(ConvBlock{i, gi, r0, std::min(rows, r0 + tileRows)}, col.as<T>());
 }
 
 /// One block of an adjoint, typed: the block's input group in x and its
@@ -221,17 +256,23 @@ template <typename T> struct AdjointBlock {
 };
 
 /// What the two adjoints share: the types checked against `out`'s (one of
-/// `x` and `w`, which both add into, so it is zeroed first), and unless there
-/// is nothing to do, perBlock(g, block) over every block (forEachBlock).
+/// `x` and `w`), the oneDNN primitive of `pass` where it takes the problem,
+/// else (`out` zeroed first, since both add into it) unless there is nothing
+/// to do, perBlock(g, block) over every block (forEachBlock).
 template <typename F>
-void convAdjoint(Context &ctx, const char *kernel, const Tensor &grad, const Tensor &x,
-                 const Tensor &w, const Tensor &out, Dims strides, Dims pads, Dims dilations,
-                 int64_t group, F &&perBlock) {
+void convAdjoint(Context &ctx, ConvPass pass, const char *kernel, const Tensor &grad,
+                 const Tensor &x, const Tensor &w, const Tensor &out, Dims strides, Dims pads,
+                 Dims dilations, int64_t group, F &&perBlock) {
   checkType(kernel, x, out.dtype);
   checkType(kernel, w, out.dtype);
   checkType(kernel, grad, out.dtype);
   ConvGeometry g =
       convGeometry(kernel, x.shape, w.shape, grad.shape, strides, pads, dilations, group);
+  if (runPrimitive(ctx, out.dtype,
+                   convProblem(pass, x.shape, w.shape, grad.shape, strides, pads, dilations,
+                               group, false),
+                   grad.data, pass == ConvPass::GradInput ? w.data : x.data, nullptr, out.data))
+    return;
   dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T *result = out.as<T>();
@@ -260,6 +301,11 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   if (b && b->numel() != g.m)
     fail(kernel, "bias has %lld elements, expected %lld", static_cast<long long>(b->numel()),
          static_cast<long long>(g.m));
+  if (runPrimitive(ctx, x.dtype,
+                   convProblem(ConvPass::Forward, x.shape, w.shape, y.shape, strides, pads,
+                               dilations, group, b != nullptr),
+                   x.data, w.data, b ? b->data : nullptr, y.data))
+    return;
   int64_t n = g.n, m = g.m, mg = g.mg, kdim = g.kdim, p = g.outSize;
 
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
@@ -294,7 +340,7 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
                      Dims strides, Dims pads, Dims dilations, int64_t group) {
   // dcol_g (kdim x positions) = w_g^T (kdim x mg) dy_g (mg x positions),
   // folded back onto dx_g (col2im); pointwise, dcol_g is dx_g itself.
-  convAdjoint(ctx, "conv_grad_input", grad, out, w, out, strides, pads, dilations, group,
+  convAdjoint(ctx, ConvPass::GradInput, "conv_grad_input", grad, out, w, out, strides, pads, dilations, group,
               [&](const ConvGeometry &g, auto dx) {
                 using T = std::remove_pointer_t<decltype(dx.x)>;
                 gemmCore<T>(ctx, true, false, g.kdim, dx.columns, g.mg, 1.0, dx.w, g.kdim, dx.dy,
@@ -308,7 +354,7 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
                       Dims strides, Dims pads, Dims dilations, int64_t group) {
   // dw_g (mg x kdim) += dy_g (mg x positions) col_g^T (positions x kdim),
   // summed over the images (and tiles); pointwise, col_g is x_g itself.
-  convAdjoint(ctx, "conv_grad_weight", grad, x, out, out, strides, pads, dilations, group,
+  convAdjoint(ctx, ConvPass::GradWeight, "conv_grad_weight", grad, x, out, out, strides, pads, dilations, group,
               [&](const ConvGeometry &g, auto dw) {
                 using T = std::remove_pointer_t<decltype(dw.x)>;
                 if (dw.col)

@@ -10,8 +10,14 @@ namespace cleave::rt::cpu {
 
 /// What CPU kernels share for one run: nothing global, no hidden threads
 /// (BLAS runs with the thread count it is given).
+class ConvPrimitives;
+
 struct Context : StepContext {
   int threads = 1;
+  /// Where the convolutions keep their oneDNN primitives for the run
+  /// (runtime/cpu/ConvPrimitives.h), owned by the backend; null: each call
+  /// makes its own.
+  ConvPrimitives *convolutions = nullptr;
 };
 
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);

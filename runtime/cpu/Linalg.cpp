@@ -10,9 +10,6 @@
 
 // Exported by every OpenBLAS build; declared here too so any cblas.h works.
 extern "C" void openblas_set_num_threads(int numThreads);
-// GNU OpenMP's (libgomp), on which Debian's oneDNN runs: declared here so
-// that no compiler's OpenMP support is needed to build the kernels.
-extern "C" void omp_set_num_threads(int numThreads);
 
 namespace cleave::rt::cpu {
 namespace {

@@ -36,6 +36,10 @@ __attribute__((simd("notinbranch"))) float erff(float);
 }
 #endif
 
+// GNU OpenMP's (libgomp), on whose threads Debian's oneDNN runs: declared
+// here so that no compiler's OpenMP support is needed to build the kernels.
+extern "C" void omp_set_num_threads(int numThreads);
+
 namespace cleave::rt::cpu {
 
 //===----------------------------------------------------------------------===//

@@ -1,5 +1,6 @@
 //===- CpuMain.cpp - main of a generated CPU program ---------------------===//
 
+#include "runtime/cpu/ConvPrimitives.h"
 #include "runtime/cpu/Program.h"
 #include "runtime/driver/Driver.h"
 
@@ -10,7 +11,10 @@ namespace {
 
 class CpuBackend final : public cleave::rt::Backend {
 public:
-  CpuBackend() { context.allocations = &allocations_; }
+  CpuBackend() {
+    context.allocations = &allocations_;
+    context.convolutions = &convolutions_;
+  }
   const char *name() const override { return "cpu"; }
   void *allocate(std::size_t bytes) override {
     std::size_t rounded = (bytes + 63) / 64 * 64;
@@ -62,6 +66,7 @@ public:
 
 private:
   cleave::rt::AllocationMeter allocations_;
+  cleave::rt::cpu::ConvPrimitives convolutions_;
   cleave::rt::cpu::Context context;
 };
 

@@ -1,0 +1,354 @@
+//===- ConvPrimitives.cpp - convolutions as oneDNN primitives -------------===//
+//
+// Through oneDNN's C API, which reports failure as a status: the kernels are
+// built without exceptions, and a problem oneDNN refuses is not an error
+// (the im2col kernels take it).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/ConvPrimitives.h"
+
+#include "runtime/cpu/Support.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+
+#include <dnnl.h>
+
+namespace cleave::rt::cpu {
+
+/// Owned oneDNN handles, released in the destructor.
+struct ConvPrimitive::Impl {
+  /// One of the three operands: its layout as the kernel holds it (dense,
+  /// row-major) and as the primitive reads or writes it, and the reorder
+  /// between them (null when they are the same) into `offset` of the
+  /// scratch.
+  struct Operand {
+    int arg = 0;
+    dnnl_memory_desc_t plain{}, chosen{};
+    dnnl_primitive_t reorder = nullptr;
+    int64_t offset = 0;
+  };
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  dnnl_primitive_t primitive = nullptr;
+  /// a, b (read) and out (written), as ConvPrimitive::run names them.
+  std::array<Operand, 3> operands;
+  bool bias = false;
+  dnnl_memory_desc_t biasDesc{};
+  int64_t scratchBytes = 0;
+
+  Impl() = default;
+  Impl(const Impl &) = delete;
+  Impl &operator=(const Impl &) = delete;
+  ~Impl() {
+    for (Operand &operand : operands)
+      if (operand.reorder)
+        dnnl_primitive_destroy(operand.reorder);
+    if (primitive)
+      dnnl_primitive_destroy(primitive);
+    if (stream)
+      dnnl_stream_destroy(stream);
+    if (engine)
+      dnnl_engine_destroy(engine);
+  }
+};
+
+namespace {
+
+/// A primitive descriptor, destroyed with its scope.
+class DescriptorHandle {
+public:
+  DescriptorHandle() = default;
+  DescriptorHandle(const DescriptorHandle &) = delete;
+  DescriptorHandle &operator=(const DescriptorHandle &) = delete;
+  ~DescriptorHandle() {
+    if (handle)
+      dnnl_primitive_desc_destroy(handle);
+  }
+  dnnl_primitive_desc_t *out() { return &handle; }
+  dnnl_primitive_desc_t get() const { return handle; }
+
+private:
+  dnnl_primitive_desc_t handle = nullptr;
+};
+
+/// A memory object over `data`, destroyed with its scope.
+class MemoryHandle {
+public:
+  MemoryHandle(const dnnl_memory_desc_t &desc, dnnl_engine_t engine, void *data) {
+    if (dnnl_memory_create(&handle, &desc, engine, data) != dnnl_success)
+      fail("conv", "oneDNN could not wrap an operand");
+  }
+  MemoryHandle(const MemoryHandle &) = delete;
+  MemoryHandle &operator=(const MemoryHandle &) = delete;
+  ~MemoryHandle() { dnnl_memory_destroy(handle); }
+  dnnl_memory_t get() const { return handle; }
+
+private:
+  dnnl_memory_t handle = nullptr;
+};
+
+void copyDims(const Dims &from, dnnl_dims_t to) {
+  for (int i = 0; i < from.size; ++i)
+    to[i] = from[i];
+}
+
+/// The dense row-major layout of `dims`.
+bool plainDesc(const Dims &dims, dnnl_memory_desc_t &desc) {
+  dnnl_dims_t shape{}, strides{};
+  copyDims(dims, shape);
+  int64_t stride = 1;
+  for (int i = dims.size - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= dims[i];
+  }
+  return dnnl_memory_desc_init_by_strides(&desc, dims.size, shape, dnnl_f32, strides) ==
+         dnnl_success;
+}
+
+bool anyDesc(const Dims &dims, dnnl_memory_desc_t &desc) {
+  dnnl_dims_t shape{};
+  copyDims(dims, shape);
+  return dnnl_memory_desc_init_by_tag(&desc, dims.size, shape, dnnl_f32, dnnl_format_tag_any) ==
+         dnnl_success;
+}
+
+/// w as oneDNN names a grouped convolution's weights: G x M/G x C/G x
+/// kernel... (the same elements as M x C/G x kernel...).
+Dims groupedWeights(const ConvProblem &p) {
+  if (p.group == 1)
+    return p.w;
+  Dims dims;
+  dims.values[dims.size++] = p.group;
+  dims.values[dims.size++] = p.w[0] / p.group;
+  for (int i = 1; i < p.w.size; ++i)
+    dims.values[dims.size++] = p.w[i];
+  return dims;
+}
+
+/// The convolution's op descriptor in the pass's terms, over layouts `x`,
+/// `w`, `y` (and `bias`, forward only).
+bool opDesc(const ConvProblem &p, ConvPass pass, const dnnl_memory_desc_t &x,
+            const dnnl_memory_desc_t &w, const dnnl_memory_desc_t &y,
+            const dnnl_memory_desc_t *bias, dnnl_convolution_desc_t &desc) {
+  dnnl_dims_t strides{}, dilations{}, padBegin{}, padEnd{};
+  copyDims(p.strides, strides);
+  copyDims(p.padBegin, padBegin);
+  copyDims(p.padEnd, padEnd);
+  // oneDNN counts the holes between kernel taps: ONNX's dilation - 1.
+  for (int i = 0; i < p.dilations.size; ++i)
+    dilations[i] = p.dilations[i] - 1;
+  switch (pass) {
+  case ConvPass::Forward:
+    return dnnl_dilated_convolution_forward_desc_init(
+               &desc, dnnl_forward_training, dnnl_convolution_direct, &x, &w, bias, &y, strides,
+               dilations, padBegin, padEnd) == dnnl_success;
+  case ConvPass::GradInput:
+    return dnnl_dilated_convolution_backward_data_desc_init(&desc, dnnl_convolution_direct, &x,
+                                                            &w, &y, strides, dilations, padBegin,
+                                                            padEnd) == dnnl_success;
+  case ConvPass::GradWeight:
+    break;
+  }
+  return dnnl_dilated_convolution_backward_weights_desc_init(&desc, dnnl_convolution_direct, &x,
+                                                             &w, nullptr, &y, strides, dilations,
+                                                             padBegin, padEnd) == dnnl_success;
+}
+
+/// Sets `operand` to hold `plain` in the layout the primitive `pd` chose for
+/// `query`, with the reorder between them (input: into the chosen layout;
+/// output: out of it) when they differ, at the scratch's next offset.
+bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &operand,
+                  dnnl_primitive_desc_t pd, dnnl_query_t query, int arg,
+                  const dnnl_memory_desc_t &plain, bool output) {
+  operand.arg = arg;
+  operand.plain = plain;
+  const dnnl_memory_desc_t *chosen = dnnl_primitive_desc_query_md(pd, query, 0);
+  if (!chosen)
+    return false;
+  operand.chosen = *chosen;
+  if (dnnl_memory_desc_equal(&operand.plain, &operand.chosen))
+    return true;
+  DescriptorHandle reorder;
+  const dnnl_memory_desc_t &from = output ? operand.chosen : operand.plain;
+  const dnnl_memory_desc_t &to = output ? operand.plain : operand.chosen;
+  if (dnnl_reorder_primitive_desc_create(reorder.out(), &from, impl.engine, &to, impl.engine,
+                                         nullptr) != dnnl_success ||
+      dnnl_primitive_create(&operand.reorder, reorder.get()) != dnnl_success)
+    return false;
+  operand.offset = impl.scratchBytes;
+  impl.scratchBytes += (static_cast<int64_t>(dnnl_memory_desc_get_size(&operand.chosen)) + 63) /
+                       64 * 64;
+  return true;
+}
+
+} // namespace
+
+ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
+                        const Dims &strides, const Dims &pads, const Dims &dilations,
+                        int64_t group, bool bias) {
+  ConvProblem p;
+  p.pass = pass;
+  p.x = x;
+  p.w = w;
+  p.y = y;
+  p.group = group;
+  p.bias = bias;
+  const int spatial = std::max(0, x.size - 2);
+  for (int d = 0; d < spatial; ++d) {
+    p.strides.values[p.strides.size++] = strides.size ? strides[d] : 1;
+    p.dilations.values[p.dilations.size++] = dilations.size ? dilations[d] : 1;
+    p.padBegin.values[p.padBegin.size++] = pads.size ? pads[d] : 0;
+    p.padEnd.values[p.padEnd.size++] = pads.size ? pads[d + spatial] : 0;
+  }
+  return p;
+}
+
+ConvPrimitive::ConvPrimitive(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+ConvPrimitive::~ConvPrimitive() = default;
+
+std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int threads) {
+  // oneDNN takes 1 to 3 spatial dims; an empty problem is the im2col
+  // kernels' (nothing to compute).
+  if (p.x.size < 3 || p.x.size > 5 || p.w.size != p.x.size || p.y.size != p.x.size ||
+      p.x.product() == 0 || p.w.product() == 0 || p.y.product() == 0 || p.group < 1 ||
+      p.w[0] % p.group != 0)
+    return nullptr;
+  // oneDNN sizes its work for the threads there are when it is made.
+  omp_set_num_threads(threads);
+  auto impl = std::make_unique<Impl>();
+  if (dnnl_engine_create(&impl->engine, dnnl_cpu, 0) != dnnl_success ||
+      dnnl_stream_create(&impl->stream, impl->engine, dnnl_stream_default_flags) != dnnl_success)
+    return nullptr;
+  const Dims w = groupedWeights(p);
+  dnnl_memory_desc_t xPlain, wPlain, yPlain, xAny, wAny, yAny;
+  if (!plainDesc(p.x, xPlain) || !plainDesc(w, wPlain) || !plainDesc(p.y, yPlain) ||
+      !anyDesc(p.x, xAny) || !anyDesc(w, wAny) || !anyDesc(p.y, yAny))
+    return nullptr;
+  if (p.bias && !plainDesc(Dims{p.w[0]}, impl->biasDesc))
+    return nullptr;
+  impl->bias = p.bias;
+
+  // The backward passes are made against the forward they differentiate.
+  dnnl_convolution_desc_t forwardDesc, passDesc;
+  DescriptorHandle forward, pass;
+  if (!opDesc(p, ConvPass::Forward, xAny, wAny, yAny, p.bias ? &impl->biasDesc : nullptr,
+              forwardDesc) ||
+      dnnl_primitive_desc_create(forward.out(), &forwardDesc, nullptr, impl->engine, nullptr) !=
+          dnnl_success)
+    return nullptr;
+  dnnl_primitive_desc_t pd = forward.get();
+  if (p.pass != ConvPass::Forward) {
+    if (!opDesc(p, p.pass, xAny, wAny, yAny, nullptr, passDesc) ||
+        dnnl_primitive_desc_create(pass.out(), &passDesc, nullptr, impl->engine,
+                                   forward.get()) != dnnl_success)
+      return nullptr;
+    pd = pass.get();
+  }
+  auto &[a, b, out] = impl->operands;
+  bool chosen = false;
+  switch (p.pass) {
+  case ConvPass::Forward:
+    chosen = chooseLayout(*impl, a, pd, dnnl_query_src_md, DNNL_ARG_SRC, xPlain, false) &&
+             chooseLayout(*impl, b, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, wPlain, false) &&
+             chooseLayout(*impl, out, pd, dnnl_query_dst_md, DNNL_ARG_DST, yPlain, true);
+    break;
+  case ConvPass::GradInput:
+    chosen =
+        chooseLayout(*impl, a, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, yPlain, false) &&
+        chooseLayout(*impl, b, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, wPlain, false) &&
+        chooseLayout(*impl, out, pd, dnnl_query_diff_src_md, DNNL_ARG_DIFF_SRC, xPlain, true);
+    break;
+  case ConvPass::GradWeight:
+    chosen =
+        chooseLayout(*impl, a, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, yPlain, false) &&
+        chooseLayout(*impl, b, pd, dnnl_query_src_md, DNNL_ARG_SRC, xPlain, false) &&
+        chooseLayout(*impl, out, pd, dnnl_query_diff_weights_md, DNNL_ARG_DIFF_WEIGHTS, wPlain,
+                     true);
+    break;
+  }
+  if (!chosen || dnnl_primitive_create(&impl->primitive, pd) != dnnl_success)
+    return nullptr;
+  return std::unique_ptr<ConvPrimitive>(new ConvPrimitive(std::move(impl)));
+}
+
+int64_t ConvPrimitive::scratchBytes() const { return impl->scratchBytes; }
+
+void ConvPrimitive::run(int threads, const void *a, const void *b, const void *bias, void *out,
+                        void *scratch) const {
+  omp_set_num_threads(threads);
+  const Impl &m = *impl;
+  auto fails = [](dnnl_status_t status) { return status != dnnl_success; };
+  const std::array<void *, 3> data{const_cast<void *>(a), const_cast<void *>(b), out};
+  // Each operand as the kernel holds it and as the primitive takes it.
+  std::vector<std::unique_ptr<MemoryHandle>> plain, chosen;
+  for (size_t i = 0; i < m.operands.size(); ++i) {
+    const Impl::Operand &operand = m.operands[i];
+    plain.push_back(std::make_unique<MemoryHandle>(operand.plain, m.engine, data[i]));
+    chosen.push_back(operand.reorder ? std::make_unique<MemoryHandle>(
+                                           operand.chosen, m.engine,
+                                           static_cast<char *>(scratch) + operand.offset)
+                                     : nullptr);
+  }
+  auto reorder = [&](size_t i, bool output) {
+    const Impl::Operand &operand = m.operands[i];
+    if (!operand.reorder)
+      return;
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, (output ? chosen : plain)[i]->get()},
+                              {DNNL_ARG_TO, (output ? plain : chosen)[i]->get()}};
+    if (fails(dnnl_primitive_execute(operand.reorder, m.stream, 2, args)))
+      fail("conv", "oneDNN could not reorder an operand");
+  };
+  reorder(0, false);
+  reorder(1, false);
+  std::vector<dnnl_exec_arg_t> args;
+  for (size_t i = 0; i < m.operands.size(); ++i)
+    args.push_back({m.operands[i].arg, (chosen[i] ? chosen[i] : plain[i])->get()});
+  std::unique_ptr<MemoryHandle> biasMemory;
+  if (m.bias) {
+    biasMemory = std::make_unique<MemoryHandle>(m.biasDesc, m.engine, const_cast<void *>(bias));
+    args.push_back({DNNL_ARG_BIAS, biasMemory->get()});
+  }
+  if (fails(dnnl_primitive_execute(m.primitive, m.stream, static_cast<int>(args.size()),
+                                   args.data())))
+    fail("conv", "oneDNN could not run the convolution");
+  reorder(2, true);
+  if (fails(dnnl_stream_wait(m.stream)))
+    fail("conv", "oneDNN's stream failed");
+}
+
+const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
+  std::vector<int64_t> key{static_cast<int64_t>(p.pass), p.group, p.bias, threads};
+  for (const Dims *dims :
+       {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
+    key.push_back(dims->size);
+    key.insert(key.end(), dims->values, dims->values + dims->size);
+  }
+  auto [at, added] = made.try_emplace(std::move(key));
+  if (added)
+    at->second = ConvPrimitive::create(p, threads);
+  return at->second.get();
+}
+
+ConvPrimitives::~ConvPrimitives() { std::free(held); }
+
+void *ConvPrimitives::workspace(int64_t bytes, AllocationMeter *meter) {
+  if (bytes <= heldBytes)
+    return held;
+  // The old one is let go first, so growing never holds both.
+  std::free(held);
+  if (meter)
+    meter->released(static_cast<std::size_t>(heldBytes));
+  heldBytes = 0;
+  held = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
+  if (!held)
+    return nullptr;
+  heldBytes = bytes;
+  if (meter)
+    meter->allocated(static_cast<std::size_t>(bytes));
+  return held;
+}
+
+} // namespace cleave::rt::cpu

@@ -1,0 +1,108 @@
+//===- ConvPrimitives.h - convolutions as oneDNN primitives ----*- C++ -*-===//
+//
+// An f32 convolution of 1 to 3 spatial dims, or one of its two adjoints, runs
+// as one oneDNN primitive in the layouts oneDNN prefers on this CPU (blocked
+// channels, for its AVX-512 direct kernels): the operands are reordered into
+// those layouts and the result out of them, through one scratch allocation
+// per call. The kernel counts that scratch, and the compiler predicts it
+// (plan.json's memory.scratch_bytes) from the same ConvPrimitive, so the two
+// agree. oneDNN's own scratchpad, which depends on the thread count, is the
+// library's, like its GEMMs' packing buffers, and is not counted. A problem
+// oneDNN does not take (another element type, more dims) stays with the
+// im2col kernels of Conv.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_CPU_CONVPRIMITIVES_H
+#define CLEAVE_RUNTIME_CPU_CONVPRIMITIVES_H
+
+#include "runtime/Allocations.h"
+#include "runtime/Tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace cleave::rt::cpu {
+
+/// What a call computes: y from x and w, x's gradient from y's and w, or
+/// w's gradient from y's and x.
+enum class ConvPass { Forward, GradInput, GradWeight };
+
+/// One call's problem: the shapes of x (N x C x in...), w (M x C/group x
+/// kernel...) and y (N x M x out...) whichever of them the pass computes, and
+/// the attributes with their defaults filled in.
+struct ConvProblem {
+  ConvPass pass = ConvPass::Forward;
+  Dims x, w, y;
+  Dims strides, padBegin, padEnd, dilations;
+  int64_t group = 1;
+  bool bias = false;
+};
+
+/// The problem of a convolution with ONNX's attributes (empty: the
+/// defaults; pads as begins then ends).
+ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
+                        const Dims &strides, const Dims &pads, const Dims &dilations,
+                        int64_t group, bool bias);
+
+/// One problem's oneDNN primitive and the reorders around it.
+class ConvPrimitive {
+public:
+  /// The primitive of `problem` (f32) laid out for `threads` threads, or
+  /// null when oneDNN does not take the problem.
+  static std::unique_ptr<ConvPrimitive> create(const ConvProblem &problem, int threads);
+  ~ConvPrimitive();
+  ConvPrimitive(const ConvPrimitive &) = delete;
+  ConvPrimitive &operator=(const ConvPrimitive &) = delete;
+
+  /// Bytes of a call's scratch: the operands' copies in oneDNN's layouts.
+  int64_t scratchBytes() const;
+
+  /// Runs the pass on `threads` threads: reads `a` and `b` (x and w for the
+  /// forward, y's gradient and w for GradInput, y's gradient and x for
+  /// GradWeight) and `bias` (the forward's, or null), overwrites `out`;
+  /// `scratch` holds scratchBytes(), 64-byte aligned.
+  void run(int threads, const void *a, const void *b, const void *bias, void *out,
+           void *scratch) const;
+
+  struct Impl;
+
+private:
+  explicit ConvPrimitive(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+/// What a program's convolutions keep for the run: their primitives, each
+/// made on its problem's first call (making one takes about a tenth of a
+/// millisecond, more than running a small one), and one workspace for every
+/// call's scratch (fresh memory each call costs more than a small
+/// convolution: page faults, and a 2 MB reorder ran at half speed).
+class ConvPrimitives {
+public:
+  ConvPrimitives() = default;
+  ~ConvPrimitives();
+  ConvPrimitives(const ConvPrimitives &) = delete;
+  ConvPrimitives &operator=(const ConvPrimitives &) = delete;
+
+  /// The primitive of `problem` on `threads` threads, or null when oneDNN
+  /// does not take it.
+  const ConvPrimitive *find(const ConvProblem &problem, int threads);
+
+  /// At least `bytes` of 64-byte aligned scratch, or null when there is no
+  /// memory for them. It grows to the largest call's, counted in `meter`
+  /// (when not null) for as long as it is held, so the run's peak counts the
+  /// largest scratch once, as plan.json predicts it.
+  void *workspace(int64_t bytes, AllocationMeter *meter);
+
+private:
+  /// By problem and thread count; null where oneDNN refused.
+  std::map<std::vector<int64_t>, std::unique_ptr<ConvPrimitive>> made;
+  void *held = nullptr;
+  int64_t heldBytes = 0;
+};
+
+} // namespace cleave::rt::cpu
+
+#endif
