@@ -572,8 +572,9 @@ int runProgram(const RunOptions &options) {
   llvm::scope_exit cleanup([&] { llvm::sys::fs::remove_directories(scratch); });
 
   const size_t programAt = args.size();
-  args.insert(args.end(),
-              {program, "--dir", options.dir, "--threads", std::to_string(options.threads)});
+  args.insert(args.end(), {program, "--dir", options.dir});
+  if (options.threads)
+    args.insert(args.end(), {"--threads", std::to_string(*options.threads)});
   if (options.repeat)
     args.insert(args.end(), {"--repeat", std::to_string(*options.repeat)});
   // NAME=FILE flags, with ONNX TensorProto .pb files converted to .npy.

@@ -16,7 +16,8 @@ struct RunOptions {
   std::string dir;
   std::vector<std::string> inputs;
   std::string outputDir;
-  int threads = 1;
+  /// Unset: the program's default (the cores shared among the ranks).
+  std::optional<int> threads;
   /// Local ranks: above 1, the program runs under mpirun (-n).
   int ranks = 1;
   std::optional<int> repeat;

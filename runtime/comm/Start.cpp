@@ -5,18 +5,31 @@
 #include "runtime/comm/Mpi.h"
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 
 namespace cleave::rt::comm {
 
-int launchedRanks() {
-  for (const char *variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+namespace {
+
+/// The first of `variables` set to a positive count, or `fallback`.
+int countFromEnvironment(std::initializer_list<const char *> variables, int fallback) {
+  for (const char *variable : variables)
     if (const char *value = std::getenv(variable)) {
-      int ranks = std::atoi(value);
-      if (ranks >= 1)
-        return ranks;
+      int count = std::atoi(value);
+      if (count >= 1)
+        return count;
     }
-  return 1;
+  return fallback;
+}
+
+} // namespace
+
+int launchedRanks() { return countFromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1); }
+
+int launchedLocalRanks() {
+  return countFromEnvironment({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"},
+                              launchedRanks());
 }
 
 int launchedRank() {

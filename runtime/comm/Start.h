@@ -42,6 +42,10 @@ class MpiSession;
 /// environment it sets (OMPI_COMM_WORLD_SIZE for OpenMPI's mpirun, PMI_SIZE
 /// for MPICH and Slurm); 1 when the process was started on its own.
 int launchedRanks();
+/// How many of them run on this machine (OMPI_COMM_WORLD_LOCAL_SIZE,
+/// MPI_LOCALNRANKS for MPICH); launchedRanks() when the launcher does not
+/// say.
+int launchedLocalRanks();
 /// This process's rank in the job by the same environment (known before MPI
 /// starts); 0 when started on its own.
 int launchedRank();

@@ -44,6 +44,7 @@ struct ForwardOptions {
   std::string outputDir;
   int repeat = 1;
   bool stats = false;
+  int threads = 1;
 };
 
 /// One forward (or `repeat` of them) on the --input files: the outputs
@@ -125,6 +126,7 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   if (options.stats) {
     nlohmann::json report = {{"format_version", 1},
                              {"backend", backend.name()},
+                             {"threads", options.threads},
                              {"arena_bytes_planned", plan.arenaBytes},
                              {"arena_bytes_touched", touched},
                              {"peak_bytes_allocated", backend.allocations().peakBytes()},
@@ -192,7 +194,7 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
                "compiled with --train, a training run"};
   std::string dir = ".", outputDir;
   std::vector<std::string> inputFlags;
-  int threads = 1, repeat = 1;
+  int threads = defaultThreads(), repeat = 1;
   bool stats = false;
   TrainingOptions training;
   int64_t steps = 0, totalSteps = 0;
@@ -204,7 +206,10 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
   app.add_option("--output-dir", outputDir,
                  "Write each output as NAME.npy here (training: the last step's, and the "
                  "trained weights blob as weights.bin)");
-  app.add_option("--threads", threads, "Threads for the BLAS kernels")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads,
+                 "Threads for the kernels (default: the cores this process may use, shared "
+                 "among the job's ranks on this machine)")
+      ->check(CLI::PositiveNumber);
   auto *repeatOpt = app.add_option("--repeat", repeat, "Run the forward this many times (timing)")
                         ->check(CLI::PositiveNumber);
   auto *statsOpt = app.add_flag("--stats", stats, "Print measurements as one JSON line on stdout");
@@ -296,6 +301,7 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
       training.seed = seed;
     training.shuffle = !noShuffle;
     training.outputDir = outputDir;
+    training.threads = threads;
     backend.setThreads(threads);
     return runTraining(dir, plan, training, backend);
   }
@@ -307,7 +313,7 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
                 "compile the model with cleave compile --train to train it");
 
   backend.setThreads(threads);
-  return runForward(dir, plan, {inputFlags, outputDir, repeat, stats}, backend);
+  return runForward(dir, plan, {inputFlags, outputDir, repeat, stats, threads}, backend);
 }
 
 } // namespace

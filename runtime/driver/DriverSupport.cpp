@@ -3,15 +3,18 @@
 #include "runtime/driver/DriverSupport.h"
 
 #include "runtime/Npy.h"
+#include "runtime/comm/Start.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include <fcntl.h>
 #include <iostream>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -98,6 +101,14 @@ void StderrSilencer::restore() {
   dup2(saved, STDERR_FILENO);
   close(saved);
   saved = -1;
+}
+
+int defaultThreads() {
+  cpu_set_t usable;
+  int cores = sched_getaffinity(0, sizeof(usable), &usable) == 0
+                  ? CPU_COUNT(&usable)
+                  : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, comm::launchedLocalRanks()));
 }
 
 int64_t processPeakRssBytes() {

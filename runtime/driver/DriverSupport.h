@@ -42,6 +42,11 @@ int parseNamedFiles(const std::vector<std::string> &entries, const std::string &
 int stageOutputs(const std::vector<TensorSpec> &specs, const std::vector<Tensor> &outputs,
                  const std::string &dir, Backend &backend, FileSet &files);
 
+/// The kernels' threads when --threads is not given: the cores this process
+/// may run on (its affinity mask) shared among the job's ranks on this
+/// machine, at least 1, so that ranks x threads = cores.
+int defaultThreads();
+
 /// The process's peak resident memory so far (getrusage), in bytes: the
 /// program's allocations and everything else (libraries, host copies).
 int64_t processPeakRssBytes();

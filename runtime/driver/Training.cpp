@@ -993,6 +993,7 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
       ",\n  \"samples_per_second\": " + nlohmann::json(rate).dump() +
       ",\n  \"seconds\": " + nlohmann::json(seconds).dump() +
       ",\n  \"ranks\": " + std::to_string(job.communication->size()) +
+      ",\n  \"threads\": " + std::to_string(options.threads) +
       ",\n  \"peak_bytes_allocated\": " + std::to_string(backend.allocations().peakBytes()) +
       ",\n  \"process_peak_rss_bytes\": " + std::to_string(processPeakRssBytes()) +
       ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump();

@@ -36,6 +36,8 @@ struct TrainingOptions {
   bool traceOps = false;
   /// No progress lines.
   bool quiet = false;
+  /// The kernels' threads on each rank (reported in --log-json).
+  int threads = 1;
   std::string outputDir;
   /// Leave the results staged (FileSet::keepStaged) for cleave run to put in
   /// place together with the --save-onnx model.

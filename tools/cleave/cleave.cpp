@@ -219,7 +219,10 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
   sub->add_option("--output-dir", options.outputDir,
                   "Write each output as NAME.npy here (training: the last step's outputs and "
                   "the trained weights.bin)");
-  sub->add_option("--threads", options.threads, "Threads for BLAS kernels")
+  sub->add_option_function<int>(
+         "--threads", [&options](const int &n) { options.threads = n; },
+         "Threads for the kernels on each rank (default: the cores cleave may use, shared "
+         "among the ranks)")
       ->check(CLI::PositiveNumber);
   sub->add_option("-n,--ranks", options.ranks,
                   "Run the program on N local ranks through mpirun (default 1: run it "
