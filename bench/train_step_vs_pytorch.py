@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/train_step_vs_pytorch.py [--steps N] [--threads T ...]
 
-For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), compiles
+For bench/forward_vs_onnxruntime.py's MLP, GPT-style decoder and CNN, compiles
 one AdamW step with `cleave compile --train`, trains N steps on random data in
 file order, and times PyTorch doing the same steps (forward, backward,
 optimizer) on the same module with the same thread count, in the same run.
@@ -104,9 +104,8 @@ def main():
           f"cleave's from its driver's --log-json step_times, pytorch's timed here")
     print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'torch ms':>9} {'ratio':>6} "
           f"{'of sgemm':>8}")
-    # The forward bench's MLP and GPT, with the same seeded weights and data.
-    cases = [case for case in models() if not case[0].startswith("cnn")]
-    for name, model, args in cases:
+    # The forward bench's models, with the same seeded weights and data.
+    for name, model, args in models():
         with tempfile.TemporaryDirectory() as workdir:
             for t, ours, theirs, fraction in bench(name, model, args, options.steps,
                                                    options.threads, workdir):
