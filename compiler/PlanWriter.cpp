@@ -5,6 +5,7 @@
 #include "dialects/Cleave/CleaveOps.h"
 #include "passes/Collectives.h"
 #include "passes/CostModel.h"
+#include "passes/Passes.h"
 #include "runtime/ConvScratch.h"
 #include "runtime/Plan.h"
 #include "runtime/cpu/ConvPrimitives.h"
@@ -246,7 +247,7 @@ void PlanBuilder::setMesh() {
 void PlanBuilder::setFlatParameters() {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   rt::FlatBuffer flat;
-  flat.name = "flat:params";
+  flat.name = flatBufferName("flat:params", forward);
   for (auto [i, arg] : llvm::enumerate(forward.getArguments())) {
     auto group = forward.getArgAttrOfType<StringAttr>(i, kFlatMemberAttr);
     if (!group || group.getValue() != flat.name)
@@ -265,7 +266,7 @@ void PlanBuilder::setFlatParameters() {
         flat.slices.elements = size.getInt();
   flat.slices.axis = "dp";
   flat.slices.slice = flat.slices.elements / plan.mesh->shape[plan.mesh->axisIndex("dp")];
-  plan.flatParameters = flat;
+  plan.flatBuffers = {flat};
 }
 
 void PlanBuilder::addStored(func::FuncOp func, unsigned i) {

@@ -371,8 +371,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                       b.getI64IntegerAttr(flat));
       return arg;
     };
+    const std::string flatParams = flatBufferName("flat:params", forward),
+                      flatGrads = flatBufferName("flat:grads", forward),
+                      flatGradSlice = flatGrads + ".slice";
     for (auto [m, offset] : llvm::zip(members, offsets))
-      member(forward, m.param, "flat:params", offset);
+      member(forward, m.param, flatParams, offset);
 
     Value gradSlice;
     if (zero == 1) {
@@ -382,10 +385,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                                  "state", m.name);
         forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
                            UnitAttr::get(ctx));
-        member(forward, slot, "flat:grads", offset);
+        member(forward, slot, flatGrads, offset);
         s.accumulate.push_back({slot, fu.add(slot, m.grad)});
       }
-      Value grads = group(apply, "flat:grads", "state");
+      Value grads = group(apply, flatGrads, "state");
       s.zeroed.push_back(grads);
       gradSlice = shard::ReduceScatterOp::create(b, loc, sliceType, kMeshName, dpAxes, grads,
                                                  shard::ReductionKind::Sum, firstDim);
@@ -405,15 +408,15 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value packed = ConcatOp::create(fb, loc, pieces, fb.getI64IntegerAttr(0));
       Value slice = shard::ReduceScatterOp::create(fb, loc, sliceType, kMeshName, dpAxes, packed,
                                                    shard::ReductionKind::Sum, firstDim);
-      Value slot = addArgument(forward, sliceType, "flat:grads.slice", "state", "flat:params");
+      Value slot = addArgument(forward, sliceType, flatGradSlice, "state", flatParams);
       s.accumulate.push_back({slot, fu.add(slot, slice)});
       forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
                          UnitAttr::get(ctx));
       // Already summed over dp: not an accumulator for cleave-data-parallel.
-      gradSlice = addArgument(apply, sliceType, "flat:grads.slice", "state", "flat:params");
+      gradSlice = addArgument(apply, sliceType, flatGradSlice, "state", flatParams);
       s.zeroed.push_back(gradSlice);
     }
-    Value params = group(apply, "flat:params", "param");
+    Value params = group(apply, flatParams, "param");
     Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, kMeshName, dpAxes, 0);
     SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, s.countF32)}};
     if (clipGradNorm > 0.0 && splitMembers == 0) {
@@ -439,7 +442,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
       clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
     }
-    update(s, paramSlice, "flat:params", grads[0].second);
+    update(s, paramSlice, flatParams, grads[0].second);
     // The updated slices, gathered, are the new parameters.
     for (auto &[target, value] : s.assignments) {
       if (target != paramSlice)
@@ -597,3 +600,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 };
 
 } // namespace
+
+std::string cleave::flatBufferName(StringRef base, func::FuncOp forward) {
+  auto stage = forward->getAttrOfType<IntegerAttr>(kStageAttr);
+  return stage ? (base + ":stage" + Twine(stage.getInt())).str() : base.str();
+}

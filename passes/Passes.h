@@ -33,6 +33,12 @@ inline constexpr int64_t kTiedGradientTagBase = 1 << 12;
 /// before it writes it, so its result may take an operand's place.
 bool isFusableElementwise(mlir::Operation *op);
 
+/// The name of a ZeRO 1/2 flat buffer `base` ("flat:params", "flat:grads")
+/// in the program whose @forward is `forward`: a pipeline stage's carries
+/// its stage (":stage1"), so that a pipeline's checkpoint tells the stages'
+/// buffers and optimizer slots apart.
+std::string flatBufferName(mlir::StringRef base, mlir::func::FuncOp forward);
+
 /// Alignment of every arena and weights offset, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;
 

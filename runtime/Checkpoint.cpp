@@ -195,14 +195,18 @@ const StoredTensor *parameterNamed(const Plan &layouts, const std::string &name)
   return nullptr;
 }
 
-/// Whether `stored` is an optimizer slot of ZeRO 1/2's flat buffer; its
-/// members' slots are then named PREFIX:MEMBER for its name PREFIX:FLAT.
-bool isFlatSlot(const Plan &layouts, const StoredTensor &stored) {
-  return layouts.flatParameters && stored.stateOf == layouts.flatParameters->name;
+/// The flat buffer of ZeRO 1/2 that `stored` is an optimizer slot of (a
+/// pipeline's layouts hold one per stage), or null; its members' slots are
+/// named PREFIX:MEMBER for its name PREFIX:FLAT.
+const FlatBuffer *flatBufferOf(const Plan &layouts, const StoredTensor &stored) {
+  for (const FlatBuffer &flat : layouts.flatBuffers)
+    if (stored.stateOf == flat.name)
+      return &flat;
+  return nullptr;
 }
 
-std::string flatSlotPrefix(const Plan &layouts, const StoredTensor &stored) {
-  const std::string suffix = ":" + layouts.flatParameters->name;
+std::string flatSlotPrefix(const FlatBuffer &flat, const StoredTensor &stored) {
+  const std::string suffix = ":" + flat.name;
   const std::string &name = stored.tensor.name;
   return name.size() > suffix.size() &&
                  name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0
@@ -408,9 +412,9 @@ std::vector<std::string> varyingAxes(const Plan &plan, const StoredTensor &store
     add(stored.sharding->split->axis);
   if (stored.sharding && stored.sharding->slices)
     add(stored.sharding->slices->axis);
-  if (plan.flatParameters && stored.stateOf == plan.flatParameters->name) {
-    add(plan.flatParameters->slices.axis);
-    for (const FlatBuffer::Member &member : plan.flatParameters->members)
+  if (const FlatBuffer *flat = flatBufferOf(plan, stored)) {
+    add(flat->slices.axis);
+    for (const FlatBuffer::Member &member : flat->members)
       for (const StoredTensor &parameter : plan.parameters)
         if (parameter.tensor.name == member.name && parameter.sharding && parameter.sharding->split)
           add(parameter.sharding->split->axis);
@@ -433,14 +437,15 @@ bool isModelInitializer(const GlobalTensor &tensor, const std::string &optimizer
 
 bool globalTensorsOf(const Plan &layouts, const StoredTensor &stored,
                      std::vector<GlobalTensor> &tensors, std::string &error) {
-  if (!isFlatSlot(layouts, stored)) {
+  const FlatBuffer *flat = flatBufferOf(layouts, stored);
+  if (!flat) {
     tensors.push_back({stored.tensor.name, stored.tensor.dtype,
                        stored.sharding ? stored.sharding->globalShape : stored.tensor.shape,
                        stored.role});
     return true;
   }
-  const std::string prefix = flatSlotPrefix(layouts, stored);
-  for (const FlatBuffer::Member &member : layouts.flatParameters->members) {
+  const std::string prefix = flatSlotPrefix(*flat, stored);
+  for (const FlatBuffer::Member &member : flat->members) {
     const StoredTensor *parameter = parameterNamed(layouts, member.name);
     if (!parameter) {
       error = "flat_parameters: member '" + member.name + "' is not a parameter";
@@ -472,11 +477,11 @@ std::vector<GlobalRun> globalRuns(const Plan &layouts, const StoredTensor &store
         runs.push_back({name, global + from - element, local + from - begin, to - from});
     }
   };
-  if (isFlatSlot(layouts, stored)) {
+  if (const FlatBuffer *slot = flatBufferOf(layouts, stored)) {
     // This rank's slice of the flat buffer, over the members it meets.
-    const FlatBuffer &flat = *layouts.flatParameters;
+    const FlatBuffer &flat = *slot;
     const int64_t first = coordinate(flat.slices.axis) * flat.slices.slice;
-    const std::string prefix = flatSlotPrefix(layouts, stored);
+    const std::string prefix = flatSlotPrefix(flat, stored);
     // Every tp rank's flat buffer holds the members it does not split too.
     std::vector<std::string> splitAxes;
     for (const FlatBuffer::Member &member : flat.members)
@@ -515,7 +520,7 @@ bool indexLayouts(const CheckpointIndex &index, Plan &layouts, std::string &erro
   std::vector<std::string> texts;
   for (const CheckpointTensor &tensor : index.tensors)
     texts.push_back(tensor.layout);
-  return parseLayouts(index.mesh, texts, index.flatParameters, layouts, error);
+  return parseLayouts(index.mesh, texts, index.flatBuffers, layouts, error);
 }
 
 bool checkpointFitsPlan(const CheckpointIndex &index, const Plan &layouts,
@@ -910,8 +915,9 @@ CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
   index.model = plan.model;
   index.optimizer = optimizerName(plan);
   index.mesh = plan.mesh;
-  if (plan.flatParameters)
-    index.flatParameters = flatBufferJson(*plan.flatParameters);
+  for (const Plan *stage : plans)
+    for (const FlatBuffer &flat : stage->flatBuffers)
+      index.flatBuffers.push_back(flatBufferJson(flat));
   index.files = std::move(files);
   const Mesh mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
   std::set<std::string> indexed;
@@ -950,9 +956,8 @@ CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
         }
         const FlatSlices *slices =
             stored->sharding && stored->sharding->slices ? &*stored->sharding->slices
-            : owner.flatParameters && stored->stateOf == owner.flatParameters->name
-                ? &owner.flatParameters->slices
-                : nullptr;
+            : flatBufferOf(owner, *stored) ? &flatBufferOf(owner, *stored)->slices
+                                            : nullptr;
         if (slices) {
           int64_t r = shard.coordinates[slices->axis];
           shard.elements = {r * slices->slice, (r + 1) * slices->slice};
@@ -1039,8 +1044,12 @@ std::string indexJson(const Plan &plan, const CheckpointIndex &index) {
                        {"shards", std::move(shards)}});
   }
   json["tensors"] = std::move(tensors);
-  if (!index.flatParameters.empty())
-    json["flat_parameters"] = OrderedJson::parse(index.flatParameters);
+  if (!index.flatBuffers.empty()) {
+    OrderedJson flats = OrderedJson::array();
+    for (const std::string &flat : index.flatBuffers)
+      flats.push_back(OrderedJson::parse(flat));
+    json["flat_parameters"] = flats;
+  }
   OrderedJson files = OrderedJson::array();
   for (const CheckpointFile &file : index.files)
     files.push_back({{"name", file.name}, {"bytes", file.bytes}, {"crc32", crcText(file.crc32)}});
@@ -1081,8 +1090,16 @@ bool parseIndex(const std::string &text, CheckpointIndex &index, std::string &er
       !read.optimizer(json, index.optimizer) || !read.mesh(json, index.mesh) ||
       !read.tensors(json, index.tensors) || !read.files(json, index.files))
     return false;
-  if (json.contains("flat_parameters"))
-    index.flatParameters = json["flat_parameters"].dump();
+  // A list, one per pipeline stage; a checkpoint written before pipelines
+  // had ZeRO 1/2 holds the one object.
+  if (json.contains("flat_parameters")) {
+    const auto &flats = json["flat_parameters"];
+    if (flats.is_array())
+      for (const auto &flat : flats)
+        index.flatBuffers.push_back(flat.dump());
+    else
+      index.flatBuffers.push_back(flats.dump());
+  }
   return true;
 }
 

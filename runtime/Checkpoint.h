@@ -125,8 +125,9 @@ struct CheckpointIndex {
   std::string optimizer;
   std::optional<Mesh> mesh;
   std::vector<CheckpointTensor> tensors;
-  /// ZeRO 1/2's flat buffer (flatBufferJson), empty without one.
-  std::string flatParameters;
+  /// ZeRO 1/2's flat buffers (flatBufferJson): none without ZeRO 1/2, one
+  /// per pipeline stage.
+  std::vector<std::string> flatBuffers;
   std::vector<CheckpointFile> files;
 };
 

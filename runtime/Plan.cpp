@@ -427,7 +427,7 @@ bool Reader::flatBuffer(const Json &json, Plan &plan) {
       return false;
     flat.members.push_back(member);
   }
-  plan.flatParameters = flat;
+  plan.flatBuffers.push_back(flat);
   return true;
 }
 
@@ -686,7 +686,8 @@ std::string flatBufferJson(const FlatBuffer &flat) {
 }
 
 bool parseLayouts(const std::optional<Mesh> &mesh, const std::vector<std::string> &stored,
-                  const std::string &flatParameters, Plan &layouts, std::string &error) {
+                  const std::vector<std::string> &flatBuffers, Plan &layouts,
+                  std::string &error) {
   layouts = Plan{};
   layouts.mesh = mesh;
   error.clear();
@@ -702,13 +703,13 @@ bool parseLayouts(const std::optional<Mesh> &mesh, const std::vector<std::string
     (tensor.role == StoredRole::Parameter ? layouts.parameters : layouts.state)
         .push_back(std::move(tensor));
   }
-  if (flatParameters.empty())
-    return true;
-  Json flat = Json::parse(flatParameters, nullptr, /*allow_exceptions=*/false);
-  if (!read.flatBuffer(flat, layouts))
-    return false;
-  if (!mesh || mesh->axisIndex(layouts.flatParameters->slices.axis) < 0)
-    return read.fail("flat_parameters.slices.axis", "is not an axis of the mesh");
+  for (const std::string &text : flatBuffers) {
+    Json flat = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!read.flatBuffer(flat, layouts))
+      return false;
+    if (!mesh || mesh->axisIndex(layouts.flatBuffers.back().slices.axis) < 0)
+      return read.fail("flat_parameters.slices.axis", "is not an axis of the mesh");
+  }
   return true;
 }
 
@@ -751,8 +752,9 @@ std::string planJson(const Plan &plan) {
   };
   if (plan.training)
     json["state"] = state;
-  if (const auto &flat = plan.flatParameters)
-    json["flat_parameters"] = Json::parse(flatBufferJson(*flat));
+  // A program has one flat buffer at most.
+  if (!plan.flatBuffers.empty())
+    json["flat_parameters"] = Json::parse(flatBufferJson(plan.flatBuffers.front()));
   if (const auto &mesh = plan.mesh) {
     Json axes = Json::array();
     for (size_t a = 0; a < mesh->shape.size(); ++a)

@@ -252,7 +252,9 @@ struct Plan {
   std::string target = "cpu";
   std::vector<TensorSpec> inputs, outputs;
   std::vector<StoredTensor> parameters, state;
-  std::optional<FlatBuffer> flatParameters;
+  /// ZeRO 1/2's flat parameter buffers: a program's one (none without ZeRO
+  /// 1/2); in a pipeline checkpoint's layouts, one per stage.
+  std::vector<FlatBuffer> flatBuffers;
   int64_t constantCount = 0, constantBytes = 0;
   int64_t weightsBytes = 0;
   /// The mesh axes the weights blob differs along (one blob per coordinate
@@ -307,11 +309,12 @@ std::string storedLayoutJson(const Plan &plan, const StoredTensor &stored);
 std::string flatBufferJson(const FlatBuffer &flat);
 
 /// Reads back the layouts of stored tensors on `mesh` (storedLayoutJson
-/// texts, without places in a blob) and a flatBufferJson text (empty: none)
-/// into `layouts`' parameters, state and flat buffer, checked as readPlan
-/// checks them; on failure sets `error` naming the field.
+/// texts, without places in a blob) and flatBufferJson texts into
+/// `layouts`' parameters, state and flat buffers, checked as readPlan checks
+/// them; on failure sets `error` naming the field.
 bool parseLayouts(const std::optional<Mesh> &mesh, const std::vector<std::string> &stored,
-                  const std::string &flatParameters, Plan &layouts, std::string &error);
+                  const std::vector<std::string> &flatBuffers, Plan &layouts,
+                  std::string &error);
 
 /// "8x32", or "scalar" for [].
 std::string shapeText(const std::vector<int64_t> &shape);

@@ -592,11 +592,6 @@ int readStagePlans(const std::string &dir, const Plan &plan, const TrainingOptio
   const std::optional<PipelineSpec> &pipeline = plan.training->pipeline;
   if (!pipeline || (options.checkpointDir.empty() && options.resumeDir.empty()))
     return 0;
-  if (plan.flatParameters)
-    return fail(options.checkpointDir.empty() ? "--resume" : "--checkpoint-dir",
-                "a pipeline with ZeRO 1 or 2 is not checkpointed yet (each stage's flat buffer "
-                "would take the same name)",
-                2, "checkpoint it without --zero, or with --zero 3");
   std::vector<std::string> dirs;
   std::string where, error;
   if (!readCompiledPlans(dir + "/..", stages, dirs, where, error))

@@ -31,7 +31,10 @@ def global_tensors(checkpoint):
     files = {f["name"]: load_file(f"{checkpoint}/{f['name']}") for f in index["files"]}
     mesh = {a["name"]: a["size"] for a in index["mesh"]["axes"]} if index["mesh"] else {}
     layouts = {t["name"]: t["layout"] for t in index["tensors"]}
-    flat = index.get("flat_parameters")
+    # ZeRO 1/2's flat buffers by name: a list, one per pipeline stage (an
+    # object in checkpoints written before pipelines had ZeRO 1/2).
+    flats = index.get("flat_parameters") or []
+    flats = {f["name"]: f for f in (flats if isinstance(flats, list) else [flats])}
     whole, shapes = {}, {}
 
     def put(name, shape, indices, values):
@@ -45,7 +48,8 @@ def global_tensors(checkpoint):
         for shard in tensor["shards"]:
             data = files[shard["file"]][shard["key"]].reshape(-1)
             coordinates = shard["coordinates"]
-            if flat and layout.get("state_of") == flat["name"]:
+            flat = flats.get(layout.get("state_of"))
+            if flat:
                 prefix = tensor["name"][:-len(flat["name"]) - 1]
                 first = coordinates.get(flat["slices"]["axis"], 0) * flat["slices"]["slice"]
                 for member in flat["members"]:

@@ -10,6 +10,13 @@
 #     parameters bit for bit (pp=2 equals one device bit for bit);
 #   - the checkpoint's tensors (test/lib/checkpoints.py reads its shards
 #     with safetensors) are the pp=2 run's parameters at step 3;
+#   - dp=2 x pp=2 with ZeRO 1 and 2 (each stage's flat buffer and its
+#     optimizer slots carry the stage in their names): resumed from its own
+#     step-3 checkpoint it ends bit for bit as its uninterrupted run; the
+#     checkpoint holds every parameter as the run had it at step 3 and a
+#     momentum slot for each; one device resumed from it ends within 1e-5
+#     of the uninterrupted one-device run (dp sums its ranks' gradients in
+#     another order);
 #   - --max-restarts: a pp=2 run of 3000 steps whose second stage's rank is
 #     killed (kill -9) after its first checkpoint restarts from its latest
 #     checkpoint, says so in one warning line, and ends with the
@@ -66,6 +73,43 @@ def same(label, got, want, problems):
         if params[name].tobytes() != value.tobytes():
             problems.append(f"{label}: {name} is not bit for bit the uninterrupted run's")
             return
+
+
+def near(label, got, want, problems, tolerance=1e-5):
+    (losses, params), (want_losses, want_params) = got, want
+    want_losses = want_losses[-len(losses):]
+    if not np.allclose(losses, want_losses, rtol=tolerance, atol=0):
+        problems.append(f"{label}: losses {losses}, expected {want_losses}")
+    for name, value in want_params.items():
+        if np.abs(params[name] - value).max() > tolerance:
+            problems.append(f"{label}: {name} is more than {tolerance} from the reference")
+
+
+def zero_checkpoints(work, model, one, whole_one, problems):
+    """dp=2 x pp=2 with ZeRO 1 and 2, checkpointed at step 3 and resumed."""
+    for zero in (1, 2):
+        label, out = f"dp=2 x pp=2 ZeRO {zero}", f"{work}/z{zero}"
+        subprocess.run(["cleave", "compile", model, "-o", out, "--train", *MOMENTUM,
+                        "--batch-size", "16", "--grad-accum", "2", "--mesh", "dp=2,pp=2",
+                        "--zero", str(zero)], check=True)
+        whole = run(work, out, f"z{zero}", ["--steps", str(STEPS)], 4)
+        near(f"{label} uninterrupted", whole, whole_one, problems)
+        at3 = run(work, out, f"z{zero}-first",
+                  ["--steps", "3", "--checkpoint-dir", f"{work}/z{zero}-ck"], 4)
+        saved = global_tensors(f"{work}/z{zero}-ck/step-3")
+        for name, value in at3[1].items():
+            if name not in saved or not np.array_equal(saved[name], value):
+                problems.append(f"{label} checkpoint: {name} is not the run's at step 3")
+            if f"momentum.velocity:{name}" not in saved:
+                problems.append(f"{label} checkpoint: no momentum slot for {name}")
+        for resumer, target, ranks, want, check in (
+                ("itself", out, 4, whole, same), ("one device", one, 1, whole_one, near)):
+            resumed = f"{work}/z{zero}-{ranks}-ck"
+            shutil.copytree(f"{work}/z{zero}-ck", resumed)
+            got = run(work, target, f"z{zero}-{ranks}",
+                      ["--steps", str(STEPS), "--resume", resumed], ranks)
+            check(f"{label}, {resumer} resumed from it", got, want, problems)
+            print(f"{label}, {resumer} resumed from it: losses {got[0]}")
 
 
 def killed_once(work, pp, problems):
@@ -145,6 +189,7 @@ def main():
         same(label, got, want, problems)
         print(f"{label}: losses {got[0]}")
 
+    zero_checkpoints(work, model, one, whole_one, problems)
     killed_once(work, pp, problems)
     for p in problems:
         print("FAIL:", p)

@@ -31,9 +31,8 @@
 #     trained parameter is trained in exactly one stage;
 #   - a stages file of another number of stages, and --stages without a pp
 #     axis, are refused in one line; so is what pipelines do not do yet:
-#     the interleaved schedule, and checkpoints
-#     of a pipeline with ZeRO 1 or 2 (test/pipeline/pp_checkpoint.py
-#     checkpoints the others).
+#     the interleaved schedule (test/pipeline/pp_checkpoint.py checks
+#     their checkpoints).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -232,10 +231,6 @@ def main():
             f"{three}: has 3 stages, but --mesh has pp=2", problems)
     refused("--stages without pp", compile_pp[:-2] + ["--stages", three],
             f"--stages {three}: cuts a pipeline into stages", problems)
-    refused("ZeRO 2 checkpoints", ["cleave", "run", "-n", "4",
-                                   os.path.join(workdir, "gpt-dp2-pp2-z2"), *m.flags, "--steps", "1",
-                                   "--checkpoint-dir", os.path.join(workdir, "ckpt-z2")],
-            "--checkpoint-dir: a pipeline with ZeRO 1 or 2 is not checkpointed yet", problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
