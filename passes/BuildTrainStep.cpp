@@ -114,7 +114,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       unsigned index = cast<BlockArgument>(slice).getArgNumber();
       forward.setArgAttr(index, kZero3ElementsAttr, b.getI64IntegerAttr(elements));
       forward.setArgAttr(index, kZero3ShapeAttr, b.getDenseI64ArrayAttr(type.getShape()));
-      for (StringRef attr : {kSplitDimAttr, kSplitBlocksAttr, kSplitAxisAttr})
+      // The slice keeps the whole one's tp split and the other pipeline
+      // stages that hold it (cleave-pipeline-tied-gradients sums over them).
+      for (StringRef attr : {kSplitDimAttr, kSplitBlocksAttr, kSplitAxisAttr, kOtherStagesAttr})
         if (Attribute value = forward.getArgAttr(m.param.getArgNumber(), attr))
           forward.setArgAttr(index, attr, value);
       // The whole parameter, gathered before the first reader of each phase.
@@ -169,7 +171,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       grads.push_back({param, u.div(sum, s.countF32)});
     }
     if (clipGradNorm > 0.0)
-      clipGlobalNorm(u, b, grads, splitOverTp(forward, s.members), layout, /*dpSliced=*/true);
+      clipGlobalNorm(u, b, grads, splitOverTp(forward, s.members), layout, /*dpSliced=*/true,
+                     firstStageHolding(forward, s.members));
     for (auto [entry, m] : llvm::zip(grads, s.members))
       update(s, entry.first, m.name, entry.second);
     // The whole parameters are gone from @forward: only their slices stay.
@@ -540,17 +543,18 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         failed(findMembers(forward, gradOf, members)))
       return signalPassFailure();
     // A tied weight's gradients are summed between the pipeline stages that
-    // hold it (cleave-pipeline-tied-gradients) per parameter, not in the
-    // flat or sliced buffers of ZeRO.
+    // hold it (cleave-pipeline-tied-gradients) per parameter accumulator:
+    // whole, or ZeRO 3's slice, which covers the same elements in every
+    // stage; not inside ZeRO 1/2's flat buffers, laid out per stage.
     for (const Member &m : members)
       if (auto others = forward.getArgAttrOfType<DenseI64ArrayAttr>(m.param.getArgNumber(),
                                                                      kOtherStagesAttr);
-          others && zero != 0) {
+          others && (zero == 1 || zero == 2)) {
         forward.emitError("trains parameter '")
             << m.name.getValue() << "', which pipeline stage " << others[0]
             << " reads too (tied weights), with ZeRO " << zero.getValue()
-            << ": not built yet; train without --zero, or put its readers in one stage "
-               "(--stages)";
+            << ": not built yet; train with --zero 3 or without --zero, or put its readers in "
+               "one stage (--stages)";
         return signalPassFailure();
       }
 

@@ -21,8 +21,9 @@
 #     one device within 1e-5;
 #   - a language model whose head reads its token embedding again (tied
 #     weights; the cut leaves the embedding in stage 0, the head in stage 1):
-#     both stages hold it and sum its gradients, on pp=2 and dp x pp = 2 x 2,
-#     with and without clipping, equal to one device within 1e-5, the two
+#     both stages hold it and sum its gradients, on pp=2, dp x pp = 2 x 2 and
+#     2 x 2 with ZeRO 3 (each dp rank's slice of the gradient summed), with
+#     and without clipping, equal to one device within 1e-5, the two
 #     stages' copies equal bit for bit, and --save-onnx's model holds the
 #     trained parameters (gathered from both stages);
 #   - the same with the stages files of plans/ (stages-mlp-pp2.json,
@@ -53,7 +54,7 @@ import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnx.numpy_helper  # noqa: E402
 import torch  # noqa: E402
-from dp_vs_single import MOMENTUM, Model, close, identical  # noqa: E402
+from dp_vs_single import MOMENTUM, Model, close, identical, parameters  # noqa: E402
 from tp_vs_single import TrainingModeModel  # noqa: E402
 
 
@@ -142,36 +143,32 @@ class TiedLM(torch.nn.Module):
 
 def tied_weights(workdir, problems):
     """The stages holding a tied weight sum its gradients (Megatron's
-    embedding all-reduce): pp=2, pp=2 with clipping and dp x pp = 2 x 2
-    equal one device within 1e-5 (the sum's order differs), and both
-    stages end with the same copy, bit for bit."""
+    embedding all-reduce): pp=2, pp=2 with clipping, dp x pp = 2 x 2, and
+    dp x pp = 2 x 2 with ZeRO 3 (each stage sums its dp slice of the
+    gradient), equal one device within 1e-5 (the sum's order differs), and
+    both stages end with the same copy, bit for bit."""
     m = Model("tied", TiedLM, ["idx", "targets"], 8, workdir)
     stages = os.path.join(workdir, "tied-stages.json")
     json.dump({"stages": [["tok_emb.*"], ["fc.*", "head_bias"]]}, open(stages, "w"))
     for label, optimizer in (("", MOMENTUM), ("-clip", MOMENTUM + ["--clip-grad-norm", "0.5"])):
         one = m.train("one-k4" + label, 1, 4, optimizer)
-        for dp in (1, 2):
-            saved = os.path.join(workdir, f"tied-dp{dp}-pp2{label}.onnx")
-            run = m.train(f"dp{dp}-pp2{label}", dp, 4 // dp, optimizer, ["--stages", stages],
+        for dp, zero in ((1, []), (2, []), (2, ["--zero", "3"])):
+            layout = f"dp{dp}-pp2{'-z3' if zero else ''}{label}"
+            saved = os.path.join(workdir, f"tied-{layout}.onnx")
+            run = m.train(layout, dp, 4 // dp, optimizer, ["--stages", stages, *zero],
                           pp=2, save_onnx=saved)
-            close(f"tied dp={dp} pp=2{label}", run, one, problems)
+            close(f"tied {layout}", run, one, problems)
             exported = {t.name: onnx.numpy_helper.to_array(t)
                         for t in onnx.load(saved).graph.initializer}
             for name, value in run[1].items():
                 if not np.array_equal(exported[name], value):
-                    problems.append(f"tied dp={dp} pp=2{label}: --save-onnx's {name} is not "
-                                    "the trained one")
-            out = os.path.join(workdir, f"tied-dp{dp}-pp2{label}.results")
-            copies = [np.fromfile(os.path.join(out, f"stage{s}", "weights.bin"), np.uint8)
-                      for s in (0, 1)]
-            plans = [json.load(open(os.path.join(workdir, f"tied-dp{dp}-pp2{label}", f"stage{s}",
-                                                 "plan.json"))) for s in (0, 1)]
-            held = [next((p for p in plan["parameters"] if p["name"] == "tok_emb.weight"), None)
-                    for plan in plans]
-            if None in held or (
-                    copies[0][held[0]["offset"]:held[0]["offset"] + held[0]["bytes"]].tobytes() !=
-                    copies[1][held[1]["offset"]:held[1]["offset"] + held[1]["bytes"]].tobytes()):
-                problems.append(f"tied dp={dp} pp=2{label}: the stages' embeddings differ")
+                    problems.append(f"tied {layout}: --save-onnx's {name} is not the trained one")
+            copies = [parameters(json.load(open(os.path.join(workdir, f"tied-{layout}",
+                                                            f"stage{s}", "plan.json"))),
+                                 os.path.join(workdir, f"tied-{layout}.results", f"stage{s}"), 1)
+                      .get("tok_emb.weight") for s in (0, 1)]
+            if any(c is None for c in copies) or copies[0].tobytes() != copies[1].tobytes():
+                problems.append(f"tied {layout}: the stages' embeddings differ")
     print(f"tied lm: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
 
 
