@@ -247,28 +247,34 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
       return nullptr;
     pd = pass.get();
   }
-  auto &[a, b, out] = impl->operands;
-  bool chosen = false;
+  // What the pass reads (a, b) and writes (out), as oneDNN names them.
+  struct Role {
+    dnnl_query_t query;
+    int arg;
+    const dnnl_memory_desc_t *plain;
+  };
+  std::array<Role, 3> roles;
   switch (p.pass) {
   case ConvPass::Forward:
-    chosen = chooseLayout(*impl, a, pd, dnnl_query_src_md, DNNL_ARG_SRC, xPlain, false) &&
-             chooseLayout(*impl, b, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, wPlain, false) &&
-             chooseLayout(*impl, out, pd, dnnl_query_dst_md, DNNL_ARG_DST, yPlain, true);
+    roles = {{{dnnl_query_src_md, DNNL_ARG_SRC, &xPlain},
+              {dnnl_query_weights_md, DNNL_ARG_WEIGHTS, &wPlain},
+              {dnnl_query_dst_md, DNNL_ARG_DST, &yPlain}}};
     break;
   case ConvPass::GradInput:
-    chosen =
-        chooseLayout(*impl, a, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, yPlain, false) &&
-        chooseLayout(*impl, b, pd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, wPlain, false) &&
-        chooseLayout(*impl, out, pd, dnnl_query_diff_src_md, DNNL_ARG_DIFF_SRC, xPlain, true);
+    roles = {{{dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, &yPlain},
+              {dnnl_query_weights_md, DNNL_ARG_WEIGHTS, &wPlain},
+              {dnnl_query_diff_src_md, DNNL_ARG_DIFF_SRC, &xPlain}}};
     break;
   case ConvPass::GradWeight:
-    chosen =
-        chooseLayout(*impl, a, pd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, yPlain, false) &&
-        chooseLayout(*impl, b, pd, dnnl_query_src_md, DNNL_ARG_SRC, xPlain, false) &&
-        chooseLayout(*impl, out, pd, dnnl_query_diff_weights_md, DNNL_ARG_DIFF_WEIGHTS, wPlain,
-                     true);
+    roles = {{{dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, &yPlain},
+              {dnnl_query_src_md, DNNL_ARG_SRC, &xPlain},
+              {dnnl_query_diff_weights_md, DNNL_ARG_DIFF_WEIGHTS, &wPlain}}};
     break;
   }
+  bool chosen = true;
+  for (size_t i = 0; i < roles.size() && chosen; ++i)
+    chosen = chooseLayout(*impl, impl->operands[i], pd, roles[i].query, roles[i].arg,
+                          *roles[i].plain, /*output=*/i == 2);
   if (!chosen || dnnl_primitive_create(&impl->primitive, pd) != dnnl_success)
     return nullptr;
   return std::unique_ptr<ConvPrimitive>(new ConvPrimitive(std::move(impl)));
