@@ -48,14 +48,14 @@ template <typename T> T sigmoidOf(T x) {
 /// coalescing, each row reads an operand either contiguously or as one
 /// repeated scalar; those cases get their own loops so they vectorise.
 template <typename A, typename B, typename O, typename Op>
-void broadcastBinary(const char *kernel, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
-                     Op op) {
+void broadcastBinary(const Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &rhs,
+                     const Tensor &out, Op op) {
   const Dims *inputs[2] = {&lhs.shape, &rhs.shape};
   LoopNest<3> nest = broadcastNest<3>(kernel, out.shape, inputs);
   const A *a = lhs.as<A>();
   const B *b = rhs.as<B>();
   O *o = out.as<O>();
-  nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+  nest.forEachRowSplit(ctx, [&](const int64_t *off, int64_t n, const int64_t *step) {
     O *y = o + off[0];
     const A *x0 = a + off[1];
     const B *x1 = b + off[2];
@@ -79,26 +79,26 @@ void broadcastBinary(const char *kernel, const Tensor &lhs, const Tensor &rhs, c
 
 /// Arithmetic: lhs, rhs and out share one element type from `types`.
 template <typename Types, typename Op>
-void arithmetic(const char *kernel, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
+void arithmetic(const Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
                 Types types, Op op) {
   checkType(kernel, rhs, lhs.dtype);
   checkType(kernel, out, lhs.dtype);
   dispatch(kernel, lhs.dtype, types, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    broadcastBinary<T, T, T>(kernel, lhs, rhs, out,
+    broadcastBinary<T, T, T>(ctx, kernel, lhs, rhs, out,
                              [&](T x, T y) { return static_cast<T>(op(x, y)); });
   });
 }
 
 /// Comparisons: lhs and rhs share one element type, out is Bool.
 template <typename Types, typename Op>
-void comparison(const char *kernel, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
+void comparison(const Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
                 Types types, Op op) {
   checkType(kernel, rhs, lhs.dtype);
   checkType(kernel, out, DType::Bool);
   dispatch(kernel, lhs.dtype, types, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    broadcastBinary<T, T, bool>(kernel, lhs, rhs, out, [&](T x, T y) { return op(x, y); });
+    broadcastBinary<T, T, bool>(ctx, kernel, lhs, rhs, out, [&](T x, T y) { return op(x, y); });
   });
 }
 
@@ -295,44 +295,44 @@ void range(Context &, const Tensor &out, double start, double delta) {
   });
 }
 
-void add(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic("add", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapAdd(x, y); });
+void add(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic(ctx, "add", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapAdd(x, y); });
 }
 
-void sub(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic("sub", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapSub(x, y); });
+void sub(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic(ctx, "sub", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapSub(x, y); });
 }
 
-void mul(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic("mul", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapMul(x, y); });
+void mul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic(ctx, "mul", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapMul(x, y); });
 }
 
-void div(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic("div", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return divide(x, y); });
+void div(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic(ctx, "div", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return divide(x, y); });
 }
 
-void pow(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+void pow(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
   // ONNX Pow lets the exponent's type differ; the result has the base's.
   checkType("pow", out, lhs.dtype);
   dispatch("pow", lhs.dtype, NumericTypes{}, [&](auto baseTag) {
     using A = typename decltype(baseTag)::type;
     dispatch("pow", rhs.dtype, NumericTypes{}, [&](auto expTag) {
       using B = typename decltype(expTag)::type;
-      broadcastBinary<A, B, A>("pow", lhs, rhs, out, [](A x, B y) { return power(x, y); });
+      broadcastBinary<A, B, A>(ctx, "pow", lhs, rhs, out, [](A x, B y) { return power(x, y); });
     });
   });
 }
 
-void max(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic("max", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return maximum(x, y); });
+void max(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic(ctx, "max", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return maximum(x, y); });
 }
 
-void min(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic("min", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return minimum(x, y); });
+void min(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic(ctx, "min", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return minimum(x, y); });
 }
 
-void fmod(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic("fmod", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) {
+void fmod(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  arithmetic(ctx, "fmod", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) {
     using T = decltype(x);
     if constexpr (isInteger<T>) {
       if (y == 0)
@@ -347,19 +347,19 @@ void fmod(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
   });
 }
 
-void equal(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  comparison("equal", lhs, rhs, out, ComparableTypes{}, [](auto x, auto y) { return x == y; });
+void equal(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  comparison(ctx, "equal", lhs, rhs, out, ComparableTypes{}, [](auto x, auto y) { return x == y; });
 }
 
-void less(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  comparison("less", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return x < y; });
+void less(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  comparison(ctx, "less", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return x < y; });
 }
 
-void greater(Context &, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  comparison("greater", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return x > y; });
+void greater(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+  comparison(ctx, "greater", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return x > y; });
 }
 
-void where(Context &, const Tensor &condition, const Tensor &x, const Tensor &y,
+void where(Context &ctx, const Tensor &condition, const Tensor &x, const Tensor &y,
            const Tensor &out) {
   checkType("where", condition, DType::Bool);
   checkType("where", x, out.dtype);
@@ -380,7 +380,7 @@ void where(Context &, const Tensor &condition, const Tensor &x, const Tensor &y,
       const T mask = T(0) - static_cast<T>(condition);
       return static_cast<T>((yes & mask) | (no & static_cast<T>(~mask)));
     };
-    nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+    nest.forEachRowSplit(ctx, [&](const int64_t *off, int64_t n, const int64_t *step) {
       T *dst = o + off[0];
       const bool *cc = c + off[1];
       const T *aa = a + off[2];
@@ -409,27 +409,24 @@ void where(Context &, const Tensor &condition, const Tensor &x, const Tensor &y,
 // Fused chains
 //===----------------------------------------------------------------------===//
 
-/// The program runs over tiles of the outputs: each instruction over the
-/// whole tile (a loop that vectorises), into a tile of its own, so the
-/// inputs are read and the outputs written once while the tiles stay in
-/// cache. Each opcode's element function is its standalone kernel's.
-void fused_elementwise(Context &, const TensorList &inputs, const TensorList &outputs,
-                       const char *text) {
-  ElementwiseProgram program;
-  std::string error = checkElementwiseCall(text, inputs, outputs, program);
-  if (!error.empty())
-    fail("fused_elementwise", "%s", error.c_str());
+namespace {
+
+constexpr int64_t kElementwiseTile = 256;
+
+/// Runs `program` over elements [begin, end) of the outputs, a tile at a
+/// time: each instruction over the whole tile (a loop that vectorises), into
+/// a tile of its own, so the inputs are read and the outputs written once
+/// while the tiles stay in cache. Each opcode's element function is its
+/// standalone kernel's. `broadcast` holds each one-element input as a tile.
+void runElementwiseTiles(const ElementwiseProgram &program, const TensorList &inputs,
+                         const TensorList &outputs,
+                         const float (*broadcast)[kElementwiseTile], int64_t begin,
+                         int64_t end) {
   const int64_t n = outputs[0].numel();
-  constexpr int64_t kTile = 256;
-  // A broadcast input as a tile of its one value, so every loop reads tiles.
-  alignas(64) float broadcast[kMaxElementwiseRegisters][kTile];
-  alignas(64) float results[kMaxElementwiseRegisters][kTile];
-  for (int i = 0; i < program.inputs; ++i)
-    if (inputs[i].numel() == 1 && n != 1)
-      std::fill_n(broadcast[i], kTile, *inputs[i].as<float>());
+  alignas(64) float results[kMaxElementwiseRegisters][kElementwiseTile];
   const float *registers[kMaxElementwiseRegisters];
-  for (int64_t start = 0; start < n; start += kTile) {
-    const int64_t length = std::min(kTile, n - start);
+  for (int64_t start = begin; start < end; start += kElementwiseTile) {
+    const int64_t length = std::min(kElementwiseTile, end - start);
     for (int i = 0; i < program.inputs; ++i)
       registers[i] = inputs[i].numel() == n ? inputs[i].as<float>() + start : broadcast[i];
     for (int k = 0; k < program.instructions; ++k) {
@@ -480,6 +477,26 @@ void fused_elementwise(Context &, const TensorList &inputs, const TensorList &ou
       std::memcpy(outputs[o].as<float>() + start, registers[program.results[o]],
                   static_cast<std::size_t>(length) * sizeof(float));
   }
+}
+
+} // namespace
+
+/// The tiles are split among the context's threads (each tile is computed
+/// alone, so the results do not depend on how many).
+void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList &outputs,
+                       const char *text) {
+  ElementwiseProgram program;
+  std::string error = checkElementwiseCall(text, inputs, outputs, program);
+  if (!error.empty())
+    fail("fused_elementwise", "%s", error.c_str());
+  const int64_t n = outputs[0].numel();
+  alignas(64) float broadcast[kMaxElementwiseRegisters][kElementwiseTile];
+  for (int i = 0; i < program.inputs; ++i)
+    if (inputs[i].numel() == 1 && n != 1)
+      std::fill_n(broadcast[i], kElementwiseTile, *inputs[i].as<float>());
+  forEachChunk(ctx, n, kElementwiseTile, [&](int64_t begin, int64_t end) {
+    runElementwiseTiles(program, inputs, outputs, broadcast, begin, end);
+  });
 }
 
 } // namespace cleave::rt::cpu

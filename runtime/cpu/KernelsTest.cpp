@@ -8,6 +8,8 @@
 
 #include "runtime/cpu/TestUtil.h"
 
+#include <deque>
+
 using namespace cleave::rt;
 using namespace cleave::rt::test;
 
@@ -221,6 +223,47 @@ TEST(FusedElementwise, AdamStepBitForBit) {
   cpu::exp(ctx(), tail[1], tail[2]);
   cpu::neg(ctx(), tail[2], tail[3]);
   EXPECT_EQ(std::memcmp(outs[3].data<float>(), tail[3].data<float>(), n * sizeof(float)), 0);
+}
+
+TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
+  // Kernels that split their loops among the context's threads (forEachChunk)
+  // give, on 2 and 3 threads, what they give on one, bit for bit, on sizes
+  // past the splitting threshold with uneven chunks: the broadcast binary
+  // kernels (one long row, rows, a broadcast row), where, a fused chain, a
+  // tiled transpose and a transpose of whole rows.
+  const int64_t rows = 97, cols = 1031; // 100,007 elements, not a multiple of a tile
+  auto a = makeRandom<float>({rows, cols}, 1), b = makeRandom<float>({rows, cols}, 2);
+  auto row = makeRandom<float>({cols}, 3), column = makeRandom<float>({rows, 1}, 4);
+  auto mask = zeros(DType::Bool, {rows, cols});
+  for (int64_t i = 0; i < rows * cols; ++i)
+    mask.data<uint8_t>()[i] = (i * 7919) % 3 == 0;
+  auto zero = make<float>({}, {0.0f});
+  auto cube = makeRandom<float>({8, 64, 4, 33}, 5);
+  auto run = [&](int threads) {
+    cpu::Context context;
+    context.threads = threads;
+    std::deque<Buffer> results;
+    auto result = [&](Dims shape) -> Buffer & { return results.emplace_back(DType::F32, shape); };
+    cpu::add(context, a, b, result({rows, cols}));
+    cpu::mul(context, a, row, result({rows, cols}));
+    cpu::sub(context, a, column, result({rows, cols}));
+    cpu::where(context, mask, a, zero, result({rows, cols}));
+    auto &fused = result({rows, cols});
+    cpu::fused_elementwise(context, list(a.t(), b.t(), zero.t()), list(fused.t()),
+                           "mul 0 1;add 3 2;tanh 4>5");
+    cpu::transpose(context, a, result({cols, rows}), {1, 0});
+    cpu::transpose(context, cube, result({8, 4, 64, 33}), {0, 2, 1, 3});
+    return results;
+  };
+  const std::deque<Buffer> one = run(1);
+  for (int threads : {2, 3}) {
+    const std::deque<Buffer> split = run(threads);
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_EQ(std::memcmp(split[i].data<float>(), one[i].data<float>(),
+                            static_cast<size_t>(one[i].numel()) * sizeof(float)),
+                0)
+          << "result " << i << " on " << threads << " threads";
+  }
 }
 
 TEST(FusedElementwise, BadCallsFail) {

@@ -192,7 +192,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
     if (c->data != out.data) {
       int64_t strides[kMaxRank];
       broadcastStrides(kernel, c->shape, out.shape, strides);
-      stridedCopy(kernel, c->data, strides, out);
+      stridedCopy(ctx, kernel, c->data, strides, out);
     } else if (c->numel() != out.numel()) {
       fail(kernel, "C aliases the result with another shape");
     }

@@ -123,7 +123,7 @@ void joinOrSplit(const char *kernel, const TensorList &pieces, const Tensor &who
 
 } // namespace
 
-void transpose(Context &, const Tensor &in, const Tensor &out, Dims perm) {
+void transpose(Context &ctx, const Tensor &in, const Tensor &out, Dims perm) {
   const char *kernel = "transpose";
   checkSameLayout(kernel, in, out);
   if (perm.size == 0) { // ONNX's default: reverse the dims
@@ -143,7 +143,7 @@ void transpose(Context &, const Tensor &in, const Tensor &out, Dims perm) {
   }
   if (in.data == out.data && in.numel() > 1)
     fail(kernel, "cannot transpose in place");
-  stridedCopy(kernel, in.data, srcStrides, out);
+  stridedCopy(ctx, kernel, in.data, srcStrides, out);
 }
 
 void concat(Context &, const TensorList &inputs, const Tensor &out, int64_t axis) {
@@ -154,14 +154,15 @@ void split(Context &, const Tensor &in, const TensorList &outputs, int64_t axis)
   joinOrSplit("split", outputs, in, axis, false);
 }
 
-void slice(Context &, const Tensor &in, const Tensor &out, Dims starts, Dims steps) {
+void slice(Context &ctx, const Tensor &in, const Tensor &out, Dims starts, Dims steps) {
   const char *kernel = "slice";
   checkType(kernel, out, in.dtype);
   completeSlice(kernel, in, out, starts, steps, "result", "the input's");
   SliceWindow window = sliceWindow(kernel, in, out, starts, steps, "reads outside the input");
   if (out.numel() == 0)
     return;
-  stridedCopy(kernel, bytes(in) + static_cast<std::size_t>(window.base) * dtypeSize(in.dtype),
+  stridedCopy(ctx, kernel,
+              bytes(in) + static_cast<std::size_t>(window.base) * dtypeSize(in.dtype),
               window.strides, out);
 }
 
@@ -192,13 +193,13 @@ void gather(Context &ctx, const Tensor &data, const Tensor &indices, const Tenso
   });
 }
 
-void expand(Context &, const Tensor &in, const Tensor &out) {
+void expand(Context &ctx, const Tensor &in, const Tensor &out) {
   checkType("expand", out, in.dtype);
   int64_t strides[kMaxRank];
   broadcastStrides("expand", in.shape, out.shape, strides);
   if (in.data == out.data && in.numel() != out.numel())
     fail("expand", "cannot expand in place");
-  stridedCopy("expand", in.data, strides, out);
+  stridedCopy(ctx, "expand", in.data, strides, out);
 }
 
 void trilu(Context &, const Tensor &in, const Tensor &out, bool upper, int64_t k) {

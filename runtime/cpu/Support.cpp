@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <array>
 #include <cstdlib>
+#include <vector>
 
 namespace cleave::rt::cpu {
 
@@ -55,8 +57,8 @@ void broadcastStrides(const char *kernel, const Dims &in, const Dims &out, int64
   }
 }
 
-void stridedCopy(const char *kernel, const void *src, const int64_t *srcStrides,
-                 const Tensor &out) {
+void stridedCopy(const Context &ctx, const char *kernel, const void *src,
+                 const int64_t *srcStrides, const Tensor &out) {
   LoopNest<2> nest;
   int64_t outStrides[kMaxRank];
   rowMajorStrides(out.shape, outStrides);
@@ -72,24 +74,34 @@ void stridedCopy(const char *kernel, const void *src, const int64_t *srcStrides,
     if (r >= 2 && nest.strides[1][r - 2] == 1 && nest.strides[1][r - 1] > 1) {
       // The last two dims are a transpose (the source walks the result's
       // columns contiguously): copy in square tiles so both sides stay in
-      // cache.
+      // cache, the bands of tile rows of every matrix split among the
+      // threads.
       constexpr int64_t kTile = 32;
       int64_t rows = nest.dims[r - 2], cols = nest.dims[r - 1];
       int64_t step = nest.strides[1][r - 1];
       LoopNest<2> outer;
       for (int d = 0; d + 2 < r; ++d)
         outer.push(nest.dims[d], {nest.strides[0][d], nest.strides[1][d]});
+      // Where each matrix starts in the result and in the source.
+      std::vector<std::array<int64_t, 2>> matrices;
       outer.forEachRow([&](const int64_t *offsets, int64_t n, const int64_t *inner) {
-        for (int64_t k = 0; k < n; ++k) {
-          T *o = to + offsets[0] + k * inner[0];
-          const T *s = from + offsets[1] + k * inner[1];
-          for (int64_t i0 = 0; i0 < rows; i0 += kTile)
-            for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-              int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
-              for (int64_t i = i0; i < i1; ++i)
-                for (int64_t j = j0; j < j1; ++j)
-                  o[i * cols + j] = s[i + j * step];
-            }
+        for (int64_t k = 0; k < n; ++k)
+          matrices.push_back({offsets[0] + k * inner[0], offsets[1] + k * inner[1]});
+      });
+      const int64_t bands = (rows + kTile - 1) / kTile, band = kTile * cols;
+      const int64_t count = static_cast<int64_t>(matrices.size()) * bands;
+      forEachChunk(ctx, count * band, band, [&](int64_t begin, int64_t end) {
+        for (int64_t item = begin / band; item < end / band + (end % band != 0); ++item) {
+          const auto &[outAt, srcAt] = matrices[static_cast<size_t>(item / bands)];
+          T *o = to + outAt;
+          const T *s = from + srcAt;
+          const int64_t i0 = item % bands * kTile, i1 = std::min(rows, i0 + kTile);
+          for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+            int64_t j1 = std::min(cols, j0 + kTile);
+            for (int64_t i = i0; i < i1; ++i)
+              for (int64_t j = j0; j < j1; ++j)
+                o[i * cols + j] = s[i + j * step];
+          }
         }
       });
       return;

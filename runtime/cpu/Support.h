@@ -14,6 +14,7 @@
 #include "runtime/KernelError.h"
 #include "runtime/cpu/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -280,6 +281,33 @@ void checkSameLayout(const char *kernel, const Tensor &a, const Tensor &b);
 /// Fails unless `t` has element type `type`.
 void checkType(const char *kernel, const Tensor &t, DType type);
 
+/// Elements below which a kernel stays on one thread: starting OpenMP's
+/// threads on a loop costs microseconds, what tens of thousands of float
+/// operations take.
+inline constexpr int64_t kParallelElements = int64_t(1) << 15;
+
+/// Calls body(begin, end) on disjoint chunks that cover [0, n), each a
+/// multiple of `grain` elements but the last, one per thread on up to
+/// ctx.threads of OpenMP's threads (libgomp's, which oneDNN's products use
+/// too) when n is large enough to pay. Every element is computed as on one
+/// thread, so the results do not depend on the thread count.
+template <typename F> void forEachChunk(const Context &ctx, int64_t n, int64_t grain, F &&body) {
+  const int64_t grains = (n + grain - 1) / grain;
+  const int64_t chunks = std::min<int64_t>(
+      {static_cast<int64_t>(std::max(1, ctx.threads)), grains, n / kParallelElements});
+  if (chunks <= 1) {
+    body(int64_t(0), n);
+    return;
+  }
+  const int64_t per = (grains + chunks - 1) / chunks * grain;
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * per, end = std::min(n, begin + per);
+    if (begin < end)
+      body(begin, end);
+  }
+}
+
 /// K strided operands walked over the same dims. Operand 0 is usually the
 /// output (contiguous); others carry their own strides (0 where broadcast, a
 /// permutation, a slice's steps). Construction drops unit dims and merges
@@ -324,6 +352,42 @@ template <int K> struct LoopNest {
       }
     }
     rank = out + 1;
+  }
+
+  /// forEachRow with the work split among up to ctx.threads threads
+  /// (forEachChunk): whole rows, or pieces of a single row. Only for an f
+  /// that computes each element of a row on its own (elementwise), so that
+  /// the results do not depend on the split.
+  template <typename F> void forEachRowSplit(const Context &ctx, F &&f) const {
+    if (empty)
+      return;
+    int64_t inner[K];
+    for (int k = 0; k < K; ++k)
+      inner[k] = rank == 0 ? 1 : strides[k][rank - 1];
+    const int64_t n = rank == 0 ? 1 : dims[rank - 1];
+    if (rank <= 1) {
+      forEachChunk(ctx, n, 64, [&](int64_t begin, int64_t end) {
+        int64_t offsets[K];
+        for (int k = 0; k < K; ++k)
+          offsets[k] = begin * inner[k];
+        f(offsets, end - begin, inner);
+      });
+      return;
+    }
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < rank; ++d)
+      rows *= dims[d];
+    forEachChunk(ctx, rows * n, n, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin / n; r < end / n; ++r) {
+        int64_t offsets[K] = {};
+        for (int64_t rest = r, d = rank - 2; d >= 0; --d) {
+          for (int k = 0; k < K; ++k)
+            offsets[k] += rest % dims[d] * strides[k][d];
+          rest /= dims[d];
+        }
+        f(offsets, n, inner);
+      }
+    });
   }
 
   /// Calls f(offsets, n, innerStrides) for every innermost row: operand k's
@@ -387,7 +451,8 @@ LoopNest<K> broadcastNest(const char *kernel, const Dims &out, const Dims *const
 /// Copies elements of `esize` bytes from `src` (walked with `srcStrides`, in
 /// elements, over `out`'s dims) to the contiguous `out`. Transpose, slice,
 /// expand and gemm's bias all reduce to this.
-void stridedCopy(const char *kernel, const void *src, const int64_t *srcStrides, const Tensor &out);
+void stridedCopy(const Context &ctx, const char *kernel, const void *src,
+                 const int64_t *srcStrides, const Tensor &out);
 
 /// Integer division rounding toward negative infinity (b > 0).
 inline int64_t floorDiv(int64_t a, int64_t b) {
