@@ -547,8 +547,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     // whole, or ZeRO 3's slice, which covers the same elements in every
     // stage; not inside ZeRO 1/2's flat buffers, laid out per stage.
     for (const Member &m : members)
-      if (auto others = forward.getArgAttrOfType<DenseI64ArrayAttr>(m.param.getArgNumber(),
-                                                                     kOtherStagesAttr);
+      if (auto others =
+              forward.getArgAttrOfType<DenseI64ArrayAttr>(m.param.getArgNumber(), kOtherStagesAttr);
           others && (zero == 1 || zero == 2)) {
         forward.emitError("trains parameter '")
             << m.name.getValue() << "', which pipeline stage " << others[0]

@@ -956,8 +956,8 @@ CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
         }
         const FlatSlices *slices =
             stored->sharding && stored->sharding->slices ? &*stored->sharding->slices
-            : flatBufferOf(owner, *stored) ? &flatBufferOf(owner, *stored)->slices
-                                            : nullptr;
+            : flatBufferOf(owner, *stored)               ? &flatBufferOf(owner, *stored)->slices
+                                                         : nullptr;
         if (slices) {
           int64_t r = shard.coordinates[slices->axis];
           shard.elements = {r * slices->slice, (r + 1) * slices->slice};

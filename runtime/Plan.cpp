@@ -686,8 +686,7 @@ std::string flatBufferJson(const FlatBuffer &flat) {
 }
 
 bool parseLayouts(const std::optional<Mesh> &mesh, const std::vector<std::string> &stored,
-                  const std::vector<std::string> &flatBuffers, Plan &layouts,
-                  std::string &error) {
+                  const std::vector<std::string> &flatBuffers, Plan &layouts, std::string &error) {
   layouts = Plan{};
   layouts.mesh = mesh;
   error.clear();

@@ -313,8 +313,7 @@ std::string flatBufferJson(const FlatBuffer &flat);
 /// `layouts`' parameters, state and flat buffers, checked as readPlan checks
 /// them; on failure sets `error` naming the field.
 bool parseLayouts(const std::optional<Mesh> &mesh, const std::vector<std::string> &stored,
-                  const std::vector<std::string> &flatBuffers, Plan &layouts,
-                  std::string &error);
+                  const std::vector<std::string> &flatBuffers, Plan &layouts, std::string &error);
 
 /// "8x32", or "scalar" for [].
 std::string shapeText(const std::vector<int64_t> &shape);

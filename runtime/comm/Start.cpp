@@ -28,8 +28,7 @@ int countFromEnvironment(std::initializer_list<const char *> variables, int fall
 int launchedRanks() { return countFromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1); }
 
 int launchedLocalRanks() {
-  return countFromEnvironment({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"},
-                              launchedRanks());
+  return countFromEnvironment({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, launchedRanks());
 }
 
 int launchedRank() {

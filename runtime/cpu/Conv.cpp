@@ -268,10 +268,10 @@ void convAdjoint(Context &ctx, ConvPass pass, const char *kernel, const Tensor &
   checkType(kernel, grad, out.dtype);
   ConvGeometry g =
       convGeometry(kernel, x.shape, w.shape, grad.shape, strides, pads, dilations, group);
-  if (runPrimitive(ctx, out.dtype,
-                   convProblem(pass, x.shape, w.shape, grad.shape, strides, pads, dilations,
-                               group, false),
-                   grad.data, pass == ConvPass::GradInput ? w.data : x.data, nullptr, out.data))
+  if (runPrimitive(
+          ctx, out.dtype,
+          convProblem(pass, x.shape, w.shape, grad.shape, strides, pads, dilations, group, false),
+          grad.data, pass == ConvPass::GradInput ? w.data : x.data, nullptr, out.data))
     return;
   dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -340,8 +340,8 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
                      Dims strides, Dims pads, Dims dilations, int64_t group) {
   // dcol_g (kdim x positions) = w_g^T (kdim x mg) dy_g (mg x positions),
   // folded back onto dx_g (col2im); pointwise, dcol_g is dx_g itself.
-  convAdjoint(ctx, ConvPass::GradInput, "conv_grad_input", grad, out, w, out, strides, pads, dilations, group,
-              [&](const ConvGeometry &g, auto dx) {
+  convAdjoint(ctx, ConvPass::GradInput, "conv_grad_input", grad, out, w, out, strides, pads,
+              dilations, group, [&](const ConvGeometry &g, auto dx) {
                 using T = std::remove_pointer_t<decltype(dx.x)>;
                 gemmCore<T>(ctx, true, false, g.kdim, dx.columns, g.mg, 1.0, dx.w, g.kdim, dx.dy,
                             g.outSize, 0.0, dx.col ? dx.col : dx.x, dx.columns);
@@ -354,8 +354,8 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
                       Dims strides, Dims pads, Dims dilations, int64_t group) {
   // dw_g (mg x kdim) += dy_g (mg x positions) col_g^T (positions x kdim),
   // summed over the images (and tiles); pointwise, col_g is x_g itself.
-  convAdjoint(ctx, ConvPass::GradWeight, "conv_grad_weight", grad, x, out, out, strides, pads, dilations, group,
-              [&](const ConvGeometry &g, auto dw) {
+  convAdjoint(ctx, ConvPass::GradWeight, "conv_grad_weight", grad, x, out, out, strides, pads,
+              dilations, group, [&](const ConvGeometry &g, auto dw) {
                 using T = std::remove_pointer_t<decltype(dw.x)>;
                 if (dw.col)
                   unroll<false>(g, dw.x, dw.r0, dw.r1, dw.col);

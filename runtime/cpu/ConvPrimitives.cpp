@@ -146,14 +146,14 @@ bool opDesc(const ConvProblem &p, ConvPass pass, const dnnl_memory_desc_t &x,
                &desc, dnnl_forward_training, dnnl_convolution_direct, &x, &w, bias, &y, strides,
                dilations, padBegin, padEnd) == dnnl_success;
   case ConvPass::GradInput:
-    return dnnl_dilated_convolution_backward_data_desc_init(&desc, dnnl_convolution_direct, &x,
-                                                            &w, &y, strides, dilations, padBegin,
+    return dnnl_dilated_convolution_backward_data_desc_init(&desc, dnnl_convolution_direct, &x, &w,
+                                                            &y, strides, dilations, padBegin,
                                                             padEnd) == dnnl_success;
   case ConvPass::GradWeight:
     break;
   }
-  return dnnl_dilated_convolution_backward_weights_desc_init(&desc, dnnl_convolution_direct, &x,
-                                                             &w, nullptr, &y, strides, dilations,
+  return dnnl_dilated_convolution_backward_weights_desc_init(&desc, dnnl_convolution_direct, &x, &w,
+                                                             nullptr, &y, strides, dilations,
                                                              padBegin, padEnd) == dnnl_success;
 }
 
@@ -179,16 +179,16 @@ bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &opera
       dnnl_primitive_create(&operand.reorder, reorder.get()) != dnnl_success)
     return false;
   operand.offset = impl.scratchBytes;
-  impl.scratchBytes += (static_cast<int64_t>(dnnl_memory_desc_get_size(&operand.chosen)) + 63) /
-                       64 * 64;
+  impl.scratchBytes +=
+      (static_cast<int64_t>(dnnl_memory_desc_get_size(&operand.chosen)) + 63) / 64 * 64;
   return true;
 }
 
 } // namespace
 
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
-                        const Dims &strides, const Dims &pads, const Dims &dilations,
-                        int64_t group, bool bias) {
+                        const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
+                        bool bias) {
   ConvProblem p;
   p.pass = pass;
   p.x = x;
@@ -242,8 +242,8 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   dnnl_primitive_desc_t pd = forward.get();
   if (p.pass != ConvPass::Forward) {
     if (!opDesc(p, p.pass, xAny, wAny, yAny, nullptr, passDesc) ||
-        dnnl_primitive_desc_create(pass.out(), &passDesc, nullptr, impl->engine,
-                                   forward.get()) != dnnl_success)
+        dnnl_primitive_desc_create(pass.out(), &passDesc, nullptr, impl->engine, forward.get()) !=
+            dnnl_success)
       return nullptr;
     pd = pass.get();
   }
@@ -293,9 +293,9 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
   for (size_t i = 0; i < m.operands.size(); ++i) {
     const Impl::Operand &operand = m.operands[i];
     plain.push_back(std::make_unique<MemoryHandle>(operand.plain, m.engine, data[i]));
-    chosen.push_back(operand.reorder ? std::make_unique<MemoryHandle>(
-                                           operand.chosen, m.engine,
-                                           static_cast<char *>(scratch) + operand.offset)
+    chosen.push_back(operand.reorder ? std::make_unique<MemoryHandle>(operand.chosen, m.engine,
+                                                                      static_cast<char *>(scratch) +
+                                                                          operand.offset)
                                      : nullptr);
   }
   auto reorder = [&](size_t i, bool output) {
@@ -327,8 +327,7 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
 
 const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
   std::vector<int64_t> key{static_cast<int64_t>(p.pass), p.group, p.bias, threads};
-  for (const Dims *dims :
-       {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
+  for (const Dims *dims : {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
     key.push_back(dims->size);
     key.insert(key.end(), dims->values, dims->values + dims->size);
   }

@@ -44,8 +44,8 @@ struct ConvProblem {
 /// The problem of a convolution with ONNX's attributes (empty: the
 /// defaults; pads as begins then ends).
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
-                        const Dims &strides, const Dims &pads, const Dims &dilations,
-                        int64_t group, bool bias);
+                        const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
+                        bool bias);
 
 /// One problem's oneDNN primitive and the reorders around it.
 class ConvPrimitive {

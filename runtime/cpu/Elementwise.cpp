@@ -79,8 +79,8 @@ void broadcastBinary(const Context &ctx, const char *kernel, const Tensor &lhs, 
 
 /// Arithmetic: lhs, rhs and out share one element type from `types`.
 template <typename Types, typename Op>
-void arithmetic(const Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
-                Types types, Op op) {
+void arithmetic(const Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &rhs,
+                const Tensor &out, Types types, Op op) {
   checkType(kernel, rhs, lhs.dtype);
   checkType(kernel, out, lhs.dtype);
   dispatch(kernel, lhs.dtype, types, [&](auto tag) {
@@ -92,8 +92,8 @@ void arithmetic(const Context &ctx, const char *kernel, const Tensor &lhs, const
 
 /// Comparisons: lhs and rhs share one element type, out is Bool.
 template <typename Types, typename Op>
-void comparison(const Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
-                Types types, Op op) {
+void comparison(const Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &rhs,
+                const Tensor &out, Types types, Op op) {
   checkType(kernel, rhs, lhs.dtype);
   checkType(kernel, out, DType::Bool);
   dispatch(kernel, lhs.dtype, types, [&](auto tag) {
@@ -296,19 +296,23 @@ void range(Context &, const Tensor &out, double start, double delta) {
 }
 
 void add(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic(ctx, "add", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapAdd(x, y); });
+  arithmetic(ctx, "add", lhs, rhs, out, NumericTypes{},
+             [](auto x, auto y) { return wrapAdd(x, y); });
 }
 
 void sub(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic(ctx, "sub", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapSub(x, y); });
+  arithmetic(ctx, "sub", lhs, rhs, out, NumericTypes{},
+             [](auto x, auto y) { return wrapSub(x, y); });
 }
 
 void mul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic(ctx, "mul", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return wrapMul(x, y); });
+  arithmetic(ctx, "mul", lhs, rhs, out, NumericTypes{},
+             [](auto x, auto y) { return wrapMul(x, y); });
 }
 
 void div(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic(ctx, "div", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return divide(x, y); });
+  arithmetic(ctx, "div", lhs, rhs, out, NumericTypes{},
+             [](auto x, auto y) { return divide(x, y); });
 }
 
 void pow(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
@@ -324,11 +328,13 @@ void pow(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) 
 }
 
 void max(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic(ctx, "max", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return maximum(x, y); });
+  arithmetic(ctx, "max", lhs, rhs, out, NumericTypes{},
+             [](auto x, auto y) { return maximum(x, y); });
 }
 
 void min(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
-  arithmetic(ctx, "min", lhs, rhs, out, NumericTypes{}, [](auto x, auto y) { return minimum(x, y); });
+  arithmetic(ctx, "min", lhs, rhs, out, NumericTypes{},
+             [](auto x, auto y) { return minimum(x, y); });
 }
 
 void fmod(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
@@ -419,9 +425,8 @@ constexpr int64_t kElementwiseTile = 256;
 /// while the tiles stay in cache. Each opcode's element function is its
 /// standalone kernel's. `broadcast` holds each one-element input as a tile.
 void runElementwiseTiles(const ElementwiseProgram &program, const TensorList &inputs,
-                         const TensorList &outputs,
-                         const float (*broadcast)[kElementwiseTile], int64_t begin,
-                         int64_t end) {
+                         const TensorList &outputs, const float (*broadcast)[kElementwiseTile],
+                         int64_t begin, int64_t end) {
   const int64_t n = outputs[0].numel();
   alignas(64) float results[kMaxElementwiseRegisters][kElementwiseTile];
   const float *registers[kMaxElementwiseRegisters];

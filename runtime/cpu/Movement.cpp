@@ -161,8 +161,7 @@ void slice(Context &ctx, const Tensor &in, const Tensor &out, Dims starts, Dims 
   SliceWindow window = sliceWindow(kernel, in, out, starts, steps, "reads outside the input");
   if (out.numel() == 0)
     return;
-  stridedCopy(ctx, kernel,
-              bytes(in) + static_cast<std::size_t>(window.base) * dtypeSize(in.dtype),
+  stridedCopy(ctx, kernel, bytes(in) + static_cast<std::size_t>(window.base) * dtypeSize(in.dtype),
               window.strides, out);
 }
 

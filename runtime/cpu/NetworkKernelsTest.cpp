@@ -548,12 +548,12 @@ TEST(Conv, OneDnnTakesTheF32Cases) {
   for (const ConvCase &c : cases)
     for (cpu::ConvPass pass :
          {cpu::ConvPass::Forward, cpu::ConvPass::GradInput, cpu::ConvPass::GradWeight})
-      EXPECT_NE(cpu::ConvPrimitive::create(cpu::convProblem(pass, c.x, c.w, convOutShape(c),
-                                                            c.strides, c.pads, c.dilations,
-                                                            c.group, c.bias && pass ==
-                                                                cpu::ConvPass::Forward),
-                                           1),
-                nullptr);
+      EXPECT_NE(
+          cpu::ConvPrimitive::create(cpu::convProblem(pass, c.x, c.w, convOutShape(c), c.strides,
+                                                      c.pads, c.dilations, c.group,
+                                                      c.bias && pass == cpu::ConvPass::Forward),
+                                     1),
+          nullptr);
 }
 
 TEST(Conv, PrimitivesKeptForTheRun) {
@@ -586,9 +586,8 @@ TEST(Conv, PrimitivesKeptForTheRun) {
     for (cpu::ConvPass pass : {cpu::ConvPass::Forward, cpu::ConvPass::GradInput})
       largest = std::max(largest, cpu::ConvPrimitive::create(
                                       cpu::convProblem(pass, c->x, c->w, convOutShape(*c),
-                                                       c->strides, c->pads, c->dilations,
-                                                       c->group, c->bias && pass ==
-                                                           cpu::ConvPass::Forward),
+                                                       c->strides, c->pads, c->dilations, c->group,
+                                                       c->bias && pass == cpu::ConvPass::Forward),
                                       1)
                                       ->scratchBytes());
   }

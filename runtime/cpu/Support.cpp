@@ -3,9 +3,9 @@
 #include "runtime/cpu/Support.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdarg>
 #include <cstdio>
-#include <array>
 #include <cstdlib>
 #include <vector>
 
@@ -57,8 +57,8 @@ void broadcastStrides(const char *kernel, const Dims &in, const Dims &out, int64
   }
 }
 
-void stridedCopy(const Context &ctx, const char *kernel, const void *src,
-                 const int64_t *srcStrides, const Tensor &out) {
+void stridedCopy(const Context &ctx, const char *kernel, const void *src, const int64_t *srcStrides,
+                 const Tensor &out) {
   LoopNest<2> nest;
   int64_t outStrides[kMaxRank];
   rowMajorStrides(out.shape, outStrides);

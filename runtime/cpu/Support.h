@@ -300,7 +300,7 @@ template <typename F> void forEachChunk(const Context &ctx, int64_t n, int64_t g
     return;
   }
   const int64_t per = (grains + chunks - 1) / chunks * grain;
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * per, end = std::min(n, begin + per);
     if (begin < end)
@@ -451,8 +451,8 @@ LoopNest<K> broadcastNest(const char *kernel, const Dims &out, const Dims *const
 /// Copies elements of `esize` bytes from `src` (walked with `srcStrides`, in
 /// elements, over `out`'s dims) to the contiguous `out`. Transpose, slice,
 /// expand and gemm's bias all reduce to this.
-void stridedCopy(const Context &ctx, const char *kernel, const void *src,
-                 const int64_t *srcStrides, const Tensor &out);
+void stridedCopy(const Context &ctx, const char *kernel, const void *src, const int64_t *srcStrides,
+                 const Tensor &out);
 
 /// Integer division rounding toward negative infinity (b > 0).
 inline int64_t floorDiv(int64_t a, int64_t b) {
