@@ -230,7 +230,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
   // give, on 2 and 3 threads, what they give on one, bit for bit, on sizes
   // past the splitting threshold with uneven chunks: the broadcast binary
   // kernels (one long row, rows, a broadcast row), where, a fused chain, a
-  // tiled transpose and a transpose of whole rows.
+  // tiled transpose, a transpose of whole rows and softmax over each of the
+  // two axes.
   const int64_t rows = 97, cols = 1031; // 100,007 elements, not a multiple of a tile
   auto a = makeRandom<float>({rows, cols}, 1), b = makeRandom<float>({rows, cols}, 2);
   auto row = makeRandom<float>({cols}, 3), column = makeRandom<float>({rows, 1}, 4);
@@ -253,6 +254,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
                            "mul 0 1;add 3 2;tanh 4>5");
     cpu::transpose(context, a, result({cols, rows}), {1, 0});
     cpu::transpose(context, cube, result({8, 4, 64, 33}), {0, 2, 1, 3});
+    cpu::softmax(context, a, result({rows, cols}), 1);
+    cpu::log_softmax(context, cube, result({8, 64, 4, 33}), 1);
     return results;
   };
   const std::deque<Buffer> one = run(1);

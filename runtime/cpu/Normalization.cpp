@@ -83,8 +83,11 @@ void softmaxOver(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
   }
 }
 
+/// The outer slices are split among the context's threads (each computed
+/// alone, so the results do not depend on how many).
 template <bool Log>
-void softmaxKernel(const char *kernel, const Tensor &in, const Tensor &out, int64_t axis) {
+void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
+                   int64_t axis) {
   checkSameLayout(kernel, in, out);
   axis = normalizeAxis(kernel, axis, in.rank());
   int64_t outer = product(in.shape, 0, static_cast<int>(axis));
@@ -92,7 +95,13 @@ void softmaxKernel(const char *kernel, const Tensor &in, const Tensor &out, int6
   int64_t inner = product(in.shape, static_cast<int>(axis) + 1, in.rank());
   dispatch(kernel, in.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    softmaxOver<T, Log>(in.as<T>(), out.as<T>(), outer, n, inner);
+    const int64_t slice = n * inner;
+    if (outer * slice == 0)
+      return;
+    forEachChunk(ctx, outer * slice, std::max<int64_t>(1, slice), [&](int64_t begin, int64_t end) {
+      softmaxOver<T, Log>(in.as<T>() + begin, out.as<T>() + begin, (end - begin) / slice, n,
+                          inner);
+    });
   });
 }
 
@@ -126,12 +135,12 @@ Dims trimmedTo(const char *kernel, const Dims &param, int rank) {
 
 } // namespace
 
-void softmax(Context &, const Tensor &in, const Tensor &out, int64_t axis) {
-  softmaxKernel<false>("softmax", in, out, axis);
+void softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
+  softmaxKernel<false>(ctx, "softmax", in, out, axis);
 }
 
-void log_softmax(Context &, const Tensor &in, const Tensor &out, int64_t axis) {
-  softmaxKernel<true>("log_softmax", in, out, axis);
+void log_softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
+  softmaxKernel<true>(ctx, "log_softmax", in, out, axis);
 }
 
 void layer_normalization(Context &, const Tensor &x, const Tensor &scale, const Tensor *bias,
