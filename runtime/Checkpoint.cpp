@@ -930,6 +930,7 @@ CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
       tensor.name = stored->tensor.name;
       tensor.layout = storedLayoutJson(owner, *stored);
       const std::vector<std::string> axes = varyingAxes(owner, *stored);
+      const FlatBuffer *flat = flatBufferOf(owner, *stored);
       for (int rank = 0; rank < mesh.size(); ++rank) {
         const std::vector<int> coordinates = mesh.coordinates(rank);
         bool writes = true;
@@ -954,10 +955,10 @@ CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
             shard.boxes = {
                 {std::vector<int64_t>(sharding.globalShape.size(), 0), sharding.globalShape}};
         }
-        const FlatSlices *slices =
-            stored->sharding && stored->sharding->slices ? &*stored->sharding->slices
-            : flatBufferOf(owner, *stored)               ? &flatBufferOf(owner, *stored)->slices
-                                                         : nullptr;
+        const FlatSlices *slices = stored->sharding && stored->sharding->slices
+                                       ? &*stored->sharding->slices
+                                   : flat ? &flat->slices
+                                          : nullptr;
         if (slices) {
           int64_t r = shard.coordinates[slices->axis];
           shard.elements = {r * slices->slice, (r + 1) * slices->slice};

@@ -199,18 +199,19 @@ bool runPrimitive(Context &ctx, DType type, const ConvProblem &problem, const vo
                   const void *b, const void *bias, void *out) {
   if (type != DType::F32)
     return false;
+  const int threads = std::max(1, ctx.threads);
   std::unique_ptr<ConvPrimitive> own;
   const ConvPrimitive *primitive = nullptr;
   if (ctx.convolutions) {
-    primitive = ctx.convolutions->find(problem, std::max(1, ctx.threads));
+    primitive = ctx.convolutions->find(problem, threads);
   } else {
-    own = ConvPrimitive::create(problem, std::max(1, ctx.threads));
+    own = ConvPrimitive::create(problem, threads);
     primitive = own.get();
   }
   if (!primitive)
     return false;
   Scratch scratch(ctx, primitive->scratchBytes());
-  primitive->run(std::max(1, ctx.threads), a, b, bias, out, scratch.as<void>());
+  primitive->run(threads, a, b, bias, out, scratch.as<void>());
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <optional>
 
 #include <dnnl.h>
 
@@ -288,15 +289,14 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
   const Impl &m = *impl;
   auto fails = [](dnnl_status_t status) { return status != dnnl_success; };
   const std::array<void *, 3> data{const_cast<void *>(a), const_cast<void *>(b), out};
-  // Each operand as the kernel holds it and as the primitive takes it.
-  std::vector<std::unique_ptr<MemoryHandle>> plain, chosen;
+  // Each operand as the kernel holds it and, when reordered, as the
+  // primitive takes it (in the scratch).
+  std::array<std::optional<MemoryHandle>, 3> plain, chosen;
   for (size_t i = 0; i < m.operands.size(); ++i) {
     const Impl::Operand &operand = m.operands[i];
-    plain.push_back(std::make_unique<MemoryHandle>(operand.plain, m.engine, data[i]));
-    chosen.push_back(operand.reorder ? std::make_unique<MemoryHandle>(operand.chosen, m.engine,
-                                                                      static_cast<char *>(scratch) +
-                                                                          operand.offset)
-                                     : nullptr);
+    plain[i].emplace(operand.plain, m.engine, data[i]);
+    if (operand.reorder)
+      chosen[i].emplace(operand.chosen, m.engine, static_cast<char *>(scratch) + operand.offset);
   }
   auto reorder = [&](size_t i, bool output) {
     const Impl::Operand &operand = m.operands[i];
@@ -309,16 +309,15 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
   };
   reorder(0, false);
   reorder(1, false);
-  std::vector<dnnl_exec_arg_t> args;
+  std::array<dnnl_exec_arg_t, 4> args;
   for (size_t i = 0; i < m.operands.size(); ++i)
-    args.push_back({m.operands[i].arg, (chosen[i] ? chosen[i] : plain[i])->get()});
-  std::unique_ptr<MemoryHandle> biasMemory;
+    args[i] = {m.operands[i].arg, (chosen[i] ? chosen[i] : plain[i])->get()};
+  std::optional<MemoryHandle> biasMemory;
   if (m.bias) {
-    biasMemory = std::make_unique<MemoryHandle>(m.biasDesc, m.engine, const_cast<void *>(bias));
-    args.push_back({DNNL_ARG_BIAS, biasMemory->get()});
+    biasMemory.emplace(m.biasDesc, m.engine, const_cast<void *>(bias));
+    args[3] = {DNNL_ARG_BIAS, biasMemory->get()};
   }
-  if (fails(dnnl_primitive_execute(m.primitive, m.stream, static_cast<int>(args.size()),
-                                   args.data())))
+  if (fails(dnnl_primitive_execute(m.primitive, m.stream, m.bias ? 4 : 3, args.data())))
     fail("conv", "oneDNN could not run the convolution");
   reorder(2, true);
   if (fails(dnnl_stream_wait(m.stream)))

@@ -98,7 +98,7 @@ void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, con
     const int64_t slice = n * inner;
     if (outer * slice == 0)
       return;
-    forEachChunk(ctx, outer * slice, std::max<int64_t>(1, slice), [&](int64_t begin, int64_t end) {
+    forEachChunk(ctx, outer * slice, slice, [&](int64_t begin, int64_t end) {
       softmaxOver<T, Log>(in.as<T>() + begin, out.as<T>() + begin, (end - begin) / slice, n,
                           inner);
     });

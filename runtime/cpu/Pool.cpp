@@ -87,6 +87,29 @@ DimSpan dimSpan(const PoolGeometry &g, int d, int64_t o) {
   return {st, l, h, std::min(e, g.k[d])};
 }
 
+/// The spans of dim d at each of its output coordinates.
+std::vector<DimSpan> dimSpans(const PoolGeometry &g, int d) {
+  std::vector<DimSpan> spans;
+  for (int64_t o = 0; o < g.out[d]; ++o)
+    spans.push_back(dimSpan(g, d, o));
+  return spans;
+}
+
+/// The window whose dim d spans spans[d], for d < count.
+WindowSpan windowOf(const DimSpan *const *spans, int count) {
+  WindowSpan w;
+  w.valid = 1;
+  w.padded = 1;
+  for (int d = 0; d < count; ++d) {
+    w.start[d] = spans[d]->start;
+    w.lo[d] = spans[d]->lo;
+    w.hi[d] = spans[d]->hi;
+    w.valid *= spans[d]->hi - spans[d]->lo;
+    w.padded *= spans[d]->padded;
+  }
+  return w;
+}
+
 /// Calls f(offset in the plane) for every element of the window inside the
 /// input, in window order (row-major over the kernel indices).
 template <typename F> void forEachInWindow(const PoolGeometry &g, const WindowSpan &w, F &&f) {
@@ -128,23 +151,14 @@ template <typename F> void forEachWindow(const PoolGeometry &g, int64_t planes, 
   int last = g.sp - 1;
   std::vector<DimSpan> spans[kMaxRank];
   for (int d = 0; d < g.sp; ++d)
-    for (int64_t o = 0; o < g.out[d]; ++o)
-      spans[d].push_back(dimSpan(g, d, o));
+    spans[d] = dimSpans(g, d);
   if (g.sp == 2) { // images: rows, then columns, without the general odometer
     for (int64_t plane = 0; plane < planes; ++plane) {
       int64_t pos = 0;
       for (const DimSpan &row : spans[0])
         for (const DimSpan &column : spans[1]) {
-          WindowSpan w;
-          w.start[0] = row.start;
-          w.lo[0] = row.lo;
-          w.hi[0] = row.hi;
-          w.start[1] = column.start;
-          w.lo[1] = column.lo;
-          w.hi[1] = column.hi;
-          w.valid = (row.hi - row.lo) * (column.hi - column.lo);
-          w.padded = row.padded * column.padded;
-          f(plane, pos++, w);
+          const DimSpan *both[2] = {&row, &column};
+          f(plane, pos++, windowOf(both, 2));
         }
     }
     return;
@@ -152,18 +166,10 @@ template <typename F> void forEachWindow(const PoolGeometry &g, int64_t planes, 
   for (int64_t plane = 0; plane < planes; ++plane) {
     int64_t o[kMaxRank] = {};
     for (int64_t pos = 0; pos < g.outSize; ++pos) {
-      WindowSpan w;
-      w.valid = 1;
-      w.padded = 1;
-      for (int d = 0; d < g.sp; ++d) {
-        const DimSpan &span = spans[d][o[d]];
-        w.start[d] = span.start;
-        w.lo[d] = span.lo;
-        w.hi[d] = span.hi;
-        w.valid *= span.hi - span.lo;
-        w.padded *= span.padded;
-      }
-      f(plane, pos, w);
+      const DimSpan *each[kMaxRank];
+      for (int d = 0; d < g.sp; ++d)
+        each[d] = &spans[d][static_cast<size_t>(o[d])];
+      f(plane, pos, windowOf(each, g.sp));
       for (int d = last; d >= 0; --d) {
         if (++o[d] < g.out[d])
           break;
@@ -199,15 +205,13 @@ int64_t argMax(const PoolGeometry &g, const WindowSpan &w, const T *xp) {
 template <typename T> void maxPoolImages(const PoolGeometry &g, const T *x, T *y, int64_t planes) {
   const int64_t outRows = g.out[0], outColumns = g.out[1], inColumns = g.in[1];
   const int64_t stride = g.stride[1], dilation = g.dilation[1], pad = g.padBegin[1];
-  std::vector<DimSpan> rows;
-  for (int64_t o = 0; o < outRows; ++o)
-    rows.push_back(dimSpan(g, 0, o));
+  const std::vector<DimSpan> rows = dimSpans(g, 0), columns = dimSpans(g, 1);
   // The outputs [first, end) whose windows hold column tap c inside the input.
   std::vector<int64_t> first(static_cast<size_t>(g.k[1])), end(first.size());
   for (int64_t c = 0; c < g.k[1]; ++c) {
     int64_t lo = outColumns, hi = 0;
     for (int64_t o = 0; o < outColumns; ++o) {
-      const DimSpan span = dimSpan(g, 1, o);
+      const DimSpan &span = columns[static_cast<size_t>(o)];
       if (span.lo <= c && c < span.hi) {
         lo = std::min(lo, o);
         hi = o + 1;

@@ -91,7 +91,8 @@ void stridedCopy(const Context &ctx, const char *kernel, const void *src, const 
       const int64_t bands = (rows + kTile - 1) / kTile, band = kTile * cols;
       const int64_t count = static_cast<int64_t>(matrices.size()) * bands;
       forEachChunk(ctx, count * band, band, [&](int64_t begin, int64_t end) {
-        for (int64_t item = begin / band; item < end / band + (end % band != 0); ++item) {
+        // Chunks are whole bands: forEachChunk splits at multiples of `band`.
+        for (int64_t item = begin / band; item < end / band; ++item) {
           const auto &[outAt, srcAt] = matrices[static_cast<size_t>(item / bands)];
           T *o = to + outAt;
           const T *s = from + srcAt;
