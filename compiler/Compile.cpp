@@ -141,6 +141,8 @@ private:
   LogicalResult checkPipelineOptions(const TrainOptions &training);
   /// Reads --mesh into `mesh`.
   LogicalResult parseMesh(StringRef text);
+  /// Reads --bucket-mb into `bucketBytes`.
+  LogicalResult parseBucketMb(StringRef text);
   /// Reads the JSON object in `path`, the `what` that docs/formats.md
   /// describes under `format`.
   LogicalResult readJsonFile(StringRef path, StringRef what, StringRef format,
@@ -172,6 +174,8 @@ private:
   std::optional<int64_t> stage;
   /// The mesh (no axes: one device).
   rt::Mesh mesh;
+  /// cleave-overlap-gradients' bucket-bytes: -1 auto, 0 none.
+  int64_t bucketBytes = 0;
   /// --loss KIND:OUTPUT,TARGET, once checked: the loss to append.
   std::optional<AppendLossOptions> appendedLoss;
   /// The plan's entries as cleave-annotate-sharding takes them.
@@ -362,6 +366,8 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("zero", t.zero, "0, 1, 2 or 3");
   if (failed(checkPipelineOptions(t)))
     return failure();
+  if (failed(parseBucketMb(t.bucketMb)))
+    return failure();
   if (failed(readPlan(t.plan)))
     return failure();
   if (!t.plan.empty() && mesh.axisNames.empty())
@@ -496,6 +502,26 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
   return success();
 }
 
+LogicalResult Compiler::parseBucketMb(StringRef text) {
+  double mb = 0;
+  if (text == "auto") {
+    bucketBytes = options.target == "cuda" ? 0 : -1;
+    return success();
+  }
+  if (text.getAsDouble(mb) || !(mb >= 0) || mb > 1024)
+    return fail("--bucket-mb '" + text + "'", "is not auto or a number of MiB from 0 to 1024", "",
+                kExitBadUsage);
+  if (mb > 0 && options.target != "cpu")
+    return fail("--bucket-mb",
+                "all-reduces during the backward are not built for --target " + options.target +
+                    " yet",
+                "leave --bucket-mb out, or give 0", kExitBadUsage);
+  bucketBytes = static_cast<int64_t>(mb * 1024 * 1024);
+  if (mb > 0 && bucketBytes == 0)
+    bucketBytes = 1;
+  return success();
+}
+
 LogicalResult Compiler::parseMesh(StringRef text) {
   if (text.empty())
     return success();
@@ -570,6 +596,7 @@ std::string Compiler::pipelineText() const {
   add("clip-grad-norm", number(t.clipGradNorm));
   add("zero", std::to_string(t.zero));
   add("sync-batchnorm", t.syncBatchNorm ? "true" : "false");
+  add("bucket-bytes", std::to_string(bucketBytes));
   if (stage) {
     addList("stage-params", stageEntries);
     add("schedule", quoted(t.schedule));
@@ -680,9 +707,10 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
             kExitBadInput)))
       return failure();
   }
-  if (failed(runPasses(module, [](PassManager &pm) {
+  if (failed(runPasses(module, [&](PassManager &pm) {
         pm.addPass(createFuseElementwise());
         pm.addPass(createMemoryPlan());
+        pm.addPass(createOverlapGradients({bucketBytes}));
       })))
     return failure();
   if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))

@@ -46,6 +46,11 @@ struct TrainOptions {
   /// Training-mode BatchNorm statistics over every dp rank's microbatch
   /// together (SyncBatchNorm), not each rank's own.
   bool syncBatchNorm = false;
+  /// MiB of gradients per bucket that the last microbatch's backward starts
+  /// summing over dp (cleave-overlap-gradients): "auto" (a quarter of the
+  /// gradients, 4 KiB to 25 MiB; off for --target cuda) or a number, 0 for
+  /// none (the sums run in the optimizer's step).
+  std::string bucketMb = "auto";
   /// With a pp axis: the pipeline schedule, gpipe or 1f1b.
   std::string schedule = "1f1b";
   /// With a pp axis: "auto" (a balanced cut, or the model's pipeline_stage

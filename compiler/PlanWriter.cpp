@@ -204,6 +204,8 @@ private:
   void setCollectives();
   void setMemory();
   void setTraining();
+  /// The buckets cleave-overlap-gradients starts in @forward, in order.
+  std::optional<rt::TrainingSpec::GradientBuckets> gradientBuckets();
   /// A pipeline stage's actions and stash, from the module's schedule.
   std::optional<rt::PipelineSpec> pipelineStage();
   /// The blob of the rank at `coordinates`.
@@ -379,15 +381,26 @@ void PlanBuilder::count(StringRef kind, int64_t axis, int64_t calls, int64_t buf
 LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error) {
   // @forward runs once per microbatch.
   int64_t repeats = func.getSymName() == "forward" ? options.training.gradAccum : 1;
+  auto cannotLower = [&] {
+    error = UserError{options.model, "a collective cannot be lowered (a cleave bug)", "",
+                      kExitInternal};
+    return failure();
+  };
+  // Sums begun by cleave.all_reduce_start run once a step, a call a bucket;
+  // @apply's all-reduces of them only wait.
   for (auto &run : allReduceRuns(func)) {
+    llvm::erase_if(run, [](shard::AllReduceOp reduce) { return reduce->hasAttr(kStartedAttr); });
     auto spans = reductionSpans(func, run);
-    if (failed(spans)) {
-      error = UserError{options.model, "a collective cannot be lowered (a cleave bug)", "",
-                        kExitInternal};
-      return failure();
-    }
+    if (failed(spans))
+      return cannotLower();
     for (const ReductionSpan &span : *spans)
       count("all_reduce", span.axis, repeats, span.bytes, span.payload);
+  }
+  for (auto start : func.getBody().front().getOps<AllReduceStartOp>()) {
+    FailureOr<ReductionSpan> span = bucketSpan(func, start);
+    if (failed(span))
+      return cannotLower();
+    count("all_reduce", span->axis, 1, span->bytes, span->payload);
   }
   func.walk([&](Operation *op) {
     auto reduce = dyn_cast<shard::AllReduceOp>(op);
@@ -496,6 +509,7 @@ void PlanBuilder::setTraining() {
       spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
   }
   spec.pipeline = pipelineStage();
+  spec.gradientBuckets = gradientBuckets();
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
       spec.lrInput = i;
@@ -505,6 +519,19 @@ void PlanBuilder::setTraining() {
       spec.dataInputs.push_back(i);
   }
   plan.training = spec;
+}
+
+std::optional<rt::TrainingSpec::GradientBuckets> PlanBuilder::gradientBuckets() {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return std::nullopt;
+  std::optional<rt::TrainingSpec::GradientBuckets> buckets;
+  for (auto start : forward.getBody().front().getOps<AllReduceStartOp>()) {
+    if (!buckets)
+      buckets.emplace().axis = plan.mesh->axisNames[start.getAxis()];
+    buckets->bytes.push_back(bucketSpan(forward, start)->bytes);
+  }
+  return buckets;
 }
 
 std::optional<rt::PipelineSpec> PlanBuilder::pipelineStage() {

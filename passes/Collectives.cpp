@@ -7,6 +7,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <optional>
+
 using namespace mlir;
 
 namespace cleave {
@@ -41,30 +43,24 @@ bool isInPlace(shard::AllReduceOp reduce) {
   return kind && (kind.getValue() == "param" || kind.getValue() == "state");
 }
 
-FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
-                                                     ArrayRef<shard::AllReduceOp> run) {
-  SmallVector<ReductionSpan> pieces;
-  for (shard::AllReduceOp reduce : run) {
-    auto arg = dyn_cast<BlockArgument>(reduce.getInput());
-    auto offset = arg ? func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                           kWeightsOffsetAttr)
-                      : IntegerAttr();
-    if (!offset)
-      return reduce.emitError("all-reduces only parameters and state in place; an all-reduce "
-                              "of an intermediate value has no lowering yet");
-    if (reduce.getReduction() != shard::ReductionKind::Sum || reduce.getGridAxes().size() != 1)
-      return reduce.emitError("only a sum over one mesh axis is lowered");
-    if (reduce.getInput().getType() != reduce.getResult().getType())
-      return reduce.emitError("changes the element type, which the in-place lowering cannot");
-    for (OpOperand &use : arg.getUses()) {
-      auto assign = dyn_cast<AssignOp>(use.getOwner());
-      if (use.getOwner() != reduce && !(assign && use.getOperandNumber() == 0))
-        return reduce.emitError("its input is read elsewhere, so it cannot be reduced in place");
-    }
-    auto type = cast<RankedTensorType>(arg.getType());
-    pieces.push_back({offset.getInt(), tensorBytes(type), reduce.getGridAxes()[0],
-                      type.getElementType(), tensorBytes(type)});
-  }
+namespace {
+
+/// The span of one stored argument of `func`; null when it has no place in
+/// the weights blob.
+std::optional<ReductionSpan> storedSpan(func::FuncOp func, Value value, int64_t axis) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  auto offset = arg ? func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr)
+                    : IntegerAttr();
+  if (!offset)
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(arg.getType());
+  return ReductionSpan{offset.getInt(), tensorBytes(type), axis, type.getElementType(),
+                       tensorBytes(type)};
+}
+
+/// `pieces` in offset order, each run of them that follows one another (up
+/// to the buffers' alignment) over one axis and of one element type merged.
+SmallVector<ReductionSpan> mergeSpans(SmallVector<ReductionSpan> pieces) {
   llvm::sort(pieces,
              [](const ReductionSpan &a, const ReductionSpan &b) { return a.offset < b.offset; });
   SmallVector<ReductionSpan> spans;
@@ -82,6 +78,47 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
     spans.push_back(piece);
   }
   return spans;
+}
+
+} // namespace
+
+FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
+                                                     ArrayRef<shard::AllReduceOp> run) {
+  SmallVector<ReductionSpan> pieces;
+  for (shard::AllReduceOp reduce : run) {
+    if (reduce.getReduction() != shard::ReductionKind::Sum || reduce.getGridAxes().size() != 1)
+      return reduce.emitError("only a sum over one mesh axis is lowered");
+    std::optional<ReductionSpan> piece =
+        storedSpan(func, reduce.getInput(), reduce.getGridAxes()[0]);
+    if (!piece)
+      return reduce.emitError("all-reduces only parameters and state in place; an all-reduce "
+                              "of an intermediate value has no lowering yet");
+    if (reduce.getInput().getType() != reduce.getResult().getType())
+      return reduce.emitError("changes the element type, which the in-place lowering cannot");
+    for (OpOperand &use : reduce.getInput().getUses()) {
+      auto assign = dyn_cast<AssignOp>(use.getOwner());
+      if (use.getOwner() != reduce && !(assign && use.getOperandNumber() == 0))
+        return reduce.emitError("its input is read elsewhere, so it cannot be reduced in place");
+    }
+    pieces.push_back(*piece);
+  }
+  return mergeSpans(std::move(pieces));
+}
+
+FailureOr<ReductionSpan> bucketSpan(func::FuncOp func, AllReduceStartOp start) {
+  SmallVector<ReductionSpan> pieces;
+  for (Value accumulator : start.getAccumulators()) {
+    std::optional<ReductionSpan> piece = storedSpan(func, accumulator, start.getAxis());
+    if (!piece)
+      return start.emitError("an accumulator has no place in the weights blob: run "
+                             "cleave-memory-plan first");
+    pieces.push_back(*piece);
+  }
+  SmallVector<ReductionSpan> spans = mergeSpans(std::move(pieces));
+  if (spans.size() != 1)
+    return start.emitError("its accumulators are not one span of the weights blob (")
+           << spans.size() << " spans)";
+  return spans.front();
 }
 
 SmallVector<SmallVector<shard::AllReduceOp>> allReduceRuns(func::FuncOp func) {

@@ -15,6 +15,8 @@
 
 namespace cleave {
 
+class AllReduceStartOp;
+
 /// The name of the module's device mesh (its axis names, in order, in
 /// kAxesAttr).
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
@@ -60,6 +62,10 @@ bool isInPlace(mlir::shard::AllReduceOp reduce);
 /// a sum over one axis.
 mlir::FailureOr<llvm::SmallVector<ReductionSpan>>
 reductionSpans(mlir::func::FuncOp func, llvm::ArrayRef<mlir::shard::AllReduceOp> run);
+
+/// The one span a bucket's accumulators fill (cleave-overlap-gradients),
+/// or an error on `start` when they are not one.
+mlir::FailureOr<ReductionSpan> bucketSpan(mlir::func::FuncOp func, AllReduceStartOp start);
 
 /// Every run of consecutive in-place all-reduces in `func`, in order.
 llvm::SmallVector<llvm::SmallVector<mlir::shard::AllReduceOp>> allReduceRuns(mlir::func::FuncOp func);

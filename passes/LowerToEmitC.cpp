@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -221,6 +222,8 @@ private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
   LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
+  /// `kernel`(ctx, the span of the weights blob as one flat tensor, axis).
+  void spanCall(StringRef kernel, const ReductionSpan &span);
   LogicalResult lowerCollective(Operation *op, ArrayRef<int16_t> axes);
   LogicalResult lowerPipelineMessage(Operation *op);
 
@@ -437,6 +440,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     tensors[op->getResult(0)] = call("cleave::rt::reshaped", tensorType, args);
     return success();
   }
+  if (auto start = dyn_cast<AllReduceStartOp>(op)) {
+    FailureOr<ReductionSpan> span = bucketSpan(func, start);
+    if (failed(span))
+      return failure();
+    spanCall("all_reduce_start", *span);
+    return success();
+  }
   if (isa<PipelineSendOp, PipelineRecvOp>(op))
     return lowerPipelineMessage(op);
   if (auto assign = dyn_cast<AssignOp>(op)) {
@@ -502,26 +512,45 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   return lowerKernel(op, kernel->second);
 }
 
-/// A run of all-reduces becomes one call per span (passes/Collectives.h).
+/// A run of all-reduces becomes one call per span (passes/Collectives.h);
+/// those a cleave.all_reduce_start began (cleave.started) one wait per axis.
 LogicalResult Lowering::lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions) {
-  auto spans = reductionSpans(func, reductions);
-  if (failed(spans))
-    return failure();
-  for (shard::AllReduceOp reduce : reductions)
+  SmallVector<shard::AllReduceOp> inPlace;
+  llvm::SmallSetVector<int64_t, 2> startedAxes;
+  for (shard::AllReduceOp reduce : reductions) {
     tensors[reduce.getResult()] = tensors.lookup(reduce.getInput());
-  for (const ReductionSpan &span : *spans) {
-    CallArgs view(b);
-    view.value(weights);
-    view.literal(std::to_string(span.offset));
-    view.literal(*dtypeLiteral(span.element));
-    view.literal(dimsLiteral({span.bytes / (span.element.getIntOrFloatBitWidth() / 8)}));
+    if (!reduce->hasAttr(kStartedAttr))
+      inPlace.push_back(reduce);
+    else if (reduce.getGridAxes().size() == 1)
+      startedAxes.insert(reduce.getGridAxes()[0]);
+    else
+      return reduce.emitError("was started over more than one mesh axis, which is not lowered");
+  }
+  for (int64_t axis : startedAxes) {
     CallArgs args(b);
     args.value(context);
-    args.value(call("cleave::rt::view", tensorType, view));
-    args.literal(std::to_string(span.axis));
-    call(kernelPrefix + "all_reduce", Type(), args);
+    args.literal(std::to_string(axis));
+    call(kernelPrefix + "all_reduce_wait", Type(), args);
   }
+  auto spans = reductionSpans(func, inPlace);
+  if (failed(spans))
+    return failure();
+  for (const ReductionSpan &span : *spans)
+    spanCall("all_reduce", span);
   return success();
+}
+
+void Lowering::spanCall(StringRef kernel, const ReductionSpan &span) {
+  CallArgs view(b);
+  view.value(weights);
+  view.literal(std::to_string(span.offset));
+  view.literal(*dtypeLiteral(span.element));
+  view.literal(dimsLiteral({span.bytes / (span.element.getIntOrFloatBitWidth() / 8)}));
+  CallArgs args(b);
+  args.value(context);
+  args.value(call("cleave::rt::view", tensorType, view));
+  args.literal(std::to_string(span.axis));
+  call(kernelPrefix + kernel.str(), Type(), args);
 }
 
 LogicalResult Lowering::run() {

@@ -512,6 +512,37 @@ def MemoryPlan : Pass<"cleave-memory-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
+  let summary = "Sum the data-parallel gradients in buckets while the last microbatch's backward runs";
+  let description = [{
+    Runs after cleave-memory-plan, on a training step whose @apply begins
+    with cleave-data-parallel's in-place `shard.all_reduce` of each
+    accumulator over the `dp` axis. It cuts those accumulators, in the
+    order they lie in the weights blob, into buckets: contiguous spans of
+    at least `bucket-bytes` each (the last may be smaller; -1: a quarter of
+    all of them, from 4 KiB to 25 MiB), as PyTorch's DDP buckets its
+    gradients. In @forward, each bucket gets a
+    `cleave.all_reduce_start` of its accumulators right after the last of
+    them is written; at run time the step's last microbatch queues the
+    bucket's sum on the background all-reduce's thread there, while its
+    backward goes on. @apply's all-reduces are marked `cleave.started`:
+    they only wait for the sums (one `all_reduce_wait`). The sums are the
+    same calls on the same values, so the step's results do not change.
+
+    Does nothing with `bucket-bytes` 0, without a dp axis of more than one
+    rank, when @apply all-reduces no gradient (ZeRO reduce-scatters them;
+    the loss's count and sum alone are left where they are), or in a
+    pipeline stage's program (whose backward is an entry point of its own). Errors: an accumulator @apply all-reduces that
+    @forward never writes.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
+           "Bytes of gradients per bucket; -1: auto (a quarter of all, 4 KiB to 25 MiB); "
+           "0: none, the sums run in @apply">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
   let summary = "Lower a memory-planned @forward and @apply to EmitC calls into the runtime";
   let description = [{

@@ -96,6 +96,7 @@ void registerCleavePipelines() {
         buildTrainPipeline(pm, options);
         pm.addPass(createFuseElementwise());
         pm.addPass(createMemoryPlan());
+        pm.addPass(createOverlapGradients({options.bucketBytes}));
       });
 }
 

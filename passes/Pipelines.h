@@ -59,6 +59,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       llvm::cl::desc("With a pp axis: GLOB=STAGE each, the stage of the parameters")};
   Option<int64_t> stage{*this, "stage", llvm::cl::init(0),
                         llvm::cl::desc("With a pp axis: the stage this program runs")};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes", llvm::cl::init(0),
+      llvm::cl::desc("cleave-overlap-gradients' bucket bytes (-1: auto, 0: none), run after "
+                     "the memory plan")};
   Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false),
                              llvm::cl::desc("Training-mode BatchNorm statistics over every dp "
                                             "rank's microbatch together")};
@@ -74,7 +78,8 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then
-/// cleave-memory-plan (what `cleave compile` writes as forward.mlir).
+/// cleave-fuse-elementwise, cleave-memory-plan and cleave-overlap-gradients
+/// (what `cleave compile` writes as forward.mlir).
 void registerCleavePipelines();
 
 } // namespace cleave

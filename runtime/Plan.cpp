@@ -163,6 +163,8 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
                             {"schedule", p->schedule},   {"actions", actions},
                             {"in_flight", p->inFlight}, {"stash", stash}};
   }
+  if (const auto &buckets = t.gradientBuckets)
+    training["gradient_buckets"] = {{"axis", buckets->axis}, {"bytes", buckets->bytes}};
   return training;
 }
 
@@ -296,6 +298,7 @@ public:
   bool schedule(const Json &json, TrainingSpec &spec);
   bool training(const Json &json, Plan &plan);
   /// training.pipeline, with the inputs it claims (the stash).
+  bool gradientBuckets(const Json &json, const Plan &plan, TrainingSpec &spec);
   bool pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
                 std::vector<bool> &claimed);
 
@@ -535,6 +538,8 @@ bool Reader::training(const Json &json, Plan &plan) {
     return false;
   if (json.contains("pipeline") && !pipeline(json["pipeline"], plan, spec, claimed))
     return false;
+  if (json.contains("gradient_buckets") && !gradientBuckets(json["gradient_buckets"], plan, spec))
+    return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (!claimed[i])
       return fail("training",
@@ -550,6 +555,27 @@ bool Reader::training(const Json &json, Plan &plan) {
   spec.lossOutput = *loss;
   spec.batchSize = spec.microBatch * spec.gradAccum;
   plan.training = spec;
+  return true;
+}
+
+bool Reader::gradientBuckets(const Json &json, const Plan &plan, TrainingSpec &spec) {
+  const std::string at = "training.gradient_buckets.";
+  TrainingSpec::GradientBuckets buckets;
+  if (!json.is_object())
+    return fail("training.gradient_buckets", "is not an object");
+  const Json *bytes = list(json, at, "bytes");
+  if (!bytes || !string(json, at, "axis", buckets.axis))
+    return false;
+  if (!plan.mesh || plan.mesh->axisIndex(buckets.axis) < 0)
+    return fail(at + "axis", "'" + buckets.axis + "' is not an axis of the plan's mesh");
+  if (bytes->empty())
+    return fail(at + "bytes", "is empty");
+  for (const Json &entry : *bytes) {
+    if (!entry.is_number_integer() || entry.get<int64_t>() <= 0)
+      return fail(at + "bytes", "is not a list of byte counts above 0");
+    buckets.bytes.push_back(entry.get<int64_t>());
+  }
+  spec.gradientBuckets = std::move(buckets);
   return true;
 }
 

@@ -241,6 +241,15 @@ struct TrainingSpec {
   /// Samples per step: microBatch * gradAccum.
   int64_t batchSize = 0;
   std::optional<PipelineSpec> pipeline;
+  /// The gradient buckets the last microbatch's backward starts summing on
+  /// the background all-reduce (passes/OverlapGradients.cpp), which the
+  /// optimizer waits for: their mesh axis and bytes, in the order started.
+  /// None: the sums run in the optimizer's call.
+  struct GradientBuckets {
+    std::string axis;
+    std::vector<int64_t> bytes;
+  };
+  std::optional<GradientBuckets> gradientBuckets;
 };
 
 struct Plan {

@@ -15,6 +15,7 @@
 #include <vector>
 
 namespace cleave::rt::comm {
+class BackgroundAllReduce;
 class Communicator;
 }
 
@@ -43,6 +44,12 @@ struct StepContext {
   /// The communicator of each mesh axis, in the mesh's order (all_reduce's
   /// `axis`); empty without a mesh. Owned by the driver.
   std::vector<comm::Communicator *> axes;
+  /// Where all_reduce_start queues its sums (runtime/comm/BackgroundAllReduce.h);
+  /// null: the program starts none. Owned by the driver.
+  comm::BackgroundAllReduce *background = nullptr;
+  /// Whether the calls that run now are the step's last microbatch, whose
+  /// backward starts the sums.
+  bool lastMicrobatch = false;
   /// Where kernels count the scratch they allocate for a call (a
   /// convolution's columns, runtime/ConvScratch.h); null: not counted.
   AllocationMeter *allocations = nullptr;

@@ -38,6 +38,8 @@ const char *trackName(Track track) {
   case Track::Compute: return "compute";
   case Track::Ops: return "ops";
   case Track::Communication: return "communication";
+  case Track::BackgroundCommunication:
+    return "communication (background)";
   case Track::Input: return "input";
   case Track::Checkpoint: return "checkpoint";
   }

@@ -29,16 +29,20 @@ enum class Track : int {
   Compute,
   /// One span per kernel call (--trace-ops).
   Ops,
-  /// One span per collective, and inside it "wait" and "transfer".
+  /// One span per collective, and inside it "wait" and "transfer"; the
+  /// waits for the background all-reduces.
   Communication,
+  /// The background all-reduce thread's sums (runtime/comm/BackgroundAllReduce.h).
+  BackgroundCommunication,
   /// Gathering each microbatch and copying it to the device.
   Input,
   /// Writing each checkpoint.
   Checkpoint,
 };
-inline constexpr int kTracks = 5;
+inline constexpr int kTracks = 6;
 
-/// "compute", "ops", "communication", "input", "checkpoint".
+/// "compute", "ops", "communication", "communication (background)", "input",
+/// "checkpoint".
 const char *trackName(Track track);
 
 class Timeline {

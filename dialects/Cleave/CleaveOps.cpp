@@ -860,6 +860,21 @@ LogicalResult AssignOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceStartOp::verify() {
+  if (getAccumulators().empty())
+    return emitOpError("needs an accumulator");
+  for (Value accumulator : getAccumulators()) {
+    auto arg = dyn_cast<BlockArgument>(accumulator);
+    auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
+    if (!func || !func.getArgAttr(arg.getArgNumber(), kAccumulatorAttr))
+      return emitOpError("operands must be gradient accumulators (function arguments marked ")
+             << kAccumulatorAttr << ")";
+  }
+  if (int64_t axis = getAxisAttr().getInt(); axis < 0)
+    return emitOpError("axis ") << axis << " is negative";
+  return success();
+}
+
 LogicalResult FusedElementwiseOp::verify() {
   rt::ElementwiseProgram program;
   std::string error =

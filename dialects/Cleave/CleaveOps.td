@@ -538,7 +538,8 @@ def Cleave_AssignOp : Cleave_Op<"assign", [MemoryEffects<[MemWrite]>,
   let description = [{
     The training step's only side effect: `target`, an argument of the function
     (`cleave.kind` "param" or "state"), holds `value` from the next step on.
-    Assignments come after every read of their target, at the end of the step.
+    Assignments come after every read of their target: at the end of the
+    step, or, for a gradient accumulator, right after its add.
   }];
   let arguments = (ins Cleave_Tensor:$target, Cleave_Tensor:$value);
   let assemblyFormat = "$value `to` $target attr-dict `:` type($target)";
@@ -584,6 +585,23 @@ def Cleave_DetachOp : Cleave_Op<"detach", [Pure, Cleave_Vjp,
 // receive nobody reads still takes its message, and neither may move past
 // the other communication of its function.
 class Cleave_PipelineOp<string mnemonic> : Cleave_Op<mnemonic, [MemoryEffects<[MemRead, MemWrite]>]> {
+  let hasVerifier = 1;
+}
+
+def Cleave_AllReduceStartOp : Cleave_Op<"all_reduce_start", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "start summing gradient accumulators over a mesh axis in the background";
+  let description = [{
+    Placed by `cleave-overlap-gradients` in a microbatch's step right after
+    the last of its `accumulators` (stored arguments, one span of the
+    weights blob) is written: on a step's last microbatch the runtime queues
+    their sum over mesh axis `axis` on the background all-reduce's thread
+    (runtime/comm/BackgroundAllReduce.h), and does nothing on the others.
+    `@apply`'s `shard.all_reduce` of each of them, marked `cleave.started`,
+    then only waits for the sums. Nothing else may touch the accumulators in
+    between.
+  }];
+  let arguments = (ins Variadic<Cleave_Tensor>:$accumulators, I64Attr:$axis);
+  let assemblyFormat = "$accumulators `on` `axis` $axis attr-dict `:` type($accumulators)";
   let hasVerifier = 1;
 }
 

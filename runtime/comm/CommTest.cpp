@@ -6,8 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/comm/Communicator.h"
 #include "runtime/Mesh.h"
+#include "runtime/comm/BackgroundAllReduce.h"
+#include "runtime/comm/Communicator.h"
 #include "runtime/comm/Mpi.h"
 #include "runtime/comm/MpiTest.h"
 
@@ -371,6 +372,76 @@ TEST(DeterministicTest, FewerElementsThanRanks) {
   double value = comm->rank() + 0.5;
   comm->allReduceSum(&value, 1, DType::F64, {});
   EXPECT_EQ(value, n * (n - 1) / 2.0 + 0.5 * n);
+}
+
+// --- The background all-reduce ---------------------------------------------
+
+// Sums queued on the thread, while the main thread makes a call of its own on
+// the original communicator, come out as the deterministic mode's sequential
+// sums bit for bit, and the report lists them in order with the ring's bytes.
+TEST(BackgroundAllReduceTest, SumsBesideTheMainThreadsCalls) {
+  auto comm = world(/*deterministic=*/true);
+  const int n = comm->size(), r = comm->rank();
+  std::string error;
+  std::unique_ptr<Communicator> group = comm->duplicate(error);
+  ASSERT_TRUE(group) << error;
+  EXPECT_EQ(group->axis(), comm->axis());
+  EXPECT_EQ(group->size(), n);
+  BackgroundAllReduce background(std::move(group), /*meshAxis=*/0);
+  const std::vector<std::size_t> counts = {kCount, 7, 3 * kCount};
+  std::vector<std::vector<float>> buffers;
+  std::size_t first = 0;
+  for (std::size_t count : counts) {
+    buffers.emplace_back(count);
+    for (std::size_t i = 0; i < count; ++i)
+      buffers.back()[i] = contribution<float>(r, first + i);
+    first += count;
+  }
+  for (size_t b = 0; b < buffers.size(); ++b)
+    background.start(buffers[b].data(), counts[b], DType::F32, 5, "bucket " + std::to_string(b));
+  double mine = r + 1;
+  comm->allReduceSum(&mine, 1, DType::F64, {5, "beside"});
+  EXPECT_EQ(mine, n * (n + 1) / 2.0);
+  background.waitAll();
+
+  first = 0;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    for (std::size_t i = 0; i < counts[b]; ++i) {
+      float expected = sequentialSum<float>(n, first + i);
+      ASSERT_EQ(std::memcmp(&buffers[b][i], &expected, sizeof expected), 0)
+          << "bucket " << b << " element " << i;
+    }
+    first += counts[b];
+  }
+  BackgroundAllReduce::Report report = background.takeReport();
+  ASSERT_EQ(report.sums.size(), counts.size());
+  for (size_t b = 0; b < counts.size(); ++b) {
+    const BackgroundAllReduce::Finished &sum = report.sums[b];
+    EXPECT_EQ(sum.what, "bucket " + std::to_string(b));
+    EXPECT_EQ(sum.step, 5);
+    EXPECT_EQ(sum.bufferBytes, counts[b] * sizeof(float));
+    EXPECT_EQ(sum.bytesSent, ringBytesSent(CollectiveKind::AllReduce, sum.bufferBytes, n));
+    EXPECT_LE(sum.begin, sum.end);
+  }
+  ASSERT_EQ(report.waits.size(), 1u);
+  EXPECT_LE(report.waits[0].first, report.waits[0].second);
+  // Taken: the next report starts empty.
+  EXPECT_TRUE(background.takeReport().sums.empty());
+  // The thread's bytes are its communicator's, not the original's.
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::AllReduce],
+            ringBytesSent(CollectiveKind::AllReduce, sizeof(double), n));
+}
+
+TEST(BackgroundAllReduceTest, ARankAloneSumsNothing) {
+  LocalCommunicator local("dp");
+  std::string error;
+  BackgroundAllReduce background(local.duplicate(error), 0);
+  float buffer[2] = {1.5f, -2.0f};
+  background.start(buffer, 2, DType::F32, 1, "gradients");
+  background.waitAll();
+  EXPECT_EQ(buffer[0], 1.5f);
+  EXPECT_EQ(buffer[1], -2.0f);
+  EXPECT_EQ(background.takeReport().sums.size(), 1u);
 }
 
 // --- Splitting per mesh axis ----------------------------------------------

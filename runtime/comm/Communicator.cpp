@@ -248,6 +248,10 @@ void Communicator::recv(void *buffer, std::size_t count, DType type, int peer, i
 LocalCommunicator::LocalCommunicator(std::string axis, CommOptions options)
     : Communicator(0, 1, 0, std::move(axis), options) {}
 
+std::unique_ptr<Communicator> LocalCommunicator::duplicate(std::string &) {
+  return std::make_unique<LocalCommunicator>(axis(), options());
+}
+
 void LocalCommunicator::doAllGather(const void *sent, void *received, std::size_t countPerRank,
                                     DType type, const CallSite &) {
   std::memmove(received, sent, countPerRank * dtypeSize(type));

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,6 +171,12 @@ public:
   /// Tells `observer` (null: nobody) of every call from now on.
   void observeWith(CollectiveObserver *observer) { observer_ = observer; }
 
+  /// A new communicator over the same ranks, with the same axis name and
+  /// options, whose calls never match this one's: for another thread
+  /// (runtime/comm/BackgroundAllReduce.h). Collective: every rank of the
+  /// group calls it. Null, with `error`, where the backend cannot.
+  virtual std::unique_ptr<Communicator> duplicate(std::string &error) = 0;
+
   /// buffer[i] = the sum over the group's ranks of their buffer[i], on every
   /// rank (f32, f64, i32, i64).
   void allReduceSum(void *buffer, std::size_t count, DType type, const CallSite &site);
@@ -260,6 +267,7 @@ private:
 class LocalCommunicator final : public Communicator {
 public:
   explicit LocalCommunicator(std::string axis, CommOptions options = {});
+  std::unique_ptr<Communicator> duplicate(std::string &error) override;
 
 protected:
   void doAllReduceSum(void *, std::size_t, DType, const CallSite &) override {}

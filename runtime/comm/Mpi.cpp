@@ -67,8 +67,14 @@ std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
     return nullptr;
   }
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     error = "MPI did not start (MPI_Init_thread failed)";
+    return nullptr;
+  }
+  if (provided < MPI_THREAD_MULTIPLE) {
+    MPI_Finalize();
+    error = "this MPI does not let two threads call it (MPI_THREAD_MULTIPLE), which the "
+            "background all-reduce needs";
     return nullptr;
   }
   int rank = 0, size = 1;
@@ -107,21 +113,32 @@ MpiCommunicator::~MpiCommunicator() {
   MPI_Comm_free(&comm_);
 }
 
-std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const MpiSession &session,
-                                                        CommOptions options) {
-  // Duplicating is collective: without a deadline, a rank that never comes
-  // would hang the others here.
+namespace {
+
+/// MPI_Comm_idup of `source` within `timeoutSeconds`: duplicating is
+/// collective, and without a deadline a rank that never comes would hang the
+/// others here. MPI_COMM_NULL when the deadline passes.
+MPI_Comm duplicateWithin(MPI_Comm source, double timeoutSeconds) {
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Request request;
-  Deadline deadline(options.timeoutSeconds);
-  // MPI_COMM_WORLD's handler is MPI_ERRORS_ARE_FATAL: a failure ends the job.
-  MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request);
+  Deadline deadline(timeoutSeconds);
+  if (MPI_Comm_idup(source, &comm, &request) != MPI_SUCCESS)
+    return MPI_COMM_NULL;
   bool done = pollUntil(deadline, [&] {
     int flag = 0;
     MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
     return flag != 0;
   });
-  if (!done) {
+  return done ? comm : MPI_COMM_NULL;
+}
+
+} // namespace
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const MpiSession &session,
+                                                        CommOptions options) {
+  // MPI_COMM_WORLD's handler is MPI_ERRORS_ARE_FATAL: a failure ends the job.
+  MPI_Comm comm = duplicateWithin(MPI_COMM_WORLD, options.timeoutSeconds);
+  if (comm == MPI_COMM_NULL) {
     std::fprintf(stderr,
                  "cleave: error: rank %d: starting the communicator 'world' timed out after "
                  "%g s\n",
@@ -132,6 +149,18 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world(const MpiSession &sessio
   prepare(comm, "world");
   return std::unique_ptr<MpiCommunicator>(
       new MpiCommunicator(comm, session.worldRank(), "world", options));
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::duplicate(std::string &error) {
+  MPI_Comm comm = duplicateWithin(comm_, options().timeoutSeconds);
+  if (comm == MPI_COMM_NULL) {
+    error = "duplicating the communicator '" + axis() + "' failed or timed out after " +
+            std::to_string(options().timeoutSeconds) + " s";
+    return nullptr;
+  }
+  prepare(comm, axis());
+  return std::unique_ptr<MpiCommunicator>(
+      new MpiCommunicator(comm, worldRank(), axis(), options()));
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::split(const Mesh &mesh,

@@ -34,9 +34,10 @@ class Deadline;
 /// while MPI runs in this process, otherwise an exit of this process.
 [[noreturn]] void abortJob(int exitCode);
 
-/// MPI_Init on creation, MPI_Finalize on destruction. Only the thread that
-/// created it may call MPI (MPI_THREAD_FUNNELED): data prefetch threads
-/// never communicate.
+/// MPI_Init on creation, MPI_Finalize on destruction. Any thread may call
+/// MPI (MPI_THREAD_MULTIPLE), each on communicators of its own: the main
+/// thread and the background all-reduce's (BackgroundAllReduce.h); the
+/// input thread never communicates.
 class MpiSession {
 public:
   /// Starts MPI, or returns null and says why (MPI already started in this
@@ -71,6 +72,9 @@ public:
   /// axes of `mesh` or the mesh does not have this group's size.
   std::unique_ptr<MpiCommunicator> split(const Mesh &mesh, const std::vector<std::string> &axes,
                                          std::string &error);
+
+  /// MPI_Comm_idup of this group, within the timeout.
+  std::unique_ptr<Communicator> duplicate(std::string &error) override;
 
   MPI_Comm handle() const { return comm_; }
 

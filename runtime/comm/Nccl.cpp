@@ -39,6 +39,11 @@ struct Header {
 
 } // namespace
 
+std::unique_ptr<Communicator> NcclCommunicator::duplicate(std::string &error) {
+  error = "all-reduces on a thread of their own are not built for NCCL yet";
+  return nullptr;
+}
+
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
                                                            cudaStream_t stream) {
   std::string setup = "NCCL setup on axis '" + host.axis() + "': ";

@@ -39,6 +39,9 @@ public:
   static std::unique_ptr<NcclCommunicator> create(Communicator &host, cudaStream_t stream);
   ~NcclCommunicator() override;
 
+  /// Not built yet: a second NCCL communicator and stream per axis.
+  std::unique_ptr<Communicator> duplicate(std::string &error) override;
+
   ncclComm_t handle() const { return comm_; }
   cudaStream_t stream() const { return stream_; }
 

@@ -43,9 +43,13 @@ public:
       std::memcpy(host, device, bytes);
   }
   void setThreads(int threads) override { context.threads = threads; }
-  void setStep(int64_t step, uint64_t randomStream) override {
+  void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) override {
     context.step = step;
     context.randomStream = randomStream;
+    context.lastMicrobatch = lastMicrobatch;
+  }
+  void setBackground(cleave::rt::comm::BackgroundAllReduce *background) override {
+    context.background = background;
   }
   void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {
     context.axes = axes;

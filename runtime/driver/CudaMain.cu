@@ -71,9 +71,13 @@ public:
     check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
   }
   void setThreads(int) override {}
-  void setStep(int64_t step, uint64_t randomStream) override {
+  void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) override {
     context.step = step;
     context.randomStream = randomStream;
+    context.lastMicrobatch = lastMicrobatch;
+  }
+  void setBackground(cleave::rt::comm::BackgroundAllReduce *background) override {
+    context.background = background;
   }
   void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {
     context.axes.clear();

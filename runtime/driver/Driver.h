@@ -22,6 +22,7 @@
 namespace cleave::rt {
 
 namespace comm {
+class BackgroundAllReduce;
 class Communicator;
 }
 class ProgramMarks;
@@ -46,9 +47,14 @@ public:
   virtual bool readsStaging() const = 0;
   virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
   virtual void setThreads(int threads) = 0;
-  /// The training step of the next calls (named by collectives' errors) and
-  /// the random stream that keys their dropout masks (runtime/Random.h).
-  virtual void setStep(int64_t step, uint64_t randomStream) = 0;
+  /// The training step of the next calls (named by collectives' errors),
+  /// the random stream that keys their dropout masks (runtime/Random.h),
+  /// and whether they are the step's last microbatch (which starts the
+  /// background all-reduces).
+  virtual void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) = 0;
+  /// Where the program's all_reduce_start queues its sums (null: none);
+  /// over one of communicators()' duplicates.
+  virtual void setBackground(comm::BackgroundAllReduce *background) = 0;
   /// The communicators of the mesh axes, in the mesh's order, for the
   /// program's collectives: used as they are (host memory) or, by a device
   /// backend, to start its own over the same ranks.

@@ -2,8 +2,7 @@
 
 #include "runtime/driver/InputPrefetch.h"
 
-#include <pthread.h>
-#include <signal.h>
+#include "runtime/OwnThread.h"
 
 namespace cleave::rt {
 
@@ -14,14 +13,7 @@ InputPrefetch::InputPrefetch(std::vector<size_t> bufferBytes, int64_t rows, Samp
   for (Slot &slot : slots)
     for (size_t bytes : this->bufferBytes)
       slot.buffers.push_back(static_cast<char *>(allocate(bytes)));
-  // Signals (a stop, a kill) go to the main thread: the input thread starts
-  // with every signal blocked.
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
-  thread = std::thread([this] { run(); });
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  pthread_setname_np(thread.native_handle(), "cleave-input");
+  thread = startOwnThread("cleave-input", [this] { run(); });
 }
 
 InputPrefetch::~InputPrefetch() {

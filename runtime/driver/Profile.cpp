@@ -210,8 +210,9 @@ StepTimes RunProfile::endStep() {
   const Clock::time_point end = Clock::now();
   inStep = false;
   current.seconds = secondsBetween(stepBegin, end);
-  // The program's calls made the step's collectives: the rest is compute.
-  current.compute -= current.communication;
+  // The program's calls made the step's collectives and waited for the
+  // background ones: the rest is compute.
+  current.compute -= current.exposedCommunication;
   if (timeline)
     timeline->add(Track::Compute, "step " + std::to_string(step), stepBegin, end,
                   nlohmann::ordered_json{{"step", step}}.dump());
@@ -229,28 +230,63 @@ void RunProfile::checkpoint(int64_t number, Clock::time_point begin,
                 Clock::now(), args.dump());
 }
 
+namespace {
+
+/// A collective's arguments in the trace.
+nlohmann::ordered_json collectiveArgs(const comm::Communicator &group, comm::CollectiveKind kind,
+                                      uint64_t bufferBytes, uint64_t bytesSent, int64_t step,
+                                      std::string_view what) {
+  nlohmann::ordered_json args = {
+      {"kind", comm::collectiveName(kind)}, {"axis", group.axis()},    {"group_size", group.size()},
+      {"buffer_bytes", bufferBytes},        {"bytes_sent", bytesSent}, {"step", step}};
+  if (!what.empty())
+    args["what"] = std::string(what);
+  return args;
+}
+
+} // namespace
+
 void RunProfile::collective(const comm::Communicator &group, const comm::CollectiveTiming &timing) {
   const double seconds = secondsBetween(timing.begin, timing.end);
   totalCommunication += seconds;
-  if (inStep)
+  if (inStep) {
     current.communication += seconds;
+    current.exposedCommunication += seconds;
+  }
   if (!timeline)
     return;
   const char *kind = comm::collectiveName(timing.kind);
-  nlohmann::ordered_json args = {{"kind", kind},
-                                 {"axis", group.axis()},
-                                 {"group_size", group.size()},
-                                 {"buffer_bytes", timing.bufferBytes},
-                                 {"bytes_sent", timing.bytesSent},
-                                 {"step", timing.site.step}};
-  if (!timing.site.what.empty())
-    args["what"] = std::string(timing.site.what);
   // The whole call first, so a viewer nests the parts that share its ends.
   timeline->add(Track::Communication, std::string(kind) + " " + group.axis(), timing.begin,
-                timing.end, args.dump());
+                timing.end,
+                collectiveArgs(group, timing.kind, timing.bufferBytes, timing.bytesSent,
+                               timing.site.step, timing.site.what)
+                    .dump());
   if (timing.arrived > timing.begin) {
     timeline->add(Track::Communication, "wait", timing.begin, timing.arrived);
     timeline->add(Track::Communication, "transfer", timing.arrived, timing.end);
+  }
+}
+
+void RunProfile::background(const comm::Communicator &group,
+                            const comm::BackgroundAllReduce::Report &report) {
+  for (const comm::BackgroundAllReduce::Finished &sum : report.sums) {
+    if (inStep)
+      current.communication += secondsBetween(sum.begin, sum.end);
+    if (timeline)
+      timeline->add(Track::BackgroundCommunication, "all_reduce " + group.axis(), sum.begin,
+                    sum.end,
+                    collectiveArgs(group, comm::CollectiveKind::AllReduce, sum.bufferBytes,
+                                   sum.bytesSent, sum.step, sum.what)
+                        .dump());
+  }
+  for (const auto &[begin, end] : report.waits) {
+    const double seconds = secondsBetween(begin, end);
+    totalCommunication += seconds;
+    if (inStep)
+      current.exposedCommunication += seconds;
+    if (timeline)
+      timeline->add(Track::Communication, "wait for background all_reduce", begin, end);
   }
 }
 
@@ -263,7 +299,8 @@ void RunProfile::finish(comm::Communicator &world, const std::vector<StepTimes> 
   auto flatten = [](const std::vector<StepTimes> &steps) {
     std::vector<double> values;
     for (const StepTimes &s : steps)
-      values.insert(values.end(), {s.seconds, s.compute, s.communication, s.input, s.inputRead});
+      values.insert(values.end(), {s.seconds, s.compute, s.communication, s.exposedCommunication,
+                                   s.input, s.inputRead});
     return values;
   };
   std::string part;
@@ -284,12 +321,12 @@ void RunProfile::finish(comm::Communicator &world, const std::vector<StepTimes> 
   ranks[0] = mine;
   std::vector<std::string> parts{part};
   for (int peer = 1; peer < world.size(); ++peer) {
-    constexpr size_t kFields = 5; // flatten's
+    constexpr size_t kFields = 6; // flatten's
     std::vector<double> values(kFields * mine.size());
     world.recv(values.data(), values.size(), DType::F64, peer, kStepsTag, site);
     for (size_t i = 0; i < mine.size(); ++i) {
       const double *v = &values[kFields * i];
-      ranks[peer].push_back({v[0], v[1], v[2], v[3], v[4]});
+      ranks[peer].push_back({v[0], v[1], v[2], v[3], v[4], v[5]});
     }
     if (timeline) {
       int64_t size = 0;

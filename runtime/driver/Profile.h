@@ -18,6 +18,7 @@
 #include "runtime/ProgramEntry.h"
 #include "runtime/StepContext.h"
 #include "runtime/Timeline.h"
+#include "runtime/comm/BackgroundAllReduce.h"
 #include "runtime/comm/Communicator.h"
 
 #include <cstdint>
@@ -35,8 +36,12 @@ struct StepTimes {
   double seconds = 0;
   /// In the program's calls, less the collectives they made.
   double compute = 0;
-  /// In collectives (waiting for the other ranks and moving data).
+  /// In collectives (waiting for the other ranks and moving data): the
+  /// main thread's, and the background all-reduce's sums.
   double communication = 0;
+  /// The part of it that compute did not hide: the main thread's
+  /// collectives and its waits for the background sums.
+  double exposedCommunication = 0;
   /// Waiting for the input thread's microbatches and copying them to the
   /// device (runtime/driver/InputPrefetch.h).
   double input = 0;
@@ -87,7 +92,12 @@ public:
   void checkpoint(int64_t step, Timeline::Clock::time_point begin,
                   std::optional<uint64_t> bytes);
 
-  /// Seconds in collectives since the run began.
+  /// The background all-reduce's sums and the waits for them since the
+  /// last report (runtime/comm/BackgroundAllReduce.h), over `group`.
+  void background(const comm::Communicator &group, const comm::BackgroundAllReduce::Report &report);
+
+  /// Seconds the main thread spent in collectives, or waiting for them,
+  /// since the run began.
   double communicationSeconds() const { return totalCommunication; }
 
   /// Stops observing, and gathers every rank's step figures and timeline to

@@ -102,17 +102,21 @@ std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
 }
 
 /// Rank 0's bytes sent over the run per collective kind and mesh axis
-/// (ring-algorithm counts, runtime/comm): [{kind, axis, bytes}].
+/// (ring-algorithm counts, runtime/comm), the background all-reduce's with
+/// its axis's: [{kind, axis, bytes}].
 nlohmann::ordered_json bytesSentJson(const Mesh &mesh,
-                                     const std::vector<comm::Communicator *> &axes) {
+                                     const std::vector<comm::Communicator *> &axes,
+                                     const comm::BackgroundAllReduce *background) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (size_t a = 0; a < axes.size(); ++a) {
     for (int kind = 0; kind < comm::kCollectiveKinds; ++kind) {
-      uint64_t bytes = axes[a]->bytesSent()[static_cast<comm::CollectiveKind>(kind)];
+      const auto k = static_cast<comm::CollectiveKind>(kind);
+      uint64_t bytes = axes[a]->bytesSent()[k];
+      if (background && background->meshAxis() == static_cast<int64_t>(a))
+        bytes += background->group().bytesSent()[k];
       if (bytes > 0)
-        list.push_back({{"kind", comm::collectiveName(static_cast<comm::CollectiveKind>(kind))},
-                        {"axis", mesh.axisNames[a]},
-                        {"bytes", bytes}});
+        list.push_back(
+            {{"kind", comm::collectiveName(k)}, {"axis", mesh.axisNames[a]}, {"bytes", bytes}});
     }
   }
   return list;
@@ -195,6 +199,10 @@ struct Job {
   Mesh mesh;
   std::unique_ptr<comm::Communication> communication;
   std::vector<comm::Communicator *> axes;
+  /// The gradient buckets' sums, on a thread of their own (plan.json's
+  /// training.gradient_buckets); declared after `communication`, so it
+  /// stops before MPI does.
+  std::unique_ptr<comm::BackgroundAllReduce> background;
   std::vector<int> coordinates;
   int64_t dpSize = 1, dpRank = 0;
   /// Rank 0 prints progress and writes what every rank holds alike.
@@ -347,6 +355,14 @@ int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend,
   job.dpSize = dpAxis < 0 ? 1 : job.mesh.shape[dpAxis];
   job.dpRank = dpAxis < 0 ? 0 : job.coordinates[dpAxis];
   job.reporting = job.communication->rank() == 0;
+  if (const auto &buckets = plan.training ? plan.training->gradientBuckets : std::nullopt) {
+    const int axis = job.mesh.axisIndex(buckets->axis);
+    std::unique_ptr<comm::Communicator> group = backend.communicators()[axis]->duplicate(error);
+    if (!group)
+      return fail("training.gradient_buckets", error, 1);
+    job.background = std::make_unique<comm::BackgroundAllReduce>(std::move(group), axis);
+    backend.setBackground(job.background.get());
+  }
   return 0;
 }
 
@@ -991,7 +1007,7 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
       ",\n  \"threads\": " + std::to_string(options.threads) +
       ",\n  \"peak_bytes_allocated\": " + std::to_string(backend.allocations().peakBytes()) +
       ",\n  \"process_peak_rss_bytes\": " + std::to_string(processPeakRssBytes()) +
-      ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes).dump();
+      ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes, job.background.get()).dump();
   if (!options.checkpointDir.empty()) {
     text += ",\n  \"checkpoints\": [";
     for (size_t i = 0; i < checkpoints.size(); ++i)
@@ -1011,13 +1027,12 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
   }
   text += "\n  ],\n  \"step_times\": [";
   for (size_t i = 0; i < records.size(); ++i) {
-    // Nothing overlaps communication with compute yet: all of it is exposed.
     nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
     for (const std::vector<StepTimes> &rank : report.ranks)
       ranks.push_back({{"seconds", rank[i].seconds},
                        {"compute_seconds", rank[i].compute},
                        {"communication_seconds", rank[i].communication},
-                       {"exposed_communication_seconds", rank[i].communication},
+                       {"exposed_communication_seconds", rank[i].exposedCommunication},
                        {"input_wait_seconds", rank[i].input},
                        {"input_read_seconds", rank[i].inputRead}});
     text += (i == 0 ? "\n    " : ",\n    ") +
@@ -1110,7 +1125,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     // microbatch's place in the global batch: a dp layout draws what one
     // device accumulating the same microbatches does.
     auto runMicrobatch = [&](int64_t k, ProgramEntryPoint entry) {
-      backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k));
+      backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k),
+                      k + 1 == spec.gradAccum);
       profile.beginCall(k, entry);
       program.run(backend, entry);
       profile.endCall();
@@ -1153,6 +1169,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     profile.beginCall(-1, ProgramEntryPoint::Apply);
     program.run(backend, ProgramEntryPoint::Apply);
     profile.endCall();
+    if (job.background)
+      profile.background(job.background->group(), job.background->takeReport());
     // A pipeline stage's step ends when its messages (the tied weights'
     // gradients of @apply too) are taken.
     if (spec.pipeline)

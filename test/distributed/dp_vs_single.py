@@ -12,6 +12,12 @@
 #   - --mesh dp=N --deterministic against one device accumulating the same N
 #     microbatches (--grad-accum N): every loss and every parameter bit for
 #     bit, with adamw;
+#   - gradients summed in buckets during the last microbatch's backward
+#     (--bucket-mb, the background all-reduce; the default "auto" is what
+#     every run above uses): small buckets (several per step, checked in
+#     plan.json) on dp=2 with --grad-accum 2 and on dp=4, and none at all
+#     (--bucket-mb 0), within the same tolerances; with --deterministic, bit
+#     for bit;
 #   - the bytes each rank sent (the run's log) equal plan.json's prediction.
 # The GPT's targets have ignore_index positions spread unevenly over the
 # ranks' slices. Models are exported at each micro-batch they run at (their
@@ -188,6 +194,19 @@ def main():
             bytes_as_planned(f"{name} dp={ranks}", run, problems)
         close(f"{name} dp=2 grad-accum 2", m.train("dp2-k2", 2, 2, MOMENTUM), reference,
               problems)
+        small = ["--bucket-mb", "0.001"]
+        for ranks, accum in ((2, 2), (4, 1)):
+            label = f"{name} dp={ranks} grad-accum {accum} 1 KiB buckets"
+            run = m.train(f"dp{ranks}-k{accum}-buckets", ranks, accum, MOMENTUM, small)
+            close(label, run, reference, problems)
+            bytes_as_planned(label, run, problems)
+            buckets = run[3]["training"].get("gradient_buckets", {}).get("bytes", [])
+            if len(buckets) < 2:
+                problems.append(f"{label}: plan.json has buckets {buckets}, not several")
+        run = m.train("dp2-no-buckets", 2, 1, MOMENTUM, ["--bucket-mb", "0"])
+        close(f"{name} dp=2 --bucket-mb 0", run, reference, problems)
+        if "gradient_buckets" in run[3]["training"]:
+            problems.append(f"{name} dp=2 --bucket-mb 0: plan.json has gradient_buckets")
         for zero in (1, 2, 3):
             for ranks in (2, 4):
                 label = f"{name} dp={ranks} zero={zero}"
@@ -201,6 +220,8 @@ def main():
             one = m.train(f"one-k{ranks}", 1, ranks, ADAMW)
             run = m.train(f"dp{ranks}-det", ranks, 1, ADAMW, ["--deterministic"])
             identical(f"{name} dp={ranks} --deterministic", run, one, problems)
+            run = m.train(f"dp{ranks}-det-buckets", ranks, 1, ADAMW, ["--deterministic", *small])
+            identical(f"{name} dp={ranks} --deterministic 1 KiB buckets", run, one, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
     for p in problems:
         print("FAIL:", p)

@@ -6,21 +6,24 @@
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOSPLIT
 
 // @forward adds one microbatch's gradient, loss sum and count into state
-// accumulators and returns nothing; @apply divides by the count once,
-// updates the parameter and the optimizer's state, zeroes the accumulators
-// and returns the loss (sum / count) under its own name.
+// accumulators, each right after its value is computed, and returns
+// nothing; @apply divides by the count once, updates the parameter and the
+// optimizer's state, zeroes the accumulators and returns the loss (sum /
+// count) under its own name.
 
 // ADAM-LABEL: func.func @forward
 // ADAM-SAME: %arg2: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_count"}
 // ADAM-SAME: %arg3: tensor<f32> {cleave.accumulator, cleave.kind = "state", cleave.name = "cleave.loss_sum"}
 // ADAM-SAME: %arg4: tensor<3xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w"}) {
 // ADAM: %[[SUM:.*]] = cleave.reduce_sum
-// ADAM: %[[COUNT:.*]] = cleave.add %arg2, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
-// ADAM: %[[LOSS:.*]] = cleave.add %arg3, %[[SUM]]
-// ADAM: %[[GRAD:.*]] = cleave.add %arg4, %{{.*}} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
-// ADAM: cleave.assign %[[COUNT]] to %arg2
-// ADAM: cleave.assign %[[LOSS]] to %arg3
-// ADAM: cleave.assign %[[GRAD]] to %arg4
+// ADAM-NEXT: %[[LOSS:.*]] = cleave.add %arg3, %[[SUM]]
+// ADAM-NEXT: cleave.assign %[[LOSS]] to %arg3
+// ADAM: %[[ONE:.*]] = cleave.constant {value = dense<1.000000e+00> : tensor<f32>}
+// ADAM-NEXT: %[[COUNT:.*]] = cleave.add %arg2, %[[ONE]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// ADAM-NEXT: cleave.assign %[[COUNT]] to %arg2
+// ADAM: %[[G:.*]] = cleave.mul %{{.*}}, %arg0
+// ADAM-NEXT: %[[GRAD:.*]] = cleave.add %arg4, %[[G]] : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+// ADAM-NEXT: cleave.assign %[[GRAD]] to %arg4
 // ADAM-NEXT: return{{$}}
 
 // ADAM-LABEL: func.func @apply

@@ -3,7 +3,7 @@
 # line") and ended with one newline after the last step, or before another
 # line (a checkpoint's) is printed; piped, it is one plain line after every
 # max(1, N/10) steps and after the last. On several ranks it shows the
-# communication share, which is rank 0's communication seconds of the
+# communication share, which is rank 0's exposed communication seconds of the
 # --log-json metrics over the run's seconds (within 2 points: the line is
 # drawn a moment before the run's time is taken). --quiet prints none.
 #
@@ -92,7 +92,7 @@ def main():
                          capture_output=True, text=True, check=True)
     shares = [m.group(3) for m in re.finditer("^" + LINE + "$", run.stderr, re.M)]
     metrics = json.load(open(f"{workdir}/dp2.json"))
-    spent = sum(s["ranks"][0]["communication_seconds"] for s in metrics["step_times"])
+    spent = sum(s["ranks"][0]["exposed_communication_seconds"] for s in metrics["step_times"])
     want = 100 * spent / metrics["seconds"]
     expect(len(shares) == 10 and all(s is not None for s in shares)
            and abs(int(shares[-1]) - want) <= 2,

@@ -23,9 +23,18 @@
 #     each process's labels say): the transfers of one call of a group
 #     overlap (none can end before the group's last rank has arrived);
 #   - --log-json has, per step and rank, compute, communication, exposed
-#     communication (= communication: nothing overlaps yet) and input wait
-#     seconds, compute + communication + input <= the step's seconds, and the
-#     communication seconds are the step's collective spans;
+#     communication and input wait seconds, compute + exposed communication +
+#     input <= the step's seconds; the communication seconds are the step's
+#     collective spans (with --bucket-mb 0, the dp and tp layouts above: all
+#     of it exposed);
+#   - with gradient buckets (dp=2, --grad-accum 2, 1 KiB buckets): each step's
+#     sums are spans of the "communication (background)" track, one per
+#     bucket of plan.json in its order, with the bytes computed here from the
+#     shapes (the accumulators cut where a bucket reaches 1 KiB), inside the
+#     last microbatch's backward and the optimizer; the optimizer's one "wait
+#     for background all_reduce" span is the exposed part: communication =
+#     the background spans, exposed = the wait, compute = the phases less
+#     the wait;
 #   - checkpoint writes are spans of the checkpoint track with the bytes the
 #     metrics report.
 #
@@ -106,7 +115,45 @@ def rank_names(shape, names):
     return result
 
 
-def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoints):
+def bucket_bytes(shapes, cap):
+    """The gradient buckets of --bucket-mb (cap bytes), as docs/training.md
+    describes them: the accumulators (loss count and sum, then each
+    parameter's gradient, at 64-byte aligned offsets) cut, in that order,
+    after the one that brings a bucket to cap bytes; each bucket's span from
+    its first accumulator's start to its last one's end."""
+    sizes = [4, 4] + [int(np.prod(shape, dtype=np.int64)) * 4 for shape in shapes.values()]
+    spans, start, offset, held = [], 0, 0, 0
+    for i, size in enumerate(sizes):
+        held += size
+        end = offset + size
+        if held >= cap or i == len(sizes) - 1:
+            spans.append(end - start)
+            held = 0
+            start = -(-end // ALIGN) * ALIGN
+        offset = -(-end // ALIGN) * ALIGN
+    return spans
+
+
+def check_background(where, sums, waits, phases, buckets, expected):
+    """One step's background sums and the optimizer's wait for them."""
+    expect([c.args.get("buffer_bytes") for c in sums] == buckets,
+           f"{where}: background sums of {[c.args.get('buffer_bytes') for c in sums]} bytes, "
+           f"plan.json's buckets {buckets}")
+    expect(sorted(buckets) == sorted(expected),
+           f"{where}: plan.json's buckets {sorted(buckets)}, the shapes make {sorted(expected)}")
+    expect(all(c.name == "all_reduce dp" and c.args.get("axis") == "dp" for c in sums),
+           f"{where}: background spans {[(c.name, c.args) for c in sums]}")
+    last_backward = [p for p in phases if p.name == "backward"][-1]
+    optimizer = phases[-1]
+    expect(all(c.ts >= last_backward.ts - chrome_trace.NS and
+               c.end <= optimizer.end + chrome_trace.NS for c in sums),
+           f"{where}: a background sum outside the last backward and the optimizer")
+    expect(len(waits) == 1 and optimizer.holds(waits[0], chrome_trace.NS),
+           f"{where}: waits {waits}, not one inside the optimizer")
+
+
+def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoints,
+              expected_buckets=()):
     trace_path = os.path.join(workdir, f"{label}.trace.json")
     metrics_path = os.path.join(workdir, f"{label}.metrics.json")
     plan = json.load(open(os.path.join(workdir, label, "plan.json")))
@@ -121,9 +168,12 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
     names = [p.split("=")[0] for p in mesh.split(",")] if mesh else []
     expect(trace.processes == rank_names(shape, names),
            f"{label}: processes {trace.processes}, want {rank_names(shape, names)}")
+    buckets = plan["training"].get("gradient_buckets", {}).get("bytes", [])
     want_tracks = {"compute", "input"}
     if ranks > 1:
         want_tracks.add("communication")
+    if buckets:
+        want_tracks.add("communication (background)")
     if ops:
         want_tracks.add("ops")
     for rank in range(ranks):
@@ -137,6 +187,12 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
                f"{label}: step {record['step']} has {len(record.get('ranks', []))} ranks")
 
     planned = {(c["kind"], c["axis"]): c for c in plan.get("collectives", [])}
+    if expected_buckets:
+        # A call a bucket, of its span's bytes; none on the training thread.
+        want = {("all_reduce", "dp"): (len(expected_buckets), sum(expected_buckets))}
+        got = {key: (c["calls_per_step"], c["buffer_bytes"]) for key, c in planned.items()}
+        expect(got == want, f"{label}: plan.json's collectives {got}, want {want}")
+        planned = {}
     expect(set(planned) == set(expected_bytes),
            f"{label}: plan.json's collectives {sorted(planned)}, want {sorted(expected_bytes)}")
     for key, size in expected_bytes.items():
@@ -154,8 +210,10 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
         phases = [s for s in compute if not s.name.startswith("step ")]
         inputs = trace.track(rank, "input")
         comm = trace.track(rank, "communication")
-        calls = [s for s in comm if s.name not in ("wait", "transfer")]
+        waited = [s for s in comm if s.name == "wait for background all_reduce"]
+        calls = [s for s in comm if s not in waited and s.name not in ("wait", "transfer")]
         parts = [s for s in comm if s.name in ("wait", "transfer")]
+        background = trace.track(rank, "communication (background)") if buckets else []
         kernels = trace.track(rank, "ops")
         # Per step: how far the phases and input reads fall short of covering
         # it, less 15%. Work the trace leaves out shows in every step; the
@@ -190,19 +248,28 @@ def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoin
             if not expect(all(isinstance(record.get(k), float) and record[k] >= 0 for k in keys),
                           f"{label}: rank {rank} step {n}: fields {record}"):
                 continue
-            expect(record["compute_seconds"] + record["communication_seconds"] +
+            expect(record["compute_seconds"] + record["exposed_communication_seconds"] +
                    record["input_wait_seconds"] <= record["seconds"] + 1e-9,
-                   f"{label}: rank {rank} step {n}: compute + communication + input exceed "
-                   f"the step: {record}")
-            expect(record["exposed_communication_seconds"] == record["communication_seconds"],
-                   f"{label}: rank {rank} step {n}: exposed differs from communication")
+                   f"{label}: rank {rank} step {n}: compute + exposed communication + input "
+                   f"exceed the step: {record}")
             stepped = [c for c in calls if step.holds(c, chrome_trace.NS)]
             spent = sum(c.dur for c in stepped) / 1e6
-            expect(abs(record["communication_seconds"] - spent) <= 1e-8 * (len(stepped) + 1),
+            sums = [c for c in background if step.holds(c, chrome_trace.NS)]
+            waits = [w for w in waited if step.holds(w, chrome_trace.NS)]
+            summed, wait = sum(c.dur for c in sums) / 1e6, sum(w.dur for w in waits) / 1e6
+            tolerance = 1e-8 * (len(stepped) + len(sums) + len(waits) + 1)
+            expect(abs(record["communication_seconds"] - spent - summed) <= tolerance,
                    f"{label}: rank {rank} step {n}: communication {record['communication_seconds']}"
-                   f" s, its collective spans {spent} s")
-            in_calls = sum(p.dur for p in mine) / 1e6 - spent
-            expect(abs(record["compute_seconds"] - in_calls) <= 1e-8 * (len(stepped) + 4),
+                   f" s, its collective spans {spent} s and background sums {summed} s")
+            expect(abs(record["exposed_communication_seconds"] - spent - wait) <= tolerance,
+                   f"{label}: rank {rank} step {n}: exposed communication "
+                   f"{record['exposed_communication_seconds']} s, its collective spans {spent} s "
+                   f"and waits {wait} s")
+            if buckets:
+                check_background(f"{label}: rank {rank} step {n}", sums, waits, mine, buckets,
+                                 expected_buckets)
+            in_calls = sum(p.dur for p in mine) / 1e6 - spent - wait
+            expect(abs(record["compute_seconds"] - in_calls) <= tolerance + 3e-8,
                    f"{label}: rank {rank} step {n}: compute {record['compute_seconds']} s, "
                    f"the phases less the collectives {in_calls} s")
             if ranks == 1:
@@ -301,13 +368,15 @@ def main():
         ("one", "", 1, 1, [], ["--trace-ops", "--checkpoint-dir", f"{workdir}/ckpt-one",
                                "--checkpoint-every", "3"], {}),
         ("accum2", "", 1, 2, ["--grad-accum", "2"], ["--trace-ops"], {}),
-        ("dp2", "dp=2", 2, 1, [], ["--checkpoint-dir", f"{workdir}/ckpt-dp2",
-                                   "--checkpoint-every", "3"],
+        ("dp2", "dp=2", 2, 1, ["--bucket-mb", "0"],
+         ["--checkpoint-dir", f"{workdir}/ckpt-dp2", "--checkpoint-every", "3"],
          {("all_reduce", "dp"): accumulator_bytes(shapes)}),
-        ("dp2tp2", "dp=2,tp=2", 4, 1, ["--plan", PLAN], ["--trace-ops"],
+        ("dp2tp2", "dp=2,tp=2", 4, 1, ["--plan", PLAN, "--bucket-mb", "0"], ["--trace-ops"],
          {("all_reduce", "dp"): accumulator_bytes(shard_shapes(shapes, 2)),
           ("all_reduce", "tp"): micro * shapes["fc2.weight"][0] * 4}),
+        ("dp2buckets", "dp=2", 2, 2, ["--grad-accum", "2", "--bucket-mb", "0.001"], [], {}),
     ]
+    cap = int(0.001 * 2**20)
     for label, mesh, ranks, accum, compile_flags, run_flags, expected in layouts:
         out = os.path.join(workdir, label)
         run(["cleave", "compile", MODEL, "-o", out, "--train", "--optimizer", "adam",
@@ -315,8 +384,10 @@ def main():
         run(["cleave", "run", out, "-n", str(ranks)] + data +
             ["--steps", str(STEPS), "--quiet", "--trace", f"{workdir}/{label}.trace.json",
              "--log-json", f"{workdir}/{label}.metrics.json"] + run_flags)
+        buckets = bucket_bytes(shapes, cap) if "--bucket-mb" in compile_flags and not expected \
+            else ()
         check_run(label, workdir, mesh, ranks, accum, expected, "--trace-ops" in run_flags,
-                  "--checkpoint-dir" in run_flags)
+                  "--checkpoint-dir" in run_flags, buckets)
     if problems:
         sys.exit("\n".join(problems[:40]))
 

@@ -169,6 +169,11 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_option("--zero", t.zero,
                   "ZeRO over the mesh's dp ranks: 1 shards the optimizer state, 2 the gradients "
                   "too, 3 the parameters as well (default 0)");
+  sub->add_option("--bucket-mb", t.bucketMb,
+                  "MiB of gradients per bucket whose dp all-reduce starts, on a thread of its "
+                  "own, as soon as the last microbatch's backward has them: auto (default: a "
+                  "quarter of the gradients, 4 KiB to 25 MiB) or a number; 0 runs every "
+                  "all-reduce after the backward");
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");

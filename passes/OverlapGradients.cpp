@@ -1,0 +1,148 @@
+//===- OverlapGradients.cpp - dp sums started during the backward ---------===//
+
+#include "passes/Passes.h"
+
+#include "passes/Collectives.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+
+namespace cleave {
+#define GEN_PASS_DEF_OVERLAPGRADIENTS
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+/// One accumulator @apply all-reduces over dp: where it lies in the weights
+/// blob, and its last write in @forward.
+struct Member {
+  shard::AllReduceOp reduce;
+  BlockArgument inForward;
+  AssignOp lastWrite;
+  int64_t offset = 0, bytes = 0;
+  Type element;
+  /// A parameter's gradient ("grad:NAME"), not the loss's count or sum.
+  bool gradient = false;
+};
+
+struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapGradientsPass> {
+  using OverlapGradientsBase::OverlapGradientsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto apply = module.lookupSymbol<func::FuncOp>("apply");
+    if (bucketBytes == 0 || !forward || !apply || forward->hasAttr(kStageAttr) ||
+        !module.lookupSymbol<shard::GridOp>(kMeshName))
+      return;
+    FailureOr<MeshAxes> layout = getMesh(module);
+    if (failed(layout))
+      return signalPassFailure();
+    if (layout->dpSize == 1)
+      return;
+    FailureOr<SmallVector<Member>> members = findMembers(forward, apply, layout->dpAxis);
+    if (failed(members))
+      return signalPassFailure();
+    // Under ZeRO the gradients are reduce-scattered instead: the loss's
+    // count and sum alone are not worth a thread's round trip.
+    if (llvm::none_of(*members, [](const Member &m) { return m.gradient; }))
+      return;
+
+    int64_t total = 0;
+    for (const Member &m : *members)
+      total += m.bytes;
+    const int64_t perBucket =
+        bucketBytes > 0 ? bucketBytes.getValue()
+                        : std::clamp<int64_t>(total / 4, int64_t{4} << 10, int64_t{25} << 20);
+    OpBuilder b(module.getContext());
+    for (ArrayRef<Member> bucket : cutBuckets(*members, perBucket)) {
+      AssignOp last = bucket.front().lastWrite;
+      SmallVector<Value> accumulators;
+      for (const Member &m : bucket) {
+        if (last->isBeforeInBlock(m.lastWrite))
+          last = m.lastWrite;
+        accumulators.push_back(m.inForward);
+        m.reduce->setAttr(kStartedAttr, b.getUnitAttr());
+      }
+      b.setInsertionPointAfter(last);
+      AllReduceStartOp::create(b, last.getLoc(), accumulators, layout->dpAxis);
+    }
+  }
+
+  /// @apply's in-place all-reduces of accumulators over dp, in the order of
+  /// the weights blob, each with its last write in @forward.
+  FailureOr<SmallVector<Member>> findMembers(func::FuncOp forward, func::FuncOp apply,
+                                             int64_t dpAxis) {
+    llvm::StringMap<BlockArgument> byName;
+    for (BlockArgument arg : forward.getArguments())
+      if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr))
+        byName[name.getValue()] = arg;
+    llvm::DenseMap<Value, AssignOp> lastWrite;
+    for (auto assign : forward.getBody().front().getOps<AssignOp>())
+      lastWrite[assign.getTarget()] = assign;
+
+    SmallVector<Member> members;
+    for (auto reduce : apply.getBody().front().getOps<shard::AllReduceOp>()) {
+      auto arg = dyn_cast<BlockArgument>(reduce.getInput());
+      if (!arg || !apply.getArgAttr(arg.getArgNumber(), kAccumulatorAttr) || !isInPlace(reduce) ||
+          reduce.getGridAxes().size() != 1 || reduce.getGridAxes()[0] != dpAxis)
+        continue;
+      auto name = apply.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+      auto offset = apply.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr);
+      if (!name || !offset) {
+        reduce.emitError("reduces an accumulator without a name or a place in the weights "
+                         "blob: run cleave-memory-plan first");
+        return failure();
+      }
+      BlockArgument inForward = byName.lookup(name.getValue());
+      AssignOp write = inForward ? lastWrite.lookup(inForward) : AssignOp();
+      if (!write) {
+        reduce.emitError("reduces accumulator '")
+            << name.getValue() << "', which @forward never writes";
+        return failure();
+      }
+      auto type = cast<RankedTensorType>(arg.getType());
+      members.push_back({reduce, inForward, write, offset.getInt(), tensorBytes(type),
+                         type.getElementType(), name.getValue().starts_with("grad:")});
+    }
+    llvm::sort(members, [](const Member &a, const Member &b) { return a.offset < b.offset; });
+    return members;
+  }
+
+  /// Runs of members that follow one another in the weights blob (up to
+  /// the buffers' alignment), of one element type, each closed once it
+  /// holds `perBucket` bytes.
+  static SmallVector<ArrayRef<Member>> cutBuckets(ArrayRef<Member> members, int64_t perBucket) {
+    SmallVector<ArrayRef<Member>> buckets;
+    size_t begin = 0;
+    int64_t bytes = 0;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (i > begin) {
+        const Member &previous = members[i - 1];
+        int64_t alignedEnd = (previous.offset + previous.bytes + kBufferAlignment - 1) /
+                             kBufferAlignment * kBufferAlignment;
+        if (bytes >= perBucket || members[i].offset != alignedEnd ||
+            members[i].element != previous.element) {
+          buckets.push_back(members.slice(begin, i - begin));
+          begin = i;
+          bytes = 0;
+        }
+      }
+      bytes += members[i].bytes;
+    }
+    if (begin < members.size())
+      buckets.push_back(members.drop_front(begin));
+    return buckets;
+  }
+};
+
+} // namespace

@@ -1,0 +1,32 @@
+// RUN: cleave-opt %s --split-input-file -verify-diagnostics
+
+func.func @not_an_accumulator(%w: tensor<16xf32> {cleave.kind = "param", cleave.name = "w"}) {
+  // expected-error@+1 {{operands must be gradient accumulators (function arguments marked cleave.accumulator)}}
+  cleave.all_reduce_start %w on axis 0 : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @not_an_argument(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"}) {
+  %y = cleave.neg %x : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error@+1 {{operands must be gradient accumulators}}
+  cleave.all_reduce_start %y on axis 0 : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @no_operand() {
+  // expected-error@+1 {{needs an accumulator}}
+  "cleave.all_reduce_start"() {axis = 0 : i64} : () -> ()
+  return
+}
+
+// -----
+
+func.func @negative_axis(%g: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.accumulator}) {
+  // expected-error@+1 {{axis -1 is negative}}
+  cleave.all_reduce_start %g on axis -1 : tensor<16xf32>
+  return
+}
