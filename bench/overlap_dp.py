@@ -1,18 +1,21 @@
 """How much of the data-parallel all-reduce the backward hides.
 
-    .venv/bin/python bench/overlap_dp.py [--steps N]
+    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R]
 
 For bench/layouts_vs_one_rank.py's MLP (at batch 64 and at batch 512, where
 its backward takes longer than its all-reduce) and GPT, compiles dp=2 twice
 (AdamW, the same global batch, 1 thread a rank): with the gradients summed
 in buckets that the last microbatch's backward starts on the background
 all-reduce's thread (--bucket-mb auto, the default), and with every sum
-after the backward (--bucket-mb 0, the peer, measured in the same run). For
-each it prints, as the means over the steps after the first of both ranks'
---log-json figures: the step time, the communication time (the collectives
-and the background sums), the exposed part (what the main thread spent in
+after the backward (--bucket-mb 0, the peer, measured in the same run, the
+two in turn for R rounds). Per run it takes the medians over both ranks and
+the steps after the first of --log-json's figures, and prints the median
+run's: the step time, the communication time (the collectives and the
+background sums), the exposed part (what the training thread spent in
 collectives or waiting for the sums), the share hidden (1 - exposed /
-communication), and the step time's ratio to the run without buckets.
+communication), the share of the unbucketed all-reduce's time no longer
+exposed (1 - exposed / its communication), and the step time's ratio to the
+unbucketed run's.
 """
 import argparse
 import json
@@ -27,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from forward_vs_onnxruntime import CLEAVE, MLP  # noqa: E402
 from layouts_vs_one_rank import bench_cases, compiled_layouts  # noqa: E402
 
-LAYOUTS = (("dp=2 --bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
-           ("dp=2 buckets (auto)", 2, ["--mesh", "dp=2"]))
+LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
+           ("buckets (auto)", 2, ["--mesh", "dp=2"]))
 
 
 def cases():
@@ -40,38 +43,50 @@ def cases():
     return listed
 
 
+def median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
 def figures(metrics):
-    """Means over both ranks and the steps after the first: step,
+    """Medians over both ranks and the steps after the first: step,
     communication and exposed communication seconds."""
     rows = [rank for step in metrics["step_times"][1:] for rank in step["ranks"]]
-    mean = lambda key: sum(r[key] for r in rows) / len(rows)  # noqa: E731
-    return (mean("seconds"), mean("communication_seconds"),
-            mean("exposed_communication_seconds"))
+    return tuple(median([r[key] for r in rows]) for key in
+                 ("seconds", "communication_seconds", "exposed_communication_seconds"))
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
-    print(f"{os.cpu_count()} cpus, dp=2 of 1 thread each; means over steps 2..{options.steps}")
-    print(f"{'model':36} {'layout':22} {'step ms':>8} {'comm ms':>8} {'exposed':>8} "
-          f"{'hidden':>7} {'vs no buckets':>13}")
+    print(f"{os.cpu_count()} cpus, dp=2 of 1 thread each; per run the medians over both ranks "
+          f"and steps 2..{options.steps}, then the median of {options.rounds} runs")
+    print(f"{'model':38} {'layout':20} {'step ms':>8} {'comm ms':>8} {'exposed':>8} "
+          f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
     for name, model, args in cases():
         with tempfile.TemporaryDirectory() as workdir:
-            rows = []
-            for label, ranks, out, flags in compiled_layouts(CLEAVE, model, args, {}, workdir,
-                                                             LAYOUTS):
-                log = os.path.join(workdir, "metrics.json")
-                subprocess.run([CLEAVE, "run", "-n", str(ranks), out, *flags, "--steps",
-                                str(options.steps), "--no-shuffle", "--threads", "1",
-                                "--log-json", log, "--quiet"],
-                               check=True, stderr=subprocess.DEVNULL)
-                rows.append((label, *figures(json.load(open(log)))))
-        baseline = rows[0][1]
+            layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir, LAYOUTS))
+            runs = {label: [] for label, _, _, _ in layouts}
+            # Rounds of both layouts in turn, so that a slow spell of the
+            # machine falls on both.
+            for _ in range(options.rounds):
+                for label, ranks, out, flags in layouts:
+                    log = os.path.join(workdir, "metrics.json")
+                    subprocess.run([CLEAVE, "run", "-n", str(ranks), out, *flags, "--steps",
+                                    str(options.steps), "--no-shuffle", "--threads", "1",
+                                    "--log-json", log, "--quiet"],
+                                   check=True, stderr=subprocess.DEVNULL)
+                    runs[label].append(figures(json.load(open(log))))
+        rows = [(label, *(median([r[i] for r in runs[label]]) for i in range(3)))
+                for label in runs]
+        baseline_step, baseline_communication = rows[0][1], rows[0][2]
         for label, step, communication, exposed in rows:
             hidden = 1 - exposed / communication if communication > 0 else 0.0
-            print(f"{name:36} {label:22} {step * 1e3:>8.3f} {communication * 1e3:>8.3f} "
-                  f"{exposed * 1e3:>8.3f} {hidden:>7.1%} {step / baseline:>13.2f}")
+            print(f"{name:38} {label:20} {step * 1e3:>8.3f} {communication * 1e3:>8.3f} "
+                  f"{exposed * 1e3:>8.3f} {hidden:>7.1%} {1 - exposed / baseline_communication:>9.1%}"
+                  f" {step / baseline_step:>8.2f}")
 
 
 if __name__ == "__main__":

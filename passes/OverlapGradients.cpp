@@ -11,6 +11,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace cleave {
 #define GEN_PASS_DEF_OVERLAPGRADIENTS
@@ -118,29 +119,43 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
     return members;
   }
 
-  /// Runs of members that follow one another in the weights blob (up to
-  /// the buffers' alignment), of one element type, each closed once it
-  /// holds `perBucket` bytes.
+  /// The buckets, in the order the backward completes them: the members
+  /// taken in the order of their last writes, each joining the open bucket
+  /// when it lies next to it in the weights blob (just before or just after,
+  /// up to the buffers' alignment: a backward mostly finishes the last
+  /// layers first), is of its element type and the bucket holds fewer than
+  /// `perBucket` bytes; else it opens the next. Each bucket is a run of
+  /// `members` (sorted by offset).
   static SmallVector<ArrayRef<Member>> cutBuckets(ArrayRef<Member> members, int64_t perBucket) {
+    auto alignedEnd = [](const Member &m) {
+      return (m.offset + m.bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    };
+    SmallVector<size_t> completion(members.size());
+    std::iota(completion.begin(), completion.end(), 0);
+    llvm::sort(completion, [&](size_t a, size_t b) {
+      return members[a].lastWrite->isBeforeInBlock(members[b].lastWrite);
+    });
     SmallVector<ArrayRef<Member>> buckets;
-    size_t begin = 0;
+    size_t low = 0, high = 0; // the open bucket: members [low, high)
     int64_t bytes = 0;
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (i > begin) {
-        const Member &previous = members[i - 1];
-        int64_t alignedEnd = (previous.offset + previous.bytes + kBufferAlignment - 1) /
-                             kBufferAlignment * kBufferAlignment;
-        if (bytes >= perBucket || members[i].offset != alignedEnd ||
-            members[i].element != previous.element) {
-          buckets.push_back(members.slice(begin, i - begin));
-          begin = i;
-          bytes = 0;
-        }
+    for (size_t i : completion) {
+      const Member &m = members[i];
+      bool joins = high > low && bytes < perBucket && m.element == members[low].element &&
+                   ((i == high && m.offset == alignedEnd(members[high - 1])) ||
+                    (i + 1 == low && alignedEnd(m) == members[low].offset));
+      if (!joins) {
+        if (high > low)
+          buckets.push_back(members.slice(low, high - low));
+        low = i;
+        high = i + 1;
+        bytes = 0;
       }
-      bytes += members[i].bytes;
+      low = std::min(low, i);
+      high = std::max(high, i + 1);
+      bytes += m.bytes;
     }
-    if (begin < members.size())
-      buckets.push_back(members.drop_front(begin));
+    if (high > low)
+      buckets.push_back(members.slice(low, high - low));
     return buckets;
   }
 };

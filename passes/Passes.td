@@ -517,11 +517,12 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
   let description = [{
     Runs after cleave-memory-plan, on a training step whose @apply begins
     with cleave-data-parallel's in-place `shard.all_reduce` of each
-    accumulator over the `dp` axis. It cuts those accumulators, in the
-    order they lie in the weights blob, into buckets: contiguous spans of
-    at least `bucket-bytes` each (the last may be smaller; -1: a quarter of
-    all of them, from 4 KiB to 25 MiB), as PyTorch's DDP buckets its
-    gradients. In @forward, each bucket gets a
+    accumulator over the `dp` axis. It cuts those accumulators into
+    buckets, as PyTorch's DDP buckets its gradients: taken in the order the
+    backward finishes them (their last writes in @forward), each joins the
+    open bucket while that holds fewer than `bucket-bytes` (-1: a quarter
+    of all of them, from 4 KiB to 25 MiB) and it lies next to the bucket in
+    the weights blob, so that every bucket is one contiguous span. In @forward, each bucket gets a
     `cleave.all_reduce_start` of its accumulators right after the last of
     them is written; at run time the step's last microbatch queues the
     bucket's sum on the background all-reduce's thread there, while its

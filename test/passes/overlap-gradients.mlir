@@ -1,33 +1,36 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=64})' | FileCheck %s
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=64},cleave-lower-to-emitc)' | FileCheck %s --check-prefix=LOWERED
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=100})' | FileCheck %s
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=100},cleave-lower-to-emitc)' | FileCheck %s --check-prefix=LOWERED
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=-1})' | FileCheck %s --check-prefix=AUTO
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=0})' | FileCheck %s --check-prefix=NONE
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=64})' | FileCheck %s --check-prefix=NONE
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=100})' | FileCheck %s --check-prefix=NONE
 
 // The accumulators lie in the weights blob in argument order, 64 bytes
 // apart: the count at 128, the sum at 192, grad:w at 256, grad:v at 320.
-// Buckets of at least 64 bytes: [count, sum, grad:w] (72 bytes) and
-// [grad:v]. Each starts right after the last of its accumulators is
-// written: grad:v's before the sum's write, the first bucket after it.
+// The backward finishes them in the opposite order (grad:v first, the count
+// last), and each joins the open bucket while it holds under 100 bytes and
+// lies next to it: [grad:w, grad:v] (128 bytes), then [count, sum]. Each
+// starts right after the last of its accumulators is written.
 
 // CHECK-LABEL: func.func @forward
-// CHECK: cleave.assign %{{.*}} to %arg6 : tensor<16xf32>
-// CHECK-NEXT: cleave.all_reduce_start %arg6 on axis 0 : tensor<16xf32>
-// CHECK: cleave.assign %{{.*}} to %arg4 : tensor<f32>
-// CHECK-NEXT: cleave.all_reduce_start %arg3, %arg4, %arg5 on axis 0 : tensor<f32>, tensor<f32>, tensor<16xf32>
+// CHECK: cleave.assign %{{.*}} to %arg5 : tensor<16xf32>
+// CHECK-NEXT: cleave.all_reduce_start %arg5, %arg6 on axis 0 : tensor<16xf32>, tensor<16xf32>
+// CHECK: cleave.assign %{{.*}} to %arg3 : tensor<f32>
+// CHECK-NEXT: cleave.all_reduce_start %arg3, %arg4 on axis 0 : tensor<f32>, tensor<f32>
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @apply
 // CHECK-COUNT-4: shard.all_reduce %arg{{[0-9]}} on @mesh grid_axes = [0] {cleave.started}
 // CHECK-NOT: shard.all_reduce
 
-// Each start sums its bucket's one span of the weights blob: grad:v's 16
-// floats at 320, then the 48 floats from 128 (the padding after the count
-// and the sum is zero and stays zero). @apply waits for them once.
+// Each start sums its bucket's one span of the weights blob: the 32 floats
+// from 256, then the 17 from 128 (the padding after the count is zero and
+// stays zero). @apply waits for them once.
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %{{[0-9]+}}) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
-// LOWERED: %[[FIRST:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"128">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{48}">]}
+// LOWERED: %[[GRADS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"256">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{32}">]}
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
-// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[FIRST]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
+// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[GRADS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
+// LOWERED: %[[LOSS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"128">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{17}">]}
+// LOWERED-NEXT: call_opaque "cleave::rt::markOp"
+// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[LOSS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
 // LOWERED-LABEL: emitc.func @cleave_apply
 // LOWERED: call_opaque "cleave::rt::cpu::all_reduce_wait"(%arg0) {args = [0 : index, #emitc.opaque<"0">]}
 // LOWERED-NOT: all_reduce
@@ -35,7 +38,7 @@
 // Auto: a quarter of the 136 bytes is below the 4 KiB floor, so one bucket,
 // after the last write.
 // AUTO-LABEL: func.func @forward
-// AUTO: cleave.assign %{{.*}} to %arg4 : tensor<f32>
+// AUTO: cleave.assign %{{.*}} to %arg3 : tensor<f32>
 // AUTO-NEXT: cleave.all_reduce_start %arg3, %arg4, %arg5, %arg6 on axis 0
 // AUTO-NOT: all_reduce_start
 
@@ -51,16 +54,16 @@ func.func @forward(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"}
                    %gw: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.accumulator},
                    %gv: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:v", cleave.accumulator}) {
   %one = cleave.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
-  %c = cleave.add %count, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
-  cleave.assign %c to %count : tensor<f32>
-  %a = cleave.mul %x, %v : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
-  %ga = cleave.add %gw, %a : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
-  cleave.assign %ga to %gw : tensor<16xf32>
   %b = cleave.mul %x, %w : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   %gb = cleave.add %gv, %b : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   cleave.assign %gb to %gv : tensor<16xf32>
+  %a = cleave.mul %x, %v : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %ga = cleave.add %gw, %a : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  cleave.assign %ga to %gw : tensor<16xf32>
   %s = cleave.add %sum, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
   cleave.assign %s to %sum : tensor<f32>
+  %c = cleave.add %count, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  cleave.assign %c to %count : tensor<f32>
   return
 }
 
