@@ -197,6 +197,20 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
         weights = alignUp(weights + flatBytes.lookup(group));
       return slot->second;
     };
+    // A training step's gradient accumulators come first, in the order
+    // @forward finishes them (their last writes): cleave-overlap-gradients
+    // sums them over dp in buckets taken in that order, each one span.
+    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"); forward && !funcs.empty())
+      for (auto assign : forward.getBody().front().getOps<AssignOp>()) {
+        auto arg = dyn_cast<BlockArgument>(assign.getTarget());
+        unsigned i = arg ? arg.getArgNumber() : 0;
+        auto name = arg ? forward.getArgAttrOfType<StringAttr>(i, kNameAttr) : StringAttr();
+        if (!name || !forward.getArgAttr(i, kAccumulatorAttr) ||
+            forward.getArgAttr(i, kFlatMemberAttr) || flatBytes.contains(name.getValue()))
+          continue;
+        if (weightsOffsets.try_emplace(name.getValue(), weights).second)
+          weights = alignUp(weights + bytesOf(arg));
+      }
     int64_t outputs = 0;
     for (func::FuncOp func : funcs) {
       for (auto [i, arg] : llvm::enumerate(func.getArguments())) {

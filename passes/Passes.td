@@ -490,7 +490,9 @@ def MemoryPlan : Pass<"cleave-memory-plan", "mlir::ModuleOp"> {
   let description = [{
     Parameters and optimizer state (arguments of kind "param" or "state") get
     one slot of the weights blob per name, shared by every function that
-    reads them (@forward and @apply of a training step); other arguments are
+    reads them (@forward and @apply of a training step), the gradient
+    accumulators first, in the order @forward finishes them (for
+    cleave-overlap-gradients' buckets); other arguments are
     inputs, numbered by name the same way (`cleave.input_index`); each
     function's results are numbered after the previous function's
     (`cleave.first_output`).

@@ -17,12 +17,13 @@
 // CHECK: cleave.assign %{{.*}} to %arg2 : tensor<16xf32>
 // CHECK: return %[[LOSS]]
 
-// The accumulators are adjacent in the weights blob (w at 0, then the count
-// at 64, the sum at 128, the gradient at 192..256), so the three all-reduces
-// are one call over bytes 64..256 (48 floats), in place.
+// The accumulators come first in the weights blob, in the order @forward
+// writes them (the sum at 0, the count at 64, the gradient at 128..192; w
+// after them), so the three all-reduces are one call over bytes 0..192 (48
+// floats), in place.
 // LOWERED-NOT: shard.grid
 // LOWERED-LABEL: emitc.func @cleave_apply
-// LOWERED: %[[SPAN:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"64">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{48}">]}
+// LOWERED: %[[SPAN:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{48}">]}
 // LOWERED: call_opaque "cleave::rt::cpu::all_reduce"(%arg0, %[[SPAN]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
 // LOWERED-NOT: all_reduce
 
@@ -35,6 +36,11 @@ func.func @forward(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"}
                    %count: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_count", cleave.accumulator},
                    %sum: tensor<f32> {cleave.kind = "state", cleave.name = "cleave.loss_sum", cleave.accumulator},
                    %grad: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.accumulator}) {
+  %one = cleave.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %s = cleave.add %sum, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  cleave.assign %s to %sum : tensor<f32>
+  %c = cleave.add %count, %one : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  cleave.assign %c to %count : tensor<f32>
   %g = cleave.add %grad, %x : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   cleave.assign %g to %grad : tensor<16xf32>
   return

@@ -4,28 +4,27 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=0})' | FileCheck %s --check-prefix=NONE
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=100})' | FileCheck %s --check-prefix=NONE
 
-// The accumulators lie in the weights blob in argument order, 64 bytes
-// apart: the count at 128, the sum at 192, grad:w at 256, grad:v at 320.
-// The backward finishes them in the opposite order (grad:v first, the count
-// last), and each joins the open bucket while it holds under 100 bytes and
-// lies next to it: [grad:w, grad:v] (128 bytes), then [count, sum]. Each
-// starts right after the last of its accumulators is written.
+// The memory plan lays the accumulators out first, 64 bytes apart, in the
+// order @forward finishes them: grad:v at 0, grad:w at 64, the sum at 128,
+// the count at 192. Taken in that order, each joins the open bucket while it
+// holds under 100 bytes: [grad:v, grad:w] (128 bytes), then [sum, count].
+// Each starts right after the last of its accumulators is written.
 
 // CHECK-LABEL: func.func @forward
 // CHECK: cleave.assign %{{.*}} to %arg5 : tensor<16xf32>
-// CHECK-NEXT: cleave.all_reduce_start %arg5, %arg6 on axis 0 : tensor<16xf32>, tensor<16xf32>
+// CHECK-NEXT: cleave.all_reduce_start %arg6, %arg5 on axis 0 : tensor<16xf32>, tensor<16xf32>
 // CHECK: cleave.assign %{{.*}} to %arg3 : tensor<f32>
-// CHECK-NEXT: cleave.all_reduce_start %arg3, %arg4 on axis 0 : tensor<f32>, tensor<f32>
+// CHECK-NEXT: cleave.all_reduce_start %arg4, %arg3 on axis 0 : tensor<f32>, tensor<f32>
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @apply
 // CHECK-COUNT-4: shard.all_reduce %arg{{[0-9]}} on @mesh grid_axes = [0] {cleave.started}
 // CHECK-NOT: shard.all_reduce
 
 // Each start sums its bucket's one span of the weights blob: the 32 floats
-// from 256, then the 17 from 128 (the padding after the count is zero and
-// stays zero). @apply waits for them once.
+// from 0, then the 17 from 128 (the padding after the sum is zero and stays
+// zero). @apply waits for them once.
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: %[[GRADS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"256">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{32}">]}
+// LOWERED: %[[GRADS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{32}">]}
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
 // LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[GRADS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
 // LOWERED: %[[LOSS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"128">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{17}">]}
@@ -39,7 +38,7 @@
 // after the last write.
 // AUTO-LABEL: func.func @forward
 // AUTO: cleave.assign %{{.*}} to %arg3 : tensor<f32>
-// AUTO-NEXT: cleave.all_reduce_start %arg3, %arg4, %arg5, %arg6 on axis 0
+// AUTO-NEXT: cleave.all_reduce_start %arg6, %arg5, %arg4, %arg3 on axis 0
 // AUTO-NOT: all_reduce_start
 
 // No buckets, or no dp to sum over: nothing starts early.

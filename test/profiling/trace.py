@@ -97,10 +97,15 @@ def shard_shapes(shapes, tp):
 
 
 def accumulator_bytes(shapes):
-    """The dp all-reduce's buffer: the loss count and sum (f32 scalars), then
-    every parameter's gradient in the model's order, each at a 64-byte
-    aligned offset, from the first one's start to the last one's end."""
-    sizes = [4, 4] + [int(np.prod(shape, dtype=np.int64)) * 4 for shape in shapes.values()]
+    """The dp all-reduce's buffer: the accumulators, first in the weights
+    blob in the order the backward finishes them, each at a 64-byte aligned
+    offset, from the first one's start to the last one's end: the loss sum
+    and count (f32 scalars), then the gradients of the layers (weight, bias)
+    from the last layer to the first."""
+    names = list(shapes)
+    layers = [names[i:i + 2] for i in range(0, len(names), 2)]
+    order = [name for layer in reversed(layers) for name in layer]
+    sizes = [4, 4] + [int(np.prod(shapes[name], dtype=np.int64)) * 4 for name in order]
     padded = [-(-size // ALIGN) * ALIGN for size in sizes[:-1]]
     return int(np.sum(padded)) + sizes[-1]
 
