@@ -368,6 +368,9 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return failure();
   if (failed(parseBucketMb(t.bucketMb)))
     return failure();
+  if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
+    return fail("--recompute '" + t.recompute + "'", "unknown mode", "use none, selective or full",
+                kExitBadUsage);
   if (failed(readPlan(t.plan)))
     return failure();
   if (!t.plan.empty() && mesh.axisNames.empty())
@@ -499,6 +502,9 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet",
                 notYet, kExitBadUsage);
+  if (t.recompute != "none")
+    return fail("--recompute " + t.recompute, "is not built for pipeline stages yet",
+                "leave --recompute out with a pp axis", kExitBadUsage);
   return success();
 }
 
@@ -597,6 +603,7 @@ std::string Compiler::pipelineText() const {
   add("zero", std::to_string(t.zero));
   add("sync-batchnorm", t.syncBatchNorm ? "true" : "false");
   add("bucket-bytes", std::to_string(bucketBytes));
+  add("recompute", quoted(t.recompute));
   if (stage) {
     addList("stage-params", stageEntries);
     add("schedule", quoted(t.schedule));

@@ -46,6 +46,9 @@ struct TrainOptions {
   /// Training-mode BatchNorm statistics over every dp rank's microbatch
   /// together (SyncBatchNorm), not each rank's own.
   bool syncBatchNorm = false;
+  /// Forward values the backward makes again instead of keeping them
+  /// (cleave-recompute): none, selective or full.
+  std::string recompute = "none";
   /// MiB of gradients per bucket that the last microbatch's backward starts
   /// summing over dp (cleave-overlap-gradients): "auto" (a quarter of the
   /// gradients, 4 KiB to 25 MiB; off for --target cuda) or a number, 0 for

@@ -86,10 +86,17 @@ std::string stringLiteral(StringRef text) {
   return literal + "\"";
 }
 
-/// The op of a training @forward whose result is added into the loss-sum
-/// accumulator (cleave-build-train-step): the backward follows it. Null
-/// when there is none (a forward program, a training_info step).
-Operation *lossSumProducer(func::FuncOp forward) {
+} // namespace
+
+void cleave::seedUnseededDropouts(Block &body) {
+  uint64_t unseeded = 0;
+  for (DropoutOp dropout : body.getOps<DropoutOp>())
+    if (!dropout.getSeedAttr())
+      dropout.setSeedAttr(IntegerAttr::get(IntegerType::get(dropout.getContext(), 64),
+                                           static_cast<int64_t>((uint64_t(1) << 63) + unseeded++)));
+}
+
+Operation *cleave::lossSumProducer(func::FuncOp forward) {
   for (BlockArgument arg : forward.getArguments()) {
     auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
     if (!name || name.getValue() != "cleave.loss_sum")
@@ -102,6 +109,8 @@ Operation *lossSumProducer(func::FuncOp forward) {
   }
   return nullptr;
 }
+
+namespace {
 
 /// Operands and literal arguments of one emitc.call_opaque, in call order.
 class CallArgs {
@@ -236,7 +245,6 @@ private:
   Type contextType, tensorType;
   llvm::StringMap<KernelCall> calls;
   llvm::DenseMap<Value, Value> tensors;
-  uint64_t unseededDropouts = 0;
   /// The op being lowered, whose node name labels its kernels' marks.
   Operation *current = nullptr;
   /// The loss sum is lowered: the next op begins the backward.
@@ -266,12 +274,9 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
   if (name == "ignore_index") // an optional attribute: a flag, then the value
     return attr ? "true, " + std::to_string(cast<IntegerAttr>(attr).getInt())
                 : std::string("false, 0");
-  // A dropout without a seed gets its own (2^63 + its rank among them), so
-  // no two unseeded dropouts drop the same elements.
+  // Every dropout is seeded (seedUnseededDropouts) before it is lowered.
   if (name == "seed")
-    return std::to_string(attr ? static_cast<uint64_t>(cast<IntegerAttr>(attr).getInt())
-                               : unseededDropoutSeed(unseededDropouts++)) +
-           "ULL";
+    return std::to_string(static_cast<uint64_t>(cast<IntegerAttr>(attr).getInt())) + "ULL";
   if (isa<DropoutOp>(op) && name == "split") // optional: a whole tensor without it
     return dimsLiteral(attr ? cast<DenseI64ArrayAttr>(attr).asArrayRef() : ArrayRef<int64_t>());
   if (name == "reduction") {
@@ -580,6 +585,7 @@ LogicalResult Lowering::run() {
   auto firstOutput = func->getAttrOfType<IntegerAttr>(kFirstOutputAttr);
   if (!firstOutput)
     return func.emitError("has no memory plan: run cleave-memory-plan first");
+  seedUnseededDropouts(func.getBody().front());
   for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
     if (auto offset = func.getArgAttrOfType<IntegerAttr>(i, kWeightsOffsetAttr)) {
       tensors[arg] = tensorAt(weights, offset.getInt(), arg);

@@ -18,9 +18,17 @@ namespace cleave {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
-/// The seed of the `index`-th dropout without one, in @forward's order:
-/// its masks' stream (runtime/Random.h), apart from every seeded one's.
-inline uint64_t unseededDropoutSeed(uint64_t index) { return (uint64_t(1) << 63) + index; }
+/// Gives each dropout of `body` without a seed the seed of its own that one
+/// device's @forward gives it: 2^63 + its rank among the unseeded ones, in
+/// order, apart from every seeded one's (its masks' stream,
+/// runtime/Random.h). Passes that split or copy dropouts (pipeline stages,
+/// recomputation) seed them first, so that every copy draws one device's
+/// masks; the lowering seeds what is left.
+void seedUnseededDropouts(mlir::Block &body);
+
+/// The op whose result @forward adds into the loss sum accumulator: the
+/// forward's last, after which the backward begins; null if there is none.
+mlir::Operation *lossSumProducer(mlir::func::FuncOp forward);
 
 /// The pipeline message tags from which the stages that hold a tied weight
 /// send each other its gradient (cleave-pipeline-tied-gradients); the tags

@@ -470,6 +470,38 @@ def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def Recompute : Pass<"cleave-recompute", "mlir::ModuleOp"> {
+  let summary = "Make forward values again in the backward instead of keeping them";
+  let description = [{
+    Runs after cleave-build-train-step, on a training step's @forward (the
+    forward up to the op whose result goes into the loss sum, then the
+    backward). The backward reads some of the forward's values; those that
+    `mode` lets go are no longer kept from the forward to the backward but
+    made again by a copy of their op (and of the ops they need, made again
+    too) just before the backward first reads them:
+      - `selective` (Megatron's selective recomputation, generalized): what
+        is cheap to make again and costly to keep: elementwise ops,
+        softmax, dropout (a copy draws the same masks from its seed) and
+        data movement; products, convolutions, normalizations, reductions,
+        gathers and collectives are kept;
+      - `full`: everything inside a block of the model, keeping only each
+        block's inputs: a block is the first part of the ONNX node names
+        ("/blocks.0/attn/MatMul" is in "blocks.0"), and a value is a block's
+        input when a forward op of another block reads it;
+      - `none`: nothing.
+    A value is made again only from function arguments, constants, values
+    the backward keeps anyway and values made again themselves, so nothing
+    the backward did not read before is kept for it. The copies compute
+    what the originals computed, with the same kernels on the same
+    operands: results are unchanged bit for bit. Errors: an unknown mode, a
+    pipeline stage's program (not built yet), a @forward with no loss sum.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"", "none, selective or full">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Fuse chains of f32 elementwise ops into one pass over memory each";
   let description = [{

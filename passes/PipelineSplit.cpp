@@ -312,13 +312,8 @@ private:
 LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
                           const DenseMap<Operation *, int64_t> &opStage, int64_t stages) {
   Block &body = forward.getBody().front();
-  // A dropout's masks follow its seed: one without gets the seed one
-  // device's lowering gives it, so that every stage draws one device's masks.
-  uint64_t unseeded = 0;
-  for (DropoutOp dropout : body.getOps<DropoutOp>())
-    if (!dropout.getSeedAttr())
-      dropout.setSeedAttr(IntegerAttr::get(IntegerType::get(module.getContext(), 64),
-                                           static_cast<int64_t>(unseededDropoutSeed(unseeded++))));
+  // A dropout's masks follow its seed: every stage draws one device's masks.
+  seedUnseededDropouts(body);
   Operation *terminator = body.getTerminator();
   auto readers = [&](Operation *user) -> int64_t {
     return user == terminator ? stages - 1 : opStage.lookup(user);

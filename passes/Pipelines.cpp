@@ -83,6 +83,8 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createPipelineTiedGradients());
   if (distributed)
     pm.addPass(createDataParallel());
+  if (options.recompute != "none")
+    pm.addPass(createRecompute({options.recompute}));
   if (pipelined)
     pm.addPass(createSplitBackward({options.schedule == "zb-h1"}));
 }

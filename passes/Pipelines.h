@@ -59,6 +59,9 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       llvm::cl::desc("With a pp axis: GLOB=STAGE each, the stage of the parameters")};
   Option<int64_t> stage{*this, "stage", llvm::cl::init(0),
                         llvm::cl::desc("With a pp axis: the stage this program runs")};
+  Option<std::string> recompute{
+      *this, "recompute", llvm::cl::init("none"),
+      llvm::cl::desc("Forward values the backward makes again: none, selective or full")};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes", llvm::cl::init(0),
       llvm::cl::desc("cleave-overlap-gradients' bucket bytes (-1: auto, 0: none), run after "
@@ -73,7 +76,7 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 /// annotate-sharding, sharding-propagation, check-sharding, shard-partition
 /// (with a tp axis), with a pp axis pipeline-split, pipeline-schedule and
 /// pipeline-select-stage (the program of stage `stage`), batchnorm-statistics,
-/// autodiff, build-train-step, data-parallel, and with a pp axis
+/// autodiff, build-train-step, data-parallel, recompute, and with a pp axis
 /// split-backward, as each option asks.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 

@@ -169,6 +169,10 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_option("--zero", t.zero,
                   "ZeRO over the mesh's dp ranks: 1 shards the optimizer state, 2 the gradients "
                   "too, 3 the parameters as well (default 0)");
+  sub->add_option("--recompute", t.recompute,
+                  "Forward values the backward makes again instead of keeping them: none "
+                  "(default), selective (elementwise ops, softmax, dropout and data movement) "
+                  "or full (all but each block's inputs; blocks from the ONNX node names)");
   sub->add_option("--bucket-mb", t.bucketMb,
                   "MiB of gradients per bucket whose dp all-reduce starts, on a thread of its "
                   "own, as soon as the last microbatch's backward has them: auto (default: a "

@@ -1,0 +1,18 @@
+// RUN: cleave-opt %s --split-input-file -verify-diagnostics --pass-pipeline='builtin.module(cleave-recompute{mode=full})'
+// RUN: not cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-recompute{mode=most})' 2>&1 | FileCheck %s --check-prefix=MODE
+
+// MODE: error: unknown recompute mode 'most': use none, selective or full
+
+// A @forward that is not a training step: no loss sum to find the backward by.
+// expected-error@+1 {{has no loss sum: recomputation needs a training step (run cleave-build-train-step first)}}
+func.func @forward(%x: tensor<4xf32> {cleave.kind = "input", cleave.name = "x"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// A pipeline stage's program.
+// expected-error@+1 {{is a pipeline stage: recomputation is not built for pipelines yet}}
+func.func @forward(%x: tensor<4xf32> {cleave.kind = "input", cleave.name = "x"}) -> tensor<4xf32> attributes {cleave.stage = 1 : i64} {
+  return %x : tensor<4xf32>
+}
