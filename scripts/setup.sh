@@ -31,7 +31,7 @@ venv="$root/.venv"
 if [ ! -x "$venv/bin/python" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
-if ! "$venv/bin/python" -c "import onnx, onnxruntime, torch, numpy, safetensors, transformers" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import onnx, onnxruntime, torch, numpy, safetensors, transformers, matplotlib" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r "$root/scripts/requirements.txt"
 fi
 
