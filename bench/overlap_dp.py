@@ -48,6 +48,22 @@ def median(values):
     return ordered[len(ordered) // 2]
 
 
+def runs_in_turn(layouts, run_flags, steps, rounds, workdir, take):
+    """Runs each compiled layout (label, ranks, directory, data flags) for
+    `steps` with `run_flags` and --log-json, `rounds` times, the layouts in
+    turn so that a slow spell of the machine falls on all of them: each
+    label's take(metrics) of every round."""
+    results = {label: [] for label, _, _, _ in layouts}
+    for _ in range(rounds):
+        for label, ranks, out, flags in layouts:
+            log = os.path.join(workdir, "metrics.json")
+            subprocess.run([CLEAVE, "run", *(["-n", str(ranks)] if ranks > 1 else []), out,
+                            *flags, "--steps", str(steps), "--no-shuffle", "--log-json", log,
+                            "--quiet", *run_flags], check=True, stderr=subprocess.DEVNULL)
+            results[label].append(take(json.load(open(log))))
+    return results
+
+
 def figures(metrics):
     """Medians over both ranks and the steps after the first: step,
     communication and exposed communication seconds."""
@@ -68,17 +84,8 @@ def main():
     for name, model, args in cases():
         with tempfile.TemporaryDirectory() as workdir:
             layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir, LAYOUTS))
-            runs = {label: [] for label, _, _, _ in layouts}
-            # Rounds of both layouts in turn, so that a slow spell of the
-            # machine falls on both.
-            for _ in range(options.rounds):
-                for label, ranks, out, flags in layouts:
-                    log = os.path.join(workdir, "metrics.json")
-                    subprocess.run([CLEAVE, "run", "-n", str(ranks), out, *flags, "--steps",
-                                    str(options.steps), "--no-shuffle", "--threads", "1",
-                                    "--log-json", log, "--quiet"],
-                                   check=True, stderr=subprocess.DEVNULL)
-                    runs[label].append(figures(json.load(open(log))))
+            runs = runs_in_turn(layouts, ["--threads", "1"], options.steps, options.rounds,
+                                workdir, figures)
         rows = [(label, *(median([r[i] for r in runs[label]]) for i in range(3)))
                 for label in runs]
         baseline_step, baseline_communication = rows[0][1], rows[0][2]

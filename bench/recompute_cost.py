@@ -13,14 +13,13 @@ the same run.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from forward_vs_onnxruntime import CLEAVE  # noqa: E402
 from layouts_vs_one_rank import bench_cases, compiled_layouts  # noqa: E402
-from overlap_dp import median  # noqa: E402
+from overlap_dp import median, runs_in_turn  # noqa: E402
 
 LAYOUTS = tuple((mode, 1, ["--recompute", mode]) for mode in ("none", "selective", "full"))
 
@@ -37,23 +36,16 @@ def main():
     for name, model, args, _ in bench_cases():
         with tempfile.TemporaryDirectory() as workdir:
             layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir, LAYOUTS))
-            steps = {label: [] for label, _, _, _ in layouts}
-            peaks = {}
-            for _ in range(options.rounds):
-                for label, _, out, flags in layouts:
-                    log = os.path.join(workdir, "metrics.json")
-                    subprocess.run([CLEAVE, "run", out, *flags, "--steps", str(options.steps),
-                                    "--no-shuffle", "--threads", "2", "--log-json", log,
-                                    "--quiet"], check=True, stderr=subprocess.DEVNULL)
-                    metrics = json.load(open(log))
-                    steps[label].append(median([s["ranks"][0]["seconds"]
-                                                for s in metrics["step_times"][1:]]))
-                    peaks[label] = metrics["peak_bytes_allocated"]
+            runs = runs_in_turn(layouts, ["--threads", "2"], options.steps, options.rounds,
+                                workdir, lambda metrics: (
+                                    median([s["ranks"][0]["seconds"]
+                                            for s in metrics["step_times"][1:]]),
+                                    metrics["peak_bytes_allocated"]))
             rows = []
             for label, _, out, _ in layouts:
                 memory = json.load(open(os.path.join(out, "plan.json")))["memory"]
                 rows.append((label, memory["activation_bytes"], memory["predicted_peak_bytes"],
-                             peaks[label], median(steps[label])))
+                             runs[label][-1][1], median([r[0] for r in runs[label]])))
         base = rows[0][4]
         for label, arena, peak, measured, step in rows:
             print(f"{name:38} {label:10} {arena / 1024:>9.1f} {peak / 1024:>9.1f} "
