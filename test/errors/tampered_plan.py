@@ -2,7 +2,8 @@
 # each, never a crash:
 #   - each tampered field of a training program's plan.json (a string offset,
 #     a negative one, one past the blob, bytes that do not match the shape, a
-#     split that does not fit the mesh, another format version) stops
+#     split that does not fit the mesh, gradient buckets over an axis the mesh
+#     lacks or not an object, another format version) stops
 #     `cleave run --save-onnx` with exit 1 and one line naming plan.json and
 #     the field, and writes no model;
 #   - on tp=2, when only rank 1's blob (weights.tp1.bin) is missing, rank 1
@@ -73,6 +74,11 @@ def main():
         ("old-format", lambda p: p.update(format_version=1), "not a format_version 3 plan"),
         ("index-range-reversed", lambda p: p["inputs"][1]["index_range"].update(low=20),
          "inputs[1].index_range.high: is below low"),
+        ("buckets-without-mesh",
+         lambda p: p["training"].update(gradient_buckets={"axis": "dp", "bytes": [64]}),
+         "training.gradient_buckets.axis: 'dp' is not an axis of the plan's mesh"),
+        ("buckets-not-an-object", lambda p: p["training"].update(gradient_buckets=[64]),
+         "training.gradient_buckets: is not an object"),
     ]
     for name, change, field in cases:
         tampered(work, problems, name, change, field)
