@@ -7,9 +7,9 @@
 // gathers the next into the other of two buffer sets. The main thread takes
 // each gathered set in order and copies it to the device, or, on the CPU,
 // has the program read it in place. The thread only
-// reads the data sets and writes its buffers: it never calls MPI (which runs
-// MPI_THREAD_FUNNELED) or the backend, blocks every signal (they reach the
-// main thread), and ends when its owner does.
+// reads the data sets and writes its buffers: it never calls MPI or the
+// backend, blocks every signal (they reach the main thread), and ends when
+// its owner does.
 //
 //===----------------------------------------------------------------------===//
 
