@@ -230,8 +230,9 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
   // give, on 2 and 3 threads, what they give on one, bit for bit, on sizes
   // past the splitting threshold with uneven chunks: the broadcast binary
   // kernels (one long row, rows, a broadcast row), where, a fused chain, a
-  // tiled transpose, a transpose of whole rows and softmax over each of the
-  // two axes.
+  // tiled transpose, a transpose of whole rows, softmax over each of the
+  // two axes, and reductions over the leading dims (a bias's gradient) split
+  // by columns.
   const int64_t rows = 97, cols = 1031; // 100,007 elements, not a multiple of a tile
   auto a = makeRandom<float>({rows, cols}, 1), b = makeRandom<float>({rows, cols}, 2);
   auto row = makeRandom<float>({cols}, 3), column = makeRandom<float>({rows, 1}, 4);
@@ -256,6 +257,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     cpu::transpose(context, cube, result({8, 4, 64, 33}), {0, 2, 1, 3});
     cpu::softmax(context, a, result({rows, cols}), 1);
     cpu::log_softmax(context, cube, result({8, 64, 4, 33}), 1);
+    cpu::reduce_sum(context, a, result({cols}), {0});
+    cpu::reduce_max(context, cube, result({4, 33}), {0, 1});
     return results;
   };
   const std::deque<Buffer> one = run(1);

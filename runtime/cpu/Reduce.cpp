@@ -56,7 +56,8 @@ struct ProdOp {
 };
 
 template <typename Op>
-void reduce(const char *kernel, const Tensor &in, const Tensor &out, const Dims &axes, bool mean) {
+void reduce(const Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
+            const Dims &axes, bool mean) {
   checkType(kernel, out, in.dtype);
   int rank = in.rank();
   bool reduced[kMaxRank] = {};
@@ -94,19 +95,34 @@ void reduce(const char *kernel, const Tensor &in, const Tensor &out, const Dims 
     T *y = out.as<T>();
     for (int64_t i = 0; i < kept; ++i)
       y[i] = Op::template identity<T>();
-    nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
-      const T *xr = x + off[0];
-      T *yr = y + off[1];
-      if (step[1] == 0) {
-        *yr = Op::combine(*yr, Op::row(xr, n, step[0]));
-      } else if (step[0] == 1 && step[1] == 1) {
-        for (int64_t i = 0; i < n; ++i)
-          yr[i] = Op::combine(yr[i], xr[i]);
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          yr[i * step[1]] = Op::combine(yr[i * step[1]], xr[i * step[0]]);
-      }
-    });
+    // Column sums (rows x columns over the rows: a bias's gradient): the
+    // threads take whole columns, each added up over the rows in order, as
+    // on one thread.
+    if (!nest.empty && nest.rank == 2 && nest.strides[1][0] == 0 && nest.strides[0][1] == 1 &&
+        nest.strides[1][1] == 1 && nest.strides[0][0] == nest.dims[1] && nest.dims[0] > 0) {
+      const int64_t rows = nest.dims[0], columns = nest.dims[1];
+      forEachChunk(ctx, rows * columns, rows, [&](int64_t begin, int64_t end) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const T *xr = x + r * columns;
+          for (int64_t c = begin / rows; c < end / rows; ++c)
+            y[c] = Op::combine(y[c], xr[c]);
+        }
+      });
+    } else {
+      nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+        const T *xr = x + off[0];
+        T *yr = y + off[1];
+        if (step[1] == 0) {
+          *yr = Op::combine(*yr, Op::row(xr, n, step[0]));
+        } else if (step[0] == 1 && step[1] == 1) {
+          for (int64_t i = 0; i < n; ++i)
+            yr[i] = Op::combine(yr[i], xr[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            yr[i * step[1]] = Op::combine(yr[i * step[1]], xr[i * step[0]]);
+        }
+      });
+    }
     if (mean && count > 0) {
       if constexpr (isInteger<T>) {
         for (int64_t i = 0; i < kept; ++i)
@@ -122,20 +138,20 @@ void reduce(const char *kernel, const Tensor &in, const Tensor &out, const Dims 
 
 } // namespace
 
-void reduce_sum(Context &, const Tensor &in, const Tensor &out, Dims axes) {
-  reduce<SumOp>("reduce_sum", in, out, axes, false);
+void reduce_sum(Context &ctx, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<SumOp>(ctx, "reduce_sum", in, out, axes, false);
 }
 
-void reduce_mean(Context &, const Tensor &in, const Tensor &out, Dims axes) {
-  reduce<SumOp>("reduce_mean", in, out, axes, true);
+void reduce_mean(Context &ctx, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<SumOp>(ctx, "reduce_mean", in, out, axes, true);
 }
 
-void reduce_max(Context &, const Tensor &in, const Tensor &out, Dims axes) {
-  reduce<MaxOp>("reduce_max", in, out, axes, false);
+void reduce_max(Context &ctx, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<MaxOp>(ctx, "reduce_max", in, out, axes, false);
 }
 
-void reduce_prod(Context &, const Tensor &in, const Tensor &out, Dims axes) {
-  reduce<ProdOp>("reduce_prod", in, out, axes, false);
+void reduce_prod(Context &ctx, const Tensor &in, const Tensor &out, Dims axes) {
+  reduce<ProdOp>(ctx, "reduce_prod", in, out, axes, false);
 }
 
 void top_k(Context &, const Tensor &in, const Tensor &values, const Tensor &indices, int64_t axis,
