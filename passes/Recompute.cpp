@@ -66,6 +66,10 @@ struct RecomputePass : public cleave::impl::RecomputeBase<RecomputePass> {
       return signalPassFailure();
     }
     Block &body = forward.getBody().front();
+    forwardOps.clear();
+    saved.clear();
+    decided.clear();
+    copies.clear();
     // Copies of a dropout draw its masks from its seed.
     seedUnseededDropouts(body);
     for (Operation &op : body) {
@@ -135,9 +139,11 @@ struct RecomputePass : public cleave::impl::RecomputeBase<RecomputePass> {
       return value;
     if (Value made = copies.lookupOrNull(value))
       return made;
+    // Operands made again are mapped to their copies; the others are read
+    // as they are.
     Operation *def = value.getDefiningOp();
     for (Value operand : def->getOperands())
-      copies.map(operand, copyOf(operand, b));
+      copyOf(operand, b);
     Operation *copy = b.clone(*def, copies);
     copies.map(def->getResults(), copy->getResults());
     return copies.lookup(value);

@@ -54,16 +54,15 @@ void BackgroundAllReduce::run() {
     Queued sum = std::move(queued_.front());
     queued_.pop_front();
     lock.unlock();
-    const uint64_t sentBefore = group_->bytesSent()[CollectiveKind::AllReduce];
+    const uint64_t bytes = sum.count * dtypeSize(sum.type);
     Finished done{sum.step,
                   std::move(sum.what),
-                  sum.count * dtypeSize(sum.type),
-                  0,
+                  bytes,
+                  ringBytesSent(CollectiveKind::AllReduce, bytes, group_->size()),
                   std::chrono::steady_clock::now(),
                   {}};
     group_->allReduceSum(sum.buffer, sum.count, sum.type, {sum.step, done.what});
     done.end = std::chrono::steady_clock::now();
-    done.bytesSent = group_->bytesSent()[CollectiveKind::AllReduce] - sentBefore;
     lock.lock();
     report_.sums.push_back(std::move(done));
     --unfinished_;
