@@ -598,7 +598,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     s.lr = scalarInput("cleave.lr");
     s.step = scalarInput("cleave.step");
 
-    if (zero == 0)
+    // A pipeline stage that trains no parameter (it only computes) has no
+    // flat buffer to lay out.
+    if (zero == 0 || s.members.empty())
       buildReplicated(s);
     else if (zero == 3)
       buildStage3(s);

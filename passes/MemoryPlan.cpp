@@ -190,7 +190,8 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
       for (auto [i, arg] : llvm::enumerate(func.getArguments()))
         if (auto size = func.getArgAttrOfType<IntegerAttr>(i, kFlatSizeAttr))
           flatBytes[func.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue()] =
-              size.getInt() * bytesOf(arg) / cast<RankedTensorType>(arg.getType()).getNumElements();
+              size.getInt() *
+              (cast<RankedTensorType>(arg.getType()).getElementTypeBitWidth() + 7) / 8;
     auto flatSlot = [&](StringRef group) {
       auto [slot, added] = weightsOffsets.try_emplace(group, weights);
       if (added)

@@ -4,7 +4,8 @@
 # from the same initial weights on the same data, against one device
 # accumulating the same M microbatches (--grad-accum M):
 #   - pp=2 with gpipe, 1f1b and zb-h1 (M = 4), pp=4 with 1f1b and zb-h1 for the MLP
-#     (its last stage the loss alone, with no parameter), dp x pp = 2 x 2
+#     (its last stage the loss alone, with no parameter; also dp x pp = 2 x 4
+#     with ZeRO 1 and 2, gpipe, where that stage has no flat buffer), dp x pp = 2 x 2
 #     with 1f1b (M = 2 a rank), for the GPT also with ZeRO 1, 2 and 3, and
 #     tp x pp = 2 x 2 and dp x tp x pp = 2 x 2 x 2 (8 ranks, 11 s here) with
 #     plans/megatron-gpt.json: every step's loss within 1e-5 relative
@@ -193,6 +194,9 @@ def main():
                    ("dp2-pp2-1f1b", 2, 2, [])]
         if name == "mlp":
             layouts += [("pp4-1f1b", 1, 4, []), ("pp4-zb", 1, 4, ["--schedule", "zb-h1"])]
+            # 8 ranks: the last stage trains no parameter, so it has no flat buffer.
+            layouts += [(f"dp2-pp4-z{zero}", 2, 4, ["--zero", str(zero), "--schedule", "gpipe"])
+                        for zero in (1, 2)]
         else:
             layouts += [(f"dp2-pp2-z{zero}", 2, 2, ["--zero", str(zero)]) for zero in (1, 2, 3)]
             megatron = ["--plan", os.path.join(ROOT, "plans", "megatron-gpt.json")]
