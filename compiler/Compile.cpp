@@ -629,8 +629,9 @@ LogicalResult Compiler::run() {
   if (options.target != "cpu" && options.target != "cuda")
     return fail("--target '" + options.target + "'", "unknown target", "use cpu or cuda",
                 kExitBadUsage);
-  if (options.emit != "mlir" && options.emit != "cpp" && options.emit != "program")
-    return fail("--emit '" + options.emit + "'", "unknown stage", "use mlir, cpp or program",
+  if (options.emit != "plan" && options.emit != "mlir" && options.emit != "cpp" &&
+      options.emit != "program")
+    return fail("--emit '" + options.emit + "'", "unknown stage", "use plan, mlir, cpp or program",
                 kExitBadUsage);
   if (!options.train && !options.training.mesh.empty())
     return fail("--mesh", "partitions a training step", "add --train", kExitBadUsage);
@@ -640,6 +641,8 @@ LogicalResult Compiler::run() {
   if (options.train && failed(checkTrainOptions(options.training)))
     return failure();
   ImportOptions import = options.import;
+  // plan.json alone needs the parameters' shapes, not their values.
+  import.parameterValues = options.emit != "plan";
   if (options.train && options.training.batchSize)
     import.batchSize =
         *options.training.batchSize / (options.training.gradAccum * axisRanks("dp"));
@@ -653,7 +656,7 @@ LogicalResult Compiler::run() {
   auto imported = importOnnxModel(context, options.model, import, error);
   if (failed(imported))
     return failure();
-  if (options.train)
+  if (options.train && options.warnings)
     printTrainingWarnings(*imported, options.freeze);
   ModuleOp module = *imported->module;
   if (failed(checkInputsAndOutputs(module.lookupSymbol<func::FuncOp>("forward"))))
@@ -720,12 +723,15 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
         pm.addPass(createOverlapGradients({bucketBytes}));
       })))
     return failure();
-  if (failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
+  if (options.emit != "plan" &&
+      failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
     return failure();
   const std::string buildId = newBuildId();
   std::string planInterface;
   if (failed(writePlan(module, imported, options, outputDir, buildId, planInterface, error)))
     return failure();
+  if (options.emit == "plan")
+    return success();
   if (options.target == "cuda" && failed(checkCudaKernels(module)))
     return failure();
   if (failed(runPasses(module, [&](PassManager &pm) {

@@ -65,8 +65,9 @@ struct CompileOptions {
   std::string model;
   std::string outDir;
   std::string target = "cpu";
-  /// How far to go: "mlir" (planned and lowered IR), "cpp" (+ the C++ or CUDA
-  /// source), "program" (+ the executable).
+  /// How far to go: "plan" (plan.json alone: no weights, and the parameters'
+  /// values are not read), "mlir" (+ the weights, the planned and lowered
+  /// IR), "cpp" (+ the C++ or CUDA source), "program" (+ the executable).
   std::string emit = "program";
   bool printIrAfterAll = false;
   /// Also compute the gradient of the loss for every parameter (outputs named
@@ -87,6 +88,9 @@ struct CompileOptions {
   std::vector<std::string> stepFlags;
   TrainOptions training;
   ImportOptions import;
+  /// Print the model's training warnings (cleave plan prints them once, not
+  /// once per layout it compiles).
+  bool warnings = true;
 };
 
 /// Imports, plans and lowers the model and writes the output directory:

@@ -267,18 +267,21 @@ LogicalResult Importer::readInitializers(const Reads &reads, ImportedModel &impo
   for (const auto &initializer : model.graph().initializer()) {
     TensorData data;
     std::string message;
-    if (!readTensor(&context, initializer, modelDir, data, message))
+    if (!readTensorType(&context, initializer, data, message))
       return fail("initializer '" + initializer.name() + "': " + message);
     bool isFloat = isa<FloatType>(data.type.getElementType());
-    if (bound.contains(initializer.name())) {
-      bool weight = isFloat && reads.byGraph.contains(initializer.name());
-      (weight ? imported.parameters : imported.state)
-          .push_back(Parameter{initializer.name(), std::move(data)});
-    } else if (isFloat && !reads.onlyAsConstant(initializer.name())) {
+    const bool isBound = bound.contains(initializer.name());
+    const bool isParameter = isBound ? isFloat && reads.byGraph.contains(initializer.name())
+                                     : isFloat && !reads.onlyAsConstant(initializer.name());
+    if ((!isParameter || options.parameterValues) &&
+        !readTensor(&context, initializer, modelDir, data, message))
+      return fail("initializer '" + initializer.name() + "': " + message);
+    if (isParameter)
       imported.parameters.push_back(Parameter{initializer.name(), std::move(data)});
-    } else {
+    else if (isBound)
+      imported.state.push_back(Parameter{initializer.name(), std::move(data)});
+    else
       signature.constants.emplace_back(initializer.name(), std::move(data));
-    }
   }
   if (!stepFromTrainingInfo)
     return success();

@@ -47,6 +47,9 @@ struct ImportOptions {
   /// With `trainingInfo`: the flags given for cleave's own step builder
   /// (`--optimizer`, `--lr`...), refused when training_info defines the step.
   std::vector<std::string> stepFlags;
+  /// Read the parameters' values; false: only their types (`--emit plan`,
+  /// which writes no weights: a model's external data may then be absent).
+  bool parameterValues = true;
 };
 
 /// An initializer held in the weights blob and passed to @forward as an

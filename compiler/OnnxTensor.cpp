@@ -173,8 +173,8 @@ bool readExternal(const onnx::TensorProto &tensor, StringRef modelDir,
 
 } // namespace
 
-bool readTensor(MLIRContext *context, const onnx::TensorProto &tensor, StringRef modelDir,
-                TensorData &data, std::string &error) {
+bool readTensorType(MLIRContext *context, const onnx::TensorProto &tensor, TensorData &data,
+                    std::string &error) {
   Type element = elementTypeFromOnnx(context, tensor.data_type());
   if (!element) {
     error = "element type " + onnxTypeName(tensor.data_type()).str() + " is not supported";
@@ -186,6 +186,15 @@ bool readTensor(MLIRContext *context, const onnx::TensorProto &tensor, StringRef
     return false;
   }
   data.type = RankedTensorType::get(shape, element);
+  data.bytes.clear();
+  return true;
+}
+
+bool readTensor(MLIRContext *context, const onnx::TensorProto &tensor, StringRef modelDir,
+                TensorData &data, std::string &error) {
+  if (!readTensorType(context, tensor, data, error))
+    return false;
+  Type element = data.type.getElementType();
   uint64_t expected = data.type.getNumElements() * elementBytes(element);
   auto holds = [&](uint64_t size) {
     if (size == expected)

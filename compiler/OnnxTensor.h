@@ -36,6 +36,11 @@ struct TensorData {
 bool readTensor(mlir::MLIRContext *context, const onnx::TensorProto &tensor,
                 llvm::StringRef modelDir, TensorData &data, std::string &error);
 
+/// Reads `tensor`'s type alone (its element type and dims, checked as
+/// readTensor checks them), leaving `data.bytes` empty.
+bool readTensorType(mlir::MLIRContext *context, const onnx::TensorProto &tensor, TensorData &data,
+                    std::string &error);
+
 /// `data` as a dense literal of its type.
 mlir::DenseElementsAttr toElementsAttr(const TensorData &data);
 

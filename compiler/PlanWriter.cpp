@@ -198,7 +198,15 @@ private:
   void setFlatParameters();
   void addStoredArguments(func::FuncOp func);
   void addStored(func::FuncOp func, unsigned index);
-  void addConstantsAndFlops(func::FuncOp func);
+  void addConstantsAndCosts(func::FuncOp func);
+  /// How often a step calls `func`: a forward or a pipeline stage's backward
+  /// once per microbatch, the rest once.
+  int64_t callsPerStep(func::FuncOp func) const {
+    StringRef name = func.getSymName();
+    return name == "forward" || name == "backward" || name == "backward_weight"
+               ? options.training.gradAccum
+               : 1;
+  }
   LogicalResult countCollectives(func::FuncOp func, UserError &error);
   void count(StringRef kind, int64_t axis, int64_t calls, int64_t buffer, int64_t payload);
   void setCollectives();
@@ -217,7 +225,10 @@ private:
   shard::GridOp grid;
   rt::Plan plan;
   /// The blob's bytes every rank shares.
+  /// The blob's bytes before any rank's parts; empty with --emit plan,
+  /// which writes no weights (and imports no parameter values).
   std::vector<char> weights;
+  bool withWeights() const { return options.emit != "plan"; }
   std::vector<RankedParameter> rankedParameters;
   /// Parameters and state with an initial value, by name.
   llvm::StringMap<const Parameter *> initialValues;
@@ -294,7 +305,8 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
     // Optimizer state and accumulators start at zero (the blob's initial
     // bytes); model state and the state a training_info step updates at
     // their initializers' values.
-    if (const Parameter *initial = initialValues.lookup(name))
+    const Parameter *initial = initialValues.lookup(name);
+    if (initial && withWeights())
       llvm::copy(initial->value.bytes, weights.begin() + stored.offset);
     plan.state.push_back(std::move(stored));
     return;
@@ -316,7 +328,7 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
     rankedParameters.push_back({parameter, stored.offset, sharding});
     parameterShardings[name] = sharding;
     stored.sharding = sharding;
-  } else {
+  } else if (withWeights()) {
     llvm::copy(parameter->value.bytes, weights.begin() + stored.offset);
   }
   plan.parameters.push_back(std::move(stored));
@@ -347,10 +359,19 @@ void PlanBuilder::addStoredArguments(func::FuncOp func) {
   }
 }
 
-void PlanBuilder::addConstantsAndFlops(func::FuncOp func) {
+void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
+  rt::FunctionCost &cost = plan.costs.emplace_back();
+  cost.function = func.getSymName().str();
+  cost.callsPerStep = callsPerStep(func);
   func.walk([&](Operation *op) {
-    if (op->getDialect() && isa<CleaveDialect>(op->getDialect()))
+    if (op->getDialect() && isa<CleaveDialect>(op->getDialect())) {
       plan.flops += estimateFlops(op);
+      if (isProduct(op))
+        cost.productFlops += estimateFlops(op);
+      else if (!isView(op))
+        cost.otherBytes += estimateBytesMoved(op);
+      cost.kernelCalls += !isView(op);
+    }
     // Kernels run one at a time: the largest scratch is the one that adds.
     plan.memory.scratchBytes =
         std::max(plan.memory.scratchBytes, convScratchBytes(op, options.target));
@@ -359,7 +380,8 @@ void PlanBuilder::addConstantsAndFlops(func::FuncOp func) {
     if (!constant || !offset)
       return;
     std::vector<char> bytes = constantBytes(constant);
-    llvm::copy(bytes, weights.begin() + offset.getInt());
+    if (withWeights())
+      llvm::copy(bytes, weights.begin() + offset.getInt());
     ++plan.constantCount;
     plan.constantBytes += static_cast<int64_t>(bytes.size());
   });
@@ -380,7 +402,7 @@ void PlanBuilder::count(StringRef kind, int64_t axis, int64_t calls, int64_t buf
 
 LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error) {
   // @forward runs once per microbatch.
-  int64_t repeats = func.getSymName() == "forward" ? options.training.gradAccum : 1;
+  int64_t repeats = callsPerStep(func);
   auto cannotLower = [&] {
     error = UserError{options.model, "a collective cannot be lowered (a cleave bug)", "",
                       kExitInternal};
@@ -577,13 +599,14 @@ LogicalResult PlanBuilder::build(UserError &error) {
   plan.target = options.target;
   plan.weightsBytes = module->getAttrOfType<IntegerAttr>(kWeightsBytesAttr).getInt();
   plan.arenaBytes = module->getAttrOfType<IntegerAttr>(kArenaBytesAttr).getInt();
-  weights.assign(plan.weightsBytes, 0);
+  if (withWeights())
+    weights.assign(plan.weightsBytes, 0);
   setMesh();
   if (plan.mesh)
     setFlatParameters();
   for (auto func : module.getOps<func::FuncOp>()) {
     addStoredArguments(func);
-    addConstantsAndFlops(func);
+    addConstantsAndCosts(func);
     if (failed(countCollectives(func, error)))
       return failure();
     for (auto [i, type] : llvm::enumerate(func.getResultTypes()))
@@ -654,6 +677,8 @@ LogicalResult PlanBuilder::writeFiles(StringRef dir, UserError &error) {
   };
   if (failed(writeFile("plan.json", rt::planJson(plan))))
     return failure();
+  if (!withWeights())
+    return success();
   // One blob per coordinate of the axes it differs along (the others 0).
   const rt::Mesh mesh = plan.mesh ? *plan.mesh : rt::Mesh{};
   for (int rank = 0; rank < mesh.size(); ++rank) {

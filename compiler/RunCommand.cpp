@@ -104,18 +104,6 @@ std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
   return entries;
 }
 
-/// The command that starts `program` on `ranks` local ranks: mpirun, allowed
-/// to run as root (containers), to start more ranks than cores, and to leave
-/// each rank's threads unpinned (its default binds a rank to one core, which
-/// would starve --threads).
-std::vector<std::string> mpirunCommand(const std::string &mpirun, int ranks) {
-  std::vector<std::string> command{mpirun,      "-n",  std::to_string(ranks), "--oversubscribe",
-                                   "--bind-to", "none"};
-  if (geteuid() == 0)
-    command.push_back("--allow-run-as-root");
-  return command;
-}
-
 /// `value` as text that reads back as the same double.
 std::string doubleText(double value) {
   char text[32];
@@ -492,6 +480,18 @@ int commitWithModel(const RunOptions &options, const std::string &outputDir) {
 }
 
 } // namespace
+
+/// The command that starts `program` on `ranks` local ranks: mpirun, allowed
+/// to run as root (containers), to start more ranks than cores, and to leave
+/// each rank's threads unpinned (its default binds a rank to one core, which
+/// would starve --threads).
+std::vector<std::string> mpirunCommand(const std::string &mpirun, int ranks) {
+  std::vector<std::string> command{mpirun,      "-n",  std::to_string(ranks), "--oversubscribe",
+                                   "--bind-to", "none"};
+  if (geteuid() == 0)
+    command.push_back("--allow-run-as-root");
+  return command;
+}
 
 /// The mpirun command of a pipeline's job, from the one-program command
 /// `args` (mpirun's options, "-n N", then `program --dir DIR` at

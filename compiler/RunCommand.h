@@ -10,6 +10,10 @@
 
 namespace cleave {
 
+/// The command that starts a program on `ranks` local ranks through
+/// `mpirun` (the program's own command line follows it).
+std::vector<std::string> mpirunCommand(const std::string &mpirun, int ranks);
+
 /// What `cleave run` passes to DIR/program; options left unset are not passed,
 /// so the program itself decides what its mode (forward or training) accepts.
 struct RunOptions {

@@ -12,6 +12,13 @@ namespace cleave {
 
 static int64_t elements(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
 
+/// 2 per multiply-add of a convolution whose output (or output gradient) is
+/// `out` and whose weights have the shape of `w`.
+static int64_t convFlops(Value out, Type w) {
+  auto weights = cast<RankedTensorType>(w);
+  return 2 * elements(out) * (weights.getNumElements() / weights.getDimSize(0));
+}
+
 int64_t estimateFlops(Operation *op) {
   if (auto matmul = dyn_cast<MatMulOp>(op)) {
     auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
@@ -22,11 +29,13 @@ int64_t estimateFlops(Operation *op) {
     int64_t k = gemm.getTransA() ? a.getDimSize(0) : a.getDimSize(1);
     return 2 * elements(gemm.getOutput()) * k;
   }
-  if (auto conv = dyn_cast<ConvOp>(op)) {
-    auto w = cast<RankedTensorType>(conv.getW().getType());
-    return 2 * elements(conv.getY()) * (w.getNumElements() / w.getDimSize(0));
-  }
-  if (isa<ConstantOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op))
+  if (auto conv = dyn_cast<ConvOp>(op))
+    return convFlops(conv.getY(), conv.getW().getType());
+  if (auto grad = dyn_cast<ConvGradInputOp>(op))
+    return convFlops(grad.getGrad(), grad.getW().getType());
+  if (auto grad = dyn_cast<ConvGradWeightOp>(op))
+    return convFlops(grad.getGrad(), grad.getOutput().getType());
+  if (isView(op))
     return 0;
   // One operation per element and instruction ("op a b;op c>...").
   if (auto fused = dyn_cast<FusedElementwiseOp>(op))
@@ -36,6 +45,25 @@ int64_t estimateFlops(Operation *op) {
     if (isa<RankedTensorType>(result.getType()))
       flops += elements(result);
   return flops;
+}
+
+bool isProduct(Operation *op) {
+  return isa<MatMulOp, GemmOp, ConvOp, ConvGradInputOp, ConvGradWeightOp>(op);
+}
+
+bool isView(Operation *op) {
+  return isa<ConstantOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
+}
+
+int64_t estimateBytesMoved(Operation *op) {
+  int64_t bytes = 0;
+  auto add = [&](Value v) {
+    if (auto type = dyn_cast<RankedTensorType>(v.getType()))
+      bytes += type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+  };
+  llvm::for_each(op->getOperands(), add);
+  llvm::for_each(op->getResults(), add);
+  return bytes;
 }
 
 } // namespace cleave

@@ -7,10 +7,22 @@
 
 namespace cleave {
 
-/// Floating-point operations of one op: 2 per multiply-add in matmul, gemm
-/// and conv, none for a view, one per output element elsewhere (an estimate
-/// for the rest). plan.json's FLOPs and the pipeline's balanced stages use it.
+/// Floating-point operations of one op: 2 per multiply-add in matmul, gemm,
+/// conv and conv's adjoints, none for a view, one per output element
+/// elsewhere (an estimate for the rest). plan.json's FLOPs and the
+/// pipeline's balanced stages use it.
 int64_t estimateFlops(mlir::Operation *op);
+
+/// Whether `op` is a product (matmul, gemm, conv or an adjoint of conv):
+/// `cleave plan` times its FLOPs at the device's product rate, the other
+/// kernels by the bytes they move.
+bool isProduct(mlir::Operation *op);
+
+/// Whether `op` runs no kernel: a constant or a view of its operand.
+bool isView(mlir::Operation *op);
+
+/// Bytes a kernel reads and writes: its tensor operands and results.
+int64_t estimateBytesMoved(mlir::Operation *op);
 
 } // namespace cleave
 

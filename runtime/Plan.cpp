@@ -749,6 +749,13 @@ std::string planJson(const Plan &plan) {
     parameters.push_back(storedJson(p, plan));
   for (const StoredTensor &s : plan.state)
     state.push_back(storedJson(s, plan));
+  Json costs = Json::array();
+  for (const FunctionCost &c : plan.costs)
+    costs.push_back({{"function", c.function},
+                     {"calls_per_step", c.callsPerStep},
+                     {"product_flops", c.productFlops},
+                     {"other_bytes", c.otherBytes},
+                     {"kernel_calls", c.kernelCalls}});
   const MemoryFigures &m = plan.memory;
   Json json = {
       {"format_version", kPlanFormatVersion},
@@ -765,6 +772,7 @@ std::string planJson(const Plan &plan) {
         {"bytes", plan.weightsBytes}}},
       {"arena", {{"bytes", plan.arenaBytes}}},
       {"flops", plan.flops},
+      {"cost", costs},
       {"memory",
        {{"parameter_bytes", m.parameterBytes},
         {"gradient_bytes", m.gradientBytes},

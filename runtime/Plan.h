@@ -153,6 +153,20 @@ struct CollectiveTraffic {
   int64_t analyticMinBytesSent = 0;
 };
 
+/// What one function of the program costs, as the compiler estimates it
+/// (passes/CostModel.h): `cleave plan` times a layout from these.
+struct FunctionCost {
+  std::string function;
+  /// How often a step runs it (a forward or backward once per microbatch).
+  int64_t callsPerStep = 0;
+  /// FLOPs of its products (matmul, gemm, conv and conv's adjoints).
+  int64_t productFlops = 0;
+  /// Bytes the other kernels read and write.
+  int64_t otherBytes = 0;
+  /// Kernel calls (views and constants run none).
+  int64_t kernelCalls = 0;
+};
+
 struct MemoryFigures {
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
   int64_t activationBytes = 0, inputBytes = 0;
@@ -271,6 +285,7 @@ struct Plan {
   std::vector<std::string> weightsByAxes;
   int64_t arenaBytes = 0;
   int64_t flops = 0;
+  std::vector<FunctionCost> costs;
   MemoryFigures memory;
   /// The device mesh a training step is partitioned over.
   std::optional<Mesh> mesh;

@@ -4,7 +4,7 @@
 // `compile` builds a native program, `run` runs one, `ckpt` inspects,
 // consolidates and exports a run's checkpoints, `conformance` checks
 // numerics on ONNX backend node tests, `schedule` simulates a pipeline
-// schedule. Exit codes: 0 ok, 1 bad
+// schedule, `plan` ranks the parallel layouts of a training step. Exit codes: 0 ok, 1 bad
 // input, 2 bad usage, 3 internal error.
 //
 //===----------------------------------------------------------------------===//
@@ -15,6 +15,7 @@
 #include "compiler/Diagnostics.h"
 #include "compiler/ModelSummary.h"
 #include "compiler/OnnxImporter.h"
+#include "compiler/PlanCommand.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
@@ -105,33 +106,27 @@ struct CompileCommand {
   std::vector<std::string> inputShapes;
   /// The flags of cleave's own step builder (CompileOptions::stepFlags).
   std::vector<CLI::Option *> stepOptions;
+  /// With --mesh auto: where to plan for.
+  PlanOptions planner;
+  /// The flags of a layout, which --mesh auto chooses (or plans with:
+  /// --ranks, --device, --memory-per-rank).
+  std::vector<CLI::Option *> layoutOptions;
+  CLI::Option *ranksOption = nullptr;
 };
 
-void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
-  CLI::App *sub = app.add_subcommand(
-      "compile", "Compile an ONNX model to a native program in an output directory");
-  sub->add_option("model", cmd.options.model, "The ONNX model file (.onnx)")->required();
-  sub->add_option("-o,--output", cmd.options.outDir,
-                  "Output directory: program, program.cpp, plan.json, weights.bin, IR dumps")
-      ->required();
-  sub->add_option("--target", cmd.options.target, "cpu (default) or cuda");
-  sub->add_option("--emit", cmd.options.emit,
-                  "Stop after: mlir (IR dumps), cpp (+ generated source), program (default)");
-  sub->add_option("--input-shape", cmd.inputShapes,
+/// The flags `compile` and `plan` share: the model's inputs and loss, and
+/// the step's optimizer, batch and tensor-parallel plan.
+void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::string> &inputShapes) {
+  sub->add_option("model", options.model, "The ONNX model file (.onnx)")->required();
+  sub->add_option("--input-shape", inputShapes,
                   "Bind an input's dims, e.g. --input-shape tokens=8x128 (repeatable)");
-  sub->add_flag("--print-ir-after-all", cmd.options.printIrAfterAll,
-                "Print the IR after import and after every pass to stderr");
-  sub->add_flag("--gradients", cmd.options.gradients,
-                "Also output the gradient of the loss for each parameter (grad:NAME)");
-  sub->add_option("--loss", cmd.options.loss,
+  sub->add_option("--loss", options.loss,
                   "What --gradients and --train differentiate: an output's NAME (default: "
                   "the only scalar output), or a loss to append: cross_entropy:LOGITS,LABELS "
                   "or mse:OUTPUT,TARGET (LABELS/TARGET become new inputs)");
-  sub->add_option("--freeze", cmd.options.freeze,
+  sub->add_option("--freeze", options.freeze,
                   "Parameters to keep fixed: a name glob, e.g. 'encoder.*' (repeatable)");
-  TrainOptions &t = cmd.options.training;
-  sub->add_flag("--train", cmd.options.train,
-                "Compile one optimizer step (forward, gradients, update) instead of a forward");
+  TrainOptions &t = options.training;
   sub->add_option("--optimizer", t.optimizer, "sgd (default), momentum, adagrad, adam or adamw");
   sub->add_option("--lr", t.lr, "Learning rate (default 0.01)");
   sub->add_option("--lr-schedule", t.lrSchedule, "constant (default), linear or cosine");
@@ -145,20 +140,77 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_flag("--nesterov", t.nesterov, "Nesterov momentum");
   sub->add_option("--clip-grad-norm", t.clipGradNorm,
                   "Clip the global gradient 2-norm to this value before the update (0: off)");
-  sub->add_option("--grad-accum", t.gradAccum,
-                  "Microbatches per step whose gradients add up before one update (default 1)");
   sub->add_option("--batch-size", t.batchSize,
                   "Samples per step, over all microbatches and data-parallel ranks; each "
                   "input's dim 0 becomes batch-size / (grad-accum x dp) (default: the model's "
                   "input shapes)");
-  sub->add_option("--mesh", t.mesh,
-                  "The device mesh of a training step, e.g. dp=2,tp=2: the batch is split over "
-                  "dp ranks and the gradients all-reduced; parameters split over tp as --plan "
-                  "says; the layers cut into pp pipeline stages (run with cleave run -n 4)");
   sub->add_option("--plan", t.plan,
                   "A plan file: parameter-name globs and how each dim lies over the mesh, "
                   "e.g. {\"parameters\": {\"*.fc1.weight\": [\"tp\", \"-\"]}} "
                   "(plans/ has Megatron-style ones)");
+  sub->add_option("--bucket-mb", t.bucketMb,
+                  "MiB of gradients per bucket whose dp all-reduce starts, on a thread of its "
+                  "own, as soon as the last microbatch's backward has them: auto (default: a "
+                  "quarter of the gradients, 4 KiB to 25 MiB) or a number; 0 runs every "
+                  "all-reduce after the backward");
+  sub->add_flag("--deterministic", t.deterministic,
+                "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
+                "one device accumulating the same microbatches");
+  sub->add_flag("--sync-batchnorm", t.syncBatchNorm,
+                "Training-mode BatchNorm normalizes with the statistics of every dp rank's "
+                "microbatch together (SyncBatchNorm), not each rank's own");
+  sub->add_flag("--ignore-training-info", options.ignoreTrainingInfo,
+                "With --train: build the step with cleave's optimizers even when the model "
+                "has a training_info (which otherwise defines the step)");
+}
+
+/// The flags that say where `plan` (and `compile --mesh auto`) plans for.
+void addPlannerOptions(CLI::App *sub, PlanOptions &plan, bool forCompile) {
+  sub->add_option("--ranks", plan.ranks,
+                  forCompile ? "With --mesh auto: the ranks to lay the step over"
+                             : "The ranks to lay the step over")
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--device", plan.device,
+                  "cpu (default: this machine, measured by cleave-calibrate on --ranks local "
+                  "ranks) or a device file (devices/ has an 8-GPU H100 node, a 64-GPU cluster "
+                  "and a CPU cluster)");
+  sub->add_option_function<std::string>(
+      "--memory-per-rank",
+      [&plan](const std::string &text) {
+        std::optional<int64_t> bytes = parseByteCount(text);
+        if (!bytes)
+          throw CLI::ValidationError("--memory-per-rank",
+                                     "'" + text + "' is not a byte count such as 2GiB or 512MiB");
+        plan.memoryPerRank = *bytes;
+      },
+      "The memory a rank may use (bytes, or with KiB, MiB, GiB; default: the device's)");
+}
+
+void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
+  CLI::App *sub = app.add_subcommand(
+      "compile", "Compile an ONNX model to a native program in an output directory");
+  addStepOptions(sub, cmd.options, cmd.inputShapes);
+  sub->add_option("-o,--output", cmd.options.outDir,
+                  "Output directory: program, program.cpp, plan.json, weights.bin, IR dumps")
+      ->required();
+  sub->add_option("--target", cmd.options.target, "cpu (default) or cuda");
+  sub->add_option("--emit", cmd.options.emit,
+                  "Stop after: plan (plan.json alone, no weights), mlir (+ weights, IR dumps), cpp "
+                  "(+ generated source), program (default)");
+  sub->add_flag("--print-ir-after-all", cmd.options.printIrAfterAll,
+                "Print the IR after import and after every pass to stderr");
+  sub->add_flag("--gradients", cmd.options.gradients,
+                "Also output the gradient of the loss for each parameter (grad:NAME)");
+  TrainOptions &t = cmd.options.training;
+  sub->add_flag("--train", cmd.options.train,
+                "Compile one optimizer step (forward, gradients, update) instead of a forward");
+  sub->add_option("--grad-accum", t.gradAccum,
+                  "Microbatches per step whose gradients add up before one update (default 1)");
+  sub->add_option("--mesh", t.mesh,
+                  "The device mesh of a training step, e.g. dp=2,tp=2: the batch is split over "
+                  "dp ranks and the gradients all-reduced; parameters split over tp as --plan "
+                  "says; the layers cut into pp pipeline stages (run with cleave run -n 4); "
+                  "auto: the layout cleave plan ranks first for --ranks");
   sub->add_option("--schedule", t.schedule,
                   "With a pp axis in --mesh: the pipeline schedule of the --grad-accum "
                   "microbatches: gpipe, 1f1b (default) or zb-h1");
@@ -173,25 +225,54 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "Forward values the backward makes again instead of keeping them: none "
                   "(default), selective (elementwise ops, softmax, dropout and data movement) "
                   "or full (all but each block's inputs; blocks from the ONNX node names)");
-  sub->add_option("--bucket-mb", t.bucketMb,
-                  "MiB of gradients per bucket whose dp all-reduce starts, on a thread of its "
-                  "own, as soon as the last microbatch's backward has them: auto (default: a "
-                  "quarter of the gradients, 4 KiB to 25 MiB) or a number; 0 runs every "
-                  "all-reduce after the backward");
-  sub->add_flag("--deterministic", t.deterministic,
-                "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
-                "one device accumulating the same microbatches");
-  sub->add_flag("--sync-batchnorm", t.syncBatchNorm,
-                "Training-mode BatchNorm normalizes with the statistics of every dp rank's "
-                "microbatch together (SyncBatchNorm), not each rank's own");
-  sub->add_flag("--ignore-training-info", cmd.options.ignoreTrainingInfo,
-                "With --train: build the step with cleave's optimizers even when the model "
-                "has a training_info (which otherwise defines the step)");
+  addPlannerOptions(sub, cmd.planner, /*forCompile=*/true);
   for (const char *name : {"--optimizer", "--lr", "--lr-schedule", "--warmup", "--beta1",
                            "--beta2", "--eps", "--weight-decay", "--momentum", "--nesterov",
                            "--clip-grad-norm", "--grad-accum", "--mesh", "--deterministic",
                            "--sync-batchnorm", "--freeze", "--loss"})
     cmd.stepOptions.push_back(sub->get_option(name));
+  for (const char *name : {"--grad-accum", "--schedule", "--zero", "--recompute", "--stages",
+                           "--ranks", "--device", "--memory-per-rank"})
+    cmd.layoutOptions.push_back(sub->get_option(name));
+  cmd.ranksOption = sub->get_option("--ranks");
+}
+
+/// With --mesh auto, sets the layout flags to what `cleave plan` ranks
+/// first (its table on stdout); without it, refuses the planner's flags.
+mlir::LogicalResult chooseAutoLayout(CompileCommand &cmd, UserError &error) {
+  TrainOptions &t = cmd.options.training;
+  const bool planned = t.mesh == "auto";
+  for (CLI::Option *option : cmd.layoutOptions) {
+    const std::string name = option->get_name();
+    const bool plannerFlag = name == "--ranks" || name == "--device" || name == "--memory-per-rank";
+    if (option->count() == 0 || plannerFlag == planned)
+      continue;
+    error = {name, planned ? "is chosen by --mesh auto" : "plans a layout: only with --mesh auto",
+             planned ? "leave it out, or give --mesh yourself" : "add --mesh auto --ranks N",
+             kExitBadUsage};
+    return mlir::failure();
+  }
+  if (!planned)
+    return mlir::success();
+  if (!cmd.options.train || cmd.ranksOption->count() == 0) {
+    error = {"--mesh auto", "plans a training step over a number of ranks",
+             "add --train and --ranks N", kExitBadUsage};
+    return mlir::failure();
+  }
+  PlanOptions &planner = cmd.planner;
+  planner.compile = cmd.options;
+  planner.compile.training.mesh.clear();
+  Layout best;
+  if (mlir::failed(chooseLayout(planner, best, llvm::outs(), error)))
+    return mlir::failure();
+  llvm::outs() << "--mesh auto chose: " << (best.flags().empty() ? "one rank" : best.flags())
+               << "\n";
+  t.mesh = best.mesh();
+  t.zero = best.zero;
+  t.gradAccum = best.microbatches;
+  t.schedule = best.schedule;
+  t.recompute = best.recompute;
+  return mlir::success();
 }
 
 int runCompile(CompileCommand &cmd) {
@@ -210,12 +291,45 @@ int runCompile(CompileCommand &cmd) {
     printError(error);
     return error.code;
   }
+  if (mlir::failed(chooseAutoLayout(cmd, error))) {
+    printError(error);
+    return error.code;
+  }
   mlir::MLIRContext context(mlir::MLIRContext::Threading::DISABLED);
   if (mlir::failed(compileModel(context, cmd.options, error))) {
     printError(error);
     return error.code;
   }
   return kExitOk;
+}
+
+struct PlanCommand {
+  PlanOptions options;
+  std::vector<std::string> inputShapes;
+};
+
+void addPlanCommand(CLI::App &app, PlanCommand &cmd) {
+  CLI::App *sub = app.add_subcommand(
+      "plan", "Rank the parallel layouts of a training step over N ranks: each one's memory per "
+              "rank (its memory plan) and predicted step time on a device");
+  addStepOptions(sub, cmd.options.compile, cmd.inputShapes);
+  addPlannerOptions(sub, cmd.options, /*forCompile=*/false);
+  sub->get_option("--ranks")->required();
+  sub->add_option("-o,--write-flags", cmd.options.writeFlags,
+                  "Write the best layout's compile flags to this file (one line)");
+  sub->add_option("--json", cmd.options.json,
+                  "Write every layout's prediction to this file (JSON)");
+  sub->add_option("--save-device", cmd.options.saveDevice,
+                  "Write the device (as measured, or as read) to this device file");
+}
+
+int runPlanCommand(PlanCommand &cmd) {
+  UserError error;
+  if (!parseInputShapes(cmd.inputShapes, cmd.options.compile.import, error)) {
+    printError(error);
+    return error.code;
+  }
+  return runPlan(cmd.options, llvm::outs());
 }
 
 void addRunCommand(CLI::App &app, RunOptions &options) {
@@ -393,6 +507,8 @@ int main(int argc, char **argv) {
   addConformanceCommand(app, conformance);
   ScheduleOptions scheduleOptions;
   addScheduleCommand(app, scheduleOptions);
+  PlanCommand planCmd;
+  addPlanCommand(app, planCmd);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp &e) {
@@ -413,6 +529,8 @@ int main(int argc, char **argv) {
     return runCkpt(ckpt);
   if (app.got_subcommand("conformance"))
     return runConformance(conformance, llvm::outs());
+  if (app.got_subcommand("plan"))
+    return runPlanCommand(planCmd);
   if (app.got_subcommand("schedule"))
     return runSchedule(scheduleOptions, llvm::outs());
   return kExitBadUsage;

@@ -1,0 +1,62 @@
+//===- DeviceModel.h - the machine cleave plan times layouts on -*- C++ -*-===//
+//
+// What a rank can do (its product rate, the bytes per second of its other
+// kernels, a kernel call's own cost, its memory) and what links its
+// collectives cross: within a node, and between nodes. Read from a device
+// file (devices/*.json, docs/formats.md) or measured on this machine by
+// cleave-calibrate under mpirun.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_COMPILER_DEVICEMODEL_H
+#define CLEAVE_COMPILER_DEVICEMODEL_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cleave {
+
+/// A collective over a link: each of its steps costs `latencySeconds`, and
+/// the bytes a rank sends move at `bandwidthBytesPerSecond` (a ring
+/// all-reduce of n ranks takes 2 (n - 1) steps and sends 2 (n - 1) / n of the
+/// buffer: NCCL's "bus bandwidth").
+struct LinkModel {
+  double latencySeconds = 0;
+  double bandwidthBytesPerSecond = 0;
+};
+
+struct DeviceModel {
+  std::string name;
+  /// Ranks per node (they share the intra-node link) and nodes.
+  int64_t ranksPerNode = 1;
+  int64_t nodes = 1;
+  int64_t memoryPerRankBytes = 0;
+  double productFlopsPerSecond = 0;
+  double memoryBytesPerSecond = 0;
+  double kernelSeconds = 0;
+  LinkModel intraNode;
+  std::optional<LinkModel> interNode;
+  /// Whether collectives run beside the kernels (a GPU's copy engines) or
+  /// take the same cores (this CPU: a bucket summed during the backward
+  /// slows it as much).
+  bool overlapsCommunication = false;
+  /// Where the figures come from: the file, or "measured by cleave-calibrate".
+  std::string source;
+};
+
+/// Reads a device file; on failure sets `error` (without the path).
+bool readDeviceFile(const std::string &path, DeviceModel &device, std::string &error);
+
+/// The device file's JSON of `device` (what --save-device writes).
+std::string deviceJson(const DeviceModel &device);
+
+/// Measures this machine for `ranks` local ranks: runs `calibrator`
+/// (cleave-calibrate) under mpirun with `ranks` ranks (alone for one).
+/// On failure sets `error`.
+bool calibrateThisMachine(const std::string &calibrator, int ranks, DeviceModel &device,
+                          std::string &error);
+
+} // namespace cleave
+
+#endif

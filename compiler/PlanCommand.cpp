@@ -1,0 +1,685 @@
+//===- PlanCommand.cpp - cleave plan: choose a parallel layout ------------===//
+//
+// Every layout of the step over N ranks (dp x tp x pp = N, ZeRO stage,
+// microbatches, pipeline schedule, recomputation) is compiled as far as its
+// memory plan (--emit plan, in a scratch directory), so the memory a rank
+// needs is the real plan's, not a formula. Its step time comes from the
+// plan's costs on a device model (compiler/DeviceModel.h):
+//
+//   a function     product FLOPs / product rate + other kernels' bytes /
+//                  memory rate + kernel calls x call time, times its calls
+//   a collective   calls x steps x link latency + bytes sent / bandwidth,
+//                  on the intra- or inter-node link its axis group spans
+//   a pipeline     the schedule simulated with each stage's forward and
+//                  backward (passes/PipelineSimulator.h), then the slowest
+//                  stage's update and collectives
+//
+// docs/training.md ("Choosing a layout") says what the model leaves out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/PlanCommand.h"
+
+#include "compiler/BuildConfig.h"
+#include "compiler/DeviceModel.h"
+#include "compiler/RunCommand.h"
+#include "passes/PipelineSimulator.h"
+#include "runtime/Npy.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace cleave {
+
+using Json = nlohmann::json;
+
+std::string Layout::mesh() const {
+  std::string text;
+  for (auto [name, size] : {std::pair{"pp", pp}, {"dp", dp}, {"tp", tp}})
+    if (size > 1)
+      text += (text.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(size);
+  return text;
+}
+
+std::string Layout::flags() const {
+  std::string text = mesh().empty() ? "" : "--mesh " + mesh();
+  auto add = [&](const std::string &flag) { text += (text.empty() ? "" : " ") + flag; };
+  if (zero > 0)
+    add("--zero " + std::to_string(zero));
+  if (microbatches > 1)
+    add("--grad-accum " + std::to_string(microbatches));
+  if (pp > 1)
+    add("--schedule " + schedule);
+  if (recompute != "none")
+    add("--recompute " + recompute);
+  return text;
+}
+
+std::optional<int64_t> parseByteCount(const std::string &text) {
+  llvm::StringRef rest(text);
+  uint64_t count = 0;
+  if (rest.consumeInteger(10, count))
+    return std::nullopt;
+  for (auto [suffix, scale] :
+       {std::pair{"", 1}, {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}})
+    if (rest == suffix) {
+      if (count == 0 || count > uint64_t(INT64_MAX) / scale)
+        return std::nullopt;
+      return static_cast<int64_t>(count * scale);
+    }
+  return std::nullopt;
+}
+
+namespace {
+
+/// A layout's prediction, or why it has none.
+struct Prediction {
+  Layout layout;
+  /// Why it did not compile (the compiler's one line); empty when it did.
+  std::string failure;
+  int64_t peakBytes = 0;
+  int64_t modelStateBytes = 0;
+  /// Samples per step.
+  int64_t batch = 0;
+  double stepSeconds = 0, communicationSeconds = 0, exposedSeconds = 0, bubble = 0;
+  bool fits = false;
+
+  double secondsPerSample() const { return stepSeconds / static_cast<double>(batch); }
+};
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> result;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      result.push_back(d);
+  return result;
+}
+
+/// Every layout over `ranks`: tp only with a plan file, recomputation not in
+/// pipelines (refused there), M in {P, 2P} for a pipeline and {1, 2} without.
+std::vector<Layout> enumerateLayouts(const PlanOptions &options) {
+  const TrainOptions &t = options.compile.training;
+  std::vector<Layout> layouts;
+  for (int64_t tp : divisors(options.ranks)) {
+    if (tp > 1 && t.plan.empty())
+      continue;
+    for (int64_t pp : divisors(options.ranks / tp)) {
+      Layout layout;
+      layout.tp = tp;
+      layout.pp = pp;
+      layout.dp = options.ranks / (tp * pp);
+      for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero)
+        for (int64_t microbatches :
+             pp > 1 ? std::vector<int64_t>{pp, 2 * pp} : std::vector<int64_t>{1, 2})
+          for (const char *schedule : pp > 1 ? std::vector<const char *>{"gpipe", "1f1b", "zb-h1"}
+                                             : std::vector<const char *>{"1f1b"})
+            for (const char *recompute :
+                 pp > 1 ? std::vector<const char *>{"none"}
+                        : std::vector<const char *>{"none", "selective", "full"}) {
+              if (t.batchSize && *t.batchSize % (layout.dp * microbatches) != 0)
+                continue;
+              layout.zero = zero;
+              layout.microbatches = microbatches;
+              layout.schedule = schedule;
+              layout.recompute = recompute;
+              layouts.push_back(layout);
+            }
+    }
+  }
+  return layouts;
+}
+
+std::optional<Json> readJson(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return std::nullopt;
+  Json json = Json::parse((*buffer)->getBuffer().begin(), (*buffer)->getBuffer().end(), nullptr,
+                          /*allow_exceptions=*/false);
+  if (!json.is_object())
+    return std::nullopt;
+  return json;
+}
+
+/// Times a layout's plans (one, or a pipeline's per stage) on `device`.
+class StepTimer {
+public:
+  /// `computeScale` multiplies every function's time from the rates.
+  StepTimer(const DeviceModel &device, const Layout &layout, double computeScale)
+      : device(device), layout(layout), computeScale(computeScale) {}
+
+  /// Seconds of one call of `function` (0 when the plan has none).
+  double functionSeconds(const Json &plan, const std::string &function) const {
+    for (const Json &cost : plan["cost"])
+      if (cost["function"] == function)
+        return computeScale * (cost["product_flops"].get<double>() / device.productFlopsPerSecond +
+                               cost["other_bytes"].get<double>() / device.memoryBytesPerSecond +
+                               cost["kernel_calls"].get<double>() * device.kernelSeconds);
+    return 0;
+  }
+
+  /// Seconds of every call of every function a step runs.
+  double computeSeconds(const Json &plan) const {
+    double seconds = 0;
+    for (const Json &cost : plan["cost"])
+      seconds += cost["calls_per_step"].get<double>() *
+                 functionSeconds(plan, cost["function"].get<std::string>());
+    return seconds;
+  }
+
+  /// Seconds of the step's collectives; `bucketed` gets the dp all-reduces
+  /// that gradient buckets start during the backward.
+  double communicationSeconds(const Json &plan, double &bucketed) const {
+    double seconds = 0;
+    bucketed = 0;
+    const bool buckets = plan.contains("training") && plan["training"].contains("gradient_buckets");
+    for (const Json &c : plan.value("collectives", Json::array())) {
+      const std::string axis = c["axis"], kind = c["kind"];
+      const int64_t n = axisSize(axis);
+      const LinkModel &link = linkOf(axis);
+      const double steps = kind == "all_reduce" ? 2.0 * (n - 1) : double(n - 1);
+      // bytes_sent_per_rank counts every call of the step.
+      const double all = c["calls_per_step"].get<double>() * steps * link.latencySeconds +
+                         c["bytes_sent_per_rank"].get<double>() / link.bandwidthBytesPerSecond;
+      seconds += all;
+      if (buckets && kind == "all_reduce" && axis == "dp")
+        bucketed += all;
+    }
+    return seconds;
+  }
+
+private:
+  int64_t axisSize(const std::string &axis) const {
+    return axis == "dp" ? layout.dp : axis == "tp" ? layout.tp : layout.pp;
+  }
+
+  /// The intra-node link when an axis group's ranks lie in one node (ranks
+  /// are row-major over pp, dp, tp: tp's groups are consecutive ranks).
+  const LinkModel &linkOf(const std::string &axis) const {
+    int64_t stride = axis == "tp" ? 1 : axis == "dp" ? layout.tp : layout.tp * layout.dp;
+    bool withinNode = stride * axisSize(axis) <= device.ranksPerNode;
+    return withinNode || !device.interNode ? device.intraNode : *device.interNode;
+  }
+
+  const DeviceModel &device;
+  const Layout &layout;
+  double computeScale;
+};
+
+/// Fills `p`'s time and memory from the compiled plans.
+bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
+                      double computeScale, Prediction &p, std::string &error) {
+  StepTimer timer(device, p.layout, computeScale);
+  double slowestTail = 0;
+  std::vector<double> forward, backward, backwardWeight;
+  for (const Json &plan : plans) {
+    const Json &memory = plan["memory"];
+    p.peakBytes = std::max(p.peakBytes, memory["predicted_peak_bytes"].get<int64_t>());
+    p.modelStateBytes =
+        std::max(p.modelStateBytes, memory["parameter_bytes"].get<int64_t>() +
+                                        memory["gradient_bytes"].get<int64_t>() +
+                                        memory["optimizer_state_bytes"].get<int64_t>());
+    double bucketed = 0;
+    double communication = timer.communicationSeconds(plan, bucketed);
+    // A bucket summed beside the backward hides behind it where the device
+    // computes and communicates at once (the backward: about 2/3 of a
+    // microbatch's forward-and-backward).
+    double hidden = device.overlapsCommunication
+                        ? std::min(bucketed, 2.0 / 3.0 * timer.functionSeconds(plan, "forward"))
+                        : 0;
+    p.communicationSeconds = std::max(p.communicationSeconds, communication);
+    p.exposedSeconds = std::max(p.exposedSeconds, communication - hidden);
+    if (p.layout.pp == 1) {
+      p.stepSeconds = timer.computeSeconds(plan) + communication - hidden;
+      continue;
+    }
+    forward.push_back(timer.functionSeconds(plan, "forward"));
+    backward.push_back(timer.functionSeconds(plan, "backward"));
+    backwardWeight.push_back(timer.functionSeconds(plan, "backward_weight"));
+    slowestTail =
+        std::max(slowestTail, timer.functionSeconds(plan, "apply") + communication - hidden);
+  }
+  if (p.layout.pp > 1) {
+    PipelineShape shape;
+    shape.ranks = p.layout.pp;
+    shape.microbatches = p.layout.microbatches;
+    StageCosts costs{forward, backward, backwardWeight};
+    std::optional<ScheduleKind> kind = parseScheduleKind(p.layout.schedule);
+    std::optional<PipelineSchedule> schedule = buildSchedule(*kind, shape, costs, error);
+    std::optional<SimulatedStep> step;
+    if (schedule)
+      step = simulateSchedule(*schedule, shape, costs, error);
+    if (!step)
+      return false;
+    p.bubble = step->bubble();
+    p.stepSeconds = step->makespan + slowestTail;
+  }
+  return true;
+}
+
+/// The plan.json of each program a compile wrote into `dir`.
+std::vector<Json> compiledPlans(const std::string &dir, int64_t stages) {
+  std::vector<Json> plans;
+  for (int64_t s = 0; s < stages; ++s) {
+    std::string path =
+        stages == 1 ? dir + "/plan.json" : dir + "/stage" + std::to_string(s) + "/plan.json";
+    if (std::optional<Json> plan = readJson(path))
+      plans.push_back(std::move(*plan));
+  }
+  return plans;
+}
+
+/// The samples of one dp rank's microbatch: the first data input's dim 0.
+int64_t microbatchSamples(const Json &plan) {
+  for (const Json &input : plan["inputs"])
+    if (input["name"] == plan["training"]["data_inputs"][0])
+      return input["shape"].empty() ? 1 : input["shape"][0].get<int64_t>();
+  return 1;
+}
+
+/// Compiles `layout` into `dir` as far as `emit`.
+LogicalResult compileLayout(const PlanOptions &options, const Layout &layout,
+                            const std::string &dir, const std::string &emit, bool warnings,
+                            UserError &error) {
+  CompileOptions c = options.compile;
+  c.train = true;
+  c.emit = emit;
+  c.outDir = dir;
+  c.warnings = warnings;
+  c.training.mesh = layout.mesh();
+  c.training.zero = layout.zero;
+  c.training.gradAccum = layout.microbatches;
+  c.training.schedule = layout.schedule;
+  c.training.recompute = layout.recompute;
+  // The plan file says how parameters lie over tp: a mesh without tp has none.
+  if (layout.tp == 1)
+    c.training.plan.clear();
+  MLIRContext context(MLIRContext::Threading::DISABLED);
+  return compileModel(context, c, error);
+}
+
+/// Compiles `layout` into `dir` and predicts it.
+Prediction predict(const PlanOptions &options, const Layout &layout, const DeviceModel &device,
+                   double computeScale, const std::string &dir, bool warnings) {
+  Prediction p;
+  p.layout = layout;
+  UserError error;
+  if (failed(compileLayout(options, layout, dir, "plan", warnings, error))) {
+    p.failure = error.what;
+    return p;
+  }
+  std::vector<Json> plans = compiledPlans(dir, layout.pp);
+  std::string why;
+  if (plans.size() != static_cast<size_t>(layout.pp) ||
+      !predictFromPlans(plans, device, computeScale, p, why)) {
+    p.failure = why.empty() ? "its plan.json cannot be read (a cleave bug)" : why;
+    return p;
+  }
+  p.batch = layout.dp * layout.microbatches * microbatchSamples(plans.front());
+  return p;
+}
+
+/// Writes random data for the program in `dir` (its plan `plan`): each data
+/// input over `samples` samples, integers within their index range (else 0);
+/// appends the run's --data flags to `data`.
+bool writeRandomData(const Json &plan, const std::string &dir, int64_t samples,
+                     std::vector<std::string> &data, std::string &error) {
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  for (const Json &name : plan["training"]["data_inputs"])
+    for (const Json &input : plan["inputs"]) {
+      if (input["name"] != name)
+        continue;
+      rt::DType dtype;
+      if (!rt::dtypeFromName(input["dtype"].get<std::string>(), dtype))
+        return false;
+      std::vector<int64_t> shape = input["shape"];
+      if (shape.empty())
+        shape.push_back(1);
+      shape[0] = samples;
+      int64_t count = 1;
+      for (int64_t dim : shape)
+        count *= dim;
+      std::vector<char> bytes(count * rt::dtypeSize(dtype));
+      const Json range = input.value("index_range", Json::object());
+      const int64_t low = range.value("low", 0), high = range.value("high", 1);
+      for (int64_t i = 0; i < count; ++i) {
+        if (dtype == rt::DType::F32)
+          reinterpret_cast<float *>(bytes.data())[i] = (next() % 2001) / 1000.0f - 1.0f;
+        else if (dtype == rt::DType::I64)
+          reinterpret_cast<int64_t *>(bytes.data())[i] = low + next() % (high - low);
+        else if (dtype == rt::DType::I32)
+          reinterpret_cast<int32_t *>(bytes.data())[i] = low + next() % (high - low);
+      }
+      std::string path = dir + "/" + rt::npyFileName(name.get<std::string>());
+      if (!rt::writeNpy(path, dtype, shape, bytes.data(), error))
+        return false;
+      data.push_back(name.get<std::string>() + "=" + path);
+    }
+  return true;
+}
+
+/// The step's compute seconds measured on this machine for `layout`, which
+/// has no pipeline: compiled into `dir`, run on random data for a few steps
+/// (the median over the steps after the first of the ranks' mean), and
+/// those the rates predict for it.
+bool measureCompute(const PlanOptions &options, const Layout &layout, const std::string &dir,
+                    double &measured, double &predicted, const DeviceModel &device,
+                    UserError &error) {
+  // Every all-reduce after the backward: on this CPU a bucket summed during
+  // it takes a core from the kernels, which would count as their time.
+  PlanOptions timing = options;
+  timing.compile.training.bucketMb = "0";
+  if (failed(compileLayout(timing, layout, dir, "program", /*warnings=*/false, error)))
+    return false;
+  std::optional<Json> plan = readJson(dir + "/plan.json");
+  RunOptions run;
+  run.dir = dir;
+  run.ranks = options.ranks;
+  run.steps = 10;
+  run.quiet = true;
+  run.noShuffle = true;
+  run.logJson = dir + "/metrics.json";
+  std::string why = "its plan.json cannot be read (a cleave bug)";
+  if (!plan ||
+      !writeRandomData(*plan, dir, 2 * layout.dp * layout.microbatches * microbatchSamples(*plan),
+                       run.data, why) ||
+      runProgram(run) != 0) {
+    error = {"--device cpu", "cannot time the model on " + layout.mesh() + ": " + why,
+             "give a device file instead (devices/)", kExitBadInput};
+    return false;
+  }
+  std::optional<Json> metrics = readJson(run.logJson);
+  std::vector<double> steps;
+  for (const Json &step : metrics ? (*metrics)["step_times"] : Json::array()) {
+    double sum = 0;
+    for (const Json &rank : step["ranks"])
+      sum += rank["compute_seconds"].get<double>();
+    steps.push_back(sum / static_cast<double>(step["ranks"].size()));
+  }
+  if (steps.size() < 2) {
+    error = {"--device cpu", "the timing run of " + layout.mesh() + " logged no steps", "",
+             kExitInternal};
+    return false;
+  }
+  std::sort(steps.begin() + 1, steps.end());
+  measured = steps[1 + (steps.size() - 1) / 2];
+  predicted = StepTimer(device, layout, 1.0).computeSeconds(*plan);
+  return true;
+}
+
+std::string bytesText(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return text;
+}
+
+std::string layoutText(const Layout &l) {
+  std::string text = l.mesh().empty() ? "1 rank" : l.mesh();
+  if (l.dp > 1)
+    text += " zero=" + std::to_string(l.zero);
+  text += " M=" + std::to_string(l.microbatches);
+  if (l.pp > 1)
+    text += " " + l.schedule;
+  else
+    text += " recompute=" + l.recompute;
+  return text;
+}
+
+/// The device: a file, or this machine measured for `ranks`.
+bool loadDevice(const PlanOptions &options, DeviceModel &device, UserError &error) {
+  std::string why;
+  if (options.device != "cpu") {
+    if (!readDeviceFile(options.device, device, why)) {
+      error = {options.device, why, "docs/formats.md describes device files; devices/ has some",
+               kExitBadUsage};
+      return false;
+    }
+    if (options.ranks > device.ranksPerNode * device.nodes) {
+      error = {"--ranks " + std::to_string(options.ranks),
+               "is more than the device file's " +
+                   std::to_string(device.ranksPerNode * device.nodes) + " ranks",
+               "", kExitBadUsage};
+      return false;
+    }
+    return true;
+  }
+  if (!calibrateThisMachine(CLEAVE_CALIBRATE_PROGRAM, options.ranks, device, why)) {
+    error = {"--device cpu", "cannot measure this machine: " + why, "", kExitInternal};
+    return false;
+  }
+  return true;
+}
+
+/// A scratch directory, removed with everything in it when it goes.
+struct ScratchDirectory {
+  llvm::SmallString<128> path;
+  ~ScratchDirectory() {
+    if (!path.empty())
+      llvm::sys::fs::remove_directories(path);
+  }
+};
+
+/// What planning found: the device, the measured correction of its compute
+/// rates for this model, and every layout's prediction.
+struct Planning {
+  DeviceModel device;
+  /// Measured over predicted compute of the reference layout (1 with a
+  /// device file), and what was measured, for the table's head.
+  double computeScale = 1;
+  std::string computeScaleText;
+  std::vector<Prediction> predictions;
+};
+
+/// With --device cpu: times the first layout without a pipeline (every rank
+/// a dp rank where the batch allows) on this machine, so the cleave-calibrate
+/// rates of one product and one elementwise kernel are scaled to what this
+/// model's kernels achieve.
+bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &layouts,
+                         const std::string &scratch, Planning &planning, UserError &error) {
+  auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
+  if (options.device != "cpu" || reference == layouts.end())
+    return true;
+  double measured = 0, predicted = 0;
+  if (!measureCompute(options, *reference, scratch + "/reference", measured, predicted,
+                      planning.device, error))
+    return false;
+  planning.computeScale = measured / predicted;
+  planning.computeScaleText =
+      llvm::formatv("compute scale {0:F2}: {1} measured {2:F3} ms of compute a step, the rates "
+                    "predict {3:F3} ms",
+                    planning.computeScale, layoutText(*reference), measured * 1e3, predicted * 1e3)
+          .str();
+  return true;
+}
+
+/// Every layout predicted, the fitting ones fastest first (per sample),
+/// then those that do not fit, then those that do not compile. Fails when
+/// none fits.
+bool planLayouts(const PlanOptions &options, Planning &planning, UserError &error) {
+  ScratchDirectory scratch;
+  if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("cleave-plan", scratch.path)) {
+    error = {"cleave plan", "cannot create a scratch directory: " + ec.message(), "",
+             kExitBadUsage};
+    return false;
+  }
+  std::vector<Layout> layouts = enumerateLayouts(options);
+  if (!measureComputeScale(options, layouts, scratch.path.str().str(), planning, error))
+    return false;
+  const int64_t limit = options.memoryPerRank.value_or(planning.device.memoryPerRankBytes);
+  std::vector<Prediction> &predictions = planning.predictions;
+  for (auto [i, layout] : llvm::enumerate(layouts)) {
+    std::string dir = (scratch.path + "/layout" + std::to_string(i)).str();
+    Prediction p = predict(options, layout, planning.device, planning.computeScale, dir,
+                           /*warnings=*/i == 0);
+    p.fits = p.failure.empty() && p.peakBytes <= limit;
+    predictions.push_back(std::move(p));
+    llvm::sys::fs::remove_directories(dir);
+  }
+  std::stable_sort(predictions.begin(), predictions.end(),
+                   [](const Prediction &a, const Prediction &b) {
+                     if (a.fits != b.fits)
+                       return a.fits;
+                     if (!a.failure.empty() || !b.failure.empty())
+                       return a.failure.empty() && !b.failure.empty();
+                     if (a.secondsPerSample() != b.secondsPerSample())
+                       return a.secondsPerSample() < b.secondsPerSample();
+                     return a.peakBytes < b.peakBytes;
+                   });
+  if (predictions.empty() || !predictions.front().fits) {
+    error = {options.compile.model,
+             predictions.empty() ? "no layout of the step over " + std::to_string(options.ranks) +
+                                       " ranks fits the batch size"
+                                 : "no layout fits in " + bytesText(limit) + " per rank",
+             predictions.empty() ? "choose a --batch-size that dp x microbatches divides"
+                                 : "raise --memory-per-rank, or add ranks",
+             kExitBadInput};
+    return false;
+  }
+  return true;
+}
+
+void printTable(const PlanOptions &options, const Planning &planning, llvm::raw_ostream &os) {
+  const DeviceModel &device = planning.device;
+  const std::vector<Prediction> &predictions = planning.predictions;
+  os << "device: " << device.name << " (" << device.source << ")\n";
+  os << llvm::format("  product %.3g GFLOP/s, memory %.3g GB/s, kernel call %.3g us",
+                     device.productFlopsPerSecond / 1e9, device.memoryBytesPerSecond / 1e9,
+                     device.kernelSeconds * 1e6);
+  auto linkText = [&](const char *name, const LinkModel &link) {
+    os << llvm::format(", %s %.3g us a step, %.3g GB/s", name, link.latencySeconds * 1e6,
+                       link.bandwidthBytesPerSecond / 1e9);
+  };
+  if (options.ranks > 1)
+    linkText("link", device.intraNode);
+  if (device.interNode && options.ranks > device.ranksPerNode)
+    linkText("between nodes", *device.interNode);
+  os << "\n";
+  if (!planning.computeScaleText.empty())
+    os << "  " << planning.computeScaleText << "\n";
+  os << llvm::format("%4s  %-44s %12s %12s %10s %7s %7s %14s\n", "rank", "layout", "memory/rank",
+                     "model state", "step ms", "comm", "bubble", "rank-s/sample");
+  int rank = 0;
+  for (const Prediction &p : predictions) {
+    if (!p.failure.empty())
+      continue;
+    std::string place = p.fits ? std::to_string(++rank) : "-";
+    os << llvm::format("%4s  %-44s %12s %12s %10.4g %6.1f%% %6.1f%% %14.4g\n", place.c_str(),
+                       layoutText(p.layout).c_str(), bytesText(p.peakBytes).c_str(),
+                       bytesText(p.modelStateBytes).c_str(), p.stepSeconds * 1e3,
+                       100 * p.exposedSeconds / p.stepSeconds, 100 * p.bubble,
+                       options.ranks * p.secondsPerSample());
+  }
+  for (const Prediction &p : predictions)
+    if (!p.failure.empty())
+      os << "   x  " << layoutText(p.layout) << ": " << p.failure << "\n";
+  os << "(-: does not fit in memory; x: does not compile; comm: exposed communication "
+        "over the step)\n";
+}
+
+/// Every prediction, in the table's order, for scripts (docs/formats.md).
+std::string predictionsJson(const PlanOptions &options, const Planning &planning) {
+  Json layouts = Json::array();
+  for (const Prediction &p : planning.predictions) {
+    const Layout &l = p.layout;
+    Json entry = {{"mesh", l.mesh()},
+                  {"dp", l.dp},
+                  {"tp", l.tp},
+                  {"pp", l.pp},
+                  {"zero", l.zero},
+                  {"microbatches", l.microbatches},
+                  {"schedule", l.schedule},
+                  {"recompute", l.recompute},
+                  {"flags", l.flags()}};
+    if (!p.failure.empty()) {
+      entry["error"] = p.failure;
+    } else {
+      entry["fits"] = p.fits;
+      entry["predicted_peak_bytes"] = p.peakBytes;
+      entry["model_state_bytes"] = p.modelStateBytes;
+      entry["batch"] = p.batch;
+      entry["step_seconds"] = p.stepSeconds;
+      entry["communication_seconds"] = p.communicationSeconds;
+      entry["exposed_communication_seconds"] = p.exposedSeconds;
+      entry["bubble"] = p.bubble;
+      entry["rank_seconds_per_sample"] = options.ranks * p.secondsPerSample();
+    }
+    layouts.push_back(entry);
+  }
+  Json json = {{"model", options.compile.model},
+               {"ranks", options.ranks},
+               {"device", Json::parse(deviceJson(planning.device))},
+               {"compute_scale", planning.computeScale},
+               {"layouts", layouts}};
+  return json.dump(2) + "\n";
+}
+
+} // namespace
+
+LogicalResult chooseLayout(const PlanOptions &options, Layout &best, llvm::raw_ostream &os,
+                           UserError &error) {
+  Planning planning;
+  if (!loadDevice(options, planning.device, error) || !planLayouts(options, planning, error))
+    return failure();
+  printTable(options, planning, os);
+  best = planning.predictions.front().layout;
+  return success();
+}
+
+int runPlan(const PlanOptions &options, llvm::raw_ostream &os) {
+  UserError error;
+  Planning planning;
+  if (!loadDevice(options, planning.device, error)) {
+    printError(error);
+    return error.code;
+  }
+  // Whole or not at all.
+  auto writeFile = [&](const std::string &path, const std::string &text) {
+    llvm::Error written = llvm::writeToOutput(path, [&](llvm::raw_ostream &out) {
+      out << text;
+      return llvm::Error::success();
+    });
+    if (written) {
+      printError({path, "cannot write: " + llvm::toString(std::move(written)), "", kExitBadUsage});
+      return false;
+    }
+    return true;
+  };
+  if (!options.saveDevice.empty() && !writeFile(options.saveDevice, deviceJson(planning.device)))
+    return kExitBadUsage;
+  bool found = planLayouts(options, planning, error);
+  if (!planning.predictions.empty())
+    printTable(options, planning, os);
+  if (!options.json.empty() && !writeFile(options.json, predictionsJson(options, planning)))
+    return kExitBadUsage;
+  if (!found) {
+    printError(error);
+    return error.code;
+  }
+  const Layout &best = planning.predictions.front().layout;
+  os << "best: " << (best.flags().empty() ? "one rank (no flags)" : best.flags()) << "\n";
+  if (!options.writeFlags.empty() && !writeFile(options.writeFlags, best.flags() + "\n"))
+    return kExitBadUsage;
+  return kExitOk;
+}
+
+} // namespace cleave

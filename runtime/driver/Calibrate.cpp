@@ -1,0 +1,147 @@
+//===- Calibrate.cpp - cleave-calibrate: this machine's rates for cleave plan -===//
+//
+//   cleave-calibrate [--threads T]           alone, or under mpirun -n N
+//
+// Every rank measures at once, with the kernels' threads a program of the
+// job would get (the cores shared among the ranks), so the figures hold for
+// N ranks sharing this machine: the CPU kernels' product rate (an f32
+// matmul), the bytes per second of an elementwise kernel, the time of one
+// kernel call on a few elements, and with N > 1 the all-reduce's latency and
+// bus bandwidth over all N ranks. Rank 0 prints them as one JSON line, which
+// `cleave plan --device cpu` reads (compiler/DeviceModel.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/Allocations.h"
+#include "runtime/comm/Start.h"
+#include "runtime/cpu/Kernels.h"
+#include "runtime/driver/DriverSupport.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace cleave::rt;
+
+namespace {
+
+/// Whether to call again, after `calls` calls in `elapsed` seconds.
+using KeepGoing = std::function<bool(int64_t calls, double elapsed)>;
+
+/// A rank's own kernels: for `seconds`.
+KeepGoing forSeconds(double seconds) {
+  return [seconds](int64_t, double elapsed) { return elapsed < seconds; };
+}
+
+/// A collective: the same count on every rank.
+KeepGoing forCalls(int64_t count) {
+  return [count](int64_t calls, double) { return calls < count; };
+}
+
+/// Seconds per call of `run`, after one call that warms caches and makes any
+/// kernel state. Every rank starts together (`together` is a barrier over
+/// all of them).
+double secondsPerCall(const std::function<void()> &run, const std::function<void()> &together,
+                      const KeepGoing &more) {
+  run();
+  together();
+  auto begin = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  int64_t calls = 0;
+  while (calls == 0 || more(calls, elapsed)) {
+    run();
+    ++calls;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  }
+  return elapsed / static_cast<double>(calls);
+}
+
+Tensor matrix(std::vector<float> &storage, int64_t rows, int64_t cols) {
+  storage.assign(static_cast<std::size_t>(rows * cols), 0.5f);
+  return Tensor{storage.data(), DType::F32, Dims{rows, cols}};
+}
+
+Tensor vector(std::vector<float> &storage, int64_t size) {
+  storage.assign(static_cast<std::size_t>(size), 0.5f);
+  return Tensor{storage.data(), DType::F32, Dims{size}};
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int threads = defaultThreads();
+  if (argc == 3 && std::strcmp(argv[1], "--threads") == 0 && std::atoi(argv[2]) > 0)
+    threads = std::atoi(argv[2]);
+  else if (argc != 1) {
+    std::fprintf(stderr, "usage: cleave-calibrate [--threads T]\n");
+    return 2;
+  }
+  const int ranks = comm::launchedRanks();
+  std::string error;
+  auto communication = comm::startCommunication(Mesh::line("dp", ranks), {}, error);
+  if (!communication) {
+    std::fprintf(stderr, "cleave-calibrate: error: %s\n", error.c_str());
+    return 1;
+  }
+  comm::Communicator &all = *communication->axis("dp");
+  auto together = [&] { all.barrier({}); };
+
+  AllocationMeter allocations;
+  cpu::Context context;
+  context.threads = threads;
+  context.allocations = &allocations;
+
+  // A product about the size of a small model's layer.
+  const int64_t m = 256, k = 512, n = 512;
+  std::vector<float> a, b, c;
+  Tensor lhs = matrix(a, m, k), rhs = matrix(b, k, n), product = matrix(c, m, n);
+  double productSeconds =
+      secondsPerCall([&] { cpu::matmul(context, lhs, rhs, product); }, together, forSeconds(0.2));
+
+  // An elementwise kernel past the caches: 3 x 4 MiB moved a call.
+  const int64_t elements = int64_t{1} << 20;
+  std::vector<float> x, y, z;
+  Tensor lhsVector = vector(x, elements), rhsVector = vector(y, elements),
+         sumVector = vector(z, elements);
+  double streamSeconds = secondsPerCall([&] { cpu::add(context, lhsVector, rhsVector, sumVector); },
+                                        together, forSeconds(0.2));
+
+  // A kernel call on a few elements: the cost of a call itself.
+  Tensor small{x.data(), DType::F32, Dims{16}}, smallOut{z.data(), DType::F32, Dims{16}};
+  double callSeconds = secondsPerCall([&] { cpu::add(context, small, small, smallOut); }, together,
+                                      forSeconds(0.05));
+
+  char line[512];
+  int length = std::snprintf(line, sizeof line,
+                             "{\"ranks\": %d, \"threads\": %d, \"product_flops_per_second\": %.6g, "
+                             "\"memory_bytes_per_second\": %.6g, \"kernel_seconds\": %.6g",
+                             ranks, threads, 2.0 * m * k * n / productSeconds,
+                             3.0 * sizeof(float) * elements / streamSeconds, callSeconds);
+
+  // The all-reduce: t(S) = steps x latency + bytes sent / bus bandwidth, from
+  // a tiny call and a 4 MiB one (a ring sends 2 (N - 1) / N of the buffer in
+  // 2 (N - 1) steps).
+  if (ranks > 1) {
+    std::vector<float> buffer(std::size_t{1} << 20, 1.0f);
+    int64_t step = 0;
+    auto allReduce = [&](std::size_t count) {
+      all.allReduceSum(buffer.data(), count, DType::F32, {step++, "calibrate"});
+    };
+    double tiny = secondsPerCall([&] { allReduce(1); }, together, forCalls(200));
+    double large = secondsPerCall([&] { allReduce(buffer.size()); }, together, forCalls(20));
+    double steps = 2.0 * (ranks - 1);
+    double sent = steps / ranks * sizeof(float) * static_cast<double>(buffer.size());
+    length += std::snprintf(line + length, sizeof line - length,
+                            ", \"link\": {\"latency_seconds\": %.6g, "
+                            "\"bandwidth_bytes_per_second\": %.6g}",
+                            tiny / steps, sent / std::max(large - tiny, 1e-9));
+  }
+  if (communication->rank() == 0)
+    std::printf("%s}\n", line);
+  return 0;
+}

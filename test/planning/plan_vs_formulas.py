@@ -1,0 +1,160 @@
+# cleave plan's figures against references it does not compute itself:
+#   - model-state bytes per rank (parameters, gradients, Adam's two moments,
+#     fp32) for dp=2 and dp=4 against the ZeRO paper's formulas for the
+#     model's parameter count Psi: DP 16 Psi, ZeRO-1 4 Psi + 4 Psi + 8 Psi / N,
+#     ZeRO-2 4 Psi + 12 Psi / N, ZeRO-3 16 Psi / N (within the alignment
+#     padding the flat buffers and tensors carry: never below, at most 0.5%
+#     plus 1 KiB above);
+#   - each layout's predicted step time against the model docs/formats.md
+#     documents, computed here from the device file and the layout's own
+#     plan.json (compiled again with --emit mlir): a function's calls x
+#     (product FLOPs / product rate + other bytes / memory rate + kernel
+#     calls x call time), plus per collective calls x steps x latency + bytes
+#     sent / bandwidth on its axis's link; a pipeline's time lies between its
+#     slowest stage's work and the sum of every stage's;
+#   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
+#     pp=2 with 1f1b, M=2) against the program's measured peak, byte for byte
+#     (rank 0, whose plan.json is the first stage's in a pipeline).
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from torch_export import export_with_loss  # noqa: E402
+
+DEVICE = os.path.join(HERE, "Inputs", "two-nodes.json")
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = (torch.nn.Linear(128, 512), torch.nn.Linear(512, 512),
+                                        torch.nn.Linear(512, 10))
+
+    def forward(self, x, labels):
+        hidden = torch.relu(self.fc2(torch.relu(self.fc1(x))))
+        return torch.nn.functional.cross_entropy(self.fc3(hidden), labels)
+
+
+def plan(work, model, ranks, name):
+    out = os.path.join(work, f"{name}.json")
+    subprocess.run(["cleave", "plan", model, "--ranks", str(ranks), "--device", DEVICE,
+                    "--optimizer", "adam", "--batch-size", "16", "--json", out], check=True,
+                   stdout=subprocess.DEVNULL)
+    return json.load(open(out))
+
+
+def compile_layout(work, model, layout, name, emit="mlir"):
+    out = os.path.join(work, name)
+    subprocess.run(["cleave", "compile", model, "-o", out, "--train", "--optimizer", "adam",
+                    "--batch-size", "16", "--emit", emit, *layout["flags"].split()], check=True)
+    stages = [os.path.join(out, "plan.json")]
+    if layout["pp"] > 1:
+        stages = [os.path.join(out, f"stage{s}", "plan.json") for s in range(layout["pp"])]
+    return out, [json.load(open(path)) for path in stages]
+
+
+def function_seconds(device, plan_json, name):
+    for cost in plan_json["cost"]:
+        if cost["function"] == name:
+            return (cost["product_flops"] / device["product_flops_per_second"]
+                    + cost["other_bytes"] / device["memory_bytes_per_second"]
+                    + cost["kernel_calls"] * device["kernel_seconds"])
+    return 0.0
+
+
+def communication_seconds(device, layout, plan_json):
+    sizes = {"dp": layout["dp"], "tp": layout["tp"], "pp": layout["pp"]}
+    strides = {"tp": 1, "dp": layout["tp"], "pp": layout["tp"] * layout["dp"]}
+    seconds = 0.0
+    for c in plan_json.get("collectives", []):
+        n = sizes[c["axis"]]
+        within = strides[c["axis"]] * n <= device["ranks_per_node"]
+        link = device["links"]["intra_node" if within else "inter_node"]
+        steps = 2 * (n - 1) if c["kind"] == "all_reduce" else n - 1
+        seconds += (c["calls_per_step"] * steps * link["latency_seconds"]
+                    + c["bytes_sent_per_rank"] / link["bandwidth_bytes_per_second"])
+    return seconds
+
+
+def main(work):
+    problems = []
+    torch.manual_seed(0)
+    model = os.path.join(work, "mlp.onnx")
+    export_with_loss(Mlp(), (torch.randn(8, 128), torch.randint(0, 10, (8,))), model,
+                     ["x", "labels"], dynamic_axes={"x": {0: "batch"}, "labels": {0: "batch"}})
+    psi = sum(p.numel() for p in Mlp().parameters())
+    device = json.load(open(DEVICE))
+
+    # Model-state bytes against the ZeRO paper's formulas.
+    formulas = {0: lambda n: 16 * psi, 1: lambda n: 8 * psi + 8 * psi / n,
+                2: lambda n: 4 * psi + 12 * psi / n, 3: lambda n: 16 * psi / n}
+    for ranks in (2, 4):
+        planned = plan(work, model, ranks, f"plan{ranks}")
+        for zero, formula in formulas.items():
+            entry = next(l for l in planned["layouts"]
+                         if l["mesh"] == f"dp={ranks}" and l["zero"] == zero
+                         and l["microbatches"] == 1 and l["recompute"] == "none")
+            expected, got = formula(ranks), entry["model_state_bytes"]
+            print(f"dp={ranks} zero={zero}: model state {got} bytes, formula {expected:.0f}")
+            if not expected <= got <= expected * 1.005 + 1024:
+                problems.append(f"dp={ranks} zero={zero}: {got} bytes, formula {expected:.0f}")
+
+    # Step times against the documented model, from each layout's plan.json.
+    planned = plan(work, model, 2, "plan2")
+    for i, layout in enumerate(planned["layouts"]):
+        _, stages = compile_layout(work, model, layout, f"layout{i}")
+        predicted = layout["step_seconds"]
+        if layout["pp"] == 1:
+            plan_json = stages[0]
+            expected = sum(c["calls_per_step"] * function_seconds(device, plan_json, c["function"])
+                           for c in plan_json["cost"])
+            expected += communication_seconds(device, layout, plan_json)
+            if abs(predicted / expected - 1) > 1e-9:
+                problems.append(f"{layout['flags']}: predicted {predicted} s, the documented "
+                                f"model gives {expected} s")
+            continue
+        work_per_stage = [sum(c["calls_per_step"] * function_seconds(device, s, c["function"])
+                              for c in s["cost"]) + communication_seconds(device, layout, s)
+                          for s in stages]
+        if not max(work_per_stage) * (1 - 1e-9) <= predicted <= sum(work_per_stage) * (1 + 1e-9):
+            problems.append(f"{layout['flags']}: predicted {predicted} s outside "
+                            f"[{max(work_per_stage)}, {sum(work_per_stage)}]")
+    print(f"step times of {len(planned['layouts'])} layouts checked")
+
+    # The predicted peak against the measured one, on layouts that run here.
+    rng = np.random.default_rng(0)
+    np.save(os.path.join(work, "x.npy"), rng.standard_normal((64, 128)).astype(np.float32))
+    np.save(os.path.join(work, "labels.npy"), rng.integers(0, 10, 64))
+    data = ["--data", f"x={work}/x.npy,labels={work}/labels.npy"]
+    for flags in ("--mesh dp=2", "--mesh dp=2 --zero 3", "--mesh pp=2 --grad-accum 2 --schedule 1f1b",
+                  "--mesh dp=2 --zero 1 --grad-accum 2"):
+        layout = next(l for l in planned["layouts"] if l["flags"] == flags)
+        out, stages = compile_layout(work, model, layout, "run", emit="program")
+        log = os.path.join(work, "metrics.json")
+        subprocess.run(["cleave", "run", "-n", "2", out, *data, "--steps", "2", "--quiet",
+                        "--log-json", log], check=True)
+        measured = json.load(open(log))["peak_bytes_allocated"]
+        predicted = stages[0]["memory"]["predicted_peak_bytes"]
+        print(f"{flags}: predicted peak {predicted}, measured {measured}")
+        if measured != predicted:
+            problems.append(f"{flags}: predicted peak {predicted}, measured {measured}")
+        if layout["pp"] == 1 and layout["predicted_peak_bytes"] != predicted:
+            problems.append(f"{flags}: cleave plan says {layout['predicted_peak_bytes']}, "
+                            f"plan.json {predicted}")
+
+    for problem in problems:
+        print("FAIL:", problem)
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
