@@ -191,7 +191,7 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
         if (auto size = func.getArgAttrOfType<IntegerAttr>(i, kFlatSizeAttr))
           flatBytes[func.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue()] =
               size.getInt() *
-              (cast<RankedTensorType>(arg.getType()).getElementTypeBitWidth() + 7) / 8;
+              ((cast<RankedTensorType>(arg.getType()).getElementTypeBitWidth() + 7) / 8);
     auto flatSlot = [&](StringRef group) {
       auto [slot, added] = weightsOffsets.try_emplace(group, weights);
       if (added)

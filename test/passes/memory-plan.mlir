@@ -102,3 +102,22 @@ func.func @apply(%acc: tensor<16xf32> {cleave.kind = "state", cleave.name = "gra
   cleave.assign %n to %w : tensor<16xf32>
   return %n : tensor<16xf32>
 }
+
+// -----
+
+// A flat ZeRO buffer of 48 floats (192 bytes) holds its members at their
+// element offsets: `a` (16 floats) at 0 and `b` (32) at 16 floats = 64
+// bytes; the parameter after it starts at the next 64-byte boundary, 192.
+// CHECK: module attributes {cleave.arena_bytes = 64 : i64, cleave.weights_bytes = 256 : i64}
+// CHECK-LABEL: func.func @flat_buffer
+// CHECK-SAME: %arg0: tensor<48xf32> {cleave.flat_size = 48 : i64, cleave.kind = "param", cleave.name = "flat:params", cleave.weights_offset = 0 : i64}
+// CHECK-SAME: %arg1: tensor<16xf32> {cleave.flat_member = "flat:params", cleave.flat_offset = 0 : i64, cleave.kind = "param", cleave.name = "a", cleave.weights_offset = 0 : i64}
+// CHECK-SAME: %arg2: tensor<32xf32> {cleave.flat_member = "flat:params", cleave.flat_offset = 16 : i64, cleave.kind = "param", cleave.name = "b", cleave.weights_offset = 64 : i64}
+// CHECK-SAME: %arg3: tensor<16xf32> {cleave.kind = "param", cleave.name = "c", cleave.weights_offset = 192 : i64}
+func.func @flat_buffer(%flat: tensor<48xf32> {cleave.kind = "param", cleave.name = "flat:params", cleave.flat_size = 48 : i64},
+                       %a: tensor<16xf32> {cleave.kind = "param", cleave.name = "a", cleave.flat_member = "flat:params", cleave.flat_offset = 0 : i64},
+                       %b: tensor<32xf32> {cleave.kind = "param", cleave.name = "b", cleave.flat_member = "flat:params", cleave.flat_offset = 16 : i64},
+                       %c: tensor<16xf32> {cleave.kind = "param", cleave.name = "c"}) -> tensor<16xf32> {
+  %s = cleave.add %a, %c : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return %s : tensor<16xf32>
+}
