@@ -67,6 +67,7 @@ Json linkJson(const LinkModel &model) {
 bool rates(const Json &json, DeviceModel &device, std::string &error) {
   return positive(json, "product_flops_per_second", device.productFlopsPerSecond, error) &&
          positive(json, "memory_bytes_per_second", device.memoryBytesPerSecond, error) &&
+         positive(json, "streaming_bytes_per_second", device.streamingBytesPerSecond, error) &&
          positive(json, "kernel_seconds", device.kernelSeconds, error);
 }
 
@@ -126,6 +127,7 @@ std::string deviceJson(const DeviceModel &device) {
                {"memory_per_rank_bytes", device.memoryPerRankBytes},
                {"product_flops_per_second", device.productFlopsPerSecond},
                {"memory_bytes_per_second", device.memoryBytesPerSecond},
+               {"streaming_bytes_per_second", device.streamingBytesPerSecond},
                {"kernel_seconds", device.kernelSeconds},
                {"links", links},
                {"overlaps_communication", device.overlapsCommunication}};

@@ -33,7 +33,9 @@ struct DeviceModel {
   int64_t nodes = 1;
   int64_t memoryPerRankBytes = 0;
   double productFlopsPerSecond = 0;
-  double memoryBytesPerSecond = 0;
+  /// Bytes per second of kernels within the caches, and of those that stream
+  /// from memory (plan.json's streamed_bytes).
+  double memoryBytesPerSecond = 0, streamingBytesPerSecond = 0;
   double kernelSeconds = 0;
   LinkModel intraNode;
   std::optional<LinkModel> interNode;

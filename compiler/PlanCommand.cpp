@@ -7,7 +7,8 @@
 // plan's costs on a device model (compiler/DeviceModel.h):
 //
 //   a function     product FLOPs / product rate + other kernels' bytes /
-//                  memory rate + kernel calls x call time, times its calls
+//                  memory rate (streaming rate for those past the caches) +
+//                  kernel calls x call time, times its calls
 //   a collective   calls x steps x link latency + bytes sent / bandwidth,
 //                  on the intra- or inter-node link its axis group spans
 //   a pipeline     the schedule simulated with each stage's forward and
@@ -162,7 +163,11 @@ public:
     for (const Json &cost : plan["cost"])
       if (cost["function"] == function)
         return computeScale * (cost["product_flops"].get<double>() / device.productFlopsPerSecond +
-                               cost["other_bytes"].get<double>() / device.memoryBytesPerSecond +
+                               (cost["other_bytes"].get<double>() -
+                                cost["streamed_bytes"].get<double>()) /
+                                   device.memoryBytesPerSecond +
+                               cost["streamed_bytes"].get<double>() /
+                                   device.streamingBytesPerSecond +
                                cost["kernel_calls"].get<double>() * device.kernelSeconds);
     return 0;
   }
@@ -562,9 +567,10 @@ void printTable(const PlanOptions &options, const Planning &planning, llvm::raw_
   const DeviceModel &device = planning.device;
   const std::vector<Prediction> &predictions = planning.predictions;
   os << "device: " << device.name << " (" << device.source << ")\n";
-  os << llvm::format("  product %.3g GFLOP/s, memory %.3g GB/s, kernel call %.3g us",
+  os << llvm::format("  product %.3g GFLOP/s, memory %.3g GB/s (streaming %.3g GB/s), kernel "
+                     "call %.3g us",
                      device.productFlopsPerSecond / 1e9, device.memoryBytesPerSecond / 1e9,
-                     device.kernelSeconds * 1e6);
+                     device.streamingBytesPerSecond / 1e9, device.kernelSeconds * 1e6);
   auto linkText = [&](const char *name, const LinkModel &link) {
     os << llvm::format(", %s %.3g us a step, %.3g GB/s", name, link.latencySeconds * 1e6,
                        link.bandwidthBytesPerSecond / 1e9);

@@ -368,8 +368,12 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
       plan.flops += estimateFlops(op);
       if (isProduct(op))
         cost.productFlops += estimateFlops(op);
-      else if (!isView(op))
-        cost.otherBytes += estimateBytesMoved(op);
+      else if (!isView(op)) {
+        int64_t bytes = estimateBytesMoved(op);
+        cost.otherBytes += bytes;
+        if (bytes > rt::kStreamedKernelBytes)
+          cost.streamedBytes += bytes;
+      }
       cost.kernelCalls += !isView(op);
     }
     // Kernels run one at a time: the largest scratch is the one that adds.

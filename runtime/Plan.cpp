@@ -755,6 +755,7 @@ std::string planJson(const Plan &plan) {
                      {"calls_per_step", c.callsPerStep},
                      {"product_flops", c.productFlops},
                      {"other_bytes", c.otherBytes},
+                     {"streamed_bytes", c.streamedBytes},
                      {"kernel_calls", c.kernelCalls}});
   const MemoryFigures &m = plan.memory;
   Json json = {

@@ -155,14 +155,20 @@ struct CollectiveTraffic {
 
 /// What one function of the program costs, as the compiler estimates it
 /// (passes/CostModel.h): `cleave plan` times a layout from these.
+/// A kernel that reads and writes more than this many bytes streams them
+/// from memory rather than cache (this CPU's shared L3 is 32 MiB; a GPU's L2
+/// 50 MiB): `cleave plan` times its bytes at the device's streaming rate.
+inline constexpr int64_t kStreamedKernelBytes = int64_t{16} << 20;
+
 struct FunctionCost {
   std::string function;
   /// How often a step runs it (a forward or backward once per microbatch).
   int64_t callsPerStep = 0;
   /// FLOPs of its products (matmul, gemm, conv and conv's adjoints).
   int64_t productFlops = 0;
-  /// Bytes the other kernels read and write.
-  int64_t otherBytes = 0;
+  /// Bytes the other kernels read and write, and the part of them moved by
+  /// kernels that move more than kStreamedKernelBytes each (past the caches).
+  int64_t otherBytes = 0, streamedBytes = 0;
   /// Kernel calls (views and constants run none).
   int64_t kernelCalls = 0;
 };

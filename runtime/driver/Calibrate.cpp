@@ -66,11 +66,6 @@ Tensor matrix(std::vector<float> &storage, int64_t rows, int64_t cols) {
   return Tensor{storage.data(), DType::F32, Dims{rows, cols}};
 }
 
-Tensor vector(std::vector<float> &storage, int64_t size) {
-  storage.assign(static_cast<std::size_t>(size), 0.5f);
-  return Tensor{storage.data(), DType::F32, Dims{size}};
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -103,13 +98,16 @@ int main(int argc, char **argv) {
   double productSeconds =
       secondsPerCall([&] { cpu::matmul(context, lhs, rhs, product); }, together, forSeconds(0.2));
 
-  // An elementwise kernel past the caches: 3 x 4 MiB moved a call.
-  const int64_t elements = int64_t{1} << 20;
-  std::vector<float> x, y, z;
-  Tensor lhsVector = vector(x, elements), rhsVector = vector(y, elements),
-         sumVector = vector(z, elements);
-  double streamSeconds = secondsPerCall([&] { cpu::add(context, lhsVector, rhsVector, sumVector); },
-                                        together, forSeconds(0.2));
+  // An elementwise kernel within the caches (3 x 4 MiB moved a call), and
+  // one streaming from memory (3 x 64 MiB, past kStreamedKernelBytes).
+  const int64_t elements = int64_t{1} << 20, streamed = int64_t{1} << 24;
+  std::vector<float> x(streamed, 0.5f), y(streamed, 0.5f), z(streamed, 0.5f);
+  auto addSeconds = [&](int64_t count) {
+    Tensor lhs{x.data(), DType::F32, Dims{count}}, rhs{y.data(), DType::F32, Dims{count}},
+        sum{z.data(), DType::F32, Dims{count}};
+    return secondsPerCall([&] { cpu::add(context, lhs, rhs, sum); }, together, forSeconds(0.2));
+  };
+  double cachedSeconds = addSeconds(elements), streamSeconds = addSeconds(streamed);
 
   // A kernel call on a few elements: the cost of a call itself.
   Tensor small{x.data(), DType::F32, Dims{16}}, smallOut{z.data(), DType::F32, Dims{16}};
@@ -119,9 +117,11 @@ int main(int argc, char **argv) {
   char line[512];
   int length = std::snprintf(line, sizeof line,
                              "{\"ranks\": %d, \"threads\": %d, \"product_flops_per_second\": %.6g, "
-                             "\"memory_bytes_per_second\": %.6g, \"kernel_seconds\": %.6g",
+                             "\"memory_bytes_per_second\": %.6g, "
+                             "\"streaming_bytes_per_second\": %.6g, \"kernel_seconds\": %.6g",
                              ranks, threads, 2.0 * m * k * n / productSeconds,
-                             3.0 * sizeof(float) * elements / streamSeconds, callSeconds);
+                             3.0 * sizeof(float) * elements / cachedSeconds,
+                             3.0 * sizeof(float) * streamed / streamSeconds, callSeconds);
 
   // The all-reduce: t(S) = steps x latency + bytes sent / bus bandwidth, from
   // a tiny call and a 4 MiB one (a ring sends 2 (N - 1) / N of the buffer in

@@ -8,8 +8,8 @@
 #   - each layout's predicted step time against the model docs/formats.md
 #     documents, computed here from the device file and the layout's own
 #     plan.json (compiled again with --emit mlir): a function's calls x
-#     (product FLOPs / product rate + other bytes / memory rate + kernel
-#     calls x call time), plus per collective calls x steps x latency + bytes
+#     (product FLOPs / product rate + other bytes / memory rate + streamed
+#     bytes / streaming rate + kernel calls x call time), plus per collective calls x steps x latency + bytes
 #     sent / bandwidth on its axis's link; a pipeline's time lies between its
 #     slowest stage's work and the sum of every stage's;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
@@ -66,7 +66,9 @@ def function_seconds(device, plan_json, name):
     for cost in plan_json["cost"]:
         if cost["function"] == name:
             return (cost["product_flops"] / device["product_flops_per_second"]
-                    + cost["other_bytes"] / device["memory_bytes_per_second"]
+                    + (cost["other_bytes"] - cost["streamed_bytes"])
+                    / device["memory_bytes_per_second"]
+                    + cost["streamed_bytes"] / device["streaming_bytes_per_second"]
                     + cost["kernel_calls"] * device["kernel_seconds"])
     return 0.0
 
