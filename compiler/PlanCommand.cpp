@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <set>
 
 using namespace mlir;
 
@@ -107,7 +108,8 @@ std::vector<int64_t> divisors(int64_t n) {
 }
 
 /// Every layout over `ranks`: tp only with a plan file, recomputation not in
-/// pipelines (refused there), M in {P, 2P} for a pipeline and {1, 2} without.
+/// pipelines (refused there), M in {P, 2P} for a pipeline and {1, 2} without;
+/// each layout without recomputation before the same with it.
 std::vector<Layout> enumerateLayouts(const PlanOptions &options) {
   const TrainOptions &t = options.compile.training;
   std::vector<Layout> layouts;
@@ -532,11 +534,20 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
     return false;
   const int64_t limit = options.memoryPerRank.value_or(planning.device.memoryPerRankBytes);
   std::vector<Prediction> &predictions = planning.predictions;
+  // Recomputation only buys memory: a layout that fits without it is not
+  // tried with it (the enumeration puts `none` first).
+  std::set<std::string> fitWithoutRecompute;
   for (auto [i, layout] : llvm::enumerate(layouts)) {
+    Layout plain = layout;
+    plain.recompute = "none";
+    if (layout.recompute != "none" && fitWithoutRecompute.count(plain.flags()))
+      continue;
     std::string dir = (scratch.path + "/layout" + std::to_string(i)).str();
     Prediction p = predict(options, layout, planning.device, planning.computeScale, dir,
                            /*warnings=*/i == 0);
     p.fits = p.failure.empty() && p.peakBytes <= limit;
+    if (p.fits && layout.recompute == "none")
+      fitWithoutRecompute.insert(layout.flags());
     predictions.push_back(std::move(p));
     llvm::sys::fs::remove_directories(dir);
   }
