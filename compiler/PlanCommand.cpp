@@ -89,6 +89,8 @@ struct Prediction {
   Layout layout;
   /// Why it did not compile (the compiler's one line); empty when it did.
   std::string failure;
+  /// The compiler's whole error, when it refused the layout.
+  UserError compileError;
   int64_t peakBytes = 0;
   int64_t modelStateBytes = 0;
   /// Samples per step.
@@ -322,6 +324,7 @@ Prediction predict(const PlanOptions &options, const Layout &layout, const Devic
   UserError error;
   if (failed(compileLayout(options, layout, dir, "plan", warnings, error))) {
     p.failure = error.what;
+    p.compileError = error;
     return p;
   }
   std::vector<Json> plans = compiledPlans(dir, layout.pp);
@@ -561,6 +564,14 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
                        return a.secondsPerSample() < b.secondsPerSample();
                      return a.peakBytes < b.peakBytes;
                    });
+  // No layout compiled: the model itself is at fault (the first error says
+  // how), not a layout.
+  if (!predictions.empty() && !predictions.front().fits &&
+      llvm::all_of(predictions, [](const Prediction &p) { return !p.failure.empty(); })) {
+    error = predictions.front().compileError;
+    predictions.clear();
+    return false;
+  }
   if (predictions.empty() || !predictions.front().fits) {
     error = {options.compile.model,
              predictions.empty() ? "no layout of the step over " + std::to_string(options.ranks) +
