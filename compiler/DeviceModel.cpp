@@ -32,12 +32,14 @@ bool positive(const Json &json, const char *key, double &value, std::string &err
   return true;
 }
 
+/// A positive whole number below 2^62 at `key` of `json` (a count of ranks
+/// or bytes), or an error naming the key.
 bool positiveCount(const Json &json, const char *key, int64_t &value, std::string &error) {
   double number = 0;
   if (!positive(json, key, number, error))
     return false;
-  if (number != static_cast<double>(static_cast<int64_t>(number))) {
-    error = std::string("'") + key + "' must be a whole number";
+  if (number >= 0x1p62 || number != static_cast<double>(static_cast<int64_t>(number))) {
+    error = std::string("'") + key + "' must be a whole number below 2^62";
     return false;
   }
   value = static_cast<int64_t>(number);
@@ -92,12 +94,15 @@ bool readDeviceFile(const std::string &path, DeviceModel &device, std::string &e
   device = DeviceModel();
   device.name = json.value("name", Json()).is_string() ? json["name"].get<std::string>() : path;
   device.source = path;
-  double memory = 0;
   if (!positiveCount(json, "ranks_per_node", device.ranksPerNode, error) ||
       !positiveCount(json, "nodes", device.nodes, error) ||
-      !positive(json, "memory_per_rank_bytes", memory, error) || !rates(json, device, error))
+      !positiveCount(json, "memory_per_rank_bytes", device.memoryPerRankBytes, error) ||
+      !rates(json, device, error))
     return false;
-  device.memoryPerRankBytes = static_cast<int64_t>(memory);
+  if (device.ranksPerNode > (int64_t{1} << 31) / device.nodes) {
+    error = "'ranks_per_node' x 'nodes' must be below 2^31";
+    return false;
+  }
   auto links = json.find("links");
   if (links == json.end() || !links->is_object()) {
     error = "'links' must be an object with 'intra_node' (and 'inter_node' past one node)";
