@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <set>
+#include <thread>
 
 using namespace mlir;
 
@@ -472,6 +473,16 @@ bool loadDevice(const PlanOptions &options, DeviceModel &device, UserError &erro
       return false;
     }
     return true;
+  }
+  // Measuring starts every rank here at once: a few per core at most.
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  if (options.ranks > 4 * cores) {
+    error = {"--ranks " + std::to_string(options.ranks),
+             "is more than --device cpu measures here (4 ranks a core, " +
+                 std::to_string(4 * cores) + ")",
+             "plan for a device file instead, e.g. --device devices/cpu-cluster.json",
+             kExitBadUsage};
+    return false;
   }
   if (!calibrateThisMachine(CLEAVE_CALIBRATE_PROGRAM, options.ranks, device, why)) {
     error = {"--device cpu", "cannot measure this machine: " + why, "", kExitInternal};
