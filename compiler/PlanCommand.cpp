@@ -310,6 +310,12 @@ LogicalResult compileLayout(const PlanOptions &options, const Layout &layout,
   c.training.gradAccum = layout.microbatches;
   c.training.schedule = layout.schedule;
   c.training.recompute = layout.recompute;
+  // A model whose training_info defines the step refuses these, as compile
+  // does when they are given.
+  if (!c.training.mesh.empty())
+    c.stepFlags.push_back("--mesh");
+  if (c.training.gradAccum > 1)
+    c.stepFlags.push_back("--grad-accum");
   // The plan file says how parameters lie over tp: a mesh without tp has none.
   if (layout.tp == 1)
     c.training.plan.clear();
