@@ -480,6 +480,11 @@ bool loadDevice(const PlanOptions &options, DeviceModel &device, UserError &erro
     }
     return true;
   }
+  if (options.compile.target != "cpu") {
+    error = {"--device cpu", "measures this machine's CPU, not --target " + options.compile.target,
+             "plan for a device file, e.g. --device devices/h100-8x-nvlink.json", kExitBadUsage};
+    return false;
+  }
   // Measuring starts every rank here at once: a few per core at most.
   const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   if (options.ranks > 4 * cores) {
