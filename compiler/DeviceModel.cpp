@@ -75,18 +75,25 @@ bool rates(const Json &json, DeviceModel &device, std::string &error) {
 
 } // namespace
 
-bool readDeviceFile(const std::string &path, DeviceModel &device, std::string &error) {
+bool readJsonObject(const std::string &path, Json &json, std::string &error) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer) {
     error = "cannot read: " + buffer.getError().message();
     return false;
   }
-  Json json = Json::parse((*buffer)->getBuffer().begin(), (*buffer)->getBuffer().end(), nullptr,
-                          /*allow_exceptions=*/false);
+  json = Json::parse((*buffer)->getBuffer().begin(), (*buffer)->getBuffer().end(), nullptr,
+                     /*allow_exceptions=*/false);
   if (!json.is_object()) {
     error = "not a JSON object";
     return false;
   }
+  return true;
+}
+
+bool readDeviceFile(const std::string &path, DeviceModel &device, std::string &error) {
+  Json json;
+  if (!readJsonObject(path, json, error))
+    return false;
   if (json.value("format_version", Json()) != kDeviceFormatVersion) {
     error = "'format_version' must be " + std::to_string(kDeviceFormatVersion);
     return false;
@@ -121,7 +128,7 @@ bool readDeviceFile(const std::string &path, DeviceModel &device, std::string &e
   return true;
 }
 
-std::string deviceJson(const DeviceModel &device) {
+Json deviceObject(const DeviceModel &device) {
   Json links = {{"intra_node", linkJson(device.intraNode)}};
   if (device.interNode)
     links["inter_node"] = linkJson(*device.interNode);
@@ -136,8 +143,10 @@ std::string deviceJson(const DeviceModel &device) {
                {"kernel_seconds", device.kernelSeconds},
                {"links", links},
                {"overlaps_communication", device.overlapsCommunication}};
-  return json.dump(2) + "\n";
+  return json;
 }
+
+std::string deviceJson(const DeviceModel &device) { return deviceObject(device).dump(2) + "\n"; }
 
 bool calibrateThisMachine(const std::string &calibrator, int ranks, DeviceModel &device,
                           std::string &error) {
@@ -163,11 +172,9 @@ bool calibrateThisMachine(const std::string &calibrator, int ranks, DeviceModel 
   std::string message;
   int status =
       llvm::sys::ExecuteAndWait(args.front(), argRefs, std::nullopt, redirects, 0, 0, &message);
-  auto buffer = llvm::MemoryBuffer::getFile(output);
-  Json json = buffer ? Json::parse((*buffer)->getBuffer().begin(), (*buffer)->getBuffer().end(),
-                                   nullptr, /*allow_exceptions=*/false)
-                     : Json();
-  if (status != 0 || !json.is_object()) {
+  Json json;
+  std::string unread;
+  if (status != 0 || !readJsonObject(output.str().str(), json, unread)) {
     error = calibrator + " failed" + (message.empty() ? "" : ": " + message) + " (exit " +
             std::to_string(status) + ")";
     return false;

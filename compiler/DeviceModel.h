@@ -11,6 +11,8 @@
 #ifndef CLEAVE_COMPILER_DEVICEMODEL_H
 #define CLEAVE_COMPILER_DEVICEMODEL_H
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -47,10 +49,16 @@ struct DeviceModel {
   std::string source;
 };
 
+/// Reads the JSON object in the file at `path`; on failure sets `error`
+/// ("cannot read: ..." or "not a JSON object").
+bool readJsonObject(const std::string &path, nlohmann::json &json, std::string &error);
+
 /// Reads a device file; on failure sets `error` (without the path).
 bool readDeviceFile(const std::string &path, DeviceModel &device, std::string &error);
 
-/// The device file's JSON of `device` (what --save-device writes).
+/// The device file's JSON of `device` (what --save-device writes), as an
+/// object and as text.
+nlohmann::json deviceObject(const DeviceModel &device);
 std::string deviceJson(const DeviceModel &device);
 
 /// Measures this machine for `ranks` local ranks: runs `calibrator`

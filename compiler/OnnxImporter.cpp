@@ -274,7 +274,7 @@ LogicalResult Importer::readInitializers(const Reads &reads, ImportedModel &impo
     const bool isParameter = isBound ? isFloat && reads.byGraph.contains(initializer.name())
                                      : isFloat && !reads.onlyAsConstant(initializer.name());
     if ((!isParameter || options.parameterValues) &&
-        !readTensor(&context, initializer, modelDir, data, message))
+        !readTensorValues(initializer, modelDir, data, message))
       return fail("initializer '" + initializer.name() + "': " + message);
     if (isParameter)
       imported.parameters.push_back(Parameter{initializer.name(), std::move(data)});

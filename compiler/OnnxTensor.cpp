@@ -192,8 +192,12 @@ bool readTensorType(MLIRContext *context, const onnx::TensorProto &tensor, Tenso
 
 bool readTensor(MLIRContext *context, const onnx::TensorProto &tensor, StringRef modelDir,
                 TensorData &data, std::string &error) {
-  if (!readTensorType(context, tensor, data, error))
-    return false;
+  return readTensorType(context, tensor, data, error) &&
+         readTensorValues(tensor, modelDir, data, error);
+}
+
+bool readTensorValues(const onnx::TensorProto &tensor, StringRef modelDir, TensorData &data,
+                      std::string &error) {
   Type element = data.type.getElementType();
   uint64_t expected = data.type.getNumElements() * elementBytes(element);
   auto holds = [&](uint64_t size) {

@@ -41,6 +41,11 @@ bool readTensor(mlir::MLIRContext *context, const onnx::TensorProto &tensor,
 bool readTensorType(mlir::MLIRContext *context, const onnx::TensorProto &tensor, TensorData &data,
                     std::string &error);
 
+/// Reads `tensor`'s values into `data.bytes`, for the type readTensorType
+/// set in `data`.
+bool readTensorValues(const onnx::TensorProto &tensor, llvm::StringRef modelDir, TensorData &data,
+                      std::string &error);
+
 /// `data` as a dense literal of its type.
 mlir::DenseElementsAttr toElementsAttr(const TensorData &data);
 

@@ -32,7 +32,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -68,6 +67,14 @@ std::string Layout::flags() const {
   return text;
 }
 
+void Layout::applyTo(TrainOptions &training) const {
+  training.mesh = mesh();
+  training.zero = zero;
+  training.gradAccum = microbatches;
+  training.schedule = schedule;
+  training.recompute = recompute;
+}
+
 std::optional<int64_t> parseByteCount(const std::string &text) {
   llvm::StringRef rest(text);
   uint64_t count = 0;
@@ -88,10 +95,11 @@ namespace {
 /// A layout's prediction, or why it has none.
 struct Prediction {
   Layout layout;
-  /// Why it did not compile (the compiler's one line); empty when it did.
-  std::string failure;
-  /// The compiler's whole error, when it refused the layout.
-  UserError compileError;
+  /// Why it has no prediction (the compiler's error); `what` is empty when
+  /// it has one.
+  UserError failure;
+
+  bool compiled() const { return failure.what.empty(); }
   int64_t peakBytes = 0;
   int64_t modelStateBytes = 0;
   /// Samples per step.
@@ -145,13 +153,11 @@ std::vector<Layout> enumerateLayouts(const PlanOptions &options) {
   return layouts;
 }
 
+/// The JSON object in the file at `path`, when there is one.
 std::optional<Json> readJson(const std::string &path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return std::nullopt;
-  Json json = Json::parse((*buffer)->getBuffer().begin(), (*buffer)->getBuffer().end(), nullptr,
-                          /*allow_exceptions=*/false);
-  if (!json.is_object())
+  Json json;
+  std::string error;
+  if (!readJsonObject(path, json, error))
     return std::nullopt;
   return json;
 }
@@ -163,17 +169,21 @@ public:
   StepTimer(const DeviceModel &device, const Layout &layout, double computeScale)
       : device(device), layout(layout), computeScale(computeScale) {}
 
+  /// Seconds of one call of the function whose plan.json `cost` entry this is.
+  double callSeconds(const Json &cost) const {
+    return computeScale *
+           (cost["product_flops"].get<double>() / device.productFlopsPerSecond +
+            (cost["other_bytes"].get<double>() - cost["streamed_bytes"].get<double>()) /
+                device.memoryBytesPerSecond +
+            cost["streamed_bytes"].get<double>() / device.streamingBytesPerSecond +
+            cost["kernel_calls"].get<double>() * device.kernelSeconds);
+  }
+
   /// Seconds of one call of `function` (0 when the plan has none).
   double functionSeconds(const Json &plan, const std::string &function) const {
     for (const Json &cost : plan["cost"])
       if (cost["function"] == function)
-        return computeScale * (cost["product_flops"].get<double>() / device.productFlopsPerSecond +
-                               (cost["other_bytes"].get<double>() -
-                                cost["streamed_bytes"].get<double>()) /
-                                   device.memoryBytesPerSecond +
-                               cost["streamed_bytes"].get<double>() /
-                                   device.streamingBytesPerSecond +
-                               cost["kernel_calls"].get<double>() * device.kernelSeconds);
+        return callSeconds(cost);
     return 0;
   }
 
@@ -181,8 +191,7 @@ public:
   double computeSeconds(const Json &plan) const {
     double seconds = 0;
     for (const Json &cost : plan["cost"])
-      seconds += cost["calls_per_step"].get<double>() *
-                 functionSeconds(plan, cost["function"].get<std::string>());
+      seconds += cost["calls_per_step"].get<double>() * callSeconds(cost);
     return seconds;
   }
 
@@ -305,11 +314,7 @@ LogicalResult compileLayout(const PlanOptions &options, const Layout &layout,
   c.emit = emit;
   c.outDir = dir;
   c.warnings = warnings;
-  c.training.mesh = layout.mesh();
-  c.training.zero = layout.zero;
-  c.training.gradAccum = layout.microbatches;
-  c.training.schedule = layout.schedule;
-  c.training.recompute = layout.recompute;
+  layout.applyTo(c.training);
   // A model whose training_info defines the step refuses these, as compile
   // does when they are given.
   if (!c.training.mesh.empty())
@@ -330,15 +335,16 @@ Prediction predict(const PlanOptions &options, const Layout &layout, const Devic
   p.layout = layout;
   UserError error;
   if (failed(compileLayout(options, layout, dir, "plan", warnings, error))) {
-    p.failure = error.what;
-    p.compileError = error;
+    p.failure = error;
     return p;
   }
   std::vector<Json> plans = compiledPlans(dir, layout.pp);
   std::string why;
   if (plans.size() != static_cast<size_t>(layout.pp) ||
       !predictFromPlans(plans, device, computeScale, p, why)) {
-    p.failure = why.empty() ? "its plan.json cannot be read (a cleave bug)" : why;
+    p.failure = {options.compile.model,
+                 why.empty() ? "its plan.json cannot be read (a cleave bug)" : why, "",
+                 kExitInternal};
     return p;
   }
   p.batch = layout.dp * layout.microbatches * microbatchSamples(plans.front());
@@ -360,8 +366,10 @@ bool writeRandomData(const Json &plan, const std::string &dir, int64_t samples,
       if (input["name"] != name)
         continue;
       rt::DType dtype;
-      if (!rt::dtypeFromName(input["dtype"].get<std::string>(), dtype))
+      if (!rt::dtypeFromName(input["dtype"].get<std::string>(), dtype)) {
+        error = "data input '" + name.get<std::string>() + "' has an unknown dtype";
         return false;
+      }
       std::vector<int64_t> shape = input["shape"];
       if (shape.empty())
         shape.push_back(1);
@@ -410,10 +418,11 @@ bool measureCompute(const PlanOptions &options, const Layout &layout, const std:
   run.noShuffle = true;
   run.logJson = dir + "/metrics.json";
   std::string why = "its plan.json cannot be read (a cleave bug)";
-  if (!plan ||
-      !writeRandomData(*plan, dir, 2 * layout.dp * layout.microbatches * microbatchSamples(*plan),
-                       run.data, why) ||
-      runProgram(run) != 0) {
+  if (plan &&
+      writeRandomData(*plan, dir, 2 * layout.dp * layout.microbatches * microbatchSamples(*plan),
+                      run.data, why))
+    why = runProgram(run) == 0 ? "" : "the run failed (its error is above)";
+  if (!why.empty()) {
     error = {"--device cpu", "cannot time the model on " + layout.mesh() + ": " + why,
              "give a device file instead (devices/)", kExitBadInput};
     return false;
@@ -570,7 +579,7 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
     std::string dir = (scratch.path + "/layout" + std::to_string(i)).str();
     Prediction p = predict(options, layout, planning.device, planning.computeScale, dir,
                            /*warnings=*/i == 0);
-    p.fits = p.failure.empty() && p.peakBytes <= limit;
+    p.fits = p.compiled() && p.peakBytes <= limit;
     if (p.fits && layout.recompute == "none")
       fitWithoutRecompute.insert(layout.flags());
     predictions.push_back(std::move(p));
@@ -580,8 +589,8 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
                    [](const Prediction &a, const Prediction &b) {
                      if (a.fits != b.fits)
                        return a.fits;
-                     if (!a.failure.empty() || !b.failure.empty())
-                       return a.failure.empty() && !b.failure.empty();
+                     if (!a.compiled() || !b.compiled())
+                       return a.compiled() && !b.compiled();
                      if (a.secondsPerSample() != b.secondsPerSample())
                        return a.secondsPerSample() < b.secondsPerSample();
                      return a.peakBytes < b.peakBytes;
@@ -589,8 +598,8 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
   // No layout compiled: the model itself is at fault (the first error says
   // how), not a layout.
   if (!predictions.empty() && !predictions.front().fits &&
-      llvm::all_of(predictions, [](const Prediction &p) { return !p.failure.empty(); })) {
-    error = predictions.front().compileError;
+      llvm::none_of(predictions, [](const Prediction &p) { return p.compiled(); })) {
+    error = predictions.front().failure;
     predictions.clear();
     return false;
   }
@@ -630,7 +639,7 @@ void printTable(const PlanOptions &options, const Planning &planning, llvm::raw_
                      "model state", "step ms", "comm", "bubble", "rank-s/sample");
   int rank = 0;
   for (const Prediction &p : predictions) {
-    if (!p.failure.empty())
+    if (!p.compiled())
       continue;
     std::string place = p.fits ? std::to_string(++rank) : "-";
     os << llvm::format("%4s  %-44s %12s %12s %10.4g %6.1f%% %6.1f%% %14.4g\n", place.c_str(),
@@ -640,8 +649,8 @@ void printTable(const PlanOptions &options, const Planning &planning, llvm::raw_
                        options.ranks * p.secondsPerSample());
   }
   for (const Prediction &p : predictions)
-    if (!p.failure.empty())
-      os << "   x  " << layoutText(p.layout) << ": " << p.failure << "\n";
+    if (!p.compiled())
+      os << "   x  " << layoutText(p.layout) << ": " << p.failure.what << "\n";
   os << "(-: does not fit in memory; x: does not compile; comm: exposed communication "
         "over the step)\n";
 }
@@ -660,8 +669,8 @@ std::string predictionsJson(const PlanOptions &options, const Planning &planning
                   {"schedule", l.schedule},
                   {"recompute", l.recompute},
                   {"flags", l.flags()}};
-    if (!p.failure.empty()) {
-      entry["error"] = p.failure;
+    if (!p.compiled()) {
+      entry["error"] = p.failure.what;
     } else {
       entry["fits"] = p.fits;
       entry["predicted_peak_bytes"] = p.peakBytes;
@@ -677,7 +686,7 @@ std::string predictionsJson(const PlanOptions &options, const Planning &planning
   }
   Json json = {{"model", options.compile.model},
                {"ranks", options.ranks},
-               {"device", Json::parse(deviceJson(planning.device))},
+               {"device", deviceObject(planning.device)},
                {"compute_scale", planning.computeScale},
                {"layouts", layouts}};
   return json.dump(2) + "\n";

@@ -43,6 +43,9 @@ struct Layout {
   std::string mesh() const;
   /// The compile flags that build it.
   std::string flags() const;
+  /// Sets the step's mesh, ZeRO stage, microbatches, schedule and
+  /// recomputation to this layout's.
+  void applyTo(TrainOptions &training) const;
 };
 
 /// "2GiB", "512MiB", "64KiB" or a plain count of bytes; nullopt otherwise.

@@ -267,11 +267,7 @@ mlir::LogicalResult chooseAutoLayout(CompileCommand &cmd, UserError &error) {
     return mlir::failure();
   llvm::outs() << "--mesh auto chose: " << (best.flags().empty() ? "one rank" : best.flags())
                << "\n";
-  t.mesh = best.mesh();
-  t.zero = best.zero;
-  t.gradAccum = best.microbatches;
-  t.schedule = best.schedule;
-  t.recompute = best.recompute;
+  best.applyTo(t);
   return mlir::success();
 }
 
