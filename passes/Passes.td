@@ -323,7 +323,10 @@ def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
     an op without one in the latest stage of what it reads; else the ops, in
     order, are cut into N contiguous stages whose largest estimated FLOPs
     (passes/CostModel.h) is as small as it can be within 5%, and among
-    those cuts the one that sends the fewest bytes.
+    those cuts the one whose stages' memory is most even (each stage's
+    parameters and computed values) while it sends the fewest bytes: the
+    least sum of each stage's bytes squared over the mean stage's plus the
+    bytes sent.
     Errors, before anything changes: a malformed entry, a stage outside
     [0, N), a glob that matches no parameter, a parameter in no stage or in
     two, a parameter whose readers all need a later stage's values or an

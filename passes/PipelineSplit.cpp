@@ -212,18 +212,32 @@ private:
   }
 
   /// Contiguous stages of `placed`, in order: the smallest largest stage
-  /// cost (estimated FLOPs) there is, give or take 5%, and among the cuts
-  /// within that, the one whose boundaries carry the fewest bytes.
+  /// cost (estimated FLOPs) there is, give or take 5%; within that, the cut
+  /// whose stages' memory is most even (each stage's parameters, read
+  /// first there, and computed values: what a microbatch keeps there) and
+  /// whose boundaries carry the fewest bytes, weighed together as the sum
+  /// of each stage's memory squared over the mean stage's, plus the bytes
+  /// sent. FLOPs alone leave stages without work when one stage (a
+  /// language model's head) bounds the rest.
   LogicalResult balancedCut() {
     const int64_t n = placed.size();
     if (n < stages)
       return func.emitError("has ")
              << n << " ops that depend on parameters, too few to fill " << stages
              << " pipeline stages";
-    SmallVector<int64_t> prefix(n + 1, 0);
-    for (int64_t i = 0; i < n; ++i)
-      prefix[i + 1] = prefix[i] + std::max<int64_t>(estimateFlops(placed[i]), 1);
-    auto cost = [&](int64_t from, int64_t to) { return prefix[to] - prefix[from]; };
+    SmallVector<int64_t> flops(n + 1, 0), memory(n + 1, 0);
+    DenseSet<Value> counted;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t bytes = 0;
+      for (Value result : placed[i]->getResults())
+        bytes += bytesOf(result);
+      for (Value operand : placed[i]->getOperands())
+        if (isParam(operand) && counted.insert(operand).second)
+          bytes += bytesOf(operand);
+      flops[i + 1] = flops[i] + std::max<int64_t>(estimateFlops(placed[i]), 1);
+      memory[i + 1] = memory[i] + bytes;
+    }
+    auto cost = [&](int64_t from, int64_t to) { return flops[to] - flops[from]; };
     // Whether n ops fit in `stages` stages of cost at most `limit` each
     // (greedily: every stage takes as many as fit).
     auto fits = [&](int64_t limit) {
@@ -238,7 +252,7 @@ private:
       }
       return used <= stages;
     };
-    int64_t low = 1, high = prefix[n];
+    int64_t low = 1, high = flops[n];
     while (low < high) {
       int64_t mid = low + (high - low) / 2;
       if (fits(mid))
@@ -247,6 +261,11 @@ private:
         low = mid + 1;
     }
     const int64_t limit = low + low / 20;
+    const double meanMemory = std::max(1.0, static_cast<double>(memory[n]) / stages);
+    auto unevenness = [&](int64_t from, int64_t to) {
+      double bytes = static_cast<double>(memory[to] - memory[from]);
+      return bytes * bytes / meanMemory;
+    };
 
     // crossing[c]: the bytes of values computed before op c and read at or
     // after it (a cut before op c sends them).
@@ -267,21 +286,24 @@ private:
     for (int64_t c = 1; c <= n; ++c)
       crossing[c] = crossing[c - 1] + delta[c];
 
-    // best[k][i]: the fewest bytes sent by cutting ops [0, i) into k + 1
-    // stages within the limit; from[k][i] the start of its last stage.
-    constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
-    std::vector<std::vector<int64_t>> best(stages, std::vector<int64_t>(n + 1, kNone));
+    // best[k][i]: the least unevenness plus bytes sent of cutting ops
+    // [0, i) into k + 1 stages within the limit; from[k][i] the start of
+    // its last stage.
+    constexpr double kNone = std::numeric_limits<double>::infinity();
+    std::vector<std::vector<double>> best(stages, std::vector<double>(n + 1, kNone));
     std::vector<std::vector<int64_t>> from(stages, std::vector<int64_t>(n + 1, -1));
     for (int64_t i = 1; i <= n; ++i)
       if (cost(0, i) <= limit)
-        best[0][i] = 0;
+        best[0][i] = unevenness(0, i);
     for (int64_t k = 1; k < stages; ++k)
       for (int64_t i = k + 1; i <= n; ++i)
-        for (int64_t j = i - 1; j >= k && cost(j, i) <= limit; --j)
-          if (best[k - 1][j] != kNone && best[k - 1][j] + crossing[j] < best[k][i]) {
-            best[k][i] = best[k - 1][j] + crossing[j];
+        for (int64_t j = i - 1; j >= k && cost(j, i) <= limit; --j) {
+          double total = best[k - 1][j] + static_cast<double>(crossing[j]) + unevenness(j, i);
+          if (total < best[k][i]) {
+            best[k][i] = total;
             from[k][i] = j;
           }
+        }
     assert(best[stages - 1][n] != kNone && "the limit admits a cut");
     for (int64_t k = stages - 1, end = n; k >= 0; --k) {
       int64_t start = k == 0 ? 0 : from[k][end];
