@@ -534,8 +534,9 @@ int runProgram(const RunOptions &options) {
       return kExitBadUsage;
     }
     if (options.repeat) {
-      printError({"--repeat", "is not built for pipeline-parallel runs yet",
-                  "docs/training.md, \"Pipeline parallel\"", kExitBadUsage});
+      printError({"--repeat", "a training program does not take it: a pipeline's stages train",
+                  "--repeat times a forward program (cleave compile without --train)",
+                  kExitBadUsage});
       return kExitBadUsage;
     }
     program = options.dir + "/stage0/program";

@@ -226,6 +226,10 @@ def main():
                   "--grad-accum", "4", "--mesh", "pp=2"]
     refused("--schedule interleaved", compile_pp + ["--schedule", "interleaved"],
             "--schedule 'interleaved': this schedule is not built into programs yet", problems)
+    # A pipeline's stages are training programs, which time no lone forward.
+    refused("--repeat on a pipeline", ["cleave", "run", os.path.join(workdir, "mlp-pp2-1f1b"),
+                                       "-n", "2", "--repeat", "2"],
+            "--repeat: a training program does not take it: a pipeline's stages train", problems)
     three = os.path.join(workdir, "three-stages.json")
     json.dump({"stages": [["tok_emb.*"], ["blocks.*"], ["ln_f.*", "head.*"]]}, open(three, "w"))
     refused("a stages file for another pp", compile_pp + ["--stages", three],
