@@ -502,9 +502,6 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet",
                 notYet, kExitBadUsage);
-  if (t.recompute != "none")
-    return fail("--recompute " + t.recompute, "is not built for pipeline stages yet",
-                "leave --recompute out with a pp axis", kExitBadUsage);
   return success();
 }
 

@@ -137,9 +137,7 @@ std::vector<Layout> enumerateLayouts(const PlanOptions &options) {
              pp > 1 ? std::vector<int64_t>{pp, 2 * pp} : std::vector<int64_t>{1, 2})
           for (const char *schedule : pp > 1 ? std::vector<const char *>{"gpipe", "1f1b", "zb-h1"}
                                              : std::vector<const char *>{"1f1b"})
-            for (const char *recompute :
-                 pp > 1 ? std::vector<const char *>{"none"}
-                        : std::vector<const char *>{"none", "selective", "full"}) {
+            for (const char *recompute : {"none", "selective", "full"}) {
               if (t.batchSize && *t.batchSize % (layout.dp * microbatches) != 0)
                 continue;
               layout.zero = zero;

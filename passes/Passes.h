@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace cleave {
 
@@ -29,6 +30,11 @@ void seedUnseededDropouts(mlir::Block &body);
 /// The op whose result @forward adds into the loss sum accumulator: the
 /// forward's last, after which the backward begins; null if there is none.
 mlir::Operation *lossSumProducer(mlir::func::FuncOp forward);
+
+/// The ops of a pipeline stage's microbatch step (its @forward before
+/// cleave-split-backward) that what it sends on and its loss's sum and count
+/// need: the forward that split keeps; the rest is the backward.
+mlir::FailureOr<llvm::SetVector<mlir::Operation *>> stageForwardOps(mlir::func::FuncOp stage);
 
 /// The pipeline message tags from which the stages that hold a tied weight
 /// send each other its gradient (cleave-pipeline-tied-gradients); the tags

@@ -496,8 +496,12 @@ def Recompute : Pass<"cleave-recompute", "mlir::ModuleOp"> {
     the backward keeps anyway and values made again themselves, so nothing
     the backward did not read before is kept for it. The copies compute
     what the originals computed, with the same kernels on the same
-    operands: results are unchanged bit for bit. Errors: an unknown mode, a
-    pipeline stage's program (not built yet), a @forward with no loss sum.
+    operands: results are unchanged bit for bit. In a pipeline stage's
+    microbatch step (`cleave.stage`, before cleave-split-backward) the
+    forward is what the stage's sends and its loss need, as that split
+    keeps it, so what is made again moves to @backward and its stash
+    shrinks. Errors: an unknown mode, a @forward with no loss sum, a
+    stage's effect that is neither a send nor an assign.
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"none\"", "none, selective or full">,

@@ -55,42 +55,49 @@ struct RecomputePass : public cleave::impl::RecomputeBase<RecomputePass> {
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     if (!forward)
       return;
-    if (forward->hasAttr(kStageAttr)) {
-      forward.emitError("is a pipeline stage: recomputation is not built for pipelines yet");
-      return signalPassFailure();
-    }
-    Operation *lastForward = lossSumProducer(forward);
-    if (!lastForward) {
-      forward.emitError("has no loss sum: recomputation needs a training step (run "
-                        "cleave-build-train-step first)");
-      return signalPassFailure();
-    }
     Block &body = forward.getBody().front();
     forwardOps.clear();
     saved.clear();
     decided.clear();
     copies.clear();
+    // The forward: in a pipeline stage, what it sends on and its loss need
+    // (what cleave-split-backward keeps in @forward); else every op up to
+    // the one whose result the loss sum adds.
+    if (forward->hasAttr(kStageAttr)) {
+      FailureOr<llvm::SetVector<Operation *>> ops = stageForwardOps(forward);
+      if (failed(ops))
+        return signalPassFailure();
+      forwardOps.insert(ops->begin(), ops->end());
+    } else if (Operation *lastForward = lossSumProducer(forward)) {
+      for (Operation &op : body) {
+        forwardOps.insert(&op);
+        if (&op == lastForward)
+          break;
+      }
+    } else {
+      forward.emitError("has no loss sum: recomputation needs a training step (run "
+                        "cleave-build-train-step first)");
+      return signalPassFailure();
+    }
     // Copies of a dropout draw its masks from its seed.
     seedUnseededDropouts(body);
-    for (Operation &op : body) {
-      forwardOps.insert(&op);
-      if (&op == lastForward)
-        break;
-    }
+    SmallVector<Operation *> backwardOps;
+    for (Operation &op : body)
+      if (!forwardOps.contains(&op))
+        backwardOps.push_back(&op);
     // What the backward reads of the forward.
-    for (Operation &op : llvm::make_range(std::next(lastForward->getIterator()), body.end()))
-      for (Value operand : op.getOperands())
+    for (Operation *op : backwardOps)
+      for (Value operand : op->getOperands())
         if (Operation *def = operand.getDefiningOp(); def && forwardOps.contains(def))
           saved.insert(operand);
 
     // Each backward read of a value made again reads the copy made before
     // the first reader.
     OpBuilder b(module.getContext());
-    for (Operation &op : llvm::make_early_inc_range(
-             llvm::make_range(std::next(lastForward->getIterator()), body.end())))
-      for (OpOperand &use : op.getOpOperands())
+    for (Operation *op : backwardOps)
+      for (OpOperand &use : op->getOpOperands())
         if (recomputes(use.get())) {
-          b.setInsertionPoint(&op);
+          b.setInsertionPoint(op);
           use.set(copyOf(use.get(), b));
         }
   }

@@ -59,13 +59,12 @@ bool remade(Value v) {
 /// argument of the new function, both named `<prefix><i>`. Arguments of
 /// other kinds (weights, state, an earlier split's stash) are arguments of
 /// both.
-FailureOr<func::FuncOp> splitFunction(func::FuncOp func, SecondPart second, StringRef name,
-                                      StringRef prefix) {
-  Block &body = func.getBody().front();
-  // What each side needs, from its effects back.
-  llvm::SetVector<Operation *> firstOps, secondOps;
+/// The ops of `func` that the effects `second` says are not the second
+/// part's need: the first part.
+FailureOr<llvm::SetVector<Operation *>> firstPart(func::FuncOp func, SecondPart second) {
+  llvm::SetVector<Operation *> firstOps;
   SmallVector<Operation *> worklist;
-  for (Operation &op : body.without_terminator()) {
+  for (Operation &op : func.getBody().front().without_terminator()) {
     if (op.getNumResults() != 0)
       continue;
     FailureOr<bool> isSecond = second(func, &op);
@@ -78,6 +77,18 @@ FailureOr<func::FuncOp> splitFunction(func::FuncOp func, SecondPart second, Stri
     for (Value v : worklist.pop_back_val()->getOperands())
       if (Operation *def = v.getDefiningOp(); def && firstOps.insert(def))
         worklist.push_back(def);
+  return firstOps;
+}
+
+FailureOr<func::FuncOp> splitFunction(func::FuncOp func, SecondPart second, StringRef name,
+                                      StringRef prefix) {
+  Block &body = func.getBody().front();
+  // What each side needs, from its effects back.
+  FailureOr<llvm::SetVector<Operation *>> firstPartOps = firstPart(func, second);
+  if (failed(firstPartOps))
+    return failure();
+  llvm::SetVector<Operation *> &firstOps = *firstPartOps, secondOps;
+  SmallVector<Operation *> worklist;
   for (Operation &op : body.without_terminator())
     if (op.getNumResults() == 0 && !firstOps.contains(&op) && secondOps.insert(&op))
       worklist.push_back(&op);
@@ -190,3 +201,7 @@ struct SplitBackwardPass : public cleave::impl::SplitBackwardBase<SplitBackwardP
 };
 
 } // namespace
+
+FailureOr<llvm::SetVector<Operation *>> cleave::stageForwardOps(func::FuncOp stage) {
+  return firstPart(stage, isBackwardEffect);
+}

@@ -11,8 +11,10 @@ func.func @forward(%x: tensor<4xf32> {cleave.kind = "input", cleave.name = "x"})
 
 // -----
 
-// A pipeline stage's program.
-// expected-error@+1 {{is a pipeline stage: recomputation is not built for pipelines yet}}
-func.func @forward(%x: tensor<4xf32> {cleave.kind = "input", cleave.name = "x"}) -> tensor<4xf32> attributes {cleave.stage = 1 : i64} {
-  return %x : tensor<4xf32>
+// A pipeline stage whose effect is neither a send nor an assign: which side
+// of the split it is on cannot be told.
+func.func @forward(%g: tensor<4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w", cleave.weights_offset = 0 : i64}) attributes {cleave.stage = 1 : i64} {
+  // expected-error@+1 {{is neither a send nor an assign: cannot tell whether it belongs to the forward or the backward of a pipeline stage}}
+  cleave.all_reduce_start %g on axis 0 : tensor<4xf32>
+  return
 }

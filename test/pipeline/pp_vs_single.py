@@ -27,6 +27,9 @@
 #     and without clipping, equal to one device within 1e-5, the two
 #     stages' copies equal bit for bit, and --save-onnx's model holds the
 #     trained parameters (gathered from both stages);
+#   - the GPT on pp=2 with --recompute selective and full (1f1b; full with
+#     zb-h1 too): bit for bit against one device, and stage 0's stash
+#     (plan.json's memory.stash_bytes) smaller than without;
 #   - the same with the stages files of plans/ (stages-mlp-pp2.json,
 #     stages-gpt-pp2.json) instead of the balanced cut;
 #   - each stage's plan.json holds the parameters its stage reads, and each
@@ -173,6 +176,23 @@ def tied_weights(workdir, problems):
     print(f"tied lm: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
 
 
+RECOMPUTE = ("selective", "full")
+
+
+def stashes_shrink(workdir, problems):
+    """Recomputation keeps less from each stage's forward to its backward:
+    plan.json's stash (the microbatches in flight times what one keeps) is
+    smaller with each mode than without, on the first stage."""
+    def stash(label):
+        plan = json.load(open(os.path.join(workdir, f"gpt-{label}", "stage0", "plan.json")))
+        return plan["memory"]["stash_bytes"]
+    kept = stash("pp2-1f1b")
+    for mode in RECOMPUTE:
+        if not stash(f"pp2-{mode}") < kept:
+            problems.append(f"gpt pp2 --recompute {mode}: stash {stash(f'pp2-{mode}')} bytes, "
+                            f"not below {kept} without recomputation")
+
+
 def refused(label, command, expected, problems):
     run = subprocess.run(command, capture_output=True, text=True)
     lines = run.stderr.strip().splitlines()
@@ -201,6 +221,8 @@ def main():
             layouts += [(f"dp2-pp2-z{zero}", 2, 2, ["--zero", str(zero)]) for zero in (1, 2, 3)]
             megatron = ["--plan", os.path.join(ROOT, "plans", "megatron-gpt.json")]
             layouts += [("tp2-pp2", 1, 2, megatron), ("tp2-dp2-pp2", 2, 2, megatron)]
+            layouts += [(f"pp2-{mode}", 1, 2, ["--recompute", mode]) for mode in RECOMPUTE]
+            layouts += [("pp2-zb-full", 1, 2, ["--schedule", "zb-h1", "--recompute", "full"])]
         for label, dp, pp, flags in layouts:
             accum = 4 // dp
             tp = 2 if label.startswith("tp2") else 1
@@ -210,6 +232,8 @@ def main():
                 identical(f"{name} {label} bitwise", run, reference, problems)
             stages_hold_their_parameters(f"{name} {label}", os.path.join(workdir, f"{name}-{label}"),
                                          pp, reference[1], problems)
+        if name == "gpt":
+            stashes_shrink(workdir, problems)
         # --deterministic sums the dp ranks' gradients in rank order: with one
         # microbatch each, the order one device adds them in.
         identical(f"{name} dp2-pp2 gpipe --deterministic",
