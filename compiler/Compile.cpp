@@ -500,8 +500,8 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                     std::to_string(axisRanks("pp")) + ")",
                 "raise --grad-accum, or use --schedule gpipe", kExitBadUsage);
   if (options.target != "cpu")
-    return fail("--target " + options.target, "pipeline programs are not built for it yet",
-                notYet, kExitBadUsage);
+    return fail("--target " + options.target, "pipeline programs are not built for it yet", notYet,
+                kExitBadUsage);
   return success();
 }
 
