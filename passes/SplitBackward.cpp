@@ -52,13 +52,6 @@ bool remade(Value v) {
   return def && isa<ConstantOp>(def);
 }
 
-/// Splits `func` in two: it keeps the effects `second` says are not the
-/// second part's, with what they need; a new function `name` after it takes
-/// the rest. Every value `func` computes, or reads from a data input, that
-/// the second part reads becomes a stash: a result of `func` and an
-/// argument of the new function, both named `<prefix><i>`. Arguments of
-/// other kinds (weights, state, an earlier split's stash) are arguments of
-/// both.
 /// The ops of `func` that the effects `second` says are not the second
 /// part's need: the first part.
 FailureOr<llvm::SetVector<Operation *>> firstPart(func::FuncOp func, SecondPart second) {
@@ -80,6 +73,13 @@ FailureOr<llvm::SetVector<Operation *>> firstPart(func::FuncOp func, SecondPart 
   return firstOps;
 }
 
+/// Splits `func` in two: it keeps the effects `second` says are not the
+/// second part's, with what they need; a new function `name` after it takes
+/// the rest. Every value `func` computes, or reads from a data input, that
+/// the second part reads becomes a stash: a result of `func` and an
+/// argument of the new function, both named `<prefix><i>`. Arguments of
+/// other kinds (weights, state, an earlier split's stash) are arguments of
+/// both.
 FailureOr<func::FuncOp> splitFunction(func::FuncOp func, SecondPart second, StringRef name,
                                       StringRef prefix) {
   Block &body = func.getBody().front();
