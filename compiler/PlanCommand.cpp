@@ -464,9 +464,7 @@ std::string layoutText(const Layout &l) {
   text += " M=" + std::to_string(l.microbatches);
   if (l.pp > 1)
     text += " " + l.schedule;
-  else
-    text += " recompute=" + l.recompute;
-  return text;
+  return text + " recompute=" + l.recompute;
 }
 
 /// The device: a file, or this machine measured for `ranks`.
@@ -566,20 +564,21 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
     return false;
   const int64_t limit = options.memoryPerRank.value_or(planning.device.memoryPerRankBytes);
   std::vector<Prediction> &predictions = planning.predictions;
-  // Recomputation only buys memory: a layout that fits without it is not
-  // tried with it (the enumeration puts `none` first).
-  std::set<std::string> fitWithoutRecompute;
+  // Recomputation only buys memory: a layout is tried with it only where it
+  // compiles but does not fit without it (the enumeration puts `none`
+  // first). One that does not compile fails alike with it.
+  std::set<std::string> tooLargeWithoutRecompute;
   for (auto [i, layout] : llvm::enumerate(layouts)) {
     Layout plain = layout;
     plain.recompute = "none";
-    if (layout.recompute != "none" && fitWithoutRecompute.count(plain.flags()))
+    if (layout.recompute != "none" && !tooLargeWithoutRecompute.count(plain.flags()))
       continue;
     std::string dir = (scratch.path + "/layout" + std::to_string(i)).str();
     Prediction p = predict(options, layout, planning.device, planning.computeScale, dir,
                            /*warnings=*/i == 0);
     p.fits = p.compiled() && p.peakBytes <= limit;
-    if (p.fits && layout.recompute == "none")
-      fitWithoutRecompute.insert(layout.flags());
+    if (p.compiled() && !p.fits && layout.recompute == "none")
+      tooLargeWithoutRecompute.insert(layout.flags());
     predictions.push_back(std::move(p));
     llvm::sys::fs::remove_directories(dir);
   }
@@ -633,14 +632,14 @@ void printTable(const PlanOptions &options, const Planning &planning, llvm::raw_
   os << "\n";
   if (!planning.computeScaleText.empty())
     os << "  " << planning.computeScaleText << "\n";
-  os << llvm::format("%4s  %-44s %12s %12s %10s %7s %7s %14s\n", "rank", "layout", "memory/rank",
+  os << llvm::format("%4s  %-52s %12s %12s %10s %7s %7s %14s\n", "rank", "layout", "memory/rank",
                      "model state", "step ms", "comm", "bubble", "rank-s/sample");
   int rank = 0;
   for (const Prediction &p : predictions) {
     if (!p.compiled())
       continue;
     std::string place = p.fits ? std::to_string(++rank) : "-";
-    os << llvm::format("%4s  %-44s %12s %12s %10.4g %6.1f%% %6.1f%% %14.4g\n", place.c_str(),
+    os << llvm::format("%4s  %-52s %12s %12s %10.4g %6.1f%% %6.1f%% %14.4g\n", place.c_str(),
                        layoutText(p.layout).c_str(), bytesText(p.peakBytes).c_str(),
                        bytesText(p.modelStateBytes).c_str(), p.stepSeconds * 1e3,
                        100 * p.exposedSeconds / p.stepSeconds, 100 * p.bubble,
