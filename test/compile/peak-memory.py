@@ -5,7 +5,9 @@
 # the MLP (no scratch), the CNN's forward (3x3 convolutions: scratch) and the
 # CNN's training step (the convolutions' adjoints too), and the first stage
 # of the CNN on a gpipe pipeline of two stages (which keeps the stash of all
-# four microbatches), the measured peak equals the prediction byte for byte,
+# four microbatches), and the first stage of the test GPT on the same
+# pipeline without recomputation and with --recompute full (whose stash is
+# smaller), the measured peak equals the prediction byte for byte,
 # and the process's resident peak (getrusage, which also holds libraries and
 # host copies) is above it.
 #
@@ -35,6 +37,27 @@ def check(name, plan_dir, measured, problems, expect_scratch):
                         f"below the program's {predicted}")
     print(f"{name}: predicted {predicted} (scratch {scratch}), measured "
           f"{measured['peak_bytes_allocated']}, process {measured['process_peak_rss_bytes']}")
+
+
+def pipeline_stage0(work, label, model, shape_flags, data, flags, name, expect_scratch, problems):
+    """Compiles `model` on a gpipe pipeline of two stages with four
+    microbatches, trains two steps and checks stage 0's peak; returns its
+    stash bytes."""
+    out = os.path.join(work, label)
+    subprocess.run(["cleave", "compile", model, "-o", out, "--train", *shape_flags,
+                    "--grad-accum", "4", "--mesh", "pp=2", "--schedule", "gpipe", *flags],
+                   check=True)
+    log = f"{work}/log-{label}.json"
+    subprocess.run(["cleave", "run", "-n", "2", out, "--data", data, "--steps", "2",
+                    "--log-json", log], check=True, stderr=subprocess.DEVNULL)
+    stage0 = os.path.join(out, "stage0")
+    plan = json.load(open(os.path.join(stage0, "plan.json")))
+    stash = plan["memory"]["stash_bytes"]
+    if plan["training"]["pipeline"]["in_flight"] != 4 or stash <= 0:
+        problems.append(f"{name}: holds {plan['training']['pipeline']['in_flight']} "
+                        f"microbatches, stash {stash} bytes")
+    check(name, stage0, json.load(open(log)), problems, expect_scratch)
+    return stash
 
 
 def main():
@@ -70,21 +93,26 @@ def main():
     check("cnn training step", out, json.load(open(f"{work}/log.json")), problems, True)
 
     # The first stage of a gpipe pipeline keeps all four microbatches' stash.
-    out = os.path.join(work, "cnn-pp2")
-    subprocess.run(["cleave", "compile", cnn_train, "-o", out, "--train", "--batch-size", "16",
-                    "--grad-accum", "4", "--mesh", "pp=2", "--schedule", "gpipe"], check=True)
     np.save(f"{work}/pp-x.npy", rng.standard_normal((16, 3, 15, 15)).astype(np.float32))
     np.save(f"{work}/pp-labels.npy", rng.integers(0, 10, 16).astype(np.int64))
-    subprocess.run(["cleave", "run", "-n", "2", out, "--data",
-                    f"x={work}/pp-x.npy,labels={work}/pp-labels.npy", "--steps", "2",
-                    "--log-json", f"{work}/log-pp2.json"], check=True, stderr=subprocess.DEVNULL)
-    stage0 = os.path.join(out, "stage0")
-    pipeline = json.load(open(os.path.join(stage0, "plan.json")))["training"]["pipeline"]
-    if pipeline["in_flight"] != 4 or json.load(open(os.path.join(stage0, "plan.json")))[
-            "memory"]["stash_bytes"] <= 0:
-        problems.append(f"cnn pp=2 gpipe: stage 0 holds {pipeline['in_flight']} microbatches")
-    check("cnn pp=2 gpipe, stage 0", stage0, json.load(open(f"{work}/log-pp2.json")), problems,
-          True)
+    pipeline_stage0(work, "cnn-pp2", cnn_train, ["--batch-size", "16"],
+                    f"x={work}/pp-x.npy,labels={work}/pp-labels.npy", [],
+                    "cnn pp=2 gpipe, stage 0", True, problems)
+
+    # The GPT's first stage with --recompute full keeps a smaller stash.
+    gpt = os.path.join(work, "gpt.onnx")
+    subprocess.run([sys.executable, os.path.join(MODELS, "export_gpt.py"), gpt], check=True)
+    np.save(f"{work}/idx.npy", rng.integers(0, 64, (16, 16)).astype(np.int64))
+    np.save(f"{work}/targets.npy", rng.integers(0, 64, (16, 16)).astype(np.int64))
+    stash = {}
+    for recompute in ("none", "full"):
+        stash[recompute] = pipeline_stage0(
+            work, f"gpt-pp2-{recompute}", gpt, [], f"idx={work}/idx.npy,targets={work}/targets.npy",
+            ["--recompute", recompute], f"gpt pp=2 gpipe --recompute {recompute}, stage 0", False,
+            problems)
+    if not stash["full"] < stash["none"]:
+        problems.append(f"gpt pp=2 gpipe: stash {stash['full']} bytes with --recompute full, "
+                        f"not below {stash['none']}")
 
     for problem in problems:
         print("FAIL:", problem)
