@@ -371,6 +371,16 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
     return fail("--recompute '" + t.recompute + "'", "unknown mode", "use none, selective or full",
                 kExitBadUsage);
+  if (t.precision == "fp16")
+    return fail("--precision fp16", "not supported yet: fp16 training needs dynamic loss scaling",
+                "use bf16, which has f32's range", kExitBadUsage);
+  if (t.precision != "fp32" && t.precision != "bf16")
+    return fail("--precision '" + t.precision + "'", "unknown precision", "use fp32 or bf16",
+                kExitBadUsage);
+  if (t.precision != "fp32" && options.target == "cuda")
+    return fail("--precision " + t.precision,
+                "not supported yet with --target cuda: its products take f32 only",
+                "compile for --target cpu", kExitBadUsage);
   if (failed(readPlan(t.plan)))
     return failure();
   if (!t.plan.empty() && mesh.axisNames.empty())
@@ -601,6 +611,7 @@ std::string Compiler::pipelineText() const {
   add("sync-batchnorm", t.syncBatchNorm ? "true" : "false");
   add("bucket-bytes", std::to_string(bucketBytes));
   add("recompute", quoted(t.recompute));
+  add("precision", quoted(t.precision));
   if (stage) {
     addList("stage-params", stageEntries);
     add("schedule", quoted(t.schedule));
@@ -632,6 +643,9 @@ LogicalResult Compiler::run() {
                 kExitBadUsage);
   if (!options.train && !options.training.mesh.empty())
     return fail("--mesh", "partitions a training step", "add --train", kExitBadUsage);
+  if (!options.train && options.training.precision != "fp32")
+    return fail("--precision", "chooses a training step's products", "add --train",
+                kExitBadUsage);
   if (!options.train && options.ignoreTrainingInfo)
     return fail("--ignore-training-info", "chooses how a training step is built", "add --train",
                 kExitBadUsage);
@@ -660,6 +674,11 @@ LogicalResult Compiler::run() {
     return failure();
   // Then @forward is the whole step already: no autodiff, no @apply.
   const bool stepFromModel = imported->trainingAlgorithm.has_value();
+  if (stepFromModel && options.training.precision != "fp32")
+    return fail(options.model + ": training_info",
+                "defines the step, so --precision cannot change its products",
+                "add --ignore-training-info to build the step with cleave's optimizers",
+                kExitBadUsage);
   if (options.printIrAfterAll) {
     llvm::errs() << "// -----// IR after import //----- //\n";
     module.print(llvm::errs());

@@ -49,6 +49,9 @@ struct TrainOptions {
   /// Forward values the backward makes again instead of keeping them
   /// (cleave-recompute): none, selective or full.
   std::string recompute = "none";
+  /// The matrix products' operand type (cleave-autocast): fp32, or bf16
+  /// (summed in f32; everything else stays f32).
+  std::string precision = "fp32";
   /// MiB of gradients per bucket that the last microbatch's backward starts
   /// summing over dp (cleave-overlap-gradients): "auto" (a quarter of the
   /// gradients, 4 KiB to 25 MiB; off for --target cuda) or a number, 0 for

@@ -9,6 +9,7 @@
 #include "runtime/ConvScratch.h"
 #include "runtime/Plan.h"
 #include "runtime/cpu/ConvPrimitives.h"
+#include "runtime/cpu/ProductPrimitives.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringMap.h"
@@ -102,11 +103,26 @@ rt::Dims dimsOf(ArrayRef<int64_t> values) {
   return dims;
 }
 
-/// The scratch a convolution's kernel allocates on `target` for one call,
-/// outside the arena: on the CPU, the operands in oneDNN's layouts where
+/// The scratch a product of bf16 or f16 factors allocates on the CPU for one
+/// call: their f32 copies where they are widened (ProductPrimitives.h).
+int64_t productScratchBytes(Operation *op) {
+  auto a = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto b = cast<RankedTensorType>(op->getOperand(1).getType());
+  Type element = a.getElementType();
+  if (!element.isBF16() && !element.isF16())
+    return 0;
+  return rt::cpu::lowPrecisionScratchBytes(element.isBF16() ? rt::DType::BF16 : rt::DType::F16,
+                                           a.getNumElements(), b.getNumElements());
+}
+
+/// The scratch a kernel allocates on `target` for one call, outside the
+/// arena: a convolution's on the CPU, the operands in oneDNN's layouts where
 /// oneDNN takes it (runtime/cpu/ConvPrimitives.h), else the im2col columns
-/// (runtime/ConvScratch.h); 0 for other ops.
-int64_t convScratchBytes(Operation *op, StringRef target) {
+/// (runtime/ConvScratch.h); a low-precision product's (productScratchBytes);
+/// 0 for other ops.
+int64_t kernelScratchBytes(Operation *op, StringRef target) {
+  if (target != "cuda" && isa<MatMulOp, GemmOp>(op))
+    return productScratchBytes(op);
   // The shapes of the convolution's input, weights and output.
   Value x, w, y;
   rt::cpu::ConvPass pass = rt::cpu::ConvPass::Forward;
@@ -378,7 +394,7 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     }
     // Kernels run one at a time: the largest scratch is the one that adds.
     plan.memory.scratchBytes =
-        std::max(plan.memory.scratchBytes, convScratchBytes(op, options.target));
+        std::max(plan.memory.scratchBytes, kernelScratchBytes(op, options.target));
     auto constant = dyn_cast<ConstantOp>(op);
     auto offset = op->getAttrOfType<IntegerAttr>(kWeightsOffsetAttr);
     if (!constant || !offset)

@@ -509,6 +509,30 @@ def Recompute : Pass<"cleave-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
+  let summary = "Multiply in bf16 or f16: products on low-precision operands, summed in f32";
+  let description = [{
+    Mixed precision (`cleave compile --precision`). Runs after
+    cleave-build-train-step (and cleave-data-parallel), on every function:
+    each matmul and gemm on f32 operands gets its two factors in `precision`
+    (bf16 or fp16) and still gives f32, its products summed in f32; gemm's
+    c is added in f32. Everything else (elementwise ops, softmax,
+    normalizations, losses, reductions, collectives, the optimizer and the
+    parameters it updates) stays in f32. A value is cast once per function,
+    just before the first product that reads it, and its copy is shared by
+    the rest (a weight's forward and backward products, an activation's
+    forward product and its weight gradient); a factor that only moves
+    another value's elements (transpose, reshape, flatten, squeeze,
+    unsqueeze) is moved in the narrow type instead, from the narrow copy of
+    that value, and the f32 move goes when nothing else reads it.
+    `precision` = fp32 changes nothing. Errors: an unknown precision.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"fp32\"", "fp32, bf16 or fp16">,
+  ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Fuse chains of f32 elementwise ops into one pass over memory each";
   let description = [{

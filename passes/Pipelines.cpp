@@ -83,6 +83,8 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createPipelineTiedGradients());
   if (distributed)
     pm.addPass(createDataParallel());
+  if (options.precision != "fp32")
+    pm.addPass(createAutocast({options.precision}));
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (pipelined)

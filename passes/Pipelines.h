@@ -62,6 +62,9 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<std::string> recompute{
       *this, "recompute", llvm::cl::init("none"),
       llvm::cl::desc("Forward values the backward makes again: none, selective or full")};
+  Option<std::string> precision{
+      *this, "precision", llvm::cl::init("fp32"),
+      llvm::cl::desc("The products' operand type: fp32, bf16 or fp16 (summed in f32)")};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes", llvm::cl::init(0),
       llvm::cl::desc("cleave-overlap-gradients' bucket bytes (-1: auto, 0: none), run after "
@@ -76,7 +79,7 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 /// annotate-sharding, sharding-propagation, check-sharding, shard-partition
 /// (with a tp axis), with a pp axis pipeline-split, pipeline-schedule and
 /// pipeline-select-stage (the program of stage `stage`), batchnorm-statistics,
-/// autodiff, build-train-step, data-parallel, recompute, and with a pp axis
+/// autodiff, build-train-step, data-parallel, autocast, recompute, and with a pp axis
 /// split-backward, as each option asks.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 

@@ -448,7 +448,27 @@ Results importEinsum(NodeContext &n) {
   return n.build<IdentityOp>(arrange(current, resultLabels));
 }
 
+/// False, with the node's error, where ONNX's product of bf16 or f16
+/// operands would round its result to their type: cleave's products give
+/// f32 for them (the form --precision makes of an f32 model).
+bool lowPrecisionProductRefused(NodeContext &n) {
+  Type element = getElementTypeOrSelf(n.input(0).getType());
+  if (!element.isBF16() && !element.isF16())
+    return false;
+  n.error() << "products of " << element
+            << " operands are not supported; train the f32 model with --precision bf16";
+  return true;
+}
+
+Results importMatMul(NodeContext &n) {
+  if (lowPrecisionProductRefused(n))
+    return failure();
+  return n.build<MatMulOp>(n.presentInputs());
+}
+
 Results importGemm(NodeContext &n) {
+  if (lowPrecisionProductRefused(n))
+    return failure();
   return n.build<GemmOp>(n.presentInputs(),
                          {n.f32("alpha", n.getFloat("alpha", 1.0f)),
                           n.f32("beta", n.getFloat("beta", 1.0f)),
@@ -496,7 +516,7 @@ void populateMathImporters(OpImporterTable &table) {
   table.add("Less", importInputsOnly<LessOp>, 2, 2);
   table.add("Greater", importInputsOnly<GreaterOp>, 2, 2);
   table.add("Where", importInputsOnly<WhereOp>, 3, 3);
-  table.add("MatMul", importInputsOnly<MatMulOp>, 2, 2);
+  table.add("MatMul", importMatMul, 2, 2);
   table.add("LeakyRelu", [](NodeContext &n) {
     return n.build<LeakyReluOp>(n.input(0), {n.f32("alpha", n.getFloat("alpha", 0.01f))});
   }, 1, 1);

@@ -305,6 +305,13 @@ LogicalResult DropoutOp::verify() {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
+/// The element type of a product of `operands`: f32 for bf16 and f16, whose
+/// products are summed in f32; otherwise theirs.
+static Type productElementType(Type operands) {
+  return operands.isBF16() || operands.isF16() ? Float32Type::get(operands.getContext())
+                                               : operands;
+}
+
 LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
                                          Adaptor adaptor, SmallVectorImpl<Type> &types) {
   SmallVector<int64_t> lhs(shapeOf(adaptor.getLhs()));
@@ -335,7 +342,7 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
     result.push_back(m);
   if (!rhsVector)
     result.push_back(n);
-  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getLhs())));
+  types.push_back(RankedTensorType::get(result, productElementType(elementOf(adaptor.getLhs()))));
   return success();
 }
 
@@ -351,11 +358,16 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   if (k != k2)
     return fail(location, "contraction dims differ: op(a) is " + Twine(m) + "x" +
                               Twine(k) + ", op(b) is " + Twine(k2) + "x" + Twine(n));
+  if (elementOf(adaptor.getA()) != elementOf(adaptor.getB()))
+    return fail(location, "a and b have different element types");
   SmallVector<int64_t> result{m, n};
+  Type element = productElementType(elementOf(adaptor.getA()));
   if (adaptor.getC() && !broadcastsTo(shapeOf(adaptor.getC()), result))
     return fail(location, "c of shape " + shapeString(shapeOf(adaptor.getC())) +
                               " does not broadcast to " + shapeString(result));
-  types.push_back(RankedTensorType::get(result, elementOf(adaptor.getA())));
+  if (adaptor.getC() && elementOf(adaptor.getC()) != element)
+    return fail(location, "c's element type is not the result's");
+  types.push_back(RankedTensorType::get(result, element));
   return success();
 }
 

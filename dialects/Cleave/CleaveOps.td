@@ -37,7 +37,10 @@ def Cleave_FloatTensor : StaticShapeTensorOf<[F32, F64]>;
 def Cleave_NumericTensor : StaticShapeTensorOf<!listconcat([F32, F64], Cleave_IntegerTypes)>;
 def Cleave_ComparableTensor
     : StaticShapeTensorOf<!listconcat([F32, F64, I1], Cleave_IntegerTypes)>;
-def Cleave_MatrixTensor : StaticShapeTensorOf<[F32, F64, I32, I64]>;
+// Products of bf16 or f16 operands accumulate in f32 and give an f32 result
+// (what --precision asks of them; an ONNX product of those types is refused
+// at import).
+def Cleave_MatrixTensor : StaticShapeTensorOf<[F32, F64, I32, I64, BF16, F16]>;
 // What gather_grad's kernels add (their atomic adds on CUDA).
 def Cleave_ScatterTensor : StaticShapeTensorOf<[F32, F64, I32, I64]>;
 // ONNX ReduceSum's and ReduceMean's types: the kernels sum in the element
@@ -244,12 +247,20 @@ def Cleave_DropoutOp : Cleave_Op<"dropout", [InferTypeOpAdaptor, Cleave_Vjp]> {
 
 def Cleave_MatMulOp : Cleave_PureOp<"matmul", [Cleave_Vjp]> {
   let summary = "numpy-style matrix product with batch broadcasting";
+  let description = [{
+    The result has the operands' element type, but f32 for bf16 or f16
+    operands, whose products are summed in f32.
+  }];
   let arguments = (ins Cleave_MatrixTensor:$lhs, Cleave_MatrixTensor:$rhs);
   let results = (outs Cleave_MatrixTensor:$output);
 }
 
 def Cleave_GemmOp : Cleave_PureOp<"gemm", [Cleave_Vjp]> {
   let summary = "alpha * op(a) * op(b) + beta * c";
+  let description = [{
+    The result (and c) has a's and b's element type, but f32 for bf16 or
+    f16 a and b, whose products are summed in f32.
+  }];
   let arguments = (ins Cleave_MatrixTensor:$a, Cleave_MatrixTensor:$b,
                    Optional<Cleave_MatrixTensor>:$c,
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha,

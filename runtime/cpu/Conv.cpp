@@ -158,41 +158,6 @@ void unroll(const ConvGeometry &g, T *xg, int64_t r0, int64_t r1, T *col) {
   }
 }
 
-/// One call's scratch (an im2col tile, or the operands in oneDNN's
-/// layouts), 64-byte aligned and counted in the run's allocations: the
-/// run's convolution workspace where the backend keeps one, else memory of
-/// the call's own.
-class Scratch {
-public:
-  Scratch(Context &ctx, int64_t bytes) : ctx(ctx), bytes(static_cast<std::size_t>(bytes)) {
-    if (bytes == 0)
-      return;
-    if (ctx.convolutions) {
-      memory = ctx.convolutions->workspace(bytes, ctx.allocations);
-    } else {
-      owned = std::aligned_alloc(64, (this->bytes + 63) / 64 * 64);
-      memory = owned;
-      if (owned && ctx.allocations)
-        ctx.allocations->allocated(this->bytes);
-    }
-    if (!memory)
-      fail("conv", "no memory for %lld bytes of scratch", static_cast<long long>(bytes));
-  }
-  ~Scratch() {
-    if (owned && ctx.allocations)
-      ctx.allocations->released(bytes);
-    std::free(owned);
-  }
-  Scratch(const Scratch &) = delete;
-  Scratch &operator=(const Scratch &) = delete;
-  template <typename T> T *as() { return static_cast<T *>(memory); }
-
-private:
-  Context &ctx;
-  std::size_t bytes;
-  void *memory = nullptr, *owned = nullptr;
-};
-
 /// Runs `problem` as a oneDNN primitive (ConvPrimitives.h) when the
 /// operands are f32 and oneDNN takes it; false otherwise.
 bool runPrimitive(Context &ctx, DType type, const ConvProblem &problem, const void *a,
@@ -210,7 +175,7 @@ bool runPrimitive(Context &ctx, DType type, const ConvProblem &problem, const vo
   }
   if (!primitive)
     return false;
-  Scratch scratch(ctx, primitive->scratchBytes());
+  Scratch scratch(ctx, "conv", primitive->scratchBytes());
   primitive->run(threads, a, b, bias, out, scratch.as<void>());
   return true;
 }
@@ -239,7 +204,7 @@ struct ConvBlock {
 template <typename T, typename F> void forEachBlock(Context &ctx, const ConvGeometry &g, F &&f) {
   int64_t rows = g.outSize / g.out[g.sp - 1];
   int64_t tileRows = g.pointwise ? rows : cpuTileRows(g.columns());
-  Scratch col(ctx, cpuScratchElements(g.columns()) * static_cast<int64_t>(sizeof(T)));
+  Scratch col(ctx, "conv", cpuScratchElements(g.columns()) * static_cast<int64_t>(sizeof(T)));
   for (int64_t i = 0; i < g.n; ++i)
     for (int64_t gi = 0; gi < g.group; ++gi)
       for (int64_t r0 = 0; r0 < rows; r0 += tileRows)

@@ -11,6 +11,7 @@ namespace cleave::rt::cpu {
 /// What CPU kernels share for one run: nothing global, no hidden threads
 /// (BLAS runs with the thread count it is given).
 class ConvPrimitives;
+class ProductPrimitives;
 
 struct Context : StepContext {
   int threads = 1;
@@ -18,6 +19,9 @@ struct Context : StepContext {
   /// (runtime/cpu/ConvPrimitives.h), owned by the backend; null: each call
   /// makes its own.
   ConvPrimitives *convolutions = nullptr;
+  /// Where bf16 products keep theirs (runtime/cpu/ProductPrimitives.h);
+  /// null: each call makes its own.
+  ProductPrimitives *products = nullptr;
 };
 
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);

@@ -1,9 +1,11 @@
 //===- Linalg.cpp - matmul, gemm and the shared matrix product ------------===//
 
+#include "runtime/cpu/ProductPrimitives.h"
 #include "runtime/cpu/Support.h"
 
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -120,10 +122,74 @@ void gemmCore<int32_t>(Context &, bool transA, bool transB, int64_t m, int64_t n
   loopGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+namespace {
+
+/// Products of bf16 or f16 operands `a` and `b` into f32, for one kernel
+/// call (ProductPrimitives.h): oneDNN's primitives where this CPU has bf16
+/// instructions, else both operands widened to f32 once, into scratch, and
+/// the f32 product. Operands are addressed by element offsets into a and b.
+class LowPrecisionProducts {
+public:
+  LowPrecisionProducts(Context &ctx, const char *kernel, const Tensor &a, const Tensor &b)
+      : ctx(ctx), kernel(kernel), a(a), b(b) {
+    if (nativeLowPrecisionProducts(a.dtype)) {
+      if (!ctx.products)
+        own.emplace();
+      return;
+    }
+    widened.emplace(ctx, kernel, lowPrecisionScratchBytes(a.dtype, a.numel(), b.numel()));
+    float *wide = widened->as<float>();
+    dispatch(kernel, a.dtype, TypeList<Half, BFloat16>{}, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      for (const Tensor *t : {&a, &b}) {
+        const T *narrow = t->as<T>();
+        forEachChunk(ctx, t->numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i)
+            wide[i] = widen(narrow[i]);
+        });
+        wide += t->numel();
+      }
+    });
+  }
+
+  void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
+            int64_t aOffset, int64_t lda, int64_t bOffset, int64_t ldb, double beta, float *c,
+            int64_t ldc) {
+    if (widened) {
+      const float *wide = widened->as<float>();
+      gemmCore<float>(ctx, transA, transB, m, n, k, alpha, wide + aOffset, lda,
+                      wide + a.numel() + bOffset, ldb, beta, c, ldc);
+      return;
+    }
+    if (!needsProduct(m, n, k, lda, ldb, ldc, beta, c))
+      return;
+    ProductProblem problem{transA, transB, m, n, k, lda, ldb, ldc, static_cast<float>(alpha),
+                           static_cast<float>(beta)};
+    const auto *narrowA = static_cast<const uint16_t *>(a.data) + aOffset;
+    const auto *narrowB = static_cast<const uint16_t *>(b.data) + bOffset;
+    ProductPrimitives &primitives = ctx.products ? *ctx.products : *own;
+    if (!primitives.run(problem, std::max(1, ctx.threads), narrowA, narrowB, c))
+      fail(kernel, "oneDNN's bf16 matmul failed on %lld x %lld x %lld",
+           static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
+  }
+
+private:
+  Context &ctx;
+  const char *kernel;
+  const Tensor &a, &b;
+  std::optional<ProductPrimitives> own;
+  std::optional<Scratch> widened;
+};
+
+bool isLowPrecision(DType type) { return type == DType::BF16 || type == DType::F16; }
+
+} // namespace
+
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
   const char *kernel = "matmul";
   checkType(kernel, rhs, lhs.dtype);
-  checkType(kernel, out, lhs.dtype);
+  const bool lowPrecision = isLowPrecision(lhs.dtype);
+  checkType(kernel, out, lowPrecision ? DType::F32 : lhs.dtype);
   int rl = lhs.rank(), rr = rhs.rank();
   if (rl < 1 || rr < 1)
     fail(kernel, "operands must have rank 1 or more");
@@ -150,23 +216,38 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   if (batch * m * n != out.numel())
     fail(kernel, "result shape does not match the operands");
 
-  dispatch(kernel, lhs.dtype, MatrixTypes{}, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *a = lhs.as<T>();
-    const T *b = rhs.as<T>();
-    T *c = out.as<T>();
+  // Every product as `rows` x k times k x n at element offsets into lhs,
+  // rhs and out.
+  auto forEachProduct = [&](auto &&product) {
     if (rb.product() == 1 && lb.product() == batch) {
       // One rhs matrix under a full, contiguous lhs batch: a single product
       // with the batch folded into the rows.
-      gemmCore<T>(ctx, false, false, batch * m, n, k, 1.0, a, k, b, n, 0.0, c, n);
+      product(batch * m, 0, 0, 0);
       return;
     }
     const Dims *inputs[2] = {&lb, &rb};
     LoopNest<3> nest = broadcastNest<3>(kernel, ob, inputs);
     nest.forEachRow([&](const int64_t *off, int64_t rows, const int64_t *step) {
       for (int64_t i = 0; i < rows; ++i)
-        gemmCore<T>(ctx, false, false, m, n, k, 1.0, a + (off[1] + i * step[1]) * m * k, k,
-                    b + (off[2] + i * step[2]) * k * n, n, 0.0, c + (off[0] + i) * m * n, n);
+        product(m, (off[1] + i * step[1]) * m * k, (off[2] + i * step[2]) * k * n,
+                (off[0] + i) * m * n);
+    });
+  };
+  if (lowPrecision) {
+    LowPrecisionProducts products(ctx, kernel, lhs, rhs);
+    float *c = out.as<float>();
+    forEachProduct([&](int64_t rows, int64_t a, int64_t b, int64_t o) {
+      products.gemm(false, false, rows, n, k, 1.0, a, k, b, n, 0.0, c + o, n);
+    });
+    return;
+  }
+  dispatch(kernel, lhs.dtype, MatrixTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *a = lhs.as<T>();
+    const T *b = rhs.as<T>();
+    T *c = out.as<T>();
+    forEachProduct([&](int64_t rows, int64_t ao, int64_t bo, int64_t co) {
+      gemmCore<T>(ctx, false, false, rows, n, k, 1.0, a + ao, k, b + bo, n, 0.0, c + co, n);
     });
   });
 }
@@ -175,7 +256,9 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
           float alpha, float beta, bool transA, bool transB) {
   const char *kernel = "gemm";
   checkType(kernel, b, a.dtype);
-  checkType(kernel, out, a.dtype);
+  const bool lowPrecision = isLowPrecision(a.dtype);
+  const DType result = lowPrecision ? DType::F32 : a.dtype;
+  checkType(kernel, out, result);
   if (a.rank() != 2 || b.rank() != 2 || out.rank() != 2)
     fail(kernel, "operands must be matrices");
   int64_t m = transA ? a.shape[1] : a.shape[0];
@@ -186,7 +269,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
     fail(kernel, "shapes do not agree");
   double betaC = 0.0;
   if (c && beta != 0.0f) {
-    checkType(kernel, *c, a.dtype);
+    checkType(kernel, *c, result);
     // C broadcasts (unidirectionally) into the result, which gemm then
     // accumulates into with beta.
     if (c->data != out.data) {
@@ -197,6 +280,12 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
       fail(kernel, "C aliases the result with another shape");
     }
     betaC = static_cast<double>(beta);
+  }
+  if (lowPrecision) {
+    LowPrecisionProducts products(ctx, kernel, a, b);
+    products.gemm(transA, transB, m, n, k, static_cast<double>(alpha), 0, a.shape[1], 0,
+                  b.shape[1], betaC, out.as<float>(), n);
+    return;
   }
   dispatch(kernel, a.dtype, MatrixTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/ConvPrimitives.h"
+#include "runtime/cpu/ProductPrimitives.h"
 #include "runtime/cpu/TestUtil.h"
 
 using namespace cleave::rt;
@@ -394,6 +395,73 @@ TEST(Gemm, DoubleAndIntegers) {
   auto y64 = zeros(DType::I64, {2, 1});
   cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false);
   expectEqual<int64_t>(y64, {-4, -4}); // 2 * A^T [1, -1]
+}
+
+/// `values` rounded to `type` (bf16 or f16) by the cast kernel, and that
+/// rounding back in f32: the factors a low-precision product multiplies.
+std::pair<Buffer, Buffer> lowPrecision(DType type, const Buffer &values) {
+  Buffer narrow(type, values.t().shape);
+  cpu::cast(ctx(), values, narrow);
+  Buffer rounded(DType::F32, values.t().shape);
+  cpu::cast(ctx(), narrow, rounded);
+  return {std::move(narrow), std::move(rounded)};
+}
+
+// Products of bf16 and f16 factors give f32: the exact products of the
+// rounded factors summed, as the loops compute them in double. bf16 runs
+// as oneDNN primitives on a CPU with bf16 instructions (made per call
+// without a ProductPrimitives, kept with one), f16 widened to f32; the lit
+// test runs this again with oneDNN held to AVX-512 without bf16, where bf16
+// is widened too (test/runtime/cpu-kernels.test).
+TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
+  std::printf("bf16 products: %s\n",
+              cpu::nativeLowPrecisionProducts(DType::BF16) ? "oneDNN" : "widened");
+  cpu::ProductPrimitives kept;
+  cpu::Context keeping;
+  keeping.products = &kept;
+  keeping.threads = 2;
+  unsigned seed = 500;
+  for (DType type : {DType::BF16, DType::F16}) {
+    for (cpu::Context *context : {&ctx(), &keeping}) {
+      struct Case {
+        Dims a, b, out;
+      } cases[] = {
+          {{4, 16, 32}, {32, 8}, {4, 16, 8}},     // one rhs under a batch
+          {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}}, // broadcast batch dims
+          {{64, 80}, {80, 96}, {64, 96}},
+      };
+      for (const Case &c : cases) {
+        auto [a, aRounded] = lowPrecision(type, makeRandom<float>(c.a, seed++));
+        auto [b, bRounded] = lowPrecision(type, makeRandom<float>(c.b, seed++));
+        auto y = zeros(DType::F32, c.out);
+        cpu::matmul(*context, a, b, y);
+        expectNear(y, matmulByLoop<float>(aRounded, bRounded, c.out), 1e-5);
+      }
+      const int64_t m = 3, k = 5, n = 4;
+      for (int transA = 0; transA < 2; ++transA)
+        for (int transB = 0; transB < 2; ++transB) {
+          auto [a, aRounded] =
+              lowPrecision(type, makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++));
+          auto [b, bRounded] =
+              lowPrecision(type, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
+          auto bias = makeRandom<float>({n}, seed++);
+          auto y = zeros(DType::F32, {m, n});
+          cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB);
+          expectNear(y, gemmByLoop<float>(aRounded, bRounded, &bias, 0.5, 2.0, transA, transB),
+                     1e-5);
+        }
+    }
+  }
+}
+
+TEST(LowPrecisionProducts, ResultMustBeF32) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
+  EXPECT_EXIT(cpu::matmul(ctx(), a, b, y), ::testing::ExitedWithCode(3),
+              "kernel matmul: .*bf16");
+  Buffer h(DType::F16, {2, 2}), y32(DType::F32, {2, 2});
+  EXPECT_EXIT(cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false),
+              ::testing::ExitedWithCode(3), "kernel gemm: .*f16");
 }
 
 //===----------------------------------------------------------------------===//

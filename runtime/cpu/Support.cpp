@@ -2,6 +2,8 @@
 
 #include "runtime/cpu/Support.h"
 
+#include "runtime/cpu/ConvPrimitives.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdarg>
@@ -123,6 +125,28 @@ void stridedCopy(const Context &ctx, const char *kernel, const void *src, const 
       }
     });
   });
+}
+
+Scratch::Scratch(Context &ctx, const char *kernel, int64_t bytes)
+    : ctx(ctx), bytes(static_cast<std::size_t>(bytes)) {
+  if (bytes == 0)
+    return;
+  if (ctx.convolutions) {
+    memory = ctx.convolutions->workspace(bytes, ctx.allocations);
+  } else {
+    owned = std::aligned_alloc(64, (this->bytes + 63) / 64 * 64);
+    memory = owned;
+    if (owned && ctx.allocations)
+      ctx.allocations->allocated(this->bytes);
+  }
+  if (!memory)
+    fail(kernel, "no memory for %lld bytes of scratch", static_cast<long long>(bytes));
+}
+
+Scratch::~Scratch() {
+  if (owned && ctx.allocations)
+    ctx.allocations->released(bytes);
+  std::free(owned);
 }
 
 } // namespace cleave::rt::cpu

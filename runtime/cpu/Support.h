@@ -480,6 +480,29 @@ template <typename T> inline auto sumRow(const T *x, int64_t n, int64_t stride =
 }
 
 //===----------------------------------------------------------------------===//
+// Scratch
+//===----------------------------------------------------------------------===//
+
+/// One kernel call's scratch (an im2col tile, a convolution's operands in
+/// oneDNN's layouts, a product's widened operands), 64-byte aligned and
+/// counted in the run's allocations: the run's workspace where the backend
+/// keeps one (ConvPrimitives::workspace), else memory of the call's own.
+/// `kernel` names the caller when there is no memory for it.
+class Scratch {
+public:
+  Scratch(Context &ctx, const char *kernel, int64_t bytes);
+  ~Scratch();
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  template <typename T> T *as() { return static_cast<T *>(memory); }
+
+private:
+  Context &ctx;
+  std::size_t bytes;
+  void *memory = nullptr, *owned = nullptr;
+};
+
+//===----------------------------------------------------------------------===//
 // Matrix products
 //===----------------------------------------------------------------------===//
 

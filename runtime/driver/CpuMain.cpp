@@ -1,6 +1,7 @@
 //===- CpuMain.cpp - main of a generated CPU program ---------------------===//
 
 #include "runtime/cpu/ConvPrimitives.h"
+#include "runtime/cpu/ProductPrimitives.h"
 #include "runtime/cpu/Program.h"
 #include "runtime/driver/Driver.h"
 
@@ -14,6 +15,7 @@ public:
   CpuBackend() {
     context.allocations = &allocations_;
     context.convolutions = &convolutions_;
+    context.products = &products_;
   }
   const char *name() const override { return "cpu"; }
   void *allocate(std::size_t bytes) override {
@@ -71,6 +73,7 @@ public:
 private:
   cleave::rt::AllocationMeter allocations_;
   cleave::rt::cpu::ConvPrimitives convolutions_;
+  cleave::rt::cpu::ProductPrimitives products_;
   cleave::rt::cpu::Context context;
 };
 

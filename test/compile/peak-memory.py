@@ -7,7 +7,10 @@
 # of the CNN on a gpipe pipeline of two stages (which keeps the stash of all
 # four microbatches), and the first stage of the test GPT on the same
 # pipeline without recomputation and with --recompute full (whose stash is
-# smaller), the measured peak equals the prediction byte for byte,
+# smaller), and the MLP's training step with --precision bf16, both with
+# oneDNN's bf16 products and with oneDNN held to AVX-512 without bf16
+# instructions (the factors widened to f32 into scratch: ProductPrimitives.h),
+# the measured peak equals the prediction byte for byte,
 # and the process's resident peak (getrusage, which also holds libraries and
 # host copies) is above it.
 #
@@ -30,7 +33,7 @@ def check(name, plan_dir, measured, problems, expect_scratch):
     if measured["peak_bytes_allocated"] != predicted:
         problems.append(f"{name}: measured {measured['peak_bytes_allocated']} bytes, "
                         f"predicted {predicted}")
-    if (scratch > 0) != expect_scratch:
+    if expect_scratch is not None and (scratch > 0) != expect_scratch:
         problems.append(f"{name}: scratch_bytes {scratch}")
     if measured["process_peak_rss_bytes"] < predicted:
         problems.append(f"{name}: process peak {measured['process_peak_rss_bytes']} "
@@ -91,6 +94,24 @@ def main():
                     f"x={work}/train-x.npy,labels={work}/train-labels.npy", "--steps", "2",
                     "--log-json", f"{work}/log.json"], check=True, stderr=subprocess.DEVNULL)
     check("cnn training step", out, json.load(open(f"{work}/log.json")), problems, True)
+
+    # bf16 products: no scratch where this CPU has bf16 instructions (either
+    # may hold here), the widened factors' without them.
+    np.save(f"{work}/mlp-train-x.npy", rng.standard_normal((16, 32)).astype(np.float32))
+    np.save(f"{work}/mlp-train-labels.npy", rng.integers(0, 10, 16).astype(np.int64))
+    for label, isa, expect_scratch in (("oneDNN", {}, None),
+                                       ("widened", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, True)):
+        out = os.path.join(work, f"mlp-bf16-{label}")
+        env = dict(os.environ, **isa)
+        subprocess.run(["cleave", "compile", mlp, "-o", out, "--train", "--precision", "bf16",
+                        "--batch-size", "16", "--grad-accum", "2"], check=True, env=env)
+        log = f"{work}/log-bf16-{label}.json"
+        subprocess.run(["cleave", "run", out, "--data",
+                        f"x={work}/mlp-train-x.npy,labels={work}/mlp-train-labels.npy",
+                        "--steps", "2", "--log-json", log], check=True, env=env,
+                       stderr=subprocess.DEVNULL)
+        check(f"mlp training step, bf16 products ({label})", out, json.load(open(log)), problems,
+              expect_scratch)
 
     # The first stage of a gpipe pipeline keeps all four microbatches' stash.
     np.save(f"{work}/pp-x.npy", rng.standard_normal((16, 3, 15, 15)).astype(np.float32))

@@ -51,6 +51,34 @@ func.func @matmul_contraction(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
 
 // -----
 
+// A product of bf16 factors gives f32, not bf16.
+func.func @matmul_bf16_result(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x4xbf16>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.matmul %a, %b : (tensor<2x3xbf16>, tensor<3x4xbf16>) -> tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+func.func @gemm_mixed_factors(%a: tensor<2x3xbf16>, %b: tensor<3x4xf32>) {
+  // expected-error @+2 {{a and b have different element types}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.gemm %a, %b : (tensor<2x3xbf16>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @gemm_c_type(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %c: tensor<4xbf16>) {
+  // expected-error @+2 {{c's element type is not the result's}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.gemm %a, %b, %c : (tensor<2x3xbf16>, tensor<3x4xbf16>, tensor<4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x4xf32>) {
   // expected-error @+2 {{batch dims do not broadcast}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -225,6 +225,10 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "Forward values the backward makes again instead of keeping them: none "
                   "(default), selective (elementwise ops, softmax, dropout and data movement) "
                   "or full (all but each block's inputs; blocks from the ONNX node names)");
+  sub->add_option("--precision", t.precision,
+                  "The matrix products' operands: fp32 (default) or bf16 (mixed precision: "
+                  "products of bf16 operands summed in f32; weights, gradients, optimizer "
+                  "state and every other op in f32)");
   addPlannerOptions(sub, cmd.planner, /*forCompile=*/true);
   for (const char *name : {"--optimizer", "--lr", "--lr-schedule", "--warmup", "--beta1",
                            "--beta2", "--eps", "--weight-decay", "--momentum", "--nesterov",

@@ -1,0 +1,143 @@
+//===- ProductPrimitives.cpp - bf16 products as oneDNN primitives ---------===//
+//
+// Through oneDNN's C API, which reports failure as a status: the kernels are
+// built without exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/cpu/ProductPrimitives.h"
+
+#include "runtime/cpu/Support.h"
+
+#include <cstring>
+
+#include <dnnl.h>
+
+namespace cleave::rt::cpu {
+
+bool nativeLowPrecisionProducts(DType operands) {
+  const unsigned bf16 = dnnl_cpu_isa_avx512_core_bf16;
+  return operands == DType::BF16 &&
+         (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
+}
+
+int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements) {
+  if (nativeLowPrecisionProducts(operands))
+    return 0;
+  return (lhsElements + rhsElements) * static_cast<int64_t>(sizeof(float));
+}
+
+/// The engine and stream every primitive of a run shares.
+struct ProductPrimitives::Handles {
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  ~Handles() {
+    if (stream)
+      dnnl_stream_destroy(stream);
+    if (engine)
+      dnnl_engine_destroy(engine);
+  }
+};
+
+/// One problem's primitive and its three memory objects, whose data
+/// handles each call points at its operands.
+struct ProductPrimitives::Primitive {
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  ~Primitive() {
+    for (dnnl_memory_t memory : {a, b, c})
+      if (memory)
+        dnnl_memory_destroy(memory);
+    if (primitive)
+      dnnl_primitive_destroy(primitive);
+  }
+};
+
+namespace {
+
+/// A row-major rows x columns matrix with leading dim `ld`, read
+/// transposed when `transposed`: the layout oneDNN takes as strides.
+dnnl_memory_desc_t matrixDesc(int64_t rows, int64_t columns, int64_t ld, bool transposed,
+                              dnnl_data_type_t type, bool &ok) {
+  dnnl_memory_desc_t desc{};
+  dnnl_dims_t dims = {rows, columns};
+  dnnl_dims_t strides = {transposed ? 1 : ld, transposed ? ld : 1};
+  ok = ok && dnnl_memory_desc_init_by_strides(&desc, 2, dims, type, strides) == dnnl_success;
+  return desc;
+}
+
+/// The primitive of `p`, or null when oneDNN does not make it.
+std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem &p,
+                                                            dnnl_engine_t engine) {
+  bool ok = true;
+  dnnl_memory_desc_t a = matrixDesc(p.m, p.k, p.lda, p.transA, dnnl_bf16, ok);
+  dnnl_memory_desc_t b = matrixDesc(p.k, p.n, p.ldb, p.transB, dnnl_bf16, ok);
+  dnnl_memory_desc_t c = matrixDesc(p.m, p.n, p.ldc, false, dnnl_f32, ok);
+  dnnl_matmul_desc_t desc{};
+  ok = ok && dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success;
+  if (!ok)
+    return nullptr;
+  // alpha scales the product; beta adds the C already there (a sum post-op).
+  dnnl_primitive_attr_t attr = nullptr;
+  dnnl_post_ops_t postOps = nullptr;
+  ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
+       (p.alpha == 1.0f ||
+        dnnl_primitive_attr_set_output_scales(attr, 1, 0, &p.alpha) == dnnl_success) &&
+       dnnl_post_ops_create(&postOps) == dnnl_success &&
+       (p.beta == 0.0f || dnnl_post_ops_append_sum(postOps, p.beta) == dnnl_success) &&
+       dnnl_primitive_attr_set_post_ops(attr, postOps) == dnnl_success;
+  dnnl_primitive_desc_t pd = nullptr;
+  ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, nullptr) == dnnl_success;
+  if (postOps)
+    dnnl_post_ops_destroy(postOps);
+  if (attr)
+    dnnl_primitive_attr_destroy(attr);
+  auto made = std::make_unique<ProductPrimitives::Primitive>();
+  ok = ok && dnnl_primitive_create(&made->primitive, pd) == dnnl_success &&
+       dnnl_memory_create(&made->a, &a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&made->b, &b, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       dnnl_memory_create(&made->c, &c, engine, DNNL_MEMORY_NONE) == dnnl_success;
+  if (pd)
+    dnnl_primitive_desc_destroy(pd);
+  return ok ? std::move(made) : nullptr;
+}
+
+} // namespace
+
+ProductPrimitives::ProductPrimitives() : handles(std::make_unique<Handles>()) {}
+
+ProductPrimitives::~ProductPrimitives() = default;
+
+bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a, const void *b,
+                            float *c) {
+  if (!handles->engine &&
+      (dnnl_engine_create(&handles->engine, dnnl_cpu, 0) != dnnl_success ||
+       dnnl_stream_create(&handles->stream, handles->engine, dnnl_stream_default_flags) !=
+           dnnl_success))
+    return false;
+  // oneDNN sizes its work for the threads there are when it is made.
+  omp_set_num_threads(threads);
+  std::array<int64_t, 12> key{p.transA,   p.transB, p.m,         p.n,
+                              p.k,        p.lda,    p.ldb,       p.ldc,
+                              threads,    0,        0,           0};
+  static_assert(sizeof(float) == 4);
+  std::memcpy(&key[9], &p.alpha, sizeof(float));
+  std::memcpy(&key[10], &p.beta, sizeof(float));
+  auto [at, added] = made.try_emplace(key);
+  if (added)
+    at->second = makePrimitive(p, handles->engine);
+  Primitive *primitive = at->second.get();
+  if (!primitive)
+    return false;
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, primitive->a},
+                             {DNNL_ARG_WEIGHTS, primitive->b},
+                             {DNNL_ARG_DST, primitive->c}};
+  return dnnl_memory_set_data_handle(primitive->a, const_cast<void *>(a)) == dnnl_success &&
+         dnnl_memory_set_data_handle(primitive->b, const_cast<void *>(b)) == dnnl_success &&
+         dnnl_memory_set_data_handle(primitive->c, c) == dnnl_success &&
+         dnnl_primitive_execute(primitive->primitive, handles->stream, 3, args) ==
+             dnnl_success &&
+         dnnl_stream_wait(handles->stream) == dnnl_success;
+}
+
+} // namespace cleave::rt::cpu

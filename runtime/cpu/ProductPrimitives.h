@@ -1,0 +1,67 @@
+//===- ProductPrimitives.h - bf16 products as oneDNN primitives -*- C++ -*-===//
+//
+// Matrix products of bf16 operands accumulate in f32 and write f32 (what
+// --precision bf16 asks of every matmul and gemm). Where this CPU has
+// bf16 instructions (AVX512_BF16 or AMX), they run as oneDNN matmul
+// primitives, about twice oneDNN's own f32 rate here (docs/performance.md);
+// elsewhere, and for f16 operands (oneDNN 2.6 has no f16 product on the
+// CPU), the operands are widened to f32 into scratch and multiplied by the
+// f32 product. Both give the exact products of the rounded operands summed
+// in f32: a bf16 or f16 value's significand fits in half of f32's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_CPU_PRODUCTPRIMITIVES_H
+#define CLEAVE_RUNTIME_CPU_PRODUCTPRIMITIVES_H
+
+#include "runtime/Tensor.h"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+
+namespace cleave::rt::cpu {
+
+/// Whether `operands` products run as oneDNN primitives on this CPU;
+/// otherwise they are widened (the scratch lowPrecisionScratchBytes counts).
+bool nativeLowPrecisionProducts(DType operands);
+
+/// Bytes of the scratch a product kernel (matmul or gemm) allocates for
+/// operands of `lhsElements` and `rhsElements` elements of type `operands`:
+/// their f32 copies where the products are widened, else 0.
+int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements);
+
+/// One row-major product C = alpha op(A) op(B) + beta C of bf16 A and B into
+/// f32 C, with its dims and leading dims, as the primitive is made for it.
+struct ProductProblem {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  float alpha = 1, beta = 0;
+};
+
+/// The oneDNN primitives of a run's bf16 products, each made on its
+/// problem's first call (making one costs more than running a small one).
+class ProductPrimitives {
+public:
+  ProductPrimitives();
+  ~ProductPrimitives();
+  ProductPrimitives(const ProductPrimitives &) = delete;
+  ProductPrimitives &operator=(const ProductPrimitives &) = delete;
+
+  /// Runs `problem` on `threads` threads over a, b and c; false when oneDNN
+  /// refused to make or run it.
+  bool run(const ProductProblem &problem, int threads, const void *a, const void *b, float *c);
+
+  struct Primitive;
+
+private:
+  struct Handles;
+  std::unique_ptr<Handles> handles;
+  /// By problem and thread count; null where oneDNN refused.
+  std::map<std::array<int64_t, 12>, std::unique_ptr<Primitive>> made;
+};
+
+} // namespace cleave::rt::cpu
+
+#endif

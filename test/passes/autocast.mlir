@@ -1,0 +1,52 @@
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=bf16})' | FileCheck %s
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=fp16})' | FileCheck %s --check-prefix=FP16
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=fp32})' | FileCheck %s --check-prefix=FP32
+// RUN: not cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=fp8})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+
+// UNKNOWN: error: unknown precision 'fp8': use fp32, bf16 or fp16
+
+// A linear layer's forward and backward: the weight is cast once, before its
+// first product, and its transpose moves the bf16 copy; the input's copy
+// serves the forward product and the weight gradient; gemm's c stays f32.
+// CHECK-LABEL: func.func @linear
+// CHECK-SAME: (%[[X:.*]]: tensor<8x4xf32>, %[[W:.*]]: tensor<4x3xf32>, %[[B:.*]]: tensor<3xf32>, %[[DY:.*]]: tensor<8x3xf32>)
+// CHECK-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16} : (tensor<8x4xf32>) -> tensor<8x4xbf16>
+// CHECK-NEXT: %[[WL:.*]] = cleave.cast %[[W]] {to = bf16} : (tensor<4x3xf32>) -> tensor<4x3xbf16>
+// CHECK-NEXT: %[[Y:.*]] = cleave.gemm %[[XL]], %[[WL]], %[[B]] : (tensor<8x4xbf16>, tensor<4x3xbf16>, tensor<3xf32>) -> tensor<8x3xf32>
+// CHECK-NEXT: %[[DYL:.*]] = cleave.cast %[[DY]] {to = bf16} : (tensor<8x3xf32>) -> tensor<8x3xbf16>
+// CHECK-NEXT: %[[WT:.*]] = cleave.transpose %[[WL]] {perm = array<i64: 1, 0>} : (tensor<4x3xbf16>) -> tensor<3x4xbf16>
+// CHECK-NEXT: %[[DX:.*]] = cleave.matmul %[[DYL]], %[[WT]] : (tensor<8x3xbf16>, tensor<3x4xbf16>) -> tensor<8x4xf32>
+// CHECK-NEXT: %[[DW:.*]] = cleave.gemm %[[XL]], %[[DYL]] {trans_a = true} : (tensor<8x4xbf16>, tensor<8x3xbf16>) -> tensor<4x3xf32>
+// CHECK-NEXT: return %[[Y]], %[[DX]], %[[DW]]
+// FP16-LABEL: func.func @linear
+// FP16: cleave.gemm {{.*}} : (tensor<8x4xf16>, tensor<4x3xf16>, tensor<3xf32>) -> tensor<8x3xf32>
+// FP32-LABEL: func.func @linear
+// FP32-NOT: cleave.cast
+// FP32: cleave.gemm {{.*}} : (tensor<8x4xf32>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+func.func @linear(%x: tensor<8x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>, %dy: tensor<8x3xf32>) -> (tensor<8x3xf32>, tensor<8x4xf32>, tensor<4x3xf32>) {
+  %y = cleave.gemm %x, %w, %b : (tensor<8x4xf32>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+  %wt = cleave.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %dx = cleave.matmul %dy, %wt : (tensor<8x3xf32>, tensor<3x4xf32>) -> tensor<8x4xf32>
+  %dw = cleave.gemm %x, %dy {trans_a = true} : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  return %y, %dx, %dw : tensor<8x3xf32>, tensor<8x4xf32>, tensor<4x3xf32>
+}
+
+// -----
+
+// An f32 move read by something else stays; products of other types (f64,
+// integers) and non-products are left alone.
+// CHECK-LABEL: func.func @kept
+// CHECK: %[[R:.*]] = cleave.reshape %{{.*}} {shape = array<i64: 4, 2>} : (tensor<8xf32>) -> tensor<4x2xf32>
+// CHECK: %[[RL:.*]] = cleave.reshape %{{.*}} {shape = array<i64: 4, 2>} : (tensor<8xbf16>) -> tensor<4x2xbf16>
+// CHECK: cleave.matmul %[[RL]], %{{.*}} : (tensor<4x2xbf16>, tensor<2x2xbf16>) -> tensor<4x2xf32>
+// CHECK: cleave.exp %[[R]]
+// CHECK: cleave.matmul %{{.*}}, %{{.*}} : (tensor<2x2xf64>, tensor<2x2xf64>) -> tensor<2x2xf64>
+// CHECK: cleave.matmul %{{.*}}, %{{.*}} : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
+func.func @kept(%v: tensor<8xf32>, %w: tensor<2x2xf32>, %d: tensor<2x2xf64>, %i: tensor<2x2xi64>) -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x2xf64>, tensor<2x2xi64>) {
+  %r = cleave.reshape %v {shape = array<i64: 4, 2>} : (tensor<8xf32>) -> tensor<4x2xf32>
+  %p = cleave.matmul %r, %w : (tensor<4x2xf32>, tensor<2x2xf32>) -> tensor<4x2xf32>
+  %e = cleave.exp %r : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  %pd = cleave.matmul %d, %d : (tensor<2x2xf64>, tensor<2x2xf64>) -> tensor<2x2xf64>
+  %pi = cleave.matmul %i, %i : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
+  return %p, %e, %pd, %pi : tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x2xf64>, tensor<2x2xi64>
+}
