@@ -644,8 +644,7 @@ LogicalResult Compiler::run() {
   if (!options.train && !options.training.mesh.empty())
     return fail("--mesh", "partitions a training step", "add --train", kExitBadUsage);
   if (!options.train && options.training.precision != "fp32")
-    return fail("--precision", "chooses a training step's products", "add --train",
-                kExitBadUsage);
+    return fail("--precision", "chooses a training step's products", "add --train", kExitBadUsage);
   if (!options.train && options.ignoreTrainingInfo)
     return fail("--ignore-training-info", "chooses how a training step is built", "add --train",
                 kExitBadUsage);

@@ -308,8 +308,7 @@ LogicalResult DropoutOp::verify() {
 /// The element type of a product of `operands`: f32 for bf16 and f16, whose
 /// products are summed in f32; otherwise theirs.
 static Type productElementType(Type operands) {
-  return operands.isBF16() || operands.isF16() ? Float32Type::get(operands.getContext())
-                                               : operands;
+  return operands.isBF16() || operands.isF16() ? Float32Type::get(operands.getContext()) : operands;
 }
 
 LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,

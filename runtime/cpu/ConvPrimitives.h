@@ -77,7 +77,8 @@ private:
 /// What a program's convolutions keep for the run: their primitives, each
 /// made on its problem's first call (making one takes about a tenth of a
 /// millisecond, more than running a small one), and one workspace for every
-/// call's scratch (fresh memory each call costs more than a small
+/// kernel call's scratch, the widened factors of low-precision products'
+/// too (Support.h's Scratch; fresh memory each call costs more than a small
 /// convolution: page faults, and a 2 MB reorder ran at half speed).
 class ConvPrimitives {
 public:

@@ -163,14 +163,14 @@ public:
     }
     if (!needsProduct(m, n, k, lda, ldb, ldc, beta, c))
       return;
-    ProductProblem problem{transA, transB, m, n, k, lda, ldb, ldc, static_cast<float>(alpha),
-                           static_cast<float>(beta)};
+    const float alphaF = static_cast<float>(alpha), betaF = static_cast<float>(beta);
+    ProductProblem problem{transA, transB, m, n, k, lda, ldb, ldc, alphaF, betaF};
     const auto *narrowA = static_cast<const uint16_t *>(a.data) + aOffset;
     const auto *narrowB = static_cast<const uint16_t *>(b.data) + bOffset;
     ProductPrimitives &primitives = ctx.products ? *ctx.products : *own;
     if (!primitives.run(problem, std::max(1, ctx.threads), narrowA, narrowB, c))
-      fail(kernel, "oneDNN's bf16 matmul failed on %lld x %lld x %lld",
-           static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
+      fail(kernel, "oneDNN's bf16 matmul failed on %lld x %lld x %lld", static_cast<long long>(m),
+           static_cast<long long>(n), static_cast<long long>(k));
   }
 
 private:
@@ -283,8 +283,8 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   }
   if (lowPrecision) {
     LowPrecisionProducts products(ctx, kernel, a, b);
-    products.gemm(transA, transB, m, n, k, static_cast<double>(alpha), 0, a.shape[1], 0,
-                  b.shape[1], betaC, out.as<float>(), n);
+    products.gemm(transA, transB, m, n, k, static_cast<double>(alpha), 0, a.shape[1], 0, b.shape[1],
+                  betaC, out.as<float>(), n);
     return;
   }
   dispatch(kernel, a.dtype, MatrixTypes{}, [&](auto tag) {

@@ -426,7 +426,7 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
       struct Case {
         Dims a, b, out;
       } cases[] = {
-          {{4, 16, 32}, {32, 8}, {4, 16, 8}},     // one rhs under a batch
+          {{4, 16, 32}, {32, 8}, {4, 16, 8}},      // one rhs under a batch
           {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}}, // broadcast batch dims
           {{64, 80}, {80, 96}, {64, 96}},
       };
@@ -457,8 +457,7 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
 TEST(LowPrecisionProducts, ResultMustBeF32) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
-  EXPECT_EXIT(cpu::matmul(ctx(), a, b, y), ::testing::ExitedWithCode(3),
-              "kernel matmul: .*bf16");
+  EXPECT_EXIT(cpu::matmul(ctx(), a, b, y), ::testing::ExitedWithCode(3), "kernel matmul: .*bf16");
   Buffer h(DType::F16, {2, 2}), y32(DType::F32, {2, 2});
   EXPECT_EXIT(cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false),
               ::testing::ExitedWithCode(3), "kernel gemm: .*f16");

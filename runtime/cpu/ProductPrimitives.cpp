@@ -9,8 +9,6 @@
 
 #include "runtime/cpu/Support.h"
 
-#include <cstring>
-
 #include <dnnl.h>
 
 namespace cleave::rt::cpu {
@@ -110,33 +108,24 @@ ProductPrimitives::~ProductPrimitives() = default;
 
 bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a, const void *b,
                             float *c) {
-  if (!handles->engine &&
-      (dnnl_engine_create(&handles->engine, dnnl_cpu, 0) != dnnl_success ||
-       dnnl_stream_create(&handles->stream, handles->engine, dnnl_stream_default_flags) !=
-           dnnl_success))
+  if (!handles->engine && (dnnl_engine_create(&handles->engine, dnnl_cpu, 0) != dnnl_success ||
+                           dnnl_stream_create(&handles->stream, handles->engine,
+                                              dnnl_stream_default_flags) != dnnl_success))
     return false;
   // oneDNN sizes its work for the threads there are when it is made.
   omp_set_num_threads(threads);
-  std::array<int64_t, 12> key{p.transA,   p.transB, p.m,         p.n,
-                              p.k,        p.lda,    p.ldb,       p.ldc,
-                              threads,    0,        0,           0};
-  static_assert(sizeof(float) == 4);
-  std::memcpy(&key[9], &p.alpha, sizeof(float));
-  std::memcpy(&key[10], &p.beta, sizeof(float));
-  auto [at, added] = made.try_emplace(key);
+  auto [at, added] = made.try_emplace(std::make_pair(p, threads));
   if (added)
     at->second = makePrimitive(p, handles->engine);
   Primitive *primitive = at->second.get();
   if (!primitive)
     return false;
-  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, primitive->a},
-                             {DNNL_ARG_WEIGHTS, primitive->b},
-                             {DNNL_ARG_DST, primitive->c}};
+  dnnl_exec_arg_t args[3] = {
+      {DNNL_ARG_SRC, primitive->a}, {DNNL_ARG_WEIGHTS, primitive->b}, {DNNL_ARG_DST, primitive->c}};
   return dnnl_memory_set_data_handle(primitive->a, const_cast<void *>(a)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->b, const_cast<void *>(b)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->c, c) == dnnl_success &&
-         dnnl_primitive_execute(primitive->primitive, handles->stream, 3, args) ==
-             dnnl_success &&
+         dnnl_primitive_execute(primitive->primitive, handles->stream, 3, args) == dnnl_success &&
          dnnl_stream_wait(handles->stream) == dnnl_success;
 }
 

@@ -16,10 +16,11 @@
 
 #include "runtime/Tensor.h"
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <tuple>
+#include <utility>
 
 namespace cleave::rt::cpu {
 
@@ -38,6 +39,11 @@ struct ProductProblem {
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   float alpha = 1, beta = 0;
+
+  bool operator<(const ProductProblem &o) const {
+    return std::tie(transA, transB, m, n, k, lda, ldb, ldc, alpha, beta) <
+           std::tie(o.transA, o.transB, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.alpha, o.beta);
+  }
 };
 
 /// The oneDNN primitives of a run's bf16 products, each made on its
@@ -59,7 +65,7 @@ private:
   struct Handles;
   std::unique_ptr<Handles> handles;
   /// By problem and thread count; null where oneDNN refused.
-  std::map<std::array<int64_t, 12>, std::unique_ptr<Primitive>> made;
+  std::map<std::pair<ProductProblem, int>, std::unique_ptr<Primitive>> made;
 };
 
 } // namespace cleave::rt::cpu
