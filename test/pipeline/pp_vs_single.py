@@ -30,6 +30,8 @@
 #   - the GPT on pp=2 with --recompute selective and full (1f1b; full with
 #     zb-h1 too): bit for bit against one device, and stage 0's stash
 #     (plan.json's memory.stash_bytes) smaller than without;
+#   - the GPT on pp=2 with --precision bf16: bit for bit against one device
+#     in bf16;
 #   - the same with the stages files of plans/ (stages-mlp-pp2.json,
 #     stages-gpt-pp2.json) instead of the balanced cut;
 #   - each stage's plan.json holds the parameters its stage reads, and each
@@ -234,6 +236,10 @@ def main():
                                          pp, reference[1], problems)
         if name == "gpt":
             stashes_shrink(workdir, problems)
+            # bf16 products: each microbatch's on the stage that holds it.
+            bf16 = ["--precision", "bf16"]
+            identical("gpt pp2 1f1b bf16 bitwise", m.train("pp2-bf16", 1, 4, optimizer, bf16, pp=2),
+                      m.train("one-k4-bf16", 1, 4, optimizer, bf16), problems)
         # --deterministic sums the dp ranks' gradients in rank order: with one
         # microbatch each, the order one device adds them in.
         identical(f"{name} dp2-pp2 gpipe --deterministic",

@@ -1,0 +1,82 @@
+"""Mixed precision's step time and memory: cleave --precision bf16 against
+cleave in fp32, and against PyTorch eager under torch.autocast (CPU, bf16).
+
+    .venv/bin/python bench/precision_step.py [--steps N] [--threads T ...]
+
+For bench/forward_vs_onnxruntime.py's MLP and GPT-style decoder and a wider
+GPT (d 512: products large enough for the bf16 kernels to matter), compiles
+one AdamW step in fp32 and in bf16, trains N steps of each on the same data
+in file order, and times PyTorch doing the same steps in fp32 and under
+torch.autocast("cpu", bfloat16) with the same thread count, in the same run.
+Prints each median step, the ratios cleave bf16 / cleave fp32 and cleave bf16
+/ torch autocast (below 1: the first is faster), and each cleave program's
+predicted peak memory (plan.json; bench/ and test/compile/peak-memory.py
+compare predictions with measured peaks).
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from forward_vs_onnxruntime import GPT, models  # noqa: E402
+from train_step_vs_pytorch import compile_step, median_step  # noqa: E402
+
+ADAMW = ["--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"]
+
+
+def torch_step(model, args, steps, threads, autocast):
+    """PyTorch's median AdamW step on `threads` threads, under autocast or not."""
+    torch.set_num_threads(threads)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(*args)
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    options = parser.parse_args()
+    print(f"torch {torch.__version__}, {os.cpu_count()} cpus; median step of {options.steps}")
+    print(f"{'model':40} {'thr':>3} {'fp32 ms':>8} {'bf16 ms':>8} {'bf16/fp32':>9} "
+          f"{'torch ms':>8} {'autocast':>8} {'bf16/autocast':>13} {'peak fp32':>10} "
+          f"{'peak bf16':>10}")
+    cases = list(models())[:2]
+    torch.manual_seed(0)
+    cases.append(("gpt (2 layers, d 512, seq 128, batch 8)", GPT(vocab=2048, d=512, heads=8,
+                                                                  seq=128),
+                  (torch.randint(0, 2048, (8, 128)), torch.randint(0, 2048, (8, 128)))))
+    for name, model, args in cases:
+        with tempfile.TemporaryDirectory() as fp32_dir, tempfile.TemporaryDirectory() as bf16_dir:
+            programs = {}
+            for precision, workdir in (("fp32", fp32_dir), ("bf16", bf16_dir)):
+                out, files = compile_step(model, args, workdir,
+                                          ADAMW + ["--precision", precision], copies=4)
+                peak = json.load(open(os.path.join(out, "plan.json")))["memory"]
+                programs[precision] = (out, files, workdir, peak["predicted_peak_bytes"])
+            for t in options.threads:
+                ours = {p: median_step(out, files, options.steps, t, workdir)
+                        for p, (out, files, workdir, _) in programs.items()}
+                fp32 = torch_step(model, args, options.steps, t, autocast=False)
+                autocast = torch_step(model, args, options.steps, t, autocast=True)
+                print(f"{name:40} {t:>3} {ours['fp32'] * 1e3:>8.2f} {ours['bf16'] * 1e3:>8.2f} "
+                      f"{ours['bf16'] / ours['fp32']:>9.2f} {fp32 * 1e3:>8.2f} "
+                      f"{autocast * 1e3:>8.2f} {ours['bf16'] / autocast:>13.2f} "
+                      f"{programs['fp32'][3] / 2**20:>8.1f}Mi {programs['bf16'][3] / 2**20:>8.1f}Mi")
+
+
+if __name__ == "__main__":
+    main()
