@@ -137,6 +137,14 @@ def k_matmul_shapes(out):
     onnx.save(m, out)
 
 
+def k_low_precision_product(op, elem):
+    def make(out):
+        nodes = [helper.make_node(op, ["a", "b"], ["y"], name="product")]
+        onnx.save(model(nodes, [vi("a", [2, 3], elem), vi("b", [3, 4], elem)],
+                        [vi("y", [2, 4], elem)]), out)
+    return make
+
+
 def k_dynamic(out):
     # x: batch x 4 with a symbolic batch dim; y = Relu(x @ w).
     w = numpy_helper.from_array(
@@ -415,6 +423,8 @@ KINDS = {
     "split-too-many": k_split_too_many,
     "opset99": k_opset99,
     "ir-huge": k_ir_huge,
+    "bf16-matmul": k_low_precision_product("MatMul", TensorProto.BFLOAT16),
+    "f16-gemm": k_low_precision_product("Gemm", TensorProto.FLOAT16),
 }
 
 if __name__ == "__main__":
