@@ -102,5 +102,6 @@ cases.add("gemm_17_linear")(lambda: single_node(
     initializers={"fc.weight": np.ones((4, 3), np.float32),
                   "fc.bias": np.zeros(4, np.float32)}))
 
+
 if __name__ == "__main__":
     cases.main()
