@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iomanip>
@@ -371,12 +372,16 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
     return fail("--recompute '" + t.recompute + "'", "unknown mode", "use none, selective or full",
                 kExitBadUsage);
-  if (t.precision == "fp16")
-    return fail("--precision fp16", "not supported yet: fp16 training needs dynamic loss scaling",
-                "use bf16, which has f32's range", kExitBadUsage);
-  if (t.precision != "fp32" && t.precision != "bf16")
-    return fail("--precision '" + t.precision + "'", "unknown precision", "use fp32 or bf16",
-                kExitBadUsage);
+  if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "fp16")
+    return fail("--precision '" + t.precision + "'", "unknown precision",
+                "use fp32, bf16 or fp16", kExitBadUsage);
+  if ((t.lossScale || t.lossScaleWindow) && t.precision != "fp16")
+    return fail(t.lossScale ? "--loss-scale" : "--loss-scale-window",
+                "scales fp16 training's loss", "add --precision fp16", kExitBadUsage);
+  if (t.lossScale && !(*t.lossScale > 0 && std::isfinite(*t.lossScale)))
+    return bad("loss-scale", *t.lossScale, "positive");
+  if (t.lossScaleWindow && *t.lossScaleWindow < 1)
+    return bad("loss-scale-window", *t.lossScaleWindow, "positive");
   if (t.precision != "fp32" && options.target == "cuda")
     return fail("--precision " + t.precision,
                 "not supported yet with --target cuda: its products take f32 only",
@@ -612,6 +617,10 @@ std::string Compiler::pipelineText() const {
   add("bucket-bytes", std::to_string(bucketBytes));
   add("recompute", quoted(t.recompute));
   add("precision", quoted(t.precision));
+  if (t.precision == "fp16") {
+    add("loss-scale", number(t.initialLossScale()));
+    add("loss-scale-window", std::to_string(t.lossScaleGrowthInterval()));
+  }
   if (stage) {
     addList("stage-params", stageEntries);
     add("schedule", quoted(t.schedule));

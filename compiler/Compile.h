@@ -49,9 +49,20 @@ struct TrainOptions {
   /// Forward values the backward makes again instead of keeping them
   /// (cleave-recompute): none, selective or full.
   std::string recompute = "none";
-  /// The matrix products' operand type (cleave-autocast): fp32, or bf16
-  /// (summed in f32; everything else stays f32).
+  /// The matrix products' operand type (cleave-autocast): fp32, bf16 or
+  /// fp16 (summed in f32; everything else stays f32).
   std::string precision = "fp32";
+  /// With fp16: dynamic loss scaling's initial scale and the steps without
+  /// inf or NaN gradients after which it doubles (unset: GradScaler's
+  /// defaults, below).
+  std::optional<double> lossScale;
+  std::optional<int64_t> lossScaleWindow;
+  static constexpr double kDefaultLossScale = 65536.0;
+  static constexpr int64_t kDefaultLossScaleWindow = 2000;
+  double initialLossScale() const { return lossScale.value_or(kDefaultLossScale); }
+  int64_t lossScaleGrowthInterval() const {
+    return lossScaleWindow.value_or(kDefaultLossScaleWindow);
+  }
   /// MiB of gradients per bucket that the last microbatch's backward starts
   /// summing over dp (cleave-overlap-gradients): "auto" (a quarter of the
   /// gradients, 4 KiB to 25 MiB; off for --target cuda) or a number, 0 for

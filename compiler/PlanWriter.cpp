@@ -546,9 +546,14 @@ void PlanBuilder::setTraining() {
     spec.hyperparameters = {t.beta1,    t.beta2,    t.epsilon,     t.weightDecay,
                             t.momentum, t.nesterov, t.clipGradNorm};
     spec.gradAccum = t.gradAccum;
-    // @apply's one result.
+    // @apply's first result; with fp16, then the loss scale and whether the
+    // step was skipped.
     if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
       spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
+    if (t.precision == "fp16")
+      spec.lossScaling = rt::TrainingSpec::LossScaling{t.initialLossScale(),
+                                                       t.lossScaleGrowthInterval(),
+                                                       spec.lossOutput + 1, spec.lossOutput + 2};
   }
   spec.pipeline = pipelineStage();
   spec.gradientBuckets = gradientBuckets();

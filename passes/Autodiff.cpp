@@ -102,6 +102,15 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
       func.emitError("is a pipeline stage that sends no float value: nothing to differentiate");
       return signalPassFailure();
     }
+    // Dynamic loss scaling differentiates the loss times the scale; an inner
+    // pipeline stage receives gradients scaled already.
+    if (lossScale > 0.0 && !innerStage) {
+      FloatType f32 = builder.getF32Type();
+      Value exponent = addArgument(func, RankedTensorType::get({}, f32), kLossScaleExponent,
+                                   "state");
+      CleaveBuilder u(builder, y.getLoc());
+      y = u.mul(y, u.mul(u.scalar(f32, lossScale), u.pow(u.scalar(f32, 2.0), exponent)));
+    }
     auto grads = buildGradients(builder, y, xs);
     if (failed(grads))
       return signalPassFailure();

@@ -37,21 +37,6 @@ void accumulateEarly(AssignOp assign) {
   assign->moveAfter(add);
 }
 
-/// Adds an argument named `name` of kind `kind` at the end of `func`; state
-/// laid out like parameter (or flat buffer) `stateOf` says so, for plan.json.
-Value addArgument(func::FuncOp func, Type type, StringRef name, StringRef kind,
-                  StringRef stateOf = "") {
-  MLIRContext *ctx = func.getContext();
-  unsigned index = func.getNumArguments();
-  if (failed(func.insertArgument(index, type, {}, func.getLoc())))
-    return Value();
-  func.setArgAttr(index, kNameAttr, StringAttr::get(ctx, name));
-  func.setArgAttr(index, kKindAttr, StringAttr::get(ctx, kind));
-  if (!stateOf.empty())
-    func.setArgAttr(index, kStateOfAttr, StringAttr::get(ctx, stateOf));
-  return func.getArgument(index);
-}
-
 /// Replaces `func`'s results by `results` (named by `names`) and erases what
 /// only the old ones read.
 void setResults(func::FuncOp func, ValueRange results, ArrayRef<StringRef> names) {
@@ -92,6 +77,9 @@ struct Step {
   SmallVector<std::pair<Value, Value>> assignments;
   /// Accumulators @apply zeroes after the update.
   SmallVector<Value> zeroed;
+  /// The gradients the update reads, as it reads them (loss scaling checks
+  /// that they are finite).
+  SmallVector<Value> updated;
 };
 
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
@@ -216,6 +204,51 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     });
   }
 
+  /// `value` summed over mesh axis `axis`.
+  static Value allReduceSum(OpBuilder &b, Value value, int64_t axis) {
+    const shard::GridAxis axes[] = {static_cast<shard::GridAxis>(axis)};
+    return shard::AllReduceOp::create(b, value.getLoc(), value, kMeshName, axes,
+                                      shard::ReductionKind::Sum);
+  }
+
+  /// Dynamic loss scaling around the update @apply has built (the
+  /// description in Passes.td): every update guarded by whether the
+  /// gradients were finite, and the scale's state advanced. Returns the
+  /// scale this step used and whether it skipped (1) or not (0).
+  std::pair<Value, Value> guardWithLossScaling(Step &s, Value exponent, Value goodSteps,
+                                               Value skipped, Value scale) {
+    CleaveBuilder &u = s.u;
+    OpBuilder &b = s.b;
+    Location loc = s.apply.getLoc();
+    FloatType f32 = b.getF32Type();
+    Value none = u.scalar(f32, 0.0), one = u.scalar(f32, 1.0);
+    // 0 where every element is finite, NaN where one is not; every rank
+    // holding other elements (tp, pp, ZeRO's dp slices) adds its own.
+    Value indicator = none;
+    for (Value grad : s.updated)
+      indicator = u.add(indicator, u.sumAll(u.mul(grad, u.scalar(f32, 0.0))));
+    if (s.layout.tpSize > 1)
+      indicator = allReduceSum(b, indicator, s.layout.tpAxis);
+    if (zero > 0 && s.layout.dpSize > 1)
+      indicator = allReduceSum(b, indicator, s.layout.dpAxis);
+    if (s.layout.ppSize > 1)
+      indicator = allReduceSum(b, indicator, s.layout.ppAxis);
+    Value finite = EqualOp::create(b, loc, indicator, none);
+    auto select = [&](Value condition, Value yes, Value no) -> Value {
+      return WhereOp::create(b, loc, condition, yes, no);
+    };
+    for (auto &[target, value] : s.assignments)
+      value = select(finite, value, target);
+    Value good = select(finite, u.add(goodSteps, one), none);
+    Value grow = u.logicalNot(LessOp::create(b, loc, good, u.scalar(f32, lossScaleWindow)));
+    Value skippedNow = select(finite, none, one);
+    s.assignments.push_back(
+        {exponent, u.add(exponent, select(finite, select(grow, one, none), u.scalar(f32, -1.0)))});
+    s.assignments.push_back({goodSteps, select(grow, none, good)});
+    s.assignments.push_back({skipped, u.add(skipped, skippedNow)});
+    return {scale, skippedNow};
+  }
+
   /// The sum of the squares of `grad`'s elements, those where `where` holds
   /// (broadcast) if given.
   static Value sumOfSquares(CleaveBuilder &u, OpBuilder &b, Value grad, Value where = Value()) {
@@ -249,11 +282,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// clipGlobalNorm's second half, from this rank's sums of squares.
   void clipByNorm(CleaveBuilder &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
                   Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced) {
-    auto allReduce = [&](Value sum, int64_t axis) -> Value {
-      const shard::GridAxis axes[] = {static_cast<shard::GridAxis>(axis)};
-      return shard::AllReduceOp::create(b, sum.getLoc(), sum, kMeshName, axes,
-                                        shard::ReductionKind::Sum);
-    };
+    auto allReduce = [&](Value sum, int64_t axis) { return allReduceSum(b, sum, axis); };
     FloatType f32 = b.getF32Type();
     Value sumOfAll = wholeSum;
     if (splitSum) {
@@ -280,6 +309,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// Appends to `assignments` the optimizer's update of `param` (in @apply)
   /// from its gradient `grad`, adding the state slots it keeps.
   void update(Step &s, Value param, StringRef name, Value grad) {
+    s.updated.push_back(grad);
     CleaveBuilder &u = s.u;
     Value lr = s.lr, step = s.step;
     SmallVectorImpl<std::pair<Value, Value>> &assignments = s.assignments;
@@ -597,6 +627,21 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     };
     s.lr = scalarInput("cleave.lr");
     s.step = scalarInput("cleave.step");
+    // Dynamic loss scaling: the gradients are divided by the scale with the
+    // count, and Adam counts the steps taken.
+    Value exponent, goodSteps, skipped, scale;
+    if (lossScale > 0.0) {
+      auto scalarState = [&](StringRef name) {
+        return addArgument(apply, RankedTensorType::get({}, b.getF32Type()), name, "state");
+      };
+      exponent = scalarState(kLossScaleExponent);
+      goodSteps = scalarState(kLossScaleGoodSteps);
+      skipped = scalarState(kSkippedSteps);
+      scale = u.mul(u.scalar(b.getF32Type(), lossScale),
+                    u.pow(u.scalar(b.getF32Type(), 2.0), exponent));
+      s.countF32 = u.mul(s.countF32, scale);
+      s.step = u.sub(s.step, skipped);
+    }
 
     // A pipeline stage that trains no parameter (it only computes) has no
     // flat buffer to lay out.
@@ -607,6 +652,13 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     else
       buildFlatBuffer(s);
 
+    SmallVector<Value> results{loss};
+    SmallVector<StringRef> names{lossName ? lossName.getValue() : StringRef("loss")};
+    if (lossScale > 0.0) {
+      auto [used, skippedNow] = guardWithLossScaling(s, exponent, goodSteps, skipped, scale);
+      results.append({used, skippedNow});
+      names.append({"cleave.loss_scale", "cleave.skipped_step"});
+    }
     for (Value slot : s.zeroed) {
       auto type = cast<RankedTensorType>(slot.getType());
       s.assignments.push_back({slot, splatConstant(b, forward.getLoc(), type, 0.0)});
@@ -617,7 +669,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     for (auto [target, value] : s.assignments)
       AssignOp::create(b, forward.getLoc(), target, value);
     func::ReturnOp::create(b, forward.getLoc(), ValueRange{});
-    setResults(apply, {loss}, {lossName ? lossName.getValue() : StringRef("loss")});
+    setResults(apply, results, names);
   }
 };
 
@@ -626,4 +678,17 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 std::string cleave::flatBufferName(StringRef base, func::FuncOp forward) {
   auto stage = forward->getAttrOfType<IntegerAttr>(kStageAttr);
   return stage ? (base + ":stage" + Twine(stage.getInt())).str() : base.str();
+}
+
+Value cleave::addArgument(func::FuncOp func, Type type, StringRef name, StringRef kind,
+                          StringRef stateOf) {
+  MLIRContext *ctx = func.getContext();
+  unsigned index = func.getNumArguments();
+  if (failed(func.insertArgument(index, type, {}, func.getLoc())))
+    return Value();
+  func.setArgAttr(index, kNameAttr, StringAttr::get(ctx, name));
+  func.setArgAttr(index, kKindAttr, StringAttr::get(ctx, kind));
+  if (!stateOf.empty())
+    func.setArgAttr(index, kStateOfAttr, StringAttr::get(ctx, stateOf));
+  return func.getArgument(index);
 }

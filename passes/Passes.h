@@ -53,6 +53,19 @@ bool isFusableElementwise(mlir::Operation *op);
 /// buffers and optimizer slots apart.
 std::string flatBufferName(mlir::StringRef base, mlir::func::FuncOp forward);
 
+/// Adds an argument named `name` of kind `kind` at the end of `func`; state
+/// laid out like parameter (or flat buffer) `stateOf` says so, for plan.json.
+mlir::Value addArgument(mlir::func::FuncOp func, mlir::Type type, mlir::StringRef name,
+                        mlir::StringRef kind, mlir::StringRef stateOf = "");
+
+/// The state a step with dynamic loss scaling (fp16) keeps: the scale is
+/// the initial one times 2 to this exponent (0 at the start: powers of two,
+/// as GradScaler's growth and backoff keep it), the steps since it last
+/// changed, and the steps skipped for gradients that were not finite.
+inline constexpr const char *kLossScaleExponent = "cleave.loss_scale_exponent";
+inline constexpr const char *kLossScaleGoodSteps = "cleave.loss_scale_good_steps";
+inline constexpr const char *kSkippedSteps = "cleave.skipped_steps";
+
 /// Alignment of every arena and weights offset, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;
 

@@ -121,6 +121,9 @@ def Autodiff : Pass<"cleave-autodiff", "mlir::func::FuncOp"> {
            "Name (cleave.name) of the result to differentiate; default: the only scalar float result">,
     ListOption<"freeze", "freeze", "std::string",
                "Globs of parameter names to leave out (frozen: no gradient, no update)">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"0.0",
+           "Dynamic loss scaling's initial scale S (0: none): the loss is differentiated "
+           "times S * 2^e, e the scalar state cleave.loss_scale_exponent it adds">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }
@@ -210,6 +213,19 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     sum of squared gradients), adam (L2 weight decay added to the gradient,
     bias-corrected moments) and adamw (decoupled decay: p -= lr *
     weight_decay * p before the Adam step).
+    With `loss-scale` S > 0 (dynamic loss scaling, as PyTorch's GradScaler
+    does it), @forward's gradients are of the loss times S * 2^e
+    (cleave-autodiff's `loss-scale`), and @apply keeps e
+    (`cleave.loss_scale_exponent`), the steps since the scale last changed
+    and the steps skipped as scalar f32 state: it divides the gradients by
+    the scale with the count, and when any gradient element is inf or NaN on
+    any rank (each element times 0, summed and all-reduced over tp, pp and
+    with ZeRO dp: 0, or NaN) it updates nothing, halves the scale (e - 1)
+    and counts the step skipped; otherwise it updates, and after
+    `loss-scale-window` such steps in a row doubles the scale. Adam's bias
+    corrections count the steps taken, not the skipped. @apply also returns
+    the scale it used (`cleave.loss_scale`) and 1 for a skipped step, else 0
+    (`cleave.skipped_step`).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",
@@ -227,6 +243,10 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
            "When positive, scale all gradients by min(1, X / (global norm + 1e-6)) first">,
     Option<"zero", "zero", "int", /*default=*/"0",
            "ZeRO stage: 1 shards the optimizer state over dp, 2 the gradients too, 3 the parameters too">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"0.0",
+           "Dynamic loss scaling's initial scale (0: none), as cleave-autodiff's">,
+    Option<"lossScaleWindow", "loss-scale-window", "int64_t", /*default=*/"2000",
+           "Steps without inf or NaN gradients after which the loss scale doubles">,
   ];
   let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
 }

@@ -25,6 +25,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   AutodiffOptions autodiff;
   autodiff.loss = loss;
   autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());
+  autodiff.lossScale = options.lossScale;
   if (options.gradientsOnly) {
     pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
     return;
@@ -78,6 +79,8 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   step.nesterov = options.nesterov;
   step.clipGradNorm = options.clipGradNorm;
   step.zero = options.zero;
+  step.lossScale = options.lossScale;
+  step.lossScaleWindow = options.lossScaleWindow;
   pm.addPass(createBuildTrainStep(step));
   if (pipelined)
     pm.addPass(createPipelineTiedGradients());

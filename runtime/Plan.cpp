@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 namespace cleave::rt {
 namespace {
@@ -165,6 +166,11 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
   }
   if (const auto &buckets = t.gradientBuckets)
     training["gradient_buckets"] = {{"axis", buckets->axis}, {"bytes", buckets->bytes}};
+  if (const auto &scaling = t.lossScaling)
+    training["loss_scaling"] = {{"initial_scale", scaling->initialScale},
+                                {"growth_interval", scaling->growthInterval},
+                                {"scale_output", plan.outputs[scaling->scaleOutput].name},
+                                {"skipped_output", plan.outputs[scaling->skippedOutput].name}};
   return training;
 }
 
@@ -297,8 +303,9 @@ public:
   bool flatBuffer(const Json &json, Plan &plan);
   bool schedule(const Json &json, TrainingSpec &spec);
   bool training(const Json &json, Plan &plan);
-  /// training.pipeline, with the inputs it claims (the stash).
   bool gradientBuckets(const Json &json, const Plan &plan, TrainingSpec &spec);
+  bool lossScaling(const Json &json, const Plan &plan, TrainingSpec &spec);
+  /// training.pipeline, with the inputs it claims (the stash).
   bool pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
                 std::vector<bool> &claimed);
 
@@ -540,6 +547,8 @@ bool Reader::training(const Json &json, Plan &plan) {
     return false;
   if (json.contains("gradient_buckets") && !gradientBuckets(json["gradient_buckets"], plan, spec))
     return false;
+  if (json.contains("loss_scaling") && !lossScaling(json["loss_scaling"], plan, spec))
+    return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (!claimed[i])
       return fail("training",
@@ -555,6 +564,32 @@ bool Reader::training(const Json &json, Plan &plan) {
   spec.lossOutput = *loss;
   spec.batchSize = spec.microBatch * spec.gradAccum;
   plan.training = spec;
+  return true;
+}
+
+bool Reader::lossScaling(const Json &json, const Plan &plan, TrainingSpec &spec) {
+  const std::string at = "training.loss_scaling.";
+  if (!json.is_object())
+    return fail("training.loss_scaling", "is not an object");
+  TrainingSpec::LossScaling scaling;
+  std::string scaleName, skippedName;
+  if (!number(json, at, "initial_scale", scaling.initialScale) ||
+      !integer(json, at, "growth_interval", scaling.growthInterval, 1) ||
+      !string(json, at, "scale_output", scaleName) ||
+      !string(json, at, "skipped_output", skippedName))
+    return false;
+  if (!(scaling.initialScale > 0))
+    return fail(at + "initial_scale", "is not positive");
+  for (auto [key, name, index] : {std::tuple("scale_output", &scaleName, &scaling.scaleOutput),
+                                  std::tuple("skipped_output", &skippedName,
+                                             &scaling.skippedOutput)}) {
+    std::optional<size_t> found = indexOf(plan.outputs, *name);
+    if (!found || plan.outputs[*found].dtype != DType::F32 ||
+        *elementCount(plan.outputs[*found].shape) != 1)
+      return fail(at + key + " '" + *name + "'", "is not a scalar f32 output");
+    *index = *found;
+  }
+  spec.lossScaling = scaling;
   return true;
 }
 

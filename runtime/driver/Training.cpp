@@ -280,6 +280,10 @@ struct StepRecord {
   int64_t step;
   double loss, lr;
   StepTimes times;
+  /// With loss scaling (fp16): the scale the step used, and whether its
+  /// gradients held inf or NaN, so that it updated nothing.
+  double lossScale = 0;
+  bool skipped = false;
 };
 
 /// What the ranks measured, gathered to rank 0 (RunProfile::finish): per
@@ -903,18 +907,23 @@ std::unique_ptr<InputPrefetch> startInput(const TrainingSpec &spec, const DataSe
       [&backend](void *memory, size_t size) { backend.releaseStaging(memory, size); });
 }
 
-/// The step's loss, as a double.
-double readLoss(const Plan &plan, Backend &backend, const ProgramState &program) {
-  const size_t index = plan.training->lossOutput;
-  double loss = 0;
+/// Scalar output `index` (f32 or f64) of the step, as a double.
+double readScalarOutput(const Plan &plan, Backend &backend, const ProgramState &program,
+                        size_t index) {
+  double result = 0;
   if (plan.outputs[index].dtype == DType::F64) {
-    backend.copyToHost(&loss, program.outputs[index].data, sizeof loss);
+    backend.copyToHost(&result, program.outputs[index].data, sizeof result);
   } else {
     float value = 0;
     backend.copyToHost(&value, program.outputs[index].data, sizeof value);
-    loss = value;
+    result = value;
   }
-  return loss;
+  return result;
+}
+
+/// The step's loss, as a double.
+double readLoss(const Plan &plan, Backend &backend, const ProgramState &program) {
+  return readScalarOutput(plan, backend, program, plan.training->lossOutput);
 }
 
 /// Sets the step's loss output to `loss`.
@@ -1008,6 +1017,10 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
       ",\n  \"peak_bytes_allocated\": " + std::to_string(backend.allocations().peakBytes()) +
       ",\n  \"process_peak_rss_bytes\": " + std::to_string(processPeakRssBytes()) +
       ",\n  \"bytes_sent\": " + bytesSentJson(job.mesh, job.axes, job.background.get()).dump();
+  if (spec.lossScaling)
+    text += ",\n  \"skipped_steps\": " +
+            std::to_string(std::count_if(records.begin(), records.end(),
+                                         [](const StepRecord &r) { return r.skipped; }));
   if (!options.checkpointDir.empty()) {
     text += ",\n  \"checkpoints\": [";
     for (size_t i = 0; i < checkpoints.size(); ++i)
@@ -1023,6 +1036,10 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
     nlohmann::ordered_json entry = {{"step", records[i].step}, {"loss", records[i].loss}};
     if (!spec.trainingInfo)
       entry["lr"] = records[i].lr;
+    if (spec.lossScaling) {
+      entry["loss_scale"] = records[i].lossScale;
+      entry["skipped"] = records[i].skipped;
+    }
     text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
   }
   text += "\n  ],\n  \"step_times\": [";
@@ -1197,6 +1214,10 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
                   1, "the run stopped; nothing was written");
     }
     records.push_back({step, loss, lr, times});
+    if (const std::optional<TrainingSpec::LossScaling> &scaling = spec.lossScaling) {
+      records.back().lossScale = readScalarOutput(plan, backend, program, scaling->scaleOutput);
+      records.back().skipped = readScalarOutput(plan, backend, program, scaling->skippedOutput) != 0;
+    }
     progress.step(step, loss, spec.trainingInfo ? std::nullopt : std::optional<double>(lr), batch,
                   start, profile.communicationSeconds());
     // Every rank stops after the same step: when any received a stop signal.

@@ -21,7 +21,9 @@
 #   - the bytes each rank sent (the run's log) equal plan.json's prediction;
 #   - with --precision bf16 (products on bf16 factors, gradients in f32):
 #     dp=2 and dp=2 with ZeRO 3 within 1e-5 of one device in bf16 (measured:
-#     1e-7), and --deterministic bit for bit.
+#     1e-7), and --deterministic bit for bit; with --precision fp16 from a
+#     loss scale that overflows, dp=2 with ZeRO 3 within 1e-5 of one device
+#     in fp16, skipping the same steps.
 # The GPT's targets have ignore_index positions spread unevenly over the
 # ranks' slices. Models are exported at each micro-batch they run at (their
 # exports have static shapes).
@@ -48,6 +50,9 @@ STEPS = 10
 BATCHES = 2  # global batches in the data set
 MOMENTUM = ["--optimizer", "momentum", "--lr", "0.05"]
 ADAMW = ["--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.1"]
+# fp16 with a first loss scale these models' gradients overflow, so that
+# steps are skipped and the scale moves (test/training/precision_vs_pytorch.py).
+FP16 = ["--precision", "fp16", "--loss-scale", str(2.0 ** 20), "--loss-scale-window", "3"]
 
 
 class Model:
@@ -228,6 +233,15 @@ def main():
         identical(f"{name} dp=2 --deterministic bf16",
                   m.train("dp2-det-bf16", 2, 1, ADAMW, ["--deterministic", *bf16]),
                   m.train("one-k2-bf16", 1, 2, ADAMW, bf16), problems)
+        # fp16 from a loss scale that overflows: the ranks skip the steps
+        # one device skips (ZeRO 3's slices agree on it through an all-reduce).
+        one_fp16 = m.train("one-fp16", 1, 1, MOMENTUM, FP16)
+        run = m.train("dp2-z3-fp16", 2, 1, MOMENTUM, ["--zero", "3", *FP16])
+        close(f"{name} dp=2 zero=3 fp16", run, one_fp16, problems)
+        skipped = [[s["skipped"] for s in r[2]["steps"]] for r in (run, one_fp16)]
+        if skipped[0] != skipped[1] or not any(skipped[1]):
+            problems.append(f"{name} dp=2 zero=3 fp16: skipped {skipped[0]}, one device "
+                            f"{skipped[1]}")
         clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
         close(f"{name} dp=2 zero=2 clipped", m.train("dp2-z2-clip", 2, 1, clipped, ["--zero", "2"]),
               m.train("one-clip", 1, 1, clipped), problems)

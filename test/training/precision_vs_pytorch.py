@@ -32,11 +32,22 @@
 #      same CURVE. Autocast also rounds the products' results to bf16 (and
 #      runs the ops after them on those), so it is a neighbour of the recipe,
 #      not the recipe.
+#   4. cleave --precision fp16 with dynamic loss scaling from 2^20 (past
+#      what these models' scaled gradients fit in fp16: the first steps back
+#      it off) and a growth interval of 3 (it grows and overflows again),
+#      against the recipe in fp16 (fp16's rounding overflows to inf, as
+#      cleave's does) with GradScaler's documented rule applied to the loss's
+#      sum: a step with an inf or NaN gradient is skipped and halves the
+#      scale, 3 steps without double it. Every step's scale and skip equal
+#      the recipe's, the losses are within the bf16 comparison's tolerance,
+#      the log's skipped_steps counts them, and the run resumed from a
+#      checkpoint written half way logs the same steps as the whole run.
 # Also: every product's factors are bf16 in forward.mlir.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -57,11 +68,17 @@ STEPS = 20
 EXACT = 1e-6
 EMULATED = 2e-3
 CURVE = 0.01
+# fp16's first loss scale (2^20, past what these models' scaled gradients
+# fit in fp16's range: the first steps back it off) and growth interval
+# (short, so that it grows and overflows again within the run).
+SCALE_EXPONENT = 20
+SCALE_WINDOW = 3
 
 
-def bf16(t):
-    """t rounded to bf16 (to nearest even), back in f32."""
-    return t.to(torch.bfloat16).to(torch.float32)
+def rounded(t, dtype):
+    """t rounded to `dtype` (to nearest even; fp16 overflows to inf), back
+    in f32."""
+    return t.to(dtype).to(torch.float32)
 
 
 def reduce_to(grad, shape):
@@ -74,38 +91,42 @@ def reduce_to(grad, shape):
     return grad
 
 
-class Bf16Product(torch.autograd.Function):
-    """a @ b on bf16-rounded factors, summed in f32; its backward multiplies
-    the rounded incoming gradient by the rounded factors."""
+class LowPrecisionProduct(torch.autograd.Function):
+    """a @ b on factors rounded to `dtype`, summed in f32; its backward
+    multiplies the rounded incoming gradient by the rounded factors."""
 
     @staticmethod
-    def forward(ctx, a, b):
-        ra, rb = bf16(a), bf16(b)
+    def forward(ctx, a, b, dtype):
+        ra, rb = rounded(a, dtype), rounded(b, dtype)
         ctx.save_for_backward(ra, rb)
-        ctx.shapes = a.shape, b.shape
+        ctx.shapes, ctx.dtype = (a.shape, b.shape), dtype
         return torch.matmul(ra, rb)
 
     @staticmethod
     def backward(ctx, grad):
         ra, rb = ctx.saved_tensors
-        rg = bf16(grad)
+        rg = rounded(grad, ctx.dtype)
         a_shape, b_shape = ctx.shapes
         return (reduce_to(rg @ rb.transpose(-1, -2), a_shape),
-                reduce_to(ra.transpose(-1, -2) @ rg, b_shape))
+                reduce_to(ra.transpose(-1, -2) @ rg, b_shape), None)
 
 
-class Bf16Products(torch.overrides.TorchFunctionMode):
+class LowPrecisionProducts(torch.overrides.TorchFunctionMode):
     """Every nn.Linear and matrix product in the recipe above."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is F.linear:
             x, weight = args[0], args[1]
             bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            y = Bf16Product.apply(x, weight.t())
+            y = LowPrecisionProduct.apply(x, weight.t(), self.dtype)
             return y if bias is None else y + bias
         if func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__):
-            return Bf16Product.apply(args[0], args[1])
+            return LowPrecisionProduct.apply(args[0], args[1], self.dtype)
         return func(*args, **kwargs)
 
 
@@ -121,36 +142,53 @@ def under(model, context):
     return model
 
 
-def recipe_steps(model, make_optimizer, data, names, batch, counted):
-    """PyTorch's losses for STEPS steps of the recipe, as pytorch_steps runs
+def recipe_steps(model, make_optimizer, data, names, batch, counted, dtype=torch.bfloat16,
+                 scaling=None, steps=STEPS):
+    """PyTorch's losses for `steps` steps of the recipe, as pytorch_steps runs
     them but with the gradients of the loss's sum divided by the count
     (`counted(*inputs)`, the targets the mean divides by) before the
-    optimizer step; and the largest gradient each parameter element saw."""
-    under(model, Bf16Products)
+    optimizer step; and the largest gradient each parameter element saw.
+    With `scaling` = (initial scale, growth interval), dynamic loss scaling
+    as GradScaler documents it, on the loss's sum: the backward of the sum
+    times the scale, the gradients divided by it; a step with an inf or NaN
+    gradient is skipped (no optimizer step) and halves the scale, and the
+    scale doubles after `interval` steps without; then the losses are
+    (loss, scale used, skipped) triples."""
+    under(model, lambda: LowPrecisionProducts(dtype))
     opt = make_optimizer(model.parameters())
     samples = len(data[names[0]])
     losses = []
     largest_grad = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
-    for step in range(STEPS):
+    scale, interval = scaling or (1.0, None)
+    good = 0
+    for step in range(steps):
         start = (step * batch) % samples
         inputs = [torch.from_numpy(data[name][start:start + batch]) for name in names]
         count = float(counted(*inputs))
         opt.zero_grad()
         loss = model(*inputs)
-        (loss * count).backward()
+        (loss * count * scale).backward()
+        finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+        if scaling:
+            losses.append((float(loss), scale, not finite))
+        else:
+            losses.append(float(loss))
+        if not finite:
+            scale, good = scale / 2, 0
+            continue
         for name, p in model.named_parameters():
-            p.grad /= count
+            p.grad /= count * scale
             largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
         opt.step()
-        losses.append(float(loss))
+        good += 1
+        if interval and good == interval:
+            scale, good = scale * 2, 0
     return losses, largest_grad
 
 
-def cleave_losses(path, data, workdir, label, precision):
-    out = os.path.join(workdir, label)
-    flags, _ = OPTIMIZERS["momentum"]
-    subprocess.run(["cleave", "compile", path, "-o", out, "--train", *flags,
-                    "--precision", precision], check=True)
+def run_steps(out, data, workdir, label, steps, run_flags=()):
+    """The log of `steps` steps of the program in `out` on `data`, and its
+    results directory."""
     data_flags = []
     for name, array in data.items():
         file = os.path.join(workdir, f"{label}.{name}.npy")
@@ -158,11 +196,27 @@ def cleave_losses(path, data, workdir, label, precision):
         data_flags += ["--data", f"{name}={file}"]
     metrics = os.path.join(workdir, f"{label}.json")
     results = os.path.join(workdir, f"{label}.results")
-    subprocess.run(["cleave", "run", out, *data_flags, "--steps", str(STEPS), "--no-shuffle",
-                    "--log-json", metrics, "--output-dir", results], check=True,
+    subprocess.run(["cleave", "run", out, *data_flags, "--steps", str(steps), "--no-shuffle",
+                    "--log-json", metrics, "--output-dir", results, *run_flags], check=True,
                    stderr=subprocess.DEVNULL)
-    losses = [s["loss"] for s in json.load(open(metrics))["steps"]]
-    return losses, out, results
+    return json.load(open(metrics)), results
+
+
+def cleave_steps(path, data, workdir, label, flags):
+    """cleave's log of STEPS steps (loss, and with fp16 loss_scale and
+    skipped) trained with momentum and `flags`, and its program and results
+    directories."""
+    out = os.path.join(workdir, label)
+    optimizer, _ = OPTIMIZERS["momentum"]
+    subprocess.run(["cleave", "compile", path, "-o", out, "--train", *optimizer, *flags],
+                   check=True)
+    log, results = run_steps(out, data, workdir, label, STEPS)
+    return log, out, results
+
+
+def cleave_losses(path, data, workdir, label, precision):
+    log, out, results = cleave_steps(path, data, workdir, label, ["--precision", precision])
+    return [s["loss"] for s in log["steps"]], out, results
 
 
 def curve_problems(label, ours, theirs):
@@ -214,6 +268,48 @@ def check(name, module, names, counted, tolerance, exact_steps, workdir):
     return [f"{name}: {p}" for p in problems]
 
 
+def loss_scaling(name, module, names, counted, tolerance, workdir):
+    """fp16 with dynamic loss scaling from a scale that overflows: every
+    step's scale and whether it was skipped as the recipe with GradScaler's
+    rule has them, the losses within `tolerance`, both kinds of step seen,
+    and a run resumed from a checkpoint half way equal to the whole run."""
+    path = os.path.join(workdir, f"{name}.onnx")
+    model, args = module.build()
+    data = dataset(args, names, np.random.default_rng(0))
+    flags = ["--precision", "fp16", "--loss-scale", str(2.0 ** SCALE_EXPONENT),
+             "--loss-scale-window", str(SCALE_WINDOW)]
+    log, out, _ = cleave_steps(path, data, workdir, f"{name}-fp16", flags)
+    ours = [(s["loss"], s["loss_scale"], s["skipped"]) for s in log["steps"]]
+    # The scale and its counters are state a checkpoint keeps: half the
+    # steps, then the rest resumed, log what the whole run did.
+    checkpoints = os.path.join(workdir, f"{name}-fp16-checkpoints")
+    run_steps(out, data, workdir, f"{name}-fp16-half", STEPS // 2,
+              ["--checkpoint-dir", checkpoints])
+    resumed, _ = run_steps(out, data, workdir, f"{name}-fp16-resumed", STEPS,
+                           ["--resume", checkpoints])
+    _, make_optimizer = OPTIMIZERS["momentum"]
+    model, _ = module.build()
+    theirs, _ = recipe_steps(model, make_optimizer, data, names, args[0].shape[0], counted,
+                             torch.float16, (2.0 ** SCALE_EXPONENT, SCALE_WINDOW))
+    pattern = " ".join(f"{int(math.log2(scale))}{'s' if skipped else ''}"
+                       for _, scale, skipped in ours)
+    worst = max(abs(o[0] - t[0]) / abs(t[0]) for o, t in zip(ours, theirs))
+    print(f"{name} fp16: log2 of each step's scale (s: skipped) {pattern}; "
+          f"{log['skipped_steps']} skipped; losses within {worst:.0e} of the recipe's")
+    problems = []
+    if [o[1:] for o in ours] != [t[1:] for t in theirs]:
+        problems.append(f"scales and skips {[o[1:] for o in ours]}, "
+                        f"the recipe's {[t[1:] for t in theirs]}")
+    if worst > tolerance:
+        problems.append(f"fp16 loss differs from the recipe's by {worst:.2e} relative")
+    if resumed["steps"] != log["steps"][STEPS // 2:]:
+        problems.append("resumed from a checkpoint at half the steps, the rest differs")
+    skips = [o[2] for o in ours]
+    if log["skipped_steps"] != sum(skips) or all(skips) or not any(skips):
+        problems.append(f"skipped_steps {log['skipped_steps']}, steps skipped {skips}")
+    return [f"{name} fp16: {p}" for p in problems]
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -225,6 +321,7 @@ def main():
                lambda idx, targets: (targets[:, 1:] != -100).sum(), EMULATED, 2))
     for name, module, names, counted, tolerance, exact_steps in models:
         problems += check(name, module, names, counted, tolerance, exact_steps, workdir)
+        problems += loss_scaling(name, module, names, counted, tolerance, workdir)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
