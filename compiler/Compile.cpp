@@ -373,11 +373,11 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return fail("--recompute '" + t.recompute + "'", "unknown mode", "use none, selective or full",
                 kExitBadUsage);
   if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "fp16")
-    return fail("--precision '" + t.precision + "'", "unknown precision",
-                "use fp32, bf16 or fp16", kExitBadUsage);
+    return fail("--precision '" + t.precision + "'", "unknown precision", "use fp32, bf16 or fp16",
+                kExitBadUsage);
   if ((t.lossScale || t.lossScaleWindow) && t.precision != "fp16")
-    return fail(t.lossScale ? "--loss-scale" : "--loss-scale-window",
-                "scales fp16 training's loss", "add --precision fp16", kExitBadUsage);
+    return fail(t.lossScale ? "--loss-scale" : "--loss-scale-window", "scales fp16 training's loss",
+                "add --precision fp16", kExitBadUsage);
   if (t.lossScale && !(*t.lossScale > 0 && std::isfinite(*t.lossScale)))
     return bad("loss-scale", *t.lossScale, "positive");
   if (t.lossScaleWindow && *t.lossScaleWindow < 1)

@@ -551,9 +551,9 @@ void PlanBuilder::setTraining() {
     if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
       spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
     if (t.precision == "fp16")
-      spec.lossScaling = rt::TrainingSpec::LossScaling{t.initialLossScale(),
-                                                       t.lossScaleGrowthInterval(),
-                                                       spec.lossOutput + 1, spec.lossOutput + 2};
+      spec.lossScaling =
+          rt::TrainingSpec::LossScaling{t.initialLossScale(), t.lossScaleGrowthInterval(),
+                                        spec.lossOutput + 1, spec.lossOutput + 2};
   }
   spec.pipeline = pipelineStage();
   spec.gradientBuckets = gradientBuckets();

@@ -106,8 +106,8 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
     // pipeline stage receives gradients scaled already.
     if (lossScale > 0.0 && !innerStage) {
       FloatType f32 = builder.getF32Type();
-      Value exponent = addArgument(func, RankedTensorType::get({}, f32), kLossScaleExponent,
-                                   "state");
+      Value exponent =
+          addArgument(func, RankedTensorType::get({}, f32), kLossScaleExponent, "state");
       CleaveBuilder u(builder, y.getLoc());
       y = u.mul(y, u.mul(u.scalar(f32, lossScale), u.pow(u.scalar(f32, 2.0), exponent)));
     }

@@ -65,9 +65,8 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<std::string> precision{
       *this, "precision", llvm::cl::init("fp32"),
       llvm::cl::desc("The products' operand type: fp32, bf16 or fp16 (summed in f32)")};
-  Option<double> lossScale{
-      *this, "loss-scale", llvm::cl::init(0.0),
-      llvm::cl::desc("Dynamic loss scaling's initial scale (0: none)")};
+  Option<double> lossScale{*this, "loss-scale", llvm::cl::init(0.0),
+                           llvm::cl::desc("Dynamic loss scaling's initial scale (0: none)")};
   Option<int64_t> lossScaleWindow{
       *this, "loss-scale-window", llvm::cl::init(2000),
       llvm::cl::desc("Steps without inf or NaN gradients after which the loss scale doubles")};

@@ -580,9 +580,9 @@ bool Reader::lossScaling(const Json &json, const Plan &plan, TrainingSpec &spec)
     return false;
   if (!(scaling.initialScale > 0))
     return fail(at + "initial_scale", "is not positive");
-  for (auto [key, name, index] : {std::tuple("scale_output", &scaleName, &scaling.scaleOutput),
-                                  std::tuple("skipped_output", &skippedName,
-                                             &scaling.skippedOutput)}) {
+  for (auto [key, name, index] :
+       {std::tuple("scale_output", &scaleName, &scaling.scaleOutput),
+        std::tuple("skipped_output", &skippedName, &scaling.skippedOutput)}) {
     std::optional<size_t> found = indexOf(plan.outputs, *name);
     if (!found || plan.outputs[*found].dtype != DType::F32 ||
         *elementCount(plan.outputs[*found].shape) != 1)

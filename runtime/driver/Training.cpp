@@ -1216,7 +1216,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     records.push_back({step, loss, lr, times});
     if (const std::optional<TrainingSpec::LossScaling> &scaling = spec.lossScaling) {
       records.back().lossScale = readScalarOutput(plan, backend, program, scaling->scaleOutput);
-      records.back().skipped = readScalarOutput(plan, backend, program, scaling->skippedOutput) != 0;
+      records.back().skipped =
+          readScalarOutput(plan, backend, program, scaling->skippedOutput) != 0;
     }
     progress.step(step, loss, spec.trainingInfo ? std::nullopt : std::optional<double>(lr), batch,
                   start, profile.communicationSeconds());
