@@ -99,14 +99,27 @@ std::string describe(Location loc) {
   return "";
 }
 
-/// Whether the op's CUDA kernel takes f32 data only (cuBLAS GEMMs and the
-/// convolutions, pools, normalizations and losses); the CPU kernels take
-/// every element type the dialect admits.
-bool cudaTakesF32Only(Operation *op) {
-  return isa<MatMulOp, GemmOp, ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp,
-             AveragePoolOp, GlobalAveragePoolOp, MaxPoolGradOp, AveragePoolGradOp,
-             LayerNormalizationOp, BatchNormalizationOp, SoftmaxCrossEntropyLossOp,
-             NegativeLogLikelihoodLossOp>(op);
+/// The element types the op's CUDA kernel takes where it takes fewer than
+/// the CPU's (every type the dialect admits): cuBLAS's products f32, bf16
+/// and f16 factors, the convolutions, pools, normalizations and losses f32;
+/// empty for the others.
+StringRef cudaElementTypes(Operation *op) {
+  if (isa<MatMulOp, GemmOp>(op))
+    return "f32, bf16 or f16";
+  if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp, AveragePoolOp,
+          GlobalAveragePoolOp, MaxPoolGradOp, AveragePoolGradOp, LayerNormalizationOp,
+          BatchNormalizationOp, SoftmaxCrossEntropyLossOp, NegativeLogLikelihoodLossOp>(op))
+    return "f32";
+  return "";
+}
+
+/// Whether the op's CUDA kernel takes its first operand's element type.
+bool cudaTakes(Operation *op) {
+  StringRef types = cudaElementTypes(op);
+  if (types.empty() || op->getNumOperands() == 0)
+    return true;
+  Type element = getElementTypeOrSelf(op->getOperand(0).getType());
+  return element.isF32() || (isa<MatMulOp, GemmOp>(op) && (element.isBF16() || element.isF16()));
 }
 
 class Compiler {
@@ -241,8 +254,7 @@ LogicalResult Compiler::checkInputsAndOutputs(func::FuncOp forward) {
 LogicalResult Compiler::checkCudaKernels(ModuleOp module) {
   Operation *refused = nullptr;
   module.walk([&](Operation *op) {
-    if (cudaTakesF32Only(op) && op->getNumOperands() > 0 &&
-        !getElementTypeOrSelf(op->getOperand(0).getType()).isF32()) {
+    if (!cudaTakes(op)) {
       refused = op;
       return WalkResult::interrupt();
     }
@@ -255,7 +267,7 @@ LogicalResult Compiler::checkCudaKernels(ModuleOp module) {
   llvm::raw_string_ostream(type) << getElementTypeOrSelf(refused->getOperand(0).getType());
   return fail(options.model + (where.empty() ? "" : ": " + where),
               "unsupported with --target cuda: " + refused->getName().getStringRef() + " on " +
-                  type + " (its CUDA kernel takes f32 only)",
+                  type + " (its CUDA kernel takes " + cudaElementTypes(refused) + " only)",
               "compile for --target cpu, or cast the data to f32");
 }
 
@@ -382,10 +394,6 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("loss-scale", *t.lossScale, "positive");
   if (t.lossScaleWindow && *t.lossScaleWindow < 1)
     return bad("loss-scale-window", *t.lossScaleWindow, "positive");
-  if (t.precision != "fp32" && options.target == "cuda")
-    return fail("--precision " + t.precision,
-                "not supported yet with --target cuda: its products take f32 only",
-                "compile for --target cpu", kExitBadUsage);
   if (failed(readPlan(t.plan)))
     return failure();
   if (!t.plan.empty() && mesh.axisNames.empty())

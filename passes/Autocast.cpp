@@ -4,6 +4,7 @@
 
 #include "dialects/Cleave/CleaveOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -17,10 +18,13 @@ using namespace cleave;
 
 namespace {
 
-/// Ops that only move their input's elements: casting before them is
-/// casting after them, on the same elements.
+/// Ops that only move their one input's elements: casting before them is
+/// casting after them, on the same elements. A gather of ZeRO 3's slices
+/// (shard.all_gather) then moves the narrow slices: half the bytes sent.
 bool movesElements(Operation *op) {
-  return isa<TransposeOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(op);
+  return op->getNumOperands() == 1 && op->getNumResults() == 1 &&
+         isa<TransposeOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, SliceOp,
+             shard::AllGatherOp>(op);
 }
 
 /// The low-precision copies of one function's values, each made once,
@@ -36,7 +40,7 @@ public:
     OpBuilder builder(user);
     Value copy;
     Operation *def = value.getDefiningOp();
-    if (def && movesElements(def) && def->getNumOperands() == 1) {
+    if (def && movesElements(def)) {
       // Move the narrow copy instead: half the bytes, and the copy of the
       // input is shared with its other readers (a weight and its transpose).
       Value input = of(def->getOperand(0), user);

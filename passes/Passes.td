@@ -543,7 +543,8 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
     the rest (a weight's forward and backward products, an activation's
     forward product and its weight gradient); a factor that only moves
     another value's elements (transpose, reshape, flatten, squeeze,
-    unsqueeze) is moved in the narrow type instead, from the narrow copy of
+    unsqueeze, slice, and shard.all_gather, so that ZeRO 3 gathers narrow
+    slices) is moved in the narrow type instead, from the narrow copy of
     that value, and the f32 move goes when nothing else reads it.
     `precision` = fp32 changes nothing. Errors: an unknown precision.
   }];

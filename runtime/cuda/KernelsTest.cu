@@ -680,6 +680,33 @@ TEST_F(CudaKernels, Gemm) {
   expectClose(get<float>(out), {63, 69, 144, 159});
 }
 
+// bf16 and f16 factors give f32: the exact products of the rounded factors
+// summed, as the reference sums them (factors exactly representable in
+// both types, cast on the device).
+TEST_F(CudaKernels, LowPrecisionProducts) {
+  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(54, 1.0f, 0.25f);
+  for (DType type : {DType::BF16, DType::F16}) {
+    Tensor a32 = f32({2, 1, 2, 3}, lhs), b32 = f32({3, 3, 2}, rhs);
+    Tensor a = alloc(type, {2, 1, 2, 3}), b = alloc(type, {3, 3, 2});
+    kc::cast(ctx, a32, a);
+    kc::cast(ctx, b32, b);
+    Tensor c = alloc(DType::F32, {2, 3, 2, 2});
+    kc::matmul(ctx, a, b, c);
+    std::vector<float> want(24);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        matmulRef(&lhs[i * 6], &rhs[j * 6], &want[(i * 3 + j) * 4], 2, 3, 2);
+    expectClose(get<float>(c), want);
+
+    Tensor ga = alloc(type, {2, 3}), gb = alloc(type, {3, 2});
+    kc::cast(ctx, f32({2, 3}, {1, 2, 3, 4, 5, 6}), ga);
+    kc::cast(ctx, f32({3, 2}, {7, 8, 9, 10, 11, 12}), gb);
+    Tensor bias = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
+    kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false);
+    expectClose(get<float>(out), {119, 125, 281, 305});
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//
@@ -1240,7 +1267,10 @@ TEST(CudaKernelErrors, UnsupportedElementType) {
               "cleave: error: kernel sqrt: unsupported element type i64");
   Tensor halves{nullptr, DType::F16, Dims{2, 2}};
   EXPECT_EXIT(kc::matmul(ctx, halves, halves, halves), ::testing::ExitedWithCode(3),
-              "cleave: error: kernel matmul: lhs must be f32, not f16");
+              "cleave: error: kernel matmul: the result must be f32, not f16");
+  Tensor longs{nullptr, DType::I64, Dims{2, 2}};
+  EXPECT_EXIT(kc::matmul(ctx, longs, longs, longs), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel matmul: the factors must be f32, bf16 or f16, not i64");
 }
 
 TEST(CudaKernelErrors, GradientAdjoints) {

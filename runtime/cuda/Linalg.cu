@@ -2,6 +2,7 @@
 //
 // cuBLAS is column-major: a row-major C[M,N] = A[M,K] B[K,N] is the
 // column-major C^T = B^T A^T, so every call passes B before A and N before M.
+// matmul and gemm take f32, bf16 or f16 factors (cublasGemmEx) and give f32.
 //
 // Convolutions unfold the input into columns (im2col) and multiply them by
 // the weights. conv_grad_weight multiplies dy by the same columns
@@ -26,11 +27,30 @@ void requireInt(const char *kernel, int64_t v, const char *what) {
     fail(kernel, "%s (%lld) exceeds cuBLAS's int range", what, static_cast<long long>(v));
 }
 
+/// cuBLAS's type of a product's factors `a` and `b`: f32, or bf16 and f16,
+/// whose products cuBLAS sums in f32 as f32's (CUBLAS_COMPUTE_32F); the
+/// result is f32 either way.
+cudaDataType factorType(const char *kernel, const Tensor &a, const Tensor &b) {
+  if (a.dtype != b.dtype)
+    fail(kernel, "the factors are %s and %s", dtypeName(a.dtype), dtypeName(b.dtype));
+  switch (a.dtype) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  case DType::F16:
+    return CUDA_R_16F;
+  default:
+    fail(kernel, "the factors must be f32, bf16 or f16, not %s", dtypeName(a.dtype));
+  }
+}
+
 /// Row-major out[b] = lhs[b] (M x K) * rhs[b] (K x N), for `batch`
-/// matrices `strideLhs`, `strideRhs`, `strideOut` elements apart.
-void gemmBatched(const char *kernel, cublasHandle_t handle, int64_t m, int64_t n, int64_t k,
-                 const float *lhs, int64_t strideLhs, const float *rhs, int64_t strideRhs,
-                 float *out, int64_t strideOut, int64_t batch) {
+/// matrices `strideLhs`, `strideRhs`, `strideOut` elements apart; the
+/// factors of type `factors`, out f32.
+void gemmBatched(const char *kernel, cublasHandle_t handle, cudaDataType factors, int64_t m,
+                 int64_t n, int64_t k, const void *lhs, int64_t strideLhs, const void *rhs,
+                 int64_t strideRhs, float *out, int64_t strideOut, int64_t batch) {
   requireInt(kernel, m, "M");
   requireInt(kernel, n, "N");
   requireInt(kernel, k, "K");
@@ -39,13 +59,16 @@ void gemmBatched(const char *kernel, cublasHandle_t handle, int64_t m, int64_t n
   int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
   int ldb = N > 1 ? N : 1, lda = K > 1 ? K : 1;
   if (batch == 1)
-    checkBlas(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, ldb, lhs, lda,
-                          &zero, out, ldb),
+    checkBlas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, factors, ldb,
+                           lhs, factors, lda, &zero, out, CUDA_R_32F, ldb, CUBLAS_COMPUTE_32F,
+                           CUBLAS_GEMM_DEFAULT),
               kernel);
   else
-    checkBlas(cublasSgemmStridedBatched(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs,
-                                        ldb, strideRhs, lhs, lda, strideLhs, &zero, out, ldb,
-                                        strideOut, static_cast<int>(batch)),
+    checkBlas(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs,
+                                         factors, ldb, strideRhs, lhs, factors, lda, strideLhs,
+                                         &zero, out, CUDA_R_32F, ldb, strideOut,
+                                         static_cast<int>(batch), CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT),
               kernel);
 }
 
@@ -279,8 +302,7 @@ using namespace detail;
 
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
   const char *kernel = "matmul";
-  requireType(kernel, lhs, DType::F32, "lhs");
-  requireType(kernel, rhs, DType::F32, "rhs");
+  const cudaDataType factors = factorType(kernel, lhs, rhs);
   requireType(kernel, out, DType::F32, "the result");
   int lr = lhs.rank(), rr = rhs.rank();
   if (lr < 1 || rr < 1)
@@ -326,16 +348,17 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   for (int64_t o = 0; o < outer; ++o) {
     int64_t off[3];
     outerLayout.offsets(o, off);
-    gemmBatched(kernel, handle, m, n, k, lhs.as<float>() + off[1], stride[1],
-                rhs.as<float>() + off[2], stride[2], out.as<float>() + off[0], stride[0], inner);
+    const std::size_t size = dtypeSize(lhs.dtype);
+    gemmBatched(kernel, handle, factors, m, n, k, static_cast<const char *>(lhs.data) + off[1] * size,
+                stride[1], static_cast<const char *>(rhs.data) + off[2] * size, stride[2],
+                out.as<float>() + off[0], stride[0], inner);
   }
 }
 
 void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
           float alpha, float beta, bool transA, bool transB) {
   const char *kernel = "gemm";
-  requireType(kernel, a, DType::F32, "A");
-  requireType(kernel, b, DType::F32, "B");
+  const cudaDataType factors = factorType(kernel, a, b);
   requireType(kernel, out, DType::F32, "the result");
   if (a.rank() != 2 || b.rank() != 2 || out.rank() != 2)
     fail(kernel, "A, B and the result must be matrices");
@@ -373,10 +396,11 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
     return;
   }
   int ldb = transB ? K : N, lda = transA ? M : K;
-  checkBlas(cublasSgemm(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, b.as<float>(),
-                        ldb > 1 ? ldb : 1, a.as<float>(), lda > 1 ? lda : 1, &blasBeta,
-                        out.as<float>(), N > 1 ? N : 1),
+  checkBlas(cublasGemmEx(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, b.data, factors,
+                         ldb > 1 ? ldb : 1, a.data, factors, lda > 1 ? lda : 1, &blasBeta,
+                         out.as<float>(), CUDA_R_32F, N > 1 ? N : 1, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
             kernel);
 }
 

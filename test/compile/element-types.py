@@ -11,11 +11,11 @@
 # RUN: not cleave compile %t.bf16.onnx -o %t.bf16 --emit cpp 2>&1 | FileCheck %s --check-prefix=BF16
 # BF16: cleave: error: {{.*}}: output 'y': unsupported element type bf16: it has no .npy form to write it to
 #
-# With --target cuda, an op whose CUDA kernel takes f32 only, on f64 (the CPU
+# With --target cuda, an op whose CUDA kernel takes fewer types, on f64 (the CPU
 # target takes it):
 # RUN: %python %s matmul_f64 %t.matmul.onnx
 # RUN: not cleave compile %t.matmul.onnx -o %t.cuda --target cuda --emit cpp 2>&1 | FileCheck %s --check-prefix=CUDA
-# CUDA: cleave: error: {{.*}}: node 'matmul': unsupported with --target cuda: cleave.matmul on f64 (its CUDA kernel takes f32 only)
+# CUDA: cleave: error: {{.*}}: node 'matmul': unsupported with --target cuda: cleave.matmul on f64 (its CUDA kernel takes f32, bf16 or f16 only)
 # CUDA-NEXT: note: compile for --target cpu, or cast the data to f32
 # RUN: cleave compile %t.matmul.onnx -o %t.cpu --emit cpp
 #

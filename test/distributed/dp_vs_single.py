@@ -21,7 +21,9 @@
 #   - the bytes each rank sent (the run's log) equal plan.json's prediction;
 #   - with --precision bf16 (products on bf16 factors, gradients in f32):
 #     dp=2 and dp=2 with ZeRO 3 within 1e-5 of one device in bf16 (measured:
-#     1e-7), and --deterministic bit for bit; with --precision fp16 from a
+#     1e-7), ZeRO 3 gathering fewer bytes than in f32 (the products'
+#     weights as bf16 slices), the bytes sent as planned, and
+#     --deterministic bit for bit; with --precision fp16 from a
 #     loss scale that overflows, dp=2 with ZeRO 3 within 1e-5 of one device
 #     in fp16, skipping the same steps.
 # The GPT's targets have ignore_index positions spread unevenly over the
@@ -180,6 +182,12 @@ def identical(label, ours, reference, problems):
             return
 
 
+def gathered_bytes(run):
+    """Bytes a rank sends in all-gathers a step, as plan.json predicts them."""
+    return sum(c["bytes_sent_per_rank"] for c in run[3]["collectives"]
+               if c["kind"] == "all_gather")
+
+
 def bytes_as_planned(label, run, problems):
     _, _, metrics, plan = run
     planned = {(c["kind"], c["axis"]): c["bytes_sent_per_rank"] * STEPS
@@ -215,12 +223,14 @@ def main():
         close(f"{name} dp=2 --bucket-mb 0", run, reference, problems)
         if "gradient_buckets" in run[3]["training"]:
             problems.append(f"{name} dp=2 --bucket-mb 0: plan.json has gradient_buckets")
+        zero_runs = {}
         for zero in (1, 2, 3):
             for ranks in (2, 4):
                 label = f"{name} dp={ranks} zero={zero}"
                 run = m.train(f"dp{ranks}-z{zero}", ranks, 1, MOMENTUM, ["--zero", str(zero)])
                 close(label, run, reference, problems)
                 bytes_as_planned(label, run, problems)
+                zero_runs[zero, ranks] = run
         # Mixed precision: products on bf16 factors, gradients still f32, so
         # the ranks sum what one device sums.
         bf16 = ["--precision", "bf16"]
@@ -230,6 +240,16 @@ def main():
         for zero in (0, 3):
             run = m.train(f"dp2-z{zero}-bf16", 2, 1, MOMENTUM, ["--zero", str(zero), *bf16])
             close(f"{name} dp=2 zero={zero} bf16", run, one_bf16, problems)
+            bytes_as_planned(f"{name} dp=2 zero={zero} bf16", run, problems)
+        # ZeRO 3 gathers the products' weights as bf16 slices (the biases and
+        # normalizations' parameters stay f32): fewer bytes than in f32, each
+        # as plan.json predicts (bytes_as_planned).
+        gathered = [gathered_bytes(r) for r in (run, zero_runs[3, 2])]
+        print(f"{name} dp=2 zero=3: all-gathers send {gathered[0]} bytes a step in bf16, "
+              f"{gathered[1]} in f32")
+        if not gathered[0] < gathered[1]:
+            problems.append(f"{name} dp=2 zero=3 bf16: gathers {gathered[0]} bytes a step, "
+                            f"f32 {gathered[1]}")
         identical(f"{name} dp=2 --deterministic bf16",
                   m.train("dp2-det-bf16", 2, 1, ADAMW, ["--deterministic", *bf16]),
                   m.train("one-k2-bf16", 1, 2, ADAMW, bf16), problems)

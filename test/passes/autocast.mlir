@@ -50,3 +50,26 @@ func.func @kept(%v: tensor<8xf32>, %w: tensor<2x2xf32>, %d: tensor<2x2xf64>, %i:
   %pi = cleave.matmul %i, %i : (tensor<2x2xi64>, tensor<2x2xi64>) -> tensor<2x2xi64>
   return %p, %e, %pd, %pi : tensor<4x2xf32>, tensor<4x2xf32>, tensor<2x2xf64>, tensor<2x2xi64>
 }
+
+// -----
+
+// A ZeRO 3 parameter gathered from its slices (all-gather, padding sliced
+// off, reshaped) for a product: the slice is cast, and the bf16 slices are
+// gathered (half the bytes), sliced and reshaped.
+// CHECK-LABEL: func.func @gathered
+// CHECK-SAME: (%[[X:.*]]: tensor<2x3xf32>, %[[SLICE:.*]]: tensor<4xf32>)
+// CHECK-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16}
+// CHECK-NEXT: %[[SL:.*]] = cleave.cast %[[SLICE]] {to = bf16} : (tensor<4xf32>) -> tensor<4xbf16>
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[SL]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<4xbf16> -> tensor<8xbf16>
+// CHECK-NEXT: %[[P:.*]] = cleave.slice %[[G]] {{.*}} : (tensor<8xbf16>) -> tensor<6xbf16>
+// CHECK-NEXT: %[[W:.*]] = cleave.reshape %[[P]] {{.*}} : (tensor<6xbf16>) -> tensor<3x2xbf16>
+// CHECK-NEXT: cleave.matmul %[[XL]], %[[W]] : (tensor<2x3xbf16>, tensor<3x2xbf16>) -> tensor<2x2xf32>
+// CHECK-NOT: shard.all_gather
+shard.grid @mesh(shape = 2)
+func.func @gathered(%x: tensor<2x3xf32>, %slice: tensor<4xf32>) -> tensor<2x2xf32> {
+  %flat = shard.all_gather %slice on @mesh grid_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+  %unpadded = cleave.slice %flat {starts = array<i64: 0>, ends = array<i64: 6>, steps = array<i64: 1>} : (tensor<8xf32>) -> tensor<6xf32>
+  %w = cleave.reshape %unpadded {shape = array<i64: 3, 2>} : (tensor<6xf32>) -> tensor<3x2xf32>
+  %y = cleave.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}
