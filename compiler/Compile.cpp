@@ -106,9 +106,9 @@ std::string describe(Location loc) {
 StringRef cudaElementTypes(Operation *op) {
   if (isa<MatMulOp, GemmOp>(op))
     return "f32, bf16 or f16";
-  if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp, AveragePoolOp,
-          GlobalAveragePoolOp, MaxPoolGradOp, AveragePoolGradOp, LayerNormalizationOp,
-          BatchNormalizationOp, SoftmaxCrossEntropyLossOp, NegativeLogLikelihoodLossOp>(op))
+  if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp,
+          MaxPoolGradOp, AveragePoolGradOp, LayerNormalizationOp, BatchNormalizationOp,
+          SoftmaxCrossEntropyLossOp, NegativeLogLikelihoodLossOp>(op))
     return "f32";
   return "";
 }

@@ -59,16 +59,15 @@ void gemmBatched(const char *kernel, cublasHandle_t handle, cudaDataType factors
   int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
   int ldb = N > 1 ? N : 1, lda = K > 1 ? K : 1;
   if (batch == 1)
-    checkBlas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, factors, ldb,
-                           lhs, factors, lda, &zero, out, CUDA_R_32F, ldb, CUBLAS_COMPUTE_32F,
+    checkBlas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, factors, ldb, lhs,
+                           factors, lda, &zero, out, CUDA_R_32F, ldb, CUBLAS_COMPUTE_32F,
                            CUBLAS_GEMM_DEFAULT),
               kernel);
   else
-    checkBlas(cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs,
-                                         factors, ldb, strideRhs, lhs, factors, lda, strideLhs,
-                                         &zero, out, CUDA_R_32F, ldb, strideOut,
-                                         static_cast<int>(batch), CUBLAS_COMPUTE_32F,
-                                         CUBLAS_GEMM_DEFAULT),
+    checkBlas(cublasGemmStridedBatchedEx(
+                  handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, factors, ldb, strideRhs,
+                  lhs, factors, lda, strideLhs, &zero, out, CUDA_R_32F, ldb, strideOut,
+                  static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               kernel);
 }
 
@@ -349,8 +348,9 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
     int64_t off[3];
     outerLayout.offsets(o, off);
     const std::size_t size = dtypeSize(lhs.dtype);
-    gemmBatched(kernel, handle, factors, m, n, k, static_cast<const char *>(lhs.data) + off[1] * size,
-                stride[1], static_cast<const char *>(rhs.data) + off[2] * size, stride[2],
+    gemmBatched(kernel, handle, factors, m, n, k,
+                static_cast<const char *>(lhs.data) + off[1] * size, stride[1],
+                static_cast<const char *>(rhs.data) + off[2] * size, stride[2],
                 out.as<float>() + off[0], stride[0], inner);
   }
 }
