@@ -1,17 +1,22 @@
-"""Mixed precision's step time and memory: cleave --precision bf16 against
-cleave in fp32, and against PyTorch eager under torch.autocast (CPU, bf16).
+"""Mixed precision's step time and memory: cleave --precision bf16 (and
+fp16) against cleave in fp32, and against PyTorch eager under torch.autocast
+(CPU, bf16).
 
     .venv/bin/python bench/precision_step.py [--steps N] [--threads T ...]
 
 For bench/forward_vs_onnxruntime.py's MLP and GPT-style decoder and a wider
 GPT (d 512: products large enough for the bf16 kernels to matter), compiles
-one AdamW step in fp32 and in bf16, trains N steps of each on the same data
-in file order, and times PyTorch doing the same steps in fp32 and under
-torch.autocast("cpu", bfloat16) with the same thread count, in the same run.
-Prints each median step, the ratios cleave bf16 / cleave fp32 and cleave bf16
-/ torch autocast (below 1: the first is faster), and each cleave program's
-predicted peak memory (plan.json; bench/ and test/compile/peak-memory.py
-compare predictions with measured peaks).
+one AdamW step in fp32, bf16 and fp16 (dynamic loss scaling), trains N steps
+of each on the same data in file order, and times PyTorch doing the same
+steps in fp32 and under torch.autocast("cpu", bfloat16) with the same thread
+count, in the same run. Prints each median step, the ratios cleave bf16 /
+cleave fp32 and cleave bf16 / torch autocast (below 1: the first is faster),
+how far the bf16 run's losses stray from the fp32 run's (the largest
+difference over the steps, relative to the first step's loss: the MLP fits
+its one batch, and a relative difference of losses near 1e-7 says nothing),
+and each cleave program's predicted
+peak memory (plan.json; test/compile/peak-memory.py checks that measured
+peaks equal the predictions).
 """
 import argparse
 import json
@@ -45,37 +50,52 @@ def torch_step(model, args, steps, threads, autocast):
     return sorted(times)[len(times) // 2]
 
 
+def losses(workdir):
+    """The losses of the run median_step last made in `workdir`."""
+    return [s["loss"] for s in json.load(open(os.path.join(workdir, "metrics.json")))["steps"]]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     options = parser.parse_args()
-    print(f"torch {torch.__version__}, {os.cpu_count()} cpus; median step of {options.steps}")
-    print(f"{'model':40} {'thr':>3} {'fp32 ms':>8} {'bf16 ms':>8} {'bf16/fp32':>9} "
-          f"{'torch ms':>8} {'autocast':>8} {'bf16/autocast':>13} {'peak fp32':>10} "
-          f"{'peak bf16':>10}")
+    print(f"torch {torch.__version__}, {os.cpu_count()} cpus; median step of {options.steps}; "
+          f"loss: the largest difference of a bf16 step's loss from fp32's, over the first "
+          f"step's loss")
+    print(f"{'model':40} {'thr':>3} {'fp32 ms':>8} {'bf16 ms':>8} {'fp16 ms':>8} "
+          f"{'bf16/fp32':>9} {'loss':>7} {'torch ms':>8} {'autocast':>8} {'bf16/autocast':>13} "
+          f"{'peak fp32':>10} {'peak bf16':>10}")
     cases = list(models())[:2]
     torch.manual_seed(0)
     cases.append(("gpt (2 layers, d 512, seq 128, batch 8)", GPT(vocab=2048, d=512, heads=8,
                                                                   seq=128),
                   (torch.randint(0, 2048, (8, 128)), torch.randint(0, 2048, (8, 128)))))
+    precisions = ("fp32", "bf16", "fp16")
     for name, model, args in cases:
-        with tempfile.TemporaryDirectory() as fp32_dir, tempfile.TemporaryDirectory() as bf16_dir:
+        with tempfile.TemporaryDirectory() as root:
             programs = {}
-            for precision, workdir in (("fp32", fp32_dir), ("bf16", bf16_dir)):
+            for precision in precisions:
+                workdir = os.path.join(root, precision)
+                os.makedirs(workdir)
                 out, files = compile_step(model, args, workdir,
                                           ADAMW + ["--precision", precision], copies=4)
                 peak = json.load(open(os.path.join(out, "plan.json")))["memory"]
                 programs[precision] = (out, files, workdir, peak["predicted_peak_bytes"])
             for t in options.threads:
-                ours = {p: median_step(out, files, options.steps, t, workdir)
-                        for p, (out, files, workdir, _) in programs.items()}
+                ours, curves = {}, {}
+                for p, (out, files, workdir, _) in programs.items():
+                    ours[p] = median_step(out, files, options.steps, t, workdir)
+                    curves[p] = losses(workdir)
+                first = abs(curves["fp32"][0])
+                drift = max(abs(a - b) / first for a, b in zip(curves["bf16"], curves["fp32"]))
                 fp32 = torch_step(model, args, options.steps, t, autocast=False)
                 autocast = torch_step(model, args, options.steps, t, autocast=True)
                 print(f"{name:40} {t:>3} {ours['fp32'] * 1e3:>8.2f} {ours['bf16'] * 1e3:>8.2f} "
-                      f"{ours['bf16'] / ours['fp32']:>9.2f} {fp32 * 1e3:>8.2f} "
-                      f"{autocast * 1e3:>8.2f} {ours['bf16'] / autocast:>13.2f} "
-                      f"{programs['fp32'][3] / 2**20:>8.1f}Mi {programs['bf16'][3] / 2**20:>8.1f}Mi")
+                      f"{ours['fp16'] * 1e3:>8.2f} {ours['bf16'] / ours['fp32']:>9.2f} "
+                      f"{drift:>7.0e} {fp32 * 1e3:>8.2f} {autocast * 1e3:>8.2f} "
+                      f"{ours['bf16'] / autocast:>13.2f} {programs['fp32'][3] / 2**20:>8.1f}Mi "
+                      f"{programs['bf16'][3] / 2**20:>8.1f}Mi")
 
 
 if __name__ == "__main__":
