@@ -23,31 +23,14 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from forward_vs_onnxruntime import GPT, models  # noqa: E402
-from train_step_vs_pytorch import compile_step, median_step  # noqa: E402
+from train_step_vs_pytorch import compile_step, median_step, torch_step  # noqa: E402
 
 ADAMW = ["--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"]
-
-
-def torch_step(model, args, steps, threads, autocast):
-    """PyTorch's median AdamW step on `threads` threads, under autocast or not."""
-    torch.set_num_threads(threads)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = model(*args)
-        loss.backward()
-        optimizer.step()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
 
 
 def losses(workdir):

@@ -73,6 +73,23 @@ def median_step(out, files, steps, threads, workdir):
                             for step in json.load(open(metrics))["step_times"]]))
 
 
+def torch_step(model, args, steps, threads, autocast=False):
+    """PyTorch's median AdamW step (lr 1e-3, weight decay 0.01) of `model`
+    on `args`, on `threads` threads, under torch.autocast (CPU, bf16) or not."""
+    torch.set_num_threads(threads)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = model(*args)
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
 def bench(name, model, args, steps, threads, workdir):
     out, files = compile_step(model, args, workdir,
                               ["--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"],
@@ -81,16 +98,7 @@ def bench(name, model, args, steps, threads, workdir):
     rows = []
     for t in threads:
         ours = median_step(out, files, steps, t, workdir)
-        torch.set_num_threads(t)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-        times = []
-        for step in range(steps):
-            start = time.perf_counter()
-            optimizer.zero_grad()
-            model(*args).backward()
-            optimizer.step()
-            times.append(time.perf_counter() - start)
-        theirs = sorted(times)[len(times) // 2]
+        theirs = torch_step(model, args, steps, t)
         rows.append((t, ours, theirs, flops / ours / sgemm_flops_per_second(t)))
     return rows
 

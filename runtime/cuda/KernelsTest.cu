@@ -627,18 +627,23 @@ TEST_F(CudaKernels, MatmulVectors) {
   expectClose(get<float>(dot), {-2});
 }
 
-TEST_F(CudaKernels, MatmulBroadcastBatches) {
-  // lhs [2,1,2,3] x rhs [3,3,2] -> [2,3,2,2]: lhs repeats over rhs's batch
-  // and rhs over lhs's.
-  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(54, 1.0f, 0.25f);
-  Tensor a = f32({2, 1, 2, 3}, lhs), b = f32({3, 3, 2}, rhs);
-  Tensor c = alloc(DType::F32, {2, 3, 2, 2});
-  kc::matmul(ctx, a, b, c);
+/// The reference of lhs [2,1,2,3] x rhs [3,3,2] -> [2,3,2,2]: lhs repeats
+/// over rhs's batch and rhs over lhs's.
+std::vector<float> broadcastBatchesRef(const std::vector<float> &lhs,
+                                       const std::vector<float> &rhs) {
   std::vector<float> want(24);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       matmulRef(&lhs[i * 6], &rhs[j * 6], &want[(i * 3 + j) * 4], 2, 3, 2);
-  expectClose(get<float>(c), want);
+  return want;
+}
+
+TEST_F(CudaKernels, MatmulBroadcastBatches) {
+  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(54, 1.0f, 0.25f);
+  Tensor a = f32({2, 1, 2, 3}, lhs), b = f32({3, 3, 2}, rhs);
+  Tensor c = alloc(DType::F32, {2, 3, 2, 2});
+  kc::matmul(ctx, a, b, c);
+  expectClose(get<float>(c), broadcastBatchesRef(lhs, rhs));
 
   // Same batch on both sides, then rhs shared by every batch.
   Tensor a2 = f32({3, 2, 3}, std::vector<float>(rhs.begin(), rhs.begin() + 18));
@@ -692,11 +697,7 @@ TEST_F(CudaKernels, LowPrecisionProducts) {
     kc::cast(ctx, b32, b);
     Tensor c = alloc(DType::F32, {2, 3, 2, 2});
     kc::matmul(ctx, a, b, c);
-    std::vector<float> want(24);
-    for (int i = 0; i < 2; ++i)
-      for (int j = 0; j < 3; ++j)
-        matmulRef(&lhs[i * 6], &rhs[j * 6], &want[(i * 3 + j) * 4], 2, 3, 2);
-    expectClose(get<float>(c), want);
+    expectClose(get<float>(c), broadcastBatchesRef(lhs, rhs));
 
     Tensor ga = alloc(type, {2, 3}), gb = alloc(type, {3, 2});
     kc::cast(ctx, f32({2, 3}, {1, 2, 3, 4, 5, 6}), ga);

@@ -62,7 +62,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "models"))
 
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
-from train_vs_pytorch import OPTIMIZERS, compare, dataset, pytorch_steps  # noqa: E402
+from train_vs_pytorch import (OPTIMIZERS, compare, dataset, pytorch_steps,  # noqa: E402
+                              run_steps)
 
 STEPS = 20
 EXACT = 1e-6
@@ -184,22 +185,6 @@ def recipe_steps(model, make_optimizer, data, names, batch, counted, dtype=torch
         if interval and good == interval:
             scale, good = scale * 2, 0
     return losses, largest_grad
-
-
-def run_steps(out, data, workdir, label, steps, run_flags=()):
-    """The log of `steps` steps of the program in `out` on `data`, and its
-    results directory."""
-    data_flags = []
-    for name, array in data.items():
-        file = os.path.join(workdir, f"{label}.{name}.npy")
-        np.save(file, array)
-        data_flags += ["--data", f"{name}={file}"]
-    metrics = os.path.join(workdir, f"{label}.json")
-    results = os.path.join(workdir, f"{label}.results")
-    subprocess.run(["cleave", "run", out, *data_flags, "--steps", str(steps), "--no-shuffle",
-                    "--log-json", metrics, "--output-dir", results, *run_flags], check=True,
-                   stderr=subprocess.DEVNULL)
-    return json.load(open(metrics)), results
 
 
 def cleave_steps(path, data, workdir, label, flags):

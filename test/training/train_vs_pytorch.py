@@ -93,6 +93,23 @@ MODELS = (("mlp", export_mlp, ["x", "labels"], [], list(OPTIMIZERS)),
           ("cnn_train", export_cnn_train, ["x", "labels"], [], ["sgd", "momentum", "adam"]))
 
 
+def run_steps(out, data, workdir, label, steps, run_flags=()):
+    """The --log-json log of `steps` steps in file order of the program in
+    `out` on `data` (saved as LABEL.NAME.npy), and its results directory
+    (LABEL.results)."""
+    data_flags = []
+    for name, array in data.items():
+        file = os.path.join(workdir, f"{label}.{name}.npy")
+        np.save(file, array)
+        data_flags += ["--data", f"{name}={file}"]
+    metrics = os.path.join(workdir, f"{label}.json")
+    results = os.path.join(workdir, f"{label}.results")
+    subprocess.run(["cleave", "run", out, *data_flags, "--steps", str(steps), "--no-shuffle",
+                    "--log-json", metrics, "--output-dir", results, *run_flags], check=True,
+                   stderr=subprocess.DEVNULL)
+    return json.load(open(metrics)), results
+
+
 def check(model_name, module, names, extra_flags, optimizer, workdir):
     flags, make_optimizer = OPTIMIZERS[optimizer]
     path = os.path.join(workdir, f"{model_name}.onnx")
@@ -104,17 +121,8 @@ def check(model_name, module, names, extra_flags, optimizer, workdir):
     out = os.path.join(workdir, f"{model_name}-{optimizer}")
     subprocess.run(["cleave", "compile", path, "-o", out, "--train", *flags, *extra_flags],
                    check=True)
-    data_flags = []
-    for name, array in data.items():
-        file = os.path.join(workdir, f"{model_name}.{name}.npy")
-        np.save(file, array)
-        data_flags += ["--data", f"{name}={file}"]
-    results = os.path.join(workdir, f"{model_name}-{optimizer}.results")
-    metrics = os.path.join(workdir, f"{model_name}-{optimizer}.json")
-    subprocess.run(["cleave", "run", out, *data_flags, "--steps", str(STEPS), "--no-shuffle",
-                    "--log-json", metrics, "--output-dir", results], check=True,
-                   stderr=subprocess.DEVNULL)
-    ours = [s["loss"] for s in json.load(open(metrics))["steps"]]
+    log, results = run_steps(out, data, workdir, f"{model_name}-{optimizer}", STEPS)
+    ours = [s["loss"] for s in log["steps"]]
 
     theirs, largest_grad = pytorch_steps(model, make_optimizer, data, names, batch, STEPS,
                                          CLIP_GRAD_NORM.get(optimizer))
