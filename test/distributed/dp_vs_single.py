@@ -19,7 +19,8 @@
 #     (--bucket-mb 0), within the same tolerances; with --deterministic, bit
 #     for bit;
 #   - the bytes each rank sent (the run's log) equal plan.json's prediction;
-#   - with --precision bf16 (products on bf16 factors, gradients in f32):
+#   - with --precision bf16 (products on bf16 factors, gradients in f32),
+#     for the GPT (the MLP too in the long suite, CLEAVE_LONG=1):
 #     dp=2 and dp=2 with ZeRO 3 within 1e-5 of one device in bf16 (measured:
 #     1e-7), ZeRO 3 gathering fewer bytes than in f32 (the products'
 #     weights as bf16 slices), the bytes sent as planned, and
@@ -55,6 +56,8 @@ ADAMW = ["--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0.1"]
 # fp16 with a first loss scale these models' gradients overflow, so that
 # steps are skipped and the scale moves (test/training/precision_vs_pytorch.py).
 FP16 = ["--precision", "fp16", "--loss-scale", str(2.0 ** 20), "--loss-scale-window", "3"]
+# scripts/test.sh --long runs more cases.
+LONG = os.environ.get("CLEAVE_LONG") == "1"
 
 
 class Model:
@@ -197,6 +200,42 @@ def bytes_as_planned(label, run, problems):
         problems.append(f"{label}: sent {sent}, plan.json predicts {planned}")
 
 
+def mixed_precision(m, name, reference, zero3, problems):
+    """bf16 and fp16 layouts against one device in the same precision;
+    `reference` is the f32 one-device run, `zero3` the f32 dp=2 ZeRO 3 run."""
+    # Mixed precision: products on bf16 factors, gradients still f32, so
+    # the ranks sum what one device sums.
+    bf16 = ["--precision", "bf16"]
+    one_bf16 = m.train("one-bf16", 1, 1, MOMENTUM, bf16)
+    if one_bf16[0] == reference[0]:
+        problems.append(f"{name} bf16: the same losses as f32")
+    for zero in (0, 3):
+        run = m.train(f"dp2-z{zero}-bf16", 2, 1, MOMENTUM, ["--zero", str(zero), *bf16])
+        close(f"{name} dp=2 zero={zero} bf16", run, one_bf16, problems)
+        bytes_as_planned(f"{name} dp=2 zero={zero} bf16", run, problems)
+    # ZeRO 3 gathers the products' weights as bf16 slices (the biases and
+    # normalizations' parameters stay f32): fewer bytes than in f32, each
+    # as plan.json predicts (bytes_as_planned).
+    gathered = [gathered_bytes(r) for r in (run, zero3)]
+    print(f"{name} dp=2 zero=3: all-gathers send {gathered[0]} bytes a step in bf16, "
+          f"{gathered[1]} in f32")
+    if not gathered[0] < gathered[1]:
+        problems.append(f"{name} dp=2 zero=3 bf16: gathers {gathered[0]} bytes a step, "
+                        f"f32 {gathered[1]}")
+    identical(f"{name} dp=2 --deterministic bf16",
+              m.train("dp2-det-bf16", 2, 1, ADAMW, ["--deterministic", *bf16]),
+              m.train("one-k2-bf16", 1, 2, ADAMW, bf16), problems)
+    # fp16 from a loss scale that overflows: the ranks skip the steps
+    # one device skips (ZeRO 3's slices agree on it through an all-reduce).
+    one_fp16 = m.train("one-fp16", 1, 1, MOMENTUM, FP16)
+    run = m.train("dp2-z3-fp16", 2, 1, MOMENTUM, ["--zero", "3", *FP16])
+    close(f"{name} dp=2 zero=3 fp16", run, one_fp16, problems)
+    skipped = [[s["skipped"] for s in r[2]["steps"]] for r in (run, one_fp16)]
+    if skipped[0] != skipped[1] or not any(skipped[1]):
+        problems.append(f"{name} dp=2 zero=3 fp16: skipped {skipped[0]}, one device "
+                        f"{skipped[1]}")
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -231,37 +270,10 @@ def main():
                 close(label, run, reference, problems)
                 bytes_as_planned(label, run, problems)
                 zero_runs[zero, ranks] = run
-        # Mixed precision: products on bf16 factors, gradients still f32, so
-        # the ranks sum what one device sums.
-        bf16 = ["--precision", "bf16"]
-        one_bf16 = m.train("one-bf16", 1, 1, MOMENTUM, bf16)
-        if one_bf16[0] == reference[0]:
-            problems.append(f"{name} bf16: the same losses as f32")
-        for zero in (0, 3):
-            run = m.train(f"dp2-z{zero}-bf16", 2, 1, MOMENTUM, ["--zero", str(zero), *bf16])
-            close(f"{name} dp=2 zero={zero} bf16", run, one_bf16, problems)
-            bytes_as_planned(f"{name} dp=2 zero={zero} bf16", run, problems)
-        # ZeRO 3 gathers the products' weights as bf16 slices (the biases and
-        # normalizations' parameters stay f32): fewer bytes than in f32, each
-        # as plan.json predicts (bytes_as_planned).
-        gathered = [gathered_bytes(r) for r in (run, zero_runs[3, 2])]
-        print(f"{name} dp=2 zero=3: all-gathers send {gathered[0]} bytes a step in bf16, "
-              f"{gathered[1]} in f32")
-        if not gathered[0] < gathered[1]:
-            problems.append(f"{name} dp=2 zero=3 bf16: gathers {gathered[0]} bytes a step, "
-                            f"f32 {gathered[1]}")
-        identical(f"{name} dp=2 --deterministic bf16",
-                  m.train("dp2-det-bf16", 2, 1, ADAMW, ["--deterministic", *bf16]),
-                  m.train("one-k2-bf16", 1, 2, ADAMW, bf16), problems)
-        # fp16 from a loss scale that overflows: the ranks skip the steps
-        # one device skips (ZeRO 3's slices agree on it through an all-reduce).
-        one_fp16 = m.train("one-fp16", 1, 1, MOMENTUM, FP16)
-        run = m.train("dp2-z3-fp16", 2, 1, MOMENTUM, ["--zero", "3", *FP16])
-        close(f"{name} dp=2 zero=3 fp16", run, one_fp16, problems)
-        skipped = [[s["skipped"] for s in r[2]["steps"]] for r in (run, one_fp16)]
-        if skipped[0] != skipped[1] or not any(skipped[1]):
-            problems.append(f"{name} dp=2 zero=3 fp16: skipped {skipped[0]}, one device "
-                            f"{skipped[1]}")
+        # The MLP's mixed-precision layouts in the long suite only: the GPT's
+        # cover the same passes and kernels.
+        if name == "gpt" or LONG:
+            mixed_precision(m, name, reference, zero_runs[3, 2], problems)
         clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
         close(f"{name} dp=2 zero=2 clipped", m.train("dp2-z2-clip", 2, 1, clipped, ["--zero", "2"]),
               m.train("one-clip", 1, 1, clipped), problems)
