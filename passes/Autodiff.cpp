@@ -105,11 +105,10 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
     // Dynamic loss scaling differentiates the loss times the scale; an inner
     // pipeline stage receives gradients scaled already.
     if (lossScale > 0.0 && !innerStage) {
-      FloatType f32 = builder.getF32Type();
-      Value exponent =
-          addArgument(func, RankedTensorType::get({}, f32), kLossScaleExponent, "state");
+      Value exponent = addArgument(func, RankedTensorType::get({}, builder.getF32Type()),
+                                   kLossScaleExponent, "state");
       CleaveBuilder u(builder, y.getLoc());
-      y = u.mul(y, u.mul(u.scalar(f32, lossScale), u.pow(u.scalar(f32, 2.0), exponent)));
+      y = u.mul(y, lossScaleOf(builder, y.getLoc(), lossScale, exponent));
     }
     auto grads = buildGradients(builder, y, xs);
     if (failed(grads))

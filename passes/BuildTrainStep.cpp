@@ -213,10 +213,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// Dynamic loss scaling around the update @apply has built (the
   /// description in Passes.td): every update guarded by whether the
-  /// gradients were finite, and the scale's state advanced. Returns the
-  /// scale this step used and whether it skipped (1) or not (0).
-  std::pair<Value, Value> guardWithLossScaling(Step &s, Value exponent, Value goodSteps,
-                                               Value skipped, Value scale) {
+  /// gradients were finite, and the scale's state advanced. Returns whether
+  /// the step skipped (1) or not (0).
+  Value guardWithLossScaling(Step &s, Value exponent, Value goodSteps, Value skipped) {
     CleaveBuilder &u = s.u;
     OpBuilder &b = s.b;
     Location loc = s.apply.getLoc();
@@ -226,7 +225,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     // holding other elements (tp, pp, ZeRO's dp slices) adds its own.
     Value indicator = none;
     for (Value grad : s.updated)
-      indicator = u.add(indicator, u.sumAll(u.mul(grad, u.scalar(f32, 0.0))));
+      indicator = u.add(indicator, u.sumAll(u.mul(grad, none)));
     if (s.layout.tpSize > 1)
       indicator = allReduceSum(b, indicator, s.layout.tpAxis);
     if (zero > 0 && s.layout.dpSize > 1)
@@ -246,7 +245,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         {exponent, u.add(exponent, select(finite, select(grow, one, none), u.scalar(f32, -1.0)))});
     s.assignments.push_back({goodSteps, select(grow, none, good)});
     s.assignments.push_back({skipped, u.add(skipped, skippedNow)});
-    return {scale, skippedNow};
+    return skippedNow;
   }
 
   /// The sum of the squares of `grad`'s elements, those where `where` holds
@@ -637,8 +636,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       exponent = scalarState(kLossScaleExponent);
       goodSteps = scalarState(kLossScaleGoodSteps);
       skipped = scalarState(kSkippedSteps);
-      scale = u.mul(u.scalar(b.getF32Type(), lossScale),
-                    u.pow(u.scalar(b.getF32Type(), 2.0), exponent));
+      scale = lossScaleOf(b, forward.getLoc(), lossScale, exponent);
       s.countF32 = u.mul(s.countF32, scale);
       s.step = u.sub(s.step, skipped);
     }
@@ -655,8 +653,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     SmallVector<Value> results{loss};
     SmallVector<StringRef> names{lossName ? lossName.getValue() : StringRef("loss")};
     if (lossScale > 0.0) {
-      auto [used, skippedNow] = guardWithLossScaling(s, exponent, goodSteps, skipped, scale);
-      results.append({used, skippedNow});
+      results.append({scale, guardWithLossScaling(s, exponent, goodSteps, skipped)});
       names.append({"cleave.loss_scale", "cleave.skipped_step"});
     }
     for (Value slot : s.zeroed) {
@@ -691,4 +688,10 @@ Value cleave::addArgument(func::FuncOp func, Type type, StringRef name, StringRe
   if (!stateOf.empty())
     func.setArgAttr(index, kStateOfAttr, StringAttr::get(ctx, stateOf));
   return func.getArgument(index);
+}
+
+Value cleave::lossScaleOf(OpBuilder &b, Location loc, double initial, Value exponent) {
+  CleaveBuilder u(b, loc);
+  FloatType f32 = b.getF32Type();
+  return u.mul(u.scalar(f32, initial), u.pow(u.scalar(f32, 2.0), exponent));
 }

@@ -66,6 +66,12 @@ inline constexpr const char *kLossScaleExponent = "cleave.loss_scale_exponent";
 inline constexpr const char *kLossScaleGoodSteps = "cleave.loss_scale_good_steps";
 inline constexpr const char *kSkippedSteps = "cleave.skipped_steps";
 
+/// The loss scale `initial` * 2^`exponent` (kLossScaleExponent's value),
+/// built at `b`'s insertion point: the one expression cleave-autodiff scales
+/// the loss by and cleave-build-train-step divides the gradients by.
+mlir::Value lossScaleOf(mlir::OpBuilder &b, mlir::Location loc, double initial,
+                        mlir::Value exponent);
+
 /// Alignment of every arena and weights offset, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;
 
