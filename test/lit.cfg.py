@@ -23,6 +23,8 @@ config.substitutions.append(
      os.path.join(config.test_source_root, "lib", "one_error.py")))
 # GoogleTest death tests re-execute their binary through argv[0]: give a path.
 config.substitutions.append(("%bindir", config.cleave_tools_dir))
+# The checkout's root, for its scripts.
+config.substitutions.append(("%root", os.path.dirname(config.test_source_root)))
 
 # A -DCLEAVE_FUZZ=ON build: everything, and every program it compiles, runs
 # under AddressSanitizer and UBSan (scripts/test.sh --long). Tests that limit
@@ -32,9 +34,11 @@ if config.cleave_sanitized:
     config.available_features.add("sanitized")
     config.environment["ASAN_OPTIONS"] = "detect_leaks=0"
 
-# The long suite (scripts/test.sh --long): more trials of the fault tests.
+# The long suite (scripts/test.sh --long): more trials of the fault tests,
+# and the tests that say REQUIRES: long.
 if os.environ.get("CLEAVE_LONG") == "1":
     config.environment["CLEAVE_LONG"] = "1"
+    config.available_features.add("long")
 
 # The CUDA target is built whenever nvcc is found; running it needs a GPU.
 if config.cleave_have_cuda:

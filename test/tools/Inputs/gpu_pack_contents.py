@@ -1,0 +1,100 @@
+"""Checks a pack of scripts/gpu-check.sh (docs/gpu-check.md):
+
+    gpu_pack_contents.py PACK.tar.gz ROOT
+
+Whatever the GPU half needs is there; each test model is compiled for CUDA (its
+bf16 variant with bf16 products); each model's reference losses are finite,
+one per step, and the first is the model's loss on the first rows of its data
+as onnxruntime computes it from the exported ONNX model; the timing models'
+gzipped blobs are as long as their plans say; the pack is under 64 MiB.
+"""
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+import onnxruntime as ort
+
+# The first loss against onnxruntime's fp32 one: the CPU's fp32 products sum in
+# another order (a few ulps); bf16 products round every factor to 8 bits of
+# mantissa, which moves the tiny GPT's first loss by about 1e-3 relative.
+FIRST_LOSS = {"fp32": 1e-5, "bf16": 1e-2}
+NEEDED = ["CMakeLists.txt", "check.py", "torch_gpt2.py", "manifest.json",
+          "runtime/CMakeLists.txt", "runtime/cuda/Linalg.cu", "runtime/driver/CudaMain.cu",
+          "runtime/comm/Nccl.cpp", "third_party/include/nlohmann/json.hpp",
+          "third_party/include/CLI/CLI.hpp", "third_party/googletest/googletest/CMakeLists.txt",
+          "third_party/openmpi/include/mpi.h", "third_party/openmpi/lib/libmpi.so.40"]
+
+
+def check(condition, message):
+    if not condition:
+        sys.exit("gpu pack: " + message)
+
+
+def first_loss(root, model, directory, work):
+    exported = os.path.join(work, model["exporter"] + ".onnx")
+    if not os.path.exists(exported):
+        subprocess.run([sys.executable, os.path.join(root, "test", "models", model["exporter"]),
+                        exported], check=True)
+    session = ort.InferenceSession(exported, providers=["CPUExecutionProvider"])
+    feeds = {}
+    for graph_input in session.get_inputs():
+        rows = graph_input.shape[0]
+        feeds[graph_input.name] = np.load(
+            os.path.join(directory, f"data.{graph_input.name}.npy"))[:rows]
+    return float(session.run(None, feeds)[0])
+
+
+def main():
+    pack, root = sys.argv[1], sys.argv[2]
+    size = os.path.getsize(pack)
+    check(size < 64 << 20, f"{size} bytes, over 64 MiB")
+    with tempfile.TemporaryDirectory() as work:
+        with tarfile.open(pack) as tar:
+            tar.extractall(work)
+        base = os.path.join(work, "gpu-check")
+        for path in NEEDED:
+            check(os.path.exists(os.path.join(base, path)), f"{path} is missing")
+        with open(os.path.join(base, "manifest.json")) as f:
+            manifest = json.load(f)
+        names = [model["name"] for model in manifest["models"]]
+        check(names == ["mlp", "cnn", "gpt", "gpt-bf16"], f"models {names}")
+        for model in manifest["models"]:
+            directory = os.path.join(base, "models", model["name"])
+            with open(os.path.join(directory, "plan.json")) as f:
+                plan = json.load(f)
+            with open(os.path.join(directory, "program.cu")) as f:
+                source = f.read()
+            check(plan["target"] == "cuda", f"{model['name']}: target {plan['target']}")
+            check('#include "runtime/cuda/Program.h"' in source, f"{model['name']}: program.cu")
+            check(("bf16" in source.lower()) == (model["precision"] == "bf16"),
+                  f"{model['name']}: bf16 products in a {model['precision']} program, or none "
+                  "in a bf16 one")
+            steps = int(model["run_flags"][model["run_flags"].index("--steps") + 1])
+            losses = model["cpu_losses"]
+            check(len(losses) == steps and all(math.isfinite(x) for x in losses),
+                  f"{model['name']}: losses {losses}")
+            reference = first_loss(root, model, directory, work)
+            difference = abs(losses[0] - reference) / abs(reference)
+            check(difference <= FIRST_LOSS[model["precision"]],
+                  f"{model['name']}: first loss {losses[0]} against onnxruntime's {reference}")
+            print(f"{model['name']}: {steps} losses, the first {difference:.1e} from onnxruntime's")
+        for entry in manifest["timing"]["models"]:
+            directory = os.path.join(base, "models", entry["name"])
+            with open(os.path.join(directory, "plan.json")) as f:
+                plan = json.load(f)
+            with gzip.open(os.path.join(directory, "weights.bin.gz")) as f:
+                length = len(f.read())
+            check(plan["target"] == "cuda" and length == plan["weights"]["bytes"],
+                  f"{entry['name']}: {length} bytes of weights, the plan says "
+                  f"{plan['weights']['bytes']}")
+    print(f"pack: {size / 2**20:.1f} MiB, complete")
+
+
+if __name__ == "__main__":
+    main()
