@@ -1,6 +1,6 @@
 """Step time and bytes moved of each data-parallel layout against one rank.
 
-    .venv/bin/python bench/layouts_vs_one_rank.py [--steps N]
+    .venv/bin/python bench/layouts_vs_one_rank.py [--steps N] [--precision fp32 bf16]
 
 For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), with
 the same global batch and AdamW, compiles one rank (2 BLAS threads) and each
@@ -12,7 +12,9 @@ collective kind the bytes a rank sent per step (counted by the runtime)
 against the analytic minimum from plan.json (ring all-reduce 2(n-1)/n of the
 gradients, reduce-scatter and all-gather (n-1)/n of the parameters each; the
 same amounts without the alignment padding the buffers carry).
-The same total cores in every row: 2.
+The same total cores in every row: 2. With several --precision values
+(cleave compile --precision), each layout is compiled and run in each, and
+the rows say how its step time compares with the same layout's in fp32.
 """
 import argparse
 import json
@@ -60,10 +62,10 @@ def bench_cases():
              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))), GPT_PLAN)]
 
 
-def compiled_layouts(cleave, model, args, plan, workdir, layouts=LAYOUTS):
+def compiled_layouts(cleave, model, args, plan, workdir, layouts=LAYOUTS, extra=()):
     """Each of `layouts` compiled (AdamW, the same global batch) into
     workdir, with data files of 4 batches: yields (label, ranks, program
-    directory, the run's --data flags)."""
+    directory, the run's --data flags). `extra`: more compile flags."""
     batch = args[0].shape[0]
     plan_file = os.path.join(workdir, "plan.json")
     json.dump({"format_version": 1, "parameters": plan}, open(plan_file, "w"))
@@ -79,10 +81,11 @@ def compiled_layouts(cleave, model, args, plan, workdir, layouts=LAYOUTS):
         path = os.path.join(workdir, f"b{micro}.onnx")
         if not os.path.exists(path):
             export(model, tuple(a[:micro] for a in args), path)
-        out = os.path.join(workdir, label.replace(" ", "_").replace("=", "").replace(",", ""))
+        out = os.path.join(workdir, "_".join([label, *extra]).replace(" ", "_").replace("=", "")
+                           .replace(",", "").replace("-", ""))
         compiled = subprocess.run([cleave, "compile", path, "-o", out, "--train", "--optimizer",
                                    "adamw", "--lr", "1e-3", "--weight-decay", "0.01",
-                                   "--batch-size", str(batch), *layout],
+                                   "--batch-size", str(batch), *layout, *extra],
                                   capture_output=True, text=True)
         if compiled.returncode != 0:
             raise SystemExit(f"{label}: cleave compile: exit {compiled.returncode}\n"
@@ -90,9 +93,10 @@ def compiled_layouts(cleave, model, args, plan, workdir, layouts=LAYOUTS):
         yield label, ranks, out, flags
 
 
-def bench(model, args, plan, steps, workdir):
+def bench(model, args, plan, steps, precision, workdir):
     rows = []
-    for label, ranks, out, flags in compiled_layouts(CLEAVE, model, args, plan, workdir):
+    for label, ranks, out, flags in compiled_layouts(CLEAVE, model, args, plan, workdir,
+                                                     extra=("--precision", precision)):
         metrics = os.path.join(workdir, "metrics.json")
         launch = ["-n", str(ranks)] if ranks > 1 else []
         subprocess.run([CLEAVE, "run", *launch, out, *flags, "--steps", str(steps),
@@ -109,20 +113,28 @@ def bench(model, args, plan, steps, workdir):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--precision", nargs="+", default=["fp32"],
+                        choices=["fp32", "bf16", "fp16"])
     options = parser.parse_args()
     print(f"{os.cpu_count()} cpus; mean step time over {options.steps} steps; bytes sent by "
           "one rank per step, and the analytic minimum")
-    print(f"{'model':40} {'layout':20} {'step ms':>8} {'vs 1 rank':>9}  bytes sent / minimum")
+    print(f"{'model':40} {'layout':20} {'prec':5} {'step ms':>8} {'vs 1 rank':>9} "
+          f"{'vs fp32':>7}  bytes sent / minimum")
     for name, model, args, plan in bench_cases():
-        with tempfile.TemporaryDirectory() as workdir:
-            rows = bench(model, args, plan, options.steps, workdir)
-        single = rows[0][1]
-        for label, seconds, sent, minimum in rows:
-            traffic = ", ".join(f"{kind} {sent.get(kind, 0):.0f} / {minimum[kind]} "
-                                f"({sent.get(kind, 0) / max(minimum[kind], 1):.3f})"
-                                for kind in sorted(minimum))
-            print(f"{name:40} {label:20} {seconds * 1e3:>8.3f} {seconds / single:>9.2f}  "
-                  f"{traffic or '-'}")
+        fp32 = {}
+        for precision in options.precision:
+            with tempfile.TemporaryDirectory() as workdir:
+                rows = bench(model, args, plan, options.steps, precision, workdir)
+            single = rows[0][1]
+            for label, seconds, sent, minimum in rows:
+                if precision == "fp32":
+                    fp32[label] = seconds
+                against = f"{seconds / fp32[label]:.2f}" if label in fp32 else "-"
+                traffic = ", ".join(f"{kind} {sent.get(kind, 0):.0f} / {minimum[kind]} "
+                                    f"({sent.get(kind, 0) / max(minimum[kind], 1):.3f})"
+                                    for kind in sorted(minimum))
+                print(f"{name:40} {label:20} {precision:5} {seconds * 1e3:>8.3f} "
+                      f"{seconds / single:>9.2f} {against:>7}  {traffic or '-'}", flush=True)
 
 
 if __name__ == "__main__":

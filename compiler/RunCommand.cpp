@@ -546,6 +546,18 @@ int runProgram(const RunOptions &options) {
                 "build one with: cleave compile MODEL.onnx -o " + options.dir});
     return kExitBadInput;
   }
+  // A training program on the wrong number of ranks is refused here: once
+  // one rank of a job exits, mpirun may drop the others' error lines. (A
+  // plan.json that does not read is the program's to report.)
+  rt::Plan plan;
+  std::string planError;
+  if (!pipelineMesh && options.ranks > 1 &&
+      rt::readPlan(options.dir + "/plan.json", plan, planError) && plan.training) {
+    if (std::string why = rt::launchMismatch(plan.mesh, options.ranks); !why.empty()) {
+      printError({plan.mesh ? "mesh " + plan.mesh->text() : "program", why});
+      return kExitBadUsage;
+    }
+  }
   std::vector<std::string> args;
   if (options.ranks > 1) {
     llvm::ErrorOr<std::string> mpirun = llvm::sys::findProgramByName("mpirun");

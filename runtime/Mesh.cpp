@@ -100,4 +100,19 @@ GroupPlace groupPlace(const Mesh &mesh, int rank, const std::vector<int> &axisIn
   return place;
 }
 
+std::string launchMismatch(const std::optional<Mesh> &mesh, int ranks) {
+  if (!mesh)
+    return ranks == 1 ? ""
+                      : "is compiled without --mesh, for one rank, but was started on " +
+                            std::to_string(ranks) + ": compile it with --mesh dp=" +
+                            std::to_string(ranks) + " to train on that many";
+  if (mesh->size() == ranks)
+    return "";
+  return "the program is compiled for " + std::to_string(mesh->size()) + " rank" +
+         (mesh->size() == 1 ? "" : "s") + " (mesh " +
+         (mesh->axisNames.empty() ? std::string("of no axes") : mesh->text()) +
+         ") but was started on " + std::to_string(ranks) + ": run it with cleave run -n " +
+         std::to_string(mesh->size());
+}
+
 } // namespace cleave::rt

@@ -10,6 +10,7 @@
 #ifndef CLEAVE_RUNTIME_MESH_H
 #define CLEAVE_RUNTIME_MESH_H
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,12 @@ struct GroupPlace {
 /// The place of `rank` in the groups spanning the axes at `axisIndices`
 /// (distinct, in range).
 GroupPlace groupPlace(const Mesh &mesh, int rank, const std::vector<int> &axisIndices);
+
+/// Why a training program compiled for `mesh` (none: compiled without --mesh,
+/// for one rank) cannot run on `ranks` ranks, and what would; empty when it
+/// can. The program says it as it starts, and `cleave run -n` before it
+/// launches a job (once one rank exits, mpirun may drop the others' lines).
+std::string launchMismatch(const std::optional<Mesh> &mesh, int ranks);
 
 } // namespace cleave::rt
 

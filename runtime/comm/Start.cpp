@@ -49,14 +49,9 @@ Communicator *Communication::axis(std::string_view name) {
 std::unique_ptr<Communication> startCommunication(const Mesh &mesh, const CommOptions &options,
                                                   std::string &error) {
   int ranks = launchedRanks();
-  if (mesh.size() != ranks) {
-    error = "the program is compiled for " + std::to_string(mesh.size()) + " rank" +
-            (mesh.size() == 1 ? "" : "s") + " (mesh " +
-            (mesh.axisNames.empty() ? std::string("of no axes") : mesh.text()) +
-            ") but was started on " + std::to_string(ranks) + ": run it with cleave run -n " +
-            std::to_string(mesh.size());
+  error = launchMismatch(mesh, ranks);
+  if (!error.empty())
     return nullptr;
-  }
   std::unique_ptr<Communication> communication(new Communication());
   communication->mesh_ = mesh;
   if (ranks == 1) {

@@ -341,12 +341,10 @@ int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend,
   comm::CommOptions commOptions;
   commOptions.timeoutSeconds = options.collectiveTimeout;
   commOptions.deterministic = plan.deterministic;
-  if (int launched = comm::launchedRanks(); !plan.mesh && launched > 1)
-    return fail(
-        "program",
-        "is compiled without --mesh, for one rank, but was started on " + std::to_string(launched) +
-            ": compile it with --mesh dp=" + std::to_string(launched) + " to train on that many",
-        2);
+  if (!plan.mesh) {
+    if (std::string why = launchMismatch(plan.mesh, comm::launchedRanks()); !why.empty())
+      return fail("program", why, 2);
+  }
   std::string error;
   job.communication = comm::startCommunication(job.mesh, commOptions, error);
   if (!job.communication)
