@@ -104,8 +104,9 @@ std::string launchMismatch(const std::optional<Mesh> &mesh, int ranks) {
   if (!mesh)
     return ranks == 1 ? ""
                       : "is compiled without --mesh, for one rank, but was started on " +
-                            std::to_string(ranks) + ": compile it with --mesh dp=" +
-                            std::to_string(ranks) + " to train on that many";
+                            std::to_string(ranks) +
+                            ": compile it with --mesh dp=" + std::to_string(ranks) +
+                            " to train on that many";
   if (mesh->size() == ranks)
     return "";
   return "the program is compiled for " + std::to_string(mesh->size()) + " rank" +
