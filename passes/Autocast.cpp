@@ -33,6 +33,20 @@ class LowPrecisionCopies {
 public:
   explicit LowPrecisionCopies(Type element) : element(element) {}
 
+  /// `value` (f32) rounded to the low-precision type and widened back to
+  /// f32, for a kernel that multiplies f32 only (convolutions): the same
+  /// products of the same low-precision factors, summed in f32.
+  Value rounded(Value value, Operation *user) {
+    if (Value made = roundedCopies.lookup(value))
+      return made;
+    Value narrowCopy = of(value, user);
+    OpBuilder builder(user);
+    Value copy = CastOp::create(builder, value.getLoc(), narrowCopy,
+                                TypeAttr::get(getElementTypeOrSelf(value)));
+    roundedCopies[value] = copy;
+    return copy;
+  }
+
   /// `value` (f32) in the low-precision type, made before `user`.
   Value of(Value value, Operation *user) {
     if (Value made = copies.lookup(value))
@@ -61,6 +75,7 @@ private:
 
   Type element;
   DenseMap<Value, Value> copies;
+  DenseMap<Value, Value> roundedCopies;
 };
 
 struct AutocastPass : public cleave::impl::AutocastBase<AutocastPass> {
@@ -84,14 +99,16 @@ struct AutocastPass : public cleave::impl::AutocastBase<AutocastPass> {
       LowPrecisionCopies copies(element);
       SetVector<Operation *> movers;
       func.walk([&](Operation *op) {
-        if (!isa<MatMulOp, GemmOp>(op) || !getElementTypeOrSelf(op->getOperand(0)).isF32())
+        bool product = isa<MatMulOp, GemmOp>(op);
+        if ((!product && !isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op)) ||
+            !getElementTypeOrSelf(op->getOperand(0)).isF32())
           return;
-        // The two factors; gemm's c (added in f32) stays.
+        // The two factors; gemm's c and conv's bias (added in f32) stay.
         for (unsigned i = 0; i < 2; ++i) {
           Value factor = op->getOperand(i);
           if (Operation *def = factor.getDefiningOp(); def && movesElements(def))
             movers.insert(def);
-          op->setOperand(i, copies.of(factor, op));
+          op->setOperand(i, product ? copies.of(factor, op) : copies.rounded(factor, op));
         }
       });
       // The f32 data movement the narrow copies replaced, where nothing

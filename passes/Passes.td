@@ -546,6 +546,11 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
     unsqueeze, slice, and shard.all_gather, so that ZeRO 3 gathers narrow
     slices) is moved in the narrow type instead, from the narrow copy of
     that value, and the f32 move goes when nothing else reads it.
+    Convolutions (conv, conv_grad_input, conv_grad_weight) multiply the same
+    way, but their kernels take f32: their two factors are rounded to
+    `precision` and widened back to f32 (x, w; the gradient and w; the
+    gradient and x), one rounded copy per value shared like the casts, and
+    the bias is added in f32.
     `precision` = fp32 changes nothing. Errors: an unknown precision.
   }];
   let options = [

@@ -73,3 +73,32 @@ func.func @gathered(%x: tensor<2x3xf32>, %slice: tensor<4xf32>) -> tensor<2x2xf3
   %y = cleave.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
   return %y : tensor<2x2xf32>
 }
+
+// -----
+
+// A convolution's forward and its two adjoints: the kernels multiply f32, so
+// each factor is rounded to bf16 and widened back, once per value (x for the
+// forward and the weight gradient, w for the forward and the input gradient,
+// the gradient for both adjoints); the bias stays f32.
+// CHECK-LABEL: func.func @conv
+// CHECK-SAME: (%[[X:.*]]: tensor<1x2x5x5xf32>, %[[W:.*]]: tensor<4x2x3x3xf32>, %[[B:.*]]: tensor<4xf32>, %[[G:.*]]: tensor<1x4x3x3xf32>)
+// CHECK-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16} : (tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xbf16>
+// CHECK-NEXT: %[[XR:.*]] = cleave.cast %[[XL]] {to = f32} : (tensor<1x2x5x5xbf16>) -> tensor<1x2x5x5xf32>
+// CHECK-NEXT: %[[WL:.*]] = cleave.cast %[[W]] {to = bf16}
+// CHECK-NEXT: %[[WR:.*]] = cleave.cast %[[WL]] {to = f32}
+// CHECK-NEXT: %[[Y:.*]] = cleave.conv %[[XR]], %[[WR]], %[[B]]
+// CHECK-NEXT: %[[GL:.*]] = cleave.cast %[[G]] {to = bf16}
+// CHECK-NEXT: %[[GR:.*]] = cleave.cast %[[GL]] {to = f32}
+// CHECK-NEXT: %[[DX:.*]] = cleave.conv_grad_input %[[GR]], %[[WR]]
+// CHECK-NEXT: %[[DW:.*]] = cleave.conv_grad_weight %[[GR]], %[[XR]]
+// CHECK-NEXT: return %[[Y]], %[[DX]], %[[DW]]
+// FP16-LABEL: func.func @conv
+// FP16: cleave.cast %{{.*}} {to = f16}
+// FP32-LABEL: func.func @conv
+// FP32-NOT: cleave.cast
+func.func @conv(%x: tensor<1x2x5x5xf32>, %w: tensor<4x2x3x3xf32>, %b: tensor<4xf32>, %g: tensor<1x4x3x3xf32>) -> (tensor<1x4x3x3xf32>, tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>) {
+  %y = cleave.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>, tensor<4xf32>) -> tensor<1x4x3x3xf32>
+  %dx = cleave.conv_grad_input %g, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64, shape = array<i64: 1, 2, 5, 5>} : (tensor<1x4x3x3xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x5x5xf32>
+  %dw = cleave.conv_grad_weight %g, %x {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64, shape = array<i64: 4, 2, 3, 3>} : (tensor<1x4x3x3xf32>, tensor<1x2x5x5xf32>) -> tensor<4x2x3x3xf32>
+  return %y, %dx, %dw : tensor<1x4x3x3xf32>, tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>
+}

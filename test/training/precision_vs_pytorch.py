@@ -1,12 +1,12 @@
-# Mixed precision (--precision bf16) against PyTorch. The torch-exported MLP
-# and GPT-style transformer are trained STEPS steps with momentum SGD (whose
+# Mixed precision (--precision bf16) against PyTorch. The torch-exported MLP,
+# GPT-style transformer and CNN are trained STEPS steps with momentum SGD (whose
 # updates are linear in the gradients, so differences are not magnified) on a fixed
 # dataset in file order, from the same initial weights, three ways:
 #   1. cleave --precision bf16 against PyTorch computing the same recipe:
-#      every matrix product (nn.Linear, @) rounds its two factors to bf16
-#      (round to nearest even) and sums their exact products in f32, in the
-#      forward and in both backward products (the incoming gradient rounded
-#      too); everything else in f32. cleave differentiates the loss's sum and
+#      every matrix product (nn.Linear, @) and 2-d convolution rounds its
+#      two factors to bf16 (round to nearest even) and sums their exact
+#      products in f32, in the forward and in both backward products (the
+#      incoming gradient rounded too); everything else in f32. cleave differentiates the loss's sum and
 #      divides the gradients by the count of counted targets after
 #      (docs/training.md); rounding to bf16 commutes with that division only
 #      when the count is a power of two, so the recipe differentiates the sum
@@ -20,7 +20,8 @@
 #      updates carry that on (block 1's first gradients agree to 1e-6,
 #      block 0's, behind it, to 1e-3). So the GPT's later steps are held to
 #      EMULATED relative, and both models' final parameters to their loss
-#      tolerance of their largest element.
+#      tolerance of their largest element. The CNN agrees to 1e-7 at every
+#      step (CNN = 1e-5 required), its final parameters likewise.
 #   2. cleave --precision bf16 against fp32 (PyTorch's, which cleave's fp32
 #      equals within 1e-4: train_vs_pytorch.py): the loss curve within
 #      CURVE relative at every step. bf16 keeps 8 significant bits (a
@@ -62,6 +63,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 
+import export_cnn_train  # noqa: E402
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
 from train_vs_pytorch import (OPTIMIZERS, compare, dataset, pytorch_steps,  # noqa: E402
@@ -70,6 +72,7 @@ from train_vs_pytorch import (OPTIMIZERS, compare, dataset, pytorch_steps,  # no
 STEPS = 20
 EXACT = 1e-6
 EMULATED = 2e-3
+CNN = 1e-5
 CURVE = 0.01
 # fp16's first loss scale (2^20, past what these models' scaled gradients
 # fit in fp16's range: the first steps back it off) and growth interval
@@ -114,8 +117,31 @@ class LowPrecisionProduct(torch.autograd.Function):
                 reduce_to(ra.transpose(-1, -2) @ rg, b_shape), None)
 
 
+class LowPrecisionConv(torch.autograd.Function):
+    """conv2d on x and w rounded to `dtype`, summed in f32, the bias added in
+    f32; its backward convolves the rounded incoming gradient with the
+    rounded w (x's gradient) and correlates it with the rounded x (w's)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, stride, padding, dilation, groups, dtype):
+        rx, rw = rounded(x, dtype), rounded(w, dtype)
+        ctx.save_for_backward(rx, rw)
+        ctx.geometry, ctx.dtype = (stride, padding, dilation, groups), dtype
+        return torch.conv2d(rx, rw, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rx, rw = ctx.saved_tensors
+        rg = rounded(grad, ctx.dtype)
+        geometry = ctx.geometry
+        return (torch.nn.grad.conv2d_input(rx.shape, rw, rg, *geometry),
+                torch.nn.grad.conv2d_weight(rx, rw.shape, rg, *geometry),
+                grad.sum((0, 2, 3)), None, None, None, None, None)
+
+
 class LowPrecisionProducts(torch.overrides.TorchFunctionMode):
-    """Every nn.Linear and matrix product in the recipe above."""
+    """Every nn.Linear, matrix product and 2-d convolution in the recipe
+    above."""
 
     def __init__(self, dtype):
         super().__init__()
@@ -130,6 +156,10 @@ class LowPrecisionProducts(torch.overrides.TorchFunctionMode):
             return y if bias is None else y + bias
         if func in (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__):
             return LowPrecisionProduct.apply(args[0], args[1], self.dtype)
+        if func in (F.conv2d, torch.conv2d):
+            x, w, bias, stride, padding, dilation, groups = args
+            return LowPrecisionConv.apply(x, w, bias, stride, padding, dilation, groups,
+                                          self.dtype)
         return func(*args, **kwargs)
 
 
@@ -314,6 +344,8 @@ def main():
     for name, module, names, counted, tolerance, exact_steps in models:
         problems += check(name, module, names, counted, tolerance, exact_steps, workdir)
         problems += loss_scaling(name, module, names, counted, tolerance, workdir)
+    problems += check("cnn", export_cnn_train, ["x", "labels"], lambda x, labels: len(labels),
+                      CNN, STEPS, workdir)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
