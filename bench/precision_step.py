@@ -4,8 +4,9 @@ fp16) against cleave in fp32, and against PyTorch eager under torch.autocast
 
     .venv/bin/python bench/precision_step.py [--steps N] [--threads T ...]
 
-For bench/forward_vs_onnxruntime.py's MLP and GPT-style decoder and a wider
-GPT (d 512: products large enough for the bf16 kernels to matter), compiles
+For bench/forward_vs_onnxruntime.py's MLP, GPT-style decoder and CNN (whose
+convolutions round their factors to bf16 for the f32 kernels: docs/training.md)
+and a wider GPT (d 512: products large enough for the bf16 kernels to matter), compiles
 one AdamW step in fp32, bf16 and fp16 (dynamic loss scaling), trains N steps
 of each on the same data in file order, and times PyTorch doing the same
 steps in fp32 and under torch.autocast("cpu", bfloat16) with the same thread
@@ -49,7 +50,7 @@ def main():
     print(f"{'model':40} {'thr':>3} {'fp32 ms':>8} {'bf16 ms':>8} {'fp16 ms':>8} "
           f"{'bf16/fp32':>9} {'loss':>7} {'torch ms':>8} {'autocast':>8} {'bf16/autocast':>13} "
           f"{'peak fp32':>10} {'peak bf16':>10}")
-    cases = list(models())[:2]
+    cases = list(models())
     torch.manual_seed(0)
     cases.append(("gpt (2 layers, d 512, seq 128, batch 8)", GPT(vocab=2048, d=512, heads=8,
                                                                   seq=128),
