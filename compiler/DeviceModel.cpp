@@ -65,9 +65,13 @@ Json linkJson(const LinkModel &model) {
           {"bandwidth_bytes_per_second", model.bandwidthBytesPerSecond}};
 }
 
-/// The rates every device file and calibration has.
+/// The rates every device file and calibration has, and the low-precision
+/// product rate where it gives one.
 bool rates(const Json &json, DeviceModel &device, std::string &error) {
   return positive(json, "product_flops_per_second", device.productFlopsPerSecond, error) &&
+         (!json.contains("low_precision_product_flops_per_second") ||
+          positive(json, "low_precision_product_flops_per_second",
+                   device.lowPrecisionProductFlopsPerSecond, error)) &&
          positive(json, "memory_bytes_per_second", device.memoryBytesPerSecond, error) &&
          positive(json, "streaming_bytes_per_second", device.streamingBytesPerSecond, error) &&
          positive(json, "kernel_seconds", device.kernelSeconds, error);
@@ -143,6 +147,8 @@ Json deviceObject(const DeviceModel &device) {
                {"kernel_seconds", device.kernelSeconds},
                {"links", links},
                {"overlaps_communication", device.overlapsCommunication}};
+  if (device.lowPrecisionProductFlopsPerSecond > 0)
+    json["low_precision_product_flops_per_second"] = device.lowPrecisionProductFlopsPerSecond;
   return json;
 }
 

@@ -35,6 +35,9 @@ struct DeviceModel {
   int64_t nodes = 1;
   int64_t memoryPerRankBytes = 0;
   double productFlopsPerSecond = 0;
+  /// Products of bf16 or f16 factors summed in f32 (--precision); 0 when the
+  /// file gives none, and then a layout with such products is not timed.
+  double lowPrecisionProductFlopsPerSecond = 0;
   /// Bytes per second of kernels within the caches, and of those that stream
   /// from memory (plan.json's streamed_bytes).
   double memoryBytesPerSecond = 0, streamingBytesPerSecond = 0;

@@ -169,8 +169,10 @@ public:
 
   /// Seconds of one call of the function whose plan.json `cost` entry this is.
   double callSeconds(const Json &cost) const {
+    double lowPrecision = cost["low_precision_product_flops"].get<double>();
     return computeScale *
            (cost["product_flops"].get<double>() / device.productFlopsPerSecond +
+            (lowPrecision > 0 ? lowPrecision / device.lowPrecisionProductFlopsPerSecond : 0) +
             (cost["other_bytes"].get<double>() - cost["streamed_bytes"].get<double>()) /
                 device.memoryBytesPerSecond +
             cost["streamed_bytes"].get<double>() / device.streamingBytesPerSecond +
@@ -483,6 +485,15 @@ bool loadDevice(const PlanOptions &options, DeviceModel &device, UserError &erro
                "", kExitBadUsage};
       return false;
     }
+    if (options.compile.training.precision != "fp32" &&
+        device.lowPrecisionProductFlopsPerSecond == 0) {
+      error = {options.device,
+               "gives no low_precision_product_flops_per_second, so it cannot time the products "
+               "of --precision " + options.compile.training.precision,
+               "add the rate of products of bf16 or f16 factors summed in f32 (docs/formats.md)",
+               kExitBadUsage};
+      return false;
+    }
     return true;
   }
   if (options.compile.target != "cpu") {
@@ -617,10 +628,13 @@ void printTable(const PlanOptions &options, const Planning &planning, llvm::raw_
   const DeviceModel &device = planning.device;
   const std::vector<Prediction> &predictions = planning.predictions;
   os << "device: " << device.name << " (" << device.source << ")\n";
-  os << llvm::format("  product %.3g GFLOP/s, memory %.3g GB/s (streaming %.3g GB/s), kernel "
-                     "call %.3g us",
-                     device.productFlopsPerSecond / 1e9, device.memoryBytesPerSecond / 1e9,
-                     device.streamingBytesPerSecond / 1e9, device.kernelSeconds * 1e6);
+  os << llvm::format("  product %.3g GFLOP/s", device.productFlopsPerSecond / 1e9);
+  if (device.lowPrecisionProductFlopsPerSecond > 0)
+    os << llvm::format(" (bf16/f16 factors %.3g GFLOP/s)",
+                       device.lowPrecisionProductFlopsPerSecond / 1e9);
+  os << llvm::format(", memory %.3g GB/s (streaming %.3g GB/s), kernel call %.3g us",
+                     device.memoryBytesPerSecond / 1e9, device.streamingBytesPerSecond / 1e9,
+                     device.kernelSeconds * 1e6);
   auto linkText = [&](const char *name, const LinkModel &link) {
     os << llvm::format(", %s %.3g us a step, %.3g GB/s", name, link.latencySeconds * 1e6,
                        link.bandwidthBytesPerSecond / 1e9);

@@ -383,7 +383,10 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     if (op->getDialect() && isa<CleaveDialect>(op->getDialect())) {
       plan.flops += estimateFlops(op);
       if (isProduct(op))
-        cost.productFlops += estimateFlops(op);
+        (isa<FloatType>(getElementTypeOrSelf(op->getOperand(0))) &&
+                 getElementTypeOrSelf(op->getOperand(0)).getIntOrFloatBitWidth() == 16
+             ? cost.lowPrecisionProductFlops
+             : cost.productFlops) += estimateFlops(op);
       else if (!isView(op)) {
         int64_t bytes = estimateBytesMoved(op);
         cost.otherBytes += bytes;

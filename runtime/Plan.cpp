@@ -789,6 +789,7 @@ std::string planJson(const Plan &plan) {
     costs.push_back({{"function", c.function},
                      {"calls_per_step", c.callsPerStep},
                      {"product_flops", c.productFlops},
+                     {"low_precision_product_flops", c.lowPrecisionProductFlops},
                      {"other_bytes", c.otherBytes},
                      {"streamed_bytes", c.streamedBytes},
                      {"kernel_calls", c.kernelCalls}});

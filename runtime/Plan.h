@@ -164,8 +164,10 @@ struct FunctionCost {
   std::string function;
   /// How often a step runs it (a forward or backward once per microbatch).
   int64_t callsPerStep = 0;
-  /// FLOPs of its products (matmul, gemm, conv and conv's adjoints).
-  int64_t productFlops = 0;
+  /// FLOPs of its products (matmul, gemm, conv and conv's adjoints) on f32
+  /// or f64 factors, and of its products on bf16 or f16 factors (summed in
+  /// f32, --precision): `cleave plan` times each at its own rate.
+  int64_t productFlops = 0, lowPrecisionProductFlops = 0;
   /// Bytes the other kernels read and write, and the part of them moved by
   /// kernels that move more than kStreamedKernelBytes each (past the caches).
   int64_t otherBytes = 0, streamedBytes = 0;

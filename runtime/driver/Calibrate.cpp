@@ -4,8 +4,8 @@
 //
 // Every rank measures at once, with the kernels' threads a program of the
 // job would get (the cores shared among the ranks), so the figures hold for
-// N ranks sharing this machine: the CPU kernels' product rate (an f32
-// matmul), the bytes per second of an elementwise kernel, the time of one
+// N ranks sharing this machine: the CPU kernels' product rates (an f32
+// matmul, and one of bf16 factors summed in f32: --precision bf16), the bytes per second of an elementwise kernel, the time of one
 // kernel call on a few elements, and with N > 1 the all-reduce's latency and
 // bus bandwidth over all N ranks. Rank 0 prints them as one JSON line, which
 // `cleave plan --device cpu` reads (compiler/DeviceModel.h).
@@ -14,7 +14,9 @@
 
 #include "runtime/Allocations.h"
 #include "runtime/comm/Start.h"
+#include "runtime/cpu/ConvPrimitives.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ProductPrimitives.h"
 #include "runtime/driver/DriverSupport.h"
 
 #include <algorithm>
@@ -87,16 +89,27 @@ int main(int argc, char **argv) {
   auto together = [&] { all.barrier({}); };
 
   AllocationMeter allocations;
+  cpu::ConvPrimitives workspace;
+  cpu::ProductPrimitives primitives;
   cpu::Context context;
   context.threads = threads;
   context.allocations = &allocations;
+  context.convolutions = &workspace;
+  context.products = &primitives;
 
-  // A product about the size of a small model's layer.
+  // A product about the size of a small model's layer, on f32 factors and on
+  // bf16 ones (whose kernel is oneDNN's bf16 matmul where the CPU has the
+  // instructions, else the factors widened to f32: the rate programs get).
   const int64_t m = 256, k = 512, n = 512;
   std::vector<float> a, b, c;
   Tensor lhs = matrix(a, m, k), rhs = matrix(b, k, n), product = matrix(c, m, n);
   double productSeconds =
       secondsPerCall([&] { cpu::matmul(context, lhs, rhs, product); }, together, forSeconds(0.2));
+  std::vector<uint16_t> a16(static_cast<std::size_t>(m * k), 0x3f00),
+      b16(static_cast<std::size_t>(k * n), 0x3f00); // bf16 0.5
+  Tensor lhs16{a16.data(), DType::BF16, Dims{m, k}}, rhs16{b16.data(), DType::BF16, Dims{k, n}};
+  double lowPrecisionSeconds = secondsPerCall(
+      [&] { cpu::matmul(context, lhs16, rhs16, product); }, together, forSeconds(0.2));
 
   // An elementwise kernel within the caches (3 x 4 MiB moved a call), and
   // one streaming from memory (3 x 64 MiB, past kStreamedKernelBytes).
@@ -117,9 +130,11 @@ int main(int argc, char **argv) {
   char line[512];
   int length = std::snprintf(line, sizeof line,
                              "{\"ranks\": %d, \"threads\": %d, \"product_flops_per_second\": %.6g, "
+                             "\"low_precision_product_flops_per_second\": %.6g, "
                              "\"memory_bytes_per_second\": %.6g, "
                              "\"streaming_bytes_per_second\": %.6g, \"kernel_seconds\": %.6g",
                              ranks, threads, 2.0 * m * k * n / productSeconds,
+                             2.0 * m * k * n / lowPrecisionSeconds,
                              3.0 * sizeof(float) * elements / cachedSeconds,
                              3.0 * sizeof(float) * streamed / streamSeconds, callSeconds);
 

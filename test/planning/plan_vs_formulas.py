@@ -7,8 +7,11 @@
 #     plus 1 KiB above);
 #   - each layout's predicted step time against the model docs/formats.md
 #     documents, computed here from the device file and the layout's own
-#     plan.json (compiled again with --emit mlir): a function's calls x
-#     (product FLOPs / product rate + other bytes / memory rate + streamed
+#     plan.json (compiled again with --emit mlir), in fp32 and with
+#     --precision bf16 (whose products all count at the device's
+#     low-precision rate, and whose model state is fp32's): a function's calls x
+#     (product FLOPs / product rate + low-precision product FLOPs / its rate
+#     + other bytes / memory rate + streamed
 #     bytes / streaming rate + kernel calls x call time), plus per collective calls x steps x latency + bytes
 #     sent / bandwidth on its axis's link; a pipeline's time lies between its
 #     slowest stage's work and the sum of every stage's;
@@ -44,18 +47,19 @@ class Mlp(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.fc3(hidden), labels)
 
 
-def plan(work, model, ranks, name):
+def plan(work, model, ranks, name, precision="fp32"):
     out = os.path.join(work, f"{name}.json")
     subprocess.run(["cleave", "plan", model, "--ranks", str(ranks), "--device", DEVICE,
-                    "--optimizer", "adam", "--batch-size", "16", "--json", out], check=True,
-                   stdout=subprocess.DEVNULL)
+                    "--optimizer", "adam", "--batch-size", "16", "--precision", precision,
+                    "--json", out], check=True, stdout=subprocess.DEVNULL)
     return json.load(open(out))
 
 
-def compile_layout(work, model, layout, name, emit="mlir"):
+def compile_layout(work, model, layout, name, emit="mlir", precision="fp32"):
     out = os.path.join(work, name)
     subprocess.run(["cleave", "compile", model, "-o", out, "--train", "--optimizer", "adam",
-                    "--batch-size", "16", "--emit", emit, *layout["flags"].split()], check=True)
+                    "--batch-size", "16", "--precision", precision, "--emit", emit,
+                    *layout["flags"].split()], check=True)
     stages = [os.path.join(out, "plan.json")]
     if layout["pp"] > 1:
         stages = [os.path.join(out, f"stage{s}", "plan.json") for s in range(layout["pp"])]
@@ -66,6 +70,8 @@ def function_seconds(device, plan_json, name):
     for cost in plan_json["cost"]:
         if cost["function"] == name:
             return (cost["product_flops"] / device["product_flops_per_second"]
+                    + cost["low_precision_product_flops"]
+                    / device["low_precision_product_flops_per_second"]
                     + (cost["other_bytes"] - cost["streamed_bytes"])
                     / device["memory_bytes_per_second"]
                     + cost["streamed_bytes"] / device["streaming_bytes_per_second"]
@@ -87,6 +93,36 @@ def communication_seconds(device, layout, plan_json):
     return seconds
 
 
+def step_time_problems(work, model, device, precision):
+    """Each layout `cleave plan --precision` ranks on 2 ranks: its predicted
+    step time against the documented model from its own plan.json."""
+    problems = []
+    planned = plan(work, model, 2, f"plan2-{precision}", precision)
+    for i, layout in enumerate(planned["layouts"]):
+        _, stages = compile_layout(work, model, layout, f"layout{i}-{precision}",
+                                   precision=precision)
+        predicted = layout["step_seconds"]
+        if precision == "bf16" and any(c["product_flops"] for s in stages for c in s["cost"]):
+            problems.append(f"{layout['flags']} bf16: products on f32 factors in plan.json")
+        if layout["pp"] == 1:
+            plan_json = stages[0]
+            expected = sum(c["calls_per_step"] * function_seconds(device, plan_json, c["function"])
+                           for c in plan_json["cost"])
+            expected += communication_seconds(device, layout, plan_json)
+            if abs(predicted / expected - 1) > 1e-9:
+                problems.append(f"{layout['flags']} {precision}: predicted {predicted} s, the "
+                                f"documented model gives {expected} s")
+            continue
+        work_per_stage = [sum(c["calls_per_step"] * function_seconds(device, s, c["function"])
+                              for c in s["cost"]) + communication_seconds(device, layout, s)
+                          for s in stages]
+        if not max(work_per_stage) * (1 - 1e-9) <= predicted <= sum(work_per_stage) * (1 + 1e-9):
+            problems.append(f"{layout['flags']} {precision}: predicted {predicted} s outside "
+                            f"[{max(work_per_stage)}, {sum(work_per_stage)}]")
+    print(f"step times of {len(planned['layouts'])} {precision} layouts checked")
+    return problems
+
+
 def main(work):
     problems = []
     torch.manual_seed(0)
@@ -99,40 +135,25 @@ def main(work):
     # Model-state bytes against the ZeRO paper's formulas.
     formulas = {0: lambda n: 16 * psi, 1: lambda n: 8 * psi + 8 * psi / n,
                 2: lambda n: 4 * psi + 12 * psi / n, 3: lambda n: 16 * psi / n}
-    for ranks in (2, 4):
-        planned = plan(work, model, ranks, f"plan{ranks}")
+    for ranks, precision in ((2, "fp32"), (4, "fp32"), (2, "bf16")):
+        planned = plan(work, model, ranks, f"plan{ranks}-{precision}", precision)
         for zero, formula in formulas.items():
             entry = next(l for l in planned["layouts"]
                          if l["mesh"] == f"dp={ranks}" and l["zero"] == zero
                          and l["microbatches"] == 1 and l["recompute"] == "none")
             expected, got = formula(ranks), entry["model_state_bytes"]
-            print(f"dp={ranks} zero={zero}: model state {got} bytes, formula {expected:.0f}")
+            print(f"dp={ranks} zero={zero} {precision}: model state {got} bytes, "
+                  f"formula {expected:.0f}")
             if not expected <= got <= expected * 1.005 + 1024:
-                problems.append(f"dp={ranks} zero={zero}: {got} bytes, formula {expected:.0f}")
+                problems.append(f"dp={ranks} zero={zero} {precision}: {got} bytes, "
+                                f"formula {expected:.0f}")
 
     # Step times against the documented model, from each layout's plan.json.
-    planned = plan(work, model, 2, "plan2")
-    for i, layout in enumerate(planned["layouts"]):
-        _, stages = compile_layout(work, model, layout, f"layout{i}")
-        predicted = layout["step_seconds"]
-        if layout["pp"] == 1:
-            plan_json = stages[0]
-            expected = sum(c["calls_per_step"] * function_seconds(device, plan_json, c["function"])
-                           for c in plan_json["cost"])
-            expected += communication_seconds(device, layout, plan_json)
-            if abs(predicted / expected - 1) > 1e-9:
-                problems.append(f"{layout['flags']}: predicted {predicted} s, the documented "
-                                f"model gives {expected} s")
-            continue
-        work_per_stage = [sum(c["calls_per_step"] * function_seconds(device, s, c["function"])
-                              for c in s["cost"]) + communication_seconds(device, layout, s)
-                          for s in stages]
-        if not max(work_per_stage) * (1 - 1e-9) <= predicted <= sum(work_per_stage) * (1 + 1e-9):
-            problems.append(f"{layout['flags']}: predicted {predicted} s outside "
-                            f"[{max(work_per_stage)}, {sum(work_per_stage)}]")
-    print(f"step times of {len(planned['layouts'])} layouts checked")
+    for precision in ("fp32", "bf16"):
+        problems += step_time_problems(work, model, device, precision)
 
     # The predicted peak against the measured one, on layouts that run here.
+    planned = plan(work, model, 2, "plan2-fp32")
     rng = np.random.default_rng(0)
     np.save(os.path.join(work, "x.npy"), rng.standard_normal((64, 128)).astype(np.float32))
     np.save(os.path.join(work, "labels.npy"), rng.integers(0, 10, 64))

@@ -159,6 +159,17 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
   sub->add_flag("--sync-batchnorm", t.syncBatchNorm,
                 "Training-mode BatchNorm normalizes with the statistics of every dp rank's "
                 "microbatch together (SyncBatchNorm), not each rank's own");
+  sub->add_option("--precision", t.precision,
+                  "The matrix products' operands: fp32 (default), bf16 or fp16 (mixed "
+                  "precision: products of bf16 or fp16 operands summed in f32; weights, "
+                  "gradients, optimizer state and every other op in f32; fp16 with dynamic "
+                  "loss scaling)");
+  sub->add_option("--loss-scale", t.lossScale,
+                  "With --precision fp16: the initial loss scale (default 65536), halved after "
+                  "a step whose gradients hold inf or NaN (which is skipped)");
+  sub->add_option("--loss-scale-window", t.lossScaleWindow,
+                  "With --precision fp16: steps without inf or NaN gradients after which the "
+                  "loss scale doubles (default 2000)");
   sub->add_flag("--ignore-training-info", options.ignoreTrainingInfo,
                 "With --train: build the step with cleave's optimizers even when the model "
                 "has a training_info (which otherwise defines the step)");
@@ -225,17 +236,6 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "Forward values the backward makes again instead of keeping them: none "
                   "(default), selective (elementwise ops, softmax, dropout and data movement) "
                   "or full (all but each block's inputs; blocks from the ONNX node names)");
-  sub->add_option("--precision", t.precision,
-                  "The matrix products' operands: fp32 (default), bf16 or fp16 (mixed "
-                  "precision: products of bf16 or fp16 operands summed in f32; weights, "
-                  "gradients, optimizer state and every other op in f32; fp16 with dynamic "
-                  "loss scaling)");
-  sub->add_option("--loss-scale", t.lossScale,
-                  "With --precision fp16: the initial loss scale (default 65536), halved after "
-                  "a step whose gradients hold inf or NaN (which is skipped)");
-  sub->add_option("--loss-scale-window", t.lossScaleWindow,
-                  "With --precision fp16: steps without inf or NaN gradients after which the "
-                  "loss scale doubles (default 2000)");
   addPlannerOptions(sub, cmd.planner, /*forCompile=*/true);
   for (const char *name : {"--optimizer", "--lr", "--lr-schedule", "--warmup", "--beta1",
                            "--beta2", "--eps", "--weight-decay", "--momentum", "--nesterov",
