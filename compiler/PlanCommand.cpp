@@ -489,7 +489,8 @@ bool loadDevice(const PlanOptions &options, DeviceModel &device, UserError &erro
         device.lowPrecisionProductFlopsPerSecond == 0) {
       error = {options.device,
                "gives no low_precision_product_flops_per_second, so it cannot time the products "
-               "of --precision " + options.compile.training.precision,
+               "of --precision " +
+                   options.compile.training.precision,
                "add the rate of products of bf16 or f16 factors summed in f32 (docs/formats.md)",
                kExitBadUsage};
       return false;

@@ -5,10 +5,10 @@
 // Every rank measures at once, with the kernels' threads a program of the
 // job would get (the cores shared among the ranks), so the figures hold for
 // N ranks sharing this machine: the CPU kernels' product rates (an f32
-// matmul, and one of bf16 factors summed in f32: --precision bf16), the bytes per second of an elementwise kernel, the time of one
-// kernel call on a few elements, and with N > 1 the all-reduce's latency and
-// bus bandwidth over all N ranks. Rank 0 prints them as one JSON line, which
-// `cleave plan --device cpu` reads (compiler/DeviceModel.h).
+// matmul, and one of bf16 factors summed in f32: --precision bf16), the bytes per second of an
+// elementwise kernel, the time of one kernel call on a few elements, and with N > 1 the
+// all-reduce's latency and bus bandwidth over all N ranks. Rank 0 prints them as one JSON line,
+// which `cleave plan --device cpu` reads (compiler/DeviceModel.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -108,8 +108,8 @@ int main(int argc, char **argv) {
   std::vector<uint16_t> a16(static_cast<std::size_t>(m * k), 0x3f00),
       b16(static_cast<std::size_t>(k * n), 0x3f00); // bf16 0.5
   Tensor lhs16{a16.data(), DType::BF16, Dims{m, k}}, rhs16{b16.data(), DType::BF16, Dims{k, n}};
-  double lowPrecisionSeconds = secondsPerCall(
-      [&] { cpu::matmul(context, lhs16, rhs16, product); }, together, forSeconds(0.2));
+  double lowPrecisionSeconds = secondsPerCall([&] { cpu::matmul(context, lhs16, rhs16, product); },
+                                              together, forSeconds(0.2));
 
   // An elementwise kernel within the caches (3 x 4 MiB moved a call), and
   // one streaming from memory (3 x 64 MiB, past kStreamedKernelBytes).
