@@ -375,6 +375,12 @@ void PlanBuilder::addStoredArguments(func::FuncOp func) {
   }
 }
 
+/// Whether a product's factors are bf16 or f16 (--precision).
+bool multipliesLowPrecision(Operation *product) {
+  Type factor = getElementTypeOrSelf(product->getOperand(0));
+  return factor.isBF16() || factor.isF16();
+}
+
 void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
   rt::FunctionCost &cost = plan.costs.emplace_back();
   cost.function = func.getSymName().str();
@@ -383,10 +389,8 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     if (op->getDialect() && isa<CleaveDialect>(op->getDialect())) {
       plan.flops += estimateFlops(op);
       if (isProduct(op))
-        (isa<FloatType>(getElementTypeOrSelf(op->getOperand(0))) &&
-                 getElementTypeOrSelf(op->getOperand(0)).getIntOrFloatBitWidth() == 16
-             ? cost.lowPrecisionProductFlops
-             : cost.productFlops) += estimateFlops(op);
+        (multipliesLowPrecision(op) ? cost.lowPrecisionProductFlops : cost.productFlops) +=
+            estimateFlops(op);
       else if (!isView(op)) {
         int64_t bytes = estimateBytesMoved(op);
         cost.otherBytes += bytes;
