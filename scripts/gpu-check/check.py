@@ -196,7 +196,7 @@ def random_parameters(plan, rng):
     return values
 
 
-def torch_step_times(timing, values, idx, targets, precision):
+def torch_step_times(timing, values, idx, targets, precision, device):
     import torch
     from torch_gpt2 import Gpt2
 
@@ -205,17 +205,18 @@ def torch_step_times(timing, values, idx, targets, precision):
     model = Gpt2(timing["layers"], timing["width"], timing["heads"], timing["vocab"],
                  timing["seq"])
     model.load_state_dict({k: torch.from_numpy(v) for k, v in values.items()})
-    model = model.cuda()
+    model = model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     batch = timing["batch"]
     losses, times = [], []
     for step in range(WARMUP + TIMED):
         rows = slice(step * batch, (step + 1) * batch)
-        x = torch.from_numpy(idx[rows]).cuda()
-        y = torch.from_numpy(targets[rows]).cuda()
-        torch.cuda.synchronize()
+        x = torch.from_numpy(idx[rows]).to(device)
+        y = torch.from_numpy(targets[rows]).to(device)
+        if device == "cuda":
+            torch.cuda.synchronize()
         start = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = model(x, y)
         loss.backward()
         optimizer.step()
@@ -225,7 +226,9 @@ def torch_step_times(timing, values, idx, targets, precision):
     return losses, times[WARMUP:]
 
 
-def check_timing(summary, timing, timeout, env):
+def check_timing(summary, timing, timeout, env, device="cuda"):
+    """The timing models' steps against PyTorch's on `device` (the programs'
+    target: cuda here; test/tools/gpu-check.test runs it on CPU programs)."""
     from safetensors.numpy import save_file
 
     rng = np.random.default_rng(0)
@@ -263,7 +266,8 @@ def check_timing(summary, timing, timeout, env):
         cleave_losses = [step["loss"] for step in log["steps"]]
         cleave_times = [step["ranks"][0]["seconds"] for step in log["step_times"]][WARMUP:]
         try:
-            torch_losses, torch_times = torch_step_times(timing, values, idx, targets, precision)
+            torch_losses, torch_times = torch_step_times(timing, values, idx, targets, precision,
+                                                         device)
         except Exception as error:  # the peer's failure is reported, not raised
             summary.add(check, "fail", f"PyTorch: {error}")
             continue
