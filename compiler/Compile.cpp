@@ -122,6 +122,40 @@ bool cudaTakes(Operation *op) {
   return element.isF32() || (isa<MatMulOp, GemmOp>(op) && (element.isBF16() || element.isF16()));
 }
 
+/// What the driver calls of one compiled program: the prefix of its entry
+/// points' names and its identity (runtime/ProgramEntry.h).
+struct CompiledEntries {
+  std::string entryPrefix, buildId, planInterface;
+};
+
+/// The C++ that defines the executable's `cleave_programs` of `programs`
+/// (runtime/ProgramEntry.h), declaring their entry points first when they
+/// are defined elsewhere (another stage's source).
+std::string programTable(ArrayRef<CompiledEntries> programs, StringRef target, bool declare) {
+  const std::string entry = ("cleave::rt::ProgramEntry<cleave::rt::" + target + "::Context>").str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  static constexpr StringLiteral kEntries[] = {"forward", "backward", "backward_weight", "apply"};
+  if (declare) {
+    os << "#include \"runtime/" << target << "/Program.h\"\n\n";
+    for (const CompiledEntries &program : programs)
+      for (StringRef name : kEntries)
+        os << entry << " " << program.entryPrefix << name << ";\n";
+  }
+  os << "\n// What the driver runs, and checks each plan.json against.\n"
+     << "const cleave::rt::CompiledProgram<cleave::rt::" << target
+     << "::Context> cleave_programs[] = {\n";
+  for (const CompiledEntries &program : programs) {
+    os << "    {{" << cppStringLiteral(program.buildId) << ",\n      "
+       << cppStringLiteral(program.planInterface) << "}";
+    for (StringRef name : kEntries)
+      os << ",\n     " << program.entryPrefix << name;
+    os << "},\n";
+  }
+  os << "};\nconst std::size_t cleave_program_count = " << programs.size() << ";\n";
+  return text;
+}
+
 class Compiler {
 public:
   Compiler(MLIRContext &context, const CompileOptions &options, UserError &error)
@@ -144,7 +178,8 @@ private:
   LogicalResult runPasses(ModuleOp module, function_ref<void(PassManager &)> populate,
                           ExitCode code = kExitInternal);
   LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
-  LogicalResult buildProgram(StringRef source);
+  /// Builds `outputDir`/program from the generated `sources` (paths).
+  LogicalResult buildProgram(ArrayRef<std::string> sources);
   LogicalResult checkTrainOptions(const TrainOptions &training);
   /// Refuses an input or output the program cannot read or write: bf16 has
   /// no .npy form.
@@ -175,6 +210,9 @@ private:
   /// the C++ or CUDA source and the executable.
   LogicalResult compileProgram(ModuleOp module, const ImportedModel &imported,
                                bool stepFromModel);
+  /// With an interleaved pipeline, each pp rank's executable from the
+  /// programs of its stages.
+  LogicalResult linkRankPrograms(int64_t ranks);
   LogicalResult finish();
 
   MLIRContext &context;
@@ -196,6 +234,9 @@ private:
   SmallVector<std::string> planEntries;
   /// The stages file's entries as cleave-pipeline-split takes them.
   SmallVector<std::string> stageEntries;
+  /// With an interleaved pipeline, each stage's program, in stage order:
+  /// the executable of each pp rank links those of the stages it runs.
+  SmallVector<CompiledEntries> stagePrograms;
   /// Set when the host compiler ran and failed: the partial directory stays
   /// so the user can read the source and log the error points to.
   bool keepPartial = false;
@@ -284,7 +325,7 @@ LogicalResult Compiler::write(StringRef name, function_ref<void(llvm::raw_ostrea
   return success();
 }
 
-LogicalResult Compiler::buildProgram(StringRef source) {
+LogicalResult Compiler::buildProgram(ArrayRef<std::string> sources) {
   bool cuda = options.target == "cuda";
   // CLEAVE_CXX / CLEAVE_NVCC choose another host or CUDA compiler than the one
   // cleave was built with.
@@ -303,8 +344,9 @@ LogicalResult Compiler::buildProgram(StringRef source) {
   // -O2's time grows faster than its functions: a GPT-2-small training step
   // (a 1 MB program.cu) takes nvcc 39 s at -O1 and 415 s at -O2, and the
   // steps run as fast (docs/gpu-check.md).
-  std::vector<std::string> args{compiler, "-std=c++17", "-O1", "-I" CLEAVE_SOURCE_DIR,
-                                (outputDir + "/" + source).str(), "-o", outputDir + "/program"};
+  std::vector<std::string> args{compiler, "-std=c++17", "-O1", "-I" CLEAVE_SOURCE_DIR};
+  args.insert(args.end(), sources.begin(), sources.end());
+  args.insert(args.end(), {"-o", outputDir + "/program"});
   SmallVector<StringRef> extra;
   StringRef(libraries).split(extra, ';', -1, false);
   if (!cuda)
@@ -337,7 +379,7 @@ LogicalResult Compiler::buildProgram(StringRef source) {
       }
     }
   }
-  return fail(outputDir + "/" + source,
+  return fail(sources.front(),
               "the host compiler failed (exit " + Twine(status) + "): " +
                   (firstErrors.empty() ? message : firstErrors),
               "the full log is " + log + " (a cleave bug: please report it)", kExitInternal);
@@ -485,11 +527,16 @@ LogicalResult Compiler::readStages(StringRef path) {
   if (!stages || !stages->is_array() || stages->empty())
     return fail(path, "has no \"stages\" list of lists of parameter-name globs",
                 "see docs/formats.md, stages files", kExitBadInput);
-  if (static_cast<int64_t>(stages->size()) != axisRanks("pp"))
+  const int64_t wanted = axisRanks("pp") * options.training.virtualStages;
+  if (static_cast<int64_t>(stages->size()) != wanted)
     return fail(path,
                 "has " + std::to_string(stages->size()) + " stages, but --mesh has pp=" +
-                    std::to_string(axisRanks("pp")),
-                "one list of globs per pp rank", kExitBadUsage);
+                    std::to_string(axisRanks("pp")) +
+                    (options.training.virtualStages > 1
+                         ? " with " + std::to_string(options.training.virtualStages) +
+                               " virtual stages each (" + std::to_string(wanted) + ")"
+                         : ""),
+                "one list of globs per stage", kExitBadUsage);
   for (size_t stage = 0; stage < stages->size(); ++stage) {
     const auto &globs = (*stages)[stage];
     bool valid = globs.is_array() && !globs.empty();
@@ -507,25 +554,52 @@ LogicalResult Compiler::readStages(StringRef path) {
 }
 
 LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
-  if (axisRanks("pp") == 1)
+  const int64_t ranks = axisRanks("pp");
+  if (ranks == 1 && t.virtualStages != 1)
+    return fail("--virtual-stages " + std::to_string(t.virtualStages),
+                "is the stages each rank of a pipeline runs",
+                "add a pp axis to --mesh and --schedule interleaved", kExitBadUsage);
+  if (ranks == 1)
     return t.stages.empty() || t.stages == "auto"
                ? success()
                : fail("--stages " + t.stages, "cuts a pipeline into stages",
                       "add a pp axis to --mesh, e.g. --mesh pp=2", kExitBadUsage);
+  if (t.virtualStages < 1 || t.virtualStages > 64)
+    return fail("--virtual-stages " + std::to_string(t.virtualStages), "is not from 1 to 64", "",
+                kExitBadUsage);
   if (failed(readStages(t.stages)))
     return failure();
-  const char *notYet = "pipelines are built so far for gpipe, 1f1b and zb-h1, on the CPU "
-                       "(docs/training.md, \"Pipeline parallel\")";
-  if (t.schedule != "gpipe" && t.schedule != "1f1b" && t.schedule != "zb-h1")
-    return fail("--schedule '" + t.schedule + "'",
-                t.schedule == "interleaved" ? "this schedule is not built into programs yet"
-                                            : "unknown pipeline schedule",
-                notYet, kExitBadUsage);
-  if (t.schedule != "gpipe" && t.gradAccum < axisRanks("pp"))
+  const char *notYet = "pipelines are built so far on the CPU, and interleaved ones without "
+                       "clipping, fp16 loss scaling or checkpoints (docs/training.md, "
+                       "\"Pipeline parallel\")";
+  if (t.schedule != "gpipe" && t.schedule != "1f1b" && t.schedule != "interleaved" &&
+      t.schedule != "zb-h1")
+    return fail("--schedule '" + t.schedule + "'", "unknown pipeline schedule",
+                "use gpipe, 1f1b, interleaved or zb-h1", kExitBadUsage);
+  const bool interleaved = t.schedule == "interleaved";
+  if (interleaved && t.virtualStages == 1)
+    return fail("--schedule interleaved", "runs two or more stages on each pp rank",
+                "add --virtual-stages 2", kExitBadUsage);
+  if (!interleaved && t.virtualStages > 1)
+    return fail("--virtual-stages " + std::to_string(t.virtualStages),
+                "the " + t.schedule + " schedule runs one stage on each pp rank",
+                "add --schedule interleaved", kExitBadUsage);
+  if (t.schedule != "gpipe" && t.gradAccum < ranks)
     return fail("--grad-accum " + std::to_string(t.gradAccum),
                 "the " + t.schedule + " schedule needs at least as many microbatches as pp has ranks (" +
-                    std::to_string(axisRanks("pp")) + ")",
+                    std::to_string(ranks) + ")",
                 "raise --grad-accum, or use --schedule gpipe", kExitBadUsage);
+  if (interleaved && t.gradAccum % ranks != 0)
+    return fail("--grad-accum " + std::to_string(t.gradAccum),
+                "the interleaved schedule runs a multiple of pp's ranks (" +
+                    std::to_string(ranks) + ") microbatches",
+                "choose a multiple of " + std::to_string(ranks), kExitBadUsage);
+  if (interleaved && t.clipGradNorm > 0)
+    return fail("--clip-grad-norm", "is not built for the interleaved schedule yet", notYet,
+                kExitBadUsage);
+  if (interleaved && t.precision == "fp16")
+    return fail("--precision fp16", "its loss scaling is not built for the interleaved schedule yet",
+                notYet, kExitBadUsage);
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet", notYet,
                 kExitBadUsage);
@@ -636,6 +710,7 @@ std::string Compiler::pipelineText() const {
   if (stage) {
     addList("stage-params", stageEntries);
     add("schedule", quoted(t.schedule));
+    add("virtual-stages", std::to_string(t.virtualStages));
     add("microbatches", std::to_string(t.gradAccum));
     add("stage", std::to_string(*stage));
   }
@@ -725,10 +800,10 @@ LogicalResult Compiler::run() {
     appendedLoss = AppendLossOptions{kind.str(), output.str(), target.str()};
   }
   // A pipeline compiles one program per stage, each in its own directory.
-  const int64_t stages = axisRanks("pp");
-  if (stages == 1)
+  const int64_t ranks = axisRanks("pp");
+  if (ranks == 1)
     return failure(failed(compileProgram(module, *imported, stepFromModel)) || failed(finish()));
-  for (stage = 0; *stage < stages; ++*stage) {
+  for (stage = 0; *stage < ranks * options.training.virtualStages; ++*stage) {
     outputDir = partial + "/stage" + std::to_string(*stage);
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
       return fail(outputDir, "cannot create: " + ec.message(), "", kExitBadUsage);
@@ -736,7 +811,31 @@ LogicalResult Compiler::run() {
     if (failed(compileProgram(*copy, *imported, stepFromModel)))
       return failure();
   }
-  return finish();
+  return failure(failed(linkRankPrograms(ranks)) || failed(finish()));
+}
+
+LogicalResult Compiler::linkRankPrograms(int64_t ranks) {
+  // Rank r runs stages r, r + P, ...: its executable, in stage<r>/, links
+  // their programs and the table of them (programs.cpp).
+  if (stagePrograms.empty())
+    return success();
+  const std::string source = options.target == "cuda" ? "program.cu" : "program.cpp";
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    outputDir = partial + "/stage" + std::to_string(rank);
+    SmallVector<CompiledEntries> programs;
+    std::vector<std::string> sources;
+    for (int64_t s = rank; s < static_cast<int64_t>(stagePrograms.size()); s += ranks) {
+      programs.push_back(stagePrograms[s]);
+      sources.push_back(partial + "/stage" + std::to_string(s) + "/" + source);
+    }
+    sources.push_back(outputDir + "/programs.cpp");
+    if (failed(write("programs.cpp", [&](llvm::raw_ostream &os) {
+          os << programTable(programs, options.target, /*declare=*/true);
+        })) ||
+        (options.emit == "program" && failed(buildProgram(sources))))
+      return failure();
+  }
+  return success();
 }
 
 LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imported,
@@ -770,8 +869,15 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
     return success();
   if (options.target == "cuda" && failed(checkCudaKernels(module)))
     return failure();
+  // A rank of an interleaved pipeline runs several stages' programs: each
+  // stage's entry points are named apart, and the rank's executable is
+  // built once they all are (run()).
+  const bool sharesExecutable = stage && options.training.virtualStages > 1;
+  const CompiledEntries entries{
+      sharesExecutable ? "cleave_stage" + std::to_string(*stage) + "_" : "cleave_", buildId,
+      planInterface};
   if (failed(runPasses(module, [&](PassManager &pm) {
-        pm.addPass(createLowerToEmitC(LowerToEmitCOptions{options.target}));
+        pm.addPass(createLowerToEmitC(LowerToEmitCOptions{options.target, entries.entryPrefix}));
       })))
     return failure();
   if (failed(write("program.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
@@ -781,16 +887,16 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
     LogicalResult translated = success();
     if (failed(write(source, [&](llvm::raw_ostream &os) {
           translated = emitc::translateToCpp(module, os);
-          // What the driver checks plan.json against (runtime/driver/Driver.h).
-          os << "\n#include \"runtime/driver/Driver.h\"\n"
-             << "const cleave::rt::ProgramIdentity cleave::rt::kCompiledProgram{\n    "
-             << cppStringLiteral(buildId) << ",\n    " << cppStringLiteral(planInterface) << "};\n";
+          if (!sharesExecutable)
+            os << programTable(entries, options.target, /*declare=*/false);
         })))
       return failure();
     if (failed(translated))
       return fail(options.model, "translating to C++ failed (a cleave bug)",
                   "the EmitC IR is in " + outputDir + "/program.mlir", kExitInternal);
-    if (options.emit == "program" && failed(buildProgram(source)))
+    if (sharesExecutable)
+      stagePrograms.push_back(entries);
+    else if (options.emit == "program" && failed(buildProgram({outputDir + "/" + source})))
       return failure();
   }
   return success();

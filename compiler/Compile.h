@@ -68,8 +68,12 @@ struct TrainOptions {
   /// gradients, 4 KiB to 25 MiB; off for --target cuda) or a number, 0 for
   /// none (the sums run in the optimizer's step).
   std::string bucketMb = "auto";
-  /// With a pp axis: the pipeline schedule, gpipe or 1f1b.
+  /// With a pp axis: the pipeline schedule, gpipe, 1f1b, interleaved or
+  /// zb-h1.
   std::string schedule = "1f1b";
+  /// With a pp axis: the stages each rank runs (2 or more: the interleaved
+  /// schedule).
+  int64_t virtualStages = 1;
   /// With a pp axis: "auto" (a balanced cut, or the model's pipeline_stage
   /// annotations) or a stages file (docs/formats.md).
   std::string stages = "auto";

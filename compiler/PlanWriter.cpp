@@ -6,6 +6,7 @@
 #include "passes/Collectives.h"
 #include "passes/CostModel.h"
 #include "passes/Passes.h"
+#include "passes/PipelineSimulator.h"
 #include "runtime/ConvScratch.h"
 #include "runtime/Plan.h"
 #include "runtime/cpu/ConvPrimitives.h"
@@ -597,15 +598,17 @@ std::optional<rt::PipelineSpec> PlanBuilder::pipelineStage() {
   rt::PipelineSpec p;
   auto ranks = schedule.getAs<ArrayAttr>("ranks");
   p.stage = stage.getInt();
-  p.stages = static_cast<int64_t>(ranks.size());
   p.schedule = schedule.getAs<StringAttr>("kind").getValue().str();
-  // "F3@1": the forward of microbatch 3 through stage 1, this rank's only.
-  for (Attribute action : cast<ArrayAttr>(ranks[p.stage])) {
-    StringRef head = cast<StringAttr>(action).getValue().split('@').first;
-    rt::PipelineSpec::Action a{head.front(), 0};
-    head.drop_front().getAsInteger(10, a.microbatch);
-    p.actions.push_back(a);
-  }
+  // "F3@1": the forward of microbatch 3 through stage 1. Stage s runs on
+  // rank s mod P; the pipeline's stages are the ones its ranks run.
+  for (auto [rank, list] : llvm::enumerate(ranks.getAsRange<ArrayAttr>()))
+    for (Attribute text : list) {
+      std::optional<PipelineAction> action =
+          PipelineAction::parse(cast<StringAttr>(text).getValue());
+      p.stages = std::max(p.stages, action->stage + 1);
+      if (static_cast<int64_t>(rank) == p.stage % static_cast<int64_t>(ranks.size()))
+        p.actions.push_back({action->str().front(), action->microbatch, action->stage});
+    }
   p.inFlight = p.mostInFlight();
   // The forward's stash, and with zb-h1 the backward's.
   for (StringRef name : {"forward", "backward"}) {

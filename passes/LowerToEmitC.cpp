@@ -191,9 +191,10 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
 
 class Lowering {
 public:
-  /// Lowers `func` (or, when null, an empty body) as `cleave_<name>`.
-  Lowering(ModuleOp module, func::FuncOp func, StringRef name, StringRef target)
-      : module(module), func(func), name(name), b(module.getContext()),
+  /// Lowers `func` (or, when null, an empty body) as `<entryPrefix><name>`.
+  Lowering(ModuleOp module, func::FuncOp func, StringRef name, StringRef entryPrefix,
+           StringRef target)
+      : module(module), func(func), name(name), entryPrefix(entryPrefix), b(module.getContext()),
         loc(func ? func.getLoc() : module.getLoc()),
         kernelPrefix(("cleave::rt::" + target + "::").str()),
         contextType(emitc::OpaqueType::get(module.getContext(), kernelPrefix + "Context&")),
@@ -239,6 +240,7 @@ private:
   ModuleOp module;
   func::FuncOp func;
   std::string name;
+  std::string entryPrefix;
   OpBuilder b;
   Location loc;
   std::string kernelPrefix;
@@ -568,7 +570,7 @@ LogicalResult Lowering::run() {
   else
     b.setInsertionPointToEnd(module.getBody());
   auto lowered = emitc::FuncOp::create(
-      b, loc, "cleave_" + name,
+      b, loc, entryPrefix + name,
       b.getFunctionType({contextType, charPointer, charPointer, inputList, outputList}, {}));
   Block *entry = lowered.addEntryBlock();
   context = entry->getArgument(0);
@@ -677,7 +679,7 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
     // pipeline stage's program and cleave_backward_weight but in one of zb-h1.
     for (StringRef name : kEntries) {
       auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (failed(Lowering(module, func, name, target).run()))
+      if (failed(Lowering(module, func, name, entryPrefix, target).run()))
         return signalPassFailure();
       if (func)
         func.erase();

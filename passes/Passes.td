@@ -645,11 +645,16 @@ def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
     `cleave::rt::Tensor` view of the arena, the weights blob or an input at
     its planned offset, and every op a call to the kernel of the same name in
     the target's namespace (`cleave::rt::cpu` or `cleave::rt::cuda`). Needs
-    cleave-memory-plan first.
+    cleave-memory-plan first. `entry-prefix` renames the entry points
+    (`cleave_stage3_forward`, ...).
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
            "Kernel backend: cpu or cuda">,
+    Option<"entryPrefix", "entry-prefix", "std::string", /*default=*/"\"cleave_\"",
+           "What the entry points' names begin with: cleave_, or, for a stage of an "
+           "interleaved pipeline, whose rank links several stages into one program, "
+           "cleave_stage<S>_">,
   ];
   let dependentDialects = ["mlir::emitc::EmitCDialect"];
 }

@@ -63,6 +63,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   if (pipelined) {
     PipelineSplitOptions split;
     split.stageParams.assign(options.stageParams.begin(), options.stageParams.end());
+    split.virtualStages = options.virtualStages;
     pm.addPass(createPipelineSplit(split));
     pm.addPass(createPipelineSchedule({options.schedule, options.microbatches}));
     pm.addPass(createPipelineSelectStage({options.stage}));

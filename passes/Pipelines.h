@@ -57,6 +57,9 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   ListOption<std::string> stageParams{
       *this, "stage-params",
       llvm::cl::desc("With a pp axis: GLOB=STAGE each, the stage of the parameters")};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages", llvm::cl::init(1),
+      llvm::cl::desc("With a pp axis: the stages each rank runs (the interleaved schedule)")};
   Option<int64_t> stage{*this, "stage", llvm::cl::init(0),
                         llvm::cl::desc("With a pp axis: the stage this program runs")};
   Option<std::string> recompute{

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -156,8 +157,11 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
   training["step_input"] = plan.inputs[t.stepInput].name;
   if (const auto &p = t.pipeline) {
     Json actions = Json::array(), stash = Json::array();
+    // "F3", or on a rank that runs several stages "F3@5": the stage too.
+    const bool stagesNamed = p->rankStages().size() > 1;
     for (const PipelineSpec::Action &action : p->actions)
-      actions.push_back(action.kind + std::to_string(action.microbatch));
+      actions.push_back(action.kind + std::to_string(action.microbatch) +
+                        (stagesNamed ? "@" + std::to_string(action.stage) : ""));
     for (auto [output, input] : p->stash)
       stash.push_back(plan.outputs[output].name);
     training["pipeline"] = {{"stage", p->stage},         {"stages", p->stages},
@@ -626,30 +630,40 @@ bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
     return false;
   if (p.stage >= p.stages)
     return fail(at + "stage", "is not below training.pipeline.stages");
-  // Each microbatch's forward once, then its backward once: B, or I then W.
+  // Each microbatch's forward through each of the rank's stages once, then
+  // its backward once: B, or I then W.
   if (static_cast<uint64_t>(spec.gradAccum) > actions->size() / 2)
     return fail(at + "actions", "do not run every microbatch's forward and backward");
   enum Progress { None, Forward, Inputs, Done };
-  std::vector<Progress> seen(static_cast<size_t>(spec.gradAccum), None);
+  std::map<int64_t, std::vector<Progress>> seen; // per stage, per microbatch
   for (const Json &entry : *actions) {
     const std::string text = entry.is_string() ? entry.get<std::string>() : "";
     PipelineSpec::Action action;
+    action.stage = p.stage;
     char *end = nullptr;
     if (text.size() >= 2 && std::strchr("FBIW", text[0]) && std::isdigit(text[1])) {
       action.kind = text[0];
       action.microbatch = std::strtoll(text.c_str() + 1, &end, 10);
+      if (*end == '@' && std::isdigit(end[1]))
+        action.stage = std::strtoll(end + 1, &end, 10);
     }
+    std::vector<Progress> &progress = seen[action.stage];
+    progress.resize(static_cast<size_t>(spec.gradAccum), None);
     const Progress from = action.kind == 'F' ? None : action.kind == 'W' ? Inputs : Forward;
     const Progress to = action.kind == 'F' ? Forward : action.kind == 'I' ? Inputs : Done;
-    if (!end || *end || action.microbatch >= spec.gradAccum ||
-        seen[static_cast<size_t>(action.microbatch)] != from)
+    if (!end || *end || action.microbatch >= spec.gradAccum || action.stage >= p.stages ||
+        progress[static_cast<size_t>(action.microbatch)] != from)
       return fail(at + "actions",
-                  entry.dump() + " is not F<m>, B<m>, I<m> or W<m> of a microbatch below "
-                                 "training.grad_accum, in the order F, then B or I and W");
-    seen[static_cast<size_t>(action.microbatch)] = to;
+                  entry.dump() + " is not F<m>, B<m>, I<m> or W<m> (@<stage>) of a microbatch "
+                                 "below training.grad_accum and a stage below "
+                                 "training.pipeline.stages, in the order F, then B or I and W");
+    progress[static_cast<size_t>(action.microbatch)] = to;
     p.actions.push_back(action);
   }
-  if (std::count(seen.begin(), seen.end(), Done) != spec.gradAccum)
+  for (const auto &[stage, progress] : seen)
+    if (std::count(progress.begin(), progress.end(), Done) != spec.gradAccum)
+      return fail(at + "actions", "do not run every microbatch's forward and backward");
+  if (!seen.count(p.stage))
     return fail(at + "actions", "do not run every microbatch's forward and backward");
   if (const int64_t most = p.mostInFlight(); p.inFlight != most)
     return fail(at + "in_flight", "is not the most microbatches its actions hold (" +

@@ -201,19 +201,23 @@ struct Hyperparameters {
 /// actions its rank runs each step, and the stash its forward keeps for its
 /// backward.
 struct PipelineSpec {
+  /// This program's stage, and the pipeline's: the pp ranks times the
+  /// stages each runs (more than one with the interleaved schedule; stage
+  /// s runs on pp rank s mod ranks).
   int64_t stage = 0, stages = 1;
-  /// gpipe, 1f1b or zb-h1.
+  /// gpipe, 1f1b, interleaved or zb-h1.
   std::string schedule;
-  /// One step's actions in order: the microbatch and 'F' (the forward),
-  /// 'B' (the backward), or with zb-h1 'I' and 'W' (the backward's inputs'
-  /// and weights' gradients).
+  /// One step's actions of this stage's rank in order: the microbatch, the
+  /// stage, and 'F' (the forward), 'B' (the backward), or with zb-h1 'I'
+  /// and 'W' (the backward's inputs' and weights' gradients).
   struct Action {
     char kind = 'F';
     int64_t microbatch = 0;
+    int64_t stage = 0;
   };
   std::vector<Action> actions;
-  /// The most microbatches whose forward ran and backward (B, or W) did
-  /// not yet: how many stash sets the driver keeps.
+  /// The most microbatches whose forward ran through this stage and
+  /// backward (B, or W) did not yet: how many stash sets the driver keeps.
   int64_t inFlight = 0;
   /// Each stash: an output of @forward (or, with zb-h1, of @backward) and
   /// the input of the same name of the entry points after it (indices into
@@ -226,14 +230,27 @@ struct PipelineSpec {
                        [&](const auto &pair) { return pair.second == input; });
   }
   /// What `inFlight` is for these actions: the most microbatches at any
-  /// point past their forward and not past their backward (B or W).
+  /// point past their forward through this stage and not past its backward
+  /// (B or W).
   int64_t mostInFlight() const {
     int64_t now = 0, most = 0;
     for (const Action &action : actions) {
+      if (action.stage != stage)
+        continue;
       now += action.kind == 'F' ? 1 : action.kind == 'I' ? 0 : -1;
       most = std::max(most, now);
     }
     return most;
+  }
+  /// The stages this rank runs, in order (this one first): the programs of
+  /// its executable.
+  std::vector<int64_t> rankStages() const {
+    std::vector<int64_t> own{stage};
+    for (const Action &action : actions)
+      if (std::find(own.begin(), own.end(), action.stage) == own.end())
+        own.push_back(action.stage);
+    std::sort(own.begin(), own.end());
+    return own;
   }
 };
 

@@ -1,10 +1,12 @@
 //===- ProgramEntry.h - what a generated program defines -------*- C++ -*-===//
 //
 // A generated program (program.cpp for the CPU, program.cu for CUDA)
-// defines cleave_forward and cleave_apply for its backend's kernel Context,
-// and the driver (runtime/driver) calls them. Each backend's Program.h
-// declares both with the one type here, so the compiler checks that the
-// program and the driver agree, and the contract is written once.
+// defines cleave_forward, cleave_backward, cleave_backward_weight and
+// cleave_apply for its backend's kernel Context, and the table
+// `cleave_programs` of them, which the driver (runtime/driver) calls. Each
+// backend's Program.h declares them with the types here, so the compiler
+// checks that the program and the driver agree, and the contract is written
+// once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,9 @@
 #define CLEAVE_RUNTIME_PROGRAMENTRY_H
 
 #include "runtime/Tensor.h"
+
+#include <cstddef>
+#include <vector>
 
 namespace cleave::rt {
 
@@ -59,16 +64,39 @@ inline const char *entryPointName(ProgramEntryPoint entry) {
   return "apply";
 }
 
-/// The function of `entry` among a program's four.
+/// What a compile made a program for: the compile's build id and the
+/// programInterface (runtime/Plan.h) of its plan.json.
+struct ProgramIdentity {
+  const char *buildId;
+  const char *planInterface;
+};
+
+/// One compiled program of an executable: its identity and its entry
+/// points. An executable holds one, or, on a rank of an interleaved
+/// pipeline, one per stage it runs, in stage order; each backend's
+/// Program.h declares the list (`cleave_programs`), which the generated
+/// code defines.
+template <typename Context> struct CompiledProgram {
+  ProgramIdentity identity;
+  ProgramEntry<Context> *forward, *backward, *backwardWeight, *apply;
+
+  /// The function of `entry`.
+  ProgramEntry<Context> &entryPoint(ProgramEntryPoint entry) const {
+    return entry == ProgramEntryPoint::Forward          ? *forward
+           : entry == ProgramEntryPoint::Backward       ? *backward
+           : entry == ProgramEntryPoint::BackwardWeight ? *backwardWeight
+                                                        : *apply;
+  }
+};
+
+/// The identities of `count` programs.
 template <typename Context>
-ProgramEntry<Context> &entryPointOf(ProgramEntryPoint entry, ProgramEntry<Context> &forward,
-                                    ProgramEntry<Context> &backward,
-                                    ProgramEntry<Context> &backwardWeight,
-                                    ProgramEntry<Context> &apply) {
-  return entry == ProgramEntryPoint::Forward          ? forward
-         : entry == ProgramEntryPoint::Backward       ? backward
-         : entry == ProgramEntryPoint::BackwardWeight ? backwardWeight
-                                                      : apply;
+std::vector<ProgramIdentity> identitiesOf(const CompiledProgram<Context> *programs,
+                                          std::size_t count) {
+  std::vector<ProgramIdentity> identities;
+  for (std::size_t i = 0; i < count; ++i)
+    identities.push_back(programs[i].identity);
+  return identities;
 }
 
 } // namespace cleave::rt

@@ -1,7 +1,8 @@
 //===- Program.h - what a generated CUDA program defines --------*- C++ -*-===//
 //
 // The generated program.cu includes this header and defines its entry
-// points (runtime/ProgramEntry.h); the driver (runtime/driver) calls them.
+// points and their table (runtime/ProgramEntry.h); the driver
+// (runtime/driver) calls them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,5 +16,10 @@ cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_forward;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_backward;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_backward_weight;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_apply;
+
+/// The executable's programs: this one's entry points above, or on a rank
+/// of an interleaved pipeline each of its stages' (runtime/ProgramEntry.h).
+extern const cleave::rt::CompiledProgram<cleave::rt::cuda::Context> cleave_programs[];
+extern const std::size_t cleave_program_count;
 
 #endif

@@ -63,11 +63,9 @@ public:
     context.marks = marks;
     context.markOps = marks && ops;
   }
-  void run(cleave::rt::ProgramEntryPoint entry, char *arena, char *weights,
+  void run(size_t program, cleave::rt::ProgramEntryPoint entry, char *arena, char *weights,
            const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs) override {
-    cleave::rt::entryPointOf(entry, cleave_forward, cleave_backward, cleave_backward_weight,
-                             cleave_apply)(
-        context, arena, weights, inputs, outputs);
+    cleave_programs[program].entryPoint(entry)(context, arena, weights, inputs, outputs);
   }
 
 private:
@@ -81,5 +79,6 @@ private:
 
 int main(int argc, char **argv) {
   CpuBackend backend;
-  return cleave::rt::runDriver(argc, argv, cleave::rt::kCompiledProgram, backend);
+  return cleave::rt::runDriver(
+      argc, argv, cleave::rt::identitiesOf(cleave_programs, cleave_program_count), backend);
 }

@@ -102,7 +102,7 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   std::vector<double> seconds;
   for (int r = 0; r < options.repeat; ++r) {
     auto start = std::chrono::steady_clock::now();
-    backend.run(ProgramEntryPoint::Forward, arena.get(), weights.get(), inputs.data(),
+    backend.run(0, ProgramEntryPoint::Forward, arena.get(), weights.get(), inputs.data(),
                 outputs.data());
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -189,7 +189,34 @@ int checkIdentity(const std::string &planPath, const Plan &plan, const ProgramId
   return 0;
 }
 
-int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Backend &backend) {
+/// The plans of the programs this rank runs, from the first (read from
+/// DIR): on a rank of an interleaved pipeline, those of its other stages
+/// too (DIR/../stage<S>/plan.json), each checked against its program.
+int readRankPlans(const std::string &dir, const std::vector<ProgramIdentity> &programs,
+                  std::vector<Plan> &plans) {
+  const Plan &first = plans.front();
+  const std::vector<int64_t> stages = first.training && first.training->pipeline
+                                          ? first.training->pipeline->rankStages()
+                                          : std::vector<int64_t>{0};
+  if (stages.size() != programs.size())
+    return fail(dir + "/plan.json",
+                "runs " + std::to_string(stages.size()) + " stage(s) on this rank, but the program " +
+                    std::to_string(programs.size()) + " (plan.json was changed after the compile)",
+                1, "recompile the model with cleave compile");
+  std::string error;
+  for (size_t c = 1; c < stages.size(); ++c) {
+    const std::string path = dir + "/../stage" + std::to_string(stages[c]) + "/plan.json";
+    Plan &plan = plans.emplace_back();
+    if (!readPlan(path, plan, error))
+      return fail(path, error, 1);
+    if (int code = checkIdentity(path, plan, programs[c]))
+      return code;
+  }
+  return 0;
+}
+
+int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &programs,
+                     Backend &backend) {
   CLI::App app{"Runs a model compiled by cleave: one forward pass, or, for a program "
                "compiled with --train, a training run"};
   std::string dir = ".", outputDir;
@@ -283,7 +310,7 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
   const std::string planPath = dir + "/plan.json";
   if (!readPlan(planPath, plan, error))
     return fail(planPath, error, 1);
-  if (int code = checkIdentity(planPath, plan, identity))
+  if (int code = checkIdentity(planPath, plan, programs.front()))
     return code;
 
   if (plan.training) {
@@ -303,7 +330,11 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
     training.outputDir = outputDir;
     training.threads = threads;
     backend.setThreads(threads);
-    return runTraining(dir, plan, training, backend);
+    std::vector<Plan> plans;
+    plans.push_back(std::move(plan));
+    if (int code = readRankPlans(dir, programs, plans))
+      return code;
+    return runTraining(dir, plans, training, backend);
   }
   if (const CLI::Option *option = firstGiven(
           {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
@@ -318,11 +349,12 @@ int runDriverChecked(int argc, char **argv, const ProgramIdentity &identity, Bac
 
 } // namespace
 
-int runDriver(int argc, char **argv, const ProgramIdentity &identity, Backend &backend) {
+int runDriver(int argc, char **argv, const std::vector<ProgramIdentity> &programs,
+              Backend &backend) {
   for (int sig : {SIGTERM, SIGINT, SIGHUP})
     std::signal(sig, comm::launchedRanks() > 1 ? stopQuietlyOnSignal : stopOnSignal);
   try {
-    return runDriverChecked(argc, argv, identity, backend);
+    return runDriverChecked(argc, argv, programs, backend);
   } catch (const std::bad_alloc &) {
     return fail("program", "out of memory for what plan.json and the inputs ask for", 1);
   }

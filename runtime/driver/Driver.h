@@ -67,21 +67,12 @@ public:
   /// for its queued work before it passes a mark on, so that a mark's time
   /// is when the work before it is done.
   virtual void setMarks(ProgramMarks *marks, bool ops) = 0;
-  /// Runs one of the program's entry points (runtime/ProgramEntry.h) and
-  /// waits for it to finish.
-  virtual void run(ProgramEntryPoint entry, char *arena, char *weights, const Tensor *inputs,
-                   Tensor *outputs) = 0;
+  /// Runs an entry point (runtime/ProgramEntry.h) of the executable's
+  /// program `program` (0, or on a rank of an interleaved pipeline the
+  /// index of the stage among its own) and waits for it to finish.
+  virtual void run(size_t program, ProgramEntryPoint entry, char *arena, char *weights,
+                   const Tensor *inputs, Tensor *outputs) = 0;
 };
-
-/// What a compile made its program for: the compile's build id and the
-/// programInterface (runtime/Plan.h) of its plan.json.
-struct ProgramIdentity {
-  const char *buildId;
-  const char *planInterface;
-};
-
-/// Defined by the generated program (the last lines of program.cpp).
-extern const ProgramIdentity kCompiledProgram;
 
 /// Parses the command line, runs (a forward, or a training run), and returns
 /// the process exit code: 0, 1 for bad input (a missing, unknown or
@@ -89,7 +80,10 @@ extern const ProgramIdentity kCompiledProgram;
 /// compile's, a non-finite loss, no memory for what the plan asks), 2 for
 /// bad usage, 3 for an internal error, 128 + N when stopped by signal N
 /// (SIGTERM, SIGINT, SIGHUP).
-int runDriver(int argc, char **argv, const ProgramIdentity &identity, Backend &backend);
+/// `programs`: the identities of the executable's programs (its
+/// `cleave_programs`), checked against the plans they run.
+int runDriver(int argc, char **argv, const std::vector<ProgramIdentity> &programs,
+              Backend &backend);
 
 } // namespace cleave::rt
 

@@ -249,8 +249,10 @@ struct DataSets {
   int64_t samples = 0;
 };
 
-/// The program's buffers on the backend.
+/// A program's buffers on the backend.
 struct ProgramState {
+  /// Which of the executable's programs (Backend::run).
+  size_t index = 0;
   std::string blobName;
   std::vector<char> hostWeights;
   std::unique_ptr<Buffer> weights, arena;
@@ -262,7 +264,7 @@ struct ProgramState {
   std::vector<std::vector<std::unique_ptr<Buffer>>> stashSets;
 
   void run(Backend &backend, ProgramEntryPoint entry) {
-    backend.run(entry, arena->get(), weights->get(), inputs.data(), outputs.data());
+    backend.run(index, entry, arena->get(), weights->get(), inputs.data(), outputs.data());
   }
   /// Points the stash outputs of the forward and inputs of the backward at
   /// the set of microbatch `k`.
@@ -936,37 +938,40 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
                  const std::vector<CheckpointRecord> &checkpoints, const RunReport &report,
                  double seconds, FileSet &files);
 
-/// Writes the trained weights blob (one rank per blob), and on rank 0 the
-/// last step's outputs and the metrics.
-int writeResults(const Plan &plan, const TrainingOptions &options, const Job &job, Backend &backend,
-                 ProgramState &program, const std::vector<StepRecord> &records,
+/// Writes the trained weights blob of each of the rank's programs (one rank
+/// per blob), and on rank 0 the last step's outputs and the metrics.
+int writeResults(const std::vector<Plan> &plans, const TrainingOptions &options, const Job &job,
+                 Backend &backend, std::vector<ProgramState> &programs,
+                 const std::vector<StepRecord> &records,
                  const std::vector<CheckpointRecord> &checkpoints, const RunReport &report,
                  double seconds) {
   // The parameters are the same on every rank of an axis the blob does not
   // differ along: rank 0 of it writes the blob. Each pipeline stage writes
   // its own, in stage<S>/ as it was compiled.
+  const Plan &plan = plans.front();
+  const ProgramState &program = programs.front();
   const std::optional<PipelineSpec> &pipeline = plan.training->pipeline;
   for (size_t a = 0; a < job.coordinates.size(); ++a)
     if (job.coordinates[a] != 0 && !(pipeline && job.mesh.axisNames[a] == "pp") &&
         std::find(plan.weightsByAxes.begin(), plan.weightsByAxes.end(), job.mesh.axisNames[a]) ==
             plan.weightsByAxes.end())
       return 0;
-  // The blob, the outputs and the metrics are replaced as one set.
+  // The blobs, the outputs and the metrics are replaced as one set.
   FileSet files;
   std::string error, failed;
-  if (!options.outputDir.empty()) {
-    backend.copyToHost(program.hostWeights.data(), program.weights->get(),
-                       program.hostWeights.size());
+  for (size_t c = 0; c < plans.size() && !options.outputDir.empty(); ++c) {
+    ProgramState &stage = programs[c];
+    backend.copyToHost(stage.hostWeights.data(), stage.weights->get(), stage.hostWeights.size());
     std::string dir = options.outputDir;
-    if (pipeline) {
-      dir += "/stage" + std::to_string(pipeline->stage);
+    if (const std::optional<PipelineSpec> &spec = plans[c].training->pipeline) {
+      dir += "/stage" + std::to_string(spec->stage);
       std::error_code ec;
       std::filesystem::create_directories(dir, ec);
       if (ec)
         return fail(dir, "cannot create: " + ec.message(), 1);
     }
-    std::string path = dir + "/" + program.blobName;
-    if (!files.stage(path, {{program.hostWeights.data(), program.hostWeights.size()}}, error))
+    std::string path = dir + "/" + stage.blobName;
+    if (!files.stage(path, {{stage.hostWeights.data(), stage.hostWeights.size()}}, error))
       return fail(path, error, 1);
   }
   if (job.reporting && !options.outputDir.empty()) {
@@ -1060,8 +1065,9 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
 
 } // namespace
 
-int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions &options,
-                Backend &backend) {
+int runTraining(const std::string &dir, const std::vector<Plan> &plans,
+                const TrainingOptions &options, Backend &backend) {
+  const Plan &plan = plans.front();
   const TrainingSpec &spec = *plan.training;
   // Ranks other than 0 check the same flags, plan and data as rank 0, which
   // alone reports what is wrong with them (once, not once per rank).
@@ -1073,6 +1079,10 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     return code;
   if (int code = startJob(plan, options, backend, job))
     return code;
+  if (plans.size() > 1 && (!options.checkpointDir.empty() || !options.resumeDir.empty()))
+    return fail(options.resumeDir.empty() ? "--checkpoint-dir" : "--resume",
+                "checkpoints of an interleaved pipeline are not built yet", 2,
+                "docs/training.md, \"Pipeline parallel\"");
   if (int code = readStagePlans(dir, plan, options, job.stagePlans))
     return code;
   RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
@@ -1101,17 +1111,43 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
   // From here on every rank speaks for itself: its own weights blob, and a
   // collective that times out names the rank that waited.
   quiet.restore();
-  ProgramState program;
-  if (int code = loadProgram(dir, plan, job, resume ? &*resume : nullptr, options.initFrom,
-                             backend, program))
-    return code;
+  // The rank's programs: one, or on a rank of an interleaved pipeline one
+  // per stage it runs (in DIR/../stage<S>/), each with its input thread.
+  std::vector<ProgramState> programs(plans.size());
+  std::vector<std::unique_ptr<InputPrefetch>> inputs;
+  for (size_t c = 0; c < plans.size(); ++c) {
+    programs[c].index = c;
+    const std::string stageDir =
+        c == 0 ? dir : dir + "/../stage" + std::to_string(plans[c].training->pipeline->stage);
+    if (int code = loadProgram(stageDir, plans[c], job, resume ? &*resume : nullptr,
+                               options.initFrom, backend, programs[c]))
+      return code;
+  }
+  ProgramState &program = programs.front();
+  // Where each program takes each data input (in the first plan's order, the
+  // data sets'): stages number their inputs apart, and each reads them all.
+  std::vector<std::vector<size_t>> dataSlots(plans.size());
+  for (size_t c = 0; c < plans.size(); ++c)
+    for (size_t index : spec.dataInputs) {
+      const std::vector<TensorSpec> &own = plans[c].inputs;
+      const auto slot = std::find_if(own.begin(), own.end(), [&](const TensorSpec &input) {
+        return input.name == plan.inputs[index].name;
+      });
+      if (slot == own.end())
+        return fail("stage " + std::to_string(plans[c].training->pipeline->stage),
+                    "does not read the data input '" + plan.inputs[index].name + "'", 1,
+                    "recompile the model with cleave compile");
+      dataSlots[c].push_back(static_cast<size_t>(slot - own.begin()));
+    }
   if (resume && job.reporting)
     std::fprintf(stderr, "resuming from %s at step %lld\n", resume->checkpoint.c_str(),
                  static_cast<long long>(firstStep));
 
-  std::unique_ptr<InputPrefetch> input =
-      startInput(spec, data, SampleOrder(data.samples, options.shuffle, seed), backend);
-  input->request(microbatchPosition(spec, job, firstStep, 0));
+  for (size_t c = 0; c < plans.size(); ++c) {
+    inputs.push_back(
+        startInput(spec, data, SampleOrder(data.samples, options.shuffle, seed), backend));
+    inputs.back()->request(microbatchPosition(spec, job, firstStep, 0));
+  }
   Progress progress(job.reporting && !options.quiet, firstStep, steps,
                     job.communication->size() > 1);
   const std::string &lossName = plan.outputs[spec.lossOutput].name;
@@ -1131,56 +1167,67 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     const double lr = learningRate(spec, step, totalSteps);
     if (!spec.trainingInfo) { // else the learning rate and step live in the graph
       const float lrValue = static_cast<float>(lr), stepValue = static_cast<float>(step);
-      backend.copyToDevice(program.inputs[spec.lrInput].data, &lrValue, sizeof lrValue);
-      backend.copyToDevice(program.inputs[spec.stepInput].data, &stepValue, sizeof stepValue);
+      for (size_t c = 0; c < plans.size(); ++c) {
+        const TrainingSpec &own = *plans[c].training;
+        backend.copyToDevice(programs[c].inputs[own.lrInput].data, &lrValue, sizeof lrValue);
+        backend.copyToDevice(programs[c].inputs[own.stepInput].data, &stepValue,
+                             sizeof stepValue);
+      }
     }
     // Microbatch k's forward or backward. Masks are keyed by the
     // microbatch's place in the global batch: a dp layout draws what one
     // device accumulating the same microbatches does.
-    auto runMicrobatch = [&](int64_t k, ProgramEntryPoint entry) {
+    auto runMicrobatch = [&](ProgramState &stage, int64_t k, ProgramEntryPoint entry) {
       backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k),
                       k + 1 == spec.gradAccum);
       profile.beginCall(k, entry);
-      program.run(backend, entry);
+      stage.run(backend, entry);
       profile.endCall();
     };
-    // Each forward takes its microbatch's data; forwards come in order.
-    auto forward = [&](int64_t k) {
+    // Each forward takes its microbatch's data; a program's forwards come in
+    // order.
+    auto forward = [&](size_t c, int64_t k) {
+      InputPrefetch &input = *inputs[c];
       const auto reading = profile.now();
       // The thread gathers the next microbatch while this one computes.
       const bool last = k + 1 == spec.gradAccum;
       if (!last || step < steps)
-        input->request(microbatchPosition(spec, job, last ? step + 1 : step, last ? 0 : k + 1));
+        input.request(microbatchPosition(spec, job, last ? step + 1 : step, last ? 0 : k + 1));
       // The CPU reads the gathered buffers in place: the thread refills
       // them only when asked, after this microbatch's forward.
-      const double gathered = input->take([&](const InputPrefetch::Buffers &buffers) {
+      const double gathered = input.take([&](const InputPrefetch::Buffers &buffers) {
         for (size_t d = 0; d < buffers.size(); ++d) {
-          Tensor &tensor = program.inputs[spec.dataInputs[d]];
+          Tensor &tensor = programs[c].inputs[dataSlots[c][d]];
           if (backend.readsStaging())
             tensor.data = buffers[d];
           else
             backend.copyToDevice(tensor.data, buffers[d], tensor.bytes());
         }
       });
-      profile.input(k, reading, input->microbatchBytes(), gathered);
-      runMicrobatch(k, ProgramEntryPoint::Forward);
+      profile.input(k, reading, input.microbatchBytes(), gathered);
+      runMicrobatch(programs[c], k, ProgramEntryPoint::Forward);
     };
     if (const std::optional<PipelineSpec> &pipeline = spec.pipeline) {
-      // A pipeline stage runs its rank's actions.
+      // A pipeline rank runs its actions, each through its stage's program.
+      const std::vector<int64_t> stages = pipeline->rankStages();
       for (const PipelineSpec::Action &action : pipeline->actions) {
-        program.useStashOf(*pipeline, action.microbatch);
+        const size_t c = static_cast<size_t>(
+            std::find(stages.begin(), stages.end(), action.stage) - stages.begin());
+        programs[c].useStashOf(*plans[c].training->pipeline, action.microbatch);
         if (action.kind == 'F')
-          forward(action.microbatch);
+          forward(c, action.microbatch);
         else
-          runMicrobatch(action.microbatch, action.kind == 'W' ? ProgramEntryPoint::BackwardWeight
-                                                              : ProgramEntryPoint::Backward);
+          runMicrobatch(programs[c], action.microbatch,
+                        action.kind == 'W' ? ProgramEntryPoint::BackwardWeight
+                                           : ProgramEntryPoint::Backward);
       }
     } else {
       for (int64_t k = 0; k < spec.gradAccum; ++k)
-        forward(k);
+        forward(0, k);
     }
     profile.beginCall(-1, ProgramEntryPoint::Apply);
-    program.run(backend, ProgramEntryPoint::Apply);
+    for (ProgramState &stage : programs)
+      stage.run(backend, ProgramEntryPoint::Apply);
     profile.endCall();
     if (job.background)
       profile.background(job.background->group(), job.background->takeReport());
@@ -1189,12 +1236,15 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     if (spec.pipeline)
       job.communication->axis("pp")->completeSends({step, "pipeline messages"});
 
-    double loss = readLoss(plan, backend, program);
     // Only the last stage has the loss; the others' is 0. Every stage's
     // loss output then holds it.
+    double loss = 0;
+    for (size_t c = 0; c < plans.size(); ++c)
+      loss += readLoss(plans[c], backend, programs[c]);
     if (spec.pipeline) {
       job.communication->axis("pp")->allReduceSum(&loss, 1, DType::F64, {step, "the loss"});
-      writeLoss(plan, backend, program, loss);
+      for (size_t c = 0; c < plans.size(); ++c)
+        writeLoss(plans[c], backend, programs[c], loss);
     }
     const StepTimes times = profile.endStep();
     // Every rank has the same loss; rank 0 reports it.
@@ -1249,7 +1299,8 @@ int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions 
     mine.push_back(record.times);
   RunReport report;
   profile.finish(job.communication->world(), mine, processNames(job), report.ranks, report.trace);
-  return writeResults(plan, options, job, backend, program, records, checkpoints, report, seconds);
+  return writeResults(plans, options, job, backend, programs, records, checkpoints, report,
+                      seconds);
 }
 
 } // namespace cleave::rt

@@ -57,9 +57,10 @@ struct TrainingOptions {
   std::string initFrom;
 };
 
-/// Runs the training loop and returns the process exit code.
-int runTraining(const std::string &dir, const Plan &plan, const TrainingOptions &options,
-                Backend &backend);
+/// Runs the training loop and returns the process exit code. `plans`: those
+/// of the executable's programs (Backend::run), the first read from `dir`.
+int runTraining(const std::string &dir, const std::vector<Plan> &plans,
+                const TrainingOptions &options, Backend &backend);
 
 /// The learning rate of step `step` (1-based) of `totalSteps`.
 double learningRate(const TrainingSpec &spec, int64_t step, int64_t totalSteps);

@@ -113,7 +113,9 @@ class Model:
                         "--no-shuffle", "--log-json", log, "--output-dir", results, *save],
                        check=True, stderr=subprocess.DEVNULL)
         metrics = json.load(open(log))
-        stages = [""] if pp == 1 else [f"stage{s}" for s in range(pp)]
+        # pp ranks, or with the interleaved schedule pp x V stages.
+        stages = [""] if pp == 1 else sorted((d for d in os.listdir(out) if d.startswith("stage")),
+                                             key=lambda d: int(d[5:]))
         params = {}
         for stage in stages:
             plan = json.load(open(os.path.join(out, stage, "plan.json")))

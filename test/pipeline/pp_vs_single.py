@@ -38,9 +38,9 @@
 #   - each stage's plan.json holds the parameters its stage reads, and each
 #     trained parameter is trained in exactly one stage;
 #   - a stages file of another number of stages, and --stages without a pp
-#     axis, are refused in one line; so is what pipelines do not do yet:
-#     the interleaved schedule (test/pipeline/pp_checkpoint.py checks
-#     their checkpoints).
+#     axis, are refused in one line (test/pipeline/interleaved_vs_single.py
+#     checks the interleaved schedule, test/pipeline/pp_checkpoint.py the
+#     pipelines' checkpoints).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -261,8 +261,6 @@ def main():
     model = m.export(2)
     compile_pp = ["cleave", "compile", model, "-o", os.path.join(workdir, "refused"), "--train",
                   "--grad-accum", "4", "--mesh", "pp=2"]
-    refused("--schedule interleaved", compile_pp + ["--schedule", "interleaved"],
-            "--schedule 'interleaved': this schedule is not built into programs yet", problems)
     # A pipeline's stages are training programs, which time no lone forward.
     refused("--repeat on a pipeline", ["cleave", "run", os.path.join(workdir, "mlp-pp2-1f1b"),
                                        "-n", "2", "--repeat", "2"],

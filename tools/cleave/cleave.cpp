@@ -224,7 +224,11 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                   "auto: the layout cleave plan ranks first for --ranks");
   sub->add_option("--schedule", t.schedule,
                   "With a pp axis in --mesh: the pipeline schedule of the --grad-accum "
-                  "microbatches: gpipe, 1f1b (default) or zb-h1");
+                  "microbatches: gpipe, 1f1b (default), interleaved (with --virtual-stages) "
+                  "or zb-h1");
+  sub->add_option("--virtual-stages", t.virtualStages,
+                  "With --schedule interleaved: the stages each pp rank runs, V >= 2 (the "
+                  "layers are cut into pp x V stages; stage s runs on rank s mod pp)");
   sub->add_option("--stages", t.stages,
                   "With a pp axis: auto (default: the model's pipeline_stage annotations, else "
                   "a cut balanced by estimated FLOPs) or a stages file, "
@@ -242,7 +246,8 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                            "--clip-grad-norm", "--grad-accum", "--mesh", "--deterministic",
                            "--sync-batchnorm", "--freeze", "--loss"})
     cmd.stepOptions.push_back(sub->get_option(name));
-  for (const char *name : {"--grad-accum", "--schedule", "--zero", "--recompute", "--stages",
+  for (const char *name : {"--grad-accum", "--schedule", "--virtual-stages", "--zero",
+                           "--recompute", "--stages",
                            "--ranks", "--device", "--memory-per-rank"})
     cmd.layoutOptions.push_back(sub->get_option(name));
   cmd.ranksOption = sub->get_option("--ranks");
