@@ -939,7 +939,11 @@ CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
           if (std::find(axes.begin(), axes.end(), mesh.axisNames[a]) != axes.end())
             shard.coordinates[mesh.axisNames[a]] = coordinates[a];
           else
-            writes = writes && coordinates[a] == (mesh.axisNames[a] == "pp" ? int(stage) : 0);
+            // Stage s runs on pp rank s mod pp (more stages than ranks:
+            // the interleaved schedule).
+            writes = writes && coordinates[a] == (mesh.axisNames[a] == "pp"
+                                                      ? static_cast<int>(stage) % mesh.shape[a]
+                                                      : 0);
         }
         if (!writes)
           continue;

@@ -604,11 +604,13 @@ int readHeldTensors(const Plan &plan, const Job &job, const GlobalTensorReader &
 
 /// A pipeline stage's run that checkpoints, resumes or starts from a file
 /// reads every stage's plan from the stage directories beside its own
-/// (DIR/../stage<S>/plan.json): its checkpoints cover the whole model.
+/// (DIR/../stage<S>/plan.json): its checkpoints, and the file it starts
+/// from, cover the whole model.
 int readStagePlans(const std::string &dir, const Plan &plan, const TrainingOptions &options,
                    std::vector<Plan> &stages) {
   const std::optional<PipelineSpec> &pipeline = plan.training->pipeline;
-  if (!pipeline || (options.checkpointDir.empty() && options.resumeDir.empty()))
+  if (!pipeline ||
+      (options.checkpointDir.empty() && options.resumeDir.empty() && options.initFrom.empty()))
     return 0;
   std::vector<std::string> dirs;
   std::string where, error;
@@ -699,9 +701,11 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Job 
 /// shards into D/step-N.tmp, then, after all have, rank 0 the index and the
 /// rename to D/step-N (CheckpointStore::publish). Every rank ends with the
 /// same result: a rank that fails says why, and every rank returns 1.
-int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, Backend &backend,
-                    ProgramState &program, const TrainingPosition &position,
+int writeCheckpoint(const std::vector<Plan> &plans, const TrainingOptions &options, Job &job,
+                    Backend &backend, std::vector<ProgramState> &programs,
+                    const TrainingPosition &position,
                     std::vector<CheckpointRecord> &records) {
+  const Plan &plan = plans.front();
   const auto start = std::chrono::steady_clock::now();
   const CheckpointStore store(options.checkpointDir);
   comm::Communicator &world = job.communication->world();
@@ -717,21 +721,25 @@ int writeCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job, 
 
   // The index says which rank writes which tensor; this rank writes the
   // shards it names in this rank's file (of a pipeline's tensors, those of
-  // its stage).
+  // its stages).
   CheckpointIndex index = makeIndex(job.checkpointPlans(plan), position, {});
-  backend.copyToHost(program.hostWeights.data(), program.weights->get(),
-                     program.hostWeights.size());
+  std::map<std::string, const char *> held;
+  std::map<std::string, const StoredTensor *> stored;
+  for (size_t c = 0; c < plans.size(); ++c) {
+    ProgramState &program = programs[c];
+    backend.copyToHost(program.hostWeights.data(), program.weights->get(),
+                       program.hostWeights.size());
+    for (const StoredTensor *tensor : checkpointedTensors(plans[c]))
+      if (stored.emplace(tensor->tensor.name, tensor).second)
+        held[tensor->tensor.name] = program.hostWeights.data() + tensor->offset;
+  }
   const std::string file = shardFileName(rank);
-  std::map<std::string, const StoredTensor *> held;
-  for (const StoredTensor *stored : checkpointedTensors(plan))
-    held[stored->tensor.name] = stored;
   std::vector<SafetensorsTensor> tensors;
   for (const CheckpointTensor &tensor : index.tensors)
     for (const CheckpointShard &shard : tensor.shards)
-      if (const auto it = held.find(tensor.name); shard.file == file && it != held.end())
+      if (const auto it = stored.find(tensor.name); shard.file == file && it != stored.end())
         tensors.push_back({shard.key, it->second->tensor.dtype, it->second->tensor.shape,
-                           program.hostWeights.data() + it->second->offset,
-                           static_cast<size_t>(it->second->bytes)});
+                           held[tensor.name], static_cast<size_t>(it->second->bytes)});
   // Per rank: its file's bytes (-1 for no file, -2 for a failed write) and CRC.
   int64_t mine[2] = {-1, 0};
   if (!tensors.empty()) {
@@ -803,10 +811,16 @@ int initializeFrom(const std::string &path, const Plan &plan, const Job &job,
   };
   if (!reader.openSafetensors(path, error))
     return refuse(path, error);
-  std::vector<GlobalTensor> wanted;
+  // What this program holds, and what the whole model does (a pipeline
+  // stage holds its stage's tensors; the file holds every stage's).
+  std::vector<GlobalTensor> wanted, known;
   for (const StoredTensor *stored : checkpointedTensors(plan))
     if (!globalTensorsOf(plan, *stored, wanted, error))
       return refuse(path, error);
+  for (const Plan *whole : job.checkpointPlans(plan))
+    for (const StoredTensor *stored : checkpointedTensors(*whole))
+      if (!globalTensorsOf(*whole, *stored, known, error))
+        return refuse(path, error);
   for (const GlobalTensor &want : wanted) {
     const GlobalTensor *found = reader.find(want.name);
     const std::string text = std::string(dtypeName(want.dtype)) + " " + shapeText(want.shape);
@@ -818,7 +832,7 @@ int initializeFrom(const std::string &path, const Plan &plan, const Job &job,
                         ", the program's is " + text);
   }
   for (const GlobalTensor &tensor : reader.tensors())
-    if (std::none_of(wanted.begin(), wanted.end(),
+    if (std::none_of(known.begin(), known.end(),
                      [&](const GlobalTensor &t) { return t.name == tensor.name; }) &&
         !isBatchNormCounter(tensor))
       return refuse(path + ": tensor '" + tensor.name + "'", "is not a tensor of the program");
@@ -1079,10 +1093,6 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
     return code;
   if (int code = startJob(plan, options, backend, job))
     return code;
-  if (plans.size() > 1 && (!options.checkpointDir.empty() || !options.resumeDir.empty()))
-    return fail(options.resumeDir.empty() ? "--checkpoint-dir" : "--resume",
-                "checkpoints of an interleaved pipeline are not built yet", 2,
-                "docs/training.md, \"Pipeline parallel\"");
   if (int code = readStagePlans(dir, plan, options, job.stagePlans))
     return code;
   RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
@@ -1277,7 +1287,7 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
           step, spec.trainingInfo ? 0 : lr, batch, data.samples, options.shuffle, seed, totalSteps};
       progress.endLine();
       const auto writing = profile.now();
-      if (int code = writeCheckpoint(plan, options, job, backend, program, position, checkpoints))
+      if (int code = writeCheckpoint(plans, options, job, backend, programs, position, checkpoints))
         return code;
       profile.checkpoint(step, writing,
                          job.reporting ? std::optional(checkpoints.back().bytes) : std::nullopt);

@@ -17,6 +17,14 @@
 #     momentum slot for each; one device resumed from it ends within 1e-5
 #     of the uninterrupted one-device run (dp sums its ranks' gradients in
 #     another order);
+#   - pp=2 with the interleaved schedule (V = 2, each rank writing the
+#     tensors of its two stages): resumed from its own step-3 checkpoint,
+#     one device resumed from it, and it resumed from one device's, each
+#     ends with the uninterrupted one-device run's losses and parameters bit
+#     for bit;
+#   - --init-from a file of the whole model's parameters: pp=2 and the
+#     interleaved run (each stage reading its own) run the one-device run's
+#     losses and end with its parameters bit for bit;
 #   - --max-restarts: a pp=2 run of 3000 steps whose second stage's rank is
 #     killed (kill -9) after its first checkpoint restarts from its latest
 #     checkpoint, says so in one warning line, and ends with the
@@ -36,6 +44,7 @@ import threading
 import time
 
 import numpy as np
+from safetensors.numpy import save_file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
@@ -59,7 +68,7 @@ def run(work, out, label, extra, ranks):
                    check=True, stderr=subprocess.DEVNULL)
     losses = [s["loss"] for s in json.load(open(log))["steps"]]
     params = {}
-    for stage in ([""] if ranks == 1 else ["stage0", "stage1"]):
+    for stage in ([""] if ranks == 1 else sorted(d for d in os.listdir(out) if d.startswith("stage"))):
         plan = json.load(open(os.path.join(out, stage, "plan.json")))
         params.update(parameters(plan, os.path.join(results, stage), 1))
     return losses, params
@@ -110,6 +119,38 @@ def zero_checkpoints(work, model, one, whole_one, problems):
                       ["--steps", str(STEPS), "--resume", resumed], ranks)
             check(f"{label}, {resumer} resumed from it", got, want, problems)
             print(f"{label}, {resumer} resumed from it: losses {got[0]}")
+
+
+def interleaved_checkpoints(work, model, one, whole_one, problems):
+    """pp=2 with the interleaved schedule, V=2 (each rank writes the tensors
+    of its two stages): equal to one device uninterrupted, and resumed from
+    its own step-3 checkpoint, one device from it, and it from one
+    device's, all bit for bit."""
+    out = f"{work}/interleaved"
+    subprocess.run(["cleave", "compile", model, "-o", out, "--train", *MOMENTUM,
+                    "--batch-size", "16", "--grad-accum", "4", "--mesh", "pp=2",
+                    "--schedule", "interleaved", "--virtual-stages", "2"], check=True)
+    same("interleaved uninterrupted", run(work, out, "il", ["--steps", str(STEPS)], 2), whole_one,
+         problems)
+    run(work, out, "il-first", ["--steps", "3", "--checkpoint-dir", f"{work}/il-ck"], 2)
+    for label, target, ranks, checkpoint in (
+            ("interleaved from interleaved", out, 2, "il-ck"),
+            ("one device from interleaved", one, 1, "il-ck"),
+            ("interleaved from one device", out, 2, "one-ck")):
+        resumed = f"{work}/{label.replace(' ', '_')}-ck"
+        shutil.copytree(f"{work}/{checkpoint}", resumed)
+        got = run(work, target, label.replace(" ", "_"),
+                  ["--steps", str(STEPS), "--resume", resumed], ranks)
+        same(label, got, whole_one, problems)
+        print(f"{label}: losses {got[0]}")
+    # --init-from: every stage takes its parameters from the whole model's file.
+    start = f"{work}/step3.safetensors"
+    save_file(run(work, one, "one-3", ["--steps", "3"], 1)[1], start)
+    first = ["--steps", "3", "--init-from", start]
+    from_file = run(work, one, "one-init", first, 1)
+    for label, target in (("pp=2", f"{work}/pp"), ("interleaved", out)):
+        same(f"{label} --init-from", run(work, target, f"{label}-init", first, 2), from_file,
+             problems)
 
 
 def killed_once(work, pp, problems):
@@ -190,6 +231,7 @@ def main():
         print(f"{label}: losses {got[0]}")
 
     zero_checkpoints(work, model, one, whole_one, problems)
+    interleaved_checkpoints(work, model, one, whole_one, problems)
     killed_once(work, pp, problems)
     for p in problems:
         print("FAIL:", p)
