@@ -9,8 +9,9 @@ backward of 2), divided by V for the interleaved schedule's smaller stages.
 
 With --measure, it also trains a pipeline on this machine and measures its
 bubble: an MLP of 8 equal layers (Linear(512, 512) and tanh) cut into P = 2
-stages by the balanced cut, gpipe, 1f1b and zb-h1 with M = 2 ... 16 microbatches
-of 32 samples, 12 steps each (the first 2 left out). Each rank's
+stages by the balanced cut (2 x 2 stages for the interleaved schedule, V = 2),
+gpipe, 1f1b, interleaved and zb-h1 with M = 2 ... 16 microbatches
+of 128 samples, 12 steps each (the first 2 left out). Each rank's
 --log-json step times give its busy fraction (compute_seconds / seconds:
 the program's calls less the receives that wait for the other stage); the
 measured bubble is 1 minus the ranks' mean busy fraction, set beside each
@@ -75,9 +76,10 @@ def measured(cleave, work, model, schedule, P, M, micro, steps, data):
     forward, backward (with zb-h1 the inputs' gradients) and weights'
     gradients call, in ms, from its trace."""
     out = os.path.join(work, f"{schedule}-p{P}-m{M}")
+    virtual = ["--virtual-stages", "2"] if schedule == "interleaved" else []
     subprocess.run([cleave, "compile", model, "-o", out, "--train", "--mesh", f"pp={P}",
                     "--grad-accum", str(M), "--batch-size", str(M * micro), "--schedule",
-                    schedule], check=True, capture_output=True)
+                    schedule, *virtual], check=True, capture_output=True)
     log, trace = out + ".json", out + ".trace.json"
     subprocess.run([cleave, "run", "-n", str(P), out, "--data", data, "--steps", str(steps),
                     "--log-json", log, "--trace", trace, "--quiet"], check=True,
@@ -94,7 +96,7 @@ def measured(cleave, work, model, schedule, P, M, micro, steps, data):
 
 
 def measure(cleave):
-    P, micro, width, layers, steps = 2, 32, 512, 8, 12
+    P, micro, width, layers, steps = 2, 128, 512, 8, 12
     print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} Linear({width}, {width}) "
           f"layers, {micro} samples a microbatch")
     print(f"{'schedule':<12} {'P':>3} {'M':>4} {'F ms':>6} {'B/I ms':>6} {'W ms':>6} "
@@ -107,12 +109,14 @@ def measure(cleave):
         np.save(os.path.join(work, "x.npy"), rng.standard_normal((samples, width), np.float32))
         np.save(os.path.join(work, "labels.npy"), rng.integers(0, 16, samples))
         data = f"x={work}/x.npy,labels={work}/labels.npy"
-        for schedule in ("gpipe", "1f1b", "zb-h1"):
+        for schedule in ("gpipe", "1f1b", "interleaved", "zb-h1"):
             for M in (2, 4, 8, 16):
                 got, (f, b, w) = measured(cleave, work, model, schedule, P, M, micro, steps,
                                           data)
-                # Without a split backward, B is I + W and the formula needs no costs.
-                want = theory(schedule, P, M, 1, (f, b, w) if schedule == "zb-h1" else (1, 1, 1))
+                # Without a split backward, B is I + W and the formula needs no costs;
+                # the interleaved schedule's F and B are those of a stage, half a rank's.
+                V = 2 if schedule == "interleaved" else 1
+                want = theory(schedule, P, M, V, (f, b, w) if schedule == "zb-h1" else (1, 1, 1))
                 print(f"{schedule:<12} {P:>3} {M:>4} {f:>6.2f} {b:>6.2f} {w:>6.2f} {got:>10.4f} "
                       f"{want:>8.4f} {got / want:>6.3f}", flush=True)
 
