@@ -10,6 +10,9 @@
 # smaller), and the MLP's training step with --precision bf16, both with
 # oneDNN's bf16 products and with oneDNN held to AVX-512 without bf16
 # instructions (the factors widened to f32 into scratch: ProductPrimitives.h),
+# and rank 0 of the GPT on an interleaved pipeline (pp=2, V=2: stages 0 and
+# 2 in one process, the sum of their predictions but for their scratch, of
+# which the largest counts once),
 # the measured peak equals the prediction byte for byte,
 # and the process's resident peak (getrusage, which also holds libraries and
 # host copies) is above it.
@@ -134,6 +137,27 @@ def main():
     if not stash["full"] < stash["none"]:
         problems.append(f"gpt pp=2 gpipe: stash {stash['full']} bytes with --recompute full, "
                         f"not below {stash['none']}")
+
+    # A rank of an interleaved pipeline holds its two stages' programs: its
+    # peak is the sum of theirs (each one's scratch is its calls', released
+    # after each: the largest of them counts once).
+    out = os.path.join(work, "gpt-interleaved")
+    subprocess.run(["cleave", "compile", gpt, "-o", out, "--train", "--grad-accum", "4",
+                    "--mesh", "pp=2", "--schedule", "interleaved", "--virtual-stages", "2"],
+                   check=True)
+    log = f"{work}/log-gpt-interleaved.json"
+    subprocess.run(["cleave", "run", "-n", "2", out, "--data",
+                    f"idx={work}/idx.npy,targets={work}/targets.npy", "--steps", "2",
+                    "--log-json", log], check=True, stderr=subprocess.DEVNULL)
+    memories = [json.load(open(os.path.join(out, f"stage{s}", "plan.json")))["memory"]
+                for s in (0, 2)]
+    scratch = max(m["scratch_bytes"] for m in memories)
+    predicted = sum(m["predicted_peak_bytes"] - m["scratch_bytes"] for m in memories) + scratch
+    measured = json.load(open(log))["peak_bytes_allocated"]
+    if measured != predicted:
+        problems.append(f"gpt interleaved, rank 0: measured {measured} bytes, predicted "
+                        f"{predicted} (stages 0 and 2)")
+    print(f"gpt interleaved, rank 0 (stages 0 and 2): predicted {predicted}, measured {measured}")
 
     for problem in problems:
         print("FAIL:", problem)
