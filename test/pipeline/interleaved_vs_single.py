@@ -9,7 +9,13 @@
 #     (each stage adds its microbatches' gradients in one device's order);
 #   - the GPT on dp x pp = 2 x 2 (with ZeRO 1 too) and tp x pp = 2 x 2
 #     (plans/megatron-gpt.json), V=2: within 1e-5 of one device
-#     (test/distributed/dp_vs_single.py's check);
+#     (test/distributed/dp_vs_single.py's check); in the long suite
+#     (CLEAVE_LONG=1) also pp=4 with M = 8 (bit for bit) and dp x tp x pp =
+#     2 x 2 x 2 (8 ranks, within 1e-5);
+#   - dp x pp = 2 x 2 with --deterministic: bit for bit the dp=2 run with
+#     the same two microbatches a rank and --deterministic (the dp sum in
+#     rank order; both within 1e-5 of one device above and in
+#     test/distributed/dp_vs_single.py);
 #   - a rank's executable links its stages' programs: stage<r>/ holds the
 #     program and programs.cpp, the table of stages r, r + pp, ...; the other
 #     stages' directories hold their plan.json, weights and source only;
@@ -37,7 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
-from dp_vs_single import FP16, MOMENTUM, Model, close, identical  # noqa: E402
+from dp_vs_single import FP16, LONG, MOMENTUM, Model, close, identical  # noqa: E402
 from pp_vs_single import refused, stages_hold_their_parameters  # noqa: E402
 
 INTERLEAVED = ["--schedule", "interleaved", "--virtual-stages", "2"]
@@ -78,12 +84,24 @@ def main():
         if name == "gpt":
             identical("gpt pp4-v2-k4 bitwise",
                       m.train("pp4-v2-k4", 1, 4, MOMENTUM, INTERLEAVED, pp=4), reference, problems)
+            if LONG:  # M = 2P on pp=4 (8 stages)
+                identical("gpt pp4-v2-k8 bitwise",
+                          m.train("pp4-v2-k8", 1, 8, MOMENTUM, INTERLEAVED, pp=4),
+                          m.train("one-k8", 1, 8, MOMENTUM), problems)
             megatron = ["--plan", os.path.join(ROOT, "plans", "megatron-gpt.json")]
-            for label, dp, tp, extra in (("dp2-pp2-v2", 2, 1, []),
-                                         ("dp2-pp2-v2-z1", 2, 1, ["--zero", "1"]),
-                                         ("tp2-pp2-v2", 1, 2, megatron)):
+            layouts = [("dp2-pp2-v2", 2, 1, []), ("dp2-pp2-v2-z1", 2, 1, ["--zero", "1"]),
+                       ("tp2-pp2-v2", 1, 2, megatron)]
+            if LONG:  # 8 ranks
+                layouts += [("dp2-tp2-pp2-v2", 2, 2, megatron)]
+            for label, dp, tp, extra in layouts:
                 run = m.train(label, dp, 4 // dp, MOMENTUM, INTERLEAVED + extra, tp=tp, pp=2)
                 close(f"gpt {label}", run, reference, problems)
+            # --deterministic sums the dp ranks' gradients in rank order, as
+            # dp alone does with the same two microbatches a rank.
+            deterministic = ["--deterministic"]
+            identical("gpt dp2-pp2-v2 --deterministic against dp=2",
+                      m.train("dp2-pp2-v2-det", 2, 2, MOMENTUM, INTERLEAVED + deterministic, pp=2),
+                      m.train("dp2-det", 2, 2, MOMENTUM, deterministic), problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
 
     model = m.export(2)
