@@ -569,9 +569,8 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                 kExitBadUsage);
   if (failed(readStages(t.stages)))
     return failure();
-  const char *notYet = "pipelines are built so far on the CPU, and interleaved ones without "
-                       "clipping, fp16 loss scaling or checkpoints (docs/training.md, "
-                       "\"Pipeline parallel\")";
+  const char *notYet =
+      "pipelines are built so far on the CPU (docs/training.md, \"Pipeline parallel\")";
   if (t.schedule != "gpipe" && t.schedule != "1f1b" && t.schedule != "interleaved" &&
       t.schedule != "zb-h1")
     return fail("--schedule '" + t.schedule + "'", "unknown pipeline schedule",
@@ -594,12 +593,6 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                 "the interleaved schedule runs a multiple of pp's ranks (" +
                     std::to_string(ranks) + ") microbatches",
                 "choose a multiple of " + std::to_string(ranks), kExitBadUsage);
-  if (interleaved && t.clipGradNorm > 0)
-    return fail("--clip-grad-norm", "is not built for the interleaved schedule yet", notYet,
-                kExitBadUsage);
-  if (interleaved && t.precision == "fp16")
-    return fail("--precision fp16", "its loss scaling is not built for the interleaved schedule yet",
-                notYet, kExitBadUsage);
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet", notYet,
                 kExitBadUsage);
@@ -877,7 +870,8 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
       sharesExecutable ? "cleave_stage" + std::to_string(*stage) + "_" : "cleave_", buildId,
       planInterface};
   if (failed(runPasses(module, [&](PassManager &pm) {
-        pm.addPass(createLowerToEmitC(LowerToEmitCOptions{options.target, entries.entryPrefix}));
+        pm.addPass(createLowerToEmitC(
+            LowerToEmitCOptions{options.target, entries.entryPrefix, sharesExecutable}));
       })))
     return failure();
   if (failed(write("program.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))

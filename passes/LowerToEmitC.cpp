@@ -192,9 +192,12 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
 class Lowering {
 public:
   /// Lowers `func` (or, when null, an empty body) as `<entryPrefix><name>`.
+  /// With `phased`, @apply runs in phases split at its sums over pp
+  /// (LowerToEmitC's `phased-apply`).
   Lowering(ModuleOp module, func::FuncOp func, StringRef name, StringRef entryPrefix,
-           StringRef target)
-      : module(module), func(func), name(name), entryPrefix(entryPrefix), b(module.getContext()),
+           StringRef target, bool phased)
+      : module(module), func(func), name(name), entryPrefix(entryPrefix),
+        phase(phased && name == "apply" ? 0 : -1), b(module.getContext()),
         loc(func ? func.getLoc() : module.getLoc()),
         kernelPrefix(("cleave::rt::" + target + "::").str()),
         contextType(emitc::OpaqueType::get(module.getContext(), kernelPrefix + "Context&")),
@@ -205,17 +208,43 @@ public:
 
 private:
   Value call(StringRef callee, Type result, CallArgs &args) {
-    // Every kernel call is preceded by its mark (runtime/StepContext.h).
-    if (callee.starts_with(kernelPrefix)) {
+    if (!callee.starts_with(kernelPrefix)) {
+      auto op = emitc::CallOpaqueOp::create(b, loc, result ? TypeRange(result) : TypeRange(),
+                                            callee, args.operands, b.getArrayAttr(args.args));
+      return result ? op.getResult(0) : Value();
+    }
+    // Every kernel call is preceded by its mark (runtime/StepContext.h). A
+    // kernel returns nothing: what it computes is in its output tensors.
+    inPhase([&] {
       std::string label = callee.drop_front(kernelPrefix.size()).str();
       if (std::string node = current ? onnxNodeName(current->getLoc()) : ""; !node.empty())
         label += " " + node;
       mark("cleave::rt::markOp", stringLiteral(label));
-    }
-    auto op = emitc::CallOpaqueOp::create(b, loc, result ? TypeRange(result) : TypeRange(),
-                                          callee, args.operands, b.getArrayAttr(args.args));
-    return result ? op.getResult(0) : Value();
+      emitc::CallOpaqueOp::create(b, loc, TypeRange(), callee, args.operands,
+                                  b.getArrayAttr(args.args));
+    });
+    return Value();
   }
+  /// Emits `body`'s calls, in a phased @apply only when its phase runs:
+  /// `if (cleave::rt::inApplyPhase(ctx, phase)) { ... }`. The tensors' views
+  /// are made in every phase; only kernels are skipped.
+  void inPhase(function_ref<void()> body) {
+    if (phase < 0)
+      return body();
+    CallArgs args(b);
+    args.value(context);
+    args.literal(std::to_string(phase));
+    Value now = emitc::CallOpaqueOp::create(b, loc, b.getI1Type(), "cleave::rt::inApplyPhase",
+                                            args.operands, b.getArrayAttr(args.args))
+                    .getResult(0);
+    auto branch = emitc::IfOp::create(b, loc, now, /*addThenBlock=*/true, /*addElseBlock=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToEnd(&branch.getThenRegion().front());
+    body();
+    emitc::YieldOp::create(b, loc);
+  }
+  /// In a phased @apply, whether `op` is a sum over pp that ends a phase.
+  bool endsPhase(Operation *op);
   /// A call of the mark `hook` with the context (and `label`).
   void mark(StringRef hook, StringRef label = "") {
     SmallVector<Attribute> markArgs{b.getIndexAttr(0)};
@@ -241,6 +270,8 @@ private:
   func::FuncOp func;
   std::string name;
   std::string entryPrefix;
+  /// The phase of a phased @apply being lowered; -1: not phased.
+  int phase;
   OpBuilder b;
   Location loc;
   std::string kernelPrefix;
@@ -560,6 +591,15 @@ void Lowering::spanCall(StringRef kernel, const ReductionSpan &span) {
   call(kernelPrefix + kernel.str(), Type(), args);
 }
 
+bool Lowering::endsPhase(Operation *op) {
+  auto reduce = dyn_cast<shard::AllReduceOp>(op);
+  if (phase < 0 || !reduce || isInPlace(reduce))
+    return false;
+  FailureOr<MeshAxes> mesh = getMesh(module);
+  return succeeded(mesh) && mesh->ppAxis >= 0 &&
+         llvm::equal(reduce.getGridAxes(), ArrayRef<int16_t>{static_cast<int16_t>(mesh->ppAxis)});
+}
+
 LogicalResult Lowering::run() {
   auto charPointer = emitc::PointerType::get(emitc::OpaqueType::get(b.getContext(), "char"));
   auto inputList =
@@ -615,6 +655,17 @@ LogicalResult Lowering::run() {
     else if (marksBackwardAfter) {
       mark("cleave::rt::markBackward");
       marksBackwardAfter = false;
+    }
+    if (endsPhase(&op)) {
+      // The rank's stages add their operands first (the driver), then
+      // each sums the rank's total over pp in the next phase.
+      inPhase([&] {
+        CallArgs args(b);
+        args.value(context);
+        args.value(tensors.lookup(op.getOperand(0)));
+        call("cleave::rt::leaveStagePartial", Type(), args);
+      });
+      ++phase;
     }
     if (auto reduce = dyn_cast<shard::AllReduceOp>(op); reduce && isInPlace(reduce)) {
       auto run = runs.find(&op);
@@ -679,7 +730,7 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
     // pipeline stage's program and cleave_backward_weight but in one of zb-h1.
     for (StringRef name : kEntries) {
       auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (failed(Lowering(module, func, name, entryPrefix, target).run()))
+      if (failed(Lowering(module, func, name, entryPrefix, target, phasedApply).run()))
         return signalPassFailure();
       if (func)
         func.erase();

@@ -646,7 +646,13 @@ def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
     its planned offset, and every op a call to the kernel of the same name in
     the target's namespace (`cleave::rt::cpu` or `cleave::rt::cuda`). Needs
     cleave-memory-plan first. `entry-prefix` renames the entry points
-    (`cleave_stage3_forward`, ...).
+    (`cleave_stage3_forward`, ...). With `phased-apply`, each of @apply's
+    sums over the pp axis (of a scalar every stage adds to: the clip's
+    squares, the loss scale's overflow flag) begins a phase: the call of
+    `cleave_apply` in phase k (`StepContext::applyPhase`) runs only the
+    kernels between the k-th sum and the next, and leaves the next sum's
+    operand in `StepContext::stagePartial`, so that the driver adds the
+    rank's stages' operands before any stage sums over pp.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
@@ -655,6 +661,9 @@ def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
            "What the entry points' names begin with: cleave_, or, for a stage of an "
            "interleaved pipeline, whose rank links several stages into one program, "
            "cleave_stage<S>_">,
+    Option<"phasedApply", "phased-apply", "bool", /*default=*/"false",
+           "@apply runs in phases split at its sums over pp (a stage of an interleaved "
+           "pipeline, whose rank adds its stages' scalars first)">,
   ];
   let dependentDialects = ["mlir::emitc::EmitCDialect"];
 }

@@ -10,6 +10,7 @@
 #define CLEAVE_RUNTIME_STEPCONTEXT_H
 
 #include "runtime/Allocations.h"
+#include "runtime/Tensor.h"
 
 #include <cstdint>
 #include <vector>
@@ -57,7 +58,21 @@ struct StepContext {
   ProgramMarks *marks = nullptr;
   /// Whether markOp passes the kernels' marks on (--trace-ops).
   bool markOps = false;
+  /// On a rank of an interleaved pipeline, the phase of @apply a call runs
+  /// (LowerToEmitC's `phased-apply`): phase k runs the kernels from its
+  /// k-th sum over pp to the next, and leaves the next sum's f32 operand
+  /// here, for the driver to add the rank's stages' together first; null
+  /// when the phase was the last.
+  int applyPhase = 0;
+  void *stagePartial = nullptr;
 };
+
+/// Whether a phased @apply's kernels of `phase` run now.
+inline bool inApplyPhase(const StepContext &ctx, int phase) { return ctx.applyPhase == phase; }
+/// Where a phased @apply leaves the operand of its next sum over pp.
+inline void leaveStagePartial(StepContext &ctx, const Tensor &partial) {
+  ctx.stagePartial = partial.data;
+}
 
 /// What the lowered program calls: a load and a branch each when marks are
 /// not taken.

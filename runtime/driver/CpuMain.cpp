@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace {
 
@@ -63,6 +64,8 @@ public:
     context.marks = marks;
     context.markOps = marks && ops;
   }
+  void setApplyPhase(int phase) override { context.applyPhase = phase; }
+  void *takeStagePartial() override { return std::exchange(context.stagePartial, nullptr); }
   void run(size_t program, cleave::rt::ProgramEntryPoint entry, char *arena, char *weights,
            const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs) override {
     cleave_programs[program].entryPoint(entry)(context, arena, weights, inputs, outputs);

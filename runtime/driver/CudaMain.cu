@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #ifdef CLEAVE_HAVE_NCCL
@@ -102,6 +103,8 @@ public:
     context.marks = marks ? &synced : nullptr;
     context.markOps = marks && ops;
   }
+  void setApplyPhase(int phase) override { context.applyPhase = phase; }
+  void *takeStagePartial() override { return std::exchange(context.stagePartial, nullptr); }
   void run(size_t program, cleave::rt::ProgramEntryPoint entry, char *arena, char *weights,
            const cleave::rt::Tensor *inputs, cleave::rt::Tensor *outputs) override {
     cleave_programs[program].entryPoint(entry)(context, arena, weights, inputs, outputs);

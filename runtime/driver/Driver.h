@@ -67,6 +67,11 @@ public:
   /// for its queued work before it passes a mark on, so that a mark's time
   /// is when the work before it is done.
   virtual void setMarks(ProgramMarks *marks, bool ops) = 0;
+  /// The phase of @apply the next calls run (runtime/StepContext.h's
+  /// applyPhase), and the operand of the next sum over pp the last call
+  /// left (null: none, its phase was the last), taken.
+  virtual void setApplyPhase(int phase) = 0;
+  virtual void *takeStagePartial() = 0;
   /// Runs an entry point (runtime/ProgramEntry.h) of the executable's
   /// program `program` (0, or on a rank of an interleaved pipeline the
   /// index of the stage among its own) and waits for it to finish.

@@ -919,6 +919,35 @@ std::unique_ptr<InputPrefetch> startInput(const TrainingSpec &spec, const DataSe
       [&backend](void *memory, size_t size) { backend.releaseStaging(memory, size); });
 }
 
+/// Runs the update of each of the rank's programs. On a rank of an
+/// interleaved pipeline each stage's @apply runs in phases
+/// (runtime/StepContext.h's applyPhase): before a sum over pp of a scalar
+/// every stage adds to (the clip's squares, the loss scale's overflow
+/// flag), the rank's stages add theirs, in stage order, and each stage then
+/// sums the rank's total over pp. A program of one phase runs whole.
+void applyStep(Backend &backend, std::vector<ProgramState> &programs) {
+  for (int phase = 0;; ++phase) {
+    backend.setApplyPhase(phase);
+    std::vector<void *> partials;
+    for (ProgramState &stage : programs) {
+      stage.run(backend, ProgramEntryPoint::Apply);
+      if (void *partial = backend.takeStagePartial())
+        partials.push_back(partial);
+    }
+    if (partials.empty())
+      break;
+    float total = 0;
+    for (void *partial : partials) {
+      float value = 0;
+      backend.copyToHost(&value, partial, sizeof value);
+      total += value;
+    }
+    for (void *partial : partials)
+      backend.copyToDevice(partial, &total, sizeof total);
+  }
+  backend.setApplyPhase(0);
+}
+
 /// Scalar output `index` (f32 or f64) of the step, as a double.
 double readScalarOutput(const Plan &plan, Backend &backend, const ProgramState &program,
                         size_t index) {
@@ -1236,8 +1265,7 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
         forward(0, k);
     }
     profile.beginCall(-1, ProgramEntryPoint::Apply);
-    for (ProgramState &stage : programs)
-      stage.run(backend, ProgramEntryPoint::Apply);
+    applyStep(backend, programs);
     profile.endCall();
     if (job.background)
       profile.background(job.background->group(), job.background->takeReport());

@@ -4,14 +4,15 @@
 # V stages. Each layout is trained STEPS steps in file order from the same
 # initial weights on the same data as one device accumulating the same M
 # microbatches (--grad-accum M):
-#   - the MLP and the GPT-style model on pp=2, V=2, M in {2, 4}, and the GPT on
-#     pp=4, V=2 (8 stages), M=4: every loss and final parameter bit for bit
-#     (each stage adds its microbatches' gradients in one device's order);
-#   - the GPT on dp x pp = 2 x 2 (with ZeRO 1 too) and tp x pp = 2 x 2
+#   - the GPT-style model on pp=2, V=2, M in {2, 4} (the MLP with M = 4, and
+#     in the long suite, CLEAVE_LONG=1, M = 2 too), and the GPT on pp=4, V=2
+#     (8 stages), M=4: every loss and final parameter bit for bit (each
+#     stage adds its microbatches' gradients in one device's order);
+#   - the GPT on dp x pp = 2 x 2 and tp x pp = 2 x 2
 #     (plans/megatron-gpt.json), V=2: within 1e-5 of one device
-#     (test/distributed/dp_vs_single.py's check); in the long suite
-#     (CLEAVE_LONG=1) also pp=4 with M = 8 (bit for bit) and dp x tp x pp =
-#     2 x 2 x 2 (8 ranks, within 1e-5);
+#     (test/distributed/dp_vs_single.py's check); in the long suite also
+#     pp=4 with M = 8 (bit for bit), dp x pp = 2 x 2 with ZeRO 1 and
+#     dp x tp x pp = 2 x 2 x 2 (8 ranks, within 1e-5);
 #   - dp x pp = 2 x 2 with --deterministic: bit for bit the dp=2 run with
 #     the same two microbatches a rank and --deterministic (the dp sum in
 #     rank order; both within 1e-5 of one device above and in
@@ -21,12 +22,15 @@
 #     stages' directories hold their plan.json, weights and source only;
 #   - each stage's plan.json names its rank's actions with their stages
 #     ("F0@2"), and the stages together train every parameter once;
+#   - global-norm clipping (each rank adds its stages' squares, then the
+#     ranks' totals add up over pp) on pp=2 and dp x pp = 2 x 2, within 1e-5
+#     of one device; fp16 from a loss scale that overflows (every stage
+#     skips the steps one device skips) on pp=2, bit for bit;
 #   - what the flags get wrong is refused in one line before anything is
 #     built (interleaved without --virtual-stages, --virtual-stages without
 #     interleaved or without pp, microbatches not a multiple of pp, a stages
-#     file of pp stages, not pp x V), and so is what interleaved pipelines
-#     do not do yet (global-norm clipping, fp16 loss scaling);
-#     test/pipeline/pp_checkpoint.py checks their checkpoints.
+#     file of pp stages, not pp x V); test/pipeline/pp_checkpoint.py checks
+#     their checkpoints.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -73,7 +77,7 @@ def main():
     for name, module, names, batch in (("mlp", export_mlp, ["x", "labels"], 16),
                                        ("gpt", export_gpt, ["idx", "targets"], 8)):
         m = Model(name, module, names, batch, workdir)
-        for accum in (2, 4):
+        for accum in ((2, 4) if name == "gpt" or LONG else (4,)):
             reference = m.train(f"one-k{accum}", 1, accum, MOMENTUM)
             label = f"pp2-v2-k{accum}"
             run = m.train(label, 1, accum, MOMENTUM, INTERLEAVED, pp=2)
@@ -89,10 +93,10 @@ def main():
                           m.train("pp4-v2-k8", 1, 8, MOMENTUM, INTERLEAVED, pp=4),
                           m.train("one-k8", 1, 8, MOMENTUM), problems)
             megatron = ["--plan", os.path.join(ROOT, "plans", "megatron-gpt.json")]
-            layouts = [("dp2-pp2-v2", 2, 1, []), ("dp2-pp2-v2-z1", 2, 1, ["--zero", "1"]),
-                       ("tp2-pp2-v2", 1, 2, megatron)]
-            if LONG:  # 8 ranks
-                layouts += [("dp2-tp2-pp2-v2", 2, 2, megatron)]
+            layouts = [("dp2-pp2-v2", 2, 1, []), ("tp2-pp2-v2", 1, 2, megatron)]
+            if LONG:  # ZeRO 1, and 8 ranks
+                layouts += [("dp2-pp2-v2-z1", 2, 1, ["--zero", "1"]),
+                            ("dp2-tp2-pp2-v2", 2, 2, megatron)]
             for label, dp, tp, extra in layouts:
                 run = m.train(label, dp, 4 // dp, MOMENTUM, INTERLEAVED + extra, tp=tp, pp=2)
                 close(f"gpt {label}", run, reference, problems)
@@ -102,6 +106,18 @@ def main():
             identical("gpt dp2-pp2-v2 --deterministic against dp=2",
                       m.train("dp2-pp2-v2-det", 2, 2, MOMENTUM, INTERLEAVED + deterministic, pp=2),
                       m.train("dp2-det", 2, 2, MOMENTUM, deterministic), problems)
+            # Clipping counts every stage's squares once: the rank's stages add
+            # theirs, then the ranks' totals add up over pp.
+            clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
+            one = m.train("one-k4-clip", 1, 4, clipped)
+            for label, dp in (("pp2-v2-clip", 1), ("dp2-pp2-v2-clip", 2)):
+                close(f"gpt {label}", m.train(label, dp, 4 // dp, clipped, INTERLEAVED, pp=2), one,
+                      problems)
+            # fp16 from a loss scale that overflows: every stage skips the
+            # steps one device skips.
+            identical("gpt pp2-v2 fp16 bitwise",
+                      m.train("pp2-v2-fp16", 1, 4, MOMENTUM, INTERLEAVED + FP16, pp=2),
+                      m.train("one-k4-fp16", 1, 4, MOMENTUM, FP16), problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
 
     model = m.export(2)
@@ -114,11 +130,7 @@ def main():
             ("V without interleaved", four + ["--virtual-stages", "2"],
              "--virtual-stages 2: the 1f1b schedule runs one stage on each pp rank"),
             ("M not a multiple of pp", INTERLEAVED + ["--grad-accum", "3"],
-             "--grad-accum 3: the interleaved schedule runs a multiple of pp's ranks (2)"),
-            ("clipping", four + INTERLEAVED + ["--clip-grad-norm", "1"],
-             "--clip-grad-norm: is not built for the interleaved schedule yet"),
-            ("fp16", four + INTERLEAVED + FP16,
-             "--precision fp16: its loss scaling is not built for the interleaved schedule yet")):
+             "--grad-accum 3: the interleaved schedule runs a multiple of pp's ranks (2)")):
         refused(label, compile_pp + flags, expected, problems)
     refused("V without pp", compile_pp[:-2] + ["--virtual-stages", "2"],
             "--virtual-stages 2: is the stages each rank of a pipeline runs", problems)
