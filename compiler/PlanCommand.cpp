@@ -62,6 +62,8 @@ std::string Layout::flags() const {
     add("--grad-accum " + std::to_string(microbatches));
   if (pp > 1)
     add("--schedule " + schedule);
+  if (virtualStages > 1)
+    add("--virtual-stages " + std::to_string(virtualStages));
   if (recompute != "none")
     add("--recompute " + recompute);
   return text;
@@ -72,6 +74,7 @@ void Layout::applyTo(TrainOptions &training) const {
   training.zero = zero;
   training.gradAccum = microbatches;
   training.schedule = schedule;
+  training.virtualStages = virtualStages;
   training.recompute = recompute;
 }
 
@@ -135,14 +138,16 @@ std::vector<Layout> enumerateLayouts(const PlanOptions &options) {
       for (int zero = 0; zero <= (layout.dp > 1 ? 3 : 0); ++zero)
         for (int64_t microbatches :
              pp > 1 ? std::vector<int64_t>{pp, 2 * pp} : std::vector<int64_t>{1, 2})
-          for (const char *schedule : pp > 1 ? std::vector<const char *>{"gpipe", "1f1b", "zb-h1"}
-                                             : std::vector<const char *>{"1f1b"})
+          for (const char *schedule :
+               pp > 1 ? std::vector<const char *>{"gpipe", "1f1b", "interleaved", "zb-h1"}
+                      : std::vector<const char *>{"1f1b"})
             for (const char *recompute : {"none", "selective", "full"}) {
               if (t.batchSize && *t.batchSize % (layout.dp * microbatches) != 0)
                 continue;
               layout.zero = zero;
               layout.microbatches = microbatches;
               layout.schedule = schedule;
+              layout.virtualStages = layout.schedule == "interleaved" ? 2 : 1;
               layout.recompute = recompute;
               layouts.push_back(layout);
             }
@@ -234,19 +239,28 @@ private:
   double computeScale;
 };
 
-/// Fills `p`'s time and memory from the compiled plans.
+/// Fills `p`'s time and memory from the compiled plans: each pp rank's
+/// are those of the stages it runs (stage s on rank s mod pp; more than one
+/// with the interleaved schedule), the layout's the largest rank's.
 bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
                       double computeScale, Prediction &p, std::string &error) {
   StepTimer timer(device, p.layout, computeScale);
-  double slowestTail = 0;
+  const size_t ranks = static_cast<size_t>(p.layout.pp);
+  // Per pp rank: its stages' peaks without their scratch and its largest
+  // scratch (a kernel's, released after its call), model state,
+  // communication, exposed communication, and update with what it exposes.
+  std::vector<int64_t> held(ranks), scratch(ranks), state(ranks);
+  std::vector<double> communicated(ranks), exposed(ranks), tail(ranks);
   std::vector<double> forward, backward, backwardWeight;
-  for (const Json &plan : plans) {
+  for (auto [s, plan] : llvm::enumerate(plans)) {
+    const size_t rank = s % ranks;
     const Json &memory = plan["memory"];
-    p.peakBytes = std::max(p.peakBytes, memory["predicted_peak_bytes"].get<int64_t>());
-    p.modelStateBytes =
-        std::max(p.modelStateBytes, memory["parameter_bytes"].get<int64_t>() +
-                                        memory["gradient_bytes"].get<int64_t>() +
-                                        memory["optimizer_state_bytes"].get<int64_t>());
+    held[rank] += memory["predicted_peak_bytes"].get<int64_t>() -
+                  memory["scratch_bytes"].get<int64_t>();
+    scratch[rank] = std::max(scratch[rank], memory["scratch_bytes"].get<int64_t>());
+    state[rank] += memory["parameter_bytes"].get<int64_t>() +
+                   memory["gradient_bytes"].get<int64_t>() +
+                   memory["optimizer_state_bytes"].get<int64_t>();
     double bucketed = 0;
     double communication = timer.communicationSeconds(plan, bucketed);
     // A bucket summed beside the backward hides behind it where the device
@@ -255,8 +269,8 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     double hidden = device.overlapsCommunication
                         ? std::min(bucketed, 2.0 / 3.0 * timer.functionSeconds(plan, "forward"))
                         : 0;
-    p.communicationSeconds = std::max(p.communicationSeconds, communication);
-    p.exposedSeconds = std::max(p.exposedSeconds, communication - hidden);
+    communicated[rank] += communication;
+    exposed[rank] += communication - hidden;
     if (p.layout.pp == 1) {
       p.stepSeconds = timer.computeSeconds(plan) + communication - hidden;
       continue;
@@ -264,12 +278,18 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     forward.push_back(timer.functionSeconds(plan, "forward"));
     backward.push_back(timer.functionSeconds(plan, "backward"));
     backwardWeight.push_back(timer.functionSeconds(plan, "backward_weight"));
-    slowestTail =
-        std::max(slowestTail, timer.functionSeconds(plan, "apply") + communication - hidden);
+    tail[rank] += timer.functionSeconds(plan, "apply") + communication - hidden;
+  }
+  for (size_t rank = 0; rank < ranks; ++rank) {
+    p.peakBytes = std::max(p.peakBytes, held[rank] + scratch[rank]);
+    p.modelStateBytes = std::max(p.modelStateBytes, state[rank]);
+    p.communicationSeconds = std::max(p.communicationSeconds, communicated[rank]);
+    p.exposedSeconds = std::max(p.exposedSeconds, exposed[rank]);
   }
   if (p.layout.pp > 1) {
     PipelineShape shape;
     shape.ranks = p.layout.pp;
+    shape.virtualStages = p.layout.virtualStages;
     shape.microbatches = p.layout.microbatches;
     StageCosts costs{forward, backward, backwardWeight};
     std::optional<ScheduleKind> kind = parseScheduleKind(p.layout.schedule);
@@ -280,7 +300,7 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     if (!step)
       return false;
     p.bubble = step->bubble();
-    p.stepSeconds = step->makespan + slowestTail;
+    p.stepSeconds = step->makespan + *std::max_element(tail.begin(), tail.end());
   }
   return true;
 }
@@ -338,9 +358,10 @@ Prediction predict(const PlanOptions &options, const Layout &layout, const Devic
     p.failure = error;
     return p;
   }
-  std::vector<Json> plans = compiledPlans(dir, layout.pp);
+  const int64_t stages = layout.pp * layout.virtualStages;
+  std::vector<Json> plans = compiledPlans(dir, stages);
   std::string why;
-  if (plans.size() != static_cast<size_t>(layout.pp) ||
+  if (plans.size() != static_cast<size_t>(stages) ||
       !predictFromPlans(plans, device, computeScale, p, why)) {
     p.failure = {options.compile.model,
                  why.empty() ? "its plan.json cannot be read (a cleave bug)" : why, "",
@@ -466,6 +487,8 @@ std::string layoutText(const Layout &l) {
   text += " M=" + std::to_string(l.microbatches);
   if (l.pp > 1)
     text += " " + l.schedule;
+  if (l.virtualStages > 1)
+    text += " V=" + std::to_string(l.virtualStages);
   return text + " recompute=" + l.recompute;
 }
 
@@ -679,6 +702,7 @@ std::string predictionsJson(const PlanOptions &options, const Planning &planning
                   {"zero", l.zero},
                   {"microbatches", l.microbatches},
                   {"schedule", l.schedule},
+                  {"virtual_stages", l.virtualStages},
                   {"recompute", l.recompute},
                   {"flags", l.flags()}};
     if (!p.compiled()) {

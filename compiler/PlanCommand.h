@@ -37,6 +37,8 @@ struct Layout {
   int zero = 0;
   int64_t microbatches = 1;
   std::string schedule = "1f1b";
+  /// Stages per pp rank: 2 with the interleaved schedule, else 1.
+  int64_t virtualStages = 1;
   std::string recompute = "none";
 
   /// "pp=2,dp=2,tp=2" (tp fastest, pp slowest; axes of one rank left out).
