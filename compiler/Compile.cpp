@@ -9,6 +9,7 @@
 #include "passes/Pipelines.h"
 #include "runtime/JsonSyntax.h"
 #include "runtime/Mesh.h"
+#include "runtime/ProgramEntry.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -135,12 +136,15 @@ std::string programTable(ArrayRef<CompiledEntries> programs, StringRef target, b
   const std::string entry = ("cleave::rt::ProgramEntry<cleave::rt::" + target + "::Context>").str();
   std::string text;
   llvm::raw_string_ostream os(text);
-  static constexpr StringLiteral kEntries[] = {"forward", "backward", "backward_weight", "apply"};
+  // In CompiledProgram's order.
+  static constexpr rt::ProgramEntryPoint kEntries[] = {
+      rt::ProgramEntryPoint::Forward, rt::ProgramEntryPoint::Backward,
+      rt::ProgramEntryPoint::BackwardWeight, rt::ProgramEntryPoint::Apply};
   if (declare) {
     os << "#include \"runtime/" << target << "/Program.h\"\n\n";
     for (const CompiledEntries &program : programs)
-      for (StringRef name : kEntries)
-        os << entry << " " << program.entryPrefix << name << ";\n";
+      for (rt::ProgramEntryPoint point : kEntries)
+        os << entry << " " << program.entryPrefix << rt::entryPointName(point) << ";\n";
   }
   os << "\n// What the driver runs, and checks each plan.json against.\n"
      << "const cleave::rt::CompiledProgram<cleave::rt::" << target
@@ -148,8 +152,8 @@ std::string programTable(ArrayRef<CompiledEntries> programs, StringRef target, b
   for (const CompiledEntries &program : programs) {
     os << "    {{" << cppStringLiteral(program.buildId) << ",\n      "
        << cppStringLiteral(program.planInterface) << "}";
-    for (StringRef name : kEntries)
-      os << ",\n     " << program.entryPrefix << name;
+    for (rt::ProgramEntryPoint point : kEntries)
+      os << ",\n     " << program.entryPrefix << rt::entryPointName(point);
     os << "},\n";
   }
   os << "};\nconst std::size_t cleave_program_count = " << programs.size() << ";\n";

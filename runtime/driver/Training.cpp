@@ -1162,7 +1162,6 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
                                options.initFrom, backend, programs[c]))
       return code;
   }
-  ProgramState &program = programs.front();
   // Where each program takes each data input (in the first plan's order, the
   // data sets'): stages number their inputs apart, and each reads them all.
   std::vector<std::vector<size_t>> dataSlots(plans.size());
@@ -1299,9 +1298,11 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
     }
     records.push_back({step, loss, lr, times});
     if (const std::optional<TrainingSpec::LossScaling> &scaling = spec.lossScaling) {
-      records.back().lossScale = readScalarOutput(plan, backend, program, scaling->scaleOutput);
+      // Every stage keeps the same scale and skips the same steps.
+      records.back().lossScale =
+          readScalarOutput(plan, backend, programs.front(), scaling->scaleOutput);
       records.back().skipped =
-          readScalarOutput(plan, backend, program, scaling->skippedOutput) != 0;
+          readScalarOutput(plan, backend, programs.front(), scaling->skippedOutput) != 0;
     }
     progress.step(step, loss, spec.trainingInfo ? std::nullopt : std::optional<double>(lr), batch,
                   start, profile.communicationSeconds());
