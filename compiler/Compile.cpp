@@ -384,8 +384,8 @@ LogicalResult Compiler::buildProgram(ArrayRef<std::string> sources) {
     }
   }
   return fail(sources.front(),
-              "the host compiler failed (exit " + Twine(status) + "): " +
-                  (firstErrors.empty() ? message : firstErrors),
+              "the host compiler failed (exit " + Twine(status) +
+                  "): " + (firstErrors.empty() ? message : firstErrors),
               "the full log is " + log + " (a cleave bug: please report it)", kExitInternal);
 }
 
@@ -534,8 +534,8 @@ LogicalResult Compiler::readStages(StringRef path) {
   const int64_t wanted = axisRanks("pp") * options.training.virtualStages;
   if (static_cast<int64_t>(stages->size()) != wanted)
     return fail(path,
-                "has " + std::to_string(stages->size()) + " stages, but --mesh has pp=" +
-                    std::to_string(axisRanks("pp")) +
+                "has " + std::to_string(stages->size()) +
+                    " stages, but --mesh has pp=" + std::to_string(axisRanks("pp")) +
                     (options.training.virtualStages > 1
                          ? " with " + std::to_string(options.training.virtualStages) +
                                " virtual stages each (" + std::to_string(wanted) + ")"
@@ -589,13 +589,14 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                 "add --schedule interleaved", kExitBadUsage);
   if (t.schedule != "gpipe" && t.gradAccum < ranks)
     return fail("--grad-accum " + std::to_string(t.gradAccum),
-                "the " + t.schedule + " schedule needs at least as many microbatches as pp has ranks (" +
+                "the " + t.schedule +
+                    " schedule needs at least as many microbatches as pp has ranks (" +
                     std::to_string(ranks) + ")",
                 "raise --grad-accum, or use --schedule gpipe", kExitBadUsage);
   if (interleaved && t.gradAccum % ranks != 0)
     return fail("--grad-accum " + std::to_string(t.gradAccum),
-                "the interleaved schedule runs a multiple of pp's ranks (" +
-                    std::to_string(ranks) + ") microbatches",
+                "the interleaved schedule runs a multiple of pp's ranks (" + std::to_string(ranks) +
+                    ") microbatches",
                 "choose a multiple of " + std::to_string(ranks), kExitBadUsage);
   if (options.target != "cpu")
     return fail("--target " + options.target, "pipeline programs are not built for it yet", notYet,
@@ -826,9 +827,10 @@ LogicalResult Compiler::linkRankPrograms(int64_t ranks) {
       sources.push_back(partial + "/stage" + std::to_string(s) + "/" + source);
     }
     sources.push_back(outputDir + "/programs.cpp");
-    if (failed(write("programs.cpp", [&](llvm::raw_ostream &os) {
-          os << programTable(programs, options.target, /*declare=*/true);
-        })) ||
+    if (failed(write("programs.cpp",
+                     [&](llvm::raw_ostream &os) {
+                       os << programTable(programs, options.target, /*declare=*/true);
+                     })) ||
         (options.emit == "program" && failed(buildProgram(sources))))
       return failure();
   }
@@ -870,9 +872,9 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
   // stage's entry points are named apart, and the rank's executable is
   // built once they all are (run()).
   const bool sharesExecutable = stage && options.training.virtualStages > 1;
-  const CompiledEntries entries{
-      sharesExecutable ? "cleave_stage" + std::to_string(*stage) + "_" : "cleave_", buildId,
-      planInterface};
+  const CompiledEntries entries{sharesExecutable ? "cleave_stage" + std::to_string(*stage) + "_"
+                                                 : "cleave_",
+                                buildId, planInterface};
   if (failed(runPasses(module, [&](PassManager &pm) {
         pm.addPass(createLowerToEmitC(
             LowerToEmitCOptions{options.target, entries.entryPrefix, sharesExecutable}));

@@ -263,8 +263,8 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
   for (auto [s, plan] : llvm::enumerate(plans)) {
     const size_t rank = s % ranks;
     const Json &memory = plan["memory"];
-    held[rank] += memory["predicted_peak_bytes"].get<int64_t>() -
-                  memory["scratch_bytes"].get<int64_t>();
+    held[rank] +=
+        memory["predicted_peak_bytes"].get<int64_t>() - memory["scratch_bytes"].get<int64_t>();
     scratch[rank] = std::max(scratch[rank], memory["scratch_bytes"].get<int64_t>());
     state[rank] += memory["parameter_bytes"].get<int64_t>() +
                    memory["gradient_bytes"].get<int64_t>() +

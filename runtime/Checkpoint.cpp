@@ -941,9 +941,9 @@ CheckpointIndex makeIndex(const std::vector<const Plan *> &plans,
           else
             // Stage s runs on pp rank s mod pp (more stages than ranks:
             // the interleaved schedule).
-            writes = writes && coordinates[a] == (mesh.axisNames[a] == "pp"
-                                                      ? static_cast<int>(stage) % mesh.shape[a]
-                                                      : 0);
+            writes = writes &&
+                     coordinates[a] ==
+                         (mesh.axisNames[a] == "pp" ? static_cast<int>(stage) % mesh.shape[a] : 0);
         }
         if (!writes)
           continue;

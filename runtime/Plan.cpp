@@ -10,10 +10,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <tuple>
 
 namespace cleave::rt {

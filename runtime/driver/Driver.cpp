@@ -200,8 +200,9 @@ int readRankPlans(const std::string &dir, const std::vector<ProgramIdentity> &pr
                                           : std::vector<int64_t>{0};
   if (stages.size() != programs.size())
     return fail(dir + "/plan.json",
-                "runs " + std::to_string(stages.size()) + " stage(s) on this rank, but the program " +
-                    std::to_string(programs.size()) + " (plan.json was changed after the compile)",
+                "runs " + std::to_string(stages.size()) +
+                    " stage(s) on this rank, but the program " + std::to_string(programs.size()) +
+                    " (plan.json was changed after the compile)",
                 1, "recompile the model with cleave compile");
   std::string error;
   for (size_t c = 1; c < stages.size(); ++c) {

@@ -703,8 +703,7 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Job 
 /// same result: a rank that fails says why, and every rank returns 1.
 int writeCheckpoint(const std::vector<Plan> &plans, const TrainingOptions &options, Job &job,
                     Backend &backend, std::vector<ProgramState> &programs,
-                    const TrainingPosition &position,
-                    std::vector<CheckpointRecord> &records) {
+                    const TrainingPosition &position, std::vector<CheckpointRecord> &records) {
   const Plan &plan = plans.front();
   const auto start = std::chrono::steady_clock::now();
   const CheckpointStore store(options.checkpointDir);
@@ -1208,8 +1207,7 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
       for (size_t c = 0; c < plans.size(); ++c) {
         const TrainingSpec &own = *plans[c].training;
         backend.copyToDevice(programs[c].inputs[own.lrInput].data, &lrValue, sizeof lrValue);
-        backend.copyToDevice(programs[c].inputs[own.stepInput].data, &stepValue,
-                             sizeof stepValue);
+        backend.copyToDevice(programs[c].inputs[own.stepInput].data, &stepValue, sizeof stepValue);
       }
     }
     // Microbatch k's forward or backward. Masks are keyed by the
@@ -1249,8 +1247,8 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
       // A pipeline rank runs its actions, each through its stage's program.
       const std::vector<int64_t> stages = pipeline->rankStages();
       for (const PipelineSpec::Action &action : pipeline->actions) {
-        const size_t c = static_cast<size_t>(
-            std::find(stages.begin(), stages.end(), action.stage) - stages.begin());
+        const size_t c = static_cast<size_t>(std::find(stages.begin(), stages.end(), action.stage) -
+                                             stages.begin());
         programs[c].useStashOf(*plans[c].training->pipeline, action.microbatch);
         if (action.kind == 'F')
           forward(c, action.microbatch);

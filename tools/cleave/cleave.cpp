@@ -247,8 +247,7 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
                            "--sync-batchnorm", "--freeze", "--loss"})
     cmd.stepOptions.push_back(sub->get_option(name));
   for (const char *name : {"--grad-accum", "--schedule", "--virtual-stages", "--zero",
-                           "--recompute", "--stages",
-                           "--ranks", "--device", "--memory-per-rank"})
+                           "--recompute", "--stages", "--ranks", "--device", "--memory-per-rank"})
     cmd.layoutOptions.push_back(sub->get_option(name));
   cmd.ranksOption = sub->get_option("--ranks");
 }
