@@ -34,6 +34,9 @@ struct PipelineTiedGradientsPass
       return signalPassFailure();
     }
     const int64_t stage = stageAttr.getInt();
+    FailureOr<MeshAxes> mesh = getMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
     // The stages that read each of this stage's tied parameters.
     llvm::StringMap<std::set<int64_t>> readers;
     for (unsigned i = 0; i < forward.getNumArguments(); ++i)
@@ -58,6 +61,18 @@ struct PipelineTiedGradientsPass
       }
       if (!acc)
         continue; // not trained (frozen, or no gradient reaches it)
+      // The gradients go between ranks as messages: two stages of one rank
+      // (the interleaved schedule) cannot exchange them yet.
+      for (int64_t other : readers[name])
+        if (other != stage && other % mesh->ppSize == stage % mesh->ppSize) {
+          module.emitError("parameter '")
+              << name << "' is trained in stages " << std::min(stage, other) << " and "
+              << std::max(stage, other) << ", which run on the same pp rank ("
+              << stage % mesh->ppSize
+              << "): a weight tied between two stages of one rank is not built yet; cut the "
+                 "stages (--stages) so that they lie on different ranks";
+          return signalPassFailure();
+        }
       const int64_t tag = kTiedGradientTagBase + static_cast<int64_t>(index);
       Location loc = acc.getLoc();
       for (int64_t other : readers[name])

@@ -29,8 +29,10 @@
 #   - what the flags get wrong is refused in one line before anything is
 #     built (interleaved without --virtual-stages, --virtual-stages without
 #     interleaved or without pp, microbatches not a multiple of pp, a stages
-#     file of pp stages, not pp x V); test/pipeline/pp_checkpoint.py checks
-#     their checkpoints.
+#     file of pp stages, not pp x V), and so is what is not built yet: a
+#     weight tied between two stages of one rank (the tied LM's embedding
+#     and head, cut into stages 0 and 2); test/pipeline/pp_checkpoint.py
+#     checks their checkpoints.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -48,7 +50,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
 from dp_vs_single import FP16, LONG, MOMENTUM, Model, close, identical  # noqa: E402
-from pp_vs_single import refused, stages_hold_their_parameters  # noqa: E402
+from pp_vs_single import TiedLM, refused, stages_hold_their_parameters  # noqa: E402
 
 INTERLEAVED = ["--schedule", "interleaved", "--virtual-stages", "2"]
 
@@ -137,6 +139,14 @@ def main():
     two = os.path.join(ROOT, "plans", "stages-gpt-pp2.json")
     refused("a stages file of pp stages", compile_pp + four + INTERLEAVED + ["--stages", two],
             f"{two}: has 2 stages, but --mesh has pp=2 with 2 virtual stages each (4)", problems)
+    # The auto cut puts the tied LM's embedding in stages 0 and 2, both on
+    # rank 0, which cannot exchange its gradients yet.
+    tied = Model("tied", TiedLM, ["idx", "targets"], 8, workdir).export(2)
+    refused("a weight tied within a rank",
+            ["cleave", "compile", tied, "-o", os.path.join(workdir, "tied"), "--train",
+             "--mesh", "pp=2", *four, *INTERLEAVED],
+            "parameter 'tok_emb.weight' is trained in stages 0 and 2, which run on the same pp "
+            "rank (0): a weight tied between two stages of one rank is not built yet", problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
