@@ -587,6 +587,16 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     if (failed(findStepResults(forward, lossSum, lossCount, lossName, gradOf)) ||
         failed(findMembers(forward, gradOf, members)))
       return signalPassFailure();
+    // Clipping sums every stage's squares over pp; a stage that trains
+    // nothing has no sum to keep alive for it yet.
+    if (auto stage = forward->getAttrOfType<IntegerAttr>(kStageAttr);
+        stage && members.empty() && clipGradNorm > 0.0) {
+      forward.emitError("pipeline stage ")
+          << stage.getInt()
+          << " trains no parameter: --clip-grad-norm on such a pipeline is not built yet; cut "
+             "the stages (--stages) so that each holds a trained parameter";
+      return signalPassFailure();
+    }
     // A tied weight's gradients are summed between the pipeline stages that
     // hold it (cleave-pipeline-tied-gradients) per parameter accumulator:
     // whole, or ZeRO 3's slice, which covers the same elements in every

@@ -61,18 +61,24 @@ struct PipelineTiedGradientsPass
       }
       if (!acc)
         continue; // not trained (frozen, or no gradient reaches it)
-      // The gradients go between ranks as messages: two stages of one rank
-      // (the interleaved schedule) cannot exchange them yet.
-      for (int64_t other : readers[name])
-        if (other != stage && other % mesh->ppSize == stage % mesh->ppSize) {
-          module.emitError("parameter '")
-              << name << "' is trained in stages " << std::min(stage, other) << " and "
-              << std::max(stage, other) << ", which run on the same pp rank ("
-              << stage % mesh->ppSize
-              << "): a weight tied between two stages of one rank is not built yet; cut the "
-                 "stages (--stages) so that they lie on different ranks";
-          return signalPassFailure();
-        }
+      // Stages of one rank (the interleaved schedule) have their copies
+      // summed by the driver before the update (runtime/driver/Training.cpp);
+      // stages of several ranks exchange messages. Both at once is not built.
+      const std::set<int64_t> &stages = readers[name];
+      auto onThisRank = [&](int64_t s) { return s % mesh->ppSize == stage % mesh->ppSize; };
+      if (llvm::all_of(stages, onThisRank))
+        continue;
+      if (auto same = llvm::find_if(stages, [&](int64_t s) { return s != stage && onThisRank(s); });
+          same != stages.end()) {
+        module.emitError("parameter '")
+            << name << "' is trained in stages " << std::min(stage, *same) << " and "
+            << std::max(stage, *same) << ", which run on the same pp rank ("
+            << stage % mesh->ppSize
+            << "), and in stages of other ranks: a weight tied both within a rank and between "
+               "ranks is not built yet; cut the stages (--stages) so that its stages lie on "
+               "one rank or on different ones";
+        return signalPassFailure();
+      }
       const int64_t tag = kTiedGradientTagBase + static_cast<int64_t>(index);
       Location loc = acc.getLoc();
       for (int64_t other : readers[name])

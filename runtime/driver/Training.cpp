@@ -918,13 +918,45 @@ std::unique_ptr<InputPrefetch> startInput(const TrainingSpec &spec, const DataSe
       [&backend](void *memory, size_t size) { backend.releaseStaging(memory, size); });
 }
 
+/// Sums, on a rank of an interleaved pipeline, the gradient accumulators
+/// of a weight that several of its stages train (a tied weight whose
+/// stages all run here: cleave-pipeline-tied-gradients leaves them to the
+/// driver), in stage order, into each stage's copy, as the stages of
+/// several ranks sum theirs with messages.
+void sumTiedGradients(const std::vector<Plan> &plans, std::vector<ProgramState> &programs,
+                      Backend &backend) {
+  std::map<std::string, std::vector<std::pair<size_t, const StoredTensor *>>> copies;
+  for (size_t c = 0; c < plans.size(); ++c)
+    for (const StoredTensor &state : plans[c].state)
+      if (state.tensor.name.rfind("grad:", 0) == 0 && state.tensor.dtype == DType::F32)
+        copies[state.tensor.name].emplace_back(c, &state);
+  for (const auto &[name, held] : copies) {
+    if (held.size() < 2)
+      continue;
+    const size_t elements = static_cast<size_t>(held.front().second->bytes) / sizeof(float);
+    std::vector<float> sum(elements, 0.0f), part(elements);
+    for (auto [c, state] : held) {
+      backend.copyToHost(part.data(), programs[c].weights->get() + state->offset,
+                         elements * sizeof(float));
+      for (size_t i = 0; i < elements; ++i)
+        sum[i] += part[i];
+    }
+    for (auto [c, state] : held)
+      backend.copyToDevice(programs[c].weights->get() + state->offset, sum.data(),
+                           elements * sizeof(float));
+  }
+}
+
 /// Runs the update of each of the rank's programs. On a rank of an
 /// interleaved pipeline each stage's @apply runs in phases
 /// (runtime/StepContext.h's applyPhase): before a sum over pp of a scalar
 /// every stage adds to (the clip's squares, the loss scale's overflow
 /// flag), the rank's stages add theirs, in stage order, and each stage then
 /// sums the rank's total over pp. A program of one phase runs whole.
-void applyStep(Backend &backend, std::vector<ProgramState> &programs) {
+void applyStep(const std::vector<Plan> &plans, Backend &backend,
+               std::vector<ProgramState> &programs) {
+  if (programs.size() > 1)
+    sumTiedGradients(plans, programs, backend);
   for (int phase = 0;; ++phase) {
     backend.setApplyPhase(phase);
     std::vector<void *> partials;
@@ -1262,7 +1294,7 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
         forward(0, k);
     }
     profile.beginCall(-1, ProgramEntryPoint::Apply);
-    applyStep(backend, programs);
+    applyStep(plans, backend, programs);
     profile.endCall();
     if (job.background)
       profile.background(job.background->group(), job.background->takeReport());

@@ -37,8 +37,9 @@
 #     stages-gpt-pp2.json) instead of the balanced cut;
 #   - each stage's plan.json holds the parameters its stage reads, and each
 #     trained parameter is trained in exactly one stage;
-#   - a stages file of another number of stages, and --stages without a pp
-#     axis, are refused in one line (test/pipeline/interleaved_vs_single.py
+#   - a stages file of another number of stages, --stages without a pp
+#     axis, and clipping on a pipeline with a stage that trains no parameter
+#     (the MLP on pp=4) are refused in one line (test/pipeline/interleaved_vs_single.py
 #     checks the interleaved schedule, test/pipeline/pp_checkpoint.py the
 #     pipelines' checkpoints).
 #
@@ -271,6 +272,13 @@ def main():
             f"{three}: has 3 stages, but --mesh has pp=2", problems)
     refused("--stages without pp", compile_pp[:-2] + ["--stages", three],
             f"--stages {three}: cuts a pipeline into stages", problems)
+    # The MLP's second stage on pp=4 trains nothing: clipping is refused.
+    mlp = Model("mlp", export_mlp, ["x", "labels"], 16, workdir).export(4)
+    refused("clipping with a stage that trains nothing",
+            ["cleave", "compile", mlp, "-o", os.path.join(workdir, "refused-clip"), "--train",
+             "--batch-size", "16", "--grad-accum", "4", "--mesh", "pp=4", "--clip-grad-norm", "1"],
+            "pipeline stage 1 trains no parameter: --clip-grad-norm on such a pipeline is not "
+            "built yet", problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
