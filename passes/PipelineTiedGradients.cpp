@@ -72,8 +72,7 @@ struct PipelineTiedGradientsPass
           same != stages.end()) {
         module.emitError("parameter '")
             << name << "' is trained in stages " << std::min(stage, *same) << " and "
-            << std::max(stage, *same) << ", which run on the same pp rank ("
-            << stage % mesh->ppSize
+            << std::max(stage, *same) << ", which run on the same pp rank (" << stage % mesh->ppSize
             << "), and in stages of other ranks: a weight tied both within a rank and between "
                "ranks is not built yet; cut the stages (--stages) so that its stages lie on "
                "one rank or on different ones";
