@@ -136,14 +136,10 @@ std::string programTable(ArrayRef<CompiledEntries> programs, StringRef target, b
   const std::string entry = ("cleave::rt::ProgramEntry<cleave::rt::" + target + "::Context>").str();
   std::string text;
   llvm::raw_string_ostream os(text);
-  // In CompiledProgram's order.
-  static constexpr rt::ProgramEntryPoint kEntries[] = {
-      rt::ProgramEntryPoint::Forward, rt::ProgramEntryPoint::Backward,
-      rt::ProgramEntryPoint::BackwardWeight, rt::ProgramEntryPoint::Apply};
   if (declare) {
     os << "#include \"runtime/" << target << "/Program.h\"\n\n";
     for (const CompiledEntries &program : programs)
-      for (rt::ProgramEntryPoint point : kEntries)
+      for (rt::ProgramEntryPoint point : rt::kProgramEntryPoints)
         os << entry << " " << program.entryPrefix << rt::entryPointName(point) << ";\n";
   }
   os << "\n// What the driver runs, and checks each plan.json against.\n"
@@ -152,7 +148,7 @@ std::string programTable(ArrayRef<CompiledEntries> programs, StringRef target, b
   for (const CompiledEntries &program : programs) {
     os << "    {{" << cppStringLiteral(program.buildId) << ",\n      "
        << cppStringLiteral(program.planInterface) << "}";
-    for (rt::ProgramEntryPoint point : kEntries)
+    for (rt::ProgramEntryPoint point : rt::kProgramEntryPoints)
       os << ",\n     " << program.entryPrefix << rt::entryPointName(point);
     os << "},\n";
   }
@@ -182,6 +178,8 @@ private:
   LogicalResult runPasses(ModuleOp module, function_ref<void(PassManager &)> populate,
                           ExitCode code = kExitInternal);
   LogicalResult write(StringRef name, function_ref<void(llvm::raw_ostream &)> body);
+  /// The generated source's name: program.cpp, or program.cu for CUDA.
+  std::string sourceName() const { return options.target == "cuda" ? "program.cu" : "program.cpp"; }
   /// Builds `outputDir`/program from the generated `sources` (paths).
   LogicalResult buildProgram(ArrayRef<std::string> sources);
   LogicalResult checkTrainOptions(const TrainOptions &training);
@@ -817,7 +815,7 @@ LogicalResult Compiler::linkRankPrograms(int64_t ranks) {
   // their programs and the table of them (programs.cpp).
   if (stagePrograms.empty())
     return success();
-  const std::string source = options.target == "cuda" ? "program.cu" : "program.cpp";
+  const std::string source = sourceName();
   for (int64_t rank = 0; rank < ranks; ++rank) {
     outputDir = partial + "/stage" + std::to_string(rank);
     SmallVector<CompiledEntries> programs;
@@ -883,7 +881,7 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
   if (failed(write("program.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))
     return failure();
   if (options.emit != "mlir") {
-    std::string source = options.target == "cuda" ? "program.cu" : "program.cpp";
+    const std::string source = sourceName();
     LogicalResult translated = success();
     if (failed(write(source, [&](llvm::raw_ostream &os) {
           translated = emitc::translateToCpp(module, os);

@@ -11,6 +11,7 @@
 #include "passes/Collectives.h"
 
 #include "dialects/Cleave/CleaveOps.h"
+#include "runtime/ProgramEntry.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -272,6 +273,8 @@ private:
   std::string entryPrefix;
   /// The phase of a phased @apply being lowered; -1: not phased.
   int phase;
+  /// In a phased @apply, the pp axis whose sums end its phases (-1: none).
+  int64_t phaseAxis = -1;
   OpBuilder b;
   Location loc;
   std::string kernelPrefix;
@@ -593,14 +596,14 @@ void Lowering::spanCall(StringRef kernel, const ReductionSpan &span) {
 
 bool Lowering::endsPhase(Operation *op) {
   auto reduce = dyn_cast<shard::AllReduceOp>(op);
-  if (phase < 0 || !reduce || isInPlace(reduce))
-    return false;
-  FailureOr<MeshAxes> mesh = getMesh(module);
-  return succeeded(mesh) && mesh->ppAxis >= 0 &&
-         llvm::equal(reduce.getGridAxes(), ArrayRef<int16_t>{static_cast<int16_t>(mesh->ppAxis)});
+  return phase >= 0 && phaseAxis >= 0 && reduce && !isInPlace(reduce) &&
+         llvm::equal(reduce.getGridAxes(), ArrayRef<int16_t>{static_cast<int16_t>(phaseAxis)});
 }
 
 LogicalResult Lowering::run() {
+  if (phase >= 0)
+    if (FailureOr<MeshAxes> mesh = getMesh(module); succeeded(mesh))
+      phaseAxis = mesh->ppAxis;
   auto charPointer = emitc::PointerType::get(emitc::OpaqueType::get(b.getContext(), "char"));
   auto inputList =
       emitc::PointerType::get(emitc::OpaqueType::get(b.getContext(), "const cleave::rt::Tensor"));
@@ -715,9 +718,13 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
       module.emitError("has no @forward function to lower");
       return signalPassFailure();
     }
-    static constexpr StringLiteral kEntries[] = {"forward", "backward", "backward_weight", "apply"};
+    auto isEntry = [](StringRef name) {
+      return llvm::any_of(rt::kProgramEntryPoints, [&](rt::ProgramEntryPoint entry) {
+        return name == rt::entryPointName(entry);
+      });
+    };
     for (auto func : module.getOps<func::FuncOp>()) {
-      if (!llvm::is_contained(kEntries, func.getSymName())) {
+      if (!isEntry(func.getSymName())) {
         func.emitError("cannot be lowered: a program has only @forward, @backward, "
                        "@backward_weight and @apply");
         return signalPassFailure();
@@ -728,7 +735,8 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
     // Every program defines every entry point; without an @apply (a forward
     // program) cleave_apply does nothing, and so do cleave_backward but in a
     // pipeline stage's program and cleave_backward_weight but in one of zb-h1.
-    for (StringRef name : kEntries) {
+    for (rt::ProgramEntryPoint entry : rt::kProgramEntryPoints) {
+      StringRef name = rt::entryPointName(entry);
       auto func = module.lookupSymbol<func::FuncOp>(name);
       if (failed(Lowering(module, func, name, entryPrefix, target, phasedApply).run()))
         return signalPassFailure();

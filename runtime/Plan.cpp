@@ -660,10 +660,11 @@ bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
     progress[static_cast<size_t>(action.microbatch)] = to;
     p.actions.push_back(action);
   }
-  for (const auto &[stage, progress] : seen)
-    if (std::count(progress.begin(), progress.end(), Done) != spec.gradAccum)
-      return fail(at + "actions", "do not run every microbatch's forward and backward");
-  if (!seen.count(p.stage))
+  const bool whole =
+      seen.count(p.stage) && std::all_of(seen.begin(), seen.end(), [&](auto &entry) {
+        return std::count(entry.second.begin(), entry.second.end(), Done) == spec.gradAccum;
+      });
+  if (!whole)
     return fail(at + "actions", "do not run every microbatch's forward and backward");
   if (const int64_t most = p.mostInFlight(); p.inFlight != most)
     return fail(at + "in_flight", "is not the most microbatches its actions hold (" +

@@ -49,6 +49,11 @@ template <typename Context>
 using ProgramEntry = void(Context &ctx, char *arena, char *weights, const Tensor *inputs,
                           Tensor *outputs);
 
+/// Every entry point, in the order a CompiledProgram lists them.
+inline constexpr ProgramEntryPoint kProgramEntryPoints[] = {
+    ProgramEntryPoint::Forward, ProgramEntryPoint::Backward, ProgramEntryPoint::BackwardWeight,
+    ProgramEntryPoint::Apply};
+
 /// "forward", "backward", "backward_weight", "apply".
 inline const char *entryPointName(ProgramEntryPoint entry) {
   switch (entry) {

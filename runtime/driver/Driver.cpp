@@ -189,11 +189,13 @@ int checkIdentity(const std::string &planPath, const Plan &plan, const ProgramId
   return 0;
 }
 
-/// The plans of the programs this rank runs, from the first (read from
-/// DIR): on a rank of an interleaved pipeline, those of its other stages
-/// too (DIR/../stage<S>/plan.json), each checked against its program.
-int readRankPlans(const std::string &dir, const std::vector<ProgramIdentity> &programs,
-                  std::vector<Plan> &plans) {
+/// The plans of the programs this rank runs and their directories, from
+/// the first (read from DIR): on a rank of an interleaved pipeline, those of
+/// its other stages too (DIR/../stage<S>/), each checked against its
+/// program.
+int readRankPlans(const std::vector<ProgramIdentity> &programs, std::vector<Plan> &plans,
+                  std::vector<std::string> &dirs) {
+  const std::string &dir = dirs.front();
   const Plan &first = plans.front();
   const std::vector<int64_t> stages = first.training && first.training->pipeline
                                           ? first.training->pipeline->rankStages()
@@ -206,7 +208,8 @@ int readRankPlans(const std::string &dir, const std::vector<ProgramIdentity> &pr
                 1, "recompile the model with cleave compile");
   std::string error;
   for (size_t c = 1; c < stages.size(); ++c) {
-    const std::string path = dir + "/../stage" + std::to_string(stages[c]) + "/plan.json";
+    dirs.push_back(dir + "/../stage" + std::to_string(stages[c]));
+    const std::string path = dirs.back() + "/plan.json";
     Plan &plan = plans.emplace_back();
     if (!readPlan(path, plan, error))
       return fail(path, error, 1);
@@ -333,9 +336,10 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
     backend.setThreads(threads);
     std::vector<Plan> plans;
     plans.push_back(std::move(plan));
-    if (int code = readRankPlans(dir, programs, plans))
+    std::vector<std::string> dirs{dir};
+    if (int code = readRankPlans(programs, plans, dirs))
       return code;
-    return runTraining(dir, plans, training, backend);
+    return runTraining(dirs, plans, training, backend);
   }
   if (const CLI::Option *option = firstGiven(
           {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,

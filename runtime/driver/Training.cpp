@@ -1139,7 +1139,7 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
 
 } // namespace
 
-int runTraining(const std::string &dir, const std::vector<Plan> &plans,
+int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &plans,
                 const TrainingOptions &options, Backend &backend) {
   const Plan &plan = plans.front();
   const TrainingSpec &spec = *plan.training;
@@ -1153,7 +1153,7 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
     return code;
   if (int code = startJob(plan, options, backend, job))
     return code;
-  if (int code = readStagePlans(dir, plan, options, job.stagePlans))
+  if (int code = readStagePlans(dirs.front(), plan, options, job.stagePlans))
     return code;
   RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
                      spec.trainingInfo);
@@ -1182,16 +1182,23 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
   // collective that times out names the rank that waited.
   quiet.restore();
   // The rank's programs: one, or on a rank of an interleaved pipeline one
-  // per stage it runs (in DIR/../stage<S>/), each with its input thread.
+  // per stage it runs, each with its input thread.
   std::vector<ProgramState> programs(plans.size());
   std::vector<std::unique_ptr<InputPrefetch>> inputs;
   for (size_t c = 0; c < plans.size(); ++c) {
     programs[c].index = c;
-    const std::string stageDir =
-        c == 0 ? dir : dir + "/../stage" + std::to_string(plans[c].training->pipeline->stage);
-    if (int code = loadProgram(stageDir, plans[c], job, resume ? &*resume : nullptr,
+    if (int code = loadProgram(dirs[c], plans[c], job, resume ? &*resume : nullptr,
                                options.initFrom, backend, programs[c]))
       return code;
+  }
+  // The program of each of a pipeline rank's actions: its stage's, whose
+  // index among the rank's stages (in order) is the program's.
+  std::vector<size_t> actionPrograms;
+  if (spec.pipeline) {
+    const std::vector<int64_t> stages = spec.pipeline->rankStages();
+    for (const PipelineSpec::Action &action : spec.pipeline->actions)
+      actionPrograms.push_back(static_cast<size_t>(
+          std::find(stages.begin(), stages.end(), action.stage) - stages.begin()));
   }
   // Where each program takes each data input (in the first plan's order, the
   // data sets'): stages number their inputs apart, and each reads them all.
@@ -1277,10 +1284,9 @@ int runTraining(const std::string &dir, const std::vector<Plan> &plans,
     };
     if (const std::optional<PipelineSpec> &pipeline = spec.pipeline) {
       // A pipeline rank runs its actions, each through its stage's program.
-      const std::vector<int64_t> stages = pipeline->rankStages();
-      for (const PipelineSpec::Action &action : pipeline->actions) {
-        const size_t c = static_cast<size_t>(std::find(stages.begin(), stages.end(), action.stage) -
-                                             stages.begin());
+      for (size_t a = 0; a < pipeline->actions.size(); ++a) {
+        const PipelineSpec::Action &action = pipeline->actions[a];
+        const size_t c = actionPrograms[a];
         programs[c].useStashOf(*plans[c].training->pipeline, action.microbatch);
         if (action.kind == 'F')
           forward(c, action.microbatch);

@@ -58,8 +58,8 @@ struct TrainingOptions {
 };
 
 /// Runs the training loop and returns the process exit code. `plans`: those
-/// of the executable's programs (Backend::run), the first read from `dir`.
-int runTraining(const std::string &dir, const std::vector<Plan> &plans,
+/// of the executable's programs (Backend::run), read from `dirs`.
+int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &plans,
                 const TrainingOptions &options, Backend &backend);
 
 /// The learning rate of step `step` (1-based) of `totalSteps`.

@@ -28,6 +28,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "models")
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from rank_memory import rank_peak  # noqa: E402
 
 
 def check(name, plan_dir, measured, problems, expect_scratch):
@@ -151,8 +153,7 @@ def main():
                     "--log-json", log], check=True, stderr=subprocess.DEVNULL)
     memories = [json.load(open(os.path.join(out, f"stage{s}", "plan.json")))["memory"]
                 for s in (0, 2)]
-    scratch = max(m["scratch_bytes"] for m in memories)
-    predicted = sum(m["predicted_peak_bytes"] - m["scratch_bytes"] for m in memories) + scratch
+    predicted = rank_peak(memories)
     measured = json.load(open(log))["peak_bytes_allocated"]
     if measured != predicted:
         problems.append(f"gpt interleaved, rank 0: measured {measured} bytes, predicted "

@@ -34,6 +34,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from rank_memory import rank_peak  # noqa: E402
 from torch_export import export_with_loss  # noqa: E402
 
 DEVICE = os.path.join(HERE, "Inputs", "two-nodes.json")
@@ -71,15 +72,10 @@ def compile_layout(work, model, layout, name, emit="mlir", precision="fp32"):
 
 
 def rank_peaks(layout, stages):
-    """Each pp rank's predicted peak: the sum of its stages' (stage s on rank
-    s mod pp), each one's scratch released after its call, so the largest
-    counts once."""
-    peaks = []
-    for rank in range(layout["pp"]):
-        own = [s["memory"] for s in stages[rank::layout["pp"]]]
-        scratch = max(m["scratch_bytes"] for m in own)
-        peaks.append(sum(m["predicted_peak_bytes"] - m["scratch_bytes"] for m in own) + scratch)
-    return peaks
+    """Each pp rank's predicted peak, from those of its stages (stage s on
+    rank s mod pp)."""
+    return [rank_peak([s["memory"] for s in stages[rank::layout["pp"]]])
+            for rank in range(layout["pp"])]
 
 
 def function_seconds(device, plan_json, name):
