@@ -71,36 +71,67 @@ def export_mlp(path, layers, width, micro, classes=16):
                      path, ["x", "labels"])
 
 
+def stage_costs(trace, stages):
+    """Each stage's median forward, input-gradient (the whole backward,
+    without zb-h1) and weight-gradient call in ms, less the sends and
+    receives inside it, and each rank's median optimizer call."""
+    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+    messages = [e for e in events if e["name"] in ("send pp", "recv pp")]
+    calls, applies = {}, {}
+    for e in events:
+        end = e["ts"] + e["dur"]
+        inside = sum(m["dur"] for m in messages
+                     if m["pid"] == e["pid"] and e["ts"] <= m["ts"] and m["ts"] + m["dur"] <= end)
+        if e["name"] in ("forward", "backward", "backward_weight"):
+            calls.setdefault((e["args"]["stage"], e["name"]), []).append((e["dur"] - inside) / 1e3)
+        elif e["name"] == "optimizer":
+            applies.setdefault(e["pid"], []).append(e["dur"] / 1e3)
+    costs = [[float(np.median(calls.get((stage, name), [0])))
+              for name in ("forward", "backward", "backward_weight")] for stage in range(stages)]
+    return costs, [float(np.median(applies[rank])) for rank in sorted(applies)]
+
+
+def simulated_step(cleave, schedule, P, M, V, costs, applies):
+    """The bubble of `schedule` simulated with each stage's measured costs,
+    each rank's optimizer run after its last action and the step ending
+    with the last of them (the loss's sum over pp waits for every rank)."""
+    out = subprocess.run(
+        [cleave, "schedule", "--schedule", schedule, "--pp", str(P), "--microbatches", str(M),
+         "--virtual-stages", str(V), "--costs", ",".join(f"{c:.6f}" for s in costs for c in s)],
+        check=True, capture_output=True, text=True).stdout
+    busy, ends = ([float(v) for v in re.search(rf"^{key}: (.*) \(", out, re.M).group(1).split()]
+                  for key in ("busy", "ends"))
+    step = max(e + a for e, a in zip(ends, applies))
+    return 1 - sum(b + a for b, a in zip(busy, applies)) / (P * step)
+
+
 def measured(cleave, work, model, schedule, P, M, micro, steps, data):
-    """The run's bubble, and the mean over stages of each stage's median
-    forward, backward (with zb-h1 the inputs' gradients) and weights'
-    gradients call, in ms, from its trace."""
+    """The run's bubble, its stage costs (stage_costs) and the bubble
+    simulated from them."""
     out = os.path.join(work, f"{schedule}-p{P}-m{M}")
-    virtual = ["--virtual-stages", "2"] if schedule == "interleaved" else []
+    V = 2 if schedule == "interleaved" else 1
     subprocess.run([cleave, "compile", model, "-o", out, "--train", "--mesh", f"pp={P}",
                     "--grad-accum", str(M), "--batch-size", str(M * micro), "--schedule",
-                    schedule, *virtual], check=True, capture_output=True)
+                    schedule, "--virtual-stages", str(V)], check=True, capture_output=True)
     log, trace = out + ".json", out + ".trace.json"
     subprocess.run([cleave, "run", "-n", str(P), out, "--data", data, "--steps", str(steps),
                     "--log-json", log, "--trace", trace, "--quiet"], check=True,
                    capture_output=True)
     busy = [[r["compute_seconds"] / r["seconds"] for r in step["ranks"]]
             for step in json.load(open(log))["step_times"][2:]]
-    spans = {}
-    for event in json.load(open(trace))["traceEvents"]:
-        if event.get("ph") == "X" and event["name"] in ("forward", "backward", "backward_weight"):
-            spans.setdefault((event["pid"], event["name"]), []).append(event["dur"] / 1000)
-    costs = [float(np.mean([np.median(spans.get((rank, name), [0])) for rank in range(P)]))
-             for name in ("forward", "backward", "backward_weight")]
-    return 1 - float(np.mean(busy)), costs
+    costs, applies = stage_costs(trace, P * V)
+    if schedule != "zb-h1":  # B is I + W: the simulator takes it as I
+        costs = [[f, b + w, 0.0] for f, b, w in costs]
+    return (1 - float(np.mean(busy)), costs,
+            simulated_step(cleave, schedule, P, M, V, costs, applies))
 
 
 def measure(cleave):
     P, micro, width, layers, steps = 2, 128, 512, 8, 12
     print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} Linear({width}, {width}) "
           f"layers, {micro} samples a microbatch")
-    print(f"{'schedule':<12} {'P':>3} {'M':>4} {'F ms':>6} {'B/I ms':>6} {'W ms':>6} "
-          f"{'measured':>10} {'theory':>8} {'ratio':>6}")
+    print(f"{'schedule':<12} {'P':>3} {'M':>4} {'F ms':>11} {'B/I ms':>11} {'W ms':>11} "
+          f"{'measured':>9} {'theory':>7} {'points':>6} {'formula':>8}")
     with tempfile.TemporaryDirectory() as work:
         model = os.path.join(work, "mlp.onnx")
         export_mlp(model, layers, width, micro)
@@ -111,14 +142,17 @@ def measure(cleave):
         data = f"x={work}/x.npy,labels={work}/labels.npy"
         for schedule in ("gpipe", "1f1b", "interleaved", "zb-h1"):
             for M in (2, 4, 8, 16):
-                got, (f, b, w) = measured(cleave, work, model, schedule, P, M, micro, steps,
-                                          data)
-                # Without a split backward, B is I + W and the formula needs no costs;
-                # the interleaved schedule's F and B are those of a stage, half a rank's.
+                got, costs, theory_bubble = measured(cleave, work, model, schedule, P, M, micro,
+                                                     steps, data)
+                # The papers' formulas for uniform stages, zb-h1's with the
+                # stages' mean F, I and W.
                 V = 2 if schedule == "interleaved" else 1
-                want = theory(schedule, P, M, V, (f, b, w) if schedule == "zb-h1" else (1, 1, 1))
-                print(f"{schedule:<12} {P:>3} {M:>4} {f:>6.2f} {b:>6.2f} {w:>6.2f} {got:>10.4f} "
-                      f"{want:>8.4f} {got / want:>6.3f}", flush=True)
+                mean = [float(np.mean(c)) for c in zip(*costs)]
+                formula = theory(schedule, P, M, V, mean if schedule == "zb-h1" else (1, 1, 1))
+                columns = ["/".join(f"{s[i]:.2f}" for s in costs) for i in range(3)]
+                print(f"{schedule:<12} {P:>3} {M:>4} {columns[0]:>11} {columns[1]:>11} "
+                      f"{columns[2]:>11} {got:>9.4f} {theory_bubble:>7.4f} "
+                      f"{100 * (got - theory_bubble):>6.1f} {formula:>8.4f}", flush=True)
 
 
 def main():

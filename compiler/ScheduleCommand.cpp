@@ -13,6 +13,8 @@
 
 #include "llvm/Support/Format.h"
 
+#include <numeric>
+
 namespace cleave {
 
 int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
@@ -22,19 +24,27 @@ int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
                 "the schedules are gpipe, 1f1b, interleaved and zb-h1", kExitBadUsage});
     return kExitBadUsage;
   }
-  if (options.costs.size() != 3 ||
-      llvm::any_of(options.costs, [](double c) { return !(c >= 0); }) ||
-      options.costs[0] + options.costs[1] + options.costs[2] <= 0) {
-    printError({"--costs", "takes three non-negative costs F,I,W, not all zero", "e.g. --costs 1,1,1",
-                kExitBadUsage});
-    return kExitBadUsage;
-  }
   PipelineShape shape;
   shape.ranks = options.ranks;
   shape.virtualStages = options.virtualStages;
   shape.microbatches = options.microbatches;
-  StageCosts costs = StageCosts::uniform(shape.stages(), options.costs[0], options.costs[1],
-                                         options.costs[2]);
+  const std::vector<double> &given = options.costs;
+  const size_t perStage = 3 * static_cast<size_t>(shape.stages());
+  if ((given.size() != 3 && given.size() != perStage) ||
+      llvm::any_of(given, [](double c) { return !(c >= 0); }) ||
+      std::accumulate(given.begin(), given.end(), 0.0) <= 0) {
+    printError({"--costs", "takes three non-negative costs F,I,W, or three for each of the " +
+                               std::to_string(shape.stages()) + " stages, not all zero",
+                "e.g. --costs 1,1,1", kExitBadUsage});
+    return kExitBadUsage;
+  }
+  StageCosts costs;
+  for (int64_t stage = 0; stage < shape.stages(); ++stage) {
+    const size_t at = given.size() == 3 ? 0 : 3 * static_cast<size_t>(stage);
+    costs.forward.push_back(given[at]);
+    costs.inputGrad.push_back(given[at + 1]);
+    costs.weightGrad.push_back(given[at + 2]);
+  }
   std::string error;
   std::optional<PipelineSchedule> schedule = buildSchedule(*kind, shape, costs, error);
   std::optional<SimulatedStep> step;
@@ -46,12 +56,23 @@ int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
   }
   os << "schedule " << options.schedule << ": " << shape.ranks << " ranks, "
      << shape.virtualStages << " stage(s) per rank, " << shape.microbatches
-     << " microbatches; F, I, W = " << llvm::format("%g, %g, %g", options.costs[0],
-                                                    options.costs[1], options.costs[2])
-     << " per stage\n";
+     << " microbatches; F, I, W =";
+  for (int64_t stage = 0; stage < (given.size() == 3 ? 1 : shape.stages()); ++stage)
+    os << (stage ? ";" : "")
+       << llvm::format(" %g, %g, %g", costs.forward[stage], costs.inputGrad[stage],
+                       costs.weightGrad[stage]);
+  os << (given.size() == 3 ? " per stage\n" : " by stage\n");
   os << "bubble: " << llvm::format("%.6f", step->bubble())
      << " (simulated idle over step time, mean over ranks)\n";
   os << "step: " << llvm::format("%.6g", step->makespan) << "\n";
+  auto perRank = [&](const char *label, const std::vector<double> &values, const char *what) {
+    os << label << ":";
+    for (double value : values)
+      os << llvm::format(" %.6g", value);
+    os << " (" << what << ")\n";
+  };
+  perRank("busy", step->busy, "each rank's time in actions");
+  perRank("ends", step->ends, "when each rank's last action ends");
   if (options.actions)
     for (auto [rank, list] : llvm::enumerate(*schedule)) {
       os << "rank " << rank << ":";

@@ -47,6 +47,10 @@ int64_t estimateFlops(Operation *op) {
   return flops;
 }
 
+int64_t estimateGradientFlops(Operation *op, llvm::function_ref<bool(Value)> needsGradient) {
+  return estimateFlops(op) * llvm::count_if(op->getOperands(), needsGradient);
+}
+
 bool isProduct(Operation *op) {
   return isa<MatMulOp, GemmOp, ConvOp, ConvGradInputOp, ConvGradWeightOp>(op);
 }

@@ -4,6 +4,7 @@
 #define CLEAVE_PASSES_COSTMODEL_H
 
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace cleave {
 
@@ -12,6 +13,13 @@ namespace cleave {
 /// elsewhere (an estimate for the rest). plan.json's FLOPs and the
 /// pipeline's balanced stages use it.
 int64_t estimateFlops(mlir::Operation *op);
+
+/// The estimated FLOPs of `op`'s gradients for the operands that need one
+/// (`needsGradient`): each as many as its forward (a product's gradient for
+/// one factor is a product of its size; an elementwise op's, an
+/// elementwise op). The pipeline's balanced stages and schedules use it.
+int64_t estimateGradientFlops(mlir::Operation *op,
+                              llvm::function_ref<bool(mlir::Value)> needsGradient);
 
 /// Whether `op` is a product (matmul, gemm, conv or an adjoint of conv):
 /// `cleave plan` times its FLOPs at the device's product rate, the other

@@ -366,14 +366,18 @@ def PipelineSchedule : Pass<"cleave-pipeline-schedule", "mlir::ModuleOp"> {
   let summary = "Give every pipeline rank its static list of actions";
   let description = [{
     Runs after cleave-pipeline-split, on its stage functions. Writes
-    `cleave.pipeline_schedule` on the module: {kind, microbatches, ranks},
-    with ranks[r] the actions rank r runs in order, each "F<m>@<s>" (the
+    `cleave.pipeline_schedule` on the module: {kind, microbatches, ranks,
+    estimated_flops}, with ranks[r] the actions rank r runs in order, each "F<m>@<s>" (the
     forward of microbatch m through stage s), "B<m>@<s>" (its backward), or
     with zb-h1 "I<m>@<s>" and "W<m>@<s>" (the backward split into the
     gradients of the stage's inputs and of its parameters, as the
     zero-bubble paper splits it). The lists come from simulating the step
-    (passes/PipelineSimulator.h) with each stage's estimated FLOPs:
-    gpipe runs all forwards, then all backwards; 1f1b lets rank r hold
+    (passes/PipelineSimulator.h) with each stage's estimated FLOPs,
+    `estimated_flops` = {forward, input_grad, weight_grad}, one each per
+    stage: its ops' forward, the gradients of every operand computed from
+    a received value (I), and those of the parameters and what is computed
+    from them alone (W), an operand's gradient costing its op's forward
+    (passes/CostModel.h); the first stage has no I. gpipe runs all forwards, then all backwards; 1f1b lets rank r hold
     P - r microbatches between forward and backward; interleaved is
     Megatron's interleaved 1F1B over V stages per rank (M a multiple of P);
     zb-h1 is 1f1b with the backward split, each rank taking the gradients of

@@ -17,6 +17,14 @@ using namespace cleave;
 
 namespace {
 
+/// The stage costs the lists were built from, for a reader of the module.
+DictionaryAttr flopsAttr(Builder &b, const StageCosts &costs) {
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("forward", b.getDenseF64ArrayAttr(costs.forward)),
+       b.getNamedAttr("input_grad", b.getDenseF64ArrayAttr(costs.inputGrad)),
+       b.getNamedAttr("weight_grad", b.getDenseF64ArrayAttr(costs.weightGrad))});
+}
+
 struct PipelineSchedulePass : public cleave::impl::PipelineScheduleBase<PipelineSchedulePass> {
   using PipelineScheduleBase::PipelineScheduleBase;
 
@@ -34,8 +42,8 @@ struct PipelineSchedulePass : public cleave::impl::PipelineScheduleBase<Pipeline
       return signalPassFailure();
     shape->microbatches = microbatches;
     std::string error;
-    std::optional<cleave::PipelineSchedule> lists =
-        buildSchedule(*kind, *shape, estimateStageCosts(stages), error);
+    const StageCosts costs = estimateStageCosts(stages);
+    std::optional<cleave::PipelineSchedule> lists = buildSchedule(*kind, *shape, costs, error);
     if (!lists) {
       module.emitError(error);
       return signalPassFailure();
@@ -52,7 +60,8 @@ struct PipelineSchedulePass : public cleave::impl::PipelineScheduleBase<Pipeline
                     b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr(schedule)),
                                          b.getNamedAttr("microbatches",
                                                         b.getI64IntegerAttr(microbatches)),
-                                         b.getNamedAttr("ranks", b.getArrayAttr(ranks))}));
+                                         b.getNamedAttr("ranks", b.getArrayAttr(ranks)),
+                                         b.getNamedAttr("estimated_flops", flopsAttr(b, costs))}));
     if (failed(verifyPipelineSchedule(module)))
       return signalPassFailure();
   }

@@ -146,7 +146,7 @@ public:
   }
 
   SimulatedStep result() const {
-    return {*std::max_element(rankFree.begin(), rankFree.end()), busy};
+    return {*std::max_element(rankFree.begin(), rankFree.end()), busy, rankFree};
   }
 
   /// Runs `actions` actions: each time, every rank offers the action it

@@ -86,6 +86,7 @@ std::optional<PipelineSchedule> buildSchedule(ScheduleKind kind, const PipelineS
 struct SimulatedStep {
   double makespan = 0;
   std::vector<double> busy; // per rank
+  std::vector<double> ends; // per rank: when its last action ends
   /// Idle time over step time, averaged over the ranks.
   double bubble() const;
 };

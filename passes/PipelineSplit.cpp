@@ -212,7 +212,9 @@ private:
   }
 
   /// Contiguous stages of `placed`, in order: the smallest largest stage
-  /// cost (estimated FLOPs) there is, give or take 5%; within that, the cut
+  /// cost (the estimated FLOPs of a microbatch's forward and backward: an
+  /// op's gradients only for the operands computed from parameters) there
+  /// is, give or take 5%; within that, the cut
   /// whose stages' memory is most even (each stage's parameters, read
   /// first there, and computed values: what a microbatch keeps there) and
   /// whose boundaries carry the fewest bytes, weighed together as the sum
@@ -234,7 +236,10 @@ private:
       for (Value operand : placed[i]->getOperands())
         if (isParam(operand) && counted.insert(operand).second)
           bytes += bytesOf(operand);
-      flops[i + 1] = flops[i] + std::max<int64_t>(estimateFlops(placed[i]), 1);
+      const int64_t trained =
+          estimateFlops(placed[i]) +
+          estimateGradientFlops(placed[i], [&](Value v) { return dependsOnParam(v); });
+      flops[i + 1] = flops[i] + std::max<int64_t>(trained, 1);
       memory[i + 1] = memory[i] + bytes;
     }
     auto cost = [&](int64_t from, int64_t to) { return flops[to] - flops[from]; };

@@ -98,15 +98,33 @@ FailureOr<PipelineShape> pipelineShape(ModuleOp module,
 StageCosts estimateStageCosts(ArrayRef<func::FuncOp> stages) {
   StageCosts costs;
   for (func::FuncOp func : stages) {
-    double flops = 0;
+    // Which values carry a gradient back: those computed from a received
+    // value (their chain is I, what the earlier stages wait for), and the
+    // parameters and values computed from them alone (W).
+    DenseSet<Value> fromReceived, fromParameter;
+    for (BlockArgument arg : func.getArguments())
+      if (StringAttr kind = argumentKind(arg); kind && kind.getValue() == "param")
+        fromParameter.insert(arg);
+    double forward = 0, inputGrad = 0, weightGrad = 0;
     func.walk([&](Operation *op) {
-      if (op->getDialect() == op->getContext()->getLoadedDialect<CleaveDialect>())
-        flops += estimateFlops(op);
+      auto reads = [&](const DenseSet<Value> &set) {
+        return llvm::any_of(op->getOperands(), [&](Value v) { return set.contains(v); });
+      };
+      if (isa<PipelineRecvOp>(op) || reads(fromReceived))
+        fromReceived.insert(op->result_begin(), op->result_end());
+      else if (reads(fromParameter))
+        fromParameter.insert(op->result_begin(), op->result_end());
+      if (op->getDialect() != op->getContext()->getLoadedDialect<CleaveDialect>() ||
+          isa<PipelineSendOp, PipelineRecvOp>(op))
+        return;
+      forward += estimateFlops(op);
+      inputGrad += estimateGradientFlops(op, [&](Value v) { return fromReceived.contains(v); });
+      weightGrad += estimateGradientFlops(op, [&](Value v) { return fromParameter.contains(v); });
     });
-    flops = std::max(flops, 1.0);
-    costs.forward.push_back(flops);
-    costs.inputGrad.push_back(flops);
-    costs.weightGrad.push_back(flops);
+    // An empty stage still takes a turn.
+    costs.forward.push_back(std::max(forward, 1.0));
+    costs.inputGrad.push_back(inputGrad);
+    costs.weightGrad.push_back(weightGrad);
   }
   return costs;
 }

@@ -24,9 +24,11 @@ namespace cleave {
 mlir::FailureOr<PipelineShape> pipelineShape(mlir::ModuleOp module,
                                              llvm::SmallVectorImpl<mlir::func::FuncOp> &stages);
 
-/// Each stage's estimated cost: its forward's FLOPs, and as many again for
-/// the gradients of its inputs and of its parameters each (a product's
-/// backward is two products of its size).
+/// Each stage's estimated cost: its forward's FLOPs (F), those of the
+/// gradients that flow back to the stages it receives from (I: every
+/// operand computed from a received value) and those of the rest (W: the
+/// parameters and what is computed from them alone), each operand's
+/// gradient costing as much as its op's forward. The first stage has no I.
 StageCosts estimateStageCosts(llvm::ArrayRef<mlir::func::FuncOp> stages);
 
 /// Checks the module's `cleave.pipeline_schedule` against its stages by

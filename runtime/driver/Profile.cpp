@@ -132,6 +132,7 @@ void RunProfile::beginStep(int64_t number) {
     return;
   step = number;
   current = {};
+  callCommunication = 0;
   inStep = true;
   stepBegin = Clock::now();
 }
@@ -151,15 +152,17 @@ void RunProfile::input(int64_t k, Clock::time_point begin, uint64_t bytes, doubl
                       .dump());
 }
 
-void RunProfile::beginCall(int64_t k, ProgramEntryPoint entry) {
+void RunProfile::beginCall(int64_t k, ProgramEntryPoint entry, std::optional<int64_t> stage) {
   if (!measuring)
     return;
   microbatch = k;
+  callStage = stage;
   phase = entry == ProgramEntryPoint::Apply            ? "optimizer"
           : entry == ProgramEntryPoint::Backward       ? "backward"
           : entry == ProgramEntryPoint::BackwardWeight ? "backward_weight"
           : trainingInfo                               ? "training_info step"
                                                        : "forward";
+  inCall = true;
   callBegin = phaseBegin = Clock::now();
 }
 
@@ -169,6 +172,7 @@ void RunProfile::endCall() {
   const Clock::time_point end = Clock::now();
   endOp(end);
   endPhase(end);
+  inCall = false;
   current.compute += secondsBetween(callBegin, end);
 }
 
@@ -195,6 +199,8 @@ void RunProfile::endPhase(Clock::time_point now) {
   nlohmann::ordered_json args = {{"step", step}};
   if (microbatch >= 0)
     args["microbatch"] = microbatch;
+  if (callStage)
+    args["stage"] = *callStage;
   timeline->add(Track::Compute, phase, phaseBegin, now, args.dump());
 }
 
@@ -210,9 +216,7 @@ StepTimes RunProfile::endStep() {
   const Clock::time_point end = Clock::now();
   inStep = false;
   current.seconds = secondsBetween(stepBegin, end);
-  // The program's calls made the step's collectives and waited for the
-  // background ones: the rest is compute.
-  current.compute -= current.exposedCommunication;
+  current.compute -= callCommunication;
   if (timeline)
     timeline->add(Track::Compute, "step " + std::to_string(step), stepBegin, end,
                   nlohmann::ordered_json{{"step", step}}.dump());
@@ -252,6 +256,8 @@ void RunProfile::collective(const comm::Communicator &group, const comm::Collect
   if (inStep) {
     current.communication += seconds;
     current.exposedCommunication += seconds;
+    if (inCall)
+      callCommunication += seconds;
   }
   if (!timeline)
     return;
@@ -283,8 +289,12 @@ void RunProfile::background(const comm::Communicator &group,
   for (const auto &[begin, end] : report.waits) {
     const double seconds = secondsBetween(begin, end);
     totalCommunication += seconds;
-    if (inStep)
+    // The program waits for the sums in its calls, and the driver reports
+    // them after the step's last call.
+    if (inStep) {
       current.exposedCommunication += seconds;
+      callCommunication += seconds;
+    }
     if (timeline)
       timeline->add(Track::Communication, "wait for background all_reduce", begin, end);
   }

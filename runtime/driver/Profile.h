@@ -34,7 +34,8 @@ class Backend;
 struct StepTimes {
   /// From the step's start to its loss read back.
   double seconds = 0;
-  /// In the program's calls, less the collectives they made.
+  /// In the program's calls, less the collectives they made and their
+  /// waits for the background sums.
   double compute = 0;
   /// In collectives (waiting for the other ranks and moving data): the
   /// main thread's, and the background all-reduce's sums.
@@ -82,8 +83,8 @@ public:
              double readSeconds);
   /// The program's `entry` begins / ends: the forward or (a pipeline
   /// stage's) backward of microbatch `microbatch`, or the optimizer's apply
-  /// (microbatch -1).
-  void beginCall(int64_t microbatch, ProgramEntryPoint entry);
+  /// (microbatch -1); `stage`, a pipeline stage's, names it in the trace.
+  void beginCall(int64_t microbatch, ProgramEntryPoint entry, std::optional<int64_t> stage);
   void endCall();
   /// Ends the step and returns its figures (zero when not measuring).
   StepTimes endStep();
@@ -137,8 +138,14 @@ private:
 
   int64_t step = 0;
   bool inStep = false;
+  /// Between beginCall and endCall: the collectives then are the program's.
+  bool inCall = false;
+  /// The step's collectives and waits made inside the program's calls
+  /// (those outside, such as a pipeline's loss sum, were never compute).
+  double callCommunication = 0;
   Clock::time_point stepBegin, callBegin, phaseBegin, opBegin;
   int64_t microbatch = 0;
+  std::optional<int64_t> callStage;
   std::string phase, opLabel;
   bool opOpen = false;
   StepTimes current;

@@ -1255,7 +1255,8 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
     auto runMicrobatch = [&](ProgramState &stage, int64_t k, ProgramEntryPoint entry) {
       backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k),
                       k + 1 == spec.gradAccum);
-      profile.beginCall(k, entry);
+      const std::optional<PipelineSpec> &pipeline = plans[stage.index].training->pipeline;
+      profile.beginCall(k, entry, pipeline ? std::optional(pipeline->stage) : std::nullopt);
       stage.run(backend, entry);
       profile.endCall();
     };
@@ -1299,7 +1300,7 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
       for (int64_t k = 0; k < spec.gradAccum; ++k)
         forward(0, k);
     }
-    profile.beginCall(-1, ProgramEntryPoint::Apply);
+    profile.beginCall(-1, ProgramEntryPoint::Apply, std::nullopt);
     applyStep(plans, backend, programs);
     profile.endCall();
     if (job.background)

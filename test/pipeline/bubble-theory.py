@@ -63,6 +63,36 @@ for P in (2, 3, 4, 8, 16):
 bubble, _, _ = simulated("--schedule", "zb-h1", "--pp", "64", "--microbatches", "512")
 expect("zb-h1 P=64 M=512", bubble, 63 / (3 * 512 + 63))
 
+# Stages of different costs (F, I, W of each stage in turn). With the last
+# of P = 2 stages the slower (F1 + B1 >= F0 + B0), it never waits after its
+# first forward, whichever the schedule: the step is F0 + M (F1 + B1) + B0
+# for gpipe and 1f1b, each rank busy M times its stage's F + B. zb-h1 hides
+# rank 0's last backward (B0 = 1.5) behind rank 1's last two W (2, run
+# after its last I: one held back, P - 1 = 1, and the last), so its step is
+# F0 + M (F1 + B1).
+for kind in ("gpipe", "1f1b", "zb-h1"):
+    for M in (2, 4, 8):
+        F0, I0, W0, F1, I1, W1 = 1, 0, 1.5, 1, 2, 1
+        bubble, step, out = simulated("--schedule", kind, "--pp", "2", "--microbatches", str(M),
+                                      "--costs", f"{F0},{I0},{W0},{F1},{I1},{W1}")
+        want = F0 + M * (F1 + I1 + W1) + (I0 + W0 if kind != "zb-h1" else 0)
+        expect(f"{kind} M={M} stages (1,0,1.5) and (1,2,1): step", step, want)
+        busy = [float(b) for b in re.search(r"^busy: (.*) \(", out, re.M).group(1).split()]
+        expect(f"{kind} M={M}: rank 0 busy", busy[0], M * (F0 + I0 + W0))
+        expect(f"{kind} M={M}: rank 1 busy", busy[1], M * (F1 + I1 + W1))
+        expect(f"{kind} M={M}: bubble", bubble, 1 - sum(busy) / (2 * want))
+        ends = [float(e) for e in re.search(r"^ends: (.*) \(", out, re.M).group(1).split()]
+        last = 1 if kind == "zb-h1" else 0
+        expect(f"{kind} M={M}: rank {last} ends the step", ends[last], want)
+# One triple per stage, all alike, is the uniform pipeline.
+for kind in ("1f1b", "zb-h1"):
+    same = simulated("--schedule", kind, "--pp", "4", "--microbatches", "8", "--costs",
+                     ",".join(["1,1,1"] * 4), "--actions")[2]
+    uniform = simulated("--schedule", kind, "--pp", "4", "--microbatches", "8", "--costs",
+                        "1,1,1", "--actions")[2]
+    if same.splitlines()[1:] != uniform.splitlines()[1:]:
+        failures.append(f"{kind}: per-stage costs of 1,1,1 give {same}, uniform {uniform}")
+
 # Megatron's 1F1B order on rank 0 of 4, 8 microbatches.
 _, _, out = simulated("--schedule", "1f1b", "--pp", "4", "--microbatches", "8", "--actions")
 rank0 = re.search(r"^rank 0: (.*)$", out, re.M).group(1).split()
@@ -89,6 +119,8 @@ for args, message in [
      "virtual stages need the interleaved one"),
     (["--schedule", "2f2b"], "unknown pipeline schedule"),
     (["--costs", "1,-1,1"], "takes three non-negative costs"),
+    (["--pp", "2", "--costs", "1,1,1,1"], "or three for each of the 2 stages"),
+    (["--pp", "2", "--costs", "0,0,0,0,0,0"], "not all zero"),
 ]:
     run = schedule(*args)
     lines = run.stderr.strip().splitlines()

@@ -27,6 +27,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <limits>
+
 using namespace cleave;
 
 namespace {
@@ -494,9 +496,10 @@ void addScheduleCommand(CLI::App &app, ScheduleOptions &options) {
       ->check(CLI::Range(int64_t(1), int64_t(65536)))
       ->capture_default_str();
   sub->add_option("--costs", options.costs,
-                  "F,I,W: the forward, input-gradient and weight-gradient time of each stage")
+                  "F,I,W: the forward, input-gradient and weight-gradient time of every stage; "
+                  "or F,I,W of stage 0, then of stage 1, ... (3 x P x V costs)")
       ->delimiter(',')
-      ->expected(3)
+      ->expected(3, std::numeric_limits<int>::max())
       ->capture_default_str();
   sub->add_flag("--actions", options.actions, "Print every rank's list of actions");
 }

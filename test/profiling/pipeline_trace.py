@@ -1,0 +1,124 @@
+# The timeline and step figures of a pipeline run (`cleave run --trace
+# --log-json`), on the example MLP with pp = 2 and 2 microbatches a step,
+# for 1f1b, zb-h1 and the interleaved schedule (V = 2, two stages a rank):
+#   - each rank's compute spans of a step, forward, backward (zb-h1's
+#     backward_weight too) and optimizer, are its actions of plan.json in
+#     order: each span's kind, args.microbatch and args.stage are the
+#     action's (on the interleaved schedule each rank's two programs take
+#     turns), then the optimizer, which names no stage;
+#   - compute_seconds is the calls less the communication inside them: the
+#     sends and receives a call makes. The loss's sum over pp and the wait
+#     for the step's sends come after the optimizer, outside every call, and
+#     are exposed communication but not taken off compute;
+#   - exposed communication is every communication span of the step, and
+#     compute + exposed communication + input wait is at most the step.
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+
+import chrome_trace  # noqa: E402
+
+MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
+STEPS = 4
+US = 1e-6  # seconds in a microsecond
+
+problems = []
+
+
+def expect(condition, message):
+    if not condition:
+        problems.append(message)
+    return condition
+
+
+def run(args):
+    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+
+
+def actions_of(out, rank):
+    """Rank `rank`'s actions of plan.json as (span name, microbatch, stage)."""
+    with open(os.path.join(out, f"stage{rank}", "plan.json")) as f:
+        pipeline = json.load(f)["training"]["pipeline"]
+    names = {"F": "forward", "B": "backward", "I": "backward", "W": "backward_weight"}
+    result = []
+    for action in pipeline["actions"]:
+        kind, rest = action[0], action[1:]
+        microbatch, _, stage = rest.partition("@")
+        result.append((names[kind], int(microbatch), int(stage) if stage else rank))
+    return result
+
+
+def check(label, out, trace_path, metrics_path):
+    trace = chrome_trace.load(trace_path)
+    with open(metrics_path) as f:
+        metrics = json.load(f)
+    for rank in range(2):
+        compute = trace.track(rank, "compute")
+        communication = [s for s in trace.track(rank, "communication")
+                         if s.name not in ("wait", "transfer")]
+        steps = [s for s in compute if s.name.startswith("step ")]
+        expect(len(steps) == STEPS, f"{label}: rank {rank}: {len(steps)} step spans")
+        want = actions_of(out, rank) + [("optimizer", None, None)]
+        for step in steps:
+            n = step.args["step"]
+            record = metrics["step_times"][n - 1]["ranks"][rank]
+            calls = [s for s in compute if s is not step and step.holds(s, chrome_trace.NS)]
+            got = [(s.name, s.args.get("microbatch"), s.args.get("stage")) for s in calls]
+            expect(got == want, f"{label}: rank {rank} step {n}: calls {got}, actions {want}")
+            mine = [s for s in communication if step.holds(s, chrome_trace.NS)]
+            inside = [s for s in mine if any(c.holds(s, chrome_trace.NS) for c in calls)]
+            outside = [s for s in mine if s not in inside]
+            expect(any(s.name == "all_reduce pp" for s in outside),
+                   f"{label}: rank {rank} step {n}: no loss sum after the optimizer: {outside}")
+            tolerance = 1e-8 * (len(calls) + len(mine) + 1)
+            spent = sum(s.dur for s in calls) * US
+            taken = sum(s.dur for s in inside) * US
+            expect(abs(record["compute_seconds"] - (spent - taken)) <= tolerance,
+                   f"{label}: rank {rank} step {n}: compute {record['compute_seconds']} s, the "
+                   f"calls {spent} s less their communication {taken} s")
+            exposed = sum(s.dur for s in mine) * US
+            expect(abs(record["exposed_communication_seconds"] - exposed) <= tolerance,
+                   f"{label}: rank {rank} step {n}: exposed communication "
+                   f"{record['exposed_communication_seconds']} s, its spans {exposed} s")
+            expect(record["compute_seconds"] + record["exposed_communication_seconds"] +
+                   record["input_wait_seconds"] <= record["seconds"] + 1e-9,
+                   f"{label}: rank {rank} step {n}: compute + exposed communication + input "
+                   f"exceed the step: {record}")
+
+
+def main():
+    workdir = sys.argv[1]
+    rng = np.random.default_rng(0)
+    np.save(os.path.join(workdir, "x.npy"), rng.standard_normal((64, 32)).astype(np.float32))
+    np.save(os.path.join(workdir, "labels.npy"), rng.integers(0, 10, 64).astype(np.int64))
+    data = f"x={workdir}/x.npy,labels={workdir}/labels.npy"
+    for label, flags in [("1f1b", ["--schedule", "1f1b"]),
+                         ("zb-h1", ["--schedule", "zb-h1"]),
+                         ("interleaved", ["--schedule", "interleaved", "--virtual-stages", "2"])]:
+        out = os.path.join(workdir, label)
+        run(["cleave", "compile", MODEL, "-o", out, "--train", "--mesh", "pp=2",
+             "--grad-accum", "2"] + flags)
+        trace, metrics = out + ".trace.json", out + ".metrics.json"
+        run(["cleave", "run", out, "-n", "2", "--data", data, "--steps", str(STEPS), "--quiet",
+             "--trace", trace, "--log-json", metrics])
+        check(label, out, trace, metrics)
+    if problems:
+        sys.exit("\n".join(problems[:40]))
+    print("each pipeline rank's calls are its actions, and compute leaves out only the "
+          "communication inside them")
+
+
+if __name__ == "__main__":
+    main()
