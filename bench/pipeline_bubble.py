@@ -7,17 +7,26 @@ compiled pipeline's action lists) beside the bubble each schedule's paper
 derives for uniform stages, and their ratio. Stages cost F = I = W = 1 (a
 backward of 2), divided by V for the interleaved schedule's smaller stages.
 
-With --measure, it also trains a pipeline on this machine and measures its
-bubble: an MLP of 8 equal layers (Linear(512, 512) and tanh) cut into P = 2
-stages by the balanced cut (2 x 2 stages for the interleaved schedule, V = 2),
-gpipe, 1f1b, interleaved and zb-h1 with M = 2 ... 16 microbatches
-of 128 samples, 12 steps each (the first 2 left out). Each rank's
---log-json step times give its busy fraction (compute_seconds / seconds:
-the program's calls less the receives that wait for the other stage); the
-measured bubble is 1 minus the ranks' mean busy fraction, set beside each
-schedule's formula for uniform stages with the F, I and W the run's trace
-measured (each stage's median call, averaged over the stages; the formula
-leaves the optimizer's apply and the messages out).
+With --measure, it also trains pipelines on this machine and measures their
+bubble: an MLP of 8 Linear and tanh layers, 512 wide, whose first layer
+takes 768 inputs (so that the first stage, which computes no gradient for
+its input, does as much work as the second), cut into P = 2 stages by the
+balanced cut (2 x 2 stages for the interleaved schedule, V = 2): gpipe,
+1f1b, interleaved and zb-h1 with M = 2 ... 16 microbatches of 128 samples,
+12 steps a run (the first 2 left out), 3 runs each (--repeats). Per run:
+  - idle: 1 - compute_seconds / seconds of --log-json, the mean over ranks
+    and steps (compute: the program's calls less the sends and receives in
+    them); input: the part of the step spent waiting for the input thread;
+  - F, B (I with zb-h1) and W: each stage's mean call in the run's --trace,
+    less the messages inside it: the stage's own work;
+  - theory: `cleave schedule` simulating the schedule with those per-stage
+    costs, each rank's mean optimizer call after its last action and the
+    step ending with the last rank's (the loss's sum over pp); points: idle
+    less theory, in points; formula: the paper's bubble for uniform stages
+    (zb-h1's with the stages' mean F, I and W);
+  - idle ms and theory ms: a rank's idle time a step, measured and simulated.
+The run of median idle is shown. Last, zb-h1's idle time over 1f1b's at each
+M, measured and in theory (the zero-bubble paper's 1/3 holds for F = I = W).
 
     .venv/bin/python bench/pipeline_bubble.py [--cleave build/bin/cleave] [--measure]
 """
@@ -50,7 +59,7 @@ def theory(schedule, P, M, V, costs):
     return (P - 1) / (M + P - 1)
 
 
-def export_mlp(path, layers, width, micro, classes=16):
+def export_mlp(path, layers, inputs, width, micro, classes=16):
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test",
                                     "lib"))
@@ -59,42 +68,63 @@ def export_mlp(path, layers, width, micro, classes=16):
     class DeepMLP(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.net = torch.nn.Sequential(*[m for _ in range(layers) for m in (
-                torch.nn.Linear(width, width), torch.nn.Tanh())])
+            self.net = torch.nn.Sequential(*[m for layer in range(layers) for m in (
+                torch.nn.Linear(inputs if layer == 0 else width, width), torch.nn.Tanh())])
             self.head = torch.nn.Linear(width, classes)
 
         def forward(self, x, labels):
             return torch.nn.functional.cross_entropy(self.head(self.net(x)), labels)
 
     torch.manual_seed(0)
-    export_with_loss(DeepMLP(), (torch.randn(micro, width), torch.randint(0, classes, (micro,))),
+    export_with_loss(DeepMLP(), (torch.randn(micro, inputs), torch.randint(0, classes, (micro,))),
                      path, ["x", "labels"])
 
 
-def stage_costs(trace, stages):
-    """Each stage's median forward, input-gradient (the whole backward,
-    without zb-h1) and weight-gradient call in ms, less the sends and
-    receives inside it, and each rank's median optimizer call."""
-    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
-    messages = [e for e in events if e["name"] in ("send pp", "recv pp")]
-    calls, applies = {}, {}
+def timeline(trace, first_step=3):
+    """From a run's --trace, the steps from `first_step` on: each stage's
+    mean forward, input-gradient (the whole backward, without zb-h1) and
+    weight-gradient time in ms, each rank's mean optimizer call, and the
+    ranks' mean waiting fraction. A call's time is its span less the
+    waits inside it (a receive's wait for its message; its transfer is
+    the rank's work), and a forward's includes the wait for its input
+    before it: each stage's own occupancy. Waiting is every wait span of the
+    communication track (the receives', and the barrier before the loss's
+    sum over pp) over the step's time."""
+    events = [e for e in json.load(open(trace))["traceEvents"]
+              if e.get("ph") == "X" and e.get("args", {}).get("step", first_step) >= first_step]
+    waits = [e for e in events if e["name"] == "wait"]
+    inputs = sorted((e for e in events if e["name"].startswith("read microbatch")),
+                    key=lambda e: e["ts"])
+
+    def waited(span):
+        end = span["ts"] + span["dur"]
+        return sum(w["dur"] for w in waits
+                   if w["pid"] == span["pid"] and span["ts"] <= w["ts"] and w["ts"] + w["dur"] <= end)
+
+    calls, applies, waiting = {}, {}, []
     for e in events:
-        end = e["ts"] + e["dur"]
-        inside = sum(m["dur"] for m in messages
-                     if m["pid"] == e["pid"] and e["ts"] <= m["ts"] and m["ts"] + m["dur"] <= end)
+        work = (e["dur"] - waited(e)) / 1e3
+        if e["name"] == "forward":
+            read = [i for i in inputs if i["pid"] == e["pid"] and i["ts"] <= e["ts"]][-1]
+            work += read["dur"] / 1e3
         if e["name"] in ("forward", "backward", "backward_weight"):
-            calls.setdefault((e["args"]["stage"], e["name"]), []).append((e["dur"] - inside) / 1e3)
+            calls.setdefault((e["args"]["stage"], e["name"]), []).append(work)
         elif e["name"] == "optimizer":
-            applies.setdefault(e["pid"], []).append(e["dur"] / 1e3)
-    costs = [[float(np.median(calls.get((stage, name), [0])))
+            applies.setdefault(e["pid"], []).append(work)
+        elif e["name"].startswith("step "):
+            waiting.append(waited(e) / e["dur"])
+    stages = 1 + max(stage for stage, _ in calls)
+    costs = [[float(np.mean(calls.get((stage, name), [0])))
               for name in ("forward", "backward", "backward_weight")] for stage in range(stages)]
-    return costs, [float(np.median(applies[rank])) for rank in sorted(applies)]
+    return costs, [float(np.mean(applies[rank])) for rank in sorted(applies)], float(
+        np.mean(waiting))
 
 
 def simulated_step(cleave, schedule, P, M, V, costs, applies):
-    """The bubble of `schedule` simulated with each stage's measured costs,
-    each rank's optimizer run after its last action and the step ending
-    with the last of them (the loss's sum over pp waits for every rank)."""
+    """`schedule` simulated with each stage's measured costs, each rank's
+    optimizer run after its last action and the step ending with the last
+    of them (the loss's sum over pp waits for every rank): its bubble and
+    the ranks' mean idle time."""
     out = subprocess.run(
         [cleave, "schedule", "--schedule", schedule, "--pp", str(P), "--microbatches", str(M),
          "--virtual-stages", str(V), "--costs", ",".join(f"{c:.6f}" for s in costs for c in s)],
@@ -102,12 +132,16 @@ def simulated_step(cleave, schedule, P, M, V, costs, applies):
     busy, ends = ([float(v) for v in re.search(rf"^{key}: (.*) \(", out, re.M).group(1).split()]
                   for key in ("busy", "ends"))
     step = max(e + a for e, a in zip(ends, applies))
-    return 1 - sum(b + a for b, a in zip(busy, applies)) / (P * step)
+    idle = step - float(np.mean([b + a for b, a in zip(busy, applies)]))
+    return idle / step, idle
 
 
 def measured(cleave, work, model, schedule, P, M, micro, steps, data):
-    """The run's bubble, its stage costs (stage_costs) and the bubble
-    simulated from them."""
+    """One run (timeline): its stage costs, its bubble (the ranks' mean
+    waiting fraction), its not-computing fraction (1 - compute_seconds /
+    seconds of --log-json: the waits, and the input, the messages' transfers
+    and the driver's own work), its mean wait ms a rank and step, and the
+    bubble and wait ms simulated from its costs."""
     out = os.path.join(work, f"{schedule}-p{P}-m{M}")
     V = 2 if schedule == "interleaved" else 1
     subprocess.run([cleave, "compile", model, "-o", out, "--train", "--mesh", f"pp={P}",
@@ -117,42 +151,55 @@ def measured(cleave, work, model, schedule, P, M, micro, steps, data):
     subprocess.run([cleave, "run", "-n", str(P), out, "--data", data, "--steps", str(steps),
                     "--log-json", log, "--trace", trace, "--quiet"], check=True,
                    capture_output=True)
-    busy = [[r["compute_seconds"] / r["seconds"] for r in step["ranks"]]
-            for step in json.load(open(log))["step_times"][2:]]
-    costs, applies = stage_costs(trace, P * V)
+    ranks = [r for step in json.load(open(log))["step_times"][2:] for r in step["ranks"]]
+    idle = float(np.mean([1 - r["compute_seconds"] / r["seconds"] for r in ranks]))
+    step_ms = float(np.mean([r["seconds"] for r in ranks])) * 1e3
+    costs, applies, bubble = timeline(trace)
     if schedule != "zb-h1":  # B is I + W: the simulator takes it as I
         costs = [[f, b + w, 0.0] for f, b, w in costs]
-    return (1 - float(np.mean(busy)), costs,
-            simulated_step(cleave, schedule, P, M, V, costs, applies))
+    return (bubble, idle, bubble * step_ms, costs) + simulated_step(cleave, schedule, P, M, V,
+                                                                    costs, applies)
 
 
-def measure(cleave):
-    P, micro, width, layers, steps = 2, 128, 512, 8, 12
-    print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} Linear({width}, {width}) "
-          f"layers, {micro} samples a microbatch")
-    print(f"{'schedule':<12} {'P':>3} {'M':>4} {'F ms':>11} {'B/I ms':>11} {'W ms':>11} "
-          f"{'measured':>9} {'theory':>7} {'points':>6} {'formula':>8}")
+def measure(cleave, repeats):
+    P, micro, inputs, width, layers, steps = 2, 128, 768, 512, 8, 12
+    print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} Linear and tanh layers "
+          f"({inputs} inputs, {width} wide), {micro} samples a microbatch; of {repeats} runs "
+          f"each, the one of median bubble")
+    print(f"{'schedule':<12} {'M':>3} {'F ms':>19} {'B/I ms':>19} {'W ms':>11} {'bubble':>7} "
+          f"{'theory':>7} {'points':>6} {'formula':>8} {'idle':>6} {'wait ms':>8} "
+          f"{'theory ms':>9}")
+    waits = {}
     with tempfile.TemporaryDirectory() as work:
         model = os.path.join(work, "mlp.onnx")
-        export_mlp(model, layers, width, micro)
+        export_mlp(model, layers, inputs, width, micro)
         rng = np.random.default_rng(0)
         samples = 16 * micro
-        np.save(os.path.join(work, "x.npy"), rng.standard_normal((samples, width), np.float32))
+        np.save(os.path.join(work, "x.npy"), rng.standard_normal((samples, inputs), np.float32))
         np.save(os.path.join(work, "labels.npy"), rng.integers(0, 16, samples))
         data = f"x={work}/x.npy,labels={work}/labels.npy"
         for schedule in ("gpipe", "1f1b", "interleaved", "zb-h1"):
             for M in (2, 4, 8, 16):
-                got, costs, theory_bubble = measured(cleave, work, model, schedule, P, M, micro,
-                                                     steps, data)
+                runs = sorted((measured(cleave, work, model, schedule, P, M, micro, steps, data)
+                               for _ in range(repeats)), key=lambda r: r[0])
+                bubble, idle, ms, costs, theory_bubble, theory_ms = runs[len(runs) // 2]
+                waits[schedule, M] = (ms, theory_ms)
                 # The papers' formulas for uniform stages, zb-h1's with the
                 # stages' mean F, I and W.
                 V = 2 if schedule == "interleaved" else 1
                 mean = [float(np.mean(c)) for c in zip(*costs)]
                 formula = theory(schedule, P, M, V, mean if schedule == "zb-h1" else (1, 1, 1))
                 columns = ["/".join(f"{s[i]:.2f}" for s in costs) for i in range(3)]
-                print(f"{schedule:<12} {P:>3} {M:>4} {columns[0]:>11} {columns[1]:>11} "
-                      f"{columns[2]:>11} {got:>9.4f} {theory_bubble:>7.4f} "
-                      f"{100 * (got - theory_bubble):>6.1f} {formula:>8.4f}", flush=True)
+                print(f"{schedule:<12} {M:>3} {columns[0]:>19} {columns[1]:>19} "
+                      f"{columns[2]:>11} {bubble:>7.4f} {theory_bubble:>7.4f} "
+                      f"{100 * (bubble - theory_bubble):>6.1f} {formula:>8.4f} {idle:>6.3f} "
+                      f"{ms:>8.2f} {theory_ms:>9.2f}", flush=True)
+    print("\nzb-h1's wait a rank and step over 1f1b's (the zero-bubble paper's 1/3 "
+          "for F = I = W)")
+    for M in (2, 4, 8, 16):
+        (zb, zb_theory), (one, one_theory) = waits["zb-h1", M], waits["1f1b", M]
+        print(f"M = {M:>2}: measured {zb:.2f} / {one:.2f} ms = {zb / one:.3f}; theory "
+              f"{zb_theory:.2f} / {one_theory:.2f} ms = {zb_theory / one_theory:.3f}")
 
 
 def main():
@@ -160,6 +207,8 @@ def main():
     parser.add_argument("--cleave", default="build/bin/cleave")
     parser.add_argument("--measure", action="store_true",
                         help="also train pipelines here and measure their bubble")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs of each measured pipeline (the median is shown)")
     args = parser.parse_args()
     print(f"{'schedule':<12} {'P':>3} {'M':>4} {'simulated':>10} {'theory':>8} {'ratio':>6}")
     for schedule in ("gpipe", "1f1b", "interleaved", "zb-h1"):
@@ -173,7 +222,7 @@ def main():
                 want = theory(schedule, P, M, V, costs)
                 print(f"{schedule:<12} {P:>3} {M:>4} {got:>10.4f} {want:>8.4f} {got / want:>6.3f}")
     if args.measure:
-        measure(args.cleave)
+        measure(args.cleave, args.repeats)
 
 
 if __name__ == "__main__":

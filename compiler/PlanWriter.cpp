@@ -555,13 +555,15 @@ void PlanBuilder::setTraining() {
                             t.momentum, t.nesterov, t.clipGradNorm};
     spec.gradAccum = t.gradAccum;
     // @apply's first result; with fp16, then the loss scale and whether the
-    // step was skipped.
+    // step was skipped; with clipping, last, the gradients' norm.
     if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
       spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
     if (t.precision == "fp16")
       spec.lossScaling =
           rt::TrainingSpec::LossScaling{t.initialLossScale(), t.lossScaleGrowthInterval(),
                                         spec.lossOutput + 1, spec.lossOutput + 2};
+    if (t.clipGradNorm > 0)
+      spec.gradNormOutput = spec.lossOutput + (spec.lossScaling ? 3 : 1);
   }
   spec.pipeline = pipelineStage();
   spec.gradientBuckets = gradientBuckets();

@@ -80,6 +80,8 @@ struct Step {
   /// The gradients the update reads, as it reads them (loss scaling checks
   /// that they are finite).
   SmallVector<Value> updated;
+  /// With clipping, the 2-norm of all gradients before it.
+  Value gradNorm;
 };
 
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
@@ -175,8 +177,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       grads.push_back({param, u.div(sum, s.countF32)});
     }
     if (clipGradNorm > 0.0)
-      clipGlobalNorm(u, b, grads, splitOverTp(forward, s.members), layout, /*dpSliced=*/true,
-                     firstStageHolding(forward, s.members));
+      s.gradNorm = clipGlobalNorm(u, b, grads, splitOverTp(forward, s.members), layout,
+                                  /*dpSliced=*/true, firstStageHolding(forward, s.members));
     for (auto [entry, m] : llvm::zip(grads, s.members))
       update(s, entry.first, m.name, entry.second);
     // The whole parameters are gone from @forward: only their slices stay.
@@ -264,9 +266,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// of replicated ones count once, with `dpSliced` (ZeRO) the dp ranks'
   /// slices add up over dp, and the pipeline stages' over pp (a parameter
   /// several stages hold counted where `counted` says, the first of them).
-  void clipGlobalNorm(CleaveBuilder &u, OpBuilder &b,
-                      MutableArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
-                      const MeshAxes &layout, bool dpSliced, ArrayRef<bool> counted = {}) {
+  /// Returns the norm.
+  Value clipGlobalNorm(CleaveBuilder &u, OpBuilder &b,
+                       MutableArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
+                       const MeshAxes &layout, bool dpSliced, ArrayRef<bool> counted = {}) {
     Value splitSum, wholeSum;
     for (auto [i, entry, apart] : llvm::enumerate(grads, split)) {
       if (!counted.empty() && !counted[i])
@@ -275,11 +278,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value &into = apart ? splitSum : wholeSum;
       into = into ? u.add(into, sum) : sum;
     }
-    clipByNorm(u, b, grads, splitSum, wholeSum, layout, dpSliced);
+    return clipByNorm(u, b, grads, splitSum, wholeSum, layout, dpSliced);
   }
 
   /// clipGlobalNorm's second half, from this rank's sums of squares.
-  void clipByNorm(CleaveBuilder &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
+  Value clipByNorm(CleaveBuilder &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
                   Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced) {
     auto allReduce = [&](Value sum, int64_t axis) { return allReduceSum(b, sum, axis); };
     FloatType f32 = b.getF32Type();
@@ -292,17 +295,19 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       sumOfAll = allReduce(sumOfAll, layout.dpAxis);
     // Each pipeline stage counts the parameters it trains (a tied one in the
     // first stage that holds it), so the stages' sums add up to every
-    // element once; a stage without parameters adds 0.
+    // element once; a stage without parameters adds 0 (and outputs the
+    // norm like the others, which keeps its part of the sum).
     if (layout.ppSize > 1)
       sumOfAll = allReduce(sumOfAll ? sumOfAll : u.scalar(f32, 0.0), layout.ppAxis);
-    Value coefficient =
-        u.div(u.scalar(f32, clipGradNorm), u.add(u.sqrt(sumOfAll), u.scalar(f32, 1e-6)));
+    Value norm = u.sqrt(sumOfAll);
+    Value coefficient = u.div(u.scalar(f32, clipGradNorm), u.add(norm, u.scalar(f32, 1e-6)));
     Value one = u.scalar(f32, 1.0);
     Value clamped = WhereOp::create(b, coefficient.getLoc(),
                                     LessOp::create(b, coefficient.getLoc(), coefficient, one),
                                     coefficient, one);
     for (auto &[param, grad] : grads)
       grad = u.mul(grad, clamped);
+    return norm;
   }
 
   /// Appends to `assignments` the optimizer's update of `param` (in @apply)
@@ -372,8 +377,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                        s.u.div(sum, s.countF32)});
     }
     if (clipGradNorm > 0.0)
-      clipGlobalNorm(s.u, s.b, grads, splitOverTp(s.forward, s.members), s.layout,
-                     /*dpSliced=*/false, firstStageHolding(s.forward, s.members));
+      s.gradNorm = clipGlobalNorm(s.u, s.b, grads, splitOverTp(s.forward, s.members), s.layout,
+                                  /*dpSliced=*/false, firstStageHolding(s.forward, s.members));
     for (auto [entry, member] : llvm::zip(grads, s.members))
       update(s, entry.first, member.name, entry.second);
   }
@@ -468,7 +473,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, kMeshName, dpAxes, 0);
     SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, s.countF32)}};
     if (clipGradNorm > 0.0 && splitMembers == 0) {
-      clipGlobalNorm(u, b, grads, {false}, layout, /*dpSliced=*/true);
+      s.gradNorm = clipGlobalNorm(u, b, grads, {false}, layout, /*dpSliced=*/true);
     } else if (clipGradNorm > 0.0) {
       // The flat indices of this rank's slice tell split elements apart:
       // rank r holds [r * S, (r + 1) * S), r itself the slice of 0..N-1.
@@ -488,7 +493,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
                                      scalarConstant(b, loc, i64, static_cast<double>(splitEnd)));
       Value splitSum = sumOfSquares(u, b, grads[0].second, isSplit);
       Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
-      clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
+      s.gradNorm = clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
     }
     update(s, paramSlice, flatParams, grads[0].second);
     // The updated slices, gathered, are the new parameters.
@@ -587,16 +592,6 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     if (failed(findStepResults(forward, lossSum, lossCount, lossName, gradOf)) ||
         failed(findMembers(forward, gradOf, members)))
       return signalPassFailure();
-    // Clipping sums every stage's squares over pp; a stage that trains
-    // nothing has no sum to keep alive for it yet.
-    if (auto stage = forward->getAttrOfType<IntegerAttr>(kStageAttr);
-        stage && members.empty() && clipGradNorm > 0.0) {
-      forward.emitError("pipeline stage ")
-          << stage.getInt()
-          << " trains no parameter: --clip-grad-norm on such a pipeline is not built yet; cut "
-             "the stages (--stages) so that each holds a trained parameter";
-      return signalPassFailure();
-    }
     // A tied weight's gradients are summed between the pipeline stages that
     // hold it (cleave-pipeline-tied-gradients) per parameter accumulator:
     // whole, or ZeRO 3's slice, which covers the same elements in every
@@ -665,6 +660,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     if (lossScale > 0.0) {
       results.append({scale, guardWithLossScaling(s, exponent, goodSteps, skipped)});
       names.append({"cleave.loss_scale", "cleave.skipped_step"});
+    }
+    if (clipGradNorm > 0.0) {
+      results.push_back(s.gradNorm);
+      names.push_back("cleave.grad_norm");
     }
     for (Value slot : s.zeroed) {
       auto type = cast<RankedTensorType>(slot.getType());

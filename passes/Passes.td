@@ -225,7 +225,10 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     `loss-scale-window` such steps in a row doubles the scale. Adam's bias
     corrections count the steps taken, not the skipped. @apply also returns
     the scale it used (`cleave.loss_scale`) and 1 for a skipped step, else 0
-    (`cleave.skipped_step`).
+    (`cleave.skipped_step`). With `clip-grad-norm` it returns the gradients'
+    global 2-norm before clipping last (`cleave.grad_norm`, the total norm
+    PyTorch's clip_grad_norm_ returns): on a pipeline every stage does,
+    one that trains no parameter too (its 0 in the sum over pp).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",

@@ -155,6 +155,8 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
                                  {"clip_grad_norm", h.clipGradNorm}};
   training["lr_input"] = plan.inputs[t.lrInput].name;
   training["step_input"] = plan.inputs[t.stepInput].name;
+  if (t.gradNormOutput)
+    training["grad_norm_output"] = plan.outputs[*t.gradNormOutput].name;
   if (const auto &p = t.pipeline) {
     Json actions = Json::array(), stash = Json::array();
     // "F3", or on a rank that runs several stages "F3@5": the stage too.
@@ -566,6 +568,16 @@ bool Reader::training(const Json &json, Plan &plan) {
       *elementCount(plan.outputs[*loss].shape) != 1)
     return fail("training.loss '" + lossName + "'", "is not a scalar f32 or f64 output");
   spec.lossOutput = *loss;
+  if (json.contains("grad_norm_output")) {
+    std::string name;
+    if (!string(json, "training.", "grad_norm_output", name))
+      return false;
+    std::optional<size_t> norm = indexOf(plan.outputs, name);
+    if (!norm || plan.outputs[*norm].dtype != DType::F32 ||
+        *elementCount(plan.outputs[*norm].shape) != 1)
+      return fail("training.grad_norm_output '" + name + "'", "is not a scalar f32 output");
+    spec.gradNormOutput = *norm;
+  }
   spec.batchSize = spec.microBatch * spec.gradAccum;
   plan.training = spec;
   return true;

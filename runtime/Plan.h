@@ -273,6 +273,9 @@ struct TrainingSpec {
   size_t lrInput = 0, stepInput = 0;
   /// Index into Plan::outputs.
   size_t lossOutput = 0;
+  /// With --clip-grad-norm: the output holding the gradients' global norm
+  /// before clipping (index into Plan::outputs).
+  std::optional<size_t> gradNormOutput;
   /// Dim 0 of every data input: the samples of one forward.
   int64_t microBatch = 0;
   /// Forwards (microbatches) per apply.

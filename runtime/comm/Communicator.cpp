@@ -165,7 +165,7 @@ void Communicator::checkPeer(int peer, const char *role, CollectiveKind kind,
 
 template <typename Call>
 void Communicator::run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site,
-                       Call &&call) {
+                       Call &&call, const std::function<bool()> &awaitMessage) {
   const uint64_t sent = ringBytesSent(kind, bufferBytes, size_);
   bytesSent_.add(kind, sent);
   if (!observer_) {
@@ -174,12 +174,20 @@ void Communicator::run(CollectiveKind kind, uint64_t bufferBytes, const CallSite
   }
   using Clock = std::chrono::steady_clock;
   const Clock::time_point begin = Clock::now();
-  // Point to point has no group to wait for, and a barrier is all waiting.
+  // A collective's wait is a barrier over its group, a recv's the wait for
+  // its message (where the backend can tell); a send has none, and a
+  // barrier is all waiting.
   const bool collective =
       kind != CollectiveKind::Send && kind != CollectiveKind::Recv && kind != CollectiveKind::Barrier;
-  if (collective && size_ > 1 && observer_->separatesWait())
-    doBarrier(site);
-  const Clock::time_point arrived = Clock::now();
+  Clock::time_point arrived = begin;
+  if (observer_->separatesWait()) {
+    if (collective && size_ > 1) {
+      doBarrier(site);
+      arrived = Clock::now();
+    } else if (awaitMessage && awaitMessage()) {
+      arrived = Clock::now();
+    }
+  }
   call();
   observer_->collective(*this, {kind, site, bufferBytes, sent, begin, arrived, Clock::now()});
 }
@@ -241,9 +249,13 @@ void Communicator::recv(void *buffer, std::size_t count, DType type, int peer, i
   checkPeer(peer, "peer", CollectiveKind::Recv, site);
   if (tag < 0)
     fail(CollectiveKind::Recv, site, "tag " + std::to_string(tag) + " is negative");
-  run(CollectiveKind::Recv, count * dtypeSize(type), site,
-      [&] { doRecv(buffer, count, type, peer, tag, site); });
+  run(
+      CollectiveKind::Recv, count * dtypeSize(type), site,
+      [&] { doRecv(buffer, count, type, peer, tag, site); },
+      [&] { return doAwaitMessage(peer, tag, site); });
 }
+
+bool Communicator::doAwaitMessage(int, int, const CallSite &) { return false; }
 
 LocalCommunicator::LocalCommunicator(std::string axis, CommOptions options)
     : Communicator(0, 1, 0, std::move(axis), options) {}

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -104,9 +105,10 @@ struct CollectiveTiming {
   /// message), and what this rank sends of it by the ring (ringBytesSent).
   uint64_t bufferBytes, bytesSent;
   /// When the call began; when the barrier before it ended, that is when
-  /// every rank of the group had arrived (= begin when the observer does not
-  /// separate the wait, and for a send, a recv and a barrier itself); when
-  /// it returned.
+  /// every rank of the group had arrived, or for a recv when its message
+  /// had (= begin when the observer does not separate the wait, for a send
+  /// and a barrier itself, and for a recv of a backend that cannot tell);
+  /// when it returned.
   std::chrono::steady_clock::time_point begin, arrived, end;
 };
 
@@ -238,6 +240,10 @@ protected:
   virtual void doCompleteSends(const CallSite &site) = 0;
   virtual void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
                       const CallSite &site) = 0;
+  /// Returns true once the message of `peer` with `tag` has arrived, before
+  /// it is received, so that a recv's wait is timed apart from its
+  /// transfer; a backend that cannot tell returns false at once.
+  virtual bool doAwaitMessage(int peer, int tag, const CallSite &site);
   /// Ends every rank of the job with `exitCode`; called after the error line
   /// is printed. A backend abandons its in-flight work first.
   [[noreturn]] virtual void endJob(int exitCode) = 0;
@@ -248,9 +254,10 @@ private:
   void checkSum(DType type, const CallSite &site, CollectiveKind kind);
   void checkPeer(int peer, const char *role, CollectiveKind kind, const CallSite &site);
   /// Counts the bytes and runs `call` (the backend's), timed for the
-  /// observer when there is one.
+  /// observer when there is one; a recv's `awaitMessage` then runs first.
   template <typename Call>
-  void run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site, Call &&call);
+  void run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site, Call &&call,
+           const std::function<bool()> &awaitMessage = nullptr);
 
   int rank_;
   int size_;

@@ -345,6 +345,19 @@ void MpiCommunicator::doRecv(void *buffer, std::size_t count, DType type, int pe
              " with tag " + std::to_string(tag) + ", expected " + std::to_string(expected));
 }
 
+bool MpiCommunicator::doAwaitMessage(int peer, int tag, const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Recv;
+  Deadline deadline(options().timeoutSeconds);
+  bool arrived = pollUntil(deadline, [&] {
+    int found = 0;
+    check(MPI_Iprobe(peer, tag, comm_, &found, MPI_STATUS_IGNORE), kind, site, "MPI_Iprobe");
+    return found != 0;
+  });
+  if (!arrived)
+    timedOut(kind, site);
+  return true;
+}
+
 void MpiCommunicator::endJob(int exitCode) { abortJob(exitCode); }
 
 void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,

@@ -99,6 +99,7 @@ protected:
               const CallSite &site) override;
   void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
+  bool doAwaitMessage(int peer, int tag, const CallSite &site) override;
   void doCompleteSends(const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
 

@@ -286,6 +286,8 @@ struct StepRecord {
   /// gradients held inf or NaN, so that it updated nothing.
   double lossScale = 0;
   bool skipped = false;
+  /// With clipping: the gradients' global norm before it.
+  std::optional<double> gradNorm;
 };
 
 /// What the ranks measured, gathered to rank 0 (RunProfile::finish): per
@@ -1115,6 +1117,8 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
       entry["loss_scale"] = records[i].lossScale;
       entry["skipped"] = records[i].skipped;
     }
+    if (records[i].gradNorm)
+      entry["grad_norm"] = *records[i].gradNorm;
     text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
   }
   text += "\n  ],\n  \"step_times\": [";
@@ -1341,6 +1345,10 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
       records.back().skipped =
           readScalarOutput(plan, backend, programs.front(), scaling->skippedOutput) != 0;
     }
+    // Every stage's @apply has the norm over all of them.
+    if (spec.gradNormOutput)
+      records.back().gradNorm =
+          readScalarOutput(plan, backend, programs.front(), *spec.gradNormOutput);
     progress.step(step, loss, spec.trainingInfo ? std::nullopt : std::optional<double>(lr), batch,
                   start, profile.communicationSeconds());
     // Every rank stops after the same step: when any received a stop signal.

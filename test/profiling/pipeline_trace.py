@@ -11,7 +11,9 @@
 #     for the step's sends come after the optimizer, outside every call, and
 #     are exposed communication but not taken off compute;
 #   - exposed communication is every communication span of the step, and
-#     compute + exposed communication + input wait is at most the step.
+#     compute + exposed communication + input wait is at most the step;
+#   - each receive (MPI) holds a "wait", from its start until its message
+#     had arrived, then a "transfer" to its end; a send holds neither.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -66,8 +68,21 @@ def check(label, out, trace_path, metrics_path):
         metrics = json.load(f)
     for rank in range(2):
         compute = trace.track(rank, "compute")
-        communication = [s for s in trace.track(rank, "communication")
-                         if s.name not in ("wait", "transfer")]
+        track = trace.track(rank, "communication")
+        communication = [s for s in track if s.name not in ("wait", "transfer")]
+        parts = [s for s in track if s.name in ("wait", "transfer")]
+        for message in communication:
+            if message.name not in ("recv pp", "send pp"):
+                continue
+            inner = [p for p in parts if message.holds(p, chrome_trace.NS)]
+            want = ["wait", "transfer"] if message.name == "recv pp" else []
+            if expect([p.name for p in inner] == want,
+                       f"{label}: rank {rank}: {message} holds {inner}") and inner:
+                wait, transfer = inner
+                expect(abs(wait.ts - message.ts) <= chrome_trace.NS and
+                       abs(wait.end - transfer.ts) <= chrome_trace.NS and
+                       abs(transfer.end - message.end) <= chrome_trace.NS,
+                       f"{label}: rank {rank}: {message}: {wait} then {transfer}")
         steps = [s for s in compute if s.name.startswith("step ")]
         expect(len(steps) == STEPS, f"{label}: rank {rank}: {len(steps)} step spans")
         want = actions_of(out, rank) + [("optimizer", None, None)]

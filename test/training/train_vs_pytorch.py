@@ -5,7 +5,8 @@
 # order (--no-shuffle), and every step's loss must equal PyTorch's (same
 # initial weights, same batches, torch.optim with the same hyperparameters)
 # within 1e-4 relative, and the final parameters within 1e-4 of their largest
-# element. Elements whose gradient is zero in exact arithmetic are left out of
+# element. With --clip-grad-norm each step's logged grad_norm must equal the
+# total norm torch.nn.utils.clip_grad_norm_ returns within 1e-4 relative. Elements whose gradient is zero in exact arithmetic are left out of
 # the parameter comparison: the attention key bias (softmax ignores a shift
 # common to all keys) gets gradients of pure rounding noise, which Adam scales
 # up to lr-sized steps, in PyTorch as in cleave.
@@ -124,10 +125,14 @@ def check(model_name, module, names, extra_flags, optimizer, workdir):
     log, results = run_steps(out, data, workdir, f"{model_name}-{optimizer}", STEPS)
     ours = [s["loss"] for s in log["steps"]]
 
+    norms = []
     theirs, largest_grad = pytorch_steps(model, make_optimizer, data, names, batch, STEPS,
-                                         CLIP_GRAD_NORM.get(optimizer))
+                                         CLIP_GRAD_NORM.get(optimizer), norms)
     problems = compare(ours, theirs, os.path.join(out, "plan.json"),
                        os.path.join(results, "weights.bin"), model, largest_grad)
+    logged = [s.get("grad_norm") for s in log["steps"]]
+    if norms and not (None not in logged and np.allclose(logged, norms, rtol=1e-4, atol=0)):
+        problems.append(f"gradient norms {logged}, pytorch {norms}")
     if len(ours) != STEPS:
         problems.append(f"{len(ours)} steps logged, expected {STEPS}")
     print(f"{model_name} {optimizer}: losses {ours[0]:.6f} -> {ours[-1]:.6f} "
@@ -135,10 +140,11 @@ def check(model_name, module, names, extra_flags, optimizer, workdir):
     return [f"{model_name} {optimizer}: {p}" for p in problems]
 
 
-def pytorch_steps(model, make_optimizer, data, names, batch, steps, clip=None):
+def pytorch_steps(model, make_optimizer, data, names, batch, steps, clip=None, norms=None):
     """PyTorch's losses for `steps` steps of `batch` samples of `data` in
-    file order (wrapping around), and the largest gradient each parameter
-    element saw."""
+    file order (wrapping around), the largest gradient each parameter
+    element saw; with `clip`, each step's total norm before clipping is
+    appended to `norms`."""
     opt = make_optimizer(model.parameters())
     samples = len(data[names[0]])
     theirs = []
@@ -150,7 +156,9 @@ def pytorch_steps(model, make_optimizer, data, names, batch, steps, clip=None):
         loss = model(*inputs)
         loss.backward()
         if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+            if norms is not None:
+                norms.append(norm)
         for name, p in model.named_parameters():
             largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
         opt.step()
