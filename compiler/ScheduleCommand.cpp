@@ -33,8 +33,9 @@ int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
   if ((given.size() != 3 && given.size() != perStage) ||
       llvm::any_of(given, [](double c) { return !(c >= 0); }) ||
       std::accumulate(given.begin(), given.end(), 0.0) <= 0) {
-    printError({"--costs", "takes three non-negative costs F,I,W, or three for each of the " +
-                               std::to_string(shape.stages()) + " stages, not all zero",
+    printError({"--costs",
+                "takes three non-negative costs F,I,W, or three for each of the " +
+                    std::to_string(shape.stages()) + " stages, not all zero",
                 "e.g. --costs 1,1,1", kExitBadUsage});
     return kExitBadUsage;
   }
@@ -54,9 +55,8 @@ int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
     printError({"--schedule " + options.schedule, error, "", kExitBadUsage});
     return kExitBadUsage;
   }
-  os << "schedule " << options.schedule << ": " << shape.ranks << " ranks, "
-     << shape.virtualStages << " stage(s) per rank, " << shape.microbatches
-     << " microbatches; F, I, W =";
+  os << "schedule " << options.schedule << ": " << shape.ranks << " ranks, " << shape.virtualStages
+     << " stage(s) per rank, " << shape.microbatches << " microbatches; F, I, W =";
   for (int64_t stage = 0; stage < (given.size() == 3 ? 1 : shape.stages()); ++stage)
     os << (stage ? ";" : "")
        << llvm::format(" %g, %g, %g", costs.forward[stage], costs.inputGrad[stage],

@@ -283,7 +283,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
   /// clipGlobalNorm's second half, from this rank's sums of squares.
   Value clipByNorm(CleaveBuilder &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
-                  Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced) {
+                   Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced) {
     auto allReduce = [&](Value sum, int64_t axis) { return allReduceSum(b, sum, axis); };
     FloatType f32 = b.getF32Type();
     Value sumOfAll = wholeSum;

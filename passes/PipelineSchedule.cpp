@@ -56,12 +56,12 @@ struct PipelineSchedulePass : public cleave::impl::PipelineScheduleBase<Pipeline
         actions.push_back(b.getStringAttr(action.str()));
       ranks.push_back(b.getArrayAttr(actions));
     }
-    module->setAttr(kPipelineScheduleAttr,
-                    b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr(schedule)),
-                                         b.getNamedAttr("microbatches",
-                                                        b.getI64IntegerAttr(microbatches)),
-                                         b.getNamedAttr("ranks", b.getArrayAttr(ranks)),
-                                         b.getNamedAttr("estimated_flops", flopsAttr(b, costs))}));
+    module->setAttr(
+        kPipelineScheduleAttr,
+        b.getDictionaryAttr({b.getNamedAttr("kind", b.getStringAttr(schedule)),
+                             b.getNamedAttr("microbatches", b.getI64IntegerAttr(microbatches)),
+                             b.getNamedAttr("ranks", b.getArrayAttr(ranks)),
+                             b.getNamedAttr("estimated_flops", flopsAttr(b, costs))}));
     if (failed(verifyPipelineSchedule(module)))
       return signalPassFailure();
   }

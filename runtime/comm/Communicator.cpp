@@ -164,8 +164,8 @@ void Communicator::checkPeer(int peer, const char *role, CollectiveKind kind,
 }
 
 template <typename Call>
-void Communicator::run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site,
-                       Call &&call, const std::function<bool()> &awaitMessage) {
+void Communicator::run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site, Call &&call,
+                       const std::function<bool()> &awaitMessage) {
   const uint64_t sent = ringBytesSent(kind, bufferBytes, size_);
   bytesSent_.add(kind, sent);
   if (!observer_) {
