@@ -19,7 +19,6 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -29,24 +28,11 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import chrome_trace  # noqa: E402
+from expectations import expect, problems, run  # noqa: E402
 
 MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
 STEPS = 4
 US = 1e-6  # seconds in a microsecond
-
-problems = []
-
-
-def expect(condition, message):
-    if not condition:
-        problems.append(message)
-    return condition
-
-
-def run(args):
-    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        sys.exit(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr}")
 
 
 def actions_of(out, rank):

@@ -43,7 +43,6 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -55,26 +54,12 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import chrome_trace  # noqa: E402
+from expectations import expect, problems, run  # noqa: E402
 
 MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
 PLAN = os.path.join(ROOT, "plans", "megatron-mlp.json")
 STEPS = 6
 ALIGN = 64  # the weights blob's alignment of each accumulator
-
-problems = []
-
-
-def expect(condition, message):
-    if not condition:
-        problems.append(message)
-    return condition
-
-
-def run(args):
-    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        sys.exit(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr}")
-    return result
 
 
 def initializer_shapes():
