@@ -424,12 +424,17 @@ def PipelineTiedGradients : Pass<"cleave-pipeline-tied-gradients", "mlir::Module
     that other stages read too (`cleave.other_stages`, from
     cleave-pipeline-select-stage: an embedding the output head reads again)
     is held and trained by each of them, as Megatron does: @apply starts by
-    sending its gradient accumulator to each other holder
+    sending its gradient accumulator to each holder on another pp rank
     (`cleave.pipeline_send gradient`, tag kTiedGradientTagBase + the
     parameter's place among the stage's tied parameters by name) and
     receiving theirs, and every later read takes the sum, added in stage
-    order so that every copy stays equal bit for bit. Global-norm clipping
-    counts it in the first stage that holds it (cleave-build-train-step).
+    order so that every copy stays equal bit for bit. Holders on one rank
+    (the interleaved schedule) exchange no message: the driver adds their
+    accumulators before @apply runs, so only a rank's first holder sends
+    (the rank's sum), each holder receives from every other rank's first,
+    and the sum adds the ranks' sums in the order of their first holders.
+    Global-norm clipping counts it in the first stage that holds it
+    (cleave-build-train-step).
     Error: a module without a stage's @forward and @apply.
   }];
 }

@@ -9,6 +9,7 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <map>
 #include <set>
 
 namespace cleave {
@@ -62,35 +63,32 @@ struct PipelineTiedGradientsPass
       if (!acc)
         continue; // not trained (frozen, or no gradient reaches it)
       // Stages of one rank (the interleaved schedule) have their copies
-      // summed by the driver before the update (runtime/driver/Training.cpp);
-      // stages of several ranks exchange messages. Both at once is not built.
-      const std::set<int64_t> &stages = readers[name];
-      auto onThisRank = [&](int64_t s) { return s % mesh->ppSize == stage % mesh->ppSize; };
-      if (llvm::all_of(stages, onThisRank))
+      // summed by the driver before @apply runs (runtime/driver/Training.cpp),
+      // so each rank's first stage that trains it speaks for the rank: it
+      // sends the rank's sum to every stage of the other ranks that trains
+      // it, and every stage adds the ranks' sums in the order of those
+      // first stages, so that the copies stay equal bit for bit.
+      auto rankOf = [&](int64_t s) { return s % mesh->ppSize; };
+      std::map<int64_t, int64_t> firstOfRank; // pp rank -> its first stage
+      for (int64_t s : readers[name])
+        firstOfRank.emplace(rankOf(s), s);
+      if (firstOfRank.size() == 1)
         continue;
-      if (auto same = llvm::find_if(stages, [&](int64_t s) { return s != stage && onThisRank(s); });
-          same != stages.end()) {
-        module.emitError("parameter '")
-            << name << "' is trained in stages " << std::min(stage, *same) << " and "
-            << std::max(stage, *same) << ", which run on the same pp rank (" << stage % mesh->ppSize
-            << "), and in stages of other ranks: a weight tied both within a rank and between "
-               "ranks is not built yet; cut the stages (--stages) so that its stages lie on "
-               "one rank or on different ones";
-        return signalPassFailure();
-      }
       const int64_t tag = kTiedGradientTagBase + static_cast<int64_t>(index);
       Location loc = acc.getLoc();
-      for (int64_t other : readers[name])
-        if (other != stage)
-          PipelineSendOp::create(b, loc, acc, other, tag, /*gradient=*/true);
-      // Every stage adds the stages' gradients in stage order, so that the
-      // copies stay equal bit for bit.
+      if (firstOfRank[rankOf(stage)] == stage)
+        for (int64_t other : readers[name])
+          if (rankOf(other) != rankOf(stage))
+            PipelineSendOp::create(b, loc, acc, other, tag, /*gradient=*/true);
+      SmallVector<int64_t> speakers = llvm::to_vector(llvm::make_second_range(firstOfRank));
+      llvm::sort(speakers);
       CleaveBuilder u(b, loc);
       Value sum;
-      for (int64_t from : readers[name]) {
-        Value part = from == stage ? Value(acc)
-                                   : PipelineRecvOp::create(b, loc, acc.getType(), from, tag,
-                                                            /*gradient=*/true);
+      for (int64_t from : speakers) {
+        Value part = rankOf(from) == rankOf(stage)
+                         ? Value(acc)
+                         : PipelineRecvOp::create(b, loc, acc.getType(), from, tag,
+                                                  /*gradient=*/true);
         sum = u.accumulate(sum, part);
       }
       // Every read after the sum takes it; the final zeroing still assigns

@@ -1,4 +1,6 @@
-// RUN: cleave-opt %s --split-input-file -verify-diagnostics --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,pp=2},cleave-pipeline-split{stage-params=emb=0,w1=1,w2=2,w3=3 virtual-stages=2},cleave-pipeline-select-stage{stage=0},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step,cleave-pipeline-tied-gradients)' | FileCheck %s
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,pp=2},cleave-pipeline-split{stage-params=emb=0,w1=1,w2=2,w3=3 virtual-stages=2},cleave-pipeline-select-stage{stage=0},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step,cleave-pipeline-tied-gradients)' | FileCheck %s --check-prefix=CHECK
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,pp=2},cleave-pipeline-split{stage-params=emb=0,w1=1,w2=2,w3=3 virtual-stages=2},cleave-pipeline-select-stage{stage=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step,cleave-pipeline-tied-gradients)' | FileCheck %s --check-prefix=SECOND
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,pp=2},cleave-pipeline-split{stage-params=emb=0,w1=1,w2=2,w3=3 virtual-stages=2},cleave-pipeline-select-stage{stage=3},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step,cleave-pipeline-tied-gradients)' | FileCheck %s --check-prefix=LAST
 
 // With two stages a rank (the interleaved schedule), the embedding is read
 // by stages 0 and 2, both on pp rank 0: no message, the driver adds the two
@@ -29,10 +31,33 @@ module {
 
 // -----
 
-// Read by stages 0, 2 (rank 0) and 3 (rank 1): both kinds of exchange at
-// once are not built.
+// Read by stages 0, 2 (rank 0) and 3 (rank 1): the driver adds stages 0
+// and 2's copies first; then stage 0, the first of rank 0, sends that sum to
+// stage 3, and stage 3 sends its own to both stages of rank 0. Every stage
+// adds rank 0's sum and rank 1's in that order.
 
-// expected-error@+1 {{parameter 'emb' is trained in stages 0 and 2, which run on the same pp rank (0), and in stages of other ranks: a weight tied both within a rank and between ranks is not built yet}}
+// CHECK-LABEL: func.func @apply
+// CHECK-SAME: %[[ACC:arg[0-9]+]]: tensor<8x8xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:emb"}
+// CHECK-NEXT: cleave.pipeline_send gradient %[[ACC]] to stage 3 tag 4096
+// CHECK-NEXT: %[[THEIRS:.*]] = cleave.pipeline_recv gradient from stage 3 tag 4096
+// CHECK-NEXT: cleave.add %[[ACC]], %[[THEIRS]]
+
+// Stage 2 is not its rank's first: it only receives.
+// SECOND-LABEL: func.func @apply
+// SECOND-NOT: tag 4096
+// SECOND-LABEL: func.func @apply
+// SECOND-SAME: %[[ACC:arg[0-9]+]]: tensor<8x8xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:emb"}
+// SECOND-NEXT: %[[THEIRS:.*]] = cleave.pipeline_recv gradient from stage 3 tag 4096
+// SECOND-NEXT: cleave.add %[[ACC]], %[[THEIRS]]
+
+// LAST-LABEL: func.func @apply
+// LAST-NOT: tag 4096
+// LAST-LABEL: func.func @apply
+// LAST-SAME: %[[ACC:arg[0-9]+]]: tensor<8x8xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:emb"}
+// LAST-NEXT: cleave.pipeline_send gradient %[[ACC]] to stage 0 tag 4096
+// LAST-NEXT: cleave.pipeline_send gradient %[[ACC]] to stage 2 tag 4096
+// LAST-NEXT: %[[THEIRS:.*]] = cleave.pipeline_recv gradient from stage 0 tag 4096
+// LAST-NEXT: cleave.add %[[THEIRS]], %[[ACC]]
 module {
   func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"},
                      %emb: tensor<8x8xf32> {cleave.kind = "param", cleave.name = "emb"},

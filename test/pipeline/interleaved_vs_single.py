@@ -34,13 +34,16 @@
 #   - a weight tied between two stages of one rank (the tied LM's embedding
 #     and head, cut into stages 0 and 2, both on rank 0; the driver adds
 #     the two stages' gradients): pp=2 and dp x pp = 2 x 2, within 1e-5 of
-#     one device.
+#     one device;
+#   - a weight tied both within a rank and between ranks (read in stages 0
+#     and 2 of rank 0 and 3 of rank 1): pp=2, dp x pp = 2 x 2 and pp=2 with
+#     clipping within 1e-5 of one device, its three copies equal bit for
+#     bit.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,10 +54,54 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
-from dp_vs_single import FP16, LONG, MOMENTUM, Model, close, identical  # noqa: E402
+import torch  # noqa: E402
+from dp_vs_single import FP16, LONG, MOMENTUM, Model, close, identical, parameters  # noqa: E402
 from pp_vs_single import TiedLM, refused, stages_hold_their_parameters  # noqa: E402
 
 INTERLEAVED = ["--schedule", "interleaved", "--virtual-stages", "2"]
+
+
+class ThriceTied(torch.nn.Module):
+    """A weight that three layers read: the first, the third and the last,
+    which the stages file below puts in stages 0, 2 and 3 of pp=2 with
+    V = 2, two on rank 0 and one on rank 1."""
+
+    def __init__(self):
+        super().__init__()
+        for name in ("emb", "w1", "w2", "w3"):
+            setattr(self, name, torch.nn.Parameter(0.5 * torch.randn(8, 8)))
+
+    def forward(self, x, labels):
+        h = torch.tanh(torch.tanh(x @ self.emb) @ self.w1)
+        h = torch.tanh(torch.tanh(h @ self.w2) @ self.emb)
+        return torch.nn.functional.cross_entropy(torch.tanh(h @ self.w3) @ self.emb, labels)
+
+    @staticmethod
+    def build():
+        torch.manual_seed(0)
+        return ThriceTied(), (torch.randn(4, 8), torch.randint(0, 8, (4,)))
+
+
+def tied_within_and_between_ranks(workdir, problems):
+    """The driver adds the copies of a rank's stages, then each rank's first
+    stage sends the rank's sum to the other rank's stages: within 1e-5 of
+    one device, with clipping too, and the three copies equal bit for bit."""
+    m = Model("thrice", ThriceTied, ["x", "labels"], 8, workdir)
+    stages = os.path.join(workdir, "thrice-stages.json")
+    json.dump({"stages": [["emb"], ["w1"], ["w2"], ["w3"]]}, open(stages, "w"))
+    clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
+    for label, dp, optimizer in (("pp2-v2", 1, MOMENTUM), ("dp2-pp2-v2", 2, MOMENTUM),
+                                 ("pp2-v2-clip", 1, clipped)):
+        one = m.train(f"one-k4{'-clip' if optimizer is clipped else ''}", 1, 4, optimizer)
+        run = m.train(label, dp, 4 // dp, optimizer, INTERLEAVED + ["--stages", stages], pp=2)
+        close(f"thrice-tied {label}", run, one, problems)
+        out = os.path.join(workdir, f"thrice-{label}")
+        copies = [parameters(json.load(open(os.path.join(out, f"stage{s}", "plan.json"))),
+                             os.path.join(out + ".results", f"stage{s}"), 1).get("emb")
+                  for s in (0, 2, 3)]
+        if any(c is None for c in copies) or len({c.tobytes() for c in copies}) != 1:
+            problems.append(f"thrice-tied {label}: the copies of stages 0, 2 and 3 differ")
+    print(f"thrice-tied: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
 
 
 def executables(label, out, pp, problems):
@@ -148,6 +195,7 @@ def main():
     for label, dp in (("pp2-v2", 1), ("dp2-pp2-v2", 2)):
         close(f"tied {label}", tied.train(label, dp, 4 // dp, MOMENTUM, INTERLEAVED, pp=2), one,
               problems)
+    tied_within_and_between_ranks(workdir, problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
