@@ -270,6 +270,15 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   Value clipGlobalNorm(CleaveBuilder &u, OpBuilder &b,
                        MutableArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
                        const MeshAxes &layout, bool dpSliced, ArrayRef<bool> counted = {}) {
+    auto [splitSum, wholeSum] = squaresOf(u, b, grads, split, counted);
+    return clipByNorm(u, b, grads, splitSum, wholeSum, layout, dpSliced);
+  }
+
+  /// The sums of squares of `grads` (those `counted`, all without it): of
+  /// the ones split over tp (`split`) and of the others.
+  std::pair<Value, Value> squaresOf(CleaveBuilder &u, OpBuilder &b,
+                                    ArrayRef<std::pair<Value, Value>> grads, ArrayRef<bool> split,
+                                    ArrayRef<bool> counted) {
     Value splitSum, wholeSum;
     for (auto [i, entry, apart] : llvm::enumerate(grads, split)) {
       if (!counted.empty() && !counted[i])
@@ -278,21 +287,28 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       Value &into = apart ? splitSum : wholeSum;
       into = into ? u.add(into, sum) : sum;
     }
-    return clipByNorm(u, b, grads, splitSum, wholeSum, layout, dpSliced);
+    return {splitSum, wholeSum};
   }
 
-  /// clipGlobalNorm's second half, from this rank's sums of squares.
+  /// clipGlobalNorm's second half, from this rank's sums of squares; with
+  /// `dpSliced`, `replicatedSplit` and `replicatedWhole` are those of
+  /// parameters every dp rank holds whole beside the slices (ZeRO 1/2's
+  /// tied weights), which add up over tp but not over dp.
   Value clipByNorm(CleaveBuilder &u, OpBuilder &b, MutableArrayRef<std::pair<Value, Value>> grads,
-                   Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced) {
+                   Value splitSum, Value wholeSum, const MeshAxes &layout, bool dpSliced,
+                   Value replicatedSplit = {}, Value replicatedWhole = {}) {
     auto allReduce = [&](Value sum, int64_t axis) { return allReduceSum(b, sum, axis); };
     FloatType f32 = b.getF32Type();
-    Value sumOfAll = wholeSum;
-    if (splitSum) {
-      splitSum = allReduce(splitSum, layout.tpAxis);
-      sumOfAll = sumOfAll ? u.add(sumOfAll, splitSum) : splitSum;
-    }
+    auto overTp = [&](Value split, Value whole) {
+      if (split)
+        split = allReduce(split, layout.tpAxis);
+      return whole && split ? u.add(whole, split) : whole ? whole : split;
+    };
+    Value sumOfAll = overTp(splitSum, wholeSum);
     if (dpSliced)
       sumOfAll = allReduce(sumOfAll, layout.dpAxis);
+    if (Value replicated = overTp(replicatedSplit, replicatedWhole))
+      sumOfAll = sumOfAll ? u.add(sumOfAll, replicated) : replicated;
     // Each pipeline stage counts the parameters it trains (a tied one in the
     // first stage that holds it), so the stages' sums add up to every
     // element once; a stage without parameters adds 0 (and outputs the
@@ -366,16 +382,23 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     assignments.push_back({param, u.sub(decayed, u.div(u.mul(stepSize, nextM), denominator))});
   }
 
-  /// The replicated step (no ZeRO): an accumulator per gradient, the update
-  /// per parameter.
-  void buildReplicated(Step &s) {
-    SmallVector<std::pair<Value, Value>> grads; // parameter in @apply, mean gradient
-    for (const Member &member : s.members) {
+  /// An accumulator per gradient of `members`; returns each one's parameter
+  /// in @apply and mean gradient.
+  SmallVector<std::pair<Value, Value>> replicatedGrads(Step &s, ArrayRef<Member> members) {
+    SmallVector<std::pair<Value, Value>> grads;
+    for (const Member &member : members) {
       Value sum = addAccumulator(s, member.grad, ("grad:" + member.name.getValue()).str());
       s.zeroed.push_back(sum);
       grads.push_back({addArgument(s.apply, member.param.getType(), member.name, "param"),
                        s.u.div(sum, s.countF32)});
     }
+    return grads;
+  }
+
+  /// The replicated step (no ZeRO): an accumulator per gradient, the update
+  /// per parameter.
+  void buildReplicated(Step &s) {
+    SmallVector<std::pair<Value, Value>> grads = replicatedGrads(s, s.members);
     if (clipGradNorm > 0.0)
       s.gradNorm = clipGlobalNorm(s.u, s.b, grads, splitOverTp(s.forward, s.members), s.layout,
                                   /*dpSliced=*/false, firstStageHolding(s.forward, s.members));
@@ -383,8 +406,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       update(s, entry.first, member.name, entry.second);
   }
 
-  /// ZeRO 1 and 2: one flat buffer of every parameter, sliced over dp.
-  void buildFlatBuffer(Step &s) {
+  /// ZeRO 1 and 2: one flat buffer of every parameter, sliced over dp, but
+  /// for `tied`, weights other pipeline stages train too, which stay whole
+  /// as without ZeRO (each stage's buffer lays out its own parameters, so
+  /// the stages' slices would not hold the same elements to sum).
+  void buildFlatBuffer(Step &s, ArrayRef<Member> tied) {
     func::FuncOp forward = s.forward, apply = s.apply;
     CleaveBuilder &u = s.u, &fu = s.fu;
     OpBuilder &b = s.b, &fb = s.fb;
@@ -472,8 +498,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     Value params = group(apply, flatParams, "param");
     Value paramSlice = shard::AllSliceOp::create(b, loc, sliceType, params, kMeshName, dpAxes, 0);
     SmallVector<std::pair<Value, Value>> grads{{paramSlice, u.div(gradSlice, s.countF32)}};
+    SmallVector<std::pair<Value, Value>> wholeGrads = replicatedGrads(s, tied);
+    Value splitSum, wholeSum;
     if (clipGradNorm > 0.0 && splitMembers == 0) {
-      s.gradNorm = clipGlobalNorm(u, b, grads, {false}, layout, /*dpSliced=*/true);
+      wholeSum = sumOfSquares(u, b, grads[0].second);
     } else if (clipGradNorm > 0.0) {
       // The flat indices of this rank's slice tell split elements apart:
       // rank r holds [r * S, (r + 1) * S), r itself the slice of 0..N-1.
@@ -491,11 +519,19 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
           MulOp::create(b, loc, rank, scalarConstant(b, loc, i64, static_cast<double>(sliceSize)));
       Value isSplit = LessOp::create(b, loc, AddOp::create(b, loc, range(sliceSize), first),
                                      scalarConstant(b, loc, i64, static_cast<double>(splitEnd)));
-      Value splitSum = sumOfSquares(u, b, grads[0].second, isSplit);
-      Value wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
-      s.gradNorm = clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true);
+      splitSum = sumOfSquares(u, b, grads[0].second, isSplit);
+      wholeSum = sumOfSquares(u, b, grads[0].second, NotOp::create(b, loc, isSplit));
+    }
+    grads.append(wholeGrads);
+    if (clipGradNorm > 0.0) {
+      auto [tiedSplit, tiedWhole] =
+          squaresOf(u, b, wholeGrads, splitOverTp(forward, tied), firstStageHolding(forward, tied));
+      s.gradNorm = clipByNorm(u, b, grads, splitSum, wholeSum, layout, /*dpSliced=*/true,
+                              tiedSplit, tiedWhole);
     }
     update(s, paramSlice, flatParams, grads[0].second);
+    for (auto [entry, m] : llvm::zip(ArrayRef(grads).drop_front(), tied))
+      update(s, entry.first, m.name, entry.second);
     // The updated slices, gathered, are the new parameters.
     for (auto &[target, value] : s.assignments) {
       if (target != paramSlice)
@@ -592,22 +628,6 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     if (failed(findStepResults(forward, lossSum, lossCount, lossName, gradOf)) ||
         failed(findMembers(forward, gradOf, members)))
       return signalPassFailure();
-    // A tied weight's gradients are summed between the pipeline stages that
-    // hold it (cleave-pipeline-tied-gradients) per parameter accumulator:
-    // whole, or ZeRO 3's slice, which covers the same elements in every
-    // stage; not inside ZeRO 1/2's flat buffers, laid out per stage.
-    for (const Member &m : members)
-      if (auto others =
-              forward.getArgAttrOfType<DenseI64ArrayAttr>(m.param.getArgNumber(), kOtherStagesAttr);
-          others && (zero == 1 || zero == 2)) {
-        forward.emitError("trains parameter '")
-            << m.name.getValue() << "', which pipeline stage " << others[0]
-            << " reads too (tied weights), with ZeRO " << zero.getValue()
-            << ": not built yet; train with --zero 3 or without --zero, or put its readers in "
-               "one stage (--stages)";
-        return signalPassFailure();
-      }
-
     // @forward runs one microbatch and adds its gradients, loss sum and count
     // into accumulators; @apply divides by the count once and updates.
     auto ret = cast<func::ReturnOp>(forward.getBody().front().getTerminator());
@@ -646,14 +666,28 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       s.step = u.sub(s.step, skipped);
     }
 
-    // A pipeline stage that trains no parameter (it only computes) has no
-    // flat buffer to lay out.
-    if (zero == 0 || s.members.empty())
+    // A tied weight's gradients are summed between the pipeline stages that
+    // hold it (cleave-pipeline-tied-gradients) per parameter accumulator:
+    // whole, or ZeRO 3's slice, which covers the same elements in every
+    // stage; ZeRO 1/2 keep it out of their flat buffer, laid out per stage.
+    SmallVector<Member> tied;
+    if (zero == 1 || zero == 2) {
+      auto isTied = [&](const Member &m) {
+        return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), kOtherStagesAttr));
+      };
+      llvm::copy_if(s.members, std::back_inserter(tied), isTied);
+      llvm::erase_if(s.members, isTied);
+    }
+    // A pipeline stage that trains no parameter (it only computes), or only
+    // tied ones, has no flat buffer to lay out.
+    if (zero == 0 || s.members.empty()) {
+      s.members.append(tied);
       buildReplicated(s);
-    else if (zero == 3)
+    } else if (zero == 3) {
       buildStage3(s);
-    else
-      buildFlatBuffer(s);
+    } else {
+      buildFlatBuffer(s, tied);
+    }
 
     SmallVector<Value> results{loss};
     SmallVector<StringRef> names{lossName ? lossName.getValue() : StringRef("loss")};

@@ -229,6 +229,11 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     global 2-norm before clipping last (`cleave.grad_norm`, the total norm
     PyTorch's clip_grad_norm_ returns): on a pipeline every stage does,
     one that trains no parameter too (its 0 in the sum over pp).
+    On a pipeline stage with ZeRO 1/2, a parameter other stages train too
+    (`cleave.other_stages`: tied) stays out of the flat buffer, whose dp
+    slices each stage lays out its own way: it keeps a whole accumulator
+    and update, as without ZeRO, and its squares join the clip's sum after
+    the slices' sum over dp.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"",

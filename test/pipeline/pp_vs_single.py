@@ -23,10 +23,12 @@
 #   - a language model whose head reads its token embedding again (tied
 #     weights; the cut leaves the embedding in stage 0, the head in stage 1):
 #     both stages hold it and sum its gradients, on pp=2, dp x pp = 2 x 2 and
-#     2 x 2 with ZeRO 3 (each dp rank's slice of the gradient summed), with
+#     2 x 2 with ZeRO 1 and 2 (the tied weight whole beside the flat buffer)
+#     and 3 (each dp rank's slice of the gradient summed), with
 #     and without clipping, equal to one device within 1e-5, the two
 #     stages' copies equal bit for bit, and --save-onnx's model holds the
-#     trained parameters (gathered from both stages);
+#     trained parameters (gathered from both stages); with ZeRO 1 and 2,
+#     resumed from a step-3 checkpoint, bit for bit as uninterrupted;
 #   - the GPT on pp=2 with --recompute selective and full (1f1b; full with
 #     zb-h1 too): bit for bit against one device, and stage 0's stash
 #     (plan.json's memory.stash_bytes) smaller than without;
@@ -173,19 +175,27 @@ class TiedLM(torch.nn.Module):
 
 def tied_weights(workdir, problems):
     """The stages holding a tied weight sum its gradients (Megatron's
-    embedding all-reduce): pp=2, pp=2 with clipping, dp x pp = 2 x 2, and
-    dp x pp = 2 x 2 with ZeRO 3 (each stage sums its dp slice of the
-    gradient), equal one device within 1e-5 (the sum's order differs), and
+    embedding all-reduce): pp=2, dp x pp = 2 x 2, and dp x pp = 2 x 2 with
+    ZeRO 1 and 2 (the tied weight whole beside the flat buffer) and 3 (each
+    stage sums its dp slice of the gradient), each with and without
+    clipping, equal one device within 1e-5 (the sum's order differs), and
     both stages end with the same copy, bit for bit."""
     m = Model("tied", TiedLM, ["idx", "targets"], 8, workdir)
     stages = os.path.join(workdir, "tied-stages.json")
     json.dump({"stages": [["tok_emb.*"], ["fc.*", "head_bias"]]}, open(stages, "w"))
+    # With fc in stage 0 too, ZeRO 1's first stage holds a flat buffer
+    # beside the tied weight, whose squares it counts for the clip.
+    beside = os.path.join(workdir, "tied-stages-beside.json")
+    json.dump({"stages": [["tok_emb.*", "fc.*"], ["head_bias"]]}, open(beside, "w"))
     for label, optimizer in (("", MOMENTUM), ("-clip", MOMENTUM + ["--clip-grad-norm", "0.5"])):
         one = m.train("one-k4" + label, 1, 4, optimizer)
-        for dp, zero in ((1, []), (2, []), (2, ["--zero", "3"])):
-            layout = f"dp{dp}-pp2{'-z3' if zero else ''}{label}"
+        for dp, zero, cut in ((1, [], stages), (2, [], stages),
+                              *((2, ["--zero", z], stages) for z in ("1", "2", "3")),
+                              (2, ["--zero", "1"], beside)):
+            layout = (f"dp{dp}-pp2{'-z' + zero[1] if zero else ''}"
+                      f"{'-beside' if cut == beside else ''}{label}")
             saved = os.path.join(workdir, f"tied-{layout}.onnx")
-            run = m.train(layout, dp, 4 // dp, optimizer, ["--stages", stages, *zero],
+            run = m.train(layout, dp, 4 // dp, optimizer, ["--stages", cut, *zero],
                           pp=2, save_onnx=saved)
             close(f"tied {layout}", run, one, problems)
             exported = {t.name: onnx.numpy_helper.to_array(t)
@@ -200,6 +210,34 @@ def tied_weights(workdir, problems):
             if any(c is None for c in copies) or copies[0].tobytes() != copies[1].tobytes():
                 problems.append(f"tied {layout}: the stages' embeddings differ")
     print(f"tied lm: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
+    tied_zero_resumes(workdir, m, problems)
+
+
+def tied_zero_resumes(workdir, m, problems):
+    """dp x pp = 2 x 2 with ZeRO 1 and 2 and a tied weight (whole beside
+    each stage's flat buffer), checkpointed at step 3 and resumed, ends with
+    the uninterrupted run's losses and every stage's parameters bit for
+    bit."""
+    def run(out, label, extra):
+        results, log = f"{out}-{label}.results", f"{out}-{label}.json"
+        os.makedirs(results, exist_ok=True)
+        subprocess.run(["cleave", "run", "-n", "4", out, *m.flags, "--no-shuffle", "--log-json",
+                        log, "--output-dir", results, *extra], check=True,
+                       stderr=subprocess.DEVNULL)
+        params = [parameters(json.load(open(os.path.join(out, f"stage{s}", "plan.json"))),
+                             os.path.join(results, f"stage{s}"), 1) for s in (0, 1)]
+        return [s["loss"] for s in json.load(open(log))["steps"]], params
+
+    for zero in ("1", "2"):
+        out = os.path.join(workdir, f"tied-dp2-pp2-z{zero}-clip")
+        whole = run(out, "whole", ["--steps", "6"])
+        run(out, "first", ["--steps", "3", "--checkpoint-dir", f"{out}-ck"])
+        losses, params = run(out, "resumed", ["--steps", "6", "--resume", f"{out}-ck"])
+        if losses != whole[0][3:] or any(
+                params[s][name].tobytes() != value.tobytes()
+                for s in (0, 1) for name, value in whole[1][s].items()):
+            problems.append(f"tied dp2 pp2 ZeRO {zero}: resumed at step 3, losses {losses} and "
+                            f"parameters are not the uninterrupted run's {whole[0][3:]}")
 
 
 RECOMPUTE = ("selective", "full")
