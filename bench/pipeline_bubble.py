@@ -92,25 +92,36 @@ def timeline(trace, first_step=3):
     sum over pp) over the step's time."""
     events = [e for e in json.load(open(trace))["traceEvents"]
               if e.get("ph") == "X" and e.get("args", {}).get("step", first_step) >= first_step]
-    waits = [e for e in events if e["name"] == "wait"]
-    inputs = sorted((e for e in events if e["name"].startswith("read microbatch")),
-                    key=lambda e: e["ts"])
+
+    def spans(name_matches):
+        """Per rank, the starts, ends and durations of the spans named so."""
+        found = {}
+        for e in events:
+            if name_matches(e["name"]):
+                found.setdefault(e["pid"], []).append((e["ts"], e["ts"] + e["dur"], e["dur"]))
+        return {pid: np.array(sorted(rows)).T for pid, rows in found.items()}
+
+    waits = spans(lambda name: name == "wait")
+    reads = spans(lambda name: name.startswith("read microbatch"))
 
     def waited(span):
-        end = span["ts"] + span["dur"]
-        return sum(w["dur"] for w in waits
-                   if w["pid"] == span["pid"] and span["ts"] <= w["ts"] and w["ts"] + w["dur"] <= end)
+        if span["pid"] not in waits:
+            return 0.0
+        starts, ends, durations = waits[span["pid"]]
+        inside = (starts >= span["ts"]) & (ends <= span["ts"] + span["dur"])
+        return float(durations[inside].sum())
 
     calls, applies, waiting = {}, {}, []
     for e in events:
-        work = (e["dur"] - waited(e)) / 1e3
-        if e["name"] == "forward":
-            read = [i for i in inputs if i["pid"] == e["pid"] and i["ts"] <= e["ts"]][-1]
-            work += read["dur"] / 1e3
-        if e["name"] in ("forward", "backward", "backward_weight"):
-            calls.setdefault((e["args"]["stage"], e["name"]), []).append(work)
-        elif e["name"] == "optimizer":
-            applies.setdefault(e["pid"], []).append(work)
+        if e["name"] in ("forward", "backward", "backward_weight", "optimizer"):
+            work = (e["dur"] - waited(e)) / 1e3
+            if e["name"] == "forward":  # and the read of its input just before it
+                starts, _, durations = reads[e["pid"]]
+                work += durations[np.searchsorted(starts, e["ts"], side="right") - 1] / 1e3
+            if e["name"] == "optimizer":
+                applies.setdefault(e["pid"], []).append(work)
+            else:
+                calls.setdefault((e["args"]["stage"], e["name"]), []).append(work)
         elif e["name"].startswith("step "):
             waiting.append(waited(e) / e["dur"])
     stages = 1 + max(stage for stage, _ in calls)

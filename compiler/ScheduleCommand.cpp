@@ -29,8 +29,9 @@ int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
   shape.virtualStages = options.virtualStages;
   shape.microbatches = options.microbatches;
   const std::vector<double> &given = options.costs;
-  const size_t perStage = 3 * static_cast<size_t>(shape.stages());
-  if ((given.size() != 3 && given.size() != perStage) ||
+  // One triple for every stage, or one per stage.
+  const bool uniform = given.size() == 3;
+  if ((!uniform && given.size() != 3 * static_cast<size_t>(shape.stages())) ||
       llvm::any_of(given, [](double c) { return !(c >= 0); }) ||
       std::accumulate(given.begin(), given.end(), 0.0) <= 0) {
     printError({"--costs",
@@ -41,7 +42,7 @@ int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
   }
   StageCosts costs;
   for (int64_t stage = 0; stage < shape.stages(); ++stage) {
-    const size_t at = given.size() == 3 ? 0 : 3 * static_cast<size_t>(stage);
+    const size_t at = uniform ? 0 : 3 * static_cast<size_t>(stage);
     costs.forward.push_back(given[at]);
     costs.inputGrad.push_back(given[at + 1]);
     costs.weightGrad.push_back(given[at + 2]);
@@ -57,11 +58,11 @@ int runSchedule(const ScheduleOptions &options, llvm::raw_ostream &os) {
   }
   os << "schedule " << options.schedule << ": " << shape.ranks << " ranks, " << shape.virtualStages
      << " stage(s) per rank, " << shape.microbatches << " microbatches; F, I, W =";
-  for (int64_t stage = 0; stage < (given.size() == 3 ? 1 : shape.stages()); ++stage)
+  for (int64_t stage = 0; stage < (uniform ? 1 : shape.stages()); ++stage)
     os << (stage ? ";" : "")
        << llvm::format(" %g, %g, %g", costs.forward[stage], costs.inputGrad[stage],
                        costs.weightGrad[stage]);
-  os << (given.size() == 3 ? " per stage\n" : " by stage\n");
+  os << (uniform ? " per stage\n" : " by stage\n");
   os << "bubble: " << llvm::format("%.6f", step->bubble())
      << " (simulated idle over step time, mean over ranks)\n";
   os << "step: " << llvm::format("%.6g", step->makespan) << "\n";

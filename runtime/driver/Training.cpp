@@ -920,45 +920,60 @@ std::unique_ptr<InputPrefetch> startInput(const TrainingSpec &spec, const DataSe
       [&backend](void *memory, size_t size) { backend.releaseStaging(memory, size); });
 }
 
-/// Sums, on a rank of an interleaved pipeline, the gradient accumulators
-/// of a weight that several of its stages train (a tied weight whose
-/// stages all run here: cleave-pipeline-tied-gradients leaves them to the
-/// driver), in stage order, into each stage's copy, as the stages of
-/// several ranks sum theirs with messages.
-void sumTiedGradients(const std::vector<Plan> &plans, std::vector<ProgramState> &programs,
-                      Backend &backend) {
-  std::map<std::string, std::vector<std::pair<size_t, const StoredTensor *>>> copies;
+/// A weight that several of the rank's stages train (on a rank of an
+/// interleaved pipeline: a tied weight whose stages all run here, which
+/// cleave-pipeline-tied-gradients leaves to the driver): its f32 gradient
+/// accumulator's elements and where each stage's program holds it, in
+/// stage order.
+struct TiedAccumulator {
+  size_t elements = 0;
+  std::vector<std::pair<size_t, int64_t>> copies; // program, weights offset
+};
+
+/// The rank's tied accumulators, found once from its plans.
+std::vector<TiedAccumulator> tiedAccumulators(const std::vector<Plan> &plans) {
+  std::map<std::string, TiedAccumulator> byName;
   for (size_t c = 0; c < plans.size(); ++c)
     for (const StoredTensor &state : plans[c].state)
-      if (state.tensor.name.rfind("grad:", 0) == 0 && state.tensor.dtype == DType::F32)
-        copies[state.tensor.name].emplace_back(c, &state);
-  for (const auto &[name, held] : copies) {
-    if (held.size() < 2)
-      continue;
-    const size_t elements = static_cast<size_t>(held.front().second->bytes) / sizeof(float);
-    std::vector<float> sum(elements, 0.0f), part(elements);
-    for (auto [c, state] : held) {
-      backend.copyToHost(part.data(), programs[c].weights->get() + state->offset,
-                         elements * sizeof(float));
-      for (size_t i = 0; i < elements; ++i)
+      if (state.tensor.name.rfind("grad:", 0) == 0 && state.tensor.dtype == DType::F32) {
+        TiedAccumulator &tied = byName[state.tensor.name];
+        tied.elements = static_cast<size_t>(state.bytes) / sizeof(float);
+        tied.copies.emplace_back(c, state.offset);
+      }
+  std::vector<TiedAccumulator> tied;
+  for (auto &[name, accumulator] : byName)
+    if (accumulator.copies.size() > 1)
+      tied.push_back(std::move(accumulator));
+  return tied;
+}
+
+/// Sums each tied accumulator's copies in stage order into every copy, as
+/// the stages of several ranks sum theirs with messages.
+void sumTiedGradients(const std::vector<TiedAccumulator> &tied,
+                      std::vector<ProgramState> &programs, Backend &backend) {
+  for (const TiedAccumulator &accumulator : tied) {
+    std::vector<float> sum(accumulator.elements, 0.0f), part(accumulator.elements);
+    const size_t bytes = accumulator.elements * sizeof(float);
+    for (auto [c, offset] : accumulator.copies) {
+      backend.copyToHost(part.data(), programs[c].weights->get() + offset, bytes);
+      for (size_t i = 0; i < accumulator.elements; ++i)
         sum[i] += part[i];
     }
-    for (auto [c, state] : held)
-      backend.copyToDevice(programs[c].weights->get() + state->offset, sum.data(),
-                           elements * sizeof(float));
+    for (auto [c, offset] : accumulator.copies)
+      backend.copyToDevice(programs[c].weights->get() + offset, sum.data(), bytes);
   }
 }
 
-/// Runs the update of each of the rank's programs. On a rank of an
+/// Runs the update of each of the rank's programs, once the copies of each
+/// weight tied between its stages hold their sum. On a rank of an
 /// interleaved pipeline each stage's @apply runs in phases
 /// (runtime/StepContext.h's applyPhase): before a sum over pp of a scalar
 /// every stage adds to (the clip's squares, the loss scale's overflow
 /// flag), the rank's stages add theirs, in stage order, and each stage then
 /// sums the rank's total over pp. A program of one phase runs whole.
-void applyStep(const std::vector<Plan> &plans, Backend &backend,
+void applyStep(const std::vector<TiedAccumulator> &tied, Backend &backend,
                std::vector<ProgramState> &programs) {
-  if (programs.size() > 1)
-    sumTiedGradients(plans, programs, backend);
+  sumTiedGradients(tied, programs, backend);
   for (int phase = 0;; ++phase) {
     backend.setApplyPhase(phase);
     std::vector<void *> partials;
@@ -1204,6 +1219,7 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
       actionPrograms.push_back(static_cast<size_t>(
           std::find(stages.begin(), stages.end(), action.stage) - stages.begin()));
   }
+  const std::vector<TiedAccumulator> tied = tiedAccumulators(plans);
   // Where each program takes each data input (in the first plan's order, the
   // data sets'): stages number their inputs apart, and each reads them all.
   std::vector<std::vector<size_t>> dataSlots(plans.size());
@@ -1305,7 +1321,7 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
         forward(0, k);
     }
     profile.beginCall(-1, ProgramEntryPoint::Apply, std::nullopt);
-    applyStep(plans, backend, programs);
+    applyStep(tied, backend, programs);
     profile.endCall();
     if (job.background)
       profile.background(job.background->group(), job.background->takeReport());
