@@ -949,8 +949,8 @@ std::vector<TiedAccumulator> tiedAccumulators(const std::vector<Plan> &plans) {
 
 /// Sums each tied accumulator's copies in stage order into every copy, as
 /// the stages of several ranks sum theirs with messages.
-void sumTiedGradients(const std::vector<TiedAccumulator> &tied,
-                      std::vector<ProgramState> &programs, Backend &backend) {
+void sumTiedGradients(const std::vector<TiedAccumulator> &tied, std::vector<ProgramState> &programs,
+                      Backend &backend) {
   for (const TiedAccumulator &accumulator : tied) {
     std::vector<float> sum(accumulator.elements, 0.0f), part(accumulator.elements);
     const size_t bytes = accumulator.elements * sizeof(float);
