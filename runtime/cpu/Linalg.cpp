@@ -8,7 +8,6 @@
 #include <optional>
 
 #include <cblas.h>
-#include <dnnl.h>
 
 // Exported by every OpenBLAS build; declared here too so any cblas.h works.
 extern "C" void openblas_set_num_threads(int numThreads);
@@ -73,25 +72,45 @@ bool needsProduct(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
   return true;
 }
 
+/// Whether `shape` is a row of n values broadcast down the m x n result
+/// (a Linear layer's bias), the one bias oneDNN 2.6's fast matmul kernels
+/// take (other broadcasts fall to its reference kernel).
+bool isRowBias(const Dims &shape, int64_t n) {
+  return (shape.size == 1 || (shape.size == 2 && shape[0] == 1)) && shape[shape.size - 1] == n;
+}
+
+/// C = alpha op(A) op(B) + beta C + bias as a oneDNN primitive
+/// (ProductPrimitives.h): the run's kept one, or one made for this call
+/// where the context keeps none.
+void primitiveProduct(Context &ctx, const char *kernel, const ProductProblem &p, const void *a,
+                      const void *b, const float *bias, float *c) {
+  if (!needsProduct(p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, c))
+    return;
+  std::optional<ProductPrimitives> own;
+  ProductPrimitives &primitives = ctx.products ? *ctx.products : own.emplace();
+  if (!primitives.run(p, std::max(1, ctx.threads), a, b, bias, c))
+    fail(kernel, "oneDNN's %s matmul failed on %lld x %lld x %lld", dtypeName(p.operands),
+         static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k));
+}
+
 } // namespace
 
-/// f32 products go to oneDNN's sgemm, which picks this CPU's widest kernels
-/// itself (AVX-512 here: about twice OpenBLAS's rate, docs/performance.md)
-/// and runs on OpenMP's threads, as many as Context::threads.
 template <>
 void gemmCore<float>(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                      double alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      double beta, float *c, int64_t ldc) {
-  if (!needsProduct(m, n, k, lda, ldb, ldc, beta, c))
-    return;
-  omp_set_num_threads(std::max(1, ctx.threads));
-  dnnl_status_t status =
-      dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, static_cast<float>(alpha), a,
-                 lda, b, ldb, static_cast<float>(beta), c, ldc);
-  if (status != dnnl_success)
-    fail("gemm", "oneDNN's sgemm failed (status %d) on %lld x %lld x %lld",
-         static_cast<int>(status), static_cast<long long>(m), static_cast<long long>(n),
-         static_cast<long long>(k));
+  ProductProblem problem{DType::F32,
+                         transA,
+                         transB,
+                         m,
+                         n,
+                         k,
+                         lda,
+                         ldb,
+                         ldc,
+                         static_cast<float>(alpha),
+                         static_cast<float>(beta)};
+  primitiveProduct(ctx, "gemm", problem, a, b, nullptr, c);
 }
 
 /// f64 products, which oneDNN does not have, go to OpenBLAS.
@@ -132,11 +151,8 @@ class LowPrecisionProducts {
 public:
   LowPrecisionProducts(Context &ctx, const char *kernel, const Tensor &a, const Tensor &b)
       : ctx(ctx), kernel(kernel), a(a), b(b) {
-    if (nativeLowPrecisionProducts(a.dtype)) {
-      if (!ctx.products)
-        own.emplace();
+    if (nativeLowPrecisionProducts(a.dtype))
       return;
-    }
     widened.emplace(ctx, kernel, lowPrecisionScratchBytes(a.dtype, a.numel(), b.numel()));
     float *wide = widened->as<float>();
     dispatch(kernel, a.dtype, TypeList<Half, BFloat16>{}, [&](auto tag) {
@@ -152,32 +168,25 @@ public:
     });
   }
 
-  void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, double alpha,
-            int64_t aOffset, int64_t lda, int64_t bOffset, int64_t ldb, double beta, float *c,
-            int64_t ldc) {
+  /// `problem` (its operands' type aside) with A at `aOffset` into a and B
+  /// at `bOffset` into b.
+  void gemm(ProductProblem problem, int64_t aOffset, int64_t bOffset, const float *bias,
+            float *c) {
     if (widened) {
       const float *wide = widened->as<float>();
-      gemmCore<float>(ctx, transA, transB, m, n, k, alpha, wide + aOffset, lda,
-                      wide + a.numel() + bOffset, ldb, beta, c, ldc);
+      problem.operands = DType::F32;
+      primitiveProduct(ctx, kernel, problem, wide + aOffset, wide + a.numel() + bOffset, bias, c);
       return;
     }
-    if (!needsProduct(m, n, k, lda, ldb, ldc, beta, c))
-      return;
-    const float alphaF = static_cast<float>(alpha), betaF = static_cast<float>(beta);
-    ProductProblem problem{transA, transB, m, n, k, lda, ldb, ldc, alphaF, betaF};
-    const auto *narrowA = static_cast<const uint16_t *>(a.data) + aOffset;
-    const auto *narrowB = static_cast<const uint16_t *>(b.data) + bOffset;
-    ProductPrimitives &primitives = ctx.products ? *ctx.products : *own;
-    if (!primitives.run(problem, std::max(1, ctx.threads), narrowA, narrowB, c))
-      fail(kernel, "oneDNN's bf16 matmul failed on %lld x %lld x %lld", static_cast<long long>(m),
-           static_cast<long long>(n), static_cast<long long>(k));
+    problem.operands = a.dtype;
+    primitiveProduct(ctx, kernel, problem, static_cast<const uint16_t *>(a.data) + aOffset,
+                     static_cast<const uint16_t *>(b.data) + bOffset, bias, c);
   }
 
 private:
   Context &ctx;
   const char *kernel;
   const Tensor &a, &b;
-  std::optional<ProductPrimitives> own;
   std::optional<Scratch> widened;
 };
 
@@ -237,7 +246,11 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
     LowPrecisionProducts products(ctx, kernel, lhs, rhs);
     float *c = out.as<float>();
     forEachProduct([&](int64_t rows, int64_t a, int64_t b, int64_t o) {
-      products.gemm(false, false, rows, n, k, 1.0, a, k, b, n, 0.0, c + o, n);
+      ProductProblem problem;
+      problem.m = rows;
+      problem.n = problem.ldb = problem.ldc = n;
+      problem.k = problem.lda = k;
+      products.gemm(problem, a, b, nullptr, c + o);
     });
     return;
   }
@@ -268,23 +281,47 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   if (k != k2 || out.shape[0] != m || out.shape[1] != n)
     fail(kernel, "shapes do not agree");
   double betaC = 0.0;
+  const float *bias = nullptr;
   if (c && beta != 0.0f) {
     checkType(kernel, *c, result);
-    // C broadcasts (unidirectionally) into the result, which gemm then
-    // accumulates into with beta.
-    if (c->data != out.data) {
+    if (c->data == out.data) {
+      if (c->numel() != out.numel())
+        fail(kernel, "C aliases the result with another shape");
+      betaC = static_cast<double>(beta);
+    } else if (result == DType::F32 && alpha == 1.0f && beta == 1.0f && k > 0 &&
+               isRowBias(c->shape, n)) {
+      // oneDNN adds C as the product's bias while it writes the result (its
+      // bias is not scaled: alpha and beta 1 only).
+      bias = c->as<float>();
+    } else {
+      // C broadcasts (unidirectionally) into the result, which the product
+      // then accumulates into with beta.
       int64_t strides[kMaxRank];
       broadcastStrides(kernel, c->shape, out.shape, strides);
       stridedCopy(ctx, kernel, c->data, strides, out);
-    } else if (c->numel() != out.numel()) {
-      fail(kernel, "C aliases the result with another shape");
+      betaC = static_cast<double>(beta);
     }
-    betaC = static_cast<double>(beta);
   }
+  ProductProblem problem{result,
+                         transA,
+                         transB,
+                         m,
+                         n,
+                         k,
+                         a.shape[1],
+                         b.shape[1],
+                         n,
+                         alpha,
+                         static_cast<float>(betaC),
+                         bias ? 1 : 0,
+                         bias ? n : 0};
   if (lowPrecision) {
     LowPrecisionProducts products(ctx, kernel, a, b);
-    products.gemm(transA, transB, m, n, k, static_cast<double>(alpha), 0, a.shape[1], 0, b.shape[1],
-                  betaC, out.as<float>(), n);
+    products.gemm(problem, 0, 0, bias, out.as<float>());
+    return;
+  }
+  if (result == DType::F32) {
+    primitiveProduct(ctx, kernel, problem, a.data, b.data, bias, out.as<float>());
     return;
   }
   dispatch(kernel, a.dtype, MatrixTypes{}, [&](auto tag) {

@@ -70,6 +70,46 @@ TEST(Softmax, InnerAxes) {
   expectNear(z, {1.0 / 3, 0.5, 2.0 / 3, 0.5}, 1e-6);
 }
 
+// Causally masked rows (-inf past the diagonal, as attention's scores), 67
+// long to leave a remainder past the kernel's lanes, against the formula in
+// double: the masked entries are exactly 0 (-inf in log softmax), the rest
+// within 1e-6, also in place.
+TEST(Softmax, MaskedRowsAgainstDouble) {
+  const int64_t rows = 70, n = 67;
+  std::vector<float> values(rows * n);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      values[r * n + i] = i > r ? -INFINITY : float(3 * std::sin(0.7 * r + 1.3 * i));
+  std::vector<double> expected, expectedLog;
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      m = std::max(m, double(values[r * n + i]));
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::exp(double(values[r * n + i]) - m);
+    for (int64_t i = 0; i < n; ++i) {
+      expected.push_back(std::exp(double(values[r * n + i]) - m) / sum);
+      expectedLog.push_back(double(values[r * n + i]) - m - std::log(sum));
+    }
+  }
+  auto x = make<float>({rows, n}, values);
+  auto y = zeros(DType::F32, {rows, n});
+  cpu::softmax(ctx(), x, y, 1);
+  expectNear(y, expected, 1e-6);
+  cpu::log_softmax(ctx(), x, y, 1);
+  for (int64_t i = 0; i < rows * n; ++i) {
+    if (std::isinf(expectedLog[i]))
+      EXPECT_EQ(y.data<float>()[i], -INFINITY) << i;
+    else
+      EXPECT_NEAR(y.data<float>()[i], expectedLog[i], 1e-5) << i;
+  }
+  cpu::softmax(ctx(), x, x, 1);
+  for (int64_t i = 0; i < rows * n; ++i)
+    if (expected[i] == 0)
+      EXPECT_EQ(x.data<float>()[i], 0.0f) << i;
+  expectNear(x, expected, 1e-6);
+}
+
 //===----------------------------------------------------------------------===//
 // Layer and batch normalisation
 //===----------------------------------------------------------------------===//
@@ -357,23 +397,32 @@ std::vector<double> gemmByLoop(const Buffer &a, const Buffer &b, const Buffer *c
   return out;
 }
 
+// alpha 1 and beta 1 take C as the oneDNN primitive's bias, any other
+// pair broadcasts C into the result first; both with the primitives made
+// per call and kept for the run, on one and two threads.
 TEST(Gemm, TransposesAlphaBetaBroadcastC) {
   const int64_t m = 3, k = 5, n = 4;
   unsigned seed = 100;
-  for (int transA = 0; transA < 2; ++transA)
-    for (int transB = 0; transB < 2; ++transB) {
-      auto a = makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++);
-      auto b = makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++);
-      for (Dims cShape : {Dims{n}, Dims{m, 1}, Dims{}, Dims{m, n}, Dims{1, n}}) {
-        auto c = makeRandom<float>(cShape, seed++);
-        auto y = zeros(DType::F32, {m, n});
-        cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, transA, transB);
-        expectNear(y, gemmByLoop<float>(a, b, &c, 0.5, 2.0, transA, transB), 1e-5);
-      }
-      auto y = zeros(DType::F32, {m, n});
-      cpu::gemm(ctx(), a, b, nullptr, y, 1.5f, 1.0f, transA, transB);
-      expectNear(y, gemmByLoop<float>(a, b, nullptr, 1.5, 0.0, transA, transB), 1e-5);
-    }
+  cpu::ProductPrimitives kept;
+  cpu::Context keeping;
+  keeping.products = &kept;
+  keeping.threads = 2;
+  for (cpu::Context *context : {&ctx(), &keeping})
+    for (auto [alpha, beta] : {std::pair{0.5f, 2.0f}, std::pair{1.0f, 1.0f}})
+      for (int transA = 0; transA < 2; ++transA)
+        for (int transB = 0; transB < 2; ++transB) {
+          auto a = makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++);
+          auto b = makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++);
+          for (Dims cShape : {Dims{n}, Dims{m, 1}, Dims{}, Dims{m, n}, Dims{1, n}, Dims{1}}) {
+            auto c = makeRandom<float>(cShape, seed++);
+            auto y = zeros(DType::F32, {m, n});
+            cpu::gemm(*context, a, b, c.ptr(), y, alpha, beta, transA, transB);
+            expectNear(y, gemmByLoop<float>(a, b, &c, alpha, beta, transA, transB), 1e-5);
+          }
+          auto y = zeros(DType::F32, {m, n});
+          cpu::gemm(*context, a, b, nullptr, y, 1.5f, 1.0f, transA, transB);
+          expectNear(y, gemmByLoop<float>(a, b, nullptr, 1.5, 0.0, transA, transB), 1e-5);
+        }
 }
 
 TEST(Gemm, DoubleAndIntegers) {

@@ -17,31 +17,79 @@ int64_t normalizeAxis(const char *kernel, int64_t axis, int rank) {
   return axis;
 }
 
+/// The largest of x[0..n) (-inf for none; NaNs skipped), and the sum of
+/// x[0..n), each over kLanes interleaved partial results combined in lane
+/// order: independent lanes let GCC vectorise what one running value
+/// (a chain of dependent instructions) cannot. The order depends on n
+/// alone, so every call on a row gives the same bits.
+constexpr int64_t kLanes = 16;
+
+template <typename T> T rowMax(const T *x, int64_t n) {
+  T lane[kLanes];
+  std::fill(lane, lane + kLanes, -std::numeric_limits<T>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j)
+      lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  for (; i < n; ++i)
+    lane[0] = x[i] > lane[0] ? x[i] : lane[0];
+  T m = lane[0];
+  for (int64_t j = 1; j < kLanes; ++j)
+    m = lane[j] > m ? lane[j] : m;
+  return m;
+}
+
+template <typename T> T rowSum(const T *x, int64_t n) {
+  T lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j)
+      lane[j] += x[i + j];
+  for (; i < n; ++i)
+    lane[0] += x[i];
+  T sum = 0;
+  for (int64_t j = 0; j < kLanes; ++j)
+    sum += lane[j];
+  return sum;
+}
+
+/// y[i] = exp(x[i] - m) for x[i] <= m, flushed to zero where it is within
+/// e of T's smallest normal (below 3.2e-38 in f32); y may be x. libmvec's
+/// vector expf computes a vector holding any argument past about
+/// ln(FLT_MIN) (a masked score's -inf) one lane at a time, at a tenth of
+/// the speed here, so the arguments are clamped first, in a loop of their
+/// own (in one loop GCC folds the clamp into a choice between exp(floor)
+/// and exp(x)). The flushed values add nothing to sums of at least 1.
+template <typename T> void shiftedExp(const T *x, int64_t n, T m, T *y) {
+  const T floor = std::log(std::numeric_limits<T>::min()) + 1;
+  const T flushBelow = T(1.5) * std::exp(floor);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] - m < floor ? floor : x[i] - m;
+  for (int64_t i = 0; i < n; ++i) {
+    const T e = std::exp(y[i]);
+    y[i] = e < flushBelow ? T(0) : e;
+  }
+}
+
 /// Numerically stable (log) softmax over the middle dim of outer x n x inner.
 template <typename T, bool Log>
 void softmaxOver(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
   const T lowest = -std::numeric_limits<T>::infinity();
   if (inner == 1) {
+    // A row's exponentials go into its result first (log softmax reads x
+    // again after, so there y may not be x).
     for (int64_t o = 0; o < outer; ++o) {
       const T *xr = x + o * n;
       T *yr = y + o * n;
-      T m = lowest;
-      for (int64_t i = 0; i < n; ++i)
-        m = xr[i] > m ? xr[i] : m;
-      T sum = 0;
+      const T m = rowMax(xr, n);
+      shiftedExp(xr, n, m, yr);
+      const T sum = rowSum(yr, n);
       if constexpr (Log) {
-        for (int64_t i = 0; i < n; ++i)
-          sum += std::exp(xr[i] - m);
-        T logSum = std::log(sum);
+        const T logSum = std::log(sum);
         for (int64_t i = 0; i < n; ++i)
           yr[i] = (xr[i] - m) - logSum;
       } else {
-        for (int64_t i = 0; i < n; ++i) {
-          T e = std::exp(xr[i] - m);
-          yr[i] = e;
-          sum += e;
-        }
-        T inv = T(1) / sum;
+        const T inv = T(1) / sum;
         for (int64_t i = 0; i < n; ++i)
           yr[i] *= inv;
       }
@@ -89,6 +137,8 @@ template <bool Log>
 void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
                    int64_t axis) {
   checkSameLayout(kernel, in, out);
+  if (Log && in.data == out.data)
+    fail(kernel, "the result may not be the input's buffer");
   axis = normalizeAxis(kernel, axis, in.rank());
   int64_t outer = product(in.shape, 0, static_cast<int>(axis));
   int64_t n = in.rank() == 0 ? 1 : in.shape[static_cast<int>(axis)];

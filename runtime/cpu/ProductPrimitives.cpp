@@ -1,4 +1,4 @@
-//===- ProductPrimitives.cpp - bf16 products as oneDNN primitives ---------===//
+//===- ProductPrimitives.cpp - matrix products as oneDNN primitives -------===//
 //
 // Through oneDNN's C API, which reports failure as a status: the kernels are
 // built without exceptions.
@@ -37,13 +37,13 @@ struct ProductPrimitives::Handles {
   }
 };
 
-/// One problem's primitive and its three memory objects, whose data
-/// handles each call points at its operands.
+/// One problem's primitive and its memory objects, whose data handles each
+/// call points at its operands.
 struct ProductPrimitives::Primitive {
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, c = nullptr;
   ~Primitive() {
-    for (dnnl_memory_t memory : {a, b, c})
+    for (dnnl_memory_t memory : {a, b, bias, c})
       if (memory)
         dnnl_memory_destroy(memory);
     if (primitive)
@@ -68,11 +68,16 @@ dnnl_memory_desc_t matrixDesc(int64_t rows, int64_t columns, int64_t ld, bool tr
 std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem &p,
                                                             dnnl_engine_t engine) {
   bool ok = true;
-  dnnl_memory_desc_t a = matrixDesc(p.m, p.k, p.lda, p.transA, dnnl_bf16, ok);
-  dnnl_memory_desc_t b = matrixDesc(p.k, p.n, p.ldb, p.transB, dnnl_bf16, ok);
+  const dnnl_data_type_t operands = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
+  dnnl_memory_desc_t a = matrixDesc(p.m, p.k, p.lda, p.transA, operands, ok);
+  dnnl_memory_desc_t b = matrixDesc(p.k, p.n, p.ldb, p.transB, operands, ok);
+  dnnl_memory_desc_t bias{};
+  if (p.hasBias())
+    bias = matrixDesc(p.biasRows, p.biasColumns, p.biasColumns, false, dnnl_f32, ok);
   dnnl_memory_desc_t c = matrixDesc(p.m, p.n, p.ldc, false, dnnl_f32, ok);
   dnnl_matmul_desc_t desc{};
-  ok = ok && dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success;
+  ok = ok && dnnl_matmul_desc_init(&desc, &a, &b, p.hasBias() ? &bias : nullptr, &c) ==
+                 dnnl_success;
   if (!ok)
     return nullptr;
   // alpha scales the product; beta adds the C already there (a sum post-op).
@@ -94,6 +99,8 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
   ok = ok && dnnl_primitive_create(&made->primitive, pd) == dnnl_success &&
        dnnl_memory_create(&made->a, &a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
        dnnl_memory_create(&made->b, &b, engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       (!p.hasBias() ||
+        dnnl_memory_create(&made->bias, &bias, engine, DNNL_MEMORY_NONE) == dnnl_success) &&
        dnnl_memory_create(&made->c, &c, engine, DNNL_MEMORY_NONE) == dnnl_success;
   if (pd)
     dnnl_primitive_desc_destroy(pd);
@@ -107,7 +114,7 @@ ProductPrimitives::ProductPrimitives() : handles(std::make_unique<Handles>()) {}
 ProductPrimitives::~ProductPrimitives() = default;
 
 bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a, const void *b,
-                            float *c) {
+                            const float *bias, float *c) {
   if (!handles->engine && (dnnl_engine_create(&handles->engine, dnnl_cpu, 0) != dnnl_success ||
                            dnnl_stream_create(&handles->stream, handles->engine,
                                               dnnl_stream_default_flags) != dnnl_success))
@@ -120,12 +127,17 @@ bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a,
   Primitive *primitive = at->second.get();
   if (!primitive)
     return false;
-  dnnl_exec_arg_t args[3] = {
-      {DNNL_ARG_SRC, primitive->a}, {DNNL_ARG_WEIGHTS, primitive->b}, {DNNL_ARG_DST, primitive->c}};
+  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, primitive->a},
+                             {DNNL_ARG_WEIGHTS, primitive->b},
+                             {DNNL_ARG_DST, primitive->c},
+                             {DNNL_ARG_BIAS, primitive->bias}};
   return dnnl_memory_set_data_handle(primitive->a, const_cast<void *>(a)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->b, const_cast<void *>(b)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->c, c) == dnnl_success &&
-         dnnl_primitive_execute(primitive->primitive, handles->stream, 3, args) == dnnl_success &&
+         (!p.hasBias() || dnnl_memory_set_data_handle(primitive->bias,
+                                                      const_cast<float *>(bias)) == dnnl_success) &&
+         dnnl_primitive_execute(primitive->primitive, handles->stream, p.hasBias() ? 4 : 3,
+                                args) == dnnl_success &&
          dnnl_stream_wait(handles->stream) == dnnl_success;
 }
 

@@ -1,13 +1,21 @@
-//===- ProductPrimitives.h - bf16 products as oneDNN primitives -*- C++ -*-===//
+//===- ProductPrimitives.h - matrix products as oneDNN primitives -*- C++ -*-===//
 //
-// Matrix products of bf16 operands accumulate in f32 and write f32 (what
+// Every f32 and bf16 matrix product (matmul, gemm, and convolution's im2col
+// products) runs as a oneDNN matmul primitive, made on a problem's first
+// call and kept for the run. Its kernels (brgemm) take either operand
+// transposed at the full rate, where oneDNN's sgemm loses a quarter on the
+// transposed weights of every Linear layer's forward (docs/performance.md),
+// and they add a gemm's bias as they write the result, where it was
+// broadcast into the result in a pass of its own before.
+//
+// Products of bf16 operands accumulate in f32 and write f32 (what
 // --precision bf16 asks of every matmul and gemm). Where this CPU has
-// bf16 instructions (AVX512_BF16 or AMX), they run as oneDNN matmul
-// primitives, about twice oneDNN's own f32 rate here (docs/performance.md);
-// elsewhere, and for f16 operands (oneDNN 2.6 has no f16 product on the
-// CPU), the operands are widened to f32 into scratch and multiplied by the
-// f32 product. Both give the exact products of the rounded operands summed
-// in f32: a bf16 or f16 value's significand fits in half of f32's.
+// bf16 instructions (AVX512_BF16 or AMX), they run as primitives too,
+// about twice oneDNN's own f32 rate here; elsewhere, and for f16 operands
+// (oneDNN 2.6 has no f16 product on the CPU), the operands are widened to
+// f32 into scratch and multiplied by the f32 product. Both give the exact
+// products of the rounded operands summed in f32: a bf16 or f16 value's
+// significand fits in half of f32's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,21 +41,28 @@ bool nativeLowPrecisionProducts(DType operands);
 /// their f32 copies where the products are widened, else 0.
 int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements);
 
-/// One row-major product C = alpha op(A) op(B) + beta C of bf16 A and B into
-/// f32 C, with its dims and leading dims, as the primitive is made for it.
+/// One row-major product C = alpha op(A) op(B) + beta C + bias of f32 or
+/// bf16 A and B into f32 C, with its dims and leading dims, as the
+/// primitive is made for it. The bias, when there is one, is an f32
+/// biasRows x biasColumns matrix broadcast to C (each dim 1 or C's).
 struct ProductProblem {
+  DType operands = DType::F32;
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   float alpha = 1, beta = 0;
+  int64_t biasRows = 0, biasColumns = 0;
 
+  bool hasBias() const { return biasRows > 0; }
   bool operator<(const ProductProblem &o) const {
-    return std::tie(transA, transB, m, n, k, lda, ldb, ldc, alpha, beta) <
-           std::tie(o.transA, o.transB, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.alpha, o.beta);
+    return std::tie(operands, transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, biasRows,
+                    biasColumns) < std::tie(o.operands, o.transA, o.transB, o.m, o.n, o.k, o.lda,
+                                            o.ldb, o.ldc, o.alpha, o.beta, o.biasRows,
+                                            o.biasColumns);
   }
 };
 
-/// The oneDNN primitives of a run's bf16 products, each made on its
-/// problem's first call (making one costs more than running a small one).
+/// The oneDNN primitives of a run's products, each made on its problem's
+/// first call (making one costs more than running a small one).
 class ProductPrimitives {
 public:
   ProductPrimitives();
@@ -55,9 +70,10 @@ public:
   ProductPrimitives(const ProductPrimitives &) = delete;
   ProductPrimitives &operator=(const ProductPrimitives &) = delete;
 
-  /// Runs `problem` on `threads` threads over a, b and c; false when oneDNN
-  /// refused to make or run it.
-  bool run(const ProductProblem &problem, int threads, const void *a, const void *b, float *c);
+  /// Runs `problem` on `threads` threads over a, b, its bias (null when it
+  /// has none) and c; false when oneDNN refused to make or run it.
+  bool run(const ProductProblem &problem, int threads, const void *a, const void *b,
+           const float *bias, float *c);
 
   struct Primitive;
 

@@ -507,7 +507,8 @@ private:
 //===----------------------------------------------------------------------===//
 
 /// C = alpha * op(A) * op(B) + beta * C, row-major, op(A) M x K, op(B) K x N.
-/// float and double go through BLAS with ctx.threads threads; integers loop.
+/// float goes to oneDNN's matmul primitives (ProductPrimitives.h) and double
+/// to OpenBLAS, with ctx.threads threads; integers loop.
 template <typename T>
 void gemmCore(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               double alpha, const T *a, int64_t lda, const T *b, int64_t ldb, double beta,
