@@ -6,10 +6,11 @@ For each model (an MLP, a GPT-style decoder and a CNN, larger than the test
 models), exports it with torch, compiles it with `cleave compile`, checks that
 both runtimes agree on the loss, then times N forwards of each with the same
 thread count, in the same run, and prints the ratio cleave / onnxruntime of the
-fastest forward (below 1 means cleave is faster). cleave's time is measured by
-its driver (--stats) around the forward alone; onnxruntime's around
-session.run with the inputs already built. Nothing is written but a
-temporary directory.
+fastest forward (below 1 means cleave is faster), and the fraction of this
+machine's measured GEMM peak cleave's forward reaches (bench/gemm_peak.py).
+cleave's time is measured by its driver (--stats) around the forward alone;
+onnxruntime's around session.run with the inputs already built. Nothing is
+written but a temporary directory.
 """
 import argparse
 import json
@@ -25,6 +26,8 @@ import onnxruntime as ort
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from gemm_peak import fraction_of_peak, measured_peaks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLEAVE = os.path.join(ROOT, "build", "bin", "cleave")
@@ -108,7 +111,7 @@ def export(model, args, path, **options):
                           input_names=["a", "b"], output_names=["loss"], **options)
 
 
-def bench(name, model, args, workdir, repeat, threads):
+def bench(name, model, args, workdir, repeat, threads, peaks):
     model.eval()
     path = os.path.join(workdir, "model.onnx")
     export(model, args, path)
@@ -140,7 +143,7 @@ def bench(name, model, args, workdir, repeat, threads):
         loss = float(np.load(os.path.join(workdir, "loss.npy")))
         if abs(loss - float(reference)) > 1e-4 * abs(float(reference)):
             sys.exit(f"{name}: cleave's loss {loss} differs from onnxruntime's {reference}")
-        rows.append((t, ours, min(times)))
+        rows.append((t, ours, min(times), fraction_of_peak(out, ours, peaks[t])))
     return rows
 
 
@@ -151,13 +154,15 @@ def main():
     options = parser.parse_args()
     print(f"onnxruntime {ort.__version__}, torch {torch.__version__}, "
           f"{os.cpu_count()} cpus, best of {options.repeat} forwards")
-    print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'ort ms':>9} {'ratio':>6}")
+    peaks = measured_peaks(options.threads)
+    print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'ort ms':>9} {'ratio':>6} "
+          f"{'of peak':>8}")
     for name, model, args in models():
         with tempfile.TemporaryDirectory() as workdir:
-            for t, ours, theirs in bench(name, model, args, workdir, options.repeat,
-                                         options.threads):
+            for t, ours, theirs, fraction in bench(name, model, args, workdir, options.repeat,
+                                                   options.threads, peaks):
                 print(f"{name:42} {t:>7} {ours * 1e3:>10.3f} {theirs * 1e3:>9.3f} "
-                      f"{ours / theirs:>6.2f}")
+                      f"{ours / theirs:>6.2f} {fraction:>8.1%}")
 
 
 if __name__ == "__main__":

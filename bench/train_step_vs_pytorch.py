@@ -7,10 +7,10 @@ one AdamW step with `cleave compile --train`, trains N steps on random data in
 file order, and times PyTorch doing the same steps (forward, backward,
 optimizer) on the same module with the same thread count, in the same run.
 Prints the median time per step of each and the ratio cleave / pytorch
-(below 1: cleave is faster), and the fraction of this machine's sgemm
-throughput the cleave step reaches (plan.json's FLOPs per second over numpy's
-float32 matmul rate on 1024x1024 matrices, measured here with numpy's own
-OpenBLAS; cleave's f32 products run on oneDNN).
+(below 1: cleave is faster), and the fraction of this machine's measured
+GEMM peak the cleave step reaches (plan.json's FLOPs per second over
+oneDNN's f32 rate on 1024 x 1024 x 1024 with the same threads, measured in
+the same run: bench/gemm_peak.py).
 """
 import argparse
 import json
@@ -25,21 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from forward_vs_onnxruntime import CLEAVE, export, models  # noqa: E402
-
-
-def sgemm_flops_per_second(threads):
-    """numpy's float32 matmul rate with OpenBLAS limited to `threads`, measured
-    in a child process (the thread count is fixed when OpenBLAS loads)."""
-    code = ("import numpy as np, time\n"
-            "a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)\n"
-            "a @ a\n"
-            "best = min((lambda s: (a @ a, time.perf_counter() - s)[1])(time.perf_counter())"
-            " for _ in range(5))\n"
-            "print(2 * 1024 ** 3 / best)\n")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
-    run = subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                         capture_output=True, text=True)
-    return float(run.stdout)
+from gemm_peak import fraction_of_peak, measured_peaks  # noqa: E402
 
 
 def compile_step(model, args, workdir, flags, copies=1):
@@ -90,16 +76,15 @@ def torch_step(model, args, steps, threads, autocast=False):
     return sorted(times)[len(times) // 2]
 
 
-def bench(name, model, args, steps, threads, workdir):
+def bench(name, model, args, steps, threads, workdir, peaks):
     out, files = compile_step(model, args, workdir,
                               ["--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0.01"],
                               copies=4)
-    flops = json.load(open(os.path.join(out, "plan.json")))["flops"]
     rows = []
     for t in threads:
         ours = median_step(out, files, steps, t, workdir)
         theirs = torch_step(model, args, steps, t)
-        rows.append((t, ours, theirs, flops / ours / sgemm_flops_per_second(t)))
+        rows.append((t, ours, theirs, fraction_of_peak(out, ours, peaks[t])))
     return rows
 
 
@@ -110,13 +95,14 @@ def main():
     options = parser.parse_args()
     print(f"torch {torch.__version__}, {os.cpu_count()} cpus; median step of {options.steps}: "
           f"cleave's from its driver's --log-json step_times, pytorch's timed here")
+    peaks = measured_peaks(options.threads)
     print(f"{'model':42} {'threads':>7} {'cleave ms':>10} {'torch ms':>9} {'ratio':>6} "
-          f"{'of sgemm':>8}")
+          f"{'of peak':>8}")
     # The forward bench's models, with the same seeded weights and data.
     for name, model, args in models():
         with tempfile.TemporaryDirectory() as workdir:
             for t, ours, theirs, fraction in bench(name, model, args, options.steps,
-                                                   options.threads, workdir):
+                                                   options.threads, workdir, peaks):
                 print(f"{name:42} {t:>7} {ours * 1e3:>10.3f} {theirs * 1e3:>9.3f} "
                       f"{ours / theirs:>6.2f} {fraction:>8.1%}")
 

@@ -231,8 +231,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
   // past the splitting threshold with uneven chunks: the broadcast binary
   // kernels (one long row, rows, a broadcast row), where, a fused chain, a
   // tiled transpose, a transpose of whole rows, softmax over each of the
-  // two axes, and reductions over the leading dims (a bias's gradient) split
-  // by columns.
+  // two axes, reductions over the leading dims (a bias's gradient) split
+  // by columns, and the pools and their adjoints, split by images' planes.
   const int64_t rows = 97, cols = 1031; // 100,007 elements, not a multiple of a tile
   auto a = makeRandom<float>({rows, cols}, 1), b = makeRandom<float>({rows, cols}, 2);
   auto row = makeRandom<float>({cols}, 3), column = makeRandom<float>({rows, 1}, 4);
@@ -241,6 +241,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     mask.data<uint8_t>()[i] = (i * 7919) % 3 == 0;
   auto zero = make<float>({}, {0.0f});
   auto cube = makeRandom<float>({8, 64, 4, 33}, 5);
+  auto images = makeRandom<float>({6, 7, 65, 63}, 6), pooledGrad = makeRandom<float>({6, 7, 33, 32}, 7);
+  const Dims window{3, 3}, strides{2, 2}, pads{1, 1, 1, 1}, dilations{1, 1};
   auto run = [&](int threads) {
     cpu::Context context;
     context.threads = threads;
@@ -259,6 +261,14 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     cpu::log_softmax(context, cube, result({8, 64, 4, 33}), 1);
     cpu::reduce_sum(context, a, result({cols}), {0});
     cpu::reduce_max(context, cube, result({4, 33}), {0, 1});
+    cpu::max_pool(context, images, result({6, 7, 33, 32}), window, strides, pads, dilations);
+    cpu::average_pool(context, images, result({6, 7, 33, 32}), window, strides, pads, dilations,
+                      false);
+    cpu::global_average_pool(context, images, result({6, 7, 1, 1}));
+    cpu::max_pool_grad(context, pooledGrad, images, result({6, 7, 65, 63}), window, strides, pads,
+                       dilations);
+    cpu::average_pool_grad(context, pooledGrad, result({6, 7, 65, 63}), window, strides, pads,
+                           dilations, false);
     return results;
   };
   const std::deque<Buffer> one = run(1);

@@ -265,6 +265,16 @@ void poolPlanes(const PoolGeometry &g, const T *x, T *y, int64_t planes, bool co
   });
 }
 
+/// Calls f(first, count) for chunks of the N x C planes split among the
+/// context's threads (forEachChunk), each plane of `planeElements` computed
+/// whole by one thread as on one, so the results do not depend on the split.
+template <typename F>
+void forEachPlanes(const Context &ctx, int64_t planes, int64_t planeElements, F &&f) {
+  const int64_t size = std::max<int64_t>(1, planeElements);
+  forEachChunk(ctx, planes * size, size,
+               [&](int64_t begin, int64_t end) { f(begin / size, (end - begin) / size); });
+}
+
 bool sameShape(const Dims &a, const Dims &b) {
   if (a.size != b.size)
     return false;
@@ -276,27 +286,33 @@ bool sameShape(const Dims &a, const Dims &b) {
 
 } // namespace
 
-void max_pool(Context &, const Tensor &x, const Tensor &y, Dims kernel, Dims strides, Dims pads,
-              Dims dilations) {
+void max_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, Dims strides,
+              Dims pads, Dims dilations) {
   PoolGeometry g = poolGeometry("max_pool", x, y, kernel, strides, pads, dilations);
   int64_t planes = x.shape[0] * x.shape[1];
   dispatch("max_pool", x.dtype, NumericTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    poolPlanes<T, true>(g, x.as<T>(), y.as<T>(), planes, false);
+    forEachPlanes(ctx, planes, g.inSize, [&](int64_t first, int64_t count) {
+      poolPlanes<T, true>(g, x.as<T>() + first * g.inSize, y.as<T>() + first * g.outSize, count,
+                          false);
+    });
   });
 }
 
-void average_pool(Context &, const Tensor &x, const Tensor &y, Dims kernel, Dims strides,
+void average_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, Dims strides,
                   Dims pads, Dims dilations, bool countIncludePad) {
   PoolGeometry g = poolGeometry("average_pool", x, y, kernel, strides, pads, dilations);
   int64_t planes = x.shape[0] * x.shape[1];
   dispatch("average_pool", x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    poolPlanes<T, false>(g, x.as<T>(), y.as<T>(), planes, countIncludePad);
+    forEachPlanes(ctx, planes, g.inSize, [&](int64_t first, int64_t count) {
+      poolPlanes<T, false>(g, x.as<T>() + first * g.inSize, y.as<T>() + first * g.outSize,
+                           count, countIncludePad);
+    });
   });
 }
 
-void max_pool_grad(Context &, const Tensor &grad, const Tensor &x, const Tensor &out,
+void max_pool_grad(Context &ctx, const Tensor &grad, const Tensor &x, const Tensor &out,
                    Dims kernel, Dims strides, Dims pads, Dims dilations) {
   const char *name = "max_pool_grad";
   PoolGeometry g = poolGeometry(name, x, grad, kernel, strides, pads, dilations);
@@ -306,41 +322,45 @@ void max_pool_grad(Context &, const Tensor &grad, const Tensor &x, const Tensor 
   int64_t planes = x.shape[0] * x.shape[1];
   dispatch(name, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *xs = x.as<T>();
-    const T *gs = grad.as<T>();
-    T *dx = out.as<T>();
-    std::fill(dx, dx + out.numel(), T(0));
-    forEachWindow(g, planes, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
-      int64_t arg = argMax(g, w, xs + plane * g.inSize);
-      if (arg >= 0)
-        dx[plane * g.inSize + arg] += gs[plane * g.outSize + pos];
+    forEachPlanes(ctx, planes, g.inSize, [&](int64_t first, int64_t count) {
+      const T *xs = x.as<T>() + first * g.inSize;
+      const T *gs = grad.as<T>() + first * g.outSize;
+      T *dx = out.as<T>() + first * g.inSize;
+      std::fill(dx, dx + count * g.inSize, T(0));
+      forEachWindow(g, count, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
+        int64_t arg = argMax(g, w, xs + plane * g.inSize);
+        if (arg >= 0)
+          dx[plane * g.inSize + arg] += gs[plane * g.outSize + pos];
+      });
     });
   });
 }
 
-void average_pool_grad(Context &, const Tensor &grad, const Tensor &out, Dims kernel,
+void average_pool_grad(Context &ctx, const Tensor &grad, const Tensor &out, Dims kernel,
                        Dims strides, Dims pads, Dims dilations, bool countIncludePad) {
   const char *name = "average_pool_grad";
   PoolGeometry g = poolGeometry(name, out, grad, kernel, strides, pads, dilations);
   int64_t planes = out.shape[0] * out.shape[1];
   dispatch(name, out.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *gs = grad.as<T>();
-    T *dx = out.as<T>();
-    std::fill(dx, dx + out.numel(), T(0));
-    forEachWindow(g, planes, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
-      int64_t divisor = countIncludePad ? w.padded : w.valid;
-      if (divisor <= 0)
-        return;
-      T share = static_cast<T>(static_cast<double>(gs[plane * g.outSize + pos]) /
-                               static_cast<double>(divisor));
-      T *dp = dx + plane * g.inSize;
-      forEachInWindow(g, w, [&](int64_t offset) { dp[offset] += share; });
+    forEachPlanes(ctx, planes, g.inSize, [&](int64_t first, int64_t count) {
+      const T *gs = grad.as<T>() + first * g.outSize;
+      T *dx = out.as<T>() + first * g.inSize;
+      std::fill(dx, dx + count * g.inSize, T(0));
+      forEachWindow(g, count, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
+        int64_t divisor = countIncludePad ? w.padded : w.valid;
+        if (divisor <= 0)
+          return;
+        T share = static_cast<T>(static_cast<double>(gs[plane * g.outSize + pos]) /
+                                 static_cast<double>(divisor));
+        T *dp = dx + plane * g.inSize;
+        forEachInWindow(g, w, [&](int64_t offset) { dp[offset] += share; });
+      });
     });
   });
 }
 
-void global_average_pool(Context &, const Tensor &x, const Tensor &y) {
+void global_average_pool(Context &ctx, const Tensor &x, const Tensor &y) {
   const char *kernel = "global_average_pool";
   checkType(kernel, y, x.dtype);
   if (x.rank() < 3)
@@ -354,9 +374,11 @@ void global_average_pool(Context &, const Tensor &x, const Tensor &y) {
     using T = typename decltype(tag)::type;
     const T *xs = x.as<T>();
     T *ys = y.as<T>();
-    for (int64_t p = 0; p < planes; ++p)
-      ys[p] = static_cast<T>(static_cast<double>(sumRow(xs + p * size, size)) /
-                             static_cast<double>(size));
+    forEachPlanes(ctx, planes, size, [&](int64_t first, int64_t count) {
+      for (int64_t p = first; p < first + count; ++p)
+        ys[p] = static_cast<T>(static_cast<double>(sumRow(xs + p * size, size)) /
+                               static_cast<double>(size));
+    });
   });
 }
 
