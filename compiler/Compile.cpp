@@ -699,6 +699,7 @@ std::string Compiler::pipelineText() const {
   add("bucket-bytes", std::to_string(bucketBytes));
   add("recompute", quoted(t.recompute));
   add("precision", quoted(t.precision));
+  add("narrow-convolutions", options.target == "cpu" ? "true" : "false");
   if (t.precision == "fp16") {
     add("loss-scale", number(t.initialLossScale()));
     add("loss-scale-window", std::to_string(t.lossScaleGrowthInterval()));

@@ -148,12 +148,15 @@ int64_t kernelScratchBytes(Operation *op, StringRef target) {
   auto dilations = op->getAttrOfType<DenseI64ArrayAttr>("dilations").asArrayRef();
   const int64_t group = op->getAttrOfType<IntegerAttr>("group").getInt();
   Type element = cast<RankedTensorType>(x.getType()).getElementType();
-  if (target != "cuda" && element.isF32()) {
+  // The factors' type: x's, or y's gradient's (bf16 with --precision bf16).
+  Type factors = getElementTypeOrSelf(op->getOperand(0));
+  if (target != "cuda" && (factors.isF32() || factors.isBF16())) {
     // The layouts oneDNN chooses do not depend on the thread count; its
     // scratchpad, which does, is not counted (ConvPrimitives.h).
     auto primitive = rt::cpu::ConvPrimitive::create(
         rt::cpu::convProblem(pass, dimsOf(in), dimsOf(kernel), dimsOf(out), dimsOf(strides),
-                             dimsOf(pads), dimsOf(dilations), group, bias),
+                             dimsOf(pads), dimsOf(dilations), group, bias,
+                             factors.isBF16() ? rt::DType::BF16 : rt::DType::F32),
         1);
     if (primitive)
       return primitive->scratchBytes();

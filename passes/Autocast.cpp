@@ -81,6 +81,13 @@ private:
 struct AutocastPass : public cleave::impl::AutocastBase<AutocastPass> {
   using AutocastBase::AutocastBase;
 
+  /// Whether convolution `op` multiplies `element` factors itself: bf16 with
+  /// `narrow-convolutions`, on 1 to 3 spatial dims (what oneDNN takes).
+  bool takesNarrowFactors(Operation *op, Type element) {
+    int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+    return narrowConvolutions && element.isBF16() && rank >= 3 && rank <= 5;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     Builder builder(module.getContext());
@@ -99,16 +106,17 @@ struct AutocastPass : public cleave::impl::AutocastBase<AutocastPass> {
       LowPrecisionCopies copies(element);
       SetVector<Operation *> movers;
       func.walk([&](Operation *op) {
-        bool product = isa<MatMulOp, GemmOp>(op);
-        if ((!product && !isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op)) ||
+        bool conv = isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op);
+        if ((!conv && !isa<MatMulOp, GemmOp>(op)) ||
             !getElementTypeOrSelf(op->getOperand(0)).isF32())
           return;
+        bool narrow = !conv || takesNarrowFactors(op, element);
         // The two factors; gemm's c and conv's bias (added in f32) stay.
         for (unsigned i = 0; i < 2; ++i) {
           Value factor = op->getOperand(i);
           if (Operation *def = factor.getDefiningOp(); def && movesElements(def))
             movers.insert(def);
-          op->setOperand(i, product ? copies.of(factor, op) : copies.rounded(factor, op));
+          op->setOperand(i, narrow ? copies.of(factor, op) : copies.rounded(factor, op));
         }
       });
       // The f32 data movement the narrow copies replaced, where nothing

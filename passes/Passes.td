@@ -564,14 +564,18 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
     slices) is moved in the narrow type instead, from the narrow copy of
     that value, and the f32 move goes when nothing else reads it.
     Convolutions (conv, conv_grad_input, conv_grad_weight) multiply the same
-    way, but their kernels take f32: their two factors are rounded to
-    `precision` and widened back to f32 (x, w; the gradient and w; the
-    gradient and x), one rounded copy per value shared like the casts, and
-    the bias is added in f32.
+    way, their two factors x and w, the gradient and w, the gradient and x:
+    with `narrow-convolutions` (bf16, the CPU's oneDNN kernels) they take the
+    bf16 copies themselves and give f32 like the products; otherwise (fp16,
+    CUDA, more than 3 spatial dims) the factors are rounded to `precision`
+    and widened back to f32 for the f32 kernels, one rounded copy per value
+    shared like the casts. The bias is added in f32.
     `precision` = fp32 changes nothing. Errors: an unknown precision.
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"", "fp32, bf16 or fp16">,
+    Option<"narrowConvolutions", "narrow-convolutions", "bool", "false",
+           "Convolutions of 1 to 3 spatial dims take bf16 factors (CPU)">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -88,7 +88,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   if (distributed)
     pm.addPass(createDataParallel());
   if (options.precision != "fp32")
-    pm.addPass(createAutocast({options.precision}));
+    pm.addPass(createAutocast({options.precision, options.narrowConvolutions}));
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (pipelined)

@@ -448,9 +448,8 @@ Results importEinsum(NodeContext &n) {
   return n.build<IdentityOp>(arrange(current, resultLabels));
 }
 
-/// False, with the node's error, where ONNX's product of bf16 or f16
-/// operands would round its result to their type: cleave's products give
-/// f32 for them (the form --precision makes of an f32 model).
+} // namespace
+
 bool lowPrecisionProductRefused(NodeContext &n) {
   Type element = getElementTypeOrSelf(n.input(0).getType());
   if (!element.isBF16() && !element.isF16())
@@ -459,6 +458,8 @@ bool lowPrecisionProductRefused(NodeContext &n) {
             << " operands are not supported; train the f32 model with --precision bf16";
   return true;
 }
+
+namespace {
 
 Results importMatMul(NodeContext &n) {
   if (lowPrecisionProductRefused(n))

@@ -121,6 +121,8 @@ FailureOr<Window> resolveWindow(NodeContext &n, ArrayRef<int64_t> kernel) {
 }
 
 Results importConv(NodeContext &n) {
+  if (lowPrecisionProductRefused(n))
+    return failure();
   ArrayRef<int64_t> weight = n.shape(n.input(1));
   if (weight.size() < 3) {
     n.error() << "weight " << shapeString(weight) << " must be M x C/group x kernel...";
@@ -177,6 +179,8 @@ Results importAveragePool(NodeContext &n) {
 /// dilations and output_padding. Positions no window reaches (from
 /// output_padding) are zero, as in the reference, then the bias is added.
 Results importConvTranspose(NodeContext &n) {
+  if (lowPrecisionProductRefused(n))
+    return failure();
   Value x = n.input(0), w = n.input(1);
   ArrayRef<int64_t> input = n.shape(x), weight = n.shape(w);
   if (input.size() < 3 || weight.size() != input.size()) {

@@ -305,6 +305,12 @@ private:
 // The default domain (ai.onnx), by family. A new op goes into its family's
 // file and populate function.
 
+/// False, with the node's error, where the node multiplies bf16 or f16
+/// operands, which ONNX rounds to their type and cleave's products
+/// (matmul, gemm, conv) sum into f32: the form --precision makes of an f32
+/// model (MathOps.cpp).
+bool lowPrecisionProductRefused(NodeContext &n);
+
 /// Elementwise math, comparisons, logic, casts, activations, matrix products
 /// (Einsum), Trilu (MathOps.cpp).
 void populateMathImporters(OpImporterTable &table);

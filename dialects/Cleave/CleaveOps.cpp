@@ -668,13 +668,18 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *context, std::optional<Locat
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   ArrayRef<int64_t> w = shapeOf(adaptor.getW());
+  Type element = productElementType(elementOf(adaptor.getX()));
+  if (elementOf(adaptor.getW()) != elementOf(adaptor.getX()))
+    return fail(location, "x and w have different element types");
+  if (adaptor.getB() && elementOf(adaptor.getB()) != element)
+    return fail(location, "bias must have the result's element type");
   if (adaptor.getB() && w.size() >= 1 && shapeOf(adaptor.getB()) != ArrayRef<int64_t>{w[0]})
     return fail(location, "bias must have shape " + Twine(w[0]));
   auto result = convOutput(location, shapeOf(adaptor.getX()), w, adaptor.getGroup(),
                            adaptor.getStrides(), adaptor.getPads(), adaptor.getDilations());
   if (failed(result))
     return failure();
-  types.push_back(RankedTensorType::get(*result, elementOf(adaptor.getX())));
+  types.push_back(RankedTensorType::get(*result, element));
   return success();
 }
 
@@ -699,7 +704,8 @@ LogicalResult ConvGradInputOp::inferReturnTypes(MLIRContext *,
   if (failed(expected) ||
       failed(checkGrad(location, adaptor.getGrad(), *expected, adaptor.getW(), "conv")))
     return failure();
-  types.push_back(RankedTensorType::get(adaptor.getShape(), elementOf(adaptor.getGrad())));
+  types.push_back(
+      RankedTensorType::get(adaptor.getShape(), productElementType(elementOf(adaptor.getGrad()))));
   return success();
 }
 
@@ -712,7 +718,8 @@ LogicalResult ConvGradWeightOp::inferReturnTypes(MLIRContext *,
   if (failed(expected) ||
       failed(checkGrad(location, adaptor.getGrad(), *expected, adaptor.getX(), "conv")))
     return failure();
-  types.push_back(RankedTensorType::get(adaptor.getShape(), elementOf(adaptor.getGrad())));
+  types.push_back(
+      RankedTensorType::get(adaptor.getShape(), productElementType(elementOf(adaptor.getGrad()))));
   return success();
 }
 

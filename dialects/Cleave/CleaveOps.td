@@ -41,6 +41,9 @@ def Cleave_ComparableTensor
 // (what --precision asks of them; an ONNX product of those types is refused
 // at import).
 def Cleave_MatrixTensor : StaticShapeTensorOf<[F32, F64, I32, I64, BF16, F16]>;
+// A convolution's factors: f32 and f64, or bf16 summed in f32 (--precision
+// bf16 on the CPU; the result and bias are then f32).
+def Cleave_ConvFactorTensor : StaticShapeTensorOf<[F32, F64, BF16]>;
 // What gather_grad's kernels add (their atomic adds on CUDA).
 def Cleave_ScatterTensor : StaticShapeTensorOf<[F32, F64, I32, I64]>;
 // ONNX ReduceSum's and ReduceMean's types: the kernels sum in the element
@@ -419,7 +422,7 @@ def Cleave_TopKOp : Cleave_PureOp<"top_k"> {
 
 def Cleave_ConvOp : Cleave_PureOp<"conv", [Cleave_Vjp]> {
   let summary = "grouped N-d convolution";
-  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$w,
+  let arguments = (ins Cleave_ConvFactorTensor:$x, Cleave_ConvFactorTensor:$w,
                    Optional<Cleave_FloatTensor>:$b, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group);
   let results = (outs Cleave_FloatTensor:$y);
@@ -456,7 +459,7 @@ def Cleave_ConvGradInputOp : Cleave_PureOp<"conv_grad_input", [Cleave_Vjp]> {
     grad[n, m, o...] * w[m, c, k...] over every output position o and kernel
     offset k that read it. `grad` has the conv's output shape.
   }];
-  let arguments = (ins Cleave_FloatTensor:$grad, Cleave_FloatTensor:$w,
+  let arguments = (ins Cleave_ConvFactorTensor:$grad, Cleave_ConvFactorTensor:$w,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                    DenseI64ArrayAttr:$dilations, I64Attr:$group, DenseI64ArrayAttr:$shape);
   let results = (outs Cleave_FloatTensor:$output);
@@ -471,7 +474,7 @@ def Cleave_ConvGradWeightOp : Cleave_PureOp<"conv_grad_weight"> {
     sum of grad[n, m, o...] * x[n, c, i...] over the images and the output
     positions o whose window read input position i through that weight.
   }];
-  let arguments = (ins Cleave_FloatTensor:$grad, Cleave_FloatTensor:$x,
+  let arguments = (ins Cleave_ConvFactorTensor:$grad, Cleave_ConvFactorTensor:$x,
                    DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                    DenseI64ArrayAttr:$dilations, I64Attr:$group, DenseI64ArrayAttr:$shape);
   let results = (outs Cleave_FloatTensor:$output);

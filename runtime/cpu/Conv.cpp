@@ -158,11 +158,12 @@ void unroll(const ConvGeometry &g, T *xg, int64_t r0, int64_t r1, T *col) {
   }
 }
 
-/// Runs `problem` as a oneDNN primitive (ConvPrimitives.h) when the
-/// operands are f32 and oneDNN takes it; false otherwise.
-bool runPrimitive(Context &ctx, DType type, const ConvProblem &problem, const void *a,
+/// Runs `problem` as a oneDNN primitive (ConvPrimitives.h) when its factors
+/// are f32 or bf16 and oneDNN takes it; false otherwise. bf16 factors only
+/// the primitives multiply: where oneDNN does not take them, the call fails.
+bool runPrimitive(Context &ctx, const char *kernel, const ConvProblem &problem, const void *a,
                   const void *b, const void *bias, void *out) {
-  if (type != DType::F32)
+  if (problem.factors != DType::F32 && problem.factors != DType::BF16)
     return false;
   const int threads = std::max(1, ctx.threads);
   std::unique_ptr<ConvPrimitive> own;
@@ -173,12 +174,18 @@ bool runPrimitive(Context &ctx, DType type, const ConvProblem &problem, const vo
     own = ConvPrimitive::create(problem, threads);
     primitive = own.get();
   }
+  if (!primitive && problem.factors == DType::BF16)
+    fail(kernel, "oneDNN does not take this convolution of bf16 factors (1 to 3 spatial dims)");
   if (!primitive)
     return false;
-  Scratch scratch(ctx, "conv", primitive->scratchBytes());
+  Scratch scratch(ctx, kernel, primitive->scratchBytes());
   primitive->run(threads, a, b, bias, out, scratch.as<void>());
   return true;
 }
+
+/// The result type of a convolution whose factors are `factors`: f32 for
+/// bf16 factors (summed in f32), else theirs.
+DType resultOf(DType factors) { return factors == DType::BF16 ? DType::F32 : factors; }
 
 /// One block of a convolution's work: output rows [r0, r1) (rows: all
 /// output coords but the last) of one image and group.
@@ -229,15 +236,16 @@ template <typename F>
 void convAdjoint(Context &ctx, ConvPass pass, const char *kernel, const Tensor &grad,
                  const Tensor &x, const Tensor &w, const Tensor &out, Dims strides, Dims pads,
                  Dims dilations, int64_t group, F &&perBlock) {
-  checkType(kernel, x, out.dtype);
-  checkType(kernel, w, out.dtype);
-  checkType(kernel, grad, out.dtype);
+  // The factors: y's gradient and w (GradInput) or x (GradWeight).
+  const Tensor &factor = pass == ConvPass::GradInput ? w : x;
+  checkType(kernel, factor, grad.dtype);
+  checkType(kernel, out, resultOf(grad.dtype));
   ConvGeometry g =
       convGeometry(kernel, x.shape, w.shape, grad.shape, strides, pads, dilations, group);
-  if (runPrimitive(
-          ctx, out.dtype,
-          convProblem(pass, x.shape, w.shape, grad.shape, strides, pads, dilations, group, false),
-          grad.data, pass == ConvPass::GradInput ? w.data : x.data, nullptr, out.data))
+  if (runPrimitive(ctx, kernel,
+                   convProblem(pass, x.shape, w.shape, grad.shape, strides, pads, dilations, group,
+                               false, grad.dtype),
+                   grad.data, factor.data, nullptr, out.data))
     return;
   dispatch(kernel, out.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -259,17 +267,17 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
           Dims strides, Dims pads, Dims dilations, int64_t group) {
   const char *kernel = "conv";
   checkType(kernel, w, x.dtype);
-  checkType(kernel, y, x.dtype);
+  checkType(kernel, y, resultOf(x.dtype));
   if (b)
-    checkType(kernel, *b, x.dtype);
+    checkType(kernel, *b, resultOf(x.dtype));
   ConvGeometry g =
       convGeometry(kernel, x.shape, w.shape, y.shape, strides, pads, dilations, group);
   if (b && b->numel() != g.m)
     fail(kernel, "bias has %lld elements, expected %lld", static_cast<long long>(b->numel()),
          static_cast<long long>(g.m));
-  if (runPrimitive(ctx, x.dtype,
+  if (runPrimitive(ctx, kernel,
                    convProblem(ConvPass::Forward, x.shape, w.shape, y.shape, strides, pads,
-                               dilations, group, b != nullptr),
+                               dilations, group, b != nullptr, x.dtype),
                    x.data, w.data, b ? b->data : nullptr, y.data))
     return;
   int64_t n = g.n, m = g.m, mg = g.mg, kdim = g.kdim, p = g.outSize;

@@ -96,8 +96,10 @@ void copyDims(const Dims &from, dnnl_dims_t to) {
     to[i] = from[i];
 }
 
+dnnl_data_type_t dnnlType(DType type) { return type == DType::BF16 ? dnnl_bf16 : dnnl_f32; }
+
 /// The dense row-major layout of `dims`.
-bool plainDesc(const Dims &dims, dnnl_memory_desc_t &desc) {
+bool plainDesc(const Dims &dims, dnnl_data_type_t type, dnnl_memory_desc_t &desc) {
   dnnl_dims_t shape{}, strides{};
   copyDims(dims, shape);
   int64_t stride = 1;
@@ -105,14 +107,14 @@ bool plainDesc(const Dims &dims, dnnl_memory_desc_t &desc) {
     strides[i] = stride;
     stride *= dims[i];
   }
-  return dnnl_memory_desc_init_by_strides(&desc, dims.size, shape, dnnl_f32, strides) ==
+  return dnnl_memory_desc_init_by_strides(&desc, dims.size, shape, type, strides) ==
          dnnl_success;
 }
 
-bool anyDesc(const Dims &dims, dnnl_memory_desc_t &desc) {
+bool anyDesc(const Dims &dims, dnnl_data_type_t type, dnnl_memory_desc_t &desc) {
   dnnl_dims_t shape{};
   copyDims(dims, shape);
-  return dnnl_memory_desc_init_by_tag(&desc, dims.size, shape, dnnl_f32, dnnl_format_tag_any) ==
+  return dnnl_memory_desc_init_by_tag(&desc, dims.size, shape, type, dnnl_format_tag_any) ==
          dnnl_success;
 }
 
@@ -189,9 +191,10 @@ bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &opera
 
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
                         const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
-                        bool bias) {
+                        bool bias, DType factors) {
   ConvProblem p;
   p.pass = pass;
+  p.factors = factors;
   p.x = x;
   p.w = w;
   p.y = y;
@@ -223,20 +226,30 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   if (dnnl_engine_create(&impl->engine, dnnl_cpu, 0) != dnnl_success ||
       dnnl_stream_create(&impl->stream, impl->engine, dnnl_stream_default_flags) != dnnl_success)
     return nullptr;
-  const Dims w = groupedWeights(p);
-  dnnl_memory_desc_t xPlain, wPlain, yPlain, xAny, wAny, yAny;
-  if (!plainDesc(p.x, xPlain) || !plainDesc(w, wPlain) || !plainDesc(p.y, yPlain) ||
-      !anyDesc(p.x, xAny) || !anyDesc(w, wAny) || !anyDesc(p.y, yAny))
+  if (p.factors != DType::F32 && p.factors != DType::BF16)
     return nullptr;
-  if (p.bias && !plainDesc(Dims{p.w[0]}, impl->biasDesc))
+  // The factors' type for what the pass reads, f32 for what it writes; the
+  // forward the backward passes are made against multiplies the same
+  // factors.
+  const dnnl_data_type_t factors = dnnlType(p.factors);
+  const dnnl_data_type_t xType = p.pass == ConvPass::GradInput ? dnnl_f32 : factors;
+  const dnnl_data_type_t wType = p.pass == ConvPass::GradWeight ? dnnl_f32 : factors;
+  const dnnl_data_type_t yType = p.pass == ConvPass::Forward ? dnnl_f32 : factors;
+  const Dims w = groupedWeights(p);
+  dnnl_memory_desc_t xPlain, wPlain, yPlain, xAny, wAny, yAny, xHint, wHint;
+  if (!plainDesc(p.x, xType, xPlain) || !plainDesc(w, wType, wPlain) ||
+      !plainDesc(p.y, yType, yPlain) || !anyDesc(p.x, xType, xAny) || !anyDesc(w, wType, wAny) ||
+      !anyDesc(p.y, yType, yAny) || !anyDesc(p.x, factors, xHint) || !anyDesc(w, factors, wHint))
+    return nullptr;
+  if (p.bias && !plainDesc(Dims{p.w[0]}, dnnl_f32, impl->biasDesc))
     return nullptr;
   impl->bias = p.bias;
 
   // The backward passes are made against the forward they differentiate.
   dnnl_convolution_desc_t forwardDesc, passDesc;
   DescriptorHandle forward, pass;
-  if (!opDesc(p, ConvPass::Forward, xAny, wAny, yAny, p.bias ? &impl->biasDesc : nullptr,
-              forwardDesc) ||
+  if (!opDesc(p, ConvPass::Forward, xHint, wHint, yAny,
+              p.bias ? &impl->biasDesc : nullptr, forwardDesc) ||
       dnnl_primitive_desc_create(forward.out(), &forwardDesc, nullptr, impl->engine, nullptr) !=
           dnnl_success)
     return nullptr;
@@ -325,7 +338,8 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
 }
 
 const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
-  std::vector<int64_t> key{static_cast<int64_t>(p.pass), p.group, p.bias, threads};
+  std::vector<int64_t> key{static_cast<int64_t>(p.pass), static_cast<int64_t>(p.factors), p.group,
+                           p.bias, threads};
   for (const Dims *dims : {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
     key.push_back(dims->size);
     key.insert(key.end(), dims->values, dims->values + dims->size);

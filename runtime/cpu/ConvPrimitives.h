@@ -9,7 +9,9 @@
 // agree. oneDNN's own scratchpad, which depends on the thread count, is the
 // library's, like its GEMMs' packing buffers, and is not counted. A problem
 // oneDNN does not take (another element type, more dims) stays with the
-// im2col kernels of Conv.cpp.
+// im2col kernels of Conv.cpp. With --precision bf16 on a CPU with bf16
+// instructions the factors are bf16 (x and w, or y's gradient and one of
+// them) and the result f32, which only the primitives compute.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,10 +33,13 @@ namespace cleave::rt::cpu {
 enum class ConvPass { Forward, GradInput, GradWeight };
 
 /// One call's problem: the shapes of x (N x C x in...), w (M x C/group x
-/// kernel...) and y (N x M x out...) whichever of them the pass computes, and
-/// the attributes with their defaults filled in.
+/// kernel...) and y (N x M x out...) whichever of them the pass computes, the
+/// attributes with their defaults filled in, and the type of the two
+/// operands the pass reads (f32, or bf16 factors whose products are summed
+/// in f32: --precision bf16); what it writes, and the bias, are f32.
 struct ConvProblem {
   ConvPass pass = ConvPass::Forward;
+  DType factors = DType::F32;
   Dims x, w, y;
   Dims strides, padBegin, padEnd, dilations;
   int64_t group = 1;
@@ -45,13 +50,14 @@ struct ConvProblem {
 /// defaults; pads as begins then ends).
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
                         const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
-                        bool bias);
+                        bool bias, DType factors = DType::F32);
 
 /// One problem's oneDNN primitive and the reorders around it.
 class ConvPrimitive {
 public:
-  /// The primitive of `problem` (f32) laid out for `threads` threads, or
-  /// null when oneDNN does not take the problem.
+  /// The primitive of `problem` laid out for `threads` threads, or null
+  /// when oneDNN does not take the problem (bf16 factors: on a CPU without
+  /// bf16 instructions).
   static std::unique_ptr<ConvPrimitive> create(const ConvProblem &problem, int threads);
   ~ConvPrimitive();
   ConvPrimitive(const ConvPrimitive &) = delete;

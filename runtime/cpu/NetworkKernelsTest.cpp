@@ -503,6 +503,22 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
   }
 }
 
+TEST(LowPrecisionConv, BadCallsFail) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // bf16 factors give f32; f16 ones no kernel takes (autocast rounds them to
+  // f16 and keeps them f32); oneDNN takes no more than 3 spatial dims.
+  Buffer x(DType::BF16, {1, 1, 3, 3}), w(DType::BF16, {1, 1, 1, 1}), y(DType::BF16, {1, 1, 3, 3});
+  EXPECT_EXIT(cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3), "kernel conv: .*bf16");
+  Buffer x16(DType::F16, {1, 1, 3, 3}), w16(DType::F16, {1, 1, 1, 1}), y32(DType::F32, {1, 1, 3, 3});
+  EXPECT_EXIT(cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3), "kernel conv: .*f16");
+  Buffer x4(DType::BF16, {1, 1, 2, 2, 2, 2}), w4(DType::BF16, {1, 1, 1, 1, 1, 1}),
+      y4(DType::F32, {1, 1, 2, 2, 2, 2});
+  EXPECT_EXIT(cpu::conv(ctx(), x4, w4, nullptr, y4, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3), "kernel conv: oneDNN does not take this convolution");
+}
+
 TEST(LowPrecisionProducts, ResultMustBeF32) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
@@ -827,6 +843,31 @@ inline void expectNearSum(const Buffer &actual, const std::vector<double> &expec
     EXPECT_NEAR(got[i], expected[i], tol * std::max(1.0, magnitudes[i])) << "at " << i;
 }
 
+/// The adjoints by definition, in double: x's and w's gradients, and the
+/// sums of the magnitudes of their terms (expectNearSum).
+struct ConvGradsByDefinition {
+  std::vector<double> dx, dw, dxMagnitudes, dwMagnitudes;
+};
+
+template <typename T>
+ConvGradsByDefinition convGradsByDefinition(const ConvCase &c, const Buffer &x, const Buffer &w,
+                                            const Buffer &dy) {
+  ConvGradsByDefinition e{std::vector<double>(static_cast<std::size_t>(x.numel())),
+                          std::vector<double>(static_cast<std::size_t>(w.numel())),
+                          {},
+                          {}};
+  e.dxMagnitudes.resize(e.dx.size());
+  e.dwMagnitudes.resize(e.dw.size());
+  const T *xs = x.template data<T>(), *ws = w.template data<T>(), *gs = dy.template data<T>();
+  forEachConvTerm(c, [&](int64_t xi, int64_t wi, int64_t yi) {
+    e.dx[xi] += double(gs[yi]) * double(ws[wi]);
+    e.dw[wi] += double(gs[yi]) * double(xs[xi]);
+    e.dxMagnitudes[xi] += std::abs(double(gs[yi]) * double(ws[wi]));
+    e.dwMagnitudes[wi] += std::abs(double(gs[yi]) * double(xs[xi]));
+  });
+  return e;
+}
+
 template <typename T> void checkConvGrads(const ConvCase &c, unsigned seed, double tol) {
   auto x = makeRandom<T>(c.x, seed);
   auto w = makeRandom<T>(c.w, seed + 1);
@@ -836,17 +877,9 @@ template <typename T> void checkConvGrads(const ConvCase &c, unsigned seed, doub
   auto dw = makeRandom<T>(c.w, seed + 4);
   cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
   cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
-  std::vector<double> ex(static_cast<std::size_t>(x.numel())),
-      ew(static_cast<std::size_t>(w.numel())), mx(ex.size()), mw(ew.size());
-  const T *xs = x.template data<T>(), *ws = w.template data<T>(), *gs = dy.template data<T>();
-  forEachConvTerm(c, [&](int64_t xi, int64_t wi, int64_t yi) {
-    ex[xi] += double(gs[yi]) * double(ws[wi]);
-    ew[wi] += double(gs[yi]) * double(xs[xi]);
-    mx[xi] += std::abs(double(gs[yi]) * double(ws[wi]));
-    mw[wi] += std::abs(double(gs[yi]) * double(xs[xi]));
-  });
-  expectNearSum(dx, ex, mx, tol);
-  expectNearSum(dw, ew, mw, tol);
+  ConvGradsByDefinition e = convGradsByDefinition<T>(c, x, w, dy);
+  expectNearSum(dx, e.dx, e.dxMagnitudes, tol);
+  expectNearSum(dw, e.dw, e.dwMagnitudes, tol);
 }
 
 TEST(ConvGrad, HandWorked1d) {
@@ -912,6 +945,38 @@ TEST(ConvGrad, ManyTiles) {
   // 6e-8 of the terms' magnitudes each) piles up past 1e-4 where they cancel.
   checkConvGrads<float>({{2, 64, 40, 128}, {2, 64, 5, 5}, {1, 1}, {2, 2, 2, 2}, {1, 1}, 1, false},
                         9, 1e-6);
+}
+
+// Convolutions of bf16 factors (--precision bf16) and their adjoints give
+// f32: the exact products of the rounded factors summed, as the loops
+// compute them in double. oneDNN's bf16 primitives compute them, with its
+// bf16 instructions where the CPU has them (the lit test runs this again
+// with oneDNN held below them: test/runtime/cpu-kernels.test).
+TEST(LowPrecisionConv, AgainstDirectLoops) {
+  std::printf("bf16 instructions: %s\n", cpu::nativeLowPrecisionProducts(DType::BF16) ? "yes" : "no");
+  const ConvCase cases[] = {
+      {{2, 4, 9, 11}, {6, 2, 3, 2}, {2, 3}, {1, 0, 2, 1}, {2, 1}, 2, true},
+      {{1, 3, 7, 7}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, false},
+      {{2, 3, 10}, {2, 3, 4}, {2}, {1, 2}, {2}, 1, true},
+      {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, {2, 1, 2}, 1, false},
+      {{3, 16, 8, 8}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},
+  };
+  unsigned seed = 4000;
+  for (const ConvCase &c : cases) {
+    const Dims outShape = convOutShape(c);
+    auto [x, xRounded] = lowPrecision(DType::BF16, makeRandom<float>(c.x, seed++));
+    auto [w, wRounded] = lowPrecision(DType::BF16, makeRandom<float>(c.w, seed++));
+    auto [dy, dyRounded] = lowPrecision(DType::BF16, makeRandom<float>(outShape, seed++));
+    auto b = makeRandom<float>({c.w[0]}, seed++);
+    auto y = zeros(DType::F32, outShape), dx = zeros(DType::F32, c.x), dw = zeros(DType::F32, c.w);
+    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group);
+    expectNear(y, convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr), 1e-5);
+    cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
+    cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
+    ConvGradsByDefinition e = convGradsByDefinition<float>(c, xRounded, wRounded, dyRounded);
+    expectNearSum(dx, e.dx, e.dxMagnitudes, 1e-5);
+    expectNearSum(dw, e.dw, e.dwMagnitudes, 1e-5);
+  }
 }
 
 TEST(ConvGrad, AdjointIdentities) {

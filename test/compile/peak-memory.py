@@ -7,7 +7,8 @@
 # of the CNN on a gpipe pipeline of two stages (which keeps the stash of all
 # four microbatches), and the first stage of the test GPT on the same
 # pipeline without recomputation and with --recompute full (whose stash is
-# smaller), and the MLP's training step with --precision bf16, both with
+# smaller), the CNN's training step with --precision bf16 (bf16
+# convolutions), and the MLP's training step with --precision bf16, both with
 # oneDNN's bf16 products and with oneDNN held to AVX-512 without bf16
 # instructions (the factors widened to f32 into scratch: ProductPrimitives.h),
 # and rank 0 of the GPT on an interleaved pipeline (pp=2, V=2: stages 0 and
@@ -90,15 +91,24 @@ def main():
                                check=True, capture_output=True, text=True).stdout
         check(name, out, json.loads(stats), problems, expect_scratch)
 
-    out = os.path.join(work, "cnn-train")
-    subprocess.run(["cleave", "compile", cnn_train, "-o", out, "--train", "--optimizer", "adam",
-                    "--batch-size", "8", "--grad-accum", "2"], check=True)
+    # The CNN's training step in f32, and in bf16, whose convolutions take
+    # bf16 factors (oneDNN's bf16 primitives, with its bf16 instructions or
+    # held below them: other layouts, other scratch).
     np.save(f"{work}/train-x.npy", rng.standard_normal((8, 3, 15, 15)).astype(np.float32))
     np.save(f"{work}/train-labels.npy", rng.integers(0, 10, 8).astype(np.int64))
-    subprocess.run(["cleave", "run", out, "--data",
-                    f"x={work}/train-x.npy,labels={work}/train-labels.npy", "--steps", "2",
-                    "--log-json", f"{work}/log.json"], check=True, stderr=subprocess.DEVNULL)
-    check("cnn training step", out, json.load(open(f"{work}/log.json")), problems, True)
+    for label, flags, isa in (("", [], {}), (", bf16", ["--precision", "bf16"], {}),
+                              (", bf16 without bf16 instructions", ["--precision", "bf16"],
+                               {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"})):
+        out = os.path.join(work, f"cnn-train{len(flags)}{len(isa)}")
+        env = dict(os.environ, **isa)
+        subprocess.run(["cleave", "compile", cnn_train, "-o", out, "--train", "--optimizer",
+                        "adam", "--batch-size", "8", "--grad-accum", "2", *flags], check=True,
+                       env=env)
+        log = f"{out}.json"
+        subprocess.run(["cleave", "run", out, "--data",
+                        f"x={work}/train-x.npy,labels={work}/train-labels.npy", "--steps", "2",
+                        "--log-json", log], check=True, env=env, stderr=subprocess.DEVNULL)
+        check("cnn training step" + label, out, json.load(open(log)), problems, True)
 
     # bf16 products: no scratch where this CPU has bf16 instructions (either
     # may hold here), the widened factors' without them.

@@ -79,6 +79,34 @@ func.func @gemm_c_type(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %c: tensor<4x
 
 // -----
 
+// A convolution of bf16 factors gives f32, from factors of one type, with
+// an f32 bias.
+func.func @conv_bf16_result(%x: tensor<1x2x5x5xbf16>, %w: tensor<4x2x3x3xbf16>) {
+  // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or 64-bit float values, but got 'tensor<1x4x3x3xbf16>'}}
+  %0 = cleave.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x5x5xbf16>, tensor<4x2x3x3xbf16>) -> tensor<1x4x3x3xbf16>
+  return
+}
+
+// -----
+
+func.func @conv_mixed_factors(%x: tensor<1x2x5x5xbf16>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{x and w have different element types}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x5x5xbf16>, tensor<4x2x3x3xf32>) -> tensor<1x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @conv_bias_type(%x: tensor<1x2x5x5xbf16>, %w: tensor<4x2x3x3xbf16>, %b: tensor<4xf64>) {
+  // expected-error @+2 {{bias must have the result's element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x5x5xbf16>, tensor<4x2x3x3xbf16>, tensor<4xf64>) -> tensor<1x4x3x3xf32>
+  return
+}
+
+// -----
+
 func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x4xf32>) {
   // expected-error @+2 {{batch dims do not broadcast}}
   // expected-error @+1 {{failed to infer returned types}}
