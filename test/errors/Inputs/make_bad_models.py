@@ -138,10 +138,14 @@ def k_matmul_shapes(out):
 
 
 def k_low_precision_product(op, elem):
+    # A Conv multiplies 1 x 2 x 5 x 5 by 4 x 2 x 3 x 3; the others 2 x 3 by 3 x 4.
+    shapes = ([1, 2, 5, 5], [4, 2, 3, 3], [1, 4, 3, 3]) if op == "Conv" else ([2, 3], [3, 4],
+                                                                                [2, 4])
+
     def make(out):
         nodes = [helper.make_node(op, ["a", "b"], ["y"], name="product")]
-        onnx.save(model(nodes, [vi("a", [2, 3], elem), vi("b", [3, 4], elem)],
-                        [vi("y", [2, 4], elem)]), out)
+        onnx.save(model(nodes, [vi("a", shapes[0], elem), vi("b", shapes[1], elem)],
+                        [vi("y", shapes[2], elem)]), out)
     return make
 
 
@@ -425,6 +429,7 @@ KINDS = {
     "ir-huge": k_ir_huge,
     "bf16-matmul": k_low_precision_product("MatMul", TensorProto.BFLOAT16),
     "f16-gemm": k_low_precision_product("Gemm", TensorProto.FLOAT16),
+    "f16-conv": k_low_precision_product("Conv", TensorProto.FLOAT16),
 }
 
 if __name__ == "__main__":
