@@ -1047,6 +1047,15 @@ TEST(MaxPoolGrad, HandWorkedTiesOverlapCeilAndPads) {
   auto dxn = zeros(DType::F64, {1, 1, 1, 2});
   cpu::max_pool_grad(ctx(), dyn, xn, dxn, {1, 2}, {1, 1}, {0, 1, 0, 0}, Dims{});
   expectNear(dxn, {1, 2}, 1e-15);
+  // NaN is never a window's maximum here (max_pool never returns it where a
+  // number is there): {NaN, 5 / NaN, NaN} routes to the 5, and a window of
+  // NaNs to its first element, where max_pool's result came from.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto xq = make<double>({1, 1, 2, 4}, {nan, 5, nan, nan, nan, nan, nan, nan});
+  auto dyq = make<double>({1, 1, 1, 2}, {1, 2});
+  auto dxq = zeros(DType::F64, {1, 1, 2, 4});
+  cpu::max_pool_grad(ctx(), dyq, xq, dxq, {2, 2}, {2, 2}, Dims{}, Dims{});
+  expectNear(dxq, {0, 1, 2, 0, 0, 0, 0, 0}, 1e-15);
 }
 
 TEST(MaxPoolGrad, RoutesToTheForwardsMaximum) {
