@@ -107,8 +107,7 @@ bool plainDesc(const Dims &dims, dnnl_data_type_t type, dnnl_memory_desc_t &desc
     strides[i] = stride;
     stride *= dims[i];
   }
-  return dnnl_memory_desc_init_by_strides(&desc, dims.size, shape, type, strides) ==
-         dnnl_success;
+  return dnnl_memory_desc_init_by_strides(&desc, dims.size, shape, type, strides) == dnnl_success;
 }
 
 bool anyDesc(const Dims &dims, dnnl_data_type_t type, dnnl_memory_desc_t &desc) {
@@ -248,8 +247,8 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   // The backward passes are made against the forward they differentiate.
   dnnl_convolution_desc_t forwardDesc, passDesc;
   DescriptorHandle forward, pass;
-  if (!opDesc(p, ConvPass::Forward, xHint, wHint, yAny,
-              p.bias ? &impl->biasDesc : nullptr, forwardDesc) ||
+  if (!opDesc(p, ConvPass::Forward, xHint, wHint, yAny, p.bias ? &impl->biasDesc : nullptr,
+              forwardDesc) ||
       dnnl_primitive_desc_create(forward.out(), &forwardDesc, nullptr, impl->engine, nullptr) !=
           dnnl_success)
     return nullptr;

@@ -241,7 +241,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     mask.data<uint8_t>()[i] = (i * 7919) % 3 == 0;
   auto zero = make<float>({}, {0.0f});
   auto cube = makeRandom<float>({8, 64, 4, 33}, 5);
-  auto images = makeRandom<float>({6, 7, 65, 63}, 6), pooledGrad = makeRandom<float>({6, 7, 33, 32}, 7);
+  auto images = makeRandom<float>({6, 7, 65, 63}, 6),
+       pooledGrad = makeRandom<float>({6, 7, 33, 32}, 7);
   const Dims window{3, 3}, strides{2, 2}, pads{1, 1, 1, 1}, dilations{1, 1};
   auto run = [&](int threads) {
     cpu::Context context;

@@ -170,8 +170,7 @@ public:
 
   /// `problem` (its operands' type aside) with A at `aOffset` into a and B
   /// at `bOffset` into b.
-  void gemm(ProductProblem problem, int64_t aOffset, int64_t bOffset, const float *bias,
-            float *c) {
+  void gemm(ProductProblem problem, int64_t aOffset, int64_t bOffset, const float *bias, float *c) {
     if (widened) {
       const float *wide = widened->as<float>();
       problem.operands = DType::F32;

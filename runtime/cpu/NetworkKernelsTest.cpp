@@ -510,7 +510,8 @@ TEST(LowPrecisionConv, BadCallsFail) {
   Buffer x(DType::BF16, {1, 1, 3, 3}), w(DType::BF16, {1, 1, 1, 1}), y(DType::BF16, {1, 1, 3, 3});
   EXPECT_EXIT(cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1),
               ::testing::ExitedWithCode(3), "kernel conv: .*bf16");
-  Buffer x16(DType::F16, {1, 1, 3, 3}), w16(DType::F16, {1, 1, 1, 1}), y32(DType::F32, {1, 1, 3, 3});
+  Buffer x16(DType::F16, {1, 1, 3, 3}), w16(DType::F16, {1, 1, 1, 1}),
+      y32(DType::F32, {1, 1, 3, 3});
   EXPECT_EXIT(cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1),
               ::testing::ExitedWithCode(3), "kernel conv: .*f16");
   Buffer x4(DType::BF16, {1, 1, 2, 2, 2, 2}), w4(DType::BF16, {1, 1, 1, 1, 1, 1}),
@@ -953,7 +954,8 @@ TEST(ConvGrad, ManyTiles) {
 // bf16 instructions where the CPU has them (the lit test runs this again
 // with oneDNN held below them: test/runtime/cpu-kernels.test).
 TEST(LowPrecisionConv, AgainstDirectLoops) {
-  std::printf("bf16 instructions: %s\n", cpu::nativeLowPrecisionProducts(DType::BF16) ? "yes" : "no");
+  std::printf("bf16 instructions: %s\n",
+              cpu::nativeLowPrecisionProducts(DType::BF16) ? "yes" : "no");
   const ConvCase cases[] = {
       {{2, 4, 9, 11}, {6, 2, 3, 2}, {2, 3}, {1, 0, 2, 1}, {2, 1}, 2, true},
       {{1, 3, 7, 7}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, false},

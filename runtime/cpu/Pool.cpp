@@ -286,8 +286,8 @@ bool sameShape(const Dims &a, const Dims &b) {
 
 } // namespace
 
-void max_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, Dims strides,
-              Dims pads, Dims dilations) {
+void max_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, Dims strides, Dims pads,
+              Dims dilations) {
   PoolGeometry g = poolGeometry("max_pool", x, y, kernel, strides, pads, dilations);
   int64_t planes = x.shape[0] * x.shape[1];
   dispatch("max_pool", x.dtype, NumericTypes{}, [&](auto tag) {
@@ -306,8 +306,8 @@ void average_pool(Context &ctx, const Tensor &x, const Tensor &y, Dims kernel, D
   dispatch("average_pool", x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     forEachPlanes(ctx, planes, g.inSize, [&](int64_t first, int64_t count) {
-      poolPlanes<T, false>(g, x.as<T>() + first * g.inSize, y.as<T>() + first * g.outSize,
-                           count, countIncludePad);
+      poolPlanes<T, false>(g, x.as<T>() + first * g.inSize, y.as<T>() + first * g.outSize, count,
+                           countIncludePad);
     });
   });
 }

@@ -76,8 +76,8 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
     bias = matrixDesc(p.biasRows, p.biasColumns, p.biasColumns, false, dnnl_f32, ok);
   dnnl_memory_desc_t c = matrixDesc(p.m, p.n, p.ldc, false, dnnl_f32, ok);
   dnnl_matmul_desc_t desc{};
-  ok = ok && dnnl_matmul_desc_init(&desc, &a, &b, p.hasBias() ? &bias : nullptr, &c) ==
-                 dnnl_success;
+  ok =
+      ok && dnnl_matmul_desc_init(&desc, &a, &b, p.hasBias() ? &bias : nullptr, &c) == dnnl_success;
   if (!ok)
     return nullptr;
   // alpha scales the product; beta adds the C already there (a sum post-op).
@@ -134,10 +134,10 @@ bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a,
   return dnnl_memory_set_data_handle(primitive->a, const_cast<void *>(a)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->b, const_cast<void *>(b)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->c, c) == dnnl_success &&
-         (!p.hasBias() || dnnl_memory_set_data_handle(primitive->bias,
-                                                      const_cast<float *>(bias)) == dnnl_success) &&
-         dnnl_primitive_execute(primitive->primitive, handles->stream, p.hasBias() ? 4 : 3,
-                                args) == dnnl_success &&
+         (!p.hasBias() || dnnl_memory_set_data_handle(primitive->bias, const_cast<float *>(bias)) ==
+                              dnnl_success) &&
+         dnnl_primitive_execute(primitive->primitive, handles->stream, p.hasBias() ? 4 : 3, args) ==
+             dnnl_success &&
          dnnl_stream_wait(handles->stream) == dnnl_success;
 }
 
