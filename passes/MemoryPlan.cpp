@@ -60,9 +60,10 @@ int64_t firstFit(std::vector<Allocation> &live, int64_t size) {
 
 /// The values written straight into the parameter or state they are
 /// assigned to (its weights offset), instead of into the arena and then
-/// copied: each produced by a fused elementwise chain, an elementwise op or a
-/// fill, where no op after its producer reads the target's old value (the
-/// producer itself may: it reads each element before writing it). Flat
+/// copied: each produced by a fused elementwise chain, an elementwise op, a
+/// fill or a gemm whose c is the target, where no op after its producer
+/// reads the target's old value (the producer itself may: it reads each
+/// element before writing it). Flat
 /// buffers and their members, which other arguments overlap, are left out.
 template <typename RootOf>
 llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
@@ -85,8 +86,14 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
     if (!target || !producer || written.contains(target) || inPlace.contains(value))
       continue;
     auto constant = dyn_cast<ConstantOp>(producer);
+    // A product adding the target's old value as its c (an accumulator,
+    // cleave-accumulate-into-products): its kernels read c before they
+    // write, as long as neither factor is the target.
+    auto gemm = dyn_cast<GemmOp>(producer);
+    bool accumulates = gemm && gemm.getC() && rootOf(gemm.getC()) == target &&
+                       rootOf(gemm.getA()) != target && rootOf(gemm.getB()) != target;
     if (!isa<FusedElementwiseOp>(producer) && !isFusableElementwise(producer) &&
-        !(constant && !isStoredConstant(constant)))
+        !(constant && !isStoredConstant(constant)) && !accumulates)
       continue;
     unsigned arg = target.getArgNumber();
     auto offset = func.getArgAttrOfType<IntegerAttr>(arg, kWeightsOffsetAttr);

@@ -580,6 +580,22 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def AccumulateIntoProducts : Pass<"cleave-accumulate-into-products", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulators added by the products that make the gradients";
+  let description = [{
+    Runs last in the training pipeline. An accumulation assigned back to its
+    slot, `cleave.assign (cleave.add %slot, %g) to %slot` (either operand
+    order, no broadcast), where %g is a gemm without c or a matmul of two
+    matrices that nothing else reads (a weight's gradient), becomes that
+    product with the slot as its c and beta 1: the kernel adds the
+    accumulator as it writes the result, and cleave-memory-plan writes it
+    straight into the slot. One pass over the accumulator instead of two (the
+    product's result, then the add), and the same f32 sums, (a b) + slot:
+    oneDNN's and cuBLAS's products add c after the products' sum.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Fuse chains of f32 elementwise ops into one pass over memory each";
   let description = [{

@@ -93,6 +93,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createRecompute({options.recompute}));
   if (pipelined)
     pm.addPass(createSplitBackward({options.schedule == "zb-h1"}));
+  pm.addPass(createAccumulateIntoProducts());
 }
 
 void registerCleavePipelines() {

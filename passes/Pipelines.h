@@ -90,8 +90,8 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 /// annotate-sharding, sharding-propagation, check-sharding, shard-partition
 /// (with a tp axis), with a pp axis pipeline-split, pipeline-schedule and
 /// pipeline-select-stage (the program of stage `stage`), batchnorm-statistics,
-/// autodiff, build-train-step, data-parallel, autocast, recompute, and with a pp axis
-/// split-backward, as each option asks.
+/// autodiff, build-train-step, data-parallel, autocast, recompute, with a pp axis
+/// split-backward, as each option asks, and accumulate-into-products.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then

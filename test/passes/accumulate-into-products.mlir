@@ -1,0 +1,63 @@
+// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-accumulate-into-products)' | FileCheck %s
+// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-accumulate-into-products,cleave-memory-plan)' | FileCheck %s --check-prefix=PLAN
+
+// A weight's gradient (a gemm, alpha and transposes kept) and a matrix
+// matmul's, each added to its accumulator and assigned back, become the
+// product with the accumulator as c and beta 1 (the default, not printed),
+// either operand order;
+// the memory plan then writes each straight into its slot (4x3 f32: 48
+// bytes, 64 aligned; the 3x3 slot after it).
+// CHECK-LABEL: func.func @weight_gradients
+// CHECK-SAME: (%[[X:.*]]: tensor<5x4xf32>, %[[DY:.*]]: tensor<5x3xf32>, %[[A:.*]]: tensor<4x3xf32> {{.*}}, %[[B:.*]]: tensor<3x3xf32> {{.*}})
+// CHECK-NEXT: %[[GA:.*]] = cleave.gemm %[[X]], %[[DY]], %[[A]] {alpha = 5.000000e-01 : f32, trans_a = true}
+// CHECK-NEXT: cleave.assign %[[GA]] to %[[A]]
+// CHECK-NEXT: %[[T:.*]] = cleave.transpose %[[DY]]
+// CHECK-NEXT: %[[GB:.*]] = cleave.gemm %[[T]], %[[DY]], %[[B]] :
+// CHECK-NEXT: cleave.assign %[[GB]] to %[[B]]
+// CHECK-NOT: cleave.add
+// PLAN-LABEL: func.func @weight_gradients
+// PLAN: cleave.gemm {{.*}}cleave.in_place_offsets = array<i64: 0>
+// PLAN: cleave.gemm {{.*}}cleave.in_place_offsets = array<i64: 64>
+func.func @weight_gradients(%x: tensor<5x4xf32>, %dy: tensor<5x3xf32>,
+                            %acc_a: tensor<4x3xf32> {cleave.kind = "state", cleave.name = "acc_a"},
+                            %acc_b: tensor<3x3xf32> {cleave.kind = "state", cleave.name = "acc_b"}) {
+  %ga = cleave.gemm %x, %dy {alpha = 0.5 : f32, trans_a = true} : (tensor<5x4xf32>, tensor<5x3xf32>) -> tensor<4x3xf32>
+  %na = cleave.add %acc_a, %ga : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  cleave.assign %na to %acc_a : tensor<4x3xf32>
+  %t = cleave.transpose %dy {perm = array<i64: 1, 0>} : (tensor<5x3xf32>) -> tensor<3x5xf32>
+  %gb = cleave.matmul %t, %dy : (tensor<3x5xf32>, tensor<5x3xf32>) -> tensor<3x3xf32>
+  %nb = cleave.add %gb, %acc_b : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+  cleave.assign %nb to %acc_b : tensor<3x3xf32>
+  return
+}
+
+// -----
+
+// Left as they are: a product read elsewhere too, a gemm that already has
+// a c, a batched matmul, a sum that broadcasts the product, and a sum not
+// assigned to the slot it reads.
+// CHECK-LABEL: func.func @kept
+// CHECK-COUNT-5: cleave.add
+func.func @kept(%x: tensor<4x4xf32>, %c: tensor<4x4xf32>, %xs: tensor<2x4x4xf32>, %r: tensor<1x4xf32>,
+                %acc1: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc1"},
+                %acc2: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc2"},
+                %acc3: tensor<2x4x4xf32> {cleave.kind = "state", cleave.name = "acc3"},
+                %acc4: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc4"},
+                %acc5: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc5"}) -> tensor<4x4xf32> {
+  %g1 = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n1 = cleave.add %acc1, %g1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %n1 to %acc1 : tensor<4x4xf32>
+  %g2 = cleave.gemm %x, %x, %c : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n2 = cleave.add %acc2, %g2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %n2 to %acc2 : tensor<4x4xf32>
+  %g3 = cleave.matmul %xs, %xs : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %n3 = cleave.add %acc3, %g3 : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  cleave.assign %n3 to %acc3 : tensor<2x4x4xf32>
+  %g4 = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %n4 = cleave.add %acc1, %g4 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %n4 to %acc4 : tensor<4x4xf32>
+  %g5 = cleave.gemm %r, %x : (tensor<1x4xf32>, tensor<4x4xf32>) -> tensor<1x4xf32>
+  %n5 = cleave.add %acc5, %g5 : (tensor<4x4xf32>, tensor<1x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %n5 to %acc5 : tensor<4x4xf32>
+  return %g1 : tensor<4x4xf32>
+}
