@@ -664,11 +664,32 @@ LogicalResult MatMulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   if (!g)
     return noGradients(*this, grads);
   CleaveBuilder b(builder, getLoc());
+  Value lhs = getLhs(), rhs = getRhs();
+  ArrayRef<int64_t> lhsShape = shapeOf(lhs);
+  if (lhsShape.size() >= 3 && shapeOf(rhs).size() == 2) {
+    // A matrix (a Linear layer's weight) under a batch of lhs matrices (a
+    // sequence's rows): both gradients as one product over every row, the
+    // batch folded into the rows, so the weight's gradient sums over the
+    // batch inside its product (as PyTorch computes it) and no operand is
+    // transposed in memory.
+    int64_t rows = 1;
+    for (int64_t d : lhsShape.drop_back())
+      rows *= d;
+    int64_t k = lhsShape.back(), n = shapeOf(rhs).back();
+    Value a2 = b.reshape(lhs, {rows, k}), g2 = b.reshape(g, {rows, n});
+    FloatAttr one = builder.getF32FloatAttr(1.0f);
+    auto gemm = [&](Value x, Value y, bool tx, bool ty) -> Value {
+      return GemmOp::create(builder, getLoc(), x, y, Value(), one, one, builder.getBoolAttr(tx),
+                            builder.getBoolAttr(ty));
+    };
+    grads.push_back(b.reshape(gemm(g2, rhs, false, true), lhsShape));
+    grads.push_back(gemm(a2, g2, true, false));
+    return success();
+  }
   // numpy: a 1-D lhs is a 1 x K row, a 1-D rhs a K x 1 column, and the
   // result drops that unit dim. Work on the matrices, with g reshaped to
   // batch x M x N; the batch dims broadcast, so each gradient is summed back
   // to its operand's (matrix) shape, then reshaped to the operand's.
-  Value lhs = getLhs(), rhs = getRhs();
   int64_t k = shapeOf(lhs).back();
   Value a = shapeOf(lhs).size() == 1 ? b.reshape(lhs, {1, k}) : lhs;
   Value c = shapeOf(rhs).size() == 1 ? b.reshape(rhs, {k, 1}) : rhs;
