@@ -17,11 +17,10 @@ int64_t normalizeAxis(const char *kernel, int64_t axis, int rank) {
   return axis;
 }
 
-/// The largest of x[0..n) (-inf for none; NaNs skipped), and the sum of
-/// x[0..n), each over kLanes interleaved partial results combined in lane
-/// order: independent lanes let GCC vectorise what one running value
-/// (a chain of dependent instructions) cannot. The order depends on n
-/// alone, so every call on a row gives the same bits.
+/// The largest of x[0..n) (-inf for none; NaNs skipped), over kLanes
+/// interleaved partial results combined in lane order: independent lanes
+/// let GCC vectorise what one running value (a chain of dependent
+/// instructions) cannot (sumRow, Support.h, does the same for sums).
 constexpr int64_t kLanes = 16;
 
 template <typename T> T rowMax(const T *x, int64_t n) {
@@ -39,19 +38,6 @@ template <typename T> T rowMax(const T *x, int64_t n) {
   return m;
 }
 
-template <typename T> T rowSum(const T *x, int64_t n) {
-  T lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j)
-      lane[j] += x[i + j];
-  for (; i < n; ++i)
-    lane[0] += x[i];
-  T sum = 0;
-  for (int64_t j = 0; j < kLanes; ++j)
-    sum += lane[j];
-  return sum;
-}
 
 /// y[i] = exp(x[i] - m) for x[i] <= m, flushed to zero where it is within
 /// e of T's smallest normal (below 3.2e-38 in f32); y may be x. libmvec's
@@ -83,7 +69,7 @@ void softmaxOver(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
       T *yr = y + o * n;
       const T m = rowMax(xr, n);
       shiftedExp(xr, n, m, yr);
-      const T sum = rowSum(yr, n);
+      const T sum = static_cast<T>(sumRow(yr, n));
       if constexpr (Log) {
         const T logSum = std::log(sum);
         for (int64_t i = 0; i < n; ++i)
