@@ -8,7 +8,9 @@ derives for uniform stages, and their ratio. Stages cost F = I = W = 1 (a
 backward of 2), divided by V for the interleaved schedule's smaller stages.
 
 With --measure, it also trains pipelines on this machine and measures their
-bubble: an MLP of 8 Linear and tanh layers, 512 wide, whose first layer
+bubble, on each of --models: an MLP of 8 Linear and tanh layers ("tanh"),
+or of 8 Linear layers alone ("linear": each layer's F, I and W one product
+each, F = I = W as the zero-bubble paper assumes), 512 wide, whose first layer
 takes 768 inputs (so that the first stage, which computes no gradient for
 its input, does as much work as the second), cut into P = 2 stages by the
 balanced cut (2 x 2 stages for the interleaved schedule, V = 2): gpipe,
@@ -29,6 +31,7 @@ The run of median idle is shown. Last, zb-h1's idle time over 1f1b's at each
 M, measured and in theory (the zero-bubble paper's 1/3 holds for F = I = W).
 
     .venv/bin/python bench/pipeline_bubble.py [--cleave build/bin/cleave] [--measure]
+        [--models tanh,linear] [--repeats 3]
 """
 
 import argparse
@@ -59,7 +62,7 @@ def theory(schedule, P, M, V, costs):
     return (P - 1) / (M + P - 1)
 
 
-def export_mlp(path, layers, inputs, width, micro, classes=16):
+def export_mlp(path, layers, inputs, width, micro, activation, classes=16):
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test",
                                     "lib"))
@@ -69,7 +72,7 @@ def export_mlp(path, layers, inputs, width, micro, classes=16):
         def __init__(self):
             super().__init__()
             self.net = torch.nn.Sequential(*[m for layer in range(layers) for m in (
-                torch.nn.Linear(inputs if layer == 0 else width, width), torch.nn.Tanh())])
+                torch.nn.Linear(inputs if layer == 0 else width, width), activation())])
             self.head = torch.nn.Linear(width, classes)
 
         def forward(self, x, labels):
@@ -172,9 +175,20 @@ def measured(cleave, work, model, schedule, P, M, micro, steps, data):
                                                                     costs, applies)
 
 
-def measure(cleave, repeats):
+MODELS = {
+    # name: (what each layer is, its activation), as torch modules
+    "tanh": ("Linear and tanh", "Tanh"),
+    # No activation: a layer's forward, input gradient and weight gradient
+    # are one product each, F = I = W as the zero-bubble paper assumes.
+    "linear": ("Linear", "Identity"),
+}
+
+
+def measure(cleave, repeats, model_name):
+    import torch
     P, micro, inputs, width, layers, steps = 2, 128, 768, 512, 8, 12
-    print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} Linear and tanh layers "
+    kind, activation = MODELS[model_name]
+    print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} {kind} layers "
           f"({inputs} inputs, {width} wide), {micro} samples a microbatch; of {repeats} runs "
           f"each, the one of median bubble")
     print(f"{'schedule':<12} {'M':>3} {'F ms':>19} {'B/I ms':>19} {'W ms':>11} {'bubble':>7} "
@@ -183,7 +197,7 @@ def measure(cleave, repeats):
     waits = {}
     with tempfile.TemporaryDirectory() as work:
         model = os.path.join(work, "mlp.onnx")
-        export_mlp(model, layers, inputs, width, micro)
+        export_mlp(model, layers, inputs, width, micro, getattr(torch.nn, activation))
         rng = np.random.default_rng(0)
         samples = 16 * micro
         np.save(os.path.join(work, "x.npy"), rng.standard_normal((samples, inputs), np.float32))
@@ -205,8 +219,8 @@ def measure(cleave, repeats):
                       f"{columns[2]:>11} {bubble:>7.4f} {theory_bubble:>7.4f} "
                       f"{100 * (bubble - theory_bubble):>6.1f} {formula:>8.4f} {idle:>6.3f} "
                       f"{ms:>8.2f} {theory_ms:>9.2f}", flush=True)
-    print("\nzb-h1's wait a rank and step over 1f1b's (the zero-bubble paper's 1/3 "
-          "for F = I = W)")
+    print(f"\n{model_name}: zb-h1's wait a rank and step over 1f1b's (the zero-bubble "
+          "paper's 1/3 for F = I = W)")
     for M in (2, 4, 8, 16):
         (zb, zb_theory), (one, one_theory) = waits["zb-h1", M], waits["1f1b", M]
         print(f"M = {M:>2}: measured {zb:.2f} / {one:.2f} ms = {zb / one:.3f}; theory "
@@ -218,6 +232,9 @@ def main():
     parser.add_argument("--cleave", default="build/bin/cleave")
     parser.add_argument("--measure", action="store_true",
                         help="also train pipelines here and measure their bubble")
+    parser.add_argument("--models", default="tanh,linear",
+                        help="the MLPs to measure: tanh (Linear and tanh layers), linear "
+                        "(Linear layers alone: F = I = W)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs of each measured pipeline (the median is shown)")
     args = parser.parse_args()
@@ -233,7 +250,8 @@ def main():
                 want = theory(schedule, P, M, V, costs)
                 print(f"{schedule:<12} {P:>3} {M:>4} {got:>10.4f} {want:>8.4f} {got / want:>6.3f}")
     if args.measure:
-        measure(args.cleave, args.repeats)
+        for model_name in args.models.split(","):
+            measure(args.cleave, args.repeats, model_name)
 
 
 if __name__ == "__main__":

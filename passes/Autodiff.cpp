@@ -25,25 +25,22 @@ bool isFloatTensor(Value v) {
   return type && isa<FloatType>(type.getElementType());
 }
 
-/// For a pipeline stage before the last: the sum over its float sends of
-/// value x the gradient that comes back for it (received here), whose
-/// gradient with respect to each value is exactly what came back. Null when
-/// it sends no float value.
-Value seedFromSends(OpBuilder &builder, func::FuncOp func) {
+/// For a pipeline stage before the last: each float value it sends, with
+/// the gradient that comes back for it (received here) as its seed.
+SmallVector<std::pair<Value, Value>> seedsFromSends(OpBuilder &builder, func::FuncOp func) {
   SmallVector<PipelineSendOp> sends;
   func.walk([&](PipelineSendOp send) {
     if (!send.getGradient() && isFloatTensor(send.getValue()))
       sends.push_back(send);
   });
-  Value seed;
+  SmallVector<std::pair<Value, Value>> seeds;
   for (PipelineSendOp send : sends) {
-    CleaveBuilder u(builder, send.getLoc());
     Value value = send.getValue();
     Value back = PipelineRecvOp::create(builder, send.getLoc(), value.getType(), send.getPeer(),
                                         send.getTag(), /*gradient=*/true);
-    seed = u.accumulate(seed, u.sumAll(u.mul(value, back)));
+    seeds.push_back({value, back});
   }
-  return seed;
+  return seeds;
 }
 
 struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
@@ -97,20 +94,26 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
     SmallVector<Value> xs(params);
     for (PipelineRecvOp recv : received)
       xs.push_back(recv.getOutput());
-    Value y = innerStage ? seedFromSends(builder, func) : ret.getOperand(*index);
-    if (!y) {
-      func.emitError("is a pipeline stage that sends no float value: nothing to differentiate");
-      return signalPassFailure();
+    FailureOr<SmallVector<Value>> grads;
+    if (innerStage) {
+      SmallVector<std::pair<Value, Value>> seeds = seedsFromSends(builder, func);
+      if (seeds.empty()) {
+        func.emitError("is a pipeline stage that sends no float value: nothing to differentiate");
+        return signalPassFailure();
+      }
+      grads = buildGradients(builder, seeds, xs);
+    } else {
+      // Dynamic loss scaling differentiates the loss times the scale; an
+      // inner pipeline stage receives gradients scaled already.
+      Value y = ret.getOperand(*index);
+      if (lossScale > 0.0) {
+        Value exponent = addArgument(func, RankedTensorType::get({}, builder.getF32Type()),
+                                     kLossScaleExponent, "state");
+        CleaveBuilder u(builder, y.getLoc());
+        y = u.mul(y, lossScaleOf(builder, y.getLoc(), lossScale, exponent));
+      }
+      grads = buildGradients(builder, y, xs);
     }
-    // Dynamic loss scaling differentiates the loss times the scale; an inner
-    // pipeline stage receives gradients scaled already.
-    if (lossScale > 0.0 && !innerStage) {
-      Value exponent = addArgument(func, RankedTensorType::get({}, builder.getF32Type()),
-                                   kLossScaleExponent, "state");
-      CleaveBuilder u(builder, y.getLoc());
-      y = u.mul(y, lossScaleOf(builder, y.getLoc(), lossScale, exponent));
-    }
-    auto grads = buildGradients(builder, y, xs);
     if (failed(grads))
       return signalPassFailure();
     for (auto [recv, grad] : llvm::zip(received, ArrayRef(*grads).drop_front(params.size()))) {
@@ -200,11 +203,22 @@ FailureOr<unsigned> cleave::findLossResult(func::FuncOp func, StringRef name, St
 FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y,
                                                     ArrayRef<Value> xs,
                                                     const llvm::DenseSet<Value> &constants) {
+  Value ones = splatConstant(builder, y.getLoc(), cast<RankedTensorType>(y.getType()), 1.0);
+  return buildGradients(builder, {{y, ones}}, xs, constants);
+}
+
+FailureOr<SmallVector<Value>>
+cleave::buildGradients(OpBuilder &builder, ArrayRef<std::pair<Value, Value>> seeds,
+                       ArrayRef<Value> xs, const llvm::DenseSet<Value> &constants) {
+  // The seeds' last op in the block: gradients flow back from it.
+  Block *block = Value(seeds.front().first).getParentBlock();
+  Operation *last = nullptr;
+  for (auto [value, seed] : seeds)
+    if (Operation *def = value.getDefiningOp(); def && (!last || last->isBeforeInBlock(def)))
+      last = def;
   // Float values that depend on an x (through any op: an op without a rule
   // on such a path is an error below, not a silent zero).
   llvm::DenseSet<Value> fromXs(xs.begin(), xs.end());
-  Operation *last = y.getDefiningOp();
-  Block *block = y.getParentBlock();
   if (last) {
     for (Operation &op : *block) {
       if (llvm::any_of(op.getOperands(), [&](Value v) { return fromXs.contains(v); }))
@@ -216,9 +230,11 @@ FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y
     }
   }
 
-  auto yType = cast<RankedTensorType>(y.getType());
   llvm::DenseMap<Value, Value> grads;
-  grads[y] = splatConstant(builder, y.getLoc(), yType, 1.0);
+  for (auto [value, seed] : seeds) {
+    Value &sum = grads[value];
+    sum = sum ? AddOp::create(builder, seed.getLoc(), sum, seed).getResult() : seed;
+  }
 
   for (Operation *op = last; op; op = op->getPrevNode()) {
     SmallVector<Value> resultGrads;

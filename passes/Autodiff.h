@@ -49,6 +49,12 @@ mlir::FailureOr<unsigned> findLossResult(mlir::func::FuncOp func, llvm::StringRe
 mlir::FailureOr<llvm::SmallVector<mlir::Value>>
 buildGradients(mlir::OpBuilder &builder, mlir::Value y, mlir::ArrayRef<mlir::Value> xs,
                const llvm::DenseSet<mlir::Value> &constants = {});
+/// The same from several values at once, each with its seed (its
+/// gradient, of its type): the gradient of the sum over the seeds of
+/// sum(value * seed), each seed taken as a constant.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+buildGradients(mlir::OpBuilder &builder, llvm::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds,
+               mlir::ArrayRef<mlir::Value> xs, const llvm::DenseSet<mlir::Value> &constants = {});
 
 } // namespace cleave
 

@@ -255,8 +255,9 @@ private:
                                 b.getArrayAttr(markArgs));
   }
   Value tensorAt(Value base, int64_t offset, Value value);
-  /// The planned buffer of `op`'s result #index: its arena offset, or the
-  /// weights slot it is written into in place (cleave-memory-plan).
+  /// The planned buffer of `op`'s result #index: its arena offset, the
+  /// weights slot it is written into in place, or the output slot of the
+  /// stash it is returned as (cleave-memory-plan).
   Value resultAt(Operation *op, ArrayRef<int64_t> arenaOffsets, unsigned index);
   FailureOr<std::string> literal(Operation *op, StringRef attribute);
   LogicalResult lowerOp(Operation *op);
@@ -298,10 +299,24 @@ Value Lowering::tensorAt(Value base, int64_t offset, Value value) {
   return call("cleave::rt::view", tensorType, args);
 }
 
+/// The output slot `value` is written into as a stash, or -1.
+static int64_t stashSlot(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  auto slots = result ? result.getOwner()->getAttrOfType<DenseI64ArrayAttr>(kStashSlotsAttr)
+                      : DenseI64ArrayAttr();
+  return slots ? slots[result.getResultNumber()] : -1;
+}
+
 Value Lowering::resultAt(Operation *op, ArrayRef<int64_t> arenaOffsets, unsigned index) {
   auto inPlace = op->getAttrOfType<DenseI64ArrayAttr>(kInPlaceOffsetsAttr);
   if (inPlace && inPlace[index] >= 0)
     return tensorAt(weights, inPlace[index], op->getResult(index));
+  if (int64_t slot = stashSlot(op->getResult(index)); slot >= 0) {
+    CallArgs args(b);
+    args.value(outputs);
+    args.literal(std::to_string(slot));
+    return call("cleave::rt::load", tensorType, args);
+  }
   return tensorAt(arena, arenaOffsets[index], op->getResult(index));
 }
 
@@ -678,13 +693,18 @@ LogicalResult Lowering::run() {
     }
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        // A stash is in the buffer the driver keeps for its microbatch,
+        // written there or copied; any other result is a view of where it
+        // was computed.
+        int64_t slot = firstOutput.getInt() + static_cast<int64_t>(i);
+        auto kind = func.getResultAttrOfType<StringAttr>(i, kKindAttr);
+        bool stash = kind && kind.getValue() == "stash";
+        if (stash && stashSlot(value) == slot)
+          continue;
         CallArgs args(b);
         args.value(outputs);
-        args.literal(std::to_string(firstOutput.getInt() + static_cast<int64_t>(i)));
-        // A stash is copied into the buffer the driver keeps for its
-        // microbatch; any other result is a view of where it was computed.
-        auto kind = func.getResultAttrOfType<StringAttr>(i, kKindAttr);
-        if (kind && kind.getValue() == "stash") {
+        args.literal(std::to_string(slot));
+        if (stash) {
           CallArgs copy(b);
           copy.value(context);
           copy.value(tensors.lookup(value));

@@ -110,6 +110,30 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
   return inPlace;
 }
 
+/// The values written straight into the output slot of the stash `func`
+/// returns them as (the buffer the driver keeps for their microbatch),
+/// instead of into the arena and then copied: each made by a kernel of its
+/// own (not a view, a receive, a collective or a stored constant), not
+/// written in place of a parameter, the first stash result it is.
+llvm::DenseMap<Value, int64_t> stashResults(func::FuncOp func,
+                                            const llvm::DenseMap<Value, int64_t> &inPlace) {
+  llvm::DenseMap<Value, int64_t> slots;
+  int64_t firstOutput = func->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
+  Operation *ret = func.getBody().front().getTerminator();
+  for (auto [i, value] : llvm::enumerate(ret->getOperands())) {
+    auto kind = func.getResultAttrOfType<StringAttr>(i, kKindAttr);
+    Operation *producer = value.getDefiningOp();
+    if (!kind || kind.getValue() != "stash" || !producer || isView(producer) ||
+        !isa<CleaveDialect>(producer->getDialect()) || isa<PipelineRecvOp>(producer) ||
+        inPlace.contains(value) || slots.contains(value))
+      continue;
+    if (auto constant = dyn_cast<ConstantOp>(producer); constant && isStoredConstant(constant))
+      continue;
+    slots[value] = firstOutput + static_cast<int64_t>(i);
+  }
+  return slots;
+}
+
 /// Places `func`'s intermediates in the arena (returning its peak) and its
 /// stored constants in the weights blob after `weights`.
 int64_t planFunction(func::FuncOp func, int64_t &weights) {
@@ -137,6 +161,7 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
   }
 
   llvm::DenseMap<Value, int64_t> inPlace = inPlaceResults(func, position, rootOf);
+  llvm::DenseMap<Value, int64_t> stashed = stashResults(func, inPlace);
   std::vector<Allocation> live;
   int64_t peak = 0;
   for (Operation &op : body) {
@@ -149,11 +174,13 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
     }
     int64_t at = position[&op];
     llvm::erase_if(live, [at](const Allocation &a) { return a.lastUse < at; });
-    SmallVector<int64_t> offsets, inPlaceOffsets;
+    SmallVector<int64_t> offsets, inPlaceOffsets, stashSlots;
     for (Value result : op.getResults()) {
       auto target = inPlace.find(result);
+      auto slot = stashed.find(result);
       inPlaceOffsets.push_back(target == inPlace.end() ? -1 : target->second);
-      if (target != inPlace.end()) {
+      stashSlots.push_back(slot == stashed.end() ? -1 : slot->second);
+      if (target != inPlace.end() || slot != stashed.end()) {
         offsets.push_back(-1);
         continue;
       }
@@ -166,6 +193,8 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
     op.setAttr(kArenaOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
     if (llvm::any_of(inPlaceOffsets, [](int64_t offset) { return offset >= 0; }))
       op.setAttr(kInPlaceOffsetsAttr, b.getDenseI64ArrayAttr(inPlaceOffsets));
+    if (llvm::any_of(stashSlots, [](int64_t slot) { return slot >= 0; }))
+      op.setAttr(kStashSlotsAttr, b.getDenseI64ArrayAttr(stashSlots));
   }
   func->setAttr(kArenaBytesAttr, b.getI64IntegerAttr(peak));
   return peak;

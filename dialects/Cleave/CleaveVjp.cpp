@@ -725,7 +725,7 @@ LogicalResult GemmOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value gb = tb ? gemm(g, getA(), true, ta) : gemm(getA(), g, !ta, false);
   grads.append({ga, gb});
   if (getC())
-    grads.push_back(b.reduceToShape(b.mul(g, getBeta().convertToDouble()), shapeOf(getC())));
+    grads.push_back(b.reduceToShape(b.scale(getBeta().convertToDouble(), g), shapeOf(getC())));
   return success();
 }
 
