@@ -175,6 +175,8 @@ def measured(cleave, work, model, schedule, P, M, micro, steps, data):
                                                                     costs, applies)
 
 
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+MICROBATCHES = (2, 4, 8, 16)
 MODELS = {
     # name: (what each layer is, its activation), as torch modules
     "tanh": ("Linear and tanh", "Tanh"),
@@ -203,28 +205,36 @@ def measure(cleave, repeats, model_name):
         np.save(os.path.join(work, "x.npy"), rng.standard_normal((samples, inputs), np.float32))
         np.save(os.path.join(work, "labels.npy"), rng.integers(0, 16, samples))
         data = f"x={work}/x.npy,labels={work}/labels.npy"
-        for schedule in ("gpipe", "1f1b", "interleaved", "zb-h1"):
-            for M in (2, 4, 8, 16):
-                runs = sorted((measured(cleave, work, model, schedule, P, M, micro, steps, data)
-                               for _ in range(repeats)), key=lambda r: r[0])
-                bubble, idle, ms, costs, theory_bubble, theory_ms = runs[len(runs) // 2]
-                waits[schedule, M] = (ms, theory_ms)
-                # The papers' formulas for uniform stages, zb-h1's with the
-                # stages' mean F, I and W.
-                V = 2 if schedule == "interleaved" else 1
-                mean = [float(np.mean(c)) for c in zip(*costs)]
-                formula = theory(schedule, P, M, V, mean if schedule == "zb-h1" else (1, 1, 1))
-                columns = ["/".join(f"{s[i]:.2f}" for s in costs) for i in range(3)]
-                print(f"{schedule:<12} {M:>3} {columns[0]:>19} {columns[1]:>19} "
-                      f"{columns[2]:>11} {bubble:>7.4f} {theory_bubble:>7.4f} "
-                      f"{100 * (bubble - theory_bubble):>6.1f} {formula:>8.4f} {idle:>6.3f} "
-                      f"{ms:>8.2f} {theory_ms:>9.2f}", flush=True)
+        # Each M's runs take the schedules in turn, so that the runs compared
+        # shared the machine's state (it drifts over minutes).
+        runs = {}
+        for M in MICROBATCHES:
+            for _ in range(repeats):
+                for schedule in SCHEDULES:
+                    runs.setdefault((schedule, M), []).append(
+                        measured(cleave, work, model, schedule, P, M, micro, steps, data))
+    for schedule in SCHEDULES:
+        for M in MICROBATCHES:
+            bubble, idle, ms, costs, theory_bubble, theory_ms = sorted(
+                runs[schedule, M], key=lambda r: r[0])[repeats // 2]
+            # The papers' formulas for uniform stages, zb-h1's with the
+            # stages' mean F, I and W.
+            V = 2 if schedule == "interleaved" else 1
+            mean = [float(np.mean(c)) for c in zip(*costs)]
+            formula = theory(schedule, P, M, V, mean if schedule == "zb-h1" else (1, 1, 1))
+            columns = ["/".join(f"{s[i]:.2f}" for s in costs) for i in range(3)]
+            print(f"{schedule:<12} {M:>3} {columns[0]:>19} {columns[1]:>19} "
+                  f"{columns[2]:>11} {bubble:>7.4f} {theory_bubble:>7.4f} "
+                  f"{100 * (bubble - theory_bubble):>6.1f} {formula:>8.4f} {idle:>6.3f} "
+                  f"{ms:>8.2f} {theory_ms:>9.2f}")
     print(f"\n{model_name}: zb-h1's wait a rank and step over 1f1b's (the zero-bubble "
-          "paper's 1/3 for F = I = W)")
-    for M in (2, 4, 8, 16):
-        (zb, zb_theory), (one, one_theory) = waits["zb-h1", M], waits["1f1b", M]
-        print(f"M = {M:>2}: measured {zb:.2f} / {one:.2f} ms = {zb / one:.3f}; theory "
-              f"{zb_theory:.2f} / {one_theory:.2f} ms = {zb_theory / one_theory:.3f}")
+          "paper's 1/3 for F = I = W), the median over the repeats of each zb-h1 run's over "
+          "the 1f1b run beside it")
+    for M in MICROBATCHES:
+        pairs = list(zip(runs["zb-h1", M], runs["1f1b", M]))
+        measured_ratio = np.median([zb[2] / one[2] for zb, one in pairs])
+        theory_ratio = np.median([zb[5] / one[5] for zb, one in pairs])
+        print(f"M = {M:>2}: measured {measured_ratio:.3f}; theory {theory_ratio:.3f}", flush=True)
 
 
 def main():
