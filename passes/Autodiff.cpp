@@ -207,9 +207,10 @@ FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder, Value y
   return buildGradients(builder, {{y, ones}}, xs, constants);
 }
 
-FailureOr<SmallVector<Value>>
-cleave::buildGradients(OpBuilder &builder, ArrayRef<std::pair<Value, Value>> seeds,
-                       ArrayRef<Value> xs, const llvm::DenseSet<Value> &constants) {
+FailureOr<SmallVector<Value>> cleave::buildGradients(OpBuilder &builder,
+                                                     ArrayRef<std::pair<Value, Value>> seeds,
+                                                     ArrayRef<Value> xs,
+                                                     const llvm::DenseSet<Value> &constants) {
   // The seeds' last op in the block: gradients flow back from it.
   Block *block = Value(seeds.front().first).getParentBlock();
   Operation *last = nullptr;
