@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace cleave {
@@ -33,6 +34,35 @@ using namespace cleave;
 
 namespace {
 
+/// Whether `v` is a one-element f32 constant 0 (+0 alone with `positive`).
+bool isZero(Value v, bool positive) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto value = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!value || value.getNumElements() != 1 || !value.getElementType().isF32())
+    return false;
+  APFloat element = *value.value_begin<APFloat>();
+  return element.isZero() && !(positive && element.isNegative());
+}
+
+/// A ReLU's gradient, where(greater(x, 0), g, +0) whose greater nothing
+/// else reads: its x and g, the operands of one Gate instruction.
+std::optional<std::pair<Value, Value>> gateOperands(Operation *op) {
+  auto where = dyn_cast<WhereOp>(op);
+  auto greater = where ? where.getCondition().getDefiningOp<GreaterOp>() : GreaterOp();
+  if (!greater || !greater->hasOneUse() || !isZero(greater.getRhs(), false) ||
+      !isZero(where.getY(), true))
+    return std::nullopt;
+  return std::pair{greater.getLhs(), where.getX()};
+}
+
+/// The values an op's program instruction reads: its operands, or a
+/// Gate's x and g.
+SmallVector<Value, 2> operandsOf(Operation *op) {
+  if (auto gate = gateOperands(op))
+    return {gate->first, gate->second};
+  return SmallVector<Value, 2>(op->getOperands());
+}
+
 /// The program opcode of an elementwise op the kernel runs, if any.
 std::optional<rt::ElementwiseOpcode> opcodeOf(Operation *op) {
   using rt::ElementwiseOpcode;
@@ -41,6 +71,11 @@ std::optional<rt::ElementwiseOpcode> opcodeOf(Operation *op) {
       .Case([](SubOp) { return ElementwiseOpcode::Sub; })
       .Case([](MulOp) { return ElementwiseOpcode::Mul; })
       .Case([](DivOp) { return ElementwiseOpcode::Div; })
+      .Case([](WhereOp where) -> std::optional<ElementwiseOpcode> {
+        if (gateOperands(where))
+          return ElementwiseOpcode::Gate;
+        return std::nullopt;
+      })
       .Case([](NegOp) { return ElementwiseOpcode::Neg; })
       .Case([](SqrtOp) { return ElementwiseOpcode::Sqrt; })
       .Case([](ExpOp) { return ElementwiseOpcode::Exp; })
@@ -59,7 +94,7 @@ SmallVector<Value> inputsOf(const Group &group) {
   llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
   SmallVector<Value> inputs;
   for (Operation *op : group)
-    for (Value operand : op->getOperands())
+    for (Value operand : operandsOf(op))
       if (!members.contains(operand.getDefiningOp()) && !llvm::is_contained(inputs, operand))
         inputs.push_back(operand);
   return inputs;
@@ -93,7 +128,7 @@ void fuse(const Group &group) {
     if (!program.empty())
       program += ';';
     program += rt::kElementwiseOpcodeNames[static_cast<int>(*opcodeOf(op))];
-    for (Value operand : op->getOperands())
+    for (Value operand : operandsOf(op))
       program += ' ' + std::to_string(registers.lookup(operand));
     registers[op->getResult(0)] = static_cast<int>(registers.size());
     locations.push_back(op->getLoc());
@@ -109,8 +144,24 @@ void fuse(const Group &group) {
                                           inputs, b.getStringAttr(program));
   for (auto [output, result] : llvm::zip(outputs, fused.getResults()))
     output.replaceAllUsesWith(result);
-  for (Operation *op : llvm::reverse(group))
+  // A Gate's condition goes with it, and its zeros once nothing reads them.
+  SmallVector<Operation *> conditions;
+  llvm::SetVector<Operation *> zeros;
+  for (Operation *op : llvm::reverse(group)) {
+    if (gateOperands(op)) {
+      auto where = cast<WhereOp>(op);
+      auto greater = where.getCondition().getDefiningOp<GreaterOp>();
+      conditions.push_back(greater);
+      zeros.insert(greater.getRhs().getDefiningOp());
+      zeros.insert(where.getY().getDefiningOp());
+    }
     op->erase();
+  }
+  for (Operation *op : conditions)
+    op->erase();
+  for (Operation *op : zeros)
+    if (op->use_empty())
+      op->erase();
 }
 
 struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElementwisePass> {
@@ -132,7 +183,7 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
       groups.push_back({&op});
       groupOf[&op] = mine;
       ArrayRef<int64_t> shape = typeOf(op.getResult(0)).getShape();
-      for (Value operand : op.getOperands()) {
+      for (Value operand : operandsOf(&op)) {
         auto found = groupOf.find(operand.getDefiningOp());
         if (found == groupOf.end() || found->second == mine ||
             typeOf(operand).getShape() != shape)
@@ -149,8 +200,10 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
         groups[mine] = std::move(merged);
       }
     }
+    // A lone Gate is fused too: one pass instead of its greater's and its
+    // where's.
     for (const Group &group : groups)
-      if (group.size() > 1)
+      if (group.size() > 1 || (group.size() == 1 && gateOperands(group.front())))
         fuse(group);
   }
 
@@ -174,7 +227,7 @@ bool cleave::isFusableElementwise(Operation *op) {
   RankedTensorType result = typeOf(op->getResult(0));
   if (!result || !result.getElementType().isF32() || result.getNumElements() <= 1)
     return false;
-  return llvm::all_of(op->getOperands(), [&](Value operand) {
+  return llvm::all_of(operandsOf(op), [&](Value operand) {
     RankedTensorType type = typeOf(operand);
     return type && type.getElementType().isF32() &&
            (type.getShape() == result.getShape() || type.getNumElements() == 1);

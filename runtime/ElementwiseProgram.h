@@ -28,15 +28,16 @@
 
 namespace cleave::rt {
 
-/// The ops a program may hold: binary ones first.
-enum class ElementwiseOpcode : uint8_t { Add, Sub, Mul, Div, Neg, Sqrt, Exp, Tanh, Erf };
+/// The ops a program may hold: binary ones first. Gate is a ReLU's
+/// gradient: its second operand where its first is above 0, else 0.
+enum class ElementwiseOpcode : uint8_t { Add, Sub, Mul, Div, Gate, Neg, Sqrt, Exp, Tanh, Erf };
 
-inline constexpr const char *kElementwiseOpcodeNames[] = {"add", "sub",  "mul", "div", "neg",
-                                                          "sqrt", "exp", "tanh", "erf"};
+inline constexpr const char *kElementwiseOpcodeNames[] = {
+    "add", "sub", "mul", "div", "gate", "neg", "sqrt", "exp", "tanh", "erf"};
 inline constexpr int kElementwiseOpcodes =
     sizeof(kElementwiseOpcodeNames) / sizeof(kElementwiseOpcodeNames[0]);
 
-inline bool isBinary(ElementwiseOpcode op) { return op <= ElementwiseOpcode::Div; }
+inline bool isBinary(ElementwiseOpcode op) { return op <= ElementwiseOpcode::Gate; }
 
 /// Registers (inputs and instruction results) and outputs a program may use.
 inline constexpr int kMaxElementwiseRegisters = 48;

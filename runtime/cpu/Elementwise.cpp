@@ -455,6 +455,10 @@ void runElementwiseTiles(const ElementwiseProgram &program, const TensorList &in
         for (int64_t j = 0; j < length; ++j)
           y[j] = a[j] / b[j];
         break;
+      case ElementwiseOpcode::Gate:
+        for (int64_t j = 0; j < length; ++j)
+          y[j] = a[j] > 0.0f ? b[j] : 0.0f;
+        break;
       case ElementwiseOpcode::Neg:
         for (int64_t j = 0; j < length; ++j)
           y[j] = -a[j];

@@ -225,6 +225,39 @@ TEST(FusedElementwise, AdamStepBitForBit) {
   EXPECT_EQ(std::memcmp(outs[3].data<float>(), tail[3].data<float>(), n * sizeof(float)), 0);
 }
 
+// A Gate instruction is a ReLU's gradient, where(greater(x, 0), g, +0),
+// the two kernels cleave-fuse-elementwise replaces by it: the same bits for
+// every x (either zero, NaN and the infinities included) and every g (NaN,
+// the infinities and -0 passed through where x > 0), on 1000 elements past
+// one tile, and on a chain that reads a Gate's result.
+TEST(FusedElementwise, GateIsReluGradient) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const std::vector<float> specials = {0.0f, -0.0f, nan, inf, -inf, 1e-45f, -1e-45f, 2.5f};
+  const int64_t n = 1000;
+  auto x = makeRandom<float>({n}, 1), g = makeRandom<float>({n}, 2);
+  for (size_t i = 0; i < specials.size(); ++i)
+    for (size_t j = 0; j < specials.size(); ++j) {
+      x.data<float>()[i * specials.size() + j] = specials[i];
+      g.data<float>()[i * specials.size() + j] = specials[j];
+    }
+  auto zero = make<float>({}, {0.0f}), half = make<float>({}, {0.5f});
+  auto mask = zeros(DType::Bool, {n});
+  auto gated = zeros(DType::F32, {n}), expected = zeros(DType::F32, {n});
+  cpu::greater(ctx(), x, zero, mask);
+  cpu::where(ctx(), mask, g, zero, expected);
+  cpu::fused_elementwise(ctx(), list(x.t(), g.t()), list(gated.t()), "gate 0 1>2");
+  EXPECT_EQ(std::memcmp(gated.data<float>(), expected.data<float>(), n * sizeof(float)), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = x.data<float>()[i] > 0.0f ? g.data<float>()[i] : 0.0f;
+    ASSERT_EQ(std::memcmp(&gated.data<float>()[i], &want, sizeof(float)), 0) << "at " << i;
+  }
+  auto chained = zeros(DType::F32, {n}), scaled = zeros(DType::F32, {n});
+  cpu::fused_elementwise(ctx(), list(x.t(), g.t(), half.t()), list(chained.t()),
+                         "gate 0 1;mul 3 2>4");
+  cpu::mul(ctx(), expected, half, scaled);
+  EXPECT_EQ(std::memcmp(chained.data<float>(), scaled.data<float>(), n * sizeof(float)), 0);
+}
+
 TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
   // Kernels that split their loops among the context's threads (forEachChunk)
   // give, on 2 and 3 threads, what they give on one, bit for bit, on sizes

@@ -286,6 +286,7 @@ __global__ void fusedElementwiseKernel(int64_t n, ElementwiseProgram program,
       case ElementwiseOpcode::Sub: y = a - b; break;
       case ElementwiseOpcode::Mul: y = a * b; break;
       case ElementwiseOpcode::Div: y = a / b; break;
+      case ElementwiseOpcode::Gate: y = a > 0.0f ? b : 0.0f; break;
       case ElementwiseOpcode::Neg: y = -a; break;
       case ElementwiseOpcode::Sqrt: y = msqrt(a); break;
       case ElementwiseOpcode::Exp: y = mexp(a); break;

@@ -71,3 +71,44 @@ func.func @left_alone(%x: tensor<4x8xf32>, %bias: tensor<8xf32>, %d: tensor<4x8x
   %i = cleave.neg %h : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %b, %e, %g, %i : tensor<4x8xf32>, tensor<4x8xf64>, tensor<f32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A ReLU's gradient, where(greater(x, 0), g, 0), is one Gate instruction
+// over x and g, fused alone too (one pass instead of two, the boolean mask
+// never written), or into its chain; its greater and its zeros go.
+// CHECK-LABEL: func.func @relu_gradient
+// CHECK-SAME: (%[[X:.*]]: tensor<16xf32>, %[[G:.*]]: tensor<16xf32>, %[[S:.*]]: tensor<f32>)
+// CHECK-NEXT: %[[A:.*]] = cleave.fused_elementwise %[[X]], %[[G]] {program = "gate 0 1>2"}
+// CHECK-NEXT: %[[B:.*]] = cleave.fused_elementwise %[[X]], %[[G]], %[[S]] {program = "gate 0 1;mul 3 2>4"}
+// CHECK-NEXT: return %[[A]], %[[B]]
+func.func @relu_gradient(%x: tensor<16xf32>, %g: tensor<16xf32>, %s: tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>) {
+  %zero = cleave.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %c = cleave.greater %x, %zero : (tensor<16xf32>, tensor<f32>) -> tensor<16xi1>
+  %r = cleave.where %c, %g, %zero : (tensor<16xi1>, tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %c2 = cleave.greater %x, %zero : (tensor<16xf32>, tensor<f32>) -> tensor<16xi1>
+  %r2 = cleave.where %c2, %g, %zero : (tensor<16xi1>, tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %m = cleave.mul %r2, %s : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  return %r, %m : tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Not a Gate: an else of -0 (a Gate gives +0), a threshold other than 0,
+// and a condition read by another op too.
+// CHECK-LABEL: func.func @not_gates
+// CHECK-NOT: fused_elementwise
+// CHECK-COUNT-3: cleave.where
+// CHECK-NOT: fused_elementwise
+func.func @not_gates(%x: tensor<16xf32>, %g: tensor<16xf32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xi1>) {
+  %zero = cleave.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %negzero = cleave.constant {value = dense<-0.0> : tensor<f32>} : tensor<f32>
+  %one = cleave.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %c = cleave.greater %x, %zero : (tensor<16xf32>, tensor<f32>) -> tensor<16xi1>
+  %a = cleave.where %c, %g, %negzero : (tensor<16xi1>, tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %c1 = cleave.greater %x, %one : (tensor<16xf32>, tensor<f32>) -> tensor<16xi1>
+  %b = cleave.where %c1, %g, %zero : (tensor<16xi1>, tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %c2 = cleave.greater %x, %zero : (tensor<16xf32>, tensor<f32>) -> tensor<16xi1>
+  %d = cleave.where %c2, %g, %zero : (tensor<16xi1>, tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  return %a, %b, %d, %c2 : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xi1>
+}
