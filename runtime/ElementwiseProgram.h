@@ -32,8 +32,8 @@ namespace cleave::rt {
 /// gradient: its second operand where its first is above 0, else 0.
 enum class ElementwiseOpcode : uint8_t { Add, Sub, Mul, Div, Gate, Neg, Sqrt, Exp, Tanh, Erf };
 
-inline constexpr const char *kElementwiseOpcodeNames[] = {
-    "add", "sub", "mul", "div", "gate", "neg", "sqrt", "exp", "tanh", "erf"};
+inline constexpr const char *kElementwiseOpcodeNames[] = {"add", "sub",  "mul", "div",  "gate",
+                                                          "neg", "sqrt", "exp", "tanh", "erf"};
 inline constexpr int kElementwiseOpcodes =
     sizeof(kElementwiseOpcodeNames) / sizeof(kElementwiseOpcodeNames[0]);
 
