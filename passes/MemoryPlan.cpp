@@ -113,10 +113,9 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
 /// The values written straight into the output slot of the stash `func`
 /// returns them as (the buffer the driver keeps for their microbatch),
 /// instead of into the arena and then copied: each made by a kernel of its
-/// own (not a view, a receive, a collective or a stored constant), not
-/// written in place of a parameter, the first stash result it is.
-llvm::DenseMap<Value, int64_t> stashResults(func::FuncOp func,
-                                            const llvm::DenseMap<Value, int64_t> &inPlace) {
+/// own (not a view, a receive, a collective or a stored constant), the
+/// first stash result it is (inPlaceResults takes no returned value).
+llvm::DenseMap<Value, int64_t> stashResults(func::FuncOp func) {
   llvm::DenseMap<Value, int64_t> slots;
   int64_t firstOutput = func->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
   Operation *ret = func.getBody().front().getTerminator();
@@ -125,7 +124,7 @@ llvm::DenseMap<Value, int64_t> stashResults(func::FuncOp func,
     Operation *producer = value.getDefiningOp();
     if (!kind || kind.getValue() != "stash" || !producer || isView(producer) ||
         !isa<CleaveDialect>(producer->getDialect()) || isa<PipelineRecvOp>(producer) ||
-        inPlace.contains(value) || slots.contains(value))
+        slots.contains(value))
       continue;
     if (auto constant = dyn_cast<ConstantOp>(producer); constant && isStoredConstant(constant))
       continue;
@@ -161,7 +160,7 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
   }
 
   llvm::DenseMap<Value, int64_t> inPlace = inPlaceResults(func, position, rootOf);
-  llvm::DenseMap<Value, int64_t> stashed = stashResults(func, inPlace);
+  llvm::DenseMap<Value, int64_t> stashed = stashResults(func);
   std::vector<Allocation> live;
   int64_t peak = 0;
   for (Operation &op : body) {
