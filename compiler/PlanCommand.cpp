@@ -267,6 +267,7 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
         memory["predicted_peak_bytes"].get<int64_t>() - memory["scratch_bytes"].get<int64_t>();
     scratch[rank] = std::max(scratch[rank], memory["scratch_bytes"].get<int64_t>());
     state[rank] += memory["parameter_bytes"].get<int64_t>() +
+                   memory["weight_copy_bytes"].get<int64_t>() +
                    memory["gradient_bytes"].get<int64_t>() +
                    memory["optimizer_state_bytes"].get<int64_t>();
     double bucketed = 0;
@@ -286,7 +287,8 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     forward.push_back(timer.functionSeconds(plan, "forward"));
     backward.push_back(timer.functionSeconds(plan, "backward"));
     backwardWeight.push_back(timer.functionSeconds(plan, "backward_weight"));
-    tail[rank] += timer.functionSeconds(plan, "apply") + communication - hidden;
+    tail[rank] += timer.functionSeconds(plan, "narrow_weights") +
+                  timer.functionSeconds(plan, "apply") + communication - hidden;
   }
   for (size_t rank = 0; rank < ranks; ++rank) {
     p.peakBytes = std::max(p.peakBytes, held[rank] + scratch[rank]);

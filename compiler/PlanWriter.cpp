@@ -313,6 +313,7 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
     stored.role = func.getArgAttr(i, kTpCoordinateAttr)  ? rt::StoredRole::Coordinate
                   : func.getArgAttr(i, kAccumulatorAttr) ? rt::StoredRole::Accumulator
                   : func.getArgAttr(i, kModelStateAttr)  ? rt::StoredRole::ModelState
+                  : func.getArgAttr(i, kWeightCopyAttr)  ? rt::StoredRole::WeightCopy
                                                          : rt::StoredRole::OptimizerState;
     if (stored.role == rt::StoredRole::Coordinate)
       tpCoordinates.push_back(stored.offset);
@@ -508,6 +509,8 @@ void PlanBuilder::setMemory() {
       m.gradientBytes += s.bytes;
     if (s.role == rt::StoredRole::OptimizerState)
       m.optimizerStateBytes += s.bytes;
+    if (s.role == rt::StoredRole::WeightCopy)
+      m.weightCopyBytes += s.bytes;
   }
   auto bytesOf = [](const rt::TensorSpec &input) {
     return static_cast<int64_t>(rt::dtypeSize(input.dtype)) *

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_AUTOCAST
@@ -27,11 +28,72 @@ bool movesElements(Operation *op) {
              shard::AllGatherOp>(op);
 }
 
+/// `type` with `element` elements.
+Type narrow(Type type, Type element) { return cast<RankedTensorType>(type).clone(element); }
+
+/// The module's @narrow_weights, made on first need: once a step, before
+/// the step's first microbatch, it rounds each parameter a product reads to
+/// its low-precision copy, state of the weights blob ("bf16:W" for W) that
+/// every microbatch then reads instead of rounding the parameter again.
+class WeightCopies {
+public:
+  WeightCopies(ModuleOp module, Type element, StringRef prefix)
+      : module(module), element(element), prefix(prefix) {}
+
+  /// The copy of parameter `param`, as an argument of its function.
+  Value of(BlockArgument param) {
+    auto func = cast<func::FuncOp>(param.getOwner()->getParentOp());
+    unsigned index = param.getArgNumber();
+    StringRef name = func.getArgAttrOfType<StringAttr>(index, kNameAttr).getValue();
+    std::string copyName = (prefix + ":" + name).str();
+    Type type = narrow(param.getType(), element);
+    if (made.insert(copyName).second) {
+      func::FuncOp rounding = narrowWeights();
+      Value source = addArgument(rounding, param.getType(), name, "param");
+      // The parameter as its function has it (tp split, ZeRO slice or flat
+      // buffer member): the same bytes of the weights blob.
+      rounding.setArgAttrs(cast<BlockArgument>(source).getArgNumber(),
+                           func.getArgAttrDict(index));
+      Value target = addCopyArgument(rounding, type, copyName, name);
+      OpBuilder b(rounding.getBody().front().getTerminator());
+      Value rounded = CastOp::create(b, param.getLoc(), source, TypeAttr::get(element));
+      AssignOp::create(b, param.getLoc(), target, rounded);
+    }
+    return addCopyArgument(func, type, copyName, name);
+  }
+
+private:
+  static Value addCopyArgument(func::FuncOp func, Type type, StringRef name, StringRef param) {
+    Value copy = addArgument(func, type, name, "state", param);
+    func.setArgAttr(cast<BlockArgument>(copy).getArgNumber(), kWeightCopyAttr,
+                    UnitAttr::get(func.getContext()));
+    return copy;
+  }
+
+  func::FuncOp narrowWeights() {
+    if (rounding)
+      return rounding;
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    Location loc = module.getLoc();
+    rounding = func::FuncOp::create(b, loc, "narrow_weights", b.getFunctionType({}, {}));
+    b.setInsertionPointToEnd(rounding.addEntryBlock());
+    func::ReturnOp::create(b, loc);
+    return rounding;
+  }
+
+  ModuleOp module;
+  Type element;
+  std::string prefix;
+  func::FuncOp rounding;
+  llvm::StringSet<> made;
+};
+
 /// The low-precision copies of one function's values, each made once,
-/// just before the first product that reads it, and shared by the others.
+/// just before the first product that reads it, and shared by the others;
+/// a parameter's is its copy in the weights blob.
 class LowPrecisionCopies {
 public:
-  explicit LowPrecisionCopies(Type element) : element(element) {}
+  LowPrecisionCopies(Type element, WeightCopies &weights) : element(element), weights(weights) {}
 
   /// `value` (f32) rounded to the low-precision type and widened back to
   /// f32, for a kernel that multiplies f32 only (convolutions): the same
@@ -61,8 +123,10 @@ public:
       builder.setInsertionPoint(user);
       Operation *moved = builder.clone(*def);
       moved->setOperand(0, input);
-      moved->getResult(0).setType(narrow(value.getType()));
+      moved->getResult(0).setType(narrow(value.getType(), element));
       copy = moved->getResult(0);
+    } else if (isParameter(value)) {
+      copy = weights.of(cast<BlockArgument>(value));
     } else {
       copy = CastOp::create(builder, value.getLoc(), value, TypeAttr::get(element));
     }
@@ -71,9 +135,16 @@ public:
   }
 
 private:
-  Type narrow(Type type) { return cast<RankedTensorType>(type).clone(element); }
+  static bool isParameter(Value value) {
+    auto arg = dyn_cast<BlockArgument>(value);
+    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
+    auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr)
+                     : StringAttr();
+    return kind && kind.getValue() == "param";
+  }
 
   Type element;
+  WeightCopies &weights;
   DenseMap<Value, Value> copies;
   DenseMap<Value, Value> roundedCopies;
 };
@@ -102,8 +173,9 @@ struct AutocastPass : public cleave::impl::AutocastBase<AutocastPass> {
     }
     if (!element)
       return;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      LowPrecisionCopies copies(element);
+    WeightCopies weights(module, element, precision);
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      LowPrecisionCopies copies(element, weights);
       SetVector<Operation *> movers;
       func.walk([&](Operation *op) {
         bool conv = isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op);

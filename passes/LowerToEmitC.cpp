@@ -745,8 +745,8 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
     };
     for (auto func : module.getOps<func::FuncOp>()) {
       if (!isEntry(func.getSymName())) {
-        func.emitError("cannot be lowered: a program has only @forward, @backward, "
-                       "@backward_weight and @apply");
+        func.emitError("cannot be lowered: a program has only @narrow_weights, @forward, "
+                       "@backward, @backward_weight and @apply");
         return signalPassFailure();
       }
     }
@@ -754,7 +754,8 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
     emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
     // Every program defines every entry point; without an @apply (a forward
     // program) cleave_apply does nothing, and so do cleave_backward but in a
-    // pipeline stage's program and cleave_backward_weight but in one of zb-h1.
+    // pipeline stage's program, cleave_backward_weight but in one of zb-h1
+    // and cleave_narrow_weights but with --precision bf16 or fp16.
     for (rt::ProgramEntryPoint entry : rt::kProgramEntryPoints) {
       StringRef name = rt::entryPointName(entry);
       auto func = module.lookupSymbol<func::FuncOp>(name);

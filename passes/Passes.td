@@ -557,8 +557,12 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
     normalizations, losses, reductions, collectives, the optimizer and the
     parameters it updates) stays in f32. A value is cast once per function,
     just before the first product that reads it, and its copy is shared by
-    the rest (a weight's forward and backward products, an activation's
-    forward product and its weight gradient); a factor that only moves
+    the rest (an activation's forward product and its weight gradient); a
+    parameter's copy is state of the weights blob ("bf16:W" for W, marked
+    `cleave.weight_copy`), made once a step by a new function
+    @narrow_weights, which the driver runs before the step's first
+    microbatch, and read by every function the step runs instead of
+    rounding the parameter again each microbatch; a factor that only moves
     another value's elements (transpose, reshape, flatten, squeeze,
     unsqueeze, slice, and shard.all_gather, so that ZeRO 3 gathers narrow
     slices) is moved in the narrow type instead, from the narrow copy of

@@ -897,7 +897,8 @@ std::vector<const StoredTensor *> checkpointedTensors(const Plan &plan) {
   std::vector<const StoredTensor *> tensors;
   for (const std::vector<StoredTensor> *list : {&plan.parameters, &plan.state})
     for (const StoredTensor &stored : *list)
-      if (stored.role != StoredRole::Accumulator && stored.role != StoredRole::Coordinate)
+      if (stored.role != StoredRole::Accumulator && stored.role != StoredRole::Coordinate &&
+          stored.role != StoredRole::WeightCopy)
         tensors.push_back(&stored);
   return tensors;
 }

@@ -33,6 +33,8 @@ const char *roleName(StoredRole role) {
     return "coordinate";
   case StoredRole::ModelState:
     return "model_state";
+  case StoredRole::WeightCopy:
+    return "weight_copy";
   }
   return "parameter";
 }
@@ -416,7 +418,7 @@ bool Reader::storedEntry(const Json &entry, const std::string &path, const Plan 
   if (stored.sharding && !holdsItsShare(*stored.sharding, stored.tensor, *plan.mesh))
     return fail(path + "shape", "is not this rank's share of global_shape");
   for (StoredRole r : {StoredRole::Parameter, StoredRole::Accumulator, StoredRole::OptimizerState,
-                       StoredRole::Coordinate, StoredRole::ModelState})
+                       StoredRole::Coordinate, StoredRole::ModelState, StoredRole::WeightCopy})
     if (role == roleName(r)) {
       stored.role = r;
       return true;
@@ -723,6 +725,12 @@ std::string weightsBlobName(const Plan &plan, const std::vector<int> &coordinate
   return name + ".bin";
 }
 
+bool hasWeightCopies(const Plan &plan) {
+  return std::any_of(plan.state.begin(), plan.state.end(), [](const StoredTensor &stored) {
+    return stored.role == StoredRole::WeightCopy;
+  });
+}
+
 std::string IndexRange::text() const {
   std::string text = "[" + std::to_string(low) + ", " + std::to_string(high) + ")";
   return ignored ? text + " or " + std::to_string(*ignored) : text;
@@ -841,6 +849,7 @@ std::string planJson(const Plan &plan) {
        {{"parameter_bytes", m.parameterBytes},
         {"gradient_bytes", m.gradientBytes},
         {"optimizer_state_bytes", m.optimizerStateBytes},
+        {"weight_copy_bytes", m.weightCopyBytes},
         {"activation_bytes", m.activationBytes},
         {"input_bytes", m.inputBytes},
         {"scratch_bytes", m.scratchBytes},

@@ -111,8 +111,10 @@ void forEachSplitRun(const std::vector<int64_t> &globalShape, const DimSplit &sp
 
 /// What a stored tensor is, for the memory figures and for checkpoints.
 /// ModelState: an initializer of the model the step updates without a
-/// gradient (a training-mode BatchNorm's running statistics).
-enum class StoredRole { Parameter, Accumulator, OptimizerState, Coordinate, ModelState };
+/// gradient (a training-mode BatchNorm's running statistics). WeightCopy: a
+/// parameter rounded to bf16 or f16 (--precision), made again from the
+/// parameter at the start of every step, so checkpoints leave it out.
+enum class StoredRole { Parameter, Accumulator, OptimizerState, Coordinate, ModelState, WeightCopy };
 
 /// A tensor of the weights blob: a parameter, or state (gradient
 /// accumulators, optimizer moments, counters, this rank's tp coordinate,
@@ -177,6 +179,8 @@ struct FunctionCost {
 
 struct MemoryFigures {
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
+  /// The parameters' bf16 or f16 copies (--precision; StoredRole::WeightCopy).
+  int64_t weightCopyBytes = 0;
   int64_t activationBytes = 0, inputBytes = 0;
   /// The largest scratch one kernel call allocates (a convolution's columns).
   int64_t scratchBytes = 0;
@@ -336,6 +340,10 @@ struct Plan {
 /// The weights blob of the rank at `coordinates` (one per mesh axis):
 /// "weights.bin", or "weights.dp1.tp0.bin" for a blob per dp and tp rank.
 std::string weightsBlobName(const Plan &plan, const std::vector<int> &coordinates);
+
+/// Whether `plan`'s program keeps bf16 or f16 copies of weights, which its
+/// @narrow_weights makes at the start of every step.
+bool hasWeightCopies(const Plan &plan);
 
 /// The name pattern of the blobs: "weights.dp{dp}.tp{tp}.bin".
 std::string weightsBlobPattern(const std::vector<std::string> &byAxes);

@@ -1,8 +1,8 @@
 //===- ProgramEntry.h - what a generated program defines -------*- C++ -*-===//
 //
 // A generated program (program.cpp for the CPU, program.cu for CUDA)
-// defines cleave_forward, cleave_backward, cleave_backward_weight and
-// cleave_apply for its backend's kernel Context, and the table
+// defines cleave_narrow_weights, cleave_forward, cleave_backward,
+// cleave_backward_weight and cleave_apply for its backend's kernel Context, and the table
 // `cleave_programs` of them, which the driver (runtime/driver) calls. Each
 // backend's Program.h declares them with the types here, so the compiler
 // checks that the program and the driver agree, and the contract is written
@@ -21,10 +21,15 @@
 namespace cleave::rt {
 
 /// The entry points, as the driver names them.
-enum class ProgramEntryPoint { Forward, Backward, BackwardWeight, Apply };
+enum class ProgramEntryPoint { NarrowWeights, Forward, Backward, BackwardWeight, Apply };
 
-/// The type of a program's four entry points on the backend whose kernels
-/// take `Context`.
+/// The type of a program's entry points on the backend whose kernels take
+/// `Context`.
+///
+/// cleave_narrow_weights (@narrow_weights): once a step, before its first
+/// microbatch, rounds the parameters the products read to their bf16 or f16
+/// copies in the weights blob (--precision), which every microbatch of the
+/// step then reads; does nothing in an f32 program.
 ///
 /// cleave_forward (@forward): a forward pass (in a training program, the
 /// forward and backward of one microbatch, adding into the gradient
@@ -51,12 +56,14 @@ using ProgramEntry = void(Context &ctx, char *arena, char *weights, const Tensor
 
 /// Every entry point, in the order a CompiledProgram lists them.
 inline constexpr ProgramEntryPoint kProgramEntryPoints[] = {
-    ProgramEntryPoint::Forward, ProgramEntryPoint::Backward, ProgramEntryPoint::BackwardWeight,
+    ProgramEntryPoint::NarrowWeights, ProgramEntryPoint::Forward, ProgramEntryPoint::Backward, ProgramEntryPoint::BackwardWeight,
     ProgramEntryPoint::Apply};
 
-/// "forward", "backward", "backward_weight", "apply".
+/// "narrow_weights", "forward", "backward", "backward_weight", "apply".
 inline const char *entryPointName(ProgramEntryPoint entry) {
   switch (entry) {
+  case ProgramEntryPoint::NarrowWeights:
+    return "narrow_weights";
   case ProgramEntryPoint::Forward:
     return "forward";
   case ProgramEntryPoint::Backward:
@@ -83,11 +90,12 @@ struct ProgramIdentity {
 /// code defines.
 template <typename Context> struct CompiledProgram {
   ProgramIdentity identity;
-  ProgramEntry<Context> *forward, *backward, *backwardWeight, *apply;
+  ProgramEntry<Context> *narrowWeights, *forward, *backward, *backwardWeight, *apply;
 
   /// The function of `entry`.
   ProgramEntry<Context> &entryPoint(ProgramEntryPoint entry) const {
-    return entry == ProgramEntryPoint::Forward          ? *forward
+    return entry == ProgramEntryPoint::NarrowWeights    ? *narrowWeights
+           : entry == ProgramEntryPoint::Forward        ? *forward
            : entry == ProgramEntryPoint::Backward       ? *backward
            : entry == ProgramEntryPoint::BackwardWeight ? *backwardWeight
                                                         : *apply;

@@ -12,6 +12,7 @@
 #include "runtime/ProgramEntry.h"
 #include "runtime/cpu/Kernels.h"
 
+cleave::rt::ProgramEntry<cleave::rt::cpu::Context> cleave_narrow_weights;
 cleave::rt::ProgramEntry<cleave::rt::cpu::Context> cleave_forward;
 cleave::rt::ProgramEntry<cleave::rt::cpu::Context> cleave_backward;
 cleave::rt::ProgramEntry<cleave::rt::cpu::Context> cleave_backward_weight;

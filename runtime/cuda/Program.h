@@ -12,6 +12,7 @@
 #include "runtime/ProgramEntry.h"
 #include "runtime/cuda/Kernels.h"
 
+cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_narrow_weights;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_forward;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_backward;
 cleave::rt::ProgramEntry<cleave::rt::cuda::Context> cleave_backward_weight;

@@ -158,6 +158,7 @@ void RunProfile::beginCall(int64_t k, ProgramEntryPoint entry, std::optional<int
   microbatch = k;
   callStage = stage;
   phase = entry == ProgramEntryPoint::Apply            ? "optimizer"
+          : entry == ProgramEntryPoint::NarrowWeights  ? "narrow_weights"
           : entry == ProgramEntryPoint::Backward       ? "backward"
           : entry == ProgramEntryPoint::BackwardWeight ? "backward_weight"
           : trainingInfo                               ? "training_info step"

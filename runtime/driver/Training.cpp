@@ -1269,6 +1269,15 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
         backend.copyToDevice(programs[c].inputs[own.stepInput].data, &stepValue, sizeof stepValue);
       }
     }
+    // The weights' bf16 or f16 copies every microbatch of the step reads.
+    for (size_t c = 0; c < plans.size(); ++c)
+      if (hasWeightCopies(plans[c])) {
+        const std::optional<PipelineSpec> &pipeline = plans[c].training->pipeline;
+        profile.beginCall(-1, ProgramEntryPoint::NarrowWeights,
+                          pipeline ? std::optional(pipeline->stage) : std::nullopt);
+        programs[c].run(backend, ProgramEntryPoint::NarrowWeights);
+        profile.endCall();
+      }
     // Microbatch k's forward or backward. Masks are keyed by the
     // microbatch's place in the global batch: a dp layout draws what one
     // device accumulating the same microbatches does.

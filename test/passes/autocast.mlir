@@ -115,3 +115,38 @@ func.func @conv(%x: tensor<1x2x5x5xf32>, %w: tensor<4x2x3x3xf32>, %b: tensor<4xf
   %dw = cleave.conv_grad_weight %g, %x {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64, shape = array<i64: 4, 2, 3, 3>} : (tensor<1x4x3x3xf32>, tensor<1x2x5x5xf32>) -> tensor<4x2x3x3xf32>
   return %y, %dx, %dw : tensor<1x4x3x3xf32>, tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>
 }
+
+// -----
+
+// A parameter's copy is state of the weights blob that @narrow_weights makes
+// once a step; the step's functions read the copy (the ZeRO 3 slice's too,
+// which is then gathered in bf16), an activation is still cast where it is
+// read, and a parameter no product reads gets no copy.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<8x4xf32>, %[[W:[^:]*]]: tensor<4x3xf32> {cleave.kind = "param", cleave.name = "W"}, %[[S:[^:]*]]: tensor<4xf32> {cleave.kind = "param", cleave.name = "S", cleave.zero3_elements = 3 : i64}, %[[B:[^:]*]]: tensor<3xf32> {cleave.kind = "param", cleave.name = "B"}, %[[WC:[^:]*]]: tensor<4x3xbf16> {cleave.kind = "state", cleave.name = "bf16:W", cleave.state_of = "W", cleave.weight_copy}, %[[SC:[^:]*]]: tensor<4xbf16> {cleave.kind = "state", cleave.name = "bf16:S", cleave.state_of = "S", cleave.weight_copy})
+// CHECK-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16}
+// CHECK-NEXT: %[[Y:.*]] = cleave.gemm %[[XL]], %[[WC]], %[[B]] : (tensor<8x4xbf16>, tensor<4x3xbf16>, tensor<3xf32>) -> tensor<8x3xf32>
+// CHECK-NEXT: %[[Z:.*]] = cleave.cast %[[Y]] {to = bf16}
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[SC]] {{.*}} : tensor<4xbf16> -> tensor<8xbf16>
+// CHECK-NEXT: %[[P:.*]] = cleave.slice %[[G]] {{.*}} -> tensor<3xbf16>
+// CHECK-NEXT: %[[V:.*]] = cleave.reshape %[[P]] {{.*}} -> tensor<3x1xbf16>
+// CHECK-NEXT: cleave.matmul %[[Z]], %[[V]]
+// CHECK-NOT: cleave.cast
+// CHECK-LABEL: func.func @narrow_weights
+// CHECK-SAME: (%[[PW:[^:]*]]: tensor<4x3xf32> {cleave.kind = "param", cleave.name = "W"}, %[[CW:[^:]*]]: tensor<4x3xbf16> {cleave.kind = "state", cleave.name = "bf16:W", cleave.state_of = "W", cleave.weight_copy}, %[[PS:[^:]*]]: tensor<4xf32> {cleave.kind = "param", cleave.name = "S", cleave.zero3_elements = 3 : i64}, %[[CS:[^:]*]]: tensor<4xbf16> {cleave.kind = "state", cleave.name = "bf16:S", cleave.state_of = "S", cleave.weight_copy})
+// CHECK-NEXT: %[[RW:.*]] = cleave.cast %[[PW]] {to = bf16} : (tensor<4x3xf32>) -> tensor<4x3xbf16>
+// CHECK-NEXT: cleave.assign %[[RW]] to %[[CW]]
+// CHECK-NEXT: %[[RS:.*]] = cleave.cast %[[PS]] {to = bf16} : (tensor<4xf32>) -> tensor<4xbf16>
+// CHECK-NEXT: cleave.assign %[[RS]] to %[[CS]]
+// CHECK-NEXT: return
+// FP32-LABEL: func.func @step
+// FP32-NOT: narrow_weights
+shard.grid @mesh(shape = 2)
+func.func @step(%x: tensor<8x4xf32>, %w: tensor<4x3xf32> {cleave.kind = "param", cleave.name = "W"}, %s: tensor<4xf32> {cleave.kind = "param", cleave.name = "S", cleave.zero3_elements = 3 : i64}, %b: tensor<3xf32> {cleave.kind = "param", cleave.name = "B"}) -> tensor<8x1xf32> {
+  %y = cleave.gemm %x, %w, %b : (tensor<8x4xf32>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+  %flat = shard.all_gather %s on @mesh grid_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<8xf32>
+  %unpadded = cleave.slice %flat {starts = array<i64: 0>, ends = array<i64: 3>, steps = array<i64: 1>} : (tensor<8xf32>) -> tensor<3xf32>
+  %v = cleave.reshape %unpadded {shape = array<i64: 3, 1>} : (tensor<3xf32>) -> tensor<3x1xf32>
+  %z = cleave.matmul %y, %v : (tensor<8x3xf32>, tensor<3x1xf32>) -> tensor<8x1xf32>
+  return %z : tensor<8x1xf32>
+}
