@@ -435,13 +435,21 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "fp16")
     return fail("--precision '" + t.precision + "'", "unknown precision", "use fp32, bf16 or fp16",
                 kExitBadUsage);
-  if ((t.lossScale || t.lossScaleWindow) && t.precision != "fp16")
-    return fail(t.lossScale ? "--loss-scale" : "--loss-scale-window", "scales fp16 training's loss",
-                "add --precision fp16", kExitBadUsage);
+  if (t.precision != "fp16")
+    for (auto [flag, given] : {std::pair("--loss-scale", t.lossScale.has_value()),
+                               std::pair("--loss-scale-window", t.lossScaleWindow.has_value()),
+                               std::pair("--loss-scale-growth", t.lossScaleGrowth.has_value()),
+                               std::pair("--loss-scale-backoff", t.lossScaleBackoff.has_value())})
+      if (given)
+        return fail(flag, "scales fp16 training's loss", "add --precision fp16", kExitBadUsage);
   if (t.lossScale && !(*t.lossScale > 0 && std::isfinite(*t.lossScale)))
     return bad("loss-scale", *t.lossScale, "positive");
   if (t.lossScaleWindow && *t.lossScaleWindow < 1)
     return bad("loss-scale-window", *t.lossScaleWindow, "positive");
+  if (t.lossScaleGrowth && !(*t.lossScaleGrowth > 1 && std::isfinite(*t.lossScaleGrowth)))
+    return bad("loss-scale-growth", *t.lossScaleGrowth, "a finite number above 1");
+  if (t.lossScaleBackoff && !(*t.lossScaleBackoff > 0 && *t.lossScaleBackoff < 1))
+    return bad("loss-scale-backoff", *t.lossScaleBackoff, "between 0 and 1");
   if (failed(readPlan(t.plan)))
     return failure();
   if (!t.plan.empty() && mesh.axisNames.empty())
@@ -703,6 +711,8 @@ std::string Compiler::pipelineText() const {
   if (t.precision == "fp16") {
     add("loss-scale", number(t.initialLossScale()));
     add("loss-scale-window", std::to_string(t.lossScaleGrowthInterval()));
+    add("loss-scale-growth", number(t.lossScaleGrowthFactor()));
+    add("loss-scale-backoff", number(t.lossScaleBackoffFactor()));
   }
   if (stage) {
     addList("stage-params", stageEntries);

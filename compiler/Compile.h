@@ -52,16 +52,24 @@ struct TrainOptions {
   /// The matrix products' operand type (cleave-autocast): fp32, bf16 or
   /// fp16 (summed in f32; everything else stays f32).
   std::string precision = "fp32";
-  /// With fp16: dynamic loss scaling's initial scale and the steps without
-  /// inf or NaN gradients after which it doubles (unset: GradScaler's
-  /// defaults, below).
+  /// With fp16: dynamic loss scaling's initial scale, the steps without
+  /// inf or NaN gradients after which it grows, and the factors it grows
+  /// and backs off by (unset: GradScaler's defaults, below).
   std::optional<double> lossScale;
   std::optional<int64_t> lossScaleWindow;
+  std::optional<double> lossScaleGrowth, lossScaleBackoff;
   static constexpr double kDefaultLossScale = 65536.0;
   static constexpr int64_t kDefaultLossScaleWindow = 2000;
+  static constexpr double kDefaultLossScaleGrowth = 2.0, kDefaultLossScaleBackoff = 0.5;
   double initialLossScale() const { return lossScale.value_or(kDefaultLossScale); }
   int64_t lossScaleGrowthInterval() const {
     return lossScaleWindow.value_or(kDefaultLossScaleWindow);
+  }
+  double lossScaleGrowthFactor() const {
+    return lossScaleGrowth.value_or(kDefaultLossScaleGrowth);
+  }
+  double lossScaleBackoffFactor() const {
+    return lossScaleBackoff.value_or(kDefaultLossScaleBackoff);
   }
   /// MiB of gradients per bucket that the last microbatch's backward starts
   /// summing over dp (cleave-overlap-gradients): "auto" (a quarter of the

@@ -325,10 +325,16 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
     }
     // Optimizer state and accumulators start at zero (the blob's initial
     // bytes); model state and the state a training_info step updates at
-    // their initializers' values.
+    // their initializers' values, a scalar with an initial value (the loss
+    // scale) at that.
     const Parameter *initial = initialValues.lookup(name);
     if (initial && withWeights())
       llvm::copy(initial->value.bytes, weights.begin() + stored.offset);
+    if (auto value = func.getArgAttrOfType<FloatAttr>(i, kInitialValueAttr);
+        value && withWeights()) {
+      const float start = static_cast<float>(value.getValueAsDouble());
+      std::memcpy(weights.data() + stored.offset, &start, sizeof start);
+    }
     plan.state.push_back(std::move(stored));
     return;
   }
@@ -566,8 +572,9 @@ void PlanBuilder::setTraining() {
       spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
     if (t.precision == "fp16")
       spec.lossScaling =
-          rt::TrainingSpec::LossScaling{t.initialLossScale(), t.lossScaleGrowthInterval(),
-                                        spec.lossOutput + 1, spec.lossOutput + 2};
+          rt::TrainingSpec::LossScaling{t.initialLossScale(),        t.lossScaleGrowthInterval(),
+                                        t.lossScaleGrowthFactor(),   t.lossScaleBackoffFactor(),
+                                        spec.lossOutput + 1,         spec.lossOutput + 2};
     if (t.clipGradNorm > 0)
       spec.gradNormOutput = spec.lossOutput + (spec.lossScaling ? 3 : 1);
   }

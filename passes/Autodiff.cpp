@@ -107,10 +107,8 @@ struct AutodiffPass : public cleave::impl::AutodiffBase<AutodiffPass> {
       // inner pipeline stage receives gradients scaled already.
       Value y = ret.getOperand(*index);
       if (lossScale > 0.0) {
-        Value exponent = addArgument(func, RankedTensorType::get({}, builder.getF32Type()),
-                                     kLossScaleExponent, "state");
         CleaveBuilder u(builder, y.getLoc());
-        y = u.mul(y, lossScaleOf(builder, y.getLoc(), lossScale, exponent));
+        y = u.mul(y, addLossScaleArgument(func, lossScale));
       }
       grads = buildGradients(builder, y, xs);
     }

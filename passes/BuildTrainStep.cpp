@@ -217,7 +217,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   /// description in Passes.td): every update guarded by whether the
   /// gradients were finite, and the scale's state advanced. Returns whether
   /// the step skipped (1) or not (0).
-  Value guardWithLossScaling(Step &s, Value exponent, Value goodSteps, Value skipped) {
+  Value guardWithLossScaling(Step &s, Value scale, Value goodSteps, Value skipped) {
     CleaveBuilder &u = s.u;
     OpBuilder &b = s.b;
     Location loc = s.apply.getLoc();
@@ -234,7 +234,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       indicator = allReduceSum(b, indicator, s.layout.dpAxis);
     if (s.layout.ppSize > 1)
       indicator = allReduceSum(b, indicator, s.layout.ppAxis);
-    Value finite = EqualOp::create(b, loc, indicator, none);
+    auto isFinite = [&](Value value) -> Value {
+      return EqualOp::create(b, loc, value, none);
+    };
+    Value finite = isFinite(indicator);
     auto select = [&](Value condition, Value yes, Value no) -> Value {
       return WhereOp::create(b, loc, condition, yes, no);
     };
@@ -243,8 +246,12 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     Value good = select(finite, u.add(goodSteps, one), none);
     Value grow = u.logicalNot(LessOp::create(b, loc, good, u.scalar(f32, lossScaleWindow)));
     Value skippedNow = select(finite, none, one);
+    // As GradScaler: the scale times the growth factor when that is finite,
+    // times the backoff factor after a step that was not.
+    Value grown = u.mul(scale, u.scalar(f32, lossScaleGrowth));
+    Value afterGood = select(grow, select(isFinite(u.mul(grown, none)), grown, scale), scale);
     s.assignments.push_back(
-        {exponent, u.add(exponent, select(finite, select(grow, one, none), u.scalar(f32, -1.0)))});
+        {scale, select(finite, afterGood, u.mul(scale, u.scalar(f32, lossScaleBackoff)))});
     s.assignments.push_back({goodSteps, select(grow, none, good)});
     s.assignments.push_back({skipped, u.add(skipped, skippedNow)});
     return skippedNow;
@@ -653,15 +660,14 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     s.step = scalarInput("cleave.step");
     // Dynamic loss scaling: the gradients are divided by the scale with the
     // count, and Adam counts the steps taken.
-    Value exponent, goodSteps, skipped, scale;
+    Value goodSteps, skipped, scale;
     if (lossScale > 0.0) {
       auto scalarState = [&](StringRef name) {
         return addArgument(apply, RankedTensorType::get({}, b.getF32Type()), name, "state");
       };
-      exponent = scalarState(kLossScaleExponent);
+      scale = addLossScaleArgument(apply, lossScale);
       goodSteps = scalarState(kLossScaleGoodSteps);
       skipped = scalarState(kSkippedSteps);
-      scale = lossScaleOf(b, forward.getLoc(), lossScale, exponent);
       s.countF32 = u.mul(s.countF32, scale);
       s.step = u.sub(s.step, skipped);
     }
@@ -692,7 +698,10 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     SmallVector<Value> results{loss};
     SmallVector<StringRef> names{lossName ? lossName.getValue() : StringRef("loss")};
     if (lossScale > 0.0) {
-      results.append({scale, guardWithLossScaling(s, exponent, goodSteps, skipped)});
+      // The scale this step used, copied (times 1): an output is a view of
+      // its value, and the state's is assigned the next step's scale.
+      Value used = u.mul(scale, 1.0);
+      results.append({used, guardWithLossScaling(s, scale, goodSteps, skipped)});
       names.append({"cleave.loss_scale", "cleave.skipped_step"});
     }
     if (clipGradNorm > 0.0) {
@@ -733,8 +742,10 @@ Value cleave::addArgument(func::FuncOp func, Type type, StringRef name, StringRe
   return func.getArgument(index);
 }
 
-Value cleave::lossScaleOf(OpBuilder &b, Location loc, double initial, Value exponent) {
-  CleaveBuilder u(b, loc);
-  FloatType f32 = b.getF32Type();
-  return u.mul(u.scalar(f32, initial), u.pow(u.scalar(f32, 2.0), exponent));
+Value cleave::addLossScaleArgument(func::FuncOp func, double initial) {
+  Builder b(func.getContext());
+  Value scale = addArgument(func, RankedTensorType::get({}, b.getF32Type()), kLossScale, "state");
+  func.setArgAttr(cast<BlockArgument>(scale).getArgNumber(), kInitialValueAttr,
+                  b.getF32FloatAttr(static_cast<float>(initial)));
+  return scale;
 }

@@ -58,19 +58,17 @@ std::string flatBufferName(mlir::StringRef base, mlir::func::FuncOp forward);
 mlir::Value addArgument(mlir::func::FuncOp func, mlir::Type type, mlir::StringRef name,
                         mlir::StringRef kind, mlir::StringRef stateOf = "");
 
-/// The state a step with dynamic loss scaling (fp16) keeps: the scale is
-/// the initial one times 2 to this exponent (0 at the start: powers of two,
-/// as GradScaler's growth and backoff keep it), the steps since it last
-/// changed, and the steps skipped for gradients that were not finite.
-inline constexpr const char *kLossScaleExponent = "cleave.loss_scale_exponent";
+/// The state a step with dynamic loss scaling (fp16) keeps: the scale (the
+/// initial one before the first step), the steps since it last changed,
+/// and the steps skipped for gradients that were not finite.
+inline constexpr const char *kLossScale = "cleave.dynamic_loss_scale";
 inline constexpr const char *kLossScaleGoodSteps = "cleave.loss_scale_good_steps";
 inline constexpr const char *kSkippedSteps = "cleave.skipped_steps";
 
-/// The loss scale `initial` * 2^`exponent` (kLossScaleExponent's value),
-/// built at `b`'s insertion point: the one expression cleave-autodiff scales
-/// the loss by and cleave-build-train-step divides the gradients by.
-mlir::Value lossScaleOf(mlir::OpBuilder &b, mlir::Location loc, double initial,
-                        mlir::Value exponent);
+/// The loss scale's state (kLossScale, `initial` before the first step),
+/// a new argument of `func`: what cleave-autodiff scales the loss by and
+/// cleave-build-train-step divides the gradients by.
+mlir::Value addLossScaleArgument(mlir::func::FuncOp func, double initial);
 
 /// Alignment of every arena and weights offset, in bytes.
 inline constexpr int64_t kBufferAlignment = 64;

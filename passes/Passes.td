@@ -214,15 +214,17 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     bias-corrected moments) and adamw (decoupled decay: p -= lr *
     weight_decay * p before the Adam step).
     With `loss-scale` S > 0 (dynamic loss scaling, as PyTorch's GradScaler
-    does it), @forward's gradients are of the loss times S * 2^e
-    (cleave-autodiff's `loss-scale`), and @apply keeps e
-    (`cleave.loss_scale_exponent`), the steps since the scale last changed
-    and the steps skipped as scalar f32 state: it divides the gradients by
-    the scale with the count, and when any gradient element is inf or NaN on
+    does it), @forward's gradients are of the loss times the scale
+    (cleave-autodiff's `loss-scale`), and @apply keeps the scale
+    (`cleave.dynamic_loss_scale`, S before the first step:
+    `cleave.initial_value`), the steps since the scale last changed and the
+    steps skipped as scalar f32 state: it divides the gradients by the
+    scale with the count, and when any gradient element is inf or NaN on
     any rank (each element times 0, summed and all-reduced over tp, pp and
-    with ZeRO dp: 0, or NaN) it updates nothing, halves the scale (e - 1)
-    and counts the step skipped; otherwise it updates, and after
-    `loss-scale-window` such steps in a row doubles the scale. Adam's bias
+    with ZeRO dp: 0, or NaN) it updates nothing, multiplies the scale by
+    `loss-scale-backoff` and counts the step skipped; otherwise it updates,
+    and after `loss-scale-window` such steps in a row multiplies the scale by
+    `loss-scale-growth` where that stays finite. Adam's bias
     corrections count the steps taken, not the skipped. @apply also returns
     the scale it used (`cleave.loss_scale`) and 1 for a skipped step, else 0
     (`cleave.skipped_step`). With `clip-grad-norm` it returns the gradients'
@@ -254,7 +256,11 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     Option<"lossScale", "loss-scale", "double", /*default=*/"0.0",
            "Dynamic loss scaling's initial scale (0: none), as cleave-autodiff's">,
     Option<"lossScaleWindow", "loss-scale-window", "int64_t", /*default=*/"2000",
-           "Steps without inf or NaN gradients after which the loss scale doubles">,
+           "Steps without inf or NaN gradients after which the loss scale grows">,
+    Option<"lossScaleGrowth", "loss-scale-growth", "double", /*default=*/"2.0",
+           "What the loss scale is multiplied by when it grows">,
+    Option<"lossScaleBackoff", "loss-scale-backoff", "double", /*default=*/"0.5",
+           "What the loss scale is multiplied by after a step with inf or NaN gradients">,
   ];
   let dependentDialects = ["cleave::CleaveDialect", "mlir::shard::ShardDialect"];
 }

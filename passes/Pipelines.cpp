@@ -82,6 +82,8 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   step.zero = options.zero;
   step.lossScale = options.lossScale;
   step.lossScaleWindow = options.lossScaleWindow;
+  step.lossScaleGrowth = options.lossScaleGrowth;
+  step.lossScaleBackoff = options.lossScaleBackoff;
   pm.addPass(createBuildTrainStep(step));
   if (pipelined)
     pm.addPass(createPipelineTiedGradients());

@@ -75,7 +75,14 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
                            llvm::cl::desc("Dynamic loss scaling's initial scale (0: none)")};
   Option<int64_t> lossScaleWindow{
       *this, "loss-scale-window", llvm::cl::init(2000),
-      llvm::cl::desc("Steps without inf or NaN gradients after which the loss scale doubles")};
+      llvm::cl::desc("Steps without inf or NaN gradients after which the loss scale grows")};
+  Option<double> lossScaleGrowth{
+      *this, "loss-scale-growth", llvm::cl::init(2.0),
+      llvm::cl::desc("What the loss scale is multiplied by when it grows")};
+  Option<double> lossScaleBackoff{
+      *this, "loss-scale-backoff", llvm::cl::init(0.5),
+      llvm::cl::desc("What the loss scale is multiplied by after a step with inf or NaN "
+                     "gradients")};
   Option<int64_t> bucketBytes{
       *this, "bucket-bytes", llvm::cl::init(0),
       llvm::cl::desc("cleave-overlap-gradients' bucket bytes (-1: auto, 0: none), run after "

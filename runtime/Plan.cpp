@@ -177,6 +177,8 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
   if (const auto &scaling = t.lossScaling)
     training["loss_scaling"] = {{"initial_scale", scaling->initialScale},
                                 {"growth_interval", scaling->growthInterval},
+                                {"growth_factor", scaling->growthFactor},
+                                {"backoff_factor", scaling->backoffFactor},
                                 {"scale_output", plan.outputs[scaling->scaleOutput].name},
                                 {"skipped_output", plan.outputs[scaling->skippedOutput].name}};
   return training;
@@ -593,11 +595,17 @@ bool Reader::lossScaling(const Json &json, const Plan &plan, TrainingSpec &spec)
   std::string scaleName, skippedName;
   if (!number(json, at, "initial_scale", scaling.initialScale) ||
       !integer(json, at, "growth_interval", scaling.growthInterval, 1) ||
+      !number(json, at, "growth_factor", scaling.growthFactor) ||
+      !number(json, at, "backoff_factor", scaling.backoffFactor) ||
       !string(json, at, "scale_output", scaleName) ||
       !string(json, at, "skipped_output", skippedName))
     return false;
   if (!(scaling.initialScale > 0))
     return fail(at + "initial_scale", "is not positive");
+  if (!(scaling.growthFactor > 1))
+    return fail(at + "growth_factor", "is not above 1");
+  if (!(scaling.backoffFactor > 0 && scaling.backoffFactor < 1))
+    return fail(at + "backoff_factor", "is not between 0 and 1");
   for (auto [key, name, index] :
        {std::tuple("scale_output", &scaleName, &scaling.scaleOutput),
         std::tuple("skipped_output", &skippedName, &scaling.skippedOutput)}) {

@@ -296,13 +296,15 @@ struct TrainingSpec {
     std::vector<int64_t> bytes;
   };
   std::optional<GradientBuckets> gradientBuckets;
-  /// Dynamic loss scaling (fp16): the initial scale and the steps without
-  /// inf or NaN gradients after which it doubles (it halves after a step
-  /// with them, which is skipped), and the outputs (indices into
-  /// Plan::outputs) holding the scale a step used and 1 if it skipped.
+  /// Dynamic loss scaling (fp16): the initial scale, the steps without inf
+  /// or NaN gradients after which it is multiplied by the growth factor (by
+  /// the backoff factor after a step with them, which is skipped), and the
+  /// outputs (indices into Plan::outputs) holding the scale a step used and
+  /// 1 if it skipped.
   struct LossScaling {
     double initialScale = 0;
     int64_t growthInterval = 0;
+    double growthFactor = 0, backoffFactor = 0;
     size_t scaleOutput = 0, skippedOutput = 0;
   };
   std::optional<LossScaling> lossScaling;

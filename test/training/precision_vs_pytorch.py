@@ -39,8 +39,17 @@
 #      it off) and a growth interval of 3 (it grows and overflows again),
 #      against the recipe in fp16 (fp16's rounding overflows to inf, as
 #      cleave's does) with GradScaler's documented rule applied to the loss's
-#      sum: a step with an inf or NaN gradient is skipped and halves the
-#      scale, 3 steps without double it. Every step's scale and skip equal
+#      sum (this torch, 1.13, has GradScaler for CUDA only): a step with an
+#      inf or NaN gradient is skipped and multiplies the scale by the backoff
+#      factor, 3 steps without multiply it by the growth factor where that
+#      stays finite, the scale an f32 as GradScaler keeps it
+#      (--loss-scale-growth, --loss-scale-backoff; the defaults, GradScaler's
+#      2 and 0.5, are the layout tests'): the MLP with 4 and 0.125, the GPT
+#      with 3 and 0.25, whose scales are not powers of two (where scaling and
+#      unscaling round, so that cleave's gradients, scaled after the loss's
+#      sum, and PyTorch's, scaled before the mean's backward, can differ by
+#      a rounding: the GPT's tolerance is the emulation's, 2e-3; the MLP's
+#      1e-5 fails with these factors, 1.7e-5). Every step's scale and skip equal
 #      the recipe's, the losses are within the bf16 comparison's tolerance,
 #      the log's skipped_steps counts them, and the run resumed from a
 #      checkpoint written half way logs the same steps as the whole run
@@ -181,18 +190,21 @@ def recipe_steps(model, make_optimizer, data, names, batch, counted, dtype=torch
     them but with the gradients of the loss's sum divided by the count
     (`counted(*inputs)`, the targets the mean divides by) before the
     optimizer step; and the largest gradient each parameter element saw.
-    With `scaling` = (initial scale, growth interval), dynamic loss scaling
-    as GradScaler documents it, on the loss's sum: the backward of the sum
-    times the scale, the gradients divided by it; a step with an inf or NaN
-    gradient is skipped (no optimizer step) and halves the scale, and the
-    scale doubles after `interval` steps without; then the losses are
-    (loss, scale used, skipped) triples."""
+    With `scaling` = (initial scale, growth interval, growth factor, backoff
+    factor), dynamic loss scaling as GradScaler documents it, on the loss's
+    sum: the backward of the sum times the scale, the gradients divided by
+    it; a step with an inf or NaN gradient is skipped (no optimizer step)
+    and multiplies the scale by the backoff factor, and `interval` steps
+    without multiply it by the growth factor if the product is finite (in
+    f32, as GradScaler's scale tensor); then the losses are (loss, scale
+    used, skipped) triples."""
     under(model, lambda: LowPrecisionProducts(dtype))
     opt = make_optimizer(model.parameters())
     samples = len(data[names[0]])
     losses = []
     largest_grad = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
-    scale, interval = scaling or (1.0, None)
+    scale, interval, growth, backoff = scaling or (1.0, None, None, None)
+    scale = np.float32(scale)
     good = 0
     for step in range(steps):
         start = (step * batch) % samples
@@ -200,22 +212,23 @@ def recipe_steps(model, make_optimizer, data, names, batch, counted, dtype=torch
         count = float(counted(*inputs))
         opt.zero_grad()
         loss = model(*inputs)
-        (loss * count * scale).backward()
+        (loss * count * float(scale)).backward()
         finite = all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
         if scaling:
-            losses.append((float(loss), scale, not finite))
+            losses.append((float(loss), float(scale), not finite))
         else:
             losses.append(float(loss))
         if not finite:
-            scale, good = scale / 2, 0
+            scale, good = scale * np.float32(backoff), 0
             continue
         for name, p in model.named_parameters():
-            p.grad /= count * scale
+            p.grad /= count * float(scale)
             largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
         opt.step()
         good += 1
         if interval and good == interval:
-            scale, good = scale * 2, 0
+            grown = scale * np.float32(growth)
+            scale, good = (grown if np.isfinite(grown) else scale), 0
     return losses, largest_grad
 
 
@@ -287,16 +300,20 @@ def check(name, module, names, counted, tolerance, exact_steps, workdir):
     return [f"{name}: {p}" for p in problems]
 
 
-def loss_scaling(name, module, names, counted, tolerance, workdir):
-    """fp16 with dynamic loss scaling from a scale that overflows: every
-    step's scale and whether it was skipped as the recipe with GradScaler's
-    rule has them, the losses within `tolerance`, both kinds of step seen,
-    and a run resumed from a checkpoint half way equal to the whole run."""
+def loss_scaling(name, module, names, counted, tolerance, workdir, factors):
+    """fp16 with dynamic loss scaling from a scale that overflows, growing
+    and backing off by `factors` (None: the defaults, GradScaler's 2 and
+    0.5): every step's scale and whether it was skipped as the recipe with
+    GradScaler's rule has them, the losses within `tolerance`, both kinds of
+    step seen, and a run resumed from a checkpoint half way equal to the
+    whole run."""
     path = os.path.join(workdir, f"{name}.onnx")
     model, args = module.build()
     data = dataset(args, names, np.random.default_rng(0))
     flags = ["--precision", "fp16", "--loss-scale", str(2.0 ** SCALE_EXPONENT),
              "--loss-scale-window", str(SCALE_WINDOW)]
+    if factors:
+        flags += ["--loss-scale-growth", str(factors[0]), "--loss-scale-backoff", str(factors[1])]
     log, out, _ = cleave_steps(path, data, workdir, f"{name}-fp16", flags)
     ours = [(s["loss"], s["loss_scale"], s["skipped"]) for s in log["steps"]]
     # The scale and its counters are state a checkpoint keeps: half the
@@ -311,9 +328,10 @@ def loss_scaling(name, module, names, counted, tolerance, workdir):
                                ["--resume", checkpoints])
     _, make_optimizer = OPTIMIZERS["momentum"]
     model, _ = module.build()
+    growth, backoff = factors or (2.0, 0.5)
     theirs, _ = recipe_steps(model, make_optimizer, data, names, args[0].shape[0], counted,
-                             torch.float16, (2.0 ** SCALE_EXPONENT, SCALE_WINDOW))
-    pattern = " ".join(f"{int(math.log2(scale))}{'s' if skipped else ''}"
+                             torch.float16, (2.0 ** SCALE_EXPONENT, SCALE_WINDOW, growth, backoff))
+    pattern = " ".join(f"{math.log2(scale):.3g}{'s' if skipped else ''}"
                        for _, scale, skipped in ours)
     worst = max(abs(o[0] - t[0]) / abs(t[0]) for o, t in zip(ours, theirs))
     print(f"{name} fp16: log2 of each step's scale (s: skipped) {pattern}; "
@@ -338,12 +356,12 @@ def main():
     # The targets each model's mean loss divides by: the GPT predicts every
     # position's next token.
     models = (("mlp", export_mlp, ["x", "labels"], lambda x, labels: (labels != -100).sum(),
-               1e-5, STEPS),
+               1e-5, STEPS, (4.0, 0.125)),
               ("gpt", export_gpt, ["idx", "targets"],
-               lambda idx, targets: (targets[:, 1:] != -100).sum(), EMULATED, 2))
-    for name, module, names, counted, tolerance, exact_steps in models:
+               lambda idx, targets: (targets[:, 1:] != -100).sum(), EMULATED, 2, (3.0, 0.25)))
+    for name, module, names, counted, tolerance, exact_steps, factors in models:
         problems += check(name, module, names, counted, tolerance, exact_steps, workdir)
-        problems += loss_scaling(name, module, names, counted, tolerance, workdir)
+        problems += loss_scaling(name, module, names, counted, tolerance, workdir, factors)
     problems += check("cnn", export_cnn_train, ["x", "labels"], lambda x, labels: len(labels),
                       CNN, STEPS, workdir)
     for p in problems:

@@ -167,11 +167,17 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "gradients, optimizer state and every other op in f32; fp16 with dynamic "
                   "loss scaling)");
   sub->add_option("--loss-scale", t.lossScale,
-                  "With --precision fp16: the initial loss scale (default 65536), halved after "
-                  "a step whose gradients hold inf or NaN (which is skipped)");
+                  "With --precision fp16: the initial loss scale (default 65536), backed off "
+                  "after a step whose gradients hold inf or NaN (which is skipped)");
   sub->add_option("--loss-scale-window", t.lossScaleWindow,
                   "With --precision fp16: steps without inf or NaN gradients after which the "
-                  "loss scale doubles (default 2000)");
+                  "loss scale grows (default 2000)");
+  sub->add_option("--loss-scale-growth", t.lossScaleGrowth,
+                  "With --precision fp16: what the loss scale is multiplied by when it grows "
+                  "(above 1; default 2)");
+  sub->add_option("--loss-scale-backoff", t.lossScaleBackoff,
+                  "With --precision fp16: what the loss scale is multiplied by after a step "
+                  "with inf or NaN gradients (between 0 and 1; default 0.5)");
   sub->add_flag("--ignore-training-info", options.ignoreTrainingInfo,
                 "With --train: build the step with cleave's optimizers even when the model "
                 "has a training_info (which otherwise defines the step)");
