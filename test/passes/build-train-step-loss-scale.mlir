@@ -23,12 +23,12 @@
 // CHECK-SAME: %[[W:arg[0-9]+]]: tensor<3xf32> {cleave.kind = "param", cleave.name = "w"}
 // CHECK-SAME: -> (tensor<f32> {cleave.name = "objective"}, tensor<f32> {cleave.name = "cleave.loss_scale"}, tensor<f32> {cleave.name = "cleave.skipped_step"})
 // CHECK: %[[DIVISOR:.*]] = cleave.mul %{{.*}}, %[[SCALE]]
-// CHECK: %[[ONE:.*]] = cleave.constant {value = dense<1.000000e+00> : tensor<f32>}
-// CHECK-NEXT: %[[USED:.*]] = cleave.mul %[[SCALE]], %[[ONE]]
 // CHECK-NEXT: %[[TAKEN:.*]] = cleave.sub %[[STEP]], %[[SKIPPED]]
 // CHECK: %[[G:.*]] = cleave.div %[[GRAD]], %[[DIVISOR]]
 // CHECK: cleave.cast %[[TAKEN]] {to = f64}
 // CHECK: %[[NEWW:.*]] = cleave.sub %[[W]], %{{.*}} : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+// CHECK-NEXT: %[[ONE:.*]] = cleave.constant {value = dense<1.000000e+00> : tensor<f32>}
+// CHECK-NEXT: %[[USED:.*]] = cleave.mul %[[SCALE]], %[[ONE]]
 // CHECK: %[[ZERO:.*]] = cleave.constant {value = dense<0.000000e+00> : tensor<f32>}
 // CHECK: %[[TIMES0:.*]] = cleave.mul %[[G]], %{{.*}} : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // CHECK-NEXT: %[[SUM0:.*]] = cleave.reduce_sum %[[TIMES0]]
