@@ -240,6 +240,46 @@ template <typename T> void maxPoolImages(const PoolGeometry &g, const T *x, T *y
   }
 }
 
+/// max_pool_grad of images: each window's first maximum in window order,
+/// found with selects rather than branches (a branch on the data is
+/// mispredicted about every other element); a window of nothing but the
+/// lowest value or NaN keeps its first element inside the input, as argMax
+/// does. The gradients are added in output order, as the window walk adds
+/// them.
+template <typename T>
+void maxPoolGradImages(const PoolGeometry &g, const T *x, const T *grad, T *dx, int64_t planes) {
+  const int64_t outRows = g.out[0], outColumns = g.out[1], inColumns = g.in[1];
+  const int64_t rowDilation = g.dilation[0], dilation = g.dilation[1];
+  const std::vector<DimSpan> rows = dimSpans(g, 0), columns = dimSpans(g, 1);
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const T *xp = x + plane * g.inSize;
+    T *dp = dx + plane * g.inSize;
+    const T *gp = grad + plane * g.outSize;
+    for (int64_t o = 0; o < outRows; ++o) {
+      const DimSpan &row = rows[static_cast<size_t>(o)];
+      for (int64_t j = 0; j < outColumns; ++j) {
+        const DimSpan &column = columns[static_cast<size_t>(j)];
+        if (row.lo == row.hi || column.lo == column.hi)
+          continue;
+        T best = std::numeric_limits<T>::lowest();
+        int64_t arg = (row.start + row.lo * rowDilation) * inColumns + column.start +
+                      column.lo * dilation;
+        for (int64_t r = row.lo; r < row.hi; ++r) {
+          const int64_t rowOffset = (row.start + r * rowDilation) * inColumns + column.start;
+          for (int64_t c = column.lo; c < column.hi; ++c) {
+            const int64_t at = rowOffset + c * dilation;
+            const T v = xp[at];
+            const bool larger = v > best;
+            best = larger ? v : best;
+            arg = larger ? at : arg;
+          }
+        }
+        dp[arg] += gp[o * outColumns + j];
+      }
+    }
+  }
+}
+
 /// Pools every N x C plane; Max picks the largest value, otherwise averages.
 template <typename T, bool Max>
 void poolPlanes(const PoolGeometry &g, const T *x, T *y, int64_t planes, bool countIncludePad) {
@@ -327,6 +367,8 @@ void max_pool_grad(Context &ctx, const Tensor &grad, const Tensor &x, const Tens
       const T *gs = grad.as<T>() + first * g.outSize;
       T *dx = out.as<T>() + first * g.inSize;
       std::fill(dx, dx + count * g.inSize, T(0));
+      if (g.sp == 2)
+        return maxPoolGradImages(g, xs, gs, dx, count);
       forEachWindow(g, count, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
         int64_t arg = argMax(g, w, xs + plane * g.inSize);
         if (arg >= 0)
