@@ -860,11 +860,7 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
             kExitBadInput)))
       return failure();
   }
-  if (failed(runPasses(module, [&](PassManager &pm) {
-        pm.addPass(createFuseElementwise());
-        pm.addPass(createMemoryPlan());
-        pm.addPass(createOverlapGradients({bucketBytes}));
-      })))
+  if (failed(runPasses(module, [&](PassManager &pm) { buildProgramTail(pm, bucketBytes); })))
     return failure();
   if (options.emit != "plan" &&
       failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))

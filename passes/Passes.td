@@ -590,10 +590,34 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def FoldTransposes : Pass<"cleave-fold-transposes", "mlir::ModuleOp"> {
+  let summary = "Matrix transposes read by products become the products' flags";
+  let description = [{
+    Runs on every program before cleave-accumulate-into-products. A matrix
+    product never needs its factor transposed in memory: oneDNN's and
+    cuBLAS's products read either layout at the same speed. So
+      - a matmul whose rhs is a transposed matrix (a Linear layer's weight
+        as exported with a Transpose node), or of two matrices one of which
+        is transposed, becomes a gemm with that factor's flag set, its lhs's
+        batch folded into the rows (reshapes, which move nothing);
+      - a gemm factor that is a transposed matrix is read untransposed with
+        its flag flipped;
+      - the transpose of a gemm without c that nothing else reads (a
+        weight's gradient, transposed back to the weight's layout) is the
+        gemm of its factors swapped with both flags flipped, (op(A) op(B))^T
+        = op(B)^T op(A)^T, which cleave-accumulate-into-products can then
+        add into the accumulator as it writes;
+    and the transposes nothing reads any more go. The same products of the
+    same numbers, summed by the same kernels.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def AccumulateIntoProducts : Pass<"cleave-accumulate-into-products", "mlir::ModuleOp"> {
   let summary = "Gradient accumulators added by the products that make the gradients";
   let description = [{
-    Runs last in the training pipeline. An accumulation assigned back to its
+    Runs after cleave-fold-transposes, on every program (a program without
+    gradient accumulators has nothing it takes). An accumulation assigned back to its
     slot, `cleave.assign (cleave.add %slot, %g) to %slot` (either operand
     order, no broadcast), where %g is a gemm without c or a matmul of two
     matrices that nothing else reads (a weight's gradient), becomes that

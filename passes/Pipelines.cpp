@@ -95,7 +95,14 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createRecompute({options.recompute}));
   if (pipelined)
     pm.addPass(createSplitBackward({options.schedule == "zb-h1"}));
+}
+
+void buildProgramTail(OpPassManager &pm, int64_t bucketBytes) {
+  pm.addPass(createFoldTransposes());
   pm.addPass(createAccumulateIntoProducts());
+  pm.addPass(createFuseElementwise());
+  pm.addPass(createMemoryPlan());
+  pm.addPass(createOverlapGradients({bucketBytes}));
 }
 
 void registerCleavePipelines() {
@@ -105,9 +112,7 @@ void registerCleavePipelines() {
       "it writes as forward.mlir",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildTrainPipeline(pm, options);
-        pm.addPass(createFuseElementwise());
-        pm.addPass(createMemoryPlan());
-        pm.addPass(createOverlapGradients({options.bucketBytes}));
+        buildProgramTail(pm, options.bucketBytes);
       });
 }
 

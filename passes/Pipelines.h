@@ -98,12 +98,17 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 /// (with a tp axis), with a pp axis pipeline-split, pipeline-schedule and
 /// pipeline-select-stage (the program of stage `stage`), batchnorm-statistics,
 /// autodiff, build-train-step, data-parallel, autocast, recompute, with a pp axis
-/// split-backward, as each option asks, and accumulate-into-products.
+/// split-backward, as each option asks.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
-/// Registers `cleave-train-pipeline`: buildTrainPipeline, then
+/// The passes every program runs last, trained or not, before it is
+/// lowered: cleave-fold-transposes, cleave-accumulate-into-products,
 /// cleave-fuse-elementwise, cleave-memory-plan and cleave-overlap-gradients
-/// (what `cleave compile` writes as forward.mlir).
+/// (gradient buckets of `bucketBytes`, 0 for none).
+void buildProgramTail(mlir::OpPassManager &pm, int64_t bucketBytes);
+
+/// Registers `cleave-train-pipeline`: buildTrainPipeline, then
+/// buildProgramTail (what `cleave compile` writes as forward.mlir).
 void registerCleavePipelines();
 
 } // namespace cleave
