@@ -53,7 +53,9 @@
 #      the recipe's, the losses are within the bf16 comparison's tolerance,
 #      the log's skipped_steps counts them, and the run resumed from a
 #      checkpoint written half way logs the same steps as the whole run
-#      (the MLP's; the GPT's too with CLEAVE_LONG=1).
+#      (the MLP's; the GPT's too with CLEAVE_LONG=1), the checkpoint without
+#      the weights' fp16 copies (plan.json's weight_copy state, which every
+#      step makes again from the parameters).
 # Also: every product's factors are bf16 in forward.mlir.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
@@ -68,6 +70,7 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors import safe_open
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
@@ -344,6 +347,16 @@ def loss_scaling(name, module, names, counted, tolerance, workdir, factors):
         problems.append(f"fp16 loss differs from the recipe's by {worst:.2e} relative")
     if resumed and resumed["steps"] != log["steps"][STEPS // 2:]:
         problems.append("resumed from a checkpoint at half the steps, the rest differs")
+    if resumed:
+        # The weights' fp16 copies are plan.json's weight_copy state, which
+        # each step makes again: the checkpoint leaves them out.
+        plan = json.load(open(os.path.join(out, "plan.json")))
+        copies = {s["name"] for s in plan["state"] if s["role"] == "weight_copy"}
+        with safe_open(os.path.join(checkpoints, f"step-{STEPS // 2}", "rank-0.safetensors"),
+                       "np") as saved:
+            kept = copies & set(saved.keys())
+        if not copies or kept:
+            problems.append(f"weight copies {sorted(copies)}, in the checkpoint {sorted(kept)}")
     skips = [o[2] for o in ours]
     if log["skipped_steps"] != sum(skips) or all(skips) or not any(skips):
         problems.append(f"skipped_steps {log['skipped_steps']}, steps skipped {skips}")
