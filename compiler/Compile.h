@@ -65,9 +65,7 @@ struct TrainOptions {
   int64_t lossScaleGrowthInterval() const {
     return lossScaleWindow.value_or(kDefaultLossScaleWindow);
   }
-  double lossScaleGrowthFactor() const {
-    return lossScaleGrowth.value_or(kDefaultLossScaleGrowth);
-  }
+  double lossScaleGrowthFactor() const { return lossScaleGrowth.value_or(kDefaultLossScaleGrowth); }
   double lossScaleBackoffFactor() const {
     return lossScaleBackoff.value_or(kDefaultLossScaleBackoff);
   }

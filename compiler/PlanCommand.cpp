@@ -266,10 +266,9 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     held[rank] +=
         memory["predicted_peak_bytes"].get<int64_t>() - memory["scratch_bytes"].get<int64_t>();
     scratch[rank] = std::max(scratch[rank], memory["scratch_bytes"].get<int64_t>());
-    state[rank] += memory["parameter_bytes"].get<int64_t>() +
-                   memory["weight_copy_bytes"].get<int64_t>() +
-                   memory["gradient_bytes"].get<int64_t>() +
-                   memory["optimizer_state_bytes"].get<int64_t>();
+    state[rank] +=
+        memory["parameter_bytes"].get<int64_t>() + memory["weight_copy_bytes"].get<int64_t>() +
+        memory["gradient_bytes"].get<int64_t>() + memory["optimizer_state_bytes"].get<int64_t>();
     double bucketed = 0;
     double communication = timer.communicationSeconds(plan, bucketed);
     // A bucket summed beside the backward hides behind it where the device

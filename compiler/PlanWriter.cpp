@@ -571,10 +571,9 @@ void PlanBuilder::setTraining() {
     if (auto apply = module.lookupSymbol<func::FuncOp>("apply"))
       spec.lossOutput = apply->getAttrOfType<IntegerAttr>(kFirstOutputAttr).getInt();
     if (t.precision == "fp16")
-      spec.lossScaling =
-          rt::TrainingSpec::LossScaling{t.initialLossScale(),        t.lossScaleGrowthInterval(),
-                                        t.lossScaleGrowthFactor(),   t.lossScaleBackoffFactor(),
-                                        spec.lossOutput + 1,         spec.lossOutput + 2};
+      spec.lossScaling = rt::TrainingSpec::LossScaling{
+          t.initialLossScale(),       t.lossScaleGrowthInterval(), t.lossScaleGrowthFactor(),
+          t.lossScaleBackoffFactor(), spec.lossOutput + 1,         spec.lossOutput + 2};
     if (t.clipGradNorm > 0)
       spec.gradNormOutput = spec.lossOutput + (spec.lossScaling ? 3 : 1);
   }

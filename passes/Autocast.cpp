@@ -52,8 +52,7 @@ public:
       Value source = addArgument(rounding, param.getType(), name, "param");
       // The parameter as its function has it (tp split, ZeRO slice or flat
       // buffer member): the same bytes of the weights blob.
-      rounding.setArgAttrs(cast<BlockArgument>(source).getArgNumber(),
-                           func.getArgAttrDict(index));
+      rounding.setArgAttrs(cast<BlockArgument>(source).getArgNumber(), func.getArgAttrDict(index));
       Value target = addCopyArgument(rounding, type, copyName, name);
       OpBuilder b(rounding.getBody().front().getTerminator());
       Value rounded = CastOp::create(b, param.getLoc(), source, TypeAttr::get(element));
@@ -138,8 +137,8 @@ private:
   static bool isParameter(Value value) {
     auto arg = dyn_cast<BlockArgument>(value);
     auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
-    auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr)
-                     : StringAttr();
+    auto kind =
+        func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
     return kind && kind.getValue() == "param";
   }
 

@@ -234,9 +234,7 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       indicator = allReduceSum(b, indicator, s.layout.dpAxis);
     if (s.layout.ppSize > 1)
       indicator = allReduceSum(b, indicator, s.layout.ppAxis);
-    auto isFinite = [&](Value value) -> Value {
-      return EqualOp::create(b, loc, value, none);
-    };
+    auto isFinite = [&](Value value) -> Value { return EqualOp::create(b, loc, value, none); };
     Value finite = isFinite(indicator);
     auto select = [&](Value condition, Value yes, Value no) -> Value {
       return WhereOp::create(b, loc, condition, yes, no);

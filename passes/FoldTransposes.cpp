@@ -49,7 +49,9 @@ GemmOp gemmOfMatMul(MatMulOp matmul) {
   int64_t rows = 1;
   for (int64_t d : shape.drop_back())
     rows *= d;
-  Value rows2 = lhsMatrix ? lhsMatrix : rankOf(lhs) == 2 ? lhs : b.reshape(lhs, {rows, shape.back()});
+  Value rows2 = lhsMatrix          ? lhsMatrix
+                : rankOf(lhs) == 2 ? lhs
+                                   : b.reshape(lhs, {rows, shape.back()});
   FloatAttr one = builder.getF32FloatAttr(1.0f);
   auto gemm = GemmOp::create(builder, matmul.getLoc(), rows2, rhsMatrix ? rhsMatrix : rhs, Value(),
                              one, one, builder.getBoolAttr(static_cast<bool>(lhsMatrix)),
@@ -69,9 +71,9 @@ void foldFactors(GemmOp gemm) {
   if (!a && !b)
     return;
   OpBuilder builder(gemm);
-  Value folded = gemmLike(builder, gemm, a ? a : gemm.getA(), b ? b : gemm.getB(),
-                          gemm.getTransA() != static_cast<bool>(a),
-                          gemm.getTransB() != static_cast<bool>(b));
+  Value folded =
+      gemmLike(builder, gemm, a ? a : gemm.getA(), b ? b : gemm.getB(),
+               gemm.getTransA() != static_cast<bool>(a), gemm.getTransB() != static_cast<bool>(b));
   gemm.replaceAllUsesWith(folded);
   gemm.erase();
 }
@@ -84,8 +86,8 @@ void foldTransposedProduct(TransposeOp transpose) {
   if (!gemm || gemm.getC() || !input.hasOneUse())
     return;
   OpBuilder builder(transpose);
-  Value swapped = gemmLike(builder, gemm, gemm.getB(), gemm.getA(), !gemm.getTransB(),
-                           !gemm.getTransA());
+  Value swapped =
+      gemmLike(builder, gemm, gemm.getB(), gemm.getA(), !gemm.getTransB(), !gemm.getTransA());
   transpose.replaceAllUsesWith(swapped);
   transpose.erase();
   gemm.erase();

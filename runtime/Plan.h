@@ -114,7 +114,14 @@ void forEachSplitRun(const std::vector<int64_t> &globalShape, const DimSplit &sp
 /// gradient (a training-mode BatchNorm's running statistics). WeightCopy: a
 /// parameter rounded to bf16 or f16 (--precision), made again from the
 /// parameter at the start of every step, so checkpoints leave it out.
-enum class StoredRole { Parameter, Accumulator, OptimizerState, Coordinate, ModelState, WeightCopy };
+enum class StoredRole {
+  Parameter,
+  Accumulator,
+  OptimizerState,
+  Coordinate,
+  ModelState,
+  WeightCopy
+};
 
 /// A tensor of the weights blob: a parameter, or state (gradient
 /// accumulators, optimizer moments, counters, this rank's tp coordinate,

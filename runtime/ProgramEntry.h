@@ -56,8 +56,8 @@ using ProgramEntry = void(Context &ctx, char *arena, char *weights, const Tensor
 
 /// Every entry point, in the order a CompiledProgram lists them.
 inline constexpr ProgramEntryPoint kProgramEntryPoints[] = {
-    ProgramEntryPoint::NarrowWeights, ProgramEntryPoint::Forward, ProgramEntryPoint::Backward, ProgramEntryPoint::BackwardWeight,
-    ProgramEntryPoint::Apply};
+    ProgramEntryPoint::NarrowWeights, ProgramEntryPoint::Forward, ProgramEntryPoint::Backward,
+    ProgramEntryPoint::BackwardWeight, ProgramEntryPoint::Apply};
 
 /// "narrow_weights", "forward", "backward", "backward_weight", "apply".
 inline const char *entryPointName(ProgramEntryPoint entry) {

@@ -1061,8 +1061,8 @@ TEST(MaxPoolGrad, HandWorkedTiesOverlapCeilAndPads) {
   // The same below the first row of windows: a window of -infs and one of
   // NaNs route to their first elements, (2, 0) and (2, 2).
   const double inf = std::numeric_limits<double>::infinity();
-  auto xr = make<double>({1, 1, 4, 4}, {1, 2, 3, 4, 5, 6, 7, 8, -inf, -inf, nan, nan, -inf, -inf,
-                                        nan, nan});
+  auto xr = make<double>({1, 1, 4, 4},
+                         {1, 2, 3, 4, 5, 6, 7, 8, -inf, -inf, nan, nan, -inf, -inf, nan, nan});
   auto dyr = make<double>({1, 1, 2, 2}, {1, 2, 3, 4});
   auto dxr = zeros(DType::F64, {1, 1, 4, 4});
   cpu::max_pool_grad(ctx(), dyr, xr, dxr, {2, 2}, {2, 2}, Dims{}, Dims{});

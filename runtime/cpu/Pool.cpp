@@ -262,8 +262,8 @@ void maxPoolGradImages(const PoolGeometry &g, const T *x, const T *grad, T *dx, 
         if (row.lo == row.hi || column.lo == column.hi)
           continue;
         T best = std::numeric_limits<T>::lowest();
-        int64_t arg = (row.start + row.lo * rowDilation) * inColumns + column.start +
-                      column.lo * dilation;
+        int64_t arg =
+            (row.start + row.lo * rowDilation) * inColumns + column.start + column.lo * dilation;
         for (int64_t r = row.lo; r < row.hi; ++r) {
           const int64_t rowOffset = (row.start + r * rowDilation) * inColumns + column.start;
           for (int64_t c = column.lo; c < column.hi; ++c) {
