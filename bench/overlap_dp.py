@@ -72,13 +72,19 @@ def figures(metrics):
                  ("seconds", "communication_seconds", "exposed_communication_seconds"))
 
 
-def main():
+def dp2_options():
+    """--steps and --rounds, said in the first line printed."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
     print(f"{os.cpu_count()} cpus, dp=2 of 1 thread each; per run the medians over both ranks "
           f"and steps 2..{options.steps}, then the median of {options.rounds} runs")
+    return options
+
+
+def main():
+    options = dp2_options()
     print(f"{'model':38} {'layout':20} {'step ms':>8} {'comm ms':>8} {'exposed':>8} "
           f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
     for name, model, args in cases():

@@ -435,6 +435,15 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "fp16")
     return fail("--precision '" + t.precision + "'", "unknown precision", "use fp32, bf16 or fp16",
                 kExitBadUsage);
+  if (t.gradReduceDtype != "fp32" && t.gradReduceDtype != "bf16")
+    return fail("--grad-reduce-dtype '" + t.gradReduceDtype + "'", "unknown type",
+                "use fp32 or bf16", kExitBadUsage);
+  if (t.gradReduceDtype == "bf16" && axisRanks("dp") < 2)
+    return fail("--grad-reduce-dtype bf16", "sums gradients over the mesh's dp axis",
+                "add --mesh dp=N with N > 1", kExitBadUsage);
+  if (t.gradReduceDtype == "bf16" && options.target == "cuda")
+    return fail("--grad-reduce-dtype bf16", "is not built for --target cuda yet",
+                "leave it out (gradients are summed in fp32)", kExitBadUsage);
   if (t.precision != "fp16")
     for (auto [flag, given] : {std::pair("--loss-scale", t.lossScale.has_value()),
                                std::pair("--loss-scale-window", t.lossScaleWindow.has_value()),
@@ -707,6 +716,7 @@ std::string Compiler::pipelineText() const {
   add("bucket-bytes", std::to_string(bucketBytes));
   add("recompute", quoted(t.recompute));
   add("precision", quoted(t.precision));
+  add("grad-reduce-dtype", quoted(t.gradReduceDtype));
   add("narrow-convolutions", options.target == "cpu" ? "true" : "false");
   if (t.precision == "fp16") {
     add("loss-scale", number(t.initialLossScale()));
@@ -748,6 +758,9 @@ LogicalResult Compiler::run() {
     return fail("--mesh", "partitions a training step", "add --train", kExitBadUsage);
   if (!options.train && options.training.precision != "fp32")
     return fail("--precision", "chooses a training step's products", "add --train", kExitBadUsage);
+  if (!options.train && options.training.gradReduceDtype != "fp32")
+    return fail("--grad-reduce-dtype", "chooses how a training step's gradients are summed",
+                "add --train", kExitBadUsage);
   if (!options.train && options.ignoreTrainingInfo)
     return fail("--ignore-training-info", "chooses how a training step is built", "add --train",
                 kExitBadUsage);

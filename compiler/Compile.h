@@ -52,6 +52,9 @@ struct TrainOptions {
   /// The matrix products' operand type (cleave-autocast): fp32, bf16 or
   /// fp16 (summed in f32; everything else stays f32).
   std::string precision = "fp32";
+  /// The type the gradients are summed over dp in (cleave-narrow-gradient-
+  /// sums): fp32 or bf16.
+  std::string gradReduceDtype = "fp32";
   /// With fp16: dynamic loss scaling's initial scale, the steps without
   /// inf or NaN gradients after which it grows, and the factors it grows
   /// and backs off by (unset: GradScaler's defaults, below).

@@ -454,13 +454,13 @@ LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error)
     if (failed(spans))
       return cannotLower();
     for (const ReductionSpan &span : *spans)
-      count("all_reduce", span.axis, repeats, span.bytes, span.payload);
+      count("all_reduce", span.axis, repeats, span.wireBytes(), span.wirePayload());
   }
   for (auto start : func.getBody().front().getOps<AllReduceStartOp>()) {
     FailureOr<ReductionSpan> span = bucketSpan(func, start);
     if (failed(span))
       return cannotLower();
-    count("all_reduce", span->axis, 1, span->bytes, span->payload);
+    count("all_reduce", span->axis, 1, span->wireBytes(), span->wirePayload());
   }
   func.walk([&](Operation *op) {
     auto reduce = dyn_cast<shard::AllReduceOp>(op);
@@ -488,7 +488,11 @@ LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error)
     } else if (flatPayload > 0 && type.getRank() == 1 && tensorBytes(type) >= flatPayload) {
       payload = flatPayload;
     }
-    count(op->getName().stripDialect(), axes[0], repeats, tensorBytes(type), payload);
+    // A sum moves in its sum type (bf16 gradients: half the bytes).
+    Type element = type.getElementType();
+    Type wire = isa<shard::AllReduceOp, shard::ReduceScatterOp>(op) ? sumType(op) : element;
+    count(op->getName().stripDialect(), axes[0], repeats,
+          inWireType(tensorBytes(type), element, wire), inWireType(payload, element, wire));
   });
   return success();
 }

@@ -38,6 +38,16 @@ FailureOr<MeshAxes> getMesh(ModuleOp module) {
   return mesh;
 }
 
+int64_t inWireType(int64_t bytes, Type element, Type wire) {
+  return bytes * wire.getIntOrFloatBitWidth() / element.getIntOrFloatBitWidth();
+}
+
+Type sumType(Operation *op) {
+  if (auto attr = op->getAttrOfType<TypeAttr>(kSumTypeAttr))
+    return attr.getValue();
+  return cast<RankedTensorType>(op->getOperand(0).getType()).getElementType();
+}
+
 bool isInPlace(shard::AllReduceOp reduce) {
   StringAttr kind = argumentKind(reduce.getInput());
   return kind && (kind.getValue() == "param" || kind.getValue() == "state");
@@ -45,21 +55,22 @@ bool isInPlace(shard::AllReduceOp reduce) {
 
 namespace {
 
-/// The span of one stored argument of `func`; null when it has no place in
-/// the weights blob.
-std::optional<ReductionSpan> storedSpan(func::FuncOp func, Value value, int64_t axis) {
+/// The span of one stored argument of `func`, summed through `wire`; null
+/// when it has no place in the weights blob.
+std::optional<ReductionSpan> storedSpan(func::FuncOp func, Value value, int64_t axis, Type wire) {
   auto arg = dyn_cast<BlockArgument>(value);
   auto offset = arg ? func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr)
                     : IntegerAttr();
   if (!offset)
     return std::nullopt;
   auto type = cast<RankedTensorType>(arg.getType());
-  return ReductionSpan{offset.getInt(), tensorBytes(type), axis, type.getElementType(),
-                       tensorBytes(type)};
+  int64_t bytes = tensorBytes(type);
+  return ReductionSpan{offset.getInt(), bytes, axis, type.getElementType(), bytes, wire};
 }
 
 /// `pieces` in offset order, each run of them that follows one another (up
-/// to the buffers' alignment) over one axis and of one element type merged.
+/// to the buffers' alignment) over one axis, of one element type and summed
+/// through one, merged.
 SmallVector<ReductionSpan> mergeSpans(SmallVector<ReductionSpan> pieces) {
   llvm::sort(pieces,
              [](const ReductionSpan &a, const ReductionSpan &b) { return a.offset < b.offset; });
@@ -69,7 +80,8 @@ SmallVector<ReductionSpan> mergeSpans(SmallVector<ReductionSpan> pieces) {
       ReductionSpan &last = spans.back();
       int64_t alignedEnd =
           (last.offset + last.bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
-      if (piece.axis == last.axis && piece.element == last.element && piece.offset == alignedEnd) {
+      if (piece.axis == last.axis && piece.element == last.element && piece.wire == last.wire &&
+          piece.offset == alignedEnd) {
         last.bytes = piece.offset + piece.bytes - last.offset;
         last.payload += piece.payload;
         continue;
@@ -89,7 +101,7 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
     if (reduce.getReduction() != shard::ReductionKind::Sum || reduce.getGridAxes().size() != 1)
       return reduce.emitError("only a sum over one mesh axis is lowered");
     std::optional<ReductionSpan> piece =
-        storedSpan(func, reduce.getInput(), reduce.getGridAxes()[0]);
+        storedSpan(func, reduce.getInput(), reduce.getGridAxes()[0], sumType(reduce));
     if (!piece)
       return reduce.emitError("all-reduces only parameters and state in place; an all-reduce "
                               "of an intermediate value has no lowering yet");
@@ -108,7 +120,8 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
 FailureOr<ReductionSpan> bucketSpan(func::FuncOp func, AllReduceStartOp start) {
   SmallVector<ReductionSpan> pieces;
   for (Value accumulator : start.getAccumulators()) {
-    std::optional<ReductionSpan> piece = storedSpan(func, accumulator, start.getAxis());
+    std::optional<ReductionSpan> piece =
+        storedSpan(func, accumulator, start.getAxis(), sumType(start));
     if (!piece)
       return start.emitError("an accumulator has no place in the weights blob: run "
                              "cleave-memory-plan first");

@@ -40,6 +40,9 @@ struct MeshAxes {
 /// cleave-create-mesh first.
 mlir::FailureOr<MeshAxes> getMesh(mlir::ModuleOp module);
 
+/// `bytes` of `element`s counted as `wire`s.
+int64_t inWireType(int64_t bytes, mlir::Type element, mlir::Type wire);
+
 /// Bytes [offset, offset + bytes) of the weights blob, summed over one mesh
 /// axis, of one element type. Padding between the slots it spans is zero and
 /// stays zero.
@@ -50,7 +53,17 @@ struct ReductionSpan {
   mlir::Type element;
   /// The bytes of the arguments it covers, without padding.
   int64_t payload;
+  /// The element type the sum moves in (sumType).
+  mlir::Type wire;
+  /// `bytes` (or `payload`) as they move: in the wire's element type.
+  int64_t wireBytes() const { return inWireType(bytes, element, wire); }
+  int64_t wirePayload() const { return inWireType(payload, element, wire); }
 };
+
+/// The element type the sum of `op` (a shard.all_reduce or
+/// shard.reduce_scatter, or a cleave.all_reduce_start) moves in: its
+/// cleave.sum_type (cleave-narrow-gradient-sums), or its input's.
+mlir::Type sumType(mlir::Operation *op);
 
 /// Whether `reduce` works in place: its input is a parameter or state
 /// argument (the accumulators), which nothing else reads.

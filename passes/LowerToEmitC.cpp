@@ -425,13 +425,21 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
   Value in = tensors.lookup(op->getOperand(0));
   Value out = tensorAt(arena, offsets[0], op->getResult(0));
   tensors[op->getResult(0)] = out;
-  auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs) {
+  // A sum's kernel also takes the type it moves in.
+  auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs) -> LogicalResult {
     CallArgs args(b);
     args.value(context);
     for (Value tensor : tensorArgs)
       args.value(tensor);
     args.literal(std::to_string(axes[0]));
+    if (isa<shard::AllReduceOp, shard::ReduceScatterOp>(op)) {
+      FailureOr<std::string> wire = dtypeLiteral(sumType(op));
+      if (failed(wire))
+        return op->emitError("sums through ") << sumType(op) << ", which has no runtime type";
+      args.literal(*wire);
+    }
     call(kernelPrefix + kernel.str(), Type(), args);
+    return success();
   };
   if (isa<shard::AllReduceOp>(op)) {
     CallArgs copy(b);
@@ -439,11 +447,9 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     copy.value(in);
     copy.value(out);
     call(kernelPrefix + "copy", Type(), copy);
-    kernelCall("all_reduce", {out});
-    return success();
+    return kernelCall("all_reduce", {out});
   }
-  kernelCall(op->getName().stripDialect(), {in, out});
-  return success();
+  return kernelCall(op->getName().stripDialect(), {in, out});
 }
 
 /// A pipeline send or receive: to or from the pp rank of the stage it
@@ -606,6 +612,7 @@ void Lowering::spanCall(StringRef kernel, const ReductionSpan &span) {
   args.value(context);
   args.value(call("cleave::rt::view", tensorType, view));
   args.literal(std::to_string(span.axis));
+  args.literal(*dtypeLiteral(span.wire));
   call(kernelPrefix + kernel.str(), Type(), args);
 }
 

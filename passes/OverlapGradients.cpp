@@ -30,7 +30,8 @@ struct Member {
   BlockArgument inForward;
   AssignOp lastWrite;
   int64_t offset = 0, bytes = 0;
-  Type element;
+  /// Its element type and the one its sum moves in.
+  Type element, wire;
   /// A parameter's gradient ("grad:NAME"), not the loss's count or sum.
   bool gradient = false;
 };
@@ -75,7 +76,9 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
         m.reduce->setAttr(kStartedAttr, b.getUnitAttr());
       }
       b.setInsertionPointAfter(last);
-      AllReduceStartOp::create(b, last.getLoc(), accumulators, layout->dpAxis);
+      auto start = AllReduceStartOp::create(b, last.getLoc(), accumulators, layout->dpAxis);
+      if (bucket.front().wire != bucket.front().element)
+        start->setAttr(kSumTypeAttr, TypeAttr::get(bucket.front().wire));
     }
   }
 
@@ -113,7 +116,8 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
       }
       auto type = cast<RankedTensorType>(arg.getType());
       members.push_back({reduce, inForward, write, offset.getInt(), tensorBytes(type),
-                         type.getElementType(), name.getValue().starts_with("grad:")});
+                         type.getElementType(), sumType(reduce),
+                         name.getValue().starts_with("grad:")});
     }
     llvm::sort(members, [](const Member &a, const Member &b) { return a.offset < b.offset; });
     return members;
@@ -123,7 +127,7 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
   /// taken in the order of their last writes, each joining the open bucket
   /// when it lies next to it in the weights blob (just before or just after,
   /// up to the buffers' alignment: a backward mostly finishes the last
-  /// layers first), is of its element type and the bucket holds fewer than
+  /// layers first), is of its element and sum types and the bucket holds fewer than
   /// `perBucket` bytes; else it opens the next. Each bucket is a run of
   /// `members` (sorted by offset).
   static SmallVector<ArrayRef<Member>> cutBuckets(ArrayRef<Member> members, int64_t perBucket) {
@@ -141,6 +145,7 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
     for (size_t i : completion) {
       const Member &m = members[i];
       bool joins = high > low && bytes < perBucket && m.element == members[low].element &&
+                   m.wire == members[low].wire &&
                    ((i == high && m.offset == alignedEnd(members[high - 1])) ||
                     (i + 1 == low && alignedEnd(m) == members[low].offset));
       if (!joins) {

@@ -516,6 +516,26 @@ def DataParallel : Pass<"cleave-data-parallel", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
+def NarrowGradientSums : Pass<"cleave-narrow-gradient-sums", "mlir::ModuleOp"> {
+  let summary = "Sum the gradients over dp in bf16 (--grad-reduce-dtype bf16)";
+  let description = [{
+    Runs after cleave-data-parallel. With `type` bf16, marks each sum of
+    f32 gradients over the module's `dp` axis with `cleave.sum_type = bf16`:
+    @apply's `shard.all_reduce` of every accumulator named `grad:*` and every
+    `shard.reduce_scatter` over dp (ZeRO 1-3 reduce-scatter only gradients).
+    The runtime then rounds each rank's part to bf16, adds the parts in f32
+    in rank order and rounds the sum to bf16 once (runtime/comm/
+    Communicator.h): half the bytes on the wire, as Megatron's bf16
+    gradient reduction. The loss's sum and count, clipping's norms and
+    loss scaling's flags keep their types, and so do sums over tp and pp.
+    `type` fp32 (the default) changes nothing.
+    Errors: an unknown type; a module without a mesh.
+  }];
+  let options = [
+    Option<"type", "type", "std::string", "\"fp32\"", "fp32 or bf16">,
+  ];
+}
+
 def Recompute : Pass<"cleave-recompute", "mlir::ModuleOp"> {
   let summary = "Make forward values again in the backward instead of keeping them";
   let description = [{

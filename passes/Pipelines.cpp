@@ -87,8 +87,10 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   pm.addPass(createBuildTrainStep(step));
   if (pipelined)
     pm.addPass(createPipelineTiedGradients());
-  if (distributed)
+  if (distributed) {
     pm.addPass(createDataParallel());
+    pm.addPass(createNarrowGradientSums({options.gradReduceDtype}));
+  }
   if (options.precision != "fp32")
     pm.addPass(createAutocast({options.precision, options.narrowConvolutions}));
   if (options.recompute != "none")

@@ -65,6 +65,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<std::string> recompute{
       *this, "recompute", llvm::cl::init("none"),
       llvm::cl::desc("Forward values the backward makes again: none, selective or full")};
+  Option<std::string> gradReduceDtype{
+      *this, "grad-reduce-dtype", llvm::cl::init("fp32"),
+      llvm::cl::desc("The type the gradients are summed over dp in: fp32 or bf16 "
+                     "(cleave-narrow-gradient-sums)")};
   Option<std::string> precision{
       *this, "precision", llvm::cl::init("fp32"),
       llvm::cl::desc("The products' operand type: fp32, bf16 or fp16 (summed in f32)")};

@@ -1,8 +1,8 @@
 //===- DTypeOf.h - the DType of a C++ element type --------------*- C++ -*-===//
 //
 // Shared by the CPU and CUDA backends' dtype dispatch. Only the 16-bit float
-// types differ between them (the CPU's own Half and BFloat16 structs, CUDA's
-// __half and __nv_bfloat16), so each backend names its pair.
+// types differ between them (runtime/LowPrecision.h's Half and BFloat16 on
+// the CPU, CUDA's __half and __nv_bfloat16), so each backend names its pair.
 //
 //===----------------------------------------------------------------------===//
 

@@ -21,11 +21,11 @@ BackgroundAllReduce::~BackgroundAllReduce() {
   thread_.join();
 }
 
-void BackgroundAllReduce::start(void *buffer, std::size_t count, DType type, int64_t step,
-                                std::string what) {
+void BackgroundAllReduce::start(void *buffer, std::size_t count, DType type, DType wire,
+                                int64_t step, std::string what) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queued_.push_back({buffer, count, type, step, std::move(what)});
+    queued_.push_back({buffer, count, type, wire, step, std::move(what)});
     ++unfinished_;
   }
   changed_.notify_all();
@@ -54,14 +54,18 @@ void BackgroundAllReduce::run() {
     Queued sum = std::move(queued_.front());
     queued_.pop_front();
     lock.unlock();
-    const uint64_t bytes = sum.count * dtypeSize(sum.type);
+    const uint64_t bytes = sum.count * dtypeSize(sum.wire);
     Finished done{sum.step,
                   std::move(sum.what),
                   bytes,
                   ringBytesSent(CollectiveKind::AllReduce, bytes, group_->size()),
                   std::chrono::steady_clock::now(),
                   {}};
-    group_->allReduceSum(sum.buffer, sum.count, sum.type, {sum.step, done.what});
+    if (sum.wire == sum.type)
+      group_->allReduceSum(sum.buffer, sum.count, sum.type, {sum.step, done.what});
+    else
+      group_->allReduceSumAs(static_cast<float *>(sum.buffer), sum.count, sum.wire,
+                             {sum.step, done.what});
     done.end = std::chrono::steady_clock::now();
     lock.lock();
     report_.sums.push_back(std::move(done));
@@ -85,10 +89,11 @@ BackgroundAllReduce &backgroundOf(BackgroundAllReduce *background, int64_t axis,
 } // namespace
 
 void startAllReduceOnAxis(BackgroundAllReduce *background, bool lastMicrobatch, int64_t axis,
-                          const Tensor &buffer, int64_t step) {
+                          const Tensor &buffer, DType wire, int64_t step) {
   BackgroundAllReduce &sums = backgroundOf(background, axis, "all_reduce_start");
+  checkSumWire(sums.group(), "all_reduce_start", buffer.dtype, wire);
   if (lastMicrobatch)
-    sums.start(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, step,
+    sums.start(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, wire, step,
                "gradients");
 }
 

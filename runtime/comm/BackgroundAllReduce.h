@@ -63,9 +63,11 @@ public:
   /// counts only after waitAll().
   const Communicator &group() const { return *group_; }
 
-  /// Queues buffer[i] = the sum over the group of buffer[i]. The buffer must
+  /// Queues buffer[i] = the sum over the group of buffer[i], through `wire`
+  /// (Communicator::allReduceSumAs for f32 through bf16). The buffer must
   /// not be touched until waitAll() returns.
-  void start(void *buffer, std::size_t count, DType type, int64_t step, std::string what);
+  void start(void *buffer, std::size_t count, DType type, DType wire, int64_t step,
+             std::string what);
   /// Blocks until every queued sum is done.
   void waitAll();
 
@@ -84,7 +86,7 @@ private:
   struct Queued {
     void *buffer;
     std::size_t count;
-    DType type;
+    DType type, wire;
     int64_t step;
     std::string what;
   };
@@ -109,7 +111,7 @@ private:
 /// A missing `background`, or one over another axis, is a failure of the
 /// kernel: the driver makes one for every program that starts sums.
 void startAllReduceOnAxis(BackgroundAllReduce *background, bool lastMicrobatch, int64_t axis,
-                          const Tensor &buffer, int64_t step);
+                          const Tensor &buffer, DType wire, int64_t step);
 void waitForAllReduces(BackgroundAllReduce *background, int64_t axis);
 
 } // namespace cleave::rt::comm

@@ -311,6 +311,58 @@ TEST(MpiCommunicatorTest, BytesSentFollowTheRingFormula) {
   EXPECT_EQ(sent.total(), 2 * (2 * (n - 1) * 4000 / n) + 2 * (n - 1) * 4000 + (n - 1) * 4000 / n);
 }
 
+// --- Sums through bf16 (--grad-reduce-dtype bf16) -------------------------
+
+/// Two cases with closed forms on any number of ranks n. (a) Every rank
+/// gives 1 + 2^-9, a quarter of bf16's spacing 2^-7 above 1: each part is
+/// rounded to 1 first, so the sum is n exactly (in f32 it would be
+/// n (1 + 2^-9)). (b) Rank 0 gives 256, the others 1: the parts are exact
+/// in bf16, and added in f32 they make 255 + n, rounded once to bf16's
+/// spacing of 2 there, half to even: 2 nearbyint((255 + n) / 2) (adding
+/// them in bf16 one by one would stay at 256: 256 + 1 is a tie).
+float roundedPart(int, std::size_t) { return 1.0f + std::ldexp(1.0f, -9); }
+float exactPart(int rank, std::size_t) { return rank == 0 ? 256.0f : 1.0f; }
+float expectedRoundedSum(int n) { return static_cast<float>(n); }
+float expectedExactSum(int n) { return 2.0f * std::nearbyint((255.0f + n) / 2.0f); }
+
+void checkBFloat16Sums(bool deterministic) {
+  auto comm = world(deterministic);
+  int n = comm->size(), r = comm->rank();
+  struct Case {
+    float (*part)(int, std::size_t);
+    float (*expected)(int);
+  };
+  for (Case c : {Case{roundedPart, expectedRoundedSum}, Case{exactPart, expectedExactSum}}) {
+    std::vector<float> buffer(kCount), sent(n * kCount), received(kCount);
+    for (std::size_t i = 0; i < kCount; ++i)
+      buffer[i] = c.part(r, i);
+    for (std::size_t j = 0; j < sent.size(); ++j)
+      sent[j] = c.part(r, j);
+    comm->allReduceSumAs(buffer.data(), kCount, DType::BF16, {1, "gradients"});
+    comm->reduceScatterSumAs(sent.data(), received.data(), kCount, DType::BF16, {1, "gradients"});
+    for (std::size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(buffer[i], c.expected(n)) << "all-reduce, element " << i;
+      ASSERT_EQ(received[i], c.expected(n)) << "reduce-scatter, element " << i;
+    }
+  }
+  // Half the bytes of f32: 2 per element on the wire.
+  uint64_t ranks = n;
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::AllReduce],
+            2 * (2 * (ranks - 1) * kCount * 2 / ranks));
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::ReduceScatter], 2 * ((ranks - 1) * kCount * 2));
+}
+
+TEST(MpiCommunicatorTest, BFloat16SumsRoundEachPartAndTheSumOnce) { checkBFloat16Sums(false); }
+TEST(MpiCommunicatorTest, DeterministicBFloat16SumsAreTheSame) { checkBFloat16Sums(true); }
+
+TEST(LocalCommunicatorTest, BFloat16SumOfOneRankIsItsRoundedPart) {
+  LocalCommunicator alone("dp");
+  std::vector<float> buffer{1.0f + std::ldexp(1.0f, -9), 3.0f};
+  alone.allReduceSumAs(buffer.data(), 2, DType::BF16, {});
+  EXPECT_EQ(buffer[0], 1.0f);
+  EXPECT_EQ(buffer[1], 3.0f);
+}
+
 // --- Deterministic mode ---------------------------------------------------
 
 template <typename T> void checkSequentialAllReduce() {
@@ -398,7 +450,8 @@ TEST(BackgroundAllReduceTest, SumsBesideTheMainThreadsCalls) {
     first += count;
   }
   for (size_t b = 0; b < buffers.size(); ++b)
-    background.start(buffers[b].data(), counts[b], DType::F32, 5, "bucket " + std::to_string(b));
+    background.start(buffers[b].data(), counts[b], DType::F32, DType::F32, 5,
+                     "bucket " + std::to_string(b));
   double mine = r + 1;
   comm->allReduceSum(&mine, 1, DType::F64, {5, "beside"});
   EXPECT_EQ(mine, n * (n + 1) / 2.0);
@@ -437,7 +490,7 @@ TEST(BackgroundAllReduceTest, ARankAloneSumsNothing) {
   std::string error;
   BackgroundAllReduce background(local.duplicate(error), 0);
   float buffer[2] = {1.5f, -2.0f};
-  background.start(buffer, 2, DType::F32, 1, "gradients");
+  background.start(buffer, 2, DType::F32, DType::F32, 1, "gradients");
   background.waitAll();
   EXPECT_EQ(buffer[0], 1.5f);
   EXPECT_EQ(buffer[1], -2.0f);

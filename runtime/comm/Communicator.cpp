@@ -3,6 +3,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include "runtime/KernelError.h"
+#include "runtime/LowPrecision.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -58,11 +59,25 @@ Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t 
   return *axes[axis];
 }
 
-void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis,
-                     const Tensor &buffer, int64_t step) {
-  axisCommunicator(axes, axis, "all_reduce")
-      .allReduceSum(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype,
-                    {step, "gradients"});
+void checkSumWire(const Communicator &group, const char *kernel, DType type, DType wire) {
+  if (wire == type)
+    return;
+  if (type != DType::F32 || wire != DType::BF16)
+    rt::fail(kernel, "cannot sum %s through %s (f32 through bf16 only)", dtypeName(type),
+             dtypeName(wire));
+  if (!group.buffersOnHost())
+    rt::fail(kernel, "a sum through bf16 needs host buffers (not yet on the GPU)");
+}
+
+void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &buffer,
+                     DType wire, int64_t step) {
+  Communicator &group = axisCommunicator(axes, axis, "all_reduce");
+  checkSumWire(group, "all_reduce", buffer.dtype, wire);
+  const std::size_t count = static_cast<std::size_t>(buffer.numel());
+  if (wire == buffer.dtype)
+    group.allReduceSum(buffer.data, count, buffer.dtype, {step, "gradients"});
+  else
+    group.allReduceSumAs(static_cast<float *>(buffer.data), count, wire, {step, "gradients"});
 }
 
 void sendOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &value,
@@ -80,14 +95,19 @@ void recvOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Ten
 }
 
 void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
-                         const Tensor &out, int64_t step) {
+                         const Tensor &out, DType wire, int64_t step) {
   Communicator &group = axisCommunicator(axes, axis, "reduce_scatter");
   if (in.dtype != out.dtype || in.numel() != out.numel() * group.size())
     rt::fail("reduce_scatter", "%lld elements do not split into %d parts of %lld",
              static_cast<long long>(in.numel()), group.size(),
              static_cast<long long>(out.numel()));
-  group.reduceScatterSum(in.data, out.data, static_cast<std::size_t>(out.numel()), out.dtype,
-                         {step, "gradients"});
+  checkSumWire(group, "reduce_scatter", in.dtype, wire);
+  const std::size_t count = static_cast<std::size_t>(out.numel());
+  if (wire == in.dtype)
+    group.reduceScatterSum(in.data, out.data, count, out.dtype, {step, "gradients"});
+  else
+    group.reduceScatterSumAs(static_cast<const float *>(in.data), static_cast<float *>(out.data),
+                             count, wire, {step, "gradients"});
 }
 
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
@@ -111,7 +131,8 @@ std::size_t sliceOffset(const std::vector<Communicator *> &axes, int64_t axis, c
 }
 
 bool canSum(DType type) {
-  return type == DType::F32 || type == DType::F64 || type == DType::I32 || type == DType::I64;
+  return type == DType::F32 || type == DType::F64 || type == DType::I32 || type == DType::I64 ||
+         type == DType::BF16;
 }
 
 Communicator::Communicator(int rank, int size, int worldRank, std::string axis,
@@ -152,7 +173,8 @@ void Communicator::timedOut(CollectiveKind kind, const CallSite &site) {
 
 void Communicator::checkSum(DType type, const CallSite &site, CollectiveKind kind) {
   if (!canSum(type))
-    fail(kind, site, std::string("cannot sum ") + dtypeName(type) + " (f32, f64, i32, i64 only)");
+    fail(kind, site,
+         std::string("cannot sum ") + dtypeName(type) + " (f32, f64, i32, i64, bf16 only)");
 }
 
 void Communicator::checkPeer(int peer, const char *role, CollectiveKind kind,
@@ -196,7 +218,7 @@ void Communicator::allReduceSum(void *buffer, std::size_t count, DType type,
                                 const CallSite &site) {
   checkSum(type, site, CollectiveKind::AllReduce);
   run(CollectiveKind::AllReduce, count * dtypeSize(type), site, [&] {
-    if (options_.deterministic)
+    if (options_.deterministic || type == DType::BF16)
       doAllReduceSumInRankOrder(buffer, count, type, site);
     else
       doAllReduceSum(buffer, count, type, site);
@@ -215,11 +237,51 @@ void Communicator::reduceScatterSum(const void *sent, void *received, std::size_
   checkSum(type, site, CollectiveKind::ReduceScatter);
   uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(type);
   run(CollectiveKind::ReduceScatter, full, site, [&] {
-    if (options_.deterministic)
+    if (options_.deterministic || type == DType::BF16)
       doReduceScatterSumInRankOrder(sent, received, countPerRank, type, site);
     else
       doReduceScatterSum(sent, received, countPerRank, type, site);
   });
+}
+
+namespace {
+
+void narrowToBFloat16(const float *values, std::size_t count, std::vector<uint16_t> &narrowed) {
+  narrowed.resize(count);
+  for (std::size_t i = 0; i < count; ++i)
+    narrowed[i] = toBFloat16(values[i]).bits;
+}
+
+void widenFromBFloat16(const std::vector<uint16_t> &narrowed, std::size_t count, float *values) {
+  for (std::size_t i = 0; i < count; ++i)
+    values[i] = fromBFloat16({narrowed[i]});
+}
+
+} // namespace
+
+void Communicator::allReduceSumAs(float *buffer, std::size_t count, DType wire,
+                                  const CallSite &site) {
+  if (wire == DType::F32)
+    return allReduceSum(buffer, count, wire, site);
+  if (wire != DType::BF16)
+    fail(CollectiveKind::AllReduce, site,
+         std::string("cannot sum through ") + dtypeName(wire) + " (f32 or bf16 only)");
+  narrowToBFloat16(buffer, count, narrowed_);
+  allReduceSum(narrowed_.data(), count, wire, site);
+  widenFromBFloat16(narrowed_, count, buffer);
+}
+
+void Communicator::reduceScatterSumAs(const float *sent, float *received, std::size_t countPerRank,
+                                      DType wire, const CallSite &site) {
+  if (wire == DType::F32)
+    return reduceScatterSum(sent, received, countPerRank, wire, site);
+  if (wire != DType::BF16)
+    fail(CollectiveKind::ReduceScatter, site,
+         std::string("cannot sum through ") + dtypeName(wire) + " (f32 or bf16 only)");
+  narrowToBFloat16(sent, static_cast<std::size_t>(size_) * countPerRank, narrowed_);
+  narrowedSum_.resize(countPerRank);
+  reduceScatterSum(narrowed_.data(), narrowedSum_.data(), countPerRank, wire, site);
+  widenFromBFloat16(narrowedSum_, countPerRank, received);
 }
 
 void Communicator::broadcast(void *buffer, std::size_t count, DType type, int root,
@@ -308,6 +370,16 @@ template <typename T> void sumParts(const T *parts, int n, std::size_t count, T 
   }
 }
 
+/// bf16 parts added in f32, in rank order, and rounded once.
+void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, uint16_t *sum) {
+  for (std::size_t i = 0; i < count; ++i) {
+    float total = fromBFloat16({parts[i]});
+    for (int r = 1; r < n; ++r)
+      total = total + fromBFloat16({parts[r * count + i]});
+    sum[i] = toBFloat16(total).bits;
+  }
+}
+
 /// Integers add as unsigned: wrapping, not undefined, on overflow.
 template <typename S, typename U>
 void sumIntegerParts(const void *parts, int n, std::size_t count, void *sum) {
@@ -327,6 +399,9 @@ void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, voi
     break;
   case DType::I32: sumIntegerParts<int32_t, uint32_t>(parts, n, count, sum); break;
   case DType::I64: sumIntegerParts<int64_t, uint64_t>(parts, n, count, sum); break;
+  case DType::BF16:
+    sumBFloat16Parts(static_cast<const uint16_t *>(parts), n, count, static_cast<uint16_t *>(sum));
+    break;
   default: break; // callers check canSum first
   }
 }

@@ -91,7 +91,8 @@ private:
 /// barrier and a recv send nothing.
 uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, int groupSize);
 
-/// Whether a sum of `type` is supported: f32, f64, i32, i64.
+/// Whether a sum of `type` is supported: f32, f64, i32, i64, and bf16,
+/// which every backend sums in rank order in f32 (sumInRankOrder).
 bool canSum(DType type);
 
 class Communicator;
@@ -131,11 +132,15 @@ Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t 
 /// The collective kernels of either backend (runtime/Kernels.def), over the
 /// communicator of mesh axis `axis`: `buffer` summed in place; `out` this
 /// rank's part of the sum of `in` (dim 0 split n ways); `out` the ranks'
-/// `in` concatenated.
-void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis,
-                     const Tensor &buffer, int64_t step);
+/// `in` concatenated. A sum's `wire` type is the buffers' own, or bf16 for
+/// f32 buffers (--grad-reduce-dtype bf16): Communicator::allReduceSumAs.
+void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &buffer,
+                     DType wire, int64_t step);
+/// A failure of `kernel` unless `group` sums `type` buffers through `wire`:
+/// the type itself, or bf16 for f32 on the host.
+void checkSumWire(const Communicator &group, const char *kernel, DType type, DType wire);
 void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
-                         const Tensor &out, int64_t step);
+                         const Tensor &out, DType wire, int64_t step);
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                      const Tensor &out, int64_t step);
 /// The pipeline kernels: `value` to, `out` from rank `peer` of the axis.
@@ -189,6 +194,19 @@ public:
   /// each rank gets its chunk of the all-reduced buffer (f32, f64, i32, i64).
   void reduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                         DType type, const CallSite &site);
+  /// allReduceSum and reduceScatterSum of f32 `buffer`s through `wire`:
+  /// f32 itself, or bf16, which halves the bytes moved: each rank's values
+  /// rounded to bf16 (to nearest even), the ranks' parts added in f32 in
+  /// rank order, the sum rounded to bf16 once and widened back. The same
+  /// on every rank and in every run, deterministic mode or not. Host
+  /// buffers only (buffersOnHost); the bf16 copies are this communicator's
+  /// scratch, reused between calls.
+  void allReduceSumAs(float *buffer, std::size_t count, DType wire, const CallSite &site);
+  void reduceScatterSumAs(const float *sent, float *received, std::size_t countPerRank, DType wire,
+                          const CallSite &site);
+  /// Whether the buffers of its calls are host memory (MPI, one rank) or
+  /// device memory (NCCL).
+  virtual bool buffersOnHost() const { return true; }
   /// Every rank's buffer = rank `root`'s.
   void broadcast(void *buffer, std::size_t count, DType type, int root, const CallSite &site);
   void barrier(const CallSite &site);
@@ -266,6 +284,8 @@ private:
   CommOptions options_;
   BytesSent bytesSent_;
   CollectiveObserver *observer_ = nullptr;
+  /// allReduceSumAs's and reduceScatterSumAs's bf16 copies.
+  std::vector<uint16_t> narrowed_, narrowedSum_;
 };
 
 /// The one-rank group of a process that runs alone: collectives are copies,
@@ -307,7 +327,7 @@ struct RankChunks {
 /// `sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i]` for `n`
 /// parts of `count` elements laid out one after another: the order the
 /// deterministic mode promises. Host memory; f32, f64, i32, i64 (integers
-/// wrap around).
+/// wrap around), and bf16, added in f32 and rounded to bf16 once.
 void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, void *sum);
 
 } // namespace cleave::rt::comm

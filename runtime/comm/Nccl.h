@@ -41,6 +41,7 @@ public:
 
   /// Not built yet: a second NCCL communicator and stream per axis.
   std::unique_ptr<Communicator> duplicate(std::string &error) override;
+  bool buffersOnHost() const override { return false; }
 
   ncclComm_t handle() const { return comm_; }
   cudaStream_t stream() const { return stream_; }

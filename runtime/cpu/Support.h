@@ -12,6 +12,7 @@
 
 #include "runtime/DTypeOf.h"
 #include "runtime/KernelError.h"
+#include "runtime/LowPrecision.h"
 #include "runtime/cpu/Kernels.h"
 
 #include <algorithm>
@@ -53,66 +54,6 @@ namespace cleave::rt::cpu {
 //===----------------------------------------------------------------------===//
 // Element types
 //===----------------------------------------------------------------------===//
-
-/// IEEE binary16 and bfloat16, stored as their bits.
-struct Half {
-  uint16_t bits;
-};
-struct BFloat16 {
-  uint16_t bits;
-};
-
-inline uint32_t floatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float bitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-/// Round to nearest even; overflow gives infinity, NaN stays NaN.
-inline Half toHalf(float f) {
-  uint32_t x = floatBits(f);
-  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) // infinity or NaN (kept quiet)
-    return {static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u))};
-  if (x >= 0x477ff000u) // at least 65520: rounds to infinity
-    return {static_cast<uint16_t>(sign | 0x7c00u)};
-  if (x < 0x38800000u) { // below 2^-14: a subnormal half (or zero); exact scaling
-    float scaled = bitsFloat(x) * 16777216.0f; // 2^24, the subnormal unit
-    return {static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)))};
-  }
-  uint32_t odd = (x >> 13) & 1u;
-  x += 0xc8000fffu + odd; // rebias the exponent by -112 and round half to even
-  return {static_cast<uint16_t>(sign | (x >> 13))};
-}
-
-inline float fromHalf(Half h) {
-  uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
-  uint32_t exponent = (h.bits >> 10) & 0x1fu;
-  uint32_t mantissa = h.bits & 0x3ffu;
-  if (exponent == 0) {
-    float magnitude = static_cast<float>(mantissa) * (1.0f / 16777216.0f);
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 31)
-    return bitsFloat(sign | 0x7f800000u | (mantissa << 13));
-  return bitsFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-inline BFloat16 toBFloat16(float f) {
-  uint32_t x = floatBits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return {static_cast<uint16_t>((x >> 16) | 0x40u)};
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return {static_cast<uint16_t>(x >> 16)};
-}
-
-inline float fromBFloat16(BFloat16 b) { return bitsFloat(static_cast<uint32_t>(b.bits) << 16); }
 
 template <typename T> struct DTypeOf {
   static constexpr DType value = dtypeOf<T, Half, BFloat16>();

@@ -26,7 +26,21 @@
 #     weights as bf16 slices), the bytes sent as planned, and
 #     --deterministic bit for bit; with --precision fp16 from a
 #     loss scale that overflows, dp=2 with ZeRO 3 within 1e-5 of one device
-#     in fp16, skipping the same steps.
+#     in fp16, skipping the same steps;
+#   - gradients summed in bf16 (--grad-reduce-dtype bf16), for the MLP (the
+#     GPT too in the long suite): dp=2 with buckets, with --deterministic,
+#     with ZeRO 1, 2 and 3 and dp=4 track one device in f32: every loss
+#     within 1e-3, and each parameter's distance from the f32 one within 1%
+#     of how far the f32 run moved it (each gradient element is rounded
+#     twice, a relative 2^-9 each, so a step moves a parameter within about
+#     2^-8 = 0.4% of its f32 move; measured: 3e-5 of the loss, 0.24% of the
+#     move); they differ
+#     from dp=2 summing in f32 (the flag acts); dp=2 in its four layouts
+#     gives the same losses and parameters bit for bit (each rank's part of
+#     every sum is rounded, the parts are added in f32 in rank order and the
+#     sum rounded once, whichever collective carries it); the bytes sent are
+#     as planned, and the all-reduce's under half of summing in f32 (the
+#     loss's count and sum stay f32).
 # The GPT's targets have ignore_index positions spread unevenly over the
 # ranks' slices. Models are exported at each micro-batch they run at (their
 # exports have static shapes).
@@ -39,7 +53,9 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
 import torch
+from onnx import numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
@@ -237,6 +253,54 @@ def mixed_precision(m, name, reference, zero3, problems):
                         f"{skipped[1]}")
 
 
+def moved_close(label, ours, reference, initial, problems):
+    """Every loss within 1e-3 relative of `reference`'s, and every parameter
+    within 1% of how far `reference` moved it from `initial`."""
+    for step, (a, b) in enumerate(zip(ours[0], reference[0]), start=1):
+        if abs(a - b) > 1e-3 * abs(b):
+            problems.append(f"{label}: step {step}: loss {a!r}, one device {b!r}")
+            return
+    for name, expected in reference[1].items():
+        error = np.abs(ours[1][name] - expected).max()
+        moved = np.abs(expected - initial[name]).max()
+        if error > 1e-2 * moved:
+            problems.append(f"{label}: final {name} differs by {error:.2e}, "
+                            f"{error / moved:.2%} of the f32 run's move")
+            return
+
+
+def bf16_gradient_sums(m, name, reference, dp2, problems):
+    """--grad-reduce-dtype bf16 against one device in f32 (`reference`) and
+    dp=2 summing in f32 (`dp2`)."""
+    bf16 = ["--grad-reduce-dtype", "bf16"]
+    initial = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(m.export(m.batch)).graph.initializer}
+    runs = {label: m.train(f"{label.replace(' ', '').replace('=', '').replace('--', '-')}"
+                           "-bf16-sums", ranks, 1, MOMENTUM, [*flags, *bf16])
+            for label, ranks, flags in (("dp=2", 2, []), ("dp=2 --deterministic", 2,
+                                                          ["--deterministic"]),
+                                        ("dp=2 zero=1", 2, ["--zero", "1"]),
+                                        ("dp=2 zero=2", 2, ["--zero", "2"]),
+                                        ("dp=2 zero=3", 2, ["--zero", "3"]),
+                                        ("dp=4", 4, []))}
+    for label, run in runs.items():
+        label = f"{name} {label} bf16 gradient sums"
+        moved_close(label, run, reference, initial, problems)
+        bytes_as_planned(label, run, problems)
+    first = runs["dp=2"]
+    if first[0] == dp2[0]:
+        problems.append(f"{name} dp=2 bf16 gradient sums: the same losses as summing in f32")
+    for label in ("dp=2 --deterministic", "dp=2 zero=1", "dp=2 zero=2", "dp=2 zero=3"):
+        identical(f"{name} {label} bf16 gradient sums", runs[label], first, problems)
+    reduced = [sum(c["bytes_sent_per_rank"] for c in r[3]["collectives"]
+                   if c["kind"] == "all_reduce") for r in (first, dp2)]
+    print(f"{name} dp=2: the all-reduce sends {reduced[0]} bytes a step summing in bf16, "
+          f"{reduced[1]} in f32")
+    if not reduced[0] < 0.55 * reduced[1]:
+        problems.append(f"{name} dp=2 bf16 gradient sums: all-reduce sends {reduced[0]} bytes "
+                        f"a step, f32 {reduced[1]}")
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -244,10 +308,14 @@ def main():
                                        ("gpt", export_gpt, ["idx", "targets"], 4)):
         m = Model(name, module, names, batch, workdir)
         reference = m.train("one", 1, 1, MOMENTUM)
+        dp_runs = {}
         for ranks in (2, 4):
             run = m.train(f"dp{ranks}", ranks, 1, MOMENTUM)
             close(f"{name} dp={ranks}", run, reference, problems)
             bytes_as_planned(f"{name} dp={ranks}", run, problems)
+            dp_runs[ranks] = run
+        if name == "mlp" or LONG:
+            bf16_gradient_sums(m, name, reference, dp_runs[2], problems)
         close(f"{name} dp=2 grad-accum 2", m.train("dp2-k2", 2, 2, MOMENTUM), reference,
               problems)
         small = ["--bucket-mb", "0.001"]

@@ -24,7 +24,7 @@
 // LOWERED-NOT: shard.grid
 // LOWERED-LABEL: emitc.func @cleave_apply
 // LOWERED: %[[SPAN:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{48}">]}
-// LOWERED: call_opaque "cleave::rt::cpu::all_reduce"(%arg0, %[[SPAN]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
+// LOWERED: call_opaque "cleave::rt::cpu::all_reduce"(%arg0, %[[SPAN]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">]}
 // LOWERED-NOT: all_reduce
 
 // One rank: the mesh, and nothing to reduce.

@@ -166,6 +166,10 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "precision: products of bf16 or fp16 operands summed in f32; weights, "
                   "gradients, optimizer state and every other op in f32; fp16 with dynamic "
                   "loss scaling)");
+  sub->add_option("--grad-reduce-dtype", t.gradReduceDtype,
+                  "The type the gradients are summed over dp in: fp32 (default) or bf16 (each "
+                  "rank's gradients rounded to bf16, added in f32 in rank order, the sum "
+                  "rounded once: half the bytes, as Megatron's bf16 gradient reduction)");
   sub->add_option("--loss-scale", t.lossScale,
                   "With --precision fp16: the initial loss scale (default 65536), backed off "
                   "after a step whose gradients hold inf or NaN (which is skipped)");
