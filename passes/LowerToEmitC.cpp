@@ -172,7 +172,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["reduce_max"] = {"reduce_max", -1, {"axes"}};
   calls["reduce_prod"] = {"reduce_prod", -1, {"axes"}};
   calls["top_k"] = {"top_k", -1, {"axis", "largest"}};
-  calls["conv"] = {"conv", 2, {"strides", "pads", "dilations", "group"}};
+  calls["conv"] = {"conv", 2, {"strides", "pads", "dilations", "group", "relu"}};
   calls["max_pool"] = {"max_pool", -1, {"kernel_shape", "strides", "pads", "dilations"}};
   calls["average_pool"] = {"average_pool", -1,
                            {"kernel_shape", "strides", "pads", "dilations",
@@ -335,6 +335,8 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
     return std::string("cleave::rt::Reduction::") +
            (value == "none" ? "None" : value == "sum" ? "Sum" : "Mean");
   }
+  if (name == "relu") // a unit attribute: absent is false
+    return std::string(attr ? "true" : "false");
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");
   if (name == "program")

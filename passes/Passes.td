@@ -633,6 +633,21 @@ def FoldTransposes : Pass<"cleave-fold-transposes", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def FuseConvRelu : Pass<"cleave-fuse-conv-relu", "mlir::ModuleOp"> {
+  let summary = "A ReLU that alone reads a convolution, applied as the convolution writes";
+  let description = [{
+    Runs on every program after autodiff (a fused conv has no gradient
+    rule), before cleave-fuse-elementwise. A `cleave.relu` whose operand is
+    a `cleave.conv` that nothing else reads goes, and the conv gets `relu`:
+    its kernel writes max(0, the convolution) (a oneDNN post-op on the CPU),
+    one pass over the result fewer and no buffer for the value before the
+    ReLU. In a training step this holds where the backward reads the
+    ReLU's result, not the convolution's (ReLU's gradient gates on the
+    result).
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def AccumulateIntoProducts : Pass<"cleave-accumulate-into-products", "mlir::ModuleOp"> {
   let summary = "Gradient accumulators added by the products that make the gradients";
   let description = [{

@@ -422,9 +422,16 @@ def Cleave_TopKOp : Cleave_PureOp<"top_k"> {
 
 def Cleave_ConvOp : Cleave_PureOp<"conv", [Cleave_Vjp]> {
   let summary = "grouped N-d convolution";
+  let description = [{
+    With `relu`, the result is max(0, the convolution): a ReLU that read
+    the convolution alone, fused into it by `cleave-fuse-conv-relu` (oneDNN
+    applies it as the primitive writes). Such a conv has no gradient rule:
+    the fusion runs after autodiff.
+  }];
   let arguments = (ins Cleave_ConvFactorTensor:$x, Cleave_ConvFactorTensor:$w,
                    Optional<Cleave_FloatTensor>:$b, DenseI64ArrayAttr:$strides,
-                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group);
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group,
+                   UnitAttr:$relu);
   let results = (outs Cleave_FloatTensor:$y);
 }
 

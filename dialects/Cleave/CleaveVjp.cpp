@@ -181,8 +181,11 @@ LogicalResult SigmoidOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult ReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &grads) {
-  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value x, Value, Value g) {
-    return b.where(b.greater(x, b.scalarLike(x, 0.0)), g, b.scalarLike(g, 0.0));
+  // Gated on the result, y > 0 exactly where x > 0: the backward keeps y,
+  // which the next op's gradient mostly keeps too, not x, so that a
+  // convolution's ReLU can be fused into it (cleave-fuse-conv-relu).
+  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value, Value y, Value g) {
+    return b.where(b.greater(y, b.scalarLike(y, 0.0)), g, b.scalarLike(g, 0.0));
   });
 }
 
@@ -947,6 +950,8 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
+  if (getRelu())
+    return emitOpError("with a fused relu has no gradient rule: fuse after autodiff");
   CleaveBuilder b(builder, getLoc());
   Value x = getX(), w = getW();
   grads.push_back(ConvGradInputOp::create(builder, getLoc(), g, w, getStridesAttr(), getPadsAttr(),

@@ -75,6 +75,36 @@ private:
   dnnl_primitive_desc_t handle = nullptr;
 };
 
+/// Primitive attributes (null: none), destroyed with their scope.
+class AttributesHandle {
+public:
+  AttributesHandle() = default;
+  AttributesHandle(const AttributesHandle &) = delete;
+  AttributesHandle &operator=(const AttributesHandle &) = delete;
+  ~AttributesHandle() {
+    if (handle)
+      dnnl_primitive_attr_destroy(handle);
+  }
+  dnnl_primitive_attr_t *out() { return &handle; }
+  dnnl_primitive_attr_t get() const { return handle; }
+
+private:
+  dnnl_primitive_attr_t handle = nullptr;
+};
+
+/// `attributes` with one post-op, max(0, x): a ReLU as the primitive writes.
+bool reluAttributes(AttributesHandle &attributes) {
+  dnnl_post_ops_t postOps = nullptr;
+  bool ok = dnnl_primitive_attr_create(attributes.out()) == dnnl_success &&
+            dnnl_post_ops_create(&postOps) == dnnl_success &&
+            dnnl_post_ops_append_eltwise(postOps, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
+                dnnl_success &&
+            dnnl_primitive_attr_set_post_ops(attributes.get(), postOps) == dnnl_success;
+  if (postOps)
+    dnnl_post_ops_destroy(postOps);
+  return ok;
+}
+
 /// A memory object over `data`, destroyed with its scope.
 class MemoryHandle {
 public:
@@ -190,7 +220,7 @@ bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &opera
 
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
                         const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
-                        bool bias, DType factors) {
+                        bool bias, DType factors, bool relu) {
   ConvProblem p;
   p.pass = pass;
   p.factors = factors;
@@ -199,6 +229,7 @@ ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims 
   p.y = y;
   p.group = group;
   p.bias = bias;
+  p.relu = relu && pass == ConvPass::Forward;
   const int spatial = std::max(0, x.size - 2);
   for (int d = 0; d < spatial; ++d) {
     p.strides.values[p.strides.size++] = strides.size ? strides[d] : 1;
@@ -247,10 +278,14 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   // The backward passes are made against the forward they differentiate.
   dnnl_convolution_desc_t forwardDesc, passDesc;
   DescriptorHandle forward, pass;
+  // A fused ReLU is the forward's post-op (only the forward has one).
+  AttributesHandle attributes;
+  if (p.relu && !reluAttributes(attributes))
+    return nullptr;
   if (!opDesc(p, ConvPass::Forward, xHint, wHint, yAny, p.bias ? &impl->biasDesc : nullptr,
               forwardDesc) ||
-      dnnl_primitive_desc_create(forward.out(), &forwardDesc, nullptr, impl->engine, nullptr) !=
-          dnnl_success)
+      dnnl_primitive_desc_create(forward.out(), &forwardDesc, attributes.get(), impl->engine,
+                                 nullptr) != dnnl_success)
     return nullptr;
   dnnl_primitive_desc_t pd = forward.get();
   if (p.pass != ConvPass::Forward) {
@@ -338,7 +373,7 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
 
 const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
   std::vector<int64_t> key{static_cast<int64_t>(p.pass), static_cast<int64_t>(p.factors), p.group,
-                           p.bias, threads};
+                           p.bias, p.relu, threads};
   for (const Dims *dims : {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
     key.push_back(dims->size);
     key.insert(key.end(), dims->values, dims->values + dims->size);

@@ -508,15 +508,15 @@ TEST(LowPrecisionConv, BadCallsFail) {
   // bf16 factors give f32; f16 ones no kernel takes (autocast rounds them to
   // f16 and keeps them f32); oneDNN takes no more than 3 spatial dims.
   Buffer x(DType::BF16, {1, 1, 3, 3}), w(DType::BF16, {1, 1, 1, 1}), y(DType::BF16, {1, 1, 3, 3});
-  EXPECT_EXIT(cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1),
+  EXPECT_EXIT(cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1, false),
               ::testing::ExitedWithCode(3), "kernel conv: .*bf16");
   Buffer x16(DType::F16, {1, 1, 3, 3}), w16(DType::F16, {1, 1, 1, 1}),
       y32(DType::F32, {1, 1, 3, 3});
-  EXPECT_EXIT(cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1),
+  EXPECT_EXIT(cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1, false),
               ::testing::ExitedWithCode(3), "kernel conv: .*f16");
   Buffer x4(DType::BF16, {1, 1, 2, 2, 2, 2}), w4(DType::BF16, {1, 1, 1, 1, 1, 1}),
       y4(DType::F32, {1, 1, 2, 2, 2, 2});
-  EXPECT_EXIT(cpu::conv(ctx(), x4, w4, nullptr, y4, Dims{}, Dims{}, Dims{}, 1),
+  EXPECT_EXIT(cpu::conv(ctx(), x4, w4, nullptr, y4, Dims{}, Dims{}, Dims{}, 1, false),
               ::testing::ExitedWithCode(3), "kernel conv: oneDNN does not take this convolution");
 }
 
@@ -610,14 +610,26 @@ std::vector<double> convByDefinition(const ConvCase &c, const Buffer &x, const B
   return y;
 }
 
+/// max(0, each value): a convolution with its ReLU fused (cleave-fuse-conv-relu).
+std::vector<double> relu(std::vector<double> values) {
+  for (double &value : values)
+    value = std::max(value, 0.0);
+  return values;
+}
+
 template <typename T> void checkConv(const ConvCase &c, unsigned seed, double tol) {
   auto x = makeRandom<T>(c.x, seed);
   auto w = makeRandom<T>(c.w, seed + 1);
   auto b = makeRandom<T>({c.w[0]}, seed + 2);
   Dims outShape = convOutShape(c);
   auto y = zeros(dtypeOf<T>(), outShape);
-  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group);
-  expectNear(y, convByDefinition<T>(c, x, w, c.bias ? &b : nullptr), tol);
+  std::vector<double> expected = convByDefinition<T>(c, x, w, c.bias ? &b : nullptr);
+  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+            false);
+  expectNear(y, expected, tol);
+  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+            true);
+  expectNear(y, relu(expected), tol);
 }
 
 TEST(Conv, OnnxExampleWithPadding) {
@@ -628,11 +640,11 @@ TEST(Conv, OnnxExampleWithPadding) {
   auto x = make<float>({1, 1, 5, 5}, xs);
   auto w = make<float>({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
   auto y = zeros(DType::F32, {1, 1, 5, 5});
-  cpu::conv(ctx(), x, w, nullptr, y, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1);
+  cpu::conv(ctx(), x, w, nullptr, y, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, false);
   expectNear(y, {12, 21, 27, 33, 24, 33, 54, 63, 72, 51, 63, 99, 108, 117, 81,
                  93, 144, 153, 162, 111, 72, 111, 117, 123, 84});
   auto y2 = zeros(DType::F32, {1, 1, 3, 3});
-  cpu::conv(ctx(), x, w, nullptr, y2, Dims{}, Dims{}, Dims{}, 1); // defaults
+  cpu::conv(ctx(), x, w, nullptr, y2, Dims{}, Dims{}, Dims{}, 1, false); // defaults
   expectNear(y2, {54, 63, 72, 99, 108, 117, 144, 153, 162});
 }
 
@@ -708,8 +720,8 @@ TEST(Conv, PrimitivesKeptForTheRun) {
     auto y = zeros(DType::F32, convOutShape(*c));
     auto yKept = zeros(DType::F32, convOutShape(*c));
     const Tensor *bias = c->bias ? b.ptr() : nullptr;
-    cpu::conv(ctx(), x, w, bias, y, c->strides, c->pads, c->dilations, c->group);
-    cpu::conv(keeping, x, w, bias, yKept, c->strides, c->pads, c->dilations, c->group);
+    cpu::conv(ctx(), x, w, bias, y, c->strides, c->pads, c->dilations, c->group, false);
+    cpu::conv(keeping, x, w, bias, yKept, c->strides, c->pads, c->dilations, c->group, false);
     expectEqual<float>(yKept, y.values<float>());
     auto dx = zeros(DType::F32, c->x);
     auto dxKept = zeros(DType::F32, c->x);
@@ -892,7 +904,7 @@ TEST(ConvGrad, HandWorked1d) {
   auto w = make<float>({1, 1, 2}, {1, 10});
   auto dy = make<float>({1, 1, 3}, {1, 2, 3});
   auto y = zeros(DType::F32, {1, 1, 3});
-  cpu::conv(ctx(), x, w, nullptr, y, {2}, {1, 1}, {1}, 1);
+  cpu::conv(ctx(), x, w, nullptr, y, {2}, {1, 1}, {1}, 1, false);
   expectNear(y, {10, 32, 4});
   auto dx = zeros(DType::F32, {1, 1, 4});
   auto dw = zeros(DType::F32, {1, 1, 2});
@@ -971,8 +983,14 @@ TEST(LowPrecisionConv, AgainstDirectLoops) {
     auto [dy, dyRounded] = lowPrecision(DType::BF16, makeRandom<float>(outShape, seed++));
     auto b = makeRandom<float>({c.w[0]}, seed++);
     auto y = zeros(DType::F32, outShape), dx = zeros(DType::F32, c.x), dw = zeros(DType::F32, c.w);
-    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group);
-    expectNear(y, convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr), 1e-5);
+    std::vector<double> expected =
+        convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr);
+    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+              false);
+    expectNear(y, expected, 1e-5);
+    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+              true);
+    expectNear(y, relu(expected), 1e-5);
     cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
     cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
     ConvGradsByDefinition e = convGradsByDefinition<float>(c, xRounded, wRounded, dyRounded);
@@ -992,7 +1010,7 @@ TEST(ConvGrad, AdjointIdentities) {
     auto y = zeros(DType::F64, outShape);
     auto dx = zeros(DType::F64, c.x);
     auto dw = zeros(DType::F64, c.w);
-    cpu::conv(ctx(), x, w, nullptr, y, c.strides, c.pads, c.dilations, c.group);
+    cpu::conv(ctx(), x, w, nullptr, y, c.strides, c.pads, c.dilations, c.group, false);
     cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
     cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
     auto dot = [](const Buffer &a, const Buffer &b) {

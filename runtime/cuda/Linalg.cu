@@ -405,7 +405,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
 }
 
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
-          Dims strides, Dims pads, Dims dilations, int64_t group) {
+          Dims strides, Dims pads, Dims dilations, int64_t group, bool relu) {
   const char *kernel = "conv";
   static const char *const roles[3] = {"x", "w", "y"};
   if (b)
@@ -455,6 +455,8 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
                                                                     b->as<float>(), y.as<float>());
     checkLaunch(kernel);
   }
+  if (relu)
+    cuda::relu(ctx, y, y);
 }
 
 void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,

@@ -2,14 +2,13 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd},cleave-recompute{mode=full})' | FileCheck %s --check-prefix=FULL
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd},cleave-recompute{mode=none})' | FileCheck %s --check-prefix=NONE
 
-// The backward of this step reads three forward values: fc1's product (the
-// relu's adjoint), the tanh (fc2's weight gradient and its own adjoint) and
-// the exp (its adjoint).
+// The backward of this step reads three forward values: the relu's result
+// (its adjoint gates on it), the tanh (fc2's weight gradient and its own
+// adjoint) and the exp (its adjoint).
 //
-// Selective makes the tanh again from the product, which the backward keeps
-// anyway (through a copy of the relu, which the backward never read), just
-// before the backward first reads it; the products and the exp, whose
-// operand (fc2's product) the backward does not keep, stay.
+// Selective makes the tanh again from the relu's result, which the backward
+// keeps anyway, just before the backward first reads it; the products and
+// the exp, whose operand (fc2's product) the backward does not keep, stay.
 // SELECTIVE-LABEL: func.func @forward
 // SELECTIVE: %[[H:.*]] = cleave.matmul %arg0, %arg1
 // SELECTIVE-NEXT: %[[R:.*]] = cleave.relu %[[H]]
@@ -17,23 +16,23 @@
 // SELECTIVE-NEXT: cleave.matmul %[[T]], %arg2
 // SELECTIVE: %[[T2:.*]] = cleave.transpose %arg2
 // SELECTIVE-NEXT: %[[DY:.*]] = cleave.matmul %{{.*}}, %[[T2]]
-// SELECTIVE-NEXT: %[[R_AGAIN:.*]] = cleave.relu %[[H]]
-// SELECTIVE-NEXT: %[[T_AGAIN:.*]] = cleave.tanh %[[R_AGAIN]]
+// SELECTIVE-NEXT: %[[T_AGAIN:.*]] = cleave.tanh %[[R]]
 // SELECTIVE-NEXT: cleave.transpose %[[T_AGAIN]]
 // SELECTIVE: cleave.mul %[[T_AGAIN]], %[[T_AGAIN]]
-// SELECTIVE: cleave.greater %[[H]],
+// SELECTIVE: cleave.greater %[[R]],
 // SELECTIVE-NOT: cleave.tanh
 
 // Full keeps each block's inputs: fc1's tanh (read by fc2) and fc2's exp
-// (read by the top-level sum); fc1's product, read only inside fc1 by the
-// forward, is made again from x and the weight.
+// (read by the top-level sum); fc1's product and relu, read only inside fc1
+// by the forward, are made again from x and the weight.
 // FULL-LABEL: func.func @forward
 // FULL: %[[T:.*]] = cleave.tanh
 // FULL: %[[E:.*]] = cleave.exp
 // FULL: cleave.mul %{{.*}}, %[[E]]
 // FULL: cleave.transpose %[[T]]
 // FULL: %[[H_AGAIN:.*]] = cleave.matmul %arg0, %arg1
-// FULL-NEXT: cleave.greater %[[H_AGAIN]],
+// FULL-NEXT: %[[R_AGAIN:.*]] = cleave.relu %[[H_AGAIN]]
+// FULL-NEXT: cleave.greater %[[R_AGAIN]],
 // FULL-NOT: cleave.tanh
 
 // NONE-LABEL: func.func @forward
