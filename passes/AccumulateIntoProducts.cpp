@@ -45,15 +45,16 @@ struct AccumulateIntoProductsPass
                       : add.getRhs() == assign.getTarget() ? add.getLhs()
                                                            : Value();
       Operation *op = product ? soleProduct(product, add) : nullptr;
-      if (!op || product.getType() != add.getType())
+      auto gemm = dyn_cast_or_null<GemmOp>(op);
+      // A fused activation applies after the sum it would then include.
+      if (!op || product.getType() != add.getType() || (gemm && gemm.getActivation()))
         return;
       OpBuilder b(add);
-      auto gemm = dyn_cast<GemmOp>(op);
       Value sum = GemmOp::create(
           b, op->getLoc(), op->getOperand(0), op->getOperand(1), assign.getTarget(),
           b.getF32FloatAttr(gemm ? gemm.getAlpha().convertToFloat() : 1.0f),
           b.getF32FloatAttr(1.0f), b.getBoolAttr(gemm && gemm.getTransA()),
-          b.getBoolAttr(gemm && gemm.getTransB()));
+          b.getBoolAttr(gemm && gemm.getTransB()), StringAttr());
       add.replaceAllUsesWith(sum);
       add.erase();
       op->erase();

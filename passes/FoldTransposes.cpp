@@ -31,7 +31,8 @@ int64_t rankOf(Value value) { return cast<RankedTensorType>(value.getType()).get
 /// A gemm of `a` and `b` as `like`'s (alpha, beta, c), with these flags.
 Value gemmLike(OpBuilder &b, GemmOp like, Value x, Value y, bool tx, bool ty) {
   return GemmOp::create(b, like.getLoc(), x, y, like.getC(), like.getAlphaAttr(),
-                        like.getBetaAttr(), b.getBoolAttr(tx), b.getBoolAttr(ty));
+                        like.getBetaAttr(), b.getBoolAttr(tx), b.getBoolAttr(ty),
+                        like.getActivationAttr());
 }
 
 /// A matmul whose rhs is a transposed matrix, as a gemm over its lhs's rows
@@ -55,7 +56,7 @@ GemmOp gemmOfMatMul(MatMulOp matmul) {
   FloatAttr one = builder.getF32FloatAttr(1.0f);
   auto gemm = GemmOp::create(builder, matmul.getLoc(), rows2, rhsMatrix ? rhsMatrix : rhs, Value(),
                              one, one, builder.getBoolAttr(static_cast<bool>(lhsMatrix)),
-                             builder.getBoolAttr(static_cast<bool>(rhsMatrix)));
+                             builder.getBoolAttr(static_cast<bool>(rhsMatrix)), StringAttr());
   Value result = gemm.getResult();
   if (rankOf(lhs) > 2)
     result = b.reshape(result, cast<RankedTensorType>(matmul.getType()).getShape());

@@ -157,7 +157,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["batch_normalization"] = {"batch_normalization", -1,
                                   {"epsilon", "momentum", "training_mode"}};
   calls["dropout"] = {"dropout", 1, {"ratio", "training_mode", "seed", "split"}};
-  calls["gemm"] = {"gemm", 2, {"alpha", "beta", "trans_a", "trans_b"}};
+  calls["gemm"] = {"gemm", 2, {"alpha", "beta", "trans_a", "trans_b", "activation"}};
   calls["transpose"] = {"transpose", -1, {"perm"}};
   calls["concat"] = {"concat", -1, {"axis"}};
   calls["fused_elementwise"] = {"fused_elementwise", -1, {"program"}};
@@ -172,7 +172,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["reduce_max"] = {"reduce_max", -1, {"axes"}};
   calls["reduce_prod"] = {"reduce_prod", -1, {"axes"}};
   calls["top_k"] = {"top_k", -1, {"axis", "largest"}};
-  calls["conv"] = {"conv", 2, {"strides", "pads", "dilations", "group", "relu"}};
+  calls["conv"] = {"conv", 2, {"strides", "pads", "dilations", "group", "activation"}};
   calls["max_pool"] = {"max_pool", -1, {"kernel_shape", "strides", "pads", "dilations"}};
   calls["average_pool"] = {"average_pool", -1,
                            {"kernel_shape", "strides", "pads", "dilations",
@@ -335,8 +335,11 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
     return std::string("cleave::rt::Reduction::") +
            (value == "none" ? "None" : value == "sum" ? "Sum" : "Mean");
   }
-  if (name == "relu") // a unit attribute: absent is false
-    return std::string(attr ? "true" : "false");
+  if (name == "activation") { // optional: none without it
+    StringRef value = attr ? cast<StringAttr>(attr).getValue() : "none";
+    return std::string("cleave::rt::Activation::") +
+           (value == "relu" ? "Relu" : value == "gelu" ? "Gelu" : "None");
+  }
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");
   if (name == "program")

@@ -633,17 +633,21 @@ def FoldTransposes : Pass<"cleave-fold-transposes", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
-def FuseConvRelu : Pass<"cleave-fuse-conv-relu", "mlir::ModuleOp"> {
-  let summary = "A ReLU that alone reads a convolution, applied as the convolution writes";
+def FuseActivations : Pass<"cleave-fuse-activations", "mlir::ModuleOp"> {
+  let summary = "An activation that alone reads a convolution or gemm, applied as it writes";
   let description = [{
-    Runs on every program after autodiff (a fused conv has no gradient
-    rule), before cleave-fuse-elementwise. A `cleave.relu` whose operand is
-    a `cleave.conv` that nothing else reads goes, and the conv gets `relu`:
-    its kernel writes max(0, the convolution) (a oneDNN post-op on the CPU),
-    one pass over the result fewer and no buffer for the value before the
-    ReLU. In a training step this holds where the backward reads the
-    ReLU's result, not the convolution's (ReLU's gradient gates on the
-    result).
+    Runs on every program after autodiff (a fused op has no gradient rule),
+    before cleave-fuse-elementwise. The activation goes, and its producer
+    gets `activation`, which its kernel applies as it writes the result (a
+    oneDNN post-op on the CPU): one pass over the result fewer, and no
+    buffer for the value before it. Taken:
+      - a `cleave.relu` of a `cleave.conv` or `cleave.gemm` that nothing
+        else reads ("relu");
+      - GELU's erf form of a `cleave.gemm` as exporters spell it,
+        (x (erf(x / sqrt 2) + 1)) 0.5, where the gemm is read by that
+        chain alone and each value of the chain by the next ("gelu").
+    In a training step this holds for a ReLU, whose gradient gates on its
+    result, and not for GELU, whose gradient reads the gemm's result.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -89,6 +89,11 @@ inline const Tensor *some(const Tensor &t) { return &t; }
 /// Loss reductions, as ONNX spells them.
 enum class Reduction : int32_t { None, Mean, Sum };
 
+/// What a convolution or matrix product applies to its result as it writes
+/// it (cleave-fuse-activations): nothing, max(0, x), or GELU in its erf
+/// form, x (1 + erf(x / sqrt 2)) / 2.
+enum class Activation : int32_t { None, Relu, Gelu };
+
 } // namespace cleave::rt
 
 #endif

@@ -665,6 +665,20 @@ LogicalResult TopKOp::inferReturnTypes(MLIRContext *context, std::optional<Locat
   return success();
 }
 
+/// An activation fused into a conv or gemm (cleave-fuse-activations) is
+/// one the kernels apply: "relu", and for a gemm also "gelu".
+static LogicalResult verifyActivation(Operation *op, std::optional<StringRef> activation,
+                                      bool geluToo) {
+  if (!activation || *activation == "relu" || (geluToo && *activation == "gelu"))
+    return success();
+  return op->emitOpError("activation '") << *activation << "' is not "
+                                         << (geluToo ? "relu or gelu" : "relu");
+}
+
+LogicalResult ConvOp::verify() { return verifyActivation(*this, getActivation(), false); }
+
+LogicalResult GemmOp::verify() { return verifyActivation(*this, getActivation(), true); }
+
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
   ArrayRef<int64_t> w = shapeOf(adaptor.getW());

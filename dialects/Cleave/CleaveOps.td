@@ -262,14 +262,20 @@ def Cleave_GemmOp : Cleave_PureOp<"gemm", [Cleave_Vjp]> {
   let summary = "alpha * op(a) * op(b) + beta * c";
   let description = [{
     The result (and c) has a's and b's element type, but f32 for bf16 or
-    f16 a and b, whose products are summed in f32.
+    f16 a and b, whose products are summed in f32. With `activation`
+    ("relu" or "gelu", GELU's erf form), that function of it: an
+    activation that read the gemm alone, fused into it by
+    `cleave-fuse-activations` (a oneDNN post-op on the CPU); such a gemm
+    has no gradient rule.
   }];
   let arguments = (ins Cleave_MatrixTensor:$a, Cleave_MatrixTensor:$b,
                    Optional<Cleave_MatrixTensor>:$c,
                    DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
                    DefaultValuedAttr<F32Attr, "1.0f">:$beta,
                    DefaultValuedAttr<BoolAttr, "false">:$trans_a,
-                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b,
+                   OptionalAttr<StrAttr>:$activation);
+  let hasVerifier = 1;
   let results = (outs Cleave_MatrixTensor:$output);
 }
 
@@ -423,15 +429,16 @@ def Cleave_TopKOp : Cleave_PureOp<"top_k"> {
 def Cleave_ConvOp : Cleave_PureOp<"conv", [Cleave_Vjp]> {
   let summary = "grouped N-d convolution";
   let description = [{
-    With `relu`, the result is max(0, the convolution): a ReLU that read
-    the convolution alone, fused into it by `cleave-fuse-conv-relu` (oneDNN
-    applies it as the primitive writes). Such a conv has no gradient rule:
-    the fusion runs after autodiff.
+    With `activation` "relu", the result is max(0, the convolution): a ReLU
+    that read the convolution alone, fused into it by
+    `cleave-fuse-activations` (oneDNN applies it as the primitive writes).
+    Such a conv has no gradient rule: the fusion runs after autodiff.
   }];
   let arguments = (ins Cleave_ConvFactorTensor:$x, Cleave_ConvFactorTensor:$w,
                    Optional<Cleave_FloatTensor>:$b, DenseI64ArrayAttr:$strides,
                    DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations, I64Attr:$group,
-                   UnitAttr:$relu);
+                   OptionalAttr<StrAttr>:$activation);
+  let hasVerifier = 1;
   let results = (outs Cleave_FloatTensor:$y);
 }
 

@@ -729,7 +729,8 @@ struct CleaveShardingModel
     Operation *clone;
     if (auto gemm = dyn_cast<GemmOp>(op); gemm && bias) {
       clone = GemmOp::create(b, loc, local[0], local[1], Value(), gemm.getAlphaAttr(),
-                             gemm.getBetaAttr(), gemm.getTransAAttr(), gemm.getTransBAttr());
+                             gemm.getBetaAttr(), gemm.getTransAAttr(), gemm.getTransBAttr(),
+                             gemm.getActivationAttr());
     } else {
       IRMapping operandMap;
       for (auto [original, partitioned] : llvm::zip(op->getOperands(), local))

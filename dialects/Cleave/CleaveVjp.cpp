@@ -683,7 +683,7 @@ LogicalResult MatMulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
     FloatAttr one = builder.getF32FloatAttr(1.0f);
     auto gemm = [&](Value x, Value y, bool tx, bool ty) -> Value {
       return GemmOp::create(builder, getLoc(), x, y, Value(), one, one, builder.getBoolAttr(tx),
-                            builder.getBoolAttr(ty));
+                            builder.getBoolAttr(ty), StringAttr());
     };
     grads.push_back(b.reshape(gemm(g2, rhs, false, true), lhsShape));
     grads.push_back(gemm(a2, g2, true, false));
@@ -716,13 +716,15 @@ LogicalResult GemmOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
+  if (getActivation())
+    return emitOpError("with a fused activation has no gradient rule: fuse after autodiff");
   CleaveBuilder b(builder, getLoc());
   bool ta = getTransA(), tb = getTransB();
   FloatAttr alpha = builder.getF32FloatAttr(getAlpha().convertToFloat());
   FloatAttr one = builder.getF32FloatAttr(1.0f);
   auto gemm = [&](Value x, Value y, bool tx, bool ty) -> Value {
     return GemmOp::create(builder, getLoc(), x, y, Value(), alpha, one, builder.getBoolAttr(tx),
-                          builder.getBoolAttr(ty));
+                          builder.getBoolAttr(ty), StringAttr());
   };
   Value ga = ta ? gemm(getB(), g, tb, true) : gemm(g, getB(), false, !tb);
   Value gb = tb ? gemm(g, getA(), true, ta) : gemm(getA(), g, !ta, false);
@@ -950,8 +952,8 @@ LogicalResult ConvOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
-  if (getRelu())
-    return emitOpError("with a fused relu has no gradient rule: fuse after autodiff");
+  if (getActivation())
+    return emitOpError("with a fused activation has no gradient rule: fuse after autodiff");
   CleaveBuilder b(builder, getLoc());
   Value x = getX(), w = getW();
   grads.push_back(ConvGradInputOp::create(builder, getLoc(), g, w, getStridesAttr(), getPadsAttr(),
@@ -975,7 +977,7 @@ LogicalResult ConvGradInputOp::buildVjp(OpBuilder &builder, ValueRange resultGra
     return noGradients(*this, grads);
   Value w = getW(), grad = getGrad();
   grads.push_back(ConvOp::create(builder, getLoc(), u, w, Value(), getStridesAttr(), getPadsAttr(),
-                                 getDilationsAttr(), getGroupAttr()));
+                                 getDilationsAttr(), getGroupAttr(), StringAttr()));
   grads.push_back(ConvGradWeightOp::create(builder, getLoc(), grad, u, getStridesAttr(),
                                            getPadsAttr(), getDilationsAttr(), getGroupAttr(),
                                            builder.getDenseI64ArrayAttr(shapeOf(w))));

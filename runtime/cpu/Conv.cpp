@@ -264,7 +264,7 @@ void convAdjoint(Context &ctx, ConvPass pass, const char *kernel, const Tensor &
 } // namespace
 
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
-          Dims strides, Dims pads, Dims dilations, int64_t group, bool relu) {
+          Dims strides, Dims pads, Dims dilations, int64_t group, Activation activation) {
   const char *kernel = "conv";
   checkType(kernel, w, x.dtype);
   checkType(kernel, y, resultOf(x.dtype));
@@ -277,7 +277,7 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
          static_cast<long long>(g.m));
   if (runPrimitive(ctx, kernel,
                    convProblem(ConvPass::Forward, x.shape, w.shape, y.shape, strides, pads,
-                               dilations, group, b != nullptr, x.dtype, relu),
+                               dilations, group, b != nullptr, x.dtype, activation),
                    x.data, w.data, b ? b->data : nullptr, y.data))
     return;
   int64_t n = g.n, m = g.m, mg = g.mg, kdim = g.kdim, p = g.outSize;
@@ -307,10 +307,8 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
             yr[j] += bv;
         }
     }
-    if (relu)
-      for (int64_t i = 0; i < y.numel(); ++i)
-        ys[i] = ys[i] < T(0) ? T(0) : ys[i];
   });
+  applyActivation(ctx, activation, y);
 }
 
 void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,

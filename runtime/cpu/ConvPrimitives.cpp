@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/ConvPrimitives.h"
+#include "runtime/cpu/ProductPrimitives.h"
 
 #include "runtime/cpu/Support.h"
 
@@ -92,13 +93,12 @@ private:
   dnnl_primitive_attr_t handle = nullptr;
 };
 
-/// `attributes` with one post-op, max(0, x): a ReLU as the primitive writes.
-bool reluAttributes(AttributesHandle &attributes) {
+/// `attributes` with one post-op: `activation` as the primitive writes.
+bool activationAttributes(AttributesHandle &attributes, Activation activation) {
   dnnl_post_ops_t postOps = nullptr;
   bool ok = dnnl_primitive_attr_create(attributes.out()) == dnnl_success &&
             dnnl_post_ops_create(&postOps) == dnnl_success &&
-            dnnl_post_ops_append_eltwise(postOps, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
-                dnnl_success &&
+            appendActivation(postOps, activation) &&
             dnnl_primitive_attr_set_post_ops(attributes.get(), postOps) == dnnl_success;
   if (postOps)
     dnnl_post_ops_destroy(postOps);
@@ -220,7 +220,7 @@ bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &opera
 
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
                         const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
-                        bool bias, DType factors, bool relu) {
+                        bool bias, DType factors, Activation activation) {
   ConvProblem p;
   p.pass = pass;
   p.factors = factors;
@@ -229,7 +229,7 @@ ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims 
   p.y = y;
   p.group = group;
   p.bias = bias;
-  p.relu = relu && pass == ConvPass::Forward;
+  p.activation = pass == ConvPass::Forward ? activation : Activation::None;
   const int spatial = std::max(0, x.size - 2);
   for (int d = 0; d < spatial; ++d) {
     p.strides.values[p.strides.size++] = strides.size ? strides[d] : 1;
@@ -278,9 +278,9 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   // The backward passes are made against the forward they differentiate.
   dnnl_convolution_desc_t forwardDesc, passDesc;
   DescriptorHandle forward, pass;
-  // A fused ReLU is the forward's post-op (only the forward has one).
+  // A fused activation is the forward's post-op (only the forward has one).
   AttributesHandle attributes;
-  if (p.relu && !reluAttributes(attributes))
+  if (p.activation != Activation::None && !activationAttributes(attributes, p.activation))
     return nullptr;
   if (!opDesc(p, ConvPass::Forward, xHint, wHint, yAny, p.bias ? &impl->biasDesc : nullptr,
               forwardDesc) ||
@@ -373,7 +373,7 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
 
 const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
   std::vector<int64_t> key{static_cast<int64_t>(p.pass), static_cast<int64_t>(p.factors), p.group,
-                           p.bias, p.relu, threads};
+                           p.bias, static_cast<int64_t>(p.activation), threads};
   for (const Dims *dims : {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
     key.push_back(dims->size);
     key.insert(key.end(), dims->values, dims->values + dims->size);

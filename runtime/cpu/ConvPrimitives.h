@@ -44,16 +44,17 @@ struct ConvProblem {
   Dims strides, padBegin, padEnd, dilations;
   int64_t group = 1;
   bool bias = false;
-  /// The forward's result is max(0, the convolution): oneDNN's ReLU
-  /// post-op, applied as the primitive writes.
-  bool relu = false;
+  /// What the forward applies to its result as the primitive writes it
+  /// (a oneDNN post-op).
+  Activation activation = Activation::None;
 };
 
 /// The problem of a convolution with ONNX's attributes (empty: the
 /// defaults; pads as begins then ends).
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
                         const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
-                        bool bias, DType factors = DType::F32, bool relu = false);
+                        bool bias, DType factors = DType::F32,
+                        Activation activation = Activation::None);
 
 /// One problem's oneDNN primitive and the reorders around it.
 class ConvPrimitive {

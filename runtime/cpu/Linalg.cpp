@@ -265,7 +265,7 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
 }
 
 void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
-          float alpha, float beta, bool transA, bool transB) {
+          float alpha, float beta, bool transA, bool transB, Activation activation) {
   const char *kernel = "gemm";
   checkType(kernel, b, a.dtype);
   const bool lowPrecision = isLowPrecision(a.dtype);
@@ -313,14 +313,16 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
                          alpha,
                          static_cast<float>(betaC),
                          bias ? 1 : 0,
-                         bias ? n : 0};
-  if (lowPrecision) {
-    LowPrecisionProducts products(ctx, kernel, a, b);
-    products.gemm(problem, 0, 0, bias, out.as<float>());
-    return;
-  }
-  if (result == DType::F32) {
-    primitiveProduct(ctx, kernel, problem, a.data, b.data, bias, out.as<float>());
+                         bias ? n : 0,
+                         activation};
+  if (lowPrecision || result == DType::F32) {
+    if (lowPrecision)
+      LowPrecisionProducts(ctx, kernel, a, b).gemm(problem, 0, 0, bias, out.as<float>());
+    else
+      primitiveProduct(ctx, kernel, problem, a.data, b.data, bias, out.as<float>());
+    // Without a product (k = 0) there was no primitive to apply it.
+    if (k == 0)
+      applyActivation(ctx, activation, out);
     return;
   }
   dispatch(kernel, a.dtype, MatrixTypes{}, [&](auto tag) {
@@ -328,6 +330,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
     gemmCore<T>(ctx, transA, transB, m, n, k, static_cast<double>(alpha), a.as<T>(), a.shape[1],
                 b.as<T>(), b.shape[1], betaC, out.as<T>(), n);
   });
+  applyActivation(ctx, activation, out);
 }
 
 } // namespace cleave::rt::cpu

@@ -416,13 +416,57 @@ TEST(Gemm, TransposesAlphaBetaBroadcastC) {
           for (Dims cShape : {Dims{n}, Dims{m, 1}, Dims{}, Dims{m, n}, Dims{1, n}, Dims{1}}) {
             auto c = makeRandom<float>(cShape, seed++);
             auto y = zeros(DType::F32, {m, n});
-            cpu::gemm(*context, a, b, c.ptr(), y, alpha, beta, transA, transB);
+            cpu::gemm(*context, a, b, c.ptr(), y, alpha, beta, transA, transB, Activation::None);
             expectNear(y, gemmByLoop<float>(a, b, &c, alpha, beta, transA, transB), 1e-5);
           }
           auto y = zeros(DType::F32, {m, n});
-          cpu::gemm(*context, a, b, nullptr, y, 1.5f, 1.0f, transA, transB);
+          cpu::gemm(*context, a, b, nullptr, y, 1.5f, 1.0f, transA, transB, Activation::None);
           expectNear(y, gemmByLoop<float>(a, b, nullptr, 1.5, 0.0, transA, transB), 1e-5);
         }
+}
+
+/// `values` with `activation` applied, in double: the reference of a fused
+/// one (GELU's erf form with std::erf).
+std::vector<double> activated(std::vector<double> values, Activation activation) {
+  for (double &v : values)
+    v = activation == Activation::Relu   ? std::max(v, 0.0)
+        : activation == Activation::Gelu ? 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))
+                                         : v;
+  return values;
+}
+
+// A fused activation (cleave-fuse-activations) applies after alpha, beta
+// and C: oneDNN's post-op for f32 (with C as the bias, and as beta's sum),
+// the relu and gelu kernels afterwards for f64 and for a product of k = 0.
+TEST(Gemm, FusedActivations) {
+  const int64_t m = 6, k = 7, n = 5;
+  unsigned seed = 200;
+  for (Activation activation : {Activation::Relu, Activation::Gelu}) {
+    auto a = makeRandom<float>({m, k}, seed++);
+    auto b = makeRandom<float>({n, k}, seed++);
+    auto bias = makeRandom<float>({n}, seed++);
+    auto c = makeRandom<float>({m, n}, seed++);
+    auto y = zeros(DType::F32, {m, n});
+    cpu::gemm(ctx(), a, b, bias.ptr(), y, 1.0f, 1.0f, false, true, activation);
+    expectNear(y, activated(gemmByLoop<float>(a, b, &bias, 1.0, 1.0, false, true), activation),
+               1e-5);
+    cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, false, true, activation);
+    expectNear(y, activated(gemmByLoop<float>(a, b, &c, 0.5, 2.0, false, true), activation),
+               1e-5);
+    auto a64 = makeRandom<double>({m, k}, seed++);
+    auto b64 = makeRandom<double>({k, n}, seed++);
+    auto y64 = zeros(DType::F64, {m, n});
+    cpu::gemm(ctx(), a64, b64, nullptr, y64, 1.0f, 0.0f, false, false, activation);
+    expectNear(y64, activated(gemmByLoop<double>(a64, b64, nullptr, 1.0, 0.0, false, false),
+                              activation),
+               1e-12);
+    // k = 0: no product, the result is beta C.
+    auto empty = zeros(DType::F32, {m, 0}), emptyB = zeros(DType::F32, {0, n});
+    cpu::gemm(ctx(), empty, emptyB, c.ptr(), y, 1.0f, 1.0f, false, false, activation);
+    expectNear(y, activated(gemmByLoop<float>(empty, emptyB, &c, 1.0, 1.0, false, false),
+                            activation),
+               1e-6);
+  }
 }
 
 TEST(Gemm, DoubleAndIntegers) {
@@ -430,19 +474,19 @@ TEST(Gemm, DoubleAndIntegers) {
   auto b = makeRandom<double>({2, 4}, 8);
   auto c = makeRandom<double>({2}, 9);
   auto y = zeros(DType::F64, {3, 2});
-  cpu::gemm(ctx(), a, b, c.ptr(), y, -1.0f, 0.25f, true, true);
+  cpu::gemm(ctx(), a, b, c.ptr(), y, -1.0f, 0.25f, true, true, Activation::None);
   expectNear(y, gemmByLoop<double>(a, b, &c, -1.0, 0.25, true, true), 1e-12);
 
   auto ai = make<int32_t>({2, 2}, {1, 2, 3, 4});
   auto bi = make<int32_t>({2, 2}, {5, 6, 7, 8});
   auto ci = make<int32_t>({2}, {100, 200});
   auto yi = zeros(DType::I32, {2, 2});
-  cpu::gemm(ctx(), ai, bi, ci.ptr(), yi, 1.0f, 1.0f, false, false);
+  cpu::gemm(ctx(), ai, bi, ci.ptr(), yi, 1.0f, 1.0f, false, false, Activation::None);
   expectEqual<int32_t>(yi, {119, 222, 143, 250});
   auto a64 = make<int64_t>({2, 2}, {1, 2, 3, 4});
   auto b64 = make<int64_t>({2, 1}, {1, -1});
   auto y64 = zeros(DType::I64, {2, 1});
-  cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false);
+  cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false, Activation::None);
   expectEqual<int64_t>(y64, {-4, -4}); // 2 * A^T [1, -1]
 }
 
@@ -495,7 +539,7 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
               lowPrecision(type, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
           auto bias = makeRandom<float>({n}, seed++);
           auto y = zeros(DType::F32, {m, n});
-          cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB);
+          cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB, Activation::None);
           expectNear(y, gemmByLoop<float>(aRounded, bRounded, &bias, 0.5, 2.0, transA, transB),
                      1e-5);
         }
@@ -508,15 +552,15 @@ TEST(LowPrecisionConv, BadCallsFail) {
   // bf16 factors give f32; f16 ones no kernel takes (autocast rounds them to
   // f16 and keeps them f32); oneDNN takes no more than 3 spatial dims.
   Buffer x(DType::BF16, {1, 1, 3, 3}), w(DType::BF16, {1, 1, 1, 1}), y(DType::BF16, {1, 1, 3, 3});
-  EXPECT_EXIT(cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1, false),
+  EXPECT_EXIT(cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1, Activation::None),
               ::testing::ExitedWithCode(3), "kernel conv: .*bf16");
   Buffer x16(DType::F16, {1, 1, 3, 3}), w16(DType::F16, {1, 1, 1, 1}),
       y32(DType::F32, {1, 1, 3, 3});
-  EXPECT_EXIT(cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1, false),
+  EXPECT_EXIT(cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1, Activation::None),
               ::testing::ExitedWithCode(3), "kernel conv: .*f16");
   Buffer x4(DType::BF16, {1, 1, 2, 2, 2, 2}), w4(DType::BF16, {1, 1, 1, 1, 1, 1}),
       y4(DType::F32, {1, 1, 2, 2, 2, 2});
-  EXPECT_EXIT(cpu::conv(ctx(), x4, w4, nullptr, y4, Dims{}, Dims{}, Dims{}, 1, false),
+  EXPECT_EXIT(cpu::conv(ctx(), x4, w4, nullptr, y4, Dims{}, Dims{}, Dims{}, 1, Activation::None),
               ::testing::ExitedWithCode(3), "kernel conv: oneDNN does not take this convolution");
 }
 
@@ -525,7 +569,7 @@ TEST(LowPrecisionProducts, ResultMustBeF32) {
   Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
   EXPECT_EXIT(cpu::matmul(ctx(), a, b, y), ::testing::ExitedWithCode(3), "kernel matmul: .*bf16");
   Buffer h(DType::F16, {2, 2}), y32(DType::F32, {2, 2});
-  EXPECT_EXIT(cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false),
+  EXPECT_EXIT(cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false, Activation::None),
               ::testing::ExitedWithCode(3), "kernel gemm: .*f16");
 }
 
@@ -624,11 +668,9 @@ template <typename T> void checkConv(const ConvCase &c, unsigned seed, double to
   Dims outShape = convOutShape(c);
   auto y = zeros(dtypeOf<T>(), outShape);
   std::vector<double> expected = convByDefinition<T>(c, x, w, c.bias ? &b : nullptr);
-  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-            false);
+  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::None);
   expectNear(y, expected, tol);
-  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-            true);
+  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::Relu);
   expectNear(y, relu(expected), tol);
 }
 
@@ -640,11 +682,11 @@ TEST(Conv, OnnxExampleWithPadding) {
   auto x = make<float>({1, 1, 5, 5}, xs);
   auto w = make<float>({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
   auto y = zeros(DType::F32, {1, 1, 5, 5});
-  cpu::conv(ctx(), x, w, nullptr, y, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, false);
+  cpu::conv(ctx(), x, w, nullptr, y, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, Activation::None);
   expectNear(y, {12, 21, 27, 33, 24, 33, 54, 63, 72, 51, 63, 99, 108, 117, 81,
                  93, 144, 153, 162, 111, 72, 111, 117, 123, 84});
   auto y2 = zeros(DType::F32, {1, 1, 3, 3});
-  cpu::conv(ctx(), x, w, nullptr, y2, Dims{}, Dims{}, Dims{}, 1, false); // defaults
+  cpu::conv(ctx(), x, w, nullptr, y2, Dims{}, Dims{}, Dims{}, 1, Activation::None); // defaults
   expectNear(y2, {54, 63, 72, 99, 108, 117, 144, 153, 162});
 }
 
@@ -720,8 +762,8 @@ TEST(Conv, PrimitivesKeptForTheRun) {
     auto y = zeros(DType::F32, convOutShape(*c));
     auto yKept = zeros(DType::F32, convOutShape(*c));
     const Tensor *bias = c->bias ? b.ptr() : nullptr;
-    cpu::conv(ctx(), x, w, bias, y, c->strides, c->pads, c->dilations, c->group, false);
-    cpu::conv(keeping, x, w, bias, yKept, c->strides, c->pads, c->dilations, c->group, false);
+    cpu::conv(ctx(), x, w, bias, y, c->strides, c->pads, c->dilations, c->group, Activation::None);
+    cpu::conv(keeping, x, w, bias, yKept, c->strides, c->pads, c->dilations, c->group, Activation::None);
     expectEqual<float>(yKept, y.values<float>());
     auto dx = zeros(DType::F32, c->x);
     auto dxKept = zeros(DType::F32, c->x);
@@ -904,7 +946,7 @@ TEST(ConvGrad, HandWorked1d) {
   auto w = make<float>({1, 1, 2}, {1, 10});
   auto dy = make<float>({1, 1, 3}, {1, 2, 3});
   auto y = zeros(DType::F32, {1, 1, 3});
-  cpu::conv(ctx(), x, w, nullptr, y, {2}, {1, 1}, {1}, 1, false);
+  cpu::conv(ctx(), x, w, nullptr, y, {2}, {1, 1}, {1}, 1, Activation::None);
   expectNear(y, {10, 32, 4});
   auto dx = zeros(DType::F32, {1, 1, 4});
   auto dw = zeros(DType::F32, {1, 1, 2});
@@ -985,11 +1027,9 @@ TEST(LowPrecisionConv, AgainstDirectLoops) {
     auto y = zeros(DType::F32, outShape), dx = zeros(DType::F32, c.x), dw = zeros(DType::F32, c.w);
     std::vector<double> expected =
         convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr);
-    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-              false);
+    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::None);
     expectNear(y, expected, 1e-5);
-    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-              true);
+    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::Relu);
     expectNear(y, relu(expected), 1e-5);
     cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
     cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
@@ -1010,7 +1050,7 @@ TEST(ConvGrad, AdjointIdentities) {
     auto y = zeros(DType::F64, outShape);
     auto dx = zeros(DType::F64, c.x);
     auto dw = zeros(DType::F64, c.w);
-    cpu::conv(ctx(), x, w, nullptr, y, c.strides, c.pads, c.dilations, c.group, false);
+    cpu::conv(ctx(), x, w, nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::None);
     cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
     cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
     auto dot = [](const Buffer &a, const Buffer &b) {

@@ -88,6 +88,7 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
         dnnl_primitive_attr_set_output_scales(attr, 1, 0, &p.alpha) == dnnl_success) &&
        dnnl_post_ops_create(&postOps) == dnnl_success &&
        (p.beta == 0.0f || dnnl_post_ops_append_sum(postOps, p.beta) == dnnl_success) &&
+       appendActivation(postOps, p.activation) &&
        dnnl_primitive_attr_set_post_ops(attr, postOps) == dnnl_success;
   dnnl_primitive_desc_t pd = nullptr;
   ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, engine, nullptr) == dnnl_success;
@@ -108,6 +109,19 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
 }
 
 } // namespace
+
+bool appendActivation(dnnl_post_ops *postOps, Activation activation) {
+  switch (activation) {
+  case Activation::None: return true;
+  case Activation::Relu:
+    return dnnl_post_ops_append_eltwise(postOps, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
+           dnnl_success;
+  case Activation::Gelu:
+    return dnnl_post_ops_append_eltwise(postOps, 1.0f, dnnl_eltwise_gelu_erf, 0.0f, 0.0f) ==
+           dnnl_success;
+  }
+  return false;
+}
 
 ProductPrimitives::ProductPrimitives() : handles(std::make_unique<Handles>()) {}
 

@@ -30,6 +30,10 @@
 #include <tuple>
 #include <utility>
 
+// oneDNN's list of post-ops (dnnl_types.h), named here without oneDNN's
+// headers.
+struct dnnl_post_ops;
+
 namespace cleave::rt::cpu {
 
 /// Whether `operands` products run as oneDNN primitives on this CPU;
@@ -51,15 +55,22 @@ struct ProductProblem {
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   float alpha = 1, beta = 0;
   int64_t biasRows = 0, biasColumns = 0;
+  /// Applied to the result as the primitive writes it (a post-op after
+  /// beta's sum).
+  Activation activation = Activation::None;
 
   bool hasBias() const { return biasRows > 0; }
   bool operator<(const ProductProblem &o) const {
     return std::tie(operands, transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, biasRows,
-                    biasColumns) < std::tie(o.operands, o.transA, o.transB, o.m, o.n, o.k, o.lda,
-                                            o.ldb, o.ldc, o.alpha, o.beta, o.biasRows,
-                                            o.biasColumns);
+                    biasColumns, activation) < std::tie(o.operands, o.transA, o.transB, o.m, o.n,
+                                                        o.k, o.lda, o.ldb, o.ldc, o.alpha, o.beta,
+                                                        o.biasRows, o.biasColumns, o.activation);
   }
 };
+
+/// Appends `activation` (none: nothing) to a primitive's post-ops; false
+/// when oneDNN refuses. Convolutions use it too (ConvPrimitives.cpp).
+bool appendActivation(dnnl_post_ops *postOps, Activation activation);
 
 /// The oneDNN primitives of a run's products, each made on its problem's
 /// first call (making one costs more than running a small one).

@@ -455,6 +455,12 @@ void gemmCore(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int6
               double alpha, const T *a, int64_t lda, const T *b, int64_t ldb, double beta,
               T *c, int64_t ldc);
 
+//===----------------------------------------------------------------------===//
+// Fused activations
+//===----------------------------------------------------------------------===//
+
+#include "runtime/ActivationKernels.inc"
+
 } // namespace cleave::rt::cpu
 
 #endif

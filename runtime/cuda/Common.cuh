@@ -447,4 +447,8 @@ void softmaxImpl(Context &ctx, const char *kernel, const Tensor &in, const Tenso
 
 } // namespace cleave::rt::cuda::detail
 
+namespace cleave::rt::cuda {
+#include "runtime/ActivationKernels.inc"
+} // namespace cleave::rt::cuda
+
 #endif

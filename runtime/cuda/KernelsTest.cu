@@ -667,21 +667,21 @@ TEST_F(CudaKernels, Gemm) {
   Tensor c = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
   // 2 * A B + 3 * C with C broadcast over rows.
   std::vector<float> want = {119, 125, 281, 305};
-  kc::gemm(ctx, a, b, &c, out, 2.0f, 3.0f, false, false);
+  kc::gemm(ctx, a, b, &c, out, 2.0f, 3.0f, false, false, Activation::None);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, aT, b, &c, out, 2.0f, 3.0f, true, false);
+  kc::gemm(ctx, aT, b, &c, out, 2.0f, 3.0f, true, false, Activation::None);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, a, bT, &c, out, 2.0f, 3.0f, false, true);
+  kc::gemm(ctx, a, bT, &c, out, 2.0f, 3.0f, false, true, Activation::None);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, aT, bT, &c, out, 2.0f, 3.0f, true, true);
+  kc::gemm(ctx, aT, bT, &c, out, 2.0f, 3.0f, true, true, Activation::None);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, a, b, nullptr, out, 1.0f, 1.0f, false, false);
+  kc::gemm(ctx, a, b, nullptr, out, 1.0f, 1.0f, false, false, Activation::None);
   expectClose(get<float>(out), {58, 64, 139, 154});
   Tensor column = f32({2, 1}, {1, 2});
-  kc::gemm(ctx, a, b, &column, out, 1.0f, 1.0f, false, false);
+  kc::gemm(ctx, a, b, &column, out, 1.0f, 1.0f, false, false, Activation::None);
   expectClose(get<float>(out), {59, 65, 141, 156});
   Tensor scalar = f32({}, {10.0f});
-  kc::gemm(ctx, a, b, &scalar, out, 1.0f, 0.5f, false, false);
+  kc::gemm(ctx, a, b, &scalar, out, 1.0f, 0.5f, false, false, Activation::None);
   expectClose(get<float>(out), {63, 69, 144, 159});
 }
 
@@ -703,7 +703,7 @@ TEST_F(CudaKernels, LowPrecisionProducts) {
     kc::cast(ctx, f32({2, 3}, {1, 2, 3, 4, 5, 6}), ga);
     kc::cast(ctx, f32({3, 2}, {7, 8, 9, 10, 11, 12}), gb);
     Tensor bias = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
-    kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false);
+    kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false, Activation::None);
     expectClose(get<float>(out), {119, 125, 281, 305});
   }
 }
@@ -909,7 +909,7 @@ std::vector<float> convRef(const std::vector<float> &x, const std::vector<float>
 TEST_F(CudaKernels, ConvPadded) {
   Tensor x = f32({1, 1, 3, 3}, iota(9, 1.0f)), w = f32({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
   Tensor y = alloc(DType::F32, {1, 1, 3, 3});
-  kc::conv(ctx, x, w, nullptr, y, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{1, 1}, 1, false);
+  kc::conv(ctx, x, w, nullptr, y, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{1, 1}, 1, Activation::None);
   expectClose(get<float>(y), {12, 21, 16, 27, 45, 33, 24, 39, 28});
 }
 
@@ -918,7 +918,7 @@ TEST_F(CudaKernels, ConvPointwiseWithBias) {
   std::vector<float> bs = {0.5f, -1, 2};
   Tensor x = f32({2, 2, 2, 2}, xs), w = f32({3, 2, 1, 1}, ws), b = f32({3}, bs);
   Tensor y = alloc(DType::F32, {2, 3, 2, 2});
-  kc::conv(ctx, x, w, &b, y, Dims{}, Dims{}, Dims{}, 1, false);
+  kc::conv(ctx, x, w, &b, y, Dims{}, Dims{}, Dims{}, 1, Activation::None);
   expectClose(get<float>(y), convRef(xs, ws, &bs, 2, 2, 2, 2, 3, 1, 1, 2, 2, 1, 0, 1, 1));
 }
 
@@ -930,12 +930,12 @@ TEST_F(CudaKernels, ConvStridedDilatedGrouped) {
   std::vector<float> bs = {1, 2, 3, 4, 5, 6};
   Tensor x = f32({2, 4, 7, 7}, xs), w = f32({6, 2, 3, 3}, ws), b = f32({6}, bs);
   Tensor y = alloc(DType::F32, {2, 6, 3, 3});
-  kc::conv(ctx, x, w, &b, y, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 2, false);
+  kc::conv(ctx, x, w, &b, y, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 2, Activation::None);
   expectClose(get<float>(y), convRef(xs, ws, &bs, 2, 4, 7, 7, 6, 3, 3, 3, 3, 2, 1, 2, 2), 1e-4f);
   // Depthwise: group = channels = maps.
   std::vector<float> wd = iota(4 * 1 * 3 * 3, 0.5f, 0.1f);
   Tensor wDepth = f32({4, 1, 3, 3}, wd), yd = alloc(DType::F32, {2, 4, 3, 3});
-  kc::conv(ctx, x, wDepth, nullptr, yd, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 4, false);
+  kc::conv(ctx, x, wDepth, nullptr, yd, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 4, Activation::None);
   expectClose(get<float>(yd), convRef(xs, wd, nullptr, 2, 4, 7, 7, 4, 3, 3, 3, 3, 2, 1, 2, 4),
               1e-4f);
 }
@@ -944,7 +944,7 @@ TEST_F(CudaKernels, Conv1d) {
   // x [1,1,5] = 1..5, w [1,1,2] = {1,-1}, stride 1, no pad: x[i] - x[i+1].
   Tensor x = f32({1, 1, 5}, iota(5, 1.0f)), w = f32({1, 1, 2}, {1, -1});
   Tensor y = alloc(DType::F32, {1, 1, 4});
-  kc::conv(ctx, x, w, nullptr, y, Dims{1}, Dims{0, 0}, Dims{1}, 1, false);
+  kc::conv(ctx, x, w, nullptr, y, Dims{1}, Dims{0, 0}, Dims{1}, 1, Activation::None);
   expectClose(get<float>(y), {-1, -1, -1, -1});
 }
 

@@ -356,7 +356,7 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
 }
 
 void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
-          float alpha, float beta, bool transA, bool transB) {
+          float alpha, float beta, bool transA, bool transB, Activation activation) {
   const char *kernel = "gemm";
   const cudaDataType factors = factorType(kernel, a, b);
   requireType(kernel, out, DType::F32, "the result");
@@ -393,6 +393,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
       fill(ctx, out, 0.0);
     else
       checkBlas(cublasSscal(handle, M * N, &blasBeta, out.as<float>(), 1), kernel);
+    applyActivation(ctx, activation, out);
     return;
   }
   int ldb = transB ? K : N, lda = transA ? M : K;
@@ -402,10 +403,11 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
                          out.as<float>(), CUDA_R_32F, N > 1 ? N : 1, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
             kernel);
+  applyActivation(ctx, activation, out);
 }
 
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
-          Dims strides, Dims pads, Dims dilations, int64_t group, bool relu) {
+          Dims strides, Dims pads, Dims dilations, int64_t group, Activation activation) {
   const char *kernel = "conv";
   static const char *const roles[3] = {"x", "w", "y"};
   if (b)
@@ -455,8 +457,7 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
                                                                     b->as<float>(), y.as<float>());
     checkLaunch(kernel);
   }
-  if (relu)
-    cuda::relu(ctx, y, y);
+  applyActivation(ctx, activation, y);
 }
 
 void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Tensor &out,
