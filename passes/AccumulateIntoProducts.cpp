@@ -50,11 +50,11 @@ struct AccumulateIntoProductsPass
       if (!op || product.getType() != add.getType() || (gemm && gemm.getActivation()))
         return;
       OpBuilder b(add);
-      Value sum = GemmOp::create(
-          b, op->getLoc(), op->getOperand(0), op->getOperand(1), assign.getTarget(),
-          b.getF32FloatAttr(gemm ? gemm.getAlpha().convertToFloat() : 1.0f),
-          b.getF32FloatAttr(1.0f), b.getBoolAttr(gemm && gemm.getTransA()),
-          b.getBoolAttr(gemm && gemm.getTransB()), StringAttr());
+      Value sum =
+          GemmOp::create(b, op->getLoc(), op->getOperand(0), op->getOperand(1), assign.getTarget(),
+                         b.getF32FloatAttr(gemm ? gemm.getAlpha().convertToFloat() : 1.0f),
+                         b.getF32FloatAttr(1.0f), b.getBoolAttr(gemm && gemm.getTransA()),
+                         b.getBoolAttr(gemm && gemm.getTransB()), StringAttr());
       add.replaceAllUsesWith(sum);
       add.erase();
       op->erase();

@@ -98,16 +98,14 @@ struct FuseActivationsPass : public cleave::impl::FuseActivationsBase<FuseActiva
           relus.push_back({producer, {relu}});
         return;
       }
-      SmallVector<Operation *> chain = op->getNumResults() == 1
-                                           ? erfGelu(op->getResult(0))
-                                           : SmallVector<Operation *>();
+      SmallVector<Operation *> chain =
+          op->getNumResults() == 1 ? erfGelu(op->getResult(0)) : SmallVector<Operation *>();
       if (chain.empty())
         return;
       Value x = chain.back()->getOperand(0);
       auto gemm = x.getDefiningOp<GemmOp>();
       // The gemm is read by the division and the inner product alone.
-      if (takesActivation(gemm) &&
-          llvm::all_of(x.getUsers(), [&](Operation *user) {
+      if (takesActivation(gemm) && llvm::all_of(x.getUsers(), [&](Operation *user) {
             return user == chain.back() || user == chain[1];
           }))
         gelus.push_back({gemm, chain});

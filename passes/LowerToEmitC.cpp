@@ -337,8 +337,9 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
   }
   if (name == "activation") { // optional: none without it
     StringRef value = attr ? cast<StringAttr>(attr).getValue() : "none";
-    return std::string("cleave::rt::Activation::") +
-           (value == "relu" ? "Relu" : value == "gelu" ? "Gelu" : "None");
+    return std::string("cleave::rt::Activation::") + (value == "relu"   ? "Relu"
+                                                      : value == "gelu" ? "Gelu"
+                                                                        : "None");
   }
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");

@@ -671,8 +671,8 @@ static LogicalResult verifyActivation(Operation *op, std::optional<StringRef> ac
                                       bool geluToo) {
   if (!activation || *activation == "relu" || (geluToo && *activation == "gelu"))
     return success();
-  return op->emitOpError("activation '") << *activation << "' is not "
-                                         << (geluToo ? "relu or gelu" : "relu");
+  return op->emitOpError("activation '")
+         << *activation << "' is not " << (geluToo ? "relu or gelu" : "relu");
 }
 
 LogicalResult ConvOp::verify() { return verifyActivation(*this, getActivation(), false); }

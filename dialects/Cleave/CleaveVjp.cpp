@@ -182,11 +182,12 @@ LogicalResult SigmoidOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult ReluOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &grads) {
   // Gated on the result, y > 0 exactly where x > 0: the backward keeps y,
-  // which the next op's gradient mostly keeps too, not x, so that a
-  // convolution's ReLU can be fused into it (cleave-fuse-conv-relu).
-  return unaryVjp(*this, builder, resultGrads, grads, [](CleaveBuilder &b, Value, Value y, Value g) {
-    return b.where(b.greater(y, b.scalarLike(y, 0.0)), g, b.scalarLike(g, 0.0));
-  });
+  // which the next op's gradient mostly keeps too, not x, so that the ReLU
+  // of a convolution or gemm can be fused into it (cleave-fuse-activations).
+  return unaryVjp(*this, builder, resultGrads, grads,
+                  [](CleaveBuilder &b, Value, Value y, Value g) {
+                    return b.where(b.greater(y, b.scalarLike(y, 0.0)), g, b.scalarLike(g, 0.0));
+                  });
 }
 
 LogicalResult ErfOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,

@@ -59,39 +59,25 @@ struct ConvPrimitive::Impl {
 
 namespace {
 
-/// A primitive descriptor, destroyed with its scope.
-class DescriptorHandle {
+/// A oneDNN handle destroyed with its scope (null: none yet).
+template <typename Handle, dnnl_status_t (*destroy)(Handle)> class ScopedHandle {
 public:
-  DescriptorHandle() = default;
-  DescriptorHandle(const DescriptorHandle &) = delete;
-  DescriptorHandle &operator=(const DescriptorHandle &) = delete;
-  ~DescriptorHandle() {
+  ScopedHandle() = default;
+  ScopedHandle(const ScopedHandle &) = delete;
+  ScopedHandle &operator=(const ScopedHandle &) = delete;
+  ~ScopedHandle() {
     if (handle)
-      dnnl_primitive_desc_destroy(handle);
+      destroy(handle);
   }
-  dnnl_primitive_desc_t *out() { return &handle; }
-  dnnl_primitive_desc_t get() const { return handle; }
+  Handle *out() { return &handle; }
+  Handle get() const { return handle; }
 
 private:
-  dnnl_primitive_desc_t handle = nullptr;
+  Handle handle = nullptr;
 };
 
-/// Primitive attributes (null: none), destroyed with their scope.
-class AttributesHandle {
-public:
-  AttributesHandle() = default;
-  AttributesHandle(const AttributesHandle &) = delete;
-  AttributesHandle &operator=(const AttributesHandle &) = delete;
-  ~AttributesHandle() {
-    if (handle)
-      dnnl_primitive_attr_destroy(handle);
-  }
-  dnnl_primitive_attr_t *out() { return &handle; }
-  dnnl_primitive_attr_t get() const { return handle; }
-
-private:
-  dnnl_primitive_attr_t handle = nullptr;
-};
+using DescriptorHandle = ScopedHandle<dnnl_primitive_desc_t, dnnl_primitive_desc_destroy>;
+using AttributesHandle = ScopedHandle<dnnl_primitive_attr_t, dnnl_primitive_attr_destroy>;
 
 /// `attributes` with one post-op: `activation` as the primitive writes.
 bool activationAttributes(AttributesHandle &attributes, Activation activation) {
@@ -372,8 +358,12 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
 }
 
 const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
-  std::vector<int64_t> key{static_cast<int64_t>(p.pass), static_cast<int64_t>(p.factors), p.group,
-                           p.bias, static_cast<int64_t>(p.activation), threads};
+  std::vector<int64_t> key{static_cast<int64_t>(p.pass),
+                           static_cast<int64_t>(p.factors),
+                           p.group,
+                           p.bias,
+                           static_cast<int64_t>(p.activation),
+                           threads};
   for (const Dims *dims : {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
     key.push_back(dims->size);
     key.insert(key.end(), dims->values, dims->values + dims->size);

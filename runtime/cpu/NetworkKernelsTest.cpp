@@ -451,20 +451,19 @@ TEST(Gemm, FusedActivations) {
     expectNear(y, activated(gemmByLoop<float>(a, b, &bias, 1.0, 1.0, false, true), activation),
                1e-5);
     cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, false, true, activation);
-    expectNear(y, activated(gemmByLoop<float>(a, b, &c, 0.5, 2.0, false, true), activation),
-               1e-5);
+    expectNear(y, activated(gemmByLoop<float>(a, b, &c, 0.5, 2.0, false, true), activation), 1e-5);
     auto a64 = makeRandom<double>({m, k}, seed++);
     auto b64 = makeRandom<double>({k, n}, seed++);
     auto y64 = zeros(DType::F64, {m, n});
     cpu::gemm(ctx(), a64, b64, nullptr, y64, 1.0f, 0.0f, false, false, activation);
-    expectNear(y64, activated(gemmByLoop<double>(a64, b64, nullptr, 1.0, 0.0, false, false),
-                              activation),
+    expectNear(y64,
+               activated(gemmByLoop<double>(a64, b64, nullptr, 1.0, 0.0, false, false), activation),
                1e-12);
     // k = 0: no product, the result is beta C.
     auto empty = zeros(DType::F32, {m, 0}), emptyB = zeros(DType::F32, {0, n});
     cpu::gemm(ctx(), empty, emptyB, c.ptr(), y, 1.0f, 1.0f, false, false, activation);
-    expectNear(y, activated(gemmByLoop<float>(empty, emptyB, &c, 1.0, 1.0, false, false),
-                            activation),
+    expectNear(y,
+               activated(gemmByLoop<float>(empty, emptyB, &c, 1.0, 1.0, false, false), activation),
                1e-6);
   }
 }
@@ -654,7 +653,7 @@ std::vector<double> convByDefinition(const ConvCase &c, const Buffer &x, const B
   return y;
 }
 
-/// max(0, each value): a convolution with its ReLU fused (cleave-fuse-conv-relu).
+/// max(0, each value): a convolution with its ReLU fused (cleave-fuse-activations).
 std::vector<double> relu(std::vector<double> values) {
   for (double &value : values)
     value = std::max(value, 0.0);
@@ -668,9 +667,11 @@ template <typename T> void checkConv(const ConvCase &c, unsigned seed, double to
   Dims outShape = convOutShape(c);
   auto y = zeros(dtypeOf<T>(), outShape);
   std::vector<double> expected = convByDefinition<T>(c, x, w, c.bias ? &b : nullptr);
-  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::None);
+  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+            Activation::None);
   expectNear(y, expected, tol);
-  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::Relu);
+  cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+            Activation::Relu);
   expectNear(y, relu(expected), tol);
 }
 
@@ -763,7 +764,8 @@ TEST(Conv, PrimitivesKeptForTheRun) {
     auto yKept = zeros(DType::F32, convOutShape(*c));
     const Tensor *bias = c->bias ? b.ptr() : nullptr;
     cpu::conv(ctx(), x, w, bias, y, c->strides, c->pads, c->dilations, c->group, Activation::None);
-    cpu::conv(keeping, x, w, bias, yKept, c->strides, c->pads, c->dilations, c->group, Activation::None);
+    cpu::conv(keeping, x, w, bias, yKept, c->strides, c->pads, c->dilations, c->group,
+              Activation::None);
     expectEqual<float>(yKept, y.values<float>());
     auto dx = zeros(DType::F32, c->x);
     auto dxKept = zeros(DType::F32, c->x);
@@ -1027,9 +1029,11 @@ TEST(LowPrecisionConv, AgainstDirectLoops) {
     auto y = zeros(DType::F32, outShape), dx = zeros(DType::F32, c.x), dw = zeros(DType::F32, c.w);
     std::vector<double> expected =
         convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr);
-    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::None);
+    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+              Activation::None);
     expectNear(y, expected, 1e-5);
-    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::Relu);
+    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
+              Activation::Relu);
     expectNear(y, relu(expected), 1e-5);
     cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
     cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);

@@ -112,7 +112,8 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
 
 bool appendActivation(dnnl_post_ops *postOps, Activation activation) {
   switch (activation) {
-  case Activation::None: return true;
+  case Activation::None:
+    return true;
   case Activation::Relu:
     return dnnl_post_ops_append_eltwise(postOps, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
            dnnl_success;

@@ -935,7 +935,8 @@ TEST_F(CudaKernels, ConvStridedDilatedGrouped) {
   // Depthwise: group = channels = maps.
   std::vector<float> wd = iota(4 * 1 * 3 * 3, 0.5f, 0.1f);
   Tensor wDepth = f32({4, 1, 3, 3}, wd), yd = alloc(DType::F32, {2, 4, 3, 3});
-  kc::conv(ctx, x, wDepth, nullptr, yd, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 4, Activation::None);
+  kc::conv(ctx, x, wDepth, nullptr, yd, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 4,
+           Activation::None);
   expectClose(get<float>(yd), convRef(xs, wd, nullptr, 2, 4, 7, 7, 4, 3, 3, 3, 3, 2, 1, 2, 4),
               1e-4f);
 }
