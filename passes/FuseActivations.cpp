@@ -35,8 +35,8 @@ bool isConstant(Value value, double expected) {
   return actual && std::abs(*actual - expected) <= 1e-6 * std::abs(expected);
 }
 
-/// The operand of the two-operand `op` that is not `known`, or null when
-/// neither is... `known` must be one of them.
+/// The operand of the two-operand `op` other than `known`, which is one of
+/// them.
 Value otherOperand(Operation *op, Value known) {
   return op->getOperand(0) == known ? op->getOperand(1) : op->getOperand(0);
 }
