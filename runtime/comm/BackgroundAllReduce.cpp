@@ -61,11 +61,7 @@ void BackgroundAllReduce::run() {
                   ringBytesSent(CollectiveKind::AllReduce, bytes, group_->size()),
                   std::chrono::steady_clock::now(),
                   {}};
-    if (sum.wire == sum.type)
-      group_->allReduceSum(sum.buffer, sum.count, sum.type, {sum.step, done.what});
-    else
-      group_->allReduceSumAs(static_cast<float *>(sum.buffer), sum.count, sum.wire,
-                             {sum.step, done.what});
+    group_->allReduceSumAs(sum.buffer, sum.count, sum.type, sum.wire, {sum.step, done.what});
     done.end = std::chrono::steady_clock::now();
     lock.lock();
     report_.sums.push_back(std::move(done));

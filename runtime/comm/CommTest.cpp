@@ -338,8 +338,9 @@ void checkBFloat16Sums(bool deterministic) {
       buffer[i] = c.part(r, i);
     for (std::size_t j = 0; j < sent.size(); ++j)
       sent[j] = c.part(r, j);
-    comm->allReduceSumAs(buffer.data(), kCount, DType::BF16, {1, "gradients"});
-    comm->reduceScatterSumAs(sent.data(), received.data(), kCount, DType::BF16, {1, "gradients"});
+    comm->allReduceSumAs(buffer.data(), kCount, DType::F32, DType::BF16, {1, "gradients"});
+    comm->reduceScatterSumAs(sent.data(), received.data(), kCount, DType::F32, DType::BF16,
+                             {1, "gradients"});
     for (std::size_t i = 0; i < kCount; ++i) {
       ASSERT_EQ(buffer[i], c.expected(n)) << "all-reduce, element " << i;
       ASSERT_EQ(received[i], c.expected(n)) << "reduce-scatter, element " << i;
@@ -358,7 +359,7 @@ TEST(MpiCommunicatorTest, DeterministicBFloat16SumsAreTheSame) { checkBFloat16Su
 TEST(LocalCommunicatorTest, BFloat16SumOfOneRankIsItsRoundedPart) {
   LocalCommunicator alone("dp");
   std::vector<float> buffer{1.0f + std::ldexp(1.0f, -9), 3.0f};
-  alone.allReduceSumAs(buffer.data(), 2, DType::BF16, {});
+  alone.allReduceSumAs(buffer.data(), 2, DType::F32, DType::BF16, {});
   EXPECT_EQ(buffer[0], 1.0f);
   EXPECT_EQ(buffer[1], 3.0f);
 }

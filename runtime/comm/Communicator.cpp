@@ -73,11 +73,8 @@ void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis, cons
                      DType wire, int64_t step) {
   Communicator &group = axisCommunicator(axes, axis, "all_reduce");
   checkSumWire(group, "all_reduce", buffer.dtype, wire);
-  const std::size_t count = static_cast<std::size_t>(buffer.numel());
-  if (wire == buffer.dtype)
-    group.allReduceSum(buffer.data, count, buffer.dtype, {step, "gradients"});
-  else
-    group.allReduceSumAs(static_cast<float *>(buffer.data), count, wire, {step, "gradients"});
+  group.allReduceSumAs(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, wire,
+                       {step, "gradients"});
 }
 
 void sendOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &value,
@@ -102,12 +99,8 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
              static_cast<long long>(in.numel()), group.size(),
              static_cast<long long>(out.numel()));
   checkSumWire(group, "reduce_scatter", in.dtype, wire);
-  const std::size_t count = static_cast<std::size_t>(out.numel());
-  if (wire == in.dtype)
-    group.reduceScatterSum(in.data, out.data, count, out.dtype, {step, "gradients"});
-  else
-    group.reduceScatterSumAs(static_cast<const float *>(in.data), static_cast<float *>(out.data),
-                             count, wire, {step, "gradients"});
+  group.reduceScatterSumAs(in.data, out.data, static_cast<std::size_t>(out.numel()), in.dtype, wire,
+                           {step, "gradients"});
 }
 
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
@@ -259,29 +252,34 @@ void widenFromBFloat16(const std::vector<uint16_t> &narrowed, std::size_t count,
 
 } // namespace
 
-void Communicator::allReduceSumAs(float *buffer, std::size_t count, DType wire,
+void Communicator::checkNarrowing(DType type, DType wire, CollectiveKind kind,
                                   const CallSite &site) {
-  if (wire == DType::F32)
-    return allReduceSum(buffer, count, wire, site);
-  if (wire != DType::BF16)
-    fail(CollectiveKind::AllReduce, site,
-         std::string("cannot sum through ") + dtypeName(wire) + " (f32 or bf16 only)");
-  narrowToBFloat16(buffer, count, narrowed_);
-  allReduceSum(narrowed_.data(), count, wire, site);
-  widenFromBFloat16(narrowed_, count, buffer);
+  if (type != DType::F32 || wire != DType::BF16)
+    fail(kind, site,
+         std::string("cannot sum ") + dtypeName(type) + " through " + dtypeName(wire) +
+             " (its own type, or f32 through bf16)");
 }
 
-void Communicator::reduceScatterSumAs(const float *sent, float *received, std::size_t countPerRank,
-                                      DType wire, const CallSite &site) {
-  if (wire == DType::F32)
-    return reduceScatterSum(sent, received, countPerRank, wire, site);
-  if (wire != DType::BF16)
-    fail(CollectiveKind::ReduceScatter, site,
-         std::string("cannot sum through ") + dtypeName(wire) + " (f32 or bf16 only)");
-  narrowToBFloat16(sent, static_cast<std::size_t>(size_) * countPerRank, narrowed_);
+void Communicator::allReduceSumAs(void *buffer, std::size_t count, DType type, DType wire,
+                                  const CallSite &site) {
+  if (wire == type)
+    return allReduceSum(buffer, count, type, site);
+  checkNarrowing(type, wire, CollectiveKind::AllReduce, site);
+  narrowToBFloat16(static_cast<const float *>(buffer), count, narrowed_);
+  allReduceSum(narrowed_.data(), count, wire, site);
+  widenFromBFloat16(narrowed_, count, static_cast<float *>(buffer));
+}
+
+void Communicator::reduceScatterSumAs(const void *sent, void *received, std::size_t countPerRank,
+                                      DType type, DType wire, const CallSite &site) {
+  if (wire == type)
+    return reduceScatterSum(sent, received, countPerRank, type, site);
+  checkNarrowing(type, wire, CollectiveKind::ReduceScatter, site);
+  narrowToBFloat16(static_cast<const float *>(sent), static_cast<std::size_t>(size_) * countPerRank,
+                   narrowed_);
   narrowedSum_.resize(countPerRank);
   reduceScatterSum(narrowed_.data(), narrowedSum_.data(), countPerRank, wire, site);
-  widenFromBFloat16(narrowedSum_, countPerRank, received);
+  widenFromBFloat16(narrowedSum_, countPerRank, static_cast<float *>(received));
 }
 
 void Communicator::broadcast(void *buffer, std::size_t count, DType type, int root,

@@ -194,16 +194,18 @@ public:
   /// each rank gets its chunk of the all-reduced buffer (f32, f64, i32, i64).
   void reduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                         DType type, const CallSite &site);
-  /// allReduceSum and reduceScatterSum of f32 `buffer`s through `wire`:
-  /// f32 itself, or bf16, which halves the bytes moved: each rank's values
+  /// allReduceSum and reduceScatterSum of `type` buffers through `wire`:
+  /// the type itself (the plain sums), or bf16 for f32, which halves the
+  /// bytes moved: each rank's values
   /// rounded to bf16 (to nearest even), the ranks' parts added in f32 in
   /// rank order, the sum rounded to bf16 once and widened back. The same
   /// on every rank and in every run, deterministic mode or not. Host
   /// buffers only (buffersOnHost); the bf16 copies are this communicator's
   /// scratch, reused between calls.
-  void allReduceSumAs(float *buffer, std::size_t count, DType wire, const CallSite &site);
-  void reduceScatterSumAs(const float *sent, float *received, std::size_t countPerRank, DType wire,
-                          const CallSite &site);
+  void allReduceSumAs(void *buffer, std::size_t count, DType type, DType wire,
+                      const CallSite &site);
+  void reduceScatterSumAs(const void *sent, void *received, std::size_t countPerRank, DType type,
+                          DType wire, const CallSite &site);
   /// Whether the buffers of its calls are host memory (MPI, one rank) or
   /// device memory (NCCL).
   virtual bool buffersOnHost() const { return true; }
@@ -270,6 +272,8 @@ private:
   /// "collective KIND on axis 'A' at step S".
   std::string describe(CollectiveKind kind, const CallSite &site) const;
   void checkSum(DType type, const CallSite &site, CollectiveKind kind);
+  /// Fails unless `type` sums through `wire` by narrowing: f32 through bf16.
+  void checkNarrowing(DType type, DType wire, CollectiveKind kind, const CallSite &site);
   void checkPeer(int peer, const char *role, CollectiveKind kind, const CallSite &site);
   /// Counts the bytes and runs `call` (the backend's), timed for the
   /// observer when there is one; a recv's `awaitMessage` then runs first.
