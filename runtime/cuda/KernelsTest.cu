@@ -639,7 +639,7 @@ std::vector<float> broadcastBatchesRef(const std::vector<float> &lhs,
 }
 
 TEST_F(CudaKernels, MatmulBroadcastBatches) {
-  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(54, 1.0f, 0.25f);
+  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(18, 1.0f, 0.25f);
   Tensor a = f32({2, 1, 2, 3}, lhs), b = f32({3, 3, 2}, rhs);
   Tensor c = alloc(DType::F32, {2, 3, 2, 2});
   kc::matmul(ctx, a, b, c);
@@ -689,7 +689,7 @@ TEST_F(CudaKernels, Gemm) {
 // summed, as the reference sums them (factors exactly representable in
 // both types, cast on the device).
 TEST_F(CudaKernels, LowPrecisionProducts) {
-  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(54, 1.0f, 0.25f);
+  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(18, 1.0f, 0.25f);
   for (DType type : {DType::BF16, DType::F16}) {
     Tensor a32 = f32({2, 1, 2, 3}, lhs), b32 = f32({3, 3, 2}, rhs);
     Tensor a = alloc(type, {2, 1, 2, 3}), b = alloc(type, {3, 3, 2});

@@ -33,6 +33,8 @@ import numpy as np
 
 PACK = os.path.dirname(os.path.abspath(__file__))
 WARMUP, TIMED = 3, 10
+SYSTEM_LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/lib/x86_64-linux-gnu",
+                       "/usr/lib/x86_64-linux-gnu")
 
 
 class Summary:
@@ -145,10 +147,13 @@ def gtest(summary, name, command, timeout, env=None):
 
 def program_env(built):
     env = dict(os.environ)
-    # The NCCL of PyPI's wheel is on no loader path.
+    # The NCCL of PyPI's wheel is on no loader path. A system directory must
+    # not go there: LD_LIBRARY_PATH comes before the programs' RUNPATH, and the
+    # system's libmpi.so.40 or libfabric.so.1 would shadow the pack's OpenMPI.
     if built["nccl"]:
-        env["LD_LIBRARY_PATH"] = os.path.dirname(built["nccl"]) + ":" + env.get(
-            "LD_LIBRARY_PATH", "")
+        directory = os.path.dirname(built["nccl"])
+        if directory not in SYSTEM_LIBRARY_DIRS:
+            env["LD_LIBRARY_PATH"] = directory + ":" + env.get("LD_LIBRARY_PATH", "")
     return env
 
 
