@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace cleave {
 #define GEN_PASS_DEF_BUILDTRAINSTEP
@@ -82,6 +83,12 @@ struct Step {
   SmallVector<Value> updated;
   /// With clipping, the 2-norm of all gradients before it.
   Value gradNorm;
+  /// Adam's scalar factors, from the learning rate and the step count alone:
+  /// built at the first parameter's update, read by every later one.
+  struct AdamFactors {
+    Value stepSize, correction2Root, decay;
+  };
+  std::optional<AdamFactors> adam;
 };
 
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
@@ -336,9 +343,9 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
   void update(Step &s, Value param, StringRef name, Value grad) {
     s.updated.push_back(grad);
     CleaveBuilder &u = s.u;
-    Value lr = s.lr, step = s.step;
+    Value lr = s.lr;
     SmallVectorImpl<std::pair<Value, Value>> &assignments = s.assignments;
-    FloatType f64 = s.b.getF64Type(), f32 = s.b.getF32Type();
+    FloatType f32 = s.b.getF32Type();
     auto state = [&](StringRef slot) {
       return addArgument(s.apply, param.getType(), (slot + ":" + name).str(), "state", name);
     };
@@ -374,17 +381,31 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
         u.add(u.mul(u.scalar(f32, beta2), v), u.mul(u.mul(u.scalar(f32, 1.0 - beta2), grad), grad));
     assignments.push_back({m, nextM});
     assignments.push_back({v, nextV});
-    Value t = u.castTo(step, f64), lr64 = u.castTo(lr, f64);
+    if (!s.adam)
+      s.adam = adamFactors(s);
+    Value denominator =
+        u.add(u.div(u.sqrt(nextV), s.adam->correction2Root), u.scalar(f32, epsilon));
+    Value decayed = s.adam->decay ? u.mul(param, s.adam->decay) : param;
+    assignments.push_back(
+        {param, u.sub(decayed, u.div(u.mul(s.adam->stepSize, nextM), denominator))});
+  }
+
+  /// Adam's step size lr / (1 - beta1^t), sqrt(1 - beta2^t) and AdamW's
+  /// decoupled decay 1 - lr * weight_decay (null without it), computed in f64
+  /// and rounded to f32 once.
+  Step::AdamFactors adamFactors(Step &s) {
+    CleaveBuilder &u = s.u;
+    FloatType f64 = s.b.getF64Type(), f32 = s.b.getF32Type();
+    Value t = u.castTo(s.step, f64), lr64 = u.castTo(s.lr, f64);
     Value correction1 = u.sub(u.scalar(f64, 1.0), u.pow(u.scalar(f64, beta1), t));
     Value correction2 = u.sub(u.scalar(f64, 1.0), u.pow(u.scalar(f64, beta2), t));
-    Value stepSize = u.castTo(u.div(lr64, correction1), f32);
-    Value denominator =
-        u.add(u.div(u.sqrt(nextV), u.castTo(u.sqrt(correction2), f32)), u.scalar(f32, epsilon));
-    Value decayed = param;
+    Step::AdamFactors factors;
+    factors.stepSize = u.castTo(u.div(lr64, correction1), f32);
+    factors.correction2Root = u.castTo(u.sqrt(correction2), f32);
     if (optimizer == "adamw" && weightDecay != 0.0)
-      decayed = u.mul(
-          param, u.castTo(u.sub(u.scalar(f64, 1.0), u.mul(lr64, u.scalar(f64, weightDecay))), f32));
-    assignments.push_back({param, u.sub(decayed, u.div(u.mul(stepSize, nextM), denominator))});
+      factors.decay =
+          u.castTo(u.sub(u.scalar(f64, 1.0), u.mul(lr64, u.scalar(f64, weightDecay))), f32);
+    return factors;
   }
 
   /// An accumulator per gradient of `members`; returns each one's parameter
