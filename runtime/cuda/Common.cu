@@ -66,20 +66,88 @@ void broadcastStrides(const char *kernel, const Tensor &in, const Dims &shape, i
 }
 
 template <typename U>
-__global__ void stridedCopyKernel(int64_t n, Layout<2> layout, U *dst, const U *src) {
-  CLEAVE_GRID_LOOP(i, n) {
-    int64_t off[2];
-    layout.offsets(i, off);
-    dst[off[0]] = src[off[1]];
+__global__ void stridedCopyKernel(int32_t n, Layout<2> layout, U *dst, const U *src) {
+  using I = int32_t;
+  // Each value carries its destination, computed with its source.
+  struct Element {
+    I at;
+    U value;
+  };
+  unrolledLoop<I>(
+      n,
+      [&](I i) {
+        I off[2];
+        layout.offsets(i, off);
+        return Element{off[0], src[off[1]]};
+      },
+      [&](I, const Element &element) { dst[element.at] = element.value; });
+}
+
+/// The batched transposes' tile: kTile x kTile elements through shared
+/// memory (a column of padding against bank conflicts), so that both its
+/// reads and its writes are coalesced; kTileRows rows of threads.
+constexpr int kTile = 32, kTileRows = 8;
+
+/// A batch of rows x cols copies where dst is dense along cols and src along
+/// rows: dst[b + r * dstRowStride + c] = src[b' + r + c * srcColStride], the
+/// batch index mapped to b and b' by `batches`.
+template <typename U>
+__global__ void transposeTilesKernel(int64_t batchCount, Layout<2> batches, int64_t rows,
+                                     int64_t cols, int64_t dstRowStride, int64_t srcColStride,
+                                     U *dst, const U *src) {
+  __shared__ U tile[kTile][kTile + 1];
+  int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  for (int64_t batch = blockIdx.z; batch < batchCount; batch += gridDim.z) {
+    int64_t base[2];
+    batches.offsets(batch, base);
+    for (int j = threadIdx.y; j < kTile; j += kTileRows) {
+      int64_t r = r0 + threadIdx.x, c = c0 + j;
+      if (r < rows && c < cols)
+        tile[j][threadIdx.x] = src[base[1] + r + c * srcColStride];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < kTile; j += kTileRows) {
+      int64_t r = r0 + j, c = c0 + threadIdx.x;
+      if (r < rows && c < cols)
+        dst[base[0] + r * dstRowStride + c] = tile[threadIdx.x][j];
+    }
+    __syncthreads();
   }
+}
+
+/// Whether `layout` (simplified) is a batch of transposes: its last dim
+/// dense in dst (strides[0]) and the one before dense in src (strides[1]),
+/// with few enough tile rows for the grid.
+bool isBatchedTranspose(const Layout<2> &layout) {
+  int r = layout.rank;
+  return r >= 2 && layout.strides[0][r - 1] == 1 && layout.strides[1][r - 2] == 1 &&
+         layout.strides[1][r - 1] != 1 && (layout.dims[r - 2] + kTile - 1) / kTile <= 65535;
+}
+
+template <typename U>
+void transposeTiles(Context &ctx, const char *kernel, const Layout<2> &layout, U *dst,
+                    const U *src) {
+  int r = layout.rank;
+  Layout<2> batches;
+  batches.rank = r - 2;
+  for (int d = 0; d < r - 2; ++d) {
+    batches.dims[d] = layout.dims[d];
+    batches.strides[0][d] = layout.strides[0][d];
+    batches.strides[1][d] = layout.strides[1][d];
+  }
+  int64_t rows = layout.dims[r - 2], cols = layout.dims[r - 1], count = batches.numel();
+  dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
+            static_cast<unsigned>((rows + kTile - 1) / kTile),
+            static_cast<unsigned>(std::min<int64_t>(count, 65535)));
+  transposeTilesKernel<U><<<grid, dim3(kTile, kTileRows), 0, ctx.stream>>>(
+      count, batches, rows, cols, layout.strides[0][r - 2], layout.strides[1][r - 1], dst, src);
+  checkLaunch(kernel);
 }
 
 void stridedCopy(Context &ctx, const char *kernel, DType type, Layout<2> layout, void *dst,
                  int64_t dstBase, const void *src, int64_t srcBase) {
   layout.simplify();
-  int64_t n = 1;
-  for (int d = 0; d < layout.rank; ++d)
-    n *= layout.dims[d];
+  int64_t n = layout.numel();
   if (n == 0)
     return;
   dispatchBySize(kernel, type, [&](auto tag) {
@@ -90,8 +158,15 @@ void stridedCopy(Context &ctx, const char *kernel, DType type, Layout<2> layout,
       check(cudaMemcpyAsync(d, s, n * sizeof(U), cudaMemcpyDeviceToDevice, ctx.stream), kernel);
       return;
     }
-    stridedCopyKernel<U><<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, layout, d, s);
-    checkLaunch(kernel);
+    if (isBatchedTranspose(layout))
+      return transposeTiles(ctx, kernel, layout, d, s);
+    forEachInt32Part(layout, 0, {},
+                     [&](const Layout<2> &part, int64_t, const Layout<2>::Bases &bases) {
+                       int64_t count = part.numel();
+                       stridedCopyKernel<U><<<blocksForUnrolled(count), kThreads, 0, ctx.stream>>>(
+                           static_cast<int32_t>(count), part, d + bases[0], s + bases[1]);
+                       checkLaunch(kernel);
+                     });
   });
 }
 

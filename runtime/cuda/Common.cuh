@@ -22,6 +22,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -205,6 +207,8 @@ __device__ inline int64_t globalThreads() { return static_cast<int64_t>(blockDim
 /// that tensor (0 where it is broadcast). offsets(i) maps the row-major index
 /// i of the iteration shape to an element offset in each tensor.
 template <int K> struct Layout {
+  /// An element offset in each tensor.
+  using Bases = std::array<int64_t, K>;
   int32_t rank = 0;
   int64_t dims[kMaxRank] = {};
   int64_t strides[K][kMaxRank] = {};
@@ -233,17 +237,117 @@ template <int K> struct Layout {
     *this = out;
   }
 
-  __host__ __device__ void offsets(int64_t i, int64_t (&off)[K]) const {
+  /// I: int64_t, or int32_t within a part of forEachInt32Part (its
+  /// divisions are several times cheaper).
+  template <typename I> __host__ __device__ void offsets(I i, I (&off)[K]) const {
     for (int k = 0; k < K; ++k)
       off[k] = 0;
     for (int d = rank - 1; d >= 0; --d) {
-      int64_t c = i % dims[d];
-      i /= dims[d];
+      I c = i % static_cast<I>(dims[d]);
+      i /= static_cast<I>(dims[d]);
       for (int k = 0; k < K; ++k)
-        off[k] += c * strides[k][d];
+        off[k] += c * static_cast<I>(strides[k][d]);
     }
   }
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d)
+      n *= dims[d];
+    return n;
+  }
+  /// The largest |offset| in tensor k.
+  int64_t reach(int k) const {
+    int64_t r = 0;
+    for (int d = 0; d < rank; ++d)
+      r += (dims[d] - 1) * (strides[k][d] < 0 ? -strides[k][d] : strides[k][d]);
+    return r;
+  }
 };
+
+/// The bound of a part's element count and offsets: unrolledLoop's index
+/// runs up to 2^30 past its count (a grid's stride), inside int32_t.
+inline constexpr int64_t kInt32Part = int64_t(1) << 30;
+
+/// Calls launch(part, first, bases) over consecutive parts of `layout`'s
+/// elements, each indexing in int32_t (its count and offsets below
+/// kInt32Part): `first` is the row-major index of its first element,
+/// bases[k] that element's offset in tensor k. One part when it fits; else
+/// runs of dim 0's indices, or each index's rest split again.
+template <int K, typename Launch>
+void forEachInt32Part(const Layout<K> &layout, int64_t first, typename Layout<K>::Bases bases,
+                      Launch &&launch) {
+  int64_t n = layout.numel();
+  bool fits = n < kInt32Part;
+  for (int k = 0; k < K && fits; ++k)
+    fits = layout.reach(k) < kInt32Part;
+  if (fits)
+    return launch(layout, first, bases);
+  Layout<K> rest;
+  rest.rank = layout.rank - 1;
+  for (int d = 1; d < layout.rank; ++d) {
+    rest.dims[d - 1] = layout.dims[d];
+    for (int k = 0; k < K; ++k)
+      rest.strides[k][d - 1] = layout.strides[k][d];
+  }
+  int64_t restN = rest.numel(), rows = (kInt32Part - 1) / restN;
+  for (int k = 0; k < K; ++k) {
+    int64_t stride = layout.strides[k][0] < 0 ? -layout.strides[k][0] : layout.strides[k][0];
+    int64_t room = kInt32Part - 1 - rest.reach(k);
+    if (stride > 0)
+      rows = room < 0 ? 0 : std::min(rows, room / stride + 1);
+  }
+  for (int64_t row = 0; row < layout.dims[0]; row += std::max<int64_t>(rows, 1)) {
+    typename Layout<K>::Bases at = bases;
+    for (int k = 0; k < K; ++k)
+      at[k] += row * layout.strides[k][0];
+    if (rows < 1) {
+      forEachInt32Part(rest, first + row * restN, at, launch);
+      continue;
+    }
+    Layout<K> part = layout;
+    part.dims[0] = std::min(rows, layout.dims[0] - row);
+    launch(part, first + row * restN, at);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The unrolled loop of the elementwise kernels and copies.
+//===----------------------------------------------------------------------===//
+
+/// Elements per thread: a thread computes kUnroll elements a block apart (a
+/// warp's accesses stay coalesced) before it stores any, so several loads
+/// are in flight at once.
+inline constexpr int kUnroll = 4;
+
+/// Blocks for unrolledLoop over n elements.
+inline unsigned blocksForUnrolled(int64_t n) { return blocksFor((n + kUnroll - 1) / kUnroll); }
+
+/// For each i < n, store(i, value(i)), the kUnroll values of a thread
+/// computed before any is stored (the stores may alias the loads: an
+/// in-place op). With I = int32_t, n < kInt32Part: the grid's stride is at
+/// most 2^20 blocks of kThreads * kUnroll elements, so base stays in range.
+template <typename I, typename Value, typename Store>
+__device__ inline void unrolledLoop(I n, Value value, Store store) {
+  using T = decltype(value(I(0)));
+  const I tile = static_cast<I>(blockDim.x) * kUnroll;
+  for (I base = static_cast<I>(blockIdx.x) * tile; base < n;
+       base += static_cast<I>(gridDim.x) * tile) {
+    T values[kUnroll];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      I i = base + j * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+      if (i < n)
+        values[j] = value(i);
+    }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      I i = base + j * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+      if (i < n)
+        store(i, values[j]);
+    }
+  }
+}
 
 /// Row-major strides of a shape.
 inline void denseStrides(const Dims &shape, int64_t *strides) {
@@ -275,30 +379,48 @@ Layout<N> broadcastLayout(const char *kernel, const Tensor &out, const Tensor *c
 // The broadcasting elementwise kernel: out[i] = op(in_k[offset_k(i)]...).
 //===----------------------------------------------------------------------===//
 
-template <typename Op, size_t... Is, typename... In>
-__device__ inline auto applyAt(const Op &op, const int64_t *off, std::index_sequence<Is...>,
+template <typename Op, typename I, size_t... Is, typename... In>
+__device__ inline auto applyAt(const Op &op, const I *off, std::index_sequence<Is...>,
                                const In *...in) {
   return op(in[off[Is]]...);
 }
 
 template <int N, typename Op, typename Out, typename... In>
-__global__ void elementwiseKernel(int64_t n, Layout<N> layout, Op op, Out *out, const In *...in) {
+__global__ void elementwiseKernel(int32_t n, Layout<N> layout, Op op, Out *out, const In *...in) {
+  using I = int32_t;
+  auto store = [&](I i, auto value) { out[i] = value; };
   if (layout.rank <= 1) {
     // One dim left: each input is dense (stride 1) or a scalar (stride 0).
-    CLEAVE_GRID_LOOP(i, n) {
-      int64_t off[N];
+    unrolledLoop<I>(
+        n,
+        [&](I i) {
+          I off[N];
 #pragma unroll
-      for (int k = 0; k < N; ++k)
-        off[k] = i * layout.strides[k][0];
-      out[i] = applyAt(op, off, std::index_sequence_for<In...>{}, in...);
-    }
+          for (int k = 0; k < N; ++k)
+            off[k] = i * static_cast<I>(layout.strides[k][0]);
+          return applyAt(op, off, std::index_sequence_for<In...>{}, in...);
+        },
+        store);
     return;
   }
-  CLEAVE_GRID_LOOP(i, n) {
-    int64_t off[N];
-    layout.offsets(i, off);
-    out[i] = applyAt(op, off, std::index_sequence_for<In...>{}, in...);
-  }
+  unrolledLoop<I>(
+      n,
+      [&](I i) {
+        I off[N];
+        layout.offsets(i, off);
+        return applyAt(op, off, std::index_sequence_for<In...>{}, in...);
+      },
+      store);
+}
+
+/// One launch of elementwiseKernel over a part of forEachInt32Part.
+template <int N, typename Op, typename Out, typename... In, size_t... Is>
+void launchElementwisePart(Context &ctx, const Layout<N> &part, int64_t first,
+                           const typename Layout<N>::Bases &bases, Op op, Out *out,
+                           std::index_sequence<Is...>, const In *...in) {
+  int64_t n = part.numel();
+  elementwiseKernel<N, Op, Out, In...><<<blocksForUnrolled(n), kThreads, 0, ctx.stream>>>(
+      static_cast<int32_t>(n), part, op, out + first, (in + bases[Is])...);
 }
 
 /// Runs op over out's elements, each input broadcast to out's shape. Out and
@@ -307,14 +429,17 @@ template <typename Out, typename... In, typename Op, typename... Ts>
 void elementwise(Context &ctx, const char *kernel, const Tensor &out, Op op, const Ts &...ins) {
   static_assert(sizeof...(In) == sizeof...(Ts), "one element type per input");
   constexpr int N = sizeof...(In);
-  int64_t n = out.numel();
-  if (n == 0)
+  if (out.numel() == 0)
     return;
   const Tensor *list[N] = {&ins...};
   Layout<N> layout = broadcastLayout<N>(kernel, out, list);
-  elementwiseKernel<N, Op, Out, In...><<<blocksFor(n), kThreads, 0, ctx.stream>>>(
-      n, layout, op, out.as<Out>(), static_cast<const In *>(ins.data)...);
-  checkLaunch(kernel);
+  forEachInt32Part(layout, 0, {},
+                   [&](const Layout<N> &part, int64_t first, const typename Layout<N>::Bases &bases) {
+                     launchElementwisePart(ctx, part, first, bases, op, out.as<Out>(),
+                                           std::index_sequence_for<In...>{},
+                                           static_cast<const In *>(ins.data)...);
+                     checkLaunch(kernel);
+                   });
 }
 
 //===----------------------------------------------------------------------===//

@@ -728,6 +728,29 @@ TEST_F(CudaKernels, Transpose) {
   Tensor i = i64({2, 3}, {1, 2, 3, 4, 5, 6}), it = alloc(DType::I64, {3, 2});
   kc::transpose(ctx, i, it, Dims{1, 0});
   EXPECT_EQ(get<int64_t>(it), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
+
+  // Batches of transposes over several tiles, with partial tiles at the
+  // edges, in each element size.
+  const int64_t batch = 3, rows = 37, cols = 45;
+  std::vector<double> values(batch * rows * cols), swapped(values.size());
+  for (std::size_t k = 0; k < values.size(); ++k)
+    values[k] = static_cast<double>(k % 251);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        swapped[(b * cols + c) * rows + r] = values[(b * rows + r) * cols + c];
+  for (DType type : {DType::F64, DType::F32, DType::BF16, DType::Bool}) {
+    Tensor source = alloc(type, {batch, rows, cols}), result = alloc(type, {batch, cols, rows});
+    kc::cast(ctx, f64({batch, rows, cols}, values), source);
+    kc::transpose(ctx, source, result, Dims{0, 2, 1});
+    Tensor wide = alloc(DType::F64, {batch, cols, rows});
+    kc::cast(ctx, result, wide);
+    std::vector<double> want = swapped;
+    if (type == DType::Bool)
+      for (double &v : want)
+        v = v != 0.0;
+    EXPECT_EQ(get<double>(wide), want) << dtypeName(type);
+  }
 }
 
 TEST_F(CudaKernels, ConcatAndSplit) {
@@ -1254,6 +1277,56 @@ TEST(CudaLayout, BroadcastOffsetsFollowNumpyRules) {
       ASSERT_EQ(off[0], naiveOffset(inputs[c], out, i)) << "input " << c << " index " << i;
       ASSERT_EQ(off[1], i);
     }
+  }
+}
+
+// Layouts over 2^30 elements or offsets split into parts that index in
+// int32_t: consecutive, covering every element once, each element at the
+// offsets the whole layout gives it in int64_t.
+TEST(CudaLayout, Int32PartsMapEveryElementAsTheWholeLayout) {
+  namespace detail = cleave::rt::cuda::detail;
+  auto layoutOf = [](std::vector<int64_t> dims, std::vector<int64_t> strides0,
+                     std::vector<int64_t> strides1) {
+    detail::Layout<2> layout;
+    layout.rank = static_cast<int32_t>(dims.size());
+    for (std::size_t d = 0; d < dims.size(); ++d) {
+      layout.dims[d] = dims[d];
+      layout.strides[0][d] = strides0[d];
+      layout.strides[1][d] = strides1[d];
+    }
+    return layout;
+  };
+  const int64_t big = int64_t(1) << 30;
+  // Dense and past 2^31; a row broadcast over rows of 2^30; a transpose
+  // whose source offsets pass 2^30 within one row; a negative stride.
+  std::vector<detail::Layout<2>> layouts = {
+      layoutOf({2 * big + 5}, {1}, {1}),
+      layoutOf({3, big}, {big, 1}, {0, 1}),
+      layoutOf({70000, 20000}, {20000, 1}, {1, 70000}),
+      layoutOf({5, big / 2}, {big / 2, 1}, {-(big / 2), 1})};
+  for (std::size_t c = 0; c < layouts.size(); ++c) {
+    const detail::Layout<2> &whole = layouts[c];
+    int64_t next = 0, parts = 0;
+    detail::forEachInt32Part(
+        whole, 0, {}, [&](const detail::Layout<2> &part, int64_t first, const auto &bases) {
+          ++parts;
+          int64_t n = part.numel();
+          ASSERT_EQ(first, next) << "layout " << c;
+          ASSERT_LT(n, big);
+          ASSERT_LT(part.reach(0), big);
+          ASSERT_LT(part.reach(1), big);
+          for (int64_t i : {int64_t(0), n / 2, n - 1}) {
+            int32_t local[2];
+            part.offsets(static_cast<int32_t>(i), local);
+            int64_t want[2];
+            whole.offsets(first + i, want);
+            ASSERT_EQ(bases[0] + local[0], want[0]) << "layout " << c << " element " << first + i;
+            ASSERT_EQ(bases[1] + local[1], want[1]) << "layout " << c << " element " << first + i;
+          }
+          next = first + n;
+        });
+    EXPECT_EQ(next, whole.numel()) << "layout " << c;
+    EXPECT_GT(parts, 1) << "layout " << c;
   }
 }
 
