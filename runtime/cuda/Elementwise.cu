@@ -223,7 +223,7 @@ void compare(Context &ctx, const char *kernel, const Tensor &lhs, const Tensor &
   });
 }
 
-/// Dense: no divisions, so one index type does (64-bit adds cost little).
+/// Dense: no divisions, so int64_t indices cost little (no int32_t parts).
 template <typename To, typename From>
 __global__ void castKernel(int64_t n, const From *in, To *out) {
   unrolledLoop<int64_t>(
@@ -273,62 +273,33 @@ struct FusedOperands {
   float *outputs[kMaxElementwiseOutputs];
 };
 
-/// A register of the fused kernel: its value for each of a thread's
-/// kUnroll elements, read and written as one 16-byte access.
-struct alignas(16) FusedLanes {
-  float lane[kUnroll];
-};
-
-/// Each thread runs the program over kUnroll elements a block apart (as
-/// unrolledLoop does), decoding each instruction once for all of them; the
-/// registers live in the thread's own memory. Each opcode's element function
-/// is its standalone kernel's.
+/// One thread per element, the program's registers in its own memory; each
+/// opcode's element function is its standalone kernel's.
 __global__ void fusedElementwiseKernel(int64_t n, ElementwiseProgram program,
                                        FusedOperands operands) {
-  const int64_t tile = static_cast<int64_t>(blockDim.x) * kUnroll;
-  for (int64_t base = blockIdx.x * tile; base < n; base += gridDim.x * tile) {
-    int64_t index[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      index[u] = base + u * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-    FusedLanes registers[kMaxElementwiseRegisters];
-    for (int r = 0; r < program.inputs; ++r) {
-      FusedLanes in;
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        in.lane[u] = index[u] < n ? operands.inputs[r][operands.broadcast[r] ? 0 : index[u]] : 0.0f;
-      registers[r] = in;
-    }
+  CLEAVE_GRID_LOOP(i, n) {
+    float registers[kMaxElementwiseRegisters];
+    for (int r = 0; r < program.inputs; ++r)
+      registers[r] = operands.inputs[r][operands.broadcast[r] ? 0 : i];
     for (int k = 0; k < program.instructions; ++k) {
       const ElementwiseInstruction &instruction = program.code[k];
-      const FusedLanes a = registers[instruction.lhs], b = registers[instruction.rhs];
-      FusedLanes y;
-      auto each = [&](auto f) {
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          y.lane[u] = f(a.lane[u], b.lane[u]);
-      };
+      float a = registers[instruction.lhs], b = registers[instruction.rhs], y = 0.0f;
       switch (instruction.op) {
-      case ElementwiseOpcode::Add: each([](float x, float z) { return x + z; }); break;
-      case ElementwiseOpcode::Sub: each([](float x, float z) { return x - z; }); break;
-      case ElementwiseOpcode::Mul: each([](float x, float z) { return x * z; }); break;
-      case ElementwiseOpcode::Div: each([](float x, float z) { return x / z; }); break;
-      case ElementwiseOpcode::Gate: each([](float x, float z) { return x > 0.0f ? z : 0.0f; }); break;
-      case ElementwiseOpcode::Neg: each([](float x, float) { return -x; }); break;
-      case ElementwiseOpcode::Sqrt: each([](float x, float) { return msqrt(x); }); break;
-      case ElementwiseOpcode::Exp: each([](float x, float) { return mexp(x); }); break;
-      case ElementwiseOpcode::Tanh: each([](float x, float) { return mtanh(x); }); break;
-      case ElementwiseOpcode::Erf: each([](float x, float) { return merf(x); }); break;
+      case ElementwiseOpcode::Add: y = a + b; break;
+      case ElementwiseOpcode::Sub: y = a - b; break;
+      case ElementwiseOpcode::Mul: y = a * b; break;
+      case ElementwiseOpcode::Div: y = a / b; break;
+      case ElementwiseOpcode::Gate: y = a > 0.0f ? b : 0.0f; break;
+      case ElementwiseOpcode::Neg: y = -a; break;
+      case ElementwiseOpcode::Sqrt: y = msqrt(a); break;
+      case ElementwiseOpcode::Exp: y = mexp(a); break;
+      case ElementwiseOpcode::Tanh: y = mtanh(a); break;
+      case ElementwiseOpcode::Erf: y = merf(a); break;
       }
       registers[program.inputs + k] = y;
     }
-    for (int o = 0; o < program.outputs; ++o) {
-      const FusedLanes result = registers[program.results[o]];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (index[u] < n)
-          operands.outputs[o][index[u]] = result.lane[u];
-    }
+    for (int o = 0; o < program.outputs; ++o)
+      operands.outputs[o][i] = registers[program.results[o]];
   }
 }
 
@@ -572,8 +543,7 @@ void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList 
   }
   if (n == 0)
     return;
-  fusedElementwiseKernel<<<blocksForUnrolled(n), kThreads, 0, ctx.stream>>>(n, program,
-                                                                             operands);
+  fusedElementwiseKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, program, operands);
   checkLaunch(kernel);
 }
 
