@@ -153,6 +153,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["gelu"] = {"gelu", -1, {"approximate"}};
   calls["softmax"] = {"softmax", -1, {"axis"}};
   calls["log_softmax"] = {"log_softmax", -1, {"axis"}};
+  calls["softmax_grad"] = {"softmax_grad", -1, {"axis"}};
   calls["layer_normalization"] = {"layer_normalization", 2, {"axis", "epsilon"}};
   calls["batch_normalization"] = {"batch_normalization", -1,
                                   {"epsilon", "momentum", "training_mode"}};

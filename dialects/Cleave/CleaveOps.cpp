@@ -232,6 +232,14 @@ LogicalResult cleave::inferAxisType(std::optional<Location> location, Value inpu
   return success();
 }
 
+LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                              Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  if (adaptor.getY().getType() != adaptor.getGrad().getType())
+    return emitOptionalError(location, "y ", adaptor.getY().getType(), " and grad ",
+                             adaptor.getGrad().getType(), " differ");
+  return inferAxisType(location, adaptor.getY(), adaptor.getAxis(), types);
+}
+
 LogicalResult LayerNormalizationOp::inferReturnTypes(MLIRContext *context,
                                                      std::optional<Location> location,
                                                      Adaptor adaptor,

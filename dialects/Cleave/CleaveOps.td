@@ -204,6 +204,20 @@ def Cleave_LogSoftmaxOp : Cleave_AxisOp<"log_softmax"> {
   let summary = "log of softmax along `axis`";
 }
 
+// Softmax's adjoint, built by its gradient rule (no ONNX operator imports to
+// it); no rule of its own: the step is differentiated once.
+def Cleave_SoftmaxGradOp : Cleave_PureOp<"softmax_grad"> {
+  let summary = "softmax's input gradient `y (grad - sum(grad y, axis))`";
+  let description = [{
+    From softmax's output `y` and that output's gradient `grad` (the same
+    type), the gradient of softmax's input along `axis`: one pass over each
+    row where the unfused rule takes a product, a sum, a difference and
+    another product.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$y, Cleave_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
 def Cleave_LayerNormalizationOp : Cleave_PureOp<"layer_normalization", [Cleave_Vjp]> {
   let summary = "layer normalisation over the dims from `axis` on";
   let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$scale,

@@ -253,7 +253,7 @@ LoopNest loopsOf(SoftmaxCrossEntropyLossOp sce) {
   return nest;
 }
 
-/// Softmax, LogSoftmax: the axis whole.
+/// Softmax, LogSoftmax, SoftmaxGrad: the axis whole.
 LoopNest softmaxLoops(Operation *op) {
   int64_t axis = cast<IntegerAttr>(op->getAttr("axis")).getInt();
   return identityExcept(op, rankOf(op->getOperand(0)), [&](int64_t d) { return d == axis; });
@@ -332,7 +332,7 @@ LoopNest loopNest(Operation *op) {
             SoftmaxCrossEntropyLossOp, LayerNormalizationOp, DropoutOp>(
           [](auto typed) { return loopsOf(typed); })
       .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(reshapeLoops)
-      .Case<SoftmaxOp, LogSoftmaxOp>(softmaxLoops)
+      .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp>(softmaxLoops)
       .Case<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(reduceLoops)
       .Default(elementwiseLoops);
 }

@@ -486,10 +486,9 @@ LogicalResult CastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &grads) {
-  // dx = y (g - sum(g y, axis))
-  int64_t axis = getAxis();
+  // dx = y (g - sum(g y, axis)), one softmax_grad.
   return unaryVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value, Value y, Value g) {
-    return b.mul(y, b.sub(g, b.sum(b.mul(g, y), {axis}, true)));
+    return SoftmaxGradOp::create(b.getBuilder(), b.getLoc(), y, g, getAxisAttr()).getResult();
   });
 }
 

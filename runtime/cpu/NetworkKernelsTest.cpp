@@ -110,6 +110,47 @@ TEST(Softmax, MaskedRowsAgainstDouble) {
   expectNear(x, expected, 1e-6);
 }
 
+// softmax_grad against y (g - sum(g y)) in double: rows of 67 (a remainder
+// past the kernel's lanes), a strided axis over 300 columns (past its chunk),
+// f64, and in place over g and over y.
+TEST(Softmax, GradAgainstDouble) {
+  auto reference = [](const Buffer &y, const Buffer &g, int64_t outer, int64_t n,
+                      int64_t inner) {
+    std::vector<double> yv = y.doubles(), gv = g.doubles(), want(yv.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < inner; ++j) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i)
+          sum += gv[(o * n + i) * inner + j] * yv[(o * n + i) * inner + j];
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t at = (o * n + i) * inner + j;
+          want[at] = yv[at] * (gv[at] - sum);
+        }
+      }
+    return want;
+  };
+  auto y = makeRandom<float>({5, 67}, 1, 0.0, 0.1), g = makeRandom<float>({5, 67}, 2);
+  std::vector<double> want = reference(y, g, 5, 67, 1);
+  auto out = zeros(DType::F32, {5, 67});
+  cpu::softmax_grad(ctx(), y, g, out, 1);
+  expectNear(out, want, 1e-6);
+  cpu::softmax_grad(ctx(), y, g, g, -1);
+  expectNear(g, want, 1e-6);
+  auto g2 = makeRandom<float>({5, 67}, 2);
+  cpu::softmax_grad(ctx(), y, g2, y, 1);
+  expectNear(y, want, 1e-6);
+
+  auto ys = makeRandom<float>({2, 7, 300}, 3, 0.0, 0.3), gs = makeRandom<float>({2, 7, 300}, 4);
+  auto outs = zeros(DType::F32, {2, 7, 300});
+  cpu::softmax_grad(ctx(), ys, gs, outs, 1);
+  expectNear(outs, reference(ys, gs, 2, 7, 300), 1e-6);
+
+  auto yd = makeRandom<double>({3, 4}, 5, 0.0, 0.5), gd = makeRandom<double>({3, 4}, 6);
+  auto outd = zeros(DType::F64, {3, 4});
+  cpu::softmax_grad(ctx(), yd, gd, outd, 0);
+  expectNear(outd, reference(yd, gd, 1, 3, 4), 1e-14);
+}
+
 //===----------------------------------------------------------------------===//
 // Layer and batch normalisation
 //===----------------------------------------------------------------------===//

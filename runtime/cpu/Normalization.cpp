@@ -141,6 +141,46 @@ void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, con
   });
 }
 
+/// out = y (g - sum(g y)) over the middle dim of outer x n x inner. Each
+/// product is rounded to T and the products summed in double (as mul, then
+/// reduce_sum, would); every row's (column's) sum is taken before any of its
+/// elements is written, so out may be y or g.
+template <typename T>
+void softmaxGradOver(const T *y, const T *g, T *out, int64_t outer, int64_t n, int64_t inner) {
+  constexpr int64_t kChunk = 256;
+  double sum[kChunk];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j0 = 0; j0 < inner; j0 += kChunk) {
+      int64_t w = std::min(kChunk, inner - j0), base = o * n * inner + j0;
+      const T *yb = y + base, *gb = g + base;
+      T *ob = out + base;
+      if (inner == 1) {
+        double lane[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+          for (int j = 0; j < 8; ++j)
+            lane[j] += static_cast<double>(T(gb[i + j] * yb[i + j]));
+        for (; i < n; ++i)
+          lane[0] += static_cast<double>(T(gb[i] * yb[i]));
+        sum[0] = lane[0];
+        for (int j = 1; j < 8; ++j)
+          sum[0] += lane[j];
+      } else {
+        std::fill(sum, sum + w, 0.0);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < w; ++j)
+            sum[j] += static_cast<double>(T(gb[i * inner + j] * yb[i * inner + j]));
+      }
+      T rowSum[kChunk];
+      for (int64_t j = 0; j < w; ++j)
+        rowSum[j] = static_cast<T>(sum[j]);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < w; ++j)
+          ob[i * inner + j] = yb[i * inner + j] * (gb[i * inner + j] - rowSum[j]);
+    }
+  }
+}
+
 /// Writes one statistic to an optional f32 or f64 output.
 void storeStat(const char *kernel, const Tensor &t, int64_t i, double v) {
   if (!t.data)
@@ -177,6 +217,28 @@ void softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
 
 void log_softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
   softmaxKernel<true>(ctx, "log_softmax", in, out, axis);
+}
+
+/// The outer slices are split among the context's threads, as softmax's.
+void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tensor &out,
+                  int64_t axis) {
+  const char *kernel = "softmax_grad";
+  checkSameLayout(kernel, y, grad);
+  checkSameLayout(kernel, y, out);
+  axis = normalizeAxis(kernel, axis, y.rank());
+  int64_t outer = product(y.shape, 0, static_cast<int>(axis));
+  int64_t n = y.rank() == 0 ? 1 : y.shape[static_cast<int>(axis)];
+  int64_t inner = product(y.shape, static_cast<int>(axis) + 1, y.rank());
+  dispatch(kernel, y.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t slice = n * inner;
+    if (outer * slice == 0)
+      return;
+    forEachChunk(ctx, outer * slice, slice, [&](int64_t begin, int64_t end) {
+      softmaxGradOver<T>(y.as<T>() + begin, grad.as<T>() + begin, out.as<T>() + begin,
+                         (end - begin) / slice, n, inner);
+    });
+  });
 }
 
 void layer_normalization(Context &, const Tensor &x, const Tensor &scale, const Tensor *bias,

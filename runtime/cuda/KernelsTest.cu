@@ -488,6 +488,37 @@ TEST_F(CudaKernels, Softmax) {
   expectClose(get<float>(longOut), softmaxRows(row, 1, 1000, true), 1e-4f);
 }
 
+// softmax_grad against y (g - sum(g y)) in double, over the last axis (rows
+// of 1000: several warps) and a strided one, and in place over g.
+TEST_F(CudaKernels, SoftmaxGrad) {
+  auto reference = [](const std::vector<float> &y, const std::vector<float> &g, int64_t outer,
+                      int64_t n, int64_t inner) {
+    std::vector<float> want(y.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < inner; ++j) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i)
+          sum += double(g[(o * n + i) * inner + j]) * y[(o * n + i) * inner + j];
+        for (int64_t i = 0; i < n; ++i) {
+          int64_t at = (o * n + i) * inner + j;
+          want[at] = static_cast<float>(y[at] * (g[at] - sum));
+        }
+      }
+    return want;
+  };
+  std::vector<float> y = iota(3000, 0.0f, 1e-4f), g(3000);
+  for (std::size_t i = 0; i < g.size(); ++i)
+    g[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  Tensor yt = f32({3, 1000}, y), gt = f32({3, 1000}, g), out = alloc(DType::F32, {3, 1000});
+  kc::softmax_grad(ctx, yt, gt, out, 1);
+  expectClose(get<float>(out), reference(y, g, 3, 1000, 1), 1e-5f);
+  Tensor ys = f32({3, 10, 100}, y), gs = f32({3, 10, 100}, g), outs = alloc(DType::F32, {3, 10, 100});
+  kc::softmax_grad(ctx, ys, gs, outs, 1);
+  expectClose(get<float>(outs), reference(y, g, 3, 10, 100), 1e-5f);
+  kc::softmax_grad(ctx, yt, gt, gt, -1);
+  expectClose(get<float>(gt), reference(y, g, 3, 1000, 1), 1e-5f);
+}
+
 TEST_F(CudaKernels, LayerNormalization) {
   Tensor x = f32({2, 4}, {1, 2, 3, 4, 2, 2, 2, 2});
   Tensor scale = f32({4}, {1, 2, 1, 2}), bias = f32({4}, {0, 0, 1, 1});

@@ -35,6 +35,23 @@ __global__ void softmaxKernel(int64_t rows, int64_t len, int64_t inner, const T 
   }
 }
 
+/// out = y (g - sum(g y)) over rows as softmaxKernel's: each product rounded
+/// to T, summed in double; a row is read whole before any of it is written,
+/// so out may be y or g.
+template <typename T>
+__global__ void softmaxGradKernel(int64_t rows, int64_t len, int64_t inner, const T *y,
+                                  const T *g, T *out) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    int64_t base = (row / inner) * len * inner + row % inner;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      sum += static_cast<double>(T(g[base + j * inner] * y[base + j * inner]));
+    T rowSum = static_cast<T>(blockReduce(sum, SumOp(), 0.0));
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      out[base + j * inner] = y[base + j * inner] * (g[base + j * inner] - rowSum);
+  }
+}
+
 /// y = (x - mean) * invStd * scale + bias over rows of `inner` elements.
 /// scaleMod / biasMod > 0: the parameter's offset is j % mod (its shape is a
 /// suffix of x's); 0: the offset comes from `params` (general broadcast).
@@ -142,31 +159,40 @@ int64_t suffixMod(const Tensor &param, const Tensor &x, int64_t axis) {
 
 } // namespace
 
-void softmaxImpl(Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
-                 int64_t axis, bool log) {
-  requireSameType(kernel, in, out);
-  requireNumel(kernel, in, out.numel(), "the input");
+/// Softmax's rows along `axis` of `in`: (outer x inner) rows of `len`
+/// elements `inner` apart; fails on an axis out of range.
+struct SoftmaxRows {
+  int64_t rows, len, inner;
+};
+SoftmaxRows softmaxRows(const char *kernel, const Tensor &in, int64_t axis) {
   if (axis < 0)
     axis += in.rank();
   if (axis < 0 || axis >= in.rank())
     fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), in.rank());
-  int64_t outer = 1, inner = 1, len = in.shape[axis];
+  int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d)
     outer *= in.shape[d];
   for (int d = axis + 1; d < in.rank(); ++d)
     inner *= in.shape[d];
-  int64_t rows = outer * inner;
+  return {outer * inner, in.shape[axis], inner};
+}
+
+void softmaxImpl(Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
+                 int64_t axis, bool log) {
+  requireSameType(kernel, in, out);
+  requireNumel(kernel, in, out.numel(), "the input");
+  SoftmaxRows r = softmaxRows(kernel, in, axis);
   dispatch(kernel, in.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (rows == 0 || len == 0)
+    if (r.rows == 0 || r.len == 0)
       return;
-    int threads = threadsForReduction(len);
+    int threads = threadsForReduction(r.len);
     if (log)
-      softmaxKernel<T, true><<<blocksForItems(rows), threads, 0, ctx.stream>>>(
-          rows, len, inner, in.as<T>(), out.as<T>());
+      softmaxKernel<T, true><<<blocksForItems(r.rows), threads, 0, ctx.stream>>>(
+          r.rows, r.len, r.inner, in.as<T>(), out.as<T>());
     else
-      softmaxKernel<T, false><<<blocksForItems(rows), threads, 0, ctx.stream>>>(
-          rows, len, inner, in.as<T>(), out.as<T>());
+      softmaxKernel<T, false><<<blocksForItems(r.rows), threads, 0, ctx.stream>>>(
+          r.rows, r.len, r.inner, in.as<T>(), out.as<T>());
     checkLaunch(kernel);
   });
 }
@@ -181,6 +207,24 @@ void softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
 
 void log_softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
   softmaxImpl(ctx, "log_softmax", in, out, axis, true);
+}
+
+void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tensor &out,
+                  int64_t axis) {
+  const char *kernel = "softmax_grad";
+  requireSameType(kernel, y, grad);
+  requireSameType(kernel, y, out);
+  requireNumel(kernel, grad, y.numel(), "grad");
+  requireNumel(kernel, out, y.numel(), "the result");
+  SoftmaxRows r = softmaxRows(kernel, y, axis);
+  dispatch(kernel, y.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (r.rows == 0 || r.len == 0)
+      return;
+    softmaxGradKernel<T><<<blocksForItems(r.rows), threadsForReduction(r.len), 0, ctx.stream>>>(
+        r.rows, r.len, r.inner, y.as<T>(), grad.as<T>(), out.as<T>());
+    checkLaunch(kernel);
+  });
 }
 
 void layer_normalization(Context &ctx, const Tensor &x, const Tensor &scale, const Tensor *bias,

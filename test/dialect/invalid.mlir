@@ -134,6 +134,24 @@ func.func @softmax_axis(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @softmax_grad_axis(%y: tensor<2x3xf32>, %g: tensor<2x3xf32>) {
+  // expected-error @+2 {{axis -3 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.softmax_grad %y, %g {axis = -3 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_types(%y: tensor<2x3xf32>, %g: tensor<2x3xf64>) {
+  // expected-error @+2 {{y 'tensor<2x3xf32>' and grad 'tensor<2x3xf64>' differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.softmax_grad %y, %g {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf64>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @layer_norm_scale(%x: tensor<2x8xf32>, %s: tensor<4xf32>) {
   // expected-error @+2 {{scale of shape 4 does not broadcast to the normalised shape 8}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -63,6 +63,8 @@ func.func @normalization(%x: tensor<2x4x8xf32>, %s: tensor<8xf32>, %img: tensor<
   %0 = cleave.softmax %x {axis = 2 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   // CHECK: cleave.log_softmax
   %1 = cleave.log_softmax %x {axis = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.softmax_grad %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %g = cleave.softmax_grad %0, %1 {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   // CHECK: cleave.layer_normalization {{.*}} -> (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
   %2:3 = cleave.layer_normalization %x, %s, %s {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
   // CHECK: cleave.batch_normalization

@@ -56,17 +56,14 @@ func.func @add_broadcast(%x: tensor<4x2x3xf32> {cleave.kind = "param", cleave.na
 
 // -----
 
-// softmax: dx = y (g - sum(g y, axis)). The gradient arriving from
-// reduce_max goes to the maximum only (an equality mask).
+// softmax: dx = y (g - sum(g y, axis)), one softmax_grad. The gradient
+// arriving from reduce_max goes to the maximum only (an equality mask).
 // CHECK-LABEL: func.func @softmax
 // CHECK: %[[Y:.*]] = cleave.softmax %{{.*}} {axis = 1 : i64}
 // CHECK: %[[M:.*]] = cleave.reduce_max %[[Y]]
 // CHECK: %[[MASK:.*]] = cleave.equal %[[Y]], %{{.*}} : (tensor<2x3xf32>, tensor<1x1xf32>) -> tensor<2x3xi1>
 // CHECK: %[[G:.*]] = cleave.where %[[MASK]], %{{.*}}, %{{.*}} : (tensor<2x3xi1>, tensor<1x1xf32>, tensor<f32>) -> tensor<2x3xf32>
-// CHECK: %[[GY:.*]] = cleave.mul %[[G]], %[[Y]]
-// CHECK: %[[SUM:.*]] = cleave.reduce_sum %[[GY]] {axes = array<i64: 1>, keepdims = true} : (tensor<2x3xf32>) -> tensor<2x1xf32>
-// CHECK: %[[D:.*]] = cleave.sub %[[G]], %[[SUM]]
-// CHECK: %[[DX:.*]] = cleave.mul %[[Y]], %[[D]]
+// CHECK: %[[DX:.*]] = cleave.softmax_grad %[[Y]], %[[G]] {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK: return %[[M]], %[[DX]]
 func.func @softmax(%x: tensor<2x3xf32> {cleave.kind = "param", cleave.name = "x"}) -> tensor<f32> {
   %0 = cleave.softmax %x {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
