@@ -147,31 +147,40 @@ void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, con
 /// elements is written, so out may be y or g.
 template <typename T>
 void softmaxGradOver(const T *y, const T *g, T *out, int64_t outer, int64_t n, int64_t inner) {
+  if (inner == 1) {
+    // Contiguous rows: loops GCC vectorises, the sum over sumRow's lanes.
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *yr = y + o * n, *gr = g + o * n;
+      T *outRow = out + o * n;
+      double lane[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j)
+          lane[j] += static_cast<double>(T(gr[i + j] * yr[i + j]));
+      for (; i < n; ++i)
+        lane[0] += static_cast<double>(T(gr[i] * yr[i]));
+      double total = lane[0];
+      for (int j = 1; j < 8; ++j)
+        total += lane[j];
+      const T sum = static_cast<T>(total);
+      for (int64_t k = 0; k < n; ++k)
+        outRow[k] = yr[k] * (gr[k] - sum);
+    }
+    return;
+  }
+  // The axis is strided: chunks of the contiguous inner dim at once.
   constexpr int64_t kChunk = 256;
   double sum[kChunk];
+  T rowSum[kChunk];
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t j0 = 0; j0 < inner; j0 += kChunk) {
       int64_t w = std::min(kChunk, inner - j0), base = o * n * inner + j0;
       const T *yb = y + base, *gb = g + base;
       T *ob = out + base;
-      if (inner == 1) {
-        double lane[8] = {};
-        int64_t i = 0;
-        for (; i + 8 <= n; i += 8)
-          for (int j = 0; j < 8; ++j)
-            lane[j] += static_cast<double>(T(gb[i + j] * yb[i + j]));
-        for (; i < n; ++i)
-          lane[0] += static_cast<double>(T(gb[i] * yb[i]));
-        sum[0] = lane[0];
-        for (int j = 1; j < 8; ++j)
-          sum[0] += lane[j];
-      } else {
-        std::fill(sum, sum + w, 0.0);
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < w; ++j)
-            sum[j] += static_cast<double>(T(gb[i * inner + j] * yb[i * inner + j]));
-      }
-      T rowSum[kChunk];
+      std::fill(sum, sum + w, 0.0);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < w; ++j)
+          sum[j] += static_cast<double>(T(gb[i * inner + j] * yb[i * inner + j]));
       for (int64_t j = 0; j < w; ++j)
         rowSum[j] = static_cast<T>(sum[j]);
       for (int64_t i = 0; i < n; ++i)
