@@ -487,9 +487,10 @@ LogicalResult CastOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &grads) {
   // dx = y (g - sum(g y, axis)), one softmax_grad.
-  return unaryVjp(*this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value, Value y, Value g) {
-    return SoftmaxGradOp::create(b.getBuilder(), b.getLoc(), y, g, getAxisAttr()).getResult();
-  });
+  return unaryVjp(
+      *this, builder, resultGrads, grads, [&](CleaveBuilder &b, Value, Value y, Value g) {
+        return SoftmaxGradOp::create(b.getBuilder(), b.getLoc(), y, g, getAxisAttr()).getResult();
+      });
 }
 
 LogicalResult LogSoftmaxOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,

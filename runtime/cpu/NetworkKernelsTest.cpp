@@ -114,8 +114,7 @@ TEST(Softmax, MaskedRowsAgainstDouble) {
 // past the kernel's lanes), a strided axis over 300 columns (past its chunk),
 // f64, and in place over g and over y.
 TEST(Softmax, GradAgainstDouble) {
-  auto reference = [](const Buffer &y, const Buffer &g, int64_t outer, int64_t n,
-                      int64_t inner) {
+  auto reference = [](const Buffer &y, const Buffer &g, int64_t outer, int64_t n, int64_t inner) {
     std::vector<double> yv = y.doubles(), gv = g.doubles(), want(yv.size());
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j = 0; j < inner; ++j) {

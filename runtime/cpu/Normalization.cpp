@@ -117,26 +117,39 @@ void softmaxOver(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
   }
 }
 
-/// The outer slices are split among the context's threads (each computed
+/// A tensor's dims around `axis`: outer x n x inner.
+struct AxisSplit {
+  int64_t outer, n, inner;
+};
+AxisSplit splitAtAxis(const char *kernel, const Tensor &t, int64_t axis) {
+  axis = normalizeAxis(kernel, axis, t.rank());
+  return {product(t.shape, 0, static_cast<int>(axis)),
+          t.rank() == 0 ? 1 : t.shape[static_cast<int>(axis)],
+          product(t.shape, static_cast<int>(axis) + 1, t.rank())};
+}
+
+/// Calls f(begin, count) for runs of `count` outer slices starting at
+/// element `begin`, split among the context's threads (each slice computed
 /// alone, so the results do not depend on how many).
+template <typename F> void forEachOuterSlices(const Context &ctx, const AxisSplit &split, F f) {
+  const int64_t slice = split.n * split.inner;
+  if (split.outer * slice == 0)
+    return;
+  forEachChunk(ctx, split.outer * slice, slice,
+               [&](int64_t begin, int64_t end) { f(begin, (end - begin) / slice); });
+}
+
 template <bool Log>
 void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
                    int64_t axis) {
   checkSameLayout(kernel, in, out);
   if (Log && in.data == out.data)
     fail(kernel, "the result may not be the input's buffer");
-  axis = normalizeAxis(kernel, axis, in.rank());
-  int64_t outer = product(in.shape, 0, static_cast<int>(axis));
-  int64_t n = in.rank() == 0 ? 1 : in.shape[static_cast<int>(axis)];
-  int64_t inner = product(in.shape, static_cast<int>(axis) + 1, in.rank());
+  AxisSplit split = splitAtAxis(kernel, in, axis);
   dispatch(kernel, in.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t slice = n * inner;
-    if (outer * slice == 0)
-      return;
-    forEachChunk(ctx, outer * slice, slice, [&](int64_t begin, int64_t end) {
-      softmaxOver<T, Log>(in.as<T>() + begin, out.as<T>() + begin, (end - begin) / slice, n,
-                          inner);
+    forEachOuterSlices(ctx, split, [&](int64_t begin, int64_t count) {
+      softmaxOver<T, Log>(in.as<T>() + begin, out.as<T>() + begin, count, split.n, split.inner);
     });
   });
 }
@@ -228,24 +241,17 @@ void log_softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis
   softmaxKernel<true>(ctx, "log_softmax", in, out, axis);
 }
 
-/// The outer slices are split among the context's threads, as softmax's.
 void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tensor &out,
                   int64_t axis) {
   const char *kernel = "softmax_grad";
   checkSameLayout(kernel, y, grad);
   checkSameLayout(kernel, y, out);
-  axis = normalizeAxis(kernel, axis, y.rank());
-  int64_t outer = product(y.shape, 0, static_cast<int>(axis));
-  int64_t n = y.rank() == 0 ? 1 : y.shape[static_cast<int>(axis)];
-  int64_t inner = product(y.shape, static_cast<int>(axis) + 1, y.rank());
+  AxisSplit split = splitAtAxis(kernel, y, axis);
   dispatch(kernel, y.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int64_t slice = n * inner;
-    if (outer * slice == 0)
-      return;
-    forEachChunk(ctx, outer * slice, slice, [&](int64_t begin, int64_t end) {
-      softmaxGradOver<T>(y.as<T>() + begin, grad.as<T>() + begin, out.as<T>() + begin,
-                         (end - begin) / slice, n, inner);
+    forEachOuterSlices(ctx, split, [&](int64_t begin, int64_t count) {
+      softmaxGradOver<T>(y.as<T>() + begin, grad.as<T>() + begin, out.as<T>() + begin, count,
+                         split.n, split.inner);
     });
   });
 }

@@ -96,7 +96,8 @@ __global__ void transposeTilesKernel(int64_t batchCount, Layout<2> batches, int6
                                      int64_t cols, int64_t dstRowStride, int64_t srcColStride,
                                      U *dst, const U *src) {
   __shared__ U tile[kTile][kTile + 1];
-  int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile,
+          c0 = static_cast<int64_t>(blockIdx.x) * kTile;
   for (int64_t batch = blockIdx.z; batch < batchCount; batch += gridDim.z) {
     int64_t base[2];
     batches.offsets(batch, base);

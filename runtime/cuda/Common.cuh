@@ -433,13 +433,14 @@ void elementwise(Context &ctx, const char *kernel, const Tensor &out, Op op, con
     return;
   const Tensor *list[N] = {&ins...};
   Layout<N> layout = broadcastLayout<N>(kernel, out, list);
-  forEachInt32Part(layout, 0, {},
-                   [&](const Layout<N> &part, int64_t first, const typename Layout<N>::Bases &bases) {
-                     launchElementwisePart(ctx, part, first, bases, op, out.as<Out>(),
-                                           std::index_sequence_for<In...>{},
-                                           static_cast<const In *>(ins.data)...);
-                     checkLaunch(kernel);
-                   });
+  forEachInt32Part(
+      layout, 0, {},
+      [&](const Layout<N> &part, int64_t first, const typename Layout<N>::Bases &bases) {
+        launchElementwisePart(ctx, part, first, bases, op, out.as<Out>(),
+                              std::index_sequence_for<In...>{},
+                              static_cast<const In *>(ins.data)...);
+        checkLaunch(kernel);
+      });
 }
 
 //===----------------------------------------------------------------------===//

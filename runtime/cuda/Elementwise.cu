@@ -385,8 +385,8 @@ void cast(Context &ctx, const Tensor &in, const Tensor &out) {
     using From = typename decltype(fromTag)::type;
     dispatch(kernel, out.dtype, AllTypes{}, [&](auto toTag) {
       using To = typename decltype(toTag)::type;
-      castKernel<To, From><<<blocksForUnrolled(n), kThreads, 0, ctx.stream>>>(
-          n, in.as<From>(), out.as<To>());
+      castKernel<To, From>
+          <<<blocksForUnrolled(n), kThreads, 0, ctx.stream>>>(n, in.as<From>(), out.as<To>());
       checkLaunch(kernel);
     });
   });

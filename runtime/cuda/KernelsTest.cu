@@ -512,7 +512,8 @@ TEST_F(CudaKernels, SoftmaxGrad) {
   Tensor yt = f32({3, 1000}, y), gt = f32({3, 1000}, g), out = alloc(DType::F32, {3, 1000});
   kc::softmax_grad(ctx, yt, gt, out, 1);
   expectClose(get<float>(out), reference(y, g, 3, 1000, 1), 1e-5f);
-  Tensor ys = f32({3, 10, 100}, y), gs = f32({3, 10, 100}, g), outs = alloc(DType::F32, {3, 10, 100});
+  Tensor ys = f32({3, 10, 100}, y), gs = f32({3, 10, 100}, g),
+         outs = alloc(DType::F32, {3, 10, 100});
   kc::softmax_grad(ctx, ys, gs, outs, 1);
   expectClose(get<float>(outs), reference(y, g, 3, 10, 100), 1e-5f);
   kc::softmax_grad(ctx, yt, gt, gt, -1);
@@ -1330,11 +1331,10 @@ TEST(CudaLayout, Int32PartsMapEveryElementAsTheWholeLayout) {
   const int64_t big = int64_t(1) << 30;
   // Dense and past 2^31; a row broadcast over rows of 2^30; a transpose
   // whose source offsets pass 2^30 within one row; a negative stride.
-  std::vector<detail::Layout<2>> layouts = {
-      layoutOf({2 * big + 5}, {1}, {1}),
-      layoutOf({3, big}, {big, 1}, {0, 1}),
-      layoutOf({70000, 20000}, {20000, 1}, {1, 70000}),
-      layoutOf({5, big / 2}, {big / 2, 1}, {-(big / 2), 1})};
+  std::vector<detail::Layout<2>> layouts = {layoutOf({2 * big + 5}, {1}, {1}),
+                                            layoutOf({3, big}, {big, 1}, {0, 1}),
+                                            layoutOf({70000, 20000}, {20000, 1}, {1, 70000}),
+                                            layoutOf({5, big / 2}, {big / 2, 1}, {-(big / 2), 1})};
   for (std::size_t c = 0; c < layouts.size(); ++c) {
     const detail::Layout<2> &whole = layouts[c];
     int64_t next = 0, parts = 0;

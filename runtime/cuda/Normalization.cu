@@ -39,8 +39,8 @@ __global__ void softmaxKernel(int64_t rows, int64_t len, int64_t inner, const T 
 /// to T, summed in double; a row is read whole before any of it is written,
 /// so out may be y or g.
 template <typename T>
-__global__ void softmaxGradKernel(int64_t rows, int64_t len, int64_t inner, const T *y,
-                                  const T *g, T *out) {
+__global__ void softmaxGradKernel(int64_t rows, int64_t len, int64_t inner, const T *y, const T *g,
+                                  T *out) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     int64_t base = (row / inner) * len * inner + row % inner;
     double sum = 0;
