@@ -129,13 +129,7 @@ template <typename U>
 void transposeTiles(Context &ctx, const char *kernel, const Layout<2> &layout, U *dst,
                     const U *src) {
   int r = layout.rank;
-  Layout<2> batches;
-  batches.rank = r - 2;
-  for (int d = 0; d < r - 2; ++d) {
-    batches.dims[d] = layout.dims[d];
-    batches.strides[0][d] = layout.strides[0][d];
-    batches.strides[1][d] = layout.strides[1][d];
-  }
+  Layout<2> batches = layout.dimsIn(0, r - 2);
   int64_t rows = layout.dims[r - 2], cols = layout.dims[r - 1], count = batches.numel();
   dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
             static_cast<unsigned>((rows + kTile - 1) / kTile),

@@ -250,6 +250,18 @@ template <int K> struct Layout {
     }
   }
 
+  /// The layout of dims [begin, end) alone, with their strides.
+  Layout dimsIn(int begin, int end) const {
+    Layout out;
+    out.rank = end - begin;
+    for (int d = begin; d < end; ++d) {
+      out.dims[d - begin] = dims[d];
+      for (int k = 0; k < K; ++k)
+        out.strides[k][d - begin] = strides[k][d];
+    }
+    return out;
+  }
+
   int64_t numel() const {
     int64_t n = 1;
     for (int d = 0; d < rank; ++d)
@@ -283,13 +295,7 @@ void forEachInt32Part(const Layout<K> &layout, int64_t first, typename Layout<K>
     fits = layout.reach(k) < kInt32Part;
   if (fits)
     return launch(layout, first, bases);
-  Layout<K> rest;
-  rest.rank = layout.rank - 1;
-  for (int d = 1; d < layout.rank; ++d) {
-    rest.dims[d - 1] = layout.dims[d];
-    for (int k = 0; k < K; ++k)
-      rest.strides[k][d - 1] = layout.strides[k][d];
-  }
+  Layout<K> rest = layout.dimsIn(1, layout.rank);
   int64_t restN = rest.numel(), rows = (kInt32Part - 1) / restN;
   for (int k = 0; k < K; ++k) {
     int64_t stride = layout.strides[k][0] < 0 ? -layout.strides[k][0] : layout.strides[k][0];
