@@ -13,6 +13,7 @@
 #include "runtime/cpu/ProductPrimitives.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -262,6 +263,9 @@ private:
   /// The flat parameter buffer's unpadded bytes (ZeRO 1/2): what its
   /// collectives must move at least.
   int64_t flatPayload = 0;
+  /// The constant weights the CPU keeps in oneDNN's layout, and whether
+  /// transposed: one copy each (ProductPrimitives.h).
+  llvm::DenseSet<std::pair<Value, int>> packedWeights;
 };
 
 void PlanBuilder::setMesh() {
@@ -413,6 +417,17 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     // Kernels run one at a time: the largest scratch is the one that adds.
     plan.memory.scratchBytes =
         std::max(plan.memory.scratchBytes, kernelScratchBytes(op, options.target));
+    if (options.target != "cuda" && op->hasAttr(kConstantWeightsAttr)) {
+      Value b = op->getOperand(1);
+      auto transB = op->getAttrOfType<BoolAttr>("trans_b");
+      bool transposed = transB && transB.getValue();
+      if (packedWeights.insert({b, transposed ? 1 : 0}).second) {
+        ArrayRef<int64_t> shape = cast<RankedTensorType>(b.getType()).getShape();
+        plan.memory.packedWeightBytes += transposed
+                                             ? rt::cpu::packedWeightsBytes(shape[1], shape[0])
+                                             : rt::cpu::packedWeightsBytes(shape[0], shape[1]);
+      }
+    }
     auto constant = dyn_cast<ConstantOp>(op);
     auto offset = op->getAttrOfType<IntegerAttr>(kWeightsOffsetAttr);
     if (!constant || !offset)
@@ -543,8 +558,8 @@ void PlanBuilder::setMemory() {
     for (size_t index : plan.training->dataInputs)
       m.inputBytes += bytesOf(plan.inputs[index]);
   m.activationBytes = plan.arenaBytes;
-  m.predictedPeakBytes =
-      plan.weightsBytes + plan.arenaBytes + m.inputBytes + m.stashBytes + m.scratchBytes;
+  m.predictedPeakBytes = plan.weightsBytes + plan.arenaBytes + m.inputBytes + m.stashBytes +
+                         m.scratchBytes + m.packedWeightBytes;
 }
 
 void PlanBuilder::setTraining() {

@@ -142,8 +142,8 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   llvm::StringMap<KernelCall> calls;
   for (StringRef same : {"neg", "sqrt", "reciprocal", "exp", "log", "abs", "tanh", "sigmoid",
                          "relu", "erf", "cast", "add", "sub", "mul", "div", "pow", "equal",
-                         "less", "greater", "where", "matmul", "expand",
-                         "global_average_pool", "max", "min", "sign", "fmod"})
+                         "less", "greater", "where", "expand", "global_average_pool", "max",
+                         "min", "sign", "fmod"})
     calls[same] = {same};
 #define CLEAVE_FLOAT_MATH(name, f32, f64) calls[#name] = {#name};
 #include "runtime/FloatMath.def"
@@ -158,7 +158,9 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["batch_normalization"] = {"batch_normalization", -1,
                                   {"epsilon", "momentum", "training_mode"}};
   calls["dropout"] = {"dropout", 1, {"ratio", "training_mode", "seed", "split"}};
-  calls["gemm"] = {"gemm", 2, {"alpha", "beta", "trans_a", "trans_b", "activation"}};
+  calls["matmul"] = {"matmul", -1, {kConstantWeightsAttr}};
+  calls["gemm"] = {
+      "gemm", 2, {"alpha", "beta", "trans_a", "trans_b", "activation", kConstantWeightsAttr}};
   calls["transpose"] = {"transpose", -1, {"perm"}};
   calls["concat"] = {"concat", -1, {"axis"}};
   calls["fused_elementwise"] = {"fused_elementwise", -1, {"program"}};
@@ -342,6 +344,8 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
                                                       : value == "gelu" ? "Gelu"
                                                                         : "None");
   }
+  if (name == kConstantWeightsAttr) // a unit attribute: a flag
+    return std::string(attr ? "true" : "false");
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");
   if (name == "program")

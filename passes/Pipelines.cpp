@@ -101,6 +101,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
 
 void buildProgramTail(OpPassManager &pm, int64_t bucketBytes) {
   pm.addPass(createFoldTransposes());
+  pm.addPass(createConstantWeights());
   pm.addPass(createFuseActivations());
   pm.addPass(createAccumulateIntoProducts());
   pm.addPass(createFuseElementwise());

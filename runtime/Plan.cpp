@@ -861,6 +861,7 @@ std::string planJson(const Plan &plan) {
         {"activation_bytes", m.activationBytes},
         {"input_bytes", m.inputBytes},
         {"scratch_bytes", m.scratchBytes},
+        {"packed_weight_bytes", m.packedWeightBytes},
         {"stash_bytes", m.stashBytes},
         {"predicted_peak_bytes", m.predictedPeakBytes}}},
   };

@@ -191,11 +191,15 @@ struct MemoryFigures {
   int64_t activationBytes = 0, inputBytes = 0;
   /// The largest scratch one kernel call allocates (a convolution's columns).
   int64_t scratchBytes = 0;
+  /// The copies of constant weights the CPU's products keep in oneDNN's
+  /// layout (cleave-constant-weights).
+  int64_t packedWeightBytes = 0;
   /// A pipeline stage's stash sets: one microbatch's stash times the most
   /// microbatches in flight.
   int64_t stashBytes = 0;
-  /// The arena, the weights blob, the inputs, the stash and the scratch:
-  /// what the program's allocations peak at (the driver measures it).
+  /// The arena, the weights blob, the inputs, the stash, the scratch and
+  /// the packed weights: what the program's allocations peak at (the
+  /// driver measures it).
   int64_t predictedPeakBytes = 0;
 };
 

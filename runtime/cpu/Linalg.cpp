@@ -88,7 +88,7 @@ void primitiveProduct(Context &ctx, const char *kernel, const ProductProblem &p,
     return;
   std::optional<ProductPrimitives> own;
   ProductPrimitives &primitives = ctx.products ? *ctx.products : own.emplace();
-  if (!primitives.run(p, std::max(1, ctx.threads), a, b, bias, c))
+  if (!primitives.run(p, std::max(1, ctx.threads), a, b, bias, c, ctx.allocations))
     fail(kernel, "oneDNN's %s matmul failed on %lld x %lld x %lld", dtypeName(p.operands),
          static_cast<long long>(p.m), static_cast<long long>(p.n), static_cast<long long>(p.k));
 }
@@ -193,7 +193,8 @@ bool isLowPrecision(DType type) { return type == DType::BF16 || type == DType::F
 
 } // namespace
 
-void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
+            bool constantWeights) {
   const char *kernel = "matmul";
   checkType(kernel, rhs, lhs.dtype);
   const bool lowPrecision = isLowPrecision(lhs.dtype);
@@ -258,6 +259,20 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
     const T *a = lhs.as<T>();
     const T *b = rhs.as<T>();
     T *c = out.as<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      if (constantWeights && rr == 2) {
+        // One B, read in oneDNN's layout (ProductPrimitives.h).
+        ProductProblem problem;
+        problem.n = problem.ldb = problem.ldc = n;
+        problem.k = problem.lda = k;
+        problem.constantB = true;
+        forEachProduct([&](int64_t rows, int64_t ao, int64_t, int64_t co) {
+          problem.m = rows;
+          primitiveProduct(ctx, kernel, problem, a + ao, b, nullptr, c + co);
+        });
+        return;
+      }
+    }
     forEachProduct([&](int64_t rows, int64_t ao, int64_t bo, int64_t co) {
       gemmCore<T>(ctx, false, false, rows, n, k, 1.0, a + ao, k, b + bo, n, 0.0, c + co, n);
     });
@@ -265,7 +280,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
 }
 
 void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
-          float alpha, float beta, bool transA, bool transB, Activation activation) {
+          float alpha, float beta, bool transA, bool transB, Activation activation,
+          bool constantWeights) {
   const char *kernel = "gemm";
   checkType(kernel, b, a.dtype);
   const bool lowPrecision = isLowPrecision(a.dtype);
@@ -314,7 +330,8 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
                          static_cast<float>(betaC),
                          bias ? 1 : 0,
                          bias ? n : 0,
-                         activation};
+                         activation,
+                         constantWeights && result == DType::F32 && !lowPrecision};
   if (lowPrecision || result == DType::F32) {
     if (lowPrecision)
       LowPrecisionProducts(ctx, kernel, a, b).gemm(problem, 0, 0, bias, out.as<float>());

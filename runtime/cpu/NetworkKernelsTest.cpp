@@ -12,6 +12,8 @@
 #include "runtime/cpu/ProductPrimitives.h"
 #include "runtime/cpu/TestUtil.h"
 
+#include <cstring>
+
 using namespace cleave::rt;
 using namespace cleave::rt::test;
 
@@ -385,13 +387,13 @@ TEST(Matmul, ShapesAgainstLoops) {
     auto a = makeRandom<float>(c.a, seed++);
     auto b = makeRandom<float>(c.b, seed++);
     auto y = zeros(DType::F32, c.out);
-    cpu::matmul(ctx(), a, b, y);
+    cpu::matmul(ctx(), a, b, y, false);
     expectNear(y, matmulByLoop<float>(a, b, c.out), 1e-5);
 
     auto ad = makeRandom<double>(c.a, seed++);
     auto bd = makeRandom<double>(c.b, seed++);
     auto yd = zeros(DType::F64, c.out);
-    cpu::matmul(ctx(), ad, bd, yd);
+    cpu::matmul(ctx(), ad, bd, yd, false);
     expectNear(yd, matmulByLoop<double>(ad, bd, c.out), 1e-12);
   }
 }
@@ -400,12 +402,12 @@ TEST(Matmul, IntegersAndThreads) {
   auto a = make<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
   auto b = make<int64_t>({3, 2}, {7, 8, 9, 10, 11, 12});
   auto y = zeros(DType::I64, {2, 2});
-  cpu::matmul(ctx(), a, b, y);
+  cpu::matmul(ctx(), a, b, y, false);
   expectEqual<int64_t>(y, {58, 64, 139, 154});
   auto a32 = make<int32_t>({2, 1, 2}, {1, -1, 2, 3});
   auto b32 = make<int32_t>({2, 2, 1}, {5, 6, 7, 8});
   auto y32 = zeros(DType::I32, {2, 1, 1});
-  cpu::matmul(ctx(), a32, b32, y32);
+  cpu::matmul(ctx(), a32, b32, y32, false);
   expectEqual<int32_t>(y32, {-1, 38});
 
   cpu::Context two;
@@ -413,7 +415,7 @@ TEST(Matmul, IntegersAndThreads) {
   auto af = makeRandom<float>({96, 128}, 3);
   auto bf = makeRandom<float>({128, 72}, 4);
   auto yf = zeros(DType::F32, {96, 72});
-  cpu::matmul(two, af, bf, yf);
+  cpu::matmul(two, af, bf, yf, false);
   expectNear(yf, matmulByLoop<float>(af, bf, {96, 72}), 1e-5);
 }
 
@@ -456,13 +458,55 @@ TEST(Gemm, TransposesAlphaBetaBroadcastC) {
           for (Dims cShape : {Dims{n}, Dims{m, 1}, Dims{}, Dims{m, n}, Dims{1, n}, Dims{1}}) {
             auto c = makeRandom<float>(cShape, seed++);
             auto y = zeros(DType::F32, {m, n});
-            cpu::gemm(*context, a, b, c.ptr(), y, alpha, beta, transA, transB, Activation::None);
+            cpu::gemm(*context, a, b, c.ptr(), y, alpha, beta, transA, transB, Activation::None,
+                      false);
             expectNear(y, gemmByLoop<float>(a, b, &c, alpha, beta, transA, transB), 1e-5);
           }
           auto y = zeros(DType::F32, {m, n});
-          cpu::gemm(*context, a, b, nullptr, y, 1.5f, 1.0f, transA, transB, Activation::None);
+          cpu::gemm(*context, a, b, nullptr, y, 1.5f, 1.0f, transA, transB, Activation::None,
+                    false);
           expectNear(y, gemmByLoop<float>(a, b, nullptr, 1.5, 0.0, transA, transB), 1e-5);
         }
+}
+
+// A constant B (cleave-constant-weights) is read from a copy in oneDNN's
+// layout, made on the first call and kept: the products are the loop's in
+// double, with B as stored and transposed, by a gemm and by a matmul of a
+// batch of rows; the copy is counted once as the program's allocation, its
+// bytes packedWeightsBytes(k, n) whatever m (what plan.json predicts), and
+// a second call with the same B allocates nothing more.
+TEST(Gemm, ConstantWeightsReadFromAKeptCopy) {
+  unsigned seed = 300;
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 10}, {64, 48}, {129, 33}})
+    for (int transB = 0; transB < 2; ++transB)
+      for (int64_t m : {1, 7, 64}) {
+        AllocationMeter meter;
+        cpu::ProductPrimitives kept;
+        cpu::Context keeping;
+        keeping.products = &kept;
+        keeping.allocations = &meter;
+        auto a = makeRandom<float>(Dims{m, k}, seed++);
+        auto b = makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++);
+        auto bias = makeRandom<float>(Dims{n}, seed++);
+        for (int call = 0; call < 2; ++call) {
+          auto y = zeros(DType::F32, {m, n});
+          cpu::gemm(keeping, a, b, bias.ptr(), y, 1.0f, 1.0f, false, transB, Activation::None,
+                    true);
+          expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, false, transB), 1e-5);
+        }
+        EXPECT_GT(cpu::packedWeightsBytes(k, n), 0);
+        EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), cpu::packedWeightsBytes(k, n))
+            << "k " << k << " n " << n << " m " << m;
+        if (transB)
+          continue;
+        auto rows = makeRandom<float>(Dims{2, m, k}, seed++);
+        auto y = zeros(DType::F32, {2, m, n});
+        cpu::matmul(keeping, rows, b, y, true);
+        auto flat = makeRandom<float>(Dims{2 * m, k}, 0);
+        std::memcpy(flat.data<float>(), rows.data<float>(), sizeof(float) * 2 * m * k);
+        expectNear(y, gemmByLoop<float>(flat, b, nullptr, 1.0, 0.0, false, false), 1e-5);
+        EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), cpu::packedWeightsBytes(k, n));
+      }
 }
 
 /// `values` with `activation` applied, in double: the reference of a fused
@@ -487,21 +531,21 @@ TEST(Gemm, FusedActivations) {
     auto bias = makeRandom<float>({n}, seed++);
     auto c = makeRandom<float>({m, n}, seed++);
     auto y = zeros(DType::F32, {m, n});
-    cpu::gemm(ctx(), a, b, bias.ptr(), y, 1.0f, 1.0f, false, true, activation);
+    cpu::gemm(ctx(), a, b, bias.ptr(), y, 1.0f, 1.0f, false, true, activation, false);
     expectNear(y, activated(gemmByLoop<float>(a, b, &bias, 1.0, 1.0, false, true), activation),
                1e-5);
-    cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, false, true, activation);
+    cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, false, true, activation, false);
     expectNear(y, activated(gemmByLoop<float>(a, b, &c, 0.5, 2.0, false, true), activation), 1e-5);
     auto a64 = makeRandom<double>({m, k}, seed++);
     auto b64 = makeRandom<double>({k, n}, seed++);
     auto y64 = zeros(DType::F64, {m, n});
-    cpu::gemm(ctx(), a64, b64, nullptr, y64, 1.0f, 0.0f, false, false, activation);
+    cpu::gemm(ctx(), a64, b64, nullptr, y64, 1.0f, 0.0f, false, false, activation, false);
     expectNear(y64,
                activated(gemmByLoop<double>(a64, b64, nullptr, 1.0, 0.0, false, false), activation),
                1e-12);
     // k = 0: no product, the result is beta C.
     auto empty = zeros(DType::F32, {m, 0}), emptyB = zeros(DType::F32, {0, n});
-    cpu::gemm(ctx(), empty, emptyB, c.ptr(), y, 1.0f, 1.0f, false, false, activation);
+    cpu::gemm(ctx(), empty, emptyB, c.ptr(), y, 1.0f, 1.0f, false, false, activation, false);
     expectNear(y,
                activated(gemmByLoop<float>(empty, emptyB, &c, 1.0, 1.0, false, false), activation),
                1e-6);
@@ -513,19 +557,19 @@ TEST(Gemm, DoubleAndIntegers) {
   auto b = makeRandom<double>({2, 4}, 8);
   auto c = makeRandom<double>({2}, 9);
   auto y = zeros(DType::F64, {3, 2});
-  cpu::gemm(ctx(), a, b, c.ptr(), y, -1.0f, 0.25f, true, true, Activation::None);
+  cpu::gemm(ctx(), a, b, c.ptr(), y, -1.0f, 0.25f, true, true, Activation::None, false);
   expectNear(y, gemmByLoop<double>(a, b, &c, -1.0, 0.25, true, true), 1e-12);
 
   auto ai = make<int32_t>({2, 2}, {1, 2, 3, 4});
   auto bi = make<int32_t>({2, 2}, {5, 6, 7, 8});
   auto ci = make<int32_t>({2}, {100, 200});
   auto yi = zeros(DType::I32, {2, 2});
-  cpu::gemm(ctx(), ai, bi, ci.ptr(), yi, 1.0f, 1.0f, false, false, Activation::None);
+  cpu::gemm(ctx(), ai, bi, ci.ptr(), yi, 1.0f, 1.0f, false, false, Activation::None, false);
   expectEqual<int32_t>(yi, {119, 222, 143, 250});
   auto a64 = make<int64_t>({2, 2}, {1, 2, 3, 4});
   auto b64 = make<int64_t>({2, 1}, {1, -1});
   auto y64 = zeros(DType::I64, {2, 1});
-  cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false, Activation::None);
+  cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false, Activation::None, false);
   expectEqual<int64_t>(y64, {-4, -4}); // 2 * A^T [1, -1]
 }
 
@@ -566,7 +610,7 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
         auto [a, aRounded] = lowPrecision(type, makeRandom<float>(c.a, seed++));
         auto [b, bRounded] = lowPrecision(type, makeRandom<float>(c.b, seed++));
         auto y = zeros(DType::F32, c.out);
-        cpu::matmul(*context, a, b, y);
+        cpu::matmul(*context, a, b, y, false);
         expectNear(y, matmulByLoop<float>(aRounded, bRounded, c.out), 1e-5);
       }
       const int64_t m = 3, k = 5, n = 4;
@@ -578,7 +622,8 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
               lowPrecision(type, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
           auto bias = makeRandom<float>({n}, seed++);
           auto y = zeros(DType::F32, {m, n});
-          cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB, Activation::None);
+          cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB, Activation::None,
+                    false);
           expectNear(y, gemmByLoop<float>(aRounded, bRounded, &bias, 0.5, 2.0, transA, transB),
                      1e-5);
         }
@@ -606,10 +651,12 @@ TEST(LowPrecisionConv, BadCallsFail) {
 TEST(LowPrecisionProducts, ResultMustBeF32) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
-  EXPECT_EXIT(cpu::matmul(ctx(), a, b, y), ::testing::ExitedWithCode(3), "kernel matmul: .*bf16");
+  EXPECT_EXIT(cpu::matmul(ctx(), a, b, y, false), ::testing::ExitedWithCode(3),
+              "kernel matmul: .*bf16");
   Buffer h(DType::F16, {2, 2}), y32(DType::F32, {2, 2});
-  EXPECT_EXIT(cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false, Activation::None),
-              ::testing::ExitedWithCode(3), "kernel gemm: .*f16");
+  EXPECT_EXIT(
+      cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false, Activation::None, false),
+      ::testing::ExitedWithCode(3), "kernel gemm: .*f16");
 }
 
 //===----------------------------------------------------------------------===//

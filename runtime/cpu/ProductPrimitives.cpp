@@ -11,6 +11,8 @@
 
 #include <dnnl.h>
 
+#include <cstdlib>
+
 namespace cleave::rt::cpu {
 
 bool nativeLowPrecisionProducts(DType operands) {
@@ -23,6 +25,51 @@ int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rh
   if (nativeLowPrecisionProducts(operands))
     return 0;
   return (lhsElements + rhsElements) * static_cast<int64_t>(sizeof(float));
+}
+
+namespace {
+
+/// A rows x columns matrix in the layout oneDNN chooses.
+dnnl_memory_desc_t anyMatrixDesc(int64_t rows, int64_t columns, dnnl_data_type_t type, bool &ok) {
+  dnnl_memory_desc_t desc{};
+  dnnl_dims_t dims = {rows, columns};
+  ok =
+      ok && dnnl_memory_desc_init_by_tag(&desc, 2, dims, type, dnnl_format_tag_any) == dnnl_success;
+  return desc;
+}
+
+/// A row-major rows x columns matrix with leading dim `ld`, read
+/// transposed when `transposed`: the layout oneDNN takes as strides.
+dnnl_memory_desc_t matrixDesc(int64_t rows, int64_t columns, int64_t ld, bool transposed,
+                              dnnl_data_type_t type, bool &ok) {
+  dnnl_memory_desc_t desc{};
+  dnnl_dims_t dims = {rows, columns};
+  dnnl_dims_t strides = {transposed ? 1 : ld, transposed ? ld : 1};
+  ok = ok && dnnl_memory_desc_init_by_strides(&desc, 2, dims, type, strides) == dnnl_success;
+  return desc;
+}
+
+} // namespace
+
+int64_t packedWeightsBytes(int64_t k, int64_t n) {
+  dnnl_engine_t engine = nullptr;
+  if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
+    return 0;
+  bool ok = true;
+  dnnl_memory_desc_t a = matrixDesc(1, k, k, false, dnnl_f32, ok);
+  dnnl_memory_desc_t b = anyMatrixDesc(k, n, dnnl_f32, ok);
+  dnnl_memory_desc_t c = matrixDesc(1, n, n, false, dnnl_f32, ok);
+  dnnl_matmul_desc_t desc{};
+  dnnl_primitive_desc_t pd = nullptr;
+  ok = ok && dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
+       dnnl_primitive_desc_create(&pd, &desc, nullptr, engine, nullptr) == dnnl_success;
+  int64_t bytes = ok ? static_cast<int64_t>(dnnl_memory_desc_get_size(
+                           dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0)))
+                     : 0;
+  if (pd)
+    dnnl_primitive_desc_destroy(pd);
+  dnnl_engine_destroy(engine);
+  return bytes;
 }
 
 /// The engine and stream every primitive of a run shares.
@@ -42,6 +89,8 @@ struct ProductPrimitives::Handles {
 struct ProductPrimitives::Primitive {
   dnnl_primitive_t primitive = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, c = nullptr;
+  /// The layout it reads a constant B in (ProductProblem::constantB).
+  dnnl_memory_desc_t packedB{};
   ~Primitive() {
     for (dnnl_memory_t memory : {a, b, bias, c})
       if (memory)
@@ -51,18 +100,19 @@ struct ProductPrimitives::Primitive {
   }
 };
 
-namespace {
+/// A constant B's kept copy in its primitive's layout.
+struct ProductPrimitives::PackedWeights {
+  void *data = nullptr;
+  std::size_t bytes = 0;
+  AllocationMeter *meter = nullptr;
+  ~PackedWeights() {
+    if (meter)
+      meter->released(bytes);
+    std::free(data);
+  }
+};
 
-/// A row-major rows x columns matrix with leading dim `ld`, read
-/// transposed when `transposed`: the layout oneDNN takes as strides.
-dnnl_memory_desc_t matrixDesc(int64_t rows, int64_t columns, int64_t ld, bool transposed,
-                              dnnl_data_type_t type, bool &ok) {
-  dnnl_memory_desc_t desc{};
-  dnnl_dims_t dims = {rows, columns};
-  dnnl_dims_t strides = {transposed ? 1 : ld, transposed ? ld : 1};
-  ok = ok && dnnl_memory_desc_init_by_strides(&desc, 2, dims, type, strides) == dnnl_success;
-  return desc;
-}
+namespace {
 
 /// The primitive of `p`, or null when oneDNN does not make it.
 std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem &p,
@@ -70,7 +120,8 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
   bool ok = true;
   const dnnl_data_type_t operands = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
   dnnl_memory_desc_t a = matrixDesc(p.m, p.k, p.lda, p.transA, operands, ok);
-  dnnl_memory_desc_t b = matrixDesc(p.k, p.n, p.ldb, p.transB, operands, ok);
+  dnnl_memory_desc_t b = p.constantB ? anyMatrixDesc(p.k, p.n, operands, ok)
+                                     : matrixDesc(p.k, p.n, p.ldb, p.transB, operands, ok);
   dnnl_memory_desc_t bias{};
   if (p.hasBias())
     bias = matrixDesc(p.biasRows, p.biasColumns, p.biasColumns, false, dnnl_f32, ok);
@@ -97,6 +148,8 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
   if (attr)
     dnnl_primitive_attr_destroy(attr);
   auto made = std::make_unique<ProductPrimitives::Primitive>();
+  if (ok && p.constantB)
+    b = made->packedB = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
   ok = ok && dnnl_primitive_create(&made->primitive, pd) == dnnl_success &&
        dnnl_memory_create(&made->a, &a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
        dnnl_memory_create(&made->b, &b, engine, DNNL_MEMORY_NONE) == dnnl_success &&
@@ -128,8 +181,49 @@ ProductPrimitives::ProductPrimitives() : handles(std::make_unique<Handles>()) {}
 
 ProductPrimitives::~ProductPrimitives() = default;
 
+ProductPrimitives::PackedWeights *ProductPrimitives::packed(const ProductProblem &p,
+                                                            const Primitive &primitive,
+                                                            const void *b, AllocationMeter *meter) {
+  auto [at, added] = packedWeights.try_emplace(std::make_tuple(b, p.transB, p.k, p.n, p.ldb));
+  if (!added)
+    return at->second.get();
+  const std::size_t bytes = dnnl_memory_desc_get_size(&primitive.packedB);
+  auto copy = std::make_unique<PackedWeights>();
+  copy->data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!copy->data)
+    return nullptr;
+  copy->bytes = bytes;
+  copy->meter = meter;
+  if (meter)
+    meter->allocated(bytes);
+  bool ok = true;
+  const dnnl_data_type_t type = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
+  dnnl_memory_desc_t stored = matrixDesc(p.k, p.n, p.ldb, p.transB, type, ok);
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t reorder = nullptr;
+  dnnl_memory_t from = nullptr, to = nullptr;
+  ok = ok &&
+       dnnl_reorder_primitive_desc_create(&pd, &stored, handles->engine, &primitive.packedB,
+                                          handles->engine, nullptr) == dnnl_success &&
+       dnnl_primitive_create(&reorder, pd) == dnnl_success &&
+       dnnl_memory_create(&from, &stored, handles->engine, const_cast<void *>(b)) == dnnl_success &&
+       dnnl_memory_create(&to, &primitive.packedB, handles->engine, copy->data) == dnnl_success;
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  ok = ok && dnnl_primitive_execute(reorder, handles->stream, 2, args) == dnnl_success &&
+       dnnl_stream_wait(handles->stream) == dnnl_success;
+  for (dnnl_memory_t memory : {from, to})
+    if (memory)
+      dnnl_memory_destroy(memory);
+  if (reorder)
+    dnnl_primitive_destroy(reorder);
+  if (pd)
+    dnnl_primitive_desc_destroy(pd);
+  at->second = ok ? std::move(copy) : nullptr;
+  return at->second.get();
+}
+
 bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a, const void *b,
-                            const float *bias, float *c) {
+                            const float *bias, float *c, AllocationMeter *meter) {
   if (!handles->engine && (dnnl_engine_create(&handles->engine, dnnl_cpu, 0) != dnnl_success ||
                            dnnl_stream_create(&handles->stream, handles->engine,
                                               dnnl_stream_default_flags) != dnnl_success))
@@ -142,6 +236,12 @@ bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a,
   Primitive *primitive = at->second.get();
   if (!primitive)
     return false;
+  if (p.constantB) {
+    PackedWeights *copy = packed(p, *primitive, b, meter);
+    if (!copy)
+      return false;
+    b = copy->data;
+  }
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, primitive->a},
                              {DNNL_ARG_WEIGHTS, primitive->b},
                              {DNNL_ARG_DST, primitive->c},

@@ -641,21 +641,21 @@ void matmulRef(const float *a, const float *b, float *c, int64_t m, int64_t k, i
 TEST_F(CudaKernels, MatmulMatrices) {
   Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
   Tensor c = alloc(DType::F32, {2, 2});
-  kc::matmul(ctx, a, b, c);
+  kc::matmul(ctx, a, b, c, false);
   expectClose(get<float>(c), {58, 64, 139, 154});
 }
 
 TEST_F(CudaKernels, MatmulVectors) {
   Tensor v = f32({3}, {1, 2, 3}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
   Tensor vb = alloc(DType::F32, {2});
-  kc::matmul(ctx, v, b, vb);
+  kc::matmul(ctx, v, b, vb, false);
   expectClose(get<float>(vb), {58, 64});
   Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), w = f32({3}, {1, 0, -1});
   Tensor aw = alloc(DType::F32, {2});
-  kc::matmul(ctx, a, w, aw);
+  kc::matmul(ctx, a, w, aw, false);
   expectClose(get<float>(aw), {-2, -2});
   Tensor dot = alloc(DType::F32, {});
-  kc::matmul(ctx, v, w, dot);
+  kc::matmul(ctx, v, w, dot, false);
   expectClose(get<float>(dot), {-2});
 }
 
@@ -674,19 +674,19 @@ TEST_F(CudaKernels, MatmulBroadcastBatches) {
   std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(18, 1.0f, 0.25f);
   Tensor a = f32({2, 1, 2, 3}, lhs), b = f32({3, 3, 2}, rhs);
   Tensor c = alloc(DType::F32, {2, 3, 2, 2});
-  kc::matmul(ctx, a, b, c);
+  kc::matmul(ctx, a, b, c, false);
   expectClose(get<float>(c), broadcastBatchesRef(lhs, rhs));
 
   // Same batch on both sides, then rhs shared by every batch.
   Tensor a2 = f32({3, 2, 3}, std::vector<float>(rhs.begin(), rhs.begin() + 18));
   Tensor b2 = f32({3, 3, 2}, rhs), c2 = alloc(DType::F32, {3, 2, 2});
-  kc::matmul(ctx, a2, b2, c2);
+  kc::matmul(ctx, a2, b2, c2, false);
   std::vector<float> want2(12);
   for (int j = 0; j < 3; ++j)
     matmulRef(&rhs[j * 6], &rhs[j * 6], &want2[j * 4], 2, 3, 2);
   expectClose(get<float>(c2), want2);
   Tensor b3 = f32({3, 2}, {7, 8, 9, 10, 11, 12});
-  kc::matmul(ctx, a2, b3, c2);
+  kc::matmul(ctx, a2, b3, c2, false);
   std::vector<float> rhs3 = {7, 8, 9, 10, 11, 12};
   for (int j = 0; j < 3; ++j)
     matmulRef(&rhs[j * 6], rhs3.data(), &want2[j * 4], 2, 3, 2);
@@ -699,21 +699,21 @@ TEST_F(CudaKernels, Gemm) {
   Tensor c = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
   // 2 * A B + 3 * C with C broadcast over rows.
   std::vector<float> want = {119, 125, 281, 305};
-  kc::gemm(ctx, a, b, &c, out, 2.0f, 3.0f, false, false, Activation::None);
+  kc::gemm(ctx, a, b, &c, out, 2.0f, 3.0f, false, false, Activation::None, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, aT, b, &c, out, 2.0f, 3.0f, true, false, Activation::None);
+  kc::gemm(ctx, aT, b, &c, out, 2.0f, 3.0f, true, false, Activation::None, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, a, bT, &c, out, 2.0f, 3.0f, false, true, Activation::None);
+  kc::gemm(ctx, a, bT, &c, out, 2.0f, 3.0f, false, true, Activation::None, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, aT, bT, &c, out, 2.0f, 3.0f, true, true, Activation::None);
+  kc::gemm(ctx, aT, bT, &c, out, 2.0f, 3.0f, true, true, Activation::None, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, a, b, nullptr, out, 1.0f, 1.0f, false, false, Activation::None);
+  kc::gemm(ctx, a, b, nullptr, out, 1.0f, 1.0f, false, false, Activation::None, false);
   expectClose(get<float>(out), {58, 64, 139, 154});
   Tensor column = f32({2, 1}, {1, 2});
-  kc::gemm(ctx, a, b, &column, out, 1.0f, 1.0f, false, false, Activation::None);
+  kc::gemm(ctx, a, b, &column, out, 1.0f, 1.0f, false, false, Activation::None, false);
   expectClose(get<float>(out), {59, 65, 141, 156});
   Tensor scalar = f32({}, {10.0f});
-  kc::gemm(ctx, a, b, &scalar, out, 1.0f, 0.5f, false, false, Activation::None);
+  kc::gemm(ctx, a, b, &scalar, out, 1.0f, 0.5f, false, false, Activation::None, false);
   expectClose(get<float>(out), {63, 69, 144, 159});
 }
 
@@ -728,14 +728,14 @@ TEST_F(CudaKernels, LowPrecisionProducts) {
     kc::cast(ctx, a32, a);
     kc::cast(ctx, b32, b);
     Tensor c = alloc(DType::F32, {2, 3, 2, 2});
-    kc::matmul(ctx, a, b, c);
+    kc::matmul(ctx, a, b, c, false);
     expectClose(get<float>(c), broadcastBatchesRef(lhs, rhs));
 
     Tensor ga = alloc(type, {2, 3}), gb = alloc(type, {3, 2});
     kc::cast(ctx, f32({2, 3}, {1, 2, 3, 4, 5, 6}), ga);
     kc::cast(ctx, f32({3, 2}, {7, 8, 9, 10, 11, 12}), gb);
     Tensor bias = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
-    kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false, Activation::None);
+    kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false, Activation::None, false);
     expectClose(get<float>(out), {119, 125, 281, 305});
   }
 }
@@ -1372,10 +1372,10 @@ TEST(CudaKernelErrors, UnsupportedElementType) {
   EXPECT_EXIT(kc::sqrt(ctx, ints, ints), ::testing::ExitedWithCode(3),
               "cleave: error: kernel sqrt: unsupported element type i64");
   Tensor halves{nullptr, DType::F16, Dims{2, 2}};
-  EXPECT_EXIT(kc::matmul(ctx, halves, halves, halves), ::testing::ExitedWithCode(3),
+  EXPECT_EXIT(kc::matmul(ctx, halves, halves, halves, false), ::testing::ExitedWithCode(3),
               "cleave: error: kernel matmul: the result must be f32, not f16");
   Tensor longs{nullptr, DType::I64, Dims{2, 2}};
-  EXPECT_EXIT(kc::matmul(ctx, longs, longs, longs), ::testing::ExitedWithCode(3),
+  EXPECT_EXIT(kc::matmul(ctx, longs, longs, longs, false), ::testing::ExitedWithCode(3),
               "cleave: error: kernel matmul: the factors must be f32, bf16 or f16, not i64");
 }
 
@@ -1421,7 +1421,7 @@ TEST(CudaKernelErrors, BadShapes) {
   Tensor out{nullptr, DType::F32, Dims{2, 3}};
   EXPECT_EXIT(kc::add(ctx, a, b, out), ::testing::ExitedWithCode(3),
               "cleave: error: kernel add: .*does not broadcast");
-  EXPECT_EXIT(kc::matmul(ctx, a, a, out), ::testing::ExitedWithCode(3),
+  EXPECT_EXIT(kc::matmul(ctx, a, a, out, false), ::testing::ExitedWithCode(3),
               "cleave: error: kernel matmul: inner dims 3 and 2 differ");
 }
 

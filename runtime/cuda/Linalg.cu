@@ -299,7 +299,8 @@ struct ColumnChunks {
 
 using namespace detail;
 
-void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out) {
+// cuBLAS reads every operand as stored: `constantWeights` changes nothing here.
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out, bool) {
   const char *kernel = "matmul";
   const cudaDataType factors = factorType(kernel, lhs, rhs);
   requireType(kernel, out, DType::F32, "the result");
@@ -356,7 +357,7 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
 }
 
 void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
-          float alpha, float beta, bool transA, bool transB, Activation activation) {
+          float alpha, float beta, bool transA, bool transB, Activation activation, bool) {
   const char *kernel = "gemm";
   const cudaDataType factors = factorType(kernel, a, b);
   requireType(kernel, out, DType::F32, "the result");

@@ -2,7 +2,8 @@
 # the arena, the inputs and the largest scratch a kernel allocates for one
 # call (a convolution's im2col tile). The runtime counts every allocation it
 # makes for the program (runtime/Allocations.h) and reports the peak; for
-# the MLP (no scratch), the CNN's forward (3x3 convolutions: scratch) and the
+# the MLP's forward (no scratch; its gemms' weights kept in oneDNN's layout,
+# packed_weight_bytes), the CNN's forward (3x3 convolutions: scratch) and the
 # CNN's training step (the convolutions' adjoints too), and the first stage
 # of the CNN on a gpipe pipeline of two stages (which keeps the stash of all
 # four microbatches), and the first stage of the test GPT on the same
@@ -90,6 +91,10 @@ def main():
                                 "--input", f"labels={work}/{name}-labels.npy", "--stats"],
                                check=True, capture_output=True, text=True).stdout
         check(name, out, json.loads(stats), problems, expect_scratch)
+        # A forward keeps its gemms' weights in oneDNN's layout: counted.
+        packed = json.load(open(os.path.join(out, "plan.json")))["memory"]["packed_weight_bytes"]
+        if name == "mlp" and packed <= 0:
+            problems.append(f"mlp: packed_weight_bytes {packed}")
 
     # The CNN's training step in f32, and in bf16, whose convolutions take
     # bf16 factors (oneDNN's bf16 primitives, with its bf16 instructions or

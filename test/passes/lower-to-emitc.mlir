@@ -13,7 +13,7 @@
 // CHECK: %[[B:.*]] = call_opaque "cleave::rt::view"(%[[WEIGHTS]]) {args = [0 : index, #emitc.opaque<"64">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{3}">]}
 // CHECK: %[[G:.*]] = call_opaque "cleave::rt::view"(%[[ARENA]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{2, 3}">]}
 // CHECK: %[[BP:.*]] = call_opaque "cleave::rt::some"(%[[B]])
-// CHECK: call_opaque "cleave::rt::cpu::gemm"(%[[CTX]], %[[X]], %[[W]], %[[BP]], %[[G]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, #emitc.opaque<"1.0f">, #emitc.opaque<"0.5f">, #emitc.opaque<"false">, #emitc.opaque<"false">, #emitc.opaque<"cleave::rt::Activation::None">]}
+// CHECK: call_opaque "cleave::rt::cpu::gemm"(%[[CTX]], %[[X]], %[[W]], %[[BP]], %[[G]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, #emitc.opaque<"1.0f">, #emitc.opaque<"0.5f">, #emitc.opaque<"false">, #emitc.opaque<"false">, #emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">]}
 // CHECK: %[[R:.*]] = call_opaque "cleave::rt::reshaped"(%[[G]]) {args = [0 : index, #emitc.opaque<"cleave::rt::Dims{6}">]}
 // CHECK: %[[S:.*]] = call_opaque "cleave::rt::view"(%[[ARENA]]) {args = [0 : index, #emitc.opaque<"64">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{6}">]}
 // CHECK: call_opaque "cleave::rt::cpu::softmax"(%[[CTX]], %[[R]], %[[S]]) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"0">]}

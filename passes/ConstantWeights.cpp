@@ -1,0 +1,43 @@
+//===- ConstantWeights.cpp - products by weights the program never changes ===//
+
+#include "passes/Passes.h"
+
+#include "dialects/Cleave/CleaveOps.h"
+
+namespace cleave {
+#define GEN_PASS_DEF_CONSTANTWEIGHTS
+#include "passes/Passes.h.inc"
+} // namespace cleave
+
+using namespace mlir;
+using namespace cleave;
+
+namespace {
+
+/// Whether `value` is a parameter of its function.
+bool isParameter(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
+  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : nullptr;
+  return kind && kind.getValue() == "param";
+}
+
+struct ConstantWeightsPass : public cleave::impl::ConstantWeightsBase<ConstantWeightsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    // A program that assigns anything (a training step) may change its
+    // parameters between calls.
+    if (module.walk([](AssignOp) { return WalkResult::interrupt(); }).wasInterrupted())
+      return;
+    module.walk([](Operation *op) {
+      if (!isa<MatMulOp, GemmOp>(op))
+        return;
+      Value weights = op->getOperand(1);
+      auto type = cast<RankedTensorType>(weights.getType());
+      if (type.getElementType().isF32() && type.getRank() == 2 && isParameter(weights))
+        op->setAttr(kConstantWeightsAttr, UnitAttr::get(op->getContext()));
+    });
+  }
+};
+
+} // namespace
