@@ -108,8 +108,8 @@ StringRef cudaElementTypes(Operation *op) {
   if (isa<MatMulOp, GemmOp>(op))
     return "f32, bf16 or f16";
   if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp,
-          MaxPoolGradOp, AveragePoolGradOp, LayerNormalizationOp, BatchNormalizationOp,
-          SoftmaxCrossEntropyLossOp, NegativeLogLikelihoodLossOp>(op))
+          MaxPoolGradOp, AveragePoolGradOp, LayerNormalizationOp, LayerNormalizationGradOp,
+          BatchNormalizationOp, SoftmaxCrossEntropyLossOp, NegativeLogLikelihoodLossOp>(op))
     return "f32";
   return "";
 }

@@ -155,6 +155,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["log_softmax"] = {"log_softmax", -1, {"axis"}};
   calls["softmax_grad"] = {"softmax_grad", -1, {"axis"}};
   calls["layer_normalization"] = {"layer_normalization", 2, {"axis", "epsilon"}};
+  calls["layer_normalization_grad"] = {"layer_normalization_grad", -1, {"axis"}};
   calls["batch_normalization"] = {"batch_normalization", -1,
                                   {"epsilon", "momentum", "training_mode"}};
   calls["dropout"] = {"dropout", 1, {"ratio", "training_mode", "seed", "split"}};

@@ -264,6 +264,33 @@ LogicalResult LayerNormalizationOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
+LogicalResult LayerNormalizationGradOp::inferReturnTypes(MLIRContext *,
+                                                         std::optional<Location> location,
+                                                         Adaptor adaptor,
+                                                         SmallVectorImpl<Type> &types) {
+  Type x = adaptor.getX().getType();
+  ArrayRef<int64_t> shape = shapeOf(adaptor.getX());
+  int64_t axis = adaptor.getAxis();
+  if (failed(checkAxis(location, axis, shape.size())))
+    return failure();
+  if (adaptor.getGrad().getType() != x)
+    return emitOptionalError(location, "x ", x, " and grad ", adaptor.getGrad().getType(),
+                             " differ");
+  if (!broadcastsTo(shapeOf(adaptor.getScale()), shape.drop_front(axis)))
+    return fail(location, "scale of shape " + shapeString(shapeOf(adaptor.getScale())) +
+                              " does not broadcast to the normalised shape " +
+                              shapeString(shape.drop_front(axis)));
+  SmallVector<int64_t> statsShape(shape);
+  std::fill(statsShape.begin() + axis, statsShape.end(), 1);
+  auto stats = RankedTensorType::get(statsShape, getElementTypeOrSelf(x));
+  for (auto [name, value] :
+       {std::pair{"mean", adaptor.getMean()}, std::pair{"inv_std_dev", adaptor.getInvStdDev()}})
+    if (value.getType() != stats)
+      return emitOptionalError(location, name, " ", value.getType(), " is not ", stats);
+  types.push_back(x);
+  return success();
+}
+
 LogicalResult BatchNormalizationOp::inferReturnTypes(MLIRContext *,
                                                      std::optional<Location> location,
                                                      Adaptor adaptor,

@@ -226,6 +226,25 @@ def Cleave_LayerNormalizationOp : Cleave_PureOp<"layer_normalization", [Cleave_V
                   Cleave_FloatTensor:$inv_std_dev);
 }
 
+// LayerNormalization's input gradient, built by its gradient rule (no ONNX
+// operator imports to it); no rule of its own.
+def Cleave_LayerNormalizationGradOp : Cleave_PureOp<"layer_normalization_grad"> {
+  let summary = "layer normalisation's input gradient over the dims from `axis` on";
+  let description = [{
+    From layer normalisation's input `x`, its `scale`, its statistics
+    `mean` and `inv_std_dev` (shaped as the op's own, in x's type) and its
+    output's gradient `grad` (x's type), the gradient of x:
+    `inv_std_dev (g - mean(g) - xhat mean(g xhat))`, where `g = grad scale`,
+    `xhat = (x - mean) inv_std_dev` and the means run over the dims from
+    `axis` on. Two passes over each row, where the unfused rule takes
+    three products, two means and two differences.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$scale,
+                   Cleave_FloatTensor:$mean, Cleave_FloatTensor:$inv_std_dev,
+                   Cleave_FloatTensor:$grad, I64Attr:$axis);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
 def Cleave_BatchNormalizationOp : Cleave_PureOp<"batch_normalization", [Cleave_Vjp]> {
   let summary = "batch normalisation over dim 1 (channels)";
   let description = [{

@@ -259,21 +259,33 @@ LoopNest softmaxLoops(Operation *op) {
   return identityExcept(op, rankOf(op->getOperand(0)), [&](int64_t d) { return d == axis; });
 }
 
-LoopNest loopsOf(LayerNormalizationOp norm) {
+/// LayerNormalization and its gradient: rows apart, the dims from `axis` on
+/// whole; the scale and bias whole.
+LoopNest layerNormalizationLoops(Operation *op, Value x, int64_t axis, ValueRange affine) {
   LoopNest nest;
-  int64_t axis = norm.getAxis();
-  nest.parallel(rankOf(norm.getX()));
+  nest.parallel(rankOf(x));
   auto leading = [&](Value v) {
     DimLoops dims = identity(v);
     for (int64_t d = axis; d < rankOf(v); ++d)
       dims[d] = std::nullopt;
     return dims;
   };
-  for (Value v : norm->getOperands())
-    nest.values.push_back(v == norm.getX() ? leading(v) : whole(v));
-  for (Value v : norm->getResults())
+  for (Value v : op->getOperands())
+    nest.values.push_back(llvm::is_contained(affine, v) ? whole(v) : leading(v));
+  for (Value v : op->getResults())
     nest.values.push_back(leading(v));
   return nest;
+}
+
+LoopNest loopsOf(LayerNormalizationOp norm) {
+  SmallVector<Value, 2> affine{norm.getScale()};
+  if (norm.getBias())
+    affine.push_back(norm.getBias());
+  return layerNormalizationLoops(norm, norm.getX(), norm.getAxis(), affine);
+}
+
+LoopNest loopsOf(LayerNormalizationGradOp grad) {
+  return layerNormalizationLoops(grad, grad.getX(), grad.getAxis(), grad.getScale());
 }
 
 /// ReduceSum, ReduceMean, ReduceMax: a sum over a split dim is a partial
@@ -329,7 +341,7 @@ LoopNest elementwiseLoops(Operation *op) {
 LoopNest loopNest(Operation *op) {
   return llvm::TypeSwitch<Operation *, LoopNest>(op)
       .Case<MatMulOp, GemmOp, TransposeOp, ExpandOp, ConcatOp, SplitOp, SliceOp, GatherOp,
-            SoftmaxCrossEntropyLossOp, LayerNormalizationOp, DropoutOp>(
+            SoftmaxCrossEntropyLossOp, LayerNormalizationOp, LayerNormalizationGradOp, DropoutOp>(
           [](auto typed) { return loopsOf(typed); })
       .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(reshapeLoops)
       .Case<SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp>(softmaxLoops)

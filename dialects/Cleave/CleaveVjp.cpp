@@ -560,7 +560,8 @@ LogicalResult LayerNormalizationOp::buildVjp(OpBuilder &builder, ValueRange resu
   Value gx, gScale, gBias;
   if (gy) {
     Value xhat = b.mul(centered, invStd);
-    gx = normalizedGrad(b, b.mul(gy, getScale()), xhat, invStd, axes);
+    gx = LayerNormalizationGradOp::create(builder, getLoc(), x, getScale(), mean, invStd, gy,
+                                          getAxisAttr());
     gScale = b.reduceToShape(b.mul(gy, xhat), shapeOf(getScale()));
     if (getBias())
       gBias = b.reduceToShape(gy, shapeOf(getBias()));

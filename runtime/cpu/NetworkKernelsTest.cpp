@@ -208,6 +208,64 @@ TEST(LayerNormalization, DoubleAnalytic) {
   expectNear(inv, {r});
 }
 
+// layer_normalization_grad against its formula in double, from the
+// forward's own statistics: the scale broadcast per element of a row of 5,
+// per row of a 4 x 5 normalised block, and whole over it; in place over the
+// gradient; f64 with f64 statistics.
+TEST(LayerNormalization, GradAgainstDouble) {
+  auto reference = [](const Buffer &x, const std::vector<double> &scaleRow, const Buffer &mean,
+                      const Buffer &inv, const Buffer &grad) {
+    std::vector<double> xv = x.doubles(), gv = grad.doubles(), mv = mean.doubles(),
+                        iv = inv.doubles(), want(xv.size());
+    const auto cols = static_cast<int64_t>(scaleRow.size());
+    for (int64_t r = 0; r < static_cast<int64_t>(mv.size()); ++r) {
+      double meanG = 0, meanGXhat = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        double g = gv[r * cols + k] * scaleRow[k], xhat = (xv[r * cols + k] - mv[r]) * iv[r];
+        meanG += g / static_cast<double>(cols);
+        meanGXhat += g * xhat / static_cast<double>(cols);
+      }
+      for (int64_t k = 0; k < cols; ++k) {
+        double g = gv[r * cols + k] * scaleRow[k], xhat = (xv[r * cols + k] - mv[r]) * iv[r];
+        want[r * cols + k] = iv[r] * (g - meanG - xhat * meanGXhat);
+      }
+    }
+    return want;
+  };
+  auto x = makeRandom<float>({3, 4, 5}, 11, -2.0, 2.0), g = makeRandom<float>({3, 4, 5}, 12);
+  struct Case {
+    Dims scale;
+    int64_t axis;
+  };
+  unsigned seed = 13;
+  for (Case c : {Case{{5}, 2}, Case{{4, 1}, 1}, Case{{4, 5}, 1}}) {
+    auto scale = makeRandom<float>(c.scale, seed++);
+    Dims stats = c.axis == 2 ? Dims{3, 4, 1} : Dims{3, 1, 1};
+    auto y = zeros(DType::F32, {3, 4, 5}), mean = zeros(DType::F32, stats),
+         inv = zeros(DType::F32, stats);
+    cpu::layer_normalization(ctx(), x, scale, nullptr, y, mean, inv, c.axis, 1e-5f);
+    std::vector<double> s = scale.doubles(), scaleRow;
+    const int64_t cols = c.axis == 2 ? 5 : 20;
+    for (int64_t k = 0; k < cols; ++k)
+      scaleRow.push_back(c.scale.size == 1 ? s[k % 5] : c.scale[1] == 1 ? s[k / 5] : s[k]);
+    std::vector<double> want = reference(x, scaleRow, mean, inv, g);
+    auto out = zeros(DType::F32, {3, 4, 5});
+    cpu::layer_normalization_grad(ctx(), x, scale, mean, inv, g, out, c.axis);
+    expectNear(out, want, 1e-5);
+    auto inPlace = makeRandom<float>({3, 4, 5}, 12);
+    cpu::layer_normalization_grad(ctx(), x, scale, mean, inv, inPlace, inPlace, c.axis - 3);
+    expectNear(inPlace, want, 1e-5);
+  }
+
+  auto xd = makeRandom<double>({2, 6}, 20), gd = makeRandom<double>({2, 6}, 21),
+       sd = makeRandom<double>({6}, 22);
+  auto yd = zeros(DType::F64, {2, 6}), md = zeros(DType::F64, {2, 1}),
+       id = zeros(DType::F64, {2, 1}), outd = zeros(DType::F64, {2, 6});
+  cpu::layer_normalization(ctx(), xd, sd, nullptr, yd, md, id, 1, 1e-5f);
+  cpu::layer_normalization_grad(ctx(), xd, sd, md, id, gd, outd, 1);
+  expectNear(outd, reference(xd, sd.doubles(), md, id, gd), 1e-12);
+}
+
 TEST(BatchNormalization, OnnxReference) {
   // /work/main/.venv/bin/python runtime/cpu/KernelsTestReference.py batch_norm
   auto x = make<float>({2, 3, 2}, {2, 1.08060455, -0.83229363, -1.979985, -1.30728722, 0.56732434,

@@ -520,6 +520,59 @@ TEST_F(CudaKernels, SoftmaxGrad) {
   expectClose(get<float>(gt), reference(y, g, 3, 1000, 1), 1e-5f);
 }
 
+// layer_normalization_grad against its formula in double, from the
+// forward's own statistics: the scale broadcast per element of the rows
+// (1000 of them, longer than a block) and per row of a 10 x 100 normalised
+// block; in place over the gradient.
+TEST_F(CudaKernels, LayerNormalizationGrad) {
+  std::vector<float> x(3000), g(3000), s(1000);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(std::cos(0.11 * static_cast<double>(i)));
+    g[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  }
+  for (std::size_t i = 0; i < s.size(); ++i)
+    s[i] = 0.5f + static_cast<float>(i % 7) * 0.25f;
+  auto reference = [&](const std::vector<float> &mean, const std::vector<float> &inv, int64_t cols,
+                       auto scaleAt) {
+    std::vector<float> want(x.size());
+    for (std::size_t r = 0; r < mean.size(); ++r) {
+      double meanG = 0, meanGXhat = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        double gk = double(g[r * cols + k]) * scaleAt(k),
+               xhat = (x[r * cols + k] - mean[r]) * double(inv[r]);
+        meanG += gk / double(cols);
+        meanGXhat += gk * xhat / double(cols);
+      }
+      for (int64_t k = 0; k < cols; ++k) {
+        double gk = double(g[r * cols + k]) * scaleAt(k),
+               xhat = (x[r * cols + k] - mean[r]) * double(inv[r]);
+        want[r * cols + k] = static_cast<float>(inv[r] * (gk - meanG - xhat * meanGXhat));
+      }
+    }
+    return want;
+  };
+  Tensor xt = f32({3, 1000}, x), gt = f32({3, 1000}, g), st = f32({1000}, s);
+  Tensor y = alloc(DType::F32, {3, 1000}), mean = alloc(DType::F32, {3, 1}),
+         inv = alloc(DType::F32, {3, 1}), out = alloc(DType::F32, {3, 1000});
+  kc::layer_normalization(ctx, xt, st, nullptr, y, mean, inv, 1, 1e-5f);
+  kc::layer_normalization_grad(ctx, xt, st, mean, inv, gt, out, 1);
+  auto want =
+      reference(get<float>(mean), get<float>(inv), 1000, [&](int64_t k) { return double(s[k]); });
+  expectClose(get<float>(out), want, 1e-5f);
+  kc::layer_normalization_grad(ctx, xt, st, mean, inv, gt, gt, -1);
+  expectClose(get<float>(gt), want, 1e-5f);
+
+  Tensor xb = f32({3, 10, 100}, x), gb = f32({3, 10, 100}, g), sb = f32({10, 1}, s);
+  Tensor yb = alloc(DType::F32, {3, 10, 100}), mb = alloc(DType::F32, {3, 1, 1}),
+         ib = alloc(DType::F32, {3, 1, 1}), outb = alloc(DType::F32, {3, 10, 100});
+  kc::layer_normalization(ctx, xb, sb, nullptr, yb, mb, ib, 1, 1e-5f);
+  kc::layer_normalization_grad(ctx, xb, sb, mb, ib, gb, outb, 1);
+  expectClose(get<float>(outb),
+              reference(get<float>(mb), get<float>(ib), 1000,
+                        [&](int64_t k) { return double(s[k / 100]); }),
+              1e-5f);
+}
+
 TEST_F(CudaKernels, LayerNormalization) {
   Tensor x = f32({2, 4}, {1, 2, 3, 4, 2, 2, 2, 2});
   Tensor scale = f32({4}, {1, 2, 1, 2}), bias = f32({4}, {0, 0, 1, 1});

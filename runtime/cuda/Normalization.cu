@@ -91,6 +91,39 @@ __global__ void layerNormKernel(int64_t rows, int64_t inner, const float *x, con
   }
 }
 
+/// Layer normalisation's input gradient over layerNormKernel's rows, its
+/// scale broadcast the same way: out = inv (g - mean(g) - xhat mean(g
+/// xhat)), g = grad scale, xhat = (x - mean) inv, each op rounded to f32 as
+/// the unfused rule's kernels round it, the means summed in double; a row
+/// is read whole before any of it is written, so out may be x or grad.
+__global__ void layerNormGradKernel(int64_t rows, int64_t inner, const float *x, const float *scale,
+                                    const float *mean, const float *inv, const float *grad,
+                                    float *out, int64_t scaleMod, Layout<2> params) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const float *xr = x + row * inner, *gr = grad + row * inner;
+    const float m = mean[row], s = inv[row];
+    auto gradAt = [&](int64_t j) {
+      int64_t off[2] = {0, 0};
+      if (scaleMod == 0)
+        params.offsets(row * inner + j, off);
+      return gr[j] * scale[scaleMod ? j % scaleMod : off[0]];
+    };
+    double sumG = 0, sumGXhat = 0;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      float g = gradAt(j), xhat = (xr[j] - m) * s;
+      sumG += g;
+      sumGXhat += static_cast<double>(g * xhat);
+    }
+    const auto n = static_cast<double>(inner);
+    const auto meanG = static_cast<float>(blockReduce(sumG, SumOp(), 0.0) / n);
+    const auto meanGXhat = static_cast<float>(blockReduce(sumGXhat, SumOp(), 0.0) / n);
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      float g = gradAt(j), xhat = (xr[j] - m) * s;
+      out[row * inner + j] = s * ((g - meanG) - xhat * meanGXhat);
+    }
+  }
+}
+
 /// Inference: per-element with the given statistics.
 __global__ void batchNormInferenceKernel(int64_t n, int64_t channels, int64_t spatial,
                                          const float *x, const float *scale, const float *bias,
@@ -227,46 +260,87 @@ void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tenso
   });
 }
 
-void layer_normalization(Context &ctx, const Tensor &x, const Tensor &scale, const Tensor *bias,
-                         const Tensor &y, const Tensor &mean, const Tensor &invStdDev,
-                         int64_t axis, float epsilon) {
-  const char *kernel = "layer_normalization";
+namespace {
+
+/// A layer normalisation's rows of `inner` elements, and how its scale and
+/// bias broadcast over them: layerNormKernel's and layerNormGradKernel's
+/// scaleMod, biasMod and params.
+struct LayerNormRows {
+  int64_t rows = 1, inner = 1, scaleMod = 1, biasMod = 1;
+  Layout<2> params;
+};
+
+LayerNormRows layerNormRows(const char *kernel, const Tensor &x, int64_t axis, const Tensor &scale,
+                            const Tensor *bias) {
   requireType(kernel, x, DType::F32, "x");
   requireType(kernel, scale, DType::F32, "the scale");
-  requireType(kernel, y, DType::F32, "y");
   if (bias)
     requireType(kernel, *bias, DType::F32, "the bias");
-  requireNumel(kernel, y, x.numel(), "y");
   if (axis < 0)
     axis += x.rank();
   if (axis < 0 || axis > x.rank())
     fail(kernel, "axis %lld out of range for rank %d", static_cast<long long>(axis), x.rank());
-  int64_t rows = 1, inner = 1;
+  LayerNormRows r;
   for (int d = 0; d < axis; ++d)
-    rows *= x.shape[d];
+    r.rows *= x.shape[d];
   for (int d = static_cast<int>(axis); d < x.rank(); ++d)
-    inner *= x.shape[d];
-  for (const Tensor *stat : {&mean, &invStdDev}) {
-    if (!stat->data)
-      continue;
-    requireType(kernel, *stat, DType::F32, "mean and invStdDev");
-    requireNumel(kernel, *stat, rows, "mean or invStdDev");
-  }
-  int64_t scaleMod = suffixMod(scale, x, axis);
-  int64_t biasMod = bias ? suffixMod(*bias, x, axis) : 1;
-  Layout<2> params;
-  params.rank = x.rank();
+    r.inner *= x.shape[d];
+  r.scaleMod = suffixMod(scale, x, axis);
+  r.biasMod = bias ? suffixMod(*bias, x, axis) : 1;
+  r.params.rank = x.rank();
   for (int d = 0; d < x.rank(); ++d)
-    params.dims[d] = x.shape[d];
-  broadcastStrides(kernel, scale, x.shape, params.strides[0]);
+    r.params.dims[d] = x.shape[d];
+  broadcastStrides(kernel, scale, x.shape, r.params.strides[0]);
   if (bias)
-    broadcastStrides(kernel, *bias, x.shape, params.strides[1]);
-  params.simplify();
-  if (rows == 0 || inner == 0)
+    broadcastStrides(kernel, *bias, x.shape, r.params.strides[1]);
+  r.params.simplify();
+  return r;
+}
+
+/// A statistic of `rows` values, optional where `optional`.
+void requireStatistic(const char *kernel, const Tensor &stat, int64_t rows, bool optional) {
+  if (optional && !stat.data)
     return;
-  layerNormKernel<<<blocksForItems(rows), threadsForReduction(inner), 0, ctx.stream>>>(
-      rows, inner, x.as<float>(), scale.as<float>(), bias ? bias->as<float>() : nullptr,
-      y.as<float>(), mean.as<float>(), invStdDev.as<float>(), epsilon, scaleMod, biasMod, params);
+  requireType(kernel, stat, DType::F32, "mean and invStdDev");
+  requireNumel(kernel, stat, rows, "mean or invStdDev");
+}
+
+} // namespace
+
+void layer_normalization(Context &ctx, const Tensor &x, const Tensor &scale, const Tensor *bias,
+                         const Tensor &y, const Tensor &mean, const Tensor &invStdDev, int64_t axis,
+                         float epsilon) {
+  const char *kernel = "layer_normalization";
+  LayerNormRows r = layerNormRows(kernel, x, axis, scale, bias);
+  requireType(kernel, y, DType::F32, "y");
+  requireNumel(kernel, y, x.numel(), "y");
+  for (const Tensor *stat : {&mean, &invStdDev})
+    requireStatistic(kernel, *stat, r.rows, /*optional=*/true);
+  if (r.rows == 0 || r.inner == 0)
+    return;
+  layerNormKernel<<<blocksForItems(r.rows), threadsForReduction(r.inner), 0, ctx.stream>>>(
+      r.rows, r.inner, x.as<float>(), scale.as<float>(), bias ? bias->as<float>() : nullptr,
+      y.as<float>(), mean.as<float>(), invStdDev.as<float>(), epsilon, r.scaleMod, r.biasMod,
+      r.params);
+  checkLaunch(kernel);
+}
+
+void layer_normalization_grad(Context &ctx, const Tensor &x, const Tensor &scale,
+                              const Tensor &mean, const Tensor &invStdDev, const Tensor &grad,
+                              const Tensor &out, int64_t axis) {
+  const char *kernel = "layer_normalization_grad";
+  LayerNormRows r = layerNormRows(kernel, x, axis, scale, nullptr);
+  requireSameType(kernel, x, grad);
+  requireSameType(kernel, x, out);
+  requireNumel(kernel, grad, x.numel(), "grad");
+  requireNumel(kernel, out, x.numel(), "the result");
+  for (const Tensor *stat : {&mean, &invStdDev})
+    requireStatistic(kernel, *stat, r.rows, /*optional=*/false);
+  if (r.rows == 0 || r.inner == 0)
+    return;
+  layerNormGradKernel<<<blocksForItems(r.rows), threadsForReduction(r.inner), 0, ctx.stream>>>(
+      r.rows, r.inner, x.as<float>(), scale.as<float>(), mean.as<float>(), invStdDev.as<float>(),
+      grad.as<float>(), out.as<float>(), r.scaleMod, r.params);
   checkLaunch(kernel);
 }
 

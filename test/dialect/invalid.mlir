@@ -152,6 +152,42 @@ func.func @softmax_grad_types(%y: tensor<2x3xf32>, %g: tensor<2x3xf64>) {
 
 // -----
 
+func.func @layer_norm_grad_axis(%x: tensor<2x8xf32>, %s: tensor<8xf32>, %m: tensor<2x1xf32>) {
+  // expected-error @+2 {{axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.layer_normalization_grad %x, %s, %m, %m, %x {axis = 2 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_types(%x: tensor<2x8xf32>, %s: tensor<8xf32>, %m: tensor<2x1xf32>, %g: tensor<2x8xf64>) {
+  // expected-error @+2 {{x 'tensor<2x8xf32>' and grad 'tensor<2x8xf64>' differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.layer_normalization_grad %x, %s, %m, %m, %g {axis = 1 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x8xf64>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_scale(%x: tensor<2x8xf32>, %s: tensor<4xf32>, %m: tensor<2x1xf32>) {
+  // expected-error @+2 {{scale of shape 4 does not broadcast to the normalised shape 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.layer_normalization_grad %x, %s, %m, %m, %x {axis = 1 : i64} : (tensor<2x8xf32>, tensor<4xf32>, tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_stats(%x: tensor<2x8xf32>, %s: tensor<8xf32>, %m: tensor<2x1xf32>, %v: tensor<1x2xf32>) {
+  // expected-error @+2 {{inv_std_dev 'tensor<1x2xf32>' is not 'tensor<2x1xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.layer_normalization_grad %x, %s, %m, %v, %x {axis = 1 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x1xf32>, tensor<1x2xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 func.func @layer_norm_scale(%x: tensor<2x8xf32>, %s: tensor<4xf32>) {
   // expected-error @+2 {{scale of shape 4 does not broadcast to the normalised shape 8}}
   // expected-error @+1 {{failed to infer returned types}}

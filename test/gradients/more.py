@@ -24,6 +24,10 @@ cases.add("ln_f64_no_bias",
           nodes=[N("LayerNormalization", ["x", "s"], ["y"], axis=-1)],
           params={"x": r.standard_normal((3, 5)), "s": r.standard_normal((5,))},
           outputs=["y"])
+cases.add("ln_scale_per_row",
+          nodes=[N("LayerNormalization", ["x", "s"], ["y"], axis=1, epsilon=1e-4)],
+          params={"x": r.standard_normal((2, 3, 4)), "s": r.standard_normal((3, 1))},
+          outputs=["y"])
 cases.add("bn_training_running",
           nodes=[N("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
                    epsilon=1e-5, momentum=0.7, training_mode=1)],

@@ -73,6 +73,26 @@ func.func @softmax(%x: tensor<2x3xf32> {cleave.kind = "param", cleave.name = "x"
 
 // -----
 
+// layer_normalization: dx is one layer_normalization_grad of x, the scale,
+// the op's own statistics (f32 data) and dy; the scale's gradient sums
+// dy xhat over the rows, the bias's dy.
+// CHECK-LABEL: func.func @layer_norm
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4xf32> {{.*}}, %[[S:.*]]: tensor<4xf32> {{.*}}, %[[B:.*]]: tensor<4xf32> {{.*}})
+// CHECK: %[[Y:.*]], %[[MEAN:.*]], %[[INV:.*]] = cleave.layer_normalization %[[X]], %[[S]], %[[B]]
+// CHECK: %[[DX:.*]] = cleave.layer_normalization_grad %[[X]], %[[S]], %[[MEAN]], %[[INV]], %{{.*}} {axis = 1 : i64} : (tensor<2x4xf32>, tensor<4xf32>, tensor<2x1xf32>, tensor<2x1xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[DS:.*]] = cleave.reduce_sum %{{.*}} {axes = array<i64: 0>, keepdims = false}
+// CHECK: %[[DB:.*]] = cleave.reduce_sum %{{.*}} {axes = array<i64: 0>, keepdims = false}
+// CHECK: return %{{.*}}, %[[DX]], %[[DS]], %[[DB]]
+func.func @layer_norm(%x: tensor<2x4xf32> {cleave.kind = "param", cleave.name = "x"},
+                      %s: tensor<4xf32> {cleave.kind = "param", cleave.name = "s"},
+                      %b: tensor<4xf32> {cleave.kind = "param", cleave.name = "b"}) -> tensor<f32> {
+  %y:3 = cleave.layer_normalization %x, %s, %b {axis = 1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  %l = cleave.reduce_sum %y#0 {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // softmax_cross_entropy_loss, mean: d scores = (softmax - onehot(labels)) w_i / W,
 // with ignored labels mapped to -1 (no class) and W the count of the rest.
 // CHECK-LABEL: func.func @sce
