@@ -267,6 +267,32 @@ Dims trimmedTo(const char *kernel, const Dims &param, int rank) {
   return d;
 }
 
+/// `param` (a layer normalisation's scale or bias, broadcast over the
+/// `normShape` dims from its axis on) as one row of `cols`, which every row
+/// reads.
+template <typename T>
+std::vector<T> broadcastRow(const char *kernel, const Tensor &param, const Dims &normShape,
+                            int64_t cols) {
+  Dims shape = trimmedTo(kernel, param.shape, normShape.size);
+  const Dims *only[1] = {&shape};
+  LoopNest<2> nest = broadcastNest<2>(kernel, normShape, only);
+  std::vector<T> row(static_cast<std::size_t>(cols));
+  const T *p = param.as<T>();
+  nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+    for (int64_t k = 0; k < n; ++k)
+      row[static_cast<std::size_t>(off[0] + k)] = p[off[1] + k * step[1]];
+  });
+  return row;
+}
+
+/// The dims of `x` from `axis` on: what a layer normalisation normalises.
+Dims normalisedDims(const Tensor &x, int axis) {
+  Dims dims;
+  for (int d = axis; d < x.rank(); ++d)
+    dims.values[dims.size++] = x.shape[d];
+  return dims;
+}
+
 } // namespace
 
 void softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
@@ -292,85 +318,62 @@ void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tenso
   });
 }
 
-void layer_normalization(Context &, const Tensor &x, const Tensor &scale, const Tensor *bias,
-                         const Tensor &y, const Tensor &mean, const Tensor &invStdDev,
-                         int64_t axis, float epsilon) {
+void layer_normalization(Context &ctx, const Tensor &x, const Tensor &scale, const Tensor *bias,
+                         const Tensor &y, const Tensor &mean, const Tensor &invStdDev, int64_t axis,
+                         float epsilon) {
   const char *kernel = "layer_normalization";
   checkSameLayout(kernel, x, y);
   checkType(kernel, scale, x.dtype);
   if (bias)
     checkType(kernel, *bias, x.dtype);
-  axis = normalizeAxis(kernel, axis, x.rank());
-  int a = static_cast<int>(axis);
-  int64_t rows = product(x.shape, 0, a);
-  int64_t cols = product(x.shape, a, x.rank());
-  Dims normShape;
-  for (int d = a; d < x.rank(); ++d)
-    normShape.values[normShape.size++] = x.shape[d];
-  Dims scaleShape = trimmedTo(kernel, scale.shape, normShape.size);
-  Dims biasShape = bias ? trimmedTo(kernel, bias->shape, normShape.size) : Dims{};
-  const Dims *scaleOnly[1] = {&scaleShape};
-  const Dims *both[2] = {&scaleShape, &biasShape};
-  LoopNest<2> scaleNest = broadcastNest<2>(kernel, normShape, scaleOnly);
-  LoopNest<3> affineNest;
-  if (bias)
-    affineNest = broadcastNest<3>(kernel, normShape, both);
-
+  const int a = static_cast<int>(normalizeAxis(kernel, axis, x.rank()));
+  const int64_t rows = product(x.shape, 0, a), cols = product(x.shape, a, x.rank());
+  const Dims normShape = normalisedDims(x, a);
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *s = scale.as<T>();
-    const T *b = bias ? bias->template as<T>() : nullptr;
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *xr = x.as<T>() + r * cols;
-      T *yr = y.as<T>() + r * cols;
-      // Statistics in at least single precision, accumulated in double.
-      double mu = static_cast<double>(sumRow(xr, cols)) / static_cast<double>(cols);
-      double sq[8] = {};
-      int64_t i = 0;
-      for (; i + 8 <= cols; i += 8)
-        for (int j = 0; j < 8; ++j) {
-          double d = static_cast<double>(xr[i + j]) - mu;
-          sq[j] += d * d;
-        }
-      for (; i < cols; ++i) {
-        double d = static_cast<double>(xr[i]) - mu;
-        sq[0] += d * d;
-      }
-      double var = 0;
-      for (double v : sq)
-        var += v;
-      var /= static_cast<double>(cols);
-      // The statistic is computed in f32 (ONNX's default stash_type).
-      double inv = std::is_same_v<T, float>
-                       ? static_cast<double>(1.0f / std::sqrt(static_cast<float>(var) + epsilon))
-                       : 1.0 / std::sqrt(var + static_cast<double>(epsilon));
-      storeStat(kernel, mean, r, mu);
-      storeStat(kernel, invStdDev, r, inv);
-      T tm = static_cast<T>(mu), ti = static_cast<T>(inv);
-      for (int64_t k = 0; k < cols; ++k)
-        yr[k] = (xr[k] - tm) * ti;
-      if (b) {
-        affineNest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
-          T *yy = yr + off[0];
-          const T *ss = s + off[1];
-          const T *bb = b + off[2];
-          if (step[1] == 1 && step[2] == 1) {
-            for (int64_t k = 0; k < n; ++k)
-              yy[k] = yy[k] * ss[k] + bb[k];
-          } else {
-            for (int64_t k = 0; k < n; ++k)
-              yy[k] = yy[k] * ss[k * step[1]] + bb[k * step[2]];
+    const std::vector<T> scaleRow = broadcastRow<T>(kernel, scale, normShape, cols);
+    const std::vector<T> biasRow =
+        bias ? broadcastRow<T>(kernel, *bias, normShape, cols) : std::vector<T>();
+    const T *s = scaleRow.data(), *b = bias ? biasRow.data() : nullptr;
+    // Rows apart on the threads (an empty row still has its statistics).
+    const int64_t grain = std::max<int64_t>(cols, 1);
+    forEachChunk(ctx, rows * grain, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin / grain; r < end / grain; ++r) {
+        const T *xr = x.as<T>() + r * cols;
+        T *yr = y.as<T>() + r * cols;
+        // Statistics in at least single precision, accumulated in double.
+        double mu = static_cast<double>(sumRow(xr, cols)) / static_cast<double>(cols);
+        double sq[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= cols; i += 8)
+          for (int j = 0; j < 8; ++j) {
+            double d = static_cast<double>(xr[i + j]) - mu;
+            sq[j] += d * d;
           }
-        });
-      } else {
-        scaleNest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
-          T *yy = yr + off[0];
-          const T *ss = s + off[1];
-          for (int64_t k = 0; k < n; ++k)
-            yy[k] *= ss[k * step[1]];
-        });
+        for (; i < cols; ++i) {
+          double d = static_cast<double>(xr[i]) - mu;
+          sq[0] += d * d;
+        }
+        double var = 0;
+        for (double v : sq)
+          var += v;
+        var /= static_cast<double>(cols);
+        // The statistic is computed in f32 (ONNX's default stash_type).
+        double inv = std::is_same_v<T, float>
+                         ? static_cast<double>(1.0f / std::sqrt(static_cast<float>(var) + epsilon))
+                         : 1.0 / std::sqrt(var + static_cast<double>(epsilon));
+        storeStat(kernel, mean, r, mu);
+        storeStat(kernel, invStdDev, r, inv);
+        const T tm = static_cast<T>(mu), ti = static_cast<T>(inv);
+        if (b) {
+          for (int64_t k = 0; k < cols; ++k)
+            yr[k] = T((xr[k] - tm) * ti) * s[k] + b[k];
+        } else {
+          for (int64_t k = 0; k < cols; ++k)
+            yr[k] = T((xr[k] - tm) * ti) * s[k];
+        }
       }
-    }
+    });
   });
 }
 
@@ -389,21 +392,10 @@ void layer_normalization_grad(Context &ctx, const Tensor &x, const Tensor &scale
          static_cast<long long>(rows));
   if (rows == 0 || cols == 0)
     return;
-  Dims normShape;
-  for (int d = a; d < x.rank(); ++d)
-    normShape.values[normShape.size++] = x.shape[d];
-  Dims scaleShape = trimmedTo(kernel, scale.shape, normShape.size);
-  const Dims *scaleOnly[1] = {&scaleShape};
-  LoopNest<2> scaleNest = broadcastNest<2>(kernel, normShape, scaleOnly);
+  const Dims normShape = normalisedDims(x, a);
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    // The scale broadcast to one row, which every row reads.
-    std::vector<T> scaleRow(static_cast<std::size_t>(cols));
-    const T *s = scale.as<T>();
-    scaleNest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
-      for (int64_t k = 0; k < n; ++k)
-        scaleRow[static_cast<std::size_t>(off[0] + k)] = s[off[1] + k * step[1]];
-    });
+    const std::vector<T> scaleRow = broadcastRow<T>(kernel, scale, normShape, cols);
     forEachChunk(ctx, rows * cols, cols, [&](int64_t begin, int64_t end) {
       layerNormGradRows<T>(x.as<T>(), scaleRow.data(), mean.as<T>(), invStdDev.as<T>(),
                            grad.as<T>(), out.as<T>(), begin / cols, end / cols, cols);
