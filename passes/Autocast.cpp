@@ -134,14 +134,6 @@ public:
   }
 
 private:
-  static bool isParameter(Value value) {
-    auto arg = dyn_cast<BlockArgument>(value);
-    auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
-    auto kind =
-        func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
-    return kind && kind.getValue() == "param";
-  }
-
   Type element;
   WeightCopies &weights;
   DenseMap<Value, Value> copies;

@@ -176,12 +176,6 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
     return success();
   }
 
-  static bool isParameter(Value value) {
-    value = unannotated(value);
-    StringAttr kind = isa<BlockArgument>(value) ? argumentKind(value) : StringAttr();
-    return kind && kind.getValue() == "param";
-  }
-
   LogicalResult checkDivisible(shard::ShardOp annotation, shard::GridOp grid) {
     auto type = dyn_cast<RankedTensorType>(annotation.getSrc().getType());
     shard::Sharding sharding(annotation.getSharding());
@@ -230,7 +224,7 @@ struct CheckShardingPass : public cleave::impl::CheckShardingBase<CheckShardingP
           return WalkResult::advance(); // read by nothing
         if (!splitDim(from) && succeeded(splitSplat(annotation)))
           return WalkResult::advance();
-        if (!splitDim(from) && !isParameter(annotation.getSrc()))
+        if (!splitDim(from) && !isParameter(unannotated(annotation.getSrc())))
           return WalkResult::advance();
         (void)refuse(reader->getOwner(), reader->getOperandNumber(), from, to);
         return WalkResult::interrupt();

@@ -14,14 +14,6 @@ using namespace cleave;
 
 namespace {
 
-/// Whether `value` is a parameter of its function.
-bool isParameter(Value value) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : func::FuncOp();
-  auto kind = func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : nullptr;
-  return kind && kind.getValue() == "param";
-}
-
 struct ConstantWeightsPass : public cleave::impl::ConstantWeightsBase<ConstantWeightsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();

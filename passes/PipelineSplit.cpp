@@ -40,11 +40,6 @@ int64_t bytesOf(Value v) {
   return type.getNumElements() * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
 }
 
-bool isParam(Value v) {
-  StringAttr kind = argumentKind(v);
-  return kind && kind.getValue() == "param" && isa<BlockArgument>(v);
-}
-
 StringRef argName(func::FuncOp func, BlockArgument arg) {
   auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
   return name ? name.getValue() : StringRef("?");
@@ -92,7 +87,7 @@ private:
 
   bool dependsOnParam(Value v) {
     if (auto arg = dyn_cast<BlockArgument>(v))
-      return isParam(arg);
+      return isParameter(arg);
     return paramDependent.contains(v.getDefiningOp());
   }
 
@@ -146,7 +141,7 @@ private:
     }
     SmallVector<bool> used(globs.size(), false);
     for (BlockArgument arg : func.getArguments()) {
-      if (!isParam(arg))
+      if (!isParameter(arg))
         continue;
       StringRef name = argName(func, arg);
       for (auto [index, entry] : llvm::enumerate(globs)) {
@@ -234,7 +229,7 @@ private:
       for (Value result : placed[i]->getResults())
         bytes += bytesOf(result);
       for (Value operand : placed[i]->getOperands())
-        if (isParam(operand) && counted.insert(operand).second)
+        if (isParameter(operand) && counted.insert(operand).second)
           bytes += bytesOf(operand);
       const int64_t trained =
           estimateFlops(placed[i]) +
@@ -368,7 +363,7 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
 
   auto dependsOnStagedOp = [&](Value v) {
     Operation *def = v.getDefiningOp();
-    return def ? opStage.contains(def) : isParam(v);
+    return def ? opStage.contains(def) : isParameter(v);
   };
 
   OpBuilder b(module.getContext());

@@ -103,7 +103,7 @@ StageCosts estimateStageCosts(ArrayRef<func::FuncOp> stages) {
     // parameters and values computed from them alone (W).
     DenseSet<Value> fromReceived, fromParameter;
     for (BlockArgument arg : func.getArguments())
-      if (StringAttr kind = argumentKind(arg); kind && kind.getValue() == "param")
+      if (isParameter(arg))
         fromParameter.insert(arg);
     double forward = 0, inputGrad = 0, weightGrad = 0;
     func.walk([&](Operation *op) {

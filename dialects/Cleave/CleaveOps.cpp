@@ -128,6 +128,11 @@ StringAttr cleave::argumentKind(Value value) {
   return func ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kKindAttr) : StringAttr();
 }
 
+bool cleave::isParameter(Value value) {
+  StringAttr kind = argumentKind(value);
+  return kind && kind.getValue() == "param";
+}
+
 std::string cleave::onnxNodeName(Location loc) {
   if (auto name = dyn_cast<NameLoc>(loc))
     return name.getName().str();

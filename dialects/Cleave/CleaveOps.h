@@ -58,6 +58,9 @@ std::optional<std::string> tensorShapeError(llvm::ArrayRef<int64_t> shape);
 /// `value` is, or null when it is not an argument that has one.
 mlir::StringAttr argumentKind(mlir::Value value);
 
+/// Whether `value` is a function argument of kind "param" (a parameter).
+bool isParameter(mlir::Value value);
+
 /// The ONNX node name an op's location carries (the importer's NameLoc),
 /// or "".
 std::string onnxNodeName(mlir::Location loc);
