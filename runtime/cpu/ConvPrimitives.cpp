@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/cpu/ConvPrimitives.h"
+#include "runtime/cpu/DnnlHandles.h"
 #include "runtime/cpu/ProductPrimitives.h"
 
 #include "runtime/cpu/Support.h"
@@ -58,26 +59,6 @@ struct ConvPrimitive::Impl {
 };
 
 namespace {
-
-/// A oneDNN handle destroyed with its scope (null: none yet).
-template <typename Handle, dnnl_status_t (*destroy)(Handle)> class ScopedHandle {
-public:
-  ScopedHandle() = default;
-  ScopedHandle(const ScopedHandle &) = delete;
-  ScopedHandle &operator=(const ScopedHandle &) = delete;
-  ~ScopedHandle() {
-    if (handle)
-      destroy(handle);
-  }
-  Handle *out() { return &handle; }
-  Handle get() const { return handle; }
-
-private:
-  Handle handle = nullptr;
-};
-
-using DescriptorHandle = ScopedHandle<dnnl_primitive_desc_t, dnnl_primitive_desc_destroy>;
-using AttributesHandle = ScopedHandle<dnnl_primitive_attr_t, dnnl_primitive_attr_destroy>;
 
 /// `attributes` with one post-op: `activation` as the primitive writes.
 bool activationAttributes(AttributesHandle &attributes, Activation activation) {

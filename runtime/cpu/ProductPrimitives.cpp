@@ -7,6 +7,7 @@
 
 #include "runtime/cpu/ProductPrimitives.h"
 
+#include "runtime/cpu/DnnlHandles.h"
 #include "runtime/cpu/Support.h"
 
 #include <dnnl.h>
@@ -199,25 +200,20 @@ ProductPrimitives::PackedWeights *ProductPrimitives::packed(const ProductProblem
   bool ok = true;
   const dnnl_data_type_t type = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
   dnnl_memory_desc_t stored = matrixDesc(p.k, p.n, p.ldb, p.transB, type, ok);
-  dnnl_primitive_desc_t pd = nullptr;
-  dnnl_primitive_t reorder = nullptr;
-  dnnl_memory_t from = nullptr, to = nullptr;
-  ok = ok &&
-       dnnl_reorder_primitive_desc_create(&pd, &stored, handles->engine, &primitive.packedB,
-                                          handles->engine, nullptr) == dnnl_success &&
-       dnnl_primitive_create(&reorder, pd) == dnnl_success &&
-       dnnl_memory_create(&from, &stored, handles->engine, const_cast<void *>(b)) == dnnl_success &&
-       dnnl_memory_create(&to, &primitive.packedB, handles->engine, copy->data) == dnnl_success;
-  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-  ok = ok && dnnl_primitive_execute(reorder, handles->stream, 2, args) == dnnl_success &&
+  DescriptorHandle pd;
+  PrimitiveHandle reorder;
+  ScopedMemory from, to;
+  ok =
+      ok &&
+      dnnl_reorder_primitive_desc_create(pd.out(), &stored, handles->engine, &primitive.packedB,
+                                         handles->engine, nullptr) == dnnl_success &&
+      dnnl_primitive_create(reorder.out(), pd.get()) == dnnl_success &&
+      dnnl_memory_create(from.out(), &stored, handles->engine, const_cast<void *>(b)) ==
+          dnnl_success &&
+      dnnl_memory_create(to.out(), &primitive.packedB, handles->engine, copy->data) == dnnl_success;
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
+  ok = ok && dnnl_primitive_execute(reorder.get(), handles->stream, 2, args) == dnnl_success &&
        dnnl_stream_wait(handles->stream) == dnnl_success;
-  for (dnnl_memory_t memory : {from, to})
-    if (memory)
-      dnnl_memory_destroy(memory);
-  if (reorder)
-    dnnl_primitive_destroy(reorder);
-  if (pd)
-    dnnl_primitive_desc_destroy(pd);
   at->second = ok ? std::move(copy) : nullptr;
   return at->second.get();
 }

@@ -210,23 +210,31 @@ SoftmaxRows softmaxRows(const char *kernel, const Tensor &in, int64_t axis) {
   return {outer * inner, in.shape[axis], inner};
 }
 
+/// Calls `launch(tag, blocks, threads)` for `dtype`'s element type with a
+/// block per row of `r` (none when it has no element), then checks the launch.
+template <typename Launch>
+void launchOverRows(const char *kernel, DType dtype, const SoftmaxRows &r, Launch &&launch) {
+  dispatch(kernel, dtype, FloatTypes{}, [&](auto tag) {
+    if (r.rows == 0 || r.len == 0)
+      return;
+    launch(tag, blocksForItems(r.rows), threadsForReduction(r.len));
+    checkLaunch(kernel);
+  });
+}
+
 void softmaxImpl(Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
                  int64_t axis, bool log) {
   requireSameType(kernel, in, out);
   requireNumel(kernel, in, out.numel(), "the input");
   SoftmaxRows r = softmaxRows(kernel, in, axis);
-  dispatch(kernel, in.dtype, FloatTypes{}, [&](auto tag) {
+  launchOverRows(kernel, in.dtype, r, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
-    if (r.rows == 0 || r.len == 0)
-      return;
-    int threads = threadsForReduction(r.len);
     if (log)
-      softmaxKernel<T, true><<<blocksForItems(r.rows), threads, 0, ctx.stream>>>(
-          r.rows, r.len, r.inner, in.as<T>(), out.as<T>());
+      softmaxKernel<T, true>
+          <<<blocks, threads, 0, ctx.stream>>>(r.rows, r.len, r.inner, in.as<T>(), out.as<T>());
     else
-      softmaxKernel<T, false><<<blocksForItems(r.rows), threads, 0, ctx.stream>>>(
-          r.rows, r.len, r.inner, in.as<T>(), out.as<T>());
-    checkLaunch(kernel);
+      softmaxKernel<T, false>
+          <<<blocks, threads, 0, ctx.stream>>>(r.rows, r.len, r.inner, in.as<T>(), out.as<T>());
   });
 }
 
@@ -250,13 +258,10 @@ void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tenso
   requireNumel(kernel, grad, y.numel(), "grad");
   requireNumel(kernel, out, y.numel(), "the result");
   SoftmaxRows r = softmaxRows(kernel, y, axis);
-  dispatch(kernel, y.dtype, FloatTypes{}, [&](auto tag) {
+  launchOverRows(kernel, y.dtype, r, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
-    if (r.rows == 0 || r.len == 0)
-      return;
-    softmaxGradKernel<T><<<blocksForItems(r.rows), threadsForReduction(r.len), 0, ctx.stream>>>(
-        r.rows, r.len, r.inner, y.as<T>(), grad.as<T>(), out.as<T>());
-    checkLaunch(kernel);
+    softmaxGradKernel<T><<<blocks, threads, 0, ctx.stream>>>(r.rows, r.len, r.inner, y.as<T>(),
+                                                             grad.as<T>(), out.as<T>());
   });
 }
 
