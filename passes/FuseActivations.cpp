@@ -5,7 +5,6 @@
 #include "dialects/Cleave/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/Matchers.h"
 
 #include <cmath>
 #include <optional>
@@ -20,18 +19,9 @@ using namespace cleave;
 
 namespace {
 
-/// The value of `value` when it is a one-element float constant.
-std::optional<double> scalarConstant(Value value) {
-  DenseElementsAttr dense;
-  if (!matchPattern(value, m_Constant(&dense)) || !dense.isSplat() ||
-      !isa<FloatType>(dense.getElementType()))
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
-
 /// Whether `value` is the constant `expected` (to float's precision).
 bool isConstant(Value value, double expected) {
-  std::optional<double> actual = scalarConstant(value);
+  std::optional<double> actual = splatValue(value);
   return actual && std::abs(*actual - expected) <= 1e-6 * std::abs(expected);
 }
 

@@ -652,6 +652,26 @@ def FuseActivations : Pass<"cleave-fuse-activations", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def FuseSoftmax : Pass<"cleave-fuse-softmax", "mlir::ModuleOp"> {
+  let summary = "The attention's scale, mask and softmax as one op, and their gradients as another";
+  let description = [{
+    Runs on every program after autodiff (the fused ops have no gradient
+    rule), before cleave-fuse-elementwise. Along the last dim, where each
+    value of a chain is read by the next alone:
+      - `softmax(where(mask, fill, mul(x, scale)))` becomes
+        `cleave.scaled_masked_softmax x, mask`, and
+        `softmax(where(mask, fill, x))` the same with scale 1;
+      - `mul(where(mask, 0, softmax_grad(y, g)), scale)` (its gradient)
+        becomes `cleave.scaled_masked_softmax_grad y, g, mask`, and
+        `where(mask, 0, softmax_grad(y, g))` the same with scale 1;
+    where `scale`, `fill` and 0 are scalar float constants (fill in the
+    selected branch: a boolean mask of the positions to hide, as exporters
+    spell masked_fill). One pass over the scores in place of three each
+    way, with the same roundings.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def ConstantWeights : Pass<"cleave-constant-weights", "mlir::ModuleOp"> {
   let summary = "Products whose weights the program never changes, marked for a kept layout";
   let description = [{

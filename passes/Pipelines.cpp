@@ -103,6 +103,7 @@ void buildProgramTail(OpPassManager &pm, int64_t bucketBytes) {
   pm.addPass(createFoldTransposes());
   pm.addPass(createConstantWeights());
   pm.addPass(createFuseActivations());
+  pm.addPass(createFuseSoftmax());
   pm.addPass(createAccumulateIntoProducts());
   pm.addPass(createFuseElementwise());
   pm.addPass(createMemoryPlan());

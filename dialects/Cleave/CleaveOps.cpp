@@ -15,6 +15,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
@@ -243,6 +244,37 @@ LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Locat
     return emitOptionalError(location, "y ", adaptor.getY().getType(), " and grad ",
                              adaptor.getGrad().getType(), " differ");
   return inferAxisType(location, adaptor.getY(), adaptor.getAxis(), types);
+}
+
+/// The result type of the scaled masked softmax ops: `input`'s, which must
+/// have a dim, `mask`'s shape broadcasting to it.
+static LogicalResult inferMaskedRowsType(std::optional<Location> location, Value input, Value mask,
+                                         SmallVectorImpl<Type> &types) {
+  ArrayRef<int64_t> shape = shapeOf(input);
+  if (shape.empty())
+    return fail(location, "the input has no dim to normalise");
+  if (!broadcastsTo(shapeOf(mask), shape))
+    return fail(location, "mask of shape " + shapeString(shapeOf(mask)) +
+                              " does not broadcast to " + shapeString(shape));
+  types.push_back(input.getType());
+  return success();
+}
+
+LogicalResult ScaledMaskedSoftmaxOp::inferReturnTypes(MLIRContext *,
+                                                      std::optional<Location> location,
+                                                      Adaptor adaptor,
+                                                      SmallVectorImpl<Type> &types) {
+  return inferMaskedRowsType(location, adaptor.getInput(), adaptor.getMask(), types);
+}
+
+LogicalResult ScaledMaskedSoftmaxGradOp::inferReturnTypes(MLIRContext *,
+                                                          std::optional<Location> location,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &types) {
+  if (adaptor.getY().getType() != adaptor.getGrad().getType())
+    return emitOptionalError(location, "y ", adaptor.getY().getType(), " and grad ",
+                             adaptor.getGrad().getType(), " differ");
+  return inferMaskedRowsType(location, adaptor.getY(), adaptor.getMask(), types);
 }
 
 LogicalResult LayerNormalizationOp::inferReturnTypes(MLIRContext *context,
@@ -1062,4 +1094,12 @@ Value cleave::splatConstant(OpBuilder &b, Location loc, RankedTensorType type, d
 
 Value cleave::scalarConstant(OpBuilder &b, Location loc, Type element, double value) {
   return splatConstant(b, loc, RankedTensorType::get({}, element), value);
+}
+
+std::optional<double> cleave::splatValue(Value value) {
+  DenseElementsAttr dense;
+  if (!matchPattern(value, m_Constant(&dense)) || !dense.isSplat() ||
+      !isa<FloatType>(dense.getElementType()))
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
 }

@@ -13,6 +13,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 #include "dialects/Cleave/CleaveInterfaces.h.inc"
 
 namespace cleave {
@@ -81,6 +83,8 @@ mlir::Value splatConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::RankedTe
 /// A rank-0 cleave.constant of `element`: broadcasts against anything.
 mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Type element,
                            double value);
+/// The value of every element of `value` when it is a float splat constant.
+std::optional<double> splatValue(mlir::Value value);
 
 /// Attaches cleave's interfaces to other dialects' ops: the reverse rule of
 /// `shard.all_reduce`. Every context that differentiates needs it.

@@ -218,6 +218,35 @@ def Cleave_SoftmaxGradOp : Cleave_PureOp<"softmax_grad"> {
   let results = (outs Cleave_FloatTensor:$output);
 }
 
+// The attention's scores chain fused by cleave-fuse-softmax (after the
+// gradients are built: no rule of their own; no ONNX operator imports to
+// them).
+def Cleave_ScaledMaskedSoftmaxOp : Cleave_PureOp<"scaled_masked_softmax"> {
+  let summary = "softmax(where(mask, fill, input scale)) along the last dim";
+  let description = [{
+    What `softmax(where(mask, fill, mul(input, scale)))` along the last dim
+    computes, with the same roundings, in one pass over each row: the
+    attention's scaled and masked scores (the unfused chain writes and
+    reads the scores three times). `mask` broadcasts to `input`'s shape.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$input, Cleave_BoolTensor:$mask, F32Attr:$scale,
+                   F32Attr:$fill);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
+def Cleave_ScaledMaskedSoftmaxGradOp : Cleave_PureOp<"scaled_masked_softmax_grad"> {
+  let summary = "where(mask, 0, softmax_grad(y, grad)) scale along the last dim";
+  let description = [{
+    scaled_masked_softmax's input gradient from its output `y` and that
+    output's gradient `grad` (the same type): what
+    `mul(where(mask, 0, softmax_grad(y, grad)), scale)` along the last dim
+    computes, with the same roundings, in one pass over each row.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$y, Cleave_FloatTensor:$grad,
+                   Cleave_BoolTensor:$mask, F32Attr:$scale);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
 def Cleave_LayerNormalizationOp : Cleave_PureOp<"layer_normalization", [Cleave_Vjp]> {
   let summary = "layer normalisation over the dims from `axis` on";
   let arguments = (ins Cleave_FloatTensor:$x, Cleave_FloatTensor:$scale,

@@ -13,6 +13,7 @@
 #include "runtime/cpu/TestUtil.h"
 
 #include <cstring>
+#include <functional>
 
 using namespace cleave::rt;
 using namespace cleave::rt::test;
@@ -150,6 +151,71 @@ TEST(Softmax, GradAgainstDouble) {
   auto outd = zeros(DType::F64, {3, 4});
   cpu::softmax_grad(ctx(), yd, gd, outd, 0);
   expectNear(outd, reference(yd, gd, 1, 3, 4), 1e-14);
+}
+
+// scaled_masked_softmax and its gradient against the unfused chain's formula
+// in double, softmax(where(mask, fill, float(x scale))) and where(mask, 0,
+// y (g - sum(g y))) scale: rows of 67 (a remainder past the kernels' lanes)
+// under a causal mask of 5 x 67 broadcast over batch and heads, and under a
+// mask of 2 x 1 x 5 x 1 that hides whole rows (one element a row, read 67
+// times) with a finite fill; then in place (over x, over g).
+TEST(ScaledMaskedSoftmax, AgainstDouble) {
+  auto check = [](Dims xShape, Dims maskShape,
+                  const std::function<bool(const std::vector<int64_t> &)> &hides, float scale,
+                  float fill) {
+    SCOPED_TRACE(testing::Message() << "mask of " << maskShape.product() << " elements");
+    const int64_t numel = xShape.product(), n = xShape[xShape.size - 1];
+    auto x = makeRandom<float>(xShape, 5, -4.0, 4.0), g = makeRandom<float>(xShape, 6);
+    Buffer mask(DType::Bool, maskShape);
+    for (int64_t i = 0; i < maskShape.product(); ++i)
+      mask.data<uint8_t>()[i] = hides(unflatten(i, maskShape));
+    const std::vector<double> xs = x.doubles(), gs = g.doubles();
+    std::vector<double> want(numel), wantGrad(numel);
+    for (int64_t r = 0; r < numel / n; ++r) {
+      std::vector<double> score(n);
+      std::vector<bool> hidden(n);
+      for (int64_t k = 0; k < n; ++k) {
+        hidden[k] = mask.data<uint8_t>()[broadcastOffset(unflatten(r * n + k, xShape), maskShape)];
+        score[k] = hidden[k] ? fill : double(float(xs[r * n + k] * scale));
+      }
+      double m = -INFINITY, sum = 0, dot = 0;
+      for (double v : score)
+        m = std::max(m, v);
+      for (double v : score)
+        sum += std::exp(v - m);
+      for (int64_t k = 0; k < n; ++k) {
+        want[r * n + k] = std::exp(score[k] - m) / sum;
+        dot += gs[r * n + k] * want[r * n + k];
+      }
+      for (int64_t k = 0; k < n; ++k)
+        wantGrad[r * n + k] = hidden[k] ? 0.0 : scale * want[r * n + k] * (gs[r * n + k] - dot);
+    }
+    auto y = zeros(DType::F32, xShape), dx = zeros(DType::F32, xShape);
+    cpu::scaled_masked_softmax(ctx(), x, mask, y, scale, fill);
+    expectNear(y, want, 1e-6);
+    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, dx, scale);
+    expectNear(dx, wantGrad, 1e-6);
+    cpu::scaled_masked_softmax(ctx(), x, mask, x, scale, fill);
+    expectNear(x, want, 1e-6);
+    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, g, scale);
+    expectNear(g, wantGrad, 1e-6);
+  };
+  check(
+      {2, 3, 5, 67}, {5, 67}, [](const auto &i) { return i[1] > i[0] + 40; }, 0.125f, -INFINITY);
+  check(
+      {2, 3, 5, 67}, {2, 1, 5, 1}, [](const auto &i) { return (i[0] + i[2]) % 3 == 0; }, 1.5f,
+      -1e9f);
+}
+
+// A mask that does not broadcast to the scores, or is not boolean, is an
+// error naming the kernel.
+TEST(ScaledMaskedSoftmax, RefusesABadMask) {
+  auto x = zeros(DType::F32, {2, 4}), y = zeros(DType::F32, {2, 4});
+  auto wide = zeros(DType::Bool, {3, 4}), floats = zeros(DType::F32, {2, 4});
+  EXPECT_EXIT(cpu::scaled_masked_softmax(ctx(), x, wide, y, 1.0f, 0.0f),
+              ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax: ");
+  EXPECT_EXIT(cpu::scaled_masked_softmax_grad(ctx(), x, x, floats, y, 1.0f),
+              ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax_grad: ");
 }
 
 //===----------------------------------------------------------------------===//

@@ -59,29 +59,31 @@ template <typename T> void shiftedExp(const T *x, int64_t n, T m, T *y) {
   }
 }
 
+/// Numerically stable (log) softmax over one contiguous row of n. The
+/// exponentials go into the result first (log softmax reads x again after,
+/// so there y may not be x).
+template <typename T, bool Log> void softmaxRow(const T *x, T *y, int64_t n) {
+  const T m = rowMax(x, n);
+  shiftedExp(x, n, m, y);
+  const T sum = static_cast<T>(sumRow(y, n));
+  if constexpr (Log) {
+    const T logSum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = (x[i] - m) - logSum;
+  } else {
+    const T inv = T(1) / sum;
+    for (int64_t i = 0; i < n; ++i)
+      y[i] *= inv;
+  }
+}
+
 /// Numerically stable (log) softmax over the middle dim of outer x n x inner.
 template <typename T, bool Log>
 void softmaxOver(const T *x, T *y, int64_t outer, int64_t n, int64_t inner) {
   const T lowest = -std::numeric_limits<T>::infinity();
   if (inner == 1) {
-    // A row's exponentials go into its result first (log softmax reads x
-    // again after, so there y may not be x).
-    for (int64_t o = 0; o < outer; ++o) {
-      const T *xr = x + o * n;
-      T *yr = y + o * n;
-      const T m = rowMax(xr, n);
-      shiftedExp(xr, n, m, yr);
-      const T sum = static_cast<T>(sumRow(yr, n));
-      if constexpr (Log) {
-        const T logSum = std::log(sum);
-        for (int64_t i = 0; i < n; ++i)
-          yr[i] = (xr[i] - m) - logSum;
-      } else {
-        const T inv = T(1) / sum;
-        for (int64_t i = 0; i < n; ++i)
-          yr[i] *= inv;
-      }
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      softmaxRow<T, Log>(x + o * n, y + o * n, n);
     return;
   }
   // The axis is strided: walk chunks of the contiguous inner dim at once.
@@ -156,6 +158,23 @@ void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, con
   });
 }
 
+/// sum(g y) over one contiguous row of n, each product rounded to T and
+/// the products summed in double (as mul, then reduce_sum, would), in a loop
+/// GCC vectorises over sumRow's lanes.
+template <typename T> T productSum(const T *y, const T *g, int64_t n) {
+  double lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j)
+      lane[j] += static_cast<double>(T(g[i + j] * y[i + j]));
+  for (; i < n; ++i)
+    lane[0] += static_cast<double>(T(g[i] * y[i]));
+  double total = lane[0];
+  for (int j = 1; j < 8; ++j)
+    total += lane[j];
+  return static_cast<T>(total);
+}
+
 /// out = y (g - sum(g y)) over the middle dim of outer x n x inner. Each
 /// product is rounded to T and the products summed in double (as mul, then
 /// reduce_sum, would); every row's (column's) sum is taken before any of its
@@ -163,21 +182,10 @@ void softmaxKernel(const Context &ctx, const char *kernel, const Tensor &in, con
 template <typename T>
 void softmaxGradOver(const T *y, const T *g, T *out, int64_t outer, int64_t n, int64_t inner) {
   if (inner == 1) {
-    // Contiguous rows: loops GCC vectorises, the sum over sumRow's lanes.
     for (int64_t o = 0; o < outer; ++o) {
       const T *yr = y + o * n, *gr = g + o * n;
       T *outRow = out + o * n;
-      double lane[8] = {};
-      int64_t i = 0;
-      for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; ++j)
-          lane[j] += static_cast<double>(T(gr[i + j] * yr[i + j]));
-      for (; i < n; ++i)
-        lane[0] += static_cast<double>(T(gr[i] * yr[i]));
-      double total = lane[0];
-      for (int j = 1; j < 8; ++j)
-        total += lane[j];
-      const T sum = static_cast<T>(total);
+      const T sum = productSum(yr, gr, n);
       for (int64_t k = 0; k < n; ++k)
         outRow[k] = yr[k] * (gr[k] - sum);
     }
@@ -293,7 +301,92 @@ Dims normalisedDims(const Tensor &x, int axis) {
   return dims;
 }
 
+/// Where a mask broadcast to x's shape has each of x's rows along its last
+/// dim: the row's first element at offset(row), the next ones `step` (1, or
+/// 0 for a mask whose last dim is 1) apart.
+class MaskRows {
+public:
+  MaskRows(const char *kernel, const Tensor &x, const Tensor &mask) {
+    checkType(kernel, mask, DType::Bool);
+    if (x.rank() == 0)
+      fail(kernel, "the input has no dim to normalise");
+    int64_t strides[kMaxRank];
+    broadcastStrides(kernel, mask.shape, x.shape, strides);
+    lead = x.shape;
+    --lead.size;
+    std::copy(strides, strides + lead.size, leadStrides);
+    step = strides[lead.size];
+  }
+
+  int64_t offset(int64_t row) const {
+    int64_t at = 0;
+    for (int d = lead.size - 1; d >= 0; --d) {
+      at += (row % lead[d]) * leadStrides[d];
+      row /= lead[d];
+    }
+    return at;
+  }
+
+  int64_t step;
+
+private:
+  Dims lead;
+  int64_t leadStrides[kMaxRank] = {};
+};
+
+/// Calls rows(first, last, n) over runs of x's rows along its last dim (n
+/// long), split among the context's threads.
+template <typename F> void forEachRows(const Context &ctx, const Tensor &x, F rows) {
+  const int64_t n = x.shape[x.rank() - 1], total = x.numel();
+  if (total == 0)
+    return;
+  forEachChunk(ctx, total, n, [&](int64_t begin, int64_t end) { rows(begin / n, end / n, n); });
+}
+
 } // namespace
+
+void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, const Tensor &out,
+                           float scale, float fill) {
+  const char *kernel = "scaled_masked_softmax";
+  checkSameLayout(kernel, x, out);
+  const MaskRows maskRows(kernel, x, mask);
+  dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T s = static_cast<T>(scale), f = static_cast<T>(fill);
+    forEachRows(ctx, x, [&](int64_t first, int64_t last, int64_t n) {
+      for (int64_t r = first; r < last; ++r) {
+        const T *xr = x.as<T>() + r * n;
+        T *yr = out.as<T>() + r * n;
+        const bool *mr = mask.as<bool>() + maskRows.offset(r);
+        for (int64_t k = 0; k < n; ++k)
+          yr[k] = mr[k * maskRows.step] ? f : T(xr[k] * s);
+        softmaxRow<T, false>(yr, yr, n);
+      }
+    });
+  });
+}
+
+void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad,
+                                const Tensor &mask, const Tensor &out, float scale) {
+  const char *kernel = "scaled_masked_softmax_grad";
+  checkSameLayout(kernel, y, grad);
+  checkSameLayout(kernel, y, out);
+  const MaskRows maskRows(kernel, y, mask);
+  dispatch(kernel, y.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T s = static_cast<T>(scale);
+    forEachRows(ctx, y, [&](int64_t first, int64_t last, int64_t n) {
+      for (int64_t r = first; r < last; ++r) {
+        const T *yr = y.as<T>() + r * n, *gr = grad.as<T>() + r * n;
+        T *outRow = out.as<T>() + r * n;
+        const bool *mr = mask.as<bool>() + maskRows.offset(r);
+        const T sum = productSum(yr, gr, n);
+        for (int64_t k = 0; k < n; ++k)
+          outRow[k] = mr[k * maskRows.step] ? T(0) : T(T(yr[k] * (gr[k] - sum)) * s);
+      }
+    });
+  });
+}
 
 void softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis) {
   softmaxKernel<false>(ctx, "softmax", in, out, axis);

@@ -52,6 +52,53 @@ __global__ void softmaxGradKernel(int64_t rows, int64_t len, int64_t inner, cons
   }
 }
 
+/// softmax(where(mask, fill, x scale)) over contiguous rows of `len`, each
+/// op rounded as the unfused chain's kernels round it: row r's mask starts
+/// at mask + maskRows.offsets(r), its elements `maskStep` (1 or 0) apart.
+template <typename T>
+__global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x, const bool *mask,
+                                          Layout<1> maskRows, int64_t maskStep, T scale, T fill,
+                                          T *out) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    int64_t at[1];
+    maskRows.offsets(row, at);
+    const bool *mr = mask + at[0];
+    const T *xr = x + row * len;
+    auto score = [&](int64_t j) { return mr[j * maskStep] ? fill : T(xr[j] * scale); };
+    T max = lowest<T>();
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      max = MaxOp()(max, score(j));
+    max = blockReduce(max, MaxOp(), lowest<T>());
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      sum += static_cast<double>(mexp(score(j) - max));
+    const T inv = static_cast<T>(1.0 / blockReduce(sum, SumOp(), 0.0));
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      out[row * len + j] = mexp(score(j) - max) * inv;
+  }
+}
+
+/// where(mask, 0, y (g - sum(g y))) scale over scaledMaskedSoftmaxKernel's
+/// rows, rounded as the unfused chain's kernels round it; a row is read
+/// whole before any of it is written, so out may be y or g.
+template <typename T>
+__global__ void scaledMaskedSoftmaxGradKernel(int64_t rows, int64_t len, const T *y, const T *g,
+                                              const bool *mask, Layout<1> maskRows,
+                                              int64_t maskStep, T scale, T *out) {
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    int64_t at[1];
+    maskRows.offsets(row, at);
+    const bool *mr = mask + at[0];
+    const int64_t base = row * len;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      sum += static_cast<double>(T(g[base + j] * y[base + j]));
+    const T rowSum = static_cast<T>(blockReduce(sum, SumOp(), 0.0));
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      out[base + j] = mr[j * maskStep] ? T(0) : T(T(y[base + j] * (g[base + j] - rowSum)) * scale);
+  }
+}
+
 /// y = (x - mean) * invStd * scale + bias over rows of `inner` elements.
 /// scaleMod / biasMod > 0: the parameter's offset is j % mod (its shape is a
 /// suffix of x's); 0: the offset comes from `params` (general broadcast).
@@ -262,6 +309,66 @@ void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tenso
     using T = typename decltype(tag)::type;
     softmaxGradKernel<T><<<blocks, threads, 0, ctx.stream>>>(r.rows, r.len, r.inner, y.as<T>(),
                                                              grad.as<T>(), out.as<T>());
+  });
+}
+
+namespace {
+
+/// The rows of x along its last dim and where a mask broadcast to x's shape
+/// has them: scaledMaskedSoftmaxKernel's maskRows and maskStep.
+struct MaskedRows {
+  SoftmaxRows rows;
+  Layout<1> mask;
+  int64_t step = 0;
+};
+
+MaskedRows maskedRows(const char *kernel, const Tensor &x, const Tensor &mask) {
+  requireType(kernel, mask, DType::Bool, "the mask");
+  if (x.rank() == 0)
+    fail(kernel, "the input has no dim to normalise");
+  MaskedRows r;
+  r.rows = softmaxRows(kernel, x, x.rank() - 1);
+  int64_t strides[kMaxRank];
+  broadcastStrides(kernel, mask, x.shape, strides);
+  r.mask.rank = x.rank() - 1;
+  for (int d = 0; d < r.mask.rank; ++d) {
+    r.mask.dims[d] = x.shape[d];
+    r.mask.strides[0][d] = strides[d];
+  }
+  r.mask.simplify();
+  r.step = strides[x.rank() - 1];
+  return r;
+}
+
+} // namespace
+
+void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, const Tensor &out,
+                           float scale, float fill) {
+  const char *kernel = "scaled_masked_softmax";
+  requireSameType(kernel, x, out);
+  requireNumel(kernel, out, x.numel(), "the result");
+  MaskedRows r = maskedRows(kernel, x, mask);
+  launchOverRows(kernel, x.dtype, r.rows, [&](auto tag, unsigned blocks, int threads) {
+    using T = typename decltype(tag)::type;
+    scaledMaskedSoftmaxKernel<T><<<blocks, threads, 0, ctx.stream>>>(
+        r.rows.rows, r.rows.len, x.as<T>(), mask.as<bool>(), r.mask, r.step, static_cast<T>(scale),
+        static_cast<T>(fill), out.as<T>());
+  });
+}
+
+void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad,
+                                const Tensor &mask, const Tensor &out, float scale) {
+  const char *kernel = "scaled_masked_softmax_grad";
+  requireSameType(kernel, y, grad);
+  requireSameType(kernel, y, out);
+  requireNumel(kernel, grad, y.numel(), "grad");
+  requireNumel(kernel, out, y.numel(), "the result");
+  MaskedRows r = maskedRows(kernel, y, mask);
+  launchOverRows(kernel, y.dtype, r.rows, [&](auto tag, unsigned blocks, int threads) {
+    using T = typename decltype(tag)::type;
+    scaledMaskedSoftmaxGradKernel<T><<<blocks, threads, 0, ctx.stream>>>(
+        r.rows.rows, r.rows.len, y.as<T>(), grad.as<T>(), mask.as<bool>(), r.mask, r.step,
+        static_cast<T>(scale), out.as<T>());
   });
 }
 

@@ -152,6 +152,41 @@ func.func @softmax_grad_types(%y: tensor<2x3xf32>, %g: tensor<2x3xf64>) {
 
 // -----
 
+func.func @scaled_masked_softmax_mask(%x: tensor<2x8xf32>, %m: tensor<3x8xi1>) {
+  // expected-error @+2 {{mask of shape 3x8 does not broadcast to 2x8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.scaled_masked_softmax %x, %m {fill = 0.0 : f32, scale = 1.0 : f32} : (tensor<2x8xf32>, tensor<3x8xi1>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @scaled_masked_softmax_scalar(%x: tensor<f32>, %m: tensor<i1>) {
+  // expected-error @+2 {{the input has no dim to normalise}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.scaled_masked_softmax %x, %m {fill = 0.0 : f32, scale = 1.0 : f32} : (tensor<f32>, tensor<i1>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @scaled_masked_softmax_grad_types(%y: tensor<2x8xf32>, %g: tensor<2x8xf64>, %m: tensor<8xi1>) {
+  // expected-error @+2 {{y 'tensor<2x8xf32>' and grad 'tensor<2x8xf64>' differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.scaled_masked_softmax_grad %y, %g, %m {scale = 1.0 : f32} : (tensor<2x8xf32>, tensor<2x8xf64>, tensor<8xi1>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @scaled_masked_softmax_grad_mask(%y: tensor<2x8xf32>, %m: tensor<2x8xf32>) {
+  // expected-error @+1 {{operand #2 must be}}
+  %0 = cleave.scaled_masked_softmax_grad %y, %y, %m {scale = 1.0 : f32} : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 func.func @layer_norm_grad_axis(%x: tensor<2x8xf32>, %s: tensor<8xf32>, %m: tensor<2x1xf32>) {
   // expected-error @+2 {{axis 2 is out of range for rank 2}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -6,7 +6,7 @@
 # RUN: %python %s %t
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from gradcheck import Cases, rng
 
 r = rng(3)
@@ -107,5 +107,16 @@ cases.add("expand_rank_up", nodes=[N("Expand", ["x", "s"], ["y"])],
 cases.add("where_bcast_cond", nodes=[N("Where", ["c", "a", "b"], ["y"])],
           params={"a": r.standard_normal((3,)), "b": r.standard_normal(())},
           constants={"c": np.array([[True], [False]])}, outputs=["y"])
+# The attention's scaled and masked softmax, which cleave-fuse-softmax makes
+# one op each way in f32: a causal-style mask that hides no whole row.
+cases.add("scaled_masked_softmax_f32",
+          nodes=[N("Constant", [], ["c"], value=numpy_helper.from_array(np.float32(0.35))),
+                 N("Constant", [], ["fill"],
+                   value=numpy_helper.from_array(np.float32(-np.inf))),
+                 N("Mul", ["x", "c"], ["s"]), N("Where", ["m", "fill", "s"], ["w"]),
+                 N("Softmax", ["w"], ["y"], axis=-1)],
+          params={"x": r.standard_normal((2, 3, 4, 5))},
+          constants={"m": np.triu(np.ones((4, 5), bool), k=2)},
+          outputs=["y"], dtype=np.float32, atol=1e-3, rtol=1e-2)
 if __name__ == "__main__":
     cases.main()

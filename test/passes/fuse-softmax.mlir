@@ -1,0 +1,89 @@
+// RUN: cleave-opt %s --split-input-file --cleave-fuse-softmax | FileCheck %s
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-fuse-softmax,cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s --check-prefix=LOWERED
+
+// The attention's scores as exporters spell them, forward and backward: the
+// scale, the causal mask and the softmax become one op each way.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.*]] = cleave.scaled_masked_softmax %arg0, %arg1 {fill = 0xFF800000 : f32, scale = 1.250000e-01 : f32} : (tensor<2x3x4x4xf32>, tensor<4x4xi1>) -> tensor<2x3x4x4xf32>
+// CHECK: %[[DX:.*]] = cleave.scaled_masked_softmax_grad %[[Y]], %arg2, %arg1 {scale = 1.250000e-01 : f32}
+// CHECK-NOT: cleave.softmax
+// CHECK-NOT: cleave.where
+// CHECK-NOT: cleave.mul
+// CHECK: return %[[Y]], %[[DX]]
+// LOWERED-LABEL: emitc.func @cleave_forward
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"-__builtin_inff()">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">]}
+
+func.func @forward(%scores: tensor<2x3x4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
+                     %future: tensor<4x4xi1> {cleave.kind = "input", cleave.name = "future"},
+                     %dy: tensor<2x3x4x4xf32> {cleave.kind = "input", cleave.name = "dy"})
+    -> (tensor<2x3x4x4xf32> {cleave.name = "y"}, tensor<2x3x4x4xf32> {cleave.name = "dx"}) {
+  %scale = cleave.constant {value = dense<0.125> : tensor<f32>} : tensor<f32>
+  %hidden = cleave.constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %zero = cleave.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %scaled = cleave.mul %scores, %scale : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %masked = cleave.where %future, %hidden, %scaled : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = cleave.softmax %masked {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %g = cleave.softmax_grad %y, %dy {axis = 3 : i64} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %gm = cleave.where %future, %zero, %g : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %dx = cleave.mul %scale, %gm : (tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %y, %dx : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Without a scale (or with one that something else reads too), the mask
+// and the softmax still go together, with scale 1; so does the gradient
+// without its product.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[S:.*]] = cleave.mul %arg0
+// CHECK: %[[Y:.*]] = cleave.scaled_masked_softmax %[[S]], %arg1 {fill = -1.000000e+09 : f32, scale = 1.000000e+00 : f32}
+// CHECK: %[[DX:.*]] = cleave.scaled_masked_softmax_grad %[[Y]], %arg2, %arg1 {scale = 1.000000e+00 : f32}
+// CHECK: return %[[S]], %[[Y]], %[[DX]]
+
+func.func @forward(%scores: tensor<2x2x8xf32> {cleave.kind = "input", cleave.name = "scores"},
+                    %pad: tensor<2x1x8xi1> {cleave.kind = "input", cleave.name = "pad"},
+                    %dy: tensor<2x2x8xf32> {cleave.kind = "input", cleave.name = "dy"})
+    -> (tensor<2x2x8xf32> {cleave.name = "s"}, tensor<2x2x8xf32> {cleave.name = "y"},
+        tensor<2x2x8xf32> {cleave.name = "dx"}) {
+  %scale = cleave.constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %hidden = cleave.constant {value = dense<-1.0e9> : tensor<f32>} : tensor<f32>
+  %zero = cleave.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %scaled = cleave.mul %scores, %scale : (tensor<2x2x8xf32>, tensor<f32>) -> tensor<2x2x8xf32>
+  %masked = cleave.where %pad, %hidden, %scaled : (tensor<2x1x8xi1>, tensor<f32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  %y = cleave.softmax %masked {axis = 2 : i64} : (tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  %g = cleave.softmax_grad %y, %dy {axis = 2 : i64} : (tensor<2x2x8xf32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  %dx = cleave.where %pad, %zero, %g : (tensor<2x1x8xi1>, tensor<f32>, tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  return %scaled, %y, %dx : tensor<2x2x8xf32>, tensor<2x2x8xf32>, tensor<2x2x8xf32>
+}
+
+// -----
+
+// Left as they are: a softmax along another dim than the last; a mask that
+// keeps what it selects (the constant in the other branch); f64 scores (the
+// fused ops hold their constants in f32); a masked value read beside the
+// softmax; a gradient masked by something else than zero.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: scaled_masked_softmax
+// CHECK: return
+
+func.func @forward(%scores: tensor<4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
+                   %wide: tensor<4x4xf64> {cleave.kind = "input", cleave.name = "wide"},
+                   %future: tensor<4x4xi1> {cleave.kind = "input", cleave.name = "future"})
+    -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf64>, tensor<4x4xf32>, tensor<4x4xf32>,
+        tensor<4x4xf32>) {
+  %hidden = cleave.constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %wideHidden = cleave.constant {value = dense<0xFFF0000000000000> : tensor<f64>} : tensor<f64>
+  %one = cleave.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %m0 = cleave.where %future, %hidden, %scores : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %columns = cleave.softmax %m0 {axis = 0 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m1 = cleave.where %future, %scores, %hidden : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
+  %kept = cleave.softmax %m1 {axis = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m2 = cleave.where %future, %wideHidden, %wide : (tensor<4x4xi1>, tensor<f64>, tensor<4x4xf64>) -> tensor<4x4xf64>
+  %doubles = cleave.softmax %m2 {axis = 1 : i64} : (tensor<4x4xf64>) -> tensor<4x4xf64>
+  %m3 = cleave.where %future, %hidden, %scores : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %read = cleave.softmax %m3 {axis = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %g = cleave.softmax_grad %read, %scores {axis = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %ones = cleave.where %future, %one, %g : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %columns, %kept, %doubles, %m3, %read, %ones : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf64>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}
