@@ -24,6 +24,15 @@ struct Chain {
   SmallVector<Operation *, 3> ops;
   Value input, mask;
   double scale = 1, fill = 0;
+  bool divide = false;
+};
+
+/// How a chain's value is scaled: x, the constant, and whether x is divided
+/// by it.
+struct Scaling {
+  Value x;
+  double scale;
+  bool divide;
 };
 
 /// Whether `axis` is the last of `value`'s dims and its elements are f32
@@ -41,21 +50,24 @@ std::optional<double> masks(WhereOp where, Value value) {
   return splatValue(where.getX());
 }
 
-/// `mul(x, constant)` or `mul(constant, x)` of x's type: x and the constant.
-std::optional<std::pair<Value, double>> scales(MulOp mul) {
-  if (!mul)
+/// `mul(x, constant)`, `mul(constant, x)` or `div(x, constant)` of x's
+/// type.
+std::optional<Scaling> scales(Operation *op) {
+  if (!isa_and_nonnull<MulOp, DivOp>(op))
     return std::nullopt;
-  for (unsigned i : {0u, 1u}) {
-    Value x = mul->getOperand(1 - i);
-    std::optional<double> factor = splatValue(mul->getOperand(i));
-    if (factor && x.getType() == mul.getType())
-      return std::pair{x, *factor};
+  // A product's constant may be either operand; a division's is the divisor.
+  bool divide = isa<DivOp>(op);
+  for (unsigned i = divide ? 1 : 0; i < 2; ++i) {
+    Value x = op->getOperand(1 - i);
+    std::optional<double> factor = splatValue(op->getOperand(i));
+    if (factor && x.getType() == op->getResult(0).getType())
+      return Scaling{x, *factor, divide};
   }
   return std::nullopt;
 }
 
-/// softmax(where(mask, fill, mul(x, scale))) (or without the mul) ending
-/// in `softmax`.
+/// softmax(where(mask, fill, mul(x, scale))) (div, or neither) ending in
+/// `softmax`.
 std::optional<Chain> forwardChain(SoftmaxOp softmax) {
   if (!alongLastF32Dim(softmax.getInput(), softmax.getAxis()))
     return std::nullopt;
@@ -64,15 +76,17 @@ std::optional<Chain> forwardChain(SoftmaxOp softmax) {
   if (!fill)
     return std::nullopt;
   Chain chain{{softmax, where}, where.getY(), where.getCondition(), 1, *fill};
-  auto mul = where.getY().getDefiningOp<MulOp>();
-  if (auto scaled = scales(mul); scaled && mul->hasOneUse()) {
-    chain.ops.push_back(mul);
-    std::tie(chain.input, chain.scale) = *scaled;
+  Operation *product = where.getY().getDefiningOp();
+  if (std::optional<Scaling> scaled = scales(product); scaled && product->hasOneUse()) {
+    chain.ops.push_back(product);
+    chain.input = scaled->x;
+    chain.scale = scaled->scale;
+    chain.divide = scaled->divide;
   }
   return chain;
 }
 
-/// mul(where(mask, 0, softmax_grad(y, g)), scale) (or without the mul)
+/// mul(where(mask, 0, softmax_grad(y, g)), scale) (div, or neither)
 /// starting at `grad`; input is left null (the op reads y and g).
 std::optional<Chain> backwardChain(SoftmaxGradOp grad) {
   if (!alongLastF32Dim(grad.getY(), grad.getAxis()) || !grad->hasOneUse())
@@ -82,10 +96,11 @@ std::optional<Chain> backwardChain(SoftmaxGradOp grad) {
   if (!zero || *zero != 0)
     return std::nullopt;
   Chain chain{{where, grad}, Value(), where.getCondition(), 1, 0};
-  auto mul = dyn_cast<MulOp>(*where->user_begin());
-  if (auto scaled = scales(mul); scaled && scaled->first == where.getResult()) {
-    chain.ops.insert(chain.ops.begin(), mul);
-    chain.scale = scaled->second;
+  Operation *product = *where->user_begin();
+  if (std::optional<Scaling> scaled = scales(product); scaled && scaled->x == where.getResult()) {
+    chain.ops.insert(chain.ops.begin(), product);
+    chain.scale = scaled->scale;
+    chain.divide = scaled->divide;
   }
   return chain;
 }
@@ -118,6 +133,7 @@ struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
       b.setInsertionPoint(last);
       replace(chain, ScaledMaskedSoftmaxOp::create(b, last->getLoc(), chain.input, chain.mask,
                                                    b.getF32FloatAttr(chain.scale),
+                                                   chain.divide ? b.getUnitAttr() : UnitAttr(),
                                                    b.getF32FloatAttr(chain.fill)));
     }
     for (auto &[grad, chain] : backward) {
@@ -125,7 +141,8 @@ struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
       b.setInsertionPoint(last);
       replace(chain,
               ScaledMaskedSoftmaxGradOp::create(b, grad.getLoc(), grad.getY(), grad.getGrad(),
-                                                chain.mask, b.getF32FloatAttr(chain.scale)));
+                                                chain.mask, b.getF32FloatAttr(chain.scale),
+                                                chain.divide ? b.getUnitAttr() : UnitAttr()));
     }
   }
 };

@@ -659,11 +659,12 @@ def FuseSoftmax : Pass<"cleave-fuse-softmax", "mlir::ModuleOp"> {
     rule), before cleave-fuse-elementwise. Along the last dim, where each
     value of a chain is read by the next alone:
       - `softmax(where(mask, fill, mul(x, scale)))` becomes
-        `cleave.scaled_masked_softmax x, mask`, and
-        `softmax(where(mask, fill, x))` the same with scale 1;
+        `cleave.scaled_masked_softmax x, mask`, `div(x, scale)` the same
+        with `divide`, and `softmax(where(mask, fill, x))` with scale 1;
       - `mul(where(mask, 0, softmax_grad(y, g)), scale)` (its gradient)
-        becomes `cleave.scaled_masked_softmax_grad y, g, mask`, and
-        `where(mask, 0, softmax_grad(y, g))` the same with scale 1;
+        becomes `cleave.scaled_masked_softmax_grad y, g, mask`, with `div`
+        the same with `divide`, and `where(mask, 0, softmax_grad(y, g))`
+        with scale 1;
     where `scale`, `fill` and 0 are scalar float constants (fill in the
     selected branch: a boolean mask of the positions to hide, as exporters
     spell masked_fill). One pass over the scores in place of three each

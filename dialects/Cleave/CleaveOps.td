@@ -227,10 +227,12 @@ def Cleave_ScaledMaskedSoftmaxOp : Cleave_PureOp<"scaled_masked_softmax"> {
     What `softmax(where(mask, fill, mul(input, scale)))` along the last dim
     computes, with the same roundings, in one pass over each row: the
     attention's scaled and masked scores (the unfused chain writes and
-    reads the scores three times). `mask` broadcasts to `input`'s shape.
+    reads the scores three times). With `divide`, the input is divided by
+    `scale` (`div(input, scale)`, as `x / sqrt(d)` exports). `mask`
+    broadcasts to `input`'s shape.
   }];
   let arguments = (ins Cleave_FloatTensor:$input, Cleave_BoolTensor:$mask, F32Attr:$scale,
-                   F32Attr:$fill);
+                   UnitAttr:$divide, F32Attr:$fill);
   let results = (outs Cleave_FloatTensor:$output);
 }
 
@@ -239,11 +241,12 @@ def Cleave_ScaledMaskedSoftmaxGradOp : Cleave_PureOp<"scaled_masked_softmax_grad
   let description = [{
     scaled_masked_softmax's input gradient from its output `y` and that
     output's gradient `grad` (the same type): what
-    `mul(where(mask, 0, softmax_grad(y, grad)), scale)` along the last dim
-    computes, with the same roundings, in one pass over each row.
+    `mul(where(mask, 0, softmax_grad(y, grad)), scale)` (`div` with
+    `divide`) along the last dim computes, with the same roundings, in one
+    pass over each row.
   }];
   let arguments = (ins Cleave_FloatTensor:$y, Cleave_FloatTensor:$grad,
-                   Cleave_BoolTensor:$mask, F32Attr:$scale);
+                   Cleave_BoolTensor:$mask, F32Attr:$scale, UnitAttr:$divide);
   let results = (outs Cleave_FloatTensor:$output);
 }
 

@@ -155,14 +155,15 @@ TEST(Softmax, GradAgainstDouble) {
 
 // scaled_masked_softmax and its gradient against the unfused chain's formula
 // in double, softmax(where(mask, fill, float(x scale))) and where(mask, 0,
-// y (g - sum(g y))) scale: rows of 67 (a remainder past the kernels' lanes)
-// under a causal mask of 5 x 67 broadcast over batch and heads, and under a
-// mask of 2 x 1 x 5 x 1 that hides whole rows (one element a row, read 67
-// times) with a finite fill; then in place (over x, over g).
+// y (g - sum(g y))) scale (x / scale and / scale when dividing): rows of 67
+// (a remainder past the kernels' lanes) under a causal mask of 5 x 67
+// broadcast over batch and heads, and under a mask of 2 x 1 x 5 x 1 that
+// hides whole rows (one element a row, read for all 67) with a finite fill;
+// then in place (over x, over g).
 TEST(ScaledMaskedSoftmax, AgainstDouble) {
   auto check = [](Dims xShape, Dims maskShape,
                   const std::function<bool(const std::vector<int64_t> &)> &hides, float scale,
-                  float fill) {
+                  bool divide, float fill) {
     SCOPED_TRACE(testing::Message() << "mask of " << maskShape.product() << " elements");
     const int64_t numel = xShape.product(), n = xShape[xShape.size - 1];
     auto x = makeRandom<float>(xShape, 5, -4.0, 4.0), g = makeRandom<float>(xShape, 6);
@@ -176,7 +177,8 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
       std::vector<bool> hidden(n);
       for (int64_t k = 0; k < n; ++k) {
         hidden[k] = mask.data<uint8_t>()[broadcastOffset(unflatten(r * n + k, xShape), maskShape)];
-        score[k] = hidden[k] ? fill : double(float(xs[r * n + k] * scale));
+        const auto x = static_cast<float>(xs[r * n + k]);
+        score[k] = hidden[k] ? fill : double(divide ? x / scale : x * scale);
       }
       double m = -INFINITY, sum = 0, dot = 0;
       for (double v : score)
@@ -188,23 +190,26 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
         dot += gs[r * n + k] * want[r * n + k];
       }
       for (int64_t k = 0; k < n; ++k)
-        wantGrad[r * n + k] = hidden[k] ? 0.0 : scale * want[r * n + k] * (gs[r * n + k] - dot);
+        wantGrad[r * n + k] = hidden[k] ? 0.0
+                                        : want[r * n + k] * (gs[r * n + k] - dot) *
+                                              (divide ? 1.0 / scale : double(scale));
     }
     auto y = zeros(DType::F32, xShape), dx = zeros(DType::F32, xShape);
-    cpu::scaled_masked_softmax(ctx(), x, mask, y, scale, fill);
+    cpu::scaled_masked_softmax(ctx(), x, mask, y, scale, divide, fill);
     expectNear(y, want, 1e-6);
-    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, dx, scale);
+    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, dx, scale, divide);
     expectNear(dx, wantGrad, 1e-6);
-    cpu::scaled_masked_softmax(ctx(), x, mask, x, scale, fill);
+    cpu::scaled_masked_softmax(ctx(), x, mask, x, scale, divide, fill);
     expectNear(x, want, 1e-6);
-    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, g, scale);
+    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, g, scale, divide);
     expectNear(g, wantGrad, 1e-6);
   };
-  check(
-      {2, 3, 5, 67}, {5, 67}, [](const auto &i) { return i[1] > i[0] + 40; }, 0.125f, -INFINITY);
-  check(
-      {2, 3, 5, 67}, {2, 1, 5, 1}, [](const auto &i) { return (i[0] + i[2]) % 3 == 0; }, 1.5f,
-      -1e9f);
+  auto causal = [](const std::vector<int64_t> &i) { return i[1] > i[0] + 40; };
+  auto wholeRows = [](const std::vector<int64_t> &i) { return (i[0] + i[2]) % 3 == 0; };
+  check({2, 3, 5, 67}, {5, 67}, causal, 0.125f, false, -INFINITY);
+  check({2, 3, 5, 67}, {5, 67}, causal, 8.0f, true, -INFINITY);
+  check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, 1.5f, false, -1e9f);
+  check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, 3.0f, true, -1e9f);
 }
 
 // A mask that does not broadcast to the scores, or is not boolean, is an
@@ -212,9 +217,9 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
 TEST(ScaledMaskedSoftmax, RefusesABadMask) {
   auto x = zeros(DType::F32, {2, 4}), y = zeros(DType::F32, {2, 4});
   auto wide = zeros(DType::Bool, {3, 4}), floats = zeros(DType::F32, {2, 4});
-  EXPECT_EXIT(cpu::scaled_masked_softmax(ctx(), x, wide, y, 1.0f, 0.0f),
+  EXPECT_EXIT(cpu::scaled_masked_softmax(ctx(), x, wide, y, 1.0f, false, 0.0f),
               ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax: ");
-  EXPECT_EXIT(cpu::scaled_masked_softmax_grad(ctx(), x, x, floats, y, 1.0f),
+  EXPECT_EXIT(cpu::scaled_masked_softmax_grad(ctx(), x, x, floats, y, 1.0f, false),
               ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax_grad: ");
 }
 

@@ -343,31 +343,66 @@ template <typename F> void forEachRows(const Context &ctx, const Tensor &x, F ro
   forEachChunk(ctx, total, n, [&](int64_t begin, int64_t end) { rows(begin / n, end / n, n); });
 }
 
+/// v scale, or v / scale with Divide, rounded to T.
+template <typename T, bool Divide> T scaled(T v, T scale) {
+  return Divide ? T(v / scale) : T(v * scale);
+}
+
+/// out[k] = hidden(k) ? fill : value(k) over a row of n, where the mask
+/// `mask` is read a byte at a time (GCC vectorises no load of bool) and
+/// `step` apart: for step 0 (a mask whose last dim is 1) once for the row.
+/// value(k) is computed for every k, so the choice is a blend, not a branch.
+template <typename T, typename Value>
+void maskedRow(const uint8_t *mask, int64_t step, T fill, T *out, int64_t n, Value value) {
+  if (step == 0) {
+    if (mask[0] != 0)
+      std::fill(out, out + n, fill);
+    else
+      for (int64_t k = 0; k < n; ++k)
+        out[k] = value(k);
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T v = value(k);
+    out[k] = mask[k] != 0 ? fill : v;
+  }
+}
+
+/// Runs body(std::bool_constant<divide>), so that the rows' loops know at
+/// compile time whether they divide.
+template <typename F> void withDivide(bool divide, F body) {
+  if (divide)
+    body(std::true_type{});
+  else
+    body(std::false_type{});
+}
+
 } // namespace
 
 void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, const Tensor &out,
-                           float scale, float fill) {
+                           float scale, bool divide, float fill) {
   const char *kernel = "scaled_masked_softmax";
   checkSameLayout(kernel, x, out);
   const MaskRows maskRows(kernel, x, mask);
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T s = static_cast<T>(scale), f = static_cast<T>(fill);
-    forEachRows(ctx, x, [&](int64_t first, int64_t last, int64_t n) {
-      for (int64_t r = first; r < last; ++r) {
-        const T *xr = x.as<T>() + r * n;
-        T *yr = out.as<T>() + r * n;
-        const bool *mr = mask.as<bool>() + maskRows.offset(r);
-        for (int64_t k = 0; k < n; ++k)
-          yr[k] = mr[k * maskRows.step] ? f : T(xr[k] * s);
-        softmaxRow<T, false>(yr, yr, n);
-      }
+    withDivide(divide, [&](auto divides) {
+      forEachRows(ctx, x, [&](int64_t first, int64_t last, int64_t n) {
+        for (int64_t r = first; r < last; ++r) {
+          const T *xr = x.as<T>() + r * n;
+          T *yr = out.as<T>() + r * n;
+          maskedRow(mask.as<uint8_t>() + maskRows.offset(r), maskRows.step, f, yr, n,
+                    [&](int64_t k) { return scaled<T, decltype(divides)::value>(xr[k], s); });
+          softmaxRow<T, false>(yr, yr, n);
+        }
+      });
     });
   });
 }
 
 void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad,
-                                const Tensor &mask, const Tensor &out, float scale) {
+                                const Tensor &mask, const Tensor &out, float scale, bool divide) {
   const char *kernel = "scaled_masked_softmax_grad";
   checkSameLayout(kernel, y, grad);
   checkSameLayout(kernel, y, out);
@@ -375,15 +410,17 @@ void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &gra
   dispatch(kernel, y.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T s = static_cast<T>(scale);
-    forEachRows(ctx, y, [&](int64_t first, int64_t last, int64_t n) {
-      for (int64_t r = first; r < last; ++r) {
-        const T *yr = y.as<T>() + r * n, *gr = grad.as<T>() + r * n;
-        T *outRow = out.as<T>() + r * n;
-        const bool *mr = mask.as<bool>() + maskRows.offset(r);
-        const T sum = productSum(yr, gr, n);
-        for (int64_t k = 0; k < n; ++k)
-          outRow[k] = mr[k * maskRows.step] ? T(0) : T(T(yr[k] * (gr[k] - sum)) * s);
-      }
+    withDivide(divide, [&](auto divides) {
+      forEachRows(ctx, y, [&](int64_t first, int64_t last, int64_t n) {
+        for (int64_t r = first; r < last; ++r) {
+          const T *yr = y.as<T>() + r * n, *gr = grad.as<T>() + r * n;
+          const T sum = productSum(yr, gr, n);
+          maskedRow(mask.as<uint8_t>() + maskRows.offset(r), maskRows.step, T(0),
+                    out.as<T>() + r * n, n, [&](int64_t k) {
+                      return scaled<T, decltype(divides)::value>(T(yr[k] * (gr[k] - sum)), s);
+                    });
+        }
+      });
     });
   });
 }

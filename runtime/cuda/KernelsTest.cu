@@ -575,8 +575,9 @@ TEST_F(CudaKernels, LayerNormalizationGrad) {
 
 // scaled_masked_softmax and its gradient against the unfused chain's formula
 // in double: 3 x 4 rows of 1000 (longer than a block) under a causal-style
-// mask of 4 x 1000 broadcast over the first dim, and under a 3 x 1 x 1 mask
-// hiding whole rows with a finite fill; the gradient in place over g.
+// mask of 4 x 1000 broadcast over the first dim (the scores multiplied), and
+// under a 3 x 1 x 1 mask hiding whole rows with a finite fill (the scores
+// divided); the gradient in place over g.
 TEST_F(CudaKernels, ScaledMaskedSoftmax) {
   const int64_t rows = 12, n = 1000;
   std::vector<float> x(rows * n), g(rows * n);
@@ -585,13 +586,15 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
     g[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
   }
   auto check = [&](Dims maskShape, const std::vector<uint8_t> &mask,
-                   const std::function<bool(int64_t, int64_t)> &hides, float scale, float fill) {
+                   const std::function<bool(int64_t, int64_t)> &hides, float scale, bool divide,
+                   float fill) {
     std::vector<float> want(x.size()), wantGrad(x.size());
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<double> score(n);
       double m = -INFINITY, sum = 0, dot = 0;
       for (int64_t k = 0; k < n; ++k) {
-        score[k] = hides(r, k) ? fill : double(float(x[r * n + k] * scale));
+        score[k] =
+            hides(r, k) ? fill : double(divide ? x[r * n + k] / scale : x[r * n + k] * scale);
         m = std::max(m, score[k]);
       }
       for (int64_t k = 0; k < n; ++k)
@@ -601,26 +604,28 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
       for (int64_t k = 0; k < n; ++k) {
         double y = std::exp(score[k] - m) / sum;
         want[r * n + k] = static_cast<float>(y);
-        wantGrad[r * n + k] =
-            hides(r, k) ? 0.0f : static_cast<float>(scale * y * (g[r * n + k] - dot));
+        wantGrad[r * n + k] = hides(r, k)
+                                  ? 0.0f
+                                  : static_cast<float>(y * (g[r * n + k] - dot) *
+                                                       (divide ? 1.0 / scale : double(scale)));
       }
     }
     Tensor xt = f32({3, 4, n}, x), gt = f32({3, 4, n}, g), mt = boolean(maskShape, mask);
     Tensor y = alloc(DType::F32, {3, 4, n}), dx = alloc(DType::F32, {3, 4, n});
-    kc::scaled_masked_softmax(ctx, xt, mt, y, scale, fill);
+    kc::scaled_masked_softmax(ctx, xt, mt, y, scale, divide, fill);
     expectClose(get<float>(y), want, 1e-6f);
-    kc::scaled_masked_softmax_grad(ctx, y, gt, mt, dx, scale);
+    kc::scaled_masked_softmax_grad(ctx, y, gt, mt, dx, scale, divide);
     expectClose(get<float>(dx), wantGrad, 1e-6f);
-    kc::scaled_masked_softmax_grad(ctx, y, gt, mt, gt, scale);
+    kc::scaled_masked_softmax_grad(ctx, y, gt, mt, gt, scale, divide);
     expectClose(get<float>(gt), wantGrad, 1e-6f);
   };
   std::vector<uint8_t> causal(4 * n), rowsHidden{0, 1, 0};
   for (int64_t i = 0; i < 4 * n; ++i)
     causal[i] = i % n > i / n + 600;
-  check(
-      {4, n}, causal, [](int64_t r, int64_t k) { return k > r % 4 + 600; }, 0.125f, -INFINITY);
-  check(
-      {3, 1, 1}, rowsHidden, [](int64_t r, int64_t) { return r / 4 == 1; }, 1.5f, -1e9f);
+  auto causalAt = [](int64_t r, int64_t k) { return k > r % 4 + 600; };
+  auto hiddenRow = [](int64_t r, int64_t) { return r / 4 == 1; };
+  check({4, n}, causal, causalAt, 0.125f, false, -INFINITY);
+  check({3, 1, 1}, rowsHidden, hiddenRow, 8.0f, true, -1e9f);
 }
 
 TEST_F(CudaKernels, LayerNormalization) {

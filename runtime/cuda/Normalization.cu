@@ -52,19 +52,25 @@ __global__ void softmaxGradKernel(int64_t rows, int64_t len, int64_t inner, cons
   }
 }
 
-/// softmax(where(mask, fill, x scale)) over contiguous rows of `len`, each
-/// op rounded as the unfused chain's kernels round it: row r's mask starts
-/// at mask + maskRows.offsets(r), its elements `maskStep` (1 or 0) apart.
+/// v scale, or v / scale with `divide`, rounded to T.
+template <typename T> __device__ T scaled(T v, T scale, bool divide) {
+  return divide ? T(v / scale) : T(v * scale);
+}
+
+/// softmax(where(mask, fill, x scale)) (x / scale with `divide`) over
+/// contiguous rows of `len`, each op rounded as the unfused chain's kernels
+/// round it: row r's mask starts at mask + maskRows.offsets(r), its
+/// elements `maskStep` (1 or 0) apart.
 template <typename T>
 __global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x, const bool *mask,
-                                          Layout<1> maskRows, int64_t maskStep, T scale, T fill,
-                                          T *out) {
+                                          Layout<1> maskRows, int64_t maskStep, T scale,
+                                          bool divide, T fill, T *out) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     int64_t at[1];
     maskRows.offsets(row, at);
     const bool *mr = mask + at[0];
     const T *xr = x + row * len;
-    auto score = [&](int64_t j) { return mr[j * maskStep] ? fill : T(xr[j] * scale); };
+    auto score = [&](int64_t j) { return mr[j * maskStep] ? fill : scaled(xr[j], scale, divide); };
     T max = lowest<T>();
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
       max = MaxOp()(max, score(j));
@@ -78,13 +84,14 @@ __global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x,
   }
 }
 
-/// where(mask, 0, y (g - sum(g y))) scale over scaledMaskedSoftmaxKernel's
-/// rows, rounded as the unfused chain's kernels round it; a row is read
-/// whole before any of it is written, so out may be y or g.
+/// where(mask, 0, y (g - sum(g y))) scale (/ scale with `divide`) over
+/// scaledMaskedSoftmaxKernel's rows, rounded as the unfused chain's kernels
+/// round it; a row is read whole before any of it is written, so out may be
+/// y or g.
 template <typename T>
 __global__ void scaledMaskedSoftmaxGradKernel(int64_t rows, int64_t len, const T *y, const T *g,
                                               const bool *mask, Layout<1> maskRows,
-                                              int64_t maskStep, T scale, T *out) {
+                                              int64_t maskStep, T scale, bool divide, T *out) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     int64_t at[1];
     maskRows.offsets(row, at);
@@ -95,7 +102,8 @@ __global__ void scaledMaskedSoftmaxGradKernel(int64_t rows, int64_t len, const T
       sum += static_cast<double>(T(g[base + j] * y[base + j]));
     const T rowSum = static_cast<T>(blockReduce(sum, SumOp(), 0.0));
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
-      out[base + j] = mr[j * maskStep] ? T(0) : T(T(y[base + j] * (g[base + j] - rowSum)) * scale);
+      out[base + j] =
+          mr[j * maskStep] ? T(0) : scaled(T(y[base + j] * (g[base + j] - rowSum)), scale, divide);
   }
 }
 
@@ -343,7 +351,7 @@ MaskedRows maskedRows(const char *kernel, const Tensor &x, const Tensor &mask) {
 } // namespace
 
 void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, const Tensor &out,
-                           float scale, float fill) {
+                           float scale, bool divide, float fill) {
   const char *kernel = "scaled_masked_softmax";
   requireSameType(kernel, x, out);
   requireNumel(kernel, out, x.numel(), "the result");
@@ -352,12 +360,12 @@ void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, co
     using T = typename decltype(tag)::type;
     scaledMaskedSoftmaxKernel<T><<<blocks, threads, 0, ctx.stream>>>(
         r.rows.rows, r.rows.len, x.as<T>(), mask.as<bool>(), r.mask, r.step, static_cast<T>(scale),
-        static_cast<T>(fill), out.as<T>());
+        divide, static_cast<T>(fill), out.as<T>());
   });
 }
 
 void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad,
-                                const Tensor &mask, const Tensor &out, float scale) {
+                                const Tensor &mask, const Tensor &out, float scale, bool divide) {
   const char *kernel = "scaled_masked_softmax_grad";
   requireSameType(kernel, y, grad);
   requireSameType(kernel, y, out);
@@ -368,7 +376,7 @@ void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &gra
     using T = typename decltype(tag)::type;
     scaledMaskedSoftmaxGradKernel<T><<<blocks, threads, 0, ctx.stream>>>(
         r.rows.rows, r.rows.len, y.as<T>(), grad.as<T>(), mask.as<bool>(), r.mask, r.step,
-        static_cast<T>(scale), out.as<T>());
+        static_cast<T>(scale), divide, out.as<T>());
   });
 }
 

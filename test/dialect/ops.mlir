@@ -72,8 +72,8 @@ func.func @normalization(%x: tensor<2x4x8xf32>, %s: tensor<8xf32>, %img: tensor<
   // CHECK: cleave.scaled_masked_softmax %{{.*}}, %{{.*}} {fill = 0xFF800000 : f32, scale = 1.250000e-01 : f32} : (tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
   %mask = cleave.constant {value = dense<false> : tensor<4x8xi1>} : tensor<4x8xi1>
   %sm = cleave.scaled_masked_softmax %x, %mask {fill = 0xFF800000 : f32, scale = 0.125 : f32} : (tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
-  // CHECK: cleave.scaled_masked_softmax_grad %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.250000e-01 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
-  %smg = cleave.scaled_masked_softmax_grad %sm, %x, %mask {scale = 0.125 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.scaled_masked_softmax_grad %{{.*}}, %{{.*}}, %{{.*}} {divide, scale = 8.000000e+00 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
+  %smg = cleave.scaled_masked_softmax_grad %sm, %x, %mask {divide, scale = 8.0 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
   // CHECK: cleave.batch_normalization
   %3:3 = cleave.batch_normalization %img, %c, %c, %c, %c {epsilon = 1.0e-5 : f32, momentum = 0.9 : f32, training_mode = true} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
   // CHECK: cleave.dropout {{.*}} -> (tensor<2x4x8xf32>, tensor<2x4x8xi1>)

@@ -108,15 +108,17 @@ cases.add("where_bcast_cond", nodes=[N("Where", ["c", "a", "b"], ["y"])],
           params={"a": r.standard_normal((3,)), "b": r.standard_normal(())},
           constants={"c": np.array([[True], [False]])}, outputs=["y"])
 # The attention's scaled and masked softmax, which cleave-fuse-softmax makes
-# one op each way in f32: a causal-style mask that hides no whole row.
-cases.add("scaled_masked_softmax_f32",
-          nodes=[N("Constant", [], ["c"], value=numpy_helper.from_array(np.float32(0.35))),
-                 N("Constant", [], ["fill"],
-                   value=numpy_helper.from_array(np.float32(-np.inf))),
-                 N("Mul", ["x", "c"], ["s"]), N("Where", ["m", "fill", "s"], ["w"]),
-                 N("Softmax", ["w"], ["y"], axis=-1)],
-          params={"x": r.standard_normal((2, 3, 4, 5))},
-          constants={"m": np.triu(np.ones((4, 5), bool), k=2)},
-          outputs=["y"], dtype=np.float32, atol=1e-3, rtol=1e-2)
+# one op each way in f32, the scale a product or (as torch exports it) a
+# division: a causal-style mask that hides no whole row.
+for scaling in ("Mul", "Div"):
+    cases.add(f"scaled_masked_softmax_{scaling.lower()}_f32",
+              nodes=[N("Constant", [], ["c"], value=numpy_helper.from_array(np.float32(0.35))),
+                     N("Constant", [], ["fill"],
+                       value=numpy_helper.from_array(np.float32(-np.inf))),
+                     N(scaling, ["x", "c"], ["s"]), N("Where", ["m", "fill", "s"], ["w"]),
+                     N("Softmax", ["w"], ["y"], axis=-1)],
+              params={"x": r.standard_normal((2, 3, 4, 5))},
+              constants={"m": np.triu(np.ones((4, 5), bool), k=2)},
+              outputs=["y"], dtype=np.float32, atol=1e-3, rtol=1e-2)
 if __name__ == "__main__":
     cases.main()

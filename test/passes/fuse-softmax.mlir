@@ -11,8 +11,8 @@
 // CHECK-NOT: cleave.mul
 // CHECK: return %[[Y]], %[[DX]]
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"-__builtin_inff()">]}
-// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"false">, #emitc.opaque<"-__builtin_inff()">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"false">]}
 
 func.func @forward(%scores: tensor<2x3x4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
                      %future: tensor<4x4xi1> {cleave.kind = "input", cleave.name = "future"},
@@ -86,4 +86,40 @@ func.func @forward(%scores: tensor<4x4xf32> {cleave.kind = "input", cleave.name 
   %g = cleave.softmax_grad %read, %scores {axis = 1 : i64} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %ones = cleave.where %future, %one, %g : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %columns, %kept, %doubles, %m3, %read, %ones : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf64>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// Torch exports the scale as a division, x / sqrt(d), and its gradient as
+// one too: the fused ops divide. A constant divided by the scores is no
+// scale: the mask and softmax go together without it.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.*]] = cleave.scaled_masked_softmax %arg0, %arg1 {divide, fill = 0xFF800000 : f32, scale = 8.000000e+00 : f32}
+// CHECK: %[[DX:.*]] = cleave.scaled_masked_softmax_grad %[[Y]], %arg2, %arg1 {divide, scale = 8.000000e+00 : f32}
+// CHECK: %[[R:.*]] = cleave.div %{{.*}}, %arg0
+// CHECK: cleave.scaled_masked_softmax %[[R]], %arg1 {fill = 0xFF800000 : f32, scale = 1.000000e+00 : f32}
+// CHECK-NOT: cleave.div
+// LOWERED-LABEL: emitc.func @cleave_forward
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"8.0f">, #emitc.opaque<"true">, #emitc.opaque<"-__builtin_inff()">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"8.0f">, #emitc.opaque<"true">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"1.0f">, #emitc.opaque<"false">, #emitc.opaque<"-__builtin_inff()">]}
+
+func.func @forward(%scores: tensor<2x4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
+                   %future: tensor<4x4xi1> {cleave.kind = "input", cleave.name = "future"},
+                   %dy: tensor<2x4x4xf32> {cleave.kind = "input", cleave.name = "dy"})
+    -> (tensor<2x4x4xf32> {cleave.name = "y"}, tensor<2x4x4xf32> {cleave.name = "dx"},
+        tensor<2x4x4xf32> {cleave.name = "r"}) {
+  %root = cleave.constant {value = dense<8.0> : tensor<f32>} : tensor<f32>
+  %hidden = cleave.constant {value = dense<0xFF800000> : tensor<f32>} : tensor<f32>
+  %zero = cleave.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %scaled = cleave.div %scores, %root : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %masked = cleave.where %future, %hidden, %scaled : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %y = cleave.softmax %masked {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %g = cleave.softmax_grad %y, %dy {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %gm = cleave.where %future, %zero, %g : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %dx = cleave.div %gm, %root : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %recip = cleave.div %root, %scores : (tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %m2 = cleave.where %future, %hidden, %recip : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %r = cleave.softmax %m2 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %y, %dx, %r : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
 }
