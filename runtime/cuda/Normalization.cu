@@ -247,6 +247,16 @@ int64_t suffixMod(const Tensor &param, const Tensor &x, int64_t axis) {
 
 } // namespace
 
+/// A gradient kernel's operands: `grad` (the output's gradient) and `out`
+/// (the input's) of `like`'s element type and count.
+void requireGradOperands(const char *kernel, const Tensor &like, const Tensor &grad,
+                         const Tensor &out) {
+  requireSameType(kernel, like, grad);
+  requireSameType(kernel, like, out);
+  requireNumel(kernel, grad, like.numel(), "grad");
+  requireNumel(kernel, out, like.numel(), "the result");
+}
+
 /// Softmax's rows along `axis` of `in`: (outer x inner) rows of `len`
 /// elements `inner` apart; fails on an axis out of range.
 struct SoftmaxRows {
@@ -308,10 +318,7 @@ void log_softmax(Context &ctx, const Tensor &in, const Tensor &out, int64_t axis
 void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tensor &out,
                   int64_t axis) {
   const char *kernel = "softmax_grad";
-  requireSameType(kernel, y, grad);
-  requireSameType(kernel, y, out);
-  requireNumel(kernel, grad, y.numel(), "grad");
-  requireNumel(kernel, out, y.numel(), "the result");
+  requireGradOperands(kernel, y, grad, out);
   SoftmaxRows r = softmaxRows(kernel, y, axis);
   launchOverRows(kernel, y.dtype, r, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
@@ -367,10 +374,7 @@ void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, co
 void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad,
                                 const Tensor &mask, const Tensor &out, float scale, bool divide) {
   const char *kernel = "scaled_masked_softmax_grad";
-  requireSameType(kernel, y, grad);
-  requireSameType(kernel, y, out);
-  requireNumel(kernel, grad, y.numel(), "grad");
-  requireNumel(kernel, out, y.numel(), "the result");
+  requireGradOperands(kernel, y, grad, out);
   MaskedRows r = maskedRows(kernel, y, mask);
   launchOverRows(kernel, y.dtype, r.rows, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
@@ -450,10 +454,7 @@ void layer_normalization_grad(Context &ctx, const Tensor &x, const Tensor &scale
                               const Tensor &out, int64_t axis) {
   const char *kernel = "layer_normalization_grad";
   LayerNormRows r = layerNormRows(kernel, x, axis, scale, nullptr);
-  requireSameType(kernel, x, grad);
-  requireSameType(kernel, x, out);
-  requireNumel(kernel, grad, x.numel(), "grad");
-  requireNumel(kernel, out, x.numel(), "the result");
+  requireGradOperands(kernel, x, grad, out);
   for (const Tensor *stat : {&mean, &invStdDev})
     requireStatistic(kernel, *stat, r.rows, /*optional=*/false);
   if (r.rows == 0 || r.inner == 0)
