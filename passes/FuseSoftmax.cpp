@@ -19,12 +19,12 @@ using namespace cleave;
 namespace {
 
 /// A chain the pass replaces: its ops (the last first), what the fused op
-/// reads, and its constants.
+/// reads (no mask: none), and its constants.
 struct Chain {
   SmallVector<Operation *, 3> ops;
   Value input, mask;
   double scale = 1, fill = 0;
-  bool divide = false;
+  bool divide = false, maskKeeps = false;
 };
 
 /// How a chain's value is scaled: x, the constant, and whether x is divided
@@ -35,6 +35,15 @@ struct Scaling {
   bool divide;
 };
 
+/// How a chain's value is masked: the value, the constant put in its place,
+/// and whether the mask marks the positions kept (where(mask, value,
+/// constant)) rather than those hidden (where(mask, constant, value)).
+struct Masking {
+  Value value;
+  double fill;
+  bool maskKeeps;
+};
+
 /// Whether `axis` is the last of `value`'s dims and its elements are f32
 /// (the fused ops hold their constants as f32).
 bool alongLastF32Dim(Value value, int64_t axis) {
@@ -42,12 +51,21 @@ bool alongLastF32Dim(Value value, int64_t axis) {
   return type.getElementType().isF32() && axis == type.getRank() - 1;
 }
 
-/// `where(mask, constant, value)` of value's type (the mask broadcasts to
-/// it) that one op alone reads: the constant.
-std::optional<double> masks(WhereOp where, Value value) {
-  if (!where || where.getY() != value || where.getType() != value.getType() || !where->hasOneUse())
+/// The only op that reads `op`'s result, or null.
+Operation *soleUser(Operation *op) { return op->hasOneUse() ? *op->user_begin() : nullptr; }
+
+/// `where(mask, constant, value)` or `where(mask, value, constant)` of
+/// value's type (the mask broadcasts to it).
+std::optional<Masking> masks(WhereOp where) {
+  if (!where)
     return std::nullopt;
-  return splatValue(where.getX());
+  for (bool maskKeeps : {false, true}) {
+    Value value = maskKeeps ? where.getX() : where.getY();
+    std::optional<double> fill = splatValue(maskKeeps ? where.getY() : where.getX());
+    if (fill && value.getType() == where.getType())
+      return Masking{value, *fill, maskKeeps};
+  }
+  return std::nullopt;
 }
 
 /// `mul(x, constant)`, `mul(constant, x)` or `div(x, constant)` of x's
@@ -66,47 +84,64 @@ std::optional<Scaling> scales(Operation *op) {
   return std::nullopt;
 }
 
-/// softmax(where(mask, fill, mul(x, scale))) (div, or neither) ending in
-/// `softmax`.
+/// softmax(where(mask, fill, mul(x, scale))) ending in `softmax`: the
+/// product (or a division) and the mask each optional, one of them there.
 std::optional<Chain> forwardChain(SoftmaxOp softmax) {
   if (!alongLastF32Dim(softmax.getInput(), softmax.getAxis()))
     return std::nullopt;
-  auto where = softmax.getInput().getDefiningOp<WhereOp>();
-  std::optional<double> fill = where ? masks(where, where.getY()) : std::nullopt;
-  if (!fill)
-    return std::nullopt;
-  Chain chain{{softmax, where}, where.getY(), where.getCondition(), 1, *fill};
-  Operation *product = where.getY().getDefiningOp();
+  Chain chain{{softmax}, softmax.getInput()};
+  auto where = chain.input.getDefiningOp<WhereOp>();
+  if (std::optional<Masking> masked = masks(where); masked && where->hasOneUse()) {
+    chain.ops.push_back(where);
+    chain.input = masked->value;
+    chain.mask = where.getCondition();
+    chain.fill = masked->fill;
+    chain.maskKeeps = masked->maskKeeps;
+  }
+  Operation *product = chain.input.getDefiningOp();
   if (std::optional<Scaling> scaled = scales(product); scaled && product->hasOneUse()) {
     chain.ops.push_back(product);
     chain.input = scaled->x;
     chain.scale = scaled->scale;
     chain.divide = scaled->divide;
   }
+  if (chain.ops.size() == 1)
+    return std::nullopt;
   return chain;
 }
 
-/// mul(where(mask, 0, softmax_grad(y, g)), scale) (div, or neither)
-/// starting at `grad`; input is left null (the op reads y and g).
+/// mul(where(mask, 0, softmax_grad(y, g)), scale) starting at `grad`: the
+/// mask and the product (or a division) each optional, one of them there;
+/// input is left null (the op reads y and g).
 std::optional<Chain> backwardChain(SoftmaxGradOp grad) {
-  if (!alongLastF32Dim(grad.getY(), grad.getAxis()) || !grad->hasOneUse())
+  if (!alongLastF32Dim(grad.getY(), grad.getAxis()))
     return std::nullopt;
-  auto where = dyn_cast<WhereOp>(*grad->user_begin());
-  std::optional<double> zero = where ? masks(where, grad) : std::nullopt;
-  if (!zero || *zero != 0)
-    return std::nullopt;
-  Chain chain{{where, grad}, Value(), where.getCondition(), 1, 0};
-  Operation *product = *where->user_begin();
-  if (std::optional<Scaling> scaled = scales(product); scaled && scaled->x == where.getResult()) {
+  Chain chain{{grad}};
+  Operation *last = grad;
+  auto where = dyn_cast_or_null<WhereOp>(soleUser(grad));
+  if (std::optional<Masking> masked = masks(where);
+      masked && masked->value == grad.getResult() && masked->fill == 0) {
+    chain.ops.insert(chain.ops.begin(), where);
+    chain.mask = where.getCondition();
+    chain.maskKeeps = masked->maskKeeps;
+    last = where;
+  }
+  Operation *product = soleUser(last);
+  if (std::optional<Scaling> scaled = scales(product); scaled && scaled->x == last->getResult(0)) {
     chain.ops.insert(chain.ops.begin(), product);
     chain.scale = scaled->scale;
     chain.divide = scaled->divide;
   }
+  if (chain.ops.size() == 1)
+    return std::nullopt;
   return chain;
 }
 
 struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
   using FuseSoftmaxBase::FuseSoftmaxBase;
+
+  /// A unit attribute that is there when `set`.
+  static UnitAttr flag(OpBuilder &b, bool set) { return set ? b.getUnitAttr() : UnitAttr(); }
 
   /// `fused` in place of the chain's last op; the chain's ops go.
   static void replace(const Chain &chain, Value fused) {
@@ -131,10 +166,10 @@ struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
     for (const Chain &chain : forward) {
       Operation *last = chain.ops.front();
       b.setInsertionPoint(last);
-      replace(chain, ScaledMaskedSoftmaxOp::create(b, last->getLoc(), chain.input, chain.mask,
-                                                   b.getF32FloatAttr(chain.scale),
-                                                   chain.divide ? b.getUnitAttr() : UnitAttr(),
-                                                   b.getF32FloatAttr(chain.fill)));
+      replace(chain,
+              ScaledMaskedSoftmaxOp::create(
+                  b, last->getLoc(), chain.input, chain.mask, b.getF32FloatAttr(chain.scale),
+                  flag(b, chain.divide), b.getF32FloatAttr(chain.fill), flag(b, chain.maskKeeps)));
     }
     for (auto &[grad, chain] : backward) {
       Operation *last = chain.ops.front();
@@ -142,7 +177,7 @@ struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
       replace(chain,
               ScaledMaskedSoftmaxGradOp::create(b, grad.getLoc(), grad.getY(), grad.getGrad(),
                                                 chain.mask, b.getF32FloatAttr(chain.scale),
-                                                chain.divide ? b.getUnitAttr() : UnitAttr()));
+                                                flag(b, chain.divide), flag(b, chain.maskKeeps)));
     }
   }
 };

@@ -154,8 +154,10 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["softmax"] = {"softmax", -1, {"axis"}};
   calls["log_softmax"] = {"log_softmax", -1, {"axis"}};
   calls["softmax_grad"] = {"softmax_grad", -1, {"axis"}};
-  calls["scaled_masked_softmax"] = {"scaled_masked_softmax", -1, {"scale", "divide", "fill"}};
-  calls["scaled_masked_softmax_grad"] = {"scaled_masked_softmax_grad", -1, {"scale", "divide"}};
+  calls["scaled_masked_softmax"] = {
+      "scaled_masked_softmax", 1, {"scale", "divide", "fill", "mask_keeps"}};
+  calls["scaled_masked_softmax_grad"] = {
+      "scaled_masked_softmax_grad", 2, {"scale", "divide", "mask_keeps"}};
   calls["layer_normalization"] = {"layer_normalization", 2, {"axis", "epsilon"}};
   calls["layer_normalization_grad"] = {"layer_normalization_grad", -1, {"axis"}};
   calls["batch_normalization"] = {"batch_normalization", -1,
@@ -347,7 +349,7 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
                                                       : value == "gelu" ? "Gelu"
                                                                         : "None");
   }
-  if (name == kConstantWeightsAttr || name == "divide") // unit attributes: flags
+  if (name == kConstantWeightsAttr || name == "divide" || name == "mask_keeps") // unit: flags
     return std::string(attr ? "true" : "false");
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");

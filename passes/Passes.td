@@ -656,19 +656,19 @@ def FuseSoftmax : Pass<"cleave-fuse-softmax", "mlir::ModuleOp"> {
   let summary = "The attention's scale, mask and softmax as one op, and their gradients as another";
   let description = [{
     Runs on every program after autodiff (the fused ops have no gradient
-    rule), before cleave-fuse-elementwise. Along the last dim, where each
-    value of a chain is read by the next alone:
+    rule), before cleave-fuse-elementwise. Along the last dim of f32
+    scores, where each value of a chain is read by the next alone:
       - `softmax(where(mask, fill, mul(x, scale)))` becomes
-        `cleave.scaled_masked_softmax x, mask`, `div(x, scale)` the same
-        with `divide`, and `softmax(where(mask, fill, x))` with scale 1;
-      - `mul(where(mask, 0, softmax_grad(y, g)), scale)` (its gradient)
-        becomes `cleave.scaled_masked_softmax_grad y, g, mask`, with `div`
-        the same with `divide`, and `where(mask, 0, softmax_grad(y, g))`
-        with scale 1;
-    where `scale`, `fill` and 0 are scalar float constants (fill in the
-    selected branch: a boolean mask of the positions to hide, as exporters
-    spell masked_fill). One pass over the scores in place of three each
-    way, with the same roundings.
+        `cleave.scaled_masked_softmax x, mask`; `div(x, scale)` the same
+        with `divide`; `where(mask, value, fill)` (a mask of the positions
+        kept, as transformers' GPT-2 spells it) with `mask_keeps`; the
+        product or the mask may be missing (scale 1; no mask operand);
+      - its gradient, `mul(where(mask, 0, softmax_grad(y, g)), scale)`,
+        becomes `cleave.scaled_masked_softmax_grad y, g, mask`, alike;
+    where `scale`, `fill` and 0 are scalar float constants. One pass over
+    the scores in place of up to three each way, with the same roundings.
+    An additive mask (`add(scores, bias)`, as BERT, Llama and T5 export
+    theirs) is not taken.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

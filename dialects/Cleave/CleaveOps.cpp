@@ -247,13 +247,13 @@ LogicalResult SoftmaxGradOp::inferReturnTypes(MLIRContext *, std::optional<Locat
 }
 
 /// The result type of the scaled masked softmax ops: `input`'s, which must
-/// have a dim, `mask`'s shape broadcasting to it.
+/// have a dim, the shape of `mask` (if any) broadcasting to it.
 static LogicalResult inferMaskedRowsType(std::optional<Location> location, Value input, Value mask,
                                          SmallVectorImpl<Type> &types) {
   ArrayRef<int64_t> shape = shapeOf(input);
   if (shape.empty())
     return fail(location, "the input has no dim to normalise");
-  if (!broadcastsTo(shapeOf(mask), shape))
+  if (mask && !broadcastsTo(shapeOf(mask), shape))
     return fail(location, "mask of shape " + shapeString(shapeOf(mask)) +
                               " does not broadcast to " + shapeString(shape));
   types.push_back(input.getType());

@@ -229,10 +229,13 @@ def Cleave_ScaledMaskedSoftmaxOp : Cleave_PureOp<"scaled_masked_softmax"> {
     attention's scaled and masked scores (the unfused chain writes and
     reads the scores three times). With `divide`, the input is divided by
     `scale` (`div(input, scale)`, as `x / sqrt(d)` exports). `mask`
-    broadcasts to `input`'s shape.
+    broadcasts to `input`'s shape and marks the positions that take `fill`,
+    or with `mask_keeps` those that keep their value
+    (`where(mask, value, fill)`, as transformers' GPT-2 exports it); without
+    a mask (and `fill` unused) the op is a scaled softmax.
   }];
-  let arguments = (ins Cleave_FloatTensor:$input, Cleave_BoolTensor:$mask, F32Attr:$scale,
-                   UnitAttr:$divide, F32Attr:$fill);
+  let arguments = (ins Cleave_FloatTensor:$input, Optional<Cleave_BoolTensor>:$mask,
+                   F32Attr:$scale, UnitAttr:$divide, F32Attr:$fill, UnitAttr:$mask_keeps);
   let results = (outs Cleave_FloatTensor:$output);
 }
 
@@ -242,11 +245,13 @@ def Cleave_ScaledMaskedSoftmaxGradOp : Cleave_PureOp<"scaled_masked_softmax_grad
     scaled_masked_softmax's input gradient from its output `y` and that
     output's gradient `grad` (the same type): what
     `mul(where(mask, 0, softmax_grad(y, grad)), scale)` (`div` with
-    `divide`) along the last dim computes, with the same roundings, in one
-    pass over each row.
+    `divide`; the mask read as scaled_masked_softmax reads it, or none)
+    along the last dim computes, with the same roundings, in one pass over
+    each row.
   }];
   let arguments = (ins Cleave_FloatTensor:$y, Cleave_FloatTensor:$grad,
-                   Cleave_BoolTensor:$mask, F32Attr:$scale, UnitAttr:$divide);
+                   Optional<Cleave_BoolTensor>:$mask, F32Attr:$scale, UnitAttr:$divide,
+                   UnitAttr:$mask_keeps);
   let results = (outs Cleave_FloatTensor:$output);
 }
 

@@ -157,26 +157,34 @@ TEST(Softmax, GradAgainstDouble) {
 // in double, softmax(where(mask, fill, float(x scale))) and where(mask, 0,
 // y (g - sum(g y))) scale (x / scale and / scale when dividing): rows of 67
 // (a remainder past the kernels' lanes) under a causal mask of 5 x 67
-// broadcast over batch and heads, and under a mask of 2 x 1 x 5 x 1 that
-// hides whole rows (one element a row, read for all 67) with a finite fill;
-// then in place (over x, over g).
+// broadcast over batch and heads, given as the positions hidden or as those
+// kept, under a mask of 2 x 1 x 5 x 1 that hides whole rows (one element a
+// row, read for all 67) with a finite fill, and under none; then in place
+// (over x, over g).
 TEST(ScaledMaskedSoftmax, AgainstDouble) {
+  enum class Given { Hidden, Kept, None };
   auto check = [](Dims xShape, Dims maskShape,
-                  const std::function<bool(const std::vector<int64_t> &)> &hides, float scale,
-                  bool divide, float fill) {
-    SCOPED_TRACE(testing::Message() << "mask of " << maskShape.product() << " elements");
+                  const std::function<bool(const std::vector<int64_t> &)> &hides, Given given,
+                  float scale, bool divide, float fill) {
+    SCOPED_TRACE(testing::Message() << "mask of " << maskShape.product() << " elements, as "
+                                    << static_cast<int>(given));
     const int64_t numel = xShape.product(), n = xShape[xShape.size - 1];
     auto x = makeRandom<float>(xShape, 5, -4.0, 4.0), g = makeRandom<float>(xShape, 6);
     Buffer mask(DType::Bool, maskShape);
-    for (int64_t i = 0; i < maskShape.product(); ++i)
-      mask.data<uint8_t>()[i] = hides(unflatten(i, maskShape));
+    std::vector<uint8_t> hiddenAt(static_cast<std::size_t>(maskShape.product()));
+    for (int64_t i = 0; i < maskShape.product(); ++i) {
+      hiddenAt[i] = given != Given::None && hides(unflatten(i, maskShape));
+      mask.data<uint8_t>()[i] = given == Given::Kept ? !hiddenAt[i] : hiddenAt[i];
+    }
+    const Tensor *maskOrNone = given == Given::None ? nullptr : mask.ptr();
+    const bool keeps = given == Given::Kept;
     const std::vector<double> xs = x.doubles(), gs = g.doubles();
     std::vector<double> want(numel), wantGrad(numel);
     for (int64_t r = 0; r < numel / n; ++r) {
       std::vector<double> score(n);
       std::vector<bool> hidden(n);
       for (int64_t k = 0; k < n; ++k) {
-        hidden[k] = mask.data<uint8_t>()[broadcastOffset(unflatten(r * n + k, xShape), maskShape)];
+        hidden[k] = hiddenAt[broadcastOffset(unflatten(r * n + k, xShape), maskShape)];
         const auto x = static_cast<float>(xs[r * n + k]);
         score[k] = hidden[k] ? fill : double(divide ? x / scale : x * scale);
       }
@@ -195,21 +203,22 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
                                               (divide ? 1.0 / scale : double(scale));
     }
     auto y = zeros(DType::F32, xShape), dx = zeros(DType::F32, xShape);
-    cpu::scaled_masked_softmax(ctx(), x, mask, y, scale, divide, fill);
+    cpu::scaled_masked_softmax(ctx(), x, maskOrNone, y, scale, divide, fill, keeps);
     expectNear(y, want, 1e-6);
-    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, dx, scale, divide);
+    cpu::scaled_masked_softmax_grad(ctx(), y, g, maskOrNone, dx, scale, divide, keeps);
     expectNear(dx, wantGrad, 1e-6);
-    cpu::scaled_masked_softmax(ctx(), x, mask, x, scale, divide, fill);
+    cpu::scaled_masked_softmax(ctx(), x, maskOrNone, x, scale, divide, fill, keeps);
     expectNear(x, want, 1e-6);
-    cpu::scaled_masked_softmax_grad(ctx(), y, g, mask, g, scale, divide);
+    cpu::scaled_masked_softmax_grad(ctx(), y, g, maskOrNone, g, scale, divide, keeps);
     expectNear(g, wantGrad, 1e-6);
   };
   auto causal = [](const std::vector<int64_t> &i) { return i[1] > i[0] + 40; };
   auto wholeRows = [](const std::vector<int64_t> &i) { return (i[0] + i[2]) % 3 == 0; };
-  check({2, 3, 5, 67}, {5, 67}, causal, 0.125f, false, -INFINITY);
-  check({2, 3, 5, 67}, {5, 67}, causal, 8.0f, true, -INFINITY);
-  check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, 1.5f, false, -1e9f);
-  check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, 3.0f, true, -1e9f);
+  check({2, 3, 5, 67}, {5, 67}, causal, Given::Hidden, 0.125f, false, -INFINITY);
+  check({2, 3, 5, 67}, {5, 67}, causal, Given::Kept, 8.0f, true, -3.4e38f);
+  check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, Given::Hidden, 1.5f, false, -1e9f);
+  check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, Given::Kept, 3.0f, true, -1e9f);
+  check({2, 3, 5, 67}, {1}, wholeRows, Given::None, 4.0f, true, 0.0f);
 }
 
 // A mask that does not broadcast to the scores, or is not boolean, is an
@@ -217,9 +226,9 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
 TEST(ScaledMaskedSoftmax, RefusesABadMask) {
   auto x = zeros(DType::F32, {2, 4}), y = zeros(DType::F32, {2, 4});
   auto wide = zeros(DType::Bool, {3, 4}), floats = zeros(DType::F32, {2, 4});
-  EXPECT_EXIT(cpu::scaled_masked_softmax(ctx(), x, wide, y, 1.0f, false, 0.0f),
+  EXPECT_EXIT(cpu::scaled_masked_softmax(ctx(), x, wide.ptr(), y, 1.0f, false, 0.0f, false),
               ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax: ");
-  EXPECT_EXIT(cpu::scaled_masked_softmax_grad(ctx(), x, x, floats, y, 1.0f, false),
+  EXPECT_EXIT(cpu::scaled_masked_softmax_grad(ctx(), x, x, floats.ptr(), y, 1.0f, false, false),
               ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax_grad: ");
 }
 

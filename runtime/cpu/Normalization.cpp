@@ -301,23 +301,50 @@ Dims normalisedDims(const Tensor &x, int axis) {
   return dims;
 }
 
-/// Where a mask broadcast to x's shape has each of x's rows along its last
-/// dim: the row's first element at offset(row), the next ones `step` (1, or
-/// 0 for a mask whose last dim is 1) apart.
+/// A mask broadcast to x's shape, read along each of x's rows (its last
+/// dim): which value of it hides an element (1, or 0 for a mask of the
+/// elements kept); no mask hides nothing.
 class MaskRows {
 public:
-  MaskRows(const char *kernel, const Tensor &x, const Tensor &mask) {
-    checkType(kernel, mask, DType::Bool);
+  MaskRows(const char *kernel, const Tensor &x, const Tensor *mask, bool maskKeeps)
+      : hides(maskKeeps ? 0 : 1) {
     if (x.rank() == 0)
       fail(kernel, "the input has no dim to normalise");
+    if (!mask)
+      return;
+    checkType(kernel, *mask, DType::Bool);
     int64_t strides[kMaxRank];
-    broadcastStrides(kernel, mask.shape, x.shape, strides);
+    broadcastStrides(kernel, mask->shape, x.shape, strides);
+    data = mask->as<uint8_t>();
     lead = x.shape;
     --lead.size;
     std::copy(strides, strides + lead.size, leadStrides);
     step = strides[lead.size];
   }
 
+  /// out[k] = fill where row r's mask hides k, else value(k), over the
+  /// row's n elements. Every value(k) is computed, so the choice is a
+  /// blend, which GCC vectorises with the mask read as bytes (it vectorises
+  /// no load of bool); a mask whose last dim is 1 is read once a row.
+  template <typename T, typename Value>
+  void apply(int64_t r, T fill, T *out, int64_t n, Value value) const {
+    const uint8_t *m = data ? data + offset(r) : nullptr;
+    if (!m || step == 0) {
+      if (m && m[0] == hides)
+        std::fill(out, out + n, fill);
+      else
+        for (int64_t k = 0; k < n; ++k)
+          out[k] = value(k);
+      return;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      const T v = value(k);
+      out[k] = m[k] == hides ? fill : v;
+    }
+  }
+
+private:
+  /// The mask's offset of row `row`'s first element.
   int64_t offset(int64_t row) const {
     int64_t at = 0;
     for (int d = lead.size - 1; d >= 0; --d) {
@@ -327,11 +354,12 @@ public:
     return at;
   }
 
-  int64_t step;
-
-private:
+  const uint8_t *data = nullptr;
+  uint8_t hides;
   Dims lead;
   int64_t leadStrides[kMaxRank] = {};
+  /// Between a row's mask elements: 1, or 0 for a mask whose last dim is 1.
+  int64_t step = 0;
 };
 
 /// Calls rows(first, last, n) over runs of x's rows along its last dim (n
@@ -348,26 +376,6 @@ template <typename T, bool Divide> T scaled(T v, T scale) {
   return Divide ? T(v / scale) : T(v * scale);
 }
 
-/// out[k] = hidden(k) ? fill : value(k) over a row of n, where the mask
-/// `mask` is read a byte at a time (GCC vectorises no load of bool) and
-/// `step` apart: for step 0 (a mask whose last dim is 1) once for the row.
-/// value(k) is computed for every k, so the choice is a blend, not a branch.
-template <typename T, typename Value>
-void maskedRow(const uint8_t *mask, int64_t step, T fill, T *out, int64_t n, Value value) {
-  if (step == 0) {
-    if (mask[0] != 0)
-      std::fill(out, out + n, fill);
-    else
-      for (int64_t k = 0; k < n; ++k)
-        out[k] = value(k);
-    return;
-  }
-  for (int64_t k = 0; k < n; ++k) {
-    const T v = value(k);
-    out[k] = mask[k] != 0 ? fill : v;
-  }
-}
-
 /// Runs body(std::bool_constant<divide>), so that the rows' loops know at
 /// compile time whether they divide.
 template <typename F> void withDivide(bool divide, F body) {
@@ -379,11 +387,11 @@ template <typename F> void withDivide(bool divide, F body) {
 
 } // namespace
 
-void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, const Tensor &out,
-                           float scale, bool divide, float fill) {
+void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor *mask, const Tensor &out,
+                           float scale, bool divide, float fill, bool maskKeeps) {
   const char *kernel = "scaled_masked_softmax";
   checkSameLayout(kernel, x, out);
-  const MaskRows maskRows(kernel, x, mask);
+  const MaskRows maskRows(kernel, x, mask, maskKeeps);
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T s = static_cast<T>(scale), f = static_cast<T>(fill);
@@ -392,8 +400,8 @@ void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, co
         for (int64_t r = first; r < last; ++r) {
           const T *xr = x.as<T>() + r * n;
           T *yr = out.as<T>() + r * n;
-          maskedRow(mask.as<uint8_t>() + maskRows.offset(r), maskRows.step, f, yr, n,
-                    [&](int64_t k) { return scaled<T, decltype(divides)::value>(xr[k], s); });
+          maskRows.apply(r, f, yr, n,
+                         [&](int64_t k) { return scaled<T, decltype(divides)::value>(xr[k], s); });
           softmaxRow<T, false>(yr, yr, n);
         }
       });
@@ -402,11 +410,12 @@ void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, co
 }
 
 void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad,
-                                const Tensor &mask, const Tensor &out, float scale, bool divide) {
+                                const Tensor *mask, const Tensor &out, float scale, bool divide,
+                                bool maskKeeps) {
   const char *kernel = "scaled_masked_softmax_grad";
   checkSameLayout(kernel, y, grad);
   checkSameLayout(kernel, y, out);
-  const MaskRows maskRows(kernel, y, mask);
+  const MaskRows maskRows(kernel, y, mask, maskKeeps);
   dispatch(kernel, y.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T s = static_cast<T>(scale);
@@ -415,10 +424,9 @@ void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &gra
         for (int64_t r = first; r < last; ++r) {
           const T *yr = y.as<T>() + r * n, *gr = grad.as<T>() + r * n;
           const T sum = productSum(yr, gr, n);
-          maskedRow(mask.as<uint8_t>() + maskRows.offset(r), maskRows.step, T(0),
-                    out.as<T>() + r * n, n, [&](int64_t k) {
-                      return scaled<T, decltype(divides)::value>(T(yr[k] * (gr[k] - sum)), s);
-                    });
+          maskRows.apply(r, T(0), out.as<T>() + r * n, n, [&](int64_t k) {
+            return scaled<T, decltype(divides)::value>(T(yr[k] * (gr[k] - sum)), s);
+          });
         }
       });
     });

@@ -575,9 +575,9 @@ TEST_F(CudaKernels, LayerNormalizationGrad) {
 
 // scaled_masked_softmax and its gradient against the unfused chain's formula
 // in double: 3 x 4 rows of 1000 (longer than a block) under a causal-style
-// mask of 4 x 1000 broadcast over the first dim (the scores multiplied), and
-// under a 3 x 1 x 1 mask hiding whole rows with a finite fill (the scores
-// divided); the gradient in place over g.
+// mask of 4 x 1000 broadcast over the first dim, of the positions kept (the
+// scores multiplied), under a 3 x 1 x 1 mask hiding whole rows with a finite
+// fill (the scores divided), and under none; the gradient in place over g.
 TEST_F(CudaKernels, ScaledMaskedSoftmax) {
   const int64_t rows = 12, n = 1000;
   std::vector<float> x(rows * n), g(rows * n);
@@ -586,8 +586,8 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
     g[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
   }
   auto check = [&](Dims maskShape, const std::vector<uint8_t> &mask,
-                   const std::function<bool(int64_t, int64_t)> &hides, float scale, bool divide,
-                   float fill) {
+                   const std::function<bool(int64_t, int64_t)> &hides, bool keeps, float scale,
+                   bool divide, float fill) {
     std::vector<float> want(x.size()), wantGrad(x.size());
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<double> score(n);
@@ -610,22 +610,26 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
                                                        (divide ? 1.0 / scale : double(scale)));
       }
     }
-    Tensor xt = f32({3, 4, n}, x), gt = f32({3, 4, n}, g), mt = boolean(maskShape, mask);
+    Tensor xt = f32({3, 4, n}, x), gt = f32({3, 4, n}, g);
+    Tensor mt = mask.empty() ? Tensor{} : boolean(maskShape, mask);
+    const Tensor *maskOrNone = mask.empty() ? nullptr : &mt;
     Tensor y = alloc(DType::F32, {3, 4, n}), dx = alloc(DType::F32, {3, 4, n});
-    kc::scaled_masked_softmax(ctx, xt, mt, y, scale, divide, fill);
+    kc::scaled_masked_softmax(ctx, xt, maskOrNone, y, scale, divide, fill, keeps);
     expectClose(get<float>(y), want, 1e-6f);
-    kc::scaled_masked_softmax_grad(ctx, y, gt, mt, dx, scale, divide);
+    kc::scaled_masked_softmax_grad(ctx, y, gt, maskOrNone, dx, scale, divide, keeps);
     expectClose(get<float>(dx), wantGrad, 1e-6f);
-    kc::scaled_masked_softmax_grad(ctx, y, gt, mt, gt, scale, divide);
+    kc::scaled_masked_softmax_grad(ctx, y, gt, maskOrNone, gt, scale, divide, keeps);
     expectClose(get<float>(gt), wantGrad, 1e-6f);
   };
-  std::vector<uint8_t> causal(4 * n), rowsHidden{0, 1, 0};
+  std::vector<uint8_t> causalKept(4 * n), rowsHidden{0, 1, 0};
   for (int64_t i = 0; i < 4 * n; ++i)
-    causal[i] = i % n > i / n + 600;
+    causalKept[i] = i % n <= i / n + 600;
   auto causalAt = [](int64_t r, int64_t k) { return k > r % 4 + 600; };
   auto hiddenRow = [](int64_t r, int64_t) { return r / 4 == 1; };
-  check({4, n}, causal, causalAt, 0.125f, false, -INFINITY);
-  check({3, 1, 1}, rowsHidden, hiddenRow, 8.0f, true, -1e9f);
+  check({4, n}, causalKept, causalAt, true, 0.125f, false, -3.4e38f);
+  check({3, 1, 1}, rowsHidden, hiddenRow, false, 8.0f, true, -1e9f);
+  check(
+      {}, {}, [](int64_t, int64_t) { return false; }, false, 0.5f, false, 0.0f);
 }
 
 TEST_F(CudaKernels, LayerNormalization) {

@@ -57,20 +57,40 @@ template <typename T> __device__ T scaled(T v, T scale, bool divide) {
   return divide ? T(v / scale) : T(v * scale);
 }
 
+/// A mask broadcast to the scores, read along their rows (their last dim):
+/// row r's mask starts at data + rows.offsets(r), its elements `step` (1, or
+/// 0 for a mask whose last dim is 1) apart, and `hideValue` (1, or 0 for a
+/// mask of the elements kept) hides an element. No data hides nothing.
+struct RowMask {
+  const uint8_t *data = nullptr;
+  Layout<1> rows;
+  int64_t step = 0;
+  uint8_t hideValue = 1;
+
+  __device__ const uint8_t *row(int64_t r) const {
+    if (!data)
+      return nullptr;
+    int64_t at[1];
+    rows.offsets(r, at);
+    return data + at[0];
+  }
+  __device__ bool hides(const uint8_t *rowMask, int64_t j) const {
+    return rowMask && rowMask[j * step] == hideValue;
+  }
+};
+
 /// softmax(where(mask, fill, x scale)) (x / scale with `divide`) over
 /// contiguous rows of `len`, each op rounded as the unfused chain's kernels
-/// round it: row r's mask starts at mask + maskRows.offsets(r), its
-/// elements `maskStep` (1 or 0) apart.
+/// round it.
 template <typename T>
-__global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x, const bool *mask,
-                                          Layout<1> maskRows, int64_t maskStep, T scale,
-                                          bool divide, T fill, T *out) {
+__global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x, RowMask mask,
+                                          T scale, bool divide, T fill, T *out) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    int64_t at[1];
-    maskRows.offsets(row, at);
-    const bool *mr = mask + at[0];
+    const uint8_t *rowMask = mask.row(row);
     const T *xr = x + row * len;
-    auto score = [&](int64_t j) { return mr[j * maskStep] ? fill : scaled(xr[j], scale, divide); };
+    auto score = [&](int64_t j) {
+      return mask.hides(rowMask, j) ? fill : scaled(xr[j], scale, divide);
+    };
     T max = lowest<T>();
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
       max = MaxOp()(max, score(j));
@@ -90,20 +110,18 @@ __global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x,
 /// y or g.
 template <typename T>
 __global__ void scaledMaskedSoftmaxGradKernel(int64_t rows, int64_t len, const T *y, const T *g,
-                                              const bool *mask, Layout<1> maskRows,
-                                              int64_t maskStep, T scale, bool divide, T *out) {
+                                              RowMask mask, T scale, bool divide, T *out) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    int64_t at[1];
-    maskRows.offsets(row, at);
-    const bool *mr = mask + at[0];
+    const uint8_t *rowMask = mask.row(row);
     const int64_t base = row * len;
     double sum = 0;
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
       sum += static_cast<double>(T(g[base + j] * y[base + j]));
     const T rowSum = static_cast<T>(blockReduce(sum, SumOp(), 0.0));
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
-      out[base + j] =
-          mr[j * maskStep] ? T(0) : scaled(T(y[base + j] * (g[base + j] - rowSum)), scale, divide);
+      out[base + j] = mask.hides(rowMask, j)
+                          ? T(0)
+                          : scaled(T(y[base + j] * (g[base + j] - rowSum)), scale, divide);
   }
 }
 
@@ -329,58 +347,56 @@ void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tenso
 
 namespace {
 
-/// The rows of x along its last dim and where a mask broadcast to x's shape
-/// has them: scaledMaskedSoftmaxKernel's maskRows and maskStep.
-struct MaskedRows {
-  SoftmaxRows rows;
-  Layout<1> mask;
-  int64_t step = 0;
-};
-
-MaskedRows maskedRows(const char *kernel, const Tensor &x, const Tensor &mask) {
-  requireType(kernel, mask, DType::Bool, "the mask");
+/// `mask` (or none) broadcast to x's shape, read along x's rows.
+RowMask rowMask(const char *kernel, const Tensor &x, const Tensor *mask, bool maskKeeps) {
   if (x.rank() == 0)
     fail(kernel, "the input has no dim to normalise");
-  MaskedRows r;
-  r.rows = softmaxRows(kernel, x, x.rank() - 1);
+  RowMask r;
+  r.hideValue = maskKeeps ? 0 : 1;
+  if (!mask)
+    return r;
+  requireType(kernel, *mask, DType::Bool, "the mask");
   int64_t strides[kMaxRank];
-  broadcastStrides(kernel, mask, x.shape, strides);
-  r.mask.rank = x.rank() - 1;
-  for (int d = 0; d < r.mask.rank; ++d) {
-    r.mask.dims[d] = x.shape[d];
-    r.mask.strides[0][d] = strides[d];
+  broadcastStrides(kernel, *mask, x.shape, strides);
+  r.data = mask->as<uint8_t>();
+  r.rows.rank = x.rank() - 1;
+  for (int d = 0; d < r.rows.rank; ++d) {
+    r.rows.dims[d] = x.shape[d];
+    r.rows.strides[0][d] = strides[d];
   }
-  r.mask.simplify();
+  r.rows.simplify();
   r.step = strides[x.rank() - 1];
   return r;
 }
 
 } // namespace
 
-void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor &mask, const Tensor &out,
-                           float scale, bool divide, float fill) {
+void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor *mask, const Tensor &out,
+                           float scale, bool divide, float fill, bool maskKeeps) {
   const char *kernel = "scaled_masked_softmax";
   requireSameType(kernel, x, out);
   requireNumel(kernel, out, x.numel(), "the result");
-  MaskedRows r = maskedRows(kernel, x, mask);
-  launchOverRows(kernel, x.dtype, r.rows, [&](auto tag, unsigned blocks, int threads) {
+  RowMask m = rowMask(kernel, x, mask, maskKeeps);
+  SoftmaxRows r = softmaxRows(kernel, x, x.rank() - 1);
+  launchOverRows(kernel, x.dtype, r, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
-    scaledMaskedSoftmaxKernel<T><<<blocks, threads, 0, ctx.stream>>>(
-        r.rows.rows, r.rows.len, x.as<T>(), mask.as<bool>(), r.mask, r.step, static_cast<T>(scale),
-        divide, static_cast<T>(fill), out.as<T>());
+    scaledMaskedSoftmaxKernel<T>
+        <<<blocks, threads, 0, ctx.stream>>>(r.rows, r.len, x.as<T>(), m, static_cast<T>(scale),
+                                             divide, static_cast<T>(fill), out.as<T>());
   });
 }
 
 void scaled_masked_softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad,
-                                const Tensor &mask, const Tensor &out, float scale, bool divide) {
+                                const Tensor *mask, const Tensor &out, float scale, bool divide,
+                                bool maskKeeps) {
   const char *kernel = "scaled_masked_softmax_grad";
   requireGradOperands(kernel, y, grad, out);
-  MaskedRows r = maskedRows(kernel, y, mask);
-  launchOverRows(kernel, y.dtype, r.rows, [&](auto tag, unsigned blocks, int threads) {
+  RowMask m = rowMask(kernel, y, mask, maskKeeps);
+  SoftmaxRows r = softmaxRows(kernel, y, y.rank() - 1);
+  launchOverRows(kernel, y.dtype, r, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
     scaledMaskedSoftmaxGradKernel<T><<<blocks, threads, 0, ctx.stream>>>(
-        r.rows.rows, r.rows.len, y.as<T>(), grad.as<T>(), mask.as<bool>(), r.mask, r.step,
-        static_cast<T>(scale), divide, out.as<T>());
+        r.rows, r.len, y.as<T>(), grad.as<T>(), m, static_cast<T>(scale), divide, out.as<T>());
   });
 }
 

@@ -109,16 +109,23 @@ cases.add("where_bcast_cond", nodes=[N("Where", ["c", "a", "b"], ["y"])],
           constants={"c": np.array([[True], [False]])}, outputs=["y"])
 # The attention's scaled and masked softmax, which cleave-fuse-softmax makes
 # one op each way in f32, the scale a product or (as torch exports it) a
-# division: a causal-style mask that hides no whole row.
-for scaling in ("Mul", "Div"):
-    cases.add(f"scaled_masked_softmax_{scaling.lower()}_f32",
+# division, the mask of the positions hidden (torch's masked_fill), of those
+# kept (transformers' GPT-2: where(mask, scores, lowest float)) or none
+# (ViT): a causal-style mask that hides no whole row.
+hidden = np.triu(np.ones((4, 5), bool), k=2)
+for scaling, masking in (("Mul", "hidden"), ("Div", "hidden"), ("Div", "kept"), ("Div", "none")):
+    masked = {"hidden": [N("Where", ["m", "fill", "s"], ["w"])],
+              "kept": [N("Where", ["m", "s", "fill"], ["w"])],
+              "none": [N("Identity", ["s"], ["w"])]}[masking]
+    fill = np.float32(-np.inf) if masking == "hidden" else np.finfo(np.float32).min
+    cases.add(f"scaled_masked_softmax_{scaling.lower()}_{masking}_f32",
               nodes=[N("Constant", [], ["c"], value=numpy_helper.from_array(np.float32(0.35))),
-                     N("Constant", [], ["fill"],
-                       value=numpy_helper.from_array(np.float32(-np.inf))),
-                     N(scaling, ["x", "c"], ["s"]), N("Where", ["m", "fill", "s"], ["w"]),
+                     N("Constant", [], ["fill"], value=numpy_helper.from_array(fill)),
+                     N(scaling, ["x", "c"], ["s"]), *masked,
                      N("Softmax", ["w"], ["y"], axis=-1)],
               params={"x": r.standard_normal((2, 3, 4, 5))},
-              constants={"m": np.triu(np.ones((4, 5), bool), k=2)},
+              constants={} if masking == "none" else {"m": hidden if masking == "hidden"
+                                                      else ~hidden},
               outputs=["y"], dtype=np.float32, atol=1e-3, rtol=1e-2)
 if __name__ == "__main__":
     cases.main()

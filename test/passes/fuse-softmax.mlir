@@ -11,8 +11,8 @@
 // CHECK-NOT: cleave.mul
 // CHECK: return %[[Y]], %[[DX]]
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"false">, #emitc.opaque<"-__builtin_inff()">]}
-// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"false">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"false">, #emitc.opaque<"-__builtin_inff()">, #emitc.opaque<"false">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"0.125f">, #emitc.opaque<"false">, #emitc.opaque<"false">]}
 
 func.func @forward(%scores: tensor<2x3x4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
                      %future: tensor<4x4xi1> {cleave.kind = "input", cleave.name = "future"},
@@ -41,6 +41,7 @@ func.func @forward(%scores: tensor<2x3x4x4xf32> {cleave.kind = "input", cleave.n
 // CHECK: %[[DX:.*]] = cleave.scaled_masked_softmax_grad %[[Y]], %arg2, %arg1 {scale = 1.000000e+00 : f32}
 // CHECK: return %[[S]], %[[Y]], %[[DX]]
 
+// LOWERED-LABEL: emitc.func @cleave_forward
 func.func @forward(%scores: tensor<2x2x8xf32> {cleave.kind = "input", cleave.name = "scores"},
                     %pad: tensor<2x1x8xi1> {cleave.kind = "input", cleave.name = "pad"},
                     %dy: tensor<2x2x8xf32> {cleave.kind = "input", cleave.name = "dy"})
@@ -59,14 +60,15 @@ func.func @forward(%scores: tensor<2x2x8xf32> {cleave.kind = "input", cleave.nam
 
 // -----
 
-// Left as they are: a softmax along another dim than the last; a mask that
-// keeps what it selects (the constant in the other branch); f64 scores (the
-// fused ops hold their constants in f32); a masked value read beside the
-// softmax; a gradient masked by something else than zero.
+// Left as they are: a softmax along another dim than the last; a softmax
+// of an unscaled, unmasked value; f64 scores (the fused ops hold their
+// constants in f32); a masked value read beside the softmax; a gradient
+// masked by something else than zero.
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: scaled_masked_softmax
 // CHECK: return
 
+// LOWERED-LABEL: emitc.func @cleave_forward
 func.func @forward(%scores: tensor<4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
                    %wide: tensor<4x4xf64> {cleave.kind = "input", cleave.name = "wide"},
                    %future: tensor<4x4xi1> {cleave.kind = "input", cleave.name = "future"})
@@ -77,8 +79,7 @@ func.func @forward(%scores: tensor<4x4xf32> {cleave.kind = "input", cleave.name 
   %one = cleave.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
   %m0 = cleave.where %future, %hidden, %scores : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %columns = cleave.softmax %m0 {axis = 0 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
-  %m1 = cleave.where %future, %scores, %hidden : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<f32>) -> tensor<4x4xf32>
-  %kept = cleave.softmax %m1 {axis = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %kept = cleave.softmax %scores {axis = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
   %m2 = cleave.where %future, %wideHidden, %wide : (tensor<4x4xi1>, tensor<f64>, tensor<4x4xf64>) -> tensor<4x4xf64>
   %doubles = cleave.softmax %m2 {axis = 1 : i64} : (tensor<4x4xf64>) -> tensor<4x4xf64>
   %m3 = cleave.where %future, %hidden, %scores : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
@@ -100,9 +101,9 @@ func.func @forward(%scores: tensor<4x4xf32> {cleave.kind = "input", cleave.name 
 // CHECK: cleave.scaled_masked_softmax %[[R]], %arg1 {fill = 0xFF800000 : f32, scale = 1.000000e+00 : f32}
 // CHECK-NOT: cleave.div
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"8.0f">, #emitc.opaque<"true">, #emitc.opaque<"-__builtin_inff()">]}
-// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"8.0f">, #emitc.opaque<"true">]}
-// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"1.0f">, #emitc.opaque<"false">, #emitc.opaque<"-__builtin_inff()">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"8.0f">, #emitc.opaque<"true">, #emitc.opaque<"-__builtin_inff()">, #emitc.opaque<"false">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"8.0f">, #emitc.opaque<"true">, #emitc.opaque<"false">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"1.0f">, #emitc.opaque<"false">, #emitc.opaque<"-__builtin_inff()">, #emitc.opaque<"false">]}
 
 func.func @forward(%scores: tensor<2x4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
                    %future: tensor<4x4xi1> {cleave.kind = "input", cleave.name = "future"},
@@ -122,4 +123,43 @@ func.func @forward(%scores: tensor<2x4x4xf32> {cleave.kind = "input", cleave.nam
   %m2 = cleave.where %future, %hidden, %recip : (tensor<4x4xi1>, tensor<f32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   %r = cleave.softmax %m2 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %y, %dx, %r : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
+}
+
+// -----
+
+// transformers' GPT-2 keeps what its causal mask marks, where(mask, scores,
+// lowest float), and ViT scales without a mask: both fuse, the first with
+// `mask_keeps`, the second without a mask, forward and backward.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[Y:.*]] = cleave.scaled_masked_softmax %arg0, %arg1 {divide, fill = -3.40282347E+38 : f32, mask_keeps, scale = 4.000000e+00 : f32}
+// CHECK: %[[DX:.*]] = cleave.scaled_masked_softmax_grad %[[Y]], %arg2, %arg1 {divide, mask_keeps, scale = 4.000000e+00 : f32}
+// CHECK: %[[V:.*]] = cleave.scaled_masked_softmax %arg0 {divide, fill = 0.000000e+00 : f32, scale = 4.000000e+00 : f32} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK: %[[DV:.*]] = cleave.scaled_masked_softmax_grad %[[V]], %arg2 {divide, scale = 4.000000e+00 : f32} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NOT: cleave.where
+// CHECK-NOT: cleave.div
+// CHECK: return %[[Y]], %[[DX]], %[[V]], %[[DV]]
+// LOWERED-LABEL: emitc.func @cleave_forward
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [{{.*}}#emitc.opaque<"4.0f">, #emitc.opaque<"true">, #emitc.opaque<"-3.40282347e+38f">, #emitc.opaque<"true">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax_grad"({{.*}}) {args = [{{.*}}#emitc.opaque<"4.0f">, #emitc.opaque<"true">, #emitc.opaque<"true">]}
+// LOWERED: call_opaque "cleave::rt::cpu::scaled_masked_softmax"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"nullptr">, 2 : index, #emitc.opaque<"4.0f">, #emitc.opaque<"true">, #emitc.opaque<"0.0f">, #emitc.opaque<"false">]}
+
+func.func @forward(%scores: tensor<2x4x4xf32> {cleave.kind = "input", cleave.name = "scores"},
+                   %causal: tensor<1x4x4xi1> {cleave.kind = "input", cleave.name = "causal"},
+                   %dy: tensor<2x4x4xf32> {cleave.kind = "input", cleave.name = "dy"})
+    -> (tensor<2x4x4xf32> {cleave.name = "y"}, tensor<2x4x4xf32> {cleave.name = "dx"},
+        tensor<2x4x4xf32> {cleave.name = "v"}, tensor<2x4x4xf32> {cleave.name = "dv"}) {
+  %root = cleave.constant {value = dense<4.0> : tensor<f32>} : tensor<f32>
+  %lowest = cleave.constant {value = dense<-3.40282347E+38> : tensor<f32>} : tensor<f32>
+  %zero = cleave.constant {value = dense<0.0> : tensor<f32>} : tensor<f32>
+  %scaled = cleave.div %scores, %root : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %masked = cleave.where %causal, %scaled, %lowest : (tensor<1x4x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %y = cleave.softmax %masked {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %g = cleave.softmax_grad %y, %dy {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %gm = cleave.where %causal, %g, %zero : (tensor<1x4x4xi1>, tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %dx = cleave.div %gm, %root : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %s2 = cleave.div %scores, %root : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  %v = cleave.softmax %s2 {axis = 2 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %g2 = cleave.softmax_grad %v, %dy {axis = 2 : i64} : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %dv = cleave.div %g2, %root : (tensor<2x4x4xf32>, tensor<f32>) -> tensor<2x4x4xf32>
+  return %y, %dx, %v, %dv : tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>, tensor<2x4x4xf32>
 }
