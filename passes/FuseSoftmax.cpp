@@ -18,15 +18,6 @@ using namespace cleave;
 
 namespace {
 
-/// A chain the pass replaces: its ops (the last first), what the fused op
-/// reads (no mask: none), and its constants.
-struct Chain {
-  SmallVector<Operation *, 3> ops;
-  Value input, mask;
-  double scale = 1, fill = 0;
-  bool divide = false, maskKeeps = false;
-};
-
 /// How a chain's value is scaled: x, the constant, and whether x is divided
 /// by it.
 struct Scaling {
@@ -42,6 +33,25 @@ struct Masking {
   Value value;
   double fill;
   bool maskKeeps;
+};
+
+/// A chain the pass replaces: its ops (the last first), what the fused op
+/// reads (no mask: none), and its constants.
+struct Chain {
+  SmallVector<Operation *, 3> ops;
+  Value input, mask;
+  double scale = 1, fill = 0;
+  bool divide = false, maskKeeps = false;
+
+  void takeScaling(const Scaling &scaling) {
+    scale = scaling.scale;
+    divide = scaling.divide;
+  }
+  void takeMasking(WhereOp where, const Masking &masking) {
+    mask = where.getCondition();
+    fill = masking.fill;
+    maskKeeps = masking.maskKeeps;
+  }
 };
 
 /// Whether `axis` is the last of `value`'s dims and its elements are f32
@@ -94,16 +104,13 @@ std::optional<Chain> forwardChain(SoftmaxOp softmax) {
   if (std::optional<Masking> masked = masks(where); masked && where->hasOneUse()) {
     chain.ops.push_back(where);
     chain.input = masked->value;
-    chain.mask = where.getCondition();
-    chain.fill = masked->fill;
-    chain.maskKeeps = masked->maskKeeps;
+    chain.takeMasking(where, *masked);
   }
   Operation *product = chain.input.getDefiningOp();
   if (std::optional<Scaling> scaled = scales(product); scaled && product->hasOneUse()) {
     chain.ops.push_back(product);
     chain.input = scaled->x;
-    chain.scale = scaled->scale;
-    chain.divide = scaled->divide;
+    chain.takeScaling(*scaled);
   }
   if (chain.ops.size() == 1)
     return std::nullopt;
@@ -122,15 +129,13 @@ std::optional<Chain> backwardChain(SoftmaxGradOp grad) {
   if (std::optional<Masking> masked = masks(where);
       masked && masked->value == grad.getResult() && masked->fill == 0) {
     chain.ops.insert(chain.ops.begin(), where);
-    chain.mask = where.getCondition();
-    chain.maskKeeps = masked->maskKeeps;
+    chain.takeMasking(where, *masked);
     last = where;
   }
   Operation *product = soleUser(last);
   if (std::optional<Scaling> scaled = scales(product); scaled && scaled->x == last->getResult(0)) {
     chain.ops.insert(chain.ops.begin(), product);
-    chain.scale = scaled->scale;
-    chain.divide = scaled->divide;
+    chain.takeScaling(*scaled);
   }
   if (chain.ops.size() == 1)
     return std::nullopt;
@@ -152,14 +157,14 @@ struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
 
   void runOnOperation() override {
     SmallVector<Chain> forward;
-    SmallVector<std::pair<SoftmaxGradOp, Chain>> backward;
+    SmallVector<Chain> backward;
     getOperation().walk([&](Operation *op) {
       if (auto softmax = dyn_cast<SoftmaxOp>(op)) {
         if (std::optional<Chain> chain = forwardChain(softmax))
           forward.push_back(*chain);
       } else if (auto grad = dyn_cast<SoftmaxGradOp>(op)) {
         if (std::optional<Chain> chain = backwardChain(grad))
-          backward.push_back({grad, *chain});
+          backward.push_back(*chain);
       }
     });
     OpBuilder b(&getContext());
@@ -171,7 +176,8 @@ struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
                   b, last->getLoc(), chain.input, chain.mask, b.getF32FloatAttr(chain.scale),
                   flag(b, chain.divide), b.getF32FloatAttr(chain.fill), flag(b, chain.maskKeeps)));
     }
-    for (auto &[grad, chain] : backward) {
+    for (const Chain &chain : backward) {
+      auto grad = cast<SoftmaxGradOp>(chain.ops.back());
       Operation *last = chain.ops.front();
       b.setInsertionPoint(last);
       replace(chain,
