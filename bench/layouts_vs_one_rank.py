@@ -11,7 +11,9 @@ steps), its ratio to the one-rank step measured in the same run, and per
 collective kind the bytes a rank sent per step (counted by the runtime)
 against the analytic minimum from plan.json (ring all-reduce 2(n-1)/n of the
 gradients, reduce-scatter and all-gather (n-1)/n of the parameters each; the
-same amounts without the alignment padding the buffers carry).
+same amounts without the alignment padding the buffers carry), and a
+rank's model state (plan.json's parameters, gradients, optimizer state and
+the weights' copies; MB = 10^6 bytes) and its measured peak allocation.
 The same total cores in every row: 2. With several --precision values
 (cleave compile --precision), each layout is compiled and run in each, and
 the rows say how its step time compares with the same layout's in fp32.
@@ -106,7 +108,11 @@ def bench(model, args, plan, steps, precision, workdir):
         plan = json.load(open(os.path.join(out, "plan.json")))
         minimum = {c["kind"]: c["analytic_min_bytes_sent"] for c in plan.get("collectives", [])}
         sent = {b["kind"]: b["bytes"] / steps for b in log["bytes_sent"]}
-        rows.append((label, log["seconds"] / steps, sent, minimum))
+        memory = plan["memory"]
+        state = sum(memory[k] for k in ("parameter_bytes", "gradient_bytes",
+                                        "optimizer_state_bytes", "weight_copy_bytes"))
+        rows.append((label, log["seconds"] / steps, sent, minimum, state,
+                     log["peak_bytes_allocated"]))
     return rows
 
 
@@ -119,14 +125,14 @@ def main():
     print(f"{os.cpu_count()} cpus; mean step time over {options.steps} steps; bytes sent by "
           "one rank per step, and the analytic minimum")
     print(f"{'model':40} {'layout':20} {'prec':5} {'step ms':>8} {'vs 1 rank':>9} "
-          f"{'vs fp32':>7}  bytes sent / minimum")
+          f"{'vs fp32':>7} {'state MB':>8} {'peak MB':>7}  bytes sent / minimum")
     for name, model, args, plan in bench_cases():
         fp32 = {}
         for precision in options.precision:
             with tempfile.TemporaryDirectory() as workdir:
                 rows = bench(model, args, plan, options.steps, precision, workdir)
             single = rows[0][1]
-            for label, seconds, sent, minimum in rows:
+            for label, seconds, sent, minimum, state, peak in rows:
                 if precision == "fp32":
                     fp32[label] = seconds
                 against = f"{seconds / fp32[label]:.2f}" if label in fp32 else "-"
@@ -134,7 +140,8 @@ def main():
                                     f"({sent.get(kind, 0) / max(minimum[kind], 1):.3f})"
                                     for kind in sorted(minimum))
                 print(f"{name:40} {label:20} {precision:5} {seconds * 1e3:>8.3f} "
-                      f"{seconds / single:>9.2f} {against:>7}  {traffic or '-'}", flush=True)
+                      f"{seconds / single:>9.2f} {against:>7} {state / 1e6:>8.3f} "
+                      f"{peak / 1e6:>7.3f}  {traffic or '-'}", flush=True)
 
 
 if __name__ == "__main__":

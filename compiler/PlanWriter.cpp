@@ -324,8 +324,11 @@ void PlanBuilder::addStored(func::FuncOp func, unsigned i) {
     if (auto of = func.getArgAttrOfType<StringAttr>(i, kStateOfAttr)) {
       stored.stateOf = of.str();
       if (auto sharding = parameterShardings.find(of.getValue());
-          sharding != parameterShardings.end())
+          sharding != parameterShardings.end()) {
         stored.sharding = sharding->second;
+        if (func.getArgAttr(i, kWholeStateAttr))
+          stored.sharding->slices.reset();
+      }
     }
     // Optimizer state and accumulators start at zero (the blob's initial
     // bytes); model state and the state a training_info step updates at

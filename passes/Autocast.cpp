@@ -34,38 +34,75 @@ Type narrow(Type type, Type element) { return cast<RankedTensorType>(type).clone
 /// The module's @narrow_weights, made on first need: once a step, before
 /// the step's first microbatch, it rounds each parameter a product reads to
 /// its low-precision copy, state of the weights blob ("bf16:W" for W) that
-/// every microbatch then reads instead of rounding the parameter again.
+/// every microbatch then reads instead of rounding the parameter again. A
+/// ZeRO 1/2 master slice's gather (cleave.gather_once) is made there too,
+/// on the narrow copy of the slice where products read it ("bf16:W", half
+/// the bytes sent), and in f32 where other ops do ("f32:W").
 class WeightCopies {
 public:
   WeightCopies(ModuleOp module, Type element, StringRef prefix)
       : module(module), element(element), prefix(prefix) {}
 
-  /// The copy of parameter `param`, as an argument of its function.
-  Value of(BlockArgument param) {
-    auto func = cast<func::FuncOp>(param.getOwner()->getParentOp());
-    unsigned index = param.getArgNumber();
-    StringRef name = func.getArgAttrOfType<StringAttr>(index, kNameAttr).getValue();
-    std::string copyName = (prefix + ":" + name).str();
-    Type type = narrow(param.getType(), element);
-    if (made.insert(copyName).second) {
-      func::FuncOp rounding = narrowWeights();
-      Value source = addArgument(rounding, param.getType(), name, "param");
-      // The parameter as its function has it (tp split, ZeRO slice or flat
-      // buffer member): the same bytes of the weights blob.
-      rounding.setArgAttrs(cast<BlockArgument>(source).getArgNumber(), func.getArgAttrDict(index));
-      Value target = addCopyArgument(rounding, type, copyName, name);
-      OpBuilder b(rounding.getBody().front().getTerminator());
-      Value rounded = CastOp::create(b, param.getLoc(), source, TypeAttr::get(element));
-      AssignOp::create(b, param.getLoc(), target, rounded);
-    }
-    return addCopyArgument(func, type, copyName, name);
+  /// The low-precision copy of `whole`, as an argument of its function.
+  Value of(Value whole) { return copyOf(whole, element, prefix); }
+
+  /// The f32 copy of a master's gather, where no product reads it.
+  Value gathered(Value whole) {
+    Type f32 = Float32Type::get(module.getContext());
+    return copyOf(whole, f32, "f32");
   }
 
 private:
-  static Value addCopyArgument(func::FuncOp func, Type type, StringRef name, StringRef param) {
+  /// `whole` (a parameter, or the end of its master's gather) in type
+  /// `copyElement`, made once a step and named `copyPrefix`:W.
+  Value copyOf(Value whole, Type copyElement, StringRef copyPrefix) {
+    SmallVector<Operation *> moves; // innermost first
+    Value root = whole;
+    for (Operation *move = root.getDefiningOp(); move; move = root.getDefiningOp()) {
+      moves.insert(moves.begin(), move);
+      root = move->getOperand(0);
+    }
+    auto param = cast<BlockArgument>(root);
+    auto func = cast<func::FuncOp>(param.getOwner()->getParentOp());
+    unsigned index = param.getArgNumber();
+    StringRef name = func.getArgAttrOfType<StringAttr>(index, kNameAttr).getValue();
+    std::string copyName = (copyPrefix + ":" + name).str();
+    Type type = narrow(whole.getType(), copyElement);
+    if (made.insert(copyName).second) {
+      func::FuncOp rounding = narrowWeights();
+      Value &source = sources[name];
+      if (!source) {
+        source = addArgument(rounding, param.getType(), name, "param");
+        // The parameter as its function has it (tp split, ZeRO slice or flat
+        // buffer member): the same bytes of the weights blob.
+        rounding.setArgAttrs(cast<BlockArgument>(source).getArgNumber(),
+                             func.getArgAttrDict(index));
+      }
+      Value target = addCopyArgument(rounding, type, copyName, name, !moves.empty());
+      OpBuilder b(rounding.getBody().front().getTerminator());
+      Value value = source;
+      if (getElementTypeOrSelf(value) != copyElement)
+        value = CastOp::create(b, param.getLoc(), value, TypeAttr::get(copyElement));
+      for (Operation *move : moves) {
+        Operation *copy = b.clone(*move);
+        copy->setOperand(0, value);
+        copy->getResult(0).setType(narrow(move->getResult(0).getType(), copyElement));
+        copy->removeAttr(kGatherOnceAttr);
+        value = copy->getResult(0);
+      }
+      AssignOp::create(b, param.getLoc(), target, value);
+    }
+    return addCopyArgument(func, type, copyName, name, !moves.empty());
+  }
+
+  /// A copy's argument; `gathered`: the whole parameter from its slice.
+  static Value addCopyArgument(func::FuncOp func, Type type, StringRef name, StringRef param,
+                               bool gathered) {
     Value copy = addArgument(func, type, name, "state", param);
-    func.setArgAttr(cast<BlockArgument>(copy).getArgNumber(), kWeightCopyAttr,
-                    UnitAttr::get(func.getContext()));
+    unsigned index = cast<BlockArgument>(copy).getArgNumber();
+    func.setArgAttr(index, kWeightCopyAttr, UnitAttr::get(func.getContext()));
+    if (gathered)
+      func.setArgAttr(index, kWholeStateAttr, UnitAttr::get(func.getContext()));
     return copy;
   }
 
@@ -85,6 +122,8 @@ private:
   std::string prefix;
   func::FuncOp rounding;
   llvm::StringSet<> made;
+  /// @narrow_weights' argument of each parameter it reads.
+  llvm::StringMap<Value> sources;
 };
 
 /// The low-precision copies of one function's values, each made once,
@@ -115,7 +154,9 @@ public:
     OpBuilder builder(user);
     Value copy;
     Operation *def = value.getDefiningOp();
-    if (def && movesElements(def)) {
+    if ((def && def->hasAttr(kGatherOnceAttr)) || isParameter(value)) {
+      copy = weights.of(value);
+    } else if (def && movesElements(def)) {
       // Move the narrow copy instead: half the bytes, and the copy of the
       // input is shared with its other readers (a weight and its transpose).
       Value input = of(def->getOperand(0), user);
@@ -124,8 +165,6 @@ public:
       moved->setOperand(0, input);
       moved->getResult(0).setType(narrow(value.getType(), element));
       copy = moved->getResult(0);
-    } else if (isParameter(value)) {
-      copy = weights.of(cast<BlockArgument>(value));
     } else {
       copy = CastOp::create(builder, value.getLoc(), value, TypeAttr::get(element));
     }
@@ -192,6 +231,21 @@ struct AutocastPass : public cleave::impl::AutocastBase<AutocastPass> {
         mover->erase();
         if (input && movesElements(input))
           movers.insert(input);
+      }
+      // The masters' gathers other ops read, made once a step in f32.
+      SmallVector<Operation *> gathers;
+      func.walk([&](Operation *op) {
+        if (op->hasAttr(kGatherOnceAttr))
+          gathers.push_back(op);
+      });
+      for (Operation *gather : llvm::reverse(gathers)) {
+        Value whole = gather->getResult(0);
+        if (!whole.use_empty() && llvm::none_of(whole.getUsers(), [](Operation *user) {
+              return user->hasAttr(kGatherOnceAttr);
+            }))
+          whole.replaceAllUsesWith(weights.gathered(whole));
+        if (gather->use_empty())
+          gather->erase();
       }
     }
   }

@@ -94,13 +94,17 @@ struct Step {
 struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainStepPass> {
   using BuildTrainStepBase::BuildTrainStepBase;
 
-  /// ZeRO stage 3: every parameter lives as this rank's 1/N of its flattened
-  /// elements (padded to 16 N), is all-gathered in @forward where the forward
-  /// first reads it and again where the backward first does (so the memory
-  /// plan frees each whole copy after its last reader), has its gradient
-  /// reduce-scattered every microbatch into a slice accumulator, and is
-  /// updated slice by slice in @apply; nothing is gathered there.
-  void buildStage3(Step &s) {
+  /// Every parameter as this rank's 1/N of its flattened elements (padded
+  /// to 16 N), updated slice by slice in @apply, where nothing is gathered:
+  /// ZeRO 3, and ZeRO 1/2 with sliced masters. ZeRO 3 all-gathers it in
+  /// @forward where the forward first reads it and again where the backward
+  /// first does (so the memory plan frees each whole copy after its last
+  /// reader); sliced masters gather it once, before its first reader, the
+  /// gather marked for cleave-autocast to make once a step. ZeRO 2 and 3
+  /// reduce-scatter every microbatch's gradient into a slice accumulator (the
+  /// whole gradient freed at once); ZeRO 1 accumulates it whole and
+  /// reduce-scatters it once, in @apply.
+  void buildSliced(Step &s) {
     func::FuncOp forward = s.forward, apply = s.apply;
     CleaveBuilder &u = s.u;
     OpBuilder &b = s.b;
@@ -109,11 +113,13 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     const shard::GridAxis dpAxes[] = {static_cast<shard::GridAxis>(layout.dpAxis)};
     const llvm::APInt firstDim(64, 0);
     int64_t ranks = layout.dpSize;
-    // The backward starts after the loss: uses of a parameter from there on
-    // get a gather of their own.
+    // The backward starts after the loss: with ZeRO 3, uses of a parameter
+    // from there on get a gather of their own.
     Operation *lossOp = s.lossSum.getDefiningOp();
     Block &body = forward.getBody().front();
-    auto isBackward = [&](Operation *user) { return lossOp && lossOp->isBeforeInBlock(user); };
+    auto isBackward = [&](Operation *user) {
+      return zero == 3 && lossOp && lossOp->isBeforeInBlock(user);
+    };
     SmallVector<std::pair<Value, Value>> grads; // slice in @apply, mean gradient
     for (const Member &m : s.members) {
       auto type = cast<RankedTensorType>(m.param.getType());
@@ -135,12 +141,18 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       // The whole parameter, gathered before the first reader of each phase.
       auto whole = [&](Operation *before) -> Value {
         OpBuilder at(before);
-        Value flat =
-            shard::AllGatherOp::create(at, loc, flatType, kMeshName, dpAxes, slice, firstDim);
+        SmallVector<Operation *> moves{
+            shard::AllGatherOp::create(at, loc, flatType, kMeshName, dpAxes, slice, firstDim)};
         if (padded != elements)
-          flat = SliceOp::create(at, loc, flat, at.getDenseI64ArrayAttr({0}),
-                                 at.getDenseI64ArrayAttr({elements}), at.getDenseI64ArrayAttr({1}));
-        return ReshapeOp::create(at, loc, flat, at.getDenseI64ArrayAttr(type.getShape()));
+          moves.push_back(
+              SliceOp::create(at, loc, moves.back()->getResult(0), at.getDenseI64ArrayAttr({0}),
+                              at.getDenseI64ArrayAttr({elements}), at.getDenseI64ArrayAttr({1})));
+        moves.push_back(ReshapeOp::create(at, loc, moves.back()->getResult(0),
+                                          at.getDenseI64ArrayAttr(type.getShape())));
+        if (zero != 3)
+          for (Operation *move : moves)
+            move->setAttr(kGatherOnceAttr, UnitAttr::get(ctx));
+        return moves.back()->getResult(0);
       };
       Operation *firstForward = nullptr, *firstBackward = nullptr;
       for (Operation &op : body) {
@@ -159,27 +171,44 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
       if (backwardCopy)
         wholeParam.replaceAllUsesWith(backwardCopy);
 
-      // This microbatch's gradient, flat and padded, reduce-scattered as
-      // soon as it is complete, so the whole gradient is freed at once.
-      OpBuilder gb(ctx);
-      gb.setInsertionPointAfterValue(m.grad);
-      CleaveBuilder gu(gb, loc);
-      int64_t gradElements = cast<RankedTensorType>(m.grad.getType()).getNumElements();
-      Value flatGrad = ReshapeOp::create(gb, loc, m.grad, gb.getDenseI64ArrayAttr({gradElements}));
-      if (padded != elements) {
-        auto padType = RankedTensorType::get({padded - elements}, type.getElementType());
-        Value zeros = splatConstant(gb, loc, padType, 0.0);
-        flatGrad = ConcatOp::create(gb, loc, ValueRange{flatGrad, zeros}, gb.getI64IntegerAttr(0));
-      }
-      Value gradSlice = shard::ReduceScatterOp::create(
-          gb, loc, sliceType, kMeshName, dpAxes, flatGrad, shard::ReductionKind::Sum, firstDim);
+      // A gradient, flat and padded, reduce-scattered into this rank's slice.
+      auto reduceScatter = [&](OpBuilder &at, Value grad) -> Value {
+        int64_t gradElements = cast<RankedTensorType>(grad.getType()).getNumElements();
+        Value flatGrad = ReshapeOp::create(at, loc, grad, at.getDenseI64ArrayAttr({gradElements}));
+        if (padded != elements) {
+          auto padType = RankedTensorType::get({padded - elements}, type.getElementType());
+          Value zeros = splatConstant(at, loc, padType, 0.0);
+          flatGrad =
+              ConcatOp::create(at, loc, ValueRange{flatGrad, zeros}, at.getI64IntegerAttr(0));
+        }
+        return shard::ReduceScatterOp::create(at, loc, sliceType, kMeshName, dpAxes, flatGrad,
+                                              shard::ReductionKind::Sum, firstDim);
+      };
       std::string accName = ("grad:" + m.name.getValue()).str();
-      Value slot = addArgument(forward, sliceType, accName, "state", m.name);
-      forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
+      Value sum;
+      if (zero == 1) {
+        Value slot = addArgument(forward, m.grad.getType(), accName, "state", m.name);
+        unsigned slotIndex = cast<BlockArgument>(slot).getArgNumber();
+        forward.setArgAttr(slotIndex, kAccumulatorAttr, UnitAttr::get(ctx));
+        forward.setArgAttr(slotIndex, kWholeStateAttr, UnitAttr::get(ctx));
+        s.accumulate.push_back({slot, s.fu.add(slot, m.grad)});
+        // Not an accumulator for cleave-data-parallel: the reduce-scatter sums.
+        Value accumulated = addArgument(apply, m.grad.getType(), accName, "state", m.name);
+        apply.setArgAttr(cast<BlockArgument>(accumulated).getArgNumber(), kWholeStateAttr,
                          UnitAttr::get(ctx));
-      s.accumulate.push_back({slot, gu.add(slot, gradSlice)});
-      Value sum = addArgument(apply, sliceType, accName, "state", m.name);
-      s.zeroed.push_back(sum);
+        s.zeroed.push_back(accumulated);
+        sum = reduceScatter(b, accumulated);
+      } else {
+        OpBuilder gb(ctx);
+        gb.setInsertionPointAfterValue(m.grad);
+        CleaveBuilder gu(gb, loc);
+        Value slot = addArgument(forward, sliceType, accName, "state", m.name);
+        forward.setArgAttr(cast<BlockArgument>(slot).getArgNumber(), kAccumulatorAttr,
+                           UnitAttr::get(ctx));
+        s.accumulate.push_back({slot, gu.add(slot, reduceScatter(gb, m.grad))});
+        sum = addArgument(apply, sliceType, accName, "state", m.name);
+        s.zeroed.push_back(sum);
+      }
       Value param = addArgument(apply, sliceType, m.name, "param");
       grads.push_back({param, u.div(sum, s.countF32)});
     }
@@ -693,10 +722,11 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
 
     // A tied weight's gradients are summed between the pipeline stages that
     // hold it (cleave-pipeline-tied-gradients) per parameter accumulator:
-    // whole, or ZeRO 3's slice, which covers the same elements in every
-    // stage; ZeRO 1/2 keep it out of their flat buffer, laid out per stage.
+    // whole, or a slice, which covers the same elements in every stage;
+    // ZeRO 1/2's flat buffer leaves it out, laid out per stage.
+    bool sliced = zero == 3 || (zero > 0 && slicedMasters);
     SmallVector<Member> tied;
-    if (zero == 1 || zero == 2) {
+    if (!sliced && zero > 0) {
       auto isTied = [&](const Member &m) {
         return static_cast<bool>(forward.getArgAttr(m.param.getArgNumber(), kOtherStagesAttr));
       };
@@ -708,8 +738,8 @@ struct BuildTrainStepPass : public cleave::impl::BuildTrainStepBase<BuildTrainSt
     if (zero == 0 || s.members.empty()) {
       s.members.append(tied);
       buildReplicated(s);
-    } else if (zero == 3) {
-      buildStage3(s);
+    } else if (sliced) {
+      buildSliced(s);
     } else {
       buildFlatBuffer(s, tied);
     }

@@ -208,6 +208,16 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
     whole copy lives only as long as its readers), reduce-scatters each
     microbatch's gradient of it into a slice accumulator, and @apply updates
     the slices; nothing is gathered there.
+    With `sliced-masters` (mixed precision, `--precision` bf16 or fp16),
+    ZeRO 1 and 2 keep their parameters as stage 3 does, as this rank's
+    slices only (the f32 master weights), but gather each once a step: the
+    gather before its first reader in @forward is marked
+    `cleave.gather_once`, and cleave-autocast makes it in @narrow_weights,
+    of the slice's narrow copy where a product reads it (the ZeRO paper's
+    2 + 12/N bytes of parameters and optimizer state per parameter, with
+    Adam). Stage 2 reduce-scatters every microbatch's gradients as stage 3
+    does; stage 1 accumulates them whole and reduce-scatters each once in
+    @apply.
     The rules follow PyTorch's: sgd (weight decay added to the gradient;
     momentum, optionally Nesterov, with a velocity buffer), adagrad (a running
     sum of squared gradients), adam (L2 weight decay added to the gradient,
@@ -253,6 +263,8 @@ def BuildTrainStep : Pass<"cleave-build-train-step", "mlir::ModuleOp"> {
            "When positive, scale all gradients by min(1, X / (global norm + 1e-6)) first">,
     Option<"zero", "zero", "int", /*default=*/"0",
            "ZeRO stage: 1 shards the optimizer state over dp, 2 the gradients too, 3 the parameters too">,
+    Option<"slicedMasters", "sliced-masters", "bool", /*default=*/"false",
+           "ZeRO 1/2 keep only each parameter's dp slice, gathered once a step (mixed precision)">,
     Option<"lossScale", "loss-scale", "double", /*default=*/"0.0",
            "Dynamic loss scaling's initial scale (0: none), as cleave-autodiff's">,
     Option<"lossScaleWindow", "loss-scale-window", "int64_t", /*default=*/"2000",
@@ -593,6 +605,12 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
     unsqueeze, slice, and shard.all_gather, so that ZeRO 3 gathers narrow
     slices) is moved in the narrow type instead, from the narrow copy of
     that value, and the f32 move goes when nothing else reads it.
+    A ZeRO 1/2 master slice's gather (its all_gather, slice and reshape,
+    marked `cleave.gather_once` by cleave-build-train-step's
+    `sliced-masters`) is made in @narrow_weights instead: of the slice's
+    narrow copy where products read the parameter ("bf16:W"), in f32 where
+    other ops do ("f32:W"); the copies carry `cleave.whole_state`, and the
+    step reads them and gathers nothing.
     Convolutions (conv, conv_grad_input, conv_grad_weight) multiply the same
     way, their two factors x and w, the gradient and w, the gradient and x:
     with `narrow-convolutions` (bf16, the CPU's oneDNN kernels) they take the

@@ -80,6 +80,8 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   step.nesterov = options.nesterov;
   step.clipGradNorm = options.clipGradNorm;
   step.zero = options.zero;
+  // Mixed precision keeps the f32 parameters as ZeRO's master slices only.
+  step.slicedMasters = options.precision != "fp32";
   step.lossScale = options.lossScale;
   step.lossScaleWindow = options.lossScaleWindow;
   step.lossScaleGrowth = options.lossScaleGrowth;

@@ -21,9 +21,12 @@
 #   - the bytes each rank sent (the run's log) equal plan.json's prediction;
 #   - with --precision bf16 (products on bf16 factors, gradients in f32),
 #     for the GPT (the MLP too in the long suite, CLEAVE_LONG=1):
-#     dp=2 with ZeRO 3 within 1e-5 of one device in bf16 (measured: 1e-7;
-#     --deterministic below covers plain dp), ZeRO 3 gathering fewer bytes than in f32 (the products'
-#     weights as bf16 slices), the bytes sent as planned, and
+#     dp=2 with ZeRO 1, 2 and 3 within 1e-5 of one device in bf16
+#     (measured: 1e-7; --deterministic below covers plain dp), each
+#     gathering fewer bytes than in f32 (the products' weights as bf16
+#     slices), ZeRO 1 and 2 each parameter once a step (their f32 masters
+#     are slices, their whole copies made once a step), the bytes sent as
+#     planned, and
 #     --deterministic bit for bit; with --precision fp16 from a
 #     loss scale that overflows, dp=2 with ZeRO 3 within 1e-5 of one device
 #     in fp16, skipping the same steps;
@@ -218,27 +221,35 @@ def bytes_as_planned(label, run, problems):
         problems.append(f"{label}: sent {sent}, plan.json predicts {planned}")
 
 
-def mixed_precision(m, name, reference, zero3, problems):
+def mixed_precision(m, name, reference, zero_runs, problems):
     """bf16 and fp16 layouts against one device in the same precision;
-    `reference` is the f32 one-device run, `zero3` the f32 dp=2 ZeRO 3 run."""
+    `reference` is the f32 one-device run, `zero_runs` the f32 dp=2 ZeRO
+    runs by stage."""
     # Mixed precision: products on bf16 factors, gradients still f32, so
     # the ranks sum what one device sums.
     bf16 = ["--precision", "bf16"]
     one_bf16 = m.train("one-bf16", 1, 1, MOMENTUM, bf16)
     if one_bf16[0] == reference[0]:
         problems.append(f"{name} bf16: the same losses as f32")
-    run = m.train("dp2-z3-bf16", 2, 1, MOMENTUM, ["--zero", "3", *bf16])
-    close(f"{name} dp=2 zero=3 bf16", run, one_bf16, problems)
-    bytes_as_planned(f"{name} dp=2 zero=3 bf16", run, problems)
-    # ZeRO 3 gathers the products' weights as bf16 slices (the biases and
-    # normalizations' parameters stay f32): fewer bytes than in f32, each
-    # as plan.json predicts (bytes_as_planned).
-    gathered = [gathered_bytes(r) for r in (run, zero3)]
-    print(f"{name} dp=2 zero=3: all-gathers send {gathered[0]} bytes a step in bf16, "
-          f"{gathered[1]} in f32")
-    if not gathered[0] < gathered[1]:
-        problems.append(f"{name} dp=2 zero=3 bf16: gathers {gathered[0]} bytes a step, "
-                        f"f32 {gathered[1]}")
+    for zero in (1, 2, 3):
+        label = f"{name} dp=2 zero={zero} bf16"
+        run = m.train(f"dp2-z{zero}-bf16", 2, 1, MOMENTUM, ["--zero", str(zero), *bf16])
+        close(label, run, one_bf16, problems)
+        bytes_as_planned(label, run, problems)
+        # The products' weights are gathered as bf16 slices (the biases and
+        # normalizations' parameters stay f32): fewer bytes than in f32, each
+        # as plan.json predicts (bytes_as_planned).
+        gathered = [gathered_bytes(r) for r in (run, zero_runs[zero, 2])]
+        print(f"{label}: all-gathers send {gathered[0]} bytes a step, {gathered[1]} in f32")
+        if not gathered[0] < gathered[1]:
+            problems.append(f"{label}: gathers {gathered[0]} bytes a step, f32 {gathered[1]}")
+        # ZeRO 1 and 2 gather each parameter once a step (ZeRO 3: before
+        # the forward's and the backward's readers).
+        gathers = sum(c["calls_per_step"] for c in run[3]["collectives"]
+                      if c["kind"] == "all_gather")
+        sliced = sum("zero3" in p for p in run[3]["parameters"])
+        if zero < 3 and gathers != sliced:
+            problems.append(f"{label}: {gathers} all-gathers a step, {sliced} sliced parameters")
     identical(f"{name} dp=2 --deterministic bf16",
               m.train("dp2-det-bf16", 2, 1, ADAMW, ["--deterministic", *bf16]),
               m.train("one-k2-bf16", 1, 2, ADAMW, bf16), problems)
@@ -342,7 +353,7 @@ def main():
         # The MLP's mixed-precision layouts in the long suite only: the GPT's
         # cover the same passes and kernels.
         if name == "gpt" or LONG:
-            mixed_precision(m, name, reference, zero_runs[3, 2], problems)
+            mixed_precision(m, name, reference, zero_runs, problems)
         clipped = MOMENTUM + ["--clip-grad-norm", "0.5"]
         close(f"{name} dp=2 zero=2 clipped", m.train("dp2-z2-clip", 2, 1, clipped, ["--zero", "2"]),
               m.train("one-clip", 1, 1, clipped), problems)

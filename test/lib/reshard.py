@@ -61,7 +61,8 @@ def close(a, b):
     return np.allclose(a, b, rtol=RTOL, atol=ATOL)
 
 
-def main(work, pairs):
+def main(work, pairs, precision="fp32"):
+    """`precision`: every layout's, the reference's too."""
     start = time.time()
     rng = np.random.default_rng(3)
     x = rng.standard_normal((80, 32)).astype(np.float32)
@@ -69,7 +70,8 @@ def main(work, pairs):
     np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
     for layout in {"single"} | {name for pair in pairs for name in pair}:
         subprocess.run(["cleave", "compile", MODEL, "-o", f"{work}/{layout}", *TRAIN,
-                        *LAYOUTS[layout][1]], check=True, stderr=subprocess.DEVNULL)
+                        "--precision", precision, *LAYOUTS[layout][1]],
+                       check=True, stderr=subprocess.DEVNULL)
     # The reference: the uninterrupted one-device run, and its checkpoint
     # after HALF steps.
     run(work, "single", "--steps", str(STEPS), "--log-json", f"{work}/reference.json",

@@ -150,3 +150,43 @@ func.func @step(%x: tensor<8x4xf32>, %w: tensor<4x3xf32> {cleave.kind = "param",
   %z = cleave.matmul %y, %v : (tensor<8x3xf32>, tensor<3x1xf32>) -> tensor<8x1xf32>
   return %z : tensor<8x1xf32>
 }
+
+// -----
+
+// ZeRO 1/2's master slices under mixed precision (cleave-build-train-step's
+// sliced-masters): a gather marked cleave.gather_once is made once a step in
+// @narrow_weights, of the slice's bf16 copy where a product reads it and in
+// f32 where another op does; the step reads the whole copies and gathers
+// nothing. Without a narrow precision the gathers stay where they are.
+// CHECK-LABEL: func.func @masters
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3xf32>, %{{[^:]*}}: tensor<4xf32> {{.*}}, %{{[^:]*}}: tensor<1xf32> {{.*}}, %[[SC:[^:]*]]: tensor<3x2xbf16> {cleave.kind = "state", cleave.name = "bf16:S", cleave.state_of = "S", cleave.weight_copy, cleave.whole_state}, %[[TC:[^:]*]]: tensor<1x2xf32> {cleave.kind = "state", cleave.name = "f32:T", cleave.state_of = "T", cleave.weight_copy, cleave.whole_state})
+// CHECK-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16}
+// CHECK-NEXT: %[[Y:.*]] = cleave.matmul %[[XL]], %[[SC]] : (tensor<2x3xbf16>, tensor<3x2xbf16>) -> tensor<2x2xf32>
+// CHECK-NEXT: %[[Z:.*]] = cleave.add %[[Y]], %[[TC]]
+// CHECK-NEXT: return %[[Z]]
+// CHECK-LABEL: func.func @narrow_weights
+// CHECK-SAME: (%[[PS:[^:]*]]: tensor<4xf32> {cleave.kind = "param", cleave.name = "S", cleave.zero3_elements = 6 : i64}, %[[CS:[^:]*]]: tensor<3x2xbf16> {{.*}}, %[[PT:[^:]*]]: tensor<1xf32> {cleave.kind = "param", cleave.name = "T", cleave.zero3_elements = 2 : i64}, %[[CT:[^:]*]]: tensor<1x2xf32> {{.*}})
+// CHECK-NEXT: %[[RS:.*]] = cleave.cast %[[PS]] {to = bf16} : (tensor<4xf32>) -> tensor<4xbf16>
+// CHECK-NEXT: %[[G:.*]] = shard.all_gather %[[RS]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<4xbf16> -> tensor<8xbf16>
+// CHECK-NEXT: %[[U:.*]] = cleave.slice %[[G]] {{.*}} : (tensor<8xbf16>) -> tensor<6xbf16>
+// CHECK-NEXT: %[[W:.*]] = cleave.reshape %[[U]] {{.*}} : (tensor<6xbf16>) -> tensor<3x2xbf16>
+// CHECK-NEXT: cleave.assign %[[W]] to %[[CS]]
+// CHECK-NEXT: %[[GT:.*]] = shard.all_gather %[[PT]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<1xf32> -> tensor<2xf32>
+// CHECK-NEXT: %[[WT:.*]] = cleave.reshape %[[GT]] {{.*}} : (tensor<2xf32>) -> tensor<1x2xf32>
+// CHECK-NEXT: cleave.assign %[[WT]] to %[[CT]]
+// CHECK-NEXT: return
+// CHECK-NOT: cleave.gather_once
+// FP32-LABEL: func.func @masters
+// FP32: shard.all_gather {{.*}} {cleave.gather_once}
+// FP32-NOT: narrow_weights
+shard.grid @mesh(shape = 2)
+func.func @masters(%x: tensor<2x3xf32>, %s: tensor<4xf32> {cleave.kind = "param", cleave.name = "S", cleave.zero3_elements = 6 : i64}, %t: tensor<1xf32> {cleave.kind = "param", cleave.name = "T", cleave.zero3_elements = 2 : i64}) -> tensor<2x2xf32> {
+  %flat = shard.all_gather %s on @mesh grid_axes = [0] gather_axis = 0 {cleave.gather_once} : tensor<4xf32> -> tensor<8xf32>
+  %unpadded = cleave.slice %flat {cleave.gather_once, starts = array<i64: 0>, ends = array<i64: 6>, steps = array<i64: 1>} : (tensor<8xf32>) -> tensor<6xf32>
+  %w = cleave.reshape %unpadded {cleave.gather_once, shape = array<i64: 3, 2>} : (tensor<6xf32>) -> tensor<3x2xf32>
+  %tflat = shard.all_gather %t on @mesh grid_axes = [0] gather_axis = 0 {cleave.gather_once} : tensor<1xf32> -> tensor<2xf32>
+  %b = cleave.reshape %tflat {cleave.gather_once, shape = array<i64: 1, 2>} : (tensor<2xf32>) -> tensor<1x2xf32>
+  %y = cleave.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %z = cleave.add %y, %b : (tensor<2x2xf32>, tensor<1x2xf32>) -> tensor<2x2xf32>
+  return %z : tensor<2x2xf32>
+}

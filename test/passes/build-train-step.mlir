@@ -1,6 +1,8 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=adam})' | FileCheck %s --check-prefix=ADAM
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=sgd})' | FileCheck %s --check-prefix=SGD
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-create-mesh{mesh=dp=2},cleave-build-train-step{optimizer=sgd zero=1})' | FileCheck %s --check-prefix=SHARDED
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-create-mesh{mesh=dp=2},cleave-build-train-step{optimizer=sgd zero=1 sliced-masters=true})' | FileCheck %s --check-prefix=MASTERS1
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-create-mesh{mesh=dp=2},cleave-build-train-step{optimizer=sgd zero=2 sliced-masters=true})' | FileCheck %s --check-prefix=MASTERS2
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss,cleave-autodiff{loss=loss.sum}),cleave-build-train-step{optimizer=lion})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-split-loss),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOGRAD
 // RUN: not cleave-opt %s --pass-pipeline='builtin.module(func.func(cleave-autodiff),cleave-build-train-step)' 2>&1 | FileCheck %s --check-prefix=NOSPLIT
@@ -72,6 +74,37 @@
 // SHARDED: %[[NEW:.*]] = cleave.sub %[[P]]
 // SHARDED: %[[ALL:.*]] = shard.all_gather %[[NEW]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<32xf32>
 // SHARDED: cleave.assign %[[ALL]] to %arg5 : tensor<32xf32>
+
+// With sliced masters (mixed precision), ZeRO 1 and 2 keep the parameter as
+// this rank's slice (3 elements padded to 32, 16 a rank), gathered once in
+// @forward (marked for cleave-autocast to make once a step); stage 1
+// accumulates the whole gradient and reduce-scatters it in @apply, stage 2
+// reduce-scatters each microbatch's into a slice accumulator. @apply
+// updates the slice and gathers nothing.
+// MASTERS1-LABEL: func.func @forward
+// MASTERS1-SAME: %arg3: tensor<16xf32> {cleave.kind = "param", cleave.name = "w", cleave.zero3_elements = 3 : i64, cleave.zero3_shape = array<i64: 3>}
+// MASTERS1-SAME: %arg4: tensor<3xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w", cleave.state_of = "w", cleave.whole_state}
+// MASTERS1-NEXT: %[[G:.*]] = shard.all_gather %arg3 on @mesh grid_axes = [0] gather_axis = 0 {cleave.gather_once} : tensor<16xf32> -> tensor<32xf32>
+// MASTERS1-NEXT: %[[U:.*]] = cleave.slice %[[G]] {cleave.gather_once, {{.*}}} : (tensor<32xf32>) -> tensor<3xf32>
+// MASTERS1-NEXT: %[[W:.*]] = cleave.reshape %[[U]] {cleave.gather_once, {{.*}}} : (tensor<3xf32>) -> tensor<3xf32>
+// MASTERS1-NEXT: cleave.mul %arg0, %[[W]]
+// MASTERS1-NOT: shard.
+// MASTERS1: cleave.assign %{{.*}} to %arg4 : tensor<3xf32>
+// MASTERS1-LABEL: func.func @apply
+// MASTERS1-SAME: %arg4: tensor<3xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.state_of = "w", cleave.whole_state}
+// MASTERS1-SAME: %arg5: tensor<16xf32> {cleave.kind = "param", cleave.name = "w"}
+// MASTERS1: %[[PADDED:.*]] = cleave.concat
+// MASTERS1-NEXT: %[[GS:.*]] = shard.reduce_scatter %[[PADDED]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<32xf32> -> tensor<16xf32>
+// MASTERS1-NEXT: %[[MEAN:.*]] = cleave.div %[[GS]], %arg0
+// MASTERS1-NOT: shard.all_gather
+// MASTERS1: cleave.assign %{{.*}} to %arg5 : tensor<16xf32>
+// MASTERS2-LABEL: func.func @forward
+// MASTERS2-SAME: %arg4: tensor<16xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w", cleave.state_of = "w"})
+// MASTERS2-NEXT: shard.all_gather %arg3 {{.*}} {cleave.gather_once}
+// MASTERS2: %[[GS:.*]] = shard.reduce_scatter %{{.*}} : tensor<32xf32> -> tensor<16xf32>
+// MASTERS2-NEXT: %[[SUM:.*]] = cleave.add %arg4, %[[GS]]
+// MASTERS2-LABEL: func.func @apply
+// MASTERS2-NOT: shard.
 
 // UNKNOWN: error: unknown optimizer 'lion': use sgd, momentum, adagrad, adam or adamw
 // NOGRAD: error: has no gradients: run cleave-autodiff first

@@ -179,7 +179,8 @@ def tied_weights(workdir, problems):
     ZeRO 1 and 2 (the tied weight whole beside the flat buffer) and 3 (each
     stage sums its dp slice of the gradient), each with and without
     clipping, equal one device within 1e-5 (the sum's order differs), and
-    both stages end with the same copy, bit for bit."""
+    both stages end with the same copy, bit for bit; dp x pp = 2 x 2 with
+    ZeRO 1 and 2 in bf16 equal one device in bf16 within 1e-5."""
     m = Model("tied", TiedLM, ["idx", "targets"], 8, workdir)
     stages = os.path.join(workdir, "tied-stages.json")
     json.dump({"stages": [["tok_emb.*"], ["fc.*", "head_bias"]]}, open(stages, "w"))
@@ -209,6 +210,16 @@ def tied_weights(workdir, problems):
                       .get("tok_emb.weight") for s in (0, 1)]
             if any(c is None for c in copies) or copies[0].tobytes() != copies[1].tobytes():
                 problems.append(f"tied {layout}: the stages' embeddings differ")
+    # Mixed precision: ZeRO 1 and 2 keep every f32 parameter as dp slices
+    # (master weights), the tied one on both stages as ZeRO 3 does, and
+    # gather their copies once a step.
+    bf16 = ["--precision", "bf16"]
+    one_bf16 = m.train("one-k4-bf16", 1, 4, MOMENTUM, bf16)
+    for zero in ("1", "2"):
+        layout = f"dp2-pp2-z{zero}-bf16"
+        close(f"tied {layout}", m.train(layout, 2, 2, MOMENTUM, ["--stages", stages, "--zero", zero,
+                                                                *bf16], pp=2),
+              one_bf16, problems)
     print(f"tied lm: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
     tied_zero_resumes(workdir, m, problems)
 

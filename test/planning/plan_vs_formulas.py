@@ -2,11 +2,15 @@
 #   - model-state bytes per rank (parameters, gradients, Adam's two moments,
 #     fp32) for dp=2 and dp=4 against the ZeRO paper's formulas for the
 #     model's parameter count Psi: DP 16 Psi, ZeRO-1 4 Psi + 4 Psi + 8 Psi / N,
-#     ZeRO-2 4 Psi + 12 Psi / N, ZeRO-3 16 Psi / N, and with --precision bf16
-#     2 bytes more for each element of a weight a product reads (the Linear
-#     weights; not the biases, added in f32) for its bf16 copy (2 / N with
-#     ZeRO-3, the slices' copies), which this build keeps beside the fp32
-#     parameters (docs/training.md) (within the alignment
+#     ZeRO-2 4 Psi + 12 Psi / N, ZeRO-3 16 Psi / N; with --precision bf16
+#     the fp32 parameters are master weights, and each element of a weight
+#     a product reads (Psi_m: the Linear weights; not the biases, added in
+#     f32) has a bf16 copy: DP 16 Psi + 2 Psi_m, ZeRO-3 (16 Psi + 2 Psi_m) / N
+#     (the slices' copies), and ZeRO-1 and 2, whose masters are slices
+#     gathered once a step, 2 Psi_m + 4 (Psi - Psi_m) for the gathered
+#     copies (bf16 where products read them, f32 elsewhere) + 4 Psi of
+#     gradients (ZeRO-1; f32, as Megatron's 6 + 12/d bytes with fp32
+#     gradients) + 12 Psi / N (ZeRO-1) or 16 Psi / N (ZeRO-2) (within the alignment
 #     padding the flat buffers and tensors carry: never below, at most 0.5%
 #     plus 1 KiB above);
 #   - each layout's predicted step time against the model docs/formats.md
@@ -20,7 +24,8 @@
 #     sent / bandwidth on its axis's link; a pipeline's time lies between its
 #     slowest stage's work and the sum of every stage's;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
-#     pp=2 with 1f1b and with the interleaved schedule, M=2) against the
+#     pp=2 with 1f1b and with the interleaved schedule, M=2, dp=2 with ZeRO 1
+#     and M=2, in fp32 and bf16, and ZeRO 2 in bf16) against the
 #     program's measured peak, byte for byte (rank 0, whose plan.json is the
 #     first stage's in a pipeline; with the interleaved schedule the sum of
 #     its stages', the largest scratch once), and cleave plan's peak the
@@ -152,14 +157,16 @@ def main(work):
     # Model-state bytes against the ZeRO paper's formulas.
     formulas = {0: lambda n: 16 * psi, 1: lambda n: 8 * psi + 8 * psi / n,
                 2: lambda n: 4 * psi + 12 * psi / n, 3: lambda n: 16 * psi / n}
-    for ranks, precision in ((2, "fp32"), (4, "fp32"), (2, "bf16")):
+    gathered = 2 * multiplied + 4 * (psi - multiplied)
+    mixed = {0: lambda n: 16 * psi + 2 * multiplied, 1: lambda n: gathered + 4 * psi + 12 * psi / n,
+             2: lambda n: gathered + 16 * psi / n, 3: lambda n: (16 * psi + 2 * multiplied) / n}
+    for ranks, precision in ((2, "fp32"), (4, "fp32"), (2, "bf16"), (4, "bf16")):
         planned = plan(work, model, ranks, f"plan{ranks}-{precision}", precision)
-        for zero, formula in formulas.items():
+        for zero, formula in (formulas if precision == "fp32" else mixed).items():
             entry = next(l for l in planned["layouts"]
                          if l["mesh"] == f"dp={ranks}" and l["zero"] == zero
                          and l["microbatches"] == 1 and l["recompute"] == "none")
-            copies = 0 if precision == "fp32" else 2 * multiplied / (ranks if zero == 3 else 1)
-            expected, got = formula(ranks) + copies, entry["model_state_bytes"]
+            expected, got = formula(ranks), entry["model_state_bytes"]
             print(f"dp={ranks} zero={zero} {precision}: model state {got} bytes, "
                   f"formula {expected:.0f}")
             if not expected <= got <= expected * 1.005 + 1024:
@@ -171,16 +178,22 @@ def main(work):
         problems += step_time_problems(work, model, device, precision)
 
     # The predicted peak against the measured one, on layouts that run here.
-    planned = plan(work, model, 2, "plan2-fp32")
+    planned = {"fp32": plan(work, model, 2, "plan2-fp32"),
+               "bf16": plan(work, model, 2, "plan2-bf16", "bf16")}
     rng = np.random.default_rng(0)
     np.save(os.path.join(work, "x.npy"), rng.standard_normal((64, 128)).astype(np.float32))
     np.save(os.path.join(work, "labels.npy"), rng.integers(0, 10, 64))
     data = ["--data", f"x={work}/x.npy,labels={work}/labels.npy"]
-    for flags in ("--mesh dp=2", "--mesh dp=2 --zero 3", "--mesh pp=2 --grad-accum 2 --schedule 1f1b",
-                  "--mesh pp=2 --grad-accum 2 --schedule interleaved --virtual-stages 2",
-                  "--mesh dp=2 --zero 1 --grad-accum 2"):
-        layout = next(l for l in planned["layouts"] if l["flags"] == flags)
-        out, stages = compile_layout(work, model, layout, "run", emit="program")
+    for precision, flags in (
+            ("fp32", "--mesh dp=2"), ("fp32", "--mesh dp=2 --zero 3"),
+            ("fp32", "--mesh pp=2 --grad-accum 2 --schedule 1f1b"),
+            ("fp32", "--mesh pp=2 --grad-accum 2 --schedule interleaved --virtual-stages 2"),
+            ("fp32", "--mesh dp=2 --zero 1 --grad-accum 2"),
+            ("bf16", "--mesh dp=2 --zero 1 --grad-accum 2"), ("bf16", "--mesh dp=2 --zero 2")):
+        layout = next(l for l in planned[precision]["layouts"] if l["flags"] == flags)
+        out, stages = compile_layout(work, model, layout, "run", emit="program",
+                                     precision=precision)
+        flags += f" ({precision})"
         log = os.path.join(work, "metrics.json")
         subprocess.run(["cleave", "run", "-n", "2", out, *data, "--steps", "2", "--quiet",
                         "--log-json", log], check=True)
