@@ -444,6 +444,12 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (t.gradReduceDtype == "bf16" && options.target == "cuda")
     return fail("--grad-reduce-dtype bf16", "is not built for --target cuda yet",
                 "leave it out (gradients are summed in fp32)", kExitBadUsage);
+  if (t.gradAccumDtype != "fp32" && t.gradAccumDtype != "bf16")
+    return fail("--grad-accum-dtype '" + t.gradAccumDtype + "'", "unknown type", "use fp32 or bf16",
+                kExitBadUsage);
+  if (t.gradAccumDtype == "bf16" && t.precision != "bf16")
+    return fail("--grad-accum-dtype bf16", "keeps the gradients of bf16 training",
+                "add --precision bf16", kExitBadUsage);
   if (t.precision != "fp16")
     for (auto [flag, given] : {std::pair("--loss-scale", t.lossScale.has_value()),
                                std::pair("--loss-scale-window", t.lossScaleWindow.has_value()),
@@ -717,6 +723,7 @@ std::string Compiler::pipelineText() const {
   add("recompute", quoted(t.recompute));
   add("precision", quoted(t.precision));
   add("grad-reduce-dtype", quoted(t.gradReduceDtype));
+  add("grad-accum-dtype", quoted(t.gradAccumDtype));
   add("narrow-convolutions", options.target == "cpu" ? "true" : "false");
   if (t.precision == "fp16") {
     add("loss-scale", number(t.initialLossScale()));
@@ -760,6 +767,9 @@ LogicalResult Compiler::run() {
     return fail("--precision", "chooses a training step's products", "add --train", kExitBadUsage);
   if (!options.train && options.training.gradReduceDtype != "fp32")
     return fail("--grad-reduce-dtype", "chooses how a training step's gradients are summed",
+                "add --train", kExitBadUsage);
+  if (!options.train && options.training.gradAccumDtype != "fp32")
+    return fail("--grad-accum-dtype", "chooses how a training step's gradients are kept",
                 "add --train", kExitBadUsage);
   if (!options.train && options.ignoreTrainingInfo)
     return fail("--ignore-training-info", "chooses how a training step is built", "add --train",

@@ -55,6 +55,9 @@ struct TrainOptions {
   /// The type the gradients are summed over dp in (cleave-narrow-gradient-
   /// sums): fp32 or bf16.
   std::string gradReduceDtype = "fp32";
+  /// The type the gradient accumulators are kept in (cleave-narrow-
+  /// gradient-accumulators): fp32 or bf16 (with --precision bf16).
+  std::string gradAccumDtype = "fp32";
   /// With fp16: dynamic loss scaling's initial scale, the steps without
   /// inf or NaN gradients after which it grows, and the factors it grows
   /// and backs off by (unset: GradScaler's defaults, below).

@@ -548,6 +548,26 @@ def NarrowGradientSums : Pass<"cleave-narrow-gradient-sums", "mlir::ModuleOp"> {
   ];
 }
 
+def NarrowGradientAccumulators : Pass<"cleave-narrow-gradient-accumulators", "mlir::ModuleOp"> {
+  let summary = "Keep the gradient accumulators in bf16 (--grad-accum-dtype bf16)";
+  let description = [{
+    Runs after cleave-narrow-gradient-sums. With `type` bf16, every f32
+    gradient accumulator (state named `grad:*`, in every function: @forward's
+    slots and @apply's reads, whole or ZeRO's slices) is kept in bf16, as
+    DeepSpeed's `grad_accum_dtype` and the ZeRO paper's 2 bytes of gradient
+    a parameter: @forward widens the slot, adds the microbatch's f32
+    gradient in f32 and rounds the sum to bf16 (round to nearest even) as it
+    assigns it; @apply reads one widened f32 copy (so every collective and
+    the update after it are as before) and assigns bf16 zeros. `type` fp32
+    (the default) changes nothing.
+    Errors: an unknown type; an accumulator in ZeRO 1/2's flat f32 buffer
+    (`cleave.flat_member`: cleave-build-train-step without sliced masters).
+  }];
+  let options = [
+    Option<"type", "type", "std::string", "\"fp32\"", "fp32 or bf16">,
+  ];
+}
+
 def Recompute : Pass<"cleave-recompute", "mlir::ModuleOp"> {
   let summary = "Make forward values again in the backward instead of keeping them";
   let description = [{

@@ -93,6 +93,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createDataParallel());
     pm.addPass(createNarrowGradientSums({options.gradReduceDtype}));
   }
+  pm.addPass(createNarrowGradientAccumulators({options.gradAccumDtype}));
   if (options.precision != "fp32")
     pm.addPass(createAutocast({options.precision, options.narrowConvolutions}));
   if (options.recompute != "none")

@@ -69,6 +69,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       *this, "grad-reduce-dtype", llvm::cl::init("fp32"),
       llvm::cl::desc("The type the gradients are summed over dp in: fp32 or bf16 "
                      "(cleave-narrow-gradient-sums)")};
+  Option<std::string> gradAccumDtype{
+      *this, "grad-accum-dtype", llvm::cl::init("fp32"),
+      llvm::cl::desc("The type the gradient accumulators are kept in: fp32 or bf16 "
+                     "(cleave-narrow-gradient-accumulators)")};
   Option<std::string> precision{
       *this, "precision", llvm::cl::init("fp32"),
       llvm::cl::desc("The products' operand type: fp32, bf16 or fp16 (summed in f32)")};

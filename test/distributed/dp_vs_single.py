@@ -27,7 +27,10 @@
 #     slices), ZeRO 1 and 2 each parameter once a step (their f32 masters
 #     are slices, their whole copies made once a step), the bytes sent as
 #     planned, and
-#     --deterministic bit for bit; with --precision fp16 from a
+#     --deterministic bit for bit; with --grad-accum-dtype bf16 (gradient
+#     accumulators in bf16) dp=2 with ZeRO 0-3 track one device in bf16 as
+#     the bf16 sums below do, keeping half the gradient bytes under ZeRO;
+#     with --precision fp16 from a
 #     loss scale that overflows, dp=2 with ZeRO 3 within 1e-5 of one device
 #     in fp16, skipping the same steps;
 #   - gradients summed in bf16 (--grad-reduce-dtype bf16), for the MLP (the
@@ -231,9 +234,11 @@ def mixed_precision(m, name, reference, zero_runs, problems):
     one_bf16 = m.train("one-bf16", 1, 1, MOMENTUM, bf16)
     if one_bf16[0] == reference[0]:
         problems.append(f"{name} bf16: the same losses as f32")
+    bf16_runs = {}
     for zero in (1, 2, 3):
         label = f"{name} dp=2 zero={zero} bf16"
-        run = m.train(f"dp2-z{zero}-bf16", 2, 1, MOMENTUM, ["--zero", str(zero), *bf16])
+        run = bf16_runs[zero] = m.train(f"dp2-z{zero}-bf16", 2, 1, MOMENTUM,
+                                        ["--zero", str(zero), *bf16])
         close(label, run, one_bf16, problems)
         bytes_as_planned(label, run, problems)
         # The products' weights are gathered as bf16 slices (the biases and
@@ -250,6 +255,21 @@ def mixed_precision(m, name, reference, zero_runs, problems):
         sliced = sum("zero3" in p for p in run[3]["parameters"])
         if zero < 3 and gathers != sliced:
             problems.append(f"{label}: {gathers} all-gathers a step, {sliced} sliced parameters")
+    # Gradient accumulators in bf16: each rank's gradient is rounded once
+    # (2^-9 relative) where one device keeps f32, so the layouts track one
+    # device in bf16 as the bf16 sums do, with half the gradient bytes.
+    initial = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(m.export(m.batch)).graph.initializer}
+    for zero in (0, 1, 2, 3):
+        label = f"{name} dp=2 zero={zero} bf16 gradients"
+        run = m.train(f"dp2-z{zero}-bf16-grads", 2, 1, MOMENTUM,
+                      ["--zero", str(zero), *bf16, "--grad-accum-dtype", "bf16"])
+        moved_close(label, run, one_bf16, initial, problems)
+        bytes_as_planned(label, run, problems)
+        if zero > 0:
+            kept = [r[3]["memory"]["gradient_bytes"] for r in (run, bf16_runs[zero])]
+            if not kept[0] < 0.55 * kept[1]:
+                problems.append(f"{label}: gradients take {kept[0]} bytes, f32 {kept[1]}")
     identical(f"{name} dp=2 --deterministic bf16",
               m.train("dp2-det-bf16", 2, 1, ADAMW, ["--deterministic", *bf16]),
               m.train("one-k2-bf16", 1, 2, ADAMW, bf16), problems)

@@ -10,7 +10,13 @@
 #     gathered once a step, 2 Psi_m + 4 (Psi - Psi_m) for the gathered
 #     copies (bf16 where products read them, f32 elsewhere) + 4 Psi of
 #     gradients (ZeRO-1; f32, as Megatron's 6 + 12/d bytes with fp32
-#     gradients) + 12 Psi / N (ZeRO-1) or 16 Psi / N (ZeRO-2) (within the alignment
+#     gradients) + 12 Psi / N (ZeRO-1) or 16 Psi / N (ZeRO-2); and with
+#     --grad-accum-dtype bf16 too, the ZeRO paper's mixed-precision split
+#     (2 bytes of gradient where there were 4): DP 14 Psi + 2 Psi_m, ZeRO-1
+#     the copies + 2 Psi + 12 Psi / N, ZeRO-2 the copies + 14 Psi / N,
+#     ZeRO-3 (14 Psi + 2 Psi_m) / N: the paper's 16 Psi, 2 Psi + 2 Psi +
+#     12 Psi / N, 2 Psi + 14 Psi / N and 16 Psi / N where every parameter is
+#     a weight (Psi_m = Psi) (within the alignment
 #     padding the flat buffers and tensors carry: never below, at most 0.5%
 #     plus 1 KiB above);
 #   - each layout's predicted step time against the model docs/formats.md
@@ -171,6 +177,25 @@ def main(work):
                   f"formula {expected:.0f}")
             if not expected <= got <= expected * 1.005 + 1024:
                 problems.append(f"dp={ranks} zero={zero} {precision}: {got} bytes, "
+                                f"formula {expected:.0f}")
+    # With bf16 gradient accumulators too, the ZeRO paper's mixed-precision
+    # split: 2 + 2 + 12 bytes a parameter (the biases' copies f32), from
+    # each layout's plan.json.
+    paper = {0: lambda n: 14 * psi + 2 * multiplied,
+             1: lambda n: gathered + 2 * psi + 12 * psi / n, 2: lambda n: gathered + 14 * psi / n,
+             3: lambda n: (14 * psi + 2 * multiplied) / n}
+    for ranks in (2, 4):
+        for zero, formula in paper.items():
+            flags = f"--mesh dp={ranks} --zero {zero} --grad-accum-dtype bf16"
+            _, (stage,) = compile_layout(work, model, {"flags": flags, "pp": 1},
+                                         f"paper{ranks}-{zero}", emit="plan", precision="bf16")
+            got = sum(stage["memory"][k] for k in ("parameter_bytes", "gradient_bytes",
+                                                   "optimizer_state_bytes", "weight_copy_bytes"))
+            expected = formula(ranks)
+            print(f"dp={ranks} zero={zero} bf16 with bf16 gradients: model state {got} bytes, "
+                  f"formula {expected:.0f}")
+            if not expected <= got <= expected * 1.005 + 1024:
+                problems.append(f"dp={ranks} zero={zero} bf16 gradients: {got} bytes, "
                                 f"formula {expected:.0f}")
 
     # Step times against the documented model, from each layout's plan.json.

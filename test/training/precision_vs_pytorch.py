@@ -56,6 +56,11 @@
 #      (the MLP's; the GPT's too with CLEAVE_LONG=1), the checkpoint without
 #      the weights' fp16 copies (plan.json's weight_copy state, which every
 #      step makes again from the parameters).
+#   5. the MLP with --grad-accum-dtype bf16 (gradient accumulators kept in
+#      bf16) against the recipe with each step's gradient of the loss's sum
+#      rounded to bf16 before the division by the count, as cleave's
+#      accumulator holds it: the same 1e-5, and not the f32 accumulators'
+#      losses.
 # Also: every product's factors are bf16 in forward.mlir.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
@@ -188,7 +193,7 @@ def under(model, context):
 
 
 def recipe_steps(model, make_optimizer, data, names, batch, counted, dtype=torch.bfloat16,
-                 scaling=None, steps=STEPS):
+                 scaling=None, steps=STEPS, grad_dtype=None):
     """PyTorch's losses for `steps` steps of the recipe, as pytorch_steps runs
     them but with the gradients of the loss's sum divided by the count
     (`counted(*inputs)`, the targets the mean divides by) before the
@@ -200,7 +205,8 @@ def recipe_steps(model, make_optimizer, data, names, batch, counted, dtype=torch
     and multiplies the scale by the backoff factor, and `interval` steps
     without multiply it by the growth factor if the product is finite (in
     f32, as GradScaler's scale tensor); then the losses are (loss, scale
-    used, skipped) triples."""
+    used, skipped) triples. With `grad_dtype`, each gradient of the loss's
+    sum is rounded to that type (nearest even) before the division."""
     under(model, lambda: LowPrecisionProducts(dtype))
     opt = make_optimizer(model.parameters())
     samples = len(data[names[0]])
@@ -225,6 +231,8 @@ def recipe_steps(model, make_optimizer, data, names, batch, counted, dtype=torch
             scale, good = scale * np.float32(backoff), 0
             continue
         for name, p in model.named_parameters():
+            if grad_dtype is not None:
+                p.grad = rounded(p.grad, grad_dtype)
             p.grad /= count * float(scale)
             largest_grad[name] = torch.maximum(largest_grad[name], p.grad.abs())
         opt.step()
@@ -363,6 +371,37 @@ def loss_scaling(name, module, names, counted, tolerance, workdir, factors):
     return [f"{name} fp16: {p}" for p in problems]
 
 
+def bf16_gradients(name, module, names, counted, tolerance, workdir):
+    """--grad-accum-dtype bf16 against the recipe with each step's gradient
+    of the loss's sum rounded to bf16 before the division by the count (one
+    microbatch a step: the accumulator holds that gradient, rounded once);
+    the accumulators are bf16 in plan.json and the losses are not the f32
+    accumulators' (the flag acts). `check` exported the model."""
+    path = os.path.join(workdir, f"{name}.onnx")
+    model, args = module.build()
+    data = dataset(args, names, np.random.default_rng(0))
+    _, make_optimizer = OPTIMIZERS["momentum"]
+    log, out, results = cleave_steps(path, data, workdir, f"{name}-bf16-grads",
+                                     ["--precision", "bf16", "--grad-accum-dtype", "bf16"])
+    ours = [s["loss"] for s in log["steps"]]
+    emulated, largest_grad = recipe_steps(model, make_optimizer, data, names, args[0].shape[0],
+                                          counted, grad_dtype=torch.bfloat16)
+    problems = compare(ours, emulated, os.path.join(out, "plan.json"),
+                       os.path.join(results, "weights.bin"), model, largest_grad, tolerance)
+    worst = max(abs(a - b) / abs(b) for a, b in zip(ours, emulated))
+    print(f"{name} bf16 gradients vs pytorch's recipe: largest relative loss difference "
+          f"{worst:.1e}")
+    plan = json.load(open(os.path.join(out, "plan.json")))
+    grads = [s for s in plan["state"] if s["name"].startswith("grad:")]
+    if not grads or any(s["dtype"] != "bf16" for s in grads):
+        problems.append(f"gradient accumulators {[(s['name'], s['dtype']) for s in grads]}")
+    f32_grads = [s["loss"] for s in json.load(open(os.path.join(workdir, f"{name}-bf16.json")))
+                 ["steps"]]
+    if ours == f32_grads:
+        problems.append("the same losses as with f32 gradient accumulators")
+    return [f"{name} bf16 gradients: {p}" for p in problems]
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -374,6 +413,8 @@ def main():
                lambda idx, targets: (targets[:, 1:] != -100).sum(), EMULATED, 2, (3.0, 0.25)))
     for name, module, names, counted, tolerance, exact_steps, factors in models:
         problems += check(name, module, names, counted, tolerance, exact_steps, workdir)
+        if name == "mlp":
+            problems += bf16_gradients(name, module, names, counted, tolerance, workdir)
         problems += loss_scaling(name, module, names, counted, tolerance, workdir, factors)
     problems += check("cnn", export_cnn_train, ["x", "labels"], lambda x, labels: len(labels),
                       CNN, STEPS, workdir)

@@ -170,6 +170,10 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "The type the gradients are summed over dp in: fp32 (default) or bf16 (each "
                   "rank's gradients rounded to bf16, added in f32 in rank order, the sum "
                   "rounded once: half the bytes, as Megatron's bf16 gradient reduction)");
+  sub->add_option("--grad-accum-dtype", t.gradAccumDtype,
+                  "The type the gradient accumulators are kept in: fp32 (default) or bf16 "
+                  "(with --precision bf16: each microbatch's gradient added in f32 and the sum "
+                  "rounded to bf16, 2 bytes a parameter, as DeepSpeed's grad_accum_dtype)");
   sub->add_option("--loss-scale", t.lossScale,
                   "With --precision fp16: the initial loss scale (default 65536), backed off "
                   "after a step whose gradients hold inf or NaN (which is skipped)");
