@@ -31,8 +31,8 @@
 #     accumulators in bf16) dp=2 with ZeRO 0-3 track one device in bf16 as
 #     the bf16 sums below do, keeping half the gradient bytes under ZeRO;
 #     with --precision fp16 from a
-#     loss scale that overflows, dp=2 with ZeRO 3 within 1e-5 of one device
-#     in fp16, skipping the same steps;
+#     loss scale that overflows, dp=2 with ZeRO 1, 2 and 3 within 1e-5 of
+#     one device in fp16, skipping the same steps;
 #   - gradients summed in bf16 (--grad-reduce-dtype bf16), for the MLP (the
 #     GPT too in the long suite): dp=2 with buckets, with --deterministic,
 #     with ZeRO 1, 2 and 3 and dp=4 track one device in f32: every loss
@@ -274,14 +274,16 @@ def mixed_precision(m, name, reference, zero_runs, problems):
               m.train("dp2-det-bf16", 2, 1, ADAMW, ["--deterministic", *bf16]),
               m.train("one-k2-bf16", 1, 2, ADAMW, bf16), problems)
     # fp16 from a loss scale that overflows: the ranks skip the steps
-    # one device skips (ZeRO 3's slices agree on it through an all-reduce).
+    # one device skips (the ZeRO stages' slices agree on it through an
+    # all-reduce).
     one_fp16 = m.train("one-fp16", 1, 1, MOMENTUM, FP16)
-    run = m.train("dp2-z3-fp16", 2, 1, MOMENTUM, ["--zero", "3", *FP16])
-    close(f"{name} dp=2 zero=3 fp16", run, one_fp16, problems)
-    skipped = [[s["skipped"] for s in r[2]["steps"]] for r in (run, one_fp16)]
-    if skipped[0] != skipped[1] or not any(skipped[1]):
-        problems.append(f"{name} dp=2 zero=3 fp16: skipped {skipped[0]}, one device "
-                        f"{skipped[1]}")
+    for zero in (1, 2, 3):
+        label = f"{name} dp=2 zero={zero} fp16"
+        run = m.train(f"dp2-z{zero}-fp16", 2, 1, MOMENTUM, ["--zero", str(zero), *FP16])
+        close(label, run, one_fp16, problems)
+        skipped = [[s["skipped"] for s in r[2]["steps"]] for r in (run, one_fp16)]
+        if skipped[0] != skipped[1] or not any(skipped[1]):
+            problems.append(f"{label}: skipped {skipped[0]}, one device {skipped[1]}")
 
 
 def moved_close(label, ours, reference, initial, problems):
