@@ -31,7 +31,8 @@
 #     slowest stage's work and the sum of every stage's;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
 #     pp=2 with 1f1b and with the interleaved schedule, M=2, dp=2 with ZeRO 1
-#     and M=2, in fp32 and bf16, and ZeRO 2 in bf16) against the
+#     and M=2, in fp32, bf16 and bf16 with bf16 gradients, and ZeRO 2 in
+#     bf16) against the
 #     program's measured peak, byte for byte (rank 0, whose plan.json is the
 #     first stage's in a pipeline; with the interleaved schedule the sum of
 #     its stages', the largest scratch once), and cleave plan's peak the
@@ -66,11 +67,11 @@ class Mlp(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.fc3(hidden), labels)
 
 
-def plan(work, model, ranks, name, precision="fp32"):
+def plan(work, model, ranks, name, precision="fp32", flags=()):
     out = os.path.join(work, f"{name}.json")
     subprocess.run(["cleave", "plan", model, "--ranks", str(ranks), "--device", DEVICE,
                     "--optimizer", "adam", "--batch-size", "16", "--precision", precision,
-                    "--json", out], check=True, stdout=subprocess.DEVNULL)
+                    *flags, "--json", out], check=True, stdout=subprocess.DEVNULL)
     return json.load(open(out))
 
 
@@ -179,19 +180,17 @@ def main(work):
                 problems.append(f"dp={ranks} zero={zero} {precision}: {got} bytes, "
                                 f"formula {expected:.0f}")
     # With bf16 gradient accumulators too, the ZeRO paper's mixed-precision
-    # split: 2 + 2 + 12 bytes a parameter (the biases' copies f32), from
-    # each layout's plan.json.
+    # split: 2 + 2 + 12 bytes a parameter (the biases' copies f32).
     paper = {0: lambda n: 14 * psi + 2 * multiplied,
              1: lambda n: gathered + 2 * psi + 12 * psi / n, 2: lambda n: gathered + 14 * psi / n,
              3: lambda n: (14 * psi + 2 * multiplied) / n}
     for ranks in (2, 4):
+        planned = plan(work, model, ranks, f"paper{ranks}", "bf16", ["--grad-accum-dtype", "bf16"])
         for zero, formula in paper.items():
-            flags = f"--mesh dp={ranks} --zero {zero} --grad-accum-dtype bf16"
-            _, (stage,) = compile_layout(work, model, {"flags": flags, "pp": 1},
-                                         f"paper{ranks}-{zero}", emit="plan", precision="bf16")
-            got = sum(stage["memory"][k] for k in ("parameter_bytes", "gradient_bytes",
-                                                   "optimizer_state_bytes", "weight_copy_bytes"))
-            expected = formula(ranks)
+            entry = next(l for l in planned["layouts"]
+                         if l["mesh"] == f"dp={ranks}" and l["zero"] == zero
+                         and l["microbatches"] == 1 and l["recompute"] == "none")
+            expected, got = formula(ranks), entry["model_state_bytes"]
             print(f"dp={ranks} zero={zero} bf16 with bf16 gradients: model state {got} bytes, "
                   f"formula {expected:.0f}")
             if not expected <= got <= expected * 1.005 + 1024:
@@ -203,8 +202,10 @@ def main(work):
         problems += step_time_problems(work, model, device, precision)
 
     # The predicted peak against the measured one, on layouts that run here.
+    bf16_gradients = ["--grad-accum-dtype", "bf16"]
     planned = {"fp32": plan(work, model, 2, "plan2-fp32"),
-               "bf16": plan(work, model, 2, "plan2-bf16", "bf16")}
+               "bf16": plan(work, model, 2, "plan2-bf16", "bf16"),
+               "bf16 gradients": plan(work, model, 2, "plan2-bf16-grads", "bf16", bf16_gradients)}
     rng = np.random.default_rng(0)
     np.save(os.path.join(work, "x.npy"), rng.standard_normal((64, 128)).astype(np.float32))
     np.save(os.path.join(work, "labels.npy"), rng.integers(0, 10, 64))
@@ -214,10 +215,12 @@ def main(work):
             ("fp32", "--mesh pp=2 --grad-accum 2 --schedule 1f1b"),
             ("fp32", "--mesh pp=2 --grad-accum 2 --schedule interleaved --virtual-stages 2"),
             ("fp32", "--mesh dp=2 --zero 1 --grad-accum 2"),
-            ("bf16", "--mesh dp=2 --zero 1 --grad-accum 2"), ("bf16", "--mesh dp=2 --zero 2")):
+            ("bf16", "--mesh dp=2 --zero 1 --grad-accum 2"), ("bf16", "--mesh dp=2 --zero 2"),
+            ("bf16 gradients", "--mesh dp=2 --zero 1 --grad-accum 2")):
         layout = next(l for l in planned[precision]["layouts"] if l["flags"] == flags)
-        out, stages = compile_layout(work, model, layout, "run", emit="program",
-                                     precision=precision)
+        extra = bf16_gradients if precision == "bf16 gradients" else []
+        out, stages = compile_layout(work, model, dict(layout, flags=" ".join([flags, *extra])),
+                                     "run", emit="program", precision=precision.split()[0])
         flags += f" ({precision})"
         log = os.path.join(work, "metrics.json")
         subprocess.run(["cleave", "run", "-n", "2", out, *data, "--steps", "2", "--quiet",
