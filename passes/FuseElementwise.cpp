@@ -5,7 +5,12 @@
 // groups chains of f32 elementwise ops of one shape (their operands of that
 // shape or of one element) into `cleave.fused_elementwise` ops, whose kernel
 // reads each input once and writes each output once, computing what the
-// chain computed, bit for bit (runtime/ElementwiseProgram.h). Ops are taken
+// chain computed, bit for bit (runtime/ElementwiseProgram.h). A cast from
+// bf16 at a chain's start and one to bf16 at its end join it too: the
+// kernel widens that input as it reads it and rounds that output as it
+// writes it (a bf16 gradient accumulator's widen, add and round is one
+// pass; an activation a product reads in bf16 is rounded as its chain
+// writes it). Ops are taken
 // in block order: an op joins the groups of the producers of its operands
 // when the values those groups compute are read by no op between them and
 // it, so the fused op, placed at its last member, computes every value
@@ -86,6 +91,22 @@ std::optional<rt::ElementwiseOpcode> opcodeOf(Operation *op) {
 
 RankedTensorType typeOf(Value v) { return dyn_cast<RankedTensorType>(v.getType()); }
 
+/// Whether `op` casts from bf16 to f32 (`fromBF16`) or from f32 to bf16.
+bool castsBetween(Operation *op, bool fromBF16) {
+  auto cast = dyn_cast<CastOp>(op);
+  if (!cast)
+    return false;
+  Type from = typeOf(cast.getInput()).getElementType(),
+       to = typeOf(cast.getResult()).getElementType();
+  return fromBF16 ? from.isBF16() && to.isF32() : from.isF32() && to.isBF16();
+}
+
+/// A cast from bf16 to f32: the kernel widens its input as it reads it.
+bool widens(Operation *op) { return castsBetween(op, true); }
+
+/// A cast from f32 to bf16: the kernel rounds its output as it writes it.
+bool narrows(Operation *op) { return castsBetween(op, false); }
+
 /// Ops fused into one, in block order.
 using Group = SmallVector<Operation *>;
 
@@ -122,15 +143,22 @@ void fuse(const Group &group) {
   llvm::DenseMap<Value, int> registers;
   for (auto [i, input] : llvm::enumerate(inputs))
     registers[input] = static_cast<int>(i);
+  int next = static_cast<int>(inputs.size()); // the next instruction's register
   std::string program;
   SmallVector<Location> locations;
   for (Operation *op : group) {
+    if (widens(op) || narrows(op)) {
+      // The same register: the kernel converts it as it reads or writes.
+      registers[op->getResult(0)] = registers.lookup(op->getOperand(0));
+      locations.push_back(op->getLoc());
+      continue;
+    }
     if (!program.empty())
       program += ';';
     program += rt::kElementwiseOpcodeNames[static_cast<int>(*opcodeOf(op))];
     for (Value operand : operandsOf(op))
       program += ' ' + std::to_string(registers.lookup(operand));
-    registers[op->getResult(0)] = static_cast<int>(registers.size());
+    registers[op->getResult(0)] = next++;
     locations.push_back(op->getLoc());
   }
   program += '>';
@@ -183,6 +211,10 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
       groups.push_back({&op});
       groupOf[&op] = mine;
       ArrayRef<int64_t> shape = typeOf(op.getResult(0)).getShape();
+      // A widened input starts a chain: joining its producer's would widen
+      // a value the chain rounded, where the registers keep f32.
+      if (widens(&op))
+        continue;
       for (Value operand : operandsOf(&op)) {
         auto found = groupOf.find(operand.getDefiningOp());
         if (found == groupOf.end() || found->second == mine ||
@@ -201,9 +233,10 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
       }
     }
     // A lone Gate is fused too: one pass instead of its greater's and its
-    // where's.
+    // where's; a group of casts alone is not (it computes nothing).
     for (const Group &group : groups)
-      if (group.size() > 1 || (group.size() == 1 && gateOperands(group.front())))
+      if ((group.size() > 1 || (group.size() == 1 && gateOperands(group.front()))) &&
+          llvm::any_of(group, [](Operation *op) { return opcodeOf(op).has_value(); }))
         fuse(group);
   }
 
@@ -222,14 +255,16 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
 } // namespace
 
 bool cleave::isFusableElementwise(Operation *op) {
-  if (!opcodeOf(op) || op->getNumResults() != 1)
+  bool widening = widens(op), narrowing = narrows(op);
+  if ((!opcodeOf(op) && !widening && !narrowing) || op->getNumResults() != 1)
     return false;
   RankedTensorType result = typeOf(op->getResult(0));
-  if (!result || !result.getElementType().isF32() || result.getNumElements() <= 1)
+  if (!result || result.getNumElements() <= 1 ||
+      !(narrowing ? result.getElementType().isBF16() : result.getElementType().isF32()))
     return false;
   return llvm::all_of(operandsOf(op), [&](Value operand) {
     RankedTensorType type = typeOf(operand);
-    return type && type.getElementType().isF32() &&
+    return type && (widening ? type.getElementType().isBF16() : type.getElementType().isF32()) &&
            (type.getShape() == result.getShape() || type.getNumElements() == 1);
   });
 }

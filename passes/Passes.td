@@ -751,7 +751,11 @@ def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
     shape (each operand of that shape or of one element) into
     `cleave.fused_elementwise` ops, whose kernel reads each input once and
     writes each output (a value read outside the chain) once, computing
-    what the chain computed bit for bit. An op joins the chains of its
+    what the chain computed bit for bit. A cast from bf16 to f32 may start
+    a chain (its bf16 value an input the kernel widens as it reads it) and
+    a cast from f32 to bf16 end one (a bf16 output the kernel rounds as it
+    writes it); a cast to bf16 and back within a chain splits it, since
+    the kernel's registers keep f32. An op joins the chains of its
     operands' producers unless an op outside reads one of their values
     before it; a chain holds at most 48 inputs and ops and 8 outputs.
   }];

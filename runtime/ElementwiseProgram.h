@@ -11,8 +11,10 @@
 // element broadcast), register inputs + i is instruction i's result, and the
 // registers after '>' are the outputs, in order. Each opcode computes what
 // the standalone kernel of the same name computes, element by element, so a
-// fused chain gives the unfused chain's results bit for bit. The compiler's
-// verifier and both backends' kernels parse it here.
+// fused chain gives the unfused chain's results bit for bit. Registers hold
+// f32; a bf16 input is widened as it is read and a bf16 output rounded to
+// nearest even as it is written (what the chain's casts did). The
+// compiler's verifier and both backends' kernels parse it here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,7 +123,7 @@ inline std::string parseElementwiseProgram(const char *text, int inputs,
 }
 
 /// Parses a kernel call's `text` into `program` and checks its tensors: f32
-/// throughout, the outputs one size, each input that size or one element.
+/// or bf16, the outputs one size, each input that size or one element.
 /// Returns what is wrong, or an empty string.
 inline std::string checkElementwiseCall(const char *text, const TensorList &inputs,
                                         const TensorList &outputs, ElementwiseProgram &program) {
@@ -132,12 +134,13 @@ inline std::string checkElementwiseCall(const char *text, const TensorList &inpu
     return "the program has " + std::to_string(program.outputs) + " outputs, the call " +
            std::to_string(outputs.size());
   const int64_t n = outputs[0].numel();
+  auto carried = [](DType type) { return type == DType::F32 || type == DType::BF16; };
   for (const Tensor &out : outputs)
-    if (out.dtype != DType::F32 || out.numel() != n)
-      return "the outputs are not all f32 of one size";
+    if (!carried(out.dtype) || out.numel() != n)
+      return "the outputs are not all f32 or bf16 of one size";
   for (const Tensor &in : inputs) {
-    if (in.dtype != DType::F32)
-      return "an input is not f32";
+    if (!carried(in.dtype))
+      return "an input is neither f32 nor bf16";
     if (in.numel() != n && in.numel() != 1)
       return "an input of " + std::to_string(in.numel()) +
              " elements is neither the outputs' size (" + std::to_string(n) + ") nor one";

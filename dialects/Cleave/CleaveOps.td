@@ -745,10 +745,12 @@ def Cleave_FusedElementwiseOp : Cleave_Op<"fused_elementwise", [Pure]> {
     What `cleave-fuse-elementwise` makes of a chain of elementwise ops:
     `program` (runtime/ElementwiseProgram.h) computes each output from the
     inputs element by element, as the chain's ops did, bit for bit. Every
-    input has the outputs' shape or one element; every value is f32.
+    input has the outputs' shape or one element. The program computes in
+    f32; a bf16 input is widened as it is read and a bf16 output rounded
+    (to nearest even) as it is written, as the casts the chain held did.
   }];
-  let arguments = (ins Variadic<StaticShapeTensorOf<[F32]>>:$inputs, StrAttr:$program);
-  let results = (outs Variadic<StaticShapeTensorOf<[F32]>>:$outputs);
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32, BF16]>>:$inputs, StrAttr:$program);
+  let results = (outs Variadic<StaticShapeTensorOf<[F32, BF16]>>:$outputs);
   let hasVerifier = 1;
 }
 

@@ -423,17 +423,31 @@ constexpr int64_t kElementwiseTile = 256;
 /// time: each instruction over the whole tile (a loop that vectorises), into
 /// a tile of its own, so the inputs are read and the outputs written once
 /// while the tiles stay in cache. Each opcode's element function is its
-/// standalone kernel's. `broadcast` holds each one-element input as a tile.
+/// standalone kernel's. `broadcast` holds each one-element input as a tile;
+/// a bf16 input is widened into a tile of its own, a bf16 output rounded as
+/// the cast kernel rounds.
 void runElementwiseTiles(const ElementwiseProgram &program, const TensorList &inputs,
                          const TensorList &outputs, const float (*broadcast)[kElementwiseTile],
                          int64_t begin, int64_t end) {
   const int64_t n = outputs[0].numel();
   alignas(64) float results[kMaxElementwiseRegisters][kElementwiseTile];
+  alignas(64) float widened[kMaxElementwiseRegisters][kElementwiseTile];
   const float *registers[kMaxElementwiseRegisters];
   for (int64_t start = begin; start < end; start += kElementwiseTile) {
     const int64_t length = std::min(kElementwiseTile, end - start);
-    for (int i = 0; i < program.inputs; ++i)
-      registers[i] = inputs[i].numel() == n ? inputs[i].as<float>() + start : broadcast[i];
+    for (int i = 0; i < program.inputs; ++i) {
+      const Tensor &input = inputs[i];
+      if (input.numel() != n) {
+        registers[i] = broadcast[i];
+      } else if (input.dtype == DType::BF16) {
+        const BFloat16 *from = input.as<BFloat16>() + start;
+        for (int64_t j = 0; j < length; ++j)
+          widened[i][j] = convert<float>(from[j]);
+        registers[i] = widened[i];
+      } else {
+        registers[i] = input.as<float>() + start;
+      }
+    }
     for (int k = 0; k < program.instructions; ++k) {
       const ElementwiseInstruction &instruction = program.code[k];
       const float *a = registers[instruction.lhs], *b = registers[instruction.rhs];
@@ -482,9 +496,17 @@ void runElementwiseTiles(const ElementwiseProgram &program, const TensorList &in
       }
       registers[program.inputs + k] = y;
     }
-    for (int o = 0; o < program.outputs; ++o)
-      std::memcpy(outputs[o].as<float>() + start, registers[program.results[o]],
-                  static_cast<std::size_t>(length) * sizeof(float));
+    for (int o = 0; o < program.outputs; ++o) {
+      const float *result = registers[program.results[o]];
+      if (outputs[o].dtype == DType::BF16) {
+        BFloat16 *to = outputs[o].as<BFloat16>() + start;
+        for (int64_t j = 0; j < length; ++j)
+          to[j] = convert<BFloat16>(result[j]);
+      } else {
+        std::memcpy(outputs[o].as<float>() + start, result,
+                    static_cast<std::size_t>(length) * sizeof(float));
+      }
+    }
   }
 }
 
@@ -502,7 +524,9 @@ void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList 
   alignas(64) float broadcast[kMaxElementwiseRegisters][kElementwiseTile];
   for (int i = 0; i < program.inputs; ++i)
     if (inputs[i].numel() == 1 && n != 1)
-      std::fill_n(broadcast[i], kElementwiseTile, *inputs[i].as<float>());
+      std::fill_n(broadcast[i], kElementwiseTile,
+                  inputs[i].dtype == DType::BF16 ? convert<float>(*inputs[i].as<BFloat16>())
+                                                 : *inputs[i].as<float>());
   forEachChunk(ctx, n, kElementwiseTile, [&](int64_t begin, int64_t end) {
     runElementwiseTiles(program, inputs, outputs, broadcast, begin, end);
   });

@@ -267,20 +267,29 @@ __global__ void dropoutKernel(int64_t n, const T *in, T *out, bool *mask, double
 } // namespace
 
 /// The inputs and outputs of a fused chain, by value (kernel arguments).
+/// The fused kernel's tensors: f32, or bf16 where `narrow` says so.
 struct FusedOperands {
-  const float *inputs[kMaxElementwiseRegisters];
+  const void *inputs[kMaxElementwiseRegisters];
   bool broadcast[kMaxElementwiseRegisters];
-  float *outputs[kMaxElementwiseOutputs];
+  bool narrowInput[kMaxElementwiseRegisters];
+  void *outputs[kMaxElementwiseOutputs];
+  bool narrowOutput[kMaxElementwiseOutputs];
 };
 
 /// One thread per element, the program's registers in its own memory; each
-/// opcode's element function is its standalone kernel's.
+/// opcode's element function is its standalone kernel's, and a bf16 tensor
+/// is widened or rounded as the cast kernel does.
 __global__ void fusedElementwiseKernel(int64_t n, ElementwiseProgram program,
                                        FusedOperands operands) {
   CLEAVE_GRID_LOOP(i, n) {
     float registers[kMaxElementwiseRegisters];
-    for (int r = 0; r < program.inputs; ++r)
-      registers[r] = operands.inputs[r][operands.broadcast[r] ? 0 : i];
+    for (int r = 0; r < program.inputs; ++r) {
+      const int64_t at = operands.broadcast[r] ? 0 : i;
+      registers[r] =
+          operands.narrowInput[r]
+              ? convert<float>(static_cast<const __nv_bfloat16 *>(operands.inputs[r])[at])
+              : static_cast<const float *>(operands.inputs[r])[at];
+    }
     for (int k = 0; k < program.instructions; ++k) {
       const ElementwiseInstruction &instruction = program.code[k];
       float a = registers[instruction.lhs], b = registers[instruction.rhs], y = 0.0f;
@@ -298,8 +307,13 @@ __global__ void fusedElementwiseKernel(int64_t n, ElementwiseProgram program,
       }
       registers[program.inputs + k] = y;
     }
-    for (int o = 0; o < program.outputs; ++o)
-      operands.outputs[o][i] = registers[program.results[o]];
+    for (int o = 0; o < program.outputs; ++o) {
+      const float result = registers[program.results[o]];
+      if (operands.narrowOutput[o])
+        static_cast<__nv_bfloat16 *>(operands.outputs[o])[i] = convert<__nv_bfloat16>(result);
+      else
+        static_cast<float *>(operands.outputs[o])[i] = result;
+    }
   }
 }
 
@@ -535,11 +549,14 @@ void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList 
     fail(kernel, "%s", error.c_str());
   const int64_t n = outputs[0].numel();
   FusedOperands operands{};
-  for (int o = 0; o < program.outputs; ++o)
-    operands.outputs[o] = outputs[o].as<float>();
+  for (int o = 0; o < program.outputs; ++o) {
+    operands.outputs[o] = outputs[o].data;
+    operands.narrowOutput[o] = outputs[o].dtype == DType::BF16;
+  }
   for (int i = 0; i < program.inputs; ++i) {
-    operands.inputs[i] = inputs[i].as<float>();
+    operands.inputs[i] = inputs[i].data;
     operands.broadcast[i] = inputs[i].numel() != n;
+    operands.narrowInput[i] = inputs[i].dtype == DType::BF16;
   }
   if (n == 0)
     return;

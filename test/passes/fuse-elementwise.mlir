@@ -112,3 +112,47 @@ func.func @not_gates(%x: tensor<16xf32>, %g: tensor<16xf32>) -> (tensor<16xf32>,
   %d = cleave.where %c2, %g, %zero : (tensor<16xi1>, tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
   return %a, %b, %d, %c2 : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xi1>
 }
+
+// -----
+
+// Casts between bf16 and f32 at a chain's ends: a bf16 gradient
+// accumulator's widen, add and round is one op that reads the bf16 slot and
+// writes bf16 (the same register, converted as the kernel reads and writes
+// it), and an activation rounded for a product is written in bf16 beside
+// its f32 value. A rounding inside a chain (to bf16 and back, Autocast's
+// rounded factors) ends one chain and starts the next: the registers keep
+// f32, so the value rounded is written and read back.
+// CHECK-LABEL: func.func @accumulate
+// CHECK-SAME: (%[[SLOT:[^:]*]]: tensor<4x8xbf16> {{.*}}, %[[G:[^:]*]]: tensor<4x8xf32>)
+// CHECK: %[[R:.*]] = cleave.fused_elementwise %[[SLOT]], %[[G]] {program = "add 0 1>2"} : (tensor<4x8xbf16>, tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK-NEXT: cleave.assign %[[R]] to %[[SLOT]]
+func.func @accumulate(%slot: tensor<4x8xbf16> {cleave.kind = "state", cleave.name = "grad:w"}, %g: tensor<4x8xf32>) {
+  %w = cleave.cast %slot {to = f32} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  %s = cleave.add %w, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = cleave.cast %s {to = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  cleave.assign %n to %slot : tensor<4x8xbf16>
+  return
+}
+
+// CHECK-LABEL: func.func @activation
+// CHECK: %[[R:.*]]:2 = cleave.fused_elementwise %arg0, %{{.*}} {program = "tanh 0;mul 2 1>3,3"} : (tensor<4x8xf32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK-NEXT: return %[[R]]#0, %[[R]]#1
+func.func @activation(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %half = cleave.constant {value = dense<0.5> : tensor<f32>} : tensor<f32>
+  %t = cleave.tanh %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = cleave.mul %t, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %n = cleave.cast %m {to = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  return %m, %n : tensor<4x8xf32>, tensor<4x8xbf16>
+}
+
+// CHECK-LABEL: func.func @rounded
+// CHECK: %[[F:.*]] = cleave.fused_elementwise %arg0 {program = "tanh 0>1"} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[E:.*]] = cleave.fused_elementwise %[[F]] {program = "exp 0>1"} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+// CHECK-NEXT: return %[[E]]
+func.func @rounded(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %t = cleave.tanh %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = cleave.cast %t {to = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  %w = cleave.cast %n {to = f32} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  %e = cleave.exp %w : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %e : tensor<4x8xf32>
+}
