@@ -131,6 +131,15 @@ SmallVector<Value> outputsOf(const Group &group) {
   return outputs;
 }
 
+/// Whether a cast from bf16 in `group` reads a value the group computes:
+/// one it rounded, where the registers keep f32.
+bool widensOwnValue(const Group &group) {
+  llvm::SmallPtrSet<Operation *, 16> members(group.begin(), group.end());
+  return llvm::any_of(group, [&](Operation *op) {
+    return widens(op) && members.contains(op->getOperand(0).getDefiningOp());
+  });
+}
+
 /// Whether the group fits the kernel's registers and outputs.
 bool fits(const Group &group) {
   return static_cast<int>(inputsOf(group).size() + group.size()) <= rt::kMaxElementwiseRegisters &&
@@ -211,8 +220,7 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
       groups.push_back({&op});
       groupOf[&op] = mine;
       ArrayRef<int64_t> shape = typeOf(op.getResult(0)).getShape();
-      // A widened input starts a chain: joining its producer's would widen
-      // a value the chain rounded, where the registers keep f32.
+      // A widened input starts a chain (widensOwnValue).
       if (widens(&op))
         continue;
       for (Value operand : operandsOf(&op)) {
@@ -224,7 +232,7 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
         Group merged = groups[theirs];
         merged.append(groups[mine]);
         llvm::sort(merged, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-        if (readBetween(merged, &op) || !fits(merged))
+        if (readBetween(merged, &op) || !fits(merged) || widensOwnValue(merged))
           continue;
         for (Operation *member : groups[theirs])
           groupOf[member] = mine;

@@ -156,3 +156,18 @@ func.func @rounded(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %e = cleave.exp %w : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %e : tensor<4x8xf32>
 }
+
+// Chains that would merge a rounding to bf16 with the cast back that reads
+// it (through an op reading both sides) stay apart: the widened value must
+// be the rounded one, which the first chain writes beside its f32 value.
+// CHECK-LABEL: func.func @rounded_twice
+// CHECK: %[[A:.*]]:2 = cleave.fused_elementwise %arg0 {program = "tanh 0>1,1"} : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK-NEXT: %[[M:.*]] = cleave.fused_elementwise %[[A]]#1, %[[A]]#0 {program = "add 0 1>2"} : (tensor<4x8xbf16>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: return %[[M]]
+func.func @rounded_twice(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %t = cleave.tanh %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n = cleave.cast %t {to = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
+  %w = cleave.cast %n {to = f32} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
+  %a = cleave.add %w, %t : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %a : tensor<4x8xf32>
+}
