@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/FusedBFloat16Case.h"
 #include "runtime/cpu/TestUtil.h"
 
 #include <deque>
@@ -258,45 +259,21 @@ TEST(FusedElementwise, GateIsReluGradient) {
   EXPECT_EQ(std::memcmp(chained.data<float>(), scaled.data<float>(), n * sizeof(float)), 0);
 }
 
-// bf16 inputs and outputs of a fused chain: a bf16 input is widened (its
-// bits as the high half of an f32's), a bf16 output rounded to nearest even
-// (the rule written out here on the f32's bits), as a bf16 accumulator's
-// widen, add and round: on 1000 elements past one tile, in place, with a
-// broadcast bf16 input, and with an f32 output beside the bf16 one.
+// bf16 inputs and outputs of a fused chain (runtime/FusedBFloat16Case.h):
+// on 1000 elements past one tile, in place, with a broadcast bf16 input,
+// and with an f32 output beside the bf16 one.
 TEST(FusedElementwise, BFloat16InputsAndOutputs) {
   const int64_t n = 1000;
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof u);
-    return u;
-  };
-  auto widen = [](uint16_t b) {
-    const uint32_t u = static_cast<uint32_t>(b) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-  };
-  auto roundToBf16 = [&](float f) -> uint16_t {
-    const uint32_t u = bits(f);
-    if (f != f)
-      return static_cast<uint16_t>((u >> 16) | 0x40); // a quiet NaN
-    return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-  };
-  auto slot = zeros(DType::BF16, {n}), scalar = zeros(DType::BF16, {});
-  auto g = makeRandom<float>({n}, 1);
-  for (int64_t i = 0; i < n; ++i)
-    slot.data<uint16_t>()[i] = roundToBf16(static_cast<float>(i % 37) * 0.3f - 5.0f);
-  scalar.data<uint16_t>()[0] = roundToBf16(1.5f);
-  std::vector<uint16_t> before(slot.data<uint16_t>(), slot.data<uint16_t>() + n);
-  auto wide = zeros(DType::F32, {n});
-  // In place: the slot is read and written by the same call.
-  cpu::fused_elementwise(ctx(), list(slot.t(), g.t(), scalar.t()), list(slot.t(), wide.t()),
-                         "add 0 1;mul 3 2>4,4");
+  const FusedBFloat16Case c(n);
+  auto slot = zeros(DType::BF16, {n}), scale = zeros(DType::BF16, {});
+  std::copy(c.slot.begin(), c.slot.end(), slot.data<uint16_t>());
+  scale.data<uint16_t>()[0] = c.scale;
+  auto g = make<float>({n}, c.grads), wide = zeros(DType::F32, {n});
+  cpu::fused_elementwise(ctx(), list(slot.t(), g.t(), scale.t()), list(slot.t(), wide.t()),
+                         c.kProgram);
   for (int64_t i = 0; i < n; ++i) {
-    volatile float sum = widen(before[i]) + g.data<float>()[i];
-    volatile float product = sum * 1.5f;
-    ASSERT_EQ(slot.data<uint16_t>()[i], roundToBf16(product)) << "at " << i;
-    ASSERT_EQ(bits(wide.data<float>()[i]), bits(product)) << "at " << i;
+    ASSERT_EQ(slot.data<uint16_t>()[i], c.narrow[i]) << "at " << i;
+    ASSERT_EQ(floatBits(wide.data<float>()[i]), floatBits(c.wide[i])) << "at " << i;
   }
 }
 

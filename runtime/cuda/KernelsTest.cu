@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/FusedBFloat16Case.h"
 #include "runtime/cuda/Common.cuh"
 #include "runtime/cuda/Kernels.h"
 
@@ -853,42 +854,22 @@ TEST_F(CudaKernels, LowPrecisionProducts) {
   }
 }
 
-// A fused chain with a bf16 input (widened as read), a broadcast bf16
-// scalar and a bf16 output written in place of that input (rounded to
-// nearest even, the rule written out here on the f32's bits) beside an f32
-// output: a bf16 gradient accumulator's widen, add and round.
+// bf16 inputs and outputs of a fused chain (runtime/FusedBFloat16Case.h):
+// in place, with a broadcast bf16 input, and an f32 output beside the bf16
+// one.
 TEST_F(CudaKernels, FusedElementwiseBFloat16) {
   const int64_t n = 1000;
-  auto bits = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, sizeof u);
-    return u;
-  };
-  auto widen = [](uint16_t b) {
-    const uint32_t u = static_cast<uint32_t>(b) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-  };
-  auto roundToBf16 = [&](float f) {
-    const uint32_t u = bits(f);
-    return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-  };
-  std::vector<uint16_t> before(n);
-  for (int64_t i = 0; i < n; ++i)
-    before[i] = roundToBf16(static_cast<float>(i % 37) * 0.3f - 5.0f);
-  std::vector<float> grads = iota(n, -2.0f, 0.00731f);
-  Tensor slot = put(DType::BF16, {n}, before), g = f32({n}, grads);
-  Tensor scalar = put(DType::BF16, {}, std::vector<uint16_t>{roundToBf16(1.5f)});
+  const cleave::rt::test::FusedBFloat16Case c(n);
+  Tensor slot = put(DType::BF16, {n}, c.slot), g = f32({n}, c.grads);
+  Tensor scale = put(DType::BF16, {}, std::vector<uint16_t>{c.scale});
   Tensor wide = alloc(DType::F32, {n});
-  kc::fused_elementwise(ctx, list(slot, g, scalar), list(slot, wide), "add 0 1;mul 3 2>4,4");
+  kc::fused_elementwise(ctx, list(slot, g, scale), list(slot, wide), c.kProgram);
   std::vector<uint16_t> narrow = get<uint16_t>(slot);
   std::vector<float> widened = get<float>(wide);
   for (int64_t i = 0; i < n; ++i) {
-    volatile float sum = widen(before[i]) + grads[i];
-    volatile float product = sum * 1.5f;
-    ASSERT_EQ(narrow[i], roundToBf16(product)) << "at " << i;
-    ASSERT_EQ(bits(widened[i]), bits(product)) << "at " << i;
+    ASSERT_EQ(narrow[i], c.narrow[i]) << "at " << i;
+    ASSERT_EQ(cleave::rt::test::floatBits(widened[i]), cleave::rt::test::floatBits(c.wide[i]))
+        << "at " << i;
   }
 }
 

@@ -167,34 +167,30 @@ def main(work):
     gathered = 2 * multiplied + 4 * (psi - multiplied)
     mixed = {0: lambda n: 16 * psi + 2 * multiplied, 1: lambda n: gathered + 4 * psi + 12 * psi / n,
              2: lambda n: gathered + 16 * psi / n, 3: lambda n: (16 * psi + 2 * multiplied) / n}
-    for ranks, precision in ((2, "fp32"), (4, "fp32"), (2, "bf16"), (4, "bf16")):
-        planned = plan(work, model, ranks, f"plan{ranks}-{precision}", precision)
-        for zero, formula in (formulas if precision == "fp32" else mixed).items():
-            entry = next(l for l in planned["layouts"]
-                         if l["mesh"] == f"dp={ranks}" and l["zero"] == zero
-                         and l["microbatches"] == 1 and l["recompute"] == "none")
-            expected, got = formula(ranks), entry["model_state_bytes"]
-            print(f"dp={ranks} zero={zero} {precision}: model state {got} bytes, "
-                  f"formula {expected:.0f}")
-            if not expected <= got <= expected * 1.005 + 1024:
-                problems.append(f"dp={ranks} zero={zero} {precision}: {got} bytes, "
-                                f"formula {expected:.0f}")
     # With bf16 gradient accumulators too, the ZeRO paper's mixed-precision
     # split: 2 + 2 + 12 bytes a parameter (the biases' copies f32).
     paper = {0: lambda n: 14 * psi + 2 * multiplied,
              1: lambda n: gathered + 2 * psi + 12 * psi / n, 2: lambda n: gathered + 14 * psi / n,
              3: lambda n: (14 * psi + 2 * multiplied) / n}
-    for ranks in (2, 4):
-        planned = plan(work, model, ranks, f"paper{ranks}", "bf16", ["--grad-accum-dtype", "bf16"])
-        for zero, formula in paper.items():
+    bf16_gradients = ["--grad-accum-dtype", "bf16"]
+    cases = [(ranks, precision, flags, label, table)
+             for precision, flags, label, table in (("fp32", [], "fp32", formulas),
+                                                    ("bf16", [], "bf16", mixed),
+                                                    ("bf16", bf16_gradients, "bf16 gradients",
+                                                     paper))
+             for ranks in (2, 4)]
+    for ranks, precision, flags, label, table in cases:
+        planned = plan(work, model, ranks, f"plan{ranks}-{label.replace(' ', '-')}", precision,
+                       flags)
+        for zero, formula in table.items():
             entry = next(l for l in planned["layouts"]
                          if l["mesh"] == f"dp={ranks}" and l["zero"] == zero
                          and l["microbatches"] == 1 and l["recompute"] == "none")
             expected, got = formula(ranks), entry["model_state_bytes"]
-            print(f"dp={ranks} zero={zero} bf16 with bf16 gradients: model state {got} bytes, "
+            print(f"dp={ranks} zero={zero} {label}: model state {got} bytes, "
                   f"formula {expected:.0f}")
             if not expected <= got <= expected * 1.005 + 1024:
-                problems.append(f"dp={ranks} zero={zero} bf16 gradients: {got} bytes, "
+                problems.append(f"dp={ranks} zero={zero} {label}: {got} bytes, "
                                 f"formula {expected:.0f}")
 
     # Step times against the documented model, from each layout's plan.json.
@@ -202,7 +198,6 @@ def main(work):
         problems += step_time_problems(work, model, device, precision)
 
     # The predicted peak against the measured one, on layouts that run here.
-    bf16_gradients = ["--grad-accum-dtype", "bf16"]
     planned = {"fp32": plan(work, model, 2, "plan2-fp32"),
                "bf16": plan(work, model, 2, "plan2-bf16", "bf16"),
                "bf16 gradients": plan(work, model, 2, "plan2-bf16-grads", "bf16", bf16_gradients)}
