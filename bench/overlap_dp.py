@@ -1,6 +1,7 @@
-"""How much of the data-parallel all-reduce the backward hides.
+"""How much of the data-parallel all-reduce the backward hides, and of
+ZeRO 3's parameter gathers the layers before them hide.
 
-    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R]
+    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R] [--zero3]
 
 For bench/layouts_vs_one_rank.py's MLP (at batch 64 and at batch 512, where
 its backward takes longer than its all-reduce) and GPT, compiles dp=2 twice
@@ -16,6 +17,13 @@ collectives or waiting for the sums), the share hidden (1 - exposed /
 communication), the share of the unbucketed all-reduce's time no longer
 exposed (1 - exposed / its communication), and the step time's ratio to the
 unbucketed run's.
+
+With --zero3 the same for ZeRO 3's all-gathers: dp=2 --zero 3 with each
+parameter's gather started a compute segment early on the background
+thread (--prefetch-gathers auto, the default) against every gather where
+the parameter is read (--prefetch-gathers off, the peer). The communication
+then also counts the gradients' reduce-scatters, which stay on the training
+thread in both.
 """
 import argparse
 import json
@@ -32,6 +40,9 @@ from layouts_vs_one_rank import bench_cases, compiled_layouts  # noqa: E402
 
 LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
            ("buckets (auto)", 2, ["--mesh", "dp=2"]))
+ZERO3_LAYOUTS = (("gathers where read", 2, ["--mesh", "dp=2", "--zero", "3",
+                                            "--prefetch-gathers", "off"]),
+                 ("prefetched (auto)", 2, ["--mesh", "dp=2", "--zero", "3"]))
 
 
 def cases():
@@ -77,6 +88,8 @@ def dp2_options():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--zero3", action="store_true",
+                        help="ZeRO 3's prefetched gathers instead of the gradient buckets")
     options = parser.parse_args()
     print(f"{os.cpu_count()} cpus, dp=2 of 1 thread each; per run the medians over both ranks "
           f"and steps 2..{options.steps}, then the median of {options.rounds} runs")
@@ -89,7 +102,8 @@ def main():
           f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
     for name, model, args in cases():
         with tempfile.TemporaryDirectory() as workdir:
-            layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir, LAYOUTS))
+            layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir,
+                                            ZERO3_LAYOUTS if options.zero3 else LAYOUTS))
             runs = runs_in_turn(layouts, ["--threads", "1"], options.steps, options.rounds,
                                 workdir, figures)
         rows = [(label, *(median([r[i] for r in runs[label]]) for i in range(3)))

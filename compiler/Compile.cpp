@@ -194,6 +194,8 @@ private:
   LogicalResult parseMesh(StringRef text);
   /// Reads --bucket-mb into `bucketBytes`.
   LogicalResult parseBucketMb(StringRef text);
+  /// Reads --prefetch-gathers into `prefetchGathers`.
+  LogicalResult parsePrefetchGathers(StringRef text);
   /// Reads the JSON object in `path`, the `what` that docs/formats.md
   /// describes under `format`.
   LogicalResult readJsonFile(StringRef path, StringRef what, StringRef format,
@@ -230,6 +232,8 @@ private:
   rt::Mesh mesh;
   /// cleave-overlap-gradients' bucket-bytes: -1 auto, 0 none.
   int64_t bucketBytes = 0;
+  /// Whether cleave-prefetch-gathers runs.
+  bool prefetchGathers = false;
   /// --loss KIND:OUTPUT,TARGET, once checked: the loss to append.
   std::optional<AppendLossOptions> appendedLoss;
   /// The plan's entries as cleave-annotate-sharding takes them.
@@ -427,7 +431,7 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("zero", t.zero, "0, 1, 2 or 3");
   if (failed(checkPipelineOptions(t)))
     return failure();
-  if (failed(parseBucketMb(t.bucketMb)))
+  if (failed(parseBucketMb(t.bucketMb)) || failed(parsePrefetchGathers(t.prefetchGathers)))
     return failure();
   if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
     return fail("--recompute '" + t.recompute + "'", "unknown mode", "use none, selective or full",
@@ -645,6 +649,17 @@ LogicalResult Compiler::parseBucketMb(StringRef text) {
   return success();
 }
 
+LogicalResult Compiler::parsePrefetchGathers(StringRef text) {
+  if (text != "auto" && text != "on" && text != "off")
+    return fail("--prefetch-gathers '" + text + "'", "is not auto, on or off", "", kExitBadUsage);
+  if (text == "on" && options.target != "cpu")
+    return fail("--prefetch-gathers on",
+                "gathers during the compute are not built for --target " + options.target + " yet",
+                "leave --prefetch-gathers out, or give off", kExitBadUsage);
+  prefetchGathers = text == "on" || (text == "auto" && options.target == "cpu");
+  return success();
+}
+
 LogicalResult Compiler::parseMesh(StringRef text) {
   if (text.empty())
     return success();
@@ -720,6 +735,7 @@ std::string Compiler::pipelineText() const {
   add("zero", std::to_string(t.zero));
   add("sync-batchnorm", t.syncBatchNorm ? "true" : "false");
   add("bucket-bytes", std::to_string(bucketBytes));
+  add("prefetch-gathers", prefetchGathers ? "true" : "false");
   add("recompute", quoted(t.recompute));
   add("precision", quoted(t.precision));
   add("grad-reduce-dtype", quoted(t.gradReduceDtype));
@@ -883,7 +899,8 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
             kExitBadInput)))
       return failure();
   }
-  if (failed(runPasses(module, [&](PassManager &pm) { buildProgramTail(pm, bucketBytes); })))
+  if (failed(runPasses(
+          module, [&](PassManager &pm) { buildProgramTail(pm, bucketBytes, prefetchGathers); })))
     return failure();
   if (options.emit != "plan" &&
       failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))

@@ -80,6 +80,10 @@ struct TrainOptions {
   /// gradients, 4 KiB to 25 MiB; off for --target cuda) or a number, 0 for
   /// none (the sums run in the optimizer's step).
   std::string bucketMb = "auto";
+  /// Whether ZeRO 3's parameter gathers start a compute segment before the
+  /// ops that read them, on the background thread (cleave-prefetch-gathers):
+  /// "auto" (on, off for --target cuda), "on" or "off".
+  std::string prefetchGathers = "auto";
   /// With a pp axis: the pipeline schedule, gpipe, 1f1b, interleaved or
   /// zb-h1.
   std::string schedule = "1f1b";

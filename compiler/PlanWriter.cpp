@@ -234,7 +234,8 @@ private:
   void setMemory();
   void setTraining();
   /// The buckets cleave-overlap-gradients starts in @forward, in order.
-  std::optional<rt::TrainingSpec::GradientBuckets> gradientBuckets();
+  std::optional<rt::TrainingSpec::StartedCollectives> gradientBuckets();
+  std::optional<rt::TrainingSpec::StartedCollectives> prefetchedGathers();
   /// A pipeline stage's actions and stash, from the module's schedule.
   std::optional<rt::PipelineSpec> pipelineStage();
   /// The blob of the rank at `coordinates`.
@@ -601,6 +602,7 @@ void PlanBuilder::setTraining() {
   }
   spec.pipeline = pipelineStage();
   spec.gradientBuckets = gradientBuckets();
+  spec.prefetchedGathers = prefetchedGathers();
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
       spec.lrInput = i;
@@ -612,11 +614,23 @@ void PlanBuilder::setTraining() {
   plan.training = spec;
 }
 
-std::optional<rt::TrainingSpec::GradientBuckets> PlanBuilder::gradientBuckets() {
+std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::prefetchedGathers() {
+  std::optional<rt::TrainingSpec::StartedCollectives> gathers;
+  module.walk([&](shard::AllGatherOp gather) {
+    if (!gather->hasAttr(kStartedAttr))
+      return;
+    if (!gathers)
+      gathers.emplace().axis = plan.mesh->axisNames[gather.getGridAxes()[0]];
+    gathers->bytes.push_back(tensorBytes(cast<RankedTensorType>(gather.getResult().getType())));
+  });
+  return gathers;
+}
+
+std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::gradientBuckets() {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return std::nullopt;
-  std::optional<rt::TrainingSpec::GradientBuckets> buckets;
+  std::optional<rt::TrainingSpec::StartedCollectives> buckets;
   for (auto start : forward.getBody().front().getOps<AllReduceStartOp>()) {
     if (!buckets)
       buckets.emplace().axis = plan.mesh->axisNames[start.getAxis()];

@@ -465,7 +465,11 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     call(kernelPrefix + "copy", Type(), copy);
     return kernelCall("all_reduce", {out});
   }
-  return kernelCall(op->getName().stripDialect(), {in, out});
+  // A gather cleave-prefetch-gathers started early runs in the background.
+  std::string kernel = op->getName().stripDialect().str();
+  if (isa<shard::AllGatherOp>(op) && op->hasAttr(kStartedAttr))
+    kernel += "_start";
+  return kernelCall(kernel, {in, out});
 }
 
 /// A pipeline send or receive: to or from the pp rank of the stage it
@@ -516,6 +520,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     args.value(tensors.lookup(op->getOperand(0)));
     args.literal(dimsLiteral(cast<RankedTensorType>(op->getResult(0).getType()).getShape()));
     tensors[op->getResult(0)] = call("cleave::rt::reshaped", tensorType, args);
+    return success();
+  }
+  if (auto wait = dyn_cast<AllGatherWaitOp>(op)) {
+    auto gather = wait.getGathered().getDefiningOp<shard::AllGatherOp>();
+    Value gathered = tensors.lookup(wait.getGathered());
+    tensors[wait.getOutput()] = gathered;
+    CallArgs args(b);
+    args.value(context);
+    args.value(gathered);
+    args.literal(std::to_string(gather.getGridAxes()[0]));
+    call(kernelPrefix + "all_gather_wait", Type(), args);
     return success();
   }
   if (auto start = dyn_cast<AllReduceStartOp>(op)) {

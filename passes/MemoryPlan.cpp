@@ -26,11 +26,13 @@ int64_t alignUp(int64_t bytes) {
 int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.getType())); }
 
 /// Ops whose result is their operand's buffer under another shape.
-/// An all-reduce of a stored argument works in place (cleave-lower-to-emitc).
+/// An all-reduce of a stored argument works in place (cleave-lower-to-emitc);
+/// a wait for a started gather is its buffer once the gather is done.
 bool isView(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return isInPlace(reduce);
-  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp>(op);
+  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp,
+             AllGatherWaitOp>(op);
 }
 
 /// A splat of more than one element is filled at run time in the arena rather

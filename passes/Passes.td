@@ -823,6 +823,32 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def PrefetchGathers : Pass<"cleave-prefetch-gathers", "mlir::ModuleOp"> {
+  let summary = "Start ZeRO 3's parameter gathers one compute segment before the ops that read them";
+  let description = [{
+    Runs before cleave-memory-plan. In each function, the `shard.all_gather`s
+    of stored parameter slices over the `dp` axis (ZeRO 3's, and the f32
+    ones of ZeRO 1/2's master weights in @narrow_weights) fall into
+    segments: the gathers between two compute ops (any op but a gather, a
+    constant, and the reshapes, slices and casts of gathered values). Each
+    segment's gathers move up to just after the previous segment's, marked
+    `cleave.started`: at run time they are queued there on the background
+    collectives' thread (runtime/comm/BackgroundCollectives.h) and move
+    while the previous segment's compute runs, as DeepSpeed's ZeRO 3
+    prefetches the next module's parameters. Where a gather was, a
+    `cleave.all_gather_wait` waits for it; the ops that read the gather read
+    the wait. A function's first segment stays where it is.
+
+    The gathers are the same calls on the same values, so results do not
+    change; the memory plan keeps each gathered parameter from its start, so
+    the peak grows by at most a segment's gathered parameters. Does nothing
+    without a dp axis of more than one rank, or in a function with fewer
+    than two such gathers. A gather of a value made in the function, or of
+    an argument the function writes, stays where it is.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
   let summary = "Lower a memory-planned @forward and @apply to EmitC calls into the runtime";
   let description = [{

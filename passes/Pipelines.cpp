@@ -102,13 +102,15 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createSplitBackward({options.schedule == "zb-h1"}));
 }
 
-void buildProgramTail(OpPassManager &pm, int64_t bucketBytes) {
+void buildProgramTail(OpPassManager &pm, int64_t bucketBytes, bool prefetchGathers) {
   pm.addPass(createFoldTransposes());
   pm.addPass(createConstantWeights());
   pm.addPass(createFuseActivations());
   pm.addPass(createFuseSoftmax());
   pm.addPass(createAccumulateIntoProducts());
   pm.addPass(createFuseElementwise());
+  if (prefetchGathers)
+    pm.addPass(createPrefetchGathers());
   pm.addPass(createMemoryPlan());
   pm.addPass(createOverlapGradients({bucketBytes}));
 }
@@ -120,7 +122,7 @@ void registerCleavePipelines() {
       "it writes as forward.mlir",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildTrainPipeline(pm, options);
-        buildProgramTail(pm, options.bucketBytes);
+        buildProgramTail(pm, options.bucketBytes, options.prefetchGathers);
       });
 }
 

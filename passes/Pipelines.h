@@ -95,6 +95,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       *this, "bucket-bytes", llvm::cl::init(0),
       llvm::cl::desc("cleave-overlap-gradients' bucket bytes (-1: auto, 0: none), run after "
                      "the memory plan")};
+  Option<bool> prefetchGathers{
+      *this, "prefetch-gathers", llvm::cl::init(false),
+      llvm::cl::desc("Run cleave-prefetch-gathers (ZeRO 3's gathers started a compute segment "
+                     "early) before the memory plan")};
   Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false),
                              llvm::cl::desc("Training-mode BatchNorm statistics over every dp "
                                             "rank's microbatch together")};
@@ -111,9 +115,10 @@ void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &opt
 
 /// The passes every program runs last, trained or not, before it is
 /// lowered: cleave-fold-transposes, cleave-accumulate-into-products,
-/// cleave-fuse-elementwise, cleave-memory-plan and cleave-overlap-gradients
-/// (gradient buckets of `bucketBytes`, 0 for none).
-void buildProgramTail(mlir::OpPassManager &pm, int64_t bucketBytes);
+/// cleave-fuse-elementwise, with `prefetchGathers` cleave-prefetch-gathers,
+/// cleave-memory-plan and cleave-overlap-gradients (gradient buckets of
+/// `bucketBytes`, 0 for none).
+void buildProgramTail(mlir::OpPassManager &pm, int64_t bucketBytes, bool prefetchGathers);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then
 /// buildProgramTail (what `cleave compile` writes as forward.mlir).

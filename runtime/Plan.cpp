@@ -174,6 +174,8 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
   }
   if (const auto &buckets = t.gradientBuckets)
     training["gradient_buckets"] = {{"axis", buckets->axis}, {"bytes", buckets->bytes}};
+  if (const auto &gathers = t.prefetchedGathers)
+    training["prefetched_gathers"] = {{"axis", gathers->axis}, {"bytes", gathers->bytes}};
   if (const auto &scaling = t.lossScaling)
     training["loss_scaling"] = {{"initial_scale", scaling->initialScale},
                                 {"growth_interval", scaling->growthInterval},
@@ -313,7 +315,9 @@ public:
   bool flatBuffer(const Json &json, Plan &plan);
   bool schedule(const Json &json, TrainingSpec &spec);
   bool training(const Json &json, Plan &plan);
-  bool gradientBuckets(const Json &json, const Plan &plan, TrainingSpec &spec);
+  /// training.gradient_buckets or training.prefetched_gathers (`key`).
+  bool startedCollectives(const Json &json, const std::string &key, const Plan &plan,
+                          std::optional<TrainingSpec::StartedCollectives> &started);
   bool lossScaling(const Json &json, const Plan &plan, TrainingSpec &spec);
   /// training.pipeline, with the inputs it claims (the stash).
   bool pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
@@ -555,8 +559,14 @@ bool Reader::training(const Json &json, Plan &plan) {
     return false;
   if (json.contains("pipeline") && !pipeline(json["pipeline"], plan, spec, claimed))
     return false;
-  if (json.contains("gradient_buckets") && !gradientBuckets(json["gradient_buckets"], plan, spec))
-    return false;
+  for (auto [key, started] : {std::pair{"gradient_buckets", &spec.gradientBuckets},
+                              std::pair{"prefetched_gathers", &spec.prefetchedGathers}})
+    if (json.contains(key) && !startedCollectives(json[key], key, plan, *started))
+      return false;
+  if (spec.gradientBuckets && spec.prefetchedGathers &&
+      spec.gradientBuckets->axis != spec.prefetchedGathers->axis)
+    return fail("training.prefetched_gathers.axis",
+                "is not gradient_buckets' axis: one background thread runs both");
   if (json.contains("loss_scaling") && !lossScaling(json["loss_scaling"], plan, spec))
     return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
@@ -619,24 +629,25 @@ bool Reader::lossScaling(const Json &json, const Plan &plan, TrainingSpec &spec)
   return true;
 }
 
-bool Reader::gradientBuckets(const Json &json, const Plan &plan, TrainingSpec &spec) {
-  const std::string at = "training.gradient_buckets.";
-  TrainingSpec::GradientBuckets buckets;
+bool Reader::startedCollectives(const Json &json, const std::string &key, const Plan &plan,
+                                std::optional<TrainingSpec::StartedCollectives> &started) {
+  const std::string at = "training." + key + ".";
+  TrainingSpec::StartedCollectives parsed;
   if (!json.is_object())
-    return fail("training.gradient_buckets", "is not an object");
+    return fail("training." + key, "is not an object");
   const Json *bytes = list(json, at, "bytes");
-  if (!bytes || !string(json, at, "axis", buckets.axis))
+  if (!bytes || !string(json, at, "axis", parsed.axis))
     return false;
-  if (!plan.mesh || plan.mesh->axisIndex(buckets.axis) < 0)
-    return fail(at + "axis", "'" + buckets.axis + "' is not an axis of the plan's mesh");
+  if (!plan.mesh || plan.mesh->axisIndex(parsed.axis) < 0)
+    return fail(at + "axis", "'" + parsed.axis + "' is not an axis of the plan's mesh");
   if (bytes->empty())
     return fail(at + "bytes", "is empty");
   for (const Json &entry : *bytes) {
     if (!entry.is_number_integer() || entry.get<int64_t>() <= 0)
       return fail(at + "bytes", "is not a list of byte counts above 0");
-    buckets.bytes.push_back(entry.get<int64_t>());
+    parsed.bytes.push_back(entry.get<int64_t>());
   }
-  spec.gradientBuckets = std::move(buckets);
+  started = std::move(parsed);
   return true;
 }
 

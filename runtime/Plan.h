@@ -298,15 +298,21 @@ struct TrainingSpec {
   /// Samples per step: microBatch * gradAccum.
   int64_t batchSize = 0;
   std::optional<PipelineSpec> pipeline;
-  /// The gradient buckets the last microbatch's backward starts summing on
-  /// the background all-reduce (passes/OverlapGradients.cpp), which the
-  /// optimizer waits for: their mesh axis and bytes, in the order started.
-  /// None: the sums run in the optimizer's call.
-  struct GradientBuckets {
+  /// Collectives the program starts on the background collectives' thread
+  /// (runtime/comm/BackgroundCollectives.h): their mesh axis and each one's
+  /// bytes, in the order started.
+  struct StartedCollectives {
     std::string axis;
     std::vector<int64_t> bytes;
   };
-  std::optional<GradientBuckets> gradientBuckets;
+  /// The gradient buckets the last microbatch's backward starts summing
+  /// (passes/OverlapGradients.cpp), which the optimizer waits for. None:
+  /// the sums run in the optimizer's call.
+  std::optional<StartedCollectives> gradientBuckets;
+  /// ZeRO 3's parameter gathers started a compute segment before the op
+  /// that reads them (passes/PrefetchGathers.cpp), in one call of each
+  /// program that starts them. None: every gather runs where it is read.
+  std::optional<StartedCollectives> prefetchedGathers;
   /// Dynamic loss scaling (fp16): the initial scale, the steps without inf
   /// or NaN gradients after which it is multiplied by the growth factor (by
   /// the backoff factor after a step with them, which is skipped), and the

@@ -16,7 +16,7 @@
 #include <vector>
 
 namespace cleave::rt::comm {
-class BackgroundAllReduce;
+class BackgroundCollectives;
 class Communicator;
 }
 
@@ -45,9 +45,10 @@ struct StepContext {
   /// The communicator of each mesh axis, in the mesh's order (all_reduce's
   /// `axis`); empty without a mesh. Owned by the driver.
   std::vector<comm::Communicator *> axes;
-  /// Where all_reduce_start queues its sums (runtime/comm/BackgroundAllReduce.h);
-  /// null: the program starts none. Owned by the driver.
-  comm::BackgroundAllReduce *background = nullptr;
+  /// Where all_reduce_start and all_gather_start queue their collectives
+  /// (runtime/comm/BackgroundCollectives.h); null: the program starts none.
+  /// Owned by the driver.
+  comm::BackgroundCollectives *background = nullptr;
   /// Whether the calls that run now are the step's last microbatch, whose
   /// backward starts the sums.
   bool lastMicrobatch = false;

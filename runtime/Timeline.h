@@ -30,9 +30,10 @@ enum class Track : int {
   /// One span per kernel call (--trace-ops).
   Ops,
   /// One span per collective, and inside it "wait" and "transfer"; the
-  /// waits for the background all-reduces.
+  /// waits for the background collectives.
   Communication,
-  /// The background all-reduce thread's sums (runtime/comm/BackgroundAllReduce.h).
+  /// The background collectives' thread's sums and gathers
+  /// (runtime/comm/BackgroundCollectives.h).
   BackgroundCommunication,
   /// Gathering each microbatch and copying it to the device.
   Input,

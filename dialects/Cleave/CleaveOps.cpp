@@ -11,6 +11,7 @@
 
 #include "runtime/ElementwiseProgram.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -976,6 +977,16 @@ LogicalResult AllReduceStartOp::verify() {
   }
   if (int64_t axis = getAxisAttr().getInt(); axis < 0)
     return emitOpError("axis ") << axis << " is negative";
+  return success();
+}
+
+LogicalResult AllGatherWaitOp::verify() {
+  auto gather = getGathered().getDefiningOp<shard::AllGatherOp>();
+  if (!gather || !gather->hasAttr(kStartedAttr))
+    return emitOpError("waits for a value that no started shard.all_gather (")
+           << kStartedAttr << ") makes";
+  if (gather.getInput() != getSource())
+    return emitOpError("source is not the gather's operand");
   return success();
 }
 

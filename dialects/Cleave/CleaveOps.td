@@ -693,13 +693,31 @@ def Cleave_AllReduceStartOp : Cleave_Op<"all_reduce_start", [MemoryEffects<[MemR
     the last of its `accumulators` (stored arguments, one span of the
     weights blob) is written: on a step's last microbatch the runtime queues
     their sum over mesh axis `axis` on the background all-reduce's thread
-    (runtime/comm/BackgroundAllReduce.h), and does nothing on the others.
+    (runtime/comm/BackgroundCollectives.h), and does nothing on the others.
     `@apply`'s `shard.all_reduce` of each of them, marked `cleave.started`,
     then only waits for the sums. Nothing else may touch the accumulators in
     between.
   }];
   let arguments = (ins Variadic<Cleave_Tensor>:$accumulators, I64Attr:$axis);
   let assemblyFormat = "$accumulators `on` `axis` $axis attr-dict `:` type($accumulators)";
+  let hasVerifier = 1;
+}
+
+def Cleave_AllGatherWaitOp : Cleave_Op<"all_gather_wait", [MemoryEffects<[MemRead, MemWrite]>,
+                                                          AllTypesMatch<["gathered", "output"]>]> {
+  let summary = "wait for an all-gather started earlier on the background thread";
+  let description = [{
+    Placed by `cleave-prefetch-gathers` where a parameter's gather was: the
+    `shard.all_gather` that makes `gathered` (marked `cleave.started`) now
+    comes earlier, and the runtime runs it on the background collectives'
+    thread (runtime/comm/BackgroundCollectives.h) while the ops in between
+    compute. `output` is `gathered`'s buffer once the gather is done: every
+    op that read the gather reads it. `source` is the gather's own operand,
+    read here so that the memory plan keeps it until the gather is done.
+  }];
+  let arguments = (ins Cleave_Tensor:$gathered, Cleave_Tensor:$source);
+  let results = (outs Cleave_Tensor:$output);
+  let assemblyFormat = "$gathered `from` $source attr-dict `:` type($source) `->` type($gathered)";
   let hasVerifier = 1;
 }
 

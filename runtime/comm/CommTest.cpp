@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Mesh.h"
-#include "runtime/comm/BackgroundAllReduce.h"
+#include "runtime/comm/BackgroundCollectives.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Mpi.h"
 #include "runtime/comm/MpiTest.h"
@@ -432,7 +432,7 @@ TEST(DeterministicTest, FewerElementsThanRanks) {
 // Sums queued on the thread, while the main thread makes a call of its own on
 // the original communicator, come out as the deterministic mode's sequential
 // sums bit for bit, and the report lists them in order with the ring's bytes.
-TEST(BackgroundAllReduceTest, SumsBesideTheMainThreadsCalls) {
+TEST(BackgroundCollectivesTest, SumsBesideTheMainThreadsCalls) {
   auto comm = world(/*deterministic=*/true);
   const int n = comm->size(), r = comm->rank();
   std::string error;
@@ -440,7 +440,7 @@ TEST(BackgroundAllReduceTest, SumsBesideTheMainThreadsCalls) {
   ASSERT_TRUE(group) << error;
   EXPECT_EQ(group->axis(), comm->axis());
   EXPECT_EQ(group->size(), n);
-  BackgroundAllReduce background(std::move(group), /*meshAxis=*/0);
+  BackgroundCollectives background(std::move(group), /*meshAxis=*/0);
   const std::vector<std::size_t> counts = {kCount, 7, 3 * kCount};
   std::vector<std::vector<float>> buffers;
   std::size_t first = 0;
@@ -467,10 +467,10 @@ TEST(BackgroundAllReduceTest, SumsBesideTheMainThreadsCalls) {
     }
     first += counts[b];
   }
-  BackgroundAllReduce::Report report = background.takeReport();
-  ASSERT_EQ(report.sums.size(), counts.size());
+  BackgroundCollectives::Report report = background.takeReport();
+  ASSERT_EQ(report.done.size(), counts.size());
   for (size_t b = 0; b < counts.size(); ++b) {
-    const BackgroundAllReduce::Finished &sum = report.sums[b];
+    const BackgroundCollectives::Finished &sum = report.done[b];
     EXPECT_EQ(sum.what, "bucket " + std::to_string(b));
     EXPECT_EQ(sum.step, 5);
     EXPECT_EQ(sum.bufferBytes, counts[b] * sizeof(float));
@@ -478,24 +478,74 @@ TEST(BackgroundAllReduceTest, SumsBesideTheMainThreadsCalls) {
     EXPECT_LE(sum.begin, sum.end);
   }
   ASSERT_EQ(report.waits.size(), 1u);
-  EXPECT_LE(report.waits[0].first, report.waits[0].second);
+  EXPECT_EQ(report.waits[0].kind, CollectiveKind::AllReduce);
+  EXPECT_LE(report.waits[0].begin, report.waits[0].end);
   // Taken: the next report starts empty.
-  EXPECT_TRUE(background.takeReport().sums.empty());
+  EXPECT_TRUE(background.takeReport().done.empty());
   // The thread's bytes are its communicator's, not the original's.
   EXPECT_EQ(comm->bytesSent()[CollectiveKind::AllReduce],
             ringBytesSent(CollectiveKind::AllReduce, sizeof(double), n));
 }
 
-TEST(BackgroundAllReduceTest, ARankAloneSumsNothing) {
+// Gathers queued behind a sum, while the main thread makes a call of its
+// own: waiting for one gather leaves the next queued or running, and each
+// destination holds every rank's part in rank order.
+TEST(BackgroundCollectivesTest, GathersWaitedForOneByOne) {
+  auto comm = world(/*deterministic=*/false);
+  const int n = comm->size(), r = comm->rank();
+  std::string error;
+  std::unique_ptr<Communicator> group = comm->duplicate(error);
+  ASSERT_TRUE(group) << error;
+  BackgroundCollectives background(std::move(group), /*meshAxis=*/0);
+  const std::vector<std::size_t> perRank = {kCount, 5};
+  std::vector<std::vector<float>> parts, gathered;
+  for (std::size_t count : perRank) {
+    parts.emplace_back(count);
+    for (std::size_t i = 0; i < count; ++i)
+      parts.back()[i] = static_cast<float>(1000 * r + i);
+    gathered.emplace_back(count * n, -1.0f);
+  }
+  float sum = 1.0f;
+  background.start(&sum, 1, DType::F32, DType::F32, 3, "loss");
+  for (size_t g = 0; g < perRank.size(); ++g)
+    background.startGather(parts[g].data(), gathered[g].data(), perRank[g], DType::F32, 3,
+                           "parameters");
+  double mine = r + 1;
+  comm->allReduceSum(&mine, 1, DType::F64, {3, "beside"});
+  EXPECT_EQ(mine, n * (n + 1) / 2.0);
+  for (size_t g = 0; g < perRank.size(); ++g) {
+    background.waitFor(gathered[g].data());
+    for (int rank = 0; rank < n; ++rank)
+      for (std::size_t i = 0; i < perRank[g]; ++i)
+        ASSERT_EQ(gathered[g][rank * perRank[g] + i], static_cast<float>(1000 * rank + i))
+            << "gather " << g << " rank " << rank << " element " << i;
+  }
+  // In queue order, the sum before the gathers, so it is done too.
+  EXPECT_EQ(sum, static_cast<float>(n));
+  BackgroundCollectives::Report report = background.takeReport();
+  ASSERT_EQ(report.done.size(), 3u);
+  EXPECT_EQ(report.done[0].kind, CollectiveKind::AllReduce);
+  for (size_t g = 0; g < perRank.size(); ++g) {
+    const BackgroundCollectives::Finished &done = report.done[1 + g];
+    EXPECT_EQ(done.kind, CollectiveKind::AllGather);
+    EXPECT_EQ(done.bufferBytes, perRank[g] * n * sizeof(float));
+    EXPECT_EQ(done.bytesSent, ringBytesSent(CollectiveKind::AllGather, done.bufferBytes, n));
+  }
+  ASSERT_EQ(report.waits.size(), perRank.size());
+  for (const BackgroundCollectives::Wait &wait : report.waits)
+    EXPECT_EQ(wait.kind, CollectiveKind::AllGather);
+}
+
+TEST(BackgroundCollectivesTest, ARankAloneSumsNothing) {
   LocalCommunicator local("dp");
   std::string error;
-  BackgroundAllReduce background(local.duplicate(error), 0);
+  BackgroundCollectives background(local.duplicate(error), 0);
   float buffer[2] = {1.5f, -2.0f};
   background.start(buffer, 2, DType::F32, DType::F32, 1, "gradients");
   background.waitAll();
   EXPECT_EQ(buffer[0], 1.5f);
   EXPECT_EQ(buffer[1], -2.0f);
-  EXPECT_EQ(background.takeReport().sums.size(), 1u);
+  EXPECT_EQ(background.takeReport().done.size(), 1u);
 }
 
 // --- Splitting per mesh axis ----------------------------------------------

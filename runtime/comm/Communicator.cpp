@@ -106,11 +106,16 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                      const Tensor &out, int64_t step) {
   Communicator &group = axisCommunicator(axes, axis, "all_gather");
-  if (in.dtype != out.dtype || in.numel() * group.size() != out.numel())
-    rt::fail("all_gather", "%d parts of %lld elements do not make %lld", group.size(),
-             static_cast<long long>(in.numel()), static_cast<long long>(out.numel()));
+  checkGatherSizes(group, "all_gather", in, out);
   group.allGather(in.data, out.data, static_cast<std::size_t>(in.numel()), in.dtype,
                   {step, "parameters"});
+}
+
+void checkGatherSizes(const Communicator &group, const char *kernel, const Tensor &in,
+                      const Tensor &out) {
+  if (in.dtype != out.dtype || in.numel() * group.size() != out.numel())
+    rt::fail(kernel, "%d parts of %lld elements do not make %lld", group.size(),
+             static_cast<long long>(in.numel()), static_cast<long long>(out.numel()));
 }
 
 std::size_t sliceOffset(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,

@@ -143,6 +143,10 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
                          const Tensor &out, DType wire, int64_t step);
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                      const Tensor &out, int64_t step);
+/// A failure of `kernel` unless `out` holds `group`'s parts of `in`'s size
+/// and type.
+void checkGatherSizes(const Communicator &group, const char *kernel, const Tensor &in,
+                      const Tensor &out);
 /// The pipeline kernels: `value` to, `out` from rank `peer` of the axis.
 void sendOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &value,
                 int64_t peer, int64_t tag, int64_t step);
@@ -180,7 +184,7 @@ public:
 
   /// A new communicator over the same ranks, with the same axis name and
   /// options, whose calls never match this one's: for another thread
-  /// (runtime/comm/BackgroundAllReduce.h). Collective: every rank of the
+  /// (runtime/comm/BackgroundCollectives.h). Collective: every rank of the
   /// group calls it. Null, with `error`, where the backend cannot.
   virtual std::unique_ptr<Communicator> duplicate(std::string &error) = 0;
 

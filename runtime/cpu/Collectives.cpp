@@ -7,7 +7,7 @@
 
 #include "runtime/cpu/Kernels.h"
 
-#include "runtime/comm/BackgroundAllReduce.h"
+#include "runtime/comm/BackgroundCollectives.h"
 #include "runtime/comm/Communicator.h"
 
 #include <cstring>

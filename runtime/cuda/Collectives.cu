@@ -8,7 +8,7 @@
 
 #include "runtime/cuda/Common.cuh"
 
-#include "runtime/comm/BackgroundAllReduce.h"
+#include "runtime/comm/BackgroundCollectives.h"
 #include "runtime/comm/Communicator.h"
 
 namespace cleave::rt::cuda {

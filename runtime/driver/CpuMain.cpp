@@ -51,7 +51,7 @@ public:
     context.randomStream = randomStream;
     context.lastMicrobatch = lastMicrobatch;
   }
-  void setBackground(cleave::rt::comm::BackgroundAllReduce *background) override {
+  void setBackground(cleave::rt::comm::BackgroundCollectives *background) override {
     context.background = background;
   }
   void setCommunicators(const std::vector<cleave::rt::comm::Communicator *> &axes) override {

@@ -22,7 +22,7 @@
 namespace cleave::rt {
 
 namespace comm {
-class BackgroundAllReduce;
+class BackgroundCollectives;
 class Communicator;
 }
 class ProgramMarks;
@@ -52,9 +52,9 @@ public:
   /// and whether they are the step's last microbatch (which starts the
   /// background all-reduces).
   virtual void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) = 0;
-  /// Where the program's all_reduce_start queues its sums (null: none);
-  /// over one of communicators()' duplicates.
-  virtual void setBackground(comm::BackgroundAllReduce *background) = 0;
+  /// Where the program's all_reduce_start and all_gather_start queue their
+  /// collectives (null: none); over one of communicators()' duplicates.
+  virtual void setBackground(comm::BackgroundCollectives *background) = 0;
   /// The communicators of the mesh axes, in the mesh's order, for the
   /// program's collectives: used as they are (host memory) or, by a device
   /// backend, to start its own over the same ranks.

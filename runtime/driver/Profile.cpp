@@ -276,28 +276,30 @@ void RunProfile::collective(const comm::Communicator &group, const comm::Collect
 }
 
 void RunProfile::background(const comm::Communicator &group,
-                            const comm::BackgroundAllReduce::Report &report) {
-  for (const comm::BackgroundAllReduce::Finished &sum : report.sums) {
+                            const comm::BackgroundCollectives::Report &report) {
+  for (const comm::BackgroundCollectives::Finished &done : report.done) {
     if (inStep)
-      current.communication += secondsBetween(sum.begin, sum.end);
+      current.communication += secondsBetween(done.begin, done.end);
     if (timeline)
-      timeline->add(Track::BackgroundCommunication, "all_reduce " + group.axis(), sum.begin,
-                    sum.end,
-                    collectiveArgs(group, comm::CollectiveKind::AllReduce, sum.bufferBytes,
-                                   sum.bytesSent, sum.step, sum.what)
-                        .dump());
+      timeline->add(
+          Track::BackgroundCommunication,
+          std::string(comm::collectiveName(done.kind)) + " " + group.axis(), done.begin, done.end,
+          collectiveArgs(group, done.kind, done.bufferBytes, done.bytesSent, done.step, done.what)
+              .dump());
   }
-  for (const auto &[begin, end] : report.waits) {
-    const double seconds = secondsBetween(begin, end);
+  for (const comm::BackgroundCollectives::Wait &wait : report.waits) {
+    const double seconds = secondsBetween(wait.begin, wait.end);
     totalCommunication += seconds;
-    // The program waits for the sums in its calls, and the driver reports
-    // them after the step's last call.
+    // The program waits for the collectives in its calls, and the driver
+    // reports them after the step's last call.
     if (inStep) {
       current.exposedCommunication += seconds;
       callCommunication += seconds;
     }
     if (timeline)
-      timeline->add(Track::Communication, "wait for background all_reduce", begin, end);
+      timeline->add(Track::Communication,
+                    std::string("wait for background ") + comm::collectiveName(wait.kind),
+                    wait.begin, wait.end);
   }
 }
 

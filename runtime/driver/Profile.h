@@ -18,7 +18,7 @@
 #include "runtime/ProgramEntry.h"
 #include "runtime/StepContext.h"
 #include "runtime/Timeline.h"
-#include "runtime/comm/BackgroundAllReduce.h"
+#include "runtime/comm/BackgroundCollectives.h"
 #include "runtime/comm/Communicator.h"
 
 #include <cstdint>
@@ -93,9 +93,10 @@ public:
   void checkpoint(int64_t step, Timeline::Clock::time_point begin,
                   std::optional<uint64_t> bytes);
 
-  /// The background all-reduce's sums and the waits for them since the
-  /// last report (runtime/comm/BackgroundAllReduce.h), over `group`.
-  void background(const comm::Communicator &group, const comm::BackgroundAllReduce::Report &report);
+  /// The background collectives and the waits for them since the last
+  /// report (runtime/comm/BackgroundCollectives.h), over `group`.
+  void background(const comm::Communicator &group,
+                  const comm::BackgroundCollectives::Report &report);
 
   /// Seconds the main thread spent in collectives, or waiting for them,
   /// since the run began.

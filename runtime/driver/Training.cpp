@@ -102,11 +102,11 @@ std::vector<std::string> splitDataFlags(const std::vector<std::string> &flags) {
 }
 
 /// Rank 0's bytes sent over the run per collective kind and mesh axis
-/// (ring-algorithm counts, runtime/comm), the background all-reduce's with
+/// (ring-algorithm counts, runtime/comm), the background collectives' with
 /// its axis's: [{kind, axis, bytes}].
 nlohmann::ordered_json bytesSentJson(const Mesh &mesh,
                                      const std::vector<comm::Communicator *> &axes,
-                                     const comm::BackgroundAllReduce *background) {
+                                     const comm::BackgroundCollectives *background) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (size_t a = 0; a < axes.size(); ++a) {
     for (int kind = 0; kind < comm::kCollectiveKinds; ++kind) {
@@ -199,10 +199,11 @@ struct Job {
   Mesh mesh;
   std::unique_ptr<comm::Communication> communication;
   std::vector<comm::Communicator *> axes;
-  /// The gradient buckets' sums, on a thread of their own (plan.json's
-  /// training.gradient_buckets); declared after `communication`, so it
-  /// stops before MPI does.
-  std::unique_ptr<comm::BackgroundAllReduce> background;
+  /// The gradient buckets' sums and ZeRO 3's prefetched gathers, on a
+  /// thread of their own (plan.json's training.gradient_buckets and
+  /// prefetched_gathers); declared after `communication`, so it stops
+  /// before MPI does.
+  std::unique_ptr<comm::BackgroundCollectives> background;
   std::vector<int> coordinates;
   int64_t dpSize = 1, dpRank = 0;
   /// Rank 0 prints progress and writes what every rank holds alike.
@@ -339,8 +340,12 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
   return 0;
 }
 
-/// Starts the mesh's communicators (one local rank without a mesh).
-int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend, Job &job) {
+/// Starts the mesh's communicators (one local rank without a mesh), and
+/// the background collectives where any of `plans` (the rank's programs:
+/// several on a rank of an interleaved pipeline) starts some.
+int startJob(const std::vector<Plan> &plans, const TrainingOptions &options, Backend &backend,
+             Job &job) {
+  const Plan &plan = plans.front();
   job.mesh = plan.mesh ? *plan.mesh : Mesh::line("dp", 1);
   comm::CommOptions commOptions;
   commOptions.timeoutSeconds = options.collectiveTimeout;
@@ -359,12 +364,19 @@ int startJob(const Plan &plan, const TrainingOptions &options, Backend &backend,
   job.dpSize = dpAxis < 0 ? 1 : job.mesh.shape[dpAxis];
   job.dpRank = dpAxis < 0 ? 0 : job.coordinates[dpAxis];
   job.reporting = job.communication->rank() == 0;
-  if (const auto &buckets = plan.training ? plan.training->gradientBuckets : std::nullopt) {
-    const int axis = job.mesh.axisIndex(buckets->axis);
+  // Every started collective runs over dp (the plan's reader checks that a
+  // program's buckets and gathers share an axis).
+  std::optional<TrainingSpec::StartedCollectives> started;
+  for (const Plan &program : plans)
+    if (program.training && !started)
+      started = program.training->gradientBuckets ? program.training->gradientBuckets
+                                                  : program.training->prefetchedGathers;
+  if (started) {
+    const int axis = job.mesh.axisIndex(started->axis);
     std::unique_ptr<comm::Communicator> group = backend.communicators()[axis]->duplicate(error);
     if (!group)
-      return fail("training.gradient_buckets", error, 1);
-    job.background = std::make_unique<comm::BackgroundAllReduce>(std::move(group), axis);
+      return fail("the background collectives", error, 1);
+    job.background = std::make_unique<comm::BackgroundCollectives>(std::move(group), axis);
     backend.setBackground(job.background.get());
   }
   return 0;
@@ -1170,7 +1182,7 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
   int64_t steps = 0, totalSteps = 0;
   if (int code = checkFlags(spec, options))
     return code;
-  if (int code = startJob(plan, options, backend, job))
+  if (int code = startJob(plans, options, backend, job))
     return code;
   if (int code = readStagePlans(dirs.front(), plan, options, job.stagePlans))
     return code;

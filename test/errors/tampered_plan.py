@@ -79,6 +79,11 @@ def main():
          "training.gradient_buckets.axis: 'dp' is not an axis of the plan's mesh"),
         ("buckets-not-an-object", lambda p: p["training"].update(gradient_buckets=[64]),
          "training.gradient_buckets: is not an object"),
+        ("gathers-without-mesh",
+         lambda p: p["training"].update(prefetched_gathers={"axis": "dp", "bytes": [64]}),
+         "training.prefetched_gathers.axis: 'dp' is not an axis of the plan's mesh"),
+        ("gathers-not-an-object", lambda p: p["training"].update(prefetched_gathers=[64]),
+         "training.prefetched_gathers: is not an object"),
     ]
     for name, change, field in cases:
         tampered(work, problems, name, change, field)

@@ -155,6 +155,10 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "own, as soon as the last microbatch's backward has them: auto (default: a "
                   "quarter of the gradients, 4 KiB to 25 MiB) or a number; 0 runs every "
                   "all-reduce after the backward");
+  sub->add_option("--prefetch-gathers", t.prefetchGathers,
+                  "With --zero 3: start each parameter's dp all-gather, on a thread of its own, "
+                  "while the layers before it compute (auto: on, off for --target cuda), or off "
+                  "(each gather where the parameter is read)");
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");

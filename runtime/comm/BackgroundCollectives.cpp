@@ -1,0 +1,138 @@
+//===- BackgroundCollectives.cpp - collectives on a thread of their own ---===//
+
+#include "runtime/comm/BackgroundCollectives.h"
+
+#include "runtime/KernelError.h"
+#include "runtime/OwnThread.h"
+
+#include <algorithm>
+
+namespace cleave::rt::comm {
+
+BackgroundCollectives::BackgroundCollectives(std::unique_ptr<Communicator> group, int64_t meshAxis)
+    : group_(std::move(group)), meshAxis_(meshAxis) {
+  thread_ = startOwnThread("cleave-comm", [this] { run(); });
+}
+
+BackgroundCollectives::~BackgroundCollectives() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void BackgroundCollectives::queue(Queued collective) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    unfinished_.push_back(std::move(collective));
+  }
+  changed_.notify_all();
+}
+
+void BackgroundCollectives::start(void *buffer, std::size_t count, DType type, DType wire,
+                                  int64_t step, std::string what) {
+  queue({CollectiveKind::AllReduce, buffer, nullptr, count, type, wire, step, std::move(what)});
+}
+
+void BackgroundCollectives::startGather(const void *sent, void *received, std::size_t countPerRank,
+                                        DType type, int64_t step, std::string what) {
+  queue(
+      {CollectiveKind::AllGather, received, sent, countPerRank, type, type, step, std::move(what)});
+}
+
+void BackgroundCollectives::waitUntil(CollectiveKind kind, const void *buffer) {
+  const TimePoint begin = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] {
+    return std::none_of(unfinished_.begin(), unfinished_.end(),
+                        [&](const Queued &q) { return !buffer || q.buffer == buffer; });
+  });
+  report_.waits.push_back({kind, begin, std::chrono::steady_clock::now()});
+}
+
+void BackgroundCollectives::waitFor(const void *buffer) {
+  waitUntil(CollectiveKind::AllGather, buffer);
+}
+
+void BackgroundCollectives::waitAll() { waitUntil(CollectiveKind::AllReduce, nullptr); }
+
+BackgroundCollectives::Report BackgroundCollectives::takeReport() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(report_, {});
+}
+
+void BackgroundCollectives::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || !unfinished_.empty(); });
+    // Stops only when nothing is left: every rank must finish what it
+    // queued, or the other ranks' calls would wait for it.
+    if (unfinished_.empty())
+      return;
+    // Left at the front while it runs, so that waiting for it waits.
+    Queued next = unfinished_.front();
+    lock.unlock();
+    const bool gather = next.kind == CollectiveKind::AllGather;
+    const uint64_t bytes =
+        next.count * dtypeSize(next.wire) * (gather ? static_cast<uint64_t>(group_->size()) : 1);
+    Finished done{next.kind,
+                  next.step,
+                  std::move(next.what),
+                  bytes,
+                  ringBytesSent(next.kind, bytes, group_->size()),
+                  std::chrono::steady_clock::now(),
+                  {}};
+    if (gather)
+      group_->allGather(next.sent, next.buffer, next.count, next.type, {next.step, done.what});
+    else
+      group_->allReduceSumAs(next.buffer, next.count, next.type, next.wire, {next.step, done.what});
+    done.end = std::chrono::steady_clock::now();
+    lock.lock();
+    report_.done.push_back(std::move(done));
+    unfinished_.pop_front();
+    changed_.notify_all();
+  }
+}
+
+namespace {
+
+/// `background`, which must run the collectives of mesh axis `axis`: the
+/// driver makes one for every program that starts them.
+BackgroundCollectives &backgroundOf(BackgroundCollectives *background, int64_t axis,
+                                    const char *kernel) {
+  if (!background || background->meshAxis() != axis)
+    rt::fail(kernel, "no background collectives over mesh axis %lld: the program runs without them",
+             static_cast<long long>(axis));
+  return *background;
+}
+
+} // namespace
+
+void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
+                          const Tensor &buffer, DType wire, int64_t step) {
+  BackgroundCollectives &sums = backgroundOf(background, axis, "all_reduce_start");
+  checkSumWire(sums.group(), "all_reduce_start", buffer.dtype, wire);
+  if (lastMicrobatch)
+    sums.start(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, wire, step,
+               "gradients");
+}
+
+void waitForAllReduces(BackgroundCollectives *background, int64_t axis) {
+  backgroundOf(background, axis, "all_reduce_wait").waitAll();
+}
+
+void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
+                          const Tensor &out, int64_t step) {
+  BackgroundCollectives &gathers = backgroundOf(background, axis, "all_gather_start");
+  checkGatherSizes(gathers.group(), "all_gather_start", in, out);
+  gathers.startGather(in.data, out.data, static_cast<std::size_t>(in.numel()), in.dtype, step,
+                      "parameters");
+}
+
+void waitForAllGather(BackgroundCollectives *background, int64_t axis, const Tensor &out) {
+  backgroundOf(background, axis, "all_gather_wait").waitFor(out.data);
+}
+
+} // namespace cleave::rt::comm

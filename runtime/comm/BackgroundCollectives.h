@@ -1,0 +1,150 @@
+//===- BackgroundCollectives.h - collectives on a thread of their own -*- C++ -*-===//
+//
+// Communication that overlaps the program's compute, on one thread:
+// - a data-parallel step's gradients are summed over dp while the backward
+//   still computes: the program starts a bucket's all-reduce as soon as the
+//   last microbatch's backward has finished its gradients (all_reduce_start,
+//   placed by passes/OverlapGradients.cpp), and the optimizer waits for them
+//   all (all_reduce_wait);
+// - ZeRO 3 gathers a parameter while the layers before it compute: the
+//   program starts its all-gather a compute segment early
+//   (all_gather_start, placed by passes/PrefetchGathers.cpp) and waits for
+//   that one gather where the parameter is read (all_gather_wait).
+// start() and startGather() queue a collective; the thread "cleave-comm"
+// runs the queued ones in order on a communicator of its own (a duplicate
+// of the axis's, so its calls never meet the main thread's); waitFor()
+// blocks until one gather is done, waitAll() until everything queued is.
+//
+// Every rank runs the same program, so every rank queues the same
+// collectives in the same order and the thread's calls match across ranks.
+// Each is the communicator's own (a sum in rank order with
+// --deterministic), so the results are those of the same calls made on the
+// main thread, bit for bit.
+//
+// The thread is owned by the object: started by the constructor, joined by
+// the destructor; it blocks every signal (the main thread handles them). A
+// call that fails or passes its deadline ends the job from the thread, with
+// the same one-line error as on the main thread.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CLEAVE_RUNTIME_COMM_BACKGROUNDCOLLECTIVES_H
+#define CLEAVE_RUNTIME_COMM_BACKGROUNDCOLLECTIVES_H
+
+#include "runtime/comm/Communicator.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace cleave::rt::comm {
+
+class BackgroundCollectives {
+public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  /// One collective as the thread ran it.
+  struct Finished {
+    CollectiveKind kind;
+    int64_t step;
+    std::string what;
+    /// The buffer summed or gathered into, and what this rank sent of it
+    /// by the ring.
+    uint64_t bufferBytes, bytesSent;
+    TimePoint begin, end;
+  };
+
+  /// Runs its collectives over `group` (a duplicate made for this object
+  /// alone), which carries those of mesh axis `meshAxis`.
+  BackgroundCollectives(std::unique_ptr<Communicator> group, int64_t meshAxis);
+  ~BackgroundCollectives();
+  BackgroundCollectives(const BackgroundCollectives &) = delete;
+  BackgroundCollectives &operator=(const BackgroundCollectives &) = delete;
+
+  int64_t meshAxis() const { return meshAxis_; }
+  /// The thread's communicator: its axis, size and bytes sent. Read its
+  /// counts only after waitAll().
+  const Communicator &group() const { return *group_; }
+
+  /// Queues buffer[i] = the sum over the group of buffer[i], through `wire`
+  /// (Communicator::allReduceSumAs for f32 through bf16). The buffer must
+  /// not be touched until waitAll() returns.
+  void start(void *buffer, std::size_t count, DType type, DType wire, int64_t step,
+             std::string what);
+  /// Queues the all-gather of every rank's `countPerRank` elements at `sent`
+  /// into `received`, in rank order. Neither may be touched until
+  /// waitFor(received) or waitAll() returns.
+  void startGather(const void *sent, void *received, std::size_t countPerRank, DType type,
+                   int64_t step, std::string what);
+  /// Blocks until every queued collective into `buffer` is done.
+  void waitFor(const void *buffer);
+  /// Blocks until every queued collective is done.
+  void waitAll();
+
+  /// What the thread did and the caller waited since the last call, for
+  /// the run's figures: each collective in the order it was queued, and
+  /// each wait of waitFor() and waitAll() (its kind, begin and end).
+  struct Wait {
+    CollectiveKind kind;
+    TimePoint begin, end;
+  };
+  struct Report {
+    std::vector<Finished> done;
+    std::vector<Wait> waits;
+  };
+  Report takeReport();
+
+private:
+  struct Queued {
+    CollectiveKind kind;
+    /// The sum's buffer, or the gather's destination.
+    void *buffer;
+    /// The gather's own part (null for a sum).
+    const void *sent;
+    /// A sum's elements, or a gather's per rank.
+    std::size_t count;
+    DType type, wire;
+    int64_t step;
+    std::string what;
+  };
+  void queue(Queued collective);
+  void waitUntil(CollectiveKind kind, const void *buffer);
+  void run();
+
+  std::unique_ptr<Communicator> group_;
+  int64_t meshAxis_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  /// Queued or running (the front), in order.
+  std::deque<Queued> unfinished_;
+  Report report_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+/// The kernels' side (runtime/comm/CollectiveKernels.inc): all_reduce_start
+/// queues `buffer`'s sum over mesh axis `axis` on `background` on a step's
+/// last microbatch (`lastMicrobatch`) and does nothing on the others, whose
+/// backward only accumulates; all_reduce_wait waits for every queued
+/// collective; all_gather_start queues the gather of `in` into `out` on
+/// every call, and all_gather_wait waits for the one into `out`. A missing
+/// `background`, or one over another axis, is a failure of the kernel: the
+/// driver makes one for every program that starts collectives.
+void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
+                          const Tensor &buffer, DType wire, int64_t step);
+void waitForAllReduces(BackgroundCollectives *background, int64_t axis);
+void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
+                          const Tensor &out, int64_t step);
+void waitForAllGather(BackgroundCollectives *background, int64_t axis, const Tensor &out);
+
+} // namespace cleave::rt::comm
+
+#endif
