@@ -23,7 +23,10 @@ parameter's gather started a compute segment early on the background
 thread (--prefetch-gathers auto, the default) against every gather where
 the parameter is read (--prefetch-gathers off, the peer). The communication
 then also counts the gradients' reduce-scatters, which stay on the training
-thread in both.
+thread in both; so a second table gives the gathers alone, from each run's
+trace (--trace): per step and rank the background "all_gather dp" spans
+and the training thread's "wait for background all_gather" spans (their
+exposed part), medians as above, and the share of the gathers hidden.
 """
 import argparse
 import json
@@ -75,6 +78,29 @@ def runs_in_turn(layouts, run_flags, steps, rounds, workdir, take):
     return results
 
 
+def gather_figures(trace_path):
+    """Medians over both ranks and the steps after the first of the
+    background gathers' seconds and the waits for them."""
+    events = json.load(open(trace_path))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    spans = [e for e in events if e.get("ph") == "X"]
+    rows = []
+    for pid in sorted({p for p, _ in threads}):
+        track = {name: [e for e in spans if e["pid"] == pid and threads.get((pid, e["tid"])) == name]
+                 for name in ("compute", "communication", "communication (background)")}
+        steps = sorted((e for e in track["compute"] if e["name"].startswith("step ")),
+                       key=lambda e: e["ts"])[1:]
+        for step in steps:
+            def within(name, label):
+                return sum(e["dur"] for e in track[name] if e["name"] == label and
+                           step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"])
+            rows.append((within("communication (background)", "all_gather dp") / 1e6,
+                         within("communication", "wait for background all_gather") / 1e6))
+    return tuple(median([r[i] for r in rows]) for i in range(2))
+
+
 def figures(metrics):
     """Medians over both ranks and the steps after the first: step,
     communication and exposed communication seconds."""
@@ -104,8 +130,11 @@ def main():
         with tempfile.TemporaryDirectory() as workdir:
             layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir,
                                             ZERO3_LAYOUTS if options.zero3 else LAYOUTS))
-            runs = runs_in_turn(layouts, ["--threads", "1"], options.steps, options.rounds,
-                                workdir, figures)
+            trace = os.path.join(workdir, "trace.json")
+            traced = ["--trace", trace] if options.zero3 else []
+            runs = runs_in_turn(layouts, ["--threads", "1", *traced], options.steps,
+                                options.rounds, workdir,
+                                lambda m: figures(m) + (gather_figures(trace) if traced else ()))
         rows = [(label, *(median([r[i] for r in runs[label]]) for i in range(3)))
                 for label in runs]
         baseline_step, baseline_communication = rows[0][1], rows[0][2]
@@ -114,6 +143,11 @@ def main():
             print(f"{name:38} {label:20} {step * 1e3:>8.3f} {communication * 1e3:>8.3f} "
                   f"{exposed * 1e3:>8.3f} {hidden:>7.1%} {1 - exposed / baseline_communication:>9.1%}"
                   f" {step / baseline_step:>8.2f}")
+        if options.zero3:
+            gathers, waits = (median([r[i] for r in runs[ZERO3_LAYOUTS[1][0]]]) for i in (3, 4))
+            share = 1 - waits / gathers if gathers > 0 else 0.0
+            print(f"{name:38} {'prefetched gathers':20} gathers {gathers * 1e3:.3f} ms, waited "
+                  f"{waits * 1e3:.3f} ms: {share:.1%} hidden")
 
 
 if __name__ == "__main__":
