@@ -1,5 +1,5 @@
 """How much of the data-parallel all-reduce the backward hides, and of
-ZeRO 3's parameter gathers the layers before them hide.
+ZeRO 3's parameter gathers and gradient reduce-scatters the compute hides.
 
     .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R] [--zero3]
 
@@ -18,15 +18,16 @@ communication), the share of the unbucketed all-reduce's time no longer
 exposed (1 - exposed / its communication), and the step time's ratio to the
 unbucketed run's.
 
-With --zero3 the same for ZeRO 3's all-gathers: dp=2 --zero 3 with each
-parameter's gather started a compute segment early on the background
-thread (--prefetch-gathers auto, the default) against every gather where
-the parameter is read (--prefetch-gathers off, the peer). The communication
-then also counts the gradients' reduce-scatters, which stay on the training
-thread in both; so a second table gives the gathers alone, from each run's
-trace (--trace): per step and rank the background "all_gather dp" spans
-and the training thread's "wait for background all_gather" spans (their
-exposed part), medians as above, and the share of the gathers hidden.
+With --zero3 the same for ZeRO 3's collectives: dp=2 --zero 3 with each
+parameter's gather started a compute segment early and each gradient's
+reduce-scatter waited for after the next layer's product, on the
+background thread (--prefetch-gathers on --overlap-reduce-scatters on),
+against both off (the default: every collective where it is read or made,
+the peer), and with the gathers alone prefetched. Per kind, from each
+run's trace (--trace): per step and rank the background "all_gather dp"
+("reduce_scatter dp") spans and the training thread's "wait for background
+all_gather" ("... reduce_scatter") spans, their exposed part, medians as
+above, and the share hidden.
 """
 import argparse
 import json
@@ -43,9 +44,12 @@ from layouts_vs_one_rank import bench_cases, compiled_layouts  # noqa: E402
 
 LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
            ("buckets (auto)", 2, ["--mesh", "dp=2"]))
-ZERO3_LAYOUTS = (("gathers where read", 2, ["--mesh", "dp=2", "--zero", "3",
-                                            "--prefetch-gathers", "off"]),
-                 ("prefetched (auto)", 2, ["--mesh", "dp=2", "--zero", "3"]))
+ZERO3_LAYOUTS = (("both off", 2, ["--mesh", "dp=2", "--zero", "3"]),
+                 ("gathers prefetched", 2, ["--mesh", "dp=2", "--zero", "3",
+                                            "--prefetch-gathers", "on"]),
+                 ("both on", 2, ["--mesh", "dp=2", "--zero", "3", "--prefetch-gathers", "on",
+                                 "--overlap-reduce-scatters", "on"]))
+BACKGROUND_KINDS = ("all_gather", "reduce_scatter")
 
 
 def cases():
@@ -78,9 +82,9 @@ def runs_in_turn(layouts, run_flags, steps, rounds, workdir, take):
     return results
 
 
-def gather_figures(trace_path):
-    """Medians over both ranks and the steps after the first of the
-    background gathers' seconds and the waits for them."""
+def background_figures(trace_path):
+    """Per kind of BACKGROUND_KINDS, medians over both ranks and the steps
+    after the first of its background seconds and the waits for them."""
     events = json.load(open(trace_path))
     events = events["traceEvents"] if isinstance(events, dict) else events
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
@@ -96,9 +100,10 @@ def gather_figures(trace_path):
             def within(name, label):
                 return sum(e["dur"] for e in track[name] if e["name"] == label and
                            step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"])
-            rows.append((within("communication (background)", "all_gather dp") / 1e6,
-                         within("communication", "wait for background all_gather") / 1e6))
-    return tuple(median([r[i] for r in rows]) for i in range(2))
+            rows.append(tuple(seconds for kind in BACKGROUND_KINDS for seconds in (
+                within("communication (background)", f"{kind} dp") / 1e6,
+                within("communication", f"wait for background {kind}") / 1e6)))
+    return tuple(median([r[i] for r in rows]) for i in range(2 * len(BACKGROUND_KINDS)))
 
 
 def figures(metrics):
@@ -134,7 +139,8 @@ def main():
             traced = ["--trace", trace] if options.zero3 else []
             runs = runs_in_turn(layouts, ["--threads", "1", *traced], options.steps,
                                 options.rounds, workdir,
-                                lambda m: figures(m) + (gather_figures(trace) if traced else ()))
+                                lambda m: figures(m) + (background_figures(trace) if traced
+                                                        else ()))
         rows = [(label, *(median([r[i] for r in runs[label]]) for i in range(3)))
                 for label in runs]
         baseline_step, baseline_communication = rows[0][1], rows[0][2]
@@ -143,11 +149,12 @@ def main():
             print(f"{name:38} {label:20} {step * 1e3:>8.3f} {communication * 1e3:>8.3f} "
                   f"{exposed * 1e3:>8.3f} {hidden:>7.1%} {1 - exposed / baseline_communication:>9.1%}"
                   f" {step / baseline_step:>8.2f}")
-        if options.zero3:
-            gathers, waits = (median([r[i] for r in runs[ZERO3_LAYOUTS[1][0]]]) for i in (3, 4))
-            share = 1 - waits / gathers if gathers > 0 else 0.0
-            print(f"{name:38} {'prefetched gathers':20} gathers {gathers * 1e3:.3f} ms, waited "
-                  f"{waits * 1e3:.3f} ms: {share:.1%} hidden")
+        for label, *_ in (ZERO3_LAYOUTS[1:] if options.zero3 else ()):
+            for k, kind in enumerate(BACKGROUND_KINDS):
+                moved, waited = (median([r[3 + 2 * k + i] for r in runs[label]]) for i in (0, 1))
+                if moved > 0:
+                    print(f"{name:38} {label:20} background {kind} {moved * 1e3:.3f} ms, waited "
+                          f"{waited * 1e3:.3f} ms: {1 - waited / moved:.1%} hidden")
 
 
 if __name__ == "__main__":

@@ -194,8 +194,9 @@ private:
   LogicalResult parseMesh(StringRef text);
   /// Reads --bucket-mb into `bucketBytes`.
   LogicalResult parseBucketMb(StringRef text);
-  /// Reads --prefetch-gathers into `prefetchGathers`.
-  LogicalResult parsePrefetchGathers(StringRef text);
+  /// Reads `flag` (on or off: --prefetch-gathers, --overlap-reduce-scatters),
+  /// whose background collectives are `what`, into `on`.
+  LogicalResult parseBackgroundFlag(StringRef flag, StringRef text, StringRef what, bool &on);
   /// Reads the JSON object in `path`, the `what` that docs/formats.md
   /// describes under `format`.
   LogicalResult readJsonFile(StringRef path, StringRef what, StringRef format,
@@ -232,8 +233,8 @@ private:
   rt::Mesh mesh;
   /// cleave-overlap-gradients' bucket-bytes: -1 auto, 0 none.
   int64_t bucketBytes = 0;
-  /// Whether cleave-prefetch-gathers runs.
-  bool prefetchGathers = false;
+  /// Whether cleave-prefetch-gathers and cleave-overlap-reduce-scatters run.
+  bool prefetchGathers = false, overlapReduceScatters = false;
   /// --loss KIND:OUTPUT,TARGET, once checked: the loss to append.
   std::optional<AppendLossOptions> appendedLoss;
   /// The plan's entries as cleave-annotate-sharding takes them.
@@ -431,7 +432,11 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
     return bad("zero", t.zero, "0, 1, 2 or 3");
   if (failed(checkPipelineOptions(t)))
     return failure();
-  if (failed(parseBucketMb(t.bucketMb)) || failed(parsePrefetchGathers(t.prefetchGathers)))
+  if (failed(parseBucketMb(t.bucketMb)) ||
+      failed(parseBackgroundFlag("--prefetch-gathers", t.prefetchGathers,
+                                 "gathers during the compute", prefetchGathers)) ||
+      failed(parseBackgroundFlag("--overlap-reduce-scatters", t.overlapReduceScatters,
+                                 "reduce-scatters during the backward", overlapReduceScatters)))
     return failure();
   if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
     return fail("--recompute '" + t.recompute + "'", "unknown mode", "use none, selective or full",
@@ -649,14 +654,14 @@ LogicalResult Compiler::parseBucketMb(StringRef text) {
   return success();
 }
 
-LogicalResult Compiler::parsePrefetchGathers(StringRef text) {
-  if (text != "auto" && text != "on" && text != "off")
-    return fail("--prefetch-gathers '" + text + "'", "is not auto, on or off", "", kExitBadUsage);
+LogicalResult Compiler::parseBackgroundFlag(StringRef flag, StringRef text, StringRef what,
+                                            bool &on) {
+  if (text != "on" && text != "off")
+    return fail(flag + " '" + text + "'", "is not on or off", "", kExitBadUsage);
   if (text == "on" && options.target != "cpu")
-    return fail("--prefetch-gathers on",
-                "gathers during the compute are not built for --target " + options.target + " yet",
-                "leave --prefetch-gathers out, or give off", kExitBadUsage);
-  prefetchGathers = text == "on" || (text == "auto" && options.target == "cpu");
+    return fail(flag + " on", what + " are not built for --target " + options.target + " yet",
+                "leave " + flag + " out, or give off", kExitBadUsage);
+  on = text == "on";
   return success();
 }
 
@@ -736,6 +741,7 @@ std::string Compiler::pipelineText() const {
   add("sync-batchnorm", t.syncBatchNorm ? "true" : "false");
   add("bucket-bytes", std::to_string(bucketBytes));
   add("prefetch-gathers", prefetchGathers ? "true" : "false");
+  add("overlap-reduce-scatters", overlapReduceScatters ? "true" : "false");
   add("recompute", quoted(t.recompute));
   add("precision", quoted(t.precision));
   add("grad-reduce-dtype", quoted(t.gradReduceDtype));
@@ -899,8 +905,9 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
             kExitBadInput)))
       return failure();
   }
-  if (failed(runPasses(
-          module, [&](PassManager &pm) { buildProgramTail(pm, bucketBytes, prefetchGathers); })))
+  if (failed(runPasses(module, [&](PassManager &pm) {
+        buildProgramTail(pm, {bucketBytes, prefetchGathers, overlapReduceScatters});
+      })))
     return failure();
   if (options.emit != "plan" &&
       failed(write("forward.mlir", [&](llvm::raw_ostream &os) { os << module << "\n"; })))

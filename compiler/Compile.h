@@ -81,9 +81,14 @@ struct TrainOptions {
   /// none (the sums run in the optimizer's step).
   std::string bucketMb = "auto";
   /// Whether ZeRO 3's parameter gathers start a compute segment before the
-  /// ops that read them, on the background thread (cleave-prefetch-gathers):
-  /// "auto" (on, off for --target cuda), "on" or "off".
-  std::string prefetchGathers = "auto";
+  /// ops that read them, on the background thread (cleave-prefetch-gathers),
+  /// and ZeRO 2 and 3's gradient reduce-scatters run there while the
+  /// backward makes the next layer's gradient
+  /// (cleave-overlap-reduce-scatters): "on" or "off" (the default: on this
+  /// CPU the background thread takes the cores the compute runs on,
+  /// docs/performance.md).
+  std::string prefetchGathers = "off";
+  std::string overlapReduceScatters = "off";
   /// With a pp axis: the pipeline schedule, gpipe, 1f1b, interleaved or
   /// zb-h1.
   std::string schedule = "1f1b";

@@ -235,7 +235,10 @@ private:
   void setTraining();
   /// The buckets cleave-overlap-gradients starts in @forward, in order.
   std::optional<rt::TrainingSpec::StartedCollectives> gradientBuckets();
-  std::optional<rt::TrainingSpec::StartedCollectives> prefetchedGathers();
+  /// The gathers or reduce-scatters (`Collective`) marked cleave.started,
+  /// in module order: their mesh axis and whole buffers' bytes.
+  template <typename Collective>
+  std::optional<rt::TrainingSpec::StartedCollectives> startedInPrograms();
   /// A pipeline stage's actions and stash, from the module's schedule.
   std::optional<rt::PipelineSpec> pipelineStage();
   /// The blob of the rank at `coordinates`.
@@ -602,7 +605,8 @@ void PlanBuilder::setTraining() {
   }
   spec.pipeline = pipelineStage();
   spec.gradientBuckets = gradientBuckets();
-  spec.prefetchedGathers = prefetchedGathers();
+  spec.prefetchedGathers = startedInPrograms<shard::AllGatherOp>();
+  spec.overlappedReduceScatters = startedInPrograms<shard::ReduceScatterOp>();
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
       spec.lrInput = i;
@@ -614,16 +618,19 @@ void PlanBuilder::setTraining() {
   plan.training = spec;
 }
 
-std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::prefetchedGathers() {
-  std::optional<rt::TrainingSpec::StartedCollectives> gathers;
-  module.walk([&](shard::AllGatherOp gather) {
-    if (!gather->hasAttr(kStartedAttr))
+template <typename Collective>
+std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::startedInPrograms() {
+  std::optional<rt::TrainingSpec::StartedCollectives> started;
+  module.walk([&](Collective op) {
+    if (!op->hasAttr(kStartedAttr))
       return;
-    if (!gathers)
-      gathers.emplace().axis = plan.mesh->axisNames[gather.getGridAxes()[0]];
-    gathers->bytes.push_back(tensorBytes(cast<RankedTensorType>(gather.getResult().getType())));
+    if (!started)
+      started.emplace().axis = plan.mesh->axisNames[op.getGridAxes()[0]];
+    // The whole buffer: a gather's result, a reduce-scatter's operand.
+    Value whole = isa<shard::AllGatherOp>(op) ? op->getResult(0) : op->getOperand(0);
+    started->bytes.push_back(tensorBytes(cast<RankedTensorType>(whole.getType())));
   });
-  return gathers;
+  return started;
 }
 
 std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::gradientBuckets() {

@@ -465,9 +465,10 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     call(kernelPrefix + "copy", Type(), copy);
     return kernelCall("all_reduce", {out});
   }
-  // A gather cleave-prefetch-gathers started early runs in the background.
+  // A gather or reduce-scatter started early (cleave-prefetch-gathers,
+  // cleave-overlap-reduce-scatters) runs in the background.
   std::string kernel = op->getName().stripDialect().str();
-  if (isa<shard::AllGatherOp>(op) && op->hasAttr(kStartedAttr))
+  if (isa<shard::AllGatherOp, shard::ReduceScatterOp>(op) && op->hasAttr(kStartedAttr))
     kernel += "_start";
   return kernelCall(kernel, {in, out});
 }
@@ -522,15 +523,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     tensors[op->getResult(0)] = call("cleave::rt::reshaped", tensorType, args);
     return success();
   }
-  if (auto wait = dyn_cast<AllGatherWaitOp>(op)) {
-    auto gather = wait.getGathered().getDefiningOp<shard::AllGatherOp>();
-    Value gathered = tensors.lookup(wait.getGathered());
-    tensors[wait.getOutput()] = gathered;
+  if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
+    Operation *collective = wait.getStarted().getDefiningOp();
+    Value buffer = tensors.lookup(wait.getStarted());
+    tensors[wait.getOutput()] = buffer;
     CallArgs args(b);
     args.value(context);
-    args.value(gathered);
-    args.literal(std::to_string(gather.getGridAxes()[0]));
-    call(kernelPrefix + "all_gather_wait", Type(), args);
+    args.value(buffer);
+    args.literal(std::to_string(collective->getAttrOfType<DenseI16ArrayAttr>("grid_axes")[0]));
+    call(kernelPrefix + collective->getName().stripDialect().str() + "_wait", Type(), args);
     return success();
   }
   if (auto start = dyn_cast<AllReduceStartOp>(op)) {

@@ -32,7 +32,7 @@ bool isView(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return isInPlace(reduce);
   return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp,
-             AllGatherWaitOp>(op);
+             CollectiveWaitOp>(op);
 }
 
 /// A splat of more than one element is filled at run time in the arena rather

@@ -836,7 +836,7 @@ def PrefetchGathers : Pass<"cleave-prefetch-gathers", "mlir::ModuleOp"> {
     collectives' thread (runtime/comm/BackgroundCollectives.h) and move
     while the previous segment's compute runs, as DeepSpeed's ZeRO 3
     prefetches the next module's parameters. Where a gather was, a
-    `cleave.all_gather_wait` waits for it; the ops that read the gather read
+    `cleave.collective_wait` waits for it; the ops that read the gather read
     the wait. A function's first segment stays where it is.
 
     The gathers are the same calls on the same values, so results do not
@@ -845,6 +845,33 @@ def PrefetchGathers : Pass<"cleave-prefetch-gathers", "mlir::ModuleOp"> {
     without a dp axis of more than one rank, or in a function with fewer
     than two such gathers. A gather of a value made in the function, or of
     an argument the function writes, stays where it is.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
+def OverlapReduceScatters : Pass<"cleave-overlap-reduce-scatters", "mlir::ModuleOp"> {
+  let summary = "Reduce-scatter ZeRO's gradients while the backward makes the next one";
+  let description = [{
+    Runs before cleave-memory-plan. In each function, each `shard.reduce_scatter`
+    over the `dp` axis (ZeRO 3's, and ZeRO 2's with sliced masters: a
+    gradient summed into this rank's slice as soon as it is made) is marked
+    `cleave.started`: at run time it is queued where it is on the background
+    collectives' thread (runtime/comm/BackgroundCollectives.h). The ops that
+    read its result (the slice added into its accumulator and assigned)
+    move, after a `cleave.collective_wait` for it, down to just before the
+    first such reduce-scatter after the next matrix product (the next
+    layer's gradient), or to the end of the function, so that the sum moves
+    while the backward computes that gradient, as DeepSpeed's ZeRO overlaps
+    its gradients' reduce-scatters. The memory plan keeps each gradient
+    alive until its wait: a layer's gradients more.
+
+    The sums are the same calls on the same values: results do not change
+    (with `--deterministic`, bit for bit). Does nothing without a dp axis
+    of more than one rank. A reduce-scatter stays where it is when what
+    reads its result does more than accumulate it (an op with effects, a
+    return) or something else reads the accumulator before its wait, and
+    where no product follows (the last layer's, and ZeRO 2's one
+    reduce-scatter of its flat buffer at the end of the backward).
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -102,17 +102,19 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createSplitBackward({options.schedule == "zb-h1"}));
 }
 
-void buildProgramTail(OpPassManager &pm, int64_t bucketBytes, bool prefetchGathers) {
+void buildProgramTail(OpPassManager &pm, const ProgramTailOptions &options) {
   pm.addPass(createFoldTransposes());
   pm.addPass(createConstantWeights());
   pm.addPass(createFuseActivations());
   pm.addPass(createFuseSoftmax());
   pm.addPass(createAccumulateIntoProducts());
   pm.addPass(createFuseElementwise());
-  if (prefetchGathers)
+  if (options.prefetchGathers)
     pm.addPass(createPrefetchGathers());
+  if (options.overlapReduceScatters)
+    pm.addPass(createOverlapReduceScatters());
   pm.addPass(createMemoryPlan());
-  pm.addPass(createOverlapGradients({bucketBytes}));
+  pm.addPass(createOverlapGradients({options.bucketBytes}));
 }
 
 void registerCleavePipelines() {
@@ -122,7 +124,8 @@ void registerCleavePipelines() {
       "it writes as forward.mlir",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildTrainPipeline(pm, options);
-        buildProgramTail(pm, options.bucketBytes, options.prefetchGathers);
+        buildProgramTail(
+            pm, {options.bucketBytes, options.prefetchGathers, options.overlapReduceScatters});
       });
 }
 

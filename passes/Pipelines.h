@@ -99,6 +99,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       *this, "prefetch-gathers", llvm::cl::init(false),
       llvm::cl::desc("Run cleave-prefetch-gathers (ZeRO 3's gathers started a compute segment "
                      "early) before the memory plan")};
+  Option<bool> overlapReduceScatters{
+      *this, "overlap-reduce-scatters", llvm::cl::init(false),
+      llvm::cl::desc("Run cleave-overlap-reduce-scatters (ZeRO's gradient reduce-scatters "
+                     "during the backward) before the memory plan")};
   Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false),
                              llvm::cl::desc("Training-mode BatchNorm statistics over every dp "
                                             "rank's microbatch together")};
@@ -113,12 +117,21 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 /// split-backward, as each option asks.
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
+/// What the program tail overlaps with compute: cleave-overlap-gradients'
+/// bucket bytes (0: none), and whether cleave-prefetch-gathers and
+/// cleave-overlap-reduce-scatters run.
+struct ProgramTailOptions {
+  int64_t bucketBytes = 0;
+  bool prefetchGathers = false;
+  bool overlapReduceScatters = false;
+};
+
 /// The passes every program runs last, trained or not, before it is
 /// lowered: cleave-fold-transposes, cleave-accumulate-into-products,
-/// cleave-fuse-elementwise, with `prefetchGathers` cleave-prefetch-gathers,
-/// cleave-memory-plan and cleave-overlap-gradients (gradient buckets of
-/// `bucketBytes`, 0 for none).
-void buildProgramTail(mlir::OpPassManager &pm, int64_t bucketBytes, bool prefetchGathers);
+/// cleave-fuse-elementwise, cleave-prefetch-gathers and
+/// cleave-overlap-reduce-scatters as `options` say, cleave-memory-plan and
+/// cleave-overlap-gradients.
+void buildProgramTail(mlir::OpPassManager &pm, const ProgramTailOptions &options);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then
 /// buildProgramTail (what `cleave compile` writes as forward.mlir).

@@ -66,7 +66,7 @@ struct PrefetchGathersPass : public cleave::impl::PrefetchGathersBase<PrefetchGa
   /// Moves each gather up to just after the previous compute segment's
   /// gathers (those before the last compute op ahead of it: an op that is
   /// not gather-side), where it starts on the background thread, and reads
-  /// it through a cleave.all_gather_wait where it was. A function's first
+  /// it through a cleave.collective_wait where it was. A function's first
   /// segment's gathers have nothing to hide behind and stay.
   void prefetch(func::FuncOp func, int64_t dpAxis) {
     SmallVector<shard::AllGatherOp> gathers = prefetchable(func, dpAxis);
@@ -110,8 +110,8 @@ struct PrefetchGathersPass : public cleave::impl::PrefetchGathersBase<PrefetchGa
         anchor = segmentEnd;
       b.setInsertionPoint(gather);
       auto wait =
-          AllGatherWaitOp::create(b, gather.getLoc(), gather.getResult(), gather.getInput());
-      gather.getResult().replaceAllUsesExcept(wait.getResult(), wait);
+          CollectiveWaitOp::create(b, gather.getLoc(), gather.getResult(), gather.getInput());
+      gather.getResult().replaceAllUsesExcept(wait.getOutput(), wait);
       gather->setAttr(kStartedAttr, b.getUnitAttr());
       Operation *&behind = lastMovedBehind[anchor];
       gather->moveAfter(behind ? behind : anchor);

@@ -176,6 +176,8 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
     training["gradient_buckets"] = {{"axis", buckets->axis}, {"bytes", buckets->bytes}};
   if (const auto &gathers = t.prefetchedGathers)
     training["prefetched_gathers"] = {{"axis", gathers->axis}, {"bytes", gathers->bytes}};
+  if (const auto &scatters = t.overlappedReduceScatters)
+    training["overlapped_reduce_scatters"] = {{"axis", scatters->axis}, {"bytes", scatters->bytes}};
   if (const auto &scaling = t.lossScaling)
     training["loss_scaling"] = {{"initial_scale", scaling->initialScale},
                                 {"growth_interval", scaling->growthInterval},
@@ -315,7 +317,8 @@ public:
   bool flatBuffer(const Json &json, Plan &plan);
   bool schedule(const Json &json, TrainingSpec &spec);
   bool training(const Json &json, Plan &plan);
-  /// training.gradient_buckets or training.prefetched_gathers (`key`).
+  /// training.gradient_buckets, prefetched_gathers or
+  /// overlapped_reduce_scatters (`key`).
   bool startedCollectives(const Json &json, const std::string &key, const Plan &plan,
                           std::optional<TrainingSpec::StartedCollectives> &started);
   bool lossScaling(const Json &json, const Plan &plan, TrainingSpec &spec);
@@ -559,14 +562,20 @@ bool Reader::training(const Json &json, Plan &plan) {
     return false;
   if (json.contains("pipeline") && !pipeline(json["pipeline"], plan, spec, claimed))
     return false;
-  for (auto [key, started] : {std::pair{"gradient_buckets", &spec.gradientBuckets},
-                              std::pair{"prefetched_gathers", &spec.prefetchedGathers}})
-    if (json.contains(key) && !startedCollectives(json[key], key, plan, *started))
+  std::optional<std::string> backgroundAxis;
+  for (auto [key, started] :
+       {std::pair{"gradient_buckets", &spec.gradientBuckets},
+        std::pair{"prefetched_gathers", &spec.prefetchedGathers},
+        std::pair{"overlapped_reduce_scatters", &spec.overlappedReduceScatters}}) {
+    if (!json.contains(key))
+      continue;
+    if (!startedCollectives(json[key], key, plan, *started))
       return false;
-  if (spec.gradientBuckets && spec.prefetchedGathers &&
-      spec.gradientBuckets->axis != spec.prefetchedGathers->axis)
-    return fail("training.prefetched_gathers.axis",
-                "is not gradient_buckets' axis: one background thread runs both");
+    if (backgroundAxis && *backgroundAxis != (*started)->axis)
+      return fail(std::string("training.") + key + ".axis",
+                  "is not the other started collectives' axis: one background thread runs them");
+    backgroundAxis = (*started)->axis;
+  }
   if (json.contains("loss_scaling") && !lossScaling(json["loss_scaling"], plan, spec))
     return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)

@@ -313,6 +313,11 @@ struct TrainingSpec {
   /// that reads them (passes/PrefetchGathers.cpp), in one call of each
   /// program that starts them. None: every gather runs where it is read.
   std::optional<StartedCollectives> prefetchedGathers;
+  /// ZeRO 2 and 3's gradient reduce-scatters waited for where the next
+  /// gradient's starts (passes/OverlapReduceScatters.cpp), in one call of
+  /// each program that starts them: their bytes are the whole gradients'.
+  /// None: every reduce-scatter runs where its gradient is made.
+  std::optional<StartedCollectives> overlappedReduceScatters;
   /// Dynamic loss scaling (fp16): the initial scale, the steps without inf
   /// or NaN gradients after which it is multiplied by the growth factor (by
   /// the backoff factor after a step with them, which is skipped), and the

@@ -980,13 +980,15 @@ LogicalResult AllReduceStartOp::verify() {
   return success();
 }
 
-LogicalResult AllGatherWaitOp::verify() {
-  auto gather = getGathered().getDefiningOp<shard::AllGatherOp>();
-  if (!gather || !gather->hasAttr(kStartedAttr))
-    return emitOpError("waits for a value that no started shard.all_gather (")
+LogicalResult CollectiveWaitOp::verify() {
+  Operation *collective = getStarted().getDefiningOp();
+  if (!isa_and_present<shard::AllGatherOp, shard::ReduceScatterOp>(collective) ||
+      !collective->hasAttr(kStartedAttr))
+    return emitOpError("waits for a value that no started shard.all_gather or "
+                       "shard.reduce_scatter (")
            << kStartedAttr << ") makes";
-  if (gather.getInput() != getSource())
-    return emitOpError("source is not the gather's operand");
+  if (collective->getOperand(0) != getSource())
+    return emitOpError("source is not the collective's operand");
   return success();
 }
 

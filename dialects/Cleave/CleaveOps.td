@@ -703,21 +703,25 @@ def Cleave_AllReduceStartOp : Cleave_Op<"all_reduce_start", [MemoryEffects<[MemR
   let hasVerifier = 1;
 }
 
-def Cleave_AllGatherWaitOp : Cleave_Op<"all_gather_wait", [MemoryEffects<[MemRead, MemWrite]>,
-                                                          AllTypesMatch<["gathered", "output"]>]> {
-  let summary = "wait for an all-gather started earlier on the background thread";
+def Cleave_CollectiveWaitOp : Cleave_Op<"collective_wait", [MemoryEffects<[MemRead, MemWrite]>,
+                                                          AllTypesMatch<["started", "output"]>]> {
+  let summary = "wait for a collective started earlier on the background thread";
   let description = [{
-    Placed by `cleave-prefetch-gathers` where a parameter's gather was: the
-    `shard.all_gather` that makes `gathered` (marked `cleave.started`) now
-    comes earlier, and the runtime runs it on the background collectives'
-    thread (runtime/comm/BackgroundCollectives.h) while the ops in between
-    compute. `output` is `gathered`'s buffer once the gather is done: every
-    op that read the gather reads it. `source` is the gather's own operand,
-    read here so that the memory plan keeps it until the gather is done.
+    `started` is made by a `shard.all_gather` or `shard.reduce_scatter`
+    marked `cleave.started`, which the runtime runs on the background
+    collectives' thread (runtime/comm/BackgroundCollectives.h) while the ops
+    between it and this wait compute: `cleave-prefetch-gathers` moves a
+    parameter's gather up a compute segment and leaves this wait where the
+    gather was; `cleave-overlap-reduce-scatters` leaves a gradient's
+    reduce-scatter where it was and moves this wait, with what reads it, down
+    to the next gradient's. `output` is `started`'s buffer once the
+    collective is done: every op that read the collective reads it. `source`
+    is the collective's own operand, read here so that the memory plan keeps
+    it until the collective is done.
   }];
-  let arguments = (ins Cleave_Tensor:$gathered, Cleave_Tensor:$source);
+  let arguments = (ins Cleave_Tensor:$started, Cleave_Tensor:$source);
   let results = (outs Cleave_Tensor:$output);
-  let assemblyFormat = "$gathered `from` $source attr-dict `:` type($source) `->` type($gathered)";
+  let assemblyFormat = "$started `from` $source attr-dict `:` type($source) `->` type($started)";
   let hasVerifier = 1;
 }
 

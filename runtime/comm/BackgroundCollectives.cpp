@@ -42,6 +42,13 @@ void BackgroundCollectives::startGather(const void *sent, void *received, std::s
       {CollectiveKind::AllGather, received, sent, countPerRank, type, type, step, std::move(what)});
 }
 
+void BackgroundCollectives::startReduceScatter(const void *sent, void *received,
+                                               std::size_t countPerRank, DType type, DType wire,
+                                               int64_t step, std::string what) {
+  queue({CollectiveKind::ReduceScatter, received, sent, countPerRank, type, wire, step,
+         std::move(what)});
+}
+
 void BackgroundCollectives::waitUntil(CollectiveKind kind, const void *buffer) {
   const TimePoint begin = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
@@ -52,8 +59,8 @@ void BackgroundCollectives::waitUntil(CollectiveKind kind, const void *buffer) {
   report_.waits.push_back({kind, begin, std::chrono::steady_clock::now()});
 }
 
-void BackgroundCollectives::waitFor(const void *buffer) {
-  waitUntil(CollectiveKind::AllGather, buffer);
+void BackgroundCollectives::waitFor(CollectiveKind kind, const void *buffer) {
+  waitUntil(kind, buffer);
 }
 
 void BackgroundCollectives::waitAll() { waitUntil(CollectiveKind::AllReduce, nullptr); }
@@ -74,9 +81,9 @@ void BackgroundCollectives::run() {
     // Left at the front while it runs, so that waiting for it waits.
     Queued next = unfinished_.front();
     lock.unlock();
-    const bool gather = next.kind == CollectiveKind::AllGather;
+    // The whole buffer: a sum's, a gather's output, a reduce-scatter's input.
     const uint64_t bytes =
-        next.count * dtypeSize(next.wire) * (gather ? static_cast<uint64_t>(group_->size()) : 1);
+        next.count * dtypeSize(next.wire) * (next.sent ? static_cast<uint64_t>(group_->size()) : 1);
     Finished done{next.kind,
                   next.step,
                   std::move(next.what),
@@ -84,10 +91,13 @@ void BackgroundCollectives::run() {
                   ringBytesSent(next.kind, bytes, group_->size()),
                   std::chrono::steady_clock::now(),
                   {}};
-    if (gather)
-      group_->allGather(next.sent, next.buffer, next.count, next.type, {next.step, done.what});
+    const CallSite site{next.step, done.what};
+    if (next.kind == CollectiveKind::AllGather)
+      group_->allGather(next.sent, next.buffer, next.count, next.type, site);
+    else if (next.kind == CollectiveKind::ReduceScatter)
+      group_->reduceScatterSumAs(next.sent, next.buffer, next.count, next.type, next.wire, site);
     else
-      group_->allReduceSumAs(next.buffer, next.count, next.type, next.wire, {next.step, done.what});
+      group_->allReduceSumAs(next.buffer, next.count, next.type, next.wire, site);
     done.end = std::chrono::steady_clock::now();
     lock.lock();
     report_.done.push_back(std::move(done));
@@ -131,8 +141,17 @@ void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const
                       "parameters");
 }
 
-void waitForAllGather(BackgroundCollectives *background, int64_t axis, const Tensor &out) {
-  backgroundOf(background, axis, "all_gather_wait").waitFor(out.data);
+void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
+                              const Tensor &out, DType wire, int64_t step) {
+  BackgroundCollectives &collectives = backgroundOf(background, axis, "reduce_scatter_start");
+  checkReduceScatterSizes(collectives.group(), "reduce_scatter_start", in, out, wire);
+  collectives.startReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), in.dtype,
+                                 wire, step, "gradients");
+}
+
+void waitForCollective(BackgroundCollectives *background, CollectiveKind kind, const char *kernel,
+                       int64_t axis, const Tensor &out) {
+  backgroundOf(background, axis, kernel).waitFor(kind, out.data);
 }
 
 } // namespace cleave::rt::comm

@@ -9,11 +9,17 @@
 // - ZeRO 3 gathers a parameter while the layers before it compute: the
 //   program starts its all-gather a compute segment early
 //   (all_gather_start, placed by passes/PrefetchGathers.cpp) and waits for
-//   that one gather where the parameter is read (all_gather_wait).
-// start() and startGather() queue a collective; the thread "cleave-comm"
-// runs the queued ones in order on a communicator of its own (a duplicate
-// of the axis's, so its calls never meet the main thread's); waitFor()
-// blocks until one gather is done, waitAll() until everything queued is.
+//   that one gather where the parameter is read (all_gather_wait);
+// - ZeRO 2 and 3 reduce-scatter each gradient while the backward computes
+//   the next one: the program starts the reduce-scatter as soon as the
+//   gradient is made (reduce_scatter_start) and waits for it where the next
+//   gradient's starts (reduce_scatter_wait,
+//   passes/OverlapReduceScatters.cpp).
+// start(), startGather() and startReduceScatter() queue a collective; the
+// thread "cleave-comm" runs the queued ones in order on a communicator of
+// its own (a duplicate of the axis's, so its calls never meet the main
+// thread's); waitFor() blocks until the one into a buffer is done,
+// waitAll() until everything queued is.
 //
 // Every rank runs the same program, so every rank queues the same
 // collectives in the same order and the thread's calls match across ranks.
@@ -84,8 +90,14 @@ public:
   /// waitFor(received) or waitAll() returns.
   void startGather(const void *sent, void *received, std::size_t countPerRank, DType type,
                    int64_t step, std::string what);
-  /// Blocks until every queued collective into `buffer` is done.
-  void waitFor(const void *buffer);
+  /// Queues `received` (`countPerRank` elements) = this rank's part of the
+  /// sum over the group of `sent`, through `wire` as start()'s sums. Neither
+  /// may be touched until waitFor(received) or waitAll() returns.
+  void startReduceScatter(const void *sent, void *received, std::size_t countPerRank, DType type,
+                          DType wire, int64_t step, std::string what);
+  /// Blocks until every queued collective into `buffer` (a `kind`, as the
+  /// report says) is done.
+  void waitFor(CollectiveKind kind, const void *buffer);
   /// Blocks until every queued collective is done.
   void waitAll();
 
@@ -107,9 +119,9 @@ private:
     CollectiveKind kind;
     /// The sum's buffer, or the gather's destination.
     void *buffer;
-    /// The gather's own part (null for a sum).
+    /// What a gather or reduce-scatter sends (null for a sum in place).
     const void *sent;
-    /// A sum's elements, or a gather's per rank.
+    /// A sum's elements, or a gather's or reduce-scatter's per rank.
     std::size_t count;
     DType type, wire;
     int64_t step;
@@ -134,8 +146,9 @@ private:
 /// queues `buffer`'s sum over mesh axis `axis` on `background` on a step's
 /// last microbatch (`lastMicrobatch`) and does nothing on the others, whose
 /// backward only accumulates; all_reduce_wait waits for every queued
-/// collective; all_gather_start queues the gather of `in` into `out` on
-/// every call, and all_gather_wait waits for the one into `out`. A missing
+/// collective; all_gather_start and reduce_scatter_start queue the gather or
+/// the reduce-scatter of `in` into `out` on every call, and all_gather_wait
+/// and reduce_scatter_wait wait for the one into `out`. A missing
 /// `background`, or one over another axis, is a failure of the kernel: the
 /// driver makes one for every program that starts collectives.
 void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
@@ -143,7 +156,11 @@ void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch
 void waitForAllReduces(BackgroundCollectives *background, int64_t axis);
 void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                           const Tensor &out, int64_t step);
-void waitForAllGather(BackgroundCollectives *background, int64_t axis, const Tensor &out);
+void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
+                              const Tensor &out, DType wire, int64_t step);
+/// Waits for the `kind` (`kernel`'s) into `out`.
+void waitForCollective(BackgroundCollectives *background, CollectiveKind kind, const char *kernel,
+                       int64_t axis, const Tensor &out);
 
 } // namespace cleave::rt::comm
 

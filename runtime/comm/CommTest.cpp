@@ -487,10 +487,12 @@ TEST(BackgroundCollectivesTest, SumsBesideTheMainThreadsCalls) {
             ringBytesSent(CollectiveKind::AllReduce, sizeof(double), n));
 }
 
-// Gathers queued behind a sum, while the main thread makes a call of its
-// own: waiting for one gather leaves the next queued or running, and each
-// destination holds every rank's part in rank order.
-TEST(BackgroundCollectivesTest, GathersWaitedForOneByOne) {
+// Gathers and a reduce-scatter queued behind a sum, while the main thread
+// makes a call of its own: waiting for one leaves the next queued or
+// running; each gather's destination holds every rank's part in rank order,
+// the reduce-scatter's this rank's part of the sum (whole numbers: exact in
+// any order).
+TEST(BackgroundCollectivesTest, GathersAndReduceScattersWaitedForOneByOne) {
   auto comm = world(/*deterministic=*/false);
   const int n = comm->size(), r = comm->rank();
   std::string error;
@@ -510,11 +512,21 @@ TEST(BackgroundCollectivesTest, GathersWaitedForOneByOne) {
   for (size_t g = 0; g < perRank.size(); ++g)
     background.startGather(parts[g].data(), gathered[g].data(), perRank[g], DType::F32, 3,
                            "parameters");
-  double mine = r + 1;
-  comm->allReduceSum(&mine, 1, DType::F64, {3, "beside"});
-  EXPECT_EQ(mine, n * (n + 1) / 2.0);
+  std::vector<float> whole(kCount * n), mine(kCount, -1.0f);
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    whole[i] = static_cast<float>(r + 1) * static_cast<float>(i % 97);
+  background.startReduceScatter(whole.data(), mine.data(), kCount, DType::F32, DType::F32, 3,
+                                "gradients");
+  double beside = r + 1;
+  comm->allReduceSum(&beside, 1, DType::F64, {3, "beside"});
+  EXPECT_EQ(beside, n * (n + 1) / 2.0);
+  background.waitFor(CollectiveKind::ReduceScatter, mine.data());
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(mine[i],
+              static_cast<float>(n * (n + 1) / 2) * static_cast<float>((r * kCount + i) % 97))
+        << "reduce-scatter element " << i;
   for (size_t g = 0; g < perRank.size(); ++g) {
-    background.waitFor(gathered[g].data());
+    background.waitFor(CollectiveKind::AllGather, gathered[g].data());
     for (int rank = 0; rank < n; ++rank)
       for (std::size_t i = 0; i < perRank[g]; ++i)
         ASSERT_EQ(gathered[g][rank * perRank[g] + i], static_cast<float>(1000 * rank + i))
@@ -523,7 +535,7 @@ TEST(BackgroundCollectivesTest, GathersWaitedForOneByOne) {
   // In queue order, the sum before the gathers, so it is done too.
   EXPECT_EQ(sum, static_cast<float>(n));
   BackgroundCollectives::Report report = background.takeReport();
-  ASSERT_EQ(report.done.size(), 3u);
+  ASSERT_EQ(report.done.size(), 4u);
   EXPECT_EQ(report.done[0].kind, CollectiveKind::AllReduce);
   for (size_t g = 0; g < perRank.size(); ++g) {
     const BackgroundCollectives::Finished &done = report.done[1 + g];
@@ -531,9 +543,15 @@ TEST(BackgroundCollectivesTest, GathersWaitedForOneByOne) {
     EXPECT_EQ(done.bufferBytes, perRank[g] * n * sizeof(float));
     EXPECT_EQ(done.bytesSent, ringBytesSent(CollectiveKind::AllGather, done.bufferBytes, n));
   }
-  ASSERT_EQ(report.waits.size(), perRank.size());
-  for (const BackgroundCollectives::Wait &wait : report.waits)
-    EXPECT_EQ(wait.kind, CollectiveKind::AllGather);
+  const BackgroundCollectives::Finished &scattered = report.done[3];
+  EXPECT_EQ(scattered.kind, CollectiveKind::ReduceScatter);
+  EXPECT_EQ(scattered.bufferBytes, whole.size() * sizeof(float));
+  EXPECT_EQ(scattered.bytesSent,
+            ringBytesSent(CollectiveKind::ReduceScatter, scattered.bufferBytes, n));
+  ASSERT_EQ(report.waits.size(), 1 + perRank.size());
+  EXPECT_EQ(report.waits[0].kind, CollectiveKind::ReduceScatter);
+  for (size_t g = 0; g < perRank.size(); ++g)
+    EXPECT_EQ(report.waits[1 + g].kind, CollectiveKind::AllGather);
 }
 
 TEST(BackgroundCollectivesTest, ARankAloneSumsNothing) {

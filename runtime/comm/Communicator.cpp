@@ -94,11 +94,7 @@ void recvOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Ten
 void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                          const Tensor &out, DType wire, int64_t step) {
   Communicator &group = axisCommunicator(axes, axis, "reduce_scatter");
-  if (in.dtype != out.dtype || in.numel() != out.numel() * group.size())
-    rt::fail("reduce_scatter", "%lld elements do not split into %d parts of %lld",
-             static_cast<long long>(in.numel()), group.size(),
-             static_cast<long long>(out.numel()));
-  checkSumWire(group, "reduce_scatter", in.dtype, wire);
+  checkReduceScatterSizes(group, "reduce_scatter", in, out, wire);
   group.reduceScatterSumAs(in.data, out.data, static_cast<std::size_t>(out.numel()), in.dtype, wire,
                            {step, "gradients"});
 }
@@ -109,6 +105,14 @@ void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, cons
   checkGatherSizes(group, "all_gather", in, out);
   group.allGather(in.data, out.data, static_cast<std::size_t>(in.numel()), in.dtype,
                   {step, "parameters"});
+}
+
+void checkReduceScatterSizes(const Communicator &group, const char *kernel, const Tensor &in,
+                             const Tensor &out, DType wire) {
+  if (in.dtype != out.dtype || in.numel() != out.numel() * group.size())
+    rt::fail(kernel, "%lld elements do not split into %d parts of %lld",
+             static_cast<long long>(in.numel()), group.size(), static_cast<long long>(out.numel()));
+  checkSumWire(group, kernel, in.dtype, wire);
 }
 
 void checkGatherSizes(const Communicator &group, const char *kernel, const Tensor &in,

@@ -143,6 +143,10 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
                          const Tensor &out, DType wire, int64_t step);
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                      const Tensor &out, int64_t step);
+/// A failure of `kernel` unless `out` is one of `group`'s parts of `in`,
+/// summed through `wire`.
+void checkReduceScatterSizes(const Communicator &group, const char *kernel, const Tensor &in,
+                             const Tensor &out, DType wire);
 /// A failure of `kernel` unless `out` holds `group`'s parts of `in`'s size
 /// and type.
 void checkGatherSizes(const Communicator &group, const char *kernel, const Tensor &in,

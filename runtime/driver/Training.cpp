@@ -199,10 +199,11 @@ struct Job {
   Mesh mesh;
   std::unique_ptr<comm::Communication> communication;
   std::vector<comm::Communicator *> axes;
-  /// The gradient buckets' sums and ZeRO 3's prefetched gathers, on a
-  /// thread of their own (plan.json's training.gradient_buckets and
-  /// prefetched_gathers); declared after `communication`, so it stops
-  /// before MPI does.
+  /// The gradient buckets' sums and ZeRO's prefetched gathers and
+  /// overlapped reduce-scatters, on a thread of their own (plan.json's
+  /// training.gradient_buckets, prefetched_gathers and
+  /// overlapped_reduce_scatters); declared after `communication`, so it
+  /// stops before MPI does.
   std::unique_ptr<comm::BackgroundCollectives> background;
   std::vector<int> coordinates;
   int64_t dpSize = 1, dpRank = 0;
@@ -368,9 +369,11 @@ int startJob(const std::vector<Plan> &plans, const TrainingOptions &options, Bac
   // program's buckets and gathers share an axis).
   std::optional<TrainingSpec::StartedCollectives> started;
   for (const Plan &program : plans)
-    if (program.training && !started)
-      started = program.training->gradientBuckets ? program.training->gradientBuckets
-                                                  : program.training->prefetchedGathers;
+    if (const std::optional<TrainingSpec> &spec = program.training)
+      for (const auto *collectives :
+           {&spec->gradientBuckets, &spec->prefetchedGathers, &spec->overlappedReduceScatters})
+        if (!started && *collectives)
+          started = *collectives;
   if (started) {
     const int axis = job.mesh.axisIndex(started->axis);
     std::unique_ptr<comm::Communicator> group = backend.communicators()[axis]->duplicate(error);

@@ -8,7 +8,9 @@
 #   - ZeRO stages 1, 2 and 3 on dp=2 and dp=4 (and stage 2 with global-norm
 #     clipping, which must count every parameter element once): the same
 #     tolerances (stage 3's parameters put back together from the dp ranks'
-#     slices);
+#     slices); stage 3 on dp=2 with its gathers prefetched and its
+#     reduce-scatters overlapped (--prefetch-gathers on
+#     --overlap-reduce-scatters on, the background thread) too;
 #   - --mesh dp=N --deterministic against one device accumulating the same N
 #     microbatches (--grad-accum N): every loss and every parameter bit for
 #     bit, with adamw;
@@ -372,6 +374,14 @@ def main():
                 close(label, run, reference, problems)
                 bytes_as_planned(label, run, problems)
                 zero_runs[zero, ranks] = run
+        label = f"{name} dp=2 zero=3 gathers and reduce-scatters overlapped"
+        run = m.train("dp2-z3-overlapped", 2, 1, MOMENTUM,
+                      ["--zero", "3", "--prefetch-gathers", "on", "--overlap-reduce-scatters", "on"])
+        close(label, run, reference, problems)
+        bytes_as_planned(label, run, problems)
+        for key in ("prefetched_gathers", "overlapped_reduce_scatters"):
+            if not run[3]["training"].get(key, {}).get("bytes"):
+                problems.append(f"{label}: plan.json has no {key}")
         # The MLP's mixed-precision layouts in the long suite only: the GPT's
         # cover the same passes and kernels.
         if name == "gpt" or LONG:

@@ -84,6 +84,9 @@ def main():
          "training.prefetched_gathers.axis: 'dp' is not an axis of the plan's mesh"),
         ("gathers-not-an-object", lambda p: p["training"].update(prefetched_gathers=[64]),
          "training.prefetched_gathers: is not an object"),
+        ("scatters-without-mesh",
+         lambda p: p["training"].update(overlapped_reduce_scatters={"axis": "dp", "bytes": [64]}),
+         "training.overlapped_reduce_scatters.axis: 'dp' is not an axis of the plan's mesh"),
     ]
     for name, change, field in cases:
         tampered(work, problems, name, change, field)

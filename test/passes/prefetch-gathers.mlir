@@ -21,13 +21,13 @@
 // CHECK-NEXT: %[[GB2:.*]] = shard.all_gather %[[B2]] on @mesh grid_axes = [0] gather_axis = 0 {cleave.started} : tensor<3xf32> -> tensor<6xf32>
 // CHECK-NEXT: %[[Y1:.*]] = cleave.gemm %[[X]], %[[R1]], %[[GB1]]
 // CHECK-NEXT: %[[A1:.*]] = cleave.relu %[[Y1]]
-// CHECK-NEXT: %[[WAIT2:.*]] = cleave.all_gather_wait %[[G2]] from %[[W2]] : tensor<8xf32> -> tensor<16xf32>
+// CHECK-NEXT: %[[WAIT2:.*]] = cleave.collective_wait %[[G2]] from %[[W2]] : tensor<8xf32> -> tensor<16xf32>
 // CHECK-NEXT: %[[R2:.*]] = cleave.reshape %[[WAIT2]]
-// CHECK-NEXT: %[[WAITB2:.*]] = cleave.all_gather_wait %[[GB2]] from %[[B2]] : tensor<3xf32> -> tensor<6xf32>
+// CHECK-NEXT: %[[WAITB2:.*]] = cleave.collective_wait %[[GB2]] from %[[B2]] : tensor<3xf32> -> tensor<6xf32>
 // CHECK-NEXT: %[[G3:.*]] = shard.all_gather %[[W3]] on @mesh grid_axes = [0] gather_axis = 0 {cleave.started} : tensor<8xf32> -> tensor<16xf32>
 // CHECK-NEXT: %[[S2:.*]] = cleave.slice %[[WAITB2]]
 // CHECK-NEXT: %[[Y2:.*]] = cleave.gemm %[[A1]], %[[R2]], %[[S2]]
-// CHECK-NEXT: %[[WAIT3:.*]] = cleave.all_gather_wait %[[G3]] from %[[W3]]
+// CHECK-NEXT: %[[WAIT3:.*]] = cleave.collective_wait %[[G3]] from %[[W3]]
 // CHECK-NEXT: %[[R3:.*]] = cleave.reshape %[[WAIT3]]
 // CHECK-NEXT: %[[Y3:.*]] = cleave.matmul %[[Y2]], %[[R3]]
 // CHECK-NEXT: return %[[Y3]]
@@ -38,7 +38,7 @@
 // PLANNED: shard.all_gather %arg3 {{.*}}cleave.arena_offsets = array<i64: [[W2AT:[0-9]+]]>, cleave.started}
 // PLANNED: cleave.gemm {{.*}}cleave.arena_offsets = array<i64: [[Y1AT:[0-9]+]]>
 // PLANNED-NOT: array<i64: [[W2AT]]>
-// PLANNED: cleave.all_gather_wait
+// PLANNED: cleave.collective_wait
 
 // The started gathers are queued on the background thread and waited for
 // where they were read, each on its own buffer.
@@ -83,7 +83,7 @@ func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"
 // slice a flat parameter buffer gathers), and of an argument it writes.
 // CHECK-LABEL: func.func @forward
 // CHECK-NOT: cleave.started
-// CHECK-NOT: cleave.all_gather_wait
+// CHECK-NOT: cleave.collective_wait
 shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
 func.func @forward(%p: tensor<8xf32> {cleave.kind = "param", cleave.name = "p"},
                            %q: tensor<8xf32> {cleave.kind = "param", cleave.name = "q"}) -> (tensor<16xf32>, tensor<16xf32>) {

@@ -156,9 +156,13 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "quarter of the gradients, 4 KiB to 25 MiB) or a number; 0 runs every "
                   "all-reduce after the backward");
   sub->add_option("--prefetch-gathers", t.prefetchGathers,
-                  "With --zero 3: start each parameter's dp all-gather, on a thread of its own, "
-                  "while the layers before it compute (auto: on, off for --target cuda), or off "
-                  "(each gather where the parameter is read)");
+                  "With --zero 3: on starts each parameter's dp all-gather, on a thread of its "
+                  "own, while the layers before it compute; off (default) gathers it where it "
+                  "is read");
+  sub->add_option("--overlap-reduce-scatters", t.overlapReduceScatters,
+                  "With --zero 2 or 3: on reduce-scatters each gradient, on a thread of its "
+                  "own, while the backward makes the next layer's; off (default) waits for "
+                  "each where it is made");
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");

@@ -1,0 +1,159 @@
+# ZeRO 3's collectives on the background thread: each parameter's gather
+# started a compute segment early (cleave-prefetch-gathers) and each
+# gradient's reduce-scatter waited for where the next one starts
+# (cleave-overlap-reduce-scatters), `--prefetch-gathers on
+# --overlap-reduce-scatters on`, against the same step with every
+# collective where it is read or made (both off, the default): the example
+# MLP on dp=2 with --zero 3, adam and --grad-accum 2, 4 steps on the same
+# data:
+#   - the losses of every step and the trained parameters (--save-onnx) are
+#     the same bit for bit: a collective moves and sums the same bytes in
+#     the same order wherever it runs;
+#   - plan.json lists the prefetched gathers and overlapped reduce-scatters
+#     (neither with off), each a parameter's or its gradient's whole buffer
+#     (from the model's initializer shapes: its elements padded to a
+#     multiple of 16 x 2 ranks, docs/training.md, 4 bytes each); its
+#     `collectives` are the same in both (the same calls, moved); each
+#     rank's bytes sent are the same;
+#   - in the trace, each microbatch's prefetched gathers and overlapped
+#     reduce-scatters are "all_gather dp" and "reduce_scatter dp" spans on
+#     the "communication (background)" track, with plan.json's bytes in its
+#     order, inside the microbatch's forward and backward, and each is
+#     waited for once there ("wait for background all_gather" and "...
+#     reduce_scatter" on the communication track); a step's communication
+#     seconds are its collective spans and background spans, its exposed
+#     communication the collective spans and the waits.
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+
+import chrome_trace  # noqa: E402
+from expectations import expect, problems, run  # noqa: E402
+
+MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
+STEPS, ACCUM, RANKS = 4, 2, 2
+KINDS = (("prefetched_gathers", "all_gather"), ("overlapped_reduce_scatters", "reduce_scatter"))
+
+
+def padded_bytes(shape):
+    elements = int(np.prod(shape))
+    return -(-elements // (16 * RANKS)) * 16 * RANKS * 4
+
+
+def train(workdir, label, flags, data):
+    out = os.path.join(workdir, label)
+    run(["cleave", "compile", MODEL, "-o", out, "--train", "--optimizer", "adam", "--lr", "0.01",
+         "--mesh", f"dp={RANKS}", "--zero", "3", "--grad-accum", str(ACCUM), *flags])
+    run(["cleave", "run", out, "-n", str(RANKS), *data, "--steps", str(STEPS), "--no-shuffle",
+         "--quiet", "--trace", f"{out}.trace.json", "--log-json", f"{out}.metrics.json",
+         "--save-onnx", f"{out}.trained.onnx"])
+    plan = json.load(open(os.path.join(out, "plan.json")))
+    metrics = json.load(open(f"{out}.metrics.json"))
+    trained = {t.name: numpy_helper.to_array(t)
+               for t in onnx.load(f"{out}.trained.onnx").graph.initializer}
+    return plan, metrics, trained, chrome_trace.load(f"{out}.trace.json")
+
+
+def check_trace(trace, metrics, started):
+    """`started`: each kind's bytes in one call, as plan.json lists them."""
+    per_call = sum(len(b) for b in started.values())
+    for rank in range(RANKS):
+        compute = trace.track(rank, "compute")
+        steps = [s for s in compute if s.name.startswith("step ")]
+        phases = [s for s in compute if s.name in ("forward", "backward")]
+        comm = trace.track(rank, "communication")
+        waits = [s for s in comm if s.name.startswith("wait for background ")]
+        calls = [s for s in comm if s not in waits and s.name not in ("wait", "transfer")]
+        background = trace.track(rank, "communication (background)")
+        names = {f"{kind} dp" for kind in started}
+        expect({s.name for s in background} == names,
+               f"rank {rank}: background spans {sorted({s.name for s in background})}")
+        for step in steps:
+            n = step.args["step"]
+            mine = [p for p in phases if step.holds(p, chrome_trace.NS)]
+            for k in range(ACCUM):
+                first, last = mine[2 * k], mine[2 * k + 1]
+
+                def inside(spans):
+                    return [s for s in spans if first.ts - chrome_trace.NS <= s.ts and
+                            s.end <= last.end + chrome_trace.NS]
+                for kind, planned in started.items():
+                    ran = [s.args.get("buffer_bytes") for s in inside(background)
+                           if s.name == f"{kind} dp"]
+                    expect(ran == planned,
+                           f"rank {rank} step {n} microbatch {k}: background {kind}s of {ran} "
+                           f"bytes, plan.json's {planned}")
+                    waited = [w for w in inside(waits)
+                              if w.name == f"wait for background {kind}"]
+                    expect(len(waited) == len(planned),
+                           f"rank {rank} step {n} microbatch {k}: {len(waited)} waits for "
+                           f"{len(planned)} {kind}s")
+            record = metrics["step_times"][n - 1]["ranks"][rank]
+            in_step = [c for c in calls if step.holds(c, chrome_trace.NS)]
+            spans = sum(c.dur for c in in_step) / 1e6
+            moved = sum(s.dur for s in background if step.holds(s, chrome_trace.NS)) / 1e6
+            waited = sum(w.dur for w in waits if step.holds(w, chrome_trace.NS)) / 1e6
+            tolerance = 1e-8 * (len(in_step) + 2 * ACCUM * per_call + 1)
+            expect(abs(record["communication_seconds"] - spans - moved) <= tolerance,
+                   f"rank {rank} step {n}: communication {record['communication_seconds']} s, "
+                   f"its collective spans {spans} s and background spans {moved} s")
+            expect(abs(record["exposed_communication_seconds"] - spans - waited) <= tolerance,
+                   f"rank {rank} step {n}: exposed {record['exposed_communication_seconds']} s, "
+                   f"its collective spans {spans} s and waits {waited} s")
+
+
+def main():
+    workdir = sys.argv[1]
+    rng = np.random.default_rng(0)
+    np.save(os.path.join(workdir, "x.npy"), rng.standard_normal((64, 32)).astype(np.float32))
+    np.save(os.path.join(workdir, "labels.npy"), rng.integers(0, 10, 64).astype(np.int64))
+    data = ["--data", f"x={workdir}/x.npy,labels={workdir}/labels.npy"]
+    shapes = {t.name: list(t.dims) for t in onnx.load(MODEL).graph.initializer}
+    parameters = {padded_bytes(shape) for shape in shapes.values()}
+
+    on = train(workdir, "overlapped",
+               ["--prefetch-gathers", "on", "--overlap-reduce-scatters", "on"], data)
+    off = train(workdir, "in-place", [], data)
+    losses = [[s["loss"] for s in run[1]["steps"]] for run in (on, off)]
+    expect(len(losses[0]) == STEPS and losses[0] == losses[1],
+           f"losses overlapped {losses[0]}, in place {losses[1]}")
+    for name, value in off[2].items():
+        expect(name in on[2] and on[2][name].tobytes() == value.tobytes(),
+               f"trained {name} differs with the collectives overlapped")
+
+    started = {}
+    for key, kind in KINDS:
+        listed = on[0]["training"].get(key)
+        expect(key not in off[0]["training"], f"with off, plan.json has {key}")
+        if not expect(listed and listed["axis"] == "dp", f"plan.json's {key}: {listed}"):
+            continue
+        # The first layer's gathers and the last gradient's reduce-scatters
+        # have nothing to hide behind; the others each a parameter's whole
+        # padded buffer.
+        expect(len(listed["bytes"]) >= 2 and set(listed["bytes"]) <= parameters,
+               f"{key} of {listed['bytes']} bytes, parameters padded to {sorted(parameters)}")
+        started[kind] = listed["bytes"]
+    expect(on[0]["collectives"] == off[0]["collectives"],
+           f"collectives overlapped {on[0]['collectives']}, in place {off[0]['collectives']}")
+    expect(on[1]["bytes_sent"] == off[1]["bytes_sent"],
+           f"bytes sent overlapped {on[1]['bytes_sent']}, in place {off[1]['bytes_sent']}")
+    if len(started) == len(KINDS):
+        check_trace(on[3], on[1], started)
+    if problems:
+        sys.exit("\n".join(problems[:40]))
+    print(f"a microbatch's started collectives: {started}; losses {losses[0]}")
+
+
+if __name__ == "__main__":
+    main()
