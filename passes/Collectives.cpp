@@ -38,6 +38,20 @@ FailureOr<MeshAxes> getMesh(ModuleOp module) {
   return mesh;
 }
 
+LogicalResult forEachDataParallelFunction(ModuleOp module,
+                                          function_ref<void(func::FuncOp, int64_t)> body) {
+  if (!module.lookupSymbol<shard::GridOp>(kMeshName))
+    return success();
+  FailureOr<MeshAxes> layout = getMesh(module);
+  if (failed(layout))
+    return failure();
+  if (layout->dpSize > 1)
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && func.getBody().hasOneBlock())
+        body(func, layout->dpAxis);
+  return success();
+}
+
 int64_t inWireType(int64_t bytes, Type element, Type wire) {
   return bytes * wire.getIntOrFloatBitWidth() / element.getIntOrFloatBitWidth();
 }

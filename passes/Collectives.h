@@ -40,6 +40,14 @@ struct MeshAxes {
 /// cleave-create-mesh first.
 mlir::FailureOr<MeshAxes> getMesh(mlir::ModuleOp module);
 
+/// Runs `body` on each function of `module` that has a body (of one block)
+/// with the index of the dp axis, where the module has a mesh of more than
+/// one dp rank; nothing without a mesh or with one dp rank. Fails (with
+/// getMesh's error) for a mesh without its axes.
+mlir::LogicalResult
+forEachDataParallelFunction(mlir::ModuleOp module,
+                            llvm::function_ref<void(mlir::func::FuncOp, int64_t)> body);
+
 /// `bytes` of `element`s counted as `wire`s.
 int64_t inWireType(int64_t bytes, mlir::Type element, mlir::Type wire);
 

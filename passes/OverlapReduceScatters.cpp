@@ -25,17 +25,9 @@ namespace {
 struct OverlapReduceScattersPass
     : public cleave::impl::OverlapReduceScattersBase<OverlapReduceScattersPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    if (!module.lookupSymbol<shard::GridOp>(kMeshName))
-      return;
-    FailureOr<MeshAxes> layout = getMesh(module);
-    if (failed(layout))
-      return signalPassFailure();
-    if (layout->dpSize == 1)
-      return;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && func.getBody().hasOneBlock())
-        overlap(func, layout->dpAxis);
+    if (failed(forEachDataParallelFunction(
+            getOperation(), [&](func::FuncOp func, int64_t dpAxis) { overlap(func, dpAxis); })))
+      signalPassFailure();
   }
 
   /// The ops that read `scatter`'s result, directly or not, in block order,

@@ -804,7 +804,7 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
     the weights blob, so that every bucket is one contiguous span. In @forward, each bucket gets a
     `cleave.all_reduce_start` of its accumulators right after the last of
     them is written; at run time the step's last microbatch queues the
-    bucket's sum on the background all-reduce's thread there, while its
+    bucket's sum on the background collectives' thread there, while its
     backward goes on. @apply's all-reduces are marked `cleave.started`:
     they only wait for the sums (one `all_reduce_wait`). The sums are the
     same calls on the same values, so the step's results do not change.

@@ -50,17 +50,9 @@ SmallVector<shard::AllGatherOp> prefetchable(func::FuncOp func, int64_t dpAxis) 
 
 struct PrefetchGathersPass : public cleave::impl::PrefetchGathersBase<PrefetchGathersPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    if (!module.lookupSymbol<shard::GridOp>(kMeshName))
-      return;
-    FailureOr<MeshAxes> layout = getMesh(module);
-    if (failed(layout))
-      return signalPassFailure();
-    if (layout->dpSize == 1)
-      return;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && func.getBody().hasOneBlock())
-        prefetch(func, layout->dpAxis);
+    if (failed(forEachDataParallelFunction(
+            getOperation(), [&](func::FuncOp func, int64_t dpAxis) { prefetch(func, dpAxis); })))
+      signalPassFailure();
   }
 
   /// Moves each gather up to just after the previous compute segment's

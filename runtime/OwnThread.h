@@ -1,7 +1,7 @@
 //===- OwnThread.h - the runtime's threads of its own -----------*- C++ -*-===//
 //
 // The runtime's few threads besides the main one (the input thread, the
-// background all-reduce's) start the same way: with every signal blocked, so
+// background collectives') start the same way: with every signal blocked, so
 // that a stop or a kill reaches the main thread, and named, so that a
 // debugger or `top -H` shows what each is.
 //

@@ -692,7 +692,7 @@ def Cleave_AllReduceStartOp : Cleave_Op<"all_reduce_start", [MemoryEffects<[MemR
     Placed by `cleave-overlap-gradients` in a microbatch's step right after
     the last of its `accumulators` (stored arguments, one span of the
     weights blob) is written: on a step's last microbatch the runtime queues
-    their sum over mesh axis `axis` on the background all-reduce's thread
+    their sum over mesh axis `axis` on the background collectives' thread
     (runtime/comm/BackgroundCollectives.h), and does nothing on the others.
     `@apply`'s `shard.all_reduce` of each of them, marked `cleave.started`,
     then only waits for the sums. Nothing else may touch the accumulators in

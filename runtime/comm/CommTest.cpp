@@ -427,7 +427,7 @@ TEST(DeterministicTest, FewerElementsThanRanks) {
   EXPECT_EQ(value, n * (n - 1) / 2.0 + 0.5 * n);
 }
 
-// --- The background all-reduce ---------------------------------------------
+// --- The background collectives -------------------------------------------
 
 // Sums queued on the thread, while the main thread makes a call of its own on
 // the original communicator, come out as the deterministic mode's sequential

@@ -74,7 +74,7 @@ std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
   if (provided < MPI_THREAD_MULTIPLE) {
     MPI_Finalize();
     error = "this MPI does not let two threads call it (MPI_THREAD_MULTIPLE), which the "
-            "background all-reduce needs";
+            "background collectives need";
     return nullptr;
   }
   int rank = 0, size = 1;

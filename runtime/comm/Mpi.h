@@ -36,7 +36,7 @@ class Deadline;
 
 /// MPI_Init on creation, MPI_Finalize on destruction. Any thread may call
 /// MPI (MPI_THREAD_MULTIPLE), each on communicators of its own: the main
-/// thread and the background all-reduce's (BackgroundCollectives.h); the
+/// thread and the background collectives' (BackgroundCollectives.h); the
 /// input thread never communicates.
 class MpiSession {
 public:

@@ -35,10 +35,10 @@ struct StepTimes {
   /// From the step's start to its loss read back.
   double seconds = 0;
   /// In the program's calls, less the collectives they made and their
-  /// waits for the background sums.
+  /// waits for the background collectives.
   double compute = 0;
   /// In collectives (waiting for the other ranks and moving data): the
-  /// main thread's, and the background all-reduce's sums.
+  /// main thread's, and the background collectives'.
   double communication = 0;
   /// The part of it that compute did not hide: the main thread's
   /// collectives and its waits for the background sums.
