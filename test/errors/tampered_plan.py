@@ -2,8 +2,10 @@
 # each, never a crash:
 #   - each tampered field of a training program's plan.json (a string offset,
 #     a negative one, one past the blob, bytes that do not match the shape, a
-#     split that does not fit the mesh, gradient buckets over an axis the mesh
-#     lacks or not an object, another format version) stops
+#     split that does not fit the mesh, gradient buckets, prefetched gathers
+#     or overlapped reduce-scatters over an axis the mesh lacks or not an
+#     object, and on dp x tp started collectives over two axes, another
+#     format version) stops
 #     `cleave run --save-onnx` with exit 1 and one line naming plan.json and
 #     the field, and writes no model;
 #   - on tp=2, when only rank 1's blob (weights.tp1.bin) is missing, rank 1
@@ -30,9 +32,9 @@ def run(args):
     return subprocess.run(args, capture_output=True, text=True)
 
 
-def tampered(work, problems, name, change, field):
+def tampered(work, problems, name, change, field, source="out"):
     out = f"{work}/{name}"
-    shutil.copytree(f"{work}/out", out)
+    shutil.copytree(f"{work}/{source}", out)
     plan = json.load(open(f"{out}/plan.json"))
     change(plan)
     json.dump(plan, open(f"{out}/plan.json", "w"))
@@ -90,6 +92,16 @@ def main():
     ]
     for name, change, field in cases:
         tampered(work, problems, name, change, field)
+
+    # One background thread runs every started collective, over one axis.
+    subprocess.run(["cleave", "compile", MODEL, "-o", f"{work}/dptp", "--train", "--mesh",
+                    "dp=2,tp=2", "--plan", os.path.join(ROOT, "plans", "megatron-mlp.json"),
+                    "--batch-size", "16"], check=True)
+    tampered(work, problems, "started-on-two-axes",
+             lambda p: p["training"].update(gradient_buckets={"axis": "dp", "bytes": [64]},
+                                            prefetched_gathers={"axis": "tp", "bytes": [64]}),
+             "training.prefetched_gathers.axis: is not the other started collectives' axis",
+             source="dptp")
 
     subprocess.run(["cleave", "compile", MODEL, "-o", f"{work}/tp", "--train", "--mesh", "tp=2",
                     "--plan", os.path.join(ROOT, "plans", "megatron-mlp.json"),
