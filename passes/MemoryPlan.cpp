@@ -27,7 +27,8 @@ int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.g
 
 /// Ops whose result is their operand's buffer under another shape.
 /// An all-reduce of a stored argument works in place (cleave-lower-to-emitc);
-/// a wait for a started gather is its buffer once the gather is done.
+/// a wait for a started gather or reduce-scatter is its buffer once the
+/// collective is done.
 bool isView(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return isInPlace(reduce);

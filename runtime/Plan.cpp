@@ -172,12 +172,9 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
                             {"schedule", p->schedule},   {"actions", actions},
                             {"in_flight", p->inFlight}, {"stash", stash}};
   }
-  if (const auto &buckets = t.gradientBuckets)
-    training["gradient_buckets"] = {{"axis", buckets->axis}, {"bytes", buckets->bytes}};
-  if (const auto &gathers = t.prefetchedGathers)
-    training["prefetched_gathers"] = {{"axis", gathers->axis}, {"bytes", gathers->bytes}};
-  if (const auto &scatters = t.overlappedReduceScatters)
-    training["overlapped_reduce_scatters"] = {{"axis", scatters->axis}, {"bytes", scatters->bytes}};
+  for (auto [key, started] : TrainingSpec::startedByKey(t))
+    if (*started)
+      training[key] = {{"axis", (*started)->axis}, {"bytes", (*started)->bytes}};
   if (const auto &scaling = t.lossScaling)
     training["loss_scaling"] = {{"initial_scale", scaling->initialScale},
                                 {"growth_interval", scaling->growthInterval},
@@ -563,10 +560,7 @@ bool Reader::training(const Json &json, Plan &plan) {
   if (json.contains("pipeline") && !pipeline(json["pipeline"], plan, spec, claimed))
     return false;
   std::optional<std::string> backgroundAxis;
-  for (auto [key, started] :
-       {std::pair{"gradient_buckets", &spec.gradientBuckets},
-        std::pair{"prefetched_gathers", &spec.prefetchedGathers},
-        std::pair{"overlapped_reduce_scatters", &spec.overlappedReduceScatters}}) {
+  for (auto [key, started] : TrainingSpec::startedByKey(spec)) {
     if (!json.contains(key))
       continue;
     if (!startedCollectives(json[key], key, plan, *started))

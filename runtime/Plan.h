@@ -17,6 +17,7 @@
 #include "runtime/Tensor.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -318,6 +319,13 @@ struct TrainingSpec {
   /// each program that starts them: their bytes are the whole gradients'.
   /// None: every reduce-scatter runs where its gradient is made.
   std::optional<StartedCollectives> overlappedReduceScatters;
+  /// The three above by their plan.json keys, in the order written (`Spec`:
+  /// TrainingSpec, const or not).
+  template <typename Spec> static auto startedByKey(Spec &spec) {
+    return std::array{std::pair{"gradient_buckets", &spec.gradientBuckets},
+                      std::pair{"prefetched_gathers", &spec.prefetchedGathers},
+                      std::pair{"overlapped_reduce_scatters", &spec.overlappedReduceScatters}};
+  }
   /// Dynamic loss scaling (fp16): the initial scale, the steps without inf
   /// or NaN gradients after which it is multiplied by the growth factor (by
   /// the backoff factor after a step with them, which is skipped), and the

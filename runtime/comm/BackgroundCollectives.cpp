@@ -49,7 +49,7 @@ void BackgroundCollectives::startReduceScatter(const void *sent, void *received,
          std::move(what)});
 }
 
-void BackgroundCollectives::waitUntil(CollectiveKind kind, const void *buffer) {
+void BackgroundCollectives::waitFor(CollectiveKind kind, const void *buffer) {
   const TimePoint begin = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] {
@@ -58,12 +58,6 @@ void BackgroundCollectives::waitUntil(CollectiveKind kind, const void *buffer) {
   });
   report_.waits.push_back({kind, begin, std::chrono::steady_clock::now()});
 }
-
-void BackgroundCollectives::waitFor(CollectiveKind kind, const void *buffer) {
-  waitUntil(kind, buffer);
-}
-
-void BackgroundCollectives::waitAll() { waitUntil(CollectiveKind::AllReduce, nullptr); }
 
 BackgroundCollectives::Report BackgroundCollectives::takeReport() {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -95,11 +95,11 @@ public:
   /// may be touched until waitFor(received) or waitAll() returns.
   void startReduceScatter(const void *sent, void *received, std::size_t countPerRank, DType type,
                           DType wire, int64_t step, std::string what);
-  /// Blocks until every queued collective into `buffer` (a `kind`, as the
-  /// report says) is done.
+  /// Blocks until every queued collective into `buffer` (every one when
+  /// null) is done; the report lists the wait as a `kind`'s.
   void waitFor(CollectiveKind kind, const void *buffer);
-  /// Blocks until every queued collective is done.
-  void waitAll();
+  /// Blocks until every queued collective is done (all_reduce_wait's).
+  void waitAll() { waitFor(CollectiveKind::AllReduce, nullptr); }
 
   /// What the thread did and the caller waited since the last call, for
   /// the run's figures: each collective in the order it was queued, and
@@ -128,7 +128,6 @@ private:
     std::string what;
   };
   void queue(Queued collective);
-  void waitUntil(CollectiveKind kind, const void *buffer);
   void run();
 
   std::unique_ptr<Communicator> group_;

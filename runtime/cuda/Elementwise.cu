@@ -266,8 +266,8 @@ __global__ void dropoutKernel(int64_t n, const T *in, T *out, bool *mask, double
 
 } // namespace
 
-/// The inputs and outputs of a fused chain, by value (kernel arguments).
-/// The fused kernel's tensors: f32, or bf16 where `narrow` says so.
+/// The inputs and outputs of a fused chain, by value (kernel arguments):
+/// f32, or bf16 where narrowInput / narrowOutput say so.
 struct FusedOperands {
   const void *inputs[kMaxElementwiseRegisters];
   bool broadcast[kMaxElementwiseRegisters];

@@ -369,11 +369,10 @@ int startJob(const std::vector<Plan> &plans, const TrainingOptions &options, Bac
   // program's buckets and gathers share an axis).
   std::optional<TrainingSpec::StartedCollectives> started;
   for (const Plan &program : plans)
-    if (const std::optional<TrainingSpec> &spec = program.training)
-      for (const auto *collectives :
-           {&spec->gradientBuckets, &spec->prefetchedGathers, &spec->overlappedReduceScatters})
-        if (!started && *collectives)
-          started = *collectives;
+    if (program.training)
+      for (const auto &keyed : TrainingSpec::startedByKey(*program.training))
+        if (!started && *keyed.second)
+          started = *keyed.second;
   if (started) {
     const int axis = job.mesh.axisIndex(started->axis);
     std::unique_ptr<comm::Communicator> group = backend.communicators()[axis]->duplicate(error);
