@@ -1,4 +1,4 @@
-//===- FuseSoftmax.cpp - the attention's scale, mask and softmax as one op ===//
+//===- FuseSoftmax.cpp - the attention's scale, bias, mask and softmax as one op ===//
 
 #include "passes/Passes.h"
 
@@ -35,11 +35,16 @@ struct Masking {
   bool maskKeeps;
 };
 
+/// What is added to a chain's scores: the scores and the bias.
+struct Biasing {
+  Value scores, bias;
+};
+
 /// A chain the pass replaces: its ops (the last first), what the fused op
-/// reads (no mask: none), and its constants.
+/// reads (no mask, no bias: none), and its constants.
 struct Chain {
-  SmallVector<Operation *, 3> ops;
-  Value input, mask;
+  SmallVector<Operation *, 4> ops;
+  Value input, mask, bias;
   double scale = 1, fill = 0;
   bool divide = false, maskKeeps = false;
 
@@ -94,8 +99,29 @@ std::optional<Scaling> scales(Operation *op) {
   return std::nullopt;
 }
 
-/// softmax(where(mask, fill, mul(x, scale))) ending in `softmax`: the
-/// product (or a division) and the mask each optional, one of them there.
+/// `add(scores, bias)` or `add(bias, scores)`, the bias broadcast to the
+/// scores: the scores are an operand of the add's type that only the add
+/// reads, a scaled one first if both are.
+std::optional<Biasing> biases(Operation *op) {
+  if (!isa_and_nonnull<AddOp>(op))
+    return std::nullopt;
+  std::optional<Biasing> found;
+  for (unsigned i : {0, 1}) {
+    Value scores = op->getOperand(i);
+    if (scores.getType() != op->getResult(0).getType() || !scores.hasOneUse())
+      continue;
+    Biasing biasing{scores, op->getOperand(1 - i)};
+    if (scales(scores.getDefiningOp()))
+      return biasing;
+    if (!found)
+      found = biasing;
+  }
+  return found;
+}
+
+/// softmax(where(mask, fill, add(mul(x, scale), bias))) ending in
+/// `softmax`: the product (or a division), the bias and the mask each
+/// optional, one of them there.
 std::optional<Chain> forwardChain(SoftmaxOp softmax) {
   if (!alongLastF32Dim(softmax.getInput(), softmax.getAxis()))
     return std::nullopt;
@@ -105,6 +131,12 @@ std::optional<Chain> forwardChain(SoftmaxOp softmax) {
     chain.ops.push_back(where);
     chain.input = masked->value;
     chain.takeMasking(where, *masked);
+  }
+  Operation *add = chain.input.getDefiningOp();
+  if (std::optional<Biasing> biased = biases(add); biased && add->hasOneUse()) {
+    chain.ops.push_back(add);
+    chain.input = biased->scores;
+    chain.bias = biased->bias;
   }
   Operation *product = chain.input.getDefiningOp();
   if (std::optional<Scaling> scaled = scales(product); scaled && product->hasOneUse()) {
@@ -171,10 +203,10 @@ struct FuseSoftmaxPass : public cleave::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
     for (const Chain &chain : forward) {
       Operation *last = chain.ops.front();
       b.setInsertionPoint(last);
-      replace(chain,
-              ScaledMaskedSoftmaxOp::create(
-                  b, last->getLoc(), chain.input, chain.mask, b.getF32FloatAttr(chain.scale),
-                  flag(b, chain.divide), b.getF32FloatAttr(chain.fill), flag(b, chain.maskKeeps)));
+      replace(chain, ScaledMaskedSoftmaxOp::create(
+                         b, last->getLoc(), chain.input, chain.mask, chain.bias,
+                         b.getF32FloatAttr(chain.scale), flag(b, chain.divide),
+                         b.getF32FloatAttr(chain.fill), flag(b, chain.maskKeeps)));
     }
     for (const Chain &chain : backward) {
       auto grad = cast<SoftmaxGradOp>(chain.ops.back());

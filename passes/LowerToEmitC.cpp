@@ -130,13 +130,37 @@ private:
   Builder &b;
 };
 
-/// How one cleave op calls its kernel: the kernel's name, which operand is
-/// optional (passed as a pointer), and the attributes after the tensors.
+/// How one cleave op calls its kernel: the kernel's name, the first
+/// optional operand (it and those after it are passed as pointers), and the
+/// attributes after the tensors.
 struct KernelCall {
   StringRef kernel;
   int optionalOperand = -1;
   SmallVector<StringRef, 5> attributes;
 };
+
+/// `op`'s operands as its kernel takes them, an absent optional one null:
+/// by the op's operand segments where it has them (several optional
+/// operands), else its operands and then the one optional operand if the op
+/// lacks it.
+SmallVector<Value> kernelOperands(Operation *op, const KernelCall &kernel) {
+  SmallVector<Value> operands;
+  std::optional<Attribute> segments = op->getInherentAttr("operandSegmentSizes");
+  if (!segments || !*segments) {
+    llvm::append_range(operands, op->getOperands());
+    if (static_cast<int>(operands.size()) == kernel.optionalOperand)
+      operands.push_back(Value());
+    return operands;
+  }
+  unsigned at = 0;
+  for (int32_t size : cast<DenseI32ArrayAttr>(*segments).asArrayRef()) {
+    if (size == 0)
+      operands.push_back(Value());
+    for (int32_t i = 0; i < size; ++i)
+      operands.push_back(op->getOperand(at++));
+  }
+  return operands;
+}
 
 llvm::StringMap<KernelCall> makeKernelCalls() {
   llvm::StringMap<KernelCall> calls;
@@ -391,14 +415,13 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
       parts.push_back(tensors.lookup(operand));
     args.value(listOf(parts));
   } else {
-    unsigned declared = kernel.optionalOperand >= 0 ? kernel.optionalOperand + 1
-                                                    : op->getNumOperands();
-    for (unsigned i = 0; i < declared; ++i) {
-      if (static_cast<int>(i) != kernel.optionalOperand) {
-        args.value(tensors.lookup(op->getOperand(i)));
-      } else if (i < op->getNumOperands()) {
+    SmallVector<Value> operands = kernelOperands(op, kernel);
+    for (auto [i, operand] : llvm::enumerate(operands)) {
+      if (kernel.optionalOperand < 0 || static_cast<int>(i) < kernel.optionalOperand) {
+        args.value(tensors.lookup(operand));
+      } else if (operand) {
         CallArgs pointer(b);
-        pointer.value(tensors.lookup(op->getOperand(i)));
+        pointer.value(tensors.lookup(operand));
         args.value(call("cleave::rt::some",
                         emitc::OpaqueType::get(b.getContext(), "const cleave::rt::Tensor*"),
                         pointer));

@@ -691,22 +691,25 @@ def FuseActivations : Pass<"cleave-fuse-activations", "mlir::ModuleOp"> {
 }
 
 def FuseSoftmax : Pass<"cleave-fuse-softmax", "mlir::ModuleOp"> {
-  let summary = "The attention's scale, mask and softmax as one op, and their gradients as another";
+  let summary = "The attention's scale, bias, mask and softmax as one op, and their gradients as another";
   let description = [{
     Runs on every program after autodiff (the fused ops have no gradient
     rule), before cleave-fuse-elementwise. Along the last dim of f32
     scores, where each value of a chain is read by the next alone:
-      - `softmax(where(mask, fill, mul(x, scale)))` becomes
-        `cleave.scaled_masked_softmax x, mask`; `div(x, scale)` the same
-        with `divide`; `where(mask, value, fill)` (a mask of the positions
-        kept, as transformers' GPT-2 spells it) with `mask_keeps`; the
-        product or the mask may be missing (scale 1; no mask operand);
+      - `softmax(where(mask, fill, add(mul(x, scale), bias)))` becomes
+        `cleave.scaled_masked_softmax x mask(m) bias(b)`; `div(x, scale)`
+        the same with `divide`; `where(mask, value, fill)` (a mask of the
+        positions kept, as transformers' GPT-2 spells it) with
+        `mask_keeps`; the bias (an additive mask, as BERT and Llama export
+        theirs, or T5's position bias; either operand of the add) is any
+        value that broadcasts to the scores; the product, the bias or the
+        mask may be missing (scale 1; no operand);
       - its gradient, `mul(where(mask, 0, softmax_grad(y, g)), scale)`,
         becomes `cleave.scaled_masked_softmax_grad y, g, mask`, alike;
     where `scale`, `fill` and 0 are scalar float constants. One pass over
-    the scores in place of up to three each way, with the same roundings.
-    An additive mask (`add(scores, bias)`, as BERT, Llama and T5 export
-    theirs) is not taken.
+    the scores in place of up to four forward and three back, with the same
+    roundings. The backward has no bias: the gradient of `add` passes the
+    scores' gradient through.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

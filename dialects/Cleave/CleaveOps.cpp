@@ -265,6 +265,17 @@ LogicalResult ScaledMaskedSoftmaxOp::inferReturnTypes(MLIRContext *,
                                                       std::optional<Location> location,
                                                       Adaptor adaptor,
                                                       SmallVectorImpl<Type> &types) {
+  Value bias = adaptor.getBias();
+  if (bias) {
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    auto inputType = cast<RankedTensorType>(adaptor.getInput().getType());
+    if (biasType.getElementType() != inputType.getElementType())
+      return emitOptionalError(location, "bias ", biasType, " is not of the input's element type ",
+                               inputType.getElementType());
+    if (!broadcastsTo(biasType.getShape(), inputType.getShape()))
+      return fail(location, "bias of shape " + shapeString(biasType.getShape()) +
+                                " does not broadcast to " + shapeString(inputType.getShape()));
+  }
   return inferMaskedRowsType(location, adaptor.getInput(), adaptor.getMask(), types);
 }
 

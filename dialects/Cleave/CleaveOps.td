@@ -221,22 +221,31 @@ def Cleave_SoftmaxGradOp : Cleave_PureOp<"softmax_grad"> {
 // The attention's scores chain fused by cleave-fuse-softmax (after the
 // gradients are built: no rule of their own; no ONNX operator imports to
 // them).
-def Cleave_ScaledMaskedSoftmaxOp : Cleave_PureOp<"scaled_masked_softmax"> {
-  let summary = "softmax(where(mask, fill, input scale)) along the last dim";
+def Cleave_ScaledMaskedSoftmaxOp
+    : Cleave_PureOp<"scaled_masked_softmax", [AttrSizedOperandSegments]> {
+  let summary = "softmax(where(mask, fill, input scale + bias)) along the last dim";
   let description = [{
-    What `softmax(where(mask, fill, mul(input, scale)))` along the last dim
-    computes, with the same roundings, in one pass over each row: the
-    attention's scaled and masked scores (the unfused chain writes and
-    reads the scores three times). With `divide`, the input is divided by
-    `scale` (`div(input, scale)`, as `x / sqrt(d)` exports). `mask`
-    broadcasts to `input`'s shape and marks the positions that take `fill`,
-    or with `mask_keeps` those that keep their value
-    (`where(mask, value, fill)`, as transformers' GPT-2 exports it); without
-    a mask (and `fill` unused) the op is a scaled softmax.
+    What `softmax(where(mask, fill, add(mul(input, scale), bias)))` along
+    the last dim computes, with the same roundings, in one pass over each
+    row: the attention's scaled and masked scores (the unfused chain writes
+    and reads the scores up to four times). With `divide`, the input is
+    divided by `scale` (`div(input, scale)`, as `x / sqrt(d)` exports).
+    `bias`, of the input's element type, broadcasts to its shape and is
+    added to the scaled scores: an additive mask (BERT's, Llama's) or a
+    position bias (T5's). `mask` broadcasts to the input's shape and marks
+    the positions that take `fill`, or with `mask_keeps` those that keep
+    their value (`where(mask, value, fill)`, as transformers' GPT-2 exports
+    it); without a mask (and `fill` unused) and without a bias the op is a
+    scaled softmax.
   }];
   let arguments = (ins Cleave_FloatTensor:$input, Optional<Cleave_BoolTensor>:$mask,
-                   F32Attr:$scale, UnitAttr:$divide, F32Attr:$fill, UnitAttr:$mask_keeps);
+                   Optional<Cleave_FloatTensor>:$bias, F32Attr:$scale, UnitAttr:$divide,
+                   F32Attr:$fill, UnitAttr:$mask_keeps);
   let results = (outs Cleave_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input (`mask` `(` $mask^ `:` type($mask) `)`)? (`bias` `(` $bias^ `:` type($bias) `)`)?
+    attr-dict `:` type($input) `->` type($output)
+  }];
 }
 
 def Cleave_ScaledMaskedSoftmaxGradOp : Cleave_PureOp<"scaled_masked_softmax_grad"> {

@@ -154,22 +154,28 @@ TEST(Softmax, GradAgainstDouble) {
 }
 
 // scaled_masked_softmax and its gradient against the unfused chain's formula
-// in double, softmax(where(mask, fill, float(x scale))) and where(mask, 0,
-// y (g - sum(g y))) scale (x / scale and / scale when dividing): rows of 67
-// (a remainder past the kernels' lanes) under a causal mask of 5 x 67
-// broadcast over batch and heads, given as the positions hidden or as those
-// kept, under a mask of 2 x 1 x 5 x 1 that hides whole rows (one element a
-// row, read for all 67) with a finite fill, and under none; then in place
-// (over x, over g).
+// in double, softmax(where(mask, fill, float(float(x scale) + bias))) and
+// where(mask, 0, y (g - sum(g y))) scale (x / scale and / scale when
+// dividing): rows of 67 (a remainder past the kernels' lanes) under a causal
+// mask of 5 x 67 broadcast over batch and heads, given as the positions
+// hidden or as those kept, under a mask of 2 x 1 x 5 x 1 that hides whole
+// rows (one element a row, read for all 67) with a finite fill, and under
+// none; biases broadcast over heads and rows (BERT's additive mask), one a
+// row (its last dim 1), and one of the scores' shape; then in place (over x,
+// over g).
 TEST(ScaledMaskedSoftmax, AgainstDouble) {
   enum class Given { Hidden, Kept, None };
   auto check = [](Dims xShape, Dims maskShape,
                   const std::function<bool(const std::vector<int64_t> &)> &hides, Given given,
-                  float scale, bool divide, float fill) {
-    SCOPED_TRACE(testing::Message() << "mask of " << maskShape.product() << " elements, as "
-                                    << static_cast<int>(given));
+                  float scale, bool divide, float fill, Dims biasShape = {}) {
+    SCOPED_TRACE(testing::Message()
+                 << "mask of " << maskShape.product() << " elements, as " << static_cast<int>(given)
+                 << ", bias of " << biasShape.size << " dims");
     const int64_t numel = xShape.product(), n = xShape[xShape.size - 1];
     auto x = makeRandom<float>(xShape, 5, -4.0, 4.0), g = makeRandom<float>(xShape, 6);
+    auto bias = makeRandom<float>(biasShape.size ? biasShape : Dims{1}, 7, -3.0, 1.0);
+    const Tensor *biasOrNone = biasShape.size ? bias.ptr() : nullptr;
+    const std::vector<double> biases = bias.doubles();
     Buffer mask(DType::Bool, maskShape);
     std::vector<uint8_t> hiddenAt(static_cast<std::size_t>(maskShape.product()));
     for (int64_t i = 0; i < maskShape.product(); ++i) {
@@ -186,7 +192,11 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
       for (int64_t k = 0; k < n; ++k) {
         hidden[k] = hiddenAt[broadcastOffset(unflatten(r * n + k, xShape), maskShape)];
         const auto x = static_cast<float>(xs[r * n + k]);
-        score[k] = hidden[k] ? fill : double(divide ? x / scale : x * scale);
+        float scaled = divide ? x / scale : x * scale;
+        if (biasOrNone)
+          scaled +=
+              static_cast<float>(biases[broadcastOffset(unflatten(r * n + k, xShape), biasShape)]);
+        score[k] = hidden[k] ? fill : double(scaled);
       }
       double m = -INFINITY, sum = 0, dot = 0;
       for (double v : score)
@@ -203,11 +213,11 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
                                               (divide ? 1.0 / scale : double(scale));
     }
     auto y = zeros(DType::F32, xShape), dx = zeros(DType::F32, xShape);
-    cpu::scaled_masked_softmax(ctx(), x, maskOrNone, y, scale, divide, fill, keeps);
+    cpu::scaled_masked_softmax(ctx(), x, maskOrNone, biasOrNone, y, scale, divide, fill, keeps);
     expectNear(y, want, 1e-6);
     cpu::scaled_masked_softmax_grad(ctx(), y, g, maskOrNone, dx, scale, divide, keeps);
     expectNear(dx, wantGrad, 1e-6);
-    cpu::scaled_masked_softmax(ctx(), x, maskOrNone, x, scale, divide, fill, keeps);
+    cpu::scaled_masked_softmax(ctx(), x, maskOrNone, biasOrNone, x, scale, divide, fill, keeps);
     expectNear(x, want, 1e-6);
     cpu::scaled_masked_softmax_grad(ctx(), y, g, maskOrNone, g, scale, divide, keeps);
     expectNear(g, wantGrad, 1e-6);
@@ -219,15 +229,27 @@ TEST(ScaledMaskedSoftmax, AgainstDouble) {
   check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, Given::Hidden, 1.5f, false, -1e9f);
   check({2, 3, 5, 67}, {2, 1, 5, 1}, wholeRows, Given::Kept, 3.0f, true, -1e9f);
   check({2, 3, 5, 67}, {1}, wholeRows, Given::None, 4.0f, true, 0.0f);
+  check({2, 3, 5, 67}, {1}, wholeRows, Given::None, 8.0f, true, 0.0f, {2, 1, 1, 67});
+  check({2, 3, 5, 67}, {5, 67}, causal, Given::Hidden, 0.5f, false, -INFINITY, {2, 3, 5, 1});
+  check({2, 3, 5, 67}, {5, 67}, causal, Given::Kept, 1.0f, false, -3.4e38f, {2, 3, 5, 67});
 }
 
-// A mask that does not broadcast to the scores, or is not boolean, is an
-// error naming the kernel.
-TEST(ScaledMaskedSoftmax, RefusesABadMask) {
+// A mask that does not broadcast to the scores, or is not boolean, and a
+// bias that does not broadcast or is not of the scores' type, are errors
+// naming the kernel.
+TEST(ScaledMaskedSoftmax, RefusesABadMaskOrBias) {
   auto x = zeros(DType::F32, {2, 4}), y = zeros(DType::F32, {2, 4});
   auto wide = zeros(DType::Bool, {3, 4}), floats = zeros(DType::F32, {2, 4});
-  EXPECT_EXIT(cpu::scaled_masked_softmax(ctx(), x, wide.ptr(), y, 1.0f, false, 0.0f, false),
-              ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax: ");
+  auto wideBias = zeros(DType::F32, {3, 4}), doubles = zeros(DType::F64, {2, 4});
+  EXPECT_EXIT(
+      cpu::scaled_masked_softmax(ctx(), x, wide.ptr(), nullptr, y, 1.0f, false, 0.0f, false),
+      ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax: ");
+  EXPECT_EXIT(
+      cpu::scaled_masked_softmax(ctx(), x, nullptr, wideBias.ptr(), y, 1.0f, false, 0.0f, false),
+      ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax: ");
+  EXPECT_EXIT(
+      cpu::scaled_masked_softmax(ctx(), x, nullptr, doubles.ptr(), y, 1.0f, false, 0.0f, false),
+      ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax: ");
   EXPECT_EXIT(cpu::scaled_masked_softmax_grad(ctx(), x, x, floats.ptr(), y, 1.0f, false, false),
               ::testing::ExitedWithCode(3), "kernel scaled_masked_softmax_grad: ");
 }

@@ -301,9 +301,41 @@ Dims normalisedDims(const Tensor &x, int axis) {
   return dims;
 }
 
-/// A mask broadcast to x's shape, read along each of x's rows (its last
-/// dim): which value of it hides an element (1, or 0 for a mask of the
-/// elements kept); no mask hides nothing.
+/// An operand broadcast to x's shape (x has a dim), read along each of x's
+/// rows (its last dim): where a row's first element is, and the step
+/// between its elements (1, or 0 for an operand whose last dim is 1).
+class BroadcastRows {
+public:
+  BroadcastRows() = default;
+  BroadcastRows(const char *kernel, const Tensor &operand, const Tensor &x) {
+    int64_t strides[kMaxRank];
+    broadcastStrides(kernel, operand.shape, x.shape, strides);
+    lead = x.shape;
+    --lead.size;
+    std::copy(strides, strides + lead.size, leadStrides);
+    step = strides[lead.size];
+  }
+
+  /// The operand's offset of row `row`'s first element.
+  int64_t offset(int64_t row) const {
+    int64_t at = 0;
+    for (int d = lead.size - 1; d >= 0; --d) {
+      at += (row % lead[d]) * leadStrides[d];
+      row /= lead[d];
+    }
+    return at;
+  }
+
+  int64_t step = 0;
+
+private:
+  Dims lead;
+  int64_t leadStrides[kMaxRank] = {};
+};
+
+/// A mask broadcast to x's shape, read along each of x's rows: which value
+/// of it hides an element (1, or 0 for a mask of the elements kept); no
+/// mask hides nothing.
 class MaskRows {
 public:
   MaskRows(const char *kernel, const Tensor &x, const Tensor *mask, bool maskKeeps)
@@ -313,13 +345,8 @@ public:
     if (!mask)
       return;
     checkType(kernel, *mask, DType::Bool);
-    int64_t strides[kMaxRank];
-    broadcastStrides(kernel, mask->shape, x.shape, strides);
+    rows = BroadcastRows(kernel, *mask, x);
     data = mask->as<uint8_t>();
-    lead = x.shape;
-    --lead.size;
-    std::copy(strides, strides + lead.size, leadStrides);
-    step = strides[lead.size];
   }
 
   /// out[k] = fill where row r's mask hides k, else value(k), over the
@@ -328,8 +355,8 @@ public:
   /// no load of bool); a mask whose last dim is 1 is read once a row.
   template <typename T, typename Value>
   void apply(int64_t r, T fill, T *out, int64_t n, Value value) const {
-    const uint8_t *m = data ? data + offset(r) : nullptr;
-    if (!m || step == 0) {
+    const uint8_t *m = data ? data + rows.offset(r) : nullptr;
+    if (!m || rows.step == 0) {
       if (m && m[0] == hides)
         std::fill(out, out + n, fill);
       else
@@ -344,22 +371,38 @@ public:
   }
 
 private:
-  /// The mask's offset of row `row`'s first element.
-  int64_t offset(int64_t row) const {
-    int64_t at = 0;
-    for (int d = lead.size - 1; d >= 0; --d) {
-      at += (row % lead[d]) * leadStrides[d];
-      row /= lead[d];
-    }
-    return at;
-  }
-
   const uint8_t *data = nullptr;
   uint8_t hides;
-  Dims lead;
-  int64_t leadStrides[kMaxRank] = {};
-  /// Between a row's mask elements: 1, or 0 for a mask whose last dim is 1.
-  int64_t step = 0;
+  BroadcastRows rows;
+};
+
+/// A bias of x's element type broadcast to x's shape and added to each row
+/// of scaled scores; no bias adds nothing.
+template <typename T> class BiasRows {
+public:
+  BiasRows(const char *kernel, const Tensor &x, const Tensor *bias) {
+    if (!bias)
+      return;
+    checkType(kernel, *bias, x.dtype);
+    rows = BroadcastRows(kernel, *bias, x);
+    data = bias->as<T>();
+  }
+
+  /// Calls body(value) with value(k) the k-th score of row r plus its bias,
+  /// rounded to T, or the score itself without a bias: the bias's step is a
+  /// constant of the loop, so that GCC vectorises it.
+  template <typename Score, typename Body> void apply(int64_t r, Score score, Body body) const {
+    if (!data)
+      return body(score);
+    const T *b = data + rows.offset(r);
+    if (rows.step == 0)
+      return body([&](int64_t k) { return T(score(k) + b[0]); });
+    body([&](int64_t k) { return T(score(k) + b[k]); });
+  }
+
+private:
+  const T *data = nullptr;
+  BroadcastRows rows;
 };
 
 /// Calls rows(first, last, n) over runs of x's rows along its last dim (n
@@ -387,21 +430,23 @@ template <typename F> void withDivide(bool divide, F body) {
 
 } // namespace
 
-void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor *mask, const Tensor &out,
-                           float scale, bool divide, float fill, bool maskKeeps) {
+void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor *mask, const Tensor *bias,
+                           const Tensor &out, float scale, bool divide, float fill,
+                           bool maskKeeps) {
   const char *kernel = "scaled_masked_softmax";
   checkSameLayout(kernel, x, out);
   const MaskRows maskRows(kernel, x, mask, maskKeeps);
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    const BiasRows<T> biasRows(kernel, x, bias);
     const T s = static_cast<T>(scale), f = static_cast<T>(fill);
     withDivide(divide, [&](auto divides) {
       forEachRows(ctx, x, [&](int64_t first, int64_t last, int64_t n) {
         for (int64_t r = first; r < last; ++r) {
           const T *xr = x.as<T>() + r * n;
           T *yr = out.as<T>() + r * n;
-          maskRows.apply(r, f, yr, n,
-                         [&](int64_t k) { return scaled<T, decltype(divides)::value>(xr[k], s); });
+          auto score = [&](int64_t k) { return scaled<T, decltype(divides)::value>(xr[k], s); };
+          biasRows.apply(r, score, [&](auto value) { maskRows.apply(r, f, yr, n, value); });
           softmaxRow<T, false>(yr, yr, n);
         }
       });

@@ -579,7 +579,9 @@ TEST_F(CudaKernels, LayerNormalizationGrad) {
 // in double: 3 x 4 rows of 1000 (longer than a block) under a causal-style
 // mask of 4 x 1000 broadcast over the first dim, of the positions kept (the
 // scores multiplied), under a 3 x 1 x 1 mask hiding whole rows with a finite
-// fill (the scores divided), and under none; the gradient in place over g.
+// fill (the scores divided), and under none; with a bias of 3 x 1 x 1000
+// (an additive mask broadcast over the heads) and one of 3 x 4 x 1 (one a
+// row) added to the scaled scores; the gradient in place over g.
 TEST_F(CudaKernels, ScaledMaskedSoftmax) {
   const int64_t rows = 12, n = 1000;
   std::vector<float> x(rows * n), g(rows * n);
@@ -589,14 +591,18 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
   }
   auto check = [&](Dims maskShape, const std::vector<uint8_t> &mask,
                    const std::function<bool(int64_t, int64_t)> &hides, bool keeps, float scale,
-                   bool divide, float fill) {
+                   bool divide, float fill, Dims biasShape = {},
+                   const std::vector<float> &bias = {},
+                   const std::function<float(int64_t, int64_t)> &biasAt = nullptr) {
     std::vector<float> want(x.size()), wantGrad(x.size());
     for (int64_t r = 0; r < rows; ++r) {
       std::vector<double> score(n);
       double m = -INFINITY, sum = 0, dot = 0;
       for (int64_t k = 0; k < n; ++k) {
-        score[k] =
-            hides(r, k) ? fill : double(divide ? x[r * n + k] / scale : x[r * n + k] * scale);
+        float scaled = divide ? x[r * n + k] / scale : x[r * n + k] * scale;
+        if (biasAt)
+          scaled += biasAt(r, k);
+        score[k] = hides(r, k) ? fill : double(scaled);
         m = std::max(m, score[k]);
       }
       for (int64_t k = 0; k < n; ++k)
@@ -615,8 +621,10 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
     Tensor xt = f32({3, 4, n}, x), gt = f32({3, 4, n}, g);
     Tensor mt = mask.empty() ? Tensor{} : boolean(maskShape, mask);
     const Tensor *maskOrNone = mask.empty() ? nullptr : &mt;
+    Tensor bt = bias.empty() ? Tensor{} : f32(biasShape, bias);
+    const Tensor *biasOrNone = bias.empty() ? nullptr : &bt;
     Tensor y = alloc(DType::F32, {3, 4, n}), dx = alloc(DType::F32, {3, 4, n});
-    kc::scaled_masked_softmax(ctx, xt, maskOrNone, y, scale, divide, fill, keeps);
+    kc::scaled_masked_softmax(ctx, xt, maskOrNone, biasOrNone, y, scale, divide, fill, keeps);
     expectClose(get<float>(y), want, 1e-6f);
     kc::scaled_masked_softmax_grad(ctx, y, gt, maskOrNone, dx, scale, divide, keeps);
     expectClose(get<float>(dx), wantGrad, 1e-6f);
@@ -630,8 +638,18 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
   auto hiddenRow = [](int64_t r, int64_t) { return r / 4 == 1; };
   check({4, n}, causalKept, causalAt, true, 0.125f, false, -3.4e38f);
   check({3, 1, 1}, rowsHidden, hiddenRow, false, 8.0f, true, -1e9f);
-  check(
-      {}, {}, [](int64_t, int64_t) { return false; }, false, 0.5f, false, 0.0f);
+  auto none = [](int64_t, int64_t) { return false; };
+  check({}, {}, none, false, 0.5f, false, 0.0f);
+  // Row r is (r / 4, r % 4) of 3 x 4.
+  std::vector<float> headsBias(3 * n), rowBias(rows);
+  for (int64_t i = 0; i < 3 * n; ++i)
+    headsBias[i] = -2.0f * static_cast<float>((i / n + i % n) % 3);
+  for (int64_t r = 0; r < rows; ++r)
+    rowBias[r] = 0.25f * static_cast<float>(r);
+  check({}, {}, none, false, 0.125f, true, 0.0f, {3, 1, n}, headsBias,
+        [&](int64_t r, int64_t k) { return headsBias[r / 4 * n + k]; });
+  check({4, n}, causalKept, causalAt, true, 0.125f, false, -3.4e38f, {3, 4, 1}, rowBias,
+        [&](int64_t r, int64_t) { return rowBias[r]; });
 }
 
 TEST_F(CudaKernels, LayerNormalization) {

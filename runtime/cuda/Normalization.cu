@@ -61,35 +61,48 @@ template <typename T> __device__ T scaled(T v, T scale, bool divide) {
 /// row r's mask starts at data + rows.offsets(r), its elements `step` (1, or
 /// 0 for a mask whose last dim is 1) apart, and `hideValue` (1, or 0 for a
 /// mask of the elements kept) hides an element. No data hides nothing.
-struct RowMask {
-  const uint8_t *data = nullptr;
+/// An operand broadcast to x's shape, read along x's rows (none: data
+/// null): where each row's first element is, and the step between its
+/// elements (1, or 0 for an operand whose last dim is 1).
+template <typename E> struct RowOperand {
+  const E *data = nullptr;
   Layout<1> rows;
   int64_t step = 0;
-  uint8_t hideValue = 1;
 
-  __device__ const uint8_t *row(int64_t r) const {
+  __device__ const E *row(int64_t r) const {
     if (!data)
       return nullptr;
     int64_t at[1];
     rows.offsets(r, at);
     return data + at[0];
   }
+};
+
+struct RowMask {
+  RowOperand<uint8_t> mask;
+  uint8_t hideValue = 1;
+
   __device__ bool hides(const uint8_t *rowMask, int64_t j) const {
-    return rowMask && rowMask[j * step] == hideValue;
+    return rowMask && rowMask[j * mask.step] == hideValue;
   }
 };
 
-/// softmax(where(mask, fill, x scale)) (x / scale with `divide`) over
-/// contiguous rows of `len`, each op rounded as the unfused chain's kernels
-/// round it.
+/// softmax(where(mask, fill, x scale + bias)) (x / scale with `divide`)
+/// over contiguous rows of `len`, each op rounded as the unfused chain's
+/// kernels round it.
 template <typename T>
 __global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x, RowMask mask,
-                                          T scale, bool divide, T fill, T *out) {
+                                          RowOperand<T> bias, T scale, bool divide, T fill,
+                                          T *out) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const uint8_t *rowMask = mask.row(row);
+    const uint8_t *rowMask = mask.mask.row(row);
+    const T *rowBias = bias.row(row);
     const T *xr = x + row * len;
     auto score = [&](int64_t j) {
-      return mask.hides(rowMask, j) ? fill : scaled(xr[j], scale, divide);
+      if (mask.hides(rowMask, j))
+        return fill;
+      const T s = scaled(xr[j], scale, divide);
+      return rowBias ? T(s + rowBias[j * bias.step]) : s;
     };
     T max = lowest<T>();
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
@@ -112,7 +125,7 @@ template <typename T>
 __global__ void scaledMaskedSoftmaxGradKernel(int64_t rows, int64_t len, const T *y, const T *g,
                                               RowMask mask, T scale, bool divide, T *out) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const uint8_t *rowMask = mask.row(row);
+    const uint8_t *rowMask = mask.mask.row(row);
     const int64_t base = row * len;
     double sum = 0;
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
@@ -347,18 +360,16 @@ void softmax_grad(Context &ctx, const Tensor &y, const Tensor &grad, const Tenso
 
 namespace {
 
-/// `mask` (or none) broadcast to x's shape, read along x's rows.
-RowMask rowMask(const char *kernel, const Tensor &x, const Tensor *mask, bool maskKeeps) {
-  if (x.rank() == 0)
-    fail(kernel, "the input has no dim to normalise");
-  RowMask r;
-  r.hideValue = maskKeeps ? 0 : 1;
-  if (!mask)
+/// `operand` (or none) broadcast to x's shape (x has a dim), read along
+/// x's rows.
+template <typename E>
+RowOperand<E> rowOperand(const char *kernel, const Tensor &x, const Tensor *operand) {
+  RowOperand<E> r;
+  if (!operand)
     return r;
-  requireType(kernel, *mask, DType::Bool, "the mask");
   int64_t strides[kMaxRank];
-  broadcastStrides(kernel, *mask, x.shape, strides);
-  r.data = mask->as<uint8_t>();
+  broadcastStrides(kernel, *operand, x.shape, strides);
+  r.data = operand->as<E>();
   r.rows.rank = x.rank() - 1;
   for (int d = 0; d < r.rows.rank; ++d) {
     r.rows.dims[d] = x.shape[d];
@@ -369,20 +380,32 @@ RowMask rowMask(const char *kernel, const Tensor &x, const Tensor *mask, bool ma
   return r;
 }
 
+/// `mask` (or none) broadcast to x's shape, read along x's rows.
+RowMask rowMask(const char *kernel, const Tensor &x, const Tensor *mask, bool maskKeeps) {
+  if (x.rank() == 0)
+    fail(kernel, "the input has no dim to normalise");
+  if (mask)
+    requireType(kernel, *mask, DType::Bool, "the mask");
+  return RowMask{rowOperand<uint8_t>(kernel, x, mask), static_cast<uint8_t>(maskKeeps ? 0 : 1)};
+}
+
 } // namespace
 
-void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor *mask, const Tensor &out,
-                           float scale, bool divide, float fill, bool maskKeeps) {
+void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor *mask, const Tensor *bias,
+                           const Tensor &out, float scale, bool divide, float fill,
+                           bool maskKeeps) {
   const char *kernel = "scaled_masked_softmax";
   requireSameType(kernel, x, out);
   requireNumel(kernel, out, x.numel(), "the result");
   RowMask m = rowMask(kernel, x, mask, maskKeeps);
+  if (bias)
+    requireType(kernel, *bias, x.dtype, "the bias");
   SoftmaxRows r = softmaxRows(kernel, x, x.rank() - 1);
   launchOverRows(kernel, x.dtype, r, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
-    scaledMaskedSoftmaxKernel<T>
-        <<<blocks, threads, 0, ctx.stream>>>(r.rows, r.len, x.as<T>(), m, static_cast<T>(scale),
-                                             divide, static_cast<T>(fill), out.as<T>());
+    scaledMaskedSoftmaxKernel<T><<<blocks, threads, 0, ctx.stream>>>(
+        r.rows, r.len, x.as<T>(), m, rowOperand<T>(kernel, x, bias), static_cast<T>(scale), divide,
+        static_cast<T>(fill), out.as<T>());
   });
 }
 

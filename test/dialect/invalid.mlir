@@ -155,7 +155,7 @@ func.func @softmax_grad_types(%y: tensor<2x3xf32>, %g: tensor<2x3xf64>) {
 func.func @scaled_masked_softmax_mask(%x: tensor<2x8xf32>, %m: tensor<3x8xi1>) {
   // expected-error @+2 {{mask of shape 3x8 does not broadcast to 2x8}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = cleave.scaled_masked_softmax %x, %m {fill = 0.0 : f32, scale = 1.0 : f32} : (tensor<2x8xf32>, tensor<3x8xi1>) -> tensor<2x8xf32>
+  %0 = cleave.scaled_masked_softmax %x mask(%m : tensor<3x8xi1>) {fill = 0.0 : f32, scale = 1.0 : f32} : tensor<2x8xf32> -> tensor<2x8xf32>
   return
 }
 
@@ -164,7 +164,25 @@ func.func @scaled_masked_softmax_mask(%x: tensor<2x8xf32>, %m: tensor<3x8xi1>) {
 func.func @scaled_masked_softmax_scalar(%x: tensor<f32>, %m: tensor<i1>) {
   // expected-error @+2 {{the input has no dim to normalise}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = cleave.scaled_masked_softmax %x, %m {fill = 0.0 : f32, scale = 1.0 : f32} : (tensor<f32>, tensor<i1>) -> tensor<f32>
+  %0 = cleave.scaled_masked_softmax %x mask(%m : tensor<i1>) {fill = 0.0 : f32, scale = 1.0 : f32} : tensor<f32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @scaled_masked_softmax_bias(%x: tensor<2x8xf32>, %b: tensor<2x1x8xf32>) {
+  // expected-error @+2 {{bias of shape 2x1x8 does not broadcast to 2x8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.scaled_masked_softmax %x bias(%b : tensor<2x1x8xf32>) {fill = 0.0 : f32, scale = 1.0 : f32} : tensor<2x8xf32> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @scaled_masked_softmax_bias_type(%x: tensor<2x8xf32>, %b: tensor<8xf64>) {
+  // expected-error @+2 {{bias 'tensor<8xf64>' is not of the input's element type 'f32'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.scaled_masked_softmax %x bias(%b : tensor<8xf64>) {fill = 0.0 : f32, scale = 1.0 : f32} : tensor<2x8xf32> -> tensor<2x8xf32>
   return
 }
 

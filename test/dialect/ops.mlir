@@ -69,9 +69,9 @@ func.func @normalization(%x: tensor<2x4x8xf32>, %s: tensor<8xf32>, %img: tensor<
   %2:3 = cleave.layer_normalization %x, %s, %s {axis = 2 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
   // CHECK: cleave.layer_normalization_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %gx = cleave.layer_normalization_grad %x, %s, %2#1, %2#2, %0 {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-  // CHECK: cleave.scaled_masked_softmax %{{.*}}, %{{.*}} {fill = 0xFF800000 : f32, scale = 1.250000e-01 : f32} : (tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
+  // CHECK: cleave.scaled_masked_softmax %{{.*}} mask(%{{.*}} : tensor<4x8xi1>) {fill = 0xFF800000 : f32, scale = 1.250000e-01 : f32} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   %mask = cleave.constant {value = dense<false> : tensor<4x8xi1>} : tensor<4x8xi1>
-  %sm = cleave.scaled_masked_softmax %x, %mask {fill = 0xFF800000 : f32, scale = 0.125 : f32} : (tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
+  %sm = cleave.scaled_masked_softmax %x mask(%mask : tensor<4x8xi1>) {fill = 0xFF800000 : f32, scale = 0.125 : f32} : tensor<2x4x8xf32> -> tensor<2x4x8xf32>
   // CHECK: cleave.scaled_masked_softmax_grad %{{.*}}, %{{.*}}, %{{.*}} {divide, scale = 8.000000e+00 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
   %smg = cleave.scaled_masked_softmax_grad %sm, %x, %mask {divide, scale = 8.0 : f32} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<4x8xi1>) -> tensor<2x4x8xf32>
   // CHECK: cleave.batch_normalization

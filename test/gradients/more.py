@@ -127,5 +127,20 @@ for scaling, masking in (("Mul", "hidden"), ("Div", "hidden"), ("Div", "kept"), 
               constants={} if masking == "none" else {"m": hidden if masking == "hidden"
                                                       else ~hidden},
               outputs=["y"], dtype=np.float32, atol=1e-3, rtol=1e-2)
+# A bias added to the scores before the softmax, which cleave-fuse-softmax
+# takes into the same op: BERT's additive mask after its scale (a trained
+# bias here, so that its gradient, the add's summed over the heads and rows
+# it broadcasts over, is checked too), and T5's position bias, no scale, as
+# the add's first operand.
+c = numpy_helper.from_array(np.float32(0.35))
+cases.add("scaled_biased_softmax_div_f32",
+          nodes=[N("Constant", [], ["c"], value=c), N("Div", ["x", "c"], ["s"]),
+                 N("Add", ["s", "b"], ["w"]), N("Softmax", ["w"], ["y"], axis=-1)],
+          params={"x": r.standard_normal((2, 3, 4, 5)), "b": r.standard_normal((2, 1, 1, 5))},
+          outputs=["y"], dtype=np.float32, atol=1e-3, rtol=1e-2)
+cases.add("position_biased_softmax_f32",
+          nodes=[N("Add", ["b", "x"], ["w"]), N("Softmax", ["w"], ["y"], axis=-1)],
+          params={"x": r.standard_normal((2, 3, 4, 5)), "b": r.standard_normal((3, 4, 5))},
+          outputs=["y"], dtype=np.float32, atol=1e-3, rtol=1e-2)
 if __name__ == "__main__":
     cases.main()
