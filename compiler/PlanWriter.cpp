@@ -13,7 +13,6 @@
 #include "runtime/cpu/ProductPrimitives.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -22,6 +21,8 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -117,14 +118,12 @@ int64_t productScratchBytes(Operation *op) {
                                            a.getNumElements(), b.getNumElements());
 }
 
-/// The scratch a kernel allocates on `target` for one call, outside the
-/// arena: a convolution's on the CPU, the operands in oneDNN's layouts where
-/// oneDNN takes it (runtime/cpu/ConvPrimitives.h), else the im2col columns
-/// (runtime/ConvScratch.h); a low-precision product's (productScratchBytes);
-/// 0 for other ops.
-int64_t kernelScratchBytes(Operation *op, StringRef target) {
-  if (target != "cuda" && isa<MatMulOp, GemmOp>(op))
-    return productScratchBytes(op);
+/// The convolution (or adjoint) `op` computes, as the CPU kernel poses it to
+/// oneDNN (runtime/cpu/ConvPrimitives.h): its pass, shapes, attributes and
+/// factors (x's type, or y's gradient's: bf16 with --precision bf16), and
+/// whether its weights are kept (cleave-constant-weights); none for other
+/// ops.
+std::optional<rt::cpu::ConvProblem> convProblemOf(Operation *op) {
   // The shapes of the convolution's input, weights and output.
   Value x, w, y;
   rt::cpu::ConvPass pass = rt::cpu::ConvPass::Forward;
@@ -139,42 +138,59 @@ int64_t kernelScratchBytes(Operation *op, StringRef target) {
     std::tie(x, w, y) = std::make_tuple(weight.getX(), weight.getOutput(), weight.getGrad());
     pass = rt::cpu::ConvPass::GradWeight;
   } else {
-    return 0;
+    return std::nullopt;
   }
-  ArrayRef<int64_t> in = cast<RankedTensorType>(x.getType()).getShape();
-  ArrayRef<int64_t> kernel = cast<RankedTensorType>(w.getType()).getShape();
-  ArrayRef<int64_t> out = cast<RankedTensorType>(y.getType()).getShape();
-  auto strides = op->getAttrOfType<DenseI64ArrayAttr>("strides").asArrayRef();
-  auto pads = op->getAttrOfType<DenseI64ArrayAttr>("pads").asArrayRef();
-  auto dilations = op->getAttrOfType<DenseI64ArrayAttr>("dilations").asArrayRef();
-  const int64_t group = op->getAttrOfType<IntegerAttr>("group").getInt();
-  Type element = cast<RankedTensorType>(x.getType()).getElementType();
-  // The factors' type: x's, or y's gradient's (bf16 with --precision bf16).
+  auto shape = [](Value v) { return dimsOf(cast<RankedTensorType>(v.getType()).getShape()); };
+  auto dims = [&](StringRef name) {
+    return dimsOf(op->getAttrOfType<DenseI64ArrayAttr>(name).asArrayRef());
+  };
   Type factors = getElementTypeOrSelf(op->getOperand(0));
-  if (target != "cuda" && (factors.isF32() || factors.isBF16())) {
-    // The layouts oneDNN chooses do not depend on the thread count; its
-    // scratchpad, which does, is not counted (ConvPrimitives.h).
-    auto primitive = rt::cpu::ConvPrimitive::create(
-        rt::cpu::convProblem(pass, dimsOf(in), dimsOf(kernel), dimsOf(out), dimsOf(strides),
-                             dimsOf(pads), dimsOf(dilations), group, bias,
-                             factors.isBF16() ? rt::DType::BF16 : rt::DType::F32),
-        1);
-    if (primitive)
+  rt::DType factorType =
+      factors.isBF16() ? rt::DType::BF16 : (factors.isF32() ? rt::DType::F32 : rt::DType::F64);
+  return rt::cpu::convProblem(pass, shape(x), shape(w), shape(y), dims("strides"), dims("pads"),
+                              dims("dilations"), op->getAttrOfType<IntegerAttr>("group").getInt(),
+                              bias, factorType, rt::Activation::None,
+                              op->hasAttr(kConstantWeightsAttr));
+}
+
+/// The oneDNN primitive a convolution `problem` runs as on the CPU, or null
+/// where oneDNN does not take it. The layouts oneDNN chooses do not depend
+/// on the thread count; its scratchpad, which does, is not counted
+/// (ConvPrimitives.h).
+std::unique_ptr<rt::cpu::ConvPrimitive> convPrimitiveOf(const rt::cpu::ConvProblem &problem) {
+  if (problem.factors != rt::DType::F32 && problem.factors != rt::DType::BF16)
+    return nullptr;
+  return rt::cpu::ConvPrimitive::create(problem, 1);
+}
+
+/// The scratch a kernel allocates on `target` for one call, outside the
+/// arena: a convolution's on the CPU, the operands in oneDNN's layouts where
+/// oneDNN takes it (kept weights not among them), else the im2col columns
+/// (runtime/ConvScratch.h); a low-precision product's (productScratchBytes);
+/// 0 for other ops.
+int64_t kernelScratchBytes(Operation *op, StringRef target) {
+  if (target != "cuda" && isa<MatMulOp, GemmOp>(op))
+    return productScratchBytes(op);
+  std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op);
+  if (!problem)
+    return 0;
+  if (target != "cuda")
+    if (auto primitive = convPrimitiveOf(*problem))
       return primitive->scratchBytes();
-  }
-  size_t spatial = in.size() - 2;
+  const rt::Dims &in = problem->x, &kernel = problem->w, &out = problem->y;
+  Type element = getElementTypeOrSelf(op->getOperand(0));
   rt::ConvColumns columns;
   columns.images = in[0];
-  columns.groups = group;
+  columns.groups = problem->group;
   columns.rows = kernel[1];
   columns.positions = 1;
-  columns.lastExtent = out.back();
+  columns.lastExtent = out[out.size - 1];
   columns.pointwise = true;
-  for (size_t d = 0; d < spatial; ++d) {
+  for (int d = 0; d + 2 < in.size; ++d) {
     columns.rows *= kernel[d + 2];
     columns.positions *= out[d + 2];
-    bool unitStride = strides.empty() || strides[d] == 1;
-    bool unpadded = pads.empty() || (pads[d] == 0 && pads[d + spatial] == 0);
+    bool unitStride = problem->strides[d] == 1;
+    bool unpadded = problem->padBegin[d] == 0 && problem->padEnd[d] == 0;
     columns.pointwise &= kernel[d + 2] == 1 && unitStride && unpadded && out[d + 2] == in[d + 2];
   }
   if (target == "cuda")
@@ -267,10 +283,33 @@ private:
   /// The flat parameter buffer's unpadded bytes (ZeRO 1/2): what its
   /// collectives must move at least.
   int64_t flatPayload = 0;
-  /// The constant weights the CPU keeps in oneDNN's layout, and whether
-  /// transposed: one copy each (ProductPrimitives.h).
-  llvm::DenseSet<std::pair<Value, int>> packedWeights;
+  /// The constant weights the CPU keeps in oneDNN's layout, counted once
+  /// each as the kernels keep them: a product's B by its orientation
+  /// (ProductPrimitives.h), a convolution's weights by its problem
+  /// (ConvPrimitives.h).
+  std::set<std::pair<const void *, std::vector<int64_t>>> keptWeights;
+  int64_t keptWeightBytes(Operation *op);
 };
+
+/// Bytes of the copy in oneDNN's layout of `op`'s constant weights
+/// (cleave-constant-weights), 0 for a copy counted already.
+int64_t PlanBuilder::keptWeightBytes(Operation *op) {
+  Value b = op->getOperand(1);
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(b.getType()).getShape();
+  if (std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op)) {
+    auto primitive = convPrimitiveOf(*problem);
+    if (!primitive ||
+        !keptWeights.insert({b.getAsOpaquePointer(), rt::cpu::convProblemKey(*problem)}).second)
+      return 0;
+    return primitive->packedWeightBytes();
+  }
+  auto transB = op->getAttrOfType<BoolAttr>("trans_b");
+  bool transposed = transB && transB.getValue();
+  if (!keptWeights.insert({b.getAsOpaquePointer(), {transposed}}).second)
+    return 0;
+  return transposed ? rt::cpu::packedWeightsBytes(shape[1], shape[0])
+                    : rt::cpu::packedWeightsBytes(shape[0], shape[1]);
+}
 
 void PlanBuilder::setMesh() {
   if (!grid)
@@ -424,17 +463,8 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     // Kernels run one at a time: the largest scratch is the one that adds.
     plan.memory.scratchBytes =
         std::max(plan.memory.scratchBytes, kernelScratchBytes(op, options.target));
-    if (options.target != "cuda" && op->hasAttr(kConstantWeightsAttr)) {
-      Value b = op->getOperand(1);
-      auto transB = op->getAttrOfType<BoolAttr>("trans_b");
-      bool transposed = transB && transB.getValue();
-      if (packedWeights.insert({b, transposed ? 1 : 0}).second) {
-        ArrayRef<int64_t> shape = cast<RankedTensorType>(b.getType()).getShape();
-        plan.memory.packedWeightBytes += transposed
-                                             ? rt::cpu::packedWeightsBytes(shape[1], shape[0])
-                                             : rt::cpu::packedWeightsBytes(shape[0], shape[1]);
-      }
-    }
+    if (options.target != "cuda" && op->hasAttr(kConstantWeightsAttr))
+      plan.memory.packedWeightBytes += keptWeightBytes(op);
     auto constant = dyn_cast<ConstantOp>(op);
     auto offset = op->getAttrOfType<IntegerAttr>(kWeightsOffsetAttr);
     if (!constant || !offset)

@@ -1,4 +1,4 @@
-//===- ConstantWeights.cpp - products by weights the program never changes ===//
+//===- ConstantWeights.cpp - weights the program never changes ------------===//
 
 #include "passes/Passes.h"
 
@@ -22,11 +22,13 @@ struct ConstantWeightsPass : public cleave::impl::ConstantWeightsBase<ConstantWe
     if (module.walk([](AssignOp) { return WalkResult::interrupt(); }).wasInterrupted())
       return;
     module.walk([](Operation *op) {
-      if (!isa<MatMulOp, GemmOp>(op))
+      // A product's matrix, or a convolution's kernels.
+      if (!isa<MatMulOp, GemmOp, ConvOp>(op))
         return;
       Value weights = op->getOperand(1);
       auto type = cast<RankedTensorType>(weights.getType());
-      if (type.getElementType().isF32() && type.getRank() == 2 && isParameter(weights))
+      bool shaped = isa<ConvOp>(op) || type.getRank() == 2;
+      if (type.getElementType().isF32() && shaped && isParameter(weights))
         op->setAttr(kConstantWeightsAttr, UnitAttr::get(op->getContext()));
     });
   }

@@ -204,7 +204,8 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["reduce_max"] = {"reduce_max", -1, {"axes"}};
   calls["reduce_prod"] = {"reduce_prod", -1, {"axes"}};
   calls["top_k"] = {"top_k", -1, {"axis", "largest"}};
-  calls["conv"] = {"conv", 2, {"strides", "pads", "dilations", "group", "activation"}};
+  calls["conv"] = {
+      "conv", 2, {"strides", "pads", "dilations", "group", "activation", kConstantWeightsAttr}};
   calls["max_pool"] = {"max_pool", -1, {"kernel_shape", "strides", "pads", "dilations"}};
   calls["average_pool"] = {"average_pool", -1,
                            {"kernel_shape", "strides", "pads", "dilations",

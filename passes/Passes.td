@@ -715,16 +715,18 @@ def FuseSoftmax : Pass<"cleave-fuse-softmax", "mlir::ModuleOp"> {
 }
 
 def ConstantWeights : Pass<"cleave-constant-weights", "mlir::ModuleOp"> {
-  let summary = "Products whose weights the program never changes, marked for a kept layout";
+  let summary = "Products and convolutions whose weights the program never changes, marked for a kept layout";
   let description = [{
     Runs on every program after cleave-fold-transposes. In a program that
     assigns nothing (a forward, whose parameters keep the values the run
     loaded), each f32 `cleave.matmul` and `cleave.gemm` whose second factor
-    is a parameter, a matrix, gets `cleave.constant_weights`: its CPU kernel
-    then reads a copy of that factor in the layout oneDNN prefers, made on
-    the first call and kept for the run (runtime/cpu/ProductPrimitives.h),
-    which plan.json counts in `memory.packed_weight_bytes`. A training step
-    changes its parameters every step and is left as it is.
+    is a parameter, a matrix, and each f32 `cleave.conv` whose weights are
+    a parameter, gets `cleave.constant_weights`: its CPU kernel then reads
+    a copy of that factor in the layout oneDNN prefers, made on the first
+    call and kept for the run (runtime/cpu/ProductPrimitives.h,
+    ConvPrimitives.h), which plan.json counts in
+    `memory.packed_weight_bytes`. A training step changes its parameters
+    every step and is left as it is.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

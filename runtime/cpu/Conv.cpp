@@ -161,6 +161,9 @@ void unroll(const ConvGeometry &g, T *xg, int64_t r0, int64_t r1, T *col) {
 /// Runs `problem` as a oneDNN primitive (ConvPrimitives.h) when its factors
 /// are f32 or bf16 and oneDNN takes it; false otherwise. bf16 factors only
 /// the primitives multiply: where oneDNN does not take them, the call fails.
+/// Constant weights (`b`) are read from the context's kept copy; without
+/// the context's primitives (a kernel test) they are reordered as any
+/// operand is.
 bool runPrimitive(Context &ctx, const char *kernel, const ConvProblem &problem, const void *a,
                   const void *b, const void *bias, void *out) {
   if (problem.factors != DType::F32 && problem.factors != DType::BF16)
@@ -171,13 +174,20 @@ bool runPrimitive(Context &ctx, const char *kernel, const ConvProblem &problem, 
   if (ctx.convolutions) {
     primitive = ctx.convolutions->find(problem, threads);
   } else {
-    own = ConvPrimitive::create(problem, threads);
+    ConvProblem reordered = problem;
+    reordered.constantWeights = false;
+    own = ConvPrimitive::create(reordered, threads);
     primitive = own.get();
   }
   if (!primitive && problem.factors == DType::BF16)
     fail(kernel, "oneDNN does not take this convolution of bf16 factors (1 to 3 spatial dims)");
   if (!primitive)
     return false;
+  if (problem.constantWeights && ctx.convolutions) {
+    b = ctx.convolutions->keptWeights(*primitive, b, threads, ctx.allocations);
+    if (!b)
+      fail(kernel, "no memory for the weights' copy in oneDNN's layout");
+  }
   Scratch scratch(ctx, kernel, primitive->scratchBytes());
   primitive->run(threads, a, b, bias, out, scratch.as<void>());
   return true;
@@ -264,7 +274,8 @@ void convAdjoint(Context &ctx, ConvPass pass, const char *kernel, const Tensor &
 } // namespace
 
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
-          Dims strides, Dims pads, Dims dilations, int64_t group, Activation activation) {
+          Dims strides, Dims pads, Dims dilations, int64_t group, Activation activation,
+          bool constantWeights) {
   const char *kernel = "conv";
   checkType(kernel, w, x.dtype);
   checkType(kernel, y, resultOf(x.dtype));
@@ -277,7 +288,8 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
          static_cast<long long>(g.m));
   if (runPrimitive(ctx, kernel,
                    convProblem(ConvPass::Forward, x.shape, w.shape, y.shape, strides, pads,
-                               dilations, group, b != nullptr, x.dtype, activation),
+                               dilations, group, b != nullptr, x.dtype, activation,
+                               constantWeights),
                    x.data, w.data, b ? b->data : nullptr, y.data))
     return;
   int64_t n = g.n, m = g.m, mg = g.mg, kdim = g.kdim, p = g.outSize;

@@ -26,12 +26,14 @@ struct ConvPrimitive::Impl {
   /// One of the three operands: its layout as the kernel holds it (dense,
   /// row-major) and as the primitive reads or writes it, and the reorder
   /// between them (null when they are the same) into `offset` of the
-  /// scratch.
+  /// scratch, or, for kept weights, into their copy (packWeights), which
+  /// run() is given in their place.
   struct Operand {
     int arg = 0;
     dnnl_memory_desc_t plain{}, chosen{};
     dnnl_primitive_t reorder = nullptr;
     int64_t offset = 0;
+    bool kept = false;
   };
   dnnl_engine_t engine = nullptr;
   dnnl_stream_t stream = nullptr;
@@ -40,7 +42,7 @@ struct ConvPrimitive::Impl {
   std::array<Operand, 3> operands;
   bool bias = false;
   dnnl_memory_desc_t biasDesc{};
-  int64_t scratchBytes = 0;
+  int64_t scratchBytes = 0, packedWeightBytes = 0;
 
   Impl() = default;
   Impl(const Impl &) = delete;
@@ -156,12 +158,18 @@ bool opDesc(const ConvProblem &p, ConvPass pass, const dnnl_memory_desc_t &x,
                                                              padBegin, padEnd) == dnnl_success;
 }
 
+/// Bytes of `desc`'s memory rounded up to 64.
+int64_t alignedSize(const dnnl_memory_desc_t &desc) {
+  return (static_cast<int64_t>(dnnl_memory_desc_get_size(&desc)) + 63) / 64 * 64;
+}
+
 /// Sets `operand` to hold `plain` in the layout the primitive `pd` chose for
 /// `query`, with the reorder between them (input: into the chosen layout;
-/// output: out of it) when they differ, at the scratch's next offset.
+/// output: out of it) when they differ, at the scratch's next offset, or
+/// (`kept`: constant weights) into a copy of their own.
 bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &operand,
                   dnnl_primitive_desc_t pd, dnnl_query_t query, int arg,
-                  const dnnl_memory_desc_t &plain, bool output) {
+                  const dnnl_memory_desc_t &plain, bool output, bool kept) {
   operand.arg = arg;
   operand.plain = plain;
   const dnnl_memory_desc_t *chosen = dnnl_primitive_desc_query_md(pd, query, 0);
@@ -177,9 +185,13 @@ bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &opera
                                          nullptr) != dnnl_success ||
       dnnl_primitive_create(&operand.reorder, reorder.get()) != dnnl_success)
     return false;
+  operand.kept = kept;
+  if (kept) {
+    impl.packedWeightBytes = alignedSize(operand.chosen);
+    return true;
+  }
   operand.offset = impl.scratchBytes;
-  impl.scratchBytes +=
-      (static_cast<int64_t>(dnnl_memory_desc_get_size(&operand.chosen)) + 63) / 64 * 64;
+  impl.scratchBytes += alignedSize(operand.chosen);
   return true;
 }
 
@@ -187,7 +199,7 @@ bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &opera
 
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
                         const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
-                        bool bias, DType factors, Activation activation) {
+                        bool bias, DType factors, Activation activation, bool constantWeights) {
   ConvProblem p;
   p.pass = pass;
   p.factors = factors;
@@ -197,6 +209,7 @@ ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims 
   p.group = group;
   p.bias = bias;
   p.activation = pass == ConvPass::Forward ? activation : Activation::None;
+  p.constantWeights = pass == ConvPass::Forward && constantWeights;
   const int spatial = std::max(0, x.size - 2);
   for (int d = 0; d < spatial; ++d) {
     p.strides.values[p.strides.size++] = strides.size ? strides[d] : 1;
@@ -289,13 +302,39 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   bool chosen = true;
   for (size_t i = 0; i < roles.size() && chosen; ++i)
     chosen = chooseLayout(*impl, impl->operands[i], pd, roles[i].query, roles[i].arg,
-                          *roles[i].plain, /*output=*/i == 2);
+                          *roles[i].plain, /*output=*/i == 2,
+                          /*kept=*/i == 1 && p.constantWeights);
   if (!chosen || dnnl_primitive_create(&impl->primitive, pd) != dnnl_success)
     return nullptr;
   return std::unique_ptr<ConvPrimitive>(new ConvPrimitive(std::move(impl)));
 }
 
 int64_t ConvPrimitive::scratchBytes() const { return impl->scratchBytes; }
+
+int64_t ConvPrimitive::packedWeightBytes() const { return impl->packedWeightBytes; }
+
+namespace {
+
+/// Runs `operand`'s reorder from `from` to `to` (its plain and chosen
+/// memories, or the other way for an output).
+void runReorder(const ConvPrimitive::Impl &m, const ConvPrimitive::Impl::Operand &operand,
+                dnnl_memory_t from, dnnl_memory_t to) {
+  dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+  if (dnnl_primitive_execute(operand.reorder, m.stream, 2, args) != dnnl_success)
+    fail("conv", "oneDNN could not reorder an operand");
+}
+
+} // namespace
+
+void ConvPrimitive::packWeights(int threads, const void *w, void *packed) const {
+  omp_set_num_threads(threads);
+  const Impl::Operand &weights = impl->operands[1];
+  MemoryHandle plain(weights.plain, impl->engine, const_cast<void *>(w));
+  MemoryHandle chosen(weights.chosen, impl->engine, packed);
+  runReorder(*impl, weights, plain.get(), chosen.get());
+  if (dnnl_stream_wait(impl->stream) != dnnl_success)
+    fail("conv", "oneDNN's stream failed");
+}
 
 void ConvPrimitive::run(int threads, const void *a, const void *b, const void *bias, void *out,
                         void *scratch) const {
@@ -304,22 +343,26 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
   auto fails = [](dnnl_status_t status) { return status != dnnl_success; };
   const std::array<void *, 3> data{const_cast<void *>(a), const_cast<void *>(b), out};
   // Each operand as the kernel holds it and, when reordered, as the
-  // primitive takes it (in the scratch).
+  // primitive takes it (in the scratch; kept weights: as given).
   std::array<std::optional<MemoryHandle>, 3> plain, chosen;
   for (size_t i = 0; i < m.operands.size(); ++i) {
     const Impl::Operand &operand = m.operands[i];
+    if (operand.kept) {
+      chosen[i].emplace(operand.chosen, m.engine, data[i]);
+      continue;
+    }
     plain[i].emplace(operand.plain, m.engine, data[i]);
     if (operand.reorder)
       chosen[i].emplace(operand.chosen, m.engine, static_cast<char *>(scratch) + operand.offset);
   }
   auto reorder = [&](size_t i, bool output) {
     const Impl::Operand &operand = m.operands[i];
-    if (!operand.reorder)
+    if (!operand.reorder || operand.kept)
       return;
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, (output ? chosen : plain)[i]->get()},
-                              {DNNL_ARG_TO, (output ? plain : chosen)[i]->get()}};
-    if (fails(dnnl_primitive_execute(operand.reorder, m.stream, 2, args)))
-      fail("conv", "oneDNN could not reorder an operand");
+    if (output)
+      runReorder(m, operand, chosen[i]->get(), plain[i]->get());
+    else
+      runReorder(m, operand, plain[i]->get(), chosen[i]->get());
   };
   reorder(0, false);
   reorder(1, false);
@@ -338,17 +381,23 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
     fail("conv", "oneDNN's stream failed");
 }
 
-const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
+std::vector<int64_t> convProblemKey(const ConvProblem &p) {
   std::vector<int64_t> key{static_cast<int64_t>(p.pass),
                            static_cast<int64_t>(p.factors),
                            p.group,
                            p.bias,
                            static_cast<int64_t>(p.activation),
-                           threads};
+                           p.constantWeights};
   for (const Dims *dims : {&p.x, &p.w, &p.y, &p.strides, &p.padBegin, &p.padEnd, &p.dilations}) {
     key.push_back(dims->size);
     key.insert(key.end(), dims->values, dims->values + dims->size);
   }
+  return key;
+}
+
+const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
+  std::vector<int64_t> key = convProblemKey(p);
+  key.push_back(threads);
   auto [at, added] = made.try_emplace(std::move(key));
   if (added)
     at->second = ConvPrimitive::create(p, threads);
@@ -356,6 +405,25 @@ const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
 }
 
 ConvPrimitives::~ConvPrimitives() { std::free(held); }
+
+const void *ConvPrimitives::keptWeights(const ConvPrimitive &primitive, const void *w, int threads,
+                                        AllocationMeter *meter) {
+  const int64_t bytes = primitive.packedWeightBytes();
+  if (bytes == 0)
+    return w;
+  auto [at, added] = kept.try_emplace({w, &primitive});
+  if (added) {
+    at->second.reset(std::aligned_alloc(64, static_cast<std::size_t>(bytes)));
+    if (!at->second) {
+      kept.erase(at);
+      return nullptr;
+    }
+    if (meter)
+      meter->allocated(static_cast<std::size_t>(bytes));
+    primitive.packWeights(threads, w, at->second.get());
+  }
+  return at->second.get();
+}
 
 void *ConvPrimitives::workspace(int64_t bytes, AllocationMeter *meter) {
   if (bytes <= heldBytes)

@@ -13,6 +13,14 @@
 // instructions the factors are bf16 (x and w, or y's gradient and one of
 // them) and the result f32, which only the primitives compute.
 //
+// A forward whose weights do not change during the run (a parameter of a
+// program that trains nothing: cleave-constant-weights) reads them from a
+// copy in oneDNN's layout, made on the first call and kept, as the products
+// keep theirs (ProductPrimitives.h): reordering a ResNet's 44 MB of weights
+// took three times as long as its convolutions at batch 2
+// (docs/performance.md). The kept copies are allocations of the program,
+// which plan.json's packed_weight_bytes predicts with packedWeightBytes().
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_RUNTIME_CPU_CONVPRIMITIVES_H
@@ -22,6 +30,7 @@
 #include "runtime/Tensor.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <vector>
@@ -47,6 +56,10 @@ struct ConvProblem {
   /// What the forward applies to its result as the primitive writes it
   /// (a oneDNN post-op).
   Activation activation = Activation::None;
+  /// The forward's w does not change during the run: it is read from a
+  /// kept copy in oneDNN's layout (ConvPrimitives::keptWeights), not
+  /// reordered into the scratch on every call.
+  bool constantWeights = false;
 };
 
 /// The problem of a convolution with ONNX's attributes (empty: the
@@ -54,7 +67,11 @@ struct ConvProblem {
 ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims &y,
                         const Dims &strides, const Dims &pads, const Dims &dilations, int64_t group,
                         bool bias, DType factors = DType::F32,
-                        Activation activation = Activation::None);
+                        Activation activation = Activation::None, bool constantWeights = false);
+
+/// Every field of `problem` as a list of numbers: equal for equal problems,
+/// what ConvPrimitives keeps primitives (and kept weights) by.
+std::vector<int64_t> convProblemKey(const ConvProblem &problem);
 
 /// One problem's oneDNN primitive and the reorders around it.
 class ConvPrimitive {
@@ -67,13 +84,24 @@ public:
   ConvPrimitive(const ConvPrimitive &) = delete;
   ConvPrimitive &operator=(const ConvPrimitive &) = delete;
 
-  /// Bytes of a call's scratch: the operands' copies in oneDNN's layouts.
+  /// Bytes of a call's scratch: the operands' copies in oneDNN's layouts
+  /// (constant weights' not among them).
   int64_t scratchBytes() const;
+
+  /// Bytes of the kept copy of constant weights in oneDNN's layout: 0 when
+  /// the problem's weights are not constant or oneDNN reads them as they
+  /// are.
+  int64_t packedWeightBytes() const;
+
+  /// Writes `w` into `packed` (packedWeightBytes(), 64-byte aligned) in the
+  /// layout the primitive reads constant weights in.
+  void packWeights(int threads, const void *w, void *packed) const;
 
   /// Runs the pass on `threads` threads: reads `a` and `b` (x and w for the
   /// forward, y's gradient and w for GradInput, y's gradient and x for
-  /// GradWeight) and `bias` (the forward's, or null), overwrites `out`;
-  /// `scratch` holds scratchBytes(), 64-byte aligned.
+  /// GradWeight; constant weights as packWeights wrote them where
+  /// packedWeightBytes() is not 0) and `bias` (the forward's, or null),
+  /// overwrites `out`; `scratch` holds scratchBytes(), 64-byte aligned.
   void run(int threads, const void *a, const void *b, const void *bias, void *out,
            void *scratch) const;
 
@@ -101,6 +129,13 @@ public:
   /// does not take it.
   const ConvPrimitive *find(const ConvProblem &problem, int threads);
 
+  /// The copy of constant weights `w` that `primitive` reads, packed on
+  /// first need and kept for the run, counted in `meter` (when not null);
+  /// `w` itself when the primitive reads them as they are; null when there
+  /// is no memory for it.
+  const void *keptWeights(const ConvPrimitive &primitive, const void *w, int threads,
+                          AllocationMeter *meter);
+
   /// At least `bytes` of 64-byte aligned scratch, or null when there is no
   /// memory for them. It grows to the largest call's, counted in `meter`
   /// (when not null) for as long as it is held, so the run's peak counts the
@@ -110,6 +145,12 @@ public:
 private:
   /// By problem and thread count; null where oneDNN refused.
   std::map<std::vector<int64_t>, std::unique_ptr<ConvPrimitive>> made;
+  /// Constant weights' copies, by their address and the primitive that
+  /// reads them; freed with the primitives.
+  struct FreeDeleter {
+    void operator()(void *p) const { std::free(p); }
+  };
+  std::map<std::pair<const void *, const ConvPrimitive *>, std::unique_ptr<void, FreeDeleter>> kept;
   void *held = nullptr;
   int64_t heldBytes = 0;
 };

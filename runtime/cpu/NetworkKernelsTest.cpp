@@ -796,16 +796,19 @@ TEST(LowPrecisionConv, BadCallsFail) {
   // bf16 factors give f32; f16 ones no kernel takes (autocast rounds them to
   // f16 and keeps them f32); oneDNN takes no more than 3 spatial dims.
   Buffer x(DType::BF16, {1, 1, 3, 3}), w(DType::BF16, {1, 1, 1, 1}), y(DType::BF16, {1, 1, 3, 3});
-  EXPECT_EXIT(cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1, Activation::None),
-              ::testing::ExitedWithCode(3), "kernel conv: .*bf16");
+  EXPECT_EXIT(
+      cpu::conv(ctx(), x, w, nullptr, y, Dims{}, Dims{}, Dims{}, 1, Activation::None, false),
+      ::testing::ExitedWithCode(3), "kernel conv: .*bf16");
   Buffer x16(DType::F16, {1, 1, 3, 3}), w16(DType::F16, {1, 1, 1, 1}),
       y32(DType::F32, {1, 1, 3, 3});
-  EXPECT_EXIT(cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1, Activation::None),
-              ::testing::ExitedWithCode(3), "kernel conv: .*f16");
+  EXPECT_EXIT(
+      cpu::conv(ctx(), x16, w16, nullptr, y32, Dims{}, Dims{}, Dims{}, 1, Activation::None, false),
+      ::testing::ExitedWithCode(3), "kernel conv: .*f16");
   Buffer x4(DType::BF16, {1, 1, 2, 2, 2, 2}), w4(DType::BF16, {1, 1, 1, 1, 1, 1}),
       y4(DType::F32, {1, 1, 2, 2, 2, 2});
-  EXPECT_EXIT(cpu::conv(ctx(), x4, w4, nullptr, y4, Dims{}, Dims{}, Dims{}, 1, Activation::None),
-              ::testing::ExitedWithCode(3), "kernel conv: oneDNN does not take this convolution");
+  EXPECT_EXIT(
+      cpu::conv(ctx(), x4, w4, nullptr, y4, Dims{}, Dims{}, Dims{}, 1, Activation::None, false),
+      ::testing::ExitedWithCode(3), "kernel conv: oneDNN does not take this convolution");
 }
 
 TEST(LowPrecisionProducts, ResultMustBeF32) {
@@ -915,10 +918,10 @@ template <typename T> void checkConv(const ConvCase &c, unsigned seed, double to
   auto y = zeros(dtypeOf<T>(), outShape);
   std::vector<double> expected = convByDefinition<T>(c, x, w, c.bias ? &b : nullptr);
   cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-            Activation::None);
+            Activation::None, false);
   expectNear(y, expected, tol);
   cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-            Activation::Relu);
+            Activation::Relu, false);
   expectNear(y, relu(expected), tol);
 }
 
@@ -930,11 +933,12 @@ TEST(Conv, OnnxExampleWithPadding) {
   auto x = make<float>({1, 1, 5, 5}, xs);
   auto w = make<float>({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
   auto y = zeros(DType::F32, {1, 1, 5, 5});
-  cpu::conv(ctx(), x, w, nullptr, y, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, Activation::None);
+  cpu::conv(ctx(), x, w, nullptr, y, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, Activation::None, false);
   expectNear(y, {12, 21, 27, 33, 24, 33, 54, 63, 72, 51, 63, 99, 108, 117, 81,
                  93, 144, 153, 162, 111, 72, 111, 117, 123, 84});
   auto y2 = zeros(DType::F32, {1, 1, 3, 3});
-  cpu::conv(ctx(), x, w, nullptr, y2, Dims{}, Dims{}, Dims{}, 1, Activation::None); // defaults
+  cpu::conv(ctx(), x, w, nullptr, y2, Dims{}, Dims{}, Dims{}, 1, Activation::None,
+            false); // defaults
   expectNear(y2, {54, 63, 72, 99, 108, 117, 144, 153, 162});
 }
 
@@ -1010,9 +1014,10 @@ TEST(Conv, PrimitivesKeptForTheRun) {
     auto y = zeros(DType::F32, convOutShape(*c));
     auto yKept = zeros(DType::F32, convOutShape(*c));
     const Tensor *bias = c->bias ? b.ptr() : nullptr;
-    cpu::conv(ctx(), x, w, bias, y, c->strides, c->pads, c->dilations, c->group, Activation::None);
+    cpu::conv(ctx(), x, w, bias, y, c->strides, c->pads, c->dilations, c->group, Activation::None,
+              false);
     cpu::conv(keeping, x, w, bias, yKept, c->strides, c->pads, c->dilations, c->group,
-              Activation::None);
+              Activation::None, false);
     expectEqual<float>(yKept, y.values<float>());
     auto dx = zeros(DType::F32, c->x);
     auto dxKept = zeros(DType::F32, c->x);
@@ -1034,6 +1039,56 @@ TEST(Conv, PrimitivesKeptForTheRun) {
                        big.pads, big.dilations, big.group, true);
   EXPECT_EQ(kept.find(problem, 1), kept.find(problem, 1));
   EXPECT_NE(kept.find(problem, 1), kept.find(problem, 2));
+}
+
+// Constant weights (cleave-constant-weights) are read from a copy in
+// oneDNN's layout, made on the first call and kept: a 3 x 3 convolution with
+// a bias and a grouped one with a fused ReLU give the same results, bit for
+// bit, as with the weights reordered every call, and the definition's in
+// double; the copy, counted once over two calls, is the bytes
+// packedWeightBytes() says (what plan.json predicts), and leaves the
+// scratch: the two sizes add up to the reordering primitive's scratch.
+TEST(Conv, ConstantWeightsReadFromAKeptCopy) {
+  ConvCase wide{{2, 32, 9, 9}, {64, 32, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true};
+  ConvCase grouped{{1, 32, 8, 8}, {32, 8, 3, 3}, {2, 2}, {0, 0, 1, 1}, {1, 1}, 4, false};
+  for (const ConvCase *c : {&wide, &grouped}) {
+    const Activation activation = c->bias ? Activation::None : Activation::Relu;
+    auto problem = [&](bool constant) {
+      return cpu::convProblem(cpu::ConvPass::Forward, c->x, c->w, convOutShape(*c), c->strides,
+                              c->pads, c->dilations, c->group, c->bias, DType::F32, activation,
+                              constant);
+    };
+    auto reordering = cpu::ConvPrimitive::create(problem(false), 1);
+    auto keeping = cpu::ConvPrimitive::create(problem(true), 1);
+    const int64_t packed = keeping->packedWeightBytes();
+    EXPECT_GT(packed, 0);
+    EXPECT_EQ(reordering->packedWeightBytes(), 0);
+    EXPECT_EQ(keeping->scratchBytes() + packed, reordering->scratchBytes());
+
+    AllocationMeter meter;
+    cpu::ConvPrimitives kept;
+    cpu::Context keepingContext;
+    keepingContext.convolutions = &kept;
+    keepingContext.allocations = &meter;
+    auto x = makeRandom<float>(c->x, 21);
+    auto w = makeRandom<float>(c->w, 22);
+    auto b = makeRandom<float>({c->w[0]}, 23);
+    const Tensor *bias = c->bias ? b.ptr() : nullptr;
+    std::vector<double> expected = convByDefinition<float>(*c, x, w, c->bias ? &b : nullptr);
+    if (activation == Activation::Relu)
+      expected = relu(expected);
+    auto reordered = zeros(DType::F32, convOutShape(*c));
+    cpu::conv(ctx(), x, w, bias, reordered, c->strides, c->pads, c->dilations, c->group, activation,
+              false);
+    for (int call = 0; call < 2; ++call) {
+      auto y = zeros(DType::F32, convOutShape(*c));
+      cpu::conv(keepingContext, x, w, bias, y, c->strides, c->pads, c->dilations, c->group,
+                activation, true);
+      expectEqual<float>(y, reordered.values<float>());
+      expectNear(y, expected, 1e-4);
+    }
+    EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), packed + keeping->scratchBytes());
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1195,7 +1250,7 @@ TEST(ConvGrad, HandWorked1d) {
   auto w = make<float>({1, 1, 2}, {1, 10});
   auto dy = make<float>({1, 1, 3}, {1, 2, 3});
   auto y = zeros(DType::F32, {1, 1, 3});
-  cpu::conv(ctx(), x, w, nullptr, y, {2}, {1, 1}, {1}, 1, Activation::None);
+  cpu::conv(ctx(), x, w, nullptr, y, {2}, {1, 1}, {1}, 1, Activation::None, false);
   expectNear(y, {10, 32, 4});
   auto dx = zeros(DType::F32, {1, 1, 4});
   auto dw = zeros(DType::F32, {1, 1, 2});
@@ -1277,10 +1332,10 @@ TEST(LowPrecisionConv, AgainstDirectLoops) {
     std::vector<double> expected =
         convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr);
     cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-              Activation::None);
+              Activation::None, false);
     expectNear(y, expected, 1e-5);
     cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-              Activation::Relu);
+              Activation::Relu, false);
     expectNear(y, relu(expected), 1e-5);
     cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
     cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
@@ -1301,7 +1356,8 @@ TEST(ConvGrad, AdjointIdentities) {
     auto y = zeros(DType::F64, outShape);
     auto dx = zeros(DType::F64, c.x);
     auto dw = zeros(DType::F64, c.w);
-    cpu::conv(ctx(), x, w, nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::None);
+    cpu::conv(ctx(), x, w, nullptr, y, c.strides, c.pads, c.dilations, c.group, Activation::None,
+              false);
     cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
     cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
     auto dot = [](const Buffer &a, const Buffer &b) {

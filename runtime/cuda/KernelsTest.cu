@@ -1115,7 +1115,8 @@ std::vector<float> convRef(const std::vector<float> &x, const std::vector<float>
 TEST_F(CudaKernels, ConvPadded) {
   Tensor x = f32({1, 1, 3, 3}, iota(9, 1.0f)), w = f32({1, 1, 3, 3}, std::vector<float>(9, 1.0f));
   Tensor y = alloc(DType::F32, {1, 1, 3, 3});
-  kc::conv(ctx, x, w, nullptr, y, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{1, 1}, 1, Activation::None);
+  kc::conv(ctx, x, w, nullptr, y, Dims{1, 1}, Dims{1, 1, 1, 1}, Dims{1, 1}, 1, Activation::None,
+           false);
   expectClose(get<float>(y), {12, 21, 16, 27, 45, 33, 24, 39, 28});
 }
 
@@ -1124,7 +1125,7 @@ TEST_F(CudaKernels, ConvPointwiseWithBias) {
   std::vector<float> bs = {0.5f, -1, 2};
   Tensor x = f32({2, 2, 2, 2}, xs), w = f32({3, 2, 1, 1}, ws), b = f32({3}, bs);
   Tensor y = alloc(DType::F32, {2, 3, 2, 2});
-  kc::conv(ctx, x, w, &b, y, Dims{}, Dims{}, Dims{}, 1, Activation::None);
+  kc::conv(ctx, x, w, &b, y, Dims{}, Dims{}, Dims{}, 1, Activation::None, false);
   expectClose(get<float>(y), convRef(xs, ws, &bs, 2, 2, 2, 2, 3, 1, 1, 2, 2, 1, 0, 1, 1));
 }
 
@@ -1136,13 +1137,13 @@ TEST_F(CudaKernels, ConvStridedDilatedGrouped) {
   std::vector<float> bs = {1, 2, 3, 4, 5, 6};
   Tensor x = f32({2, 4, 7, 7}, xs), w = f32({6, 2, 3, 3}, ws), b = f32({6}, bs);
   Tensor y = alloc(DType::F32, {2, 6, 3, 3});
-  kc::conv(ctx, x, w, &b, y, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 2, Activation::None);
+  kc::conv(ctx, x, w, &b, y, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 2, Activation::None, false);
   expectClose(get<float>(y), convRef(xs, ws, &bs, 2, 4, 7, 7, 6, 3, 3, 3, 3, 2, 1, 2, 2), 1e-4f);
   // Depthwise: group = channels = maps.
   std::vector<float> wd = iota(4 * 1 * 3 * 3, 0.5f, 0.1f);
   Tensor wDepth = f32({4, 1, 3, 3}, wd), yd = alloc(DType::F32, {2, 4, 3, 3});
   kc::conv(ctx, x, wDepth, nullptr, yd, Dims{2, 2}, Dims{1, 1, 1, 1}, Dims{2, 2}, 4,
-           Activation::None);
+           Activation::None, false);
   expectClose(get<float>(yd), convRef(xs, wd, nullptr, 2, 4, 7, 7, 4, 3, 3, 3, 3, 2, 1, 2, 4),
               1e-4f);
 }
@@ -1151,7 +1152,7 @@ TEST_F(CudaKernels, Conv1d) {
   // x [1,1,5] = 1..5, w [1,1,2] = {1,-1}, stride 1, no pad: x[i] - x[i+1].
   Tensor x = f32({1, 1, 5}, iota(5, 1.0f)), w = f32({1, 1, 2}, {1, -1});
   Tensor y = alloc(DType::F32, {1, 1, 4});
-  kc::conv(ctx, x, w, nullptr, y, Dims{1}, Dims{0, 0}, Dims{1}, 1, Activation::None);
+  kc::conv(ctx, x, w, nullptr, y, Dims{1}, Dims{0, 0}, Dims{1}, 1, Activation::None, false);
   expectClose(get<float>(y), {-1, -1, -1, -1});
 }
 

@@ -407,8 +407,10 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   applyActivation(ctx, activation, out);
 }
 
+// The convolutions read their weights as stored: `constantWeights` changes
+// nothing here.
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
-          Dims strides, Dims pads, Dims dilations, int64_t group, Activation activation) {
+          Dims strides, Dims pads, Dims dilations, int64_t group, Activation activation, bool) {
   const char *kernel = "conv";
   static const char *const roles[3] = {"x", "w", "y"};
   if (b)

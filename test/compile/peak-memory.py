@@ -3,7 +3,9 @@
 # call (a convolution's im2col tile). The runtime counts every allocation it
 # makes for the program (runtime/Allocations.h) and reports the peak; for
 # the MLP's forward (no scratch; its gemms' weights kept in oneDNN's layout,
-# packed_weight_bytes), the CNN's forward (3x3 convolutions: scratch) and the
+# packed_weight_bytes), the CNN's forward (3x3 convolutions: scratch; their
+# weights kept in oneDNN's layout too, at least as many bytes as the model
+# holds for them) and the
 # CNN's training step (the convolutions' adjoints too), and the first stage
 # of the CNN on a gpipe pipeline of two stages (which keeps the stash of all
 # four microbatches), and the first stage of the test GPT on the same
@@ -27,6 +29,8 @@ import subprocess
 import sys
 
 import numpy as np
+import onnx
+import onnx.numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "models")
@@ -91,10 +95,16 @@ def main():
                                 "--input", f"labels={work}/{name}-labels.npy", "--stats"],
                                check=True, capture_output=True, text=True).stdout
         check(name, out, json.loads(stats), problems, expect_scratch)
-        # A forward keeps its gemms' weights in oneDNN's layout: counted.
+        # A forward keeps its gemms' and convolutions' weights in oneDNN's
+        # layout: counted.
         packed = json.load(open(os.path.join(out, "plan.json")))["memory"]["packed_weight_bytes"]
-        if name == "mlp" and packed <= 0:
-            problems.append(f"mlp: packed_weight_bytes {packed}")
+        graph = onnx.load(model).graph
+        initializers = {t.name: t for t in graph.initializer}
+        conv_weights = sum(onnx.numpy_helper.to_array(initializers[n.input[1]]).nbytes
+                           for n in graph.node if n.op_type == "Conv")
+        if packed <= conv_weights or (name == "cnn") != (conv_weights > 0):
+            problems.append(f"{name}: packed_weight_bytes {packed}, convolution weights "
+                            f"{conv_weights} bytes")
 
     # The CNN's training step in f32, and in bf16, whose convolutions take
     # bf16 factors (oneDNN's bf16 primitives, with its bf16 instructions or

@@ -37,6 +37,27 @@ func.func @forward(%x: tensor<6x4xf32> {cleave.kind = "input"},
 
 // -----
 
+// A convolution whose weights are a parameter is marked; one whose weights
+// are an input (computed) is not. The kernel is told (its last argument).
+// CHECK-LABEL: func.func @forward
+// CHECK: cleave.conv %{{.*}}, %{{.*}}, %{{.*}} {cleave.constant_weights,
+// CHECK: cleave.conv %{{.*}}, %{{.*}} {dilations
+// CHECK-NOT: constant_weights
+// LOWERED-LABEL: emitc.func @cleave_forward
+// LOWERED: call_opaque "cleave::rt::cpu::conv"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"true">]}
+// LOWERED: call_opaque "cleave::rt::cpu::conv"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">]}
+func.func @forward(%x: tensor<1x2x5x5xf32> {cleave.kind = "input"},
+                   %w: tensor<4x2x3x3xf32> {cleave.kind = "param"},
+                   %b: tensor<4xf32> {cleave.kind = "param"},
+                   %v: tensor<4x2x3x3xf32> {cleave.kind = "input"})
+    -> (tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>) {
+  %y = cleave.conv %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>, tensor<4xf32>) -> tensor<1x4x3x3xf32>
+  %z = cleave.conv %x, %v {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x2x5x5xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x3x3xf32>
+  return %y, %z : tensor<1x4x3x3xf32>, tensor<1x4x3x3xf32>
+}
+
+// -----
+
 // A training step changes its parameters (it assigns them): nothing is
 // marked, in any of its functions.
 // CHECK-LABEL: func.func @forward
