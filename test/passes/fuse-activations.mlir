@@ -7,7 +7,7 @@
 // CHECK-NOT: cleave.relu
 // CHECK: return %[[Y]]
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::conv"({{.*}}) {args = [{{.*}}#emitc.opaque<"1">, #emitc.opaque<"cleave::rt::Activation::Relu">]}
+// LOWERED: call_opaque "cleave::rt::cpu::conv"({{.*}}) {args = [{{.*}}#emitc.opaque<"1">, #emitc.opaque<"cleave::rt::Activation::Relu">, #emitc.opaque<"false">]}
 
 func.func @forward(%x: tensor<1x2x5x5xf32> {cleave.kind = "input", cleave.name = "x"},
                    %w: tensor<4x2x3x3xf32> {cleave.kind = "param", cleave.name = "w"},
@@ -27,7 +27,7 @@ func.func @forward(%x: tensor<1x2x5x5xf32> {cleave.kind = "input", cleave.name =
 // CHECK: %[[Y:.*]] = cleave.relu %[[C]]
 // CHECK: return %[[C]], %[[Y]]
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::conv"({{.*}}) {args = [{{.*}}#emitc.opaque<"1">, #emitc.opaque<"cleave::rt::Activation::None">]}
+// LOWERED: call_opaque "cleave::rt::cpu::conv"({{.*}}) {args = [{{.*}}#emitc.opaque<"1">, #emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">]}
 // LOWERED: call_opaque "cleave::rt::cpu::relu"
 
 func.func @forward(%x: tensor<1x2x5x5xf32> {cleave.kind = "input", cleave.name = "x"},
