@@ -650,6 +650,26 @@ TEST_F(CudaKernels, ScaledMaskedSoftmax) {
         [&](int64_t r, int64_t k) { return headsBias[r / 4 * n + k]; });
   check({4, n}, causalKept, causalAt, true, 0.125f, false, -3.4e38f, {3, 4, 1}, rowBias,
         [&](int64_t r, int64_t) { return rowBias[r]; });
+
+  // Rows longer than a block's shared memory keeps (32 KiB: 8192 floats)
+  // take the kernel that computes the scores again in each pass.
+  const int64_t longRows = 2, longN = 9000;
+  std::vector<float> lx(longRows * longN), want(lx.size());
+  for (std::size_t i = 0; i < lx.size(); ++i)
+    lx[i] = static_cast<float>(3 * std::sin(0.013 * static_cast<double>(i)));
+  for (int64_t r = 0; r < longRows; ++r) {
+    double m = -INFINITY, sum = 0;
+    for (int64_t k = 0; k < longN; ++k)
+      m = std::max(m, double(lx[r * longN + k] * 0.5f));
+    for (int64_t k = 0; k < longN; ++k)
+      sum += std::exp(double(lx[r * longN + k] * 0.5f) - m);
+    for (int64_t k = 0; k < longN; ++k)
+      want[r * longN + k] =
+          static_cast<float>(std::exp(double(lx[r * longN + k] * 0.5f) - m) / sum);
+  }
+  Tensor lt = f32({longRows, longN}, lx), ly = alloc(DType::F32, {longRows, longN});
+  kc::scaled_masked_softmax(ctx, lt, nullptr, nullptr, ly, 0.5f, false, 0.0f, false);
+  expectClose(get<float>(ly), want, 1e-6f);
 }
 
 TEST_F(CudaKernels, LayerNormalization) {

@@ -89,11 +89,17 @@ struct RowMask {
 
 /// softmax(where(mask, fill, x scale + bias)) (x / scale with `divide`)
 /// over contiguous rows of `len`, each op rounded as the unfused chain's
-/// kernels round it.
-template <typename T>
+/// kernels round it. `Kept`: the block's dynamic shared memory holds a row
+/// (len elements), where each thread keeps the scores and then the
+/// exponentials of its own elements, so that x, the mask and the bias are
+/// read and each exponential computed once a row; otherwise they are
+/// computed again in each of the three passes. The same values either way.
+template <typename T, bool Kept>
 __global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x, RowMask mask,
                                           RowOperand<T> bias, T scale, bool divide, T fill,
                                           T *out) {
+  extern __shared__ __align__(16) unsigned char sharedRow[];
+  T *kept = reinterpret_cast<T *>(sharedRow);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const uint8_t *rowMask = mask.mask.row(row);
     const T *rowBias = bias.row(row);
@@ -105,17 +111,30 @@ __global__ void scaledMaskedSoftmaxKernel(int64_t rows, int64_t len, const T *x,
       return rowBias ? T(s + rowBias[j * bias.step]) : s;
     };
     T max = lowest<T>();
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
-      max = MaxOp()(max, score(j));
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      const T s = score(j);
+      if constexpr (Kept)
+        kept[j] = s;
+      max = MaxOp()(max, s);
+    }
     max = blockReduce(max, MaxOp(), lowest<T>());
     double sum = 0;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
-      sum += static_cast<double>(mexp(score(j) - max));
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) {
+      const T e = mexp((Kept ? kept[j] : score(j)) - max);
+      if constexpr (Kept)
+        kept[j] = e;
+      sum += static_cast<double>(e);
+    }
     const T inv = static_cast<T>(1.0 / blockReduce(sum, SumOp(), 0.0));
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
-      out[row * len + j] = mexp(score(j) - max) * inv;
+      out[row * len + j] = (Kept ? kept[j] : mexp(score(j) - max)) * inv;
   }
 }
+
+/// A row up to this size is kept in a block's shared memory
+/// (scaledMaskedSoftmaxKernel): within the 48 KiB a block may have without
+/// opting in, beside blockReduce's own.
+constexpr int64_t kSharedRowBytes = 32 << 10;
 
 /// where(mask, 0, y (g - sum(g y))) scale (/ scale with `divide`) over
 /// scaledMaskedSoftmaxKernel's rows, rounded as the unfused chain's kernels
@@ -403,9 +422,16 @@ void scaled_masked_softmax(Context &ctx, const Tensor &x, const Tensor *mask, co
   SoftmaxRows r = softmaxRows(kernel, x, x.rank() - 1);
   launchOverRows(kernel, x.dtype, r, [&](auto tag, unsigned blocks, int threads) {
     using T = typename decltype(tag)::type;
-    scaledMaskedSoftmaxKernel<T><<<blocks, threads, 0, ctx.stream>>>(
-        r.rows, r.len, x.as<T>(), m, rowOperand<T>(kernel, x, bias), static_cast<T>(scale), divide,
-        static_cast<T>(fill), out.as<T>());
+    const int64_t rowBytes = r.len * static_cast<int64_t>(sizeof(T));
+    const RowOperand<T> b = rowOperand<T>(kernel, x, bias);
+    if (rowBytes <= kSharedRowBytes)
+      scaledMaskedSoftmaxKernel<T, true><<<blocks, threads, rowBytes, ctx.stream>>>(
+          r.rows, r.len, x.as<T>(), m, b, static_cast<T>(scale), divide, static_cast<T>(fill),
+          out.as<T>());
+    else
+      scaledMaskedSoftmaxKernel<T, false><<<blocks, threads, 0, ctx.stream>>>(
+          r.rows, r.len, x.as<T>(), m, b, static_cast<T>(scale), divide, static_cast<T>(fill),
+          out.as<T>());
   });
 }
 
