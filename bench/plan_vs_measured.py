@@ -10,7 +10,8 @@ predicted and trains it S steps on random data, R rounds with the layouts
 in turn. Per layout it prints the predicted and measured step time (the
 median over steps 2..S and the rounds of the slowest rank's step), the
 noise (half the range of the rounds' medians) and their ratio, and rank 0's predicted and measured peak bytes (its stage's plan.json
-in a pipeline). Then: how many predictions fall within 25% of the
+in a pipeline; with the interleaved schedule the sum of its stages', the
+largest scratch once, test/lib/rank_memory.py). Then: how many predictions fall within 25% of the
 measurement, how many pairs of layouts the predictions order as the
 measurements do (or whose measured times lie within their noise of each
 other), the Spearman rank correlation of predicted and measured times,
@@ -32,6 +33,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from forward_vs_onnxruntime import CLEAVE  # noqa: E402
 from layouts_vs_one_rank import bench_cases  # noqa: E402
 from overlap_dp import median  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "lib"))
+from rank_memory import rank_peak  # noqa: E402
 
 
 def export_dynamic(model, args, path):
@@ -109,10 +113,12 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, workdir):
           f"{'pred peak':>10} {'meas peak':>10} {'diff':>6}")
     predicted_ms, measured_ms, noise_ms, within, memory_ok = [], [], [], 0, 0
     for i, (entry, out) in enumerate(compiled):
-        plan_path = os.path.join(out, "plan.json")
-        if not os.path.exists(plan_path):
-            plan_path = os.path.join(out, "stage0", "plan.json")
-        rank0_peak = json.load(open(plan_path))["memory"]["predicted_peak_bytes"]
+        # Rank 0 runs stage 0, and with the interleaved schedule stages pp,
+        # 2 pp, ... too.
+        stages = sorted((int(d[5:]) for d in os.listdir(out) if d.startswith("stage")))
+        plan_paths = ([os.path.join(out, "plan.json")] if not stages else
+                      [os.path.join(out, f"stage{s}", "plan.json") for s in stages[::entry["pp"]]])
+        rank0_peak = rank_peak([json.load(open(path))["memory"] for path in plan_paths])
         p, m = entry["step_seconds"] * 1e3, median(measured[i]) * 1e3
         noise = (max(round_medians[i]) - min(round_medians[i])) / 2 * 1e3
         predicted_ms.append(p)

@@ -147,10 +147,13 @@ std::optional<rt::cpu::ConvProblem> convProblemOf(Operation *op) {
   Type factors = getElementTypeOrSelf(op->getOperand(0));
   rt::DType factorType =
       factors.isBF16() ? rt::DType::BF16 : (factors.isF32() ? rt::DType::F32 : rt::DType::F64);
+  // A fused ReLU (cleave-fuse-activations) is part of the primitive too.
+  auto activation = op->getAttrOfType<StringAttr>("activation");
+  rt::Activation fused =
+      activation && activation.getValue() == "relu" ? rt::Activation::Relu : rt::Activation::None;
   return rt::cpu::convProblem(pass, shape(x), shape(w), shape(y), dims("strides"), dims("pads"),
                               dims("dilations"), op->getAttrOfType<IntegerAttr>("group").getInt(),
-                              bias, factorType, rt::Activation::None,
-                              op->hasAttr(kConstantWeightsAttr));
+                              bias, factorType, fused, op->hasAttr(kConstantWeightsAttr));
 }
 
 /// The oneDNN primitive a convolution `problem` runs as on the CPU, or null
