@@ -166,25 +166,23 @@ std::unique_ptr<rt::cpu::ConvPrimitive> convPrimitiveOf(const rt::cpu::ConvProbl
   return rt::cpu::ConvPrimitive::create(problem, 1);
 }
 
-/// The scratch a kernel allocates on `target` for one call, outside the
-/// arena: a convolution's on the CPU, the operands in oneDNN's layouts where
-/// oneDNN takes it (kept weights not among them), else the im2col columns
-/// (runtime/ConvScratch.h); a low-precision product's (productScratchBytes);
-/// 0 for other ops.
-int64_t kernelScratchBytes(Operation *op, StringRef target) {
-  if (target != "cuda" && isa<MatMulOp, GemmOp>(op))
-    return productScratchBytes(op);
-  std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op);
-  if (!problem)
-    return 0;
-  if (target != "cuda")
-    if (auto primitive = convPrimitiveOf(*problem))
-      return primitive->scratchBytes();
-  const rt::Dims &in = problem->x, &kernel = problem->w, &out = problem->y;
-  Type element = getElementTypeOrSelf(op->getOperand(0));
+/// What a kernel allocates on `target` outside the arena: the scratch of one
+/// call, and the copy in oneDNN's layout of constant weights
+/// (cleave-constant-weights), which the kernel keeps for the run, one per
+/// weights and `keptKey` (ProductPrimitives.h: a product's B by its
+/// orientation; ConvPrimitives.h: a convolution's weights by its problem).
+struct KernelMemory {
+  int64_t scratchBytes = 0, keptWeightBytes = 0;
+  std::vector<int64_t> keptKey;
+};
+
+/// A convolution's scratch outside oneDNN: the im2col columns
+/// (runtime/ConvScratch.h) of `problem` on `target`, of `element`s.
+int64_t im2colScratchBytes(const rt::cpu::ConvProblem &problem, Type element, StringRef target) {
+  const rt::Dims &in = problem.x, &kernel = problem.w, &out = problem.y;
   rt::ConvColumns columns;
   columns.images = in[0];
-  columns.groups = problem->group;
+  columns.groups = problem.group;
   columns.rows = kernel[1];
   columns.positions = 1;
   columns.lastExtent = out[out.size - 1];
@@ -192,13 +190,50 @@ int64_t kernelScratchBytes(Operation *op, StringRef target) {
   for (int d = 0; d + 2 < in.size; ++d) {
     columns.rows *= kernel[d + 2];
     columns.positions *= out[d + 2];
-    bool unitStride = problem->strides[d] == 1;
-    bool unpadded = problem->padBegin[d] == 0 && problem->padEnd[d] == 0;
+    bool unitStride = problem.strides[d] == 1;
+    bool unpadded = problem.padBegin[d] == 0 && problem.padEnd[d] == 0;
     columns.pointwise &= kernel[d + 2] == 1 && unitStride && unpadded && out[d + 2] == in[d + 2];
   }
   if (target == "cuda")
     return rt::cudaScratchElements(columns) * static_cast<int64_t>(sizeof(float));
   return rt::cpuScratchElements(columns) * element.getIntOrFloatBitWidth() / 8;
+}
+
+/// `op`'s KernelMemory on `target`: a convolution's scratch on the CPU the
+/// operands in oneDNN's layouts where oneDNN takes it (kept weights not
+/// among them), else the im2col columns; a low-precision product's
+/// (productScratchBytes); constant weights' copies on the CPU only; nothing
+/// for other ops.
+KernelMemory kernelMemory(Operation *op, StringRef target) {
+  KernelMemory memory;
+  const bool cpu = target != "cuda";
+  const bool constant = cpu && op->hasAttr(kConstantWeightsAttr);
+  if (cpu && isa<MatMulOp, GemmOp>(op)) {
+    memory.scratchBytes = productScratchBytes(op);
+    if (constant) {
+      ArrayRef<int64_t> shape = cast<RankedTensorType>(op->getOperand(1).getType()).getShape();
+      auto transB = op->getAttrOfType<BoolAttr>("trans_b");
+      bool transposed = transB && transB.getValue();
+      memory.keptWeightBytes = transposed ? rt::cpu::packedWeightsBytes(shape[1], shape[0])
+                                          : rt::cpu::packedWeightsBytes(shape[0], shape[1]);
+      memory.keptKey = {transposed};
+    }
+    return memory;
+  }
+  std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op);
+  if (!problem)
+    return memory;
+  if (auto primitive = cpu ? convPrimitiveOf(*problem) : nullptr) {
+    memory.scratchBytes = primitive->scratchBytes();
+    if (constant) {
+      memory.keptWeightBytes = primitive->packedWeightBytes();
+      memory.keptKey = rt::cpu::convProblemKey(*problem);
+    }
+    return memory;
+  }
+  memory.scratchBytes =
+      im2colScratchBytes(*problem, getElementTypeOrSelf(op->getOperand(0)), target);
+  return memory;
 }
 
 /// plan.json and the weights blobs of a memory-planned module, built in
@@ -291,28 +326,7 @@ private:
   /// (ProductPrimitives.h), a convolution's weights by its problem
   /// (ConvPrimitives.h).
   std::set<std::pair<const void *, std::vector<int64_t>>> keptWeights;
-  int64_t keptWeightBytes(Operation *op);
 };
-
-/// Bytes of the copy in oneDNN's layout of `op`'s constant weights
-/// (cleave-constant-weights), 0 for a copy counted already.
-int64_t PlanBuilder::keptWeightBytes(Operation *op) {
-  Value b = op->getOperand(1);
-  ArrayRef<int64_t> shape = cast<RankedTensorType>(b.getType()).getShape();
-  if (std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op)) {
-    auto primitive = convPrimitiveOf(*problem);
-    if (!primitive ||
-        !keptWeights.insert({b.getAsOpaquePointer(), rt::cpu::convProblemKey(*problem)}).second)
-      return 0;
-    return primitive->packedWeightBytes();
-  }
-  auto transB = op->getAttrOfType<BoolAttr>("trans_b");
-  bool transposed = transB && transB.getValue();
-  if (!keptWeights.insert({b.getAsOpaquePointer(), {transposed}}).second)
-    return 0;
-  return transposed ? rt::cpu::packedWeightsBytes(shape[1], shape[0])
-                    : rt::cpu::packedWeightsBytes(shape[0], shape[1]);
-}
 
 void PlanBuilder::setMesh() {
   if (!grid)
@@ -464,10 +478,11 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
       cost.kernelCalls += !isView(op);
     }
     // Kernels run one at a time: the largest scratch is the one that adds.
-    plan.memory.scratchBytes =
-        std::max(plan.memory.scratchBytes, kernelScratchBytes(op, options.target));
-    if (options.target != "cuda" && op->hasAttr(kConstantWeightsAttr))
-      plan.memory.packedWeightBytes += keptWeightBytes(op);
+    KernelMemory kernel = kernelMemory(op, options.target);
+    plan.memory.scratchBytes = std::max(plan.memory.scratchBytes, kernel.scratchBytes);
+    if (kernel.keptWeightBytes > 0 &&
+        keptWeights.insert({op->getOperand(1).getAsOpaquePointer(), kernel.keptKey}).second)
+      plan.memory.packedWeightBytes += kernel.keptWeightBytes;
     auto constant = dyn_cast<ConstantOp>(op);
     auto offset = op->getAttrOfType<IntegerAttr>(kWeightsOffsetAttr);
     if (!constant || !offset)
