@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 
 namespace cleave::rt {
 
@@ -28,6 +29,33 @@ public:
 
 private:
   std::size_t current = 0, peak = 0;
+};
+
+/// `bytes` of 64-byte aligned memory a kernel keeps for the run (a constant
+/// weight's copy in oneDNN's layout), counted in `meter` (null: not
+/// counted) for as long as it is held; data() is null when there was no
+/// memory for it.
+class KeptBuffer {
+public:
+  KeptBuffer(std::size_t bytes, AllocationMeter *meter)
+      : data_(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), bytes(bytes), meter(meter) {
+    if (data_ && meter)
+      meter->allocated(bytes);
+  }
+  ~KeptBuffer() {
+    if (data_ && meter)
+      meter->released(bytes);
+    std::free(data_);
+  }
+  KeptBuffer(const KeptBuffer &) = delete;
+  KeptBuffer &operator=(const KeptBuffer &) = delete;
+
+  void *data() const { return data_; }
+
+private:
+  void *data_;
+  std::size_t bytes;
+  AllocationMeter *meter;
 };
 
 } // namespace cleave::rt

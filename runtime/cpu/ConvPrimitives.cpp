@@ -413,16 +413,14 @@ const void *ConvPrimitives::keptWeights(const ConvPrimitive &primitive, const vo
     return w;
   auto [at, added] = kept.try_emplace({w, &primitive});
   if (added) {
-    at->second.reset(std::aligned_alloc(64, static_cast<std::size_t>(bytes)));
-    if (!at->second) {
+    at->second = std::make_unique<KeptBuffer>(static_cast<std::size_t>(bytes), meter);
+    if (!at->second->data()) {
       kept.erase(at);
       return nullptr;
     }
-    if (meter)
-      meter->allocated(static_cast<std::size_t>(bytes));
-    primitive.packWeights(threads, w, at->second.get());
+    primitive.packWeights(threads, w, at->second->data());
   }
-  return at->second.get();
+  return at->second->data();
 }
 
 void *ConvPrimitives::workspace(int64_t bytes, AllocationMeter *meter) {

@@ -30,7 +30,6 @@
 #include "runtime/Tensor.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <vector>
@@ -147,10 +146,7 @@ private:
   std::map<std::vector<int64_t>, std::unique_ptr<ConvPrimitive>> made;
   /// Constant weights' copies, by their address and the primitive that
   /// reads them; freed with the primitives.
-  struct FreeDeleter {
-    void operator()(void *p) const { std::free(p); }
-  };
-  std::map<std::pair<const void *, const ConvPrimitive *>, std::unique_ptr<void, FreeDeleter>> kept;
+  std::map<std::pair<const void *, const ConvPrimitive *>, std::unique_ptr<KeptBuffer>> kept;
   void *held = nullptr;
   int64_t heldBytes = 0;
 };

@@ -102,17 +102,6 @@ struct ProductPrimitives::Primitive {
 };
 
 /// A constant B's kept copy in its primitive's layout.
-struct ProductPrimitives::PackedWeights {
-  void *data = nullptr;
-  std::size_t bytes = 0;
-  AllocationMeter *meter = nullptr;
-  ~PackedWeights() {
-    if (meter)
-      meter->released(bytes);
-    std::free(data);
-  }
-};
-
 namespace {
 
 /// The primitive of `p`, or null when oneDNN does not make it.
@@ -182,35 +171,29 @@ ProductPrimitives::ProductPrimitives() : handles(std::make_unique<Handles>()) {}
 
 ProductPrimitives::~ProductPrimitives() = default;
 
-ProductPrimitives::PackedWeights *ProductPrimitives::packed(const ProductProblem &p,
-                                                            const Primitive &primitive,
-                                                            const void *b, AllocationMeter *meter) {
+KeptBuffer *ProductPrimitives::packed(const ProductProblem &p, const Primitive &primitive,
+                                      const void *b, AllocationMeter *meter) {
   auto [at, added] = packedWeights.try_emplace(std::make_tuple(b, p.transB, p.k, p.n, p.ldb));
   if (!added)
     return at->second.get();
   const std::size_t bytes = dnnl_memory_desc_get_size(&primitive.packedB);
-  auto copy = std::make_unique<PackedWeights>();
-  copy->data = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!copy->data)
+  auto copy = std::make_unique<KeptBuffer>(bytes, meter);
+  if (!copy->data())
     return nullptr;
-  copy->bytes = bytes;
-  copy->meter = meter;
-  if (meter)
-    meter->allocated(bytes);
   bool ok = true;
   const dnnl_data_type_t type = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
   dnnl_memory_desc_t stored = matrixDesc(p.k, p.n, p.ldb, p.transB, type, ok);
   DescriptorHandle pd;
   PrimitiveHandle reorder;
   ScopedMemory from, to;
-  ok =
-      ok &&
-      dnnl_reorder_primitive_desc_create(pd.out(), &stored, handles->engine, &primitive.packedB,
-                                         handles->engine, nullptr) == dnnl_success &&
-      dnnl_primitive_create(reorder.out(), pd.get()) == dnnl_success &&
-      dnnl_memory_create(from.out(), &stored, handles->engine, const_cast<void *>(b)) ==
-          dnnl_success &&
-      dnnl_memory_create(to.out(), &primitive.packedB, handles->engine, copy->data) == dnnl_success;
+  ok = ok &&
+       dnnl_reorder_primitive_desc_create(pd.out(), &stored, handles->engine, &primitive.packedB,
+                                          handles->engine, nullptr) == dnnl_success &&
+       dnnl_primitive_create(reorder.out(), pd.get()) == dnnl_success &&
+       dnnl_memory_create(from.out(), &stored, handles->engine, const_cast<void *>(b)) ==
+           dnnl_success &&
+       dnnl_memory_create(to.out(), &primitive.packedB, handles->engine, copy->data()) ==
+           dnnl_success;
   dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from.get()}, {DNNL_ARG_TO, to.get()}};
   ok = ok && dnnl_primitive_execute(reorder.get(), handles->stream, 2, args) == dnnl_success &&
        dnnl_stream_wait(handles->stream) == dnnl_success;
@@ -233,10 +216,10 @@ bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a,
   if (!primitive)
     return false;
   if (p.constantB) {
-    PackedWeights *copy = packed(p, *primitive, b, meter);
+    KeptBuffer *copy = packed(p, *primitive, b, meter);
     if (!copy)
       return false;
-    b = copy->data;
+    b = copy->data();
   }
   dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, primitive->a},
                              {DNNL_ARG_WEIGHTS, primitive->b},

@@ -105,21 +105,19 @@ public:
            const float *bias, float *c, AllocationMeter *meter);
 
   struct Primitive;
-  struct PackedWeights;
 
 private:
   /// The kept copy of constant B `b` read as `problem` reads it, made on
   /// first need; null when oneDNN refused.
-  PackedWeights *packed(const ProductProblem &problem, const Primitive &primitive, const void *b,
-                        AllocationMeter *meter);
+  KeptBuffer *packed(const ProductProblem &problem, const Primitive &primitive, const void *b,
+                     AllocationMeter *meter);
 
   struct Handles;
   std::unique_ptr<Handles> handles;
   /// By problem and thread count; null where oneDNN refused.
   std::map<std::pair<ProductProblem, int>, std::unique_ptr<Primitive>> made;
   /// Constant Bs' copies, by address, orientation, k, n and leading dim.
-  std::map<std::tuple<const void *, bool, int64_t, int64_t, int64_t>,
-           std::unique_ptr<PackedWeights>>
+  std::map<std::tuple<const void *, bool, int64_t, int64_t, int64_t>, std::unique_ptr<KeptBuffer>>
       packedWeights;
 };
 
