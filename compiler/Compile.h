@@ -127,6 +127,10 @@ struct CompileOptions {
   std::vector<std::string> stepFlags;
   TrainOptions training;
   ImportOptions import;
+  /// The kernels' threads on each rank that plan.json's memory is predicted
+  /// for (oneDNN's scratchpads depend on them); 0: a run's default here,
+  /// this machine's cores shared among the mesh's ranks.
+  int threads = 0;
   /// Print the model's training warnings (cleave plan prints them once, not
   /// once per layout it compiles).
   bool warnings = true;

@@ -255,17 +255,20 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
   StepTimer timer(device, p.layout, computeScale);
   const size_t ranks = static_cast<size_t>(p.layout.pp);
   // Per pp rank: its stages' peaks without their scratch and its largest
-  // scratch (a kernel's, released after its call), model state,
-  // communication, exposed communication, and update with what it exposes.
-  std::vector<int64_t> held(ranks), scratch(ranks), state(ranks);
+  // scratch and products' scratchpad (which a process's kernels share),
+  // model state, communication, exposed communication, and update with what
+  // it exposes.
+  std::vector<int64_t> held(ranks), scratch(ranks), scratchpad(ranks), state(ranks);
   std::vector<double> communicated(ranks), exposed(ranks), tail(ranks);
   std::vector<double> forward, backward, backwardWeight;
   for (auto [s, plan] : llvm::enumerate(plans)) {
     const size_t rank = s % ranks;
     const Json &memory = plan["memory"];
-    held[rank] +=
-        memory["predicted_peak_bytes"].get<int64_t>() - memory["scratch_bytes"].get<int64_t>();
-    scratch[rank] = std::max(scratch[rank], memory["scratch_bytes"].get<int64_t>());
+    const int64_t kernelScratch = memory["scratch_bytes"].get<int64_t>();
+    const int64_t productScratchpad = memory["product_scratchpad_bytes"].get<int64_t>();
+    held[rank] += memory["predicted_peak_bytes"].get<int64_t>() - kernelScratch - productScratchpad;
+    scratch[rank] = std::max(scratch[rank], kernelScratch);
+    scratchpad[rank] = std::max(scratchpad[rank], productScratchpad);
     state[rank] +=
         memory["parameter_bytes"].get<int64_t>() + memory["weight_copy_bytes"].get<int64_t>() +
         memory["gradient_bytes"].get<int64_t>() + memory["optimizer_state_bytes"].get<int64_t>();
@@ -290,7 +293,7 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
                   timer.functionSeconds(plan, "apply") + communication - hidden;
   }
   for (size_t rank = 0; rank < ranks; ++rank) {
-    p.peakBytes = std::max(p.peakBytes, held[rank] + scratch[rank]);
+    p.peakBytes = std::max(p.peakBytes, held[rank] + scratch[rank] + scratchpad[rank]);
     p.modelStateBytes = std::max(p.modelStateBytes, state[rank]);
     p.communicationSeconds = std::max(p.communicationSeconds, communicated[rank]);
     p.exposedSeconds = std::max(p.exposedSeconds, exposed[rank]);

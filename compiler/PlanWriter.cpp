@@ -8,6 +8,7 @@
 #include "passes/Passes.h"
 #include "passes/PipelineSimulator.h"
 #include "runtime/ConvScratch.h"
+#include "runtime/Cores.h"
 #include "runtime/Plan.h"
 #include "runtime/cpu/ConvPrimitives.h"
 #include "runtime/cpu/ProductPrimitives.h"
@@ -118,6 +119,51 @@ int64_t productScratchBytes(Operation *op) {
                                            a.getNumElements(), b.getNumElements());
 }
 
+/// The activation fused into `op` (cleave-fuse-activations; none: None).
+rt::Activation activationOf(Operation *op) {
+  auto activation = op->getAttrOfType<StringAttr>("activation");
+  if (!activation)
+    return rt::Activation::None;
+  return activation.getValue() == "relu"   ? rt::Activation::Relu
+         : activation.getValue() == "gelu" ? rt::Activation::Gelu
+                                           : rt::Activation::None;
+}
+
+/// The product a matmul or gemm `op` runs on the CPU as its kernel poses it
+/// to oneDNN (runtime/cpu/ProductPrimitives.h), with its in-place
+/// accumulation where the memory plan writes the result over c; none for
+/// products with nothing to compute, f64 and integer ones (OpenBLAS and
+/// loops) and other ops.
+std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op) {
+  if (!isa<MatMulOp, GemmOp>(op))
+    return std::nullopt;
+  Type element = getElementTypeOrSelf(op->getOperand(0));
+  if (!element.isF32() && !element.isBF16() && !element.isF16())
+    return std::nullopt;
+  const rt::DType type =
+      element.isF32() ? rt::DType::F32 : (element.isBF16() ? rt::DType::BF16 : rt::DType::F16);
+  auto shape = [](Value v) { return dimsOf(cast<RankedTensorType>(v.getType()).getShape()); };
+  const bool constant = op->hasAttr(kConstantWeightsAttr);
+  rt::cpu::ProductProblem problem;
+  if (auto matmul = dyn_cast<MatMulOp>(op)) {
+    problem = rt::cpu::matmulProblem(type, shape(matmul.getLhs()), shape(matmul.getRhs()),
+                                     shape(matmul.getOutput()), constant);
+  } else {
+    auto gemm = cast<GemmOp>(op);
+    const float beta = gemm.getBeta().convertToFloat();
+    const bool added = gemm.getC() && beta != 0.0f;
+    auto inPlace = op->getAttrOfType<DenseI64ArrayAttr>(kInPlaceOffsetsAttr);
+    const rt::Dims c = added ? shape(gemm.getC()) : rt::Dims{};
+    problem =
+        rt::cpu::gemmProblem(type, shape(gemm.getA()), shape(gemm.getB()), added ? &c : nullptr,
+                             added && inPlace && inPlace[0] >= 0, gemm.getAlpha().convertToFloat(),
+                             beta, gemm.getTransA(), gemm.getTransB(), activationOf(op), constant);
+  }
+  if (problem.m == 0 || problem.n == 0 || problem.k == 0)
+    return std::nullopt;
+  return problem;
+}
+
 /// The convolution (or adjoint) `op` computes, as the CPU kernel poses it to
 /// oneDNN (runtime/cpu/ConvPrimitives.h): its pass, shapes, attributes and
 /// factors (x's type, or y's gradient's: bf16 with --precision bf16), and
@@ -148,31 +194,30 @@ std::optional<rt::cpu::ConvProblem> convProblemOf(Operation *op) {
   rt::DType factorType =
       factors.isBF16() ? rt::DType::BF16 : (factors.isF32() ? rt::DType::F32 : rt::DType::F64);
   // A fused ReLU (cleave-fuse-activations) is part of the primitive too.
-  auto activation = op->getAttrOfType<StringAttr>("activation");
-  rt::Activation fused =
-      activation && activation.getValue() == "relu" ? rt::Activation::Relu : rt::Activation::None;
   return rt::cpu::convProblem(pass, shape(x), shape(w), shape(y), dims("strides"), dims("pads"),
                               dims("dilations"), op->getAttrOfType<IntegerAttr>("group").getInt(),
-                              bias, factorType, fused, op->hasAttr(kConstantWeightsAttr));
+                              bias, factorType, activationOf(op),
+                              op->hasAttr(kConstantWeightsAttr));
 }
 
-/// The oneDNN primitive a convolution `problem` runs as on the CPU, or null
-/// where oneDNN does not take it. The layouts oneDNN chooses do not depend
-/// on the thread count; its scratchpad, which does, is not counted
-/// (ConvPrimitives.h).
-std::unique_ptr<rt::cpu::ConvPrimitive> convPrimitiveOf(const rt::cpu::ConvProblem &problem) {
+/// The oneDNN primitive a convolution `problem` runs as on the CPU on
+/// `threads` threads, or null where oneDNN does not take it. Its scratch
+/// holds oneDNN's scratchpad, sized for the threads (ConvPrimitives.h).
+std::unique_ptr<rt::cpu::ConvPrimitive> convPrimitiveOf(const rt::cpu::ConvProblem &problem,
+                                                        int threads) {
   if (problem.factors != rt::DType::F32 && problem.factors != rt::DType::BF16)
     return nullptr;
-  return rt::cpu::ConvPrimitive::create(problem, 1);
+  return rt::cpu::ConvPrimitive::create(problem, threads);
 }
 
 /// What a kernel allocates on `target` outside the arena: the scratch of one
-/// call, and the copy in oneDNN's layout of constant weights
+/// call, oneDNN's scratchpad of a product (which the products share), and
+/// the copy in oneDNN's layout of constant weights
 /// (cleave-constant-weights), which the kernel keeps for the run, one per
 /// weights and `keptKey` (ProductPrimitives.h: a product's B by its
 /// orientation; ConvPrimitives.h: a convolution's weights by its problem).
 struct KernelMemory {
-  int64_t scratchBytes = 0, keptWeightBytes = 0;
+  int64_t scratchBytes = 0, productScratchpadBytes = 0, keptWeightBytes = 0;
   std::vector<int64_t> keptKey;
 };
 
@@ -199,17 +244,22 @@ int64_t im2colScratchBytes(const rt::cpu::ConvProblem &problem, Type element, St
   return rt::cpuScratchElements(columns) * element.getIntOrFloatBitWidth() / 8;
 }
 
-/// `op`'s KernelMemory on `target`: a convolution's scratch on the CPU the
-/// operands in oneDNN's layouts where oneDNN takes it (kept weights not
-/// among them), else the im2col columns; a low-precision product's
-/// (productScratchBytes); constant weights' copies on the CPU only; nothing
-/// for other ops.
-KernelMemory kernelMemory(Operation *op, StringRef target) {
+/// `op`'s KernelMemory on `target` with `threads` threads a rank: a
+/// convolution's scratch on the CPU the operands in oneDNN's layouts where
+/// oneDNN takes it (kept weights not among them) and its scratchpad, else
+/// the im2col columns; a product's on the CPU its widened factors
+/// (productScratchBytes) and its scratchpad, asked of `products`;
+/// constant weights' copies on the CPU only; nothing for other ops.
+KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
+                          rt::cpu::ProductPrimitives &products) {
   KernelMemory memory;
   const bool cpu = target != "cuda";
   const bool constant = cpu && op->hasAttr(kConstantWeightsAttr);
   if (cpu && isa<MatMulOp, GemmOp>(op)) {
     memory.scratchBytes = productScratchBytes(op);
+    if (std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op))
+      memory.productScratchpadBytes =
+          std::max<int64_t>(0, products.scratchpadBytes(*problem, threads));
     if (constant) {
       ArrayRef<int64_t> shape = cast<RankedTensorType>(op->getOperand(1).getType()).getShape();
       auto transB = op->getAttrOfType<BoolAttr>("trans_b");
@@ -223,7 +273,7 @@ KernelMemory kernelMemory(Operation *op, StringRef target) {
   std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op);
   if (!problem)
     return memory;
-  if (auto primitive = cpu ? convPrimitiveOf(*problem) : nullptr) {
+  if (auto primitive = cpu ? convPrimitiveOf(*problem, threads) : nullptr) {
     memory.scratchBytes = primitive->scratchBytes();
     if (constant) {
       memory.keptWeightBytes = primitive->packedWeightBytes();
@@ -326,6 +376,8 @@ private:
   /// (ProductPrimitives.h), a convolution's weights by its problem
   /// (ConvPrimitives.h).
   std::set<std::pair<const void *, std::vector<int64_t>>> keptWeights;
+  /// The products' oneDNN primitives, asked for their scratchpads.
+  rt::cpu::ProductPrimitives products;
 };
 
 void PlanBuilder::setMesh() {
@@ -477,9 +529,12 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
       }
       cost.kernelCalls += !isView(op);
     }
-    // Kernels run one at a time: the largest scratch is the one that adds.
-    KernelMemory kernel = kernelMemory(op, options.target);
+    // Kernels run one at a time: the largest scratch is the one that adds,
+    // and the products' largest scratchpad.
+    KernelMemory kernel = kernelMemory(op, options.target, plan.memory.threads, products);
     plan.memory.scratchBytes = std::max(plan.memory.scratchBytes, kernel.scratchBytes);
+    plan.memory.productScratchpadBytes =
+        std::max(plan.memory.productScratchpadBytes, kernel.productScratchpadBytes);
     if (kernel.keptWeightBytes > 0 &&
         keptWeights.insert({op->getOperand(1).getAsOpaquePointer(), kernel.keptKey}).second)
       plan.memory.packedWeightBytes += kernel.keptWeightBytes;
@@ -614,7 +669,7 @@ void PlanBuilder::setMemory() {
       m.inputBytes += bytesOf(plan.inputs[index]);
   m.activationBytes = plan.arenaBytes;
   m.predictedPeakBytes = plan.weightsBytes + plan.arenaBytes + m.inputBytes + m.stashBytes +
-                         m.scratchBytes + m.packedWeightBytes;
+                         m.scratchBytes + m.packedWeightBytes + m.productScratchpadBytes;
 }
 
 void PlanBuilder::setTraining() {
@@ -742,6 +797,8 @@ LogicalResult PlanBuilder::build(UserError &error) {
   if (withWeights())
     weights.assign(plan.weightsBytes, 0);
   setMesh();
+  plan.memory.threads =
+      options.threads > 0 ? options.threads : rt::threadsPerRank(plan.mesh ? plan.mesh->size() : 1);
   if (plan.mesh)
     setFlatParameters();
   for (auto func : module.getOps<func::FuncOp>()) {

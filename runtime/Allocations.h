@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 
 namespace cleave::rt {
@@ -56,6 +57,48 @@ private:
   void *data_;
   std::size_t bytes;
   AllocationMeter *meter;
+};
+
+/// 64-byte aligned memory a kernel reuses from call to call (a
+/// convolution's scratch, oneDNN's scratchpads), grown to the largest call's
+/// and counted in the meter of the call that grew it for as long as it is
+/// held, so that a run's peak counts the largest call once, as plan.json
+/// predicts it.
+class GrowingBuffer {
+public:
+  GrowingBuffer() = default;
+  ~GrowingBuffer() { release(); }
+  GrowingBuffer(const GrowingBuffer &) = delete;
+  GrowingBuffer &operator=(const GrowingBuffer &) = delete;
+
+  /// At least `bytes`, or null when there is no memory for them, counted in
+  /// `meter` (null: not counted). Where it grows, the old memory is let go
+  /// first, so growing never holds both.
+  void *reserve(int64_t bytes, AllocationMeter *meter) {
+    if (bytes <= heldBytes)
+      return held;
+    release();
+    heldMeter = meter;
+    held = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
+    if (!held)
+      return nullptr;
+    heldBytes = bytes;
+    if (heldMeter)
+      heldMeter->allocated(static_cast<std::size_t>(bytes));
+    return held;
+  }
+
+private:
+  void release() {
+    std::free(held);
+    if (heldMeter)
+      heldMeter->released(static_cast<std::size_t>(heldBytes));
+    held = nullptr;
+    heldBytes = 0;
+  }
+  void *held = nullptr;
+  int64_t heldBytes = 0;
+  AllocationMeter *heldMeter = nullptr;
 };
 
 } // namespace cleave::rt

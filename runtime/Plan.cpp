@@ -876,6 +876,8 @@ std::string planJson(const Plan &plan) {
         {"input_bytes", m.inputBytes},
         {"scratch_bytes", m.scratchBytes},
         {"packed_weight_bytes", m.packedWeightBytes},
+        {"product_scratchpad_bytes", m.productScratchpadBytes},
+        {"threads", m.threads},
         {"stash_bytes", m.stashBytes},
         {"predicted_peak_bytes", m.predictedPeakBytes}}},
   };

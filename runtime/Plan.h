@@ -190,17 +190,25 @@ struct MemoryFigures {
   /// The parameters' bf16 or f16 copies (--precision; StoredRole::WeightCopy).
   int64_t weightCopyBytes = 0;
   int64_t activationBytes = 0, inputBytes = 0;
-  /// The largest scratch one kernel call allocates (a convolution's columns).
+  /// The largest scratch one kernel call allocates (a convolution's columns,
+  /// or its operands' copies and oneDNN's scratchpad).
   int64_t scratchBytes = 0;
   /// The copies of constant weights the CPU's products keep in oneDNN's
   /// layout (cleave-constant-weights).
   int64_t packedWeightBytes = 0;
+  /// The largest oneDNN scratchpad of the CPU's products, which they share
+  /// (runtime/cpu/ProductPrimitives.h).
+  int64_t productScratchpadBytes = 0;
+  /// The kernels' threads on each rank that oneDNN's scratchpads are
+  /// predicted for: a run's default on the machine that compiled it
+  /// (runtime/Cores.h), or cleave compile --threads.
+  int threads = 1;
   /// A pipeline stage's stash sets: one microbatch's stash times the most
   /// microbatches in flight.
   int64_t stashBytes = 0;
-  /// The arena, the weights blob, the inputs, the stash, the scratch and
-  /// the packed weights: what the program's allocations peak at (the
-  /// driver measures it).
+  /// The arena, the weights blob, the inputs, the stash, the scratch, the
+  /// packed weights and the products' scratchpad: what the program's
+  /// allocations peak at (the driver measures it) on `threads` threads.
   int64_t predictedPeakBytes = 0;
 };
 

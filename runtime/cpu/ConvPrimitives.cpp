@@ -42,6 +42,10 @@ struct ConvPrimitive::Impl {
   std::array<Operand, 3> operands;
   bool bias = false;
   dnnl_memory_desc_t biasDesc{};
+  /// oneDNN's scratchpad for the primitive, at `scratchpadOffset` of the
+  /// scratch (none: 0 bytes).
+  dnnl_memory_desc_t scratchpad{};
+  int64_t scratchpadBytes = 0, scratchpadOffset = 0;
   int64_t scratchBytes = 0, packedWeightBytes = 0;
 
   Impl() = default;
@@ -62,10 +66,14 @@ struct ConvPrimitive::Impl {
 
 namespace {
 
-/// `attributes` with one post-op: `activation` as the primitive writes.
-bool activationAttributes(AttributesHandle &attributes, Activation activation) {
+/// `attributes` of a primitive that takes its scratchpad from the caller
+/// (oneDNN's user mode), with `activation` (none: nothing) as a post-op as
+/// it writes.
+bool primitiveAttributes(AttributesHandle &attributes, Activation activation) {
   dnnl_post_ops_t postOps = nullptr;
   bool ok = dnnl_primitive_attr_create(attributes.out()) == dnnl_success &&
+            dnnl_primitive_attr_set_scratchpad_mode(attributes.get(), dnnl_scratchpad_mode_user) ==
+                dnnl_success &&
             dnnl_post_ops_create(&postOps) == dnnl_success &&
             appendActivation(postOps, activation) &&
             dnnl_primitive_attr_set_post_ops(attributes.get(), postOps) == dnnl_success;
@@ -178,12 +186,9 @@ bool chooseLayout(ConvPrimitive::Impl &impl, ConvPrimitive::Impl::Operand &opera
   operand.chosen = *chosen;
   if (dnnl_memory_desc_equal(&operand.plain, &operand.chosen))
     return true;
-  DescriptorHandle reorder;
   const dnnl_memory_desc_t &from = output ? operand.chosen : operand.plain;
   const dnnl_memory_desc_t &to = output ? operand.plain : operand.chosen;
-  if (dnnl_reorder_primitive_desc_create(reorder.out(), &from, impl.engine, &to, impl.engine,
-                                         nullptr) != dnnl_success ||
-      dnnl_primitive_create(&operand.reorder, reorder.get()) != dnnl_success)
+  if (!createReorder(from, to, impl.engine, operand.reorder))
     return false;
   operand.kept = kept;
   if (kept) {
@@ -259,8 +264,9 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   dnnl_convolution_desc_t forwardDesc, passDesc;
   DescriptorHandle forward, pass;
   // A fused activation is the forward's post-op (only the forward has one).
-  AttributesHandle attributes;
-  if (p.activation != Activation::None && !activationAttributes(attributes, p.activation))
+  AttributesHandle attributes, passAttributes;
+  if (!primitiveAttributes(attributes, p.activation) ||
+      !primitiveAttributes(passAttributes, Activation::None))
     return nullptr;
   if (!opDesc(p, ConvPass::Forward, xHint, wHint, yAny, p.bias ? &impl->biasDesc : nullptr,
               forwardDesc) ||
@@ -270,8 +276,8 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
   dnnl_primitive_desc_t pd = forward.get();
   if (p.pass != ConvPass::Forward) {
     if (!opDesc(p, p.pass, xAny, wAny, yAny, nullptr, passDesc) ||
-        dnnl_primitive_desc_create(pass.out(), &passDesc, nullptr, impl->engine, forward.get()) !=
-            dnnl_success)
+        dnnl_primitive_desc_create(pass.out(), &passDesc, passAttributes.get(), impl->engine,
+                                   forward.get()) != dnnl_success)
       return nullptr;
     pd = pass.get();
   }
@@ -306,6 +312,15 @@ std::unique_ptr<ConvPrimitive> ConvPrimitive::create(const ConvProblem &p, int t
                           /*kept=*/i == 1 && p.constantWeights);
   if (!chosen || dnnl_primitive_create(&impl->primitive, pd) != dnnl_success)
     return nullptr;
+  // oneDNN's scratchpad, sized for the threads, follows the operands'
+  // copies in the scratch.
+  if (const dnnl_memory_desc_t *scratchpad =
+          dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0)) {
+    impl->scratchpad = *scratchpad;
+    impl->scratchpadBytes = static_cast<int64_t>(dnnl_memory_desc_get_size(scratchpad));
+  }
+  impl->scratchpadOffset = impl->scratchBytes;
+  impl->scratchBytes += (impl->scratchpadBytes + 63) / 64 * 64;
   return std::unique_ptr<ConvPrimitive>(new ConvPrimitive(std::move(impl)));
 }
 
@@ -366,15 +381,20 @@ void ConvPrimitive::run(int threads, const void *a, const void *b, const void *b
   };
   reorder(0, false);
   reorder(1, false);
-  std::array<dnnl_exec_arg_t, 4> args;
+  std::array<dnnl_exec_arg_t, 5> args;
   for (size_t i = 0; i < m.operands.size(); ++i)
     args[i] = {m.operands[i].arg, (chosen[i] ? chosen[i] : plain[i])->get()};
-  std::optional<MemoryHandle> biasMemory;
+  int argCount = 3;
+  std::optional<MemoryHandle> biasMemory, scratchpad;
   if (m.bias) {
     biasMemory.emplace(m.biasDesc, m.engine, const_cast<void *>(bias));
-    args[3] = {DNNL_ARG_BIAS, biasMemory->get()};
+    args[argCount++] = {DNNL_ARG_BIAS, biasMemory->get()};
   }
-  if (fails(dnnl_primitive_execute(m.primitive, m.stream, m.bias ? 4 : 3, args.data())))
+  if (m.scratchpadBytes > 0) {
+    scratchpad.emplace(m.scratchpad, m.engine, static_cast<char *>(scratch) + m.scratchpadOffset);
+    args[argCount++] = {DNNL_ARG_SCRATCHPAD, scratchpad->get()};
+  }
+  if (fails(dnnl_primitive_execute(m.primitive, m.stream, argCount, args.data())))
     fail("conv", "oneDNN could not run the convolution");
   reorder(2, true);
   if (fails(dnnl_stream_wait(m.stream)))
@@ -404,8 +424,6 @@ const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
   return at->second.get();
 }
 
-ConvPrimitives::~ConvPrimitives() { std::free(held); }
-
 const void *ConvPrimitives::keptWeights(const ConvPrimitive &primitive, const void *w, int threads,
                                         AllocationMeter *meter) {
   const int64_t bytes = primitive.packedWeightBytes();
@@ -424,20 +442,7 @@ const void *ConvPrimitives::keptWeights(const ConvPrimitive &primitive, const vo
 }
 
 void *ConvPrimitives::workspace(int64_t bytes, AllocationMeter *meter) {
-  if (bytes <= heldBytes)
-    return held;
-  // The old one is let go first, so growing never holds both.
-  std::free(held);
-  if (meter)
-    meter->released(static_cast<std::size_t>(heldBytes));
-  heldBytes = 0;
-  held = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
-  if (!held)
-    return nullptr;
-  heldBytes = bytes;
-  if (meter)
-    meter->allocated(static_cast<std::size_t>(bytes));
-  return held;
+  return scratch.reserve(bytes, meter);
 }
 
 } // namespace cleave::rt::cpu

@@ -4,10 +4,11 @@
 // as one oneDNN primitive in the layouts oneDNN prefers on this CPU (blocked
 // channels, for its AVX-512 direct kernels): the operands are reordered into
 // those layouts and the result out of them, through one scratch allocation
-// per call. The kernel counts that scratch, and the compiler predicts it
-// (plan.json's memory.scratch_bytes) from the same ConvPrimitive, so the two
-// agree. oneDNN's own scratchpad, which depends on the thread count, is the
-// library's, like its GEMMs' packing buffers, and is not counted. A problem
+// per call, which also holds oneDNN's scratchpad for the primitive (its
+// user mode: the library keeps none of its own). The kernel counts that
+// scratch, and the compiler predicts it (plan.json's memory.scratch_bytes)
+// from the same ConvPrimitive made for the same threads (oneDNN sizes the
+// scratchpad for them), so the two agree. A problem
 // oneDNN does not take (another element type, more dims) stays with the
 // im2col kernels of Conv.cpp. With --precision bf16 on a CPU with bf16
 // instructions the factors are bf16 (x and w, or y's gradient and one of
@@ -84,7 +85,7 @@ public:
   ConvPrimitive &operator=(const ConvPrimitive &) = delete;
 
   /// Bytes of a call's scratch: the operands' copies in oneDNN's layouts
-  /// (constant weights' not among them).
+  /// (constant weights' not among them) and oneDNN's scratchpad.
   int64_t scratchBytes() const;
 
   /// Bytes of the kept copy of constant weights in oneDNN's layout: 0 when
@@ -120,7 +121,6 @@ private:
 class ConvPrimitives {
 public:
   ConvPrimitives() = default;
-  ~ConvPrimitives();
   ConvPrimitives(const ConvPrimitives &) = delete;
   ConvPrimitives &operator=(const ConvPrimitives &) = delete;
 
@@ -147,8 +147,7 @@ private:
   /// Constant weights' copies, by their address and the primitive that
   /// reads them; freed with the primitives.
   std::map<std::pair<const void *, const ConvPrimitive *>, std::unique_ptr<KeptBuffer>> kept;
-  void *held = nullptr;
-  int64_t heldBytes = 0;
+  GrowingBuffer scratch;
 };
 
 } // namespace cleave::rt::cpu

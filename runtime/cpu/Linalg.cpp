@@ -72,13 +72,6 @@ bool needsProduct(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
   return true;
 }
 
-/// Whether `shape` is a row of n values broadcast down the m x n result
-/// (a Linear layer's bias), the one bias oneDNN 2.6's fast matmul kernels
-/// take (other broadcasts fall to its reference kernel).
-bool isRowBias(const Dims &shape, int64_t n) {
-  return (shape.size == 1 || (shape.size == 2 && shape[0] == 1)) && shape[shape.size - 1] == n;
-}
-
 /// C = alpha op(A) op(B) + beta C + bias as a oneDNN primitive
 /// (ProductPrimitives.h): the run's kept one, or one made for this call
 /// where the context keeps none.
@@ -168,16 +161,15 @@ public:
     });
   }
 
-  /// `problem` (its operands' type aside) with A at `aOffset` into a and B
-  /// at `bOffset` into b.
-  void gemm(ProductProblem problem, int64_t aOffset, int64_t bOffset, const float *bias, float *c) {
+  /// `problem` (its operands f32 where they are widened:
+  /// productOperands) with A at `aOffset` into a and B at `bOffset` into b.
+  void gemm(const ProductProblem &problem, int64_t aOffset, int64_t bOffset, const float *bias,
+            float *c) {
     if (widened) {
       const float *wide = widened->as<float>();
-      problem.operands = DType::F32;
       primitiveProduct(ctx, kernel, problem, wide + aOffset, wide + a.numel() + bOffset, bias, c);
       return;
     }
-    problem.operands = a.dtype;
     primitiveProduct(ctx, kernel, problem, static_cast<const uint16_t *>(a.data) + aOffset,
                      static_cast<const uint16_t *>(b.data) + bOffset, bias, c);
   }
@@ -190,7 +182,6 @@ private:
 };
 
 bool isLowPrecision(DType type) { return type == DType::BF16 || type == DType::F16; }
-
 } // namespace
 
 void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
@@ -225,33 +216,29 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   if (batch * m * n != out.numel())
     fail(kernel, "result shape does not match the operands");
 
-  // Every product as `rows` x k times k x n at element offsets into lhs,
-  // rhs and out.
+  // Every product is `problem` (problem.m x k times k x n) at element
+  // offsets into lhs, rhs and out.
+  const ProductProblem problem =
+      matmulProblem(lhs.dtype, lhs.shape, rhs.shape, out.shape, constantWeights);
   auto forEachProduct = [&](auto &&product) {
-    if (rb.product() == 1 && lb.product() == batch) {
-      // One rhs matrix under a full, contiguous lhs batch: a single product
-      // with the batch folded into the rows.
-      product(batch * m, 0, 0, 0);
+    if (problem.m == batch * m) {
+      // The batch folded into the rows (or a batch of one): one product.
+      product(0, 0, 0);
       return;
     }
     const Dims *inputs[2] = {&lb, &rb};
     LoopNest<3> nest = broadcastNest<3>(kernel, ob, inputs);
     nest.forEachRow([&](const int64_t *off, int64_t rows, const int64_t *step) {
       for (int64_t i = 0; i < rows; ++i)
-        product(m, (off[1] + i * step[1]) * m * k, (off[2] + i * step[2]) * k * n,
+        product((off[1] + i * step[1]) * m * k, (off[2] + i * step[2]) * k * n,
                 (off[0] + i) * m * n);
     });
   };
   if (lowPrecision) {
     LowPrecisionProducts products(ctx, kernel, lhs, rhs);
     float *c = out.as<float>();
-    forEachProduct([&](int64_t rows, int64_t a, int64_t b, int64_t o) {
-      ProductProblem problem;
-      problem.m = rows;
-      problem.n = problem.ldb = problem.ldc = n;
-      problem.k = problem.lda = k;
-      products.gemm(problem, a, b, nullptr, c + o);
-    });
+    forEachProduct(
+        [&](int64_t a, int64_t b, int64_t o) { products.gemm(problem, a, b, nullptr, c + o); });
     return;
   }
   dispatch(kernel, lhs.dtype, MatrixTypes{}, [&](auto tag) {
@@ -260,21 +247,16 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
     const T *b = rhs.as<T>();
     T *c = out.as<T>();
     if constexpr (std::is_same_v<T, float>) {
-      if (constantWeights && rr == 2) {
+      if (problem.constantB) {
         // One B, read in oneDNN's layout (ProductPrimitives.h).
-        ProductProblem problem;
-        problem.n = problem.ldb = problem.ldc = n;
-        problem.k = problem.lda = k;
-        problem.constantB = true;
-        forEachProduct([&](int64_t rows, int64_t ao, int64_t, int64_t co) {
-          problem.m = rows;
+        forEachProduct([&](int64_t ao, int64_t, int64_t co) {
           primitiveProduct(ctx, kernel, problem, a + ao, b, nullptr, c + co);
         });
         return;
       }
     }
-    forEachProduct([&](int64_t rows, int64_t ao, int64_t bo, int64_t co) {
-      gemmCore<T>(ctx, false, false, rows, n, k, 1.0, a + ao, k, b + bo, n, 0.0, c + co, n);
+    forEachProduct([&](int64_t ao, int64_t bo, int64_t co) {
+      gemmCore<T>(ctx, false, false, problem.m, n, k, 1.0, a + ao, k, b + bo, n, 0.0, c + co, n);
     });
   });
 }
@@ -295,43 +277,24 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   int64_t n = transB ? b.shape[0] : b.shape[1];
   if (k != k2 || out.shape[0] != m || out.shape[1] != n)
     fail(kernel, "shapes do not agree");
-  double betaC = 0.0;
-  const float *bias = nullptr;
-  if (c && beta != 0.0f) {
-    checkType(kernel, *c, result);
-    if (c->data == out.data) {
-      if (c->numel() != out.numel())
-        fail(kernel, "C aliases the result with another shape");
-      betaC = static_cast<double>(beta);
-    } else if (result == DType::F32 && alpha == 1.0f && beta == 1.0f && k > 0 &&
-               isRowBias(c->shape, n)) {
-      // oneDNN adds C as the product's bias while it writes the result (its
-      // bias is not scaled: alpha and beta 1 only).
-      bias = c->as<float>();
-    } else {
-      // C broadcasts (unidirectionally) into the result, which the product
-      // then accumulates into with beta.
-      int64_t strides[kMaxRank];
-      broadcastStrides(kernel, c->shape, out.shape, strides);
-      stridedCopy(ctx, kernel, c->data, strides, out);
-      betaC = static_cast<double>(beta);
-    }
+  const Tensor *added = c && beta != 0.0f ? c : nullptr;
+  if (added) {
+    checkType(kernel, *added, result);
+    if (added->data == out.data && added->numel() != out.numel())
+      fail(kernel, "C aliases the result with another shape");
   }
-  ProductProblem problem{result,
-                         transA,
-                         transB,
-                         m,
-                         n,
-                         k,
-                         a.shape[1],
-                         b.shape[1],
-                         n,
-                         alpha,
-                         static_cast<float>(betaC),
-                         bias ? 1 : 0,
-                         bias ? n : 0,
-                         activation,
-                         constantWeights && result == DType::F32 && !lowPrecision};
+  const bool inPlace = added && added->data == out.data;
+  const ProductProblem problem =
+      gemmProblem(a.dtype, a.shape, b.shape, added ? &added->shape : nullptr, inPlace, alpha, beta,
+                  transA, transB, activation, constantWeights);
+  const float *bias = problem.hasBias() ? added->as<float>() : nullptr;
+  if (added && !inPlace && !bias) {
+    // C broadcasts (unidirectionally) into the result, which the product
+    // then accumulates into with beta.
+    int64_t strides[kMaxRank];
+    broadcastStrides(kernel, added->shape, out.shape, strides);
+    stridedCopy(ctx, kernel, added->data, strides, out);
+  }
   if (lowPrecision || result == DType::F32) {
     if (lowPrecision)
       LowPrecisionProducts(ctx, kernel, a, b).gemm(problem, 0, 0, bias, out.as<float>());
@@ -345,7 +308,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   dispatch(kernel, a.dtype, MatrixTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     gemmCore<T>(ctx, transA, transB, m, n, k, static_cast<double>(alpha), a.as<T>(), a.shape[1],
-                b.as<T>(), b.shape[1], betaC, out.as<T>(), n);
+                b.as<T>(), b.shape[1], static_cast<double>(problem.beta), out.as<T>(), n);
   });
   applyActivation(ctx, activation, out);
 }

@@ -634,7 +634,9 @@ TEST(Gemm, TransposesAlphaBetaBroadcastC) {
 // double, with B as stored and transposed, by a gemm and by a matmul of a
 // batch of rows; the copy is counted once as the program's allocation, its
 // bytes packedWeightsBytes(k, n) whatever m (what plan.json predicts), and
-// a second call with the same B allocates nothing more.
+// a second call with the same B allocates nothing more than the largest
+// product's scratchpad (as gemmProblem and matmulProblem, what plan.json
+// predicts from, name the products).
 TEST(Gemm, ConstantWeightsReadFromAKeptCopy) {
   unsigned seed = 300;
   for (auto [k, n] : {std::pair<int64_t, int64_t>{37, 10}, {64, 48}, {129, 33}})
@@ -655,7 +657,13 @@ TEST(Gemm, ConstantWeightsReadFromAKeptCopy) {
           expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, false, transB), 1e-5);
         }
         EXPECT_GT(cpu::packedWeightsBytes(k, n), 0);
-        EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), cpu::packedWeightsBytes(k, n))
+        cpu::ProductPrimitives asked;
+        const int64_t gemmScratchpad = asked.scratchpadBytes(
+            cpu::gemmProblem(DType::F32, a.t().shape, b.t().shape, &bias.t().shape, false, 1.0f,
+                             1.0f, false, transB, Activation::None, true),
+            1);
+        EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()),
+                  cpu::packedWeightsBytes(k, n) + gemmScratchpad)
             << "k " << k << " n " << n << " m " << m;
         if (transB)
           continue;
@@ -665,7 +673,10 @@ TEST(Gemm, ConstantWeightsReadFromAKeptCopy) {
         auto flat = makeRandom<float>(Dims{2 * m, k}, 0);
         std::memcpy(flat.data<float>(), rows.data<float>(), sizeof(float) * 2 * m * k);
         expectNear(y, gemmByLoop<float>(flat, b, nullptr, 1.0, 0.0, false, false), 1e-5);
-        EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), cpu::packedWeightsBytes(k, n));
+        const int64_t matmulScratchpad = asked.scratchpadBytes(
+            cpu::matmulProblem(DType::F32, rows.t().shape, b.t().shape, y.t().shape, true), 1);
+        EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()),
+                  cpu::packedWeightsBytes(k, n) + std::max(gemmScratchpad, matmulScratchpad));
       }
 }
 
@@ -741,6 +752,78 @@ std::pair<Buffer, Buffer> lowPrecision(DType type, const Buffer &values) {
   Buffer rounded(DType::F32, values.t().shape);
   cpu::cast(ctx(), narrow, rounded);
   return {std::move(narrow), std::move(rounded)};
+}
+
+// Every product takes oneDNN's scratchpad from memory the run counts
+// (user mode): over a batch folded into the rows, a batch of products, a
+// transposed gemm with a bias, one accumulating in place and bf16 factors,
+// each on 1 and 2 threads, the meter's peak is the largest scratchpad that
+// oneDNN asks for the problems gemmProblem and matmulProblem name (what
+// plan.json predicts from); the results stay the loops'. Some of them need
+// one, so the count is not vacuous.
+TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
+  unsigned seed = 900;
+  int64_t largest = 0;
+  for (int threads : {1, 2}) {
+    AllocationMeter meter;
+    cpu::ProductPrimitives primitives, asked;
+    cpu::Context context;
+    context.products = &primitives;
+    context.allocations = &meter;
+    context.threads = threads;
+    int64_t expected = 0;
+    auto matmul = [&](Dims lhs, Dims rhs, Dims out) {
+      auto a = makeRandom<float>(lhs, seed++);
+      auto b = makeRandom<float>(rhs, seed++);
+      auto y = zeros(DType::F32, out);
+      cpu::matmul(context, a, b, y, false);
+      expectNear(y, matmulByLoop<float>(a, b, out), 1e-4);
+      expected = std::max(
+          expected,
+          asked.scratchpadBytes(cpu::matmulProblem(DType::F32, lhs, rhs, out, false), threads));
+    };
+    matmul({8, 128, 512}, {512, 256}, {8, 128, 256});
+    matmul({4, 64, 96}, {4, 96, 200}, {4, 64, 200});
+    matmul({96, 4096}, {4096, 64}, {96, 64});
+
+    auto a = makeRandom<float>(Dims{640, 96}, seed++);
+    auto b = makeRandom<float>(Dims{300, 640}, seed++);
+    auto bias = makeRandom<float>(Dims{300}, seed++);
+    auto y = zeros(DType::F32, {96, 300});
+    cpu::gemm(context, a, b, bias.ptr(), y, 1.0f, 1.0f, true, true, Activation::None, false);
+    expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, true, true), 1e-4);
+    expected = std::max(expected,
+                        asked.scratchpadBytes(cpu::gemmProblem(DType::F32, a.t().shape, b.t().shape,
+                                                               &bias.t().shape, false, 1.0f, 1.0f,
+                                                               true, true, Activation::None, false),
+                                              threads));
+
+    auto accumulated = makeRandom<float>(Dims{96, 300}, seed);
+    auto before = makeRandom<float>(Dims{96, 300}, seed++);
+    auto x = makeRandom<float>(Dims{96, 640}, seed++);
+    cpu::gemm(context, x, b, accumulated.ptr(), accumulated, 1.0f, 1.0f, false, true,
+              Activation::None, false);
+    expectNear(accumulated, gemmByLoop<float>(x, b, &before, 1.0, 1.0, false, true), 1e-4);
+    expected = std::max(
+        expected, asked.scratchpadBytes(cpu::gemmProblem(DType::F32, x.t().shape, b.t().shape,
+                                                         &accumulated.t().shape, true, 1.0f, 1.0f,
+                                                         false, true, Activation::None, false),
+                                        threads));
+
+    auto [lhs, lhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{64, 384}, seed++));
+    auto [rhs, rhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{384, 128}, seed++));
+    auto wide = zeros(DType::F32, {64, 128});
+    cpu::matmul(context, lhs, rhs, wide, false);
+    expectNear(wide, matmulByLoop<float>(lhsRounded, rhsRounded, wide.t().shape), 1e-4);
+    expected = std::max(
+        expected, asked.scratchpadBytes(cpu::matmulProblem(DType::BF16, lhs.t().shape,
+                                                           rhs.t().shape, wide.t().shape, false),
+                                        threads));
+
+    EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), expected) << threads << " thread(s)";
+    largest = std::max(largest, expected);
+  }
+  EXPECT_GT(largest, 0);
 }
 
 // Products of bf16 and f16 factors give f32: the exact products of the

@@ -12,6 +12,7 @@
 
 #include <dnnl.h>
 
+#include <array>
 #include <cstdlib>
 
 namespace cleave::rt::cpu {
@@ -50,7 +51,71 @@ dnnl_memory_desc_t matrixDesc(int64_t rows, int64_t columns, int64_t ld, bool tr
   return desc;
 }
 
+/// Whether `shape` is a row of n values broadcast down the m x n result
+/// (a Linear layer's bias), the one bias oneDNN 2.6's fast matmul kernels
+/// take (other broadcasts fall to its reference kernel).
+bool isRowBias(const Dims &shape, int64_t n) {
+  return (shape.size == 1 || (shape.size == 2 && shape[0] == 1)) && shape[shape.size - 1] == n;
+}
+
+bool isLowPrecision(DType type) { return type == DType::BF16 || type == DType::F16; }
+
 } // namespace
+
+DType productOperands(DType operands) {
+  if (nativeLowPrecisionProducts(operands))
+    return operands;
+  return isLowPrecision(operands) ? DType::F32 : operands;
+}
+
+ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, const Dims &out,
+                             bool constantWeights) {
+  const int rl = lhs.size, rr = rhs.size;
+  ProductProblem p;
+  p.operands = productOperands(operands);
+  const int64_t m = rl == 1 ? 1 : lhs[rl - 2];
+  p.k = p.lda = lhs[rl - 1];
+  p.n = p.ldb = p.ldc = rr == 1 ? 1 : rhs[rr - 1];
+  // The batch is the result's dims before its matrix dims.
+  int64_t lhsBatch = 1, rhsBatch = 1, batch = 1;
+  for (int i = 0; i + 2 < rl; ++i)
+    lhsBatch *= lhs[i];
+  for (int i = 0; i + 2 < rr; ++i)
+    rhsBatch *= rhs[i];
+  for (int i = 0; i < out.size - (rl > 1) - (rr > 1); ++i)
+    batch *= out[i];
+  p.m = rhsBatch == 1 && lhsBatch == batch ? batch * m : m;
+  p.constantB = constantWeights && operands == DType::F32 && rr == 2;
+  return p;
+}
+
+ProductProblem gemmProblem(DType operands, const Dims &a, const Dims &b, const Dims *c,
+                           bool cIsResult, float alpha, float beta, bool transA, bool transB,
+                           Activation activation, bool constantWeights) {
+  ProductProblem p;
+  p.operands = productOperands(operands);
+  p.transA = transA;
+  p.transB = transB;
+  p.m = transA ? a[1] : a[0];
+  p.k = transA ? a[0] : a[1];
+  p.n = transB ? b[0] : b[1];
+  p.lda = a[1];
+  p.ldb = b[1];
+  p.ldc = p.n;
+  p.alpha = alpha;
+  const bool f32Result = operands == DType::F32 || isLowPrecision(operands);
+  if (c && !cIsResult && f32Result && alpha == 1.0f && beta == 1.0f && p.k > 0 &&
+      isRowBias(*c, p.n)) {
+    // oneDNN adds it while it writes the result (its bias is not scaled).
+    p.biasRows = 1;
+    p.biasColumns = p.n;
+  } else if (c) {
+    p.beta = beta;
+  }
+  p.activation = activation;
+  p.constantB = constantWeights && operands == DType::F32;
+  return p;
+}
 
 int64_t packedWeightsBytes(int64_t k, int64_t n) {
   dnnl_engine_t engine = nullptr;
@@ -90,10 +155,14 @@ struct ProductPrimitives::Handles {
 struct ProductPrimitives::Primitive {
   dnnl_primitive_t primitive = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, c = nullptr;
+  /// Its scratchpad (null: it needs none), which each call points into the
+  /// run's (ProductPrimitives::scratchpad).
+  dnnl_memory_t scratchpad = nullptr;
+  int64_t scratchpadBytes = 0;
   /// The layout it reads a constant B in (ProductProblem::constantB).
   dnnl_memory_desc_t packedB{};
   ~Primitive() {
-    for (dnnl_memory_t memory : {a, b, bias, c})
+    for (dnnl_memory_t memory : {a, b, bias, c, scratchpad})
       if (memory)
         dnnl_memory_destroy(memory);
     if (primitive)
@@ -101,7 +170,6 @@ struct ProductPrimitives::Primitive {
   }
 };
 
-/// A constant B's kept copy in its primitive's layout.
 namespace {
 
 /// The primitive of `p`, or null when oneDNN does not make it.
@@ -125,6 +193,7 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_post_ops_t postOps = nullptr;
   ok = dnnl_primitive_attr_create(&attr) == dnnl_success &&
+       dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
        (p.alpha == 1.0f ||
         dnnl_primitive_attr_set_output_scales(attr, 1, 0, &p.alpha) == dnnl_success) &&
        dnnl_post_ops_create(&postOps) == dnnl_success &&
@@ -140,7 +209,13 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
   auto made = std::make_unique<ProductPrimitives::Primitive>();
   if (ok && p.constantB)
     b = made->packedB = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+  const dnnl_memory_desc_t *scratchpad =
+      ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : nullptr;
+  made->scratchpadBytes =
+      scratchpad ? static_cast<int64_t>(dnnl_memory_desc_get_size(scratchpad)) : 0;
   ok = ok && dnnl_primitive_create(&made->primitive, pd) == dnnl_success &&
+       (made->scratchpadBytes == 0 || dnnl_memory_create(&made->scratchpad, scratchpad, engine,
+                                                         DNNL_MEMORY_NONE) == dnnl_success) &&
        dnnl_memory_create(&made->a, &a, engine, DNNL_MEMORY_NONE) == dnnl_success &&
        dnnl_memory_create(&made->b, &b, engine, DNNL_MEMORY_NONE) == dnnl_success &&
        (!p.hasBias() ||
@@ -183,13 +258,9 @@ KeptBuffer *ProductPrimitives::packed(const ProductProblem &p, const Primitive &
   bool ok = true;
   const dnnl_data_type_t type = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
   dnnl_memory_desc_t stored = matrixDesc(p.k, p.n, p.ldb, p.transB, type, ok);
-  DescriptorHandle pd;
   PrimitiveHandle reorder;
   ScopedMemory from, to;
-  ok = ok &&
-       dnnl_reorder_primitive_desc_create(pd.out(), &stored, handles->engine, &primitive.packedB,
-                                          handles->engine, nullptr) == dnnl_success &&
-       dnnl_primitive_create(reorder.out(), pd.get()) == dnnl_success &&
+  ok = ok && createReorder(stored, primitive.packedB, handles->engine, *reorder.out()) &&
        dnnl_memory_create(from.out(), &stored, handles->engine, const_cast<void *>(b)) ==
            dnnl_success &&
        dnnl_memory_create(to.out(), &primitive.packedB, handles->engine, copy->data()) ==
@@ -201,18 +272,28 @@ KeptBuffer *ProductPrimitives::packed(const ProductProblem &p, const Primitive &
   return at->second.get();
 }
 
-bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a, const void *b,
-                            const float *bias, float *c, AllocationMeter *meter) {
+int64_t ProductPrimitives::scratchpadBytes(const ProductProblem &p, int threads) {
+  const Primitive *primitive = find(p, threads);
+  return primitive ? primitive->scratchpadBytes : -1;
+}
+
+ProductPrimitives::Primitive *ProductPrimitives::find(const ProductProblem &p, int threads) {
   if (!handles->engine && (dnnl_engine_create(&handles->engine, dnnl_cpu, 0) != dnnl_success ||
                            dnnl_stream_create(&handles->stream, handles->engine,
                                               dnnl_stream_default_flags) != dnnl_success))
-    return false;
-  // oneDNN sizes its work for the threads there are when it is made.
+    return nullptr;
+  // oneDNN sizes its work, and its scratchpad, for the threads there are
+  // when it is made.
   omp_set_num_threads(threads);
   auto [at, added] = made.try_emplace(std::make_pair(p, threads));
   if (added)
     at->second = makePrimitive(p, handles->engine);
-  Primitive *primitive = at->second.get();
+  return at->second.get();
+}
+
+bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a, const void *b,
+                            const float *bias, float *c, AllocationMeter *meter) {
+  Primitive *primitive = find(p, threads);
   if (!primitive)
     return false;
   if (p.constantB) {
@@ -221,16 +302,24 @@ bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a,
       return false;
     b = copy->data();
   }
-  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, primitive->a},
-                             {DNNL_ARG_WEIGHTS, primitive->b},
-                             {DNNL_ARG_DST, primitive->c},
-                             {DNNL_ARG_BIAS, primitive->bias}};
+  std::array<dnnl_exec_arg_t, 5> args = {{{DNNL_ARG_SRC, primitive->a},
+                                          {DNNL_ARG_WEIGHTS, primitive->b},
+                                          {DNNL_ARG_DST, primitive->c}}};
+  int argCount = 3;
+  if (p.hasBias())
+    args[argCount++] = {DNNL_ARG_BIAS, primitive->bias};
+  if (primitive->scratchpad) {
+    void *memory = scratchpad.reserve(primitive->scratchpadBytes, meter);
+    if (!memory || dnnl_memory_set_data_handle(primitive->scratchpad, memory) != dnnl_success)
+      return false;
+    args[argCount++] = {DNNL_ARG_SCRATCHPAD, primitive->scratchpad};
+  }
   return dnnl_memory_set_data_handle(primitive->a, const_cast<void *>(a)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->b, const_cast<void *>(b)) == dnnl_success &&
          dnnl_memory_set_data_handle(primitive->c, c) == dnnl_success &&
          (!p.hasBias() || dnnl_memory_set_data_handle(primitive->bias, const_cast<float *>(bias)) ==
                               dnnl_success) &&
-         dnnl_primitive_execute(primitive->primitive, handles->stream, p.hasBias() ? 4 : 3, args) ==
+         dnnl_primitive_execute(primitive->primitive, handles->stream, argCount, args.data()) ==
              dnnl_success &&
          dnnl_stream_wait(handles->stream) == dnnl_success;
 }

@@ -85,12 +85,39 @@ struct ProductProblem {
   }
 };
 
+/// The type a product of `operands` runs on: bf16 where this CPU multiplies
+/// them natively, f32 for the widened copies elsewhere and for f32.
+DType productOperands(DType operands);
+
+/// The problem each product of a matmul kernel call runs: `lhs` (batch... x
+/// m x k, or k) times `rhs` (batch... x k x n, or k) into `out`, numpy's
+/// broadcast over the batch, `operands` the type of both. One rhs matrix
+/// under a full lhs batch is one product with the batch folded into its
+/// rows (m: the batch's rows); otherwise one m-row product per matrix of
+/// the batch. `constantWeights`: a constant f32 rhs matrix
+/// (ProductProblem::constantB).
+ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, const Dims &out,
+                             bool constantWeights);
+
+/// The problem of a gemm kernel call: alpha op(a) op(b) + beta c, a and b
+/// matrices of type `operands`, `c` null where there is none or beta is 0,
+/// `cIsResult` where the result is written over c (an accumulation in
+/// place). A row of n added with alpha and beta 1 is the primitive's bias;
+/// any other c is scaled by beta and added as the result's previous value.
+ProductProblem gemmProblem(DType operands, const Dims &a, const Dims &b, const Dims *c,
+                           bool cIsResult, float alpha, float beta, bool transA, bool transB,
+                           Activation activation, bool constantWeights);
+
 /// Appends `activation` (none: nothing) to a primitive's post-ops; false
 /// when oneDNN refuses. Convolutions use it too (ConvPrimitives.cpp).
 bool appendActivation(dnnl_post_ops *postOps, Activation activation);
 
 /// The oneDNN primitives of a run's products, each made on its problem's
-/// first call (making one costs more than running a small one).
+/// first call (making one costs more than running a small one), and the
+/// scratchpad they share: each takes oneDNN's scratchpad from memory the
+/// run counts (oneDNN's user mode), grown to the largest product's, as
+/// plan.json's memory.product_scratchpad_bytes predicts it. Its size
+/// depends on the threads the primitive is made for.
 class ProductPrimitives {
 public:
   ProductPrimitives();
@@ -104,9 +131,16 @@ public:
   bool run(const ProductProblem &problem, int threads, const void *a, const void *b,
            const float *bias, float *c, AllocationMeter *meter);
 
+  /// Bytes of the scratchpad `problem`'s primitive on `threads` threads
+  /// takes (0: none), or -1 when oneDNN does not make it.
+  int64_t scratchpadBytes(const ProductProblem &problem, int threads);
+
   struct Primitive;
 
 private:
+  /// `problem`'s primitive on `threads` threads, made on first need; null
+  /// when oneDNN refused.
+  Primitive *find(const ProductProblem &problem, int threads);
   /// The kept copy of constant B `b` read as `problem` reads it, made on
   /// first need; null when oneDNN refused.
   KeptBuffer *packed(const ProductProblem &problem, const Primitive &primitive, const void *b,
@@ -119,6 +153,7 @@ private:
   /// Constant Bs' copies, by address, orientation, k, n and leading dim.
   std::map<std::tuple<const void *, bool, int64_t, int64_t, int64_t>, std::unique_ptr<KeptBuffer>>
       packedWeights;
+  GrowingBuffer scratchpad;
 };
 
 } // namespace cleave::rt::cpu

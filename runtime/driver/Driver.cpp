@@ -240,9 +240,9 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
   app.add_option("--threads", threads,
                  "Threads for the kernels (default: the cores this process may use, shared "
                  "among the job's ranks on this machine)")
-      ->check(CLI::PositiveNumber);
+      ->check(positiveNumber());
   auto *repeatOpt = app.add_option("--repeat", repeat, "Run the forward this many times (timing)")
-                        ->check(CLI::PositiveNumber);
+                        ->check(positiveNumber());
   auto *statsOpt = app.add_flag("--stats", stats, "Print measurements as one JSON line on stdout");
   auto *dataOpt = app.add_option("--data", training.data,
                                  "Training: NAME=FILE.npy for each data input, samples along "

@@ -2,6 +2,7 @@
 
 #include "runtime/driver/DriverSupport.h"
 
+#include "runtime/Cores.h"
 #include "runtime/Npy.h"
 #include "runtime/comm/Start.h"
 
@@ -10,11 +11,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include <fcntl.h>
 #include <iostream>
-#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -103,13 +102,7 @@ void StderrSilencer::restore() {
   saved = -1;
 }
 
-int defaultThreads() {
-  cpu_set_t usable;
-  int cores = sched_getaffinity(0, sizeof(usable), &usable) == 0
-                  ? CPU_COUNT(&usable)
-                  : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, comm::launchedLocalRanks()));
-}
+int defaultThreads() { return threadsPerRank(comm::launchedLocalRanks()); }
 
 int64_t processPeakRssBytes() {
   rusage usage{};

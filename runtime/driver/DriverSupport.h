@@ -43,8 +43,8 @@ int stageOutputs(const std::vector<TensorSpec> &specs, const std::vector<Tensor>
                  const std::string &dir, Backend &backend, FileSet &files);
 
 /// The kernels' threads when --threads is not given: the cores this process
-/// may run on (its affinity mask) shared among the job's ranks on this
-/// machine, at least 1, so that ranks x threads = cores.
+/// may run on shared among the job's ranks on this machine
+/// (runtime/Cores.h).
 int defaultThreads();
 
 /// The process's peak resident memory so far (getrusage), in bytes: the

@@ -15,8 +15,10 @@
 # oneDNN's bf16 products and with oneDNN held to AVX-512 without bf16
 # instructions (the factors widened to f32 into scratch: ProductPrimitives.h),
 # and rank 0 of the GPT on an interleaved pipeline (pp=2, V=2: stages 0 and
-# 2 in one process, the sum of their predictions but for their scratch, of
-# which the largest counts once),
+# 2 in one process, the sum of their predictions but for their scratch and
+# products' scratchpad, of which the largest counts once), and the GPT's
+# training step compiled and run for 1 and for 2 threads (oneDNN sizes the
+# products' scratchpads, which the runtime counts, for the threads),
 # the measured peak equals the prediction byte for byte,
 # and the process's resident peak (getrusage, which also holds libraries and
 # host copies) is above it.
@@ -41,6 +43,7 @@ from rank_memory import rank_peak  # noqa: E402
 def check(name, plan_dir, measured, problems, expect_scratch):
     memory = json.load(open(os.path.join(plan_dir, "plan.json")))["memory"]
     predicted, scratch = memory["predicted_peak_bytes"], memory["scratch_bytes"]
+    scratchpad = memory["product_scratchpad_bytes"]
     if measured["peak_bytes_allocated"] != predicted:
         problems.append(f"{name}: measured {measured['peak_bytes_allocated']} bytes, "
                         f"predicted {predicted}")
@@ -49,8 +52,10 @@ def check(name, plan_dir, measured, problems, expect_scratch):
     if measured["process_peak_rss_bytes"] < predicted:
         problems.append(f"{name}: process peak {measured['process_peak_rss_bytes']} "
                         f"below the program's {predicted}")
-    print(f"{name}: predicted {predicted} (scratch {scratch}), measured "
-          f"{measured['peak_bytes_allocated']}, process {measured['process_peak_rss_bytes']}")
+    print(f"{name}: predicted {predicted} (scratch {scratch}, products' scratchpad "
+          f"{scratchpad}), measured {measured['peak_bytes_allocated']}, process "
+          f"{measured['process_peak_rss_bytes']}")
+    return memory
 
 
 def pipeline_stage0(work, label, model, shape_flags, data, flags, name, expect_scratch, problems):
@@ -184,6 +189,28 @@ def main():
         problems.append(f"gpt interleaved, rank 0: measured {measured} bytes, predicted "
                         f"{predicted} (stages 0 and 2)")
     print(f"gpt interleaved, rank 0 (stages 0 and 2): predicted {predicted}, measured {measured}")
+
+    # oneDNN sizes a product's scratchpad for the threads: the plan predicts
+    # it for the threads it is compiled for, and some of the GPT's products
+    # need one, so the count is not vacuous.
+    scratchpads = {}
+    for threads in ("1", "2"):
+        out = os.path.join(work, f"gpt-threads{threads}")
+        subprocess.run(["cleave", "compile", gpt, "-o", out, "--train", "--threads", threads],
+                       check=True)
+        log = f"{out}.json"
+        subprocess.run(["cleave", "run", out, "--data",
+                        f"idx={work}/idx.npy,targets={work}/targets.npy", "--steps", "2",
+                        "--threads", threads, "--log-json", log], check=True,
+                       stderr=subprocess.DEVNULL)
+        memory = check(f"gpt training step, {threads} thread(s)", out, json.load(open(log)),
+                       problems, None)
+        if memory["threads"] != int(threads):
+            problems.append(f"gpt, --threads {threads}: plan.json's memory.threads "
+                            f"{memory['threads']}")
+        scratchpads[threads] = memory["product_scratchpad_bytes"]
+    if max(scratchpads.values()) == 0:
+        problems.append("gpt training step: no product asked oneDNN for a scratchpad")
 
     for problem in problems:
         print("FAIL:", problem)

@@ -232,6 +232,11 @@ void addCompileCommand(CLI::App &app, CompileCommand &cmd) {
   sub->add_option("--emit", cmd.options.emit,
                   "Stop after: plan (plan.json alone, no weights), mlir (+ weights, IR dumps), cpp "
                   "(+ generated source), program (default)");
+  sub->add_option("--threads", cmd.options.threads,
+                  "The kernels' threads on each rank that plan.json's memory is predicted for "
+                  "(oneDNN's scratchpads are sized for them; default: what cleave run uses "
+                  "here, this machine's cores shared among the ranks)")
+      ->check(rt::positiveNumber());
   sub->add_flag("--print-ir-after-all", cmd.options.printIrAfterAll,
                 "Print the IR after import and after every pass to stderr");
   sub->add_flag("--gradients", cmd.options.gradients,
@@ -381,7 +386,7 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
          "--threads", [&options](const int &n) { options.threads = n; },
          "Threads for the kernels on each rank (default: the cores cleave may use, shared "
          "among the ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(rt::positiveNumber());
   sub->add_option("-n,--ranks", options.ranks,
                   "Run the program on N local ranks through mpirun (default 1: run it "
                   "directly)")
@@ -389,7 +394,7 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
   sub->add_option_function<int>(
          "--repeat", [&options](const int &n) { options.repeat = n; },
          "Run the forward this many times (timing)")
-      ->check(CLI::PositiveNumber);
+      ->check(rt::positiveNumber());
   sub->add_flag("--stats", options.stats,
                 "Print timing and the measured arena bytes as one JSON line");
   using rt::positiveNumber;
