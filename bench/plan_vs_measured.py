@@ -1,6 +1,7 @@
 """cleave plan's predictions against every layout run on this machine.
 
     .venv/bin/python bench/plan_vs_measured.py [--ranks N] [--steps S] [--rounds R]
+                                               [--models mlp gpt]
 
 For the MLP and GPT of bench/layouts_vs_one_rank.py (exported with a dynamic
 batch; AdamW, lr 1e-3, the same global batch as there: 64 and 8), runs
@@ -148,11 +149,13 @@ def main():
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--models", nargs="+", choices=["mlp", "gpt"], default=["mlp", "gpt"])
     args = parser.parse_args()
-    names = ["mlp", "gpt"]
     with tempfile.TemporaryDirectory() as workdir:
-        for tag, (_, model, example, plan) in zip(names, bench_cases()):
-            bench_model(tag, model, example, plan, args.ranks, args.steps, args.rounds, workdir)
+        for tag, (_, model, example, plan) in zip(["mlp", "gpt"], bench_cases()):
+            if tag in args.models:
+                bench_model(tag, model, example, plan, args.ranks, args.steps, args.rounds,
+                            workdir)
 
 
 if __name__ == "__main__":

@@ -46,23 +46,49 @@ bool positiveCount(const Json &json, const char *key, int64_t &value, std::strin
   return true;
 }
 
+bool linkRate(const Json &json, LinkRate &rate, std::string &error) {
+  return positive(json, "latency_seconds", rate.latencySeconds, error) &&
+         positive(json, "bandwidth_bytes_per_second", rate.bandwidthBytesPerSecond, error);
+}
+
+/// The link at `key` of `json`: its all-reduce rate, and the rate of each
+/// kind of collective that has its own (an object at the kind's name).
 bool link(const Json &json, const char *key, LinkModel &model, std::string &error) {
   auto it = json.find(key);
   if (it == json.end() || !it->is_object()) {
     error = std::string("'links' has no object '") + key + "'";
     return false;
   }
-  if (!positive(*it, "latency_seconds", model.latencySeconds, error) ||
-      !positive(*it, "bandwidth_bytes_per_second", model.bandwidthBytesPerSecond, error)) {
-    error = std::string("links.") + key + ": " + error;
+  std::string where = std::string("links.") + key;
+  if (!linkRate(*it, model, error)) {
+    error = where + ": " + error;
     return false;
+  }
+  for (const char *kind : kLinkRateKinds) {
+    auto own = it->find(kind);
+    if (own == it->end())
+      continue;
+    if (!own->is_object() || !linkRate(*own, model.kinds[kind], error)) {
+      error = where + "." + kind + ": " +
+              (own->is_object() ? error
+                                : "must be an object with 'latency_seconds' and "
+                                  "'bandwidth_bytes_per_second'");
+      return false;
+    }
   }
   return true;
 }
 
+Json rateJson(const LinkRate &rate) {
+  return {{"latency_seconds", rate.latencySeconds},
+          {"bandwidth_bytes_per_second", rate.bandwidthBytesPerSecond}};
+}
+
 Json linkJson(const LinkModel &model) {
-  return {{"latency_seconds", model.latencySeconds},
-          {"bandwidth_bytes_per_second", model.bandwidthBytesPerSecond}};
+  Json json = rateJson(model);
+  for (const auto &[kind, rate] : model.kinds)
+    json[kind] = rateJson(rate);
+  return json;
 }
 
 /// The rates every device file and calibration has, and the low-precision

@@ -14,6 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -23,10 +24,28 @@ namespace cleave {
 /// the bytes a rank sends move at `bandwidthBytesPerSecond` (a ring
 /// all-reduce of n ranks takes 2 (n - 1) steps and sends 2 (n - 1) / n of the
 /// buffer: NCCL's "bus bandwidth").
-struct LinkModel {
+struct LinkRate {
   double latencySeconds = 0;
   double bandwidthBytesPerSecond = 0;
 };
+
+/// A link's all-reduce rate, which every kind of collective takes but those
+/// the link gives a rate of their own: a reduce-scatter adds what it
+/// receives as it goes and an all-gather only copies: over this machine's
+/// MPI on 2 ranks they move 4 MiB at about 0.8 and 2.5 times the
+/// all-reduce's rate (cleave-calibrate, docs/performance.md).
+struct LinkModel : LinkRate {
+  /// By kind ("reduce_scatter", "all_gather"), where given.
+  std::map<std::string, LinkRate> kinds;
+
+  const LinkRate &rateOf(const std::string &kind) const {
+    auto it = kinds.find(kind);
+    return it == kinds.end() ? *this : it->second;
+  }
+};
+
+/// The collectives a link may give a rate of its own.
+inline constexpr const char *kLinkRateKinds[] = {"reduce_scatter", "all_gather"};
 
 struct DeviceModel {
   std::string name;

@@ -217,7 +217,7 @@ public:
     for (const Json &c : plan.value("collectives", Json::array())) {
       const std::string axis = c["axis"], kind = c["kind"];
       const int64_t n = axisSize(axis);
-      const LinkModel &link = linkOf(axis);
+      const LinkRate &link = linkOf(axis).rateOf(kind);
       const double steps = kind == "all_reduce" ? 2.0 * (n - 1) : double(n - 1);
       // bytes_sent_per_rank counts every call of the step.
       const double all = c["calls_per_step"].get<double>() * steps * link.latencySeconds +
@@ -674,6 +674,9 @@ void printTable(const PlanOptions &options, const Planning &planning, llvm::raw_
   auto linkText = [&](const char *name, const LinkModel &link) {
     os << llvm::format(", %s %.3g us a step, %.3g GB/s", name, link.latencySeconds * 1e6,
                        link.bandwidthBytesPerSecond / 1e9);
+    for (const auto &[kind, rate] : link.kinds)
+      os << llvm::format(" (%s %.3g us, %.3g GB/s)", kind.c_str(), rate.latencySeconds * 1e6,
+                         rate.bandwidthBytesPerSecond / 1e9);
   };
   if (options.ranks > 1)
     linkText("link", device.intraNode);

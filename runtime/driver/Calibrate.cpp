@@ -7,7 +7,8 @@
 // N ranks sharing this machine: the CPU kernels' product rates (an f32
 // matmul, and one of bf16 factors summed in f32: --precision bf16), the bytes per second of an
 // elementwise kernel, the time of one kernel call on a few elements, and with N > 1 the
-// all-reduce's latency and bus bandwidth over all N ranks. Rank 0 prints them as one JSON line,
+// latency and bus bandwidth over all N ranks of the all-reduce, the reduce-scatter and the
+// all-gather. Rank 0 prints them as one JSON line,
 // which `cleave plan --device cpu` reads (compiler/DeviceModel.h).
 //
 //===----------------------------------------------------------------------===//
@@ -127,7 +128,7 @@ int main(int argc, char **argv) {
   double callSeconds = secondsPerCall([&] { cpu::add(context, small, small, smallOut); }, together,
                                       forSeconds(0.05));
 
-  char line[512];
+  char line[1024];
   int length = std::snprintf(line, sizeof line,
                              "{\"ranks\": %d, \"threads\": %d, \"product_flops_per_second\": %.6g, "
                              "\"low_precision_product_flops_per_second\": %.6g, "
@@ -138,23 +139,38 @@ int main(int argc, char **argv) {
                              3.0 * sizeof(float) * elements / cachedSeconds,
                              3.0 * sizeof(float) * streamed / streamSeconds, callSeconds);
 
-  // The all-reduce: t(S) = steps x latency + bytes sent / bus bandwidth, from
-  // a tiny call and a 4 MiB one (a ring sends 2 (N - 1) / N of the buffer in
-  // 2 (N - 1) steps).
+  // Each kind of collective: t(S) = steps x latency + bytes sent / bus
+  // bandwidth, from a tiny call and one over a 4 MiB buffer (a ring
+  // all-reduce sends 2 (N - 1) / N of the buffer in 2 (N - 1) steps, a
+  // reduce-scatter or all-gather (N - 1) / N in N - 1). The all-reduce's is
+  // the link's; the others have their own (DeviceModel.h's LinkModel).
   if (ranks > 1) {
-    std::vector<float> buffer(std::size_t{1} << 20, 1.0f);
+    const std::size_t whole = std::size_t{1} << 20, share = whole / ranks;
+    std::vector<float> buffer(whole, 1.0f), part(whole, 1.0f);
     int64_t step = 0;
-    auto allReduce = [&](std::size_t count) {
-      all.allReduceSum(buffer.data(), count, DType::F32, {step++, "calibrate"});
+    auto rate = [&](const char *name, double steps,
+                    const std::function<void(std::size_t perRank)> &collective) {
+      double tiny = secondsPerCall([&] { collective(1); }, together, forCalls(200));
+      double large = secondsPerCall([&] { collective(share); }, together, forCalls(20));
+      double sent = steps / ranks * sizeof(float) * static_cast<double>(share * ranks);
+      char text[160];
+      std::snprintf(text, sizeof text,
+                    "%s\"latency_seconds\": %.6g, \"bandwidth_bytes_per_second\": %.6g", name,
+                    tiny / steps, sent / std::max(large - tiny, 1e-9));
+      return std::string(text);
     };
-    double tiny = secondsPerCall([&] { allReduce(1); }, together, forCalls(200));
-    double large = secondsPerCall([&] { allReduce(buffer.size()); }, together, forCalls(20));
-    double steps = 2.0 * (ranks - 1);
-    double sent = steps / ranks * sizeof(float) * static_cast<double>(buffer.size());
-    length += std::snprintf(line + length, sizeof line - length,
-                            ", \"link\": {\"latency_seconds\": %.6g, "
-                            "\"bandwidth_bytes_per_second\": %.6g}",
-                            tiny / steps, sent / std::max(large - tiny, 1e-9));
+    const double ring = ranks - 1.0;
+    std::string allReduce = rate("", 2 * ring, [&](std::size_t perRank) {
+      all.allReduceSum(buffer.data(), perRank * ranks, DType::F32, {step++, "calibrate"});
+    });
+    std::string reduceScatter = rate("\"reduce_scatter\": {", ring, [&](std::size_t perRank) {
+      all.reduceScatterSum(buffer.data(), part.data(), perRank, DType::F32, {step++, "calibrate"});
+    });
+    std::string allGather = rate("\"all_gather\": {", ring, [&](std::size_t perRank) {
+      all.allGather(part.data(), buffer.data(), perRank, DType::F32, {step++, "calibrate"});
+    });
+    length += std::snprintf(line + length, sizeof line - length, ", \"link\": {%s, %s}, %s}}",
+                            allReduce.c_str(), reduceScatter.c_str(), allGather.c_str());
   }
   if (communication->rank() == 0)
     std::printf("%s}\n", line);

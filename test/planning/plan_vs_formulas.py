@@ -27,7 +27,9 @@
 #     (product FLOPs / product rate + low-precision product FLOPs / its rate
 #     + other bytes / memory rate + streamed
 #     bytes / streaming rate + kernel calls x call time), plus per collective calls x steps x latency + bytes
-#     sent / bandwidth on its axis's link; a pipeline's time lies between its
+#     sent / bandwidth on its axis's link (the link's rate for its kind of
+#     collective where the device file gives one: the test device's
+#     reduce-scatters and all-gathers have their own); a pipeline's time lies between its
 #     slowest stage's work and the sum of every stage's;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
 #     pp=2 with 1f1b and with the interleaved schedule, M=2, dp=2 with ZeRO 1
@@ -115,6 +117,8 @@ def communication_seconds(device, layout, plan_json):
         n = sizes[c["axis"]]
         within = strides[c["axis"]] * n <= device["ranks_per_node"]
         link = device["links"]["intra_node" if within else "inter_node"]
+        # A kind with a rate of its own takes it, the others the link's.
+        link = link.get(c["kind"], link)
         steps = 2 * (n - 1) if c["kind"] == "all_reduce" else n - 1
         seconds += (c["calls_per_step"] * steps * link["latency_seconds"]
                     + c["bytes_sent_per_rank"] / link["bandwidth_bytes_per_second"])
