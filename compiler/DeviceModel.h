@@ -32,8 +32,8 @@ struct LinkRate {
 /// A link's all-reduce rate, which every kind of collective takes but those
 /// the link gives a rate of their own: a reduce-scatter adds what it
 /// receives as it goes and an all-gather only copies: over this machine's
-/// MPI on 2 ranks they move 4 MiB at about 0.8 and 2.5 times the
-/// all-reduce's rate (cleave-calibrate, docs/performance.md).
+/// MPI on 2 ranks they move 4 MiB from memory at about 0.6 and 1.2 times
+/// the all-reduce's rate (cleave-calibrate, docs/performance.md).
 struct LinkModel : LinkRate {
   /// By kind ("reduce_scatter", "all_gather"), where given.
   std::map<std::string, LinkRate> kinds;
