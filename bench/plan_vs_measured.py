@@ -109,7 +109,8 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, workdir):
             round_medians[i].append(median(step_seconds(metrics)))
             peaks[i] = metrics["peak_bytes_allocated"]
     print(f"\n{name}: {ranks} ranks, batch {batch}; {planned['device']['name']}, "
-          f"compute scale {planned['compute_scale']:.2f}")
+          f"compute scale: products {planned['compute_scale']['products']:.2f}, other kernels "
+          f"{planned['compute_scale']['other']:.2f}")
     print(f"{'layout':44} {'pred ms':>8} {'meas ms':>8} {'noise':>6} {'ratio':>6} "
           f"{'pred peak':>10} {'meas peak':>10} {'diff':>6}")
     predicted_ms, measured_ms, noise_ms, within, memory_ok = [], [], [], 0, 0

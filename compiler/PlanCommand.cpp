@@ -24,6 +24,7 @@
 #include "compiler/BuildConfig.h"
 #include "compiler/DeviceModel.h"
 #include "compiler/RunCommand.h"
+#include "passes/CostModel.h"
 #include "passes/PipelineSimulator.h"
 #include "runtime/Npy.h"
 
@@ -36,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -173,23 +175,41 @@ std::optional<Json> readJson(const std::string &path) {
   return json;
 }
 
+/// What a model's compute takes on this machine over what the device's
+/// rates predict, for its products and its other kernels apart: measured on
+/// one layout with --device cpu (the rates of one product and one
+/// elementwise kernel miss what a model's own kernels achieve, and by
+/// different factors), 1 with a device file.
+struct ComputeScale {
+  double products = 1, other = 1;
+};
+
 /// Times a layout's plans (one, or a pipeline's per stage) on `device`.
 class StepTimer {
 public:
-  /// `computeScale` multiplies every function's time from the rates.
-  StepTimer(const DeviceModel &device, const Layout &layout, double computeScale)
-      : device(device), layout(layout), computeScale(computeScale) {}
+  /// `scale` multiplies each kind of kernel's time from the rates.
+  StepTimer(const DeviceModel &device, const Layout &layout, ComputeScale scale)
+      : device(device), layout(layout), scale(scale) {}
+
+  /// Seconds of one call's products, at the device's rates, of the function
+  /// whose plan.json `cost` entry this is.
+  double productSeconds(const Json &cost) const {
+    double lowPrecision = cost["low_precision_product_flops"].get<double>();
+    return cost["product_flops"].get<double>() / device.productFlopsPerSecond +
+           (lowPrecision > 0 ? lowPrecision / device.lowPrecisionProductFlopsPerSecond : 0);
+  }
+
+  /// Seconds of one call's other kernels, at the device's rates.
+  double otherSeconds(const Json &cost) const {
+    return (cost["other_bytes"].get<double>() - cost["streamed_bytes"].get<double>()) /
+               device.memoryBytesPerSecond +
+           cost["streamed_bytes"].get<double>() / device.streamingBytesPerSecond +
+           cost["kernel_calls"].get<double>() * device.kernelSeconds;
+  }
 
   /// Seconds of one call of the function whose plan.json `cost` entry this is.
   double callSeconds(const Json &cost) const {
-    double lowPrecision = cost["low_precision_product_flops"].get<double>();
-    return computeScale *
-           (cost["product_flops"].get<double>() / device.productFlopsPerSecond +
-            (lowPrecision > 0 ? lowPrecision / device.lowPrecisionProductFlopsPerSecond : 0) +
-            (cost["other_bytes"].get<double>() - cost["streamed_bytes"].get<double>()) /
-                device.memoryBytesPerSecond +
-            cost["streamed_bytes"].get<double>() / device.streamingBytesPerSecond +
-            cost["kernel_calls"].get<double>() * device.kernelSeconds);
+    return scale.products * productSeconds(cost) + scale.other * otherSeconds(cost);
   }
 
   /// Seconds of one call of `function` (0 when the plan has none).
@@ -206,6 +226,17 @@ public:
     for (const Json &cost : plan["cost"])
       seconds += cost["calls_per_step"].get<double>() * callSeconds(cost);
     return seconds;
+  }
+
+  /// Seconds of a step's products and of its other kernels, at the
+  /// device's rates.
+  std::pair<double, double> computeSecondsByKind(const Json &plan) const {
+    double products = 0, other = 0;
+    for (const Json &cost : plan["cost"]) {
+      products += cost["calls_per_step"].get<double>() * productSeconds(cost);
+      other += cost["calls_per_step"].get<double>() * otherSeconds(cost);
+    }
+    return {products, other};
   }
 
   /// Seconds of the step's collectives; `bucketed` gets the dp all-reduces
@@ -244,14 +275,14 @@ private:
 
   const DeviceModel &device;
   const Layout &layout;
-  double computeScale;
+  ComputeScale scale;
 };
 
 /// Fills `p`'s time and memory from the compiled plans: each pp rank's
 /// are those of the stages it runs (stage s on rank s mod pp; more than one
 /// with the interleaved schedule), the layout's the largest rank's.
 bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
-                      double computeScale, Prediction &p, std::string &error) {
+                      ComputeScale computeScale, Prediction &p, std::string &error) {
   StepTimer timer(device, p.layout, computeScale);
   const size_t ranks = static_cast<size_t>(p.layout.pp);
   // Per pp rank: its stages' peaks without their scratch and its largest
@@ -362,7 +393,7 @@ LogicalResult compileLayout(const PlanOptions &options, const Layout &layout,
 
 /// Compiles `layout` into `dir` and predicts it.
 Prediction predict(const PlanOptions &options, const Layout &layout, const DeviceModel &device,
-                   double computeScale, const std::string &dir, bool warnings) {
+                   ComputeScale computeScale, const std::string &dir, bool warnings) {
   Prediction p;
   p.layout = layout;
   UserError error;
@@ -429,20 +460,57 @@ bool writeRandomData(const Json &plan, const std::string &dir, int64_t samples,
   return true;
 }
 
-/// The step's compute seconds measured on this machine for `layout`, which
-/// has no pipeline: compiled into `dir`, run on random data for a few steps
-/// (the median over the steps after the first of the ranks' mean), and
-/// those the rates predict for it.
+/// A step's compute measured on a rank: all of it, and its products'
+/// kernels.
+struct MeasuredCompute {
+  double seconds = 0, productSeconds = 0;
+};
+
+/// The mean seconds a rank's step spends in product kernels, from the
+/// per-op spans of a run's `trace` (docs/training.md, "Profiling"), its
+/// first step left out as the compute measurement leaves it out.
+double productKernelSeconds(const Json &trace) {
+  // Per rank (the trace's process): its steps after the first, and the
+  // product kernels' spans.
+  std::map<int64_t, std::vector<std::pair<double, double>>> steps;
+  std::map<int64_t, std::vector<std::pair<double, double>>> products;
+  for (const Json &event : trace.value("traceEvents", Json::array())) {
+    if (event.value("ph", "") != "X")
+      continue;
+    const std::string name = event.value("name", ""), category = event.value("cat", "");
+    const int64_t rank = event.value("pid", int64_t{0});
+    const std::pair<double, double> span{event.value("ts", 0.0), event.value("dur", 0.0)};
+    if (category == "compute" && llvm::StringRef(name).starts_with("step ") && name != "step 1")
+      steps[rank].push_back(span);
+    else if (category == "ops" && isProductKernel(llvm::StringRef(name).split(' ').first))
+      products[rank].push_back(span);
+  }
+  double sum = 0;
+  for (const auto &[rank, spans] : steps) {
+    double inSteps = 0;
+    for (auto [start, duration] : products[rank])
+      if (llvm::any_of(spans, [start = start](const std::pair<double, double> &step) {
+            return start >= step.first && start < step.first + step.second;
+          }))
+        inSteps += duration;
+    sum += inSteps / static_cast<double>(spans.size());
+  }
+  return steps.empty() ? 0 : sum / static_cast<double>(steps.size()) * 1e-6;
+}
+
+/// The step's compute measured on this machine for `layout`, which has no
+/// pipeline: compiled into `dir`, run on random data for a few steps, its
+/// kernels traced (the median over the steps after the first of the ranks'
+/// mean compute, and the ranks' mean seconds in products).
 bool measureCompute(const PlanOptions &options, const Layout &layout, const std::string &dir,
-                    double &measured, double &predicted, const DeviceModel &device,
-                    UserError &error) {
+                    MeasuredCompute &measured, Json &plan, UserError &error) {
   // Every all-reduce after the backward: on this CPU a bucket summed during
   // it takes a core from the kernels, which would count as their time.
   PlanOptions timing = options;
   timing.compile.training.bucketMb = "0";
   if (failed(compileLayout(timing, layout, dir, "program", /*warnings=*/false, error)))
     return false;
-  std::optional<Json> plan = readJson(dir + "/plan.json");
+  std::optional<Json> compiled = readJson(dir + "/plan.json");
   RunOptions run;
   run.dir = dir;
   run.ranks = options.ranks;
@@ -450,10 +518,13 @@ bool measureCompute(const PlanOptions &options, const Layout &layout, const std:
   run.quiet = true;
   run.noShuffle = true;
   run.logJson = dir + "/metrics.json";
+  run.trace = dir + "/trace.json";
+  run.traceOps = true;
   std::string why = "its plan.json cannot be read (a cleave bug)";
-  if (plan &&
-      writeRandomData(*plan, dir, 2 * layout.dp * layout.microbatches * microbatchSamples(*plan),
-                      run.data, why))
+  if (compiled &&
+      writeRandomData(*compiled, dir,
+                      2 * layout.dp * layout.microbatches * microbatchSamples(*compiled), run.data,
+                      why))
     why = runProgram(run) == 0 ? "" : "the run failed (its error is above)";
   if (!why.empty()) {
     error = {"--device cpu", "cannot time the model on " + layout.mesh() + ": " + why,
@@ -461,6 +532,7 @@ bool measureCompute(const PlanOptions &options, const Layout &layout, const std:
     return false;
   }
   std::optional<Json> metrics = readJson(run.logJson);
+  std::optional<Json> trace = readJson(run.trace);
   std::vector<double> steps;
   for (const Json &step : metrics ? (*metrics)["step_times"] : Json::array()) {
     double sum = 0;
@@ -468,14 +540,15 @@ bool measureCompute(const PlanOptions &options, const Layout &layout, const std:
       sum += rank["compute_seconds"].get<double>();
     steps.push_back(sum / static_cast<double>(step["ranks"].size()));
   }
-  if (steps.size() < 2) {
+  if (steps.size() < 2 || !trace) {
     error = {"--device cpu", "the timing run of " + layout.mesh() + " logged no steps", "",
              kExitInternal};
     return false;
   }
   std::sort(steps.begin() + 1, steps.end());
-  measured = steps[1 + (steps.size() - 1) / 2];
-  predicted = StepTimer(device, layout, 1.0).computeSeconds(*plan);
+  measured.seconds = steps[1 + (steps.size() - 1) / 2];
+  measured.productSeconds = productKernelSeconds(*trace);
+  plan = std::move(*compiled);
   return true;
 }
 
@@ -567,9 +640,10 @@ struct ScratchDirectory {
 /// rates for this model, and every layout's prediction.
 struct Planning {
   DeviceModel device;
-  /// Measured over predicted compute of the reference layout (1 with a
-  /// device file), and what was measured, for the table's head.
-  double computeScale = 1;
+  /// Measured over predicted compute of the reference layout, its products
+  /// and its other kernels apart (1 with a device file), and what was
+  /// measured, for the table's head.
+  ComputeScale computeScale;
   std::string computeScaleText;
   std::vector<Prediction> predictions;
 };
@@ -583,15 +657,25 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
   auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
   if (options.device != "cpu" || reference == layouts.end())
     return true;
-  double measured = 0, predicted = 0;
-  if (!measureCompute(options, *reference, scratch + "/reference", measured, predicted,
-                      planning.device, error))
+  MeasuredCompute measured;
+  Json plan;
+  if (!measureCompute(options, *reference, scratch + "/reference", measured, plan, error))
     return false;
-  planning.computeScale = measured / predicted;
+  auto [products, other] =
+      StepTimer(planning.device, *reference, ComputeScale()).computeSecondsByKind(plan);
+  // Where a kind has no predicted time (a model without products) or the
+  // measurement leaves it none, the whole step's scale stands for it.
+  const double whole = measured.seconds / (products + other);
+  const double measuredOther = measured.seconds - measured.productSeconds;
+  ComputeScale &scale = planning.computeScale;
+  scale.products =
+      products > 0 && measured.productSeconds > 0 ? measured.productSeconds / products : whole;
+  scale.other = other > 0 && measuredOther > 0 ? measuredOther / other : whole;
   planning.computeScaleText =
-      llvm::formatv("compute scale {0:F2}: {1} measured {2:F3} ms of compute a step, the rates "
-                    "predict {3:F3} ms",
-                    planning.computeScale, layoutText(*reference), measured * 1e3, predicted * 1e3)
+      llvm::formatv("compute scale: products {0:F2}, other kernels {1:F2} ({2} measured {3:F3} "
+                    "and {4:F3} ms a step, the rates predict {5:F3} and {6:F3} ms)",
+                    scale.products, scale.other, layoutText(*reference),
+                    measured.productSeconds * 1e3, measuredOther * 1e3, products * 1e3, other * 1e3)
           .str();
   return true;
 }
@@ -735,11 +819,13 @@ std::string predictionsJson(const PlanOptions &options, const Planning &planning
     }
     layouts.push_back(entry);
   }
-  Json json = {{"model", options.compile.model},
-               {"ranks", options.ranks},
-               {"device", deviceObject(planning.device)},
-               {"compute_scale", planning.computeScale},
-               {"layouts", layouts}};
+  Json json = {
+      {"model", options.compile.model},
+      {"ranks", options.ranks},
+      {"device", deviceObject(planning.device)},
+      {"compute_scale",
+       {{"products", planning.computeScale.products}, {"other", planning.computeScale.other}}},
+      {"layouts", layouts}};
   return json.dump(2) + "\n";
 }
 

@@ -51,9 +51,19 @@ int64_t estimateGradientFlops(Operation *op, llvm::function_ref<bool(Value)> nee
   return estimateFlops(op) * llvm::count_if(op->getOperands(), needsGradient);
 }
 
-bool isProduct(Operation *op) {
-  return isa<MatMulOp, GemmOp, ConvOp, ConvGradInputOp, ConvGradWeightOp>(op);
-}
+namespace {
+template <typename... Ops> struct OpList {
+  static bool contains(Operation *op) { return isa<Ops...>(op); }
+  static bool namesKernel(StringRef kernel) {
+    return ((Ops::getOperationName().split('.').second == kernel) || ...);
+  }
+};
+using Products = OpList<MatMulOp, GemmOp, ConvOp, ConvGradInputOp, ConvGradWeightOp>;
+} // namespace
+
+bool isProduct(Operation *op) { return Products::contains(op); }
+
+bool isProductKernel(StringRef kernel) { return Products::namesKernel(kernel); }
 
 bool isView(Operation *op) {
   return isa<ConstantOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);

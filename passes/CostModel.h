@@ -26,6 +26,10 @@ int64_t estimateGradientFlops(mlir::Operation *op,
 /// kernels by the bytes they move.
 bool isProduct(mlir::Operation *op);
 
+/// Whether `kernel`, a kernel's name as a program's trace gives it (an op's
+/// name without the dialect), is a product's.
+bool isProductKernel(llvm::StringRef kernel);
+
 /// Whether `op` runs no kernel: a constant or a view of its operand.
 bool isView(mlir::Operation *op);
 

@@ -30,7 +30,11 @@
 #     sent / bandwidth on its axis's link (the link's rate for its kind of
 #     collective where the device file gives one: the test device's
 #     reduce-scatters and all-gathers have their own); a pipeline's time lies between its
-#     slowest stage's work and the sum of every stage's;
+#     slowest stage's work and the sum of every stage's; and with
+#     --device cpu (this machine measured: its link's all-reduce,
+#     reduce-scatter and all-gather rates, and the timing run's compute
+#     scales) the same model with the products' time and the other kernels'
+#     each multiplied by its own scale;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
 #     pp=2 with 1f1b and with the interleaved schedule, M=2, dp=2 with ZeRO 1
 #     and M=2, in fp32, bf16 and bf16 with bf16 gradients, and ZeRO 2 in
@@ -69,9 +73,9 @@ class Mlp(torch.nn.Module):
         return torch.nn.functional.cross_entropy(self.fc3(hidden), labels)
 
 
-def plan(work, model, ranks, name, precision="fp32", flags=()):
+def plan(work, model, ranks, name, precision="fp32", flags=(), device=DEVICE):
     out = os.path.join(work, f"{name}.json")
-    subprocess.run(["cleave", "plan", model, "--ranks", str(ranks), "--device", DEVICE,
+    subprocess.run(["cleave", "plan", model, "--ranks", str(ranks), "--device", device,
                     "--optimizer", "adam", "--batch-size", "16", "--precision", precision,
                     *flags, "--json", out], check=True, stdout=subprocess.DEVNULL)
     return json.load(open(out))
@@ -96,16 +100,17 @@ def rank_peaks(layout, stages):
             for rank in range(layout["pp"])]
 
 
-def function_seconds(device, plan_json, name):
+def function_seconds(device, plan_json, name, scale):
     for cost in plan_json["cost"]:
         if cost["function"] == name:
-            return (cost["product_flops"] / device["product_flops_per_second"]
-                    + cost["low_precision_product_flops"]
-                    / device["low_precision_product_flops_per_second"]
-                    + (cost["other_bytes"] - cost["streamed_bytes"])
-                    / device["memory_bytes_per_second"]
-                    + cost["streamed_bytes"] / device["streaming_bytes_per_second"]
-                    + cost["kernel_calls"] * device["kernel_seconds"])
+            products = (cost["product_flops"] / device["product_flops_per_second"]
+                        + cost["low_precision_product_flops"]
+                        / device["low_precision_product_flops_per_second"])
+            other = ((cost["other_bytes"] - cost["streamed_bytes"])
+                     / device["memory_bytes_per_second"]
+                     + cost["streamed_bytes"] / device["streaming_bytes_per_second"]
+                     + cost["kernel_calls"] * device["kernel_seconds"])
+            return scale["products"] * products + scale["other"] * other
     return 0.0
 
 
@@ -125,33 +130,44 @@ def communication_seconds(device, layout, plan_json):
     return seconds
 
 
-def step_time_problems(work, model, device, precision):
-    """Each layout `cleave plan --precision` ranks on 2 ranks: its predicted
-    step time against the documented model from its own plan.json."""
+def step_time_problems(work, model, precision, device_flag=DEVICE):
+    """Each layout `cleave plan --precision --device` ranks on 2 ranks: its
+    predicted step time against the documented model from its own plan.json,
+    the device and compute scales the plan gives."""
     problems = []
-    planned = plan(work, model, 2, f"plan2-{precision}", precision)
+    tag = f"{precision}-{os.path.basename(device_flag)}"
+    planned = plan(work, model, 2, f"plan2-{tag}", precision, device=device_flag)
+    device, scale = planned["device"], planned["compute_scale"]
+    if device_flag == "cpu":
+        link = device["links"]["intra_node"]
+        if not all(link.get(kind, {}).get("bandwidth_bytes_per_second", 0) > 0
+                   for kind in ("reduce_scatter", "all_gather")):
+            problems.append(f"--device cpu: no measured reduce-scatter or all-gather rate: {link}")
+        if not (scale["products"] > 0 and scale["other"] > 0):
+            problems.append(f"--device cpu: compute scales {scale}")
     for i, layout in enumerate(planned["layouts"]):
-        _, stages = compile_layout(work, model, layout, f"layout{i}-{precision}",
-                                   precision=precision)
+        _, stages = compile_layout(work, model, layout, f"layout{i}-{tag}", precision=precision)
         predicted = layout["step_seconds"]
         if precision == "bf16" and any(c["product_flops"] for s in stages for c in s["cost"]):
             problems.append(f"{layout['flags']} bf16: products on f32 factors in plan.json")
         if layout["pp"] == 1:
             plan_json = stages[0]
-            expected = sum(c["calls_per_step"] * function_seconds(device, plan_json, c["function"])
+            expected = sum(c["calls_per_step"]
+                           * function_seconds(device, plan_json, c["function"], scale)
                            for c in plan_json["cost"])
             expected += communication_seconds(device, layout, plan_json)
             if abs(predicted / expected - 1) > 1e-9:
                 problems.append(f"{layout['flags']} {precision}: predicted {predicted} s, the "
                                 f"documented model gives {expected} s")
             continue
-        work_per_stage = [sum(c["calls_per_step"] * function_seconds(device, s, c["function"])
+        work_per_stage = [sum(c["calls_per_step"] * function_seconds(device, s, c["function"], scale)
                               for c in s["cost"]) + communication_seconds(device, layout, s)
                           for s in stages]
         if not max(work_per_stage) * (1 - 1e-9) <= predicted <= sum(work_per_stage) * (1 + 1e-9):
             problems.append(f"{layout['flags']} {precision}: predicted {predicted} s outside "
                             f"[{max(work_per_stage)}, {sum(work_per_stage)}]")
-    print(f"step times of {len(planned['layouts'])} {precision} layouts checked")
+    print(f"step times of {len(planned['layouts'])} {precision} layouts on {device['name']} "
+          f"checked (compute scales {scale['products']:.3g}, {scale['other']:.3g})")
     return problems
 
 
@@ -163,7 +179,6 @@ def main(work):
                      ["x", "labels"], dynamic_axes={"x": {0: "batch"}, "labels": {0: "batch"}})
     psi = sum(p.numel() for p in Mlp().parameters())
     multiplied = sum(p.numel() for p in Mlp().parameters() if p.dim() == 2)
-    device = json.load(open(DEVICE))
 
     # Model-state bytes against the ZeRO paper's formulas.
     formulas = {0: lambda n: 16 * psi, 1: lambda n: 8 * psi + 8 * psi / n,
@@ -197,9 +212,11 @@ def main(work):
                 problems.append(f"dp={ranks} zero={zero} {label}: {got} bytes, "
                                 f"formula {expected:.0f}")
 
-    # Step times against the documented model, from each layout's plan.json.
+    # Step times against the documented model, from each layout's plan.json:
+    # on the device file (compute scales 1), and on this machine measured.
     for precision in ("fp32", "bf16"):
-        problems += step_time_problems(work, model, device, precision)
+        problems += step_time_problems(work, model, precision)
+    problems += step_time_problems(work, model, "fp32", "cpu")
 
     # The predicted peak against the measured one, on layouts that run here.
     planned = {"fp32": plan(work, model, 2, "plan2-fp32"),
