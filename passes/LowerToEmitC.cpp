@@ -447,9 +447,10 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
   return success();
 }
 
-/// A collective between arena buffers: the kernel of the same name (an
-/// all-reduce is a copy, then the in-place kernel), over the op's one mesh
-/// axis. Scatters, gathers and slices split dim 0.
+/// A collective into an arena buffer (or, a gather's, straight into the
+/// stored value it is assigned to: cleave-memory-plan): the kernel of the
+/// same name (an all-reduce is a copy, then the in-place kernel), over the
+/// op's one mesh axis. Scatters, gathers and slices split dim 0.
 LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
   if (!offsets)
@@ -463,7 +464,7 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     if (auto attr = op->getAttrOfType<IntegerAttr>(dim); attr && attr.getInt() != 0)
       return op->emitError("only collectives along dim 0 are lowered");
   Value in = tensors.lookup(op->getOperand(0));
-  Value out = tensorAt(arena, offsets[0], op->getResult(0));
+  Value out = resultAt(op, offsets.asArrayRef(), 0);
   tensors[op->getResult(0)] = out;
   // A sum's kernel also takes the type it moves in.
   auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs) -> LogicalResult {

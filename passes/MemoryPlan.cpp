@@ -66,8 +66,10 @@ int64_t firstFit(std::vector<Allocation> &live, int64_t size) {
 /// copied: each produced by a fused elementwise chain, an elementwise op, a
 /// fill or a gemm whose c is the target, where no op after its producer
 /// reads the target's old value (the producer itself may: it reads each
-/// element before writing it). Flat
-/// buffers and their members, which other arguments overlap, are left out.
+/// element before writing it), or by an all-gather that does not read it
+/// (ZeRO's updated parameters gathered into the flat buffer). A flat
+/// buffer overlaps its members, other arguments: a read of any of them
+/// reads it. The members themselves are left out.
 template <typename RootOf>
 llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
                                               llvm::DenseMap<Operation *, int64_t> &position,
@@ -80,30 +82,61 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
     for (OpOperand &use : op.getOpOperands())
       if (!(isa<AssignOp>(op) && use.getOperandNumber() == 0))
         lastRead[rootOf(use.get())] = position[&op];
+  // The stored arguments whose bytes in the weights blob overlap `target`'s
+  // (itself among them).
+  auto overlapping = [&](BlockArgument target) {
+    SmallVector<BlockArgument> found;
+    auto begin = [&](BlockArgument arg) {
+      auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr);
+      return offset ? std::optional<int64_t>(offset.getInt()) : std::nullopt;
+    };
+    std::optional<int64_t> at = begin(target);
+    for (BlockArgument arg : func.getArguments()) {
+      std::optional<int64_t> from = begin(arg);
+      if (at && from && *from < *at + bytesOf(target) && *at < *from + bytesOf(arg))
+        found.push_back(arg);
+    }
+    return found;
+  };
   llvm::DenseMap<Value, int64_t> inPlace;
   llvm::DenseSet<Value> written;
   for (auto assign : body.getOps<AssignOp>()) {
     auto target = dyn_cast<BlockArgument>(assign.getTarget());
     Value value = assign.getValue();
     Operation *producer = value.getDefiningOp();
-    if (!target || !producer || written.contains(target) || inPlace.contains(value))
+    if (!target || !producer || inPlace.contains(value))
       continue;
+    SmallVector<BlockArgument> aliases = overlapping(target);
+    auto readsTarget = [&](Value operand) { return llvm::is_contained(aliases, rootOf(operand)); };
     auto constant = dyn_cast<ConstantOp>(producer);
     // A product adding the target's old value as its c (an accumulator,
     // cleave-accumulate-into-products): its kernels read c before they
     // write, as long as neither factor is the target.
     auto gemm = dyn_cast<GemmOp>(producer);
     bool accumulates = gemm && gemm.getC() && rootOf(gemm.getC()) == target &&
-                       rootOf(gemm.getA()) != target && rootOf(gemm.getB()) != target;
+                       !readsTarget(gemm.getA()) && !readsTarget(gemm.getB());
+    // An all-gather reads another rank's parts as it writes: never the
+    // target; one started early runs while later ops read the target.
+    auto gather = dyn_cast<shard::AllGatherOp>(producer);
+    bool gathers = gather && !gather->hasAttr(kStartedAttr) && !readsTarget(gather.getInput());
     if (!isa<FusedElementwiseOp>(producer) && !isFusableElementwise(producer) &&
-        !(constant && !isStoredConstant(constant)) && !accumulates)
+        !(constant && !isStoredConstant(constant)) && !accumulates && !gathers)
       continue;
     unsigned arg = target.getArgNumber();
     auto offset = func.getArgAttrOfType<IntegerAttr>(arg, kWeightsOffsetAttr);
-    if (!offset || func.getArgAttr(arg, kFlatMemberAttr) || func.getArgAttr(arg, kFlatSizeAttr))
+    // The producer reads no other argument over the target's bytes (its
+    // elements would not be the ones it writes), and none is written in
+    // place already.
+    if (!offset || func.getArgAttr(arg, kFlatMemberAttr) ||
+        llvm::any_of(aliases, [&](BlockArgument alias) { return written.contains(alias); }) ||
+        llvm::any_of(producer->getOperands(), [&](Value operand) {
+          return rootOf(operand) != target && readsTarget(operand);
+        }))
       continue;
-    auto read = lastRead.find(target);
-    if (read != lastRead.end() && read->second > position[producer])
+    if (llvm::any_of(aliases, [&](BlockArgument alias) {
+          auto read = lastRead.find(alias);
+          return read != lastRead.end() && read->second > position[producer];
+        }))
       continue;
     if (llvm::any_of(value.getUsers(), [](Operation *user) { return isa<func::ReturnOp>(user); }))
       continue;

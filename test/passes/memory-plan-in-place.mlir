@@ -40,3 +40,45 @@ func.func @kept(%p: tensor<16xf32> {cleave.kind = "param", cleave.name = "p"},
   cleave.assign %c to %q : tensor<16xf32>
   return %b, %c : tensor<16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// ZeRO's flat buffers: the updated slices gathered straight into the flat
+// parameters, and the flat gradients zeroed in place, each after the last
+// read of its old value (offsets: flat:grads 0, flat:params 64).
+// CHECK-LABEL: func.func @apply
+// CHECK: shard.all_gather {{.*}}cleave.arena_offsets = array<i64: -1>, cleave.in_place_offsets = array<i64: 64>
+// CHECK: cleave.constant {{.*}}cleave.arena_offsets = array<i64: -1>, cleave.in_place_offsets = array<i64: 0>
+shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
+func.func @apply(%g: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind = "state", cleave.name = "flat:grads"},
+                 %p: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind = "param", cleave.name = "flat:params"}) {
+  %rs = shard.reduce_scatter %g on @mesh grid_axes = [0] scatter_axis = 0 : tensor<16xf32> -> tensor<8xf32>
+  %sl = shard.all_slice %p on @mesh grid_axes = [0] slice_axis = 0 : tensor<16xf32> -> tensor<8xf32>
+  %u = cleave.sub %sl, %rs : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %ag = shard.all_gather %u on @mesh grid_axes = [0] gather_axis = 0 : tensor<8xf32> -> tensor<16xf32>
+  %z = cleave.constant {value = dense<0.0> : tensor<16xf32>} : tensor<16xf32>
+  cleave.assign %ag to %p : tensor<16xf32>
+  cleave.assign %z to %g : tensor<16xf32>
+  return
+}
+
+// -----
+
+// Kept in the arena: a gather into a flat buffer whose member is read after
+// it (the member overlaps the buffer's bytes), and one that reads a member
+// of its own target.
+// CHECK-LABEL: func.func @members
+// CHECK-NOT: cleave.in_place_offsets
+shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
+func.func @members(%p: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind = "param", cleave.name = "flat:params"},
+                   %w: tensor<8xf32> {cleave.flat_member = "flat:params", cleave.flat_offset = 8 : i64, cleave.kind = "param", cleave.name = "w"},
+                   %q: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind = "param", cleave.name = "flat:other"},
+                   %v: tensor<8xf32> {cleave.flat_member = "flat:other", cleave.flat_offset = 0 : i64, cleave.kind = "param", cleave.name = "v"},
+                   %x: tensor<8xf32> {cleave.kind = "input", cleave.name = "x"}) -> tensor<8xf32> {
+  %ag = shard.all_gather %x on @mesh grid_axes = [0] gather_axis = 0 : tensor<8xf32> -> tensor<16xf32>
+  %r = cleave.neg %w : (tensor<8xf32>) -> tensor<8xf32>
+  %own = shard.all_gather %v on @mesh grid_axes = [0] gather_axis = 0 : tensor<8xf32> -> tensor<16xf32>
+  cleave.assign %ag to %p : tensor<16xf32>
+  cleave.assign %own to %q : tensor<16xf32>
+  return %r : tensor<8xf32>
+}
