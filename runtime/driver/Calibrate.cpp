@@ -154,13 +154,16 @@ int main(int argc, char **argv) {
     std::vector<std::vector<float>> buffers(sets, std::vector<float>(whole, 1.0f)),
         parts(sets, std::vector<float>(share, 1.0f));
     int64_t step = 0, call = 0;
-    // The whole buffer and a rank's part of it, of the call's set.
-    auto buffer = [&] { return buffers[call % sets].data(); };
-    auto part = [&] { return parts[(call++) % sets].data(); };
-    auto rate = [&](const char *name, double steps,
-                    const std::function<void(std::size_t perRank)> &collective) {
-      double tiny = secondsPerCall([&] { collective(1); }, together, forCalls(200));
-      double large = secondsPerCall([&] { collective(share); }, together, forCalls(20));
+    // Each call of `collective` takes the next set: the whole buffer and a
+    // rank's part of it.
+    using Collective = std::function<void(std::size_t perRank, float *buffer, float *part)>;
+    auto rate = [&](const char *name, double steps, const Collective &collective) {
+      auto next = [&](std::size_t perRank) {
+        const std::size_t set = static_cast<std::size_t>(call++ % sets);
+        collective(perRank, buffers[set].data(), parts[set].data());
+      };
+      double tiny = secondsPerCall([&] { next(1); }, together, forCalls(200));
+      double large = secondsPerCall([&] { next(share); }, together, forCalls(20));
       double sent = steps / ranks * sizeof(float) * static_cast<double>(share * ranks);
       char text[160];
       std::snprintf(text, sizeof text,
@@ -169,17 +172,17 @@ int main(int argc, char **argv) {
       return std::string(text);
     };
     const double ring = ranks - 1.0;
-    std::string allReduce = rate("", 2 * ring, [&](std::size_t perRank) {
-      all.allReduceSum(buffer(), perRank * ranks, DType::F32, {step++, "calibrate"});
-      ++call;
+    std::string allReduce = rate("", 2 * ring, [&](std::size_t perRank, float *buffer, float *) {
+      all.allReduceSum(buffer, perRank * ranks, DType::F32, {step++, "calibrate"});
     });
-    std::string reduceScatter = rate("\"reduce_scatter\": {", ring, [&](std::size_t perRank) {
-      all.reduceScatterSum(buffer(), part(), perRank, DType::F32, {step++, "calibrate"});
-    });
-    std::string allGather = rate("\"all_gather\": {", ring, [&](std::size_t perRank) {
-      float *to = buffer();
-      all.allGather(part(), to, perRank, DType::F32, {step++, "calibrate"});
-    });
+    std::string reduceScatter =
+        rate("\"reduce_scatter\": {", ring, [&](std::size_t perRank, float *buffer, float *part) {
+          all.reduceScatterSum(buffer, part, perRank, DType::F32, {step++, "calibrate"});
+        });
+    std::string allGather =
+        rate("\"all_gather\": {", ring, [&](std::size_t perRank, float *buffer, float *part) {
+          all.allGather(part, buffer, perRank, DType::F32, {step++, "calibrate"});
+        });
     length += std::snprintf(line + length, sizeof line - length, ", \"link\": {%s, %s}, %s}}",
                             allReduce.c_str(), reduceScatter.c_str(), allGather.c_str());
   }
