@@ -222,10 +222,8 @@ public:
 
   /// Seconds of every call of every function a step runs.
   double computeSeconds(const Json &plan) const {
-    double seconds = 0;
-    for (const Json &cost : plan["cost"])
-      seconds += cost["calls_per_step"].get<double>() * callSeconds(cost);
-    return seconds;
+    auto [products, other] = computeSecondsByKind(plan);
+    return scale.products * products + scale.other * other;
   }
 
   /// Seconds of a step's products and of its other kernels, at the

@@ -31,15 +31,21 @@ using namespace mlir;
 namespace cleave {
 namespace {
 
-/// The runtime's description of a tensor of the IR (every element type the
-/// importer admits has a runtime name).
-rt::TensorSpec tensorSpec(StringRef name, Type type) {
-  auto tensor = cast<RankedTensorType>(type);
+/// The runtime's type of an element type of the IR (every one the importer
+/// admits has a runtime name).
+rt::DType runtimeDType(Type element) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << tensor.getElementType();
-  rt::TensorSpec spec{name.str(), rt::DType::F32, {}};
-  (void)rt::dtypeFromName(text, spec.dtype);
+  os << element;
+  rt::DType dtype = rt::DType::F32;
+  (void)rt::dtypeFromName(text, dtype);
+  return dtype;
+}
+
+/// The runtime's description of a tensor of the IR.
+rt::TensorSpec tensorSpec(StringRef name, Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  rt::TensorSpec spec{name.str(), runtimeDType(tensor.getElementType()), {}};
   spec.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
   return spec;
 }
@@ -115,8 +121,8 @@ int64_t productScratchBytes(Operation *op) {
   Type element = a.getElementType();
   if (!element.isBF16() && !element.isF16())
     return 0;
-  return rt::cpu::lowPrecisionScratchBytes(element.isBF16() ? rt::DType::BF16 : rt::DType::F16,
-                                           a.getNumElements(), b.getNumElements());
+  return rt::cpu::lowPrecisionScratchBytes(runtimeDType(element), a.getNumElements(),
+                                           b.getNumElements());
 }
 
 /// The activation fused into `op` (cleave-fuse-activations; none: None).
@@ -140,8 +146,7 @@ std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op) {
   Type element = getElementTypeOrSelf(op->getOperand(0));
   if (!element.isF32() && !element.isBF16() && !element.isF16())
     return std::nullopt;
-  const rt::DType type =
-      element.isF32() ? rt::DType::F32 : (element.isBF16() ? rt::DType::BF16 : rt::DType::F16);
+  const rt::DType type = runtimeDType(element);
   auto shape = [](Value v) { return dimsOf(cast<RankedTensorType>(v.getType()).getShape()); };
   const bool constant = op->hasAttr(kConstantWeightsAttr);
   rt::cpu::ProductProblem problem;
@@ -190,9 +195,7 @@ std::optional<rt::cpu::ConvProblem> convProblemOf(Operation *op) {
   auto dims = [&](StringRef name) {
     return dimsOf(op->getAttrOfType<DenseI64ArrayAttr>(name).asArrayRef());
   };
-  Type factors = getElementTypeOrSelf(op->getOperand(0));
-  rt::DType factorType =
-      factors.isBF16() ? rt::DType::BF16 : (factors.isF32() ? rt::DType::F32 : rt::DType::F64);
+  const rt::DType factorType = runtimeDType(getElementTypeOrSelf(op->getOperand(0)));
   // A fused ReLU (cleave-fuse-activations) is part of the primitive too.
   return rt::cpu::convProblem(pass, shape(x), shape(w), shape(y), dims("strides"), dims("pads"),
                               dims("dilations"), op->getAttrOfType<IntegerAttr>("group").getInt(),
