@@ -114,15 +114,18 @@ rt::Dims dimsOf(ArrayRef<int64_t> values) {
 }
 
 /// The scratch a product of bf16 or f16 factors allocates on the CPU for one
-/// call: their f32 copies where they are widened (ProductPrimitives.h).
+/// call: their f32 copies, and a bf16 result's f32 sum, where they are
+/// widened (ProductPrimitives.h).
 int64_t productScratchBytes(Operation *op) {
   auto a = cast<RankedTensorType>(op->getOperand(0).getType());
   auto b = cast<RankedTensorType>(op->getOperand(1).getType());
+  auto result = cast<RankedTensorType>(op->getResult(0).getType());
   Type element = a.getElementType();
   if (!element.isBF16() && !element.isF16())
     return 0;
-  return rt::cpu::lowPrecisionScratchBytes(runtimeDType(element), a.getNumElements(),
-                                           b.getNumElements());
+  return rt::cpu::lowPrecisionScratchBytes(
+      runtimeDType(element), a.getNumElements(), b.getNumElements(),
+      runtimeDType(result.getElementType()), result.getNumElements());
 }
 
 /// The activation fused into `op` (cleave-fuse-activations; none: None).
@@ -159,10 +162,10 @@ std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op) {
     const bool added = gemm.getC() && beta != 0.0f;
     auto inPlace = op->getAttrOfType<DenseI64ArrayAttr>(kInPlaceOffsetsAttr);
     const rt::Dims c = added ? shape(gemm.getC()) : rt::Dims{};
-    problem =
-        rt::cpu::gemmProblem(type, shape(gemm.getA()), shape(gemm.getB()), added ? &c : nullptr,
-                             added && inPlace && inPlace[0] >= 0, gemm.getAlpha().convertToFloat(),
-                             beta, gemm.getTransA(), gemm.getTransB(), activationOf(op), constant);
+    problem = rt::cpu::gemmProblem(
+        type, runtimeDType(gemm.getType().getElementType()), shape(gemm.getA()), shape(gemm.getB()),
+        added ? &c : nullptr, added && inPlace && inPlace[0] >= 0, gemm.getAlpha().convertToFloat(),
+        beta, gemm.getTransA(), gemm.getTransB(), activationOf(op), constant);
   }
   if (problem.m == 0 || problem.n == 0 || problem.k == 0)
     return std::nullopt;

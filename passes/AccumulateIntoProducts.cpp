@@ -5,6 +5,7 @@
 #include "dialects/Cleave/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_ACCUMULATEINTOPRODUCTS
@@ -33,30 +34,51 @@ Operation *soleProduct(Value value, Operation *reader) {
   return nullptr;
 }
 
+/// Whether `value` reads accumulator `slot` for an add: the slot itself,
+/// or for a bf16 slot its widened copy that nothing else reads.
+bool readsSlot(Value value, Value slot, bool narrow) {
+  if (!narrow)
+    return value == slot;
+  auto widen = value.getDefiningOp<CastOp>();
+  return widen && widen.getInput() == slot && value.hasOneUse();
+}
+
 struct AccumulateIntoProductsPass
     : public cleave::impl::AccumulateIntoProductsBase<AccumulateIntoProductsPass> {
   void runOnOperation() override {
     getOperation().walk([](AssignOp assign) {
-      auto add = assign.getValue().getDefiningOp<AddOp>();
-      if (!add || add.getType() != assign.getTarget().getType())
+      Value slot = assign.getTarget();
+      // A bf16 slot (cleave-narrow-gradient-accumulators) is widened, added
+      // to in f32 and the sum rounded back as it is stored.
+      auto round = assign.getValue().getDefiningOp<CastOp>();
+      const bool narrow = round && getElementTypeOrSelf(slot).isBF16();
+      auto add = (narrow ? round.getInput() : assign.getValue()).getDefiningOp<AddOp>();
+      if (!add || (narrow ? !add->hasOneUse() : add.getType() != slot.getType()))
         return;
       // slot + product, either way round.
-      Value product = add.getLhs() == assign.getTarget()   ? add.getRhs()
-                      : add.getRhs() == assign.getTarget() ? add.getLhs()
+      Value read = readsSlot(add.getLhs(), slot, narrow)   ? add.getLhs()
+                   : readsSlot(add.getRhs(), slot, narrow) ? add.getRhs()
                                                            : Value();
+      Value product = !read ? Value() : read == add.getLhs() ? add.getRhs() : add.getLhs();
       Operation *op = product ? soleProduct(product, add) : nullptr;
       auto gemm = dyn_cast_or_null<GemmOp>(op);
-      // A fused activation applies after the sum it would then include.
-      if (!op || product.getType() != add.getType() || (gemm && gemm.getActivation()))
+      // A fused activation applies after the sum it would then include; a
+      // bf16 slot takes the f32 sum of bf16 factors (GemmOp).
+      if (!op || product.getType() != add.getType() || (gemm && gemm.getActivation()) ||
+          (narrow && !getElementTypeOrSelf(op->getOperand(0)).isBF16()))
         return;
-      OpBuilder b(add);
-      Value sum =
-          GemmOp::create(b, op->getLoc(), op->getOperand(0), op->getOperand(1), assign.getTarget(),
-                         b.getF32FloatAttr(gemm ? gemm.getAlpha().convertToFloat() : 1.0f),
-                         b.getF32FloatAttr(1.0f), b.getBoolAttr(gemm && gemm.getTransA()),
-                         b.getBoolAttr(gemm && gemm.getTransB()), StringAttr());
-      add.replaceAllUsesWith(sum);
-      add.erase();
+      Operation *sumOp = narrow ? round.getOperation() : add.getOperation();
+      OpBuilder b(sumOp);
+      Value sum = GemmOp::create(b, op->getLoc(), op->getOperand(0), op->getOperand(1), slot,
+                                 b.getF32FloatAttr(gemm ? gemm.getAlpha().convertToFloat() : 1.0f),
+                                 b.getF32FloatAttr(1.0f), b.getBoolAttr(gemm && gemm.getTransA()),
+                                 b.getBoolAttr(gemm && gemm.getTransB()), StringAttr());
+      sumOp->getResult(0).replaceAllUsesWith(sum);
+      sumOp->erase();
+      if (narrow)
+        add.erase();
+      if (read != slot)
+        read.getDefiningOp()->erase();
       op->erase();
     });
   }

@@ -48,6 +48,9 @@ struct NarrowGradientAccumulatorsPass
       assign.getValueMutable().assign(
           splat ? splatConstant(b, assign.getLoc(), narrowType, *splat)
                 : CastOp::create(b, assign.getLoc(), value, TypeAttr::get(element)).getResult());
+      // The f32 splat it replaces would still be filled, in the arena.
+      if (splat && value.use_empty())
+        value.getDefiningOp()->erase();
     }
     if (!reads.empty()) {
       Operation *first = reads.front()->getOwner();

@@ -743,7 +743,12 @@ def AccumulateIntoProducts : Pass<"cleave-accumulate-into-products", "mlir::Modu
     accumulator as it writes the result, and cleave-memory-plan writes it
     straight into the slot. One pass over the accumulator instead of two (the
     product's result, then the add), and the same f32 sums, (a b) + slot:
-    oneDNN's and cuBLAS's products add c after the products' sum.
+    oneDNN's and cuBLAS's products add c after the products' sum. A bf16
+    slot (cleave-narrow-gradient-accumulators: `cleave.assign (cleave.cast
+    (cleave.add (cleave.cast %slot to f32), %g) to bf16) to %slot`), added to
+    by a product of bf16 factors, likewise: the gemm then writes bf16, the
+    f32 sum plus the slot rounded once, as the cast did, and the product's
+    f32 result (a weight's size) is no longer made.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

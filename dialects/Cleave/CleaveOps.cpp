@@ -444,7 +444,11 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> lo
   if (elementOf(adaptor.getA()) != elementOf(adaptor.getB()))
     return fail(location, "a and b have different element types");
   SmallVector<int64_t> result{m, n};
-  Type element = productElementType(elementOf(adaptor.getA()));
+  // bf16 factors added to a bf16 c write bf16: the f32 sum rounded.
+  Type factors = elementOf(adaptor.getA());
+  Type element = factors.isBF16() && adaptor.getC() && elementOf(adaptor.getC()).isBF16()
+                     ? factors
+                     : productElementType(factors);
   if (adaptor.getC() && !broadcastsTo(shapeOf(adaptor.getC()), result))
     return fail(location, "c of shape " + shapeString(shapeOf(adaptor.getC())) +
                               " does not broadcast to " + shapeString(result));
@@ -761,7 +765,11 @@ static LogicalResult verifyActivation(Operation *op, std::optional<StringRef> ac
 
 LogicalResult ConvOp::verify() { return verifyActivation(*this, getActivation(), false); }
 
-LogicalResult GemmOp::verify() { return verifyActivation(*this, getActivation(), true); }
+LogicalResult GemmOp::verify() {
+  if (getActivation() && getType().getElementType().isBF16())
+    return emitOpError("with a bf16 result takes no activation");
+  return verifyActivation(*this, getActivation(), true);
+}
 
 LogicalResult ConvOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {

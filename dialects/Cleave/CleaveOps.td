@@ -341,7 +341,10 @@ def Cleave_GemmOp : Cleave_PureOp<"gemm", [Cleave_Vjp]> {
   let summary = "alpha * op(a) * op(b) + beta * c";
   let description = [{
     The result (and c) has a's and b's element type, but f32 for bf16 or
-    f16 a and b, whose products are summed in f32. With `activation`
+    f16 a and b, whose products are summed in f32; bf16 a and b with a bf16
+    c write bf16: the f32 sum, plus c, rounded to nearest even as it is
+    written (a gradient accumulator kept in bf16 that its product adds
+    into: cleave-accumulate-into-products). With `activation`
     ("relu" or "gelu", GELU's erf form), that function of it: an
     activation that read the gemm alone, fused into it by
     `cleave-fuse-activations` (a oneDNN post-op on the CPU); such a gemm

@@ -24,7 +24,8 @@ void checkBlasDims(const char *kernel, std::initializer_list<int64_t> dims) {
 template <typename T> void scaleMatrix(int64_t m, int64_t n, double beta, T *c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j)
-      c[i * ldc + j] = beta == 0.0 ? T(0) : convert<T>(beta * static_cast<double>(c[i * ldc + j]));
+      c[i * ldc + j] =
+          beta == 0.0 ? T{} : convert<T>(beta * static_cast<double>(widen(c[i * ldc + j])));
 }
 
 /// The loop product for integer types (wrapping arithmetic).
@@ -76,8 +77,10 @@ bool needsProduct(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 /// (ProductPrimitives.h): the run's kept one, or one made for this call
 /// where the context keeps none.
 void primitiveProduct(Context &ctx, const char *kernel, const ProductProblem &p, const void *a,
-                      const void *b, const float *bias, float *c) {
-  if (!needsProduct(p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, c))
+                      const void *b, const float *bias, void *c) {
+  if (p.result == DType::BF16
+          ? !needsProduct(p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, static_cast<BFloat16 *>(c))
+          : !needsProduct(p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, static_cast<float *>(c)))
     return;
   std::optional<ProductPrimitives> own;
   ProductPrimitives &primitives = ctx.products ? *ctx.products : own.emplace();
@@ -93,6 +96,7 @@ void gemmCore<float>(Context &ctx, bool transA, bool transB, int64_t m, int64_t 
                      double alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      double beta, float *c, int64_t ldc) {
   ProductProblem problem{DType::F32,
+                         DType::F32,
                          transA,
                          transB,
                          m,
@@ -136,17 +140,21 @@ void gemmCore<int32_t>(Context &, bool transA, bool transB, int64_t m, int64_t n
 
 namespace {
 
-/// Products of bf16 or f16 operands `a` and `b` into f32, for one kernel
-/// call (ProductPrimitives.h): oneDNN's primitives where this CPU has bf16
-/// instructions, else both operands widened to f32 once, into scratch, and
-/// the f32 product. Operands are addressed by element offsets into a and b.
+/// Products of bf16 or f16 operands `a` and `b` into `out` (f32, or bf16
+/// for bf16 operands), for one kernel call (ProductPrimitives.h): oneDNN's
+/// primitives where this CPU has bf16 instructions, else both operands
+/// widened to f32 once, into scratch, and the f32 product. Operands are
+/// addressed by element offsets into a and b.
 class LowPrecisionProducts {
 public:
-  LowPrecisionProducts(Context &ctx, const char *kernel, const Tensor &a, const Tensor &b)
+  LowPrecisionProducts(Context &ctx, const char *kernel, const Tensor &a, const Tensor &b,
+                       const Tensor &out)
       : ctx(ctx), kernel(kernel), a(a), b(b) {
     if (nativeLowPrecisionProducts(a.dtype))
       return;
-    widened.emplace(ctx, kernel, lowPrecisionScratchBytes(a.dtype, a.numel(), b.numel()));
+    widened.emplace(
+        ctx, kernel,
+        lowPrecisionScratchBytes(a.dtype, a.numel(), b.numel(), out.dtype, out.numel()));
     float *wide = widened->as<float>();
     dispatch(kernel, a.dtype, TypeList<Half, BFloat16>{}, [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -164,14 +172,35 @@ public:
   /// `problem` (its operands f32 where they are widened:
   /// productOperands) with A at `aOffset` into a and B at `bOffset` into b.
   void gemm(const ProductProblem &problem, int64_t aOffset, int64_t bOffset, const float *bias,
-            float *c) {
-    if (widened) {
-      const float *wide = widened->as<float>();
-      primitiveProduct(ctx, kernel, problem, wide + aOffset, wide + a.numel() + bOffset, bias, c);
+            void *c) {
+    if (!widened) {
+      primitiveProduct(ctx, kernel, problem, static_cast<const uint16_t *>(a.data) + aOffset,
+                       static_cast<const uint16_t *>(b.data) + bOffset, bias, c);
       return;
     }
-    primitiveProduct(ctx, kernel, problem, static_cast<const uint16_t *>(a.data) + aOffset,
-                     static_cast<const uint16_t *>(b.data) + bOffset, bias, c);
+    float *wide = widened->as<float>();
+    const float *wideA = wide + aOffset, *wideB = wide + a.numel() + bOffset;
+    if (problem.result != DType::BF16) {
+      primitiveProduct(ctx, kernel, problem, wideA, wideB, bias, c);
+      return;
+    }
+    // oneDNN makes no product of f32 operands into bf16 here: the f32 sum
+    // goes to scratch, then C's previous value is added and the whole
+    // rounded, as the bf16 primitive does.
+    ProductProblem sum = problem;
+    sum.result = DType::F32;
+    sum.beta = 0;
+    sum.ldc = problem.n;
+    float *summed = wide + a.numel() + b.numel();
+    primitiveProduct(ctx, kernel, sum, wideA, wideB, nullptr, summed);
+    auto *rounded = static_cast<BFloat16 *>(c);
+    forEachChunk(ctx, problem.m * problem.n, 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        BFloat16 &to = rounded[i / problem.n * problem.ldc + i % problem.n];
+        to =
+            toBFloat16(problem.beta == 0 ? summed[i] : summed[i] + problem.beta * fromBFloat16(to));
+      }
+    });
   }
 
 private:
@@ -235,7 +264,7 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
     });
   };
   if (lowPrecision) {
-    LowPrecisionProducts products(ctx, kernel, lhs, rhs);
+    LowPrecisionProducts products(ctx, kernel, lhs, rhs, out);
     float *c = out.as<float>();
     forEachProduct(
         [&](int64_t a, int64_t b, int64_t o) { products.gemm(problem, a, b, nullptr, c + o); });
@@ -267,8 +296,13 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   const char *kernel = "gemm";
   checkType(kernel, b, a.dtype);
   const bool lowPrecision = isLowPrecision(a.dtype);
-  const DType result = lowPrecision ? DType::F32 : a.dtype;
+  // bf16 factors may write a bf16 result: the f32 sum, plus c, rounded.
+  const DType result = !lowPrecision                                        ? a.dtype
+                       : a.dtype == DType::BF16 && out.dtype == DType::BF16 ? DType::BF16
+                                                                            : DType::F32;
   checkType(kernel, out, result);
+  if (result == DType::BF16 && activation != Activation::None)
+    fail(kernel, "a bf16 result takes no activation");
   if (a.rank() != 2 || b.rank() != 2 || out.rank() != 2)
     fail(kernel, "operands must be matrices");
   int64_t m = transA ? a.shape[1] : a.shape[0];
@@ -285,8 +319,8 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   }
   const bool inPlace = added && added->data == out.data;
   const ProductProblem problem =
-      gemmProblem(a.dtype, a.shape, b.shape, added ? &added->shape : nullptr, inPlace, alpha, beta,
-                  transA, transB, activation, constantWeights);
+      gemmProblem(a.dtype, result, a.shape, b.shape, added ? &added->shape : nullptr, inPlace,
+                  alpha, beta, transA, transB, activation, constantWeights);
   const float *bias = problem.hasBias() ? added->as<float>() : nullptr;
   if (added && !inPlace && !bias) {
     // C broadcasts (unidirectionally) into the result, which the product
@@ -297,9 +331,9 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   }
   if (lowPrecision || result == DType::F32) {
     if (lowPrecision)
-      LowPrecisionProducts(ctx, kernel, a, b).gemm(problem, 0, 0, bias, out.as<float>());
+      LowPrecisionProducts(ctx, kernel, a, b, out).gemm(problem, 0, 0, bias, out.data);
     else
-      primitiveProduct(ctx, kernel, problem, a.data, b.data, bias, out.as<float>());
+      primitiveProduct(ctx, kernel, problem, a.data, b.data, bias, out.data);
     // Without a product (k = 0) there was no primitive to apply it.
     if (k == 0)
       applyActivation(ctx, activation, out);

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/LowPrecision.h"
 #include "runtime/cpu/ConvPrimitives.h"
 #include "runtime/cpu/ProductPrimitives.h"
 #include "runtime/cpu/TestUtil.h"
@@ -659,8 +660,8 @@ TEST(Gemm, ConstantWeightsReadFromAKeptCopy) {
         EXPECT_GT(cpu::packedWeightsBytes(k, n), 0);
         cpu::ProductPrimitives asked;
         const int64_t gemmScratchpad = asked.scratchpadBytes(
-            cpu::gemmProblem(DType::F32, a.t().shape, b.t().shape, &bias.t().shape, false, 1.0f,
-                             1.0f, false, transB, Activation::None, true),
+            cpu::gemmProblem(DType::F32, DType::F32, a.t().shape, b.t().shape, &bias.t().shape,
+                             false, 1.0f, 1.0f, false, transB, Activation::None, true),
             1);
         EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()),
                   cpu::packedWeightsBytes(k, n) + gemmScratchpad)
@@ -792,11 +793,11 @@ TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
     auto y = zeros(DType::F32, {96, 300});
     cpu::gemm(context, a, b, bias.ptr(), y, 1.0f, 1.0f, true, true, Activation::None, false);
     expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, true, true), 1e-4);
-    expected = std::max(expected,
-                        asked.scratchpadBytes(cpu::gemmProblem(DType::F32, a.t().shape, b.t().shape,
-                                                               &bias.t().shape, false, 1.0f, 1.0f,
-                                                               true, true, Activation::None, false),
-                                              threads));
+    expected = std::max(
+        expected, asked.scratchpadBytes(cpu::gemmProblem(DType::F32, DType::F32, a.t().shape,
+                                                         b.t().shape, &bias.t().shape, false, 1.0f,
+                                                         1.0f, true, true, Activation::None, false),
+                                        threads));
 
     auto accumulated = makeRandom<float>(Dims{96, 300}, seed);
     auto before = makeRandom<float>(Dims{96, 300}, seed++);
@@ -805,10 +806,11 @@ TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
               Activation::None, false);
     expectNear(accumulated, gemmByLoop<float>(x, b, &before, 1.0, 1.0, false, true), 1e-4);
     expected = std::max(
-        expected, asked.scratchpadBytes(cpu::gemmProblem(DType::F32, x.t().shape, b.t().shape,
-                                                         &accumulated.t().shape, true, 1.0f, 1.0f,
-                                                         false, true, Activation::None, false),
-                                        threads));
+        expected,
+        asked.scratchpadBytes(cpu::gemmProblem(DType::F32, DType::F32, x.t().shape, b.t().shape,
+                                               &accumulated.t().shape, true, 1.0f, 1.0f, false,
+                                               true, Activation::None, false),
+                              threads));
 
     auto [lhs, lhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{64, 384}, seed++));
     auto [rhs, rhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{384, 128}, seed++));
@@ -874,6 +876,72 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
   }
 }
 
+// bf16 factors with a bf16 result and c (a gradient accumulator kept in
+// bf16 that its product adds into, in place): the f32 sum plus c, rounded
+// to nearest even once. Against the sum in double: within half a bf16 unit
+// of it plus the f32 sum's own error, and equal to it rounded to nearest
+// even but where that error crosses a rounding boundary (rare: truncating,
+// or rounding the product before adding c, would miss in many elements).
+// Twice in place, as two microbatches accumulate, and once from a
+// broadcast c with alpha and beta; oneDNN's bf16 primitive, or the widened
+// product and its rounding (the lit test's second run).
+TEST(LowPrecisionProducts, Bf16ResultAddsCAndRoundsOnce) {
+  cpu::ProductPrimitives kept;
+  cpu::Context keeping;
+  keeping.products = &kept;
+  keeping.threads = 2;
+  unsigned seed = 700;
+  int64_t checked = 0, nearest = 0;
+  // `magnitude`: |a b| summed over k, of which the f32 sum's error is at
+  // most k units.
+  auto check = [&](const Buffer &result, const std::vector<double> &expected,
+                   const std::vector<double> &magnitude, int64_t k) {
+    Buffer wide(DType::F32, result.t().shape);
+    cpu::cast(ctx(), result, wide);
+    for (int64_t i = 0; i < result.numel(); ++i) {
+      const double bound = std::ldexp(std::abs(expected[i]), -8) +
+                           std::ldexp(static_cast<double>(k) * magnitude[i], -24);
+      ASSERT_LE(std::abs(wide.data<float>()[i] - expected[i]), bound) << "element " << i;
+      nearest +=
+          toBFloat16(static_cast<float>(expected[i])).bits == result.data<BFloat16>()[i].bits;
+      ++checked;
+    }
+  };
+  for (cpu::Context *context : {&ctx(), &keeping})
+    for (int transA = 0; transA < 2; ++transA)
+      for (int transB = 0; transB < 2; ++transB) {
+        const int64_t m = 96, k = 200, n = 72;
+        auto [a, aRounded] =
+            lowPrecision(DType::BF16, makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++));
+        auto [b, bRounded] =
+            lowPrecision(DType::BF16, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
+        std::vector<double> magnitude(m * n);
+        for (int64_t i = 0; i < m * n; ++i)
+          for (int64_t p = 0; p < k; ++p)
+            magnitude[i] +=
+                std::abs(double(aRounded.data<float>()[transA ? p * m + i / n : i / n * k + p]) *
+                         double(bRounded.data<float>()[transB ? i % n * k + p : p * n + i % n]));
+        auto [accumulator, unused] = lowPrecision(DType::BF16, makeRandom<float>({m, n}, seed++));
+        for (int microbatch = 0; microbatch < 2; ++microbatch) {
+          Buffer before(DType::F32, {m, n});
+          cpu::cast(ctx(), accumulator, before);
+          cpu::gemm(*context, a, b, accumulator.ptr(), accumulator, 1.0f, 1.0f, transA, transB,
+                    Activation::None, false);
+          check(accumulator,
+                gemmByLoop<float>(aRounded, bRounded, &before, 1.0, 1.0, transA, transB), magnitude,
+                k);
+        }
+        auto [row, rowWide] = lowPrecision(DType::BF16, makeRandom<float>({n}, seed++));
+        auto result = zeros(DType::BF16, {m, n});
+        cpu::gemm(*context, a, b, row.ptr(), result, 0.5f, 2.0f, transA, transB, Activation::None,
+                  false);
+        // alpha halves the products' sum and its error bound.
+        check(result, gemmByLoop<float>(aRounded, bRounded, &rowWide, 0.5, 2.0, transA, transB),
+              magnitude, k);
+      }
+  EXPECT_GE(nearest, checked * 99 / 100) << nearest << " of " << checked;
+}
+
 TEST(LowPrecisionConv, BadCallsFail) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // bf16 factors give f32; f16 ones no kernel takes (autocast rounds them to
@@ -894,11 +962,15 @@ TEST(LowPrecisionConv, BadCallsFail) {
       ::testing::ExitedWithCode(3), "kernel conv: oneDNN does not take this convolution");
 }
 
+// A matmul writes f32; a gemm of bf16 factors writes f32 or bf16 (then
+// without an activation).
 TEST(LowPrecisionProducts, ResultMustBeF32) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
   EXPECT_EXIT(cpu::matmul(ctx(), a, b, y, false), ::testing::ExitedWithCode(3),
               "kernel matmul: .*bf16");
+  EXPECT_EXIT(cpu::gemm(ctx(), a, b, nullptr, y, 1.0f, 0.0f, false, false, Activation::Relu, false),
+              ::testing::ExitedWithCode(3), "kernel gemm: a bf16 result takes no activation");
   Buffer h(DType::F16, {2, 2}), y32(DType::F32, {2, 2});
   EXPECT_EXIT(
       cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false, Activation::None, false),

@@ -23,10 +23,12 @@ bool nativeLowPrecisionProducts(DType operands) {
          (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
 }
 
-int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements) {
+int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements,
+                                 DType result, int64_t resultElements) {
   if (nativeLowPrecisionProducts(operands))
     return 0;
-  return (lhsElements + rhsElements) * static_cast<int64_t>(sizeof(float));
+  const int64_t sum = result == DType::BF16 ? resultElements : 0;
+  return (lhsElements + rhsElements + sum) * static_cast<int64_t>(sizeof(float));
 }
 
 namespace {
@@ -89,11 +91,12 @@ ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, c
   return p;
 }
 
-ProductProblem gemmProblem(DType operands, const Dims &a, const Dims &b, const Dims *c,
-                           bool cIsResult, float alpha, float beta, bool transA, bool transB,
-                           Activation activation, bool constantWeights) {
+ProductProblem gemmProblem(DType operands, DType result, const Dims &a, const Dims &b,
+                           const Dims *c, bool cIsResult, float alpha, float beta, bool transA,
+                           bool transB, Activation activation, bool constantWeights) {
   ProductProblem p;
   p.operands = productOperands(operands);
+  p.result = result;
   p.transA = transA;
   p.transB = transB;
   p.m = transA ? a[1] : a[0];
@@ -103,8 +106,7 @@ ProductProblem gemmProblem(DType operands, const Dims &a, const Dims &b, const D
   p.ldb = b[1];
   p.ldc = p.n;
   p.alpha = alpha;
-  const bool f32Result = operands == DType::F32 || isLowPrecision(operands);
-  if (c && !cIsResult && f32Result && alpha == 1.0f && beta == 1.0f && p.k > 0 &&
+  if (c && !cIsResult && result == DType::F32 && alpha == 1.0f && beta == 1.0f && p.k > 0 &&
       isRowBias(*c, p.n)) {
     // oneDNN adds it while it writes the result (its bias is not scaled).
     p.biasRows = 1;
@@ -183,7 +185,8 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
   dnnl_memory_desc_t bias{};
   if (p.hasBias())
     bias = matrixDesc(p.biasRows, p.biasColumns, p.biasColumns, false, dnnl_f32, ok);
-  dnnl_memory_desc_t c = matrixDesc(p.m, p.n, p.ldc, false, dnnl_f32, ok);
+  dnnl_memory_desc_t c =
+      matrixDesc(p.m, p.n, p.ldc, false, p.result == DType::BF16 ? dnnl_bf16 : dnnl_f32, ok);
   dnnl_matmul_desc_t desc{};
   ok =
       ok && dnnl_matmul_desc_init(&desc, &a, &b, p.hasBias() ? &bias : nullptr, &c) == dnnl_success;
@@ -292,7 +295,7 @@ ProductPrimitives::Primitive *ProductPrimitives::find(const ProductProblem &p, i
 }
 
 bool ProductPrimitives::run(const ProductProblem &p, int threads, const void *a, const void *b,
-                            const float *bias, float *c, AllocationMeter *meter) {
+                            const float *bias, void *c, AllocationMeter *meter) {
   Primitive *primitive = find(p, threads);
   if (!primitive)
     return false;

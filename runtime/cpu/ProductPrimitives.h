@@ -16,13 +16,17 @@
 // which plan.json's packed_weight_bytes predicts with packedWeightsBytes.
 //
 // Products of bf16 operands accumulate in f32 and write f32 (what
-// --precision bf16 asks of every matmul and gemm). Where this CPU has
-// bf16 instructions (AVX512_BF16 or AMX), they run as primitives too,
-// about twice oneDNN's own f32 rate here; elsewhere, and for f16 operands
+// --precision bf16 asks of every matmul and gemm), or for bf16 operands
+// write a bf16 C: the f32 sum, plus C's previous value, rounded to bf16 as
+// it is written (a gradient accumulator kept in bf16 that its product adds
+// into: cleave-accumulate-into-products). Where this CPU has bf16
+// instructions (AVX512_BF16 or AMX), they run as primitives too, about
+// twice oneDNN's own f32 rate here; elsewhere, and for f16 operands
 // (oneDNN 2.6 has no f16 product on the CPU), the operands are widened to
-// f32 into scratch and multiplied by the f32 product. Both give the exact
-// products of the rounded operands summed in f32: a bf16 or f16 value's
-// significand fits in half of f32's.
+// f32 into scratch and multiplied by the f32 product (a bf16 C: into an f32
+// sum in scratch, then added and rounded). Both give the exact products of
+// the rounded operands summed in f32: a bf16 or f16 value's significand
+// fits in half of f32's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,9 +53,11 @@ namespace cleave::rt::cpu {
 bool nativeLowPrecisionProducts(DType operands);
 
 /// Bytes of the scratch a product kernel (matmul or gemm) allocates for
-/// operands of `lhsElements` and `rhsElements` elements of type `operands`:
-/// their f32 copies where the products are widened, else 0.
-int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements);
+/// operands of `lhsElements` and `rhsElements` elements of type `operands`
+/// and a result of `resultElements` of type `result`: where the products
+/// are widened, the operands' f32 copies and a bf16 result's f32 sum; else 0.
+int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements,
+                                 DType result, int64_t resultElements);
 
 /// Bytes of the kept copy of an f32 k x n B in the layout oneDNN prefers
 /// (ProductProblem::constantB); 0 where oneDNN makes no such product. The
@@ -60,11 +66,13 @@ int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rh
 int64_t packedWeightsBytes(int64_t k, int64_t n);
 
 /// One row-major product C = alpha op(A) op(B) + beta C + bias of f32 or
-/// bf16 A and B into f32 C, with its dims and leading dims, as the
-/// primitive is made for it. The bias, when there is one, is an f32
-/// biasRows x biasColumns matrix broadcast to C (each dim 1 or C's).
+/// bf16 A and B into f32 C (or bf16 C for bf16 A and B), with its dims and
+/// leading dims, as the primitive is made for it. The bias, when there is
+/// one, is an f32 biasRows x biasColumns matrix broadcast to an f32 C (each
+/// dim 1 or C's).
 struct ProductProblem {
   DType operands = DType::F32;
+  DType result = DType::F32;
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   float alpha = 1, beta = 0;
@@ -78,10 +86,10 @@ struct ProductProblem {
 
   bool hasBias() const { return biasRows > 0; }
   bool operator<(const ProductProblem &o) const {
-    return std::tie(operands, transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, biasRows,
+    return std::tie(operands, result, transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, biasRows,
                     biasColumns, activation, constantB) <
-           std::tie(o.operands, o.transA, o.transB, o.m, o.n, o.k, o.lda, o.ldb, o.ldc, o.alpha,
-                    o.beta, o.biasRows, o.biasColumns, o.activation, o.constantB);
+           std::tie(o.operands, o.result, o.transA, o.transB, o.m, o.n, o.k, o.lda, o.ldb, o.ldc,
+                    o.alpha, o.beta, o.biasRows, o.biasColumns, o.activation, o.constantB);
   }
 };
 
@@ -100,13 +108,14 @@ ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, c
                              bool constantWeights);
 
 /// The problem of a gemm kernel call: alpha op(a) op(b) + beta c, a and b
-/// matrices of type `operands`, `c` null where there is none or beta is 0,
+/// matrices of type `operands`, the result and c of type `result`, `c` null
+/// where there is none or beta is 0,
 /// `cIsResult` where the result is written over c (an accumulation in
 /// place). A row of n added with alpha and beta 1 is the primitive's bias;
 /// any other c is scaled by beta and added as the result's previous value.
-ProductProblem gemmProblem(DType operands, const Dims &a, const Dims &b, const Dims *c,
-                           bool cIsResult, float alpha, float beta, bool transA, bool transB,
-                           Activation activation, bool constantWeights);
+ProductProblem gemmProblem(DType operands, DType result, const Dims &a, const Dims &b,
+                           const Dims *c, bool cIsResult, float alpha, float beta, bool transA,
+                           bool transB, Activation activation, bool constantWeights);
 
 /// Appends `activation` (none: nothing) to a primitive's post-ops; false
 /// when oneDNN refuses. Convolutions use it too (ConvPrimitives.cpp).
@@ -129,7 +138,7 @@ public:
   /// has none) and c; false when oneDNN refused to make or run it. A
   /// constant B's kept copy is counted in `meter` (null: not counted).
   bool run(const ProductProblem &problem, int threads, const void *a, const void *b,
-           const float *bias, float *c, AllocationMeter *meter);
+           const float *bias, void *c, AllocationMeter *meter);
 
   /// Bytes of the scratchpad `problem`'s primitive on `threads` threads
   /// takes (0: none), or -1 when oneDNN does not make it.

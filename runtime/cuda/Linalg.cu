@@ -360,7 +360,14 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
           float alpha, float beta, bool transA, bool transB, Activation activation, bool) {
   const char *kernel = "gemm";
   const cudaDataType factors = factorType(kernel, a, b);
-  requireType(kernel, out, DType::F32, "the result");
+  // bf16 factors may write a bf16 result: the f32 sum, plus c, rounded
+  // (cuBLAS's bf16 C under f32 compute).
+  const DType result =
+      factors == CUDA_R_16BF && out.dtype == DType::BF16 ? DType::BF16 : DType::F32;
+  const cudaDataType resultType = result == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  requireType(kernel, out, result, "the result");
+  if (result == DType::BF16 && activation != Activation::None)
+    fail(kernel, "a bf16 result takes no activation");
   if (a.rank() != 2 || b.rank() != 2 || out.rank() != 2)
     fail(kernel, "A, B and the result must be matrices");
   int64_t m = transA ? a.shape[1] : a.shape[0], k = transA ? a.shape[0] : a.shape[1];
@@ -373,7 +380,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
     return;
   float blasBeta = 0.0f;
   if (c && beta != 0.0f) {
-    requireType(kernel, *c, DType::F32, "C");
+    requireType(kernel, *c, result, "C");
     // out = broadcast(C), then cuBLAS accumulates alpha A B onto beta out.
     if (!(c->data == out.data && c->numel() == out.numel())) {
       Layout<2> copy;
@@ -382,7 +389,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
       copy.dims[1] = n;
       denseStrides(out.shape, copy.strides[0]);
       broadcastStrides(kernel, *c, out.shape, copy.strides[1]);
-      stridedCopy(ctx, kernel, DType::F32, copy, out.data, 0, c->data, 0);
+      stridedCopy(ctx, kernel, result, copy, out.data, 0, c->data, 0);
     }
     blasBeta = beta;
   }
@@ -393,16 +400,17 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
     if (blasBeta == 0.0f)
       fill(ctx, out, 0.0);
     else
-      checkBlas(cublasSscal(handle, M * N, &blasBeta, out.as<float>(), 1), kernel);
+      checkBlas(
+          cublasScalEx(handle, M * N, &blasBeta, CUDA_R_32F, out.data, resultType, 1, CUDA_R_32F),
+          kernel);
     applyActivation(ctx, activation, out);
     return;
   }
   int ldb = transB ? K : N, lda = transA ? M : K;
   checkBlas(cublasGemmEx(handle, transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                          transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, b.data, factors,
-                         ldb > 1 ? ldb : 1, a.data, factors, lda > 1 ? lda : 1, &blasBeta,
-                         out.as<float>(), CUDA_R_32F, N > 1 ? N : 1, CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT),
+                         ldb > 1 ? ldb : 1, a.data, factors, lda > 1 ? lda : 1, &blasBeta, out.data,
+                         resultType, N > 1 ? N : 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             kernel);
   applyActivation(ctx, activation, out);
 }

@@ -131,22 +131,36 @@ def main():
         check("cnn training step" + label, out, json.load(open(log)), problems, True)
 
     # bf16 products: no scratch where this CPU has bf16 instructions (either
-    # may hold here), the widened factors' without them.
+    # may hold here), the widened factors' without them; with the gradient
+    # accumulators in bf16 too, which the weights' gradient products add
+    # into as they write bf16 (widened: their f32 sums in scratch): the
+    # arena is then not grown by the accumulation, and the peak less the
+    # scratch is below the f32 accumulators'.
     np.save(f"{work}/mlp-train-x.npy", rng.standard_normal((16, 32)).astype(np.float32))
     np.save(f"{work}/mlp-train-labels.npy", rng.integers(0, 10, 16).astype(np.int64))
     for label, isa, expect_scratch in (("oneDNN", {}, None),
                                        ("widened", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, True)):
-        out = os.path.join(work, f"mlp-bf16-{label}")
-        env = dict(os.environ, **isa)
-        subprocess.run(["cleave", "compile", mlp, "-o", out, "--train", "--precision", "bf16",
-                        "--batch-size", "16", "--grad-accum", "2"], check=True, env=env)
-        log = f"{work}/log-bf16-{label}.json"
-        subprocess.run(["cleave", "run", out, "--data",
-                        f"x={work}/mlp-train-x.npy,labels={work}/mlp-train-labels.npy",
-                        "--steps", "2", "--log-json", log], check=True, env=env,
-                       stderr=subprocess.DEVNULL)
-        check(f"mlp training step, bf16 products ({label})", out, json.load(open(log)), problems,
-              expect_scratch)
+        peaks = {}
+        for accumulators in ("fp32", "bf16"):
+            out = os.path.join(work, f"mlp-bf16-{label}-{accumulators}")
+            env = dict(os.environ, **isa)
+            subprocess.run(["cleave", "compile", mlp, "-o", out, "--train", "--precision", "bf16",
+                            "--grad-accum-dtype", accumulators, "--batch-size", "16",
+                            "--grad-accum", "2"], check=True, env=env)
+            log = f"{out}.json"
+            subprocess.run(["cleave", "run", out, "--data",
+                            f"x={work}/mlp-train-x.npy,labels={work}/mlp-train-labels.npy",
+                            "--steps", "2", "--log-json", log], check=True, env=env,
+                           stderr=subprocess.DEVNULL)
+            peaks[accumulators] = check(
+                f"mlp training step, bf16 products ({label}), {accumulators} accumulators", out,
+                json.load(open(log)), problems, expect_scratch)
+        arena = {a: m["activation_bytes"] for a, m in peaks.items()}
+        rest = {a: m["predicted_peak_bytes"] - m["scratch_bytes"] for a, m in peaks.items()}
+        if arena["bf16"] > arena["fp32"] or rest["bf16"] >= rest["fp32"]:
+            problems.append(f"bf16 accumulators ({label}): arena {arena['bf16']}, peak less "
+                            f"scratch {rest['bf16']} bytes; f32 accumulators' {arena['fp32']}, "
+                            f"{rest['fp32']}")
 
     # The first stage of a gpipe pipeline keeps all four microbatches' stash.
     np.save(f"{work}/pp-x.npy", rng.standard_normal((16, 3, 15, 15)).astype(np.float32))

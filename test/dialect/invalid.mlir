@@ -70,10 +70,28 @@ func.func @gemm_mixed_factors(%a: tensor<2x3xbf16>, %b: tensor<3x4xf32>) {
 
 // -----
 
-func.func @gemm_c_type(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %c: tensor<4xbf16>) {
+func.func @gemm_c_type(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %c: tensor<4xf16>) {
   // expected-error @+2 {{c's element type is not the result's}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = cleave.gemm %a, %b, %c : (tensor<2x3xbf16>, tensor<3x4xbf16>, tensor<4xbf16>) -> tensor<2x4xf32>
+  %0 = cleave.gemm %a, %b, %c : (tensor<2x3xbf16>, tensor<3x4xbf16>, tensor<4xf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// bf16 factors and a bf16 c write bf16 (the sum rounded), not f32.
+func.func @gemm_bf16_c_result(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %c: tensor<2x4xbf16>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x4xbf16>' are incompatible with return type(s) of operation 'tensor<2x4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.gemm %a, %b, %c : (tensor<2x3xbf16>, tensor<3x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @gemm_bf16_result_activation(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %c: tensor<2x4xbf16>) {
+  // expected-error @+1 {{'cleave.gemm' op with a bf16 result takes no activation}}
+  %0 = cleave.gemm %a, %b, %c {activation = "relu"} : (tensor<2x3xbf16>, tensor<3x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xbf16>
   return
 }
 

@@ -96,6 +96,16 @@ func.func @linear_algebra(%a: tensor<5x2x3xf32>, %b: tensor<3x4xf32>, %v: tensor
   return
 }
 
+// bf16 factors sum in f32 and write f32, or bf16 with a bf16 c.
+// CHECK-LABEL: func.func @low_precision_products
+func.func @low_precision_products(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>, %c: tensor<2x4xbf16>) {
+  // CHECK: cleave.gemm {{.*}} -> tensor<2x4xf32>
+  %0 = cleave.gemm %a, %b : (tensor<2x3xbf16>, tensor<3x4xbf16>) -> tensor<2x4xf32>
+  // CHECK: cleave.gemm {{.*}} -> tensor<2x4xbf16>
+  %1 = cleave.gemm %a, %b, %c : (tensor<2x3xbf16>, tensor<3x4xbf16>, tensor<2x4xbf16>) -> tensor<2x4xbf16>
+  return
+}
+
 // CHECK-LABEL: func.func @data_movement
 func.func @data_movement(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>, %one: tensor<1x3xf32>) {
   // CHECK: cleave.reshape %{{.*}} {shape = array<i64: 6, 4>}

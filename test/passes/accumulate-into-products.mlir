@@ -61,3 +61,68 @@ func.func @kept(%x: tensor<4x4xf32>, %c: tensor<4x4xf32>, %xs: tensor<2x4x4xf32>
   cleave.assign %n5 to %acc5 : tensor<4x4xf32>
   return %g1 : tensor<4x4xf32>
 }
+
+// -----
+
+// Accumulators kept in bf16 (cleave-narrow-gradient-accumulators: widened,
+// added to, the sum rounded as it is stored) added to by products of bf16
+// factors: the product writes the slot itself, bf16, the widening, the add
+// and the rounding gone; the memory plan writes it in place (4x3 bf16: 24
+// bytes, 64 aligned; the 3x3 slot after it).
+// CHECK-LABEL: func.func @bf16_slots
+// CHECK-SAME: (%[[X:.*]]: tensor<5x4xbf16>, %[[DY:.*]]: tensor<5x3xbf16>, %[[A:.*]]: tensor<4x3xbf16> {{.*}}, %[[B:.*]]: tensor<3x3xbf16> {{.*}})
+// CHECK-NEXT: %[[GA:.*]] = cleave.gemm %[[X]], %[[DY]], %[[A]] {trans_a = true} : (tensor<5x4xbf16>, tensor<5x3xbf16>, tensor<4x3xbf16>) -> tensor<4x3xbf16>
+// CHECK-NEXT: cleave.assign %[[GA]] to %[[A]]
+// CHECK-NEXT: %[[T:.*]] = cleave.transpose %[[DY]]
+// CHECK-NEXT: %[[GB:.*]] = cleave.gemm %[[T]], %[[DY]], %[[B]] : (tensor<3x5xbf16>, tensor<5x3xbf16>, tensor<3x3xbf16>) -> tensor<3x3xbf16>
+// CHECK-NEXT: cleave.assign %[[GB]] to %[[B]]
+// CHECK-NOT: cleave.cast
+// CHECK-NOT: cleave.add
+// PLAN-LABEL: func.func @bf16_slots
+// PLAN: cleave.gemm {{.*}}cleave.in_place_offsets = array<i64: 0>
+// PLAN: cleave.gemm {{.*}}cleave.in_place_offsets = array<i64: 64>
+func.func @bf16_slots(%x: tensor<5x4xbf16>, %dy: tensor<5x3xbf16>,
+                      %acc_a: tensor<4x3xbf16> {cleave.kind = "state", cleave.name = "acc_a"},
+                      %acc_b: tensor<3x3xbf16> {cleave.kind = "state", cleave.name = "acc_b"}) {
+  %ga = cleave.gemm %x, %dy {trans_a = true} : (tensor<5x4xbf16>, tensor<5x3xbf16>) -> tensor<4x3xf32>
+  %wa = cleave.cast %acc_a {to = f32} : (tensor<4x3xbf16>) -> tensor<4x3xf32>
+  %na = cleave.add %wa, %ga : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %ra = cleave.cast %na {to = bf16} : (tensor<4x3xf32>) -> tensor<4x3xbf16>
+  cleave.assign %ra to %acc_a : tensor<4x3xbf16>
+  %t = cleave.transpose %dy {perm = array<i64: 1, 0>} : (tensor<5x3xbf16>) -> tensor<3x5xbf16>
+  %gb = cleave.matmul %t, %dy : (tensor<3x5xbf16>, tensor<5x3xbf16>) -> tensor<3x3xf32>
+  %wb = cleave.cast %acc_b {to = f32} : (tensor<3x3xbf16>) -> tensor<3x3xf32>
+  %nb = cleave.add %gb, %wb : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+  %rb = cleave.cast %nb {to = bf16} : (tensor<3x3xf32>) -> tensor<3x3xbf16>
+  cleave.assign %rb to %acc_b : tensor<3x3xbf16>
+  return
+}
+
+// -----
+
+// Left as they are with bf16 slots: f32 factors (no product writes bf16
+// from them), a widened slot read elsewhere too, an f32 sum read elsewhere
+// too.
+// CHECK-LABEL: func.func @bf16_kept
+// CHECK-COUNT-3: cleave.add
+func.func @bf16_kept(%x: tensor<4x4xf32>, %h: tensor<4x4xbf16>,
+                     %acc1: tensor<4x4xbf16> {cleave.kind = "state", cleave.name = "acc1"},
+                     %acc2: tensor<4x4xbf16> {cleave.kind = "state", cleave.name = "acc2"},
+                     %acc3: tensor<4x4xbf16> {cleave.kind = "state", cleave.name = "acc3"}) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %g1 = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %w1 = cleave.cast %acc1 {to = f32} : (tensor<4x4xbf16>) -> tensor<4x4xf32>
+  %n1 = cleave.add %w1, %g1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %r1 = cleave.cast %n1 {to = bf16} : (tensor<4x4xf32>) -> tensor<4x4xbf16>
+  cleave.assign %r1 to %acc1 : tensor<4x4xbf16>
+  %g2 = cleave.gemm %h, %h : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xf32>
+  %w2 = cleave.cast %acc2 {to = f32} : (tensor<4x4xbf16>) -> tensor<4x4xf32>
+  %n2 = cleave.add %w2, %g2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %r2 = cleave.cast %n2 {to = bf16} : (tensor<4x4xf32>) -> tensor<4x4xbf16>
+  cleave.assign %r2 to %acc2 : tensor<4x4xbf16>
+  %g3 = cleave.gemm %h, %h : (tensor<4x4xbf16>, tensor<4x4xbf16>) -> tensor<4x4xf32>
+  %w3 = cleave.cast %acc3 {to = f32} : (tensor<4x4xbf16>) -> tensor<4x4xf32>
+  %n3 = cleave.add %w3, %g3 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %r3 = cleave.cast %n3 {to = bf16} : (tensor<4x4xf32>) -> tensor<4x4xbf16>
+  cleave.assign %r3 to %acc3 : tensor<4x4xbf16>
+  return %w2, %n3 : tensor<4x4xf32>, tensor<4x4xf32>
+}
