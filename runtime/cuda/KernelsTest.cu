@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/FusedBFloat16Case.h"
+#include "runtime/LowPrecision.h"
 #include "runtime/cuda/Common.cuh"
 #include "runtime/cuda/Kernels.h"
 
@@ -890,6 +891,30 @@ TEST_F(CudaKernels, LowPrecisionProducts) {
     kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false, Activation::None, false);
     expectClose(get<float>(out), {119, 125, 281, 305});
   }
+}
+
+// bf16 factors with a bf16 c write bf16: the f32 sum plus c rounded once,
+// here in place as a gradient accumulator kept in bf16 is added to. 139 +
+// 256 = 395 (nine significant bits) rounds to even, 396; the rest are
+// exact. Then alpha 2 and beta 0.5 from a broadcast row.
+TEST_F(CudaKernels, LowPrecisionProductIntoBFloat16) {
+  Tensor a = alloc(DType::BF16, {2, 3}), b = alloc(DType::BF16, {3, 2});
+  Tensor slot = alloc(DType::BF16, {2, 2}), row = alloc(DType::BF16, {2});
+  kc::cast(ctx, f32({2, 3}, {1, 2, 3, 4, 5, 6}), a);
+  kc::cast(ctx, f32({3, 2}, {7, 8, 9, 10, 11, 12}), b);
+  kc::cast(ctx, f32({2, 2}, {0.5f, 1, 256, -1}), slot);
+  kc::cast(ctx, f32({2}, {2, -4}), row);
+  auto bits = [](std::vector<float> values) {
+    std::vector<uint16_t> out;
+    for (float v : values)
+      out.push_back(cleave::rt::toBFloat16(v).bits);
+    return out;
+  };
+  kc::gemm(ctx, a, b, &slot, slot, 1.0f, 1.0f, false, false, Activation::None, false);
+  EXPECT_EQ(get<uint16_t>(slot), bits({58.5f, 65, 396, 153}));
+  Tensor out = alloc(DType::BF16, {2, 2});
+  kc::gemm(ctx, a, b, &row, out, 2.0f, 0.5f, false, false, Activation::None, false);
+  EXPECT_EQ(get<uint16_t>(out), bits({117, 126, 279, 306}));
 }
 
 // bf16 inputs and outputs of a fused chain (runtime/FusedBFloat16Case.h):
