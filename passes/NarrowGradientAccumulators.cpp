@@ -3,7 +3,9 @@
 #include "passes/Passes.h"
 
 #include "dialects/Cleave/CleaveOps.h"
+#include "passes/Collectives.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace cleave {
@@ -24,19 +26,60 @@ bool isGradientAccumulator(func::FuncOp func, unsigned index) {
   return kind && kind.getValue() == "state" && name && name.getValue().starts_with("grad:");
 }
 
+/// The sum over dp that moves in bf16 (cleave-narrow-gradient-sums, which
+/// rounds each rank's part to bf16 first) that `use` reads, through reshapes
+/// nothing else reads (ZeRO's reduce-scatters read a flattened gradient):
+/// the reshapes, then the sum; empty when it reads no such sum.
+SmallVector<Operation *> bfloat16SumReading(OpOperand &use) {
+  SmallVector<Operation *> chain;
+  OpOperand *read = &use;
+  while (isa<ReshapeOp, FlattenOp>(read->getOwner()) &&
+         read->getOwner()->getResult(0).hasOneUse()) {
+    chain.push_back(read->getOwner());
+    read = &*read->getOwner()->getResult(0).getUses().begin();
+  }
+  Operation *op = read->getOwner();
+  if (!isa<shard::AllReduceOp, shard::ReduceScatterOp>(op) || read->getOperandNumber() != 0 ||
+      !op->hasAttr(kSumTypeAttr) || !sumType(op).isBF16())
+    return {};
+  chain.push_back(op);
+  return chain;
+}
+
 struct NarrowGradientAccumulatorsPass
     : public cleave::impl::NarrowGradientAccumulatorsBase<NarrowGradientAccumulatorsPass> {
   using NarrowGradientAccumulatorsBase::NarrowGradientAccumulatorsBase;
 
   /// `arg` (f32) kept in `element`: every read takes one widened copy made
   /// before the first reader, and every assignment to it is rounded (a
-  /// splat constant, the zeroing, made in `element` directly).
+  /// splat constant, the zeroing, made in `element` directly). A sum that
+  /// moves in bf16 reads the bf16 accumulator itself (rounding it to bf16
+  /// again would change nothing), as a bf16 sum in place, and its result is
+  /// widened instead: no f32 copy of the accumulator before the sum, and
+  /// the sum may start during the backward (cleave-overlap-gradients).
   static void narrow(func::FuncOp func, BlockArgument arg, Type element) {
     auto wide = cast<RankedTensorType>(arg.getType());
     auto narrowType = wide.clone(element);
     arg.setType(narrowType);
     SmallVector<OpOperand *> reads;
-    for (OpOperand &use : arg.getUses()) {
+    for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
+      SmallVector<Operation *> sumChain =
+          element.isBF16() ? bfloat16SumReading(use) : SmallVector<Operation *>();
+      if (!sumChain.empty()) {
+        for (Operation *op : sumChain) {
+          Value result = op->getResult(0);
+          result.setType(cast<RankedTensorType>(result.getType()).clone(element));
+        }
+        Operation *sum = sumChain.back();
+        sum->removeAttr(kSumTypeAttr);
+        Value result = sum->getResult(0);
+        OpBuilder b(sum->getContext());
+        b.setInsertionPointAfter(sum);
+        Value widened =
+            CastOp::create(b, sum->getLoc(), result, TypeAttr::get(wide.getElementType()));
+        result.replaceAllUsesExcept(widened, widened.getDefiningOp());
+        continue;
+      }
       auto assign = dyn_cast<AssignOp>(use.getOwner());
       if (!assign || use.get() != assign.getTarget()) {
         reads.push_back(&use);

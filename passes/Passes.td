@@ -558,8 +558,13 @@ def NarrowGradientAccumulators : Pass<"cleave-narrow-gradient-accumulators", "ml
     a parameter: @forward widens the slot, adds the microbatch's f32
     gradient in f32 and rounds the sum to bf16 (round to nearest even) as it
     assigns it; @apply reads one widened f32 copy (so every collective and
-    the update after it are as before) and assigns bf16 zeros. `type` fp32
-    (the default) changes nothing.
+    the update after it are as before) and assigns bf16 zeros. A sum over
+    dp that moves in bf16 (cleave-narrow-gradient-sums) reads the bf16
+    accumulator itself instead, in place, and its result is widened: its
+    bf16 parts are what the f32 copy would have been rounded to, so the
+    sums are the same bit for bit, with no f32 copy before them, and
+    cleave-overlap-gradients can start them during the backward. `type`
+    fp32 (the default) changes nothing.
     Errors: an unknown type; an accumulator in ZeRO 1/2's flat f32 buffer
     (`cleave.flat_member`: cleave-build-train-step without sliced masters).
   }];

@@ -48,7 +48,10 @@
 #     every sum is rounded, the parts are added in f32 in rank order and the
 #     sum rounded once, whichever collective carries it); the bytes sent are
 #     as planned, and the all-reduce's under half of summing in f32 (the
-#     loss's count and sum stay f32).
+#     loss's count and sum stay f32); with --precision bf16 and the
+#     accumulators in bf16 too (--grad-accum-dtype bf16), dp=2 with buckets,
+#     ZeRO 1 and ZeRO 2 give the f32 accumulators' losses and parameters bit
+#     for bit at a lower peak, the buckets started during the backward.
 # The GPT's targets have ignore_index positions spread unevenly over the
 # ranks' slices. Models are exported at each micro-batch they run at (their
 # exports have static shapes).
@@ -327,6 +330,28 @@ def bf16_gradient_sums(m, name, reference, dp2, problems):
         problems.append(f"{name} dp=2 bf16 gradient sums: the same losses as summing in f32")
     for label in ("dp=2 --deterministic", "dp=2 zero=1", "dp=2 zero=2", "dp=2 zero=3"):
         identical(f"{name} {label} bf16 gradient sums", runs[label], first, problems)
+    # bf16 products with accumulators in bf16 summed in bf16: the sums read
+    # the bf16 accumulators themselves (no f32 copy first, so the buckets
+    # start during the backward as f32 accumulators' do) and give what the
+    # f32 accumulators' sums give bit for bit (one microbatch: each holds
+    # its gradient rounded to bf16, what the f32 one is rounded to on the
+    # wire), at a lower peak.
+    mixed = ["--precision", "bf16", *bf16]
+    for label, flags in (("dp=2 1 KiB buckets", ["--bucket-mb", "0.001"]),
+                         ("dp=2 zero=1", ["--zero", "1"]), ("dp=2 zero=2", ["--zero", "2"])):
+        tag = label.replace(" ", "-").replace("=", "")
+        f32_slots, bf16_slots = (m.train(f"{tag}-bf16-sums-{kind}-slots", 2, 1, MOMENTUM,
+                                         [*mixed, *flags, "--grad-accum-dtype", kind])
+                                 for kind in ("fp32", "bf16"))
+        label = f"{name} {label} bf16 sums of bf16 accumulators"
+        identical(label, bf16_slots, f32_slots, problems)
+        bytes_as_planned(label, bf16_slots, problems)
+        peaks = [r[2]["peak_bytes_allocated"] for r in (bf16_slots, f32_slots)]
+        if not peaks[0] < peaks[1]:
+            problems.append(f"{label}: peak {peaks[0]} bytes, f32 accumulators' {peaks[1]}")
+        buckets = bf16_slots[3]["training"].get("gradient_buckets", {}).get("bytes", [])
+        if "buckets" in label and len(buckets) < 2:
+            problems.append(f"{label}: plan.json has buckets {buckets}, not several")
     reduced = [sum(c["bytes_sent_per_rank"] for c in r[3]["collectives"]
                    if c["kind"] == "all_reduce") for r in (first, dp2)]
     print(f"{name} dp=2: the all-reduce sends {reduced[0]} bytes a step summing in bf16, "

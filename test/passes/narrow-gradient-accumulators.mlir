@@ -1,6 +1,8 @@
 // RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-data-parallel,cleave-narrow-gradient-accumulators{type=bf16})' | FileCheck %s
 // RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-data-parallel,cleave-narrow-gradient-accumulators{type=bf16},cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s --check-prefix=LOWERED
 // RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-data-parallel,cleave-narrow-gradient-accumulators)' | FileCheck %s --check-prefix=FP32
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-data-parallel,cleave-narrow-gradient-sums{type=bf16},cleave-narrow-gradient-accumulators{type=bf16})' | FileCheck %s --check-prefix=SUMS
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-data-parallel,cleave-narrow-gradient-sums{type=bf16},cleave-narrow-gradient-accumulators{type=bf16},cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=100})' | FileCheck %s --check-prefix=BUCKETS
 // RUN: not cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-narrow-gradient-accumulators{type=f16})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
 // --grad-accum-dtype bf16: the gradient accumulator is bf16 state. @forward
@@ -31,6 +33,23 @@
 // LOWERED: call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"{{[0-9]+}}">, #emitc.opaque<"cleave::rt::DType::BF16">, #emitc.opaque<"cleave::rt::Dims{16}">]}
 // LOWERED-LABEL: emitc.func @cleave_apply
 // LOWERED: call_opaque "cleave::rt::cpu::cast"
+
+// Summed over dp in bf16 (--grad-reduce-dtype bf16), @apply sums the bf16
+// accumulator itself, in place, and widens the sum: no f32 copy before it
+// (the bf16 parts of the copy would be the accumulator's values), and the
+// sum then starts in @forward after the accumulator's last write, as an
+// f32 accumulator's does. The loss's count and sum are summed in f32.
+// SUMS-LABEL: func.func @apply
+// SUMS-SAME: %[[GRAD:[^:]*]]: tensor<16xbf16> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:w"}
+// SUMS: %[[TOTAL:.*]] = shard.all_reduce %[[GRAD]] on @mesh grid_axes = [0] : tensor<16xbf16> -> tensor<16xbf16>
+// SUMS-NEXT: %[[WIDE:.*]] = cleave.cast %[[TOTAL]] {to = f32} : (tensor<16xbf16>) -> tensor<16xf32>
+// SUMS-NOT: cleave.cast %[[GRAD]]
+// SUMS: cleave.div %[[WIDE]], %{{.*}} : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+// BUCKETS-LABEL: func.func @forward
+// BUCKETS: cleave.assign %{{.*}} to %[[SLOT:arg[0-9]]] : tensor<16xbf16>
+// BUCKETS-NEXT: cleave.all_reduce_start %[[SLOT]] on axis 0 : tensor<16xbf16>
+// BUCKETS-LABEL: func.func @apply
+// BUCKETS: shard.all_reduce %arg2 on @mesh grid_axes = [0] {cleave.started} : tensor<16xbf16> -> tensor<16xbf16>
 
 // FP32-LABEL: func.func @forward
 // FP32-NOT: bf16
