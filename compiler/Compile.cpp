@@ -450,9 +450,6 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
   if (t.gradReduceDtype == "bf16" && axisRanks("dp") < 2)
     return fail("--grad-reduce-dtype bf16", "sums gradients over the mesh's dp axis",
                 "add --mesh dp=N with N > 1", kExitBadUsage);
-  if (t.gradReduceDtype == "bf16" && options.target == "cuda")
-    return fail("--grad-reduce-dtype bf16", "is not built for --target cuda yet",
-                "leave it out (gradients are summed in fp32)", kExitBadUsage);
   if (t.gradAccumDtype != "fp32" && t.gradAccumDtype != "bf16")
     return fail("--grad-accum-dtype '" + t.gradAccumDtype + "'", "unknown type", "use fp32 or bf16",
                 kExitBadUsage);

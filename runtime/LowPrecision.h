@@ -2,13 +2,15 @@
 //
 // The two 16-bit float types the runtime stores (--precision, the bf16 sums
 // of runtime/comm) and their exact conversions from and to float, for code
-// that cannot use a compiler's own types: the CPU kernels and the host side
-// of the communicators.
+// that cannot use a compiler's own types: the CPU kernels and the
+// communicators (bf16's on the host and, for NCCL's sums, on the device).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef CLEAVE_RUNTIME_LOWPRECISION_H
 #define CLEAVE_RUNTIME_LOWPRECISION_H
+
+#include "runtime/Tensor.h" // CLEAVE_HOST_DEVICE
 
 #include <cmath>
 #include <cstdint>
@@ -24,15 +26,23 @@ struct BFloat16 {
   uint16_t bits;
 };
 
-inline uint32_t floatBits(float f) {
+CLEAVE_HOST_DEVICE inline uint32_t floatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
-inline float bitsFloat(uint32_t u) {
+CLEAVE_HOST_DEVICE inline float bitsFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
 
 /// Round to nearest even; overflow gives infinity, NaN stays NaN.
@@ -66,7 +76,7 @@ inline float fromHalf(Half h) {
   return bitsFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
-inline BFloat16 toBFloat16(float f) {
+CLEAVE_HOST_DEVICE inline BFloat16 toBFloat16(float f) {
   uint32_t x = floatBits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u)
     return {static_cast<uint16_t>((x >> 16) | 0x40u)};
@@ -74,7 +84,9 @@ inline BFloat16 toBFloat16(float f) {
   return {static_cast<uint16_t>(x >> 16)};
 }
 
-inline float fromBFloat16(BFloat16 b) { return bitsFloat(static_cast<uint32_t>(b.bits) << 16); }
+CLEAVE_HOST_DEVICE inline float fromBFloat16(BFloat16 b) {
+  return bitsFloat(static_cast<uint32_t>(b.bits) << 16);
+}
 
 } // namespace cleave::rt
 

@@ -117,7 +117,7 @@ BackgroundCollectives &backgroundOf(BackgroundCollectives *background, int64_t a
 void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
                           const Tensor &buffer, DType wire, int64_t step) {
   BackgroundCollectives &sums = backgroundOf(background, axis, "all_reduce_start");
-  checkSumWire(sums.group(), "all_reduce_start", buffer.dtype, wire);
+  checkSumWire("all_reduce_start", buffer.dtype, wire);
   if (lastMicrobatch)
     sums.start(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, wire, step,
                "gradients");

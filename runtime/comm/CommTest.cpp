@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/Mesh.h"
+#include "runtime/comm/BFloat16SumCases.h"
 #include "runtime/comm/BackgroundCollectives.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/Mpi.h"
@@ -313,26 +314,11 @@ TEST(MpiCommunicatorTest, BytesSentFollowTheRingFormula) {
 
 // --- Sums through bf16 (--grad-reduce-dtype bf16) -------------------------
 
-/// Two cases with closed forms on any number of ranks n. (a) Every rank
-/// gives 1 + 2^-9, a quarter of bf16's spacing 2^-7 above 1: each part is
-/// rounded to 1 first, so the sum is n exactly (in f32 it would be
-/// n (1 + 2^-9)). (b) Rank 0 gives 256, the others 1: the parts are exact
-/// in bf16, and added in f32 they make 255 + n, rounded once to bf16's
-/// spacing of 2 there, half to even: 2 nearbyint((255 + n) / 2) (adding
-/// them in bf16 one by one would stay at 256: 256 + 1 is a tie).
-float roundedPart(int, std::size_t) { return 1.0f + std::ldexp(1.0f, -9); }
-float exactPart(int rank, std::size_t) { return rank == 0 ? 256.0f : 1.0f; }
-float expectedRoundedSum(int n) { return static_cast<float>(n); }
-float expectedExactSum(int n) { return 2.0f * std::nearbyint((255.0f + n) / 2.0f); }
-
+/// The closed forms of runtime/comm/BFloat16SumCases.h.
 void checkBFloat16Sums(bool deterministic) {
   auto comm = world(deterministic);
   int n = comm->size(), r = comm->rank();
-  struct Case {
-    float (*part)(int, std::size_t);
-    float (*expected)(int);
-  };
-  for (Case c : {Case{roundedPart, expectedRoundedSum}, Case{exactPart, expectedExactSum}}) {
+  for (const comm::test::BFloat16SumCase &c : comm::test::kBFloat16SumCases) {
     std::vector<float> buffer(kCount), sent(n * kCount), received(kCount);
     for (std::size_t i = 0; i < kCount; ++i)
       buffer[i] = c.part(r, i);

@@ -59,20 +59,18 @@ Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t 
   return *axes[axis];
 }
 
-void checkSumWire(const Communicator &group, const char *kernel, DType type, DType wire) {
+void checkSumWire(const char *kernel, DType type, DType wire) {
   if (wire == type)
     return;
   if (type != DType::F32 || wire != DType::BF16)
     rt::fail(kernel, "cannot sum %s through %s (f32 through bf16 only)", dtypeName(type),
              dtypeName(wire));
-  if (!group.buffersOnHost())
-    rt::fail(kernel, "a sum through bf16 needs host buffers (not yet on the GPU)");
 }
 
 void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &buffer,
                      DType wire, int64_t step) {
   Communicator &group = axisCommunicator(axes, axis, "all_reduce");
-  checkSumWire(group, "all_reduce", buffer.dtype, wire);
+  checkSumWire("all_reduce", buffer.dtype, wire);
   group.allReduceSumAs(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, wire,
                        {step, "gradients"});
 }
@@ -112,7 +110,7 @@ void checkReduceScatterSizes(const Communicator &group, const char *kernel, cons
   if (in.dtype != out.dtype || in.numel() != out.numel() * group.size())
     rt::fail(kernel, "%lld elements do not split into %d parts of %lld",
              static_cast<long long>(in.numel()), group.size(), static_cast<long long>(out.numel()));
-  checkSumWire(group, kernel, in.dtype, wire);
+  checkSumWire(kernel, in.dtype, wire);
 }
 
 void checkGatherSizes(const Communicator &group, const char *kernel, const Tensor &in,
@@ -246,20 +244,24 @@ void Communicator::reduceScatterSum(const void *sent, void *received, std::size_
   });
 }
 
-namespace {
+namespace {} // namespace
 
-void narrowToBFloat16(const float *values, std::size_t count, std::vector<uint16_t> &narrowed) {
-  narrowed.resize(count);
+uint16_t *Communicator::wireCopy(int which, std::size_t count, CollectiveKind, const CallSite &) {
+  wireCopies_[which].resize(count);
+  return wireCopies_[which].data();
+}
+
+void Communicator::narrowToBFloat16(const float *values, std::size_t count, uint16_t *narrowed,
+                                    CollectiveKind, const CallSite &) {
   for (std::size_t i = 0; i < count; ++i)
     narrowed[i] = toBFloat16(values[i]).bits;
 }
 
-void widenFromBFloat16(const std::vector<uint16_t> &narrowed, std::size_t count, float *values) {
+void Communicator::widenFromBFloat16(const uint16_t *narrowed, std::size_t count, float *values,
+                                     CollectiveKind, const CallSite &) {
   for (std::size_t i = 0; i < count; ++i)
     values[i] = fromBFloat16({narrowed[i]});
 }
-
-} // namespace
 
 void Communicator::checkNarrowing(DType type, DType wire, CollectiveKind kind,
                                   const CallSite &site) {
@@ -273,22 +275,26 @@ void Communicator::allReduceSumAs(void *buffer, std::size_t count, DType type, D
                                   const CallSite &site) {
   if (wire == type)
     return allReduceSum(buffer, count, type, site);
-  checkNarrowing(type, wire, CollectiveKind::AllReduce, site);
-  narrowToBFloat16(static_cast<const float *>(buffer), count, narrowed_);
-  allReduceSum(narrowed_.data(), count, wire, site);
-  widenFromBFloat16(narrowed_, count, static_cast<float *>(buffer));
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
+  checkNarrowing(type, wire, kind, site);
+  uint16_t *narrowed = wireCopy(0, count, kind, site);
+  narrowToBFloat16(static_cast<const float *>(buffer), count, narrowed, kind, site);
+  allReduceSum(narrowed, count, wire, site);
+  widenFromBFloat16(narrowed, count, static_cast<float *>(buffer), kind, site);
 }
 
 void Communicator::reduceScatterSumAs(const void *sent, void *received, std::size_t countPerRank,
                                       DType type, DType wire, const CallSite &site) {
   if (wire == type)
     return reduceScatterSum(sent, received, countPerRank, type, site);
-  checkNarrowing(type, wire, CollectiveKind::ReduceScatter, site);
-  narrowToBFloat16(static_cast<const float *>(sent), static_cast<std::size_t>(size_) * countPerRank,
-                   narrowed_);
-  narrowedSum_.resize(countPerRank);
-  reduceScatterSum(narrowed_.data(), narrowedSum_.data(), countPerRank, wire, site);
-  widenFromBFloat16(narrowedSum_, countPerRank, static_cast<float *>(received));
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
+  checkNarrowing(type, wire, kind, site);
+  const std::size_t count = static_cast<std::size_t>(size_) * countPerRank;
+  uint16_t *narrowed = wireCopy(0, count, kind, site);
+  uint16_t *narrowedSum = wireCopy(1, countPerRank, kind, site);
+  narrowToBFloat16(static_cast<const float *>(sent), count, narrowed, kind, site);
+  reduceScatterSum(narrowed, narrowedSum, countPerRank, wire, site);
+  widenFromBFloat16(narrowedSum, countPerRank, static_cast<float *>(received), kind, site);
 }
 
 void Communicator::broadcast(void *buffer, std::size_t count, DType type, int root,

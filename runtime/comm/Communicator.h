@@ -136,9 +136,9 @@ Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t 
 /// f32 buffers (--grad-reduce-dtype bf16): Communicator::allReduceSumAs.
 void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &buffer,
                      DType wire, int64_t step);
-/// A failure of `kernel` unless `group` sums `type` buffers through `wire`:
-/// the type itself, or bf16 for f32 on the host.
-void checkSumWire(const Communicator &group, const char *kernel, DType type, DType wire);
+/// A failure of `kernel` unless `type` buffers sum through `wire`: the type
+/// itself, or bf16 for f32.
+void checkSumWire(const char *kernel, DType type, DType wire);
 void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                          const Tensor &out, DType wire, int64_t step);
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
@@ -207,9 +207,9 @@ public:
   /// bytes moved: each rank's values
   /// rounded to bf16 (to nearest even), the ranks' parts added in f32 in
   /// rank order, the sum rounded to bf16 once and widened back. The same
-  /// on every rank and in every run, deterministic mode or not. Host
-  /// buffers only (buffersOnHost); the bf16 copies are this communicator's
-  /// scratch, reused between calls.
+  /// on every rank and in every run, deterministic mode or not. The bf16
+  /// copies are this communicator's scratch in its buffers' memory
+  /// (wireCopy), reused between calls.
   void allReduceSumAs(void *buffer, std::size_t count, DType type, DType wire,
                       const CallSite &site);
   void reduceScatterSumAs(const void *sent, void *received, std::size_t countPerRank, DType type,
@@ -276,6 +276,19 @@ protected:
   /// is printed. A backend abandons its in-flight work first.
   [[noreturn]] virtual void endJob(int exitCode) = 0;
 
+  // A sum through bf16 (allReduceSumAs, reduceScatterSumAs) in the memory
+  // the backend's buffers are in: host vectors and loops here.
+  /// Room for `count` bf16 values: copy `which` (0: what this rank sends,
+  /// 1: the part of the sum it receives), reused between calls.
+  virtual uint16_t *wireCopy(int which, std::size_t count, CollectiveKind kind,
+                             const CallSite &site);
+  /// narrowed[i] = values[i] rounded to bf16 (nearest even).
+  virtual void narrowToBFloat16(const float *values, std::size_t count, uint16_t *narrowed,
+                                CollectiveKind kind, const CallSite &site);
+  /// values[i] = narrowed[i], exactly; done when it returns.
+  virtual void widenFromBFloat16(const uint16_t *narrowed, std::size_t count, float *values,
+                                 CollectiveKind kind, const CallSite &site);
+
 private:
   /// "collective KIND on axis 'A' at step S".
   std::string describe(CollectiveKind kind, const CallSite &site) const;
@@ -296,8 +309,8 @@ private:
   CommOptions options_;
   BytesSent bytesSent_;
   CollectiveObserver *observer_ = nullptr;
-  /// allReduceSumAs's and reduceScatterSumAs's bf16 copies.
-  std::vector<uint16_t> narrowed_, narrowedSum_;
+  /// The host's wire copies (wireCopy).
+  std::vector<uint16_t> wireCopies_[2];
 };
 
 /// The one-rank group of a process that runs alone: collectives are copies,

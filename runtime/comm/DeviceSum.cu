@@ -2,6 +2,9 @@
 
 #include "runtime/comm/DeviceSum.h"
 
+#include "runtime/LowPrecision.h"
+#include "runtime/cuda/Common.cuh" // CLEAVE_GRID_LOOP
+
 #include <cstdint>
 
 namespace cleave::rt::comm {
@@ -9,9 +12,7 @@ namespace {
 
 template <typename T>
 __global__ void sumParts(const T *parts, int n, std::size_t count, T *sum) {
-  std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += stride) {
+  CLEAVE_GRID_LOOP(i, static_cast<int64_t>(count)) {
     // From the first part, not from zero (0 + -0.0 is +0.0); only additions,
     // which nvcc never contracts, in rank order.
     T total = parts[i];
@@ -21,17 +22,42 @@ __global__ void sumParts(const T *parts, int n, std::size_t count, T *sum) {
   }
 }
 
-template <typename T>
-cudaError_t launch(const void *parts, int n, std::size_t count, void *sum,
-                   cudaStream_t stream) {
+/// bf16 parts added in f32, in rank order, and rounded once (the host's
+/// sumInRankOrder).
+__global__ void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, uint16_t *sum) {
+  CLEAVE_GRID_LOOP(i, static_cast<int64_t>(count)) {
+    float total = fromBFloat16({parts[i]});
+    for (int r = 1; r < n; ++r)
+      total = total + fromBFloat16({parts[r * count + i]});
+    sum[i] = toBFloat16(total).bits;
+  }
+}
+
+__global__ void narrowElements(const float *values, std::size_t count, uint16_t *narrowed) {
+  CLEAVE_GRID_LOOP(i, static_cast<int64_t>(count)) { narrowed[i] = toBFloat16(values[i]).bits; }
+}
+
+__global__ void widenElements(const uint16_t *narrowed, std::size_t count, float *values) {
+  CLEAVE_GRID_LOOP(i, static_cast<int64_t>(count)) { values[i] = fromBFloat16({narrowed[i]}); }
+}
+
+/// Launches `kernel` over `count` elements on `stream`.
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), std::size_t count, cudaStream_t stream,
+                   Args... args) {
   if (count == 0)
     return cudaSuccess;
   constexpr unsigned threads = 256;
   std::size_t blocks = (count + threads - 1) / threads;
   unsigned grid = blocks > 4096 ? 4096u : static_cast<unsigned>(blocks);
-  sumParts<T><<<grid, threads, 0, stream>>>(static_cast<const T *>(parts), n, count,
-                                            static_cast<T *>(sum));
+  kernel<<<grid, threads, 0, stream>>>(args...);
   return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launchSum(const void *parts, int n, std::size_t count, void *sum, cudaStream_t stream) {
+  return launch(sumParts<T>, count, stream, static_cast<const T *>(parts), n, count,
+                static_cast<T *>(sum));
 }
 
 } // namespace
@@ -39,13 +65,30 @@ cudaError_t launch(const void *parts, int n, std::size_t count, void *sum,
 cudaError_t sumInRankOrderOnDevice(const void *parts, int n, std::size_t count, DType type,
                                    void *sum, cudaStream_t stream) {
   switch (type) {
-  case DType::F32: return launch<float>(parts, n, count, sum, stream);
-  case DType::F64: return launch<double>(parts, n, count, sum, stream);
+  case DType::F32:
+    return launchSum<float>(parts, n, count, sum, stream);
+  case DType::F64:
+    return launchSum<double>(parts, n, count, sum, stream);
   // Integers add as unsigned: wrapping, not undefined, on overflow.
-  case DType::I32: return launch<uint32_t>(parts, n, count, sum, stream);
-  case DType::I64: return launch<uint64_t>(parts, n, count, sum, stream);
+  case DType::I32:
+    return launchSum<uint32_t>(parts, n, count, sum, stream);
+  case DType::I64:
+    return launchSum<uint64_t>(parts, n, count, sum, stream);
+  case DType::BF16:
+    return launch(sumBFloat16Parts, count, stream, static_cast<const uint16_t *>(parts), n, count,
+                  static_cast<uint16_t *>(sum));
   default: return cudaErrorInvalidValue;
   }
+}
+
+cudaError_t narrowToBFloat16OnDevice(const float *values, std::size_t count, uint16_t *narrowed,
+                                     cudaStream_t stream) {
+  return launch(narrowElements, count, stream, values, count, narrowed);
+}
+
+cudaError_t widenFromBFloat16OnDevice(const uint16_t *narrowed, std::size_t count, float *values,
+                                      cudaStream_t stream) {
+  return launch(widenElements, count, stream, narrowed, count, values);
 }
 
 } // namespace cleave::rt::comm

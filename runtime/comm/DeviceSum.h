@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace cleave::rt::comm {
 
@@ -16,6 +17,14 @@ namespace cleave::rt::comm {
 /// launch's status.
 cudaError_t sumInRankOrderOnDevice(const void *parts, int n, std::size_t count, DType type,
                                    void *sum, cudaStream_t stream);
+
+/// A sum through bf16's roundings on device memory, queued on `stream`
+/// (runtime/LowPrecision.h's, as the host's): narrowed[i] = values[i]
+/// rounded to nearest even, and values[i] = narrowed[i] widened.
+cudaError_t narrowToBFloat16OnDevice(const float *values, std::size_t count, uint16_t *narrowed,
+                                     cudaStream_t stream);
+cudaError_t widenFromBFloat16OnDevice(const uint16_t *narrowed, std::size_t count, float *values,
+                                      cudaStream_t stream);
 
 } // namespace cleave::rt::comm
 

@@ -104,7 +104,8 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommDestroy(comm_);
   else
     ncclCommAbort(comm_);
-  cudaFree(scratch_);
+  for (void *scratch : scratch_)
+    cudaFree(scratch);
   cudaFree(header_);
 }
 
@@ -159,16 +160,36 @@ void NcclCommunicator::finish(CollectiveKind kind, const CallSite &site,
     timedOut(kind, site);
 }
 
-void *NcclCommunicator::scratch(std::size_t bytes, CollectiveKind kind, const CallSite &site) {
-  if (bytes > scratchBytes_) {
+void *NcclCommunicator::scratch(int which, std::size_t bytes, CollectiveKind kind,
+                                const CallSite &site) {
+  if (bytes > scratchBytes_[which]) {
     // cudaFree waits for the device, so the old scratch is no longer in use.
-    check(cudaFree(scratch_), "cudaFree", kind, site);
-    scratch_ = nullptr;
-    scratchBytes_ = 0;
-    check(cudaMalloc(&scratch_, bytes), "cudaMalloc (scratch)", kind, site);
-    scratchBytes_ = bytes;
+    check(cudaFree(scratch_[which]), "cudaFree", kind, site);
+    scratch_[which] = nullptr;
+    scratchBytes_[which] = 0;
+    check(cudaMalloc(&scratch_[which], bytes), "cudaMalloc (scratch)", kind, site);
+    scratchBytes_[which] = bytes;
   }
-  return scratch_;
+  return scratch_[which];
+}
+
+uint16_t *NcclCommunicator::wireCopy(int which, std::size_t count, CollectiveKind kind,
+                                     const CallSite &site) {
+  return static_cast<uint16_t *>(
+      scratch(kWireCopies + which, count * sizeof(uint16_t) + 1, kind, site));
+}
+
+void NcclCommunicator::narrowToBFloat16(const float *values, std::size_t count, uint16_t *narrowed,
+                                        CollectiveKind kind, const CallSite &site) {
+  check(narrowToBFloat16OnDevice(values, count, narrowed, stream_), "the bf16 rounding kernel",
+        kind, site);
+}
+
+void NcclCommunicator::widenFromBFloat16(const uint16_t *narrowed, std::size_t count, float *values,
+                                         CollectiveKind kind, const CallSite &site) {
+  check(widenFromBFloat16OnDevice(narrowed, count, values, stream_), "the bf16 widening kernel",
+        kind, site);
+  finish(kind, site, Deadline(options().timeoutSeconds));
 }
 
 void NcclCommunicator::doAllReduceSum(void *buffer, std::size_t count, DType type,
@@ -262,7 +283,7 @@ void NcclCommunicator::sumOwnChunk(const void *sent, const RankChunks &chunks, D
   std::size_t elementBytes = dtypeSize(type);
   std::size_t mine = chunks.counts[me];
   const char *bytes = static_cast<const char *>(sent);
-  char *pieces = static_cast<char *>(scratch(n * mine * elementBytes + 1, kind, site));
+  char *pieces = static_cast<char *>(scratch(kPieces, n * mine * elementBytes + 1, kind, site));
   check(cudaMemcpyAsync(pieces + me * mine * elementBytes,
                         bytes + chunks.offsets[me] * elementBytes, mine * elementBytes,
                         cudaMemcpyDeviceToDevice, stream_),

@@ -67,6 +67,14 @@ protected:
   void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
+  /// A sum through bf16 on the device: the copies in device scratch, the
+  /// roundings as kernels on the stream (runtime/comm/DeviceSum.h).
+  uint16_t *wireCopy(int which, std::size_t count, CollectiveKind kind,
+                     const CallSite &site) override;
+  void narrowToBFloat16(const float *values, std::size_t count, uint16_t *narrowed,
+                        CollectiveKind kind, const CallSite &site) override;
+  void widenFromBFloat16(const uint16_t *narrowed, std::size_t count, float *values,
+                         CollectiveKind kind, const CallSite &site) override;
 
 private:
   NcclCommunicator(const Communicator &host, ncclComm_t comm, cudaStream_t stream);
@@ -86,13 +94,15 @@ private:
   /// scratch, and queues their sum in rank order into `sum`.
   void sumOwnChunk(const void *sent, const RankChunks &chunks, DType type, void *sum,
                    CollectiveKind kind, const CallSite &site, const Deadline &deadline);
-  /// Device scratch of at least `bytes`, reused between calls.
-  void *scratch(std::size_t bytes, CollectiveKind kind, const CallSite &site);
+  /// Device scratch `which` (kPieces, or kWireCopies + wireCopy's `which`)
+  /// of at least `bytes`, reused between calls.
+  void *scratch(int which, std::size_t bytes, CollectiveKind kind, const CallSite &site);
+  static constexpr int kPieces = 0, kWireCopies = 1, kScratches = 3;
 
   ncclComm_t comm_;
   cudaStream_t stream_;
-  void *scratch_ = nullptr;
-  std::size_t scratchBytes_ = 0;
+  void *scratch_[kScratches] = {};
+  std::size_t scratchBytes_[kScratches] = {};
   /// The (tag, count) header of a send, and a barrier's integer.
   void *header_ = nullptr;
 };

@@ -6,9 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/comm/Nccl.h"
+#include "runtime/comm/BFloat16SumCases.h"
 #include "runtime/comm/Mpi.h"
 #include "runtime/comm/MpiTest.h"
-#include "runtime/comm/Nccl.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -150,6 +151,30 @@ TEST_P(NcclTest, DeterministicSumIsSequential) {
   nccl_->allReduceSum(buffer.get(), kCount, DType::F32, {});
   std::vector<float> result = buffer.download();
   EXPECT_EQ(std::memcmp(result.data(), expected.data(), kCount * sizeof(float)), 0);
+}
+
+// Sums through bf16 on device buffers (--grad-reduce-dtype bf16 on CUDA):
+// the closed forms of runtime/comm/BFloat16SumCases.h, as on the host.
+TEST_P(NcclTest, BFloat16SumsRoundEachPartAndTheSumOnce) {
+  int n = nccl_->size(), r = nccl_->rank();
+  for (const test::BFloat16SumCase &c : test::kBFloat16SumCases) {
+    std::vector<float> mine(kCount), sent(n * kCount);
+    for (std::size_t i = 0; i < kCount; ++i)
+      mine[i] = c.part(r, i);
+    for (std::size_t j = 0; j < sent.size(); ++j)
+      sent[j] = c.part(r, j);
+    DeviceBuffer<float> buffer(kCount), scattered(n * kCount), received(kCount);
+    buffer.upload(mine);
+    scattered.upload(sent);
+    nccl_->allReduceSumAs(buffer.get(), kCount, DType::F32, DType::BF16, {1, "gradients"});
+    nccl_->reduceScatterSumAs(scattered.get(), received.get(), kCount, DType::F32, DType::BF16,
+                              {1, "gradients"});
+    std::vector<float> summed = buffer.download(), part = received.download();
+    for (std::size_t i = 0; i < kCount; ++i) {
+      ASSERT_EQ(summed[i], c.expected(n)) << "all-reduce, element " << i;
+      ASSERT_EQ(part[i], c.expected(n)) << "reduce-scatter, element " << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, NcclTest, testing::Values(false, true),
