@@ -26,11 +26,13 @@ bool isGradientAccumulator(func::FuncOp func, unsigned index) {
   return kind && kind.getValue() == "state" && name && name.getValue().starts_with("grad:");
 }
 
-/// The sum over dp that moves in bf16 (cleave-narrow-gradient-sums, which
-/// rounds each rank's part to bf16 first) that `use` reads, through reshapes
-/// nothing else reads (ZeRO's reduce-scatters read a flattened gradient):
-/// the reshapes, then the sum; empty when it reads no such sum.
-SmallVector<Operation *> bfloat16SumReading(OpOperand &use) {
+/// The sum over dp that `use` reads, through reshapes nothing else reads
+/// (ZeRO's reduce-scatters read a flattened gradient), that can read a bf16
+/// accumulator itself: one that moves in bf16 (cleave-narrow-gradient-sums,
+/// which rounds each rank's part to bf16 first), or a reduce-scatter in f32
+/// (whose parts are widened to its result's type first). The reshapes, then
+/// the sum; empty when it reads no such sum.
+SmallVector<Operation *> sumReading(OpOperand &use) {
   SmallVector<Operation *> chain;
   OpOperand *read = &use;
   while (isa<ReshapeOp, FlattenOp>(read->getOwner()) &&
@@ -39,8 +41,9 @@ SmallVector<Operation *> bfloat16SumReading(OpOperand &use) {
     read = &*read->getOwner()->getResult(0).getUses().begin();
   }
   Operation *op = read->getOwner();
+  const bool bf16Sum = op->hasAttr(kSumTypeAttr) && sumType(op).isBF16();
   if (!isa<shard::AllReduceOp, shard::ReduceScatterOp>(op) || read->getOperandNumber() != 0 ||
-      !op->hasAttr(kSumTypeAttr) || !sumType(op).isBF16())
+      !(bf16Sum || (isa<shard::ReduceScatterOp>(op) && !op->hasAttr(kSumTypeAttr))))
     return {};
   chain.push_back(op);
   return chain;
@@ -56,7 +59,8 @@ struct NarrowGradientAccumulatorsPass
   /// moves in bf16 reads the bf16 accumulator itself (rounding it to bf16
   /// again would change nothing), as a bf16 sum in place, and its result is
   /// widened instead: no f32 copy of the accumulator before the sum, and
-  /// the sum may start during the backward (cleave-overlap-gradients).
+  /// the sum may start during the backward (cleave-overlap-gradients). A
+  /// reduce-scatter in f32 reads it too, widening the parts it sums.
   static void narrow(func::FuncOp func, BlockArgument arg, Type element) {
     auto wide = cast<RankedTensorType>(arg.getType());
     auto narrowType = wide.clone(element);
@@ -64,15 +68,19 @@ struct NarrowGradientAccumulatorsPass
     SmallVector<OpOperand *> reads;
     for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
       SmallVector<Operation *> sumChain =
-          element.isBF16() ? bfloat16SumReading(use) : SmallVector<Operation *>();
+          element.isBF16() ? sumReading(use) : SmallVector<Operation *>();
       if (!sumChain.empty()) {
-        for (Operation *op : sumChain) {
-          Value result = op->getResult(0);
-          result.setType(cast<RankedTensorType>(result.getType()).clone(element));
-        }
+        auto retype = [&](Value value) {
+          value.setType(cast<RankedTensorType>(value.getType()).clone(element));
+        };
+        for (Operation *reshape : ArrayRef(sumChain).drop_back())
+          retype(reshape->getResult(0));
         Operation *sum = sumChain.back();
+        if (!sum->hasAttr(kSumTypeAttr))
+          continue;
         sum->removeAttr(kSumTypeAttr);
         Value result = sum->getResult(0);
+        retype(result);
         OpBuilder b(sum->getContext());
         b.setInsertionPointAfter(sum);
         Value widened =

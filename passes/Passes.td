@@ -563,8 +563,10 @@ def NarrowGradientAccumulators : Pass<"cleave-narrow-gradient-accumulators", "ml
     accumulator itself instead, in place, and its result is widened: its
     bf16 parts are what the f32 copy would have been rounded to, so the
     sums are the same bit for bit, with no f32 copy before them, and
-    cleave-overlap-gradients can start them during the backward. `type`
-    fp32 (the default) changes nothing.
+    cleave-overlap-gradients can start them during the backward. A
+    reduce-scatter in f32 (ZeRO's) reads it too, its parts widened to its
+    f32 result as it sums them (shard.reduce_scatter's conversion to the
+    result's type). `type` fp32 (the default) changes nothing.
     Errors: an unknown type; an accumulator in ZeRO 1/2's flat f32 buffer
     (`cleave.flat_member`: cleave-build-train-step without sliced masters).
   }];

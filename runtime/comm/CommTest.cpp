@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/LowPrecision.h"
 #include "runtime/Mesh.h"
 #include "runtime/comm/BFloat16SumCases.h"
 #include "runtime/comm/BackgroundCollectives.h"
@@ -341,6 +342,35 @@ void checkBFloat16Sums(bool deterministic) {
 
 TEST(MpiCommunicatorTest, BFloat16SumsRoundEachPartAndTheSumOnce) { checkBFloat16Sums(false); }
 TEST(MpiCommunicatorTest, DeterministicBFloat16SumsAreTheSame) { checkBFloat16Sums(true); }
+
+/// Rank 0 gives 256 a part, the others 1, all exact in bf16: added in f32
+/// the sum is 255 + n, kept f32 (rounded to bf16 it would be 256 for n = 2).
+void checkWidenedReduceScatter(bool deterministic) {
+  auto comm = world(deterministic);
+  int n = comm->size(), r = comm->rank();
+  std::vector<uint16_t> sent(n * kCount, toBFloat16(r == 0 ? 256.0f : 1.0f).bits);
+  std::vector<float> received(kCount);
+  comm->reduceScatterSumWidened(sent.data(), received.data(), kCount, {1, "gradients"});
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(received[i], 255.0f + n) << "element " << i;
+  // bf16 parts on the wire: 2 bytes an element.
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::ReduceScatter], (n - 1) * kCount * 2);
+}
+
+TEST(MpiCommunicatorTest, WidenedReduceScatterSumsBFloat16PartsInF32) {
+  checkWidenedReduceScatter(false);
+}
+TEST(MpiCommunicatorTest, DeterministicWidenedReduceScatterIsTheSame) {
+  checkWidenedReduceScatter(true);
+}
+
+TEST(LocalCommunicatorTest, WidenedReduceScatterOfOneRankIsItsPartWidened) {
+  LocalCommunicator alone("dp");
+  std::vector<uint16_t> sent{toBFloat16(1.5f).bits, toBFloat16(-3.0f).bits};
+  std::vector<float> received(2);
+  alone.reduceScatterSumWidened(sent.data(), received.data(), 2, {});
+  EXPECT_EQ(received, (std::vector<float>{1.5f, -3.0f}));
+}
 
 TEST(LocalCommunicatorTest, BFloat16SumOfOneRankIsItsRoundedPart) {
   LocalCommunicator alone("dp");

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace cleave::rt::comm {
@@ -93,8 +94,11 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
                          const Tensor &out, DType wire, int64_t step) {
   Communicator &group = axisCommunicator(axes, axis, "reduce_scatter");
   checkReduceScatterSizes(group, "reduce_scatter", in, out, wire);
-  group.reduceScatterSumAs(in.data, out.data, static_cast<std::size_t>(out.numel()), in.dtype, wire,
-                           {step, "gradients"});
+  const auto countPerRank = static_cast<std::size_t>(out.numel());
+  if (in.dtype != out.dtype)
+    group.reduceScatterSumWidened(in.data, out.as<float>(), countPerRank, {step, "gradients"});
+  else
+    group.reduceScatterSumAs(in.data, out.data, countPerRank, in.dtype, wire, {step, "gradients"});
 }
 
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
@@ -107,7 +111,10 @@ void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, cons
 
 void checkReduceScatterSizes(const Communicator &group, const char *kernel, const Tensor &in,
                              const Tensor &out, DType wire) {
-  if (in.dtype != out.dtype || in.numel() != out.numel() * group.size())
+  if (in.dtype != out.dtype && !(in.dtype == DType::BF16 && out.dtype == DType::F32))
+    rt::fail(kernel, "sums %s into %s (its own type, or bf16 into f32)", dtypeName(in.dtype),
+             dtypeName(out.dtype));
+  if (in.numel() != out.numel() * group.size())
     rt::fail(kernel, "%lld elements do not split into %d parts of %lld",
              static_cast<long long>(in.numel()), group.size(), static_cast<long long>(out.numel()));
   checkSumWire(kernel, in.dtype, wire);
@@ -238,13 +245,19 @@ void Communicator::reduceScatterSum(const void *sent, void *received, std::size_
   uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(type);
   run(CollectiveKind::ReduceScatter, full, site, [&] {
     if (options_.deterministic || type == DType::BF16)
-      doReduceScatterSumInRankOrder(sent, received, countPerRank, type, site);
+      doReduceScatterSumInRankOrder(sent, received, countPerRank, type, type, site);
     else
       doReduceScatterSum(sent, received, countPerRank, type, site);
   });
 }
 
-namespace {} // namespace
+void Communicator::reduceScatterSumWidened(const void *sent, float *received,
+                                           std::size_t countPerRank, const CallSite &site) {
+  uint64_t full = static_cast<uint64_t>(size_) * countPerRank * dtypeSize(DType::BF16);
+  run(CollectiveKind::ReduceScatter, full, site, [&] {
+    doReduceScatterSumInRankOrder(sent, received, countPerRank, DType::BF16, DType::F32, site);
+  });
+}
 
 uint16_t *Communicator::wireCopy(int which, std::size_t count, CollectiveKind, const CallSite &) {
   wireCopies_[which].resize(count);
@@ -350,6 +363,13 @@ void LocalCommunicator::doReduceScatterSum(const void *sent, void *received,
   std::memmove(received, sent, countPerRank * dtypeSize(type));
 }
 
+// One rank: its own part is the sum, so any order is rank order.
+void LocalCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,
+                                                      std::size_t countPerRank, DType type,
+                                                      DType sumType, const CallSite &) {
+  sumInRankOrder(sent, 1, countPerRank, type, received, sumType);
+}
+
 void LocalCommunicator::doSend(const void *, std::size_t, DType, int, int,
                                const CallSite &site) {
   fail(CollectiveKind::Send, site, "a rank alone cannot send to itself (it would wait forever)");
@@ -383,13 +403,18 @@ template <typename T> void sumParts(const T *parts, int n, std::size_t count, T 
   }
 }
 
-/// bf16 parts added in f32, in rank order, and rounded once.
-void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, uint16_t *sum) {
+/// bf16 parts added in f32, in rank order: the f32 total, or (a bf16 sum)
+/// rounded once.
+template <typename Sum>
+void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, Sum *sum) {
   for (std::size_t i = 0; i < count; ++i) {
     float total = fromBFloat16({parts[i]});
     for (int r = 1; r < n; ++r)
       total = total + fromBFloat16({parts[r * count + i]});
-    sum[i] = toBFloat16(total).bits;
+    if constexpr (std::is_same_v<Sum, float>)
+      sum[i] = total;
+    else
+      sum[i] = toBFloat16(total).bits;
   }
 }
 
@@ -402,7 +427,11 @@ void sumIntegerParts(const void *parts, int n, std::size_t count, void *sum) {
 
 } // namespace
 
-void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, void *sum) {
+void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, void *sum,
+                    DType sumType) {
+  if (type == DType::BF16 && sumType == DType::F32)
+    return sumBFloat16Parts(static_cast<const uint16_t *>(parts), n, count,
+                            static_cast<float *>(sum));
   switch (type) {
   case DType::F32:
     sumParts(static_cast<const float *>(parts), n, count, static_cast<float *>(sum));

@@ -133,7 +133,9 @@ Communicator &axisCommunicator(const std::vector<Communicator *> &axes, int64_t 
 /// communicator of mesh axis `axis`: `buffer` summed in place; `out` this
 /// rank's part of the sum of `in` (dim 0 split n ways); `out` the ranks'
 /// `in` concatenated. A sum's `wire` type is the buffers' own, or bf16 for
-/// f32 buffers (--grad-reduce-dtype bf16): Communicator::allReduceSumAs.
+/// f32 buffers (--grad-reduce-dtype bf16): Communicator::allReduceSumAs. A
+/// reduce-scatter of a bf16 `in` into an f32 `out` sums in f32
+/// (Communicator::reduceScatterSumWidened).
 void allReduceOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &buffer,
                      DType wire, int64_t step);
 /// A failure of `kernel` unless `type` buffers sum through `wire`: the type
@@ -144,7 +146,7 @@ void reduceScatterOnAxis(const std::vector<Communicator *> &axes, int64_t axis, 
 void allGatherOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
                      const Tensor &out, int64_t step);
 /// A failure of `kernel` unless `out` is one of `group`'s parts of `in`,
-/// summed through `wire`.
+/// summed through `wire` (`in`'s type, or bf16 into f32).
 void checkReduceScatterSizes(const Communicator &group, const char *kernel, const Tensor &in,
                              const Tensor &out, DType wire);
 /// A failure of `kernel` unless `out` holds `group`'s parts of `in`'s size
@@ -202,6 +204,13 @@ public:
   /// each rank gets its chunk of the all-reduced buffer (f32, f64, i32, i64).
   void reduceScatterSum(const void *sent, void *received, std::size_t countPerRank,
                         DType type, const CallSite &site);
+  /// received[i] = the sum over ranks of their bf16 sent[rank() *
+  /// countPerRank + i], added in f32 in rank order and not rounded: what
+  /// the rank-order sum of their f32 widenings gives, from half the bytes
+  /// (ZeRO's reduce-scatters of gradient accumulators kept in bf16 and
+  /// summed in f32).
+  void reduceScatterSumWidened(const void *sent, float *received, std::size_t countPerRank,
+                               const CallSite &site);
   /// allReduceSum and reduceScatterSum of `type` buffers through `wire`:
   /// the type itself (the plain sums), or bf16 for f32, which halves the
   /// bytes moved: each rank's values
@@ -257,8 +266,10 @@ protected:
   /// element added in rank order, the same on every rank and every run.
   virtual void doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
                                          const CallSite &site) = 0;
+  /// `received` is of `sumType`: `type`, or f32 for bf16 parts, added in
+  /// f32 and kept (reduceScatterSumWidened).
   virtual void doReduceScatterSumInRankOrder(const void *sent, void *received,
-                                             std::size_t countPerRank, DType type,
+                                             std::size_t countPerRank, DType type, DType sumType,
                                              const CallSite &site) = 0;
   virtual void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                            const CallSite &site) = 0;
@@ -330,9 +341,7 @@ protected:
   // One rank: its own part is the sum, so any order is rank order.
   void doAllReduceSumInRankOrder(void *, std::size_t, DType, const CallSite &) override {}
   void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
-                                     DType type, const CallSite &site) override {
-    doReduceScatterSum(sent, received, countPerRank, type, site);
-  }
+                                     DType type, DType sumType, const CallSite &site) override;
   void doBroadcast(void *, std::size_t, DType, int, const CallSite &) override {}
   void doBarrier(const CallSite &) override {}
   void doSend(const void *, std::size_t, DType, int, int, const CallSite &site) override;
@@ -352,8 +361,10 @@ struct RankChunks {
 /// `sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i]` for `n`
 /// parts of `count` elements laid out one after another: the order the
 /// deterministic mode promises. Host memory; f32, f64, i32, i64 (integers
-/// wrap around), and bf16, added in f32 and rounded to bf16 once.
-void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, void *sum);
+/// wrap around), and bf16, added in f32 and rounded to bf16 once; `sum` is
+/// of `sumType`: `type`, or f32 for bf16 parts (the f32 total, not rounded).
+void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, void *sum,
+                    DType sumType);
 
 } // namespace cleave::rt::comm
 

@@ -22,14 +22,18 @@ __global__ void sumParts(const T *parts, int n, std::size_t count, T *sum) {
   }
 }
 
-/// bf16 parts added in f32, in rank order, and rounded once (the host's
-/// sumInRankOrder).
-__global__ void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, uint16_t *sum) {
+/// bf16 parts added in f32, in rank order: the f32 total, or (a bf16 sum)
+/// rounded once (the host's sumInRankOrder).
+template <typename Sum>
+__global__ void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, Sum *sum) {
   CLEAVE_GRID_LOOP(i, static_cast<int64_t>(count)) {
     float total = fromBFloat16({parts[i]});
     for (int r = 1; r < n; ++r)
       total = total + fromBFloat16({parts[r * count + i]});
-    sum[i] = toBFloat16(total).bits;
+    if constexpr (std::is_same_v<Sum, float>)
+      sum[i] = total;
+    else
+      sum[i] = toBFloat16(total).bits;
   }
 }
 
@@ -63,7 +67,10 @@ cudaError_t launchSum(const void *parts, int n, std::size_t count, void *sum, cu
 } // namespace
 
 cudaError_t sumInRankOrderOnDevice(const void *parts, int n, std::size_t count, DType type,
-                                   void *sum, cudaStream_t stream) {
+                                   void *sum, DType sumType, cudaStream_t stream) {
+  if (type == DType::BF16 && sumType == DType::F32)
+    return launch(sumBFloat16Parts<float>, count, stream, static_cast<const uint16_t *>(parts), n,
+                  count, static_cast<float *>(sum));
   switch (type) {
   case DType::F32:
     return launchSum<float>(parts, n, count, sum, stream);
@@ -75,8 +82,8 @@ cudaError_t sumInRankOrderOnDevice(const void *parts, int n, std::size_t count, 
   case DType::I64:
     return launchSum<uint64_t>(parts, n, count, sum, stream);
   case DType::BF16:
-    return launch(sumBFloat16Parts, count, stream, static_cast<const uint16_t *>(parts), n, count,
-                  static_cast<uint16_t *>(sum));
+    return launch(sumBFloat16Parts<uint16_t>, count, stream, static_cast<const uint16_t *>(parts),
+                  n, count, static_cast<uint16_t *>(sum));
   default: return cudaErrorInvalidValue;
   }
 }

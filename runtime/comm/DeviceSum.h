@@ -13,10 +13,10 @@
 namespace cleave::rt::comm {
 
 /// sumInRankOrder (Communicator.h) on device memory, queued on `stream`:
-/// sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i]. Returns the
-/// launch's status.
+/// sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i], `sum` of
+/// `sumType` (`type`, or f32 for bf16 parts). Returns the launch's status.
 cudaError_t sumInRankOrderOnDevice(const void *parts, int n, std::size_t count, DType type,
-                                   void *sum, cudaStream_t stream);
+                                   void *sum, DType sumType, cudaStream_t stream);
 
 /// A sum through bf16's roundings on device memory, queued on `stream`
 /// (runtime/LowPrecision.h's, as the host's): narrowed[i] = values[i]

@@ -385,7 +385,7 @@ void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count,
         kind, site, "MPI_Ialltoallv");
   wait(request, deadline, kind, site);
   char *myChunk = static_cast<char *>(buffer) + static_cast<std::size_t>(offsets[me]) * elementBytes;
-  sumInRankOrder(scratch_.data(), n, mine, type, myChunk);
+  sumInRankOrder(scratch_.data(), n, mine, type, myChunk, type);
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts.data(), offsets.data(),
                         mpi, comm_, &request),
         kind, site, "MPI_Iallgatherv");
@@ -394,7 +394,7 @@ void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count,
 
 void MpiCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,
                                                     std::size_t countPerRank, DType type,
-                                                    const CallSite &site) {
+                                                    DType sumType, const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
   Deadline deadline(options().timeoutSeconds);
   int count = mpiCount(countPerRank, kind, site);
@@ -405,7 +405,7 @@ void MpiCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *rece
                       &request),
         kind, site, "MPI_Ialltoall");
   wait(request, deadline, kind, site);
-  sumInRankOrder(scratch_.data(), n, countPerRank, type, received);
+  sumInRankOrder(scratch_.data(), n, countPerRank, type, received, sumType);
 }
 
 } // namespace cleave::rt::comm

@@ -91,7 +91,7 @@ protected:
   void doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
                                  const CallSite &site) override;
   void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
-                                     DType type, const CallSite &site) override;
+                                     DType type, DType sumType, const CallSite &site) override;
   void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                    const CallSite &site) override;
   void doBarrier(const CallSite &site) override;

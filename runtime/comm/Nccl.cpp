@@ -277,8 +277,8 @@ void NcclCommunicator::doRecv(void *buffer, std::size_t count, DType type, int p
 }
 
 void NcclCommunicator::sumOwnChunk(const void *sent, const RankChunks &chunks, DType type,
-                                   void *sum, CollectiveKind kind, const CallSite &site,
-                                   const Deadline &deadline) {
+                                   void *sum, DType sumType, CollectiveKind kind,
+                                   const CallSite &site, const Deadline &deadline) {
   int n = size(), me = rank();
   std::size_t elementBytes = dtypeSize(type);
   std::size_t mine = chunks.counts[me];
@@ -302,7 +302,8 @@ void NcclCommunicator::sumOwnChunk(const void *sent, const RankChunks &chunks, D
               "ncclRecv", kind, site);
   }
   issued(ncclGroupEnd(), "ncclGroupEnd (all-to-all)", kind, site, deadline);
-  check(sumInRankOrderOnDevice(pieces, n, mine, type, sum, stream_), "the sum kernel", kind, site);
+  check(sumInRankOrderOnDevice(pieces, n, mine, type, sum, sumType, stream_), "the sum kernel",
+        kind, site);
 }
 
 void NcclCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
@@ -312,7 +313,7 @@ void NcclCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count
   RankChunks chunks(count, size());
   std::size_t elementBytes = dtypeSize(type);
   char *bytes = static_cast<char *>(buffer);
-  sumOwnChunk(buffer, chunks, type, bytes + chunks.offsets[rank()] * elementBytes, kind, site,
+  sumOwnChunk(buffer, chunks, type, bytes + chunks.offsets[rank()] * elementBytes, type, kind, site,
               deadline);
   // Each rank broadcasts its summed chunk: an all-gather of unequal chunks.
   issued(ncclGroupStart(), "ncclGroupStart", kind, site, deadline);
@@ -329,11 +330,11 @@ void NcclCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count
 
 void NcclCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,
                                                      std::size_t countPerRank, DType type,
-                                                     const CallSite &site) {
+                                                     DType sumType, const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
   Deadline deadline(options().timeoutSeconds);
   // Every rank's chunk is countPerRank elements.
-  sumOwnChunk(sent, RankChunks(size() * countPerRank, size()), type, received, kind, site,
+  sumOwnChunk(sent, RankChunks(size() * countPerRank, size()), type, received, sumType, kind, site,
               deadline);
   finish(kind, site, deadline);
 }

@@ -56,7 +56,7 @@ protected:
   void doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
                                  const CallSite &site) override;
   void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
-                                     DType type, const CallSite &site) override;
+                                     DType type, DType sumType, const CallSite &site) override;
   void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                    const CallSite &site) override;
   void doBarrier(const CallSite &site) override;
@@ -91,8 +91,8 @@ private:
   void check(cudaError_t status, const char *call, CollectiveKind kind, const CallSite &site);
   /// What both rank-order sums start with: this rank sends chunk r of `sent`
   /// to rank r, receives every rank's piece of its own chunk into the
-  /// scratch, and queues their sum in rank order into `sum`.
-  void sumOwnChunk(const void *sent, const RankChunks &chunks, DType type, void *sum,
+  /// scratch, and queues their sum in rank order into `sum` (of `sumType`).
+  void sumOwnChunk(const void *sent, const RankChunks &chunks, DType type, void *sum, DType sumType,
                    CollectiveKind kind, const CallSite &site, const Deadline &deadline);
   /// Device scratch `which` (kPieces, or kWireCopies + wireCopy's `which`)
   /// of at least `bytes`, reused between calls.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/comm/Nccl.h"
+#include "runtime/LowPrecision.h"
 #include "runtime/comm/BFloat16SumCases.h"
 #include "runtime/comm/Mpi.h"
 #include "runtime/comm/MpiTest.h"
@@ -175,6 +176,20 @@ TEST_P(NcclTest, BFloat16SumsRoundEachPartAndTheSumOnce) {
       ASSERT_EQ(part[i], c.expected(n)) << "reduce-scatter, element " << i;
     }
   }
+}
+
+// bf16 parts summed in f32 and kept (ZeRO's reduce-scatters of bf16
+// accumulators summed in f32): rank 0 gives 256, the others 1; the sum is
+// 255 + n, not rounded.
+TEST_P(NcclTest, WidenedReduceScatterSumsBFloat16PartsInF32) {
+  int n = nccl_->size(), r = nccl_->rank();
+  DeviceBuffer<uint16_t> sent(n * kCount);
+  DeviceBuffer<float> received(kCount);
+  sent.upload(std::vector<uint16_t>(n * kCount, toBFloat16(r == 0 ? 256.0f : 1.0f).bits));
+  nccl_->reduceScatterSumWidened(sent.get(), received.get(), kCount, {1, "gradients"});
+  std::vector<float> part = received.download();
+  for (std::size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(part[i], 255.0f + n) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, NcclTest, testing::Values(false, true),

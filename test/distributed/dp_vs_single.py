@@ -51,7 +51,10 @@
 #     loss's count and sum stay f32); with --precision bf16 and the
 #     accumulators in bf16 too (--grad-accum-dtype bf16), dp=2 with buckets,
 #     ZeRO 1 and ZeRO 2 give the f32 accumulators' losses and parameters bit
-#     for bit at a lower peak, the buckets started during the backward.
+#     for bit at a lower peak, the buckets started during the backward; and
+#     summed in f32 with --deterministic, ZeRO 1 (reduce-scatters widening
+#     the bf16 accumulators' parts) gives plain dp's losses and parameters
+#     bit for bit, at a lower peak than with f32 accumulators.
 # The GPT's targets have ignore_index positions spread unevenly over the
 # ranks' slices. Models are exported at each micro-batch they run at (their
 # exports have static shapes).
@@ -352,6 +355,23 @@ def bf16_gradient_sums(m, name, reference, dp2, problems):
         buckets = bf16_slots[3]["training"].get("gradient_buckets", {}).get("bytes", [])
         if "buckets" in label and len(buckets) < 2:
             problems.append(f"{label}: plan.json has buckets {buckets}, not several")
+    # Summed in f32 (the default), ZeRO 1's reduce-scatters read the bf16
+    # accumulators too, widening the parts they sum in rank order: plain
+    # dp's all-reduce of the accumulators' f32 copies in rank order
+    # (--deterministic) bit for bit, from half the bytes, at a lower peak
+    # than f32 accumulators' ZeRO 1.
+    deterministic = ["--precision", "bf16", "--deterministic"]
+    plain, sliced, f32_sliced = (
+        m.train(f"dp2-{tag}-det-f32-sums-{kind}-slots", 2, 1, MOMENTUM,
+                [*deterministic, *flags, "--grad-accum-dtype", kind])
+        for tag, flags, kind in (("z0", [], "bf16"), ("z1", ["--zero", "1"], "bf16"),
+                                 ("z1", ["--zero", "1"], "fp32")))
+    label = f"{name} dp=2 zero=1 --deterministic f32 sums of bf16 accumulators"
+    identical(label, sliced, plain, problems)
+    bytes_as_planned(label, sliced, problems)
+    peaks = [r[2]["peak_bytes_allocated"] for r in (sliced, f32_sliced)]
+    if not peaks[0] < peaks[1]:
+        problems.append(f"{label}: peak {peaks[0]} bytes, f32 accumulators' {peaks[1]}")
     reduced = [sum(c["bytes_sent_per_rank"] for c in r[3]["collectives"]
                    if c["kind"] == "all_reduce") for r in (first, dp2)]
     print(f"{name} dp=2: the all-reduce sends {reduced[0]} bytes a step summing in bf16, "
