@@ -4,11 +4,11 @@
 
 #include "runtime/KernelError.h"
 #include "runtime/LowPrecision.h"
+#include "runtime/comm/RankOrderSum.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 #include <utility>
 
 namespace cleave::rt::comm {
@@ -403,19 +403,10 @@ template <typename T> void sumParts(const T *parts, int n, std::size_t count, T 
   }
 }
 
-/// bf16 parts added in f32, in rank order: the f32 total, or (a bf16 sum)
-/// rounded once.
 template <typename Sum>
 void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, Sum *sum) {
-  for (std::size_t i = 0; i < count; ++i) {
-    float total = fromBFloat16({parts[i]});
-    for (int r = 1; r < n; ++r)
-      total = total + fromBFloat16({parts[r * count + i]});
-    if constexpr (std::is_same_v<Sum, float>)
-      sum[i] = total;
-    else
-      sum[i] = toBFloat16(total).bits;
-  }
+  for (std::size_t i = 0; i < count; ++i)
+    sum[i] = bfloat16PartsSum<Sum>(parts, n, count, i);
 }
 
 /// Integers add as unsigned: wrapping, not undefined, on overflow.

@@ -2,7 +2,7 @@
 
 #include "runtime/comm/DeviceSum.h"
 
-#include "runtime/LowPrecision.h"
+#include "runtime/comm/RankOrderSum.h"
 #include "runtime/cuda/Common.cuh" // CLEAVE_GRID_LOOP
 
 #include <cstdint>
@@ -22,18 +22,10 @@ __global__ void sumParts(const T *parts, int n, std::size_t count, T *sum) {
   }
 }
 
-/// bf16 parts added in f32, in rank order: the f32 total, or (a bf16 sum)
-/// rounded once (the host's sumInRankOrder).
 template <typename Sum>
 __global__ void sumBFloat16Parts(const uint16_t *parts, int n, std::size_t count, Sum *sum) {
   CLEAVE_GRID_LOOP(i, static_cast<int64_t>(count)) {
-    float total = fromBFloat16({parts[i]});
-    for (int r = 1; r < n; ++r)
-      total = total + fromBFloat16({parts[r * count + i]});
-    if constexpr (std::is_same_v<Sum, float>)
-      sum[i] = total;
-    else
-      sum[i] = toBFloat16(total).bits;
+    sum[i] = bfloat16PartsSum<Sum>(parts, n, count, static_cast<std::size_t>(i));
   }
 }
 

@@ -310,6 +310,17 @@ def moved_close(label, ours, reference, initial, problems):
             return
 
 
+def bf16_accumulators_hold(label, ours, reference, f32_accumulators, problems):
+    """`ours` (gradient accumulators in bf16) gives `reference`'s losses and
+    parameters bit for bit, sends the bytes planned, and peaks below
+    `f32_accumulators` (the same layout with f32 accumulators)."""
+    identical(label, ours, reference, problems)
+    bytes_as_planned(label, ours, problems)
+    peaks = [r[2]["peak_bytes_allocated"] for r in (ours, f32_accumulators)]
+    if not peaks[0] < peaks[1]:
+        problems.append(f"{label}: peak {peaks[0]} bytes, f32 accumulators' {peaks[1]}")
+
+
 def bf16_gradient_sums(m, name, reference, dp2, problems):
     """--grad-reduce-dtype bf16 against one device in f32 (`reference`) and
     dp=2 summing in f32 (`dp2`)."""
@@ -347,11 +358,7 @@ def bf16_gradient_sums(m, name, reference, dp2, problems):
                                          [*mixed, *flags, "--grad-accum-dtype", kind])
                                  for kind in ("fp32", "bf16"))
         label = f"{name} {label} bf16 sums of bf16 accumulators"
-        identical(label, bf16_slots, f32_slots, problems)
-        bytes_as_planned(label, bf16_slots, problems)
-        peaks = [r[2]["peak_bytes_allocated"] for r in (bf16_slots, f32_slots)]
-        if not peaks[0] < peaks[1]:
-            problems.append(f"{label}: peak {peaks[0]} bytes, f32 accumulators' {peaks[1]}")
+        bf16_accumulators_hold(label, bf16_slots, f32_slots, f32_slots, problems)
         buckets = bf16_slots[3]["training"].get("gradient_buckets", {}).get("bytes", [])
         if "buckets" in label and len(buckets) < 2:
             problems.append(f"{label}: plan.json has buckets {buckets}, not several")
@@ -367,11 +374,12 @@ def bf16_gradient_sums(m, name, reference, dp2, problems):
         for tag, flags, kind in (("z0", [], "bf16"), ("z1", ["--zero", "1"], "bf16"),
                                  ("z1", ["--zero", "1"], "fp32")))
     label = f"{name} dp=2 zero=1 --deterministic f32 sums of bf16 accumulators"
-    identical(label, sliced, plain, problems)
-    bytes_as_planned(label, sliced, problems)
-    peaks = [r[2]["peak_bytes_allocated"] for r in (sliced, f32_sliced)]
-    if not peaks[0] < peaks[1]:
-        problems.append(f"{label}: peak {peaks[0]} bytes, f32 accumulators' {peaks[1]}")
+    bf16_accumulators_hold(label, sliced, plain, f32_sliced, problems)
+    scattered = [sum(c["bytes_sent_per_rank"] for c in r[3]["collectives"]
+                     if c["kind"] == "reduce_scatter") for r in (sliced, f32_sliced)]
+    if not 0 < scattered[0] < 0.55 * scattered[1]:
+        problems.append(f"{label}: reduce-scatters send {scattered[0]} bytes a step, "
+                        f"{scattered[1]} from f32 accumulators")
     reduced = [sum(c["bytes_sent_per_rank"] for c in r[3]["collectives"]
                    if c["kind"] == "all_reduce") for r in (first, dp2)]
     print(f"{name} dp=2: the all-reduce sends {reduced[0]} bytes a step summing in bf16, "
