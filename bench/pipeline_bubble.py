@@ -12,7 +12,10 @@ bubble, on each of --models: an MLP of 8 Linear and tanh layers ("tanh"),
 or of 8 Linear layers alone ("linear": each layer's F, I and W one product
 each, F = I = W as the zero-bubble paper assumes), 512 wide, whose first layer
 takes 768 inputs (so that the first stage, which computes no gradient for
-its input, does as much work as the second), cut into P = 2 stages by the
+its input, does as much work as the second), or the 8 Linear layers after an
+embedding of 1024 tokens ("embedded": the first stage's backward then
+computes its layers' input gradients too, all of it W under zb-h1, which
+makes the stages' costs F, 0, 2W and F, I, W), cut into P = 2 stages by the
 balanced cut (2 x 2 stages for the interleaved schedule, V = 2): gpipe,
 1f1b, interleaved and zb-h1 with M = 2 ... 16 microbatches of 128 samples,
 12 steps a run (the first 2 left out), 3 runs each (--repeats). Per run:
@@ -28,10 +31,11 @@ balanced cut (2 x 2 stages for the interleaved schedule, V = 2): gpipe,
     (zb-h1's with the stages' mean F, I and W);
   - idle ms and theory ms: a rank's idle time a step, measured and simulated.
 The run of median idle is shown. Last, zb-h1's idle time over 1f1b's at each
-M, measured and in theory (the zero-bubble paper's 1/3 holds for F = I = W).
+M, measured (the median of the repeats, and their range: the noise) and in
+theory (the zero-bubble paper's 1/3 holds for F = I = W).
 
     .venv/bin/python bench/pipeline_bubble.py [--cleave build/bin/cleave] [--measure]
-        [--models tanh,linear] [--repeats 3]
+        [--models tanh,linear,embedded] [--repeats 3]
 """
 
 import argparse
@@ -62,7 +66,11 @@ def theory(schedule, P, M, V, costs):
     return (P - 1) / (M + P - 1)
 
 
-def export_mlp(path, layers, inputs, width, micro, activation, classes=16):
+def export_mlp(path, layers, inputs, width, micro, activation, embedded, classes=16):
+    """`layers` Linear layers (and `activation`s) of `width`, the first
+    taking `inputs` features, or with `embedded` rows of a table of `inputs`
+    tokens (an Embedding, whose gradient needs the first layer's input
+    gradient), and a head of `classes`."""
     import torch
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test",
                                     "lib"))
@@ -71,16 +79,18 @@ def export_mlp(path, layers, inputs, width, micro, activation, classes=16):
     class DeepMLP(torch.nn.Module):
         def __init__(self):
             super().__init__()
+            first = width if embedded else inputs
+            self.embed = torch.nn.Embedding(inputs, width) if embedded else torch.nn.Identity()
             self.net = torch.nn.Sequential(*[m for layer in range(layers) for m in (
-                torch.nn.Linear(inputs if layer == 0 else width, width), activation())])
+                torch.nn.Linear(first if layer == 0 else width, width), activation())])
             self.head = torch.nn.Linear(width, classes)
 
         def forward(self, x, labels):
-            return torch.nn.functional.cross_entropy(self.head(self.net(x)), labels)
+            return torch.nn.functional.cross_entropy(self.head(self.net(self.embed(x))), labels)
 
     torch.manual_seed(0)
-    export_with_loss(DeepMLP(), (torch.randn(micro, inputs), torch.randint(0, classes, (micro,))),
-                     path, ["x", "labels"])
+    x = torch.randint(0, inputs, (micro,)) if embedded else torch.randn(micro, inputs)
+    export_with_loss(DeepMLP(), (x, torch.randint(0, classes, (micro,))), path, ["x", "labels"])
 
 
 def timeline(trace, first_step=3):
@@ -178,31 +188,45 @@ def measured(cleave, work, model, schedule, P, M, micro, steps, data):
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 MICROBATCHES = (2, 4, 8, 16)
 MODELS = {
-    # name: (what each layer is, its activation), as torch modules
-    "tanh": ("Linear and tanh", "Tanh"),
+    # name: (what each layer is, its activation, inputs, embedded), as torch
+    # modules; the inputs of the first layer, or the rows of an embedding.
+    # 768 inputs make the first stage, which computes no gradient for its
+    # input, do as much work as the second.
+    "tanh": ("Linear and tanh", "Tanh", 768, False),
     # No activation: a layer's forward, input gradient and weight gradient
     # are one product each, F = I = W as the zero-bubble paper assumes.
-    "linear": ("Linear", "Identity"),
+    "linear": ("Linear", "Identity", 768, False),
+    # The same after an embedding of 1024 tokens, as a language model's
+    # first stage: its backward then computes every layer's input gradient
+    # too, so with zb-h1 (whose first stage sends nothing back: all of its
+    # backward is W) the stages cost F, 0, 2W and F, I, W, with F = I = W:
+    # the costs for which the simulator gives zb-h1 a third of 1f1b's wait.
+    # The embedding's dense gradient (1024 x 512) weighs the first stage as
+    # the head and the loss weigh the second (256 tokens left it 2% lighter,
+    # a gap that grows with M in both schedules' waits).
+    "embedded": ("Linear, after an embedding,", "Identity", 1024, True),
 }
 
 
 def measure(cleave, repeats, model_name):
     import torch
-    P, micro, inputs, width, layers, steps = 2, 128, 768, 512, 8, 12
-    kind, activation = MODELS[model_name]
+    P, micro, width, layers, steps = 2, 128, 512, 8, 12
+    kind, activation, inputs, embedded = MODELS[model_name]
     print(f"\nmeasured on this machine: P = {P}, an MLP of {layers} {kind} layers "
-          f"({inputs} inputs, {width} wide), {micro} samples a microbatch; of {repeats} runs "
-          f"each, the one of median bubble")
+          f"({inputs} {'tokens' if embedded else 'inputs'}, {width} wide), {micro} samples a "
+          f"microbatch; of {repeats} runs each, the one of median bubble")
     print(f"{'schedule':<12} {'M':>3} {'F ms':>19} {'B/I ms':>19} {'W ms':>11} {'bubble':>7} "
           f"{'theory':>7} {'points':>6} {'formula':>8} {'idle':>6} {'wait ms':>8} "
           f"{'theory ms':>9}")
     waits = {}
     with tempfile.TemporaryDirectory() as work:
         model = os.path.join(work, "mlp.onnx")
-        export_mlp(model, layers, inputs, width, micro, getattr(torch.nn, activation))
+        export_mlp(model, layers, inputs, width, micro, getattr(torch.nn, activation), embedded)
         rng = np.random.default_rng(0)
         samples = 16 * micro
-        np.save(os.path.join(work, "x.npy"), rng.standard_normal((samples, inputs), np.float32))
+        np.save(os.path.join(work, "x.npy"),
+                rng.integers(0, inputs, samples) if embedded
+                else rng.standard_normal((samples, inputs), np.float32))
         np.save(os.path.join(work, "labels.npy"), rng.integers(0, 16, samples))
         data = f"x={work}/x.npy,labels={work}/labels.npy"
         # Each M's runs take the schedules in turn, so that the runs compared
@@ -232,9 +256,11 @@ def measure(cleave, repeats, model_name):
           "the 1f1b run beside it")
     for M in MICROBATCHES:
         pairs = list(zip(runs["zb-h1", M], runs["1f1b", M]))
-        measured_ratio = np.median([zb[2] / one[2] for zb, one in pairs])
+        measured_ratios = [zb[2] / one[2] for zb, one in pairs]
         theory_ratio = np.median([zb[5] / one[5] for zb, one in pairs])
-        print(f"M = {M:>2}: measured {measured_ratio:.3f}; theory {theory_ratio:.3f}", flush=True)
+        print(f"M = {M:>2}: measured {np.median(measured_ratios):.3f} (repeats "
+              f"{min(measured_ratios):.3f}-{max(measured_ratios):.3f}); theory "
+              f"{theory_ratio:.3f}", flush=True)
 
 
 def main():
@@ -242,9 +268,10 @@ def main():
     parser.add_argument("--cleave", default="build/bin/cleave")
     parser.add_argument("--measure", action="store_true",
                         help="also train pipelines here and measure their bubble")
-    parser.add_argument("--models", default="tanh,linear",
+    parser.add_argument("--models", default="tanh,linear,embedded",
                         help="the MLPs to measure: tanh (Linear and tanh layers), linear "
-                        "(Linear layers alone: F = I = W)")
+                        "(Linear layers alone: F = I = W), embedded (the Linear layers after "
+                        "an embedding: the first stage's backward 2W)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs of each measured pipeline (the median is shown)")
     args = parser.parse_args()
