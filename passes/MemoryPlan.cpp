@@ -82,20 +82,20 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
     for (OpOperand &use : op.getOpOperands())
       if (!(isa<AssignOp>(op) && use.getOperandNumber() == 0))
         lastRead[rootOf(use.get())] = position[&op];
-  // The stored arguments whose bytes in the weights blob overlap `target`'s
-  // (itself among them).
+  // Each stored argument's place in the weights blob, and the stored
+  // arguments whose bytes overlap `target`'s (itself among them).
+  llvm::DenseMap<BlockArgument, int64_t> storedAt;
+  for (BlockArgument arg : func.getArguments())
+    if (auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr))
+      storedAt[arg] = offset.getInt();
   auto overlapping = [&](BlockArgument target) {
     SmallVector<BlockArgument> found;
-    auto begin = [&](BlockArgument arg) {
-      auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr);
-      return offset ? std::optional<int64_t>(offset.getInt()) : std::nullopt;
-    };
-    std::optional<int64_t> at = begin(target);
-    for (BlockArgument arg : func.getArguments()) {
-      std::optional<int64_t> from = begin(arg);
-      if (at && from && *from < *at + bytesOf(target) && *at < *from + bytesOf(arg))
+    auto at = storedAt.find(target);
+    if (at == storedAt.end())
+      return found;
+    for (auto [arg, from] : storedAt)
+      if (from < at->second + bytesOf(target) && at->second < from + bytesOf(arg))
         found.push_back(arg);
-    }
     return found;
   };
   llvm::DenseMap<Value, int64_t> inPlace;

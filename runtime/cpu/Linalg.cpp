@@ -193,14 +193,17 @@ public:
     sum.ldc = problem.n;
     float *summed = wide + a.numel() + b.numel();
     primitiveProduct(ctx, kernel, sum, wideA, wideB, nullptr, summed);
-    auto *rounded = static_cast<BFloat16 *>(c);
-    forEachChunk(ctx, problem.m * problem.n, 1 << 14, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        BFloat16 &to = rounded[i / problem.n * problem.ldc + i % problem.n];
-        to =
-            toBFloat16(problem.beta == 0 ? summed[i] : summed[i] + problem.beta * fromBFloat16(to));
-      }
-    });
+    const int64_t n = problem.n;
+    forEachChunk(
+        ctx, problem.m, std::max<int64_t>(1, (1 << 14) / n), [&](int64_t begin, int64_t end) {
+          for (int64_t row = begin; row < end; ++row) {
+            BFloat16 *to = static_cast<BFloat16 *>(c) + row * problem.ldc;
+            const float *from = summed + row * n;
+            for (int64_t j = 0; j < n; ++j)
+              to[j] = toBFloat16(problem.beta == 0 ? from[j]
+                                                   : from[j] + problem.beta * fromBFloat16(to[j]));
+          }
+        });
   }
 
 private:
