@@ -67,6 +67,12 @@ bool isInPlace(shard::AllReduceOp reduce) {
   return kind && (kind.getValue() == "param" || kind.getValue() == "state");
 }
 
+bool sumsItsOperandInPlace(shard::AllReduceOp reduce) {
+  Operation *producer = reduce.getInput().getDefiningOp();
+  return producer && reduce.getInput().hasOneUse() && isa<CleaveDialect>(producer->getDialect()) &&
+         !isa<ConstantOp, CollectiveWaitOp>(producer) && !isReshapeView(producer);
+}
+
 namespace {
 
 /// The span of one stored argument of `func`, summed through `wire`; null

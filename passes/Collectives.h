@@ -77,6 +77,12 @@ mlir::Type sumType(mlir::Operation *op);
 /// argument (the accumulators), which nothing else reads.
 bool isInPlace(mlir::shard::AllReduceOp reduce);
 
+/// Whether `reduce` sums a value made for it alone (a widened copy, a
+/// product's partial sums: the result of a kernel that nothing else reads)
+/// in that value's buffer, which its result then is: no copy, no buffer of
+/// its own.
+bool sumsItsOperandInPlace(mlir::shard::AllReduceOp reduce);
+
 /// The spans the all-reduces of `run` (consecutive ops of a memory-planned
 /// `func`) reduce, in offset order; an error on the op that cannot work in
 /// place (its input is not a stored argument, or is read elsewhere) or is not

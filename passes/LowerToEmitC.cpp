@@ -449,11 +449,14 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
 
 /// A collective into an arena buffer (or, a gather's, straight into the
 /// stored value it is assigned to: cleave-memory-plan): the kernel of the
-/// same name (an all-reduce is a copy, then the in-place kernel), over the
-/// op's one mesh axis. Scatters, gathers and slices split dim 0.
+/// same name (an all-reduce is a copy, then the in-place kernel; none of a
+/// value made for it alone, which it sums where it is), over the op's one
+/// mesh axis. Scatters, gathers and slices split dim 0.
 LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
+  auto reduce = dyn_cast<shard::AllReduceOp>(op);
+  const bool inPlace = reduce && sumsItsOperandInPlace(reduce);
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
-  if (!offsets)
+  if (!offsets && !inPlace)
     return op->emitError("has no memory plan: run cleave-memory-plan first");
   if (axes.size() != 1)
     return op->emitError("only a collective over one mesh axis is lowered");
@@ -464,7 +467,7 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     if (auto attr = op->getAttrOfType<IntegerAttr>(dim); attr && attr.getInt() != 0)
       return op->emitError("only collectives along dim 0 are lowered");
   Value in = tensors.lookup(op->getOperand(0));
-  Value out = resultAt(op, offsets.asArrayRef(), 0);
+  Value out = inPlace ? in : resultAt(op, offsets.asArrayRef(), 0);
   tensors[op->getResult(0)] = out;
   // A sum's kernel also takes the type it moves in.
   auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs) -> LogicalResult {
@@ -482,7 +485,9 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     call(kernelPrefix + kernel.str(), Type(), args);
     return success();
   };
-  if (isa<shard::AllReduceOp>(op)) {
+  if (reduce) {
+    if (inPlace)
+      return kernelCall("all_reduce", {out});
     CallArgs copy(b);
     copy.value(context);
     copy.value(in);
@@ -541,7 +546,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return lowerCollective(op, gather.getGridAxes());
   if (auto slice = dyn_cast<shard::AllSliceOp>(op))
     return lowerCollective(op, slice.getGridAxes());
-  if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp>(op)) {
+  if (isReshapeView(op)) {
     CallArgs args(b);
     args.value(tensors.lookup(op->getOperand(0)));
     args.literal(dimsLiteral(cast<RankedTensorType>(op->getResult(0).getType()).getShape()));

@@ -17,6 +17,11 @@ namespace cleave {
 using namespace mlir;
 using namespace cleave;
 
+bool cleave::isReshapeView(Operation *op) {
+  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp>(
+      op);
+}
+
 namespace {
 
 int64_t alignUp(int64_t bytes) {
@@ -25,15 +30,14 @@ int64_t alignUp(int64_t bytes) {
 
 int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.getType())); }
 
-/// Ops whose result is their operand's buffer under another shape.
-/// An all-reduce of a stored argument works in place (cleave-lower-to-emitc);
-/// a wait for a started gather or reduce-scatter is its buffer once the
-/// collective is done.
+/// Ops whose result is another value's buffer: the reshapes; an all-reduce
+/// of a stored argument, or of a value made for it alone, works in place
+/// (cleave-lower-to-emitc); a wait for a started gather or reduce-scatter is
+/// its buffer once the collective is done.
 bool isView(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
-    return isInPlace(reduce);
-  return isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, AllReduceGradOp, DetachOp,
-             CollectiveWaitOp>(op);
+    return isInPlace(reduce) || sumsItsOperandInPlace(reduce);
+  return isReshapeView(op) || isa<CollectiveWaitOp>(op);
 }
 
 /// A splat of more than one element is filled at run time in the arena rather

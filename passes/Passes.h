@@ -47,6 +47,10 @@ inline constexpr int64_t kTiedGradientTagBase = 1 << 12;
 /// before it writes it, so its result may take an operand's place.
 bool isFusableElementwise(mlir::Operation *op);
 
+/// Ops whose result is their operand's buffer under another shape: no kernel
+/// and no buffer of their own (cleave-memory-plan, cleave-lower-to-emitc).
+bool isReshapeView(mlir::Operation *op);
+
 /// The name of a ZeRO 1/2 flat buffer `base` ("flat:params", "flat:grads")
 /// in the program whose @forward is `forward`: a pipeline stage's carries
 /// its stage (":stage1"), so that a pipeline's checkpoint tells the stages'

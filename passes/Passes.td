@@ -840,6 +840,24 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def SinkWidenedSums : Pass<"cleave-sink-widened-sums", "mlir::ModuleOp"> {
+  let summary = "Sum each widened copy of an argument over the mesh where its sum is first read";
+  let description = [{
+    Runs after cleave-fuse-elementwise, before cleave-memory-plan. A
+    `shard.all_reduce` of an argument's widened copy that nothing else reads
+    (@apply's f32 sum of a bf16 gradient accumulator,
+    cleave-narrow-gradient-accumulators with f32 sums) moves, with the cast
+    that widens it, down to just before the first op that reads the sum (an
+    optimizer's fused update): the memory plan then holds one parameter's
+    f32 sum at a time where the updates read each sum alone, instead of every
+    sum from the first all-reduce to the last update. Where something reads
+    every sum first (the gradient norm of `--clip-grad-norm`, fp16's overflow
+    check), they all stay alive as before. A sum is not moved past an
+    assignment to its argument, and all ranks run the same order. Every
+    other op stays where it is.
+  }];
+}
+
 def PrefetchGathers : Pass<"cleave-prefetch-gathers", "mlir::ModuleOp"> {
   let summary = "Start ZeRO 3's parameter gathers one compute segment before the ops that read them";
   let description = [{

@@ -18,7 +18,10 @@
 # 2 in one process, the sum of their predictions but for their scratch and
 # products' scratchpad, of which the largest counts once), and the GPT's
 # training step compiled and run for 1 and for 2 threads (oneDNN sizes the
-# products' scratchpads, which the runtime counts, for the threads),
+# products' scratchpads, which the runtime counts, for the threads), and
+# rank 0 of a deep MLP (seven products, none over a sixth of the
+# parameters) on dp=2 with --precision bf16, its gradients summed in f32,
+# with f32 and with bf16 accumulators,
 # the measured peak equals the prediction byte for byte,
 # and the process's resident peak (getrusage, which also holds libraries and
 # host copies) is above it.
@@ -33,6 +36,7 @@ import sys
 import numpy as np
 import onnx
 import onnx.numpy_helper
+from onnx import TensorProto, helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "models")
@@ -77,6 +81,58 @@ def pipeline_stage0(work, label, model, shape_flags, data, flags, name, expect_s
                         f"microbatches, stash {stash} bytes")
     check(name, stage0, json.load(open(log)), problems, expect_scratch)
     return stash
+
+
+def deep_mlp(path, layers=6, width=128, classes=10):
+    """An MLP of `layers` width x width products with ReLUs and a classifier
+    (dynamic batch), its logits the output."""
+    rng = np.random.default_rng(1)
+    nodes, weights, x = [], [], "x"
+    for i, out in enumerate([width] * layers + [classes]):
+        w = (rng.standard_normal((out, width)) / np.sqrt(width)).astype(np.float32)
+        weights += [onnx.numpy_helper.from_array(w, f"w{i}"),
+                    onnx.numpy_helper.from_array(np.zeros(out, np.float32), f"b{i}")]
+        y = "logits" if i == layers else f"h{i}"
+        nodes.append(helper.make_node("Gemm", [x, f"w{i}", f"b{i}"], [y], transB=1))
+        if i < layers:
+            nodes.append(helper.make_node("Relu", [y], [f"r{i}"]))
+            y = f"r{i}"
+        x = y
+    graph = helper.make_graph(
+        nodes, "deep_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def gradient_sums_of_bf16_accumulators(work, rng, problems):
+    """With --precision bf16 on dp=2, gradients summed in f32: bf16
+    accumulators keep 2 bytes a parameter fewer than f32 ones, and @apply
+    sums each one's widened f32 copy just before its update
+    (cleave-sink-widened-sums), in place (no copy): one parameter's f32 sum
+    at a time, a sixth of the 2 bytes a parameter saved here at most, so the
+    peak is lower (holding every sum until the updates, it was higher)."""
+    model = os.path.join(work, "deep-mlp.onnx")
+    deep_mlp(model)
+    np.save(f"{work}/deep-x.npy", rng.standard_normal((4, 128)).astype(np.float32))
+    np.save(f"{work}/deep-labels.npy", rng.integers(0, 10, 4).astype(np.int64))
+    peaks = {}
+    for accumulators in ("fp32", "bf16"):
+        out = os.path.join(work, f"deep-mlp-dp2-{accumulators}")
+        subprocess.run(["cleave", "compile", model, "-o", out, "--train", "--loss",
+                        "cross_entropy:logits,labels", "--optimizer", "adam", "--precision",
+                        "bf16", "--grad-accum-dtype", accumulators, "--batch-size", "4",
+                        "--mesh", "dp=2"], check=True)
+        log = f"{out}.json"
+        subprocess.run(["cleave", "run", "-n", "2", out, "--data",
+                        f"x={work}/deep-x.npy,labels={work}/deep-labels.npy", "--steps", "2",
+                        "--log-json", log], check=True, stderr=subprocess.DEVNULL)
+        measured = json.load(open(log))
+        check(f"deep mlp dp=2 bf16, f32 sums, {accumulators} accumulators, rank 0", out,
+              measured, problems, None)
+        peaks[accumulators] = measured["peak_bytes_allocated"]
+    if not peaks["bf16"] < peaks["fp32"]:
+        problems.append(f"deep mlp dp=2, f32 sums: bf16 accumulators peak at {peaks['bf16']} "
+                        f"bytes, f32 ones at {peaks['fp32']}")
 
 
 def main():
@@ -225,6 +281,8 @@ def main():
         scratchpads[threads] = memory["product_scratchpad_bytes"]
     if max(scratchpads.values()) == 0:
         problems.append("gpt training step: no product asked oneDNN for a scratchpad")
+
+    gradient_sums_of_bf16_accumulators(work, rng, problems)
 
     for problem in problems:
         print("FAIL:", problem)
