@@ -64,6 +64,18 @@ def bench_cases():
              (torch.randint(0, 512, (8, 64)), torch.randint(0, 512, (8, 64))), GPT_PLAN)]
 
 
+def flag_value(flags, flag, axis=None):
+    """The number `flag` gives in `flags` (with `axis`, that axis's size in
+    a mesh such as dp=2,pp=2), or 1."""
+    if flag not in flags:
+        return 1
+    value = flags[flags.index(flag) + 1]
+    if axis is None:
+        return int(value)
+    sizes = dict(part.split("=") for part in value.split(","))
+    return int(sizes.get(axis, 1))
+
+
 def compiled_layouts(cleave, model, args, plan, workdir, layouts=LAYOUTS, extra=()):
     """Each of `layouts` compiled (AdamW, the same global batch) into
     workdir, with data files of 4 batches: yields (label, ranks, program
@@ -78,8 +90,7 @@ def compiled_layouts(cleave, model, args, plan, workdir, layouts=LAYOUTS, extra=
         flags += ["--data", f"{name}={file}"]
     for label, ranks, layout in layouts:
         layout = [plan_file if flag == "{plan}" else flag for flag in layout]
-        dp = 1 if "tp=2" in layout else ranks
-        micro = batch // dp
+        micro = batch // (flag_value(layout, "--mesh", "dp") * flag_value(layout, "--grad-accum"))
         path = os.path.join(workdir, f"b{micro}.onnx")
         if not os.path.exists(path):
             export(model, tuple(a[:micro] for a in args), path)

@@ -1,7 +1,7 @@
 """How much of the data-parallel all-reduce the backward hides, and of
 ZeRO 3's parameter gathers and gradient reduce-scatters the compute hides.
 
-    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R] [--zero3]
+    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R] [--zero3 | --pipeline]
 
 For bench/layouts_vs_one_rank.py's MLP (at batch 64 and at batch 512, where
 its backward takes longer than its all-reduce) and GPT, compiles dp=2 twice
@@ -17,6 +17,11 @@ collectives or waiting for the sums), the share hidden (1 - exposed /
 communication), the share of the unbucketed all-reduce's time no longer
 exposed (1 - exposed / its communication), and the step time's ratio to the
 unbucketed run's.
+
+With --pipeline the same for dp x pp = 2 x 2 (4 ranks, 4 microbatches a
+step, 1f1b): the buckets started by each stage's backward against every
+sum in @apply; the figures of the background sums from the trace as
+below, since the communication time holds the stages' messages too.
 
 With --zero3 the same for ZeRO 3's collectives: dp=2 --zero 3 with each
 parameter's gather started a compute segment early and each gradient's
@@ -44,12 +49,15 @@ from layouts_vs_one_rank import bench_cases, compiled_layouts  # noqa: E402
 
 LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
            ("buckets (auto)", 2, ["--mesh", "dp=2"]))
+PIPELINE_LAYOUTS = (("--bucket-mb 0", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4",
+                                         "--bucket-mb", "0"]),
+                    ("buckets (auto)", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4"]))
 ZERO3_LAYOUTS = (("both off", 2, ["--mesh", "dp=2", "--zero", "3"]),
                  ("gathers prefetched", 2, ["--mesh", "dp=2", "--zero", "3",
                                             "--prefetch-gathers", "on"]),
                  ("both on", 2, ["--mesh", "dp=2", "--zero", "3", "--prefetch-gathers", "on",
                                  "--overlap-reduce-scatters", "on"]))
-BACKGROUND_KINDS = ("all_gather", "reduce_scatter")
+BACKGROUND_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 
 
 def cases():
@@ -119,11 +127,15 @@ def dp2_options():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--zero3", action="store_true",
-                        help="ZeRO 3's prefetched gathers instead of the gradient buckets")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--zero3", action="store_true",
+                      help="ZeRO 3's prefetched gathers instead of the gradient buckets")
+    kind.add_argument("--pipeline", action="store_true",
+                      help="the gradient buckets of dp x pp = 2 x 2's stages")
     options = parser.parse_args()
-    print(f"{os.cpu_count()} cpus, dp=2 of 1 thread each; per run the medians over both ranks "
-          f"and steps 2..{options.steps}, then the median of {options.rounds} runs")
+    ranks = 4 if options.pipeline else 2
+    print(f"{os.cpu_count()} cpus, {ranks} ranks of 1 thread each; per run the medians over "
+          f"the ranks and steps 2..{options.steps}, then the median of {options.rounds} runs")
     return options
 
 
@@ -133,10 +145,11 @@ def main():
           f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
     for name, model, args in cases():
         with tempfile.TemporaryDirectory() as workdir:
-            layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir,
-                                            ZERO3_LAYOUTS if options.zero3 else LAYOUTS))
+            chosen = (ZERO3_LAYOUTS if options.zero3 else
+                      PIPELINE_LAYOUTS if options.pipeline else LAYOUTS)
+            layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir, chosen))
             trace = os.path.join(workdir, "trace.json")
-            traced = ["--trace", trace] if options.zero3 else []
+            traced = ["--trace", trace] if options.zero3 or options.pipeline else []
             runs = runs_in_turn(layouts, ["--threads", "1", *traced], options.steps,
                                 options.rounds, workdir,
                                 lambda m: figures(m) + (background_figures(trace) if traced
@@ -149,7 +162,7 @@ def main():
             print(f"{name:38} {label:20} {step * 1e3:>8.3f} {communication * 1e3:>8.3f} "
                   f"{exposed * 1e3:>8.3f} {hidden:>7.1%} {1 - exposed / baseline_communication:>9.1%}"
                   f" {step / baseline_step:>8.2f}")
-        for label, *_ in (ZERO3_LAYOUTS[1:] if options.zero3 else ()):
+        for label, *_ in (chosen[1:] if traced else ()):
             for k, kind in enumerate(BACKGROUND_KINDS):
                 moved, waited = (median([r[3 + 2 * k + i] for r in runs[label]]) for i in (0, 1))
                 if moved > 0:

@@ -333,10 +333,8 @@ private:
   /// How often a step calls `func`: a forward or a pipeline stage's backward
   /// once per microbatch, the rest once.
   int64_t callsPerStep(func::FuncOp func) const {
-    StringRef name = func.getSymName();
-    return name == "forward" || name == "backward" || name == "backward_weight"
-               ? options.training.gradAccum
-               : 1;
+    return llvm::is_contained(kMicrobatchFunctions, func.getSymName()) ? options.training.gradAccum
+                                                                       : 1;
   }
   LogicalResult countCollectives(func::FuncOp func, UserError &error);
   void count(StringRef kind, int64_t axis, int64_t calls, int64_t buffer, int64_t payload);
@@ -743,14 +741,16 @@ std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::startedInProgra
 }
 
 std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::gradientBuckets() {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (!forward)
-    return std::nullopt;
   std::optional<rt::TrainingSpec::StartedCollectives> buckets;
-  for (auto start : forward.getBody().front().getOps<AllReduceStartOp>()) {
-    if (!buckets)
-      buckets.emplace().axis = plan.mesh->axisNames[start.getAxis()];
-    buckets->bytes.push_back(bucketSpan(forward, start)->bytes);
+  for (StringRef name : kMicrobatchFunctions) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      continue;
+    for (auto start : func.getBody().front().getOps<AllReduceStartOp>()) {
+      if (!buckets)
+        buckets.emplace().axis = plan.mesh->axisNames[start.getAxis()];
+      buckets->bytes.push_back(bucketSpan(func, start)->bytes);
+    }
   }
   return buckets;
 }

@@ -273,20 +273,25 @@ struct MemoryPlanPass : public cleave::impl::MemoryPlanBase<MemoryPlanPass> {
         weights = alignUp(weights + flatBytes.lookup(group));
       return slot->second;
     };
-    // A training step's gradient accumulators come first, in the order
-    // @forward finishes them (their last writes): cleave-overlap-gradients
-    // sums them over dp in buckets taken in that order, each one span.
-    if (auto forward = module.lookupSymbol<func::FuncOp>("forward"); forward && !funcs.empty())
-      for (auto assign : forward.getBody().front().getOps<AssignOp>()) {
+    // A training step's gradient accumulators come first, in the order a
+    // microbatch finishes them (their writes in @forward, then in a pipeline
+    // stage's @backward and @backward_weight): cleave-overlap-gradients sums
+    // them over dp in buckets taken in that order, each one span.
+    for (StringRef entry : kMicrobatchFunctions) {
+      auto writer = module.lookupSymbol<func::FuncOp>(entry);
+      if (!writer || funcs.empty())
+        continue;
+      for (auto assign : writer.getBody().front().getOps<AssignOp>()) {
         auto arg = dyn_cast<BlockArgument>(assign.getTarget());
         unsigned i = arg ? arg.getArgNumber() : 0;
-        auto name = arg ? forward.getArgAttrOfType<StringAttr>(i, kNameAttr) : StringAttr();
-        if (!name || !forward.getArgAttr(i, kAccumulatorAttr) ||
-            forward.getArgAttr(i, kFlatMemberAttr) || flatBytes.contains(name.getValue()))
+        auto name = arg ? writer.getArgAttrOfType<StringAttr>(i, kNameAttr) : StringAttr();
+        if (!name || !writer.getArgAttr(i, kAccumulatorAttr) ||
+            writer.getArgAttr(i, kFlatMemberAttr) || flatBytes.contains(name.getValue()))
           continue;
         if (weightsOffsets.try_emplace(name.getValue(), weights).second)
           weights = alignUp(weights + bytesOf(arg));
       }
+    }
     int64_t outputs = 0;
     for (func::FuncOp func : funcs) {
       for (auto [i, arg] : llvm::enumerate(func.getArguments())) {

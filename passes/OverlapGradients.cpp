@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 #include <numeric>
@@ -24,10 +25,11 @@ using namespace cleave;
 namespace {
 
 /// One accumulator @apply all-reduces over dp: where it lies in the weights
-/// blob, and its last write in @forward.
+/// blob, and its last write in a microbatch (in the last function of the
+/// microbatch that writes it).
 struct Member {
   shard::AllReduceOp reduce;
-  BlockArgument inForward;
+  BlockArgument inWriter;
   AssignOp lastWrite;
   int64_t offset = 0, bytes = 0;
   /// Its element type and the one its sum moves in.
@@ -43,15 +45,14 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
     ModuleOp module = getOperation();
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
-    if (bucketBytes == 0 || !forward || !apply || forward->hasAttr(kStageAttr) ||
-        !module.lookupSymbol<shard::GridOp>(kMeshName))
+    if (bucketBytes == 0 || !forward || !apply || !module.lookupSymbol<shard::GridOp>(kMeshName))
       return;
     FailureOr<MeshAxes> layout = getMesh(module);
     if (failed(layout))
       return signalPassFailure();
     if (layout->dpSize == 1)
       return;
-    FailureOr<SmallVector<Member>> members = findMembers(forward, apply, layout->dpAxis);
+    FailureOr<SmallVector<Member>> members = findMembers(module, apply, layout->dpAxis);
     if (failed(members))
       return signalPassFailure();
     // Under ZeRO the gradients are reduce-scattered instead: the loss's
@@ -66,33 +67,60 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
         bucketBytes > 0 ? bucketBytes.getValue()
                         : std::clamp<int64_t>(total / 4, int64_t{4} << 10, int64_t{25} << 20);
     OpBuilder b(module.getContext());
-    for (ArrayRef<Member> bucket : cutBuckets(*members, perBucket)) {
+    for (StringRef name : kMicrobatchFunctions) {
+      SmallVector<Member> written;
+      for (const Member &m : *members)
+        if (m.lastWrite->getParentOfType<func::FuncOp>().getSymName() == name)
+          written.push_back(m);
+      startBuckets(b, written, perBucket, layout->dpAxis);
+    }
+  }
+
+  /// A cleave.all_reduce_start of each bucket of `members` (written in one
+  /// function, in offset order) after the last write of its members.
+  static void startBuckets(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
+                           int64_t dpAxis) {
+    for (ArrayRef<Member> bucket : cutBuckets(members, perBucket)) {
       AssignOp last = bucket.front().lastWrite;
       SmallVector<Value> accumulators;
       for (const Member &m : bucket) {
         if (last->isBeforeInBlock(m.lastWrite))
           last = m.lastWrite;
-        accumulators.push_back(m.inForward);
+        accumulators.push_back(m.inWriter);
         m.reduce->setAttr(kStartedAttr, b.getUnitAttr());
       }
       b.setInsertionPointAfter(last);
-      auto start = AllReduceStartOp::create(b, last.getLoc(), accumulators, layout->dpAxis);
+      auto start = AllReduceStartOp::create(b, last.getLoc(), accumulators, dpAxis);
       if (bucket.front().wire != bucket.front().element)
         start->setAttr(kSumTypeAttr, TypeAttr::get(bucket.front().wire));
     }
   }
 
   /// @apply's in-place all-reduces of accumulators over dp, in the order of
-  /// the weights blob, each with its last write in @forward.
-  FailureOr<SmallVector<Member>> findMembers(func::FuncOp forward, func::FuncOp apply,
-                                             int64_t dpAxis) {
-    llvm::StringMap<BlockArgument> byName;
-    for (BlockArgument arg : forward.getArguments())
-      if (auto name = forward.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr))
-        byName[name.getValue()] = arg;
-    llvm::DenseMap<Value, AssignOp> lastWrite;
-    for (auto assign : forward.getBody().front().getOps<AssignOp>())
-      lastWrite[assign.getTarget()] = assign;
+  /// the weights blob, each with its last write in a microbatch. A pipeline
+  /// stage's tied weight's gradient is left out: it is summed with the other
+  /// stages' copies before its sum over dp (cleave-pipeline-tied-gradients,
+  /// and the driver for a rank's own stages).
+  FailureOr<SmallVector<Member>> findMembers(ModuleOp module, func::FuncOp apply, int64_t dpAxis) {
+    // Each name's argument and last write in the last function that writes
+    // it; the parameters tied across stages.
+    llvm::StringMap<std::pair<BlockArgument, AssignOp>> writes;
+    llvm::StringSet<> tied;
+    for (StringRef name : kMicrobatchFunctions) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func)
+        continue;
+      for (BlockArgument arg : func.getArguments())
+        if (func.getArgAttr(arg.getArgNumber(), kOtherStagesAttr))
+          tied.insert(func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr).getValue());
+      for (auto assign : func.getBody().front().getOps<AssignOp>()) {
+        auto arg = dyn_cast<BlockArgument>(assign.getTarget());
+        auto argName =
+            arg ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr) : StringAttr();
+        if (argName)
+          writes[argName.getValue()] = {arg, assign};
+      }
+    }
 
     SmallVector<Member> members;
     for (auto reduce : apply.getBody().front().getOps<shard::AllReduceOp>()) {
@@ -107,16 +135,18 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
                          "blob: run cleave-memory-plan first");
         return failure();
       }
-      BlockArgument inForward = byName.lookup(name.getValue());
-      AssignOp write = inForward ? lastWrite.lookup(inForward) : AssignOp();
-      if (!write) {
+      if (StringRef accumulator = name.getValue();
+          accumulator.starts_with("grad:") && tied.contains(accumulator.drop_front(5)))
+        continue;
+      auto write = writes.find(name.getValue());
+      if (write == writes.end()) {
         reduce.emitError("reduces accumulator '")
-            << name.getValue() << "', which @forward never writes";
+            << name.getValue() << "', which no microbatch function writes";
         return failure();
       }
       auto type = cast<RankedTensorType>(arg.getType());
-      members.push_back({reduce, inForward, write, offset.getInt(), tensorBytes(type),
-                         type.getElementType(), sumType(reduce),
+      members.push_back({reduce, write->second.first, write->second.second, offset.getInt(),
+                         tensorBytes(type), type.getElementType(), sumType(reduce),
                          name.getValue().starts_with("grad:")});
     }
     llvm::sort(members, [](const Member &a, const Member &b) { return a.offset < b.offset; });

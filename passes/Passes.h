@@ -41,6 +41,12 @@ mlir::FailureOr<llvm::SetVector<mlir::Operation *>> stageForwardOps(mlir::func::
 /// of the values that cross stages (cleave-pipeline-split) stay below.
 inline constexpr int64_t kTiedGradientTagBase = 1 << 12;
 
+/// The functions a training step runs once per microbatch, in the order a
+/// microbatch runs them: @forward, and a pipeline stage's @backward and
+/// (zb-h1) @backward_weight (cleave-split-backward).
+inline constexpr llvm::StringLiteral kMicrobatchFunctions[] = {"forward", "backward",
+                                                               "backward_weight"};
+
 /// An f32 elementwise op that cleave.fused_elementwise's kernel runs, at
 /// its result's shape (more than one element), each operand of that shape or
 /// one element (cleave-fuse-elementwise). Its kernel reads each element

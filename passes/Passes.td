@@ -815,22 +815,26 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
     with cleave-data-parallel's in-place `shard.all_reduce` of each
     accumulator over the `dp` axis. It cuts those accumulators into
     buckets, as PyTorch's DDP buckets its gradients: taken in the order the
-    backward finishes them (their last writes in @forward), each joins the
-    open bucket while that holds fewer than `bucket-bytes` (-1: a quarter
-    of all of them, from 4 KiB to 25 MiB) and it lies next to the bucket in
-    the weights blob, so that every bucket is one contiguous span. In @forward, each bucket gets a
+    backward finishes them (their last writes in a microbatch: in @forward,
+    or in a pipeline stage's @backward or @backward_weight, whichever a
+    microbatch runs last of those that write it), each joins the open
+    bucket while that holds fewer than `bucket-bytes` (-1: a quarter of all
+    of them, from 4 KiB to 25 MiB), was written in the same function and
+    lies next to the bucket in the weights blob, so that every bucket is one
+    contiguous span. In that function, each bucket gets a
     `cleave.all_reduce_start` of its accumulators right after the last of
     them is written; at run time the step's last microbatch queues the
     bucket's sum on the background collectives' thread there, while its
     backward goes on. @apply's all-reduces are marked `cleave.started`:
     they only wait for the sums (one `all_reduce_wait`). The sums are the
     same calls on the same values, so the step's results do not change.
+    The gradient of a weight tied between pipeline stages is left where it
+    is: it is summed with the other stages' copies before its sum over dp.
 
     Does nothing with `bucket-bytes` 0, without a dp axis of more than one
-    rank, when @apply all-reduces no gradient (ZeRO reduce-scatters them;
-    the loss's count and sum alone are left where they are), or in a
-    pipeline stage's program (whose backward is an entry point of its own). Errors: an accumulator @apply all-reduces that
-    @forward never writes.
+    rank, or when @apply all-reduces no gradient (ZeRO reduce-scatters them;
+    the loss's count and sum alone are left where they are). Errors: an
+    accumulator @apply all-reduces that no microbatch function writes.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "0",

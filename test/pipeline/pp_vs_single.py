@@ -15,7 +15,10 @@
 #     parameter bit for bit (each microbatch's gradients are added in the
 #     same order as on one device); dp x pp = 2 x 2 with --deterministic (one
 #     microbatch a dp rank, gpipe) bit for bit against one device
-#     accumulating the same two microbatches;
+#     accumulating the same two microbatches; dp x pp = 2 x 2 with 1f1b and
+#     zb-h1 and 1 KiB gradient buckets, started by each stage's backward
+#     (zb-h1: its weights' backward), and with the interleaved schedule (two
+#     stages a rank), with --deterministic bit for bit as without buckets;
 #   - an MLP with two training-mode Dropouts, one in each stage, draws one
 #     device's masks (bit for bit), and with global-norm clipping (the
 #     stages' sums of squares all-reduced over pp) on pp=2 and 2 x 2 equals
@@ -173,6 +176,45 @@ class TiedLM(torch.nn.Module):
         return TiedLM(), (torch.randint(0, 16, (4, 6)), torch.randint(0, 16, (4, 6)))
 
 
+def buckets_in_stages(m, name, optimizer, reference, problems):
+    """dp x pp = 2 x 2 with 1 KiB gradient buckets, whose sums the last
+    microbatch's backward starts in each stage's program (@backward; with
+    zb-h1 @backward_weight, where the weights' gradients are made; with the
+    interleaved schedule in each of a rank's two stages): with
+    --deterministic the same losses and parameters bit for bit as the same
+    layout summing every gradient in @apply (--bucket-mb 0), several
+    buckets in each stage's plan.json (over the four stages, interleaved),
+    and within 1e-5 of one device."""
+    for schedule, flags, stages in (("1f1b", [], 2), ("zb-h1", [], 2),
+                                    ("interleaved", ["--virtual-stages", "2"], 4)):
+        runs = {mb: m.train(f"dp2-pp2-{schedule}-det-buckets{mb}", 2, 2, optimizer,
+                            ["--schedule", schedule, *flags, "--deterministic", "--bucket-mb", mb],
+                            pp=2)
+                for mb in ("0", "0.001")}
+        label = f"{name} dp2-pp2 {schedule} --deterministic 1 KiB buckets"
+        identical(label, runs["0.001"], runs["0"], problems)
+        close(label, runs["0.001"], reference, problems)
+        if stages == 4:
+            count = sum(len(json.load(open(os.path.join(
+                m.workdir, f"{name}-dp2-pp2-{schedule}-det-buckets0.001", f"stage{s}",
+                "plan.json")))["training"].get("gradient_buckets", {}).get("bytes", []))
+                for s in range(stages))
+            if count < 2:
+                problems.append(f"{label}: {count} buckets over the {stages} stages")
+            continue
+        for stage in range(stages):
+            out = os.path.join(m.workdir, f"{name}-dp2-pp2-{schedule}-det-buckets0.001",
+                               f"stage{stage}")
+            training = json.load(open(os.path.join(out, "plan.json")))["training"]
+            buckets = training.get("gradient_buckets", {}).get("bytes", [])
+            program = open(os.path.join(out, "program.cpp")).read()
+            made_in = "cleave_backward_weight" if schedule == "zb-h1" else "cleave_backward"
+            started_there = program.split(f"void {made_in}(")[1].split("\n}\n")[0]
+            if len(buckets) < 2 or "all_reduce_start" not in started_there:
+                problems.append(f"{label}: stage {stage} has buckets {buckets}, "
+                                f"started in {made_in}: {'all_reduce_start' in started_there}")
+
+
 def tied_weights(workdir, problems):
     """The stages holding a tied weight sum its gradients (Megatron's
     embedding all-reduce): pp=2, dp x pp = 2 x 2, and dp x pp = 2 x 2 with
@@ -325,6 +367,7 @@ def main():
                   m.train("dp2-pp2-det", 2, 1, optimizer, ["--schedule", "gpipe",
                                                              "--deterministic"], pp=2),
                   m.train("one-k2", 1, 2, optimizer), problems)
+        buckets_in_stages(m, name, optimizer, reference, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
 
     dropout_and_clipping(workdir, problems)
