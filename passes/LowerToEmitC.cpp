@@ -637,23 +637,22 @@ LogicalResult Lowering::lowerOp(Operation *op) {
 }
 
 /// A run of all-reduces becomes one call per span (passes/Collectives.h);
-/// those a cleave.all_reduce_start began (cleave.started) one wait per axis.
+/// one a cleave.all_reduce_start began (cleave.started) a wait for the
+/// bucket that holds its accumulator.
 LogicalResult Lowering::lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions) {
   SmallVector<shard::AllReduceOp> inPlace;
-  llvm::SmallSetVector<int64_t, 2> startedAxes;
   for (shard::AllReduceOp reduce : reductions) {
     tensors[reduce.getResult()] = tensors.lookup(reduce.getInput());
-    if (!reduce->hasAttr(kStartedAttr))
+    if (!reduce->hasAttr(kStartedAttr)) {
       inPlace.push_back(reduce);
-    else if (reduce.getGridAxes().size() == 1)
-      startedAxes.insert(reduce.getGridAxes()[0]);
-    else
+      continue;
+    }
+    if (reduce.getGridAxes().size() != 1)
       return reduce.emitError("was started over more than one mesh axis, which is not lowered");
-  }
-  for (int64_t axis : startedAxes) {
     CallArgs args(b);
     args.value(context);
-    args.literal(std::to_string(axis));
+    args.value(tensors.lookup(reduce.getInput()));
+    args.literal(std::to_string(reduce.getGridAxes()[0]));
     call(kernelPrefix + "all_reduce_wait", Type(), args);
   }
   auto spans = reductionSpans(func, inPlace);

@@ -74,6 +74,19 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
           written.push_back(m);
       startBuckets(b, written, perBucket, layout->dpAxis);
     }
+    // @apply waits for each started sum where it is first read, so that
+    // the updates of the buckets summed first (cleave-order-updates puts
+    // them first) run while the later buckets still move. The sums are
+    // their accumulators' buffers: nothing in the arena moves.
+    for (const Member &m : *members) {
+      if (!m.reduce->hasAttr(kStartedAttr) || m.reduce->use_empty())
+        continue;
+      Operation *reader = *m.reduce->getUsers().begin();
+      for (Operation *user : m.reduce->getUsers())
+        if (user->isBeforeInBlock(reader))
+          reader = user;
+      m.reduce->moveBefore(reader);
+    }
   }
 
   /// A cleave.all_reduce_start of each bucket of `members` (written in one

@@ -825,9 +825,13 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
     `cleave.all_reduce_start` of its accumulators right after the last of
     them is written; at run time the step's last microbatch queues the
     bucket's sum on the background collectives' thread there, while its
-    backward goes on. @apply's all-reduces are marked `cleave.started`:
-    they only wait for the sums (one `all_reduce_wait`). The sums are the
-    same calls on the same values, so the step's results do not change.
+    backward goes on. @apply's all-reduces are marked `cleave.started` and
+    move down to just before the first op that reads each (they are their
+    accumulators' buffers, so the memory plan does not change): each only
+    waits for the bucket that holds its accumulator (`all_reduce_wait`), so
+    the updates of the buckets summed first run while the later ones move.
+    The sums are the same calls on the same values, so the step's results
+    do not change.
     The gradient of a weight tied between pipeline stages is left where it
     is: it is summed with the other stages' copies before its sum over dp.
 
@@ -842,6 +846,25 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
            "0: none, the sums run in @apply">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
+}
+
+def OrderUpdates : Pass<"cleave-order-updates", "mlir::ModuleOp"> {
+  let summary = "Put @apply's parameter updates in the order the backward finishes their gradients";
+  let description = [{
+    Runs after cleave-fuse-elementwise, before cleave-memory-plan. Where
+    each gradient's in-place sum over dp in @apply (cleave-data-parallel's
+    all-reduce of a `grad:` accumulator) is read by one op that reads no
+    other gradient's sum (the optimizer's fused update), those ops move,
+    after the last of them, into the order a microbatch finishes the
+    gradients (their accumulators' last writes in @forward, or in a
+    pipeline stage's @backward and @backward_weight): the order in which
+    cleave-overlap-gradients' buckets are started, so that @apply updates
+    the parameters whose sums arrived first while the later ones move. The
+    updates are independent, so results do not change. Does nothing where
+    an op reads several sums (the clip's norm, fp16's overflow check), a
+    sum is read by more than one op, or an update's result is read before
+    the last update.
+  }];
 }
 
 def SinkWidenedSums : Pass<"cleave-sink-widened-sums", "mlir::ModuleOp"> {

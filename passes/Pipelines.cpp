@@ -109,6 +109,7 @@ void buildProgramTail(OpPassManager &pm, const ProgramTailOptions &options) {
   pm.addPass(createFuseSoftmax());
   pm.addPass(createAccumulateIntoProducts());
   pm.addPass(createFuseElementwise());
+  pm.addPass(createOrderUpdates());
   pm.addPass(createSinkWidenedSums());
   if (options.prefetchGathers)
     pm.addPass(createPrefetchGathers());

@@ -128,9 +128,9 @@ struct ProgramTailOptions {
 
 /// The passes every program runs last, trained or not, before it is
 /// lowered: cleave-fold-transposes, cleave-accumulate-into-products,
-/// cleave-fuse-elementwise, cleave-prefetch-gathers and
-/// cleave-overlap-reduce-scatters as `options` say, cleave-memory-plan and
-/// cleave-overlap-gradients.
+/// cleave-fuse-elementwise, cleave-order-updates, cleave-sink-widened-sums,
+/// cleave-prefetch-gathers and cleave-overlap-reduce-scatters as `options`
+/// say, cleave-memory-plan and cleave-overlap-gradients.
 void buildProgramTail(mlir::OpPassManager &pm, const ProgramTailOptions &options);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then

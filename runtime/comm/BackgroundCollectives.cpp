@@ -49,12 +49,20 @@ void BackgroundCollectives::startReduceScatter(const void *sent, void *received,
          std::move(what)});
 }
 
+bool BackgroundCollectives::Queued::writes(const void *into) const {
+  if (kind != CollectiveKind::AllReduce)
+    return buffer == into;
+  const auto *first = static_cast<const char *>(buffer);
+  const auto *byte = static_cast<const char *>(into);
+  return first <= byte && byte < first + count * dtypeSize(type);
+}
+
 void BackgroundCollectives::waitFor(CollectiveKind kind, const void *buffer) {
   const TimePoint begin = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] {
     return std::none_of(unfinished_.begin(), unfinished_.end(),
-                        [&](const Queued &q) { return !buffer || q.buffer == buffer; });
+                        [&](const Queued &q) { return !buffer || q.writes(buffer); });
   });
   report_.waits.push_back({kind, begin, std::chrono::steady_clock::now()});
 }
@@ -123,8 +131,8 @@ void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch
                "gradients");
 }
 
-void waitForAllReduces(BackgroundCollectives *background, int64_t axis) {
-  backgroundOf(background, axis, "all_reduce_wait").waitAll();
+void waitForAllReduce(BackgroundCollectives *background, int64_t axis, const Tensor &buffer) {
+  backgroundOf(background, axis, "all_reduce_wait").waitFor(CollectiveKind::AllReduce, buffer.data);
 }
 
 void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,

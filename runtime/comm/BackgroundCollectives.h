@@ -4,8 +4,8 @@
 // - a data-parallel step's gradients are summed over dp while the backward
 //   still computes: the program starts a bucket's all-reduce as soon as the
 //   last microbatch's backward has finished its gradients (all_reduce_start,
-//   placed by passes/OverlapGradients.cpp), and the optimizer waits for them
-//   all (all_reduce_wait);
+//   placed by passes/OverlapGradients.cpp), and the optimizer waits for each
+//   bucket where it first reads a gradient the bucket holds (all_reduce_wait);
 // - ZeRO 3 gathers a parameter while the layers before it compute: the
 //   program starts its all-gather a compute segment early
 //   (all_gather_start, placed by passes/PrefetchGathers.cpp) and waits for
@@ -18,7 +18,7 @@
 // start(), startGather() and startReduceScatter() queue a collective; the
 // thread "cleave-comm" runs the queued ones in order on a communicator of
 // its own (a duplicate of the axis's, so its calls never meet the main
-// thread's); waitFor() blocks until the one into a buffer is done,
+// thread's); waitFor() blocks until the ones into a buffer are done,
 // waitAll() until everything queued is.
 //
 // Every rank runs the same program, so every rank queues the same
@@ -95,8 +95,9 @@ public:
   /// may be touched until waitFor(received) or waitAll() returns.
   void startReduceScatter(const void *sent, void *received, std::size_t countPerRank, DType type,
                           DType wire, int64_t step, std::string what);
-  /// Blocks until every queued collective into `buffer` (every one when
-  /// null) is done; the report lists the wait as a `kind`'s.
+  /// Blocks until every queued collective into `buffer` (a gather's or
+  /// reduce-scatter's destination, or any byte of a sum's buffer; every one
+  /// when null) is done; the report lists the wait as a `kind`'s.
   void waitFor(CollectiveKind kind, const void *buffer);
   /// Blocks until every queued collective is done (all_reduce_wait's).
   void waitAll() { waitFor(CollectiveKind::AllReduce, nullptr); }
@@ -126,6 +127,8 @@ private:
     DType type, wire;
     int64_t step;
     std::string what;
+    /// Whether it writes `into`: its destination, or a byte of its sum.
+    bool writes(const void *into) const;
   };
   void queue(Queued collective);
   void run();
@@ -144,15 +147,15 @@ private:
 /// The kernels' side (runtime/comm/CollectiveKernels.inc): all_reduce_start
 /// queues `buffer`'s sum over mesh axis `axis` on `background` on a step's
 /// last microbatch (`lastMicrobatch`) and does nothing on the others, whose
-/// backward only accumulates; all_reduce_wait waits for every queued
-/// collective; all_gather_start and reduce_scatter_start queue the gather or
+/// backward only accumulates; all_reduce_wait waits for the sums of the
+/// bucket that holds `buffer`; all_gather_start and reduce_scatter_start queue the gather or
 /// the reduce-scatter of `in` into `out` on every call, and all_gather_wait
 /// and reduce_scatter_wait wait for the one into `out`. A missing
 /// `background`, or one over another axis, is a failure of the kernel: the
 /// driver makes one for every program that starts collectives.
 void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
                           const Tensor &buffer, DType wire, int64_t step);
-void waitForAllReduces(BackgroundCollectives *background, int64_t axis);
+void waitForAllReduce(BackgroundCollectives *background, int64_t axis, const Tensor &buffer);
 void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                           const Tensor &out, int64_t step);
 void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,

@@ -503,6 +503,31 @@ TEST(BackgroundCollectivesTest, SumsBesideTheMainThreadsCalls) {
             ringBytesSent(CollectiveKind::AllReduce, sizeof(double), n));
 }
 
+// A wait for any byte of a queued sum's buffer (an accumulator inside a
+// bucket) returns once that sum is done: the bucket holds the ranks' sums.
+TEST(BackgroundCollectivesTest, WaitForAByteWaitsForTheSumThatHoldsIt) {
+  auto comm = world(/*deterministic=*/true);
+  const int n = comm->size(), r = comm->rank();
+  std::string error;
+  std::unique_ptr<Communicator> group = comm->duplicate(error);
+  ASSERT_TRUE(group) << error;
+  BackgroundCollectives background(std::move(group), /*meshAxis=*/0);
+  std::vector<float> first(kCount), bucket(16 * kCount);
+  for (std::size_t i = 0; i < first.size(); ++i)
+    first[i] = contribution<float>(r, i);
+  for (std::size_t i = 0; i < bucket.size(); ++i)
+    bucket[i] = contribution<float>(r, kCount + i);
+  background.start(first.data(), first.size(), DType::F32, DType::F32, 1, "first");
+  background.start(bucket.data(), bucket.size(), DType::F32, DType::F32, 1, "bucket");
+  background.waitFor(CollectiveKind::AllReduce, bucket.data() + 5 * kCount);
+  for (std::size_t i = 0; i < bucket.size(); ++i) {
+    float expected = sequentialSum<float>(n, kCount + i);
+    ASSERT_EQ(std::memcmp(&bucket[i], &expected, sizeof expected), 0) << "element " << i;
+  }
+  background.waitAll();
+  EXPECT_EQ(background.takeReport().waits.size(), 2u);
+}
+
 // Gathers and a reduce-scatter queued behind a sum, while the main thread
 // makes a call of its own: waiting for one leaves the next queued or
 // running; each gather's destination holds every rank's part in rank order,

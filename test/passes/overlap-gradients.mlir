@@ -8,7 +8,9 @@
 // order @forward finishes them: grad:v at 0, grad:w at 64, the sum at 128,
 // the count at 192. Taken in that order, each joins the open bucket while it
 // holds under 100 bytes: [grad:v, grad:w] (128 bytes), then [sum, count].
-// Each starts right after the last of its accumulators is written.
+// Each starts right after the last of its accumulators is written. @apply's
+// sums, marked started, move down to just before their first readers: the
+// loss's sum and count before the loss, each gradient's before its mean.
 
 // CHECK-LABEL: func.func @forward
 // CHECK: cleave.assign %{{.*}} to %arg5 : tensor<16xf32>
@@ -17,12 +19,20 @@
 // CHECK-NEXT: cleave.all_reduce_start %arg4, %arg3 on axis 0 : tensor<f32>, tensor<f32>
 // CHECK-NEXT: return
 // CHECK-LABEL: func.func @apply
-// CHECK-COUNT-4: shard.all_reduce %arg{{[0-9]}} on @mesh grid_axes = [0] {cleave.started}
+// CHECK: shard.all_reduce %arg1 on @mesh grid_axes = [0] {cleave.started}
+// CHECK-NEXT: shard.all_reduce %arg0 on @mesh grid_axes = [0] {cleave.started}
+// CHECK-NEXT: cleave.div
+// CHECK-NEXT: shard.all_reduce %arg2 on @mesh grid_axes = [0] {cleave.started}
+// CHECK-NEXT: cleave.div
+// CHECK-NEXT: shard.all_reduce %arg3 on @mesh grid_axes = [0] {cleave.started}
+// CHECK-NEXT: cleave.div
 // CHECK-NOT: shard.all_reduce
 
 // Each start sums its bucket's one span of the weights blob: the 32 floats
 // from 0, then the 17 from 128 (the padding after the sum is zero and stays
-// zero). @apply waits for them once.
+// zero). @apply waits, before each sum's first reader, for the bucket that
+// holds its accumulator (the sum at 128, the count at 192, grad:w at 64,
+// grad:v at 0).
 // LOWERED-LABEL: emitc.func @cleave_forward
 // LOWERED: %[[GRADS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{32}">]}
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
@@ -31,7 +41,17 @@
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
 // LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[LOSS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">]}
 // LOWERED-LABEL: emitc.func @cleave_apply
-// LOWERED: call_opaque "cleave::rt::cpu::all_reduce_wait"(%arg0) {args = [0 : index, #emitc.opaque<"0">]}
+// LOWERED-DAG: %[[COUNT:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"192">,
+// LOWERED-DAG: %[[SUM:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"128">,
+// LOWERED-DAG: %[[W:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"64">,
+// LOWERED-DAG: %[[V:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">,
+// LOWERED: call_opaque "cleave::rt::cpu::all_reduce_wait"(%arg0, %[[SUM]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
+// LOWERED: call_opaque "cleave::rt::cpu::all_reduce_wait"(%arg0, %[[COUNT]])
+// LOWERED: call_opaque "cleave::rt::cpu::div"
+// LOWERED: call_opaque "cleave::rt::cpu::all_reduce_wait"(%arg0, %[[W]])
+// LOWERED: call_opaque "cleave::rt::cpu::div"
+// LOWERED: call_opaque "cleave::rt::cpu::all_reduce_wait"(%arg0, %[[V]])
+// LOWERED: call_opaque "cleave::rt::cpu::div"
 // LOWERED-NOT: all_reduce
 
 // Auto: a quarter of the 136 bytes is below the 4 KiB floor, so one bucket,

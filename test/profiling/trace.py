@@ -32,10 +32,10 @@
 #     bucket of plan.json in its order (several, covering the accumulators'
 #     bytes computed here from the shapes: at least their own, at most with
 #     the padding between them), inside the last microbatch's backward and
-#     the optimizer; the optimizer's one "wait
-#     for background all_reduce" span is the exposed part: communication =
-#     the background spans, exposed = the wait, compute = the phases less
-#     the wait;
+#     the optimizer; the optimizer's "wait for background all_reduce" spans,
+#     one per accumulator (before the first reader of its sum), are the
+#     exposed part: communication = the background spans, exposed = the
+#     waits, compute = the phases less the waits;
 #   - checkpoint writes are spans of the checkpoint track with the bytes the
 #     metrics report.
 #
@@ -129,8 +129,10 @@ def check_background(where, sums, waits, phases, buckets, bounds):
     expect(all(c.ts >= last_backward.ts - chrome_trace.NS and
                c.end <= optimizer.end + chrome_trace.NS for c in sums),
            f"{where}: a background sum outside the last backward and the optimizer")
-    expect(len(waits) == 1 and optimizer.holds(waits[0], chrome_trace.NS),
-           f"{where}: waits {waits}, not one inside the optimizer")
+    # The optimizer waits, before each sum's first reader, for the bucket
+    # that holds it: one wait per accumulator.
+    expect(len(waits) == bounds[2] and all(optimizer.holds(w, chrome_trace.NS) for w in waits),
+           f"{where}: waits {waits}, not {bounds[2]} inside the optimizer")
 
 
 def check_run(label, workdir, mesh, ranks, accum, expected_bytes, ops, checkpoints,
@@ -366,7 +368,10 @@ def main():
              "--log-json", f"{workdir}/{label}.metrics.json"] + run_flags)
         flags = dict(zip(compile_flags, compile_flags[1:]))
         bucketed = flags.get("--bucket-mb", "0") != "0"
-        bounds = (payload_bytes(shapes), accumulator_bytes(shapes)) if bucketed else None
+        # The accumulators' bytes without and with padding, and how many they
+        # are: the gradients and the loss's count and sum.
+        bounds = ((payload_bytes(shapes), accumulator_bytes(shapes), len(shapes) + 2)
+                  if bucketed else None)
         check_run(label, workdir, mesh, ranks, accum, expected, "--trace-ops" in run_flags,
                   "--checkpoint-dir" in run_flags, bounds)
     if problems:
