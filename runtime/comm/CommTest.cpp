@@ -445,6 +445,18 @@ TEST(DeterministicTest, FewerElementsThanRanks) {
 
 // --- The background collectives -------------------------------------------
 
+/// Background collectives over a duplicate of `comm` (mesh axis 0), as the
+/// driver makes them; null, with the test failed, when it cannot duplicate.
+std::unique_ptr<BackgroundCollectives> backgroundOver(Communicator &comm) {
+  std::string error;
+  std::unique_ptr<Communicator> group = comm.duplicate(error);
+  if (!group) {
+    ADD_FAILURE() << error;
+    return nullptr;
+  }
+  return std::make_unique<BackgroundCollectives>(std::move(group), /*meshAxis=*/0);
+}
+
 // Sums queued on the thread, while the main thread makes a call of its own on
 // the original communicator, come out as the deterministic mode's sequential
 // sums bit for bit, and the report lists them in order with the ring's bytes.
@@ -508,24 +520,22 @@ TEST(BackgroundCollectivesTest, SumsBesideTheMainThreadsCalls) {
 TEST(BackgroundCollectivesTest, WaitForAByteWaitsForTheSumThatHoldsIt) {
   auto comm = world(/*deterministic=*/true);
   const int n = comm->size(), r = comm->rank();
-  std::string error;
-  std::unique_ptr<Communicator> group = comm->duplicate(error);
-  ASSERT_TRUE(group) << error;
-  BackgroundCollectives background(std::move(group), /*meshAxis=*/0);
+  std::unique_ptr<BackgroundCollectives> background = backgroundOver(*comm);
+  ASSERT_TRUE(background);
   std::vector<float> first(kCount), bucket(16 * kCount);
   for (std::size_t i = 0; i < first.size(); ++i)
     first[i] = contribution<float>(r, i);
   for (std::size_t i = 0; i < bucket.size(); ++i)
     bucket[i] = contribution<float>(r, kCount + i);
-  background.start(first.data(), first.size(), DType::F32, DType::F32, 1, "first");
-  background.start(bucket.data(), bucket.size(), DType::F32, DType::F32, 1, "bucket");
-  background.waitFor(CollectiveKind::AllReduce, bucket.data() + 5 * kCount);
+  background->start(first.data(), first.size(), DType::F32, DType::F32, 1, "first");
+  background->start(bucket.data(), bucket.size(), DType::F32, DType::F32, 1, "bucket");
+  background->waitFor(CollectiveKind::AllReduce, bucket.data() + 5 * kCount);
   for (std::size_t i = 0; i < bucket.size(); ++i) {
     float expected = sequentialSum<float>(n, kCount + i);
     ASSERT_EQ(std::memcmp(&bucket[i], &expected, sizeof expected), 0) << "element " << i;
   }
-  background.waitAll();
-  EXPECT_EQ(background.takeReport().waits.size(), 2u);
+  background->waitAll();
+  EXPECT_EQ(background->takeReport().waits.size(), 2u);
 }
 
 // Gathers and a reduce-scatter queued behind a sum, while the main thread
@@ -536,10 +546,8 @@ TEST(BackgroundCollectivesTest, WaitForAByteWaitsForTheSumThatHoldsIt) {
 TEST(BackgroundCollectivesTest, GathersAndReduceScattersWaitedForOneByOne) {
   auto comm = world(/*deterministic=*/false);
   const int n = comm->size(), r = comm->rank();
-  std::string error;
-  std::unique_ptr<Communicator> group = comm->duplicate(error);
-  ASSERT_TRUE(group) << error;
-  BackgroundCollectives background(std::move(group), /*meshAxis=*/0);
+  std::unique_ptr<BackgroundCollectives> background = backgroundOver(*comm);
+  ASSERT_TRUE(background);
   const std::vector<std::size_t> perRank = {kCount, 5};
   std::vector<std::vector<float>> parts, gathered;
   for (std::size_t count : perRank) {
@@ -549,25 +557,25 @@ TEST(BackgroundCollectivesTest, GathersAndReduceScattersWaitedForOneByOne) {
     gathered.emplace_back(count * n, -1.0f);
   }
   float sum = 1.0f;
-  background.start(&sum, 1, DType::F32, DType::F32, 3, "loss");
+  background->start(&sum, 1, DType::F32, DType::F32, 3, "loss");
   for (size_t g = 0; g < perRank.size(); ++g)
-    background.startGather(parts[g].data(), gathered[g].data(), perRank[g], DType::F32, 3,
-                           "parameters");
+    background->startGather(parts[g].data(), gathered[g].data(), perRank[g], DType::F32, 3,
+                            "parameters");
   std::vector<float> whole(kCount * n), mine(kCount, -1.0f);
   for (std::size_t i = 0; i < whole.size(); ++i)
     whole[i] = static_cast<float>(r + 1) * static_cast<float>(i % 97);
-  background.startReduceScatter(whole.data(), mine.data(), kCount, DType::F32, DType::F32, 3,
-                                "gradients");
+  background->startReduceScatter(whole.data(), mine.data(), kCount, DType::F32, DType::F32, 3,
+                                 "gradients");
   double beside = r + 1;
   comm->allReduceSum(&beside, 1, DType::F64, {3, "beside"});
   EXPECT_EQ(beside, n * (n + 1) / 2.0);
-  background.waitFor(CollectiveKind::ReduceScatter, mine.data());
+  background->waitFor(CollectiveKind::ReduceScatter, mine.data());
   for (std::size_t i = 0; i < kCount; ++i)
     ASSERT_EQ(mine[i],
               static_cast<float>(n * (n + 1) / 2) * static_cast<float>((r * kCount + i) % 97))
         << "reduce-scatter element " << i;
   for (size_t g = 0; g < perRank.size(); ++g) {
-    background.waitFor(CollectiveKind::AllGather, gathered[g].data());
+    background->waitFor(CollectiveKind::AllGather, gathered[g].data());
     for (int rank = 0; rank < n; ++rank)
       for (std::size_t i = 0; i < perRank[g]; ++i)
         ASSERT_EQ(gathered[g][rank * perRank[g] + i], static_cast<float>(1000 * rank + i))
@@ -575,7 +583,7 @@ TEST(BackgroundCollectivesTest, GathersAndReduceScattersWaitedForOneByOne) {
   }
   // In queue order, the sum before the gathers, so it is done too.
   EXPECT_EQ(sum, static_cast<float>(n));
-  BackgroundCollectives::Report report = background.takeReport();
+  BackgroundCollectives::Report report = background->takeReport();
   ASSERT_EQ(report.done.size(), 4u);
   EXPECT_EQ(report.done[0].kind, CollectiveKind::AllReduce);
   for (size_t g = 0; g < perRank.size(); ++g) {
