@@ -7,7 +7,6 @@
 #include "dialects/Cleave/CleaveOps.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "llvm/ADT/StringMap.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_ORDERUPDATES
@@ -20,10 +19,10 @@ using namespace cleave;
 namespace {
 
 /// One parameter's update: the op that alone reads its gradient's sum, and
-/// where a microbatch finishes that gradient.
+/// the gradient's last write in a microbatch.
 struct Update {
   Operation *op;
-  std::pair<size_t, int64_t> finished;
+  Operation *finished;
 };
 
 struct OrderUpdatesPass : public cleave::impl::OrderUpdatesBase<OrderUpdatesPass> {
@@ -32,20 +31,7 @@ struct OrderUpdatesPass : public cleave::impl::OrderUpdatesBase<OrderUpdatesPass
     auto apply = module.lookupSymbol<func::FuncOp>("apply");
     if (!apply)
       return;
-    // Where each accumulator's last write lies: (its function's place in a
-    // microbatch, the write's place in that function).
-    llvm::StringMap<std::pair<size_t, int64_t>> finished;
-    for (auto [f, name] : llvm::enumerate(kMicrobatchFunctions)) {
-      auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (!func)
-        continue;
-      for (auto [position, op] : llvm::enumerate(func.getBody().front()))
-        if (auto assign = dyn_cast<AssignOp>(&op))
-          if (auto arg = dyn_cast<BlockArgument>(assign.getTarget()))
-            if (auto argName = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr))
-              finished[argName.getValue()] = {f, static_cast<int64_t>(position)};
-    }
-    std::optional<SmallVector<Update>> updates = findUpdates(apply, finished);
+    std::optional<SmallVector<Update>> updates = findUpdates(apply, lastMicrobatchWrites(module));
     if (!updates || updates->size() < 2)
       return;
     // Every result of an update is read after the last of them, so each
@@ -59,8 +45,9 @@ struct OrderUpdatesPass : public cleave::impl::OrderUpdatesBase<OrderUpdatesPass
       for (Operation *user : u.op->getUsers())
         if (user->isBeforeInBlock(end))
           return;
-    llvm::stable_sort(*updates,
-                      [](const Update &a, const Update &b) { return a.finished < b.finished; });
+    llvm::stable_sort(*updates, [](const Update &a, const Update &b) {
+      return writtenBefore(a.finished, b.finished);
+    });
     for (const Update &u : *updates)
       u.op->moveBefore(end);
   }
@@ -70,7 +57,7 @@ struct OrderUpdatesPass : public cleave::impl::OrderUpdatesBase<OrderUpdatesPass
   /// reads no other gradient's sum; none otherwise (the clip's norm or a
   /// ZeRO buffer reads them all).
   static std::optional<SmallVector<Update>>
-  findUpdates(func::FuncOp apply, const llvm::StringMap<std::pair<size_t, int64_t>> &finished) {
+  findUpdates(func::FuncOp apply, const llvm::StringMap<Operation *> &finished) {
     SmallVector<Update> updates;
     llvm::DenseSet<Operation *> readers;
     for (auto reduce : apply.getBody().front().getOps<shard::AllReduceOp>()) {

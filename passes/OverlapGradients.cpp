@@ -115,25 +115,15 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
   /// stages' copies before its sum over dp (cleave-pipeline-tied-gradients,
   /// and the driver for a rank's own stages).
   FailureOr<SmallVector<Member>> findMembers(ModuleOp module, func::FuncOp apply, int64_t dpAxis) {
-    // Each name's argument and last write in the last function that writes
-    // it; the parameters tied across stages.
-    llvm::StringMap<std::pair<BlockArgument, AssignOp>> writes;
+    llvm::StringMap<Operation *> writes = lastMicrobatchWrites(module);
+    // The parameters tied across stages.
     llvm::StringSet<> tied;
-    for (StringRef name : kMicrobatchFunctions) {
-      auto func = module.lookupSymbol<func::FuncOp>(name);
-      if (!func)
-        continue;
-      for (BlockArgument arg : func.getArguments())
-        if (func.getArgAttr(arg.getArgNumber(), kOtherStagesAttr))
-          tied.insert(func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr).getValue());
-      for (auto assign : func.getBody().front().getOps<AssignOp>()) {
-        auto arg = dyn_cast<BlockArgument>(assign.getTarget());
-        auto argName =
-            arg ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr) : StringAttr();
-        if (argName)
-          writes[argName.getValue()] = {arg, assign};
-      }
-    }
+    for (StringRef name : kMicrobatchFunctions)
+      if (auto func = module.lookupSymbol<func::FuncOp>(name))
+        for (BlockArgument arg : func.getArguments())
+          if (func.getArgAttr(arg.getArgNumber(), kOtherStagesAttr))
+            tied.insert(
+                func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr).getValue());
 
     SmallVector<Member> members;
     for (auto reduce : apply.getBody().front().getOps<shard::AllReduceOp>()) {
@@ -157,8 +147,9 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
             << name.getValue() << "', which no microbatch function writes";
         return failure();
       }
+      auto assign = cast<AssignOp>(write->second);
       auto type = cast<RankedTensorType>(arg.getType());
-      members.push_back({reduce, write->second.first, write->second.second, offset.getInt(),
+      members.push_back({reduce, cast<BlockArgument>(assign.getTarget()), assign, offset.getInt(),
                          tensorBytes(type), type.getElementType(), sumType(reduce),
                          name.getValue().starts_with("grad:")});
     }
@@ -209,3 +200,25 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
 };
 
 } // namespace
+
+llvm::StringMap<Operation *> cleave::lastMicrobatchWrites(ModuleOp module) {
+  llvm::StringMap<Operation *> writes;
+  for (StringRef name : kMicrobatchFunctions) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (!func)
+      continue;
+    for (auto assign : func.getBody().front().getOps<AssignOp>())
+      if (auto arg = dyn_cast<BlockArgument>(assign.getTarget()))
+        if (auto argName = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr))
+          writes[argName.getValue()] = assign;
+  }
+  return writes;
+}
+
+bool cleave::writtenBefore(Operation *a, Operation *b) {
+  auto place = [](Operation *write) {
+    return llvm::find(kMicrobatchFunctions, write->getParentOfType<func::FuncOp>().getSymName()) -
+           std::begin(kMicrobatchFunctions);
+  };
+  return place(a) != place(b) ? place(a) < place(b) : a->isBeforeInBlock(b);
+}

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Pass/Pass.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace cleave {
 
@@ -46,6 +47,15 @@ inline constexpr int64_t kTiedGradientTagBase = 1 << 12;
 /// (zb-h1) @backward_weight (cleave-split-backward).
 inline constexpr llvm::StringLiteral kMicrobatchFunctions[] = {"forward", "backward",
                                                                "backward_weight"};
+
+/// Each named argument's last `cleave.assign` in a microbatch, by the
+/// argument's name: its last one in the last of kMicrobatchFunctions that
+/// assigns it (the gradient accumulators' last writes).
+llvm::StringMap<mlir::Operation *> lastMicrobatchWrites(mlir::ModuleOp module);
+
+/// Whether a microbatch makes write `a` before write `b` (two of
+/// lastMicrobatchWrites'): in an earlier function, or earlier in the same.
+bool writtenBefore(mlir::Operation *a, mlir::Operation *b);
 
 /// An f32 elementwise op that cleave.fused_elementwise's kernel runs, at
 /// its result's shape (more than one element), each operand of that shape or

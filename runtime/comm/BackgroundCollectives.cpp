@@ -131,10 +131,6 @@ void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch
                "gradients");
 }
 
-void waitForAllReduce(BackgroundCollectives *background, int64_t axis, const Tensor &buffer) {
-  backgroundOf(background, axis, "all_reduce_wait").waitFor(CollectiveKind::AllReduce, buffer.data);
-}
-
 void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                           const Tensor &out, int64_t step) {
   BackgroundCollectives &gathers = backgroundOf(background, axis, "all_gather_start");

@@ -147,20 +147,20 @@ private:
 /// The kernels' side (runtime/comm/CollectiveKernels.inc): all_reduce_start
 /// queues `buffer`'s sum over mesh axis `axis` on `background` on a step's
 /// last microbatch (`lastMicrobatch`) and does nothing on the others, whose
-/// backward only accumulates; all_reduce_wait waits for the sums of the
-/// bucket that holds `buffer`; all_gather_start and reduce_scatter_start queue the gather or
-/// the reduce-scatter of `in` into `out` on every call, and all_gather_wait
-/// and reduce_scatter_wait wait for the one into `out`. A missing
+/// backward only accumulates; all_gather_start and reduce_scatter_start
+/// queue the gather or the reduce-scatter of `in` into `out` on every call.
+/// waitForCollective is each wait kernel's: all_reduce_wait's for the sums
+/// over any byte of `out` (a bucket's accumulator), all_gather_wait's and
+/// reduce_scatter_wait's for the one into `out`. A missing
 /// `background`, or one over another axis, is a failure of the kernel: the
 /// driver makes one for every program that starts collectives.
 void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
                           const Tensor &buffer, DType wire, int64_t step);
-void waitForAllReduce(BackgroundCollectives *background, int64_t axis, const Tensor &buffer);
 void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                           const Tensor &out, int64_t step);
 void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                               const Tensor &out, DType wire, int64_t step);
-/// Waits for the `kind` (`kernel`'s) into `out`.
+/// Waits for the `kind` (`kernel`'s) into `out` (BackgroundCollectives::waitFor).
 void waitForCollective(BackgroundCollectives *background, CollectiveKind kind, const char *kernel,
                        int64_t axis, const Tensor &out);
 
