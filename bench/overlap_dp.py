@@ -1,7 +1,7 @@
 """How much of the data-parallel all-reduce the backward hides, and of
 ZeRO 3's parameter gathers and gradient reduce-scatters the compute hides.
 
-    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R] [--zero3 | --pipeline]
+    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R] [--zero3 | --pipeline | --tp]
 
 For bench/layouts_vs_one_rank.py's MLP (at batch 64 and at batch 512, where
 its backward takes longer than its all-reduce) and GPT, compiles dp=2 twice
@@ -33,6 +33,13 @@ run's trace (--trace): per step and rank the background "all_gather dp"
 ("reduce_scatter dp") spans and the training thread's "wait for background
 all_gather" ("... reduce_scatter") spans, their exposed part, medians as
 above, and the share hidden.
+
+With --tp the same for tensor parallelism's sums: tp=2 with the Megatron
+plans (2 ranks of 1 thread) with each input gradient's sum over tp
+started on the background thread and waited for where it is first read
+(--overlap-tp-sums on) against every sum where its partial sums are made
+(off, the peer); the background "all_reduce tp" spans and the waits for
+them from the trace, as above.
 """
 import argparse
 import json
@@ -45,13 +52,16 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from forward_vs_onnxruntime import CLEAVE, MLP  # noqa: E402
-from layouts_vs_one_rank import bench_cases, compiled_layouts  # noqa: E402
+from layouts_vs_one_rank import MLP_PLAN, bench_cases, compiled_layouts  # noqa: E402
 
 LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
            ("buckets (auto)", 2, ["--mesh", "dp=2"]))
 PIPELINE_LAYOUTS = (("--bucket-mb 0", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4",
                                          "--bucket-mb", "0"]),
                     ("buckets (auto)", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4"]))
+TP_LAYOUTS = (("tp sums in place", 2, ["--mesh", "tp=2", "--plan", "{plan}"]),
+              ("tp sums overlapped", 2, ["--mesh", "tp=2", "--plan", "{plan}",
+                                         "--overlap-tp-sums", "on"]))
 ZERO3_LAYOUTS = (("both off", 2, ["--mesh", "dp=2", "--zero", "3"]),
                  ("gathers prefetched", 2, ["--mesh", "dp=2", "--zero", "3",
                                             "--prefetch-gathers", "on"]),
@@ -62,10 +72,10 @@ BACKGROUND_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 
 def cases():
     """bench_cases() and the MLP at batch 512."""
-    listed = [(name, model, args) for name, model, args, _ in bench_cases()]
+    listed = bench_cases()
     torch.manual_seed(0)
     listed.insert(1, ("mlp (256-1024-1024-10, batch 512)", MLP(),
-                      (torch.randn(512, 256), torch.randint(0, 10, (512,)))))
+                      (torch.randn(512, 256), torch.randint(0, 10, (512,))), MLP_PLAN))
     return listed
 
 
@@ -91,8 +101,9 @@ def runs_in_turn(layouts, run_flags, steps, rounds, workdir, take):
 
 
 def background_figures(trace_path):
-    """Per kind of BACKGROUND_KINDS, medians over both ranks and the steps
-    after the first of its background seconds and the waits for them."""
+    """Per kind of BACKGROUND_KINDS, medians over the ranks and the steps
+    after the first of its background seconds (over any axis) and the
+    waits for them."""
     events = json.load(open(trace_path))
     events = events["traceEvents"] if isinstance(events, dict) else events
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
@@ -106,10 +117,10 @@ def background_figures(trace_path):
                        key=lambda e: e["ts"])[1:]
         for step in steps:
             def within(name, label):
-                return sum(e["dur"] for e in track[name] if e["name"] == label and
+                return sum(e["dur"] for e in track[name] if e["name"].startswith(label) and
                            step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"])
             rows.append(tuple(seconds for kind in BACKGROUND_KINDS for seconds in (
-                within("communication (background)", f"{kind} dp") / 1e6,
+                within("communication (background)", f"{kind} ") / 1e6,
                 within("communication", f"wait for background {kind}") / 1e6)))
     return tuple(median([r[i] for r in rows]) for i in range(2 * len(BACKGROUND_KINDS)))
 
@@ -132,6 +143,8 @@ def dp2_options():
                       help="ZeRO 3's prefetched gathers instead of the gradient buckets")
     kind.add_argument("--pipeline", action="store_true",
                       help="the gradient buckets of dp x pp = 2 x 2's stages")
+    kind.add_argument("--tp", action="store_true",
+                      help="tp=2's sums of partial sums instead of dp's gradients")
     options = parser.parse_args()
     ranks = 4 if options.pipeline else 2
     print(f"{os.cpu_count()} cpus, {ranks} ranks of 1 thread each; per run the medians over "
@@ -143,13 +156,15 @@ def main():
     options = dp2_options()
     print(f"{'model':38} {'layout':20} {'step ms':>8} {'comm ms':>8} {'exposed':>8} "
           f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
-    for name, model, args in cases():
+    for name, model, args, plan in cases():
         with tempfile.TemporaryDirectory() as workdir:
             chosen = (ZERO3_LAYOUTS if options.zero3 else
-                      PIPELINE_LAYOUTS if options.pipeline else LAYOUTS)
-            layouts = list(compiled_layouts(CLEAVE, model, args, {}, workdir, chosen))
+                      PIPELINE_LAYOUTS if options.pipeline else
+                      TP_LAYOUTS if options.tp else LAYOUTS)
+            layouts = list(compiled_layouts(CLEAVE, model, args, plan, workdir, chosen))
             trace = os.path.join(workdir, "trace.json")
-            traced = ["--trace", trace] if options.zero3 or options.pipeline else []
+            traced = (["--trace", trace] if options.zero3 or options.pipeline or options.tp
+                      else [])
             runs = runs_in_turn(layouts, ["--threads", "1", *traced], options.steps,
                                 options.rounds, workdir,
                                 lambda m: figures(m) + (background_figures(trace) if traced

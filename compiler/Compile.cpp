@@ -235,6 +235,8 @@ private:
   int64_t bucketBytes = 0;
   /// Whether cleave-prefetch-gathers and cleave-overlap-reduce-scatters run.
   bool prefetchGathers = false, overlapReduceScatters = false;
+  /// Whether cleave-overlap-tp-sums runs.
+  bool overlapTpSums = false;
   /// --loss KIND:OUTPUT,TARGET, once checked: the loss to append.
   std::optional<AppendLossOptions> appendedLoss;
   /// The plan's entries as cleave-annotate-sharding takes them.
@@ -436,7 +438,9 @@ LogicalResult Compiler::checkTrainOptions(const TrainOptions &t) {
       failed(parseBackgroundFlag("--prefetch-gathers", t.prefetchGathers,
                                  "gathers during the compute", prefetchGathers)) ||
       failed(parseBackgroundFlag("--overlap-reduce-scatters", t.overlapReduceScatters,
-                                 "reduce-scatters during the backward", overlapReduceScatters)))
+                                 "reduce-scatters during the backward", overlapReduceScatters)) ||
+      failed(parseBackgroundFlag("--overlap-tp-sums", t.overlapTpSums, "tp sums beside the compute",
+                                 overlapTpSums)))
     return failure();
   if (t.recompute != "none" && t.recompute != "selective" && t.recompute != "full")
     return fail("--recompute '" + t.recompute + "'", "unknown mode", "use none, selective or full",
@@ -739,6 +743,7 @@ std::string Compiler::pipelineText() const {
   add("bucket-bytes", std::to_string(bucketBytes));
   add("prefetch-gathers", prefetchGathers ? "true" : "false");
   add("overlap-reduce-scatters", overlapReduceScatters ? "true" : "false");
+  add("overlap-tp-sums", overlapTpSums ? "true" : "false");
   add("recompute", quoted(t.recompute));
   add("precision", quoted(t.precision));
   add("grad-reduce-dtype", quoted(t.gradReduceDtype));
@@ -903,7 +908,7 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
       return failure();
   }
   if (failed(runPasses(module, [&](PassManager &pm) {
-        buildProgramTail(pm, {bucketBytes, prefetchGathers, overlapReduceScatters});
+        buildProgramTail(pm, {bucketBytes, prefetchGathers, overlapReduceScatters, overlapTpSums});
       })))
     return failure();
   if (options.emit != "plan" &&

@@ -89,6 +89,11 @@ struct TrainOptions {
   /// docs/performance.md).
   std::string prefetchGathers = "off";
   std::string overlapReduceScatters = "off";
+  /// Whether tensor parallelism's sums of an input's gradient run on the
+  /// background thread while the backward computes the weight's gradient,
+  /// waited for where they are first read (cleave-overlap-tp-sums): "on" or
+  /// "off" (the default, as the two above).
+  std::string overlapTpSums = "off";
   /// With a pp axis: the pipeline schedule, gpipe, 1f1b, interleaved or
   /// zb-h1.
   std::string schedule = "1f1b";

@@ -343,8 +343,9 @@ private:
   void setTraining();
   /// The buckets cleave-overlap-gradients starts in @forward, in order.
   std::optional<rt::TrainingSpec::StartedCollectives> gradientBuckets();
-  /// The gathers or reduce-scatters (`Collective`) marked cleave.started,
-  /// in module order: their mesh axis and whole buffers' bytes.
+  /// The gathers, reduce-scatters or tp sums (`Collective`) marked
+  /// cleave.started, in module order: their mesh axis and whole buffers'
+  /// bytes.
   template <typename Collective>
   std::optional<rt::TrainingSpec::StartedCollectives> startedInPrograms();
   /// A pipeline stage's actions and stash, from the module's schedule.
@@ -714,6 +715,7 @@ void PlanBuilder::setTraining() {
   spec.gradientBuckets = gradientBuckets();
   spec.prefetchedGathers = startedInPrograms<shard::AllGatherOp>();
   spec.overlappedReduceScatters = startedInPrograms<shard::ReduceScatterOp>();
+  spec.overlappedTpSums = startedInPrograms<shard::AllReduceOp>();
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
       spec.lrInput = i;
@@ -729,7 +731,9 @@ template <typename Collective>
 std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::startedInPrograms() {
   std::optional<rt::TrainingSpec::StartedCollectives> started;
   module.walk([&](Collective op) {
-    if (!op->hasAttr(kStartedAttr))
+    // @apply's started sums of accumulators wait for the gradient buckets.
+    auto reduce = dyn_cast<shard::AllReduceOp>(op.getOperation());
+    if (!op->hasAttr(kStartedAttr) || (reduce && isInPlace(reduce)))
       return;
     if (!started)
       started.emplace().axis = plan.mesh->axisNames[op.getGridAxes()[0]];

@@ -68,9 +68,27 @@ bool isInPlace(shard::AllReduceOp reduce) {
 }
 
 bool sumsItsOperandInPlace(shard::AllReduceOp reduce) {
-  Operation *producer = reduce.getInput().getDefiningOp();
-  return producer && reduce.getInput().hasOneUse() && isa<CleaveDialect>(producer->getDialect()) &&
-         !isa<ConstantOp, CollectiveWaitOp>(producer) && !isReshapeView(producer);
+  // The operand's readers: the sum, and the wait for it when it is started
+  // (cleave-overlap-tp-sums); each reshape on the way to the kernel that made
+  // it, the next one alone.
+  auto readOnlyBy = [&](Value value, Operation *reader) {
+    return llvm::all_of(value.getUsers(), [&](Operation *user) {
+      auto wait = dyn_cast<CollectiveWaitOp>(user);
+      return user == reader || (wait && wait.getStarted() == reduce.getResult());
+    });
+  };
+  Value value = reduce.getInput();
+  Operation *reader = reduce;
+  for (;;) {
+    Operation *producer = value.getDefiningOp();
+    if (!producer || !readOnlyBy(value, reader) || !isa<CleaveDialect>(producer->getDialect()) ||
+        isa<ConstantOp, CollectiveWaitOp>(producer))
+      return false;
+    if (!isReshapeView(producer))
+      return true;
+    reader = producer;
+    value = producer->getOperand(0);
+  }
 }
 
 namespace {

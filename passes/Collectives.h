@@ -78,9 +78,10 @@ mlir::Type sumType(mlir::Operation *op);
 bool isInPlace(mlir::shard::AllReduceOp reduce);
 
 /// Whether `reduce` sums a value made for it alone (a widened copy, a
-/// product's partial sums: the result of a kernel that nothing else reads)
-/// in that value's buffer, which its result then is: no copy, no buffer of
-/// its own.
+/// product's partial sums: the result of a kernel that nothing else reads,
+/// or reshapes of it that nothing else reads; a wait for the sum may read it
+/// too) in that value's buffer, which its result then is: no copy, no
+/// buffer of its own.
 bool sumsItsOperandInPlace(mlir::shard::AllReduceOp reduce);
 
 /// The spans the all-reduces of `run` (consecutive ops of a memory-planned

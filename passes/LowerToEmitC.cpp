@@ -296,8 +296,9 @@ private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
   LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
-  /// `kernel`(ctx, the span of the weights blob as one flat tensor, axis).
-  void spanCall(StringRef kernel, const ReductionSpan &span);
+  /// `kernel`(ctx, the span of the weights blob as one flat tensor, axis,
+  /// wire[, `last`]).
+  void spanCall(StringRef kernel, const ReductionSpan &span, StringRef last = "");
   LogicalResult lowerCollective(Operation *op, ArrayRef<int16_t> axes);
   LogicalResult lowerPipelineMessage(Operation *op);
 
@@ -469,7 +470,8 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
   Value in = tensors.lookup(op->getOperand(0));
   Value out = inPlace ? in : resultAt(op, offsets.asArrayRef(), 0);
   tensors[op->getResult(0)] = out;
-  // A sum's kernel also takes the type it moves in.
+  // A sum's kernel also takes the type it moves in; a started one's whether
+  // it starts on the last microbatch alone (a bucket's: not this one).
   auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs) -> LogicalResult {
     CallArgs args(b);
     args.value(context);
@@ -482,9 +484,18 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
         return op->emitError("sums through ") << sumType(op) << ", which has no runtime type";
       args.literal(*wire);
     }
+    if (reduce && kernel == "all_reduce_start")
+      args.literal("false");
     call(kernelPrefix + kernel.str(), Type(), args);
     return success();
   };
+  // A sum over tp started early (cleave-overlap-tp-sums) runs in the
+  // background, in its operand's buffer.
+  if (reduce && reduce->hasAttr(kStartedAttr)) {
+    if (!inPlace)
+      return op->emitError("is started but cannot sum its operand in place");
+    return kernelCall("all_reduce_start", {out});
+  }
   if (reduce) {
     if (inPlace)
       return kernelCall("all_reduce", {out});
@@ -568,7 +579,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     FailureOr<ReductionSpan> span = bucketSpan(func, start);
     if (failed(span))
       return failure();
-    spanCall("all_reduce_start", *span);
+    // On the step's last microbatch alone: the others accumulate into it.
+    spanCall("all_reduce_start", *span, "true");
     return success();
   }
   if (isa<PipelineSendOp, PipelineRecvOp>(op))
@@ -663,7 +675,7 @@ LogicalResult Lowering::lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions)
   return success();
 }
 
-void Lowering::spanCall(StringRef kernel, const ReductionSpan &span) {
+void Lowering::spanCall(StringRef kernel, const ReductionSpan &span, StringRef last) {
   CallArgs view(b);
   view.value(weights);
   view.literal(std::to_string(span.offset));
@@ -674,6 +686,8 @@ void Lowering::spanCall(StringRef kernel, const ReductionSpan &span) {
   args.value(call("cleave::rt::view", tensorType, view));
   args.literal(std::to_string(span.axis));
   args.literal(*dtypeLiteral(span.wire));
+  if (!last.empty())
+    args.literal(last);
   call(kernelPrefix + kernel.str(), Type(), args);
 }
 

@@ -938,6 +938,29 @@ def OverlapReduceScatters : Pass<"cleave-overlap-reduce-scatters", "mlir::Module
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def OverlapTpSums : Pass<"cleave-overlap-tp-sums", "mlir::ModuleOp"> {
+  let summary = "Sum tensor parallelism's partial sums while the compute goes on";
+  let description = [{
+    Runs before cleave-memory-plan. In each function, each `shard.all_reduce`
+    over the `tp` axis of a value made for it alone (a product's partial sums,
+    through reshapes: it sums them in their buffer) whose first reader comes
+    after a matrix product that does not read it is marked `cleave.started`:
+    at run time it is queued where it is on the background collectives'
+    thread (runtime/comm/BackgroundCollectives.h), and a
+    `cleave.collective_wait` for it goes just before its first reader, which
+    reads the wait's result, as every later reader does. In a Megatron
+    layer's backward that is the input gradient's sum over tp, which then
+    moves while the weight gradient's product computes, as Megatron-LM
+    overlaps them (its asynchronous tensor-parallel all-reduce).
+
+    The sums are the same calls on the same values: results do not change
+    (with `--deterministic`, bit for bit). Does nothing without a tp axis of
+    more than one rank; a sum stays where it is when no product comes before
+    its first reader (the forward's row-parallel outputs, read at once).
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def LowerToEmitC : Pass<"cleave-lower-to-emitc", "mlir::ModuleOp"> {
   let summary = "Lower a memory-planned @forward and @apply to EmitC calls into the runtime";
   let description = [{

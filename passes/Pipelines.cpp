@@ -115,6 +115,8 @@ void buildProgramTail(OpPassManager &pm, const ProgramTailOptions &options) {
     pm.addPass(createPrefetchGathers());
   if (options.overlapReduceScatters)
     pm.addPass(createOverlapReduceScatters());
+  if (options.overlapTpSums)
+    pm.addPass(createOverlapTpSums());
   pm.addPass(createMemoryPlan());
   pm.addPass(createOverlapGradients({options.bucketBytes}));
 }
@@ -126,8 +128,8 @@ void registerCleavePipelines() {
       "it writes as forward.mlir",
       [](OpPassManager &pm, const TrainPipelineOptions &options) {
         buildTrainPipeline(pm, options);
-        buildProgramTail(
-            pm, {options.bucketBytes, options.prefetchGathers, options.overlapReduceScatters});
+        buildProgramTail(pm, {options.bucketBytes, options.prefetchGathers,
+                              options.overlapReduceScatters, options.overlapTpSums});
       });
 }
 

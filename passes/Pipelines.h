@@ -103,6 +103,10 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
       *this, "overlap-reduce-scatters", llvm::cl::init(false),
       llvm::cl::desc("Run cleave-overlap-reduce-scatters (ZeRO's gradient reduce-scatters "
                      "during the backward) before the memory plan")};
+  Option<bool> overlapTpSums{
+      *this, "overlap-tp-sums", llvm::cl::init(false),
+      llvm::cl::desc("Run cleave-overlap-tp-sums (tp sums waited for where first read) before "
+                     "the memory plan")};
   Option<bool> syncBatchNorm{*this, "sync-batchnorm", llvm::cl::init(false),
                              llvm::cl::desc("Training-mode BatchNorm statistics over every dp "
                                             "rank's microbatch together")};
@@ -118,19 +122,21 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
 void buildTrainPipeline(mlir::OpPassManager &pm, const TrainPipelineOptions &options);
 
 /// What the program tail overlaps with compute: cleave-overlap-gradients'
-/// bucket bytes (0: none), and whether cleave-prefetch-gathers and
-/// cleave-overlap-reduce-scatters run.
+/// bucket bytes (0: none), and whether cleave-prefetch-gathers,
+/// cleave-overlap-reduce-scatters and cleave-overlap-tp-sums run.
 struct ProgramTailOptions {
   int64_t bucketBytes = 0;
   bool prefetchGathers = false;
   bool overlapReduceScatters = false;
+  bool overlapTpSums = false;
 };
 
 /// The passes every program runs last, trained or not, before it is
 /// lowered: cleave-fold-transposes, cleave-accumulate-into-products,
 /// cleave-fuse-elementwise, cleave-order-updates, cleave-sink-widened-sums,
-/// cleave-prefetch-gathers and cleave-overlap-reduce-scatters as `options`
-/// say, cleave-memory-plan and cleave-overlap-gradients.
+/// cleave-prefetch-gathers, cleave-overlap-reduce-scatters and
+/// cleave-overlap-tp-sums as `options` say, cleave-memory-plan and
+/// cleave-overlap-gradients.
 void buildProgramTail(mlir::OpPassManager &pm, const ProgramTailOptions &options);
 
 /// Registers `cleave-train-pipeline`: buildTrainPipeline, then

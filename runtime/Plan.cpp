@@ -559,17 +559,9 @@ bool Reader::training(const Json &json, Plan &plan) {
     return false;
   if (json.contains("pipeline") && !pipeline(json["pipeline"], plan, spec, claimed))
     return false;
-  std::optional<std::string> backgroundAxis;
-  for (auto [key, started] : TrainingSpec::startedByKey(spec)) {
-    if (!json.contains(key))
-      continue;
-    if (!startedCollectives(json[key], key, plan, *started))
+  for (auto [key, started] : TrainingSpec::startedByKey(spec))
+    if (json.contains(key) && !startedCollectives(json[key], key, plan, *started))
       return false;
-    if (backgroundAxis && *backgroundAxis != (*started)->axis)
-      return fail(std::string("training.") + key + ".axis",
-                  "is not the other started collectives' axis: one background thread runs them");
-    backgroundAxis = (*started)->axis;
-  }
   if (json.contains("loss_scaling") && !lossScaling(json["loss_scaling"], plan, spec))
     return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)

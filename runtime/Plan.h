@@ -327,12 +327,19 @@ struct TrainingSpec {
   /// each program that starts them: their bytes are the whole gradients'.
   /// None: every reduce-scatter runs where its gradient is made.
   std::optional<StartedCollectives> overlappedReduceScatters;
-  /// The three above by their plan.json keys, in the order written (`Spec`:
-  /// TrainingSpec, const or not).
+  /// Tensor parallelism's sums of partial sums (an input's gradient) waited
+  /// for where they are first read (passes/OverlapTpSums.cpp), in one call
+  /// of each program that starts them. None: every tp sum runs where its
+  /// partial sums are made.
+  std::optional<StartedCollectives> overlappedTpSums;
+  /// The four above by their plan.json keys, in the order written (`Spec`:
+  /// TrainingSpec, const or not). One background thread runs them all,
+  /// over their axes' duplicate communicators.
   template <typename Spec> static auto startedByKey(Spec &spec) {
     return std::array{std::pair{"gradient_buckets", &spec.gradientBuckets},
                       std::pair{"prefetched_gathers", &spec.prefetchedGathers},
-                      std::pair{"overlapped_reduce_scatters", &spec.overlappedReduceScatters}};
+                      std::pair{"overlapped_reduce_scatters", &spec.overlappedReduceScatters},
+                      std::pair{"overlapped_tp_sums", &spec.overlappedTpSums}};
   }
   /// Dynamic loss scaling (fp16): the initial scale, the steps without inf
   /// or NaN gradients after which it is multiplied by the growth factor (by

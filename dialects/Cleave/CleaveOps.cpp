@@ -1001,10 +1001,11 @@ LogicalResult AllReduceStartOp::verify() {
 
 LogicalResult CollectiveWaitOp::verify() {
   Operation *collective = getStarted().getDefiningOp();
-  if (!isa_and_present<shard::AllGatherOp, shard::ReduceScatterOp>(collective) ||
+  if (!isa_and_present<shard::AllGatherOp, shard::ReduceScatterOp, shard::AllReduceOp>(
+          collective) ||
       !collective->hasAttr(kStartedAttr))
-    return emitOpError("waits for a value that no started shard.all_gather or "
-                       "shard.reduce_scatter (")
+    return emitOpError("waits for a value that no started shard.all_gather, "
+                       "shard.reduce_scatter or shard.all_reduce (")
            << kStartedAttr << ") makes";
   if (collective->getOperand(0) != getSource())
     return emitOpError("source is not the collective's operand");

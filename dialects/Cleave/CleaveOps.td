@@ -719,14 +719,16 @@ def Cleave_CollectiveWaitOp : Cleave_Op<"collective_wait", [MemoryEffects<[MemRe
                                                           AllTypesMatch<["started", "output"]>]> {
   let summary = "wait for a collective started earlier on the background thread";
   let description = [{
-    `started` is made by a `shard.all_gather` or `shard.reduce_scatter`
-    marked `cleave.started`, which the runtime runs on the background
-    collectives' thread (runtime/comm/BackgroundCollectives.h) while the ops
-    between it and this wait compute: `cleave-prefetch-gathers` moves a
-    parameter's gather up a compute segment and leaves this wait where the
-    gather was; `cleave-overlap-reduce-scatters` leaves a gradient's
-    reduce-scatter where it was and moves this wait, with what reads it, down
-    to the next gradient's. `output` is `started`'s buffer once the
+    `started` is made by a `shard.all_gather`, `shard.reduce_scatter` or
+    `shard.all_reduce` marked `cleave.started`, which the runtime runs on the
+    background collectives' thread (runtime/comm/BackgroundCollectives.h)
+    while the ops between it and this wait compute: `cleave-prefetch-gathers`
+    moves a parameter's gather up a compute segment and leaves this wait
+    where the gather was; `cleave-overlap-reduce-scatters` leaves a
+    gradient's reduce-scatter where it was and moves this wait, with what
+    reads it, down to the next gradient's; `cleave-overlap-tp-sums` leaves a
+    sum over tp where it is and puts this wait before its first reader.
+    `output` is `started`'s buffer once the
     collective is done: every op that read the collective reads it. `source`
     is the collective's own operand, read here so that the memory plan keeps
     it until the collective is done.

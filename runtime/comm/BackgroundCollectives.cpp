@@ -9,9 +9,15 @@
 
 namespace cleave::rt::comm {
 
-BackgroundCollectives::BackgroundCollectives(std::unique_ptr<Communicator> group, int64_t meshAxis)
-    : group_(std::move(group)), meshAxis_(meshAxis) {
+BackgroundCollectives::BackgroundCollectives(std::vector<Axis> axes) : axes_(std::move(axes)) {
   thread_ = startOwnThread("cleave-comm", [this] { run(); });
+}
+
+Communicator *BackgroundCollectives::groupOf(int64_t meshAxis) const {
+  for (const Axis &axis : axes_)
+    if (axis.meshAxis == meshAxis)
+      return axis.group.get();
+  return nullptr;
 }
 
 BackgroundCollectives::~BackgroundCollectives() {
@@ -31,21 +37,23 @@ void BackgroundCollectives::queue(Queued collective) {
   changed_.notify_all();
 }
 
-void BackgroundCollectives::start(void *buffer, std::size_t count, DType type, DType wire,
-                                  int64_t step, std::string what) {
-  queue({CollectiveKind::AllReduce, buffer, nullptr, count, type, wire, step, std::move(what)});
+void BackgroundCollectives::start(int64_t meshAxis, void *buffer, std::size_t count, DType type,
+                                  DType wire, int64_t step, std::string what) {
+  queue({CollectiveKind::AllReduce, meshAxis, buffer, nullptr, count, type, wire, step,
+         std::move(what)});
 }
 
-void BackgroundCollectives::startGather(const void *sent, void *received, std::size_t countPerRank,
-                                        DType type, int64_t step, std::string what) {
-  queue(
-      {CollectiveKind::AllGather, received, sent, countPerRank, type, type, step, std::move(what)});
+void BackgroundCollectives::startGather(int64_t meshAxis, const void *sent, void *received,
+                                        std::size_t countPerRank, DType type, int64_t step,
+                                        std::string what) {
+  queue({CollectiveKind::AllGather, meshAxis, received, sent, countPerRank, type, type, step,
+         std::move(what)});
 }
 
-void BackgroundCollectives::startReduceScatter(const void *sent, void *received,
+void BackgroundCollectives::startReduceScatter(int64_t meshAxis, const void *sent, void *received,
                                                std::size_t countPerRank, DType type, DType wire,
                                                int64_t step, std::string what) {
-  queue({CollectiveKind::ReduceScatter, received, sent, countPerRank, type, wire, step,
+  queue({CollectiveKind::ReduceScatter, meshAxis, received, sent, countPerRank, type, wire, step,
          std::move(what)});
 }
 
@@ -83,23 +91,25 @@ void BackgroundCollectives::run() {
     // Left at the front while it runs, so that waiting for it waits.
     Queued next = unfinished_.front();
     lock.unlock();
+    Communicator &group = *groupOf(next.meshAxis);
     // The whole buffer: a sum's, a gather's output, a reduce-scatter's input.
     const uint64_t bytes =
-        next.count * dtypeSize(next.wire) * (next.sent ? static_cast<uint64_t>(group_->size()) : 1);
+        next.count * dtypeSize(next.wire) * (next.sent ? static_cast<uint64_t>(group.size()) : 1);
     Finished done{next.kind,
+                  next.meshAxis,
                   next.step,
                   std::move(next.what),
                   bytes,
-                  ringBytesSent(next.kind, bytes, group_->size()),
+                  ringBytesSent(next.kind, bytes, group.size()),
                   std::chrono::steady_clock::now(),
                   {}};
     const CallSite site{next.step, done.what};
     if (next.kind == CollectiveKind::AllGather)
-      group_->allGather(next.sent, next.buffer, next.count, next.type, site);
+      group.allGather(next.sent, next.buffer, next.count, next.type, site);
     else if (next.kind == CollectiveKind::ReduceScatter)
-      group_->reduceScatterSumAs(next.sent, next.buffer, next.count, next.type, next.wire, site);
+      group.reduceScatterSumAs(next.sent, next.buffer, next.count, next.type, next.wire, site);
     else
-      group_->allReduceSumAs(next.buffer, next.count, next.type, next.wire, site);
+      group.allReduceSumAs(next.buffer, next.count, next.type, next.wire, site);
     done.end = std::chrono::steady_clock::now();
     lock.lock();
     report_.done.push_back(std::move(done));
@@ -111,10 +121,10 @@ void BackgroundCollectives::run() {
 namespace {
 
 /// `background`, which must run the collectives of mesh axis `axis`: the
-/// driver makes one for every program that starts them.
+/// driver makes one over every axis a program starts them on.
 BackgroundCollectives &backgroundOf(BackgroundCollectives *background, int64_t axis,
                                     const char *kernel) {
-  if (!background || background->meshAxis() != axis)
+  if (!background || !background->group(axis))
     rt::fail(kernel, "no background collectives over mesh axis %lld: the program runs without them",
              static_cast<long long>(axis));
   return *background;
@@ -122,29 +132,30 @@ BackgroundCollectives &backgroundOf(BackgroundCollectives *background, int64_t a
 
 } // namespace
 
-void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
-                          const Tensor &buffer, DType wire, int64_t step) {
+void startAllReduceOnAxis(BackgroundCollectives *background, bool onlyOnLastMicrobatch,
+                          bool lastMicrobatch, int64_t axis, const Tensor &buffer, DType wire,
+                          int64_t step) {
   BackgroundCollectives &sums = backgroundOf(background, axis, "all_reduce_start");
   checkSumWire("all_reduce_start", buffer.dtype, wire);
-  if (lastMicrobatch)
-    sums.start(buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, wire, step,
-               "gradients");
+  if (lastMicrobatch || !onlyOnLastMicrobatch)
+    sums.start(axis, buffer.data, static_cast<std::size_t>(buffer.numel()), buffer.dtype, wire,
+               step, onlyOnLastMicrobatch ? "gradients" : "partial sums");
 }
 
 void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                           const Tensor &out, int64_t step) {
   BackgroundCollectives &gathers = backgroundOf(background, axis, "all_gather_start");
-  checkGatherSizes(gathers.group(), "all_gather_start", in, out);
-  gathers.startGather(in.data, out.data, static_cast<std::size_t>(in.numel()), in.dtype, step,
+  checkGatherSizes(*gathers.group(axis), "all_gather_start", in, out);
+  gathers.startGather(axis, in.data, out.data, static_cast<std::size_t>(in.numel()), in.dtype, step,
                       "parameters");
 }
 
 void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                               const Tensor &out, DType wire, int64_t step) {
   BackgroundCollectives &collectives = backgroundOf(background, axis, "reduce_scatter_start");
-  checkReduceScatterSizes(collectives.group(), "reduce_scatter_start", in, out, wire);
-  collectives.startReduceScatter(in.data, out.data, static_cast<std::size_t>(out.numel()), in.dtype,
-                                 wire, step, "gradients");
+  checkReduceScatterSizes(*collectives.group(axis), "reduce_scatter_start", in, out, wire);
+  collectives.startReduceScatter(axis, in.data, out.data, static_cast<std::size_t>(out.numel()),
+                                 in.dtype, wire, step, "gradients");
 }
 
 void waitForCollective(BackgroundCollectives *background, CollectiveKind kind, const char *kernel,

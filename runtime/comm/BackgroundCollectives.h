@@ -14,15 +14,23 @@
 //   the next one: the program starts the reduce-scatter as soon as the
 //   gradient is made (reduce_scatter_start) and waits for it where the next
 //   gradient's starts (reduce_scatter_wait,
-//   passes/OverlapReduceScatters.cpp).
-// start(), startGather() and startReduceScatter() queue a collective; the
-// thread "cleave-comm" runs the queued ones in order on a communicator of
-// its own (a duplicate of the axis's, so its calls never meet the main
-// thread's); waitFor() blocks until the ones into a buffer are done,
-// waitAll() until everything queued is.
+//   passes/OverlapReduceScatters.cpp);
+// - tensor parallelism sums an input's gradient over tp while the backward
+//   computes the weight's: the program starts the sum as soon as its
+//   partial sums are made (all_reduce_start on every call) and waits for it
+//   where it is first read (all_reduce_wait, passes/OverlapTpSums.cpp).
+// start(), startGather() and startReduceScatter() queue a collective over
+// one of its mesh axes; the thread "cleave-comm" runs the queued ones in
+// order, each on a communicator of its own for the axis (a duplicate of
+// the axis's, so its calls never meet the main thread's); waitFor() blocks
+// until the ones into a buffer are done, waitAll() until everything queued
+// is.
 //
 // Every rank runs the same program, so every rank queues the same
-// collectives in the same order and the thread's calls match across ranks.
+// collectives in the same order and the thread's calls match across ranks;
+// one thread for every axis runs them in that one order, so a rank's sum
+// over tp never waits for a peer's thread busy with a sum over dp that
+// this rank has yet to reach.
 // Each is the communicator's own (a sum in rank order with
 // --deterministic), so the results are those of the same calls made on the
 // main thread, bit for bit.
@@ -60,6 +68,7 @@ public:
   /// One collective as the thread ran it.
   struct Finished {
     CollectiveKind kind;
+    int64_t meshAxis;
     int64_t step;
     std::string what;
     /// The buffer summed or gathered into, and what this rank sent of it
@@ -68,33 +77,39 @@ public:
     TimePoint begin, end;
   };
 
-  /// Runs its collectives over `group` (a duplicate made for this object
-  /// alone), which carries those of mesh axis `meshAxis`.
-  BackgroundCollectives(std::unique_ptr<Communicator> group, int64_t meshAxis);
+  /// The communicator of one mesh axis's collectives: a duplicate of the
+  /// axis's, made for this object alone.
+  struct Axis {
+    int64_t meshAxis;
+    std::unique_ptr<Communicator> group;
+  };
+  /// Runs its collectives over `axes` (each mesh axis once).
+  explicit BackgroundCollectives(std::vector<Axis> axes);
   ~BackgroundCollectives();
   BackgroundCollectives(const BackgroundCollectives &) = delete;
   BackgroundCollectives &operator=(const BackgroundCollectives &) = delete;
 
-  int64_t meshAxis() const { return meshAxis_; }
-  /// The thread's communicator: its axis, size and bytes sent. Read its
-  /// counts only after waitAll().
-  const Communicator &group() const { return *group_; }
+  /// The thread's communicator over `meshAxis`: its axis name, size and
+  /// bytes sent (read its counts only after waitAll()); null when it runs
+  /// none over that axis.
+  const Communicator *group(int64_t meshAxis) const { return groupOf(meshAxis); }
 
-  /// Queues buffer[i] = the sum over the group of buffer[i], through `wire`
-  /// (Communicator::allReduceSumAs for f32 through bf16). The buffer must
-  /// not be touched until waitAll() returns.
-  void start(void *buffer, std::size_t count, DType type, DType wire, int64_t step,
-             std::string what);
-  /// Queues the all-gather of every rank's `countPerRank` elements at `sent`
-  /// into `received`, in rank order. Neither may be touched until
-  /// waitFor(received) or waitAll() returns.
-  void startGather(const void *sent, void *received, std::size_t countPerRank, DType type,
-                   int64_t step, std::string what);
+  /// Queues buffer[i] = the sum over mesh axis `meshAxis` of buffer[i],
+  /// through `wire` (Communicator::allReduceSumAs for f32 through bf16).
+  /// The buffer must not be touched until waitFor(buffer) returns.
+  void start(int64_t meshAxis, void *buffer, std::size_t count, DType type, DType wire,
+             int64_t step, std::string what);
+  /// Queues the all-gather over `meshAxis` of every rank's `countPerRank`
+  /// elements at `sent` into `received`, in rank order. Neither may be
+  /// touched until waitFor(received) or waitAll() returns.
+  void startGather(int64_t meshAxis, const void *sent, void *received, std::size_t countPerRank,
+                   DType type, int64_t step, std::string what);
   /// Queues `received` (`countPerRank` elements) = this rank's part of the
-  /// sum over the group of `sent`, through `wire` as start()'s sums. Neither
-  /// may be touched until waitFor(received) or waitAll() returns.
-  void startReduceScatter(const void *sent, void *received, std::size_t countPerRank, DType type,
-                          DType wire, int64_t step, std::string what);
+  /// sum over `meshAxis` of `sent`, through `wire` as start()'s sums.
+  /// Neither may be touched until waitFor(received) or waitAll() returns.
+  void startReduceScatter(int64_t meshAxis, const void *sent, void *received,
+                          std::size_t countPerRank, DType type, DType wire, int64_t step,
+                          std::string what);
   /// Blocks until every queued collective into `buffer` (a gather's or
   /// reduce-scatter's destination, or any byte of a sum's buffer; every one
   /// when null) is done; the report lists the wait as a `kind`'s.
@@ -118,6 +133,7 @@ public:
 private:
   struct Queued {
     CollectiveKind kind;
+    int64_t meshAxis;
     /// The sum's buffer, or the gather's destination.
     void *buffer;
     /// What a gather or reduce-scatter sends (null for a sum in place).
@@ -132,9 +148,11 @@ private:
   };
   void queue(Queued collective);
   void run();
+  /// The communicator of `meshAxis` (null: none); the kernels check that
+  /// it exists before they queue a collective over it.
+  Communicator *groupOf(int64_t meshAxis) const;
 
-  std::unique_ptr<Communicator> group_;
-  int64_t meshAxis_;
+  std::vector<Axis> axes_;
   std::mutex mutex_;
   std::condition_variable changed_;
   /// Queued or running (the front), in order.
@@ -145,17 +163,19 @@ private:
 };
 
 /// The kernels' side (runtime/comm/CollectiveKernels.inc): all_reduce_start
-/// queues `buffer`'s sum over mesh axis `axis` on `background` on a step's
-/// last microbatch (`lastMicrobatch`) and does nothing on the others, whose
-/// backward only accumulates; all_gather_start and reduce_scatter_start
+/// queues `buffer`'s sum over mesh axis `axis` on `background`; a bucket's
+/// (`onlyOnLastMicrobatch`) only on a step's last microbatch
+/// (`lastMicrobatch`), the others' backward only accumulating into it;
+/// all_gather_start and reduce_scatter_start
 /// queue the gather or the reduce-scatter of `in` into `out` on every call.
 /// waitForCollective is each wait kernel's: all_reduce_wait's for the sums
 /// over any byte of `out` (a bucket's accumulator), all_gather_wait's and
 /// reduce_scatter_wait's for the one into `out`. A missing
-/// `background`, or one over another axis, is a failure of the kernel: the
-/// driver makes one for every program that starts collectives.
-void startAllReduceOnAxis(BackgroundCollectives *background, bool lastMicrobatch, int64_t axis,
-                          const Tensor &buffer, DType wire, int64_t step);
+/// `background`, or one without the axis, is a failure of the kernel: the
+/// driver makes one over every axis a program starts collectives on.
+void startAllReduceOnAxis(BackgroundCollectives *background, bool onlyOnLastMicrobatch,
+                          bool lastMicrobatch, int64_t axis, const Tensor &buffer, DType wire,
+                          int64_t step);
 void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                           const Tensor &out, int64_t step);
 void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,

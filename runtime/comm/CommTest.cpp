@@ -454,7 +454,9 @@ std::unique_ptr<BackgroundCollectives> backgroundOver(Communicator &comm) {
     ADD_FAILURE() << error;
     return nullptr;
   }
-  return std::make_unique<BackgroundCollectives>(std::move(group), /*meshAxis=*/0);
+  std::vector<BackgroundCollectives::Axis> axes;
+  axes.push_back({/*meshAxis=*/0, std::move(group)});
+  return std::make_unique<BackgroundCollectives>(std::move(axes));
 }
 
 // Sums queued on the thread, while the main thread makes a call of its own on
@@ -468,7 +470,9 @@ TEST(BackgroundCollectivesTest, SumsBesideTheMainThreadsCalls) {
   ASSERT_TRUE(group) << error;
   EXPECT_EQ(group->axis(), comm->axis());
   EXPECT_EQ(group->size(), n);
-  BackgroundCollectives background(std::move(group), /*meshAxis=*/0);
+  std::vector<BackgroundCollectives::Axis> axes;
+  axes.push_back({/*meshAxis=*/0, std::move(group)});
+  BackgroundCollectives background(std::move(axes));
   const std::vector<std::size_t> counts = {kCount, 7, 3 * kCount};
   std::vector<std::vector<float>> buffers;
   std::size_t first = 0;
@@ -479,7 +483,7 @@ TEST(BackgroundCollectivesTest, SumsBesideTheMainThreadsCalls) {
     first += count;
   }
   for (size_t b = 0; b < buffers.size(); ++b)
-    background.start(buffers[b].data(), counts[b], DType::F32, DType::F32, 5,
+    background.start(0, buffers[b].data(), counts[b], DType::F32, DType::F32, 5,
                      "bucket " + std::to_string(b));
   double mine = r + 1;
   comm->allReduceSum(&mine, 1, DType::F64, {5, "beside"});
@@ -527,8 +531,8 @@ TEST(BackgroundCollectivesTest, WaitForAByteWaitsForTheSumThatHoldsIt) {
     first[i] = contribution<float>(r, i);
   for (std::size_t i = 0; i < bucket.size(); ++i)
     bucket[i] = contribution<float>(r, kCount + i);
-  background->start(first.data(), first.size(), DType::F32, DType::F32, 1, "first");
-  background->start(bucket.data(), bucket.size(), DType::F32, DType::F32, 1, "bucket");
+  background->start(0, first.data(), first.size(), DType::F32, DType::F32, 1, "first");
+  background->start(0, bucket.data(), bucket.size(), DType::F32, DType::F32, 1, "bucket");
   background->waitFor(CollectiveKind::AllReduce, bucket.data() + 5 * kCount);
   for (std::size_t i = 0; i < bucket.size(); ++i) {
     float expected = sequentialSum<float>(n, kCount + i);
@@ -557,14 +561,14 @@ TEST(BackgroundCollectivesTest, GathersAndReduceScattersWaitedForOneByOne) {
     gathered.emplace_back(count * n, -1.0f);
   }
   float sum = 1.0f;
-  background->start(&sum, 1, DType::F32, DType::F32, 3, "loss");
+  background->start(0, &sum, 1, DType::F32, DType::F32, 3, "loss");
   for (size_t g = 0; g < perRank.size(); ++g)
-    background->startGather(parts[g].data(), gathered[g].data(), perRank[g], DType::F32, 3,
+    background->startGather(0, parts[g].data(), gathered[g].data(), perRank[g], DType::F32, 3,
                             "parameters");
   std::vector<float> whole(kCount * n), mine(kCount, -1.0f);
   for (std::size_t i = 0; i < whole.size(); ++i)
     whole[i] = static_cast<float>(r + 1) * static_cast<float>(i % 97);
-  background->startReduceScatter(whole.data(), mine.data(), kCount, DType::F32, DType::F32, 3,
+  background->startReduceScatter(0, whole.data(), mine.data(), kCount, DType::F32, DType::F32, 3,
                                  "gradients");
   double beside = r + 1;
   comm->allReduceSum(&beside, 1, DType::F64, {3, "beside"});
@@ -606,13 +610,66 @@ TEST(BackgroundCollectivesTest, GathersAndReduceScattersWaitedForOneByOne) {
 TEST(BackgroundCollectivesTest, ARankAloneSumsNothing) {
   LocalCommunicator local("dp");
   std::string error;
-  BackgroundCollectives background(local.duplicate(error), 0);
+  std::vector<BackgroundCollectives::Axis> axes;
+  axes.push_back({0, local.duplicate(error)});
+  BackgroundCollectives background(std::move(axes));
   float buffer[2] = {1.5f, -2.0f};
-  background.start(buffer, 2, DType::F32, DType::F32, 1, "gradients");
+  background.start(0, buffer, 2, DType::F32, DType::F32, 1, "gradients");
   background.waitAll();
   EXPECT_EQ(buffer[0], 1.5f);
   EXPECT_EQ(buffer[1], -2.0f);
   EXPECT_EQ(background.takeReport().done.size(), 1u);
+}
+
+// On a 2 x 2 mesh one thread sums over both axes in the order queued (each
+// on its axis's duplicate, beside the main thread's call on the original
+// tp group): each buffer holds its group's sum, the report names each
+// sum's axis, and each axis's duplicate counts its own bytes.
+TEST(BackgroundCollectivesTest, SumsOverTwoAxesInOneOrder) {
+  auto comm = world();
+  if (comm->size() != 4)
+    GTEST_SKIP() << "needs four ranks";
+  const int r = comm->rank();
+  Mesh mesh{{"dp", "tp"}, {2, 2}};
+  std::string error;
+  auto dp = comm->split(mesh, {"dp"}, error);
+  auto tp = comm->split(mesh, {"tp"}, error);
+  ASSERT_TRUE(dp && tp) << error;
+  std::vector<BackgroundCollectives::Axis> axes;
+  axes.push_back({0, dp->duplicate(error)});
+  axes.push_back({1, tp->duplicate(error)});
+  ASSERT_TRUE(axes[0].group && axes[1].group) << error;
+  BackgroundCollectives background(std::move(axes));
+  EXPECT_EQ(background.group(1)->axis(), "tp");
+  EXPECT_EQ(background.group(2), nullptr);
+  // tp groups {0, 1} and {2, 3}, dp groups {0, 2} and {1, 3}.
+  std::vector<float> first(kCount, static_cast<float>(r)), second(7, static_cast<float>(r));
+  std::vector<float> third(3, static_cast<float>(10 * r));
+  background.start(1, first.data(), first.size(), DType::F32, DType::F32, 2, "tp first");
+  background.start(0, second.data(), second.size(), DType::F32, DType::F32, 2, "dp");
+  background.start(1, third.data(), third.size(), DType::F32, DType::F32, 2, "tp second");
+  int64_t beside = r;
+  tp->allReduceSum(&beside, 1, DType::I64, {2, "beside"});
+  EXPECT_EQ(beside, r / 2 == 0 ? 1 : 5);
+  background.waitFor(CollectiveKind::AllReduce, third.data());
+  const float tpSum = r / 2 == 0 ? 1.0f : 5.0f, dpSum = r % 2 == 0 ? 2.0f : 4.0f;
+  for (float v : first)
+    ASSERT_EQ(v, tpSum);
+  for (float v : second)
+    ASSERT_EQ(v, dpSum);
+  for (float v : third)
+    ASSERT_EQ(v, 10 * tpSum);
+  BackgroundCollectives::Report report = background.takeReport();
+  ASSERT_EQ(report.done.size(), 3u);
+  EXPECT_EQ(report.done[0].meshAxis, 1);
+  EXPECT_EQ(report.done[1].meshAxis, 0);
+  EXPECT_EQ(report.done[2].meshAxis, 1);
+  EXPECT_EQ(report.done[1].what, "dp");
+  EXPECT_EQ(background.group(0)->bytesSent()[CollectiveKind::AllReduce],
+            ringBytesSent(CollectiveKind::AllReduce, 7 * sizeof(float), 2));
+  EXPECT_EQ(background.group(1)->bytesSent()[CollectiveKind::AllReduce],
+            ringBytesSent(CollectiveKind::AllReduce, kCount * sizeof(float), 2) +
+                ringBytesSent(CollectiveKind::AllReduce, 3 * sizeof(float), 2));
 }
 
 // --- Splitting per mesh axis ----------------------------------------------

@@ -50,10 +50,12 @@ public:
   /// The training step of the next calls (named by collectives' errors),
   /// the random stream that keys their dropout masks (runtime/Random.h),
   /// and whether they are the step's last microbatch (which starts the
-  /// background all-reduces; the other collectives start on every call).
+  /// gradient buckets' background all-reduces; the other collectives start
+  /// on every call).
   virtual void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) = 0;
-  /// Where the program's all_reduce_start and all_gather_start queue their
-  /// collectives (null: none); over one of communicators()' duplicates.
+  /// Where the program's all_reduce_start, all_gather_start and
+  /// reduce_scatter_start queue their collectives (null: none); over
+  /// duplicates of communicators()'.
   virtual void setBackground(comm::BackgroundCollectives *background) = 0;
   /// The communicators of the mesh axes, in the mesh's order, for the
   /// program's collectives: used as they are (host memory) or, by a device

@@ -275,9 +275,10 @@ void RunProfile::collective(const comm::Communicator &group, const comm::Collect
   }
 }
 
-void RunProfile::background(const comm::Communicator &group,
+void RunProfile::background(const comm::BackgroundCollectives &collectives,
                             const comm::BackgroundCollectives::Report &report) {
   for (const comm::BackgroundCollectives::Finished &done : report.done) {
+    const comm::Communicator &group = *collectives.group(done.meshAxis);
     if (inStep)
       current.communication += secondsBetween(done.begin, done.end);
     if (timeline)

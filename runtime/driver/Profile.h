@@ -94,8 +94,8 @@ public:
                   std::optional<uint64_t> bytes);
 
   /// The background collectives and the waits for them since the last
-  /// report (runtime/comm/BackgroundCollectives.h), over `group`.
-  void background(const comm::Communicator &group,
+  /// report of `collectives` (runtime/comm/BackgroundCollectives.h).
+  void background(const comm::BackgroundCollectives &collectives,
                   const comm::BackgroundCollectives::Report &report);
 
   /// Seconds the main thread spent in collectives, or waiting for them,

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 
 namespace cleave::rt {
@@ -112,8 +113,9 @@ nlohmann::ordered_json bytesSentJson(const Mesh &mesh,
     for (int kind = 0; kind < comm::kCollectiveKinds; ++kind) {
       const auto k = static_cast<comm::CollectiveKind>(kind);
       uint64_t bytes = axes[a]->bytesSent()[k];
-      if (background && background->meshAxis() == static_cast<int64_t>(a))
-        bytes += background->group().bytesSent()[k];
+      if (const comm::Communicator *group =
+              background ? background->group(static_cast<int64_t>(a)) : nullptr)
+        bytes += group->bytesSent()[k];
       if (bytes > 0)
         list.push_back(
             {{"kind", comm::collectiveName(k)}, {"axis", mesh.axisNames[a]}, {"bytes", bytes}});
@@ -365,20 +367,23 @@ int startJob(const std::vector<Plan> &plans, const TrainingOptions &options, Bac
   job.dpSize = dpAxis < 0 ? 1 : job.mesh.shape[dpAxis];
   job.dpRank = dpAxis < 0 ? 0 : job.coordinates[dpAxis];
   job.reporting = job.communication->rank() == 0;
-  // Every started collective runs over dp (the plan's reader checks that a
-  // program's buckets and gathers share an axis).
-  std::optional<TrainingSpec::StartedCollectives> started;
+  // One thread runs the started collectives of every axis, each on a
+  // duplicate of the axis's communicator.
+  std::set<int> startedAxes;
   for (const Plan &program : plans)
     if (program.training)
       for (const auto &keyed : TrainingSpec::startedByKey(*program.training))
-        if (!started && *keyed.second)
-          started = *keyed.second;
-  if (started) {
-    const int axis = job.mesh.axisIndex(started->axis);
+        if (*keyed.second)
+          startedAxes.insert(job.mesh.axisIndex((*keyed.second)->axis));
+  std::vector<comm::BackgroundCollectives::Axis> groups;
+  for (int axis : startedAxes) {
     std::unique_ptr<comm::Communicator> group = backend.communicators()[axis]->duplicate(error);
     if (!group)
       return fail("the background collectives", error, 1);
-    job.background = std::make_unique<comm::BackgroundCollectives>(std::move(group), axis);
+    groups.push_back({axis, std::move(group)});
+  }
+  if (!groups.empty()) {
+    job.background = std::make_unique<comm::BackgroundCollectives>(std::move(groups));
     backend.setBackground(job.background.get());
   }
   return 0;
@@ -1347,7 +1352,7 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
     applyStep(tied, backend, programs);
     profile.endCall();
     if (job.background)
-      profile.background(job.background->group(), job.background->takeReport());
+      profile.background(*job.background, job.background->takeReport());
     // A pipeline stage's step ends when its messages (the tied weights'
     // gradients of @apply too) are taken.
     if (spec.pipeline)

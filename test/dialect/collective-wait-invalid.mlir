@@ -3,7 +3,7 @@
 shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
 func.func @not_started(%w: tensor<8xf32>) -> tensor<16xf32> {
   %g = shard.all_gather %w on @mesh grid_axes = [0] gather_axis = 0 : tensor<8xf32> -> tensor<16xf32>
-  // expected-error@+1 {{waits for a value that no started shard.all_gather or shard.reduce_scatter (cleave.started) makes}}
+  // expected-error@+1 {{waits for a value that no started shard.all_gather, shard.reduce_scatter or shard.all_reduce (cleave.started) makes}}
   %r = cleave.collective_wait %g from %w : tensor<8xf32> -> tensor<16xf32>
   return %r : tensor<16xf32>
 }

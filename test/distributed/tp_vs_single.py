@@ -9,6 +9,8 @@
 #     the final parameters, reassembled from the tp ranks' blobs, within 1e-5
 #     of their largest element;
 #   - the bytes each rank sent equal plan.json's prediction;
+#   - with --overlap-tp-sums on, tp=2 and dp x tp = 2 x 2 bit for bit as
+#     without (overlapped_tp_sums below);
 #   - tp=2 with --precision bf16 against one device in bf16, and in the long
 #     suite with fp16 from a loss scale that overflows (the same steps
 #     skipped): within TP_BF16 (why there), for the GPT (the MLP too in the
@@ -48,7 +50,8 @@ import export_cnn_train  # noqa: E402
 import export_gpt  # noqa: E402
 import export_mlp  # noqa: E402
 import torch  # noqa: E402
-from dp_vs_single import FP16, LONG, MOMENTUM, Model, bytes_as_planned, close  # noqa: E402
+from dp_vs_single import (FP16, LONG, MOMENTUM, Model, bytes_as_planned, close,  # noqa: E402
+                          identical)
 from torch_export import export_with_loss  # noqa: E402
 
 PLANS = os.path.join(HERE, "..", "..", "plans")
@@ -181,6 +184,26 @@ def whole_input_sliced(workdir, problems):
     print(f"mlp with whole inputs sliced: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
 
 
+def overlapped_tp_sums(m, name, with_plan, runs, problems):
+    """--overlap-tp-sums on: the GPT's input gradients' sums over tp (one
+    per column-parallel layer: qkv and fc in each of 2 blocks, and the
+    vocabulary-split head) start on the background thread, beside dp's gradient
+    buckets on dp x tp, and the runs equal those that sum where the partial
+    sums are made bit for bit (the same sums of two ranks' values); the
+    MLP's only column-parallel layer reads the data, whose gradient nobody
+    needs, so it starts none."""
+    expected = 5 if name == "gpt" else 0
+    for label, dp in (("tp2", 1), ("dp2tp2", 2)):
+        run = m.train(f"{label}-overlap", dp, 1, MOMENTUM,
+                      with_plan + ["--overlap-tp-sums", "on"], tp=2)
+        identical(f"{name} {label} --overlap-tp-sums on", run, runs[label], problems)
+        bytes_as_planned(f"{name} {label} --overlap-tp-sums on", run, problems)
+        started = run[3]["training"].get("overlapped_tp_sums", {"axis": "tp", "bytes": []})
+        if started["axis"] != "tp" or len(started["bytes"]) != expected:
+            problems.append(f"{name} {label} --overlap-tp-sums on: plan.json starts {started}, "
+                            f"not {expected} sums over tp")
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -190,12 +213,14 @@ def main():
         m = Model(name, module, names, batch, workdir)
         reference = m.train("one", 1, 1, MOMENTUM)
         with_plan = ["--plan", os.path.join(PLANS, plan)]
+        runs = {}
         for label, dp, extra in (("tp2", 1, []), ("dp2tp2", 2, []),
                                  ("dp2tp2-z1", 2, ["--zero", "1"]),
                                  ("dp2tp2-z3", 2, ["--zero", "3"])):
-            run = m.train(label, dp, 1, MOMENTUM, with_plan + extra, tp=2)
+            run = runs[label] = m.train(label, dp, 1, MOMENTUM, with_plan + extra, tp=2)
             close(f"{name} {label}", run, reference, problems)
             bytes_as_planned(f"{name} {label}", run, problems)
+        overlapped_tp_sums(m, name, with_plan, runs, problems)
         # --save-onnx puts the tp parts and ZeRO 3 slices back together.
         saved = os.path.join(workdir, f"{name}-saved.onnx")
         run = m.train("dp2tp2-z3-save", 2, 1, MOMENTUM, with_plan + ["--zero", "3"], tp=2,

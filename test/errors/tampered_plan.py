@@ -93,14 +93,14 @@ def main():
     for name, change, field in cases:
         tampered(work, problems, name, change, field)
 
-    # One background thread runs every started collective, over one axis.
+    # The background thread runs each started collective over an axis of
+    # the mesh.
     subprocess.run(["cleave", "compile", MODEL, "-o", f"{work}/dptp", "--train", "--mesh",
                     "dp=2,tp=2", "--plan", os.path.join(ROOT, "plans", "megatron-mlp.json"),
                     "--batch-size", "16"], check=True)
-    tampered(work, problems, "started-on-two-axes",
-             lambda p: p["training"].update(gradient_buckets={"axis": "dp", "bytes": [64]},
-                                            prefetched_gathers={"axis": "tp", "bytes": [64]}),
-             "training.prefetched_gathers.axis: is not the other started collectives' axis",
+    tampered(work, problems, "tp-sums-off-the-mesh",
+             lambda p: p["training"].update(overlapped_tp_sums={"axis": "pp", "bytes": [64]}),
+             "training.overlapped_tp_sums.axis: 'pp' is not an axis of the plan's mesh",
              source="dptp")
 
     subprocess.run(["cleave", "compile", MODEL, "-o", f"{work}/tp", "--train", "--mesh", "tp=2",

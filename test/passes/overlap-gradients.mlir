@@ -36,10 +36,10 @@
 // LOWERED-LABEL: emitc.func @cleave_forward
 // LOWERED: %[[GRADS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{32}">]}
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
-// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[GRADS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">]}
+// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[GRADS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"true">]}
 // LOWERED: %[[LOSS:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"128">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{17}">]}
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
-// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[LOSS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">]}
+// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_reduce_start"(%arg0, %[[LOSS]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"true">]}
 // LOWERED-LABEL: emitc.func @cleave_apply
 // LOWERED-DAG: %[[COUNT:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"192">,
 // LOWERED-DAG: %[[SUM:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"128">,

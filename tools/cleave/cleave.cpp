@@ -163,6 +163,10 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "With --zero 2 or 3: on reduce-scatters each gradient, on a thread of its "
                   "own, while the backward makes the next layer's; off (default) waits for "
                   "each where it is made");
+  sub->add_option("--overlap-tp-sums", t.overlapTpSums,
+                  "With a tp axis: on sums each input gradient's tp partial sums, on a thread "
+                  "of its own, while the backward computes the weight's gradient; off "
+                  "(default) sums them where they are made");
   sub->add_flag("--deterministic", t.deterministic,
                 "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
                 "one device accumulating the same microbatches");

@@ -1,0 +1,136 @@
+# Tensor parallelism's sums on the background thread (--overlap-tp-sums on,
+# cleave-overlap-tp-sums): the GPT-style test model on tp=2 with Megatron's
+# plan, --grad-accum 2, 3 steps, against the same step with every sum where
+# its partial sums are made (off):
+#   - the losses of every step and the trained parameters are the same bit
+#     for bit, and each rank sends the same bytes;
+#   - plan.json lists the started sums over tp: one per column-parallel
+#     layer whose input needs its gradient (qkv and fc in each of the 2
+#     blocks, and the vocabulary-split head), each the layer's input
+#     gradient (micro-batch x seq x d_model f32s, from the model's sizes);
+#     `collectives` is the same as with off (the same calls, moved);
+#   - in the trace, each microbatch's started sums are "all_reduce tp" spans
+#     on the "communication (background)" track with plan.json's bytes in
+#     its order, each waited for once ("wait for background all_reduce" on
+#     the communication track); a step's communication seconds are its
+#     collective spans and background spans, its exposed communication the
+#     collective spans and the waits.
+#
+# RUN: rm -rf %t && mkdir -p %t && %python %s %t
+
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+
+import chrome_trace  # noqa: E402
+import export_gpt  # noqa: E402
+from expectations import expect, problems, run  # noqa: E402
+from torch_export import export_with_loss  # noqa: E402
+
+PLAN = os.path.join(ROOT, "plans", "megatron-gpt.json")
+STEPS, ACCUM, TP, MICRO = 3, 2, 2, 2
+SEQ, D_MODEL, VOCAB, BLOCKS = export_gpt.SEQ, export_gpt.D_MODEL, export_gpt.VOCAB, export_gpt.LAYERS
+
+
+def train(workdir, label, on, data, model):
+    out = os.path.join(workdir, label)
+    run(["cleave", "compile", model, "-o", out, "--train", "--optimizer", "adam", "--lr", "0.01",
+         "--mesh", f"tp={TP}", "--plan", PLAN, "--batch-size", str(MICRO * ACCUM),
+         "--grad-accum", str(ACCUM), "--overlap-tp-sums", "on" if on else "off"])
+    run(["cleave", "run", out, "-n", str(TP), *data, "--steps", str(STEPS), "--no-shuffle",
+         "--quiet", "--trace", f"{out}.trace.json", "--log-json", f"{out}.metrics.json",
+         "--output-dir", f"{out}.results"])
+    blobs = [np.fromfile(os.path.join(f"{out}.results", f"weights.tp{r}.bin"), dtype=np.uint8)
+             for r in range(TP)]
+    return (json.load(open(os.path.join(out, "plan.json"))),
+            json.load(open(f"{out}.metrics.json")), blobs,
+            chrome_trace.load(f"{out}.trace.json"))
+
+
+def check_trace(trace, metrics, planned):
+    for rank in range(TP):
+        compute = trace.track(rank, "compute")
+        steps = [s for s in compute if s.name.startswith("step ")]
+        # A microbatch's call is its forward and backward spans, in order.
+        phases = [s for s in compute if s.name in ("forward", "backward")]
+        comm = trace.track(rank, "communication")
+        waits = [s for s in comm if s.name.startswith("wait for background ")]
+        calls = [s for s in comm if s not in waits and s.name not in ("wait", "transfer")]
+        background = trace.track(rank, "communication (background)")
+        expect({s.name for s in background} == {"all_reduce tp"},
+               f"rank {rank}: background spans {sorted({s.name for s in background})}")
+        expect({w.name for w in waits} == {"wait for background all_reduce"},
+               f"rank {rank}: waits {sorted({w.name for w in waits})}")
+        expect(len(phases) == 2 * STEPS * ACCUM, f"rank {rank}: {len(phases)} phases")
+        for k in range(len(phases) // 2):
+            first, last = phases[2 * k], phases[2 * k + 1]
+
+            def inside(spans):
+                return [s for s in spans if first.ts - chrome_trace.NS <= s.ts and
+                        s.end <= last.end + chrome_trace.NS]
+            ran = [s.args.get("buffer_bytes") for s in inside(background)]
+            expect(ran == planned, f"rank {rank} microbatch {k}: background sums of {ran} bytes, "
+                   f"plan.json's {planned}")
+            waited = inside(waits)
+            expect(len(waited) == len(planned),
+                   f"rank {rank} microbatch {k}: {len(waited)} waits for {len(planned)} sums")
+        for step in steps:
+            n = step.args["step"]
+            record = metrics["step_times"][n - 1]["ranks"][rank]
+            in_step = [c for c in calls if step.holds(c, chrome_trace.NS)]
+            spans = sum(c.dur for c in in_step) / 1e6
+            moved = sum(s.dur for s in background if step.holds(s, chrome_trace.NS)) / 1e6
+            waited = sum(w.dur for w in waits if step.holds(w, chrome_trace.NS)) / 1e6
+            tolerance = 1e-8 * (len(in_step) + 2 * ACCUM * len(planned) + 1)
+            expect(abs(record["communication_seconds"] - spans - moved) <= tolerance,
+                   f"rank {rank} step {n}: communication {record['communication_seconds']} s, "
+                   f"its collective spans {spans} s and background spans {moved} s")
+            expect(abs(record["exposed_communication_seconds"] - spans - waited) <= tolerance,
+                   f"rank {rank} step {n}: exposed {record['exposed_communication_seconds']} s, "
+                   f"its collective spans {spans} s and waits {waited} s")
+
+
+def main():
+    workdir = sys.argv[1]
+    model, args = export_gpt.build()
+    path = os.path.join(workdir, "gpt.onnx")
+    export_with_loss(model, tuple(a[:MICRO] for a in args), path, ["idx", "targets"])
+    rng = np.random.default_rng(0)
+    batch = MICRO * ACCUM
+    np.save(os.path.join(workdir, "idx.npy"), rng.integers(0, VOCAB, (batch, SEQ)))
+    np.save(os.path.join(workdir, "targets.npy"), rng.integers(0, VOCAB, (batch, SEQ)))
+    data = ["--data", f"idx={workdir}/idx.npy,targets={workdir}/targets.npy"]
+
+    on = train(workdir, "overlapped", True, data, path)
+    off = train(workdir, "in-place", False, data, path)
+    losses = [[s["loss"] for s in r[1]["steps"]] for r in (on, off)]
+    expect(len(losses[0]) == STEPS and losses[0] == losses[1],
+           f"losses overlapped {losses[0]}, in place {losses[1]}")
+    for r in range(TP):
+        expect(np.array_equal(on[2][r], off[2][r]),
+               f"tp rank {r}'s trained weights differ with the sums overlapped")
+    expect(on[1]["bytes_sent"] == off[1]["bytes_sent"],
+           f"bytes sent overlapped {on[1]['bytes_sent']}, in place {off[1]['bytes_sent']}")
+    expect(on[0]["collectives"] == off[0]["collectives"],
+           f"collectives overlapped {on[0]['collectives']}, in place {off[0]['collectives']}")
+    expect("overlapped_tp_sums" not in off[0]["training"], "with off, plan.json starts tp sums")
+    listed = on[0]["training"].get("overlapped_tp_sums")
+    gradient = MICRO * SEQ * D_MODEL * 4
+    if expect(listed == {"axis": "tp", "bytes": [gradient] * (2 * BLOCKS + 1)},
+              f"plan.json's overlapped_tp_sums {listed}, expected {2 * BLOCKS + 1} of "
+              f"{gradient} bytes over tp"):
+        check_trace(on[3], on[1], listed["bytes"])
+    if problems:
+        sys.exit("\n".join(problems[:40]))
+    print(f"a microbatch's started tp sums: {listed}; losses {losses[0]}")
+
+
+if __name__ == "__main__":
+    main()
