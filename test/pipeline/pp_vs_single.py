@@ -10,7 +10,8 @@
 #     tp x pp = 2 x 2 and dp x tp x pp = 2 x 2 x 2 (8 ranks, 11 s here) with
 #     plans/megatron-gpt.json: every step's loss within 1e-5 relative
 #     of one device and the final parameters, gathered from the stages'
-#     blobs, within 1e-5 of their largest element
+#     blobs, within 1e-5 of their largest element; tp x pp = 2 x 2 with
+#     --overlap-tp-sums on bit for bit as without
 #     (test/distributed/dp_vs_single.py's check); without dp, every loss and
 #     parameter bit for bit (each microbatch's gradients are added in the
 #     same order as on one device); dp x pp = 2 x 2 with --deterministic (one
@@ -338,12 +339,15 @@ def main():
             layouts += [(f"dp2-pp2-z{zero}", 2, 2, ["--zero", str(zero)]) for zero in (1, 2, 3)]
             megatron = ["--plan", os.path.join(ROOT, "plans", "megatron-gpt.json")]
             layouts += [("tp2-pp2", 1, 2, megatron), ("tp2-dp2-pp2", 2, 2, megatron)]
+            # The input gradients' tp sums on the background thread.
+            layouts += [("tp2-pp2-tpsums", 1, 2, megatron + ["--overlap-tp-sums", "on"])]
             layouts += [(f"pp2-{mode}", 1, 2, ["--recompute", mode]) for mode in RECOMPUTE]
             layouts += [("pp2-zb-full", 1, 2, ["--schedule", "zb-h1", "--recompute", "full"])]
+        runs = {}
         for label, dp, pp, flags in layouts:
             accum = 4 // dp
             tp = 2 if label.startswith("tp2") else 1
-            run = m.train(label, dp, accum, optimizer, flags, tp=tp, pp=pp)
+            run = runs[label] = m.train(label, dp, accum, optimizer, flags, tp=tp, pp=pp)
             close(f"{name} {label}", run, reference, problems)
             if dp == 1 and tp == 1:  # the same sums in the same order as one device
                 identical(f"{name} {label} bitwise", run, reference, problems)
@@ -351,6 +355,8 @@ def main():
                                          pp, reference[1], problems)
         if name == "gpt":
             stashes_shrink(workdir, problems)
+            identical("gpt tp2-pp2 --overlap-tp-sums on bitwise", runs["tp2-pp2-tpsums"],
+                      runs["tp2-pp2"], problems)
             # bf16 products: each microbatch's on the stage that holds it.
             bf16 = ["--precision", "bf16"]
             identical("gpt pp2 1f1b bf16 bitwise", m.train("pp2-bf16", 1, 4, optimizer, bf16, pp=2),
