@@ -31,7 +31,7 @@ struct OverlapTpSumsPass : public cleave::impl::OverlapTpSumsBase<OverlapTpSumsP
     if (mesh->tpSize == 1)
       return;
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal())
+      if (!func.isExternal() && func.getBody().hasOneBlock())
         overlap(func, mesh->tpAxis);
   }
 

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "models"))
 
 import chrome_trace  # noqa: E402
 import export_gpt  # noqa: E402
+from background_trace import check_started_collectives  # noqa: E402
 from expectations import expect, problems, run  # noqa: E402
 from torch_export import export_with_loss  # noqa: E402
 
@@ -52,49 +53,6 @@ def train(workdir, label, on, data, model):
     return (json.load(open(os.path.join(out, "plan.json"))),
             json.load(open(f"{out}.metrics.json")), blobs,
             chrome_trace.load(f"{out}.trace.json"))
-
-
-def check_trace(trace, metrics, planned):
-    for rank in range(TP):
-        compute = trace.track(rank, "compute")
-        steps = [s for s in compute if s.name.startswith("step ")]
-        # A microbatch's call is its forward and backward spans, in order.
-        phases = [s for s in compute if s.name in ("forward", "backward")]
-        comm = trace.track(rank, "communication")
-        waits = [s for s in comm if s.name.startswith("wait for background ")]
-        calls = [s for s in comm if s not in waits and s.name not in ("wait", "transfer")]
-        background = trace.track(rank, "communication (background)")
-        expect({s.name for s in background} == {"all_reduce tp"},
-               f"rank {rank}: background spans {sorted({s.name for s in background})}")
-        expect({w.name for w in waits} == {"wait for background all_reduce"},
-               f"rank {rank}: waits {sorted({w.name for w in waits})}")
-        expect(len(phases) == 2 * STEPS * ACCUM, f"rank {rank}: {len(phases)} phases")
-        for k in range(len(phases) // 2):
-            first, last = phases[2 * k], phases[2 * k + 1]
-
-            def inside(spans):
-                return [s for s in spans if first.ts - chrome_trace.NS <= s.ts and
-                        s.end <= last.end + chrome_trace.NS]
-            ran = [s.args.get("buffer_bytes") for s in inside(background)]
-            expect(ran == planned, f"rank {rank} microbatch {k}: background sums of {ran} bytes, "
-                   f"plan.json's {planned}")
-            waited = inside(waits)
-            expect(len(waited) == len(planned),
-                   f"rank {rank} microbatch {k}: {len(waited)} waits for {len(planned)} sums")
-        for step in steps:
-            n = step.args["step"]
-            record = metrics["step_times"][n - 1]["ranks"][rank]
-            in_step = [c for c in calls if step.holds(c, chrome_trace.NS)]
-            spans = sum(c.dur for c in in_step) / 1e6
-            moved = sum(s.dur for s in background if step.holds(s, chrome_trace.NS)) / 1e6
-            waited = sum(w.dur for w in waits if step.holds(w, chrome_trace.NS)) / 1e6
-            tolerance = 1e-8 * (len(in_step) + 2 * ACCUM * len(planned) + 1)
-            expect(abs(record["communication_seconds"] - spans - moved) <= tolerance,
-                   f"rank {rank} step {n}: communication {record['communication_seconds']} s, "
-                   f"its collective spans {spans} s and background spans {moved} s")
-            expect(abs(record["exposed_communication_seconds"] - spans - waited) <= tolerance,
-                   f"rank {rank} step {n}: exposed {record['exposed_communication_seconds']} s, "
-                   f"its collective spans {spans} s and waits {waited} s")
 
 
 def main():
@@ -126,7 +84,7 @@ def main():
     if expect(listed == {"axis": "tp", "bytes": [gradient] * (2 * BLOCKS + 1)},
               f"plan.json's overlapped_tp_sums {listed}, expected {2 * BLOCKS + 1} of "
               f"{gradient} bytes over tp"):
-        check_trace(on[3], on[1], listed["bytes"])
+        check_started_collectives(on[3], on[1], TP, ACCUM, "tp", {"all_reduce": listed["bytes"]})
     if problems:
         sys.exit("\n".join(problems[:40]))
     print(f"a microbatch's started tp sums: {listed}; losses {losses[0]}")

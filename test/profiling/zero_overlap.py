@@ -44,6 +44,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import chrome_trace  # noqa: E402
+from background_trace import check_started_collectives  # noqa: E402
 from expectations import expect, problems, run  # noqa: E402
 
 MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
@@ -73,54 +74,6 @@ def train(workdir, label, flags, data, mesh=f"dp={RANKS}", zero="3"):
     trained = {t.name: numpy_helper.to_array(t)
                for t in onnx.load(f"{out}.trained.onnx").graph.initializer}
     return plan, metrics, trained, chrome_trace.load(f"{out}.trace.json")
-
-
-def check_trace(trace, metrics, started):
-    """`started`: each kind's bytes in one call, as plan.json lists them."""
-    per_call = sum(len(b) for b in started.values())
-    for rank in range(RANKS):
-        compute = trace.track(rank, "compute")
-        steps = [s for s in compute if s.name.startswith("step ")]
-        phases = [s for s in compute if s.name in ("forward", "backward")]
-        comm = trace.track(rank, "communication")
-        waits = [s for s in comm if s.name.startswith("wait for background ")]
-        calls = [s for s in comm if s not in waits and s.name not in ("wait", "transfer")]
-        background = trace.track(rank, "communication (background)")
-        names = {f"{kind} dp" for kind in started}
-        expect({s.name for s in background} == names,
-               f"rank {rank}: background spans {sorted({s.name for s in background})}")
-        for step in steps:
-            n = step.args["step"]
-            mine = [p for p in phases if step.holds(p, chrome_trace.NS)]
-            for k in range(ACCUM):
-                first, last = mine[2 * k], mine[2 * k + 1]
-
-                def inside(spans):
-                    return [s for s in spans if first.ts - chrome_trace.NS <= s.ts and
-                            s.end <= last.end + chrome_trace.NS]
-                for kind, planned in started.items():
-                    ran = [s.args.get("buffer_bytes") for s in inside(background)
-                           if s.name == f"{kind} dp"]
-                    expect(ran == planned,
-                           f"rank {rank} step {n} microbatch {k}: background {kind}s of {ran} "
-                           f"bytes, plan.json's {planned}")
-                    waited = [w for w in inside(waits)
-                              if w.name == f"wait for background {kind}"]
-                    expect(len(waited) == len(planned),
-                           f"rank {rank} step {n} microbatch {k}: {len(waited)} waits for "
-                           f"{len(planned)} {kind}s")
-            record = metrics["step_times"][n - 1]["ranks"][rank]
-            in_step = [c for c in calls if step.holds(c, chrome_trace.NS)]
-            spans = sum(c.dur for c in in_step) / 1e6
-            moved = sum(s.dur for s in background if step.holds(s, chrome_trace.NS)) / 1e6
-            waited = sum(w.dur for w in waits if step.holds(w, chrome_trace.NS)) / 1e6
-            tolerance = 1e-8 * (len(in_step) + 2 * ACCUM * per_call + 1)
-            expect(abs(record["communication_seconds"] - spans - moved) <= tolerance,
-                   f"rank {rank} step {n}: communication {record['communication_seconds']} s, "
-                   f"its collective spans {spans} s and background spans {moved} s")
-            expect(abs(record["exposed_communication_seconds"] - spans - waited) <= tolerance,
-                   f"rank {rank} step {n}: exposed {record['exposed_communication_seconds']} s, "
-                   f"its collective spans {spans} s and waits {waited} s")
 
 
 def main():
@@ -158,7 +111,7 @@ def main():
     expect(on[1]["bytes_sent"] == off[1]["bytes_sent"],
            f"bytes sent overlapped {on[1]['bytes_sent']}, in place {off[1]['bytes_sent']}")
     if len(started) == len(KINDS):
-        check_trace(on[3], on[1], started)
+        check_started_collectives(on[3], on[1], RANKS, ACCUM, "dp", started)
 
     for label, mesh, zero, flags in (("dp2tp2-zero3", "dp=2,tp=2", "3", ["--plan", PLAN]),
                                      ("dp2-zero2-bf16", "dp=2", "2", ["--precision", "bf16"])):
