@@ -230,21 +230,7 @@ struct KernelMemory {
 /// A convolution's scratch outside oneDNN: the im2col columns
 /// (runtime/ConvScratch.h) of `problem` on `target`, of `element`s.
 int64_t im2colScratchBytes(const rt::cpu::ConvProblem &problem, Type element, StringRef target) {
-  const rt::Dims &in = problem.x, &kernel = problem.w, &out = problem.y;
-  rt::ConvColumns columns;
-  columns.images = in[0];
-  columns.groups = problem.group;
-  columns.rows = kernel[1];
-  columns.positions = 1;
-  columns.lastExtent = out[out.size - 1];
-  columns.pointwise = true;
-  for (int d = 0; d + 2 < in.size; ++d) {
-    columns.rows *= kernel[d + 2];
-    columns.positions *= out[d + 2];
-    bool unitStride = problem.strides[d] == 1;
-    bool unpadded = problem.padBegin[d] == 0 && problem.padEnd[d] == 0;
-    columns.pointwise &= kernel[d + 2] == 1 && unitStride && unpadded && out[d + 2] == in[d + 2];
-  }
+  const rt::ConvColumns columns = rt::cpu::im2colColumns(problem);
   if (target == "cuda")
     return rt::cudaScratchElements(columns) * static_cast<int64_t>(sizeof(float));
   return rt::cpuScratchElements(columns) * element.getIntOrFloatBitWidth() / 8;
@@ -253,7 +239,8 @@ int64_t im2colScratchBytes(const rt::cpu::ConvProblem &problem, Type element, St
 /// `op`'s KernelMemory on `target` with `threads` threads a rank: a
 /// convolution's scratch on the CPU the operands in oneDNN's layouts where
 /// oneDNN takes it (kept weights not among them) and its scratchpad, else
-/// the im2col columns; a product's on the CPU its widened factors
+/// the im2col columns, and on the CPU an f32 one's products' largest
+/// scratchpad (im2colProducts); a product's on the CPU its widened factors
 /// (productScratchBytes) and its scratchpad, asked of `products`;
 /// constant weights' copies on the CPU only; nothing for other ops.
 KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
@@ -289,6 +276,10 @@ KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
   }
   memory.scratchBytes =
       im2colScratchBytes(*problem, getElementTypeOrSelf(op->getOperand(0)), target);
+  if (cpu && problem->factors == rt::DType::F32)
+    for (const rt::cpu::ProductProblem &product : rt::cpu::im2colProducts(*problem))
+      memory.productScratchpadBytes = std::max<int64_t>(memory.productScratchpadBytes,
+                                                        products.scratchpadBytes(product, threads));
   return memory;
 }
 

@@ -214,6 +214,16 @@ struct ConvBlock {
   int64_t columns(const ConvGeometry &g) const { return (r1 - r0) * g.out[g.sp - 1]; }
 };
 
+/// The product of one tile of `pass` (im2colProduct, which plan.json's
+/// product scratchpad is predicted from): a times b into c.
+template <typename T>
+void tileProduct(Context &ctx, ConvPass pass, const ConvGeometry &g, int64_t columns, const T *a,
+                 const T *b, T *c) {
+  ProductProblem p = im2colProduct(pass, g.mg, g.kdim, g.outSize, columns);
+  gemmCore<T>(ctx, p.transA, p.transB, p.m, p.n, p.k, p.alpha, a, p.lda, b, p.ldb, p.beta, c,
+              p.ldc);
+}
+
 /// Calls f(block, col) for every block of the convolution and the adjoints.
 /// Pointwise, a block is a whole image and group and col is null: the input
 /// group (kdim x positions) is its own column matrix. Otherwise a block is a
@@ -292,7 +302,7 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
                                constantWeights),
                    x.data, w.data, b ? b->data : nullptr, y.data))
     return;
-  int64_t n = g.n, m = g.m, mg = g.mg, kdim = g.kdim, p = g.outSize;
+  int64_t n = g.n, m = g.m, p = g.outSize;
 
   dispatch(kernel, x.dtype, FloatTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -303,11 +313,10 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
       return;
     forEachBlock<T>(ctx, g, [&](const ConvBlock &blk, T *col) {
       const T *xg = xs + blk.xOffset(g);
-      int64_t tn = blk.columns(g);
       if (col)
         unroll<false>(g, const_cast<T *>(xg), blk.r0, blk.r1, col);
-      gemmCore<T>(ctx, false, false, mg, tn, kdim, 1.0, ws + blk.wOffset(g), kdim, col ? col : xg,
-                  tn, 0.0, ys + blk.yOffset(g), p);
+      tileProduct<T>(ctx, ConvPass::Forward, g, blk.columns(g), ws + blk.wOffset(g), col ? col : xg,
+                     ys + blk.yOffset(g));
     });
     if (b) {
       const T *bs = b->template as<T>();
@@ -330,8 +339,8 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
   convAdjoint(ctx, ConvPass::GradInput, "conv_grad_input", grad, out, w, out, strides, pads,
               dilations, group, [&](const ConvGeometry &g, auto dx) {
                 using T = std::remove_pointer_t<decltype(dx.x)>;
-                gemmCore<T>(ctx, true, false, g.kdim, dx.columns, g.mg, 1.0, dx.w, g.kdim, dx.dy,
-                            g.outSize, 0.0, dx.col ? dx.col : dx.x, dx.columns);
+                tileProduct<T>(ctx, ConvPass::GradInput, g, dx.columns, dx.w, dx.dy,
+                               dx.col ? dx.col : dx.x);
                 if (dx.col)
                   unroll<true>(g, dx.x, dx.r0, dx.r1, dx.col);
               });
@@ -346,8 +355,8 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
                 using T = std::remove_pointer_t<decltype(dw.x)>;
                 if (dw.col)
                   unroll<false>(g, dw.x, dw.r0, dw.r1, dw.col);
-                gemmCore<T>(ctx, false, true, g.mg, g.kdim, dw.columns, 1.0, dw.dy, g.outSize,
-                            dw.col ? dw.col : dw.x, dw.columns, 1.0, dw.w, g.kdim);
+                tileProduct<T>(ctx, ConvPass::GradWeight, g, dw.columns, dw.dy,
+                               dw.col ? dw.col : dw.x, dw.w);
               });
 }
 

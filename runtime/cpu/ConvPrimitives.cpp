@@ -415,6 +415,66 @@ std::vector<int64_t> convProblemKey(const ConvProblem &p) {
   return key;
 }
 
+ConvColumns im2colColumns(const ConvProblem &problem) {
+  const Dims &in = problem.x, &kernel = problem.w, &out = problem.y;
+  ConvColumns columns;
+  columns.images = in[0];
+  columns.groups = problem.group;
+  columns.rows = kernel[1];
+  columns.positions = 1;
+  columns.lastExtent = out[out.size - 1];
+  columns.pointwise = true;
+  for (int d = 0; d + 2 < in.size; ++d) {
+    columns.rows *= kernel[d + 2];
+    columns.positions *= out[d + 2];
+    bool unitStride = problem.strides[d] == 1;
+    bool unpadded = problem.padBegin[d] == 0 && problem.padEnd[d] == 0;
+    columns.pointwise &= kernel[d + 2] == 1 && unitStride && unpadded && out[d + 2] == in[d + 2];
+  }
+  return columns;
+}
+
+ProductProblem im2colProduct(ConvPass pass, int64_t mg, int64_t kdim, int64_t positions,
+                             int64_t columns) {
+  ProductProblem p;
+  switch (pass) {
+  case ConvPass::Forward:
+    // y_g tile (mg x columns) = w_g (mg x kdim) col (kdim x columns).
+    p.m = mg, p.n = columns, p.k = kdim;
+    p.lda = kdim, p.ldb = columns, p.ldc = positions;
+    break;
+  case ConvPass::GradInput:
+    // dcol (kdim x columns) = w_g^T (kdim x mg) dy_g tile (mg x columns).
+    p.transA = true;
+    p.m = kdim, p.n = columns, p.k = mg;
+    p.lda = kdim, p.ldb = positions, p.ldc = columns;
+    break;
+  case ConvPass::GradWeight:
+    // dw_g (mg x kdim) += dy_g tile (mg x columns) col^T (columns x kdim).
+    p.transB = true;
+    p.m = mg, p.n = kdim, p.k = columns;
+    p.lda = positions, p.ldb = columns, p.ldc = kdim;
+    p.beta = 1;
+    break;
+  }
+  return p;
+}
+
+std::vector<ProductProblem> im2colProducts(const ConvProblem &problem) {
+  const ConvColumns columns = im2colColumns(problem);
+  const int64_t mg = problem.w[0] / problem.group;
+  const int64_t rows = columns.positions / std::max<int64_t>(1, columns.lastExtent);
+  const int64_t tileRows = columns.pointwise ? rows : cpuTileRows(columns);
+  std::vector<ProductProblem> products;
+  if (rows == 0)
+    return products;
+  for (int64_t tile : {tileRows, rows % tileRows})
+    if (tile > 0)
+      products.push_back(im2colProduct(problem.pass, mg, columns.rows, columns.positions,
+                                       tile * columns.lastExtent));
+  return products;
+}
+
 const ConvPrimitive *ConvPrimitives::find(const ConvProblem &p, int threads) {
   std::vector<int64_t> key = convProblemKey(p);
   key.push_back(threads);

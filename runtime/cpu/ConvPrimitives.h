@@ -28,7 +28,9 @@
 #define CLEAVE_RUNTIME_CPU_CONVPRIMITIVES_H
 
 #include "runtime/Allocations.h"
+#include "runtime/ConvScratch.h"
 #include "runtime/Tensor.h"
+#include "runtime/cpu/ProductPrimitives.h"
 
 #include <cstdint>
 #include <map>
@@ -72,6 +74,24 @@ ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims 
 /// Every field of `problem` as a list of numbers: equal for equal problems,
 /// what ConvPrimitives keeps primitives (and kept weights) by.
 std::vector<int64_t> convProblemKey(const ConvProblem &problem);
+
+/// The column matrices of the im2col kernels (Conv.cpp), which run what
+/// oneDNN does not take, for `problem` (runtime/ConvScratch.h sizes their
+/// tile from them).
+ConvColumns im2colColumns(const ConvProblem &problem);
+
+/// The matrix product the im2col kernels run for one tile of `pass`: a
+/// group's `mg` x `kdim` weights against `columns` of the `positions`
+/// output positions (a kdim x columns column matrix, or pointwise the
+/// input group itself), f32 (f64's, through OpenBLAS, has the same shape).
+ProductProblem im2colProduct(ConvPass pass, int64_t mg, int64_t kdim, int64_t positions,
+                             int64_t columns);
+
+/// Every distinct product the im2col kernels run for `problem`: a whole
+/// tile's and, where the output rows do not divide into whole tiles, the
+/// last tile's. Their oneDNN scratchpads are the kernels' (plan.json's
+/// memory.product_scratchpad_bytes counts them).
+std::vector<ProductProblem> im2colProducts(const ConvProblem &problem);
 
 /// One problem's oneDNN primitive and the reorders around it.
 class ConvPrimitive {

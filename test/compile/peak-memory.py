@@ -21,7 +21,9 @@
 # products' scratchpads, which the runtime counts, for the threads), and
 # rank 0 of a deep MLP (seven products, none over a sixth of the
 # parameters) on dp=2 with --precision bf16, its gradients summed in f32,
-# with f32 and with bf16 accumulators,
+# with f32 and with bf16 accumulators, and the training step of two
+# convolutions of 4 spatial dims on 2 threads (the im2col kernels, whose
+# products' oneDNN scratchpads are predicted too),
 # the measured peak equals the prediction byte for byte,
 # and the process's resident peak (getrusage, which also holds libraries and
 # host copies) is above it.
@@ -133,6 +135,37 @@ def gradient_sums_of_bf16_accumulators(work, rng, problems):
     if not peaks["bf16"] < peaks["fp32"]:
         problems.append(f"deep mlp dp=2, f32 sums: bf16 accumulators peak at {peaks['bf16']} "
                         f"bytes, f32 ones at {peaks['fp32']}")
+
+
+def im2col_convolutions(work, rng, problems):
+    """Two convolutions of 4 spatial dims (which oneDNN does not take: the
+    im2col kernels) trained on 2 threads: their products' oneDNN scratchpad
+    (each tile's product: forward, input gradient and weight gradient) is
+    predicted, and the measured peak equals the prediction."""
+    weights = [onnx.numpy_helper.from_array(
+        (rng.standard_normal(shape) * 0.1).astype(np.float32), name)
+        for name, shape in (("w1", (6, 3, 3, 3, 3, 3)), ("w2", (4, 6, 3, 3, 3, 3)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 8),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1] * 8),
+             helper.make_node("Mul", ["c2", "c2"], ["squares"]),
+             helper.make_node("ReduceMean", ["squares"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "conv4d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 5, 5, 5, 5])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], weights)
+    model = os.path.join(work, "conv4d.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    np.save(f"{work}/conv4d-x.npy", rng.standard_normal((2, 3, 5, 5, 5, 5)).astype(np.float32))
+    out = os.path.join(work, "conv4d")
+    subprocess.run(["cleave", "compile", model, "-o", out, "--train", "--threads", "2"],
+                   check=True)
+    log = f"{out}.json"
+    subprocess.run(["cleave", "run", out, "--data", f"x={work}/conv4d-x.npy", "--steps", "2",
+                    "--threads", "2", "--log-json", log], check=True, stderr=subprocess.DEVNULL)
+    memory = check("conv4d training step (im2col), 2 threads", out, json.load(open(log)),
+                   problems, True)
+    if memory["product_scratchpad_bytes"] <= 0:
+        problems.append(f"conv4d: product_scratchpad_bytes {memory['product_scratchpad_bytes']}")
 
 
 def main():
@@ -283,6 +316,7 @@ def main():
         problems.append("gpt training step: no product asked oneDNN for a scratchpad")
 
     gradient_sums_of_bf16_accumulators(work, rng, problems)
+    im2col_convolutions(work, rng, problems)
 
     for problem in problems:
         print("FAIL:", problem)
