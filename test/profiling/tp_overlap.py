@@ -14,7 +14,11 @@
 #     its order, each waited for once ("wait for background all_reduce" on
 #     the communication track); a step's communication seconds are its
 #     collective spans and background spans, its exposed communication the
-#     collective spans and the waits.
+#     collective spans and the waits;
+#   - dp x tp = 2 x 2 with ZeRO 3 and --deterministic, its gathers and
+#     reduce-scatters over dp and the tp sums all on the one background
+#     thread (over both axes), against none started: every loss and every
+#     rank's weights bit for bit.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -40,19 +44,42 @@ STEPS, ACCUM, TP, MICRO = 3, 2, 2, 2
 SEQ, D_MODEL, VOCAB, BLOCKS = export_gpt.SEQ, export_gpt.D_MODEL, export_gpt.VOCAB, export_gpt.LAYERS
 
 
-def train(workdir, label, on, data, model):
+def train(workdir, label, flags, data, model, dp=1):
+    """Compiles and trains `model` on dp x tp ranks with `flags`: its plan,
+    metrics, every rank's trained weights blob and trace."""
     out = os.path.join(workdir, label)
     run(["cleave", "compile", model, "-o", out, "--train", "--optimizer", "adam", "--lr", "0.01",
-         "--mesh", f"tp={TP}", "--plan", PLAN, "--batch-size", str(MICRO * ACCUM),
-         "--grad-accum", str(ACCUM), "--overlap-tp-sums", "on" if on else "off"])
-    run(["cleave", "run", out, "-n", str(TP), *data, "--steps", str(STEPS), "--no-shuffle",
+         "--mesh", f"dp={dp},tp={TP}", "--plan", PLAN, "--batch-size", str(dp * MICRO * ACCUM),
+         "--grad-accum", str(ACCUM), *flags])
+    run(["cleave", "run", out, "-n", str(dp * TP), *data, "--steps", str(STEPS), "--no-shuffle",
          "--quiet", "--trace", f"{out}.trace.json", "--log-json", f"{out}.metrics.json",
          "--output-dir", f"{out}.results"])
-    blobs = [np.fromfile(os.path.join(f"{out}.results", f"weights.tp{r}.bin"), dtype=np.uint8)
-             for r in range(TP)]
+    names = [f"weights.tp{r}.bin" for r in range(TP)] if dp == 1 else [
+        f"weights.dp{d}.tp{r}.bin" for d in range(dp) for r in range(TP)]
+    blobs = [np.fromfile(os.path.join(f"{out}.results", name), dtype=np.uint8) for name in names]
     return (json.load(open(os.path.join(out, "plan.json"))),
             json.load(open(f"{out}.metrics.json")), blobs,
             chrome_trace.load(f"{out}.trace.json"))
+
+
+def every_kind_on_two_axes(workdir, data, model):
+    """dp x tp = 2 x 2 with ZeRO 3: its gathers and reduce-scatters over dp
+    and the tp sums on the one background thread, all started, against none,
+    with --deterministic: every loss and every rank's weights bit for bit."""
+    started = ["--prefetch-gathers", "on", "--overlap-reduce-scatters", "on",
+               "--overlap-tp-sums", "on"]
+    common = ["--zero", "3", "--deterministic"]
+    on = train(workdir, "dp2tp2-z3-all", common + started, data, model, dp=2)
+    off = train(workdir, "dp2tp2-z3-none", common, data, model, dp=2)
+    kinds = {key: value["axis"] for key, value in on[0]["training"].items()
+             if isinstance(value, dict) and "bytes" in value}
+    expect(kinds == {"prefetched_gathers": "dp", "overlapped_reduce_scatters": "dp",
+                     "overlapped_tp_sums": "tp"}, f"dp x tp ZeRO 3: plan.json starts {kinds}")
+    losses = [[s["loss"] for s in r[1]["steps"]] for r in (on, off)]
+    expect(len(losses[0]) == STEPS and losses[0] == losses[1],
+           f"dp x tp ZeRO 3: losses all started {losses[0]}, none {losses[1]}")
+    expect(all(np.array_equal(a, b) for a, b in zip(on[2], off[2])),
+           "dp x tp ZeRO 3: the trained weights differ with every collective started")
 
 
 def main():
@@ -61,19 +88,18 @@ def main():
     path = os.path.join(workdir, "gpt.onnx")
     export_with_loss(model, tuple(a[:MICRO] for a in args), path, ["idx", "targets"])
     rng = np.random.default_rng(0)
-    batch = MICRO * ACCUM
+    batch = 2 * MICRO * ACCUM
     np.save(os.path.join(workdir, "idx.npy"), rng.integers(0, VOCAB, (batch, SEQ)))
     np.save(os.path.join(workdir, "targets.npy"), rng.integers(0, VOCAB, (batch, SEQ)))
     data = ["--data", f"idx={workdir}/idx.npy,targets={workdir}/targets.npy"]
 
-    on = train(workdir, "overlapped", True, data, path)
-    off = train(workdir, "in-place", False, data, path)
+    on = train(workdir, "overlapped", ["--overlap-tp-sums", "on"], data, path)
+    off = train(workdir, "in-place", [], data, path)
     losses = [[s["loss"] for s in r[1]["steps"]] for r in (on, off)]
     expect(len(losses[0]) == STEPS and losses[0] == losses[1],
            f"losses overlapped {losses[0]}, in place {losses[1]}")
-    for r in range(TP):
-        expect(np.array_equal(on[2][r], off[2][r]),
-               f"tp rank {r}'s trained weights differ with the sums overlapped")
+    expect(all(np.array_equal(a, b) for a, b in zip(on[2], off[2])),
+           "the trained weights differ with the sums overlapped")
     expect(on[1]["bytes_sent"] == off[1]["bytes_sent"],
            f"bytes sent overlapped {on[1]['bytes_sent']}, in place {off[1]['bytes_sent']}")
     expect(on[0]["collectives"] == off[0]["collectives"],
@@ -85,6 +111,7 @@ def main():
               f"plan.json's overlapped_tp_sums {listed}, expected {2 * BLOCKS + 1} of "
               f"{gradient} bytes over tp"):
         check_started_collectives(on[3], on[1], TP, ACCUM, "tp", {"all_reduce": listed["bytes"]})
+    every_kind_on_two_axes(workdir, data, path)
     if problems:
         sys.exit("\n".join(problems[:40]))
     print(f"a microbatch's started tp sums: {listed}; losses {losses[0]}")
