@@ -466,7 +466,8 @@ std::vector<ProductProblem> im2colProducts(const ConvProblem &problem) {
   const int64_t rows = columns.positions / std::max<int64_t>(1, columns.lastExtent);
   const int64_t tileRows = columns.pointwise ? rows : cpuTileRows(columns);
   std::vector<ProductProblem> products;
-  if (rows == 0)
+  // An empty convolution runs no product (Conv.cpp returns first).
+  if (rows == 0 || columns.images == 0 || mg == 0 || columns.rows == 0)
     return products;
   for (int64_t tile : {tileRows, rows % tileRows})
     if (tile > 0)
