@@ -38,17 +38,18 @@ FailureOr<MeshAxes> getMesh(ModuleOp module) {
   return mesh;
 }
 
-LogicalResult forEachDataParallelFunction(ModuleOp module,
-                                          function_ref<void(func::FuncOp, int64_t)> body) {
+LogicalResult forEachFunctionOver(ModuleOp module, SplitAxis axis,
+                                  function_ref<void(func::FuncOp, int64_t)> body) {
   if (!module.lookupSymbol<shard::GridOp>(kMeshName))
     return success();
   FailureOr<MeshAxes> layout = getMesh(module);
   if (failed(layout))
     return failure();
-  if (layout->dpSize > 1)
+  const bool dp = axis == SplitAxis::DataParallel;
+  if ((dp ? layout->dpSize : layout->tpSize) > 1)
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal() && func.getBody().hasOneBlock())
-        body(func, layout->dpAxis);
+        body(func, dp ? layout->dpAxis : layout->tpAxis);
   return success();
 }
 

@@ -40,13 +40,15 @@ struct MeshAxes {
 /// cleave-create-mesh first.
 mlir::FailureOr<MeshAxes> getMesh(mlir::ModuleOp module);
 
+/// The mesh axes a pass may work over one at a time.
+enum class SplitAxis { DataParallel, TensorParallel };
+
 /// Runs `body` on each function of `module` that has a body (of one block)
-/// with the index of the dp axis, where the module has a mesh of more than
-/// one dp rank; nothing without a mesh or with one dp rank. Fails (with
-/// getMesh's error) for a mesh without its axes.
-mlir::LogicalResult
-forEachDataParallelFunction(mlir::ModuleOp module,
-                            llvm::function_ref<void(mlir::func::FuncOp, int64_t)> body);
+/// with the index of `axis` (dp or tp), where the module has a mesh of more
+/// than one rank along it; nothing without a mesh or with one rank along
+/// it. Fails (with getMesh's error) for a mesh without its axes.
+mlir::LogicalResult forEachFunctionOver(mlir::ModuleOp module, SplitAxis axis,
+                                        llvm::function_ref<void(mlir::func::FuncOp, int64_t)> body);
 
 /// `bytes` of `element`s counted as `wire`s.
 int64_t inWireType(int64_t bytes, mlir::Type element, mlir::Type wire);

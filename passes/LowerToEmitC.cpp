@@ -470,9 +470,9 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
   Value in = tensors.lookup(op->getOperand(0));
   Value out = inPlace ? in : resultAt(op, offsets.asArrayRef(), 0);
   tensors[op->getResult(0)] = out;
-  // A sum's kernel also takes the type it moves in; a started one's whether
-  // it starts on the last microbatch alone (a bucket's: not this one).
-  auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs) -> LogicalResult {
+  // A sum's kernel also takes the type it moves in, then `last` if given.
+  auto kernelCall = [&](StringRef kernel, ArrayRef<Value> tensorArgs,
+                        StringRef last = "") -> LogicalResult {
     CallArgs args(b);
     args.value(context);
     for (Value tensor : tensorArgs)
@@ -484,17 +484,18 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
         return op->emitError("sums through ") << sumType(op) << ", which has no runtime type";
       args.literal(*wire);
     }
-    if (reduce && kernel == "all_reduce_start")
-      args.literal("false");
+    if (!last.empty())
+      args.literal(last);
     call(kernelPrefix + kernel.str(), Type(), args);
     return success();
   };
   // A sum over tp started early (cleave-overlap-tp-sums) runs in the
-  // background, in its operand's buffer.
+  // background, in its operand's buffer, on every call (not only the last
+  // microbatch's, as a bucket's).
   if (reduce && reduce->hasAttr(kStartedAttr)) {
     if (!inPlace)
       return op->emitError("is started but cannot sum its operand in place");
-    return kernelCall("all_reduce_start", {out});
+    return kernelCall("all_reduce_start", {out}, "false");
   }
   if (reduce) {
     if (inPlace)

@@ -25,8 +25,9 @@ namespace {
 struct OverlapReduceScattersPass
     : public cleave::impl::OverlapReduceScattersBase<OverlapReduceScattersPass> {
   void runOnOperation() override {
-    if (failed(forEachDataParallelFunction(
-            getOperation(), [&](func::FuncOp func, int64_t dpAxis) { overlap(func, dpAxis); })))
+    if (failed(
+            forEachFunctionOver(getOperation(), SplitAxis::DataParallel,
+                                [&](func::FuncOp func, int64_t dpAxis) { overlap(func, dpAxis); })))
       signalPassFailure();
   }
 

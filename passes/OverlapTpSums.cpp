@@ -22,17 +22,10 @@ namespace {
 
 struct OverlapTpSumsPass : public cleave::impl::OverlapTpSumsBase<OverlapTpSumsPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    if (!module.lookupSymbol<shard::GridOp>(kMeshName))
-      return;
-    FailureOr<MeshAxes> mesh = getMesh(module);
-    if (failed(mesh))
-      return signalPassFailure();
-    if (mesh->tpSize == 1)
-      return;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && func.getBody().hasOneBlock())
-        overlap(func, mesh->tpAxis);
+    if (failed(
+            forEachFunctionOver(getOperation(), SplitAxis::TensorParallel,
+                                [&](func::FuncOp func, int64_t tpAxis) { overlap(func, tpAxis); })))
+      signalPassFailure();
   }
 
   /// The first of `reduce`'s readers in its block, when a product comes

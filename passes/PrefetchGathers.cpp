@@ -50,8 +50,9 @@ SmallVector<shard::AllGatherOp> prefetchable(func::FuncOp func, int64_t dpAxis) 
 
 struct PrefetchGathersPass : public cleave::impl::PrefetchGathersBase<PrefetchGathersPass> {
   void runOnOperation() override {
-    if (failed(forEachDataParallelFunction(
-            getOperation(), [&](func::FuncOp func, int64_t dpAxis) { prefetch(func, dpAxis); })))
+    if (failed(forEachFunctionOver(
+            getOperation(), SplitAxis::DataParallel,
+            [&](func::FuncOp func, int64_t dpAxis) { prefetch(func, dpAxis); })))
       signalPassFailure();
   }
 
