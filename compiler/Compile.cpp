@@ -604,8 +604,6 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                 kExitBadUsage);
   if (failed(readStages(t.stages)))
     return failure();
-  const char *notYet =
-      "pipelines are built so far on the CPU (docs/training.md, \"Pipeline parallel\")";
   if (t.schedule != "gpipe" && t.schedule != "1f1b" && t.schedule != "interleaved" &&
       t.schedule != "zb-h1")
     return fail("--schedule '" + t.schedule + "'", "unknown pipeline schedule",
@@ -629,9 +627,6 @@ LogicalResult Compiler::checkPipelineOptions(const TrainOptions &t) {
                 "the interleaved schedule runs a multiple of pp's ranks (" + std::to_string(ranks) +
                     ") microbatches",
                 "choose a multiple of " + std::to_string(ranks), kExitBadUsage);
-  if (options.target != "cpu")
-    return fail("--target " + options.target, "pipeline programs are not built for it yet", notYet,
-                kExitBadUsage);
   return success();
 }
 

@@ -240,6 +240,11 @@ public:
   void completeSends(const CallSite &site);
   void recv(void *buffer, std::size_t count, DType type, int peer, int tag,
             const CallSite &site);
+  /// Returns true once the message of `peer` with `tag` has arrived, before
+  /// it is received; false at once where the backend cannot tell.
+  bool awaitMessage(int peer, int tag, const CallSite &site) {
+    return doAwaitMessage(peer, tag, site);
+  }
 
   /// Prints `cleave: error: rank R: MESSAGE` and ends every rank of the job
   /// with exit status 3.

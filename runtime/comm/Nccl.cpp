@@ -31,11 +31,9 @@ std::string ncclText(ncclResult_t result, ncclComm_t comm) {
   return text;
 }
 
-/// The (tag, count) header that precedes a send.
-struct Header {
-  int64_t tag;
-  int64_t count;
-};
+constexpr const char *kNoMessages =
+    "NCCL's sends wait for their receive: a pipeline's messages go through the host "
+    "(HostStagedCommunicator)";
 
 } // namespace
 
@@ -79,7 +77,7 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
     host.fail(setup + "ncclCommInitRankConfig: " + text);
   }
   std::unique_ptr<NcclCommunicator> nccl(new NcclCommunicator(host, comm, stream));
-  if (cudaError_t status = cudaMalloc(&nccl->header_, sizeof(Header)); status != cudaSuccess)
+  if (cudaError_t status = cudaMalloc(&nccl->barrierValue_, sizeof(int32_t)); status != cudaSuccess)
     host.fail(setup + "cudaMalloc: " + cudaGetErrorString(status));
   return nccl;
 }
@@ -106,7 +104,7 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommAbort(comm_);
   for (void *scratch : scratch_)
     cudaFree(scratch);
-  cudaFree(header_);
+  cudaFree(barrierValue_);
 }
 
 void NcclCommunicator::endJob(int exitCode) {
@@ -234,46 +232,21 @@ void NcclCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, 
 void NcclCommunicator::doBarrier(const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::Barrier;
   Deadline deadline(options().timeoutSeconds);
-  issued(ncclAllReduce(header_, header_, 1, ncclInt32, ncclSum, comm_, stream_), "ncclAllReduce",
-         kind, site, deadline);
+  issued(ncclAllReduce(barrierValue_, barrierValue_, 1, ncclInt32, ncclSum, comm_, stream_),
+         "ncclAllReduce", kind, site, deadline);
   finish(kind, site, deadline);
 }
 
-void NcclCommunicator::doSend(const void *buffer, std::size_t count, DType type, int peer,
-                              int tag, const CallSite &site) {
-  constexpr CollectiveKind kind = CollectiveKind::Send;
-  Deadline deadline(options().timeoutSeconds);
-  Header header{tag, static_cast<int64_t>(count)};
-  // From pageable memory: returns once `header` is staged, so it may go.
-  check(cudaMemcpyAsync(header_, &header, sizeof header, cudaMemcpyHostToDevice, stream_),
-        "cudaMemcpyAsync", kind, site);
-  issued(ncclSend(header_, sizeof header, ncclUint8, peer, comm_, stream_), "ncclSend", kind,
-         site, deadline);
-  if (count > 0)
-    issued(ncclSend(buffer, count * dtypeSize(type), ncclUint8, peer, comm_, stream_),
-           "ncclSend", kind, site, deadline);
-  finish(kind, site, deadline);
+// Not pipelines' messages: an NCCL send waits until its peer receives it,
+// and a pipeline schedule's proof that it cannot deadlock assumes sends that
+// do not (1f1b's stages both send before they receive). On the GPU a
+// pipeline's axis goes through the host (runtime/comm/HostStaged.h).
+void NcclCommunicator::doSend(const void *, std::size_t, DType, int, int, const CallSite &site) {
+  fail(CollectiveKind::Send, site, kNoMessages);
 }
 
-void NcclCommunicator::doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
-                              const CallSite &site) {
-  constexpr CollectiveKind kind = CollectiveKind::Recv;
-  Deadline deadline(options().timeoutSeconds);
-  issued(ncclRecv(header_, sizeof(Header), ncclUint8, peer, comm_, stream_), "ncclRecv", kind,
-         site, deadline);
-  finish(kind, site, deadline);
-  Header header{};
-  check(cudaMemcpy(&header, header_, sizeof header, cudaMemcpyDeviceToHost), "cudaMemcpy", kind,
-        site);
-  if (header.tag != tag || header.count != static_cast<int64_t>(count))
-    fail(kind, site,
-         "rank " + std::to_string(peer) + " sent " + std::to_string(header.count) +
-             " elements with tag " + std::to_string(header.tag) + ", expected " +
-             std::to_string(count) + " with tag " + std::to_string(tag));
-  if (count > 0)
-    issued(ncclRecv(buffer, count * dtypeSize(type), ncclUint8, peer, comm_, stream_),
-           "ncclRecv", kind, site, deadline);
-  finish(kind, site, deadline);
+void NcclCommunicator::doRecv(void *, std::size_t, DType, int, int, const CallSite &site) {
+  fail(CollectiveKind::Recv, site, kNoMessages);
 }
 
 void NcclCommunicator::sumOwnChunk(const void *sent, const RankChunks &chunks, DType type,

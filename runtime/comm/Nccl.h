@@ -7,9 +7,10 @@
 // aborted (ncclCommAbort) and the job ended (MPI_Abort). Waiting for the
 // stream also waits for the work queued on it before the call.
 //
-// NCCL has no tags: a send is preceded by a small header (tag, count) that
-// the receiver checks before it takes the message. It has no barrier
-// either: a barrier is an all-reduce of one integer.
+// NCCL has no barrier: a barrier is an all-reduce of one integer. Its sends
+// wait for their receive, which a pipeline's schedule does not allow: send
+// and recv fail here, and a pipeline's axis on the GPU goes through the
+// host instead (runtime/comm/HostStaged.h).
 //
 // Built when CMake finds CUDA and NCCL (target cleave_runtime_comm_nccl).
 //
@@ -62,7 +63,6 @@ protected:
   void doBarrier(const CallSite &site) override;
   void doSend(const void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
-  /// NCCL's sends are complete when doSend returns.
   void doCompleteSends(const CallSite &) override {}
   void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
@@ -103,8 +103,8 @@ private:
   cudaStream_t stream_;
   void *scratch_[kScratches] = {};
   std::size_t scratchBytes_[kScratches] = {};
-  /// The (tag, count) header of a send, and a barrier's integer.
-  void *header_ = nullptr;
+  /// A barrier's integer, in device memory.
+  void *barrierValue_ = nullptr;
 };
 
 } // namespace cleave::rt::comm

@@ -118,20 +118,6 @@ TEST_P(NcclTest, AllGatherReduceScatterBroadcast) {
   nccl_->barrier({});
 }
 
-TEST_P(NcclTest, SendRecvChecksTagAndCount) {
-  int n = nccl_->size(), r = nccl_->rank();
-  if (n == 1)
-    GTEST_SKIP() << "needs two ranks";
-  DeviceBuffer<int64_t> message(kCount);
-  if (r == 0) {
-    message.upload(std::vector<int64_t>(kCount, 42));
-    nccl_->send(message.get(), kCount, DType::I64, 1, 9, {0, "stage output"});
-  } else if (r == 1) {
-    nccl_->recv(message.get(), kCount, DType::I64, 0, 9, {0, "stage input"});
-    EXPECT_EQ(message.download(), std::vector<int64_t>(kCount, 42));
-  }
-}
-
 TEST_P(NcclTest, DeterministicSumIsSequential) {
   if (!GetParam())
     GTEST_SKIP() << "the deterministic mode only";

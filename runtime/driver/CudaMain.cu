@@ -1,5 +1,6 @@
 //===- CudaMain.cu - main of a generated CUDA program --------------------===//
 
+#include "runtime/comm/HostStaged.h"
 #include "runtime/cuda/Program.h"
 #include "runtime/driver/Driver.h"
 
@@ -26,7 +27,9 @@ void check(cudaError_t status, const char *what) {
 }
 
 /// Owns the run's stream and cuBLAS handle; tensors live in device memory.
-class CudaBackend final : public cleave::rt::Backend {
+/// Its copies and pinned staging are also those of the pipeline axis's
+/// communicator, which goes through the host (runtime/comm/HostStaged.h).
+class CudaBackend final : public cleave::rt::Backend, public cleave::rt::comm::DeviceCopies {
 public:
   CudaBackend() {
     // One GPU per rank of a machine: the launcher's local rank picks it.
@@ -87,6 +90,13 @@ public:
         context.axes.push_back(host);
         continue;
       }
+      // A pipeline's sends must not wait for their receives (the schedules'
+      // proof assumes so), as NCCL's do.
+      if (host->axis() == "pp") {
+        staged.push_back(std::make_unique<cleave::rt::comm::HostStagedCommunicator>(*host, *this));
+        context.axes.push_back(staged.back().get());
+        continue;
+      }
 #ifdef CLEAVE_HAVE_NCCL
       nccl.push_back(cleave::rt::comm::NcclCommunicator::create(*host, context.stream));
       context.axes.push_back(nccl.back().get());
@@ -137,6 +147,7 @@ private:
   cleave::rt::AllocationMeter allocations_;
   cleave::rt::cuda::Context context;
   SyncedMarks synced;
+  std::vector<std::unique_ptr<cleave::rt::comm::HostStagedCommunicator>> staged;
 #ifdef CLEAVE_HAVE_NCCL
   std::vector<std::unique_ptr<cleave::rt::comm::NcclCommunicator>> nccl;
 #endif

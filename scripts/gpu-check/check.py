@@ -7,7 +7,8 @@
    every packed program with nvcc for sm_90 (CMakeLists.txt beside this file);
 2. runs the CUDA kernel tests and the NCCL communicator's tests on one rank;
 3. trains each test model on the GPU with the CPU run's data, seed and steps,
-   and compares the per-step losses with the CPU's (the pack's tolerance);
+   and compares the per-step losses with the CPU's (the pack's tolerance); a
+   pipeline's stages as processes of one job, sharing the GPU;
 4. times the GPT-2-size step (fp32, and bf16 products) against the same model
    in PyTorch on the same GPU, both from the same random parameters and
    batches, and compares their first losses.
@@ -119,7 +120,8 @@ def build(summary, build_dir, timeout):
     if status != 0:
         summary.add("build", "fail", output)
         return None
-    programs = sorted(glob.glob(os.path.join(PACK, "models", "*", "program")))
+    programs = sorted(glob.glob(os.path.join(PACK, "models", "*", "program")) +
+                      glob.glob(os.path.join(PACK, "models", "*", "stage*", "program")))
     summary.add("build", "pass",
                 f"runtime, tests and {len(programs)} programs for sm_90 in "
                 f"{time.monotonic() - start:.0f} s; NCCL: {nccl_library or 'not found'}")
@@ -163,9 +165,24 @@ def program_env(built):
     return env
 
 
-def train(model_dir, flags, log, timeout, env):
-    status, output = run([os.path.join(model_dir, "program"), "--dir", model_dir, "--quiet",
-                          "--log-json", log] + flags, timeout, env=env, cwd=model_dir)
+def train(model_dir, flags, log, timeout, env, stages=1):
+    """Trains the model of `model_dir`; a pipeline's stages (stage<S>/) as
+    one job of the pack's OpenMPI, a process a stage, as `cleave run -n`
+    starts them."""
+    flags = ["--quiet", "--log-json", log] + flags
+    if stages == 1:
+        command = [os.path.join(model_dir, "program"), "--dir", model_dir] + flags
+    else:
+        openmpi = os.path.join(PACK, "third_party", "openmpi")
+        env = dict(env, OPAL_PREFIX=openmpi)
+        command = [os.path.join(openmpi, "bin", "mpirun"), "--oversubscribe", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            command.append("--allow-run-as-root")
+        for s in range(stages):
+            stage = os.path.join(model_dir, f"stage{s}")
+            command += ([":"] if s else []) + ["-n", "1", os.path.join(stage, "program"), "--dir",
+                                               stage] + flags
+    status, output = run(command, timeout, env=env, cwd=model_dir)
     if status != 0:
         return None, output
     with open(log) as f:
@@ -176,7 +193,7 @@ def check_training(summary, model, timeout, env):
     name = model["name"]
     model_dir = os.path.join(PACK, "models", name)
     log, output = train(model_dir, model["run_flags"], os.path.join(model_dir, "gpu.log.json"),
-                        timeout, env)
+                        timeout, env, model.get("stages", 1))
     if log is None:
         summary.add(f"train {name}", "fail", output)
         return

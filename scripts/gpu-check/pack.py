@@ -58,12 +58,16 @@ def data_set(kind, rng):
             "targets": rng.integers(0, 64, (16, 16)).astype(np.int64)}
 
 
-# name: (exporter under test/models, data set, precision)
+# name: (exporter under test/models, data set, precision, pipeline stages).
+# A pipeline runs 1f1b over as many microbatches as stages, each stage a
+# process (both on one GPU where there is one: its messages go through the
+# host), against one CPU device accumulating the same microbatches.
 MODELS = {
-    "mlp": ("export_mlp.py", "mlp", "fp32"),
-    "cnn": ("export_cnn_train.py", "cnn", "fp32"),
-    "gpt": ("export_gpt.py", "gpt", "fp32"),
-    "gpt-bf16": ("export_gpt.py", "gpt", "bf16"),
+    "mlp": ("export_mlp.py", "mlp", "fp32", 1),
+    "cnn": ("export_cnn_train.py", "cnn", "fp32", 1),
+    "gpt": ("export_gpt.py", "gpt", "fp32", 1),
+    "gpt-bf16": ("export_gpt.py", "gpt", "bf16", 1),
+    "mlp-pp2": ("export_mlp.py", "mlp", "fp32", 2),
 }
 # examples/gpt2/make_model.py's shapes and the batch of a timed step.
 TIMING = {
@@ -99,16 +103,21 @@ def keep_only(directory, names):
 
 
 def pack_model(cleave, name, work, pack):
-    exporter, data_kind, precision = MODELS[name]
+    exporter, data_kind, precision, stages = MODELS[name]
     onnx_path = os.path.join(work, f"{exporter}.onnx")
     if not os.path.exists(onnx_path):
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "test", "lib"))
         run([sys.executable, os.path.join(ROOT, "test", "models", exporter), onnx_path],
             f"test/models/{exporter}", env)
-    flags = TRAIN_FLAGS + ["--precision", precision]
+    flags = TRAIN_FLAGS + ["--precision", precision, "--grad-accum", str(stages)]
+    pipeline = ["--mesh", f"pp={stages}", "--schedule", "1f1b"] if stages > 1 else []
     target = os.path.join(pack, "models", name)
-    cleave_compile(cleave, onnx_path, target, flags + ["--target", "cuda", "--emit", "cpp"])
-    keep_only(target, KEPT)
+    cleave_compile(cleave, onnx_path, target,
+                   flags + pipeline + ["--target", "cuda", "--emit", "cpp"])
+    program_dirs = [os.path.join(target, f"stage{s}") for s in range(stages)] if pipeline else [
+        target]
+    for directory in program_dirs:
+        keep_only(directory, KEPT)
 
     data = data_set(data_kind, np.random.default_rng(DATA_SEED))
     # The batches in file order: the first step's loss is the model's on the
@@ -125,8 +134,9 @@ def pack_model(cleave, name, work, pack):
         f"the CPU run of {name}", cwd=target)
     with open(log) as f:
         losses = [step["loss"] for step in json.load(f)["steps"]]
-    return {"name": name, "exporter": exporter, "precision": precision, "compile_flags": flags,
-            "run_flags": run_flags, "cpu_losses": losses, "tolerance": TOLERANCE[precision]}
+    return {"name": name, "exporter": exporter, "precision": precision, "stages": stages,
+            "compile_flags": flags + pipeline, "run_flags": run_flags, "cpu_losses": losses,
+            "tolerance": TOLERANCE[precision]}
 
 
 def pack_timing(cleave, size, work, pack, target=("--target", "cuda", "--emit", "cpp")):

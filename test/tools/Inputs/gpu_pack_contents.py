@@ -3,9 +3,11 @@
     gpu_pack_contents.py PACK.tar.gz ROOT
 
 Whatever the GPU half needs is there; each test model is compiled for CUDA (its
-bf16 variant with bf16 products); each model's reference losses are finite,
-one per step, and the first is the model's loss on the first rows of its data
-as onnxruntime computes it from the exported ONNX model; the timing models'
+bf16 variant with bf16 products, its pipeline one program a stage, which sends
+and receives); each model's reference losses are finite, one per step, and the
+first is the model's loss on the first rows of its data as onnxruntime computes
+it from the exported ONNX model (a pipeline's the mean of its microbatches'
+losses, one a stage); the timing models'
 gzipped blobs are as long as their plans say; the pack is under 64 MiB.
 """
 import gzip
@@ -28,7 +30,8 @@ NEEDED = ["CMakeLists.txt", "check.py", "torch_gpt2.py", "manifest.json",
           "runtime/CMakeLists.txt", "runtime/cuda/Linalg.cu", "runtime/driver/CudaMain.cu",
           "runtime/comm/Nccl.cpp", "third_party/include/nlohmann/json.hpp",
           "third_party/include/CLI/CLI.hpp", "third_party/googletest/googletest/CMakeLists.txt",
-          "third_party/openmpi/include/mpi.h", "third_party/openmpi/lib/libmpi.so.40"]
+          "third_party/openmpi/include/mpi.h", "third_party/openmpi/lib/libmpi.so.40",
+          "third_party/openmpi/bin/mpirun", "runtime/comm/HostStaged.cpp"]
 
 
 def check(condition, message):
@@ -36,18 +39,21 @@ def check(condition, message):
         sys.exit("gpu pack: " + message)
 
 
-def first_loss(root, model, directory, work):
+def first_loss(root, model, directory, work, microbatches):
     exported = os.path.join(work, model["exporter"] + ".onnx")
     if not os.path.exists(exported):
         subprocess.run([sys.executable, os.path.join(root, "test", "models", model["exporter"]),
                         exported], check=True)
     session = ort.InferenceSession(exported, providers=["CPUExecutionProvider"])
-    feeds = {}
-    for graph_input in session.get_inputs():
-        rows = graph_input.shape[0]
-        feeds[graph_input.name] = np.load(
-            os.path.join(directory, f"data.{graph_input.name}.npy"))[:rows]
-    return float(session.run(None, feeds)[0])
+    losses = []
+    for k in range(microbatches):
+        feeds = {}
+        for graph_input in session.get_inputs():
+            rows = graph_input.shape[0]
+            feeds[graph_input.name] = np.load(
+                os.path.join(directory, f"data.{graph_input.name}.npy"))[k * rows:(k + 1) * rows]
+        losses.append(float(session.run(None, feeds)[0]))
+    return sum(losses) / microbatches
 
 
 def main():
@@ -63,23 +69,30 @@ def main():
         with open(os.path.join(base, "manifest.json")) as f:
             manifest = json.load(f)
         names = [model["name"] for model in manifest["models"]]
-        check(names == ["mlp", "cnn", "gpt", "gpt-bf16"], f"models {names}")
+        check(names == ["mlp", "cnn", "gpt", "gpt-bf16", "mlp-pp2"], f"models {names}")
         for model in manifest["models"]:
             directory = os.path.join(base, "models", model["name"])
-            with open(os.path.join(directory, "plan.json")) as f:
-                plan = json.load(f)
-            with open(os.path.join(directory, "program.cu")) as f:
-                source = f.read()
-            check(plan["target"] == "cuda", f"{model['name']}: target {plan['target']}")
-            check('#include "runtime/cuda/Program.h"' in source, f"{model['name']}: program.cu")
-            check(("bf16" in source.lower()) == (model["precision"] == "bf16"),
-                  f"{model['name']}: bf16 products in a {model['precision']} program, or none "
-                  "in a bf16 one")
+            stages = model["stages"]
+            program_dirs = [os.path.join(directory, f"stage{s}") for s in range(stages)] if (
+                stages > 1) else [directory]
+            for program_dir in program_dirs:
+                with open(os.path.join(program_dir, "plan.json")) as f:
+                    plan = json.load(f)
+                with open(os.path.join(program_dir, "program.cu")) as f:
+                    source = f.read()
+                check(plan["target"] == "cuda", f"{model['name']}: target {plan['target']}")
+                check('#include "runtime/cuda/Program.h"' in source,
+                      f"{model['name']}: program.cu")
+                check(("bf16" in source.lower()) == (model["precision"] == "bf16"),
+                      f"{model['name']}: bf16 products in a {model['precision']} program, or "
+                      "none in a bf16 one")
+                check(("pipeline_send" in source) == (stages > 1),
+                      f"{model['name']}: pipeline messages in a program of {stages} stages")
             steps = int(model["run_flags"][model["run_flags"].index("--steps") + 1])
             losses = model["cpu_losses"]
             check(len(losses) == steps and all(math.isfinite(x) for x in losses),
                   f"{model['name']}: losses {losses}")
-            reference = first_loss(root, model, directory, work)
+            reference = first_loss(root, model, directory, work, stages)
             difference = abs(losses[0] - reference) / abs(reference)
             check(difference <= FIRST_LOSS[model["precision"]],
                   f"{model['name']}: first loss {losses[0]} against onnxruntime's {reference}")

@@ -1,0 +1,119 @@
+//===- HostStaged.cpp - a device's collectives through the host ----------===//
+
+#include "runtime/comm/HostStaged.h"
+
+#include "runtime/comm/Mpi.h"
+
+namespace cleave::rt::comm {
+
+HostStagedCommunicator::HostStagedCommunicator(Communicator &host, DeviceCopies &copies)
+    : Communicator(host.rank(), host.size(), host.worldRank(), host.axis(), host.options()),
+      host_(host), copies_(copies) {}
+
+HostStagedCommunicator::~HostStagedCommunicator() {
+  for (int which : {0, 1})
+    if (staging_[which])
+      copies_.releaseStaging(staging_[which], stagingBytes_[which]);
+}
+
+std::unique_ptr<Communicator> HostStagedCommunicator::duplicate(std::string &error) {
+  error = "collectives on a thread of their own are not built for an axis staged through the host";
+  return nullptr;
+}
+
+void *HostStagedCommunicator::staging(int which, std::size_t bytes) {
+  if (bytes > stagingBytes_[which]) {
+    if (staging_[which])
+      copies_.releaseStaging(staging_[which], stagingBytes_[which]);
+    staging_[which] = copies_.allocateStaging(bytes);
+    stagingBytes_[which] = bytes;
+  }
+  return staging_[which];
+}
+
+void HostStagedCommunicator::doAllReduceSum(void *buffer, std::size_t count, DType type,
+                                            const CallSite &site) {
+  const std::size_t bytes = count * dtypeSize(type);
+  void *staged = staging(0, bytes);
+  copies_.copyToHost(staged, buffer, bytes);
+  host_.allReduceSum(staged, count, type, site);
+  copies_.copyToDevice(buffer, staged, bytes);
+}
+
+void HostStagedCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                                       const CallSite &site) {
+  doAllReduceSum(buffer, count, type, site);
+}
+
+void HostStagedCommunicator::doAllGather(const void *sent, void *received, std::size_t countPerRank,
+                                         DType type, const CallSite &site) {
+  const std::size_t part = countPerRank * dtypeSize(type), whole = part * size();
+  void *staged = staging(0, part), *gathered = staging(1, whole);
+  copies_.copyToHost(staged, sent, part);
+  host_.allGather(staged, gathered, countPerRank, type, site);
+  copies_.copyToDevice(received, gathered, whole);
+}
+
+void HostStagedCommunicator::doReduceScatterSum(const void *sent, void *received,
+                                                std::size_t countPerRank, DType type,
+                                                const CallSite &site) {
+  doReduceScatterSumInRankOrder(sent, received, countPerRank, type, type, site);
+}
+
+void HostStagedCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,
+                                                           std::size_t countPerRank, DType type,
+                                                           DType sumType, const CallSite &site) {
+  const std::size_t whole = countPerRank * dtypeSize(type) * size(),
+                    part = countPerRank * dtypeSize(sumType);
+  void *staged = staging(0, whole), *summed = staging(1, part);
+  copies_.copyToHost(staged, sent, whole);
+  if (sumType == type)
+    host_.reduceScatterSum(staged, summed, countPerRank, type, site);
+  else
+    host_.reduceScatterSumWidened(staged, static_cast<float *>(summed), countPerRank, site);
+  copies_.copyToDevice(received, summed, part);
+}
+
+void HostStagedCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, int root,
+                                         const CallSite &site) {
+  const std::size_t bytes = count * dtypeSize(type);
+  void *staged = staging(0, bytes);
+  if (rank() == root)
+    copies_.copyToHost(staged, buffer, bytes);
+  host_.broadcast(staged, count, type, root, site);
+  if (rank() != root)
+    copies_.copyToDevice(buffer, staged, bytes);
+}
+
+void HostStagedCommunicator::doBarrier(const CallSite &site) { host_.barrier(site); }
+
+void HostStagedCommunicator::doSend(const void *buffer, std::size_t count, DType type, int peer,
+                                    int tag, const CallSite &site) {
+  const std::size_t bytes = count * dtypeSize(type);
+  void *staged = staging(0, bytes);
+  copies_.copyToHost(staged, buffer, bytes);
+  host_.send(staged, count, type, peer, tag, site);
+}
+
+void HostStagedCommunicator::doCompleteSends(const CallSite &site) { host_.completeSends(site); }
+
+void HostStagedCommunicator::doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
+                                    const CallSite &site) {
+  const std::size_t bytes = count * dtypeSize(type);
+  void *staged = staging(1, bytes);
+  host_.recv(staged, count, type, peer, tag, site);
+  copies_.copyToDevice(buffer, staged, bytes);
+}
+
+bool HostStagedCommunicator::doAwaitMessage(int peer, int tag, const CallSite &site) {
+  return host_.awaitMessage(peer, tag, site);
+}
+
+void HostStagedCommunicator::endJob(int exitCode) { abortJob(exitCode); }
+
+uint16_t *HostStagedCommunicator::wireCopy(int, std::size_t, CollectiveKind kind,
+                                           const CallSite &site) {
+  fail(kind, site, "sums through bf16 are not built for an axis staged through the host");
+}
+
+} // namespace cleave::rt::comm
