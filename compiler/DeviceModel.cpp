@@ -215,6 +215,7 @@ bool calibrateThisMachine(const std::string &calibrator, int ranks, DeviceModel 
   device.name = "this machine, " + std::to_string(ranks) + " rank(s) of " +
                 std::to_string(json.value("threads", 0)) + " thread(s)";
   device.source = "measured by cleave-calibrate";
+  device.kernelThreads = std::max(1, json.value("threads", 1));
   device.ranksPerNode = ranks;
   device.memoryPerRankBytes = sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGE_SIZE) / ranks;
   if (!rates(json, device, error))

@@ -69,6 +69,9 @@ struct DeviceModel {
   bool overlapsCommunication = false;
   /// Where the figures come from: the file, or "measured by cleave-calibrate".
   std::string source;
+  /// The kernels' threads a rank, where cleave-calibrate measured this
+  /// machine (0 with a device file).
+  int kernelThreads = 0;
 };
 
 /// Reads the JSON object in the file at `path`; on failure sets `error`

@@ -27,6 +27,7 @@
 #include "passes/CostModel.h"
 #include "passes/PipelineSimulator.h"
 #include "runtime/Npy.h"
+#include "runtime/cpu/ProductPrimitives.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/Error.h"
@@ -37,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
@@ -184,18 +186,103 @@ struct ComputeScale {
   double products = 1, other = 1;
 };
 
+/// This machine's time of each matrix product a plan lists (its `cost`
+/// entries' `products`), timed on first need, alone, on the kernels' threads
+/// of a rank: a product's rate depends on its shape (a weight gradient over
+/// a small microbatch runs at two thirds of a forward's here), which one
+/// product's rate from cleave-calibrate does not see.
+class ProductTimes {
+public:
+  explicit ProductTimes(int threads) : threads(threads) {}
+
+  /// Seconds of one call of the product `entry` describes; nullopt where
+  /// oneDNN does not make it.
+  std::optional<double> seconds(const Json &entry) {
+    const std::string key = entry.dump();
+    auto known = timed.find(key);
+    if (known == timed.end())
+      known = timed.emplace(key, time(entry)).first;
+    return known->second;
+  }
+
+private:
+  std::optional<double> time(const Json &entry) {
+    rt::cpu::ProductProblem problem;
+    if (!rt::dtypeFromName(entry["operands"].get<std::string>(), problem.operands) ||
+        !rt::dtypeFromName(entry["result"].get<std::string>(), problem.result))
+      return std::nullopt;
+    problem.transA = entry["trans_a"];
+    problem.transB = entry["trans_b"];
+    problem.m = entry["m"];
+    problem.n = entry["n"];
+    problem.k = entry["k"];
+    problem.lda = problem.transA ? problem.m : problem.k;
+    problem.ldb = problem.transB ? problem.k : problem.n;
+    problem.ldc = problem.n;
+    problem.beta = entry["beta"];
+    if (entry["bias"].get<bool>()) {
+      problem.biasRows = 1;
+      problem.biasColumns = problem.n;
+    }
+    const size_t factor = rt::dtypeSize(problem.operands);
+    std::vector<char> a(problem.m * problem.k * factor), b(problem.k * problem.n * factor),
+        c(problem.m * problem.n * rt::dtypeSize(problem.result));
+    std::vector<float> bias(problem.n);
+    auto run = [&] {
+      return primitives.run(problem, threads, a.data(), b.data(),
+                            problem.hasBias() ? bias.data() : nullptr, c.data(), nullptr);
+    };
+    if (!run())
+      return std::nullopt;
+    // The median of 5 rounds of at least 10 ms each.
+    std::vector<double> rounds;
+    for (int round = 0; round < 5; ++round) {
+      auto begin = std::chrono::steady_clock::now();
+      int calls = 0;
+      double elapsed = 0;
+      while (calls == 0 || elapsed < 0.01) {
+        run();
+        ++calls;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      }
+      rounds.push_back(elapsed / calls);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    return rounds[rounds.size() / 2];
+  }
+
+  int threads;
+  rt::cpu::ProductPrimitives primitives;
+  std::map<std::string, std::optional<double>> timed;
+};
+
 /// Times a layout's plans (one, or a pipeline's per stage) on `device`.
 class StepTimer {
 public:
-  /// `scale` multiplies each kind of kernel's time from the rates.
-  StepTimer(const DeviceModel &device, const Layout &layout, ComputeScale scale)
-      : device(device), layout(layout), scale(scale) {}
+  /// `scale` multiplies each kind of kernel's time from the rates; `times`
+  /// (null with a device file) times each listed product on this machine.
+  StepTimer(const DeviceModel &device, const Layout &layout, ComputeScale scale,
+            ProductTimes *times)
+      : device(device), layout(layout), scale(scale), times(times) {}
 
-  /// Seconds of one call's products, at the device's rates, of the function
-  /// whose plan.json `cost` entry this is.
+  /// Seconds of one call's products of the function whose plan.json `cost`
+  /// entry this is: each product it lists as timed here, the others (all of
+  /// them with a device file) at the device's rates.
   double productSeconds(const Json &cost) const {
+    double flops = cost["product_flops"].get<double>();
     double lowPrecision = cost["low_precision_product_flops"].get<double>();
-    return cost["product_flops"].get<double>() / device.productFlopsPerSecond +
+    double seconds = 0;
+    for (const Json &product : times ? cost.value("products", Json::array()) : Json::array()) {
+      std::optional<double> one = times->seconds(product);
+      if (!one)
+        continue;
+      const double calls = product["calls"].get<double>();
+      seconds += calls * *one;
+      (product["low_precision"].get<bool>() ? lowPrecision : flops) -=
+          calls * 2.0 * product["m"].get<double>() * product["n"].get<double>() *
+          product["k"].get<double>();
+    }
+    return seconds + std::max(0.0, flops) / device.productFlopsPerSecond +
            (lowPrecision > 0 ? lowPrecision / device.lowPrecisionProductFlopsPerSecond : 0);
   }
 
@@ -274,14 +361,16 @@ private:
   const DeviceModel &device;
   const Layout &layout;
   ComputeScale scale;
+  ProductTimes *times;
 };
 
 /// Fills `p`'s time and memory from the compiled plans: each pp rank's
 /// are those of the stages it runs (stage s on rank s mod pp; more than one
 /// with the interleaved schedule), the layout's the largest rank's.
 bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
-                      ComputeScale computeScale, Prediction &p, std::string &error) {
-  StepTimer timer(device, p.layout, computeScale);
+                      ComputeScale computeScale, ProductTimes *times, Prediction &p,
+                      std::string &error) {
+  StepTimer timer(device, p.layout, computeScale, times);
   const size_t ranks = static_cast<size_t>(p.layout.pp);
   // Per pp rank: its stages' peaks without their scratch and its largest
   // scratch and products' scratchpad (which a process's kernels share),
@@ -391,7 +480,8 @@ LogicalResult compileLayout(const PlanOptions &options, const Layout &layout,
 
 /// Compiles `layout` into `dir` and predicts it.
 Prediction predict(const PlanOptions &options, const Layout &layout, const DeviceModel &device,
-                   ComputeScale computeScale, const std::string &dir, bool warnings) {
+                   ComputeScale computeScale, ProductTimes *times, const std::string &dir,
+                   bool warnings) {
   Prediction p;
   p.layout = layout;
   UserError error;
@@ -403,7 +493,7 @@ Prediction predict(const PlanOptions &options, const Layout &layout, const Devic
   std::vector<Json> plans = compiledPlans(dir, stages);
   std::string why;
   if (plans.size() != static_cast<size_t>(stages) ||
-      !predictFromPlans(plans, device, computeScale, p, why)) {
+      !predictFromPlans(plans, device, computeScale, times, p, why)) {
     p.failure = {options.compile.model,
                  why.empty() ? "its plan.json cannot be read (a cleave bug)" : why, "",
                  kExitInternal};
@@ -643,6 +733,8 @@ struct Planning {
   /// measured, for the table's head.
   ComputeScale computeScale;
   std::string computeScaleText;
+  /// This machine's time of each product (--device cpu; null otherwise).
+  std::unique_ptr<ProductTimes> productTimes;
   std::vector<Prediction> predictions;
 };
 
@@ -653,14 +745,18 @@ struct Planning {
 bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &layouts,
                          const std::string &scratch, Planning &planning, UserError &error) {
   auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
-  if (options.device != "cpu" || reference == layouts.end())
+  if (options.device != "cpu")
+    return true;
+  planning.productTimes = std::make_unique<ProductTimes>(planning.device.kernelThreads);
+  if (reference == layouts.end())
     return true;
   MeasuredCompute measured;
   Json plan;
   if (!measureCompute(options, *reference, scratch + "/reference", measured, plan, error))
     return false;
   auto [products, other] =
-      StepTimer(planning.device, *reference, ComputeScale()).computeSecondsByKind(plan);
+      StepTimer(planning.device, *reference, ComputeScale(), planning.productTimes.get())
+          .computeSecondsByKind(plan);
   // Where a kind has no predicted time (a model without products) or the
   // measurement leaves it none, the whole step's scale stands for it.
   const double whole = measured.seconds / (products + other);
@@ -703,8 +799,8 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
     if (layout.recompute != "none" && !tooLargeWithoutRecompute.count(plain.flags()))
       continue;
     std::string dir = (scratch.path + "/layout" + std::to_string(i)).str();
-    Prediction p = predict(options, layout, planning.device, planning.computeScale, dir,
-                           /*warnings=*/i == 0);
+    Prediction p = predict(options, layout, planning.device, planning.computeScale,
+                           planning.productTimes.get(), dir, /*warnings=*/i == 0);
     p.fits = p.compiled() && p.peakBytes <= limit;
     if (p.compiled() && !p.fits && layout.recompute == "none")
       tooLargeWithoutRecompute.insert(layout.flags());

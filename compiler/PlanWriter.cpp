@@ -507,6 +507,40 @@ bool multipliesLowPrecision(Operation *product) {
   return factor.isBF16() || factor.isF16();
 }
 
+/// Counts one call of `op`'s matrix product, as the CPU kernel poses it, in
+/// `products` (merged with the same product's earlier calls); nothing for an
+/// op that is no such product.
+static void countProductCall(Operation *op, std::vector<rt::ProductCall> &products) {
+  std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op);
+  if (!problem)
+    return;
+  rt::ProductCall call;
+  call.operands = problem->operands;
+  call.result = problem->result;
+  call.transA = problem->transA;
+  call.transB = problem->transB;
+  call.m = problem->m;
+  call.n = problem->n;
+  call.k = problem->k;
+  call.beta = problem->beta;
+  call.bias = problem->hasBias();
+  call.lowPrecision = multipliesLowPrecision(op);
+  // A matmul of batched factors runs its problem once a matrix of the result.
+  const int64_t results = cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
+  call.calls = results / (problem->m * problem->n);
+  auto same = [&](const rt::ProductCall &c) {
+    return std::tie(c.operands, c.result, c.transA, c.transB, c.m, c.n, c.k, c.beta, c.bias,
+                    c.lowPrecision) == std::tie(call.operands, call.result, call.transA,
+                                                call.transB, call.m, call.n, call.k, call.beta,
+                                                call.bias, call.lowPrecision);
+  };
+  auto known = llvm::find_if(products, same);
+  if (known == products.end())
+    products.push_back(call);
+  else
+    known->calls += call.calls;
+}
+
 void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
   rt::FunctionCost &cost = plan.costs.emplace_back();
   cost.function = func.getSymName().str();
@@ -514,6 +548,8 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
   func.walk([&](Operation *op) {
     if (op->getDialect() && isa<CleaveDialect>(op->getDialect())) {
       plan.flops += estimateFlops(op);
+      if (options.target == "cpu")
+        countProductCall(op, cost.products);
       if (isProduct(op))
         (multipliesLowPrecision(op) ? cost.lowPrecisionProductFlops : cost.productFlops) +=
             estimateFlops(op);

@@ -834,14 +834,29 @@ std::string planJson(const Plan &plan) {
   for (const StoredTensor &s : plan.state)
     state.push_back(storedJson(s, plan));
   Json costs = Json::array();
-  for (const FunctionCost &c : plan.costs)
+  for (const FunctionCost &c : plan.costs) {
+    Json products = Json::array();
+    for (const ProductCall &p : c.products)
+      products.push_back({{"operands", dtypeName(p.operands)},
+                          {"result", dtypeName(p.result)},
+                          {"trans_a", p.transA},
+                          {"trans_b", p.transB},
+                          {"m", p.m},
+                          {"n", p.n},
+                          {"k", p.k},
+                          {"beta", p.beta},
+                          {"bias", p.bias},
+                          {"low_precision", p.lowPrecision},
+                          {"calls", p.calls}});
     costs.push_back({{"function", c.function},
                      {"calls_per_step", c.callsPerStep},
                      {"product_flops", c.productFlops},
                      {"low_precision_product_flops", c.lowPrecisionProductFlops},
                      {"other_bytes", c.otherBytes},
                      {"streamed_bytes", c.streamedBytes},
-                     {"kernel_calls", c.kernelCalls}});
+                     {"kernel_calls", c.kernelCalls},
+                     {"products", products}});
+  }
   const MemoryFigures &m = plan.memory;
   Json json = {
       {"format_version", kPlanFormatVersion},

@@ -170,6 +170,24 @@ struct CollectiveTraffic {
 /// 50 MiB): `cleave plan` times its bytes at the device's streaming rate.
 inline constexpr int64_t kStreamedKernelBytes = int64_t{16} << 20;
 
+/// A matrix product as the CPU's kernel poses it to oneDNN (folded batches
+/// in `m`, as runtime/cpu/ProductPrimitives.h's matmulProblem and
+/// gemmProblem do), and how often a call of its function runs it:
+/// `cleave plan --device cpu` times each such product on this machine.
+struct ProductCall {
+  DType operands = DType::F32, result = DType::F32;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+  /// The result added to (beta 1, a gradient accumulated in place) or not;
+  /// a row bias added as it is written.
+  float beta = 0;
+  bool bias = false;
+  /// Its factors are bf16 or f16 (counted in low_precision_product_flops),
+  /// whatever type the kernel multiplies them in.
+  bool lowPrecision = false;
+  int64_t calls = 0;
+};
+
 struct FunctionCost {
   std::string function;
   /// How often a step runs it (a forward or backward once per microbatch).
@@ -183,6 +201,9 @@ struct FunctionCost {
   int64_t otherBytes = 0, streamedBytes = 0;
   /// Kernel calls (views and constants run none).
   int64_t kernelCalls = 0;
+  /// Its f32 and bf16 matrix products on the CPU target, one entry per
+  /// distinct product (empty elsewhere).
+  std::vector<ProductCall> products;
 };
 
 struct MemoryFigures {
