@@ -198,11 +198,26 @@ public:
   /// Seconds of one call of the product `entry` describes; nullopt where
   /// oneDNN does not make it.
   std::optional<double> seconds(const Json &entry) {
-    const std::string key = entry.dump();
-    auto known = timed.find(key);
+    Json product = entry;
+    product.erase("calls");
+    auto known = timed.find(product.dump());
     if (known == timed.end())
-      known = timed.emplace(key, time(entry)).first;
+      known = timed.emplace(product.dump(), time(product)).first;
     return known->second;
+  }
+
+  /// Every product timed, each as plan.json lists it (without its calls)
+  /// with its `seconds`: what the predictions took.
+  Json json() const {
+    Json products = Json::array();
+    for (const auto &[key, seconds] : timed) {
+      if (!seconds)
+        continue;
+      Json product = Json::parse(key);
+      product["seconds"] = *seconds;
+      products.push_back(product);
+    }
+    return products;
   }
 
 private:
@@ -919,6 +934,7 @@ std::string predictionsJson(const PlanOptions &options, const Planning &planning
       {"device", deviceObject(planning.device)},
       {"compute_scale",
        {{"products", planning.computeScale.products}, {"other", planning.computeScale.other}}},
+      {"product_times", planning.productTimes ? planning.productTimes->json() : Json::array()},
       {"layouts", layouts}};
   return json.dump(2) + "\n";
 }

@@ -32,9 +32,11 @@
 #     reduce-scatters and all-gathers have their own); a pipeline's time lies between its
 #     slowest stage's work and the sum of every stage's; and with
 #     --device cpu (this machine measured: its link's all-reduce,
-#     reduce-scatter and all-gather rates, and the timing run's compute
-#     scales) the same model with the products' time and the other kernels'
-#     each multiplied by its own scale;
+#     reduce-scatter and all-gather rates, each matrix product plan.json
+#     lists timed alone (the plan's product_times), and the timing run's
+#     compute scales) the same model with each listed product at its time
+#     (the others' FLOPs at the rates), and the products' time and the other
+#     kernels' each multiplied by its own scale;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
 #     pp=2 with 1f1b and with the interleaved schedule, M=2, dp=2 with ZeRO 1
 #     and M=2, in fp32, bf16 and bf16 with bf16 gradients, and ZeRO 2 in
@@ -100,12 +102,29 @@ def rank_peaks(layout, stages):
             for rank in range(layout["pp"])]
 
 
-def function_seconds(device, plan_json, name, scale):
+def product_seconds(device, cost, product_times):
+    """A function's products: those cleave plan timed on this machine
+    (--device cpu's product_times, matched by every field but the calls) at
+    their time, the others' FLOPs at the device's rates."""
+    flops = {False: cost["product_flops"], True: cost["low_precision_product_flops"]}
+    seconds = 0.0
+    for product in cost.get("products", []):
+        shape = {k: v for k, v in product.items() if k != "calls"}
+        timed = [t["seconds"] for t in product_times
+                 if {k: v for k, v in t.items() if k != "seconds"} == shape]
+        if timed:
+            seconds += product["calls"] * timed[0]
+            flops[product["low_precision"]] -= (product["calls"] * 2 * product["m"] * product["n"]
+                                                * product["k"])
+    return (seconds + max(flops[False], 0) / device["product_flops_per_second"]
+            + (flops[True] / device["low_precision_product_flops_per_second"]
+               if flops[True] > 0 else 0))
+
+
+def function_seconds(device, plan_json, name, scale, product_times=()):
     for cost in plan_json["cost"]:
         if cost["function"] == name:
-            products = (cost["product_flops"] / device["product_flops_per_second"]
-                        + cost["low_precision_product_flops"]
-                        / device["low_precision_product_flops_per_second"])
+            products = product_seconds(device, cost, product_times)
             other = ((cost["other_bytes"] - cost["streamed_bytes"])
                      / device["memory_bytes_per_second"]
                      + cost["streamed_bytes"] / device["streaming_bytes_per_second"]
@@ -138,6 +157,7 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
     tag = f"{precision}-{os.path.basename(device_flag)}"
     planned = plan(work, model, 2, f"plan2-{tag}", precision, device=device_flag)
     device, scale = planned["device"], planned["compute_scale"]
+    times = planned["product_times"]
     if device_flag == "cpu":
         link = device["links"]["intra_node"]
         if not all(link.get(kind, {}).get("bandwidth_bytes_per_second", 0) > 0
@@ -145,6 +165,10 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
             problems.append(f"--device cpu: no measured reduce-scatter or all-gather rate: {link}")
         if not (scale["products"] > 0 and scale["other"] > 0):
             problems.append(f"--device cpu: compute scales {scale}")
+        if not times or not all(t["seconds"] > 0 for t in times):
+            problems.append(f"--device cpu: products timed {times}")
+    elif times:
+        problems.append(f"{device_flag}: products timed on this machine: {times}")
     for i, layout in enumerate(planned["layouts"]):
         _, stages = compile_layout(work, model, layout, f"layout{i}-{tag}", precision=precision)
         predicted = layout["step_seconds"]
@@ -153,14 +177,15 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
         if layout["pp"] == 1:
             plan_json = stages[0]
             expected = sum(c["calls_per_step"]
-                           * function_seconds(device, plan_json, c["function"], scale)
+                           * function_seconds(device, plan_json, c["function"], scale, times)
                            for c in plan_json["cost"])
             expected += communication_seconds(device, layout, plan_json)
             if abs(predicted / expected - 1) > 1e-9:
                 problems.append(f"{layout['flags']} {precision}: predicted {predicted} s, the "
                                 f"documented model gives {expected} s")
             continue
-        work_per_stage = [sum(c["calls_per_step"] * function_seconds(device, s, c["function"], scale)
+        work_per_stage = [sum(c["calls_per_step"]
+                              * function_seconds(device, s, c["function"], scale, times)
                               for c in s["cost"]) + communication_seconds(device, layout, s)
                           for s in stages]
         if not max(work_per_stage) * (1 - 1e-9) <= predicted <= sum(work_per_stage) * (1 + 1e-9):
