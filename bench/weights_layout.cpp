@@ -19,11 +19,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/MedianTime.h"
+
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,20 +40,7 @@ using Tag = memory::format_tag;
 /// after one call that makes any state and warms the caches.
 double secondsPerCall(const std::function<void()> &run) {
   run();
-  std::vector<double> rounds;
-  for (int round = 0; round < 7; ++round) {
-    auto begin = std::chrono::steady_clock::now();
-    int calls = 0;
-    double elapsed = 0;
-    while (calls == 0 || elapsed < 0.05) {
-      run();
-      ++calls;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    }
-    rounds.push_back(elapsed / calls);
-  }
-  std::sort(rounds.begin(), rounds.end());
-  return rounds[rounds.size() / 2];
+  return cleave::rt::medianSecondsPerCall(run, 7, 0.05);
 }
 
 struct Weight {

@@ -26,6 +26,7 @@
 #include "compiler/RunCommand.h"
 #include "passes/CostModel.h"
 #include "passes/PipelineSimulator.h"
+#include "runtime/MedianTime.h"
 #include "runtime/Npy.h"
 #include "runtime/cpu/ProductPrimitives.h"
 
@@ -38,7 +39,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <set>
 #include <thread>
@@ -249,21 +249,7 @@ private:
     };
     if (!run())
       return std::nullopt;
-    // The median of 5 rounds of at least 10 ms each.
-    std::vector<double> rounds;
-    for (int round = 0; round < 5; ++round) {
-      auto begin = std::chrono::steady_clock::now();
-      int calls = 0;
-      double elapsed = 0;
-      while (calls == 0 || elapsed < 0.01) {
-        run();
-        ++calls;
-        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      }
-      rounds.push_back(elapsed / calls);
-    }
-    std::sort(rounds.begin(), rounds.end());
-    return rounds[rounds.size() / 2];
+    return rt::medianSecondsPerCall(run, 5, 0.01);
   }
 
   int threads;
