@@ -739,10 +739,11 @@ struct Planning {
   std::vector<Prediction> predictions;
 };
 
-/// With --device cpu: times the first layout without a pipeline (every rank
-/// a dp rank where the batch allows) on this machine, so the cleave-calibrate
-/// rates of one product and one elementwise kernel are scaled to what this
-/// model's kernels achieve.
+/// With --device cpu: starts the timing of each product alone, and times the
+/// first layout without a pipeline (every rank a dp rank where the batch
+/// allows) on this machine, so the products timed alone and the
+/// cleave-calibrate rate of one elementwise kernel are scaled to what this
+/// model's kernels achieve in a job.
 bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &layouts,
                          const std::string &scratch, Planning &planning, UserError &error) {
   auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
