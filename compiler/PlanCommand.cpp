@@ -188,9 +188,9 @@ struct ComputeScale {
 
 /// This machine's time of each matrix product a plan lists (its `cost`
 /// entries' `products`), timed on first need, alone, on the kernels' threads
-/// of a rank: a product's rate depends on its shape (a weight gradient over
-/// a small microbatch runs at two thirds of a forward's here), which one
-/// product's rate from cleave-calibrate does not see.
+/// of a rank: a product's rate depends on its shape and on whether it adds
+/// to its result (the bench MLP's run at 103 to 172 GFLOP/s on one thread
+/// here), which one product's rate from cleave-calibrate does not see.
 class ProductTimes {
 public:
   explicit ProductTimes(int threads) : threads(threads) {}
@@ -769,7 +769,7 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
   scale.other = other > 0 && measuredOther > 0 ? measuredOther / other : whole;
   planning.computeScaleText =
       llvm::formatv("compute scale: products {0:F2}, other kernels {1:F2} ({2} measured {3:F3} "
-                    "and {4:F3} ms a step, the rates predict {5:F3} and {6:F3} ms)",
+                    "and {4:F3} ms a step, predicted {5:F3} and {6:F3} ms)",
                     scale.products, scale.other, layoutText(*reference),
                     measured.productSeconds * 1e3, measuredOther * 1e3, products * 1e3, other * 1e3)
           .str();
