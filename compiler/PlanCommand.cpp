@@ -300,11 +300,20 @@ public:
     return scale.products * productSeconds(cost) + scale.other * otherSeconds(cost);
   }
 
-  /// Seconds of one call of `function` (0 when the plan has none).
+  /// Seconds of one call's pipeline messages, each a step of the pp axis's
+  /// link and its bytes at the link's bandwidth.
+  double messageSeconds(const Json &cost) const {
+    const LinkRate &link = linkOf("pp");
+    return cost.value("messages", 0.0) * link.latencySeconds +
+           cost.value("message_bytes", 0.0) / link.bandwidthBytesPerSecond;
+  }
+
+  /// Seconds of one call of `function` with its messages (0 when the plan
+  /// has none).
   double functionSeconds(const Json &plan, const std::string &function) const {
     for (const Json &cost : plan["cost"])
       if (cost["function"] == function)
-        return callSeconds(cost);
+        return callSeconds(cost) + messageSeconds(cost);
     return 0;
   }
 

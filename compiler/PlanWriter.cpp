@@ -550,6 +550,11 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
       plan.flops += estimateFlops(op);
       if (options.target == "cpu")
         countProductCall(op, cost.products);
+      if (isa<PipelineSendOp, PipelineRecvOp>(op)) {
+        Value message = isa<PipelineSendOp>(op) ? op->getOperand(0) : op->getResult(0);
+        ++cost.messages;
+        cost.messageBytes += tensorBytes(cast<RankedTensorType>(message.getType()));
+      }
       if (isProduct(op))
         (multipliesLowPrecision(op) ? cost.lowPrecisionProductFlops : cost.productFlops) +=
             estimateFlops(op);

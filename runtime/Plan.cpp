@@ -855,6 +855,8 @@ std::string planJson(const Plan &plan) {
                      {"other_bytes", c.otherBytes},
                      {"streamed_bytes", c.streamedBytes},
                      {"kernel_calls", c.kernelCalls},
+                     {"messages", c.messages},
+                     {"message_bytes", c.messageBytes},
                      {"products", products}});
   }
   const MemoryFigures &m = plan.memory;

@@ -201,6 +201,8 @@ struct FunctionCost {
   int64_t otherBytes = 0, streamedBytes = 0;
   /// Kernel calls (views and constants run none).
   int64_t kernelCalls = 0;
+  /// The pipeline messages it sends and receives, and their bytes.
+  int64_t messages = 0, messageBytes = 0;
   /// Its f32 and bf16 matrix products on the CPU target, one entry per
   /// distinct product (empty elsewhere).
   std::vector<ProductCall> products;

@@ -30,7 +30,9 @@
 #     sent / bandwidth on its axis's link (the link's rate for its kind of
 #     collective where the device file gives one: the test device's
 #     reduce-scatters and all-gathers have their own); a pipeline's time lies between its
-#     slowest stage's work and the sum of every stage's; and with
+#     slowest stage's work and the sum of every stage's (its messages, which
+#     its plans count, each a step of the pp link and its bytes at the
+#     link's bandwidth); and with
 #     --device cpu (this machine measured: its link's all-reduce,
 #     reduce-scatter and all-gather rates, each matrix product plan.json
 #     lists timed alone (the plan's product_times), and the timing run's
@@ -133,14 +135,29 @@ def function_seconds(device, plan_json, name, scale, product_times=()):
     return 0.0
 
 
-def communication_seconds(device, layout, plan_json):
+def axis_link(device, layout, axis):
+    """The intra-node link where the axis's groups lie in one node (ranks
+    row-major over pp, dp, tp), else the inter-node one."""
     sizes = {"dp": layout["dp"], "tp": layout["tp"], "pp": layout["pp"]}
     strides = {"tp": 1, "dp": layout["tp"], "pp": layout["tp"] * layout["dp"]}
+    within = strides[axis] * sizes[axis] <= device["ranks_per_node"]
+    return device["links"]["intra_node" if within else "inter_node"]
+
+
+def message_seconds(device, layout, cost):
+    """A call's pipeline messages: a step of the pp link each, and their
+    bytes at its bandwidth."""
+    link = axis_link(device, layout, "pp")
+    return (cost["messages"] * link["latency_seconds"]
+            + cost["message_bytes"] / link["bandwidth_bytes_per_second"])
+
+
+def communication_seconds(device, layout, plan_json):
+    sizes = {"dp": layout["dp"], "tp": layout["tp"], "pp": layout["pp"]}
     seconds = 0.0
     for c in plan_json.get("collectives", []):
         n = sizes[c["axis"]]
-        within = strides[c["axis"]] * n <= device["ranks_per_node"]
-        link = device["links"]["intra_node" if within else "inter_node"]
+        link = axis_link(device, layout, c["axis"])
         # A kind with a rate of its own takes it, the others the link's.
         link = link.get(c["kind"], link)
         steps = 2 * (n - 1) if c["kind"] == "all_reduce" else n - 1
@@ -185,9 +202,12 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
                                 f"documented model gives {expected} s")
             continue
         work_per_stage = [sum(c["calls_per_step"]
-                              * function_seconds(device, s, c["function"], scale, times)
+                              * (function_seconds(device, s, c["function"], scale, times)
+                                 + message_seconds(device, layout, c))
                               for c in s["cost"]) + communication_seconds(device, layout, s)
                           for s in stages]
+        if not any(c["messages"] for s in stages for c in s["cost"]):
+            problems.append(f"{layout['flags']}: no pipeline message in its plans")
         if not max(work_per_stage) * (1 - 1e-9) <= predicted <= sum(work_per_stage) * (1 + 1e-9):
             problems.append(f"{layout['flags']} {precision}: predicted {predicted} s outside "
                             f"[{max(work_per_stage)}, {sum(work_per_stage)}]")
