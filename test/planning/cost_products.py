@@ -10,7 +10,10 @@
 #     batches of matrices), each function's listed products' FLOPs (2 m n k
 #     a call) equal its product_flops, so every product is listed once with
 #     its calls;
-#   - with --target cuda, none are listed.
+#   - with --target cuda, none are listed;
+#   - the MLP on pp=2 (--grad-accum 2): each stage's forward and backward
+#     count one message each (the stage boundary's activation, then its
+#     gradient: 8 x 64 f32, 2,048 bytes), its update none.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -66,6 +69,17 @@ def main(work):
                                 f"product_flops {cost['product_flops']}")
         calls = max(p["calls"] for c in plan["cost"] for p in c["products"])
         print(f"{exporter}: listed FLOPs checked, a product runs at most {calls} times a call")
+    out = os.path.join(work, "mlp-pp2")
+    subprocess.run(["cleave", "compile", os.path.join(work, "export_mlp.onnx"), "-o", out,
+                    "--train", "--optimizer", "adam", "--emit", "plan", "--mesh", "pp=2",
+                    "--grad-accum", "2"], check=True)
+    for s in range(2):
+        stage = json.load(open(os.path.join(out, f"stage{s}", "plan.json")))
+        messages = {c["function"]: (c["messages"], c["message_bytes"]) for c in stage["cost"]}
+        expected = {"forward": (1, 2048), "backward": (1, 2048), "apply": (0, 0)}
+        if messages != expected:
+            problems.append(f"mlp pp=2 stage {s}: messages {messages}, expected {expected}")
+    print("mlp pp=2: each stage's messages checked")
     cuda = compiled(work, "export_mlp", "mlp-cuda", ["--target", "cuda"])
     if any(c["products"] for c in cuda["cost"]):
         problems.append("--target cuda: products listed")
