@@ -200,9 +200,10 @@ public:
   std::optional<double> seconds(const Json &entry) {
     Json product = entry;
     product.erase("calls");
-    auto known = timed.find(product.dump());
+    const std::string key = product.dump();
+    auto known = timed.find(key);
     if (known == timed.end())
-      known = timed.emplace(product.dump(), time(product)).first;
+      known = timed.emplace(key, time(product)).first;
     return known->second;
   }
 
@@ -748,18 +749,14 @@ struct Planning {
   std::vector<Prediction> predictions;
 };
 
-/// With --device cpu: starts the timing of each product alone, and times the
-/// first layout without a pipeline (every rank a dp rank where the batch
-/// allows) on this machine, so the products timed alone and the
-/// cleave-calibrate rate of one elementwise kernel are scaled to what this
-/// model's kernels achieve in a job.
+/// With --device cpu: times the first layout without a pipeline (every rank
+/// a dp rank where the batch allows) on this machine, so the products timed
+/// alone and the cleave-calibrate rate of one elementwise kernel are scaled
+/// to what this model's kernels achieve in a job.
 bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &layouts,
                          const std::string &scratch, Planning &planning, UserError &error) {
   auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
-  if (options.device != "cpu")
-    return true;
-  planning.productTimes = std::make_unique<ProductTimes>(planning.device.kernelThreads);
-  if (reference == layouts.end())
+  if (options.device != "cpu" || reference == layouts.end())
     return true;
   MeasuredCompute measured;
   Json plan;
@@ -796,6 +793,9 @@ bool planLayouts(const PlanOptions &options, Planning &planning, UserError &erro
     return false;
   }
   std::vector<Layout> layouts = enumerateLayouts(options);
+  // A measured machine times each product itself.
+  if (planning.device.kernelThreads > 0)
+    planning.productTimes = std::make_unique<ProductTimes>(planning.device.kernelThreads);
   if (!measureComputeScale(options, layouts, scratch.path.str().str(), planning, error))
     return false;
   const int64_t limit = options.memoryPerRank.value_or(planning.device.memoryPerRankBytes);

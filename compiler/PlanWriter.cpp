@@ -528,13 +528,13 @@ static void countProductCall(Operation *op, std::vector<rt::ProductCall> &produc
   // A matmul of batched factors runs its problem once a matrix of the result.
   const int64_t results = cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
   call.calls = results / (problem->m * problem->n);
-  auto same = [&](const rt::ProductCall &c) {
+  // The same product is every field but the calls.
+  auto product = [](const rt::ProductCall &c) {
     return std::tie(c.operands, c.result, c.transA, c.transB, c.m, c.n, c.k, c.beta, c.bias,
-                    c.lowPrecision) == std::tie(call.operands, call.result, call.transA,
-                                                call.transB, call.m, call.n, call.k, call.beta,
-                                                call.bias, call.lowPrecision);
+                    c.lowPrecision);
   };
-  auto known = llvm::find_if(products, same);
+  auto known = llvm::find_if(products,
+                             [&](const rt::ProductCall &c) { return product(c) == product(call); });
   if (known == products.end())
     products.push_back(call);
   else
