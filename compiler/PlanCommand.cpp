@@ -25,7 +25,9 @@
 #include "compiler/DeviceModel.h"
 #include "compiler/RunCommand.h"
 #include "passes/CostModel.h"
+#include "passes/Passes.h"
 #include "passes/PipelineSimulator.h"
+#include "runtime/Allocations.h"
 #include "runtime/MedianTime.h"
 #include "runtime/Npy.h"
 #include "runtime/cpu/ProductPrimitives.h"
@@ -39,6 +41,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 #include <thread>
@@ -240,13 +243,28 @@ private:
       problem.biasRows = 1;
       problem.biasColumns = problem.n;
     }
-    const size_t factor = rt::dtypeSize(problem.operands);
-    std::vector<char> a(problem.m * problem.k * factor), b(problem.k * problem.n * factor),
-        c(problem.m * problem.n * rt::dtypeSize(problem.result));
-    std::vector<float> bias(problem.n);
+    // Zeroed, each aligned as the program's arena places tensors (a large
+    // std::vector's data lies 16 bytes past a page, so its rows straddle
+    // cache lines where the program's do not).
+    auto aligned = [](int64_t bytes) {
+      return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    };
+    const int64_t factor = static_cast<int64_t>(rt::dtypeSize(problem.operands));
+    const int64_t aBytes = aligned(problem.m * problem.k * factor),
+                  bBytes = aligned(problem.k * problem.n * factor),
+                  cBytes = aligned(problem.m * problem.n *
+                                   static_cast<int64_t>(rt::dtypeSize(problem.result))),
+                  biasBytes = aligned(problem.n * static_cast<int64_t>(sizeof(float)));
+    rt::KeptBuffer buffer(aBytes + bBytes + cBytes + biasBytes, nullptr);
+    if (!buffer.data())
+      return std::nullopt;
+    char *a = static_cast<char *>(buffer.data()), *b = a + aBytes, *c = b + bBytes,
+         *bias = c + cBytes;
+    std::memset(a, 0, aBytes + bBytes + cBytes + biasBytes);
     auto run = [&] {
-      return primitives.run(problem, threads, a.data(), b.data(),
-                            problem.hasBias() ? bias.data() : nullptr, c.data(), nullptr);
+      return primitives.run(problem, threads, a, b,
+                            problem.hasBias() ? reinterpret_cast<float *>(bias) : nullptr, c,
+                            nullptr);
     };
     if (!run())
       return std::nullopt;
