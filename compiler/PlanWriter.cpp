@@ -140,10 +140,11 @@ rt::Activation activationOf(Operation *op) {
 
 /// The product a matmul or gemm `op` runs on the CPU as its kernel poses it
 /// to oneDNN (runtime/cpu/ProductPrimitives.h), with its in-place
-/// accumulation where the memory plan writes the result over c; none for
-/// products with nothing to compute, f64 and integer ones (OpenBLAS and
-/// loops) and other ops.
-std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op) {
+/// accumulation where the memory plan writes the result over c (but on a
+/// `firstCall` of a gemm marked cleave.first_call_writes, which writes it);
+/// none for products with nothing to compute, f64 and integer ones
+/// (OpenBLAS and loops) and other ops.
+std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op, bool firstCall = false) {
   if (!isa<MatMulOp, GemmOp>(op))
     return std::nullopt;
   Type element = getElementTypeOrSelf(op->getOperand(0));
@@ -158,7 +159,8 @@ std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op) {
                                      shape(matmul.getOutput()), constant);
   } else {
     auto gemm = cast<GemmOp>(op);
-    const float beta = gemm.getBeta().convertToFloat();
+    const float beta =
+        firstCall && op->hasAttr(kFirstCallWritesAttr) ? 0.0f : gemm.getBeta().convertToFloat();
     const bool added = gemm.getC() && beta != 0.0f;
     auto inPlace = op->getAttrOfType<DenseI64ArrayAttr>(kInPlaceOffsetsAttr);
     const rt::Dims c = added ? shape(gemm.getC()) : rt::Dims{};
@@ -250,9 +252,12 @@ KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
   const bool constant = cpu && op->hasAttr(kConstantWeightsAttr);
   if (cpu && isa<MatMulOp, GemmOp>(op)) {
     memory.scratchBytes = productScratchBytes(op);
-    if (std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op))
-      memory.productScratchpadBytes =
-          std::max<int64_t>(0, products.scratchpadBytes(*problem, threads));
+    // A gemm that writes its accumulator on the first call poses another
+    // product then.
+    for (bool firstCall : {false, true})
+      if (std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op, firstCall))
+        memory.productScratchpadBytes = std::max<int64_t>(
+            memory.productScratchpadBytes, products.scratchpadBytes(*problem, threads));
     if (constant) {
       ArrayRef<int64_t> shape = cast<RankedTensorType>(op->getOperand(1).getType()).getShape();
       auto transB = op->getAttrOfType<BoolAttr>("trans_b");
@@ -509,9 +514,12 @@ bool multipliesLowPrecision(Operation *product) {
 
 /// Counts one call of `op`'s matrix product, as the CPU kernel poses it, in
 /// `products` (merged with the same product's earlier calls); nothing for an
-/// op that is no such product.
-static void countProductCall(Operation *op, std::vector<rt::ProductCall> &products) {
-  std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op);
+/// op that is no such product. With `everyCallFirst` (a function called
+/// once a step) a gemm that writes its accumulator on its first call always
+/// does; otherwise it is counted as adding on every call.
+static void countProductCall(Operation *op, bool everyCallFirst,
+                             std::vector<rt::ProductCall> &products) {
+  std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op, everyCallFirst);
   if (!problem)
     return;
   rt::ProductCall call;
@@ -549,7 +557,7 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     if (op->getDialect() && isa<CleaveDialect>(op->getDialect())) {
       plan.flops += estimateFlops(op);
       if (options.target == "cpu")
-        countProductCall(op, cost.products);
+        countProductCall(op, cost.callsPerStep == 1, cost.products);
       if (isa<PipelineSendOp, PipelineRecvOp>(op)) {
         Value message = isa<PipelineSendOp>(op) ? op->getOperand(0) : op->getResult(0);
         ++cost.messages;

@@ -188,8 +188,10 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
                                   {"epsilon", "momentum", "training_mode"}};
   calls["dropout"] = {"dropout", 1, {"ratio", "training_mode", "seed", "split"}};
   calls["matmul"] = {"matmul", -1, {kConstantWeightsAttr}};
-  calls["gemm"] = {
-      "gemm", 2, {"alpha", "beta", "trans_a", "trans_b", "activation", kConstantWeightsAttr}};
+  calls["gemm"] = {"gemm",
+                   2,
+                   {"alpha", "beta", "trans_a", "trans_b", "activation", kConstantWeightsAttr,
+                    kFirstCallWritesAttr}};
   calls["transpose"] = {"transpose", -1, {"perm"}};
   calls["concat"] = {"concat", -1, {"axis"}};
   calls["fused_elementwise"] = {"fused_elementwise", -1, {"program"}};
@@ -375,7 +377,8 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
                                                       : value == "gelu" ? "Gelu"
                                                                         : "None");
   }
-  if (name == kConstantWeightsAttr || name == "divide" || name == "mask_keeps") // unit: flags
+  if (name == kConstantWeightsAttr || name == kFirstCallWritesAttr || name == "divide" ||
+      name == "mask_keeps") // unit: flags
     return std::string(attr ? "true" : "false");
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");

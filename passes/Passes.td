@@ -756,6 +756,16 @@ def AccumulateIntoProducts : Pass<"cleave-accumulate-into-products", "mlir::Modu
     by a product of bf16 factors, likewise: the gemm then writes bf16, the
     f32 sum plus the slot rounded once, as the cast did, and the product's
     f32 result (a weight's size) is no longer made.
+
+    Such a product that a step's microbatch reaches before anything else
+    uses its slot (nothing earlier in its function, in @forward, @backward,
+    @backward_weight order, uses the argument of that name), in a module whose
+    @apply zeroes the slot as its last use of it, is marked
+    `cleave.first_call_writes` and the zeroing dropped: the kernel takes beta
+    as 0 on its function's first call in a step (the driver says which call
+    is), writing the slot where it would have added to its zeros. A pass
+    over every accumulator less a step, and the first microbatch's products
+    read no accumulator.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

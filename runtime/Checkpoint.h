@@ -87,7 +87,8 @@ struct CheckpointShard {
 };
 
 /// A stored tensor of the run (plan.json's parameters and state other than
-/// the accumulators, zero after every step, and the tp coordinate).
+/// the accumulators, zero or first written at the start of every step, and
+/// the tp coordinate).
 struct CheckpointTensor {
   std::string name;
   /// Its plan.json entry without offset and bytes (storedLayoutJson).

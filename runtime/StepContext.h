@@ -52,6 +52,9 @@ struct StepContext {
   /// Whether the calls that run now are the step's last microbatch, whose
   /// backward starts the sums.
   bool lastMicrobatch = false;
+  /// Whether the calls that run now are their function's first in the
+  /// step, where a gemm marked `firstCallWrites` writes its accumulator.
+  bool firstCall = false;
   /// Where kernels count the scratch they allocate for a call (a
   /// convolution's columns, runtime/ConvScratch.h); null: not counted.
   AllocationMeter *allocations = nullptr;

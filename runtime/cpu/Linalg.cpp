@@ -295,8 +295,10 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
 
 void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
           float alpha, float beta, bool transA, bool transB, Activation activation,
-          bool constantWeights) {
+          bool constantWeights, bool firstCallWrites) {
   const char *kernel = "gemm";
+  if (firstCallWrites && ctx.firstCall)
+    beta = 0.0f;
   checkType(kernel, b, a.dtype);
   const bool lowPrecision = isLowPrecision(a.dtype);
   // bf16 factors may write a bf16 result: the f32 sum, plus c, rounded.

@@ -620,14 +620,41 @@ TEST(Gemm, TransposesAlphaBetaBroadcastC) {
             auto c = makeRandom<float>(cShape, seed++);
             auto y = zeros(DType::F32, {m, n});
             cpu::gemm(*context, a, b, c.ptr(), y, alpha, beta, transA, transB, Activation::None,
-                      false);
+                      false, false);
             expectNear(y, gemmByLoop<float>(a, b, &c, alpha, beta, transA, transB), 1e-5);
           }
           auto y = zeros(DType::F32, {m, n});
-          cpu::gemm(*context, a, b, nullptr, y, 1.5f, 1.0f, transA, transB, Activation::None,
+          cpu::gemm(*context, a, b, nullptr, y, 1.5f, 1.0f, transA, transB, Activation::None, false,
                     false);
           expectNear(y, gemmByLoop<float>(a, b, nullptr, 1.5, 0.0, transA, transB), 1e-5);
         }
+}
+
+// An accumulator's product marked firstCallWrites (a weight's gradient,
+// cleave-accumulate-into-products) writes it on its function's first call in
+// a step, whatever it held, and adds to it on the later calls; unmarked, it
+// adds on every call.
+TEST(Gemm, FirstCallWritesTheAccumulator) {
+  const int64_t m = 6, k = 3, n = 5;
+  auto a = makeRandom<float>(Dims{k, m}, 400);
+  auto b = makeRandom<float>(Dims{k, n}, 401);
+  auto stale = makeRandom<float>(Dims{m, n}, 402);
+  auto product = gemmByLoop<float>(a, b, nullptr, 1.0, 0.0, true, false);
+  for (bool marked : {true, false}) {
+    auto slot = makeRandom<float>(Dims{m, n}, 402);
+    cpu::Context context;
+    context.firstCall = true;
+    cpu::gemm(context, a, b, slot.ptr(), slot, 1.0f, 1.0f, true, false, Activation::None, false,
+              marked);
+    auto once = marked ? product : gemmByLoop<float>(a, b, &stale, 1.0, 1.0, true, false);
+    expectNear(slot, once, 1e-5);
+    context.firstCall = false;
+    cpu::gemm(context, a, b, slot.ptr(), slot, 1.0f, 1.0f, true, false, Activation::None, false,
+              marked);
+    for (double &v : once)
+      v *= 2;
+    expectNear(slot, marked ? once : gemmByLoop<float>(a, b, &stale, 2.0, 1.0, true, false), 1e-5);
+  }
 }
 
 // A constant B (cleave-constant-weights) is read from a copy in oneDNN's
@@ -653,8 +680,8 @@ TEST(Gemm, ConstantWeightsReadFromAKeptCopy) {
         auto bias = makeRandom<float>(Dims{n}, seed++);
         for (int call = 0; call < 2; ++call) {
           auto y = zeros(DType::F32, {m, n});
-          cpu::gemm(keeping, a, b, bias.ptr(), y, 1.0f, 1.0f, false, transB, Activation::None,
-                    true);
+          cpu::gemm(keeping, a, b, bias.ptr(), y, 1.0f, 1.0f, false, transB, Activation::None, true,
+                    false);
           expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, false, transB), 1e-5);
         }
         EXPECT_GT(cpu::packedWeightsBytes(k, n), 0);
@@ -703,21 +730,21 @@ TEST(Gemm, FusedActivations) {
     auto bias = makeRandom<float>({n}, seed++);
     auto c = makeRandom<float>({m, n}, seed++);
     auto y = zeros(DType::F32, {m, n});
-    cpu::gemm(ctx(), a, b, bias.ptr(), y, 1.0f, 1.0f, false, true, activation, false);
+    cpu::gemm(ctx(), a, b, bias.ptr(), y, 1.0f, 1.0f, false, true, activation, false, false);
     expectNear(y, activated(gemmByLoop<float>(a, b, &bias, 1.0, 1.0, false, true), activation),
                1e-5);
-    cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, false, true, activation, false);
+    cpu::gemm(ctx(), a, b, c.ptr(), y, 0.5f, 2.0f, false, true, activation, false, false);
     expectNear(y, activated(gemmByLoop<float>(a, b, &c, 0.5, 2.0, false, true), activation), 1e-5);
     auto a64 = makeRandom<double>({m, k}, seed++);
     auto b64 = makeRandom<double>({k, n}, seed++);
     auto y64 = zeros(DType::F64, {m, n});
-    cpu::gemm(ctx(), a64, b64, nullptr, y64, 1.0f, 0.0f, false, false, activation, false);
+    cpu::gemm(ctx(), a64, b64, nullptr, y64, 1.0f, 0.0f, false, false, activation, false, false);
     expectNear(y64,
                activated(gemmByLoop<double>(a64, b64, nullptr, 1.0, 0.0, false, false), activation),
                1e-12);
     // k = 0: no product, the result is beta C.
     auto empty = zeros(DType::F32, {m, 0}), emptyB = zeros(DType::F32, {0, n});
-    cpu::gemm(ctx(), empty, emptyB, c.ptr(), y, 1.0f, 1.0f, false, false, activation, false);
+    cpu::gemm(ctx(), empty, emptyB, c.ptr(), y, 1.0f, 1.0f, false, false, activation, false, false);
     expectNear(y,
                activated(gemmByLoop<float>(empty, emptyB, &c, 1.0, 1.0, false, false), activation),
                1e-6);
@@ -729,19 +756,19 @@ TEST(Gemm, DoubleAndIntegers) {
   auto b = makeRandom<double>({2, 4}, 8);
   auto c = makeRandom<double>({2}, 9);
   auto y = zeros(DType::F64, {3, 2});
-  cpu::gemm(ctx(), a, b, c.ptr(), y, -1.0f, 0.25f, true, true, Activation::None, false);
+  cpu::gemm(ctx(), a, b, c.ptr(), y, -1.0f, 0.25f, true, true, Activation::None, false, false);
   expectNear(y, gemmByLoop<double>(a, b, &c, -1.0, 0.25, true, true), 1e-12);
 
   auto ai = make<int32_t>({2, 2}, {1, 2, 3, 4});
   auto bi = make<int32_t>({2, 2}, {5, 6, 7, 8});
   auto ci = make<int32_t>({2}, {100, 200});
   auto yi = zeros(DType::I32, {2, 2});
-  cpu::gemm(ctx(), ai, bi, ci.ptr(), yi, 1.0f, 1.0f, false, false, Activation::None, false);
+  cpu::gemm(ctx(), ai, bi, ci.ptr(), yi, 1.0f, 1.0f, false, false, Activation::None, false, false);
   expectEqual<int32_t>(yi, {119, 222, 143, 250});
   auto a64 = make<int64_t>({2, 2}, {1, 2, 3, 4});
   auto b64 = make<int64_t>({2, 1}, {1, -1});
   auto y64 = zeros(DType::I64, {2, 1});
-  cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false, Activation::None, false);
+  cpu::gemm(ctx(), a64, b64, nullptr, y64, 2.0f, 0.0f, true, false, Activation::None, false, false);
   expectEqual<int64_t>(y64, {-4, -4}); // 2 * A^T [1, -1]
 }
 
@@ -791,7 +818,7 @@ TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
     auto b = makeRandom<float>(Dims{300, 640}, seed++);
     auto bias = makeRandom<float>(Dims{300}, seed++);
     auto y = zeros(DType::F32, {96, 300});
-    cpu::gemm(context, a, b, bias.ptr(), y, 1.0f, 1.0f, true, true, Activation::None, false);
+    cpu::gemm(context, a, b, bias.ptr(), y, 1.0f, 1.0f, true, true, Activation::None, false, false);
     expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, true, true), 1e-4);
     expected = std::max(
         expected, asked.scratchpadBytes(cpu::gemmProblem(DType::F32, DType::F32, a.t().shape,
@@ -803,7 +830,7 @@ TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
     auto before = makeRandom<float>(Dims{96, 300}, seed++);
     auto x = makeRandom<float>(Dims{96, 640}, seed++);
     cpu::gemm(context, x, b, accumulated.ptr(), accumulated, 1.0f, 1.0f, false, true,
-              Activation::None, false);
+              Activation::None, false, false);
     expectNear(accumulated, gemmByLoop<float>(x, b, &before, 1.0, 1.0, false, true), 1e-4);
     expected = std::max(
         expected,
@@ -868,7 +895,7 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
           auto bias = makeRandom<float>({n}, seed++);
           auto y = zeros(DType::F32, {m, n});
           cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB, Activation::None,
-                    false);
+                    false, false);
           expectNear(y, gemmByLoop<float>(aRounded, bRounded, &bias, 0.5, 2.0, transA, transB),
                      1e-5);
         }
@@ -926,7 +953,7 @@ TEST(LowPrecisionProducts, Bf16ResultAddsCAndRoundsOnce) {
           Buffer before(DType::F32, {m, n});
           cpu::cast(ctx(), accumulator, before);
           cpu::gemm(*context, a, b, accumulator.ptr(), accumulator, 1.0f, 1.0f, transA, transB,
-                    Activation::None, false);
+                    Activation::None, false, false);
           check(accumulator,
                 gemmByLoop<float>(aRounded, bRounded, &before, 1.0, 1.0, transA, transB), magnitude,
                 k);
@@ -934,7 +961,7 @@ TEST(LowPrecisionProducts, Bf16ResultAddsCAndRoundsOnce) {
         auto [row, rowWide] = lowPrecision(DType::BF16, makeRandom<float>({n}, seed++));
         auto result = zeros(DType::BF16, {m, n});
         cpu::gemm(*context, a, b, row.ptr(), result, 0.5f, 2.0f, transA, transB, Activation::None,
-                  false);
+                  false, false);
         // alpha halves the products' sum and its error bound.
         check(result, gemmByLoop<float>(aRounded, bRounded, &rowWide, 0.5, 2.0, transA, transB),
               magnitude, k);
@@ -969,12 +996,13 @@ TEST(LowPrecisionProducts, ResultMustBeF32) {
   Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
   EXPECT_EXIT(cpu::matmul(ctx(), a, b, y, false), ::testing::ExitedWithCode(3),
               "kernel matmul: .*bf16");
-  EXPECT_EXIT(cpu::gemm(ctx(), a, b, nullptr, y, 1.0f, 0.0f, false, false, Activation::Relu, false),
-              ::testing::ExitedWithCode(3), "kernel gemm: a bf16 result takes no activation");
-  Buffer h(DType::F16, {2, 2}), y32(DType::F32, {2, 2});
   EXPECT_EXIT(
-      cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false, Activation::None, false),
-      ::testing::ExitedWithCode(3), "kernel gemm: .*f16");
+      cpu::gemm(ctx(), a, b, nullptr, y, 1.0f, 0.0f, false, false, Activation::Relu, false, false),
+      ::testing::ExitedWithCode(3), "kernel gemm: a bf16 result takes no activation");
+  Buffer h(DType::F16, {2, 2}), y32(DType::F32, {2, 2});
+  EXPECT_EXIT(cpu::gemm(ctx(), a, h, nullptr, y32, 1.0f, 0.0f, false, false, Activation::None,
+                        false, false),
+              ::testing::ExitedWithCode(3), "kernel gemm: .*f16");
 }
 
 //===----------------------------------------------------------------------===//

@@ -852,21 +852,21 @@ TEST_F(CudaKernels, Gemm) {
   Tensor c = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
   // 2 * A B + 3 * C with C broadcast over rows.
   std::vector<float> want = {119, 125, 281, 305};
-  kc::gemm(ctx, a, b, &c, out, 2.0f, 3.0f, false, false, Activation::None, false);
+  kc::gemm(ctx, a, b, &c, out, 2.0f, 3.0f, false, false, Activation::None, false, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, aT, b, &c, out, 2.0f, 3.0f, true, false, Activation::None, false);
+  kc::gemm(ctx, aT, b, &c, out, 2.0f, 3.0f, true, false, Activation::None, false, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, a, bT, &c, out, 2.0f, 3.0f, false, true, Activation::None, false);
+  kc::gemm(ctx, a, bT, &c, out, 2.0f, 3.0f, false, true, Activation::None, false, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, aT, bT, &c, out, 2.0f, 3.0f, true, true, Activation::None, false);
+  kc::gemm(ctx, aT, bT, &c, out, 2.0f, 3.0f, true, true, Activation::None, false, false);
   expectClose(get<float>(out), want);
-  kc::gemm(ctx, a, b, nullptr, out, 1.0f, 1.0f, false, false, Activation::None, false);
+  kc::gemm(ctx, a, b, nullptr, out, 1.0f, 1.0f, false, false, Activation::None, false, false);
   expectClose(get<float>(out), {58, 64, 139, 154});
   Tensor column = f32({2, 1}, {1, 2});
-  kc::gemm(ctx, a, b, &column, out, 1.0f, 1.0f, false, false, Activation::None, false);
+  kc::gemm(ctx, a, b, &column, out, 1.0f, 1.0f, false, false, Activation::None, false, false);
   expectClose(get<float>(out), {59, 65, 141, 156});
   Tensor scalar = f32({}, {10.0f});
-  kc::gemm(ctx, a, b, &scalar, out, 1.0f, 0.5f, false, false, Activation::None, false);
+  kc::gemm(ctx, a, b, &scalar, out, 1.0f, 0.5f, false, false, Activation::None, false, false);
   expectClose(get<float>(out), {63, 69, 144, 159});
 }
 
@@ -888,7 +888,7 @@ TEST_F(CudaKernels, LowPrecisionProducts) {
     kc::cast(ctx, f32({2, 3}, {1, 2, 3, 4, 5, 6}), ga);
     kc::cast(ctx, f32({3, 2}, {7, 8, 9, 10, 11, 12}), gb);
     Tensor bias = f32({2}, {1, -1}), out = alloc(DType::F32, {2, 2});
-    kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false, Activation::None, false);
+    kc::gemm(ctx, ga, gb, &bias, out, 2.0f, 3.0f, false, false, Activation::None, false, false);
     expectClose(get<float>(out), {119, 125, 281, 305});
   }
 }
@@ -910,10 +910,10 @@ TEST_F(CudaKernels, LowPrecisionProductIntoBFloat16) {
       out.push_back(cleave::rt::toBFloat16(v).bits);
     return out;
   };
-  kc::gemm(ctx, a, b, &slot, slot, 1.0f, 1.0f, false, false, Activation::None, false);
+  kc::gemm(ctx, a, b, &slot, slot, 1.0f, 1.0f, false, false, Activation::None, false, false);
   EXPECT_EQ(get<uint16_t>(slot), bits({58.5f, 65, 396, 153}));
   Tensor out = alloc(DType::BF16, {2, 2});
-  kc::gemm(ctx, a, b, &row, out, 2.0f, 0.5f, false, false, Activation::None, false);
+  kc::gemm(ctx, a, b, &row, out, 2.0f, 0.5f, false, false, Activation::None, false, false);
   EXPECT_EQ(get<uint16_t>(out), bits({117, 126, 279, 306}));
 }
 

@@ -357,8 +357,11 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
 }
 
 void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const Tensor &out,
-          float alpha, float beta, bool transA, bool transB, Activation activation, bool) {
+          float alpha, float beta, bool transA, bool transB, Activation activation, bool,
+          bool firstCallWrites) {
   const char *kernel = "gemm";
+  if (firstCallWrites && ctx.firstCall)
+    beta = 0.0f;
   const cudaDataType factors = factorType(kernel, a, b);
   // bf16 factors may write a bf16 result: the f32 sum, plus c, rounded
   // (cuBLAS's bf16 C under f32 compute).

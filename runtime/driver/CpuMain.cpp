@@ -46,10 +46,11 @@ public:
       std::memcpy(host, device, bytes);
   }
   void setThreads(int threads) override { context.threads = threads; }
-  void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) override {
+  void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch, bool firstCall) override {
     context.step = step;
     context.randomStream = randomStream;
     context.lastMicrobatch = lastMicrobatch;
+    context.firstCall = firstCall;
   }
   void setBackground(cleave::rt::comm::BackgroundCollectives *background) override {
     context.background = background;

@@ -75,10 +75,11 @@ public:
     check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
   }
   void setThreads(int) override {}
-  void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) override {
+  void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch, bool firstCall) override {
     context.step = step;
     context.randomStream = randomStream;
     context.lastMicrobatch = lastMicrobatch;
+    context.firstCall = firstCall;
   }
   void setBackground(cleave::rt::comm::BackgroundCollectives *background) override {
     context.background = background;

@@ -51,8 +51,10 @@ public:
   /// the random stream that keys their dropout masks (runtime/Random.h),
   /// and whether they are the step's last microbatch (which starts the
   /// gradient buckets' background all-reduces; the other collectives start
-  /// on every call).
-  virtual void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch) = 0;
+  /// on every call) and their function's first call in the step (which
+  /// writes the accumulators that its products add to on later calls).
+  virtual void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch,
+                       bool firstCall) = 0;
   /// Where the program's all_reduce_start, all_gather_start and
   /// reduce_scatter_start queue their collectives (null: none); over
   /// duplicates of communicators()'.

@@ -1299,10 +1299,13 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
       }
     // Microbatch k's forward or backward. Masks are keyed by the
     // microbatch's place in the global batch: a dp layout draws what one
-    // device accumulating the same microbatches does.
+    // device accumulating the same microbatches does. Each program's
+    // entry points called so far this step: a first call writes the
+    // accumulators the later ones add to.
+    std::set<std::pair<size_t, ProgramEntryPoint>> called;
     auto runMicrobatch = [&](ProgramState &stage, int64_t k, ProgramEntryPoint entry) {
       backend.setStep(step, trainingStream(step, job.dpRank * spec.gradAccum + k),
-                      k + 1 == spec.gradAccum);
+                      k + 1 == spec.gradAccum, called.emplace(stage.index, entry).second);
       const std::optional<PipelineSpec> &pipeline = plans[stage.index].training->pipeline;
       profile.beginCall(k, entry, pipeline ? std::optional(pipeline->stage) : std::nullopt);
       stage.run(backend, entry);

@@ -126,3 +126,104 @@ func.func @bf16_kept(%x: tensor<4x4xf32>, %h: tensor<4x4xbf16>,
   cleave.assign %r3 to %acc3 : tensor<4x4xbf16>
   return %w2, %n3 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// In a training step, a product that a microbatch reaches before anything
+// else uses its accumulator, which @apply zeroes as its last use of it,
+// writes the accumulator on its function's first call in a step
+// (cleave.first_call_writes), and the zeroing goes: acc_a's; acc_b's first
+// product (the second adds to what the first wrote); not acc_c's, which
+// @forward reads first, nor acc_d's, which @apply reads after zeroing it.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>, %[[A:.*]]: tensor<4x4xf32> {{.*}}, %[[B:.*]]: tensor<4x4xf32> {{.*}}, %[[C:.*]]: tensor<4x4xf32> {{.*}}, %[[D:.*]]: tensor<4x4xf32> {{.*}})
+// CHECK-NEXT: %[[GA:.*]] = cleave.gemm %[[X]], %[[X]], %[[A]] {cleave.first_call_writes}
+// CHECK-NEXT: cleave.assign %[[GA]] to %[[A]]
+// CHECK-NEXT: %[[GB1:.*]] = cleave.gemm %[[X]], %[[X]], %[[B]] {cleave.first_call_writes}
+// CHECK-NEXT: cleave.assign %[[GB1]] to %[[B]]
+// CHECK-NEXT: %[[GB2:.*]] = cleave.gemm %[[X]], %[[X]], %[[B]] {trans_a = true} :
+// CHECK-NEXT: cleave.assign %[[GB2]] to %[[B]]
+// CHECK-NEXT: %[[R:.*]] = cleave.add %[[C]], %[[X]]
+// CHECK-NEXT: %[[GC:.*]] = cleave.gemm %[[X]], %[[X]], %[[C]] :
+// CHECK-NEXT: cleave.assign %[[GC]] to %[[C]]
+// CHECK-NEXT: %[[GD:.*]] = cleave.gemm %[[X]], %[[X]], %[[D]] :
+// CHECK-NEXT: cleave.assign %[[GD]] to %[[D]]
+// CHECK-LABEL: func.func @apply
+// CHECK-SAME: (%[[PA:.*]]: tensor<4x4xf32> {{.*}}, %[[PB:.*]]: tensor<4x4xf32> {{.*}}, %[[PC:.*]]: tensor<4x4xf32> {{.*}}, %[[PD:.*]]: tensor<4x4xf32> {{.*}})
+// CHECK-NOT: cleave.assign {{.*}} to %[[PA]]
+// CHECK-NOT: cleave.assign {{.*}} to %[[PB]]
+// CHECK: cleave.assign {{.*}} to %[[PC]]
+// CHECK: cleave.assign {{.*}} to %[[PD]]
+// CHECK: return
+func.func @forward(%x: tensor<4x4xf32>,
+                   %acc_a: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_a"},
+                   %acc_b: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_b"},
+                   %acc_c: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_c"},
+                   %acc_d: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_d"}) -> tensor<4x4xf32> {
+  %ga = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %na = cleave.add %acc_a, %ga : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %na to %acc_a : tensor<4x4xf32>
+  %gb1 = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nb1 = cleave.add %acc_b, %gb1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nb1 to %acc_b : tensor<4x4xf32>
+  %gb2 = cleave.gemm %x, %x {trans_a = true} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nb2 = cleave.add %acc_b, %gb2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nb2 to %acc_b : tensor<4x4xf32>
+  %r = cleave.add %acc_c, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %gc = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nc = cleave.add %acc_c, %gc : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nc to %acc_c : tensor<4x4xf32>
+  %gd = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nd = cleave.add %acc_d, %gd : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nd to %acc_d : tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+func.func @apply(%acc_a: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_a"},
+                 %acc_b: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_b"},
+                 %acc_c: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_c"},
+                 %acc_d: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_d"}) -> tensor<4x4xf32> {
+  %ab = cleave.add %acc_a, %acc_b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %abc = cleave.add %ab, %acc_c : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %zeros = cleave.constant {value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  cleave.assign %zeros to %acc_a : tensor<4x4xf32>
+  cleave.assign %zeros to %acc_b : tensor<4x4xf32>
+  cleave.assign %zeros to %acc_c : tensor<4x4xf32>
+  cleave.assign %zeros to %acc_d : tensor<4x4xf32>
+  %all = cleave.add %abc, %acc_d : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %all : tensor<4x4xf32>
+}
+
+// -----
+
+// A pipeline stage's @backward_weight: its product writes acc_w on the first
+// call, no earlier function using acc_w; acc_v's adds, @backward having read
+// it first.
+// CHECK-LABEL: func.func @backward_weight
+// CHECK: cleave.gemm {{.*}}{cleave.first_call_writes}
+// CHECK-NOT: cleave.first_call_writes
+// CHECK-LABEL: func.func @apply
+// CHECK-NOT: cleave.assign {{.*}} to %arg0
+// CHECK: cleave.assign {{.*}} to %arg1
+func.func @backward(%x: tensor<4x4xf32>,
+                    %acc_v: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_v"}) -> tensor<4x4xf32> {
+  %r = cleave.add %acc_v, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+func.func @backward_weight(%x: tensor<4x4xf32>,
+                           %acc_w: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_w"},
+                           %acc_v: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_v"}) {
+  %gw = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nw = cleave.add %acc_w, %gw : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nw to %acc_w : tensor<4x4xf32>
+  %gv = cleave.gemm %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nv = cleave.add %acc_v, %gv : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nv to %acc_v : tensor<4x4xf32>
+  return
+}
+func.func @apply(%acc_w: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_w"},
+                 %acc_v: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "acc_v"}) {
+  %zeros = cleave.constant {value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  cleave.assign %zeros to %acc_w : tensor<4x4xf32>
+  cleave.assign %zeros to %acc_v : tensor<4x4xf32>
+  return
+}

@@ -15,7 +15,7 @@
 // CHECK-NOT: constant_weights
 // The kernels are told (their last argument).
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"true">]}
+// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"true">, #emitc.opaque<"false">]}
 // LOWERED: call_opaque "cleave::rt::cpu::matmul"({{.*}}) {args = [{{.*}}#emitc.opaque<"true">]}
 // LOWERED: call_opaque "cleave::rt::cpu::matmul"({{.*}}) {args = [{{.*}}#emitc.opaque<"false">]}
 func.func @forward(%x: tensor<6x4xf32> {cleave.kind = "input"},

@@ -50,8 +50,8 @@ func.func @forward(%x: tensor<1x2x5x5xf32> {cleave.kind = "input", cleave.name =
 // CHECK-NOT: cleave.mul
 // CHECK: return %[[Y]]
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::Relu">, #emitc.opaque<"false">]}
-// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::Gelu">, #emitc.opaque<"false">]}
+// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::Relu">, #emitc.opaque<"false">, #emitc.opaque<"false">]}
+// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::Gelu">, #emitc.opaque<"false">, #emitc.opaque<"false">]}
 // LOWERED-NOT: cleave::rt::cpu::erf
 
 func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"},
@@ -82,7 +82,7 @@ func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"
 // CHECK: cleave.erf
 // CHECK: cleave.mul %[[G]],
 // LOWERED-LABEL: emitc.func @cleave_forward
-// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">]}
+// LOWERED: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">, #emitc.opaque<"false">]}
 
 func.func @forward(%x: tensor<4x16xf32> {cleave.kind = "input", cleave.name = "x"},
                    %w: tensor<16x16xf32> {cleave.kind = "param", cleave.name = "w"})

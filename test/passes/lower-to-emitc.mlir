@@ -1,6 +1,6 @@
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s
-// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc{target=cuda})' | FileCheck %s --check-prefix=CUDA
-// RUN: not cleave-opt %s --pass-pipeline='builtin.module(cleave-lower-to-emitc)' 2>&1 | FileCheck %s --check-prefix=UNPLANNED
+// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc)' | FileCheck %s
+// RUN: cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-memory-plan,cleave-lower-to-emitc{target=cuda})' | FileCheck %s --check-prefix=CUDA
+// RUN: not cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-lower-to-emitc)' 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // Each tensor is a view at its planned offset and each op one kernel call
 // with inputs, outputs, then attributes (runtime/Kernels.def).
@@ -13,7 +13,7 @@
 // CHECK: %[[B:.*]] = call_opaque "cleave::rt::view"(%[[WEIGHTS]]) {args = [0 : index, #emitc.opaque<"64">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{3}">]}
 // CHECK: %[[G:.*]] = call_opaque "cleave::rt::view"(%[[ARENA]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{2, 3}">]}
 // CHECK: %[[BP:.*]] = call_opaque "cleave::rt::some"(%[[B]])
-// CHECK: call_opaque "cleave::rt::cpu::gemm"(%[[CTX]], %[[X]], %[[W]], %[[BP]], %[[G]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, #emitc.opaque<"1.0f">, #emitc.opaque<"0.5f">, #emitc.opaque<"false">, #emitc.opaque<"false">, #emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">]}
+// CHECK: call_opaque "cleave::rt::cpu::gemm"(%[[CTX]], %[[X]], %[[W]], %[[BP]], %[[G]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, #emitc.opaque<"1.0f">, #emitc.opaque<"0.5f">, #emitc.opaque<"false">, #emitc.opaque<"false">, #emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">, #emitc.opaque<"false">]}
 // CHECK: %[[R:.*]] = call_opaque "cleave::rt::reshaped"(%[[G]]) {args = [0 : index, #emitc.opaque<"cleave::rt::Dims{6}">]}
 // CHECK: %[[S:.*]] = call_opaque "cleave::rt::view"(%[[ARENA]]) {args = [0 : index, #emitc.opaque<"64">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{6}">]}
 // CHECK: call_opaque "cleave::rt::cpu::softmax"(%[[CTX]], %[[R]], %[[S]]) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"0">]}
@@ -36,4 +36,18 @@ func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"
   %r = cleave.reshape %g {shape = array<i64: 6>} : (tensor<2x3xf32>) -> tensor<6xf32>
   %s = cleave.softmax %r {axis = 0 : i64} : (tensor<6xf32>) -> tensor<6xf32>
   return %s : tensor<6xf32>
+}
+
+// -----
+
+// A gemm that writes its accumulator on its function's first call in a step
+// (cleave.first_call_writes) passes true as the kernel's last argument.
+// CHECK-LABEL: emitc.func @cleave_forward
+// CHECK: call_opaque "cleave::rt::cpu::gemm"({{.*}}) {args = [{{.*}}#emitc.opaque<"cleave::rt::Activation::None">, #emitc.opaque<"false">, #emitc.opaque<"true">]}
+func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %dy: tensor<2x3xf32> {cleave.kind = "input", cleave.name = "dy"},
+                   %acc: tensor<4x3xf32> {cleave.kind = "state", cleave.name = "grad:w"}) {
+  %g = cleave.gemm %x, %dy, %acc {trans_a = true, cleave.first_call_writes} : (tensor<2x4xf32>, tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  cleave.assign %g to %acc : tensor<4x3xf32>
+  return
 }

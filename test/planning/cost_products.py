@@ -4,8 +4,10 @@
 #     Linear layers y = x W^T + b): the forward's three products (W read
 #     transposed, the bias added as they are written), the input gradients
 #     dx = dy W of the two layers above the first, and the weight gradients
-#     dW = dy^T x added to their accumulators (beta 1); on dp=2 (the global
-#     batch 16) each rank's are those of its 8 samples;
+#     dW = dy^T x, which write their accumulators on a step's first
+#     microbatch (beta 0: one microbatch a step) and add to them on the others
+#     (beta 1: --grad-accum 2); on dp=2 (the global batch 16) each rank's are
+#     those of its 8 samples;
 #   - for the MLP and the GPT-style model (whose attention multiplies
 #     batches of matrices), each function's listed products' FLOPs (2 m n k
 #     a call) equal its product_flops, so every product is listed once with
@@ -43,22 +45,25 @@ def shapes(cost):
                    p["calls"]) for p in cost["products"])
 
 
-def mlp_products(batch):
-    """(m, n, k, trans_a, trans_b, beta, bias, calls) of each product."""
+def mlp_products(batch, beta):
+    """(m, n, k, trans_a, trans_b, beta, bias, calls) of each product, the
+    weight gradients' with `beta`."""
     layers = [(32, 64), (64, 64), (64, 10)]  # (in, out)
     expected = [(batch, out, inp, False, True, 0.0, True, 1) for inp, out in layers]
     expected += [(batch, inp, out, False, False, 0.0, False, 1) for inp, out in layers[1:]]
-    expected += [(out, inp, batch, True, False, 1.0, False, 1) for inp, out in layers]
+    expected += [(out, inp, batch, True, False, beta, False, 1) for inp, out in layers]
     return sorted(expected)
 
 
 def main(work):
     problems = []
-    for flags, batch in (([], 8), (["--mesh", "dp=2", "--batch-size", "16"], 8)):
+    for flags, batch, beta in (([], 8, 0.0), (["--mesh", "dp=2", "--batch-size", "16"], 8, 0.0),
+                               (["--grad-accum", "2", "--batch-size", "16"], 8, 1.0)):
         plan = compiled(work, "export_mlp", "mlp-" + "-".join(flags[:2]).replace("=", ""), flags)
         step = next(c for c in plan["cost"] if c["function"] == "forward")
-        if shapes(step) != mlp_products(batch):
-            problems.append(f"mlp {flags}: products {shapes(step)}, expected {mlp_products(batch)}")
+        if shapes(step) != mlp_products(batch, beta):
+            problems.append(f"mlp {flags}: products {shapes(step)}, "
+                            f"expected {mlp_products(batch, beta)}")
         print(f"mlp {' '.join(flags) or 'one device'}: {len(step['products'])} products")
     for exporter in ("export_mlp", "export_gpt"):
         plan = compiled(work, exporter, f"{exporter}-flops", [])
