@@ -254,7 +254,10 @@ KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
     memory.scratchBytes = productScratchBytes(op);
     // A gemm that writes its accumulator on the first call poses another
     // product then.
-    for (bool firstCall : {false, true})
+    SmallVector<bool, 2> firstCalls = {false};
+    if (op->hasAttr(kFirstCallWritesAttr))
+      firstCalls.push_back(true);
+    for (bool firstCall : firstCalls)
       if (std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op, firstCall))
         memory.productScratchpadBytes = std::max<int64_t>(
             memory.productScratchpadBytes, products.scratchpadBytes(*problem, threads));

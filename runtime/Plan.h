@@ -178,8 +178,9 @@ struct ProductCall {
   DType operands = DType::F32, result = DType::F32;
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0;
-  /// The result added to (beta 1, a gradient accumulated in place) or not;
-  /// a row bias added as it is written.
+  /// The result added to (beta 1, a gradient accumulated in place) or not
+  /// (beta 0, also a gradient product that writes its accumulator on its
+  /// function's only call a step); a row bias added as it is written.
   float beta = 0;
   bool bias = false;
   /// Its factors are bf16 or f16 (counted in low_precision_product_flops),
