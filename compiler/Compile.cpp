@@ -354,6 +354,10 @@ LogicalResult Compiler::buildProgram(ArrayRef<std::string> sources) {
   // (a 1 MB program.cu) takes nvcc 39 s at -O1 and 415 s at -O2, and the
   // steps run as fast (docs/gpu-check.md).
   std::vector<std::string> args{compiler, "-std=c++17", "-O1", "-I" CLEAVE_SOURCE_DIR};
+  // The fused chains' loops (runtime/cpu/FusedChain.h) vectorise only
+  // where sqrt need not set errno, as the kernels are built.
+  if (!cuda)
+    args.push_back("-fno-math-errno");
   args.insert(args.end(), sources.begin(), sources.end());
   args.insert(args.end(), {"-o", outputDir + "/program"});
   SmallVector<StringRef> extra;

@@ -11,6 +11,7 @@
 #include "passes/Collectives.h"
 
 #include "dialects/Cleave/CleaveOps.h"
+#include "runtime/ElementwiseProgram.h"
 #include "runtime/ProgramEntry.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -235,7 +236,7 @@ public:
       : module(module), func(func), name(name), entryPrefix(entryPrefix),
         phase(phased && name == "apply" ? 0 : -1), b(module.getContext()),
         loc(func ? func.getLoc() : module.getLoc()),
-        kernelPrefix(("cleave::rt::" + target + "::").str()),
+        kernelPrefix(("cleave::rt::" + target + "::").str()), compilesChains(target == "cpu"),
         contextType(emitc::OpaqueType::get(module.getContext(), kernelPrefix + "Context&")),
         tensorType(emitc::OpaqueType::get(module.getContext(), "cleave::rt::Tensor")),
         calls(makeKernelCalls()) {}
@@ -243,7 +244,7 @@ public:
   LogicalResult run();
 
 private:
-  Value call(StringRef callee, Type result, CallArgs &args) {
+  Value call(StringRef callee, Type result, CallArgs &args, ArrayAttr templateArgs = {}) {
     if (!callee.starts_with(kernelPrefix)) {
       auto op = emitc::CallOpaqueOp::create(b, loc, result ? TypeRange(result) : TypeRange(),
                                             callee, args.operands, b.getArrayAttr(args.args));
@@ -257,7 +258,7 @@ private:
         label += " " + node;
       mark("cleave::rt::markOp", stringLiteral(label));
       emitc::CallOpaqueOp::create(b, loc, TypeRange(), callee, args.operands,
-                                  b.getArrayAttr(args.args));
+                                  b.getArrayAttr(args.args), templateArgs);
     });
     return Value();
   }
@@ -297,6 +298,10 @@ private:
   FailureOr<std::string> literal(Operation *op, StringRef attribute);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
+  /// A fused chain's program as the CPU's fused_elementwise template takes
+  /// it (runtime/cpu/FusedChain.h): the program, how each input is read
+  /// and each output written.
+  ArrayAttr chainTemplateArgs(FusedElementwiseOp chain);
   LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
   /// `kernel`(ctx, the span of the weights blob as one flat tensor, axis,
   /// wire[, `last`]).
@@ -315,6 +320,8 @@ private:
   OpBuilder b;
   Location loc;
   std::string kernelPrefix;
+  /// Whether a fused chain is compiled (CPU) rather than interpreted (CUDA).
+  bool compilesChains;
   Type contextType, tensorType;
   llvm::StringMap<KernelCall> calls;
   llvm::DenseMap<Value, Value> tensors;
@@ -447,8 +454,40 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
       return failure();
     args.literal(*text);
   }
-  call(kernelPrefix + kernel.kernel.str(), Type(), args);
+  auto chain = dyn_cast<FusedElementwiseOp>(op);
+  call(kernelPrefix + kernel.kernel.str(), Type(), args,
+       chain && compilesChains ? chainTemplateArgs(chain) : ArrayAttr());
   return success();
+}
+
+ArrayAttr Lowering::chainTemplateArgs(FusedElementwiseOp chain) {
+  rt::ElementwiseProgram program;
+  // The verifier parsed it: the op would not be here otherwise.
+  (void)rt::parseElementwiseProgram(chain.getProgram().str().c_str(),
+                                    static_cast<int>(chain.getInputs().size()), program);
+  SmallVector<int> code{program.inputs, program.instructions, program.outputs};
+  auto isBF16 = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType().isBF16();
+  };
+  const int64_t n = cast<RankedTensorType>(chain.getOutputs()[0].getType()).getNumElements();
+  for (Value input : chain.getInputs()) {
+    const bool scalar = cast<RankedTensorType>(input.getType()).getNumElements() == 1 && n != 1;
+    code.push_back(static_cast<int>(
+        isBF16(input) ? (scalar ? rt::ChainInput::BF16Scalar : rt::ChainInput::BF16)
+                      : (scalar ? rt::ChainInput::F32Scalar : rt::ChainInput::F32)));
+  }
+  for (int k = 0; k < program.instructions; ++k) {
+    const rt::ElementwiseInstruction &instruction = program.code[k];
+    code.append({static_cast<int>(instruction.op), instruction.lhs, instruction.rhs});
+  }
+  for (int o = 0; o < program.outputs; ++o)
+    code.append({program.results[o],
+                 static_cast<int>(isBF16(chain.getOutputs()[o]) ? rt::ChainOutput::BF16
+                                                                : rt::ChainOutput::F32)});
+  SmallVector<Attribute> args;
+  for (int value : code)
+    args.push_back(emitc::OpaqueAttr::get(b.getContext(), std::to_string(value)));
+  return b.getArrayAttr(args);
 }
 
 /// A collective into an arena buffer (or, a gather's, straight into the

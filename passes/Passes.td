@@ -776,8 +776,9 @@ def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
     Runs last before the memory plan, on every function. Groups chains of
     add, sub, mul, div, neg, sqrt, exp, tanh and erf on f32 values of one
     shape (each operand of that shape or of one element) into
-    `cleave.fused_elementwise` ops, whose kernel reads each input once and
-    writes each output (a value read outside the chain) once, computing
+    `cleave.fused_elementwise` ops (compiled into one loop each on the CPU,
+    runtime/cpu/FusedChain.h; interpreted on CUDA), which read each input
+    once and write each output (a value read outside the chain) once, computing
     what the chain computed bit for bit. A cast from bf16 to f32 may start
     a chain (its bf16 value an input the kernel widens as it reads it) and
     a cast from f32 to bf16 end one (a bf16 output the kernel rounds as it

@@ -14,7 +14,8 @@
 // fused chain gives the unfused chain's results bit for bit. Registers hold
 // f32; a bf16 input is widened as it is read and a bf16 output rounded to
 // nearest even as it is written (what the chain's casts did). The
-// compiler's verifier and both backends' kernels parse it here.
+// compiler's verifier, its lowering to the CPU's compiled chains
+// (runtime/cpu/FusedChain.h) and the CUDA kernel parse it here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,11 +40,17 @@ inline constexpr const char *kElementwiseOpcodeNames[] = {"add", "sub",  "mul", 
 inline constexpr int kElementwiseOpcodes =
     sizeof(kElementwiseOpcodeNames) / sizeof(kElementwiseOpcodeNames[0]);
 
-inline bool isBinary(ElementwiseOpcode op) { return op <= ElementwiseOpcode::Gate; }
+constexpr bool isBinary(ElementwiseOpcode op) { return op <= ElementwiseOpcode::Gate; }
 
 /// Registers (inputs and instruction results) and outputs a program may use.
 inline constexpr int kMaxElementwiseRegisters = 48;
 inline constexpr int kMaxElementwiseOutputs = 8;
+
+/// How the CPU's compiled chains (runtime/cpu/FusedChain.h) read an input:
+/// every element, or its one element for all; and write an output (bf16
+/// rounded to nearest even).
+enum class ChainInput : int { F32, F32Scalar, BF16, BF16Scalar };
+enum class ChainOutput : int { F32, BF16 };
 
 struct ElementwiseInstruction {
   ElementwiseOpcode op;

@@ -8,6 +8,7 @@
 #include "runtime/cpu/Support.h"
 
 #include "runtime/ElementwiseProgram.h"
+#include "runtime/cpu/FusedChain.h"
 
 #include <algorithm>
 #include <cstring>
@@ -415,121 +416,30 @@ void where(Context &ctx, const Tensor &condition, const Tensor &x, const Tensor 
 // Fused chains
 //===----------------------------------------------------------------------===//
 
-namespace {
-
-constexpr int64_t kElementwiseTile = 256;
-
-/// Runs `program` over elements [begin, end) of the outputs, a tile at a
-/// time: each instruction over the whole tile (a loop that vectorises), into
-/// a tile of its own, so the inputs are read and the outputs written once
-/// while the tiles stay in cache. Each opcode's element function is its
-/// standalone kernel's. `broadcast` holds each one-element input as a tile;
-/// a bf16 input is widened into a tile of its own, a bf16 output rounded as
-/// the cast kernel rounds.
-void runElementwiseTiles(const ElementwiseProgram &program, const TensorList &inputs,
-                         const TensorList &outputs, const float (*broadcast)[kElementwiseTile],
-                         int64_t begin, int64_t end) {
-  const int64_t n = outputs[0].numel();
-  alignas(64) float results[kMaxElementwiseRegisters][kElementwiseTile];
-  alignas(64) float widened[kMaxElementwiseRegisters][kElementwiseTile];
-  const float *registers[kMaxElementwiseRegisters];
-  for (int64_t start = begin; start < end; start += kElementwiseTile) {
-    const int64_t length = std::min(kElementwiseTile, end - start);
-    for (int i = 0; i < program.inputs; ++i) {
-      const Tensor &input = inputs[i];
-      if (input.numel() != n) {
-        registers[i] = broadcast[i];
-      } else if (input.dtype == DType::BF16) {
-        const BFloat16 *from = input.as<BFloat16>() + start;
-        for (int64_t j = 0; j < length; ++j)
-          widened[i][j] = convert<float>(from[j]);
-        registers[i] = widened[i];
-      } else {
-        registers[i] = input.as<float>() + start;
-      }
-    }
-    for (int k = 0; k < program.instructions; ++k) {
-      const ElementwiseInstruction &instruction = program.code[k];
-      const float *a = registers[instruction.lhs], *b = registers[instruction.rhs];
-      float *y = results[k];
-      switch (instruction.op) {
-      case ElementwiseOpcode::Add:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = a[j] + b[j];
-        break;
-      case ElementwiseOpcode::Sub:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = a[j] - b[j];
-        break;
-      case ElementwiseOpcode::Mul:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = a[j] * b[j];
-        break;
-      case ElementwiseOpcode::Div:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = a[j] / b[j];
-        break;
-      case ElementwiseOpcode::Gate:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = a[j] > 0.0f ? b[j] : 0.0f;
-        break;
-      case ElementwiseOpcode::Neg:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = -a[j];
-        break;
-      case ElementwiseOpcode::Sqrt:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = std::sqrt(a[j]);
-        break;
-      case ElementwiseOpcode::Exp:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = std::exp(a[j]);
-        break;
-      case ElementwiseOpcode::Tanh:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = std::tanh(a[j]);
-        break;
-      case ElementwiseOpcode::Erf:
-        for (int64_t j = 0; j < length; ++j)
-          y[j] = std::erf(a[j]);
-        break;
-      }
-      registers[program.inputs + k] = y;
-    }
-    for (int o = 0; o < program.outputs; ++o) {
-      const float *result = registers[program.results[o]];
-      if (outputs[o].dtype == DType::BF16) {
-        BFloat16 *to = outputs[o].as<BFloat16>() + start;
-        for (int64_t j = 0; j < length; ++j)
-          to[j] = convert<BFloat16>(result[j]);
-      } else {
-        std::memcpy(outputs[o].as<float>() + start, result,
-                    static_cast<std::size_t>(length) * sizeof(float));
-      }
-    }
-  }
+void forEachChainChunk(const Context &ctx, int64_t n,
+                       void (*tiles)(const void *call, int64_t begin, int64_t end),
+                       const void *call) {
+  forEachChunk(ctx, n, kChainTile, [&](int64_t begin, int64_t end) { tiles(call, begin, end); });
 }
 
-} // namespace
-
-/// The tiles are split among the context's threads (each tile is computed
-/// alone, so the results do not depend on how many).
-void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList &outputs,
-                       const char *text) {
-  ElementwiseProgram program;
-  std::string error = checkElementwiseCall(text, inputs, outputs, program);
-  if (!error.empty())
-    fail("fused_elementwise", "%s", error.c_str());
-  const int64_t n = outputs[0].numel();
-  alignas(64) float broadcast[kMaxElementwiseRegisters][kElementwiseTile];
-  for (int i = 0; i < program.inputs; ++i)
-    if (inputs[i].numel() == 1 && n != 1)
-      std::fill_n(broadcast[i], kElementwiseTile,
-                  inputs[i].dtype == DType::BF16 ? convert<float>(*inputs[i].as<BFloat16>())
-                                                 : *inputs[i].as<float>());
-  forEachChunk(ctx, n, kElementwiseTile, [&](int64_t begin, int64_t end) {
-    runElementwiseTiles(program, inputs, outputs, broadcast, begin, end);
-  });
+void chainTile(ElementwiseOpcode op, const float *a, float *y, int64_t n) {
+  switch (op) {
+  case ElementwiseOpcode::Exp:
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = std::exp(a[j]);
+    return;
+  case ElementwiseOpcode::Tanh:
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = std::tanh(a[j]);
+    return;
+  case ElementwiseOpcode::Erf:
+    for (int64_t j = 0; j < n; ++j)
+      y[j] = std::erf(a[j]);
+    return;
+  default:
+    fail("fused_elementwise", "chainTile computes exp, tanh and erf, not %s",
+         kElementwiseOpcodeNames[static_cast<int>(op)]);
+  }
 }
 
 } // namespace cleave::rt::cpu

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/FusedBFloat16Case.h"
+#include "runtime/cpu/FusedChain.h"
 #include "runtime/cpu/TestUtil.h"
 
 #include <deque>
@@ -171,6 +172,18 @@ TEST(Unary, UnsupportedTypeFails) {
 // Fused chains
 //===----------------------------------------------------------------------===//
 
+// A chain's template arguments (runtime/cpu/FusedChain.h), as
+// cleave-lower-to-emitc writes them: how each input is read, each
+// instruction's opcode and operands, each output's register and type.
+constexpr int F = int(ChainInput::F32), S = int(ChainInput::F32Scalar);
+constexpr int BF = int(ChainInput::BF16), BS = int(ChainInput::BF16Scalar);
+constexpr int Out = int(ChainOutput::F32), OutBF = int(ChainOutput::BF16);
+constexpr int Add = int(ElementwiseOpcode::Add), Sub = int(ElementwiseOpcode::Sub),
+              Mul = int(ElementwiseOpcode::Mul), Div = int(ElementwiseOpcode::Div),
+              Gate = int(ElementwiseOpcode::Gate), Neg = int(ElementwiseOpcode::Neg),
+              Sqrt = int(ElementwiseOpcode::Sqrt), Exp = int(ElementwiseOpcode::Exp),
+              Tanh = int(ElementwiseOpcode::Tanh), Erf = int(ElementwiseOpcode::Erf);
+
 // AdamW's update of one parameter as cleave-build-train-step writes it (a
 // mean gradient, m, v, the step), over more elements than one tile: its
 // arithmetic checked bit for bit against the same float operations in a
@@ -192,10 +205,16 @@ TEST(FusedElementwise, AdamStepBitForBit) {
                         "exp 27;neg 28>15,19,25,29";
   Buffer outs[4] = {zeros(DType::F32, {n}), zeros(DType::F32, {n}), zeros(DType::F32, {n}),
                     zeros(DType::F32, {n})};
-  cpu::fused_elementwise(ctx(),
-                         list(sum.t(), count.t(), m.t(), b1.t(), c1.t(), v.t(), b2.t(), c2.t(),
-                              size.t(), param.t(), root.t(), eps.t()),
-                         list(outs[0].t(), outs[1].t(), outs[2].t(), outs[3].t()), program);
+  cpu::fused_elementwise<12, 18, 4, F, S, F, S, S, F, S, S, S, F, S, S, // inputs
+                         Div, 0, 1, Mul, 4, 12, Mul, 2, 3, Add, 14, 13, Mul, 7, 12, Mul, 16, 12,
+                         Mul, 5, 6, Add, 18, 17, Sqrt, 19, 0, Div, 20, 10, Add, 21, 11, Mul, 8, 15,
+                         Div, 23, 22, Sub, 9, 24, Erf, 25, 0, Tanh, 26, 0, Exp, 27, 0, Neg, 28,
+                         0,                                   // instructions
+                         15, Out, 19, Out, 25, Out, 29, Out>( // outputs
+      ctx(),
+      list(sum.t(), count.t(), m.t(), b1.t(), c1.t(), v.t(), b2.t(), c2.t(), size.t(), param.t(),
+           root.t(), eps.t()),
+      list(outs[0].t(), outs[1].t(), outs[2].t(), outs[3].t()), program);
   const float *g0 = sum.data<float>(), *p0 = param.data<float>();
   const float *m0 = m.data<float>(), *v0 = v.data<float>();
   for (int64_t i = 0; i < n; ++i) {
@@ -246,15 +265,16 @@ TEST(FusedElementwise, GateIsReluGradient) {
   auto gated = zeros(DType::F32, {n}), expected = zeros(DType::F32, {n});
   cpu::greater(ctx(), x, zero, mask);
   cpu::where(ctx(), mask, g, zero, expected);
-  cpu::fused_elementwise(ctx(), list(x.t(), g.t()), list(gated.t()), "gate 0 1>2");
+  cpu::fused_elementwise<2, 1, 1, F, F, Gate, 0, 1, 2, Out>(ctx(), list(x.t(), g.t()),
+                                                            list(gated.t()), "gate 0 1>2");
   EXPECT_EQ(std::memcmp(gated.data<float>(), expected.data<float>(), n * sizeof(float)), 0);
   for (int64_t i = 0; i < n; ++i) {
     const float want = x.data<float>()[i] > 0.0f ? g.data<float>()[i] : 0.0f;
     ASSERT_EQ(std::memcmp(&gated.data<float>()[i], &want, sizeof(float)), 0) << "at " << i;
   }
   auto chained = zeros(DType::F32, {n}), scaled = zeros(DType::F32, {n});
-  cpu::fused_elementwise(ctx(), list(x.t(), g.t(), half.t()), list(chained.t()),
-                         "gate 0 1;mul 3 2>4");
+  cpu::fused_elementwise<3, 2, 1, F, F, S, Gate, 0, 1, Mul, 3, 2, 4, Out>(
+      ctx(), list(x.t(), g.t(), half.t()), list(chained.t()), "gate 0 1;mul 3 2>4");
   cpu::mul(ctx(), expected, half, scaled);
   EXPECT_EQ(std::memcmp(chained.data<float>(), scaled.data<float>(), n * sizeof(float)), 0);
 }
@@ -269,11 +289,11 @@ TEST(FusedElementwise, BFloat16InputsAndOutputs) {
   std::copy(c.slot.begin(), c.slot.end(), slot.data<uint16_t>());
   scale.data<uint16_t>()[0] = c.scale;
   auto g = make<float>({n}, c.grads), wide = zeros(DType::F32, {n});
-  cpu::fused_elementwise(ctx(), list(slot.t(), g.t(), scale.t()), list(slot.t(), wide.t()),
-                         c.kProgram);
+  cpu::fused_elementwise<3, 2, 2, BF, F, BS, Add, 0, 1, Mul, 3, 2, 4, OutBF, 4, Out>(
+      ctx(), list(slot.t(), g.t(), scale.t()), list(slot.t(), wide.t()), c.kProgram);
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(slot.data<uint16_t>()[i], c.narrow[i]) << "at " << i;
-    ASSERT_EQ(floatBits(wide.data<float>()[i]), floatBits(c.wide[i])) << "at " << i;
+    ASSERT_EQ(test::floatBits(wide.data<float>()[i]), test::floatBits(c.wide[i])) << "at " << i;
   }
 }
 
@@ -306,8 +326,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     cpu::sub(context, a, column, result({rows, cols}));
     cpu::where(context, mask, a, zero, result({rows, cols}));
     auto &fused = result({rows, cols});
-    cpu::fused_elementwise(context, list(a.t(), b.t(), zero.t()), list(fused.t()),
-                           "mul 0 1;add 3 2;tanh 4>5");
+    cpu::fused_elementwise<3, 3, 1, F, F, S, Mul, 0, 1, Add, 3, 2, Tanh, 4, 0, 5, Out>(
+        context, list(a.t(), b.t(), zero.t()), list(fused.t()), "mul 0 1;add 3 2;tanh 4>5");
     cpu::transpose(context, a, result({cols, rows}), {1, 0});
     cpu::transpose(context, cube, result({8, 4, 64, 33}), {0, 2, 1, 3});
     cpu::softmax(context, a, result({rows, cols}), 1);
@@ -338,13 +358,20 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
 TEST(FusedElementwise, BadCallsFail) {
   auto x = make<float>({3}, {1.0f, 2.0f, 3.0f});
   auto y = zeros(DType::F32, {3}), two = zeros(DType::F32, {2});
-  EXPECT_EXIT(cpu::fused_elementwise(ctx(), list(x.t()), list(y.t()), "relu 0>1"),
-              ::testing::ExitedWithCode(3),
-              "cleave: error: kernel fused_elementwise: the program has an unknown op 'relu' in "
-              "instruction 0");
-  EXPECT_EXIT(cpu::fused_elementwise(ctx(), list(x.t(), two.t()), list(y.t()), "add 0 1>2"),
-              ::testing::ExitedWithCode(3),
-              "an input of 2 elements is neither the outputs' size \\(3\\) nor one");
+  // A chain called with tensors other than those it was compiled for: a
+  // program's own errors are the compiler's (test/dialect), and a
+  // malformed template argument list does not compile (its static_assert).
+  auto addTwo = [&](const TensorList &inputs, const TensorList &outputs) {
+    cpu::fused_elementwise<2, 1, 1, F, F, Add, 0, 1, 2, Out>(ctx(), inputs, outputs, "add 0 1>2");
+  };
+  EXPECT_EXIT(addTwo(list(x.t()), list(y.t())), ::testing::ExitedWithCode(3),
+              "cleave: error: kernel fused_elementwise: 'add 0 1>2' takes 2 inputs and 1 "
+              "outputs, not 1 and 1");
+  EXPECT_EXIT(addTwo(list(x.t(), two.t()), list(y.t())), ::testing::ExitedWithCode(3),
+              "'add 0 1>2': input 1 is not the f32 of 3 elements it was compiled for");
+  auto bf = zeros(DType::BF16, {3});
+  EXPECT_EXIT(addTwo(list(x.t(), x.t()), list(bf.t())), ::testing::ExitedWithCode(3),
+              "'add 0 1>2': output 0 is not the f32 of 3 elements it was compiled for");
 }
 
 //===----------------------------------------------------------------------===//

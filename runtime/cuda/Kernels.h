@@ -23,6 +23,12 @@ struct Context : StepContext {
 #include "runtime/Kernels.def"
 #undef CLEAVE_KERNEL
 
+/// A chain of f32 elementwise ops (runtime/ElementwiseProgram.h's `program`)
+/// in one pass: each input the outputs' shape or one element. The program's
+/// text is interpreted on the device, one thread an element.
+void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList &outputs,
+                       const char *program);
+
 } // namespace cleave::rt::cuda
 
 #endif
