@@ -70,21 +70,30 @@ constexpr bool outOfLine(ElementwiseOpcode op) {
          op == ElementwiseOpcode::Erf;
 }
 
+/// Element i of Code (a function, not a static array of Program's, so
+/// that Program's own constants can be computed from it).
+template <int... Code> constexpr int codeAt(int i) {
+  const int code[] = {Code...};
+  return code[i];
+}
+
 /// The program in Code, and what follows from it at compile time.
 template <int... Code> struct Program {
-  static constexpr int code[] = {Code...};
-  static constexpr int inputs = code[0], instructions = code[1], outputs = code[2];
+  static constexpr int inputs = codeAt<Code...>(0), instructions = codeAt<Code...>(1),
+                       outputs = codeAt<Code...>(2);
   static constexpr int registers = inputs + instructions;
 
-  static constexpr ChainInput input(int i) { return ChainInput(code[3 + i]); }
+  static constexpr ChainInput input(int i) { return ChainInput(codeAt<Code...>(3 + i)); }
   static constexpr ElementwiseOpcode op(int k) {
-    return ElementwiseOpcode(code[3 + inputs + 3 * k]);
+    return ElementwiseOpcode(codeAt<Code...>(3 + inputs + 3 * k));
   }
-  static constexpr int lhs(int k) { return code[4 + inputs + 3 * k]; }
-  static constexpr int rhs(int k) { return code[5 + inputs + 3 * k]; }
-  static constexpr int result(int o) { return code[3 + inputs + 3 * instructions + 2 * o]; }
+  static constexpr int lhs(int k) { return codeAt<Code...>(4 + inputs + 3 * k); }
+  static constexpr int rhs(int k) { return codeAt<Code...>(5 + inputs + 3 * k); }
+  static constexpr int result(int o) {
+    return codeAt<Code...>(3 + inputs + 3 * instructions + 2 * o);
+  }
   static constexpr ChainOutput output(int o) {
-    return ChainOutput(code[4 + inputs + 3 * instructions + 2 * o]);
+    return ChainOutput(codeAt<Code...>(4 + inputs + 3 * instructions + 2 * o));
   }
   static constexpr bool reads(int k, int q) {
     return lhs(k) == q || (isBinary(op(k)) && rhs(k) == q);
@@ -128,8 +137,9 @@ template <int... Code> struct Program {
         static_cast<int>(sizeof...(Code)) != 3 + inputs + 3 * instructions + 2 * outputs)
       return false;
     for (int k = 0; k < instructions; ++k)
-      if (code[3 + inputs + 3 * k] < 0 || code[3 + inputs + 3 * k] >= kElementwiseOpcodes ||
-          lhs(k) < 0 || lhs(k) >= inputs + k || rhs(k) < 0 || rhs(k) >= inputs + k)
+      if (codeAt<Code...>(3 + inputs + 3 * k) < 0 ||
+          codeAt<Code...>(3 + inputs + 3 * k) >= kElementwiseOpcodes || lhs(k) < 0 ||
+          lhs(k) >= inputs + k || rhs(k) < 0 || rhs(k) >= inputs + k)
         return false;
     for (int o = 0; o < outputs; ++o)
       if (result(o) < 0 || result(o) >= registers)
