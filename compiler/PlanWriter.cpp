@@ -156,7 +156,8 @@ std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op, bool firs
   rt::cpu::ProductProblem problem;
   if (auto matmul = dyn_cast<MatMulOp>(op)) {
     problem = rt::cpu::matmulProblem(type, shape(matmul.getLhs()), shape(matmul.getRhs()),
-                                     shape(matmul.getOutput()), constant);
+                                     shape(matmul.getOutput()), matmul.getTransA(),
+                                     matmul.getTransB(), constant);
   } else {
     auto gemm = cast<GemmOp>(op);
     const float beta =

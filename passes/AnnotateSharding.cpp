@@ -309,7 +309,8 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
                     split.blocks};
       } else if (auto matmul = dyn_cast<MatMulOp>(op)) {
         // Column parallel: the right operand split along N.
-        if (auto split = only(1); split && split->dim == typeOf(matmul.getRhs()).getRank() - 1)
+        const int64_t n = typeOf(matmul.getRhs()).getRank() - (matmul.getTransB() ? 2 : 1);
+        if (auto split = only(1); split && split->dim == n)
           out = Split{typeOf(matmul.getOutput()).getRank() - 1, split->blocks};
       } else if (auto gemm = dyn_cast<GemmOp>(op)) {
         // Column parallel: B split along N, and a bias split alike.

@@ -21,8 +21,9 @@ static int64_t convFlops(Value out, Type w) {
 
 int64_t estimateFlops(Operation *op) {
   if (auto matmul = dyn_cast<MatMulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(matmul.getLhs().getType());
-    return 2 * elements(matmul.getOutput()) * lhs.getShape().back();
+    ArrayRef<int64_t> lhs = cast<RankedTensorType>(matmul.getLhs().getType()).getShape();
+    return 2 * elements(matmul.getOutput()) *
+           (matmul.getTransA() ? lhs[lhs.size() - 2] : lhs.back());
   }
   if (auto gemm = dyn_cast<GemmOp>(op)) {
     auto a = cast<RankedTensorType>(gemm.getA().getType());

@@ -17,13 +17,26 @@ using namespace cleave;
 
 namespace {
 
-/// The matrix `value` is the transpose of, when it is one (a 2-D transpose).
-Value transposedMatrix(Value value) {
+/// The batch of matrices `value` is the transpose of, when it is one: a
+/// transpose that swaps the last two dims and keeps the others.
+Value transposedMatrices(Value value) {
   auto transpose = value.getDefiningOp<TransposeOp>();
-  if (!transpose || cast<RankedTensorType>(transpose.getType()).getRank() != 2)
+  if (!transpose)
     return Value();
   ArrayRef<int64_t> perm = transpose.getPerm();
-  return perm[0] == 1 && perm[1] == 0 ? transpose.getInput() : Value();
+  const int64_t rank = perm.size();
+  if (rank < 2 || perm[rank - 2] != rank - 1 || perm[rank - 1] != rank - 2)
+    return Value();
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (perm[d] != d)
+      return Value();
+  return transpose.getInput();
+}
+
+/// The matrix `value` is the transpose of, when it is one (a 2-D transpose).
+Value transposedMatrix(Value value) {
+  return cast<RankedTensorType>(value.getType()).getRank() == 2 ? transposedMatrices(value)
+                                                                : Value();
 }
 
 int64_t rankOf(Value value) { return cast<RankedTensorType>(value.getType()).getRank(); }
@@ -65,6 +78,21 @@ GemmOp gemmOfMatMul(MatMulOp matmul) {
   return gemm;
 }
 
+/// A matmul whose operand is a batch of transposed matrices (the
+/// gradients of an attention's batched products) reads the batch with its
+/// flag flipped.
+void foldOperands(MatMulOp matmul) {
+  Value lhs = transposedMatrices(matmul.getLhs()), rhs = transposedMatrices(matmul.getRhs());
+  if (!lhs && !rhs)
+    return;
+  OpBuilder builder(matmul);
+  auto folded = MatMulOp::create(
+      builder, matmul.getLoc(), lhs ? lhs : matmul.getLhs(), rhs ? rhs : matmul.getRhs(),
+      matmul.getTransA() != static_cast<bool>(lhs), matmul.getTransB() != static_cast<bool>(rhs));
+  matmul.replaceAllUsesWith(folded.getResult());
+  matmul.erase();
+}
+
 /// A gemm whose factor is a transposed matrix reads the matrix with its
 /// flag flipped.
 void foldFactors(GemmOp gemm) {
@@ -100,7 +128,8 @@ struct FoldTransposesPass : public cleave::impl::FoldTransposesBase<FoldTranspos
     SmallVector<MatMulOp> matmuls;
     module.walk([&](MatMulOp matmul) { matmuls.push_back(matmul); });
     for (MatMulOp matmul : matmuls)
-      gemmOfMatMul(matmul);
+      if (!gemmOfMatMul(matmul))
+        foldOperands(matmul);
     SmallVector<TransposeOp> transposes;
     module.walk([&](TransposeOp transpose) { transposes.push_back(transpose); });
     for (TransposeOp transpose : transposes)

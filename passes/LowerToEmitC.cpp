@@ -188,7 +188,7 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
   calls["batch_normalization"] = {"batch_normalization", -1,
                                   {"epsilon", "momentum", "training_mode"}};
   calls["dropout"] = {"dropout", 1, {"ratio", "training_mode", "seed", "split"}};
-  calls["matmul"] = {"matmul", -1, {kConstantWeightsAttr}};
+  calls["matmul"] = {"matmul", -1, {"trans_a", "trans_b", kConstantWeightsAttr}};
   calls["gemm"] = {"gemm",
                    2,
                    {"alpha", "beta", "trans_a", "trans_b", "activation", kConstantWeightsAttr,
@@ -387,6 +387,8 @@ FailureOr<std::string> Lowering::literal(Operation *op, StringRef name) {
   if (name == kConstantWeightsAttr || name == kFirstCallWritesAttr || name == "divide" ||
       name == "mask_keeps") // unit: flags
     return std::string(attr ? "true" : "false");
+  if (name == "trans_a" || name == "trans_b") // false where absent
+    return std::string(attr && cast<BoolAttr>(attr).getValue() ? "true" : "false");
   if (name == "approximate")
     return std::string(cast<StringAttr>(attr).getValue() == "tanh" ? "true" : "false");
   if (name == "program")

@@ -666,7 +666,9 @@ def FoldTransposes : Pass<"cleave-fold-transposes", "mlir::ModuleOp"> {
         is transposed, becomes a gemm with that factor's flag set, its lhs's
         batch folded into the rows (reshapes, which move nothing);
       - a gemm factor that is a transposed matrix is read untransposed with
-        its flag flipped;
+        its flag flipped, and so is a matmul operand that is a batch of
+        transposed matrices (a transpose of the last two dims only: the
+        gradients of an attention's batched products);
       - the transpose of a gemm without c that nothing else reads (a
         weight's gradient, transposed back to the weight's layout) is the
         gemm of its factors swapped with both flags flipped, (op(A) op(B))^T

@@ -404,10 +404,19 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   if (elementOf(adaptor.getLhs()) != elementOf(adaptor.getRhs()))
     return fail(location, "operands have different element types");
   bool lhsVector = lhs.size() == 1, rhsVector = rhs.size() == 1;
+  // The flags' attributes are absent where an op is built without them.
+  const bool transA = adaptor.getTransAAttr() && adaptor.getTransAAttr().getValue();
+  const bool transB = adaptor.getTransBAttr() && adaptor.getTransBAttr().getValue();
+  if ((lhsVector && transA) || (rhsVector && transB))
+    return fail(location, "a transposed operand must have rank 2 or more");
   if (lhsVector)
     lhs.insert(lhs.begin(), 1);
   if (rhsVector)
     rhs.push_back(1);
+  if (transA)
+    std::swap(lhs[lhs.size() - 2], lhs.back());
+  if (transB)
+    std::swap(rhs[rhs.size() - 2], rhs.back());
   int64_t m = lhs[lhs.size() - 2], k = lhs.back();
   int64_t k2 = rhs[rhs.size() - 2], n = rhs.back();
   if (k != k2)

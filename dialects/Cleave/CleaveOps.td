@@ -331,9 +331,14 @@ def Cleave_MatMulOp : Cleave_PureOp<"matmul", [Cleave_Vjp]> {
   let summary = "numpy-style matrix product with batch broadcasting";
   let description = [{
     The result has the operands' element type, but f32 for bf16 or f16
-    operands, whose products are summed in f32.
+    operands, whose products are summed in f32. With `trans_a` (`trans_b`)
+    the lhs (rhs), of rank 2 or more, is read with its last two dims
+    swapped: a transpose that `cleave-fold-transposes` folded into the
+    product.
   }];
-  let arguments = (ins Cleave_MatrixTensor:$lhs, Cleave_MatrixTensor:$rhs);
+  let arguments = (ins Cleave_MatrixTensor:$lhs, Cleave_MatrixTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
   let results = (outs Cleave_MatrixTensor:$output);
 }
 

@@ -130,12 +130,14 @@ LoopNest loopsOf(MatMulOp matmul) {
   int64_t rank = rankOf(out);
   nest.parallel(rank);
   unsigned k = nest.reduction();
-  // Batch dims broadcast; then M x K times K x N.
+  // Batch dims broadcast; then M x K times K x N (each read transposed
+  // where its flag says).
   DimLoops a = broadcast(lhs, out), b = broadcast(rhs, out);
-  a[rankOf(lhs) - 2] = rank - 2;
-  a[rankOf(lhs) - 1] = k;
-  b[rankOf(rhs) - 2] = k;
-  b[rankOf(rhs) - 1] = rank - 1;
+  const bool ta = matmul.getTransA(), tb = matmul.getTransB();
+  a[rankOf(lhs) - (ta ? 1 : 2)] = rank - 2;
+  a[rankOf(lhs) - (ta ? 2 : 1)] = k;
+  b[rankOf(rhs) - (tb ? 1 : 2)] = k;
+  b[rankOf(rhs) - (tb ? 2 : 1)] = rank - 1;
   nest.values = {a, b, identity(out)};
   return nest;
 }

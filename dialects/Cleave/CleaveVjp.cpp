@@ -668,6 +668,9 @@ LogicalResult MatMulOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
   Value g = resultGrad(*this, resultGrads);
   if (!g)
     return noGradients(*this, grads);
+  if (getTransA() || getTransB())
+    return emitOpError("with a transposed operand has no gradient rule: fold transposes after "
+                       "autodiff");
   CleaveBuilder b(builder, getLoc());
   Value lhs = getLhs(), rhs = getRhs();
   ArrayRef<int64_t> lhsShape = shapeOf(lhs);

@@ -216,8 +216,8 @@ private:
 bool isLowPrecision(DType type) { return type == DType::BF16 || type == DType::F16; }
 } // namespace
 
-void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out,
-            bool constantWeights) {
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out, bool transA,
+            bool transB, bool constantWeights) {
   const char *kernel = "matmul";
   checkType(kernel, rhs, lhs.dtype);
   const bool lowPrecision = isLowPrecision(lhs.dtype);
@@ -225,12 +225,14 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   int rl = lhs.rank(), rr = rhs.rank();
   if (rl < 1 || rr < 1)
     fail(kernel, "operands must have rank 1 or more");
+  if ((transA && rl < 2) || (transB && rr < 2))
+    fail(kernel, "a transposed operand must have rank 2 or more");
   // numpy: a 1-D lhs is a row (1 x K), a 1-D rhs a column (K x 1); the unit
   // dim is dropped from the result.
-  int64_t m = rl == 1 ? 1 : lhs.shape[rl - 2];
-  int64_t k = lhs.shape[rl - 1];
-  int64_t k2 = rr == 1 ? rhs.shape[0] : rhs.shape[rr - 2];
-  int64_t n = rr == 1 ? 1 : rhs.shape[rr - 1];
+  int64_t m = rl == 1 ? 1 : lhs.shape[rl - (transA ? 1 : 2)];
+  int64_t k = lhs.shape[rl - (transA ? 2 : 1)];
+  int64_t k2 = rr == 1 ? rhs.shape[0] : rhs.shape[rr - (transB ? 1 : 2)];
+  int64_t n = rr == 1 ? 1 : rhs.shape[rr - (transB ? 2 : 1)];
   if (k != k2)
     fail(kernel, "contraction dims differ (%lld and %lld)", static_cast<long long>(k),
          static_cast<long long>(k2));
@@ -251,7 +253,7 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   // Every product is `problem` (problem.m x k times k x n) at element
   // offsets into lhs, rhs and out.
   const ProductProblem problem =
-      matmulProblem(lhs.dtype, lhs.shape, rhs.shape, out.shape, constantWeights);
+      matmulProblem(lhs.dtype, lhs.shape, rhs.shape, out.shape, transA, transB, constantWeights);
   auto forEachProduct = [&](auto &&product) {
     if (problem.m == batch * m) {
       // The batch folded into the rows (or a batch of one): one product.
@@ -288,7 +290,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
       }
     }
     forEachProduct([&](int64_t ao, int64_t bo, int64_t co) {
-      gemmCore<T>(ctx, false, false, problem.m, n, k, 1.0, a + ao, k, b + bo, n, 0.0, c + co, n);
+      gemmCore<T>(ctx, transA, transB, problem.m, n, k, 1.0, a + ao, problem.lda, b + bo,
+                  problem.ldb, 0.0, c + co, n);
     });
   });
 }

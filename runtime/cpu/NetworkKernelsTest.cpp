@@ -548,13 +548,13 @@ TEST(Matmul, ShapesAgainstLoops) {
     auto a = makeRandom<float>(c.a, seed++);
     auto b = makeRandom<float>(c.b, seed++);
     auto y = zeros(DType::F32, c.out);
-    cpu::matmul(ctx(), a, b, y, false);
+    cpu::matmul(ctx(), a, b, y, false, false, false);
     expectNear(y, matmulByLoop<float>(a, b, c.out), 1e-5);
 
     auto ad = makeRandom<double>(c.a, seed++);
     auto bd = makeRandom<double>(c.b, seed++);
     auto yd = zeros(DType::F64, c.out);
-    cpu::matmul(ctx(), ad, bd, yd, false);
+    cpu::matmul(ctx(), ad, bd, yd, false, false, false);
     expectNear(yd, matmulByLoop<double>(ad, bd, c.out), 1e-12);
   }
 }
@@ -563,12 +563,12 @@ TEST(Matmul, IntegersAndThreads) {
   auto a = make<int64_t>({2, 3}, {1, 2, 3, 4, 5, 6});
   auto b = make<int64_t>({3, 2}, {7, 8, 9, 10, 11, 12});
   auto y = zeros(DType::I64, {2, 2});
-  cpu::matmul(ctx(), a, b, y, false);
+  cpu::matmul(ctx(), a, b, y, false, false, false);
   expectEqual<int64_t>(y, {58, 64, 139, 154});
   auto a32 = make<int32_t>({2, 1, 2}, {1, -1, 2, 3});
   auto b32 = make<int32_t>({2, 2, 1}, {5, 6, 7, 8});
   auto y32 = zeros(DType::I32, {2, 1, 1});
-  cpu::matmul(ctx(), a32, b32, y32, false);
+  cpu::matmul(ctx(), a32, b32, y32, false, false, false);
   expectEqual<int32_t>(y32, {-1, 38});
 
   cpu::Context two;
@@ -576,7 +576,7 @@ TEST(Matmul, IntegersAndThreads) {
   auto af = makeRandom<float>({96, 128}, 3);
   auto bf = makeRandom<float>({128, 72}, 4);
   auto yf = zeros(DType::F32, {96, 72});
-  cpu::matmul(two, af, bf, yf, false);
+  cpu::matmul(two, af, bf, yf, false, false, false);
   expectNear(yf, matmulByLoop<float>(af, bf, {96, 72}), 1e-5);
 }
 
@@ -697,12 +697,14 @@ TEST(Gemm, ConstantWeightsReadFromAKeptCopy) {
           continue;
         auto rows = makeRandom<float>(Dims{2, m, k}, seed++);
         auto y = zeros(DType::F32, {2, m, n});
-        cpu::matmul(keeping, rows, b, y, true);
+        cpu::matmul(keeping, rows, b, y, false, false, true);
         auto flat = makeRandom<float>(Dims{2 * m, k}, 0);
         std::memcpy(flat.data<float>(), rows.data<float>(), sizeof(float) * 2 * m * k);
         expectNear(y, gemmByLoop<float>(flat, b, nullptr, 1.0, 0.0, false, false), 1e-5);
-        const int64_t matmulScratchpad = asked.scratchpadBytes(
-            cpu::matmulProblem(DType::F32, rows.t().shape, b.t().shape, y.t().shape, true), 1);
+        const int64_t matmulScratchpad =
+            asked.scratchpadBytes(cpu::matmulProblem(DType::F32, rows.t().shape, b.t().shape,
+                                                     y.t().shape, false, false, true),
+                                  1);
         EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()),
                   cpu::packedWeightsBytes(k, n) + std::max(gemmScratchpad, matmulScratchpad));
       }
@@ -782,6 +784,65 @@ std::pair<Buffer, Buffer> lowPrecision(DType type, const Buffer &values) {
   return {std::move(narrow), std::move(rounded)};
 }
 
+/// `x` (rank 2 or more) with its last two dims swapped, by loops.
+template <typename T> Buffer swapLast2(const Buffer &x) {
+  Dims shape = x.t().shape;
+  const int r = shape.size;
+  const int64_t rows = shape[r - 2], columns = shape[r - 1];
+  std::swap(shape.values[r - 2], shape.values[r - 1]);
+  Buffer y = zeros(x.t().dtype, shape);
+  for (int64_t m = 0; m < x.t().numel() / (rows * columns); ++m)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < columns; ++j)
+        y.data<T>()[m * rows * columns + j * rows + i] =
+            x.data<T>()[m * rows * columns + i * columns + j];
+  return y;
+}
+
+// A transposed operand (cleave-fold-transposes: an attention's gradient
+// products) is read with its last two dims swapped: the product of the
+// operands stored transposed against the loop's product of the untransposed
+// ones, with a batch on both sides, a broadcast matrix on either side, both
+// operands transposed, in f32, f64 and bf16 (oneDNN's bf16 products or the
+// widened f32 ones).
+TEST(Matmul, TransposedOperands) {
+  struct Case {
+    Dims a, b, out;
+    bool transA, transB;
+  };
+  const Case cases[] = {
+      {{2, 3, 8, 5}, {2, 3, 5, 6}, {2, 3, 8, 6}, true, false},
+      {{2, 3, 8, 5}, {2, 3, 5, 6}, {2, 3, 8, 6}, false, true},
+      {{2, 3, 8, 5}, {2, 3, 5, 6}, {2, 3, 8, 6}, true, true},
+      {{4, 8, 5}, {5, 6}, {4, 8, 6}, true, false},
+      {{4, 8, 5}, {5, 6}, {4, 8, 6}, false, true},
+      {{8, 5}, {3, 5, 6}, {3, 8, 6}, true, true},
+  };
+  unsigned seed = 40;
+  for (const Case &c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "transA " << c.transA << " transB " << c.transB << " out rank " << c.out.size);
+    auto a = makeRandom<float>(c.a, seed++), b = makeRandom<float>(c.b, seed++);
+    Buffer as = swapLast2<float>(a), bs = swapLast2<float>(b);
+    auto y = zeros(DType::F32, c.out);
+    cpu::matmul(ctx(), c.transA ? as : a, c.transB ? bs : b, y, c.transA, c.transB, false);
+    expectNear(y, matmulByLoop<float>(a, b, c.out), 1e-5);
+
+    auto ad = makeRandom<double>(c.a, seed++), bd = makeRandom<double>(c.b, seed++);
+    Buffer ads = swapLast2<double>(ad), bds = swapLast2<double>(bd);
+    auto yd = zeros(DType::F64, c.out);
+    cpu::matmul(ctx(), c.transA ? ads : ad, c.transB ? bds : bd, yd, c.transA, c.transB, false);
+    expectNear(yd, matmulByLoop<double>(ad, bd, c.out), 1e-12);
+
+    auto [al, alRounded] = lowPrecision(DType::BF16, a);
+    auto [bl, blRounded] = lowPrecision(DType::BF16, b);
+    Buffer als = swapLast2<uint16_t>(al), bls = swapLast2<uint16_t>(bl);
+    auto yl = zeros(DType::F32, c.out);
+    cpu::matmul(ctx(), c.transA ? als : al, c.transB ? bls : bl, yl, c.transA, c.transB, false);
+    expectNear(yl, matmulByLoop<float>(alRounded, blRounded, c.out), 1e-4);
+  }
+}
+
 // Every product takes oneDNN's scratchpad from memory the run counts
 // (user mode): over a batch folded into the rows, a batch of products, a
 // transposed gemm with a bias, one accumulating in place and bf16 factors,
@@ -804,11 +865,12 @@ TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
       auto a = makeRandom<float>(lhs, seed++);
       auto b = makeRandom<float>(rhs, seed++);
       auto y = zeros(DType::F32, out);
-      cpu::matmul(context, a, b, y, false);
+      cpu::matmul(context, a, b, y, false, false, false);
       expectNear(y, matmulByLoop<float>(a, b, out), 1e-4);
       expected = std::max(
           expected,
-          asked.scratchpadBytes(cpu::matmulProblem(DType::F32, lhs, rhs, out, false), threads));
+          asked.scratchpadBytes(cpu::matmulProblem(DType::F32, lhs, rhs, out, false, false, false),
+                                threads));
     };
     matmul({8, 128, 512}, {512, 256}, {8, 128, 256});
     matmul({4, 64, 96}, {4, 96, 200}, {4, 64, 200});
@@ -842,12 +904,13 @@ TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
     auto [lhs, lhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{64, 384}, seed++));
     auto [rhs, rhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{384, 128}, seed++));
     auto wide = zeros(DType::F32, {64, 128});
-    cpu::matmul(context, lhs, rhs, wide, false);
+    cpu::matmul(context, lhs, rhs, wide, false, false, false);
     expectNear(wide, matmulByLoop<float>(lhsRounded, rhsRounded, wide.t().shape), 1e-4);
-    expected = std::max(
-        expected, asked.scratchpadBytes(cpu::matmulProblem(DType::BF16, lhs.t().shape,
-                                                           rhs.t().shape, wide.t().shape, false),
-                                        threads));
+    expected =
+        std::max(expected,
+                 asked.scratchpadBytes(cpu::matmulProblem(DType::BF16, lhs.t().shape, rhs.t().shape,
+                                                          wide.t().shape, false, false, false),
+                                       threads));
 
     EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), expected) << threads << " thread(s)";
     largest = std::max(largest, expected);
@@ -882,7 +945,7 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
         auto [a, aRounded] = lowPrecision(type, makeRandom<float>(c.a, seed++));
         auto [b, bRounded] = lowPrecision(type, makeRandom<float>(c.b, seed++));
         auto y = zeros(DType::F32, c.out);
-        cpu::matmul(*context, a, b, y, false);
+        cpu::matmul(*context, a, b, y, false, false, false);
         expectNear(y, matmulByLoop<float>(aRounded, bRounded, c.out), 1e-5);
       }
       const int64_t m = 3, k = 5, n = 4;
@@ -994,7 +1057,7 @@ TEST(LowPrecisionConv, BadCallsFail) {
 TEST(LowPrecisionProducts, ResultMustBeF32) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Buffer a(DType::BF16, {2, 2}), b(DType::BF16, {2, 2}), y(DType::BF16, {2, 2});
-  EXPECT_EXIT(cpu::matmul(ctx(), a, b, y, false), ::testing::ExitedWithCode(3),
+  EXPECT_EXIT(cpu::matmul(ctx(), a, b, y, false, false, false), ::testing::ExitedWithCode(3),
               "kernel matmul: .*bf16");
   EXPECT_EXIT(
       cpu::gemm(ctx(), a, b, nullptr, y, 1.0f, 0.0f, false, false, Activation::Relu, false, false),

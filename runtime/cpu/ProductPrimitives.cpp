@@ -71,13 +71,18 @@ DType productOperands(DType operands) {
 }
 
 ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, const Dims &out,
-                             bool constantWeights) {
+                             bool transA, bool transB, bool constantWeights) {
   const int rl = lhs.size, rr = rhs.size;
   ProductProblem p;
   p.operands = productOperands(operands);
-  const int64_t m = rl == 1 ? 1 : lhs[rl - 2];
-  p.k = p.lda = lhs[rl - 1];
-  p.n = p.ldb = p.ldc = rr == 1 ? 1 : rhs[rr - 1];
+  p.transA = transA;
+  p.transB = transB;
+  const int64_t m = rl == 1 ? 1 : lhs[rl - (transA ? 1 : 2)];
+  p.k = lhs[rl - (transA ? 2 : 1)];
+  p.lda = lhs[rl - 1];
+  p.n = rr == 1 ? 1 : rhs[rr - (transB ? 2 : 1)];
+  p.ldb = rr == 1 ? 1 : rhs[rr - 1];
+  p.ldc = p.n;
   // The batch is the result's dims before its matrix dims.
   int64_t lhsBatch = 1, rhsBatch = 1, batch = 1;
   for (int i = 0; i + 2 < rl; ++i)
@@ -86,7 +91,8 @@ ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, c
     rhsBatch *= rhs[i];
   for (int i = 0; i < out.size - (rl > 1) - (rr > 1); ++i)
     batch *= out[i];
-  p.m = rhsBatch == 1 && lhsBatch == batch ? batch * m : m;
+  // A transposed lhs's matrices do not stack into rows.
+  p.m = rhsBatch == 1 && lhsBatch == batch && !transA ? batch * m : m;
   p.constantB = constantWeights && operands == DType::F32 && rr == 2;
   return p;
 }

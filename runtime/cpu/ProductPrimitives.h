@@ -98,14 +98,14 @@ struct ProductProblem {
 DType productOperands(DType operands);
 
 /// The problem each product of a matmul kernel call runs: `lhs` (batch... x
-/// m x k, or k) times `rhs` (batch... x k x n, or k) into `out`, numpy's
-/// broadcast over the batch, `operands` the type of both. One rhs matrix
-/// under a full lhs batch is one product with the batch folded into its
-/// rows (m: the batch's rows); otherwise one m-row product per matrix of
-/// the batch. `constantWeights`: a constant f32 rhs matrix
-/// (ProductProblem::constantB).
+/// m x k, or k; k x m with `transA`) times `rhs` (batch... x k x n, or k;
+/// n x k with `transB`) into `out`, numpy's broadcast over the batch,
+/// `operands` the type of both. One rhs matrix under a full untransposed
+/// lhs batch is one product with the batch folded into its rows (m: the
+/// batch's rows); otherwise one m-row product per matrix of the batch.
+/// `constantWeights`: a constant f32 rhs matrix (ProductProblem::constantB).
 ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, const Dims &out,
-                             bool constantWeights);
+                             bool transA, bool transB, bool constantWeights);
 
 /// The problem of a gemm kernel call: alpha op(a) op(b) + beta c, a and b
 /// matrices of type `operands`, the result and c of type `result`, `c` null

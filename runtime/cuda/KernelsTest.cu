@@ -794,22 +794,47 @@ void matmulRef(const float *a, const float *b, float *c, int64_t m, int64_t k, i
 TEST_F(CudaKernels, MatmulMatrices) {
   Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
   Tensor c = alloc(DType::F32, {2, 2});
-  kc::matmul(ctx, a, b, c, false);
+  kc::matmul(ctx, a, b, c, false, false, false);
   expectClose(get<float>(c), {58, 64, 139, 154});
 }
 
 TEST_F(CudaKernels, MatmulVectors) {
   Tensor v = f32({3}, {1, 2, 3}), b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
   Tensor vb = alloc(DType::F32, {2});
-  kc::matmul(ctx, v, b, vb, false);
+  kc::matmul(ctx, v, b, vb, false, false, false);
   expectClose(get<float>(vb), {58, 64});
   Tensor a = f32({2, 3}, {1, 2, 3, 4, 5, 6}), w = f32({3}, {1, 0, -1});
   Tensor aw = alloc(DType::F32, {2});
-  kc::matmul(ctx, a, w, aw, false);
+  kc::matmul(ctx, a, w, aw, false, false, false);
   expectClose(get<float>(aw), {-2, -2});
   Tensor dot = alloc(DType::F32, {});
-  kc::matmul(ctx, v, w, dot, false);
+  kc::matmul(ctx, v, w, dot, false, false, false);
   expectClose(get<float>(dot), {-2});
+}
+
+// Operands stored transposed (cleave-fold-transposes' flags): a batch of
+// two 2 x 3 lhs matrices stored 3 x 2, times one 3 x 2 rhs stored 2 x 3,
+// against the reference product of the untransposed matrices.
+TEST_F(CudaKernels, MatmulTransposedOperands) {
+  std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(6, 1.0f, 0.25f);
+  std::vector<float> lhsT(12), rhsT(6);
+  for (int m = 0; m < 2; ++m)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        lhsT[m * 6 + j * 2 + i] = lhs[m * 6 + i * 3 + j];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      rhsT[j * 3 + i] = rhs[i * 2 + j];
+  std::vector<float> want(8);
+  for (int m = 0; m < 2; ++m)
+    matmulRef(&lhs[m * 6], rhs.data(), &want[m * 4], 2, 3, 2);
+  Tensor c = alloc(DType::F32, {2, 2, 2});
+  kc::matmul(ctx, f32({2, 3, 2}, lhsT), f32({3, 2}, rhs), c, true, false, false);
+  expectClose(get<float>(c), want);
+  kc::matmul(ctx, f32({2, 2, 3}, lhs), f32({2, 3}, rhsT), c, false, true, false);
+  expectClose(get<float>(c), want);
+  kc::matmul(ctx, f32({2, 3, 2}, lhsT), f32({2, 3}, rhsT), c, true, true, false);
+  expectClose(get<float>(c), want);
 }
 
 /// The reference of lhs [2,1,2,3] x rhs [3,3,2] -> [2,3,2,2]: lhs repeats
@@ -827,19 +852,19 @@ TEST_F(CudaKernels, MatmulBroadcastBatches) {
   std::vector<float> lhs = iota(12, -3.0f, 0.5f), rhs = iota(18, 1.0f, 0.25f);
   Tensor a = f32({2, 1, 2, 3}, lhs), b = f32({3, 3, 2}, rhs);
   Tensor c = alloc(DType::F32, {2, 3, 2, 2});
-  kc::matmul(ctx, a, b, c, false);
+  kc::matmul(ctx, a, b, c, false, false, false);
   expectClose(get<float>(c), broadcastBatchesRef(lhs, rhs));
 
   // Same batch on both sides, then rhs shared by every batch.
   Tensor a2 = f32({3, 2, 3}, std::vector<float>(rhs.begin(), rhs.begin() + 18));
   Tensor b2 = f32({3, 3, 2}, rhs), c2 = alloc(DType::F32, {3, 2, 2});
-  kc::matmul(ctx, a2, b2, c2, false);
+  kc::matmul(ctx, a2, b2, c2, false, false, false);
   std::vector<float> want2(12);
   for (int j = 0; j < 3; ++j)
     matmulRef(&rhs[j * 6], &rhs[j * 6], &want2[j * 4], 2, 3, 2);
   expectClose(get<float>(c2), want2);
   Tensor b3 = f32({3, 2}, {7, 8, 9, 10, 11, 12});
-  kc::matmul(ctx, a2, b3, c2, false);
+  kc::matmul(ctx, a2, b3, c2, false, false, false);
   std::vector<float> rhs3 = {7, 8, 9, 10, 11, 12};
   for (int j = 0; j < 3; ++j)
     matmulRef(&rhs[j * 6], rhs3.data(), &want2[j * 4], 2, 3, 2);
@@ -881,7 +906,7 @@ TEST_F(CudaKernels, LowPrecisionProducts) {
     kc::cast(ctx, a32, a);
     kc::cast(ctx, b32, b);
     Tensor c = alloc(DType::F32, {2, 3, 2, 2});
-    kc::matmul(ctx, a, b, c, false);
+    kc::matmul(ctx, a, b, c, false, false, false);
     expectClose(get<float>(c), broadcastBatchesRef(lhs, rhs));
 
     Tensor ga = alloc(type, {2, 3}), gb = alloc(type, {3, 2});
@@ -1569,10 +1594,12 @@ TEST(CudaKernelErrors, UnsupportedElementType) {
   EXPECT_EXIT(kc::sqrt(ctx, ints, ints), ::testing::ExitedWithCode(3),
               "cleave: error: kernel sqrt: unsupported element type i64");
   Tensor halves{nullptr, DType::F16, Dims{2, 2}};
-  EXPECT_EXIT(kc::matmul(ctx, halves, halves, halves, false), ::testing::ExitedWithCode(3),
+  EXPECT_EXIT(kc::matmul(ctx, halves, halves, halves, false, false, false),
+              ::testing::ExitedWithCode(3),
               "cleave: error: kernel matmul: the result must be f32, not f16");
   Tensor longs{nullptr, DType::I64, Dims{2, 2}};
-  EXPECT_EXIT(kc::matmul(ctx, longs, longs, longs, false), ::testing::ExitedWithCode(3),
+  EXPECT_EXIT(kc::matmul(ctx, longs, longs, longs, false, false, false),
+              ::testing::ExitedWithCode(3),
               "cleave: error: kernel matmul: the factors must be f32, bf16 or f16, not i64");
 }
 
@@ -1618,7 +1645,7 @@ TEST(CudaKernelErrors, BadShapes) {
   Tensor out{nullptr, DType::F32, Dims{2, 3}};
   EXPECT_EXIT(kc::add(ctx, a, b, out), ::testing::ExitedWithCode(3),
               "cleave: error: kernel add: .*does not broadcast");
-  EXPECT_EXIT(kc::matmul(ctx, a, a, out, false), ::testing::ExitedWithCode(3),
+  EXPECT_EXIT(kc::matmul(ctx, a, a, out, false, false, false), ::testing::ExitedWithCode(3),
               "cleave: error: kernel matmul: inner dims 3 and 2 differ");
 }
 

@@ -15,6 +15,7 @@
 #include "runtime/ConvScratch.h"
 #include "runtime/cuda/Common.cuh"
 
+#include <algorithm>
 #include <climits>
 #include <optional>
 
@@ -45,29 +46,33 @@ cudaDataType factorType(const char *kernel, const Tensor &a, const Tensor &b) {
   }
 }
 
-/// Row-major out[b] = lhs[b] (M x K) * rhs[b] (K x N), for `batch`
-/// matrices `strideLhs`, `strideRhs`, `strideOut` elements apart; the
-/// factors of type `factors`, out f32.
-void gemmBatched(const char *kernel, cublasHandle_t handle, cudaDataType factors, int64_t m,
-                 int64_t n, int64_t k, const void *lhs, int64_t strideLhs, const void *rhs,
-                 int64_t strideRhs, float *out, int64_t strideOut, int64_t batch) {
+/// Row-major out[b] = op(lhs[b]) (M x K) * op(rhs[b]) (K x N), for `batch`
+/// matrices `strideLhs`, `strideRhs`, `strideOut` elements apart, lhs
+/// stored K x M with `transA` and rhs N x K with `transB`; the factors of
+/// type `factors`, out f32. cuBLAS is column-major: it computes out^T =
+/// op(rhs)^T op(lhs)^T, each row-major matrix read as its transpose.
+void gemmBatched(const char *kernel, cublasHandle_t handle, cudaDataType factors, bool transA,
+                 bool transB, int64_t m, int64_t n, int64_t k, const void *lhs, int64_t strideLhs,
+                 const void *rhs, int64_t strideRhs, float *out, int64_t strideOut, int64_t batch) {
   requireInt(kernel, m, "M");
   requireInt(kernel, n, "N");
   requireInt(kernel, k, "K");
   requireInt(kernel, batch, "the batch");
   const float one = 1.0f, zero = 0.0f;
   int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
-  int ldb = N > 1 ? N : 1, lda = K > 1 ? K : 1;
+  // The leading dims of the matrices as stored (row-major rows).
+  int ldb = std::max(transB ? K : N, 1), lda = std::max(transA ? M : K, 1), ldc = std::max(N, 1);
+  const cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (batch == 1)
-    checkBlas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, factors, ldb, lhs,
-                           factors, lda, &zero, out, CUDA_R_32F, ldb, CUBLAS_COMPUTE_32F,
-                           CUBLAS_GEMM_DEFAULT),
+    checkBlas(cublasGemmEx(handle, opB, opA, N, M, K, &one, rhs, factors, ldb, lhs, factors, lda,
+                           &zero, out, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               kernel);
   else
-    checkBlas(cublasGemmStridedBatchedEx(
-                  handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, rhs, factors, ldb, strideRhs,
-                  lhs, factors, lda, strideLhs, &zero, out, CUDA_R_32F, ldb, strideOut,
-                  static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    checkBlas(cublasGemmStridedBatchedEx(handle, opB, opA, N, M, K, &one, rhs, factors, ldb,
+                                         strideRhs, lhs, factors, lda, strideLhs, &zero, out,
+                                         CUDA_R_32F, ldc, strideOut, static_cast<int>(batch),
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               kernel);
 }
 
@@ -300,15 +305,20 @@ struct ColumnChunks {
 using namespace detail;
 
 // cuBLAS reads every operand as stored: `constantWeights` changes nothing here.
-void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out, bool) {
+void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &out, bool transA,
+            bool transB, bool) {
   const char *kernel = "matmul";
   const cudaDataType factors = factorType(kernel, lhs, rhs);
   requireType(kernel, out, DType::F32, "the result");
   int lr = lhs.rank(), rr = rhs.rank();
   if (lr < 1 || rr < 1)
     fail(kernel, "operands must have rank 1 or more");
-  int64_t m = lr >= 2 ? lhs.shape[lr - 2] : 1, k = lhs.shape[lr - 1];
-  int64_t k2 = rr >= 2 ? rhs.shape[rr - 2] : rhs.shape[0], n = rr >= 2 ? rhs.shape[rr - 1] : 1;
+  if ((transA && lr < 2) || (transB && rr < 2))
+    fail(kernel, "a transposed operand must have rank 2 or more");
+  int64_t m = lr >= 2 ? lhs.shape[lr - (transA ? 1 : 2)] : 1,
+          k = lhs.shape[lr - (transA && lr >= 2 ? 2 : 1)];
+  int64_t k2 = rr >= 2 ? rhs.shape[rr - (transB ? 1 : 2)] : rhs.shape[0],
+          n = rr >= 2 ? rhs.shape[rr - (transB ? 2 : 1)] : 1;
   if (k != k2)
     fail(kernel, "inner dims %lld and %lld differ", static_cast<long long>(k),
          static_cast<long long>(k2));
@@ -349,7 +359,7 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
     int64_t off[3];
     outerLayout.offsets(o, off);
     const std::size_t size = dtypeSize(lhs.dtype);
-    gemmBatched(kernel, handle, factors, m, n, k,
+    gemmBatched(kernel, handle, factors, transA, transB, m, n, k,
                 static_cast<const char *>(lhs.data) + off[1] * size, stride[1],
                 static_cast<const char *>(rhs.data) + off[2] * size, stride[2],
                 out.as<float>() + off[0], stride[0], inner);

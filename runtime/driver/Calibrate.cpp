@@ -104,13 +104,15 @@ int main(int argc, char **argv) {
   const int64_t m = 256, k = 512, n = 512;
   std::vector<float> a, b, c;
   Tensor lhs = matrix(a, m, k), rhs = matrix(b, k, n), product = matrix(c, m, n);
-  double productSeconds = secondsPerCall([&] { cpu::matmul(context, lhs, rhs, product, false); },
-                                         together, forSeconds(0.2));
+  double productSeconds =
+      secondsPerCall([&] { cpu::matmul(context, lhs, rhs, product, false, false, false); },
+                     together, forSeconds(0.2));
   std::vector<uint16_t> a16(static_cast<std::size_t>(m * k), 0x3f00),
       b16(static_cast<std::size_t>(k * n), 0x3f00); // bf16 0.5
   Tensor lhs16{a16.data(), DType::BF16, Dims{m, k}}, rhs16{b16.data(), DType::BF16, Dims{k, n}};
-  double lowPrecisionSeconds = secondsPerCall(
-      [&] { cpu::matmul(context, lhs16, rhs16, product, false); }, together, forSeconds(0.2));
+  double lowPrecisionSeconds =
+      secondsPerCall([&] { cpu::matmul(context, lhs16, rhs16, product, false, false, false); },
+                     together, forSeconds(0.2));
 
   // An elementwise kernel within the caches (3 x 4 MiB moved a call), and
   // one streaming from memory (3 x 64 MiB, past kStreamedKernelBytes).

@@ -134,6 +134,26 @@ func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x4xf32>) {
 
 // -----
 
+func.func @matmul_transposed_vector(%a: tensor<3xf32>, %b: tensor<3x4xf32>) {
+  // expected-error @+2 {{a transposed operand must have rank 2 or more}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.matmul %a, %b {trans_a = true} : (tensor<3xf32>, tensor<3x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// A transposed operand is read with its last two dims swapped: 4x3 read as
+// 3x4 does not meet a 2x5.
+func.func @matmul_transposed_contraction(%a: tensor<4x3xf32>, %b: tensor<2x5xf32>) {
+  // expected-error @+2 {{contraction dims differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.matmul %a, %b {trans_a = true} : (tensor<4x3xf32>, tensor<2x5xf32>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
 func.func @gemm_bias(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>, %c: tensor<3xf32>) {
   // expected-error @+2 {{c of shape 3 does not broadcast to 2x4}}
   // expected-error @+1 {{failed to infer returned types}}

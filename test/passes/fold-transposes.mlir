@@ -48,16 +48,36 @@ func.func @backward(%a: tensor<6x4xf32>, %g: tensor<6x5xf32>, %w: tensor<5x4xf32
 // CHECK: cleave.transpose %[[P]] {perm = array<i64: 1, 0>}
 // CHECK: %[[Q:.*]] = cleave.gemm %arg1, %arg1 :
 // CHECK: cleave.transpose %[[Q]] {perm = array<i64: 1, 0>}
-// CHECK: %[[B:.*]] = cleave.transpose %arg3 {perm = array<i64: 0, 2, 1>}
-// CHECK: cleave.matmul %arg3, %[[B]]
-func.func @kept(%m: tensor<3x3xf32>, %n: tensor<3x3xf32>, %c: tensor<3x3xf32>, %s: tensor<2x3x3xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<2x3x3xf32>) {
+// CHECK: %[[B:.*]] = cleave.transpose %arg3 {perm = array<i64: 1, 0, 2>}
+// CHECK: cleave.matmul %arg3, %[[B]] :
+func.func @kept(%m: tensor<3x3xf32>, %n: tensor<3x3xf32>, %c: tensor<3x3xf32>, %s: tensor<3x3x3xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3x3xf32>) {
   %mt = cleave.transpose %m {perm = array<i64: 1, 0>} : (tensor<3x3xf32>) -> tensor<3x3xf32>
   %p0 = cleave.gemm %n, %mt : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
   %p = cleave.gemm %n, %n, %c : (tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
   %pt = cleave.transpose %p {perm = array<i64: 1, 0>} : (tensor<3x3xf32>) -> tensor<3x3xf32>
   %q = cleave.gemm %n, %n : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
   %qt = cleave.transpose %q {perm = array<i64: 1, 0>} : (tensor<3x3xf32>) -> tensor<3x3xf32>
-  %st = cleave.transpose %s {perm = array<i64: 0, 2, 1>} : (tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
-  %b = cleave.matmul %s, %st : (tensor<2x3x3xf32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
-  return %mt, %p0, %pt, %q, %qt, %b : tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<2x3x3xf32>
+  %st = cleave.transpose %s {perm = array<i64: 1, 0, 2>} : (tensor<3x3x3xf32>) -> tensor<3x3x3xf32>
+  %b = cleave.matmul %s, %st : (tensor<3x3x3xf32>, tensor<3x3x3xf32>) -> tensor<3x3x3xf32>
+  return %mt, %p0, %pt, %q, %qt, %b : tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3x3xf32>
+}
+
+// -----
+
+// A matmul operand that is a batch of transposed matrices (its last two
+// dims swapped, its batch kept: an attention's gradient products) is read
+// in place with that operand's flag, on either side or both.
+// CHECK-LABEL: func.func @batched
+// CHECK-NOT: cleave.transpose
+// CHECK: cleave.matmul %arg0, %arg1 {trans_b = true} : (tensor<2x4x8x16xf32>, tensor<2x4x32x16xf32>) -> tensor<2x4x8x32xf32>
+// CHECK: cleave.matmul %arg2, %arg3 {trans_a = true} : (tensor<2x4x16x8xf32>, tensor<2x4x16x32xf32>) -> tensor<2x4x8x32xf32>
+// CHECK: cleave.matmul %arg2, %arg1 {trans_a = true, trans_b = true} : (tensor<2x4x16x8xf32>, tensor<2x4x32x16xf32>) -> tensor<2x4x8x32xf32>
+// CHECK-NOT: cleave.transpose
+func.func @batched(%a: tensor<2x4x8x16xf32>, %b: tensor<2x4x32x16xf32>, %c: tensor<2x4x16x8xf32>, %d: tensor<2x4x16x32xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>) {
+  %bt = cleave.transpose %b {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x32x16xf32>) -> tensor<2x4x16x32xf32>
+  %ct = cleave.transpose %c {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x16x8xf32>) -> tensor<2x4x8x16xf32>
+  %x = cleave.matmul %a, %bt : (tensor<2x4x8x16xf32>, tensor<2x4x16x32xf32>) -> tensor<2x4x8x32xf32>
+  %y = cleave.matmul %ct, %d : (tensor<2x4x8x16xf32>, tensor<2x4x16x32xf32>) -> tensor<2x4x8x32xf32>
+  %z = cleave.matmul %ct, %bt : (tensor<2x4x8x16xf32>, tensor<2x4x16x32xf32>) -> tensor<2x4x8x32xf32>
+  return %x, %y, %z : tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x32xf32>
 }

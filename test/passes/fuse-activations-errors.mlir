@@ -13,6 +13,19 @@ func.func @forward(%x: tensor<1x2x5x5xf32> {cleave.kind = "input", cleave.name =
 
 // -----
 
+// Nor a matmul with a transposed operand: cleave-fold-transposes runs after
+// autodiff too.
+func.func @forward(%x: tensor<2x4x8xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %w: tensor<2x4x8xf32> {cleave.kind = "param", cleave.name = "w"})
+    -> (tensor<f32> {cleave.name = "y"}) {
+  // expected-error @below {{with a transposed operand has no gradient rule: fold transposes after autodiff}}
+  %g = cleave.matmul %x, %w {trans_b = true} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x4xf32>
+  %y = cleave.reduce_sum %g {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x4x4xf32>) -> tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
 func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"},
                    %w: tensor<8x8xf32> {cleave.kind = "param", cleave.name = "w"})
     -> (tensor<f32> {cleave.name = "y"}) {
