@@ -879,6 +879,11 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
     }
     OpBuilder b(module.getBodyRegion());
     emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
+    // The compiled chains' templates, only where there are chains: the
+    // header doubles a one-kernel program's compile time.
+    if (target == "cpu" &&
+        module.walk([](FusedElementwiseOp) { return WalkResult::interrupt(); }).wasInterrupted())
+      emitc::IncludeOp::create(b, module.getLoc(), "runtime/cpu/FusedChain.h");
     // Every program defines every entry point; without an @apply (a forward
     // program) cleave_apply does nothing, and so do cleave_backward but in a
     // pipeline stage's program, cleave_backward_weight but in one of zb-h1

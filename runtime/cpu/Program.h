@@ -10,7 +10,6 @@
 #define CLEAVE_RUNTIME_CPU_PROGRAM_H
 
 #include "runtime/ProgramEntry.h"
-#include "runtime/cpu/FusedChain.h"
 #include "runtime/cpu/Kernels.h"
 
 cleave::rt::ProgramEntry<cleave::rt::cpu::Context> cleave_narrow_weights;

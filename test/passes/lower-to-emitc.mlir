@@ -6,6 +6,7 @@
 // with inputs, outputs, then attributes (runtime/Kernels.def).
 
 // CHECK: emitc.include "runtime/cpu/Program.h"
+// CHECK-NOT: FusedChain.h
 // CHECK-LABEL: emitc.func @cleave_forward
 // CHECK-SAME: (%[[CTX:.*]]: !emitc.opaque<"cleave::rt::cpu::Context&">, %[[ARENA:.*]]: !emitc.ptr<!emitc.opaque<"char">>, %[[WEIGHTS:.*]]: !emitc.ptr<!emitc.opaque<"char">>, %[[IN:.*]]: !emitc.ptr<!emitc.opaque<"const cleave::rt::Tensor">>, %[[OUT:.*]]: !emitc.ptr<!emitc.opaque<"cleave::rt::Tensor">>)
 // CHECK: %[[X:.*]] = call_opaque "cleave::rt::load"(%[[IN]]) {args = [0 : index, #emitc.opaque<"0">]}
@@ -60,6 +61,7 @@ func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"
 // one bf16 for all); each instruction's opcode (add 0, mul 2, exp 7) and
 // operands; each output's register and type (0 f32, 1 bf16). On CUDA the
 // program's text is interpreted: no template arguments.
+// CHECK: emitc.include "runtime/cpu/FusedChain.h"
 // CHECK-LABEL: emitc.func @cleave_forward
 // CHECK: call_opaque "cleave::rt::cpu::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">], template_args = [#emitc.opaque<"3">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"2">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"7">, #emitc.opaque<"4">, #emitc.opaque<"0">, #emitc.opaque<"4">, #emitc.opaque<"1">, #emitc.opaque<"5">, #emitc.opaque<"0">]}
 // CUDA: call_opaque "cleave::rt::cuda::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">]} : (
