@@ -9,6 +9,7 @@
 
 #include "passes/PipelineSimulator.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -152,15 +153,24 @@ public:
   /// Runs `actions` actions: each time, every rank offers the action it
   /// would take next (`next`: the action and its start time, or none), and
   /// the one that starts earliest runs. False when none can start before
-  /// all have run (a deadlock).
+  /// all have run (a deadlock). A rank's offer depends on its own progress
+  /// and on what its next actions wait for, so after each action only the
+  /// rank that took it and the ranks waiting on it offer anew (a 64-rank
+  /// pipeline would otherwise ask every rank for every action).
   bool runAll(int64_t actions,
          const std::function<std::optional<std::pair<PipelineAction, double>>(int64_t)> &next,
          const std::function<void(int64_t, const PipelineAction &)> &taken) {
+    std::vector<std::optional<std::pair<PipelineAction, double>>> offers(shape.ranks);
+    std::vector<bool> stale(shape.ranks, true);
     for (int64_t left = actions; left > 0; --left) {
       std::optional<std::pair<PipelineAction, double>> best;
       int64_t bestRank = -1;
       for (int64_t rank = 0; rank < shape.ranks; ++rank) {
-        auto offer = next(rank);
+        if (stale[rank]) {
+          offers[rank] = next(rank);
+          stale[rank] = false;
+        }
+        const auto &offer = offers[rank];
         if (offer && (!best || offer->second < best->second - kEpsilon)) {
           best = offer;
           bestRank = rank;
@@ -170,6 +180,9 @@ public:
         return false;
       run(best->first, best->second);
       taken(bestRank, best->first);
+      stale[bestRank] = true;
+      for (int64_t stage : waitingStages(best->first))
+        stale[shape.rankOf(stage)] = true;
     }
     return true;
   }
@@ -181,6 +194,21 @@ private:
   std::vector<std::vector<int64_t>> edges, receivesFrom;
   std::vector<double> finish;
   std::vector<double> rankFree, busy;
+
+  /// The stages with actions that wait for `a` on another stage (startTime):
+  /// a forward's receivers, a backward's senders.
+  llvm::ArrayRef<int64_t> waitingStages(const PipelineAction &a) const {
+    switch (a.kind) {
+    case PipelineAction::F:
+      return edges[a.stage];
+    case PipelineAction::B:
+    case PipelineAction::I:
+      return receivesFrom[a.stage];
+    case PipelineAction::W:
+      return {};
+    }
+    return {};
+  }
 
   int64_t index(const PipelineAction &a) const {
     return (static_cast<int64_t>(a.kind) * shape.microbatches + a.microbatch) * shape.stages() +
