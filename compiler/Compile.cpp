@@ -349,23 +349,30 @@ LogicalResult Compiler::buildProgram(ArrayRef<std::string> sources) {
   if (!llvm::sys::fs::can_execute(compiler))
     return fail(compiler, "the host compiler is missing",
                 "install g++ (scripts/setup.sh does), or point CLEAVE_CXX at one");
-  // -O1: a program is one straight-line call of a prebuilt kernel per op, and
-  // -O2's time grows faster than its functions: a GPT-2-small training step
-  // (a 1 MB program.cu) takes nvcc 39 s at -O1 and 415 s at -O2, and the
-  // steps run as fast (docs/gpu-check.md).
-  std::vector<std::string> args{compiler, "-std=c++17", "-O1", "-I" CLEAVE_SOURCE_DIR};
-  // The fused chains' loops (runtime/cpu/FusedChain.h) vectorise only
-  // where sqrt need not set errno, as the kernels are built.
-  if (!cuda)
-    args.push_back("-fno-math-errno");
+  std::vector<std::string> args{compiler};
+  SmallVector<StringRef> flags;
+  if (cuda) {
+    // -O1: a program is one straight-line call of a prebuilt kernel per op,
+    // and -O2's time grows faster than its functions: a GPT-2-small training
+    // step (a 1 MB program.cu) takes nvcc 39 s at -O1 and 415 s at -O2, and
+    // the steps run as fast (docs/gpu-check.md).
+    flags = {"-std=c++17", "-O1"};
+  } else {
+    // The build's flags, which its precompiled headers were made with (the
+    // top-level CMakeLists.txt); their directory comes first.
+    StringRef(CLEAVE_PROGRAM_FLAGS).split(flags, ';', -1, false);
+    if (*CLEAVE_PROGRAM_HEADERS_DIR)
+      args.push_back("-I" CLEAVE_PROGRAM_HEADERS_DIR);
+  }
+  args.push_back("-I" CLEAVE_SOURCE_DIR);
+  for (StringRef flag : flags)
+    args.push_back(flag.str());
   args.insert(args.end(), sources.begin(), sources.end());
   args.insert(args.end(), {"-o", outputDir + "/program"});
-  SmallVector<StringRef> extra;
-  StringRef(libraries).split(extra, ';', -1, false);
-  if (!cuda)
-    StringRef(CLEAVE_PROGRAM_FLAGS).split(extra, ';', -1, false);
-  for (StringRef arg : extra)
-    args.push_back(arg.str());
+  SmallVector<StringRef> libraryList;
+  StringRef(libraries).split(libraryList, ';', -1, false);
+  for (StringRef library : libraryList)
+    args.push_back(library.str());
   if (cuda) {
     args.insert(args.end(), {"-cudart", "shared", "-lcublas"});
   } else {

@@ -878,12 +878,23 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
       }
     }
     OpBuilder b(module.getBodyRegion());
-    emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
     // The compiled chains' templates, only where there are chains: the
-    // header doubles a one-kernel program's compile time.
+    // header doubles a one-kernel program's compile time where it is not
+    // precompiled. First, since a program's first header is the one it may
+    // read precompiled (runtime/cpu/CMakeLists.txt).
     if (target == "cpu" &&
         module.walk([](FusedElementwiseOp) { return WalkResult::interrupt(); }).wasInterrupted())
       emitc::IncludeOp::create(b, module.getLoc(), "runtime/cpu/FusedChain.h");
+    emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
+    // The entry points are straight-line kernel calls: optimizing them buys
+    // nothing a step and costs most of a program's compile time (a GPT's
+    // dp=2 step 4.9 s at -O1, 1.3 s so; docs/performance.md). The headers'
+    // inline helpers and the chains' loops above keep their levels.
+    if (target == "cpu")
+      emitc::VerbatimOp::create(b, module.getLoc(),
+                                "#if defined(__GNUC__) && !defined(__clang__)\n"
+                                "#pragma GCC optimize(\"O0\")\n"
+                                "#endif");
     // Every program defines every entry point; without an @apply (a forward
     // program) cleave_apply does nothing, and so do cleave_backward but in a
     // pipeline stage's program, cleave_backward_weight but in one of zb-h1

@@ -40,6 +40,12 @@ if os.environ.get("CLEAVE_LONG") == "1":
     config.environment["CLEAVE_LONG"] = "1"
     config.available_features.add("long")
 
+# The headers programs include first are precompiled where the host compiler
+# is GCC (runtime/cpu/CMakeLists.txt); %cxx is that compiler.
+if config.cleave_program_headers:
+    config.available_features.add("program-headers")
+config.substitutions.append(("%cxx", config.cleave_cxx))
+
 # The CUDA target is built whenever nvcc is found; running it needs a GPU.
 if config.cleave_have_cuda:
     config.available_features.add("cuda")

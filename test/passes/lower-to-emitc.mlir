@@ -3,9 +3,11 @@
 // RUN: not cleave-opt %s -split-input-file --pass-pipeline='builtin.module(cleave-lower-to-emitc)' 2>&1 | FileCheck %s --check-prefix=UNPLANNED
 
 // Each tensor is a view at its planned offset and each op one kernel call
-// with inputs, outputs, then attributes (runtime/Kernels.def).
+// with inputs, outputs, then attributes (runtime/Kernels.def). On the CPU the
+// entry points, straight-line calls, are compiled at -O0 (GCC's pragma).
 
 // CHECK: emitc.include "runtime/cpu/Program.h"
+// CHECK-NEXT: emitc.verbatim "#if defined(__GNUC__) && !defined(__clang__)\0A#pragma GCC optimize(\22O0\22)\0A#endif"
 // CHECK-NOT: FusedChain.h
 // CHECK-LABEL: emitc.func @cleave_forward
 // CHECK-SAME: (%[[CTX:.*]]: !emitc.opaque<"cleave::rt::cpu::Context&">, %[[ARENA:.*]]: !emitc.ptr<!emitc.opaque<"char">>, %[[WEIGHTS:.*]]: !emitc.ptr<!emitc.opaque<"char">>, %[[IN:.*]]: !emitc.ptr<!emitc.opaque<"const cleave::rt::Tensor">>, %[[OUT:.*]]: !emitc.ptr<!emitc.opaque<"cleave::rt::Tensor">>)
@@ -23,6 +25,7 @@
 // CHECK-NOT: func.func
 
 // CUDA: emitc.include "runtime/cuda/Program.h"
+// CUDA-NOT: emitc.verbatim
 // CUDA: !emitc.opaque<"cleave::rt::cuda::Context&">
 // CUDA: call_opaque "cleave::rt::cuda::gemm"
 // CUDA: call_opaque "cleave::rt::cuda::softmax"
@@ -60,8 +63,10 @@ func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"
 // how each input is read (0 every f32, 1 one f32 for all, 2 every bf16, 3
 // one bf16 for all); each instruction's opcode (add 0, mul 2, exp 7) and
 // operands; each output's register and type (0 f32, 1 bf16). On CUDA the
-// program's text is interpreted: no template arguments.
+// program's text is interpreted: no template arguments. The chains' header
+// comes first, the one a program may read precompiled.
 // CHECK: emitc.include "runtime/cpu/FusedChain.h"
+// CHECK-NEXT: emitc.include "runtime/cpu/Program.h"
 // CHECK-LABEL: emitc.func @cleave_forward
 // CHECK: call_opaque "cleave::rt::cpu::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">], template_args = [#emitc.opaque<"3">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"2">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"7">, #emitc.opaque<"4">, #emitc.opaque<"0">, #emitc.opaque<"4">, #emitc.opaque<"1">, #emitc.opaque<"5">, #emitc.opaque<"0">]}
 // CUDA: call_opaque "cleave::rt::cuda::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">]} : (
