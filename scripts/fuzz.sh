@@ -46,20 +46,27 @@ done < <(find "$root/examples" "$node_tests" -name '*.onnx' -size -64k -print0)
 findings="$build/findings"
 mkdir -p "$findings" "$build/tmp"
 export TMPDIR="$build/tmp"  # the importer target's model files
-status=0
+# The targets run side by side (each one process on one core); their
+# results are reported in order once all have finished.
+declare -A pids
 for target in "${targets[@]}"; do
   case $target in
     import) from="$seeds" ;;
     *) from="$root/test/fuzz/corpus/$target" ;;
   esac
   corpus="$build/corpus/$target"
-  log="$build/fuzz-$target.log"
   mkdir -p "$corpus"
   runs=("${limit[@]}")
   [ ${#runs[@]} -gt 0 ] || runs=(-seed=1 -runs="${quick_runs[$target]}")
   "$build/bin/cleave-fuzz-$target" "$corpus" "$from" "${runs[@]}" -rss_limit_mb=4096 \
     -max_len=262144 -timeout=30 -print_final_stats=1 \
-    -artifact_prefix="$findings/$target-" > "$log" 2>&1 || status=1
+    -artifact_prefix="$findings/$target-" > "$build/fuzz-$target.log" 2>&1 &
+  pids[$target]=$!
+done
+status=0
+for target in "${targets[@]}"; do
+  wait "${pids[$target]}" || status=1
+  log="$build/fuzz-$target.log"
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   found=$(find "$findings" -name "$target-*" | wc -l)
   echo "fuzz: cleave-fuzz-$target: ${execs:-?} executions, $found findings (log: $log)"
