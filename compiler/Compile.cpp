@@ -109,7 +109,8 @@ StringRef cudaElementTypes(Operation *op) {
     return "f32, bf16 or f16";
   if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp,
           MaxPoolGradOp, AveragePoolGradOp, LayerNormalizationOp, LayerNormalizationGradOp,
-          BatchNormalizationOp, SoftmaxCrossEntropyLossOp, NegativeLogLikelihoodLossOp>(op))
+          BatchNormalizationOp, SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyGradOp,
+          NegativeLogLikelihoodLossOp>(op))
     return "f32";
   return "";
 }

@@ -58,6 +58,9 @@ std::optional<Range> rangeAt(OpOperand &operand) {
   if (auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(op);
       sce && &operand == &sce.getLabelsMutable())
     return classes(sce.getScores(), sce.getIgnoreIndex());
+  if (auto grad = dyn_cast<SoftmaxCrossEntropyGradOp>(op);
+      grad && &operand == &grad.getLabelsMutable())
+    return classes(grad.getLogProb(), grad.getIgnoreIndex());
   if (auto nll = dyn_cast<NegativeLogLikelihoodLossOp>(op);
       nll && &operand == &nll.getTargetMutable())
     return classes(nll.getInput(), nll.getIgnoreIndex());

@@ -223,6 +223,8 @@ llvm::StringMap<KernelCall> makeKernelCalls() {
                                          {"reduction", "ignore_index"}};
   calls["negative_log_likelihood_loss"] = {"negative_log_likelihood_loss", 2,
                                            {"reduction", "ignore_index"}};
+  calls["softmax_cross_entropy_grad"] = {
+      "softmax_cross_entropy_grad", -1, {"reduction", "ignore_index"}};
   return calls;
 }
 

@@ -975,6 +975,22 @@ LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult SoftmaxCrossEntropyGradOp::inferReturnTypes(MLIRContext *,
+                                                          std::optional<Location> location,
+                                                          Adaptor adaptor,
+                                                          SmallVectorImpl<Type> &types) {
+  // grad has the type of the loss these log-probabilities and labels give.
+  SmallVector<Type> loss;
+  if (failed(inferLoss(location, adaptor.getLogProb(), adaptor.getLabels(), Value(),
+                       adaptor.getReduction(), loss)))
+    return failure();
+  if (adaptor.getGrad().getType() != loss.front())
+    return emitOptionalError(location, "grad ", adaptor.getGrad().getType(), " is not of the ",
+                             adaptor.getReduction(), " loss's type ", loss.front());
+  types.push_back(adaptor.getLogProb().getType());
+  return success();
+}
+
 LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &types) {

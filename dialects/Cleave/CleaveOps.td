@@ -634,6 +634,23 @@ def Cleave_SoftmaxCrossEntropyLossOp
   let results = (outs Cleave_FloatTensor:$loss, Cleave_FloatTensor:$log_prob);
 }
 
+def Cleave_SoftmaxCrossEntropyGradOp : Cleave_PureOp<"softmax_cross_entropy_grad"> {
+  let summary = "softmax cross entropy's scores gradient without class weights";
+  let description = [{
+    From `cleave.softmax_cross_entropy_loss`'s `log_prob` (N x C x d...),
+    its `labels` (N x d...) and its loss's gradient `grad` (a scalar, or
+    N x d... for reduction "none"), the scores' gradient in one pass over
+    log_prob: `(exp(log_prob) - onehot(labels)) k`, where row i's k is
+    `w_i grad` (`grad_i` for "none"), w_i 1 for a counted label and 0 for one
+    equal to `ignore_index`, and "mean" divides grad by the sum of the w_i.
+    The unfused rule materializes the one-hot labels and takes a dozen ops.
+  }];
+  let arguments = (ins Cleave_FloatTensor:$log_prob, Cleave_IndexTensor:$labels,
+                   Cleave_FloatTensor:$grad, StrAttr:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Cleave_FloatTensor:$output);
+}
+
 def Cleave_NegativeLogLikelihoodLossOp
     : Cleave_PureOp<"negative_log_likelihood_loss", [Cleave_Vjp]> {
   let summary = "negative log likelihood over dim 1 against class targets";

@@ -1077,19 +1077,24 @@ LogicalResult SoftmaxCrossEntropyLossOp::buildVjp(OpBuilder &builder, ValueRange
     return noGradients(*this, grads);
   CleaveBuilder b(builder, getLoc());
   Value logProb = getLogProb();
-  Value prob = b.exp(logProb);
-  Value gScores, gWeights;
-  if (gLoss) {
-    // d loss_i / d scores[i] = w_i (softmax(scores)[i] - onehot(t_i)).
+  Value gScores, gWeights, prob;
+  auto probabilities = [&] { return prob ? prob : prob = b.exp(logProb); };
+  // d loss_i / d scores[i] = w_i (softmax(scores)[i] - onehot(t_i)): one
+  // op without class weights; with them the weights' gradient shares the
+  // one-hot labels.
+  if (gLoss && !getWeights()) {
+    gScores = SoftmaxCrossEntropyGradOp::create(builder, getLoc(), logProb, getLabels(), gLoss,
+                                                getReductionAttr(), getIgnoreIndexAttr());
+  } else if (gLoss) {
     ClassLoss l =
         classLoss(b, logProb, getLabels(), getWeights(), getReduction(), getIgnoreIndex(), gLoss);
-    gScores = b.mul(b.sub(prob, l.oneHot), l.coefficient);
-    if (getWeights())
-      gWeights = classWeightGrad(b, l, logProb, getLoss(), getReduction());
+    gScores = b.mul(b.sub(probabilities(), l.oneHot), l.coefficient);
+    gWeights = classWeightGrad(b, l, logProb, getLoss(), getReduction());
   }
   // log_prob = log_softmax(scores, 1).
   if (gLogProb)
-    gScores = b.accumulate(gScores, b.sub(gLogProb, b.mul(prob, b.sum(gLogProb, {1}, true))));
+    gScores =
+        b.accumulate(gScores, b.sub(gLogProb, b.mul(probabilities(), b.sum(gLogProb, {1}, true))));
   grads.append({gScores, Value()});
   if (getWeights())
     grads.push_back(gWeights);

@@ -279,6 +279,30 @@ def losses():
     show("nll4 mean ignore_index=2", loss)
 
 
+def cross_entropy_grad():
+    """softmax_cross_entropy_grad's expected outputs: the scores' gradient of
+    PyTorch's cross_entropy (autograd, float64), for the scores of `losses`."""
+    import torch
+
+    scores = (np.sin(np.arange(15, dtype=np.float32) * 1.3) * 2).reshape(3, 5)
+    labels = np.array([1, 4, 2], dtype=np.int64)
+    spatial = np.array([3, 2.29452658, 0.509901464, -1.51453805, -2.82666683, -2.80937004,
+                        -1.470783, 0.559537411, 2.32669735, 2.99957585, 2.26170683,
+                        0.460122138], dtype=np.float32).reshape(2, 3, 2)
+    cases = [
+        ("sum ignore 2, grad 1.5", scores, labels, "sum", 2, 1.5),
+        ("mean ignore 1, grad 0.75", scores, labels, "mean", 1, 0.75),
+        ("none, grad 0.5 -1 2", scores, labels, "none", -100, [0.5, -1, 2]),
+        ("spatial mean ignore -1, grad 1", spatial, np.array([[0, 2], [-1, 1]]), "mean", -1, 1),
+    ]
+    for name, s, t, reduction, ignore, grad in cases:
+        x = torch.tensor(s, dtype=torch.float64, requires_grad=True)
+        loss = torch.nn.functional.cross_entropy(x, torch.tensor(t), reduction=reduction,
+                                                 ignore_index=ignore)
+        loss.backward(torch.tensor(grad, dtype=torch.float64))
+        show(name, x.grad.numpy())
+
+
 def trilu():
     x = np.array(
         [[4, 7, 3, 7, 9], [1, 2, 8, 6, 9], [9, 4, 0, 8, 7], [4, 1, 8, 3, 9]], dtype=np.int64
@@ -297,6 +321,7 @@ SECTIONS = {
     "batch_norm": batch_norm,
     "pools": pools,
     "losses": losses,
+    "cross_entropy_grad": cross_entropy_grad,
     "trilu": trilu,
 }
 

@@ -9,6 +9,7 @@
 
 #include "runtime/cpu/Support.h"
 
+#include <type_traits>
 #include <vector>
 
 namespace cleave::rt::cpu {
@@ -95,6 +96,77 @@ void softmax_cross_entropy_loss(Context &ctx, const Tensor &scores, const Tensor
     log_softmax(ctx, scores, lp, 1);
     negativeLogLikelihood<T>(ctx, kernel, lp.as<T>(), labels, weights, loss, s.n, s.c, s.d,
                              reduction, hasIgnoreIndex, ignoreIndex);
+  });
+}
+
+void softmax_cross_entropy_grad(Context &ctx, const Tensor &logProb, const Tensor &labels,
+                                const Tensor &grad, const Tensor &out, Reduction reduction,
+                                bool hasIgnoreIndex, int64_t ignoreIndex) {
+  const char *kernel = "softmax_cross_entropy_grad";
+  LossShape s = lossShape(kernel, logProb);
+  checkSameLayout(kernel, logProb, out);
+  const int64_t positions = s.n * s.d;
+  if (labels.numel() != positions)
+    fail(kernel, "labels have %lld elements, expected %lld", static_cast<long long>(labels.numel()),
+         static_cast<long long>(positions));
+  int64_t expected = reduction == Reduction::None ? positions : 1;
+  if (grad.numel() != expected)
+    fail(kernel, "grad has %lld elements, expected %lld", static_cast<long long>(grad.numel()),
+         static_cast<long long>(expected));
+  checkType(kernel, grad, logProb.dtype);
+  dispatch(kernel, logProb.dtype, FloatTypes{}, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // Each step rounded to T, as the unfused ops round their results.
+    auto round = [](auto v) { return widen(convert<T>(v)); };
+    using W = decltype(widen(T{}));
+    dispatch(kernel, labels.dtype, IntTypes{}, [&](auto labelTag) {
+      using L = typename decltype(labelTag)::type;
+      const L *t = labels.as<L>();
+      // Which targets count, checked as the forward checks them.
+      std::vector<int64_t> target(static_cast<std::size_t>(positions));
+      int64_t counted = 0;
+      for (int64_t p = 0; p < positions; ++p) {
+        int64_t label = static_cast<int64_t>(t[p]);
+        if (hasIgnoreIndex && label == ignoreIndex) {
+          target[p] = -1;
+          continue;
+        }
+        if (label < 0 || label >= s.c)
+          failOnData(ctx.step, kernel, "target %lld out of range [0, %lld)",
+                     static_cast<long long>(label), static_cast<long long>(s.c));
+        target[p] = label;
+        ++counted;
+      }
+      const T *g = grad.as<T>();
+      W scaled = widen(g[0]);
+      if (reduction == Reduction::Mean)
+        scaled = round(scaled / round(static_cast<W>(counted)));
+      const T *lp = logProb.as<T>();
+      T *o = out.as<T>();
+      const int64_t row = s.c * s.d;
+      forEachChunk(ctx, s.n * row, row, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin / row; i < end / row; ++i)
+          for (int64_t j = 0; j < s.d; ++j) {
+            const int64_t p = i * s.d + j;
+            W k = round(W(target[p] >= 0 ? 1 : 0) *
+                        (reduction == Reduction::None ? widen(g[p]) : scaled));
+            const int64_t first = i * s.c * s.d + j;
+            // The classes one apart (d = 1, the usual N x C) as a loop of
+            // its own, which GCC vectorises where a variable stride stops it.
+            auto classes = [&](auto stride) {
+              for (int64_t c = 0; c < s.c; ++c) {
+                const int64_t at = first + c * stride;
+                W prob = round(std::exp(widen(lp[at])));
+                o[at] = convert<T>(round(prob - W(c == target[p] ? 1 : 0)) * k);
+              }
+            };
+            if (s.d == 1)
+              classes(std::integral_constant<int64_t, 1>{});
+            else
+              classes(s.d);
+          }
+      });
+    });
   });
 }
 

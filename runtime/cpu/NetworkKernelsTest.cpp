@@ -1892,6 +1892,72 @@ TEST(SoftmaxCrossEntropyLoss, EverythingIgnoredAndBadLabels) {
               "kernel softmax_cross_entropy_loss: target 2 out of range");
 }
 
+// The scores' gradient from the forward's log-probabilities, against
+// PyTorch's autograd of cross_entropy:
+// /work/main/.venv/bin/python runtime/cpu/KernelsTestReference.py cross_entropy_grad
+TEST(SoftmaxCrossEntropyGrad, PyTorchReference) {
+  auto scores = make<float>({3, 5}, kScores);
+  auto labels = make<int64_t>({3}, {1, 4, 2});
+  auto logProb = zeros(DType::F32, {3, 5});
+  auto loss = zeros(DType::F32, {});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, nullptr, loss, logProb, Reduction::Sum,
+                                  false, 0);
+  auto grad = zeros(DType::F32, {3, 5});
+  cpu::softmax_cross_entropy_grad(ctx(), logProb, labels, make<float>({}, {1.5f}), grad,
+                                  Reduction::Sum, true, 2);
+  expectNear(grad, {0.135170286, -0.57142455, 0.379000817, 0.0341582224, 0.0230952249, 0.205802272,
+                    0.986104694, 0.253375776, 0.0255598654, -1.47084261, 0, 0, 0, 0, 0});
+  auto labels32 = make<int32_t>({3}, {1, 4, 2});
+  cpu::softmax_cross_entropy_grad(ctx(), logProb, labels32, make<float>({}, {0.75f}), grad,
+                                  Reduction::Mean, true, 1);
+  expectNear(grad,
+             {0, 0, 0, 0, 0, 0.0514505679, 0.246526174, 0.0633439439, 0.00638996635, -0.367710652,
+              0.0775273952, 0.240769818, -0.333495341, 0.0052176624, 0.00998046616});
+  cpu::softmax_cross_entropy_grad(ctx(), logProb, labels, make<float>({3}, {0.5f, -1, 2}), grad,
+                                  Reduction::None, false, 0);
+  expectNear(grad, {0.045056762, -0.19047485, 0.126333606, 0.0113860741, 0.0076984083, -0.137201514,
+                    -0.65740313, -0.168917184, -0.0170399103, 0.980561738, 0.413479441, 1.28410569,
+                    -1.77864182, 0.0278275328, 0.0532291529});
+}
+
+TEST(SoftmaxCrossEntropyGrad, SpatialIgnoreIndex) {
+  auto scores = make<double>({2, 3, 2}, {3, 2.29452658, 0.509901464, -1.51453805, -2.82666683,
+                                         -2.80937004, -1.470783, 0.559537411, 2.32669735,
+                                         2.99957585, 2.26170683, 0.460122138});
+  auto labels = make<int64_t>({2, 2}, {0, 2, -1, 1});
+  auto logProb = zeros(DType::F64, {2, 3, 2});
+  auto loss = zeros(DType::F64, {});
+  cpu::softmax_cross_entropy_loss(ctx(), scores, labels, nullptr, loss, logProb, Reduction::Mean,
+                                  true, -1);
+  auto grad = zeros(DType::F64, {2, 3, 2});
+  cpu::softmax_cross_entropy_grad(ctx(), logProb, labels, make<double>({}, {1}), grad,
+                                  Reduction::Mean, true, -1);
+  expectNear(grad, {-0.0263540725, 0.324177919, 0.0254491325, 0.00718666965, 0.000904939995,
+                    -0.331364589, 0, 0.0249149495, 0, -0.047472114, 0, 0.0225571645});
+}
+
+TEST(SoftmaxCrossEntropyGrad, EverythingIgnoredAndBadArguments) {
+  auto logProb = make<float>({2, 2}, {-1.31326163f, -0.31326169f, -1.31326163f, -0.31326169f});
+  auto ignored = make<int64_t>({2}, {-100, -100});
+  auto grad = zeros(DType::F32, {2, 2});
+  // The mean over no target: 0 times 1 / 0, NaN, as the unfused ops give.
+  cpu::softmax_cross_entropy_grad(ctx(), logProb, ignored, make<float>({}, {1}), grad,
+                                  Reduction::Mean, true, -100);
+  expectNear(grad, {kNaN, kNaN, kNaN, kNaN});
+  auto bad = make<int64_t>({2}, {0, 2});
+  EXPECT_EXIT(cpu::softmax_cross_entropy_grad(ctx(), logProb, bad, make<float>({}, {1}), grad,
+                                              Reduction::Sum, false, 0),
+              ::testing::ExitedWithCode(1), // bad input data
+              "kernel softmax_cross_entropy_grad: target 2 out of range");
+  EXPECT_EXIT(cpu::softmax_cross_entropy_grad(ctx(), logProb, ignored, make<float>({2}, {1, 1}),
+                                              grad, Reduction::Sum, true, -100),
+              ::testing::ExitedWithCode(3),
+              "kernel softmax_cross_entropy_grad: grad has 2 elements, expected 1");
+  EXPECT_EXIT(cpu::softmax_cross_entropy_grad(ctx(), logProb, ignored, make<double>({}, {1}), grad,
+                                              Reduction::Sum, true, -100),
+              ::testing::ExitedWithCode(3), "kernel softmax_cross_entropy_grad: .*f64");
+}
+
 TEST(NegativeLogLikelihoodLoss, OnnxReference) {
   auto input = make<float>({3, 5}, {-1, -1.45969772, -2.41614676, -2.98999262, -2.65364361,
                                     -1.7163378, -1.03982973, -1.2460978, -2.14549994, -2.91113019,

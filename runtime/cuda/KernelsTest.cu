@@ -1430,6 +1430,35 @@ TEST_F(CudaKernels, SoftmaxCrossEntropySpatial) {
   expectClose(get<float>(logProb), {-2 - p0, -p1, -p0, -1 - p1});
 }
 
+// The scores' gradient against PyTorch's autograd of cross_entropy
+// (runtime/cpu/KernelsTestReference.py cross_entropy_grad, as the CPU test).
+TEST_F(CudaKernels, SoftmaxCrossEntropyGrad) {
+  Tensor scores = f32({3, 5}, {0, 1.92711627f, 1.031003f, -1.37553203f, -1.76690948f, 0.430239975f,
+                               1.99708664f, 0.63819778f, -1.65565252f, -1.52396739f, 0.840334117f,
+                               1.97354412f, 0.215508431f, -1.85824776f, -1.20966744f});
+  Tensor labels = i64({3}, {1, 4, 2}), labels32 = i32({3}, {1, 4, 2});
+  Tensor logProb = alloc(DType::F32, {3, 5}), loss = alloc(DType::F32, {});
+  kc::softmax_cross_entropy_loss(ctx, scores, labels, nullptr, loss, logProb, Reduction::Sum, false,
+                                 0);
+  Tensor grad = alloc(DType::F32, {3, 5});
+  kc::softmax_cross_entropy_grad(ctx, logProb, labels, f32({}, {1.5f}), grad, Reduction::Sum, true,
+                                 2);
+  expectClose(get<float>(grad),
+              {0.135170286f, -0.57142455f, 0.379000817f, 0.0341582224f, 0.0230952249f, 0.205802272f,
+               0.986104694f, 0.253375776f, 0.0255598654f, -1.47084261f, 0, 0, 0, 0, 0});
+  kc::softmax_cross_entropy_grad(ctx, logProb, labels32, f32({}, {0.75f}), grad, Reduction::Mean,
+                                 true, 1);
+  expectClose(get<float>(grad), {0, 0, 0, 0, 0, 0.0514505679f, 0.246526174f, 0.0633439439f,
+                                 0.00638996635f, -0.367710652f, 0.0775273952f, 0.240769818f,
+                                 -0.333495341f, 0.0052176624f, 0.00998046616f});
+  kc::softmax_cross_entropy_grad(ctx, logProb, labels, f32({3}, {0.5f, -1, 2}), grad,
+                                 Reduction::None, false, 0);
+  expectClose(get<float>(grad),
+              {0.045056762f, -0.19047485f, 0.126333606f, 0.0113860741f, 0.0076984083f,
+               -0.137201514f, -0.65740313f, -0.168917184f, -0.0170399103f, 0.980561738f,
+               0.413479441f, 1.28410569f, -1.77864182f, 0.0278275328f, 0.0532291529f});
+}
+
 TEST_F(CudaKernels, NegativeLogLikelihood) {
   Tensor input = f32({2, 3}, {-1, -2, -3, -0.5f, -1.5f, -2.5f}), target = i64({2}, {1, 2});
   Tensor loss = alloc(DType::F32, {}), perRow = alloc(DType::F32, {2});

@@ -103,10 +103,69 @@ void lossImpl(Context &ctx, const char *kernel, const Tensor &logProb, const Ten
   });
 }
 
+/// softmax_cross_entropy_grad: block b takes positions b, b + gridDim.x...,
+/// its threads the classes of each. For the mean every block counts the
+/// targets first (there is no scratch to share the count through).
+template <typename L>
+__global__ void crossEntropyGradKernel(LossGeometry g, const float *logProb, const L *labels,
+                                       const float *grad, float *out, Reduction reduction) {
+  auto counts = [&](int64_t p) {
+    return !(g.hasIgnoreIndex && static_cast<int64_t>(labels[p]) == g.ignoreIndex);
+  };
+  float scaled = grad[0];
+  if (reduction == Reduction::Mean) {
+    float counted = 0;
+    for (int64_t p = threadIdx.x; p < g.positions; p += blockDim.x)
+      counted += counts(p) ? 1.0f : 0.0f;
+    scaled = scaled / blockReduce(counted, SumOp(), 0.0f);
+  }
+  for (int64_t p = blockIdx.x; p < g.positions; p += gridDim.x) {
+    const bool counted = counts(p);
+    const int64_t label = counted ? static_cast<int64_t>(labels[p]) : -1;
+    const float k = (counted ? 1.0f : 0.0f) * (reduction == Reduction::None ? grad[p] : scaled);
+    const int64_t n = p / g.inner, d = p % g.inner;
+    for (int64_t c = threadIdx.x; c < g.classes; c += blockDim.x) {
+      const int64_t at = (n * g.classes + c) * g.inner + d;
+      out[at] = (expf(logProb[at]) - (c == label ? 1.0f : 0.0f)) * k;
+    }
+  }
+}
+
 } // namespace
 } // namespace detail
 
 using namespace detail;
+
+void softmax_cross_entropy_grad(Context &ctx, const Tensor &logProb, const Tensor &labels,
+                                const Tensor &grad, const Tensor &out, Reduction reduction,
+                                bool hasIgnoreIndex, int64_t ignoreIndex) {
+  const char *kernel = "softmax_cross_entropy_grad";
+  requireType(kernel, logProb, DType::F32, "the log-probabilities");
+  requireType(kernel, grad, DType::F32, "the loss's gradient");
+  requireType(kernel, out, DType::F32, "the output");
+  if (logProb.rank() < 2)
+    fail(kernel, "log-probabilities must be N x C x ...");
+  requireNumel(kernel, out, logProb.numel(), "the output");
+  LossGeometry g;
+  g.classes = logProb.shape[1];
+  g.inner = 1;
+  for (int d = 2; d < logProb.rank(); ++d)
+    g.inner *= logProb.shape[d];
+  g.positions = logProb.shape[0] * g.inner;
+  g.hasIgnoreIndex = hasIgnoreIndex;
+  g.ignoreIndex = ignoreIndex;
+  requireNumel(kernel, labels, g.positions, "the labels");
+  requireNumel(kernel, grad, reduction == Reduction::None ? g.positions : 1, "the loss's gradient");
+  if (g.positions == 0)
+    return;
+  dispatch(kernel, labels.dtype, IndexTypes{}, [&](auto tag) {
+    using L = typename decltype(tag)::type;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(g.positions, 4096));
+    crossEntropyGradKernel<L><<<blocks, kThreads, 0, ctx.stream>>>(
+        g, logProb.as<float>(), labels.as<L>(), grad.as<float>(), out.as<float>(), reduction);
+    checkLaunch(kernel);
+  });
+}
 
 void softmax_cross_entropy_loss(Context &ctx, const Tensor &scores, const Tensor &labels,
                                 const Tensor *weights, const Tensor &loss, const Tensor &logProb,

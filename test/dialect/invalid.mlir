@@ -444,6 +444,24 @@ func.func @loss_labels(%s: tensor<4x10xf32>, %l: tensor<5xi64>) {
 
 // -----
 
+func.func @cross_entropy_grad_per_target(%lp: tensor<4x10xf32>, %l: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error @+2 {{grad 'tensor<f32>' is not of the none loss's type 'tensor<4xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.softmax_cross_entropy_grad %lp, %l, %g {reduction = "none"} : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_labels(%lp: tensor<4x10xf32>, %l: tensor<5xi64>, %g: tensor<f32>) {
+  // expected-error @+2 {{targets of shape 5 do not fit scores 4x10 (expected 4)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = cleave.softmax_cross_entropy_grad %lp, %l, %g {reduction = "sum"} : (tensor<4x10xf32>, tensor<5xi64>, tensor<f32>) -> tensor<4x10xf32>
+  return
+}
+
+// -----
+
 func.func @loss_reduction(%s: tensor<4x10xf32>, %l: tensor<4xi64>) {
   // expected-error @+2 {{reduction must be none, mean or sum, not 'max'}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -167,6 +167,10 @@ func.func @losses(%s: tensor<4x10xf32>, %l: tensor<4xi64>, %w: tensor<10xf32>) {
   %0:2 = cleave.softmax_cross_entropy_loss %s, %l {reduction = "mean", ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x10xf32>)
   // CHECK: cleave.negative_log_likelihood_loss {{.*}} -> tensor<4xf32>
   %1 = cleave.negative_log_likelihood_loss %s, %l, %w {reduction = "none"} : (tensor<4x10xf32>, tensor<4xi64>, tensor<10xf32>) -> tensor<4xf32>
+  // CHECK: cleave.softmax_cross_entropy_grad {{.*}} -> tensor<4x10xf32>
+  %2 = cleave.softmax_cross_entropy_grad %0#1, %l, %0#0 {reduction = "mean", ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+  // CHECK: cleave.softmax_cross_entropy_grad {{.*}} -> tensor<4x10xf32>
+  %3 = cleave.softmax_cross_entropy_grad %0#1, %l, %1 {reduction = "none"} : (tensor<4x10xf32>, tensor<4xi64>, tensor<4xf32>) -> tensor<4x10xf32>
   return
 }
 

@@ -93,13 +93,29 @@ func.func @layer_norm(%x: tensor<2x4xf32> {cleave.kind = "param", cleave.name = 
 
 // -----
 
-// softmax_cross_entropy_loss, mean: d scores = (softmax - onehot(labels)) w_i / W,
-// with ignored labels mapped to -1 (no class) and W the count of the rest.
+// softmax_cross_entropy_loss without class weights: d scores is one
+// softmax_cross_entropy_grad of log_prob, the labels and the loss's gradient.
 // CHECK-LABEL: func.func @sce
 // CHECK-SAME: (%[[S:.*]]: tensor<4x10xf32> {{.*}}, %[[L:.*]]: tensor<4xi64> {{.*}})
 // CHECK: %[[LOSS:.*]], %[[LP:.*]] = cleave.softmax_cross_entropy_loss %[[S]], %[[L]]
 // CHECK: %[[ONE:.*]] = cleave.constant {value = dense<1.000000e+00> : tensor<f32>}
-// CHECK: %[[P:.*]] = cleave.exp %[[LP]]
+// CHECK: %[[DS:.*]] = cleave.softmax_cross_entropy_grad %[[LP]], %[[L]], %[[ONE]] {ignore_index = -100 : i64, reduction = "mean"} : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+// CHECK: return %[[LOSS]], %[[DS]]
+func.func @sce(%s: tensor<4x10xf32> {cleave.kind = "param", cleave.name = "s"},
+               %l: tensor<4xi64> {cleave.kind = "input", cleave.name = "l"}) -> tensor<f32> {
+  %0:2 = cleave.softmax_cross_entropy_loss %s, %l {reduction = "mean", ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x10xf32>)
+  return %0#0 : tensor<f32>
+}
+
+// -----
+
+// With class weights, mean: d scores = (softmax - onehot(labels)) w_i / W,
+// with ignored labels mapped to -1 (no class), w_i the target's weight and
+// W the sum of the counted targets' weights.
+// CHECK-LABEL: func.func @sce_weights
+// CHECK-SAME: (%[[S:.*]]: tensor<4x10xf32> {{.*}}, %[[L:.*]]: tensor<4xi64> {{.*}}, %[[WS:.*]]: tensor<10xf32> {{.*}})
+// CHECK: %[[LOSS:.*]], %[[LP:.*]] = cleave.softmax_cross_entropy_loss %[[S]], %[[L]], %[[WS]]
+// CHECK: %[[ONE:.*]] = cleave.constant {value = dense<1.000000e+00> : tensor<f32>}
 // (the where's operands in any order: C++ leaves the order in which a
 // call's arguments are built to the compiler, and gcc and clang differ)
 // CHECK-DAG: %[[NONE:.*]] = cleave.constant {value = dense<-1> : tensor<i64>}
@@ -110,16 +126,19 @@ func.func @layer_norm(%x: tensor<2x4xf32> {cleave.kind = "param", cleave.name = 
 // CHECK: %[[TC:.*]] = cleave.reshape %[[T]] {shape = array<i64: 4, 1>}
 // CHECK: %[[HOT:.*]] = cleave.equal %[[TC]], %[[IDS]] : (tensor<4x1xi64>, tensor<10xi64>) -> tensor<4x10xi1>
 // CHECK: %[[ONEHOT:.*]] = cleave.cast %[[HOT]] {to = f32} : (tensor<4x10xi1>) -> tensor<4x10xf32>
-// CHECK: %[[W:.*]] = cleave.reduce_sum %[[ONEHOT]] {axes = array<i64: 1>, keepdims = true} : (tensor<4x10xf32>) -> tensor<4x1xf32>
+// CHECK: %[[SEL:.*]] = cleave.mul %[[ONEHOT]], %[[WS]]
+// CHECK: %[[W:.*]] = cleave.reduce_sum %[[SEL]] {axes = array<i64: 1>, keepdims = true} : (tensor<4x10xf32>) -> tensor<4x1xf32>
 // CHECK: %[[TOTAL:.*]] = cleave.reduce_sum %[[W]] {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x1xf32>) -> tensor<f32>
 // CHECK: %[[SCALED:.*]] = cleave.div %[[ONE]], %[[TOTAL]]
 // CHECK: %[[COEF:.*]] = cleave.mul %[[W]], %[[SCALED]]
+// CHECK: %[[P:.*]] = cleave.exp %[[LP]]
 // CHECK: %[[DIFF:.*]] = cleave.sub %[[P]], %[[ONEHOT]]
 // CHECK: %[[DS:.*]] = cleave.mul %[[DIFF]], %[[COEF]] : (tensor<4x10xf32>, tensor<4x1xf32>) -> tensor<4x10xf32>
 // CHECK: return %[[LOSS]], %[[DS]]
-func.func @sce(%s: tensor<4x10xf32> {cleave.kind = "param", cleave.name = "s"},
-               %l: tensor<4xi64> {cleave.kind = "input", cleave.name = "l"}) -> tensor<f32> {
-  %0:2 = cleave.softmax_cross_entropy_loss %s, %l {reduction = "mean", ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<4x10xf32>)
+func.func @sce_weights(%s: tensor<4x10xf32> {cleave.kind = "param", cleave.name = "s"},
+                       %l: tensor<4xi64> {cleave.kind = "input", cleave.name = "l"},
+                       %w: tensor<10xf32> {cleave.kind = "input", cleave.name = "w"}) -> tensor<f32> {
+  %0:2 = cleave.softmax_cross_entropy_loss %s, %l, %w {reduction = "mean", ignore_index = -100 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<10xf32>) -> (tensor<f32>, tensor<4x10xf32>)
   return %0#0 : tensor<f32>
 }
 
