@@ -20,6 +20,23 @@ struct LossGeometry {
   int64_t ignoreIndex;
 };
 
+/// The geometry of N x C x d... log-probabilities and their N x d... labels.
+LossGeometry lossGeometry(const char *kernel, const Tensor &logProb, const Tensor &labels,
+                          bool hasIgnoreIndex, int64_t ignoreIndex) {
+  if (logProb.rank() < 2)
+    fail(kernel, "scores must be N x C x ...");
+  LossGeometry g;
+  g.classes = logProb.shape[1];
+  g.inner = 1;
+  for (int d = 2; d < logProb.rank(); ++d)
+    g.inner *= logProb.shape[d];
+  g.positions = logProb.shape[0] * g.inner;
+  g.hasIgnoreIndex = hasIgnoreIndex;
+  g.ignoreIndex = ignoreIndex;
+  requireNumel(kernel, labels, g.positions, "the labels");
+  return g;
+}
+
 /// The loss and weight of position p; NaN for a label outside [0, C).
 template <typename L>
 __device__ void lossAt(const LossGeometry &g, int64_t p, const float *logProb, const L *labels,
@@ -67,20 +84,10 @@ __global__ void lossReducedKernel(LossGeometry g, const float *logProb, const L 
 }
 
 void lossImpl(Context &ctx, const char *kernel, const Tensor &logProb, const Tensor &labels,
-              const Tensor *weights, const Tensor &loss, Reduction reduction,
-              bool hasIgnoreIndex, int64_t ignoreIndex) {
-  if (logProb.rank() < 2)
-    fail(kernel, "scores must be N x C x ...");
+              const Tensor *weights, const Tensor &loss, Reduction reduction, bool hasIgnoreIndex,
+              int64_t ignoreIndex) {
   requireType(kernel, loss, DType::F32, "the loss");
-  LossGeometry g;
-  g.classes = logProb.shape[1];
-  g.inner = 1;
-  for (int d = 2; d < logProb.rank(); ++d)
-    g.inner *= logProb.shape[d];
-  g.positions = logProb.shape[0] * g.inner;
-  g.hasIgnoreIndex = hasIgnoreIndex;
-  g.ignoreIndex = ignoreIndex;
-  requireNumel(kernel, labels, g.positions, "the labels");
+  LossGeometry g = lossGeometry(kernel, logProb, labels, hasIgnoreIndex, ignoreIndex);
   if (weights) {
     requireType(kernel, *weights, DType::F32, "the weights");
     requireNumel(kernel, *weights, g.classes, "the weights");
@@ -143,18 +150,8 @@ void softmax_cross_entropy_grad(Context &ctx, const Tensor &logProb, const Tenso
   requireType(kernel, logProb, DType::F32, "the log-probabilities");
   requireType(kernel, grad, DType::F32, "the loss's gradient");
   requireType(kernel, out, DType::F32, "the output");
-  if (logProb.rank() < 2)
-    fail(kernel, "log-probabilities must be N x C x ...");
   requireNumel(kernel, out, logProb.numel(), "the output");
-  LossGeometry g;
-  g.classes = logProb.shape[1];
-  g.inner = 1;
-  for (int d = 2; d < logProb.rank(); ++d)
-    g.inner *= logProb.shape[d];
-  g.positions = logProb.shape[0] * g.inner;
-  g.hasIgnoreIndex = hasIgnoreIndex;
-  g.ignoreIndex = ignoreIndex;
-  requireNumel(kernel, labels, g.positions, "the labels");
+  LossGeometry g = lossGeometry(kernel, logProb, labels, hasIgnoreIndex, ignoreIndex);
   requireNumel(kernel, grad, reduction == Reduction::None ? g.positions : 1, "the loss's gradient");
   if (g.positions == 0)
     return;
