@@ -15,6 +15,18 @@
 namespace cleave::rt::cpu {
 namespace {
 
+/// The class target `label` counts for, or -1 when it is ignore_index; a
+/// label outside [0, classes) stops the run as bad data.
+int64_t countedClass(const Context &ctx, const char *kernel, int64_t label, int64_t classes,
+                     bool hasIgnoreIndex, int64_t ignoreIndex) {
+  if (hasIgnoreIndex && label == ignoreIndex)
+    return -1;
+  if (label < 0 || label >= classes)
+    failOnData(ctx.step, kernel, "target %lld out of range [0, %lld)",
+               static_cast<long long>(label), static_cast<long long>(classes));
+  return label;
+}
+
 /// logProb is N x C x D (D the product of the trailing dims), targets N x D.
 template <typename T>
 void negativeLogLikelihood(const Context &ctx, const char *kernel, const T *logProb,
@@ -45,12 +57,10 @@ void negativeLogLikelihood(const Context &ctx, const char *kernel, const T *logP
     double total = 0, totalWeight = 0;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < d; ++j) {
-        int64_t label = static_cast<int64_t>(t[i * d + j]);
+        int64_t label = countedClass(ctx, kernel, static_cast<int64_t>(t[i * d + j]), c,
+                                     hasIgnoreIndex, ignoreIndex);
         double value = 0, weight = 0;
-        if (!(hasIgnoreIndex && label == ignoreIndex)) {
-          if (label < 0 || label >= c)
-            failOnData(ctx.step, kernel, "target %lld out of range [0, %lld)",
-                       static_cast<long long>(label), static_cast<long long>(c));
+        if (label >= 0) {
           weight = w ? static_cast<double>(w[label]) : 1.0;
           value = -static_cast<double>(logProb[(i * c + label) * d + j]) * weight;
         }
@@ -126,16 +136,9 @@ void softmax_cross_entropy_grad(Context &ctx, const Tensor &logProb, const Tenso
       std::vector<int64_t> target(static_cast<std::size_t>(positions));
       int64_t counted = 0;
       for (int64_t p = 0; p < positions; ++p) {
-        int64_t label = static_cast<int64_t>(t[p]);
-        if (hasIgnoreIndex && label == ignoreIndex) {
-          target[p] = -1;
-          continue;
-        }
-        if (label < 0 || label >= s.c)
-          failOnData(ctx.step, kernel, "target %lld out of range [0, %lld)",
-                     static_cast<long long>(label), static_cast<long long>(s.c));
-        target[p] = label;
-        ++counted;
+        target[p] =
+            countedClass(ctx, kernel, static_cast<int64_t>(t[p]), s.c, hasIgnoreIndex, ignoreIndex);
+        counted += target[p] >= 0;
       }
       const T *g = grad.as<T>();
       W scaled = widen(g[0]);
