@@ -680,6 +680,25 @@ def FoldTransposes : Pass<"cleave-fold-transposes", "mlir::ModuleOp"> {
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 
+def FoldBiasAdds : Pass<"cleave-fold-bias-adds", "mlir::ModuleOp"> {
+  let summary = "A row added to a gemm's result becomes the gemm's c, added as it writes";
+  let description = [{
+    Runs on every program after cleave-fold-transposes (which makes a
+    Linear layer's MatMul a gemm) and before cleave-fuse-activations.
+    `add(gemm(a, b), bias)` (either operand order, the gemm's result
+    possibly reshaped back to the batch's dims, a reshape that keeps the
+    rows' length), where the gemm has no c, alpha 1, no activation and an
+    f32 result, nothing else reads it, and the bias is one row of f32
+    values as long as the gemm's (a Linear layer's bias, as PyTorch exports
+    a Linear on a batch of sequences: MatMul then Add), becomes the gemm
+    with the bias as its c and beta 1: oneDNN adds it as it writes the
+    result (cuBLAS: the row broadcast into the result, then the product
+    added). The same f32 sums, (a b) + bias, in one pass over the result
+    instead of two. An activation reading the add can then be fused too.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def FuseActivations : Pass<"cleave-fuse-activations", "mlir::ModuleOp"> {
   let summary = "An activation that alone reads a convolution or gemm, applied as it writes";
   let description = [{

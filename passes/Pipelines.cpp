@@ -105,6 +105,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
 void buildProgramTail(OpPassManager &pm, const ProgramTailOptions &options) {
   pm.addPass(createFoldTransposes());
   pm.addPass(createConstantWeights());
+  pm.addPass(createFoldBiasAdds());
   pm.addPass(createFuseActivations());
   pm.addPass(createFuseSoftmax());
   pm.addPass(createAccumulateIntoProducts());

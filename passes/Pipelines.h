@@ -132,8 +132,10 @@ struct ProgramTailOptions {
 };
 
 /// The passes every program runs last, trained or not, before it is
-/// lowered: cleave-fold-transposes, cleave-accumulate-into-products,
-/// cleave-fuse-elementwise, cleave-order-updates, cleave-sink-widened-sums,
+/// lowered: cleave-fold-transposes, cleave-constant-weights,
+/// cleave-fold-bias-adds, cleave-fuse-activations, cleave-fuse-softmax,
+/// cleave-accumulate-into-products, cleave-fuse-elementwise,
+/// cleave-order-updates, cleave-sink-widened-sums,
 /// cleave-prefetch-gathers, cleave-overlap-reduce-scatters and
 /// cleave-overlap-tp-sums as `options` say, cleave-memory-plan and
 /// cleave-overlap-gradients.
