@@ -235,6 +235,7 @@ private:
     problem.m = entry["m"];
     problem.n = entry["n"];
     problem.k = entry["k"];
+    problem.batch = entry.value("batch", int64_t{1});
     problem.lda = problem.transA ? problem.m : problem.k;
     problem.ldb = problem.transB ? problem.k : problem.n;
     problem.ldc = problem.n;
@@ -250,9 +251,10 @@ private:
       return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
     };
     const int64_t factor = static_cast<int64_t>(rt::dtypeSize(problem.operands));
-    const int64_t aBytes = aligned(problem.m * problem.k * factor),
-                  bBytes = aligned(problem.k * problem.n * factor),
-                  cBytes = aligned(problem.m * problem.n *
+    const int64_t batch = problem.batch;
+    const int64_t aBytes = aligned(batch * problem.m * problem.k * factor),
+                  bBytes = aligned(batch * problem.k * problem.n * factor),
+                  cBytes = aligned(batch * problem.m * problem.n *
                                    static_cast<int64_t>(rt::dtypeSize(problem.result))),
                   biasBytes = aligned(problem.n * static_cast<int64_t>(sizeof(float)));
     rt::KeptBuffer buffer(aBytes + bBytes + cBytes + biasBytes, nullptr);
@@ -299,8 +301,8 @@ public:
       const double calls = product["calls"].get<double>();
       seconds += calls * *one;
       (product["low_precision"].get<bool>() ? lowPrecision : flops) -=
-          calls * 2.0 * product["m"].get<double>() * product["n"].get<double>() *
-          product["k"].get<double>();
+          calls * 2.0 * product.value("batch", 1.0) * product["m"].get<double>() *
+          product["n"].get<double>() * product["k"].get<double>();
     }
     return seconds + std::max(0.0, flops) / device.productFlopsPerSecond +
            (lowPrecision > 0 ? lowPrecision / device.lowPrecisionProductFlopsPerSecond : 0);

@@ -534,16 +534,18 @@ static void countProductCall(Operation *op, bool everyCallFirst,
   call.m = problem->m;
   call.n = problem->n;
   call.k = problem->k;
+  call.batch = problem->batch;
   call.beta = problem->beta;
   call.bias = problem->hasBias();
   call.lowPrecision = multipliesLowPrecision(op);
-  // A matmul of batched factors runs its problem once a matrix of the result.
+  // A matmul of batched factors runs its problem once a matrix (or batch)
+  // of the result.
   const int64_t results = cast<RankedTensorType>(op->getResult(0).getType()).getNumElements();
-  call.calls = results / (problem->m * problem->n);
+  call.calls = results / (problem->m * problem->n * problem->batch);
   // The same product is every field but the calls.
   auto product = [](const rt::ProductCall &c) {
-    return std::tie(c.operands, c.result, c.transA, c.transB, c.m, c.n, c.k, c.beta, c.bias,
-                    c.lowPrecision);
+    return std::tie(c.operands, c.result, c.transA, c.transB, c.m, c.n, c.k, c.batch, c.beta,
+                    c.bias, c.lowPrecision);
   };
   auto known = llvm::find_if(products,
                              [&](const rt::ProductCall &c) { return product(c) == product(call); });

@@ -844,6 +844,7 @@ std::string planJson(const Plan &plan) {
                           {"m", p.m},
                           {"n", p.n},
                           {"k", p.k},
+                          {"batch", p.batch},
                           {"beta", p.beta},
                           {"bias", p.bias},
                           {"low_precision", p.lowPrecision},

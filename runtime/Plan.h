@@ -171,13 +171,14 @@ struct CollectiveTraffic {
 inline constexpr int64_t kStreamedKernelBytes = int64_t{16} << 20;
 
 /// A matrix product as the CPU's kernel poses it to oneDNN (folded batches
-/// in `m`, as runtime/cpu/ProductPrimitives.h's matmulProblem and
-/// gemmProblem do), and how often a call of its function runs it:
+/// in `m`, `batch` products of one primitive, as
+/// runtime/cpu/ProductPrimitives.h's matmulProblem and gemmProblem do), and
+/// how often a call of its function runs it:
 /// `cleave plan --device cpu` times each such product on this machine.
 struct ProductCall {
   DType operands = DType::F32, result = DType::F32;
   bool transA = false, transB = false;
-  int64_t m = 0, n = 0, k = 0;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
   /// The result added to (beta 1, a gradient accumulated in place) or not
   /// (beta 0, also a gradient product that writes its accumulator on its
   /// function's only call a step); a row bias added as it is written.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <optional>
+#include <tuple>
 
 #include <cblas.h>
 
@@ -78,9 +79,11 @@ bool needsProduct(int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int
 /// where the context keeps none.
 void primitiveProduct(Context &ctx, const char *kernel, const ProductProblem &p, const void *a,
                       const void *b, const float *bias, void *c) {
+  // A batch's results lie one after the other: rows of one matrix.
+  const int64_t rows = p.m * p.batch;
   if (p.result == DType::BF16
-          ? !needsProduct(p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, static_cast<BFloat16 *>(c))
-          : !needsProduct(p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, static_cast<float *>(c)))
+          ? !needsProduct(rows, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, static_cast<BFloat16 *>(c))
+          : !needsProduct(rows, p.n, p.k, p.lda, p.ldb, p.ldc, p.beta, static_cast<float *>(c)))
     return;
   std::optional<ProductPrimitives> own;
   ProductPrimitives &primitives = ctx.products ? *ctx.products : own.emplace();
@@ -95,18 +98,13 @@ template <>
 void gemmCore<float>(Context &ctx, bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                      double alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                      double beta, float *c, int64_t ldc) {
-  ProductProblem problem{DType::F32,
-                         DType::F32,
-                         transA,
-                         transB,
-                         m,
-                         n,
-                         k,
-                         lda,
-                         ldb,
-                         ldc,
-                         static_cast<float>(alpha),
-                         static_cast<float>(beta)};
+  ProductProblem problem;
+  problem.transA = transA;
+  problem.transB = transB;
+  std::tie(problem.m, problem.n, problem.k) = std::tie(m, n, k);
+  std::tie(problem.lda, problem.ldb, problem.ldc) = std::tie(lda, ldb, ldc);
+  problem.alpha = static_cast<float>(alpha);
+  problem.beta = static_cast<float>(beta);
   primitiveProduct(ctx, "gemm", problem, a, b, nullptr, c);
 }
 
@@ -255,8 +253,9 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   const ProductProblem problem =
       matmulProblem(lhs.dtype, lhs.shape, rhs.shape, out.shape, transA, transB, constantWeights);
   auto forEachProduct = [&](auto &&product) {
-    if (problem.m == batch * m) {
-      // The batch folded into the rows (or a batch of one): one product.
+    if (problem.m * problem.batch == batch * m) {
+      // The batch folded into the rows, a batched product or a batch of
+      // one: one call.
       product(0, 0, 0);
       return;
     }
@@ -281,8 +280,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
     const T *b = rhs.as<T>();
     T *c = out.as<T>();
     if constexpr (std::is_same_v<T, float>) {
-      if (problem.constantB) {
-        // One B, read in oneDNN's layout (ProductPrimitives.h).
+      if (problem.constantB || problem.batch > 1) {
+        // One B, read in oneDNN's layout (ProductPrimitives.h), or a batch.
         forEachProduct([&](int64_t ao, int64_t, int64_t co) {
           primitiveProduct(ctx, kernel, problem, a + ao, b, nullptr, c + co);
         });

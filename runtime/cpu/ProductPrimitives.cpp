@@ -42,14 +42,18 @@ dnnl_memory_desc_t anyMatrixDesc(int64_t rows, int64_t columns, dnnl_data_type_t
   return desc;
 }
 
-/// A row-major rows x columns matrix with leading dim `ld`, read
-/// transposed when `transposed`: the layout oneDNN takes as strides.
-dnnl_memory_desc_t matrixDesc(int64_t rows, int64_t columns, int64_t ld, bool transposed,
-                              dnnl_data_type_t type, bool &ok) {
+/// `batch` row-major rows x columns matrices one after the other, each with
+/// leading dim `ld` and read transposed when `transposed`: the layout
+/// oneDNN takes as strides (2-D for one matrix, 3-D for a batch).
+dnnl_memory_desc_t matrixDesc(int64_t batch, int64_t rows, int64_t columns, int64_t ld,
+                              bool transposed, dnnl_data_type_t type, bool &ok) {
   dnnl_memory_desc_t desc{};
-  dnnl_dims_t dims = {rows, columns};
-  dnnl_dims_t strides = {transposed ? 1 : ld, transposed ? ld : 1};
-  ok = ok && dnnl_memory_desc_init_by_strides(&desc, 2, dims, type, strides) == dnnl_success;
+  const int64_t stored = (transposed ? columns : rows) * ld;
+  dnnl_dims_t dims = {batch, rows, columns};
+  dnnl_dims_t strides = {stored, transposed ? 1 : ld, transposed ? ld : 1};
+  const int rank = batch == 1 ? 2 : 3;
+  ok = ok && dnnl_memory_desc_init_by_strides(&desc, rank, dims + 3 - rank, type,
+                                              strides + 3 - rank) == dnnl_success;
   return desc;
 }
 
@@ -91,8 +95,13 @@ ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, c
     rhsBatch *= rhs[i];
   for (int i = 0; i < out.size - (rl > 1) - (rr > 1); ++i)
     batch *= out[i];
-  // A transposed lhs's matrices do not stack into rows.
+  // A transposed lhs's matrices do not stack into rows. Batches of both
+  // factors, neither broadcast, are one batched product where oneDNN
+  // multiplies them.
   p.m = rhsBatch == 1 && lhsBatch == batch && !transA ? batch * m : m;
+  if (p.m == m && batch > 1 && lhsBatch == batch && rhsBatch == batch &&
+      (p.operands == DType::F32 || p.operands == DType::BF16))
+    p.batch = batch;
   p.constantB = constantWeights && operands == DType::F32 && rr == 2;
   return p;
 }
@@ -130,9 +139,9 @@ int64_t packedWeightsBytes(int64_t k, int64_t n) {
   if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
     return 0;
   bool ok = true;
-  dnnl_memory_desc_t a = matrixDesc(1, k, k, false, dnnl_f32, ok);
+  dnnl_memory_desc_t a = matrixDesc(1, 1, k, k, false, dnnl_f32, ok);
   dnnl_memory_desc_t b = anyMatrixDesc(k, n, dnnl_f32, ok);
-  dnnl_memory_desc_t c = matrixDesc(1, n, n, false, dnnl_f32, ok);
+  dnnl_memory_desc_t c = matrixDesc(1, 1, n, n, false, dnnl_f32, ok);
   dnnl_matmul_desc_t desc{};
   dnnl_primitive_desc_t pd = nullptr;
   ok = ok && dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
@@ -185,14 +194,14 @@ std::unique_ptr<ProductPrimitives::Primitive> makePrimitive(const ProductProblem
                                                             dnnl_engine_t engine) {
   bool ok = true;
   const dnnl_data_type_t operands = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
-  dnnl_memory_desc_t a = matrixDesc(p.m, p.k, p.lda, p.transA, operands, ok);
+  dnnl_memory_desc_t a = matrixDesc(p.batch, p.m, p.k, p.lda, p.transA, operands, ok);
   dnnl_memory_desc_t b = p.constantB ? anyMatrixDesc(p.k, p.n, operands, ok)
-                                     : matrixDesc(p.k, p.n, p.ldb, p.transB, operands, ok);
+                                     : matrixDesc(p.batch, p.k, p.n, p.ldb, p.transB, operands, ok);
   dnnl_memory_desc_t bias{};
   if (p.hasBias())
-    bias = matrixDesc(p.biasRows, p.biasColumns, p.biasColumns, false, dnnl_f32, ok);
-  dnnl_memory_desc_t c =
-      matrixDesc(p.m, p.n, p.ldc, false, p.result == DType::BF16 ? dnnl_bf16 : dnnl_f32, ok);
+    bias = matrixDesc(1, p.biasRows, p.biasColumns, p.biasColumns, false, dnnl_f32, ok);
+  dnnl_memory_desc_t c = matrixDesc(p.batch, p.m, p.n, p.ldc, false,
+                                    p.result == DType::BF16 ? dnnl_bf16 : dnnl_f32, ok);
   dnnl_matmul_desc_t desc{};
   ok =
       ok && dnnl_matmul_desc_init(&desc, &a, &b, p.hasBias() ? &bias : nullptr, &c) == dnnl_success;
@@ -266,7 +275,7 @@ KeptBuffer *ProductPrimitives::packed(const ProductProblem &p, const Primitive &
     return nullptr;
   bool ok = true;
   const dnnl_data_type_t type = p.operands == DType::BF16 ? dnnl_bf16 : dnnl_f32;
-  dnnl_memory_desc_t stored = matrixDesc(p.k, p.n, p.ldb, p.transB, type, ok);
+  dnnl_memory_desc_t stored = matrixDesc(1, p.k, p.n, p.ldb, p.transB, type, ok);
   PrimitiveHandle reorder;
   ScopedMemory from, to;
   ok = ok && createReorder(stored, primitive.packedB, handles->engine, *reorder.out()) &&

@@ -69,12 +69,14 @@ int64_t packedWeightsBytes(int64_t k, int64_t n);
 /// bf16 A and B into f32 C (or bf16 C for bf16 A and B), with its dims and
 /// leading dims, as the primitive is made for it. The bias, when there is
 /// one, is an f32 biasRows x biasColumns matrix broadcast to an f32 C (each
-/// dim 1 or C's).
+/// dim 1 or C's). `batch` such products at once (one primitive), each
+/// factor's and the result's matrices one after the other.
 struct ProductProblem {
   DType operands = DType::F32;
   DType result = DType::F32;
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  int64_t batch = 1;
   float alpha = 1, beta = 0;
   int64_t biasRows = 0, biasColumns = 0;
   /// Applied to the result as the primitive writes it (a post-op after
@@ -86,10 +88,10 @@ struct ProductProblem {
 
   bool hasBias() const { return biasRows > 0; }
   bool operator<(const ProductProblem &o) const {
-    return std::tie(operands, result, transA, transB, m, n, k, lda, ldb, ldc, alpha, beta, biasRows,
-                    biasColumns, activation, constantB) <
+    return std::tie(operands, result, transA, transB, m, n, k, lda, ldb, ldc, batch, alpha, beta,
+                    biasRows, biasColumns, activation, constantB) <
            std::tie(o.operands, o.result, o.transA, o.transB, o.m, o.n, o.k, o.lda, o.ldb, o.ldc,
-                    o.alpha, o.beta, o.biasRows, o.biasColumns, o.activation, o.constantB);
+                    o.batch, o.alpha, o.beta, o.biasRows, o.biasColumns, o.activation, o.constantB);
   }
 };
 
@@ -102,7 +104,9 @@ DType productOperands(DType operands);
 /// n x k with `transB`) into `out`, numpy's broadcast over the batch,
 /// `operands` the type of both. One rhs matrix under a full untransposed
 /// lhs batch is one product with the batch folded into its rows (m: the
-/// batch's rows); otherwise one m-row product per matrix of the batch.
+/// batch's rows); batches of both, neither broadcast, one batched product
+/// (`batch`) of f32 or bf16 operands; otherwise one m-row product per
+/// matrix of the batch.
 /// `constantWeights`: a constant f32 rhs matrix (ProductProblem::constantB).
 ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, const Dims &out,
                              bool transA, bool transB, bool constantWeights);

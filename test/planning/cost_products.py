@@ -9,9 +9,12 @@
 #     (beta 1: --grad-accum 2); on dp=2 (the global batch 16) each rank's are
 #     those of its 8 samples;
 #   - for the MLP and the GPT-style model (whose attention multiplies
-#     batches of matrices), each function's listed products' FLOPs (2 m n k
-#     a call) equal its product_flops, so every product is listed once with
-#     its calls;
+#     batches of matrices), each function's listed products' FLOPs (2 batch
+#     m n k a call) equal its product_flops, so every product is listed once
+#     with its calls;
+#   - the GPT's attention products (16 x 16 x 16: seq 16, head dim 16) are
+#     each one batched product over its batch x heads = 4 matrices, and
+#     nothing else is batched;
 #   - with --target cuda, none are listed;
 #   - the MLP on pp=2 (--grad-accum 2): each stage's forward and backward
 #     count one message each (the stage boundary's activation, then its
@@ -68,12 +71,22 @@ def main(work):
     for exporter in ("export_mlp", "export_gpt"):
         plan = compiled(work, exporter, f"{exporter}-flops", [])
         for cost in plan["cost"]:
-            listed = sum(2 * p["m"] * p["n"] * p["k"] * p["calls"] for p in cost["products"])
+            listed = sum(2 * p["batch"] * p["m"] * p["n"] * p["k"] * p["calls"]
+                         for p in cost["products"])
             if listed != cost["product_flops"] + cost["low_precision_product_flops"]:
                 problems.append(f"{exporter} {cost['function']}: listed products {listed} FLOPs, "
                                 f"product_flops {cost['product_flops']}")
         calls = max(p["calls"] for c in plan["cost"] for p in c["products"])
         print(f"{exporter}: listed FLOPs checked, a product runs at most {calls} times a call")
+        attention = [(p["m"], p["n"], p["k"]) == (16, 16, 16) for c in plan["cost"]
+                     for p in c["products"]]
+        batched = [p["batch"] > 1 for c in plan["cost"] for p in c["products"]]
+        batches = {p["batch"] for c in plan["cost"] for p in c["products"] if p["batch"] > 1}
+        if batched != attention or (exporter == "export_gpt") != any(attention) or \
+                batches - {4}:
+            problems.append(f"{exporter}: batched products {batched}, attention's {attention}, "
+                            f"batches {batches} (expected 4)")
+        print(f"{exporter}: {sum(batched)} batched products")
     out = os.path.join(work, "mlp-pp2")
     subprocess.run(["cleave", "compile", os.path.join(work, "export_mlp.onnx"), "-o", out,
                     "--train", "--optimizer", "adam", "--emit", "plan", "--mesh", "pp=2",

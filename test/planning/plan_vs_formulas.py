@@ -116,8 +116,8 @@ def product_seconds(device, cost, product_times):
                  if {k: v for k, v in t.items() if k != "seconds"} == shape]
         if timed:
             seconds += product["calls"] * timed[0]
-            flops[product["low_precision"]] -= (product["calls"] * 2 * product["m"] * product["n"]
-                                                * product["k"])
+            flops[product["low_precision"]] -= (product["calls"] * 2 * product["batch"]
+                                                * product["m"] * product["n"] * product["k"])
     return (seconds + max(flops[False], 0) / device["product_flops_per_second"]
             + (flops[True] / device["low_precision_product_flops_per_second"]
                if flops[True] > 0 else 0))
