@@ -14,13 +14,17 @@
 // in block order: an op joins the groups of the producers of its operands
 // when the values those groups compute are read by no op between them and
 // it, so the fused op, placed at its last member, computes every value
-// before its first reader outside the group.
+// before its first reader outside the group. A value cheaper to make again
+// than to write and read back (x times or over one element, where x is read
+// there anyway) is made again in a later chain first
+// (rematerializeScalings).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
 #include "dialects/Cleave/CleaveOps.h"
+#include "passes/CostModel.h"
 #include "runtime/ElementwiseProgram.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -211,6 +215,7 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
   }
 
   static void fuseBlock(Block &block) {
+    rematerializeScalings(block);
     std::vector<Group> groups;
     llvm::DenseMap<Operation *, size_t> groupOf;
     for (Operation &op : block) {
@@ -246,6 +251,77 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
       if ((group.size() > 1 || (group.size() == 1 && gateOperands(group.front()))) &&
           llvm::any_of(group, [](Operation *op) { return opcodeOf(op).has_value(); }))
         fuse(group);
+  }
+
+  /// An add, sub, mul or div of a value x and one element (GELU's x / sqrt 2)
+  /// read by an elementwise op after a kernel that is not one (the
+  /// backward's, after the products between) is made again beside that
+  /// reader, from x, where x is read after that kernel anyway (by the
+  /// elementwise ops around the reader, whose chain then reads it): that
+  /// chain computes it in registers instead of reading what the first chain
+  /// wrote, so x / sqrt 2 is not written and read back, and x lives no
+  /// longer than before but within those elementwise ops. The same
+  /// operation on the same operands: the same value.
+  static void rematerializeScalings(Block &block) {
+    // Each op's readers after a kernel, by that kernel, in block order:
+    // the readers after one kernel share one copy, before the first of them.
+    SmallVector<std::pair<Operation *, llvm::MapVector<Operation *, SmallVector<Operation *>>>>
+        copies;
+    for (Operation &op : block) {
+      if (!isa<AddOp, SubOp, MulOp, DivOp>(op) || !isFusableElementwise(&op))
+        continue;
+      Value x = scaledValue(&op);
+      if (!x)
+        continue;
+      llvm::MapVector<Operation *, SmallVector<Operation *>> readersAfter;
+      for (Operation *reader : llvm::SetVector<Operation *>(llvm::from_range, op.getUsers())) {
+        Operation *kernel = reader->getBlock() == &block && isFusableElementwise(reader)
+                                ? lastKernelBefore(reader)
+                                : nullptr;
+        if (kernel && op.isBeforeInBlock(kernel) && readAfter(x, kernel))
+          readersAfter[kernel].push_back(reader);
+      }
+      if (!readersAfter.empty())
+        copies.push_back({&op, std::move(readersAfter)});
+    }
+    for (auto &[op, readersAfter] : copies)
+      for (auto &[kernel, readers] : readersAfter) {
+        Operation *first = *llvm::min_element(
+            readers, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+        OpBuilder b(first);
+        Value copy = b.clone(*op)->getResult(0);
+        for (Operation *reader : readers)
+          reader->replaceUsesOfWith(op->getResult(0), copy);
+      }
+  }
+
+  /// The value of `op`'s shape of the two operands when the other has one
+  /// element, or null.
+  static Value scaledValue(Operation *op) {
+    Value lhs = op->getOperand(0), rhs = op->getOperand(1);
+    ArrayRef<int64_t> shape = typeOf(op->getResult(0)).getShape();
+    if (typeOf(lhs).getShape() == shape && typeOf(rhs).getNumElements() == 1)
+      return lhs;
+    if (typeOf(rhs).getShape() == shape && typeOf(lhs).getNumElements() == 1)
+      return rhs;
+    return Value();
+  }
+
+  /// The last op before `op` in its block that computes and is not
+  /// elementwise (a product, a reduction): a kernel a chain cannot span;
+  /// null if none. Views, constants and assignments compute nothing.
+  static Operation *lastKernelBefore(Operation *op) {
+    for (Operation *before = op->getPrevNode(); before; before = before->getPrevNode())
+      if (!isFusableElementwise(before) && !isView(before) && !isa<ConstantOp, AssignOp>(before))
+        return before;
+    return nullptr;
+  }
+
+  /// Whether `value` is an argument or read after `op` in its block.
+  static bool readAfter(Value value, Operation *op) {
+    return isa<BlockArgument>(value) || llvm::any_of(value.getUsers(), [&](Operation *user) {
+             return user->getBlock() == op->getBlock() && op->isBeforeInBlock(user);
+           });
   }
 
   /// Whether an op outside `group` reads one of its values before `last`,

@@ -807,6 +807,12 @@ def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
     the kernel's registers keep f32. An op joins the chains of its
     operands' producers unless an op outside reads one of their values
     before it; a chain holds at most 48 inputs and ops and 8 outputs.
+    First, an add, sub, mul or div of a value x and one element read by an
+    elementwise op after a kernel that is not one (GELU's x / sqrt 2 in the
+    backward) is made again there, once for the readers after that kernel,
+    where x is read after that kernel anyway: the later chain computes it
+    from x in registers instead of reading it back, and the earlier one no
+    longer writes it.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -171,3 +171,49 @@ func.func @rounded_twice(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %a = cleave.add %w, %t : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %a : tensor<4x8xf32>
 }
+
+// -----
+
+// GELU's x / sqrt 2, read again after a kernel (the backward's, past its
+// products) where x is read too: made again in the later chain from x
+// rather than written by the first and read back, once for both of its
+// readers there. The first chain writes only what else is read.
+// CHECK-LABEL: func.func @made_again
+// CHECK: %[[A:.*]] = cleave.fused_elementwise %arg0, %[[R2:.*]], %{{.*}} {program = "div 0 1;erf 3;add 4 2>5"}
+// CHECK: cleave.reduce_sum %[[A]]
+// CHECK: cleave.fused_elementwise %arg0, %[[R2]], %[[A]], %arg1 {program = "div 0 1;mul 4 4;mul 0 2;mul 6 5;add 7 3>8"}
+func.func @made_again(%x: tensor<4x8xf32>, %g: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %r2 = cleave.constant {value = dense<1.41421354> : tensor<f32>} : tensor<f32>
+  %one = cleave.constant {value = dense<1.0> : tensor<f32>} : tensor<f32>
+  %d = cleave.div %x, %r2 : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %e = cleave.erf %d : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = cleave.add %e, %one : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %s = cleave.reduce_sum %a {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<f32>
+  %dd = cleave.mul %d, %d : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %xa = cleave.mul %x, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %p = cleave.mul %xa, %dd : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = cleave.add %p, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %y : tensor<f32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Not made again: x (a kernel's result, not an argument, which lives
+// throughout) is not read after the kernel between, so the later chain
+// would keep it alive longer.
+// CHECK-LABEL: func.func @kept
+// CHECK: %[[X:.*]] = cleave.transpose
+// CHECK: %[[F:.*]]:2 = cleave.fused_elementwise %[[X]], %{{.*}}, %arg1 {program = "div 0 1;mul 3 2>3,4"}
+// CHECK: cleave.reduce_sum %[[F]]#1
+// CHECK: cleave.fused_elementwise %[[F]]#0, %arg1, %[[F]]#1 {program = "mul 0 0;add 3 1;add 4 2>5"}
+func.func @kept(%t: tensor<8x4xf32>, %g: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %x = cleave.transpose %t {perm = array<i64: 1, 0>} : (tensor<8x4xf32>) -> tensor<4x8xf32>
+  %r2 = cleave.constant {value = dense<1.41421354> : tensor<f32>} : tensor<f32>
+  %d = cleave.div %x, %r2 : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %m = cleave.mul %d, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = cleave.reduce_sum %m {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<f32>
+  %dd = cleave.mul %d, %d : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = cleave.add %dd, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %z = cleave.add %y, %m : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %z : tensor<f32>, tensor<4x8xf32>
+}
