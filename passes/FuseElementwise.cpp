@@ -284,7 +284,7 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
       if (!readersAfter.empty())
         copies.push_back({&op, std::move(readersAfter)});
     }
-    for (auto &[op, readersAfter] : copies)
+    for (auto &[op, readersAfter] : copies) {
       for (auto &[kernel, readers] : readersAfter) {
         Operation *first = *llvm::min_element(
             readers, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
@@ -293,6 +293,10 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
         for (Operation *reader : readers)
           reader->replaceUsesOfWith(op->getResult(0), copy);
       }
+      // Every reader has its copy: the op has moved.
+      if (op->use_empty())
+        op->erase();
+    }
   }
 
   /// The value of `op`'s shape of the two operands when the other has one

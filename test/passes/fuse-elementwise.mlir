@@ -217,3 +217,20 @@ func.func @kept(%t: tensor<8x4xf32>, %g: tensor<4x8xf32>) -> (tensor<f32>, tenso
   %z = cleave.add %y, %m : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %s, %z : tensor<f32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Every reader after the kernel (an optimizer's gradient over its count,
+// read past the step's scalar arithmetic): the op moves into their chain,
+// and nothing is left of it before the kernel.
+// CHECK-LABEL: func.func @moved
+// CHECK-NOT: cleave.div
+// CHECK: cleave.reduce_sum
+// CHECK-NEXT: cleave.fused_elementwise %arg0, %arg1, %arg2 {program = "div 0 1;mul 3 2>4"}
+// CHECK-NEXT: return
+func.func @moved(%x: tensor<4x8xf32>, %count: tensor<f32>, %g: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %d = cleave.div %x, %count : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %s = cleave.reduce_sum %g {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<f32>
+  %y = cleave.mul %d, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %s, %y : tensor<f32>, tensor<4x8xf32>
+}
