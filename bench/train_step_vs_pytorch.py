@@ -5,7 +5,9 @@
 For bench/forward_vs_onnxruntime.py's MLP, GPT-style decoder and CNN, compiles
 one AdamW step with `cleave compile --train`, trains N steps on random data in
 file order, and times PyTorch doing the same steps (forward, backward,
-optimizer) on the same module with the same thread count, in the same run.
+optimizer) on the same module with the same thread count, in the same run
+(PyTorch's own threads and those of the OpenBLAS it multiplies f32 matrices
+with, which torch.set_num_threads does not set: set_torch_threads).
 Prints the median time per step of each and the ratio cleave / pytorch
 (below 1: cleave is faster), and the fraction of this machine's measured
 GEMM peak the cleave step reaches (plan.json's FLOPs per second over
@@ -13,6 +15,7 @@ oneDNN's f32 rate on 1024 x 1024 x 1024 with the same threads, measured in
 the same run: bench/gemm_peak.py).
 """
 import argparse
+import ctypes
 import json
 import os
 import subprocess
@@ -59,10 +62,26 @@ def median_step(out, files, steps, threads, workdir):
                             for step in json.load(open(metrics))["step_times"]]))
 
 
+def set_torch_threads(threads):
+    """PyTorch on `threads` threads: its own (OpenMP), and those of the
+    OpenBLAS it runs its f32 products on where it is built with one
+    (Debian's torch: openblas-pthread), which torch.set_num_threads leaves
+    at every core. Measured on 2 cores: a 512 x 512 x 128 product on
+    "one thread" ran at 255-262 GFLOP/s, 164 with OpenBLAS on one. (numpy's
+    own OpenBLAS, its symbols suffixed, times nothing here.)"""
+    torch.set_num_threads(threads)
+    with open("/proc/self/maps") as maps:
+        loaded = {line.split()[-1] for line in maps if "libopenblas" in line}
+    for library in loaded:
+        set_threads = getattr(ctypes.CDLL(library), "openblas_set_num_threads", None)
+        if set_threads:
+            set_threads(threads)
+
+
 def torch_step(model, args, steps, threads, autocast=False):
     """PyTorch's median AdamW step (lr 1e-3, weight decay 0.01) of `model`
     on `args`, on `threads` threads, under torch.autocast (CPU, bf16) or not."""
-    torch.set_num_threads(threads)
+    set_torch_threads(threads)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     times = []
     for _ in range(steps):
