@@ -1678,6 +1678,15 @@ TEST(MaxPoolGrad, HandWorkedTiesOverlapCeilAndPads) {
   auto dxr = zeros(DType::F64, {1, 1, 4, 4});
   cpu::max_pool_grad(ctx(), dyr, xr, dxr, {2, 2}, {2, 2}, Dims{}, Dims{});
   expectNear(dxr, {0, 0, 0, 0, 0, 1, 0, 2, 3, 0, 4, 0, 0, 0, 0, 0}, 1e-15);
+  // Ties in 2 x 2 tiles (their own loop): each window's first maximum in
+  // row-major order, [[5, 5], [5, 1]] -> (0, 0), [[1, 2], [2, 2]] -> (0, 1),
+  // [[0, 0], [0, 3]] -> (1, 1); a gradient of -0 lands as +0, as 0 + -0.
+  auto xt = make<float>({1, 1, 2, 6}, {5, 5, 1, 2, 0, 0, 5, 1, 2, 2, 0, 3});
+  auto dyt = make<float>({1, 1, 1, 3}, {1, 2, -0.0f});
+  auto dxt = make<float>({1, 1, 2, 6}, {7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}); // overwritten
+  cpu::max_pool_grad(ctx(), dyt, xt, dxt, {2, 2}, {2, 2}, Dims{}, Dims{});
+  expectNear(dxt, {1, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0});
+  EXPECT_FALSE(std::signbit(dxt.data<float>()[11]));
 }
 
 TEST(MaxPoolGrad, RoutesToTheForwardsMaximum) {
@@ -1688,11 +1697,12 @@ TEST(MaxPoolGrad, RoutesToTheForwardsMaximum) {
     Dims x, y, kernel, strides, pads, dilations;
   };
   const Case cases[] = {
-      {{2, 3, 6, 6}, {2, 3, 4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},            // ceil
-      {{1, 2, 6, 6}, {1, 2, 3, 3}, {3, 2}, {2, 2}, {1, 0, 0, 1}, {1, 2}},        // dilated
-      {{1, 1, 7}, {1, 1, 4}, {2}, {2}, {}, {}},                                   // ceil 1-D
+      {{2, 3, 6, 6}, {2, 3, 4, 4}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}},     // ceil
+      {{1, 2, 6, 6}, {1, 2, 3, 3}, {3, 2}, {2, 2}, {1, 0, 0, 1}, {1, 2}}, // dilated
+      {{1, 1, 7}, {1, 1, 4}, {2}, {2}, {}, {}},                           // ceil 1-D
       {{1, 2, 3, 4, 5}, {1, 2, 2, 2, 3}, {2, 2, 2}, {2, 2, 2}, {1, 0, 1, 0, 1, 0}, {}},
-      {{1, 1, 5, 5}, {1, 1, 5, 5}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}},             // overlap
+      {{1, 1, 5, 5}, {1, 1, 5, 5}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {}}, // overlap
+      {{2, 3, 8, 6}, {2, 3, 4, 3}, {2, 2}, {2, 2}, {}, {}},           // 2 x 2 tiles
   };
   unsigned seed = 4000;
   for (const Case &c : cases) {

@@ -198,6 +198,46 @@ int64_t argMax(const PoolGeometry &g, const WindowSpan &w, const T *xp) {
   return arg >= 0 ? arg : first;
 }
 
+/// Whether the windows of images are 2 x 2 and tile them: stride 2, no
+/// padding or dilation, and the windows cover every input element once.
+bool twoByTwoTiles(const PoolGeometry &g) {
+  for (int d = 0; d < 2; ++d)
+    if (g.k[d] != 2 || g.stride[d] != 2 || g.dilation[d] != 1 || g.padBegin[d] != 0 ||
+        g.padEnd[d] != 0 || g.out[d] * 2 != g.in[d])
+      return false;
+  return true;
+}
+
+/// The first maximum of a 2 x 2 window's taps in window order, as a tap
+/// index kept as a T (so that a loop over windows has lanes of one width),
+/// and its value in `best`: a later tap replaces it only when larger, so a
+/// window of nothing but the lowest value or NaN keeps its first tap.
+template <typename T> inline T firstMaximum(T v0, T v1, T v2, T v3, T &best) {
+  best = v0 > std::numeric_limits<T>::lowest() ? v0 : std::numeric_limits<T>::lowest();
+  T arg = 0;
+  arg = v1 > best ? T(1) : arg;
+  best = v1 > best ? v1 : best;
+  arg = v2 > best ? T(2) : arg;
+  best = v2 > best ? v2 : best;
+  arg = v3 > best ? T(3) : arg;
+  best = v3 > best ? v3 : best;
+  return arg;
+}
+
+/// max_pool of images in 2 x 2 tiles (twoByTwoTiles), a row of windows at
+/// a time in one loop GCC vectorises (maxPoolImages' strided taps it does
+/// not).
+template <typename T>
+void maxPoolTwoByTwo(const PoolGeometry &g, const T *x, T *y, int64_t planes) {
+  const int64_t outColumns = g.out[1], inColumns = g.in[1];
+  for (int64_t row = 0; row < planes * g.out[0]; ++row) {
+    const T *top = x + 2 * row * inColumns, *bottom = top + inColumns;
+    T *yr = y + row * outColumns;
+    for (int64_t j = 0; j < outColumns; ++j)
+      firstMaximum(top[2 * j], top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1], yr[j]);
+  }
+}
+
 /// Max pooling of images, a kernel tap at a time over a whole row of
 /// outputs: a loop GCC vectorises, where a window at a time is latency
 /// bound. The largest of a window's values does not depend on the order
@@ -280,12 +320,37 @@ void maxPoolGradImages(const PoolGeometry &g, const T *x, const T *grad, T *dx, 
   }
 }
 
+/// max_pool_grad of images in 2 x 2 tiles (twoByTwoTiles), a row of
+/// windows at a time in one loop GCC vectorises (the general walk is a
+/// window at a time): each window's first maximum (firstMaximum), and each
+/// element written once, the gradient (added to 0, as the window walk adds
+/// it) at the maximum and 0 elsewhere, with no zeroing first.
+template <typename T>
+void maxPoolGradTwoByTwo(const PoolGeometry &g, const T *x, const T *grad, T *dx, int64_t planes) {
+  const int64_t outColumns = g.out[1], inColumns = g.in[1];
+  for (int64_t row = 0; row < planes * g.out[0]; ++row) {
+    const T *top = x + 2 * row * inColumns, *bottom = top + inColumns;
+    T *dtop = dx + 2 * row * inColumns, *dbottom = dtop + inColumns;
+    const T *gr = grad + row * outColumns;
+    for (int64_t j = 0; j < outColumns; ++j) {
+      T best;
+      const T arg =
+          firstMaximum(top[2 * j], top[2 * j + 1], bottom[2 * j], bottom[2 * j + 1], best);
+      const T g = T(0) + gr[j];
+      dtop[2 * j] = arg == T(0) ? g : T(0);
+      dtop[2 * j + 1] = arg == T(1) ? g : T(0);
+      dbottom[2 * j] = arg == T(2) ? g : T(0);
+      dbottom[2 * j + 1] = arg == T(3) ? g : T(0);
+    }
+  }
+}
+
 /// Pools every N x C plane; Max picks the largest value, otherwise averages.
 template <typename T, bool Max>
 void poolPlanes(const PoolGeometry &g, const T *x, T *y, int64_t planes, bool countIncludePad) {
   if constexpr (Max)
     if (g.sp == 2)
-      return maxPoolImages(g, x, y, planes);
+      return twoByTwoTiles(g) ? maxPoolTwoByTwo(g, x, y, planes) : maxPoolImages(g, x, y, planes);
   forEachWindow(g, planes, [&](int64_t plane, int64_t pos, const WindowSpan &w) {
     const T *xp = x + plane * g.inSize;
     T *yp = y + plane * g.outSize;
@@ -366,6 +431,8 @@ void max_pool_grad(Context &ctx, const Tensor &grad, const Tensor &x, const Tens
       const T *xs = x.as<T>() + first * g.inSize;
       const T *gs = grad.as<T>() + first * g.outSize;
       T *dx = out.as<T>() + first * g.inSize;
+      if (g.sp == 2 && twoByTwoTiles(g))
+        return maxPoolGradTwoByTwo(g, xs, gs, dx, count);
       std::fill(dx, dx + count * g.inSize, T(0));
       if (g.sp == 2)
         return maxPoolGradImages(g, xs, gs, dx, count);
