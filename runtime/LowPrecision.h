@@ -16,6 +16,16 @@
 #include <cstdint>
 #include <cstring>
 
+// The bf16 conversions are always inlined: a fused chain's loop, built at
+// -O3 without contraction (runtime/cpu/FusedChain.h), is not vectorised
+// around a call, and GCC does not inline a function built with other
+// optimization options into it otherwise.
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
+#define CLEAVE_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define CLEAVE_ALWAYS_INLINE
+#endif
+
 namespace cleave::rt {
 
 /// IEEE binary16 and bfloat16, stored as their bits.
@@ -26,7 +36,7 @@ struct BFloat16 {
   uint16_t bits;
 };
 
-CLEAVE_HOST_DEVICE inline uint32_t floatBits(float f) {
+CLEAVE_HOST_DEVICE CLEAVE_ALWAYS_INLINE inline uint32_t floatBits(float f) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
 #else
@@ -35,7 +45,7 @@ CLEAVE_HOST_DEVICE inline uint32_t floatBits(float f) {
   return u;
 #endif
 }
-CLEAVE_HOST_DEVICE inline float bitsFloat(uint32_t u) {
+CLEAVE_HOST_DEVICE CLEAVE_ALWAYS_INLINE inline float bitsFloat(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else
@@ -76,15 +86,15 @@ inline float fromHalf(Half h) {
   return bitsFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
-CLEAVE_HOST_DEVICE inline BFloat16 toBFloat16(float f) {
-  uint32_t x = floatBits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u)
-    return {static_cast<uint16_t>((x >> 16) | 0x40u)};
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return {static_cast<uint16_t>(x >> 16)};
+CLEAVE_HOST_DEVICE CLEAVE_ALWAYS_INLINE inline BFloat16 toBFloat16(float f) {
+  const uint32_t x = floatBits(f);
+  // Both computed and one chosen, not a branch: a loop of these vectorises.
+  const uint32_t quietNaN = (x >> 16) | 0x40u;
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return {static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quietNaN : rounded)};
 }
 
-CLEAVE_HOST_DEVICE inline float fromBFloat16(BFloat16 b) {
+CLEAVE_HOST_DEVICE CLEAVE_ALWAYS_INLINE inline float fromBFloat16(BFloat16 b) {
   return bitsFloat(static_cast<uint32_t>(b.bits) << 16);
 }
 

@@ -148,7 +148,9 @@ template <int... Code> struct Program {
   }
 };
 
-template <class P, int I> inline float load(const void *in, float scalar, int64_t at) {
+// The loop's pieces are always inlined: GCC vectorises no loop around a call.
+template <class P, int I>
+CLEAVE_ALWAYS_INLINE inline float load(const void *in, float scalar, int64_t at) {
   if constexpr (P::input(I) == ChainInput::F32)
     return static_cast<const float *>(in)[at];
   else if constexpr (P::input(I) == ChainInput::BF16)
@@ -157,7 +159,7 @@ template <class P, int I> inline float load(const void *in, float scalar, int64_
     return scalar;
 }
 
-template <class P, int R, int K> inline void step(float *v) {
+template <class P, int R, int K> CLEAVE_ALWAYS_INLINE inline void step(float *v) {
   if constexpr (!outOfLine(P::op(K)) && P::run(K) == R) {
     const float a = v[P::lhs(K)], b = v[P::rhs(K)];
     float &y = v[P::inputs + K];
@@ -180,19 +182,20 @@ template <class P, int R, int K> inline void step(float *v) {
 }
 
 template <class P, int R, int Q>
-inline void loadTile(float *v, float (*tiles)[kChainTile], int64_t j) {
+CLEAVE_ALWAYS_INLINE inline void loadTile(float *v, float (*tiles)[kChainTile], int64_t j) {
   if constexpr (Q >= P::inputs && P::tiled(Q) && P::madeIn(Q) < R)
     v[Q] = tiles[Q][j];
 }
 
 template <class P, int R, int Q>
-inline void storeTile(const float *v, float (*tiles)[kChainTile], int64_t j) {
+CLEAVE_ALWAYS_INLINE inline void storeTile(const float *v, float (*tiles)[kChainTile], int64_t j) {
   if constexpr (P::tiled(Q) && P::madeIn(Q) == R &&
                 (Q < P::inputs || !outOfLine(P::op(Q - P::inputs))))
     tiles[Q][j] = v[Q];
 }
 
-template <class P, int O> inline void write(void *out, const float *v, int64_t at) {
+template <class P, int O>
+CLEAVE_ALWAYS_INLINE inline void write(void *out, const float *v, int64_t at) {
   if constexpr (P::output(O) == ChainOutput::F32)
     static_cast<float *>(out)[at] = v[P::result(O)];
   else
