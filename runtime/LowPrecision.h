@@ -10,23 +10,16 @@
 #ifndef CLEAVE_RUNTIME_LOWPRECISION_H
 #define CLEAVE_RUNTIME_LOWPRECISION_H
 
-#include "runtime/Tensor.h" // CLEAVE_HOST_DEVICE
+#include "runtime/Tensor.h" // CLEAVE_HOST_DEVICE, CLEAVE_ALWAYS_INLINE
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-// The bf16 conversions are always inlined: a fused chain's loop, built at
-// -O3 without contraction (runtime/cpu/FusedChain.h), is not vectorised
-// around a call, and GCC does not inline a function built with other
-// optimization options into it otherwise.
-#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
-#define CLEAVE_ALWAYS_INLINE __attribute__((always_inline))
-#else
-#define CLEAVE_ALWAYS_INLINE
-#endif
-
 namespace cleave::rt {
+
+// The bf16 conversions are always inlined: a fused chain's loop
+// (runtime/cpu/FusedChain.h) is vectorised only without calls in it.
 
 /// IEEE binary16 and bfloat16, stored as their bits.
 struct Half {

@@ -21,6 +21,15 @@
 #define CLEAVE_HOST_DEVICE
 #endif
 
+// Inlined even where GCC would not (a function built with other
+// optimization options, as a fused chain's -O3 loop is inside an -O1
+// program): GCC vectorises no loop with a call in it.
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
+#define CLEAVE_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define CLEAVE_ALWAYS_INLINE
+#endif
+
 namespace cleave::rt {
 
 enum class DType : int32_t { F32, F64, F16, BF16, I8, I16, I32, I64, U8, U16, U32, U64, Bool };
