@@ -358,6 +358,7 @@ LogicalResult Compiler::buildProgram(ArrayRef<std::string> sources) {
     // step (a 1 MB program.cu) takes nvcc 39 s at -O1 and 415 s at -O2, and
     // the steps run as fast (docs/gpu-check.md).
     flags = {"-std=c++17", "-O1"};
+    StringRef(CLEAVE_CUDA_PROGRAM_FLAGS).split(flags, ';', -1, false);
   } else {
     // The build's flags, which its precompiled headers were made with (the
     // top-level CMakeLists.txt); their directory comes first.

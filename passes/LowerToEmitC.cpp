@@ -238,7 +238,7 @@ public:
       : module(module), func(func), name(name), entryPrefix(entryPrefix),
         phase(phased && name == "apply" ? 0 : -1), b(module.getContext()),
         loc(func ? func.getLoc() : module.getLoc()),
-        kernelPrefix(("cleave::rt::" + target + "::").str()), compilesChains(target == "cpu"),
+        kernelPrefix(("cleave::rt::" + target + "::").str()),
         contextType(emitc::OpaqueType::get(module.getContext(), kernelPrefix + "Context&")),
         tensorType(emitc::OpaqueType::get(module.getContext(), "cleave::rt::Tensor")),
         calls(makeKernelCalls()) {}
@@ -300,8 +300,8 @@ private:
   FailureOr<std::string> literal(Operation *op, StringRef attribute);
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerKernel(Operation *op, const KernelCall &kernel);
-  /// A fused chain's program as the CPU's fused_elementwise template takes
-  /// it (runtime/cpu/FusedChain.h): the program, how each input is read
+  /// A fused chain's program as the backends' fused_elementwise templates
+  /// take it (runtime/ChainCode.h): the program, how each input is read
   /// and each output written.
   ArrayAttr chainTemplateArgs(FusedElementwiseOp chain);
   LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
@@ -322,8 +322,6 @@ private:
   OpBuilder b;
   Location loc;
   std::string kernelPrefix;
-  /// Whether a fused chain is compiled (CPU) rather than interpreted (CUDA).
-  bool compilesChains;
   Type contextType, tensorType;
   llvm::StringMap<KernelCall> calls;
   llvm::DenseMap<Value, Value> tensors;
@@ -460,7 +458,7 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
   }
   auto chain = dyn_cast<FusedElementwiseOp>(op);
   call(kernelPrefix + kernel.kernel.str(), Type(), args,
-       chain && compilesChains ? chainTemplateArgs(chain) : ArrayAttr());
+       chain ? chainTemplateArgs(chain) : ArrayAttr());
   return success();
 }
 
@@ -881,12 +879,14 @@ struct LowerToEmitCPass : public cleave::impl::LowerToEmitCBase<LowerToEmitCPass
     }
     OpBuilder b(module.getBodyRegion());
     // The compiled chains' templates, only where there are chains: the
-    // header doubles a one-kernel program's compile time where it is not
-    // precompiled. First, since a program's first header is the one it may
-    // read precompiled (runtime/cpu/CMakeLists.txt).
-    if (target == "cpu" &&
-        module.walk([](FusedElementwiseOp) { return WalkResult::interrupt(); }).wasInterrupted())
-      emitc::IncludeOp::create(b, module.getLoc(), "runtime/cpu/FusedChain.h");
+    // CPU's header doubles a one-kernel program's compile time where it is
+    // not precompiled, and CUDA's brings the CUDA headers. First, since a
+    // program's first header is the one it may read precompiled
+    // (runtime/cpu/CMakeLists.txt).
+    if (module.walk([](FusedElementwiseOp) { return WalkResult::interrupt(); }).wasInterrupted())
+      emitc::IncludeOp::create(b, module.getLoc(),
+                               target == "cpu" ? "runtime/cpu/FusedChain.h"
+                                               : "runtime/cuda/FusedChain.cuh");
     emitc::IncludeOp::create(b, module.getLoc(), "runtime/" + target + "/Program.h");
     // The entry points are straight-line kernel calls: optimizing them buys
     // nothing a step and costs most of a program's compile time (a GPT's

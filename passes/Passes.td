@@ -798,7 +798,8 @@ def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
     add, sub, mul, div, neg, sqrt, exp, tanh and erf on f32 values of one
     shape (each operand of that shape or of one element) into
     `cleave.fused_elementwise` ops (compiled into one loop each on the CPU,
-    runtime/cpu/FusedChain.h; interpreted on CUDA), which read each input
+    runtime/cpu/FusedChain.h, and one kernel each on CUDA,
+    runtime/cuda/FusedChain.cuh), which read each input
     once and write each output (a value read outside the chain) once, computing
     what the chain computed bit for bit. A cast from bf16 to f32 may start
     a chain (its bf16 value an input the kernel widens as it reads it) and

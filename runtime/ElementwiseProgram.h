@@ -14,8 +14,8 @@
 // fused chain gives the unfused chain's results bit for bit. Registers hold
 // f32; a bf16 input is widened as it is read and a bf16 output rounded to
 // nearest even as it is written (what the chain's casts did). The
-// compiler's verifier, its lowering to the CPU's compiled chains
-// (runtime/cpu/FusedChain.h) and the CUDA kernel parse it here.
+// compiler's verifier and its lowering to the backends' compiled chains
+// (runtime/ChainCode.h) parse it here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,13 +40,15 @@ inline constexpr const char *kElementwiseOpcodeNames[] = {"add", "sub",  "mul", 
 inline constexpr int kElementwiseOpcodes =
     sizeof(kElementwiseOpcodeNames) / sizeof(kElementwiseOpcodeNames[0]);
 
-constexpr bool isBinary(ElementwiseOpcode op) { return op <= ElementwiseOpcode::Gate; }
+CLEAVE_HOST_DEVICE constexpr bool isBinary(ElementwiseOpcode op) {
+  return op <= ElementwiseOpcode::Gate;
+}
 
 /// Registers (inputs and instruction results) and outputs a program may use.
 inline constexpr int kMaxElementwiseRegisters = 48;
 inline constexpr int kMaxElementwiseOutputs = 8;
 
-/// How the CPU's compiled chains (runtime/cpu/FusedChain.h) read an input:
+/// How a compiled chain (runtime/ChainCode.h) reads an input:
 /// every element, or its one element for all; and write an output (bf16
 /// rounded to nearest even).
 enum class ChainInput : int { F32, F32Scalar, BF16, BF16Scalar };
@@ -127,32 +129,6 @@ inline std::string parseElementwiseProgram(const char *text, int inputs,
     if (*at++ != ',')
       return "has no ',' between output registers";
   }
-}
-
-/// Parses a kernel call's `text` into `program` and checks its tensors: f32
-/// or bf16, the outputs one size, each input that size or one element.
-/// Returns what is wrong, or an empty string.
-inline std::string checkElementwiseCall(const char *text, const TensorList &inputs,
-                                        const TensorList &outputs, ElementwiseProgram &program) {
-  std::string error = parseElementwiseProgram(text, static_cast<int>(inputs.size()), program);
-  if (!error.empty())
-    return "the program " + error;
-  if (program.outputs != static_cast<int>(outputs.size()))
-    return "the program has " + std::to_string(program.outputs) + " outputs, the call " +
-           std::to_string(outputs.size());
-  const int64_t n = outputs[0].numel();
-  auto carried = [](DType type) { return type == DType::F32 || type == DType::BF16; };
-  for (const Tensor &out : outputs)
-    if (!carried(out.dtype) || out.numel() != n)
-      return "the outputs are not all f32 or bf16 of one size";
-  for (const Tensor &in : inputs) {
-    if (!carried(in.dtype))
-      return "an input is neither f32 nor bf16";
-    if (in.numel() != n && in.numel() != 1)
-      return "an input of " + std::to_string(in.numel()) +
-             " elements is neither the outputs' size (" + std::to_string(n) + ") nor one";
-  }
-  return "";
 }
 
 } // namespace cleave::rt

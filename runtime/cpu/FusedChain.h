@@ -2,14 +2,9 @@
 //
 // What a generated CPU program calls for a `cleave.fused_elementwise` op:
 // fused_elementwise<Code...>, whose template arguments are the op's program
-// (runtime/ElementwiseProgram.h) and how each input is read and each output
-// written, so that the C++ compiler makes of the chain one loop over the
-// elements that keeps every intermediate in registers. Code is
-//
-//   inputs, instructions, outputs,
-//   the ChainInput of each input,
-//   opcode (ElementwiseOpcode), lhs, rhs of each instruction (rhs 0 if unary),
-//   register, ChainOutput of each output.
+// and how each input is read and each output written (runtime/ChainCode.h),
+// so that the C++ compiler makes of the chain one loop over the elements
+// that keeps every intermediate in registers.
 //
 // Each opcode computes what its standalone kernel computes, so a chain gives
 // the unfused ops' results bit for bit: add, sub, mul, div, neg, sqrt and
@@ -23,8 +18,7 @@
 #ifndef CLEAVE_RUNTIME_CPU_FUSEDCHAIN_H
 #define CLEAVE_RUNTIME_CPU_FUSEDCHAIN_H
 
-#include "runtime/ElementwiseProgram.h"
-#include "runtime/KernelError.h"
+#include "runtime/ChainCode.h"
 #include "runtime/LowPrecision.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -50,9 +44,9 @@ void chainTile(ElementwiseOpcode op, const float *a, float *y, int64_t n);
 
 /// The tensors of one call.
 struct ChainCall {
-  const void *inputs[kMaxElementwiseRegisters] = {};
+  ChainOperands operands;
+  /// The one element of each broadcast input.
   float scalars[kMaxElementwiseRegisters] = {};
-  void *outputs[kMaxElementwiseOutputs] = {};
 };
 
 // -O3 for the chains whatever the program is built with (-O1: its entry
@@ -70,34 +64,11 @@ constexpr bool outOfLine(ElementwiseOpcode op) {
          op == ElementwiseOpcode::Erf;
 }
 
-/// Element i of Code (a function, not a static array of Program's, so
-/// that Program's own constants can be computed from it).
-template <int... Code> constexpr int codeAt(int i) {
-  const int code[] = {Code...};
-  return code[i];
-}
-
-/// The program in Code, and what follows from it at compile time.
-template <int... Code> struct Program {
-  static constexpr int inputs = codeAt<Code...>(0), instructions = codeAt<Code...>(1),
-                       outputs = codeAt<Code...>(2);
-  static constexpr int registers = inputs + instructions;
-
-  static constexpr ChainInput input(int i) { return ChainInput(codeAt<Code...>(3 + i)); }
-  static constexpr ElementwiseOpcode op(int k) {
-    return ElementwiseOpcode(codeAt<Code...>(3 + inputs + 3 * k));
-  }
-  static constexpr int lhs(int k) { return codeAt<Code...>(4 + inputs + 3 * k); }
-  static constexpr int rhs(int k) { return codeAt<Code...>(5 + inputs + 3 * k); }
-  static constexpr int result(int o) {
-    return codeAt<Code...>(3 + inputs + 3 * instructions + 2 * o);
-  }
-  static constexpr ChainOutput output(int o) {
-    return ChainOutput(codeAt<Code...>(4 + inputs + 3 * instructions + 2 * o));
-  }
-  static constexpr bool reads(int k, int q) {
-    return lhs(k) == q || (isBinary(op(k)) && rhs(k) == q);
-  }
+/// The program in Code, and how it is cut into runs of inline
+/// instructions between the out-of-line ones.
+template <int... Code> struct Program : ChainCode<Code...> {
+  using C = ChainCode<Code...>;
+  using C::inputs, C::instructions, C::outputs, C::registers, C::op, C::lhs, C::result, C::reads;
 
   /// The run of inline instructions instruction k belongs to; an
   /// out-of-line instruction runs after its run.
@@ -129,22 +100,6 @@ template <int... Code> struct Program {
       if (result(o) == q && q >= inputs && madeIn(q) < runs - 1)
         return true;
     return false;
-  }
-
-  static constexpr bool valid() {
-    if (sizeof...(Code) < 3 || inputs < 1 || instructions < 1 || outputs < 1 ||
-        registers > kMaxElementwiseRegisters || outputs > kMaxElementwiseOutputs ||
-        static_cast<int>(sizeof...(Code)) != 3 + inputs + 3 * instructions + 2 * outputs)
-      return false;
-    for (int k = 0; k < instructions; ++k)
-      if (codeAt<Code...>(3 + inputs + 3 * k) < 0 ||
-          codeAt<Code...>(3 + inputs + 3 * k) >= kElementwiseOpcodes || lhs(k) < 0 ||
-          lhs(k) >= inputs + k || rhs(k) < 0 || rhs(k) >= inputs + k)
-        return false;
-    for (int o = 0; o < outputs; ++o)
-      if (result(o) < 0 || result(o) >= registers)
-        return false;
-    return true;
   }
 };
 
@@ -207,9 +162,9 @@ template <class P, int R, std::size_t... I, std::size_t... K, std::size_t... Q, 
 void runLoop(const ChainCall &call, float (*tiles)[kChainTile], int64_t start, int64_t length,
              std::index_sequence<I...>, std::index_sequence<K...>, std::index_sequence<Q...>,
              std::index_sequence<O...>) {
-  const void *in[] = {call.inputs[I]...};
+  const void *in[] = {call.operands.inputs[I]...};
   const float scalars[] = {call.scalars[I]...};
-  [[maybe_unused]] void *out[] = {call.outputs[O]...};
+  [[maybe_unused]] void *out[] = {call.operands.outputs[O]...};
   // Outputs may be inputs (updated in place), each element read before it is written.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC ivdep
@@ -255,32 +210,12 @@ template <int... Code>
 void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList &outputs,
                        const char *program) {
   using P = chain::Program<Code...>;
-  static_assert(P::valid(), "a malformed chain program");
-  if (inputs.size() != P::inputs || outputs.size() != P::outputs)
-    fail("fused_elementwise", "'%s' takes %d inputs and %d outputs, not %zu and %zu", program,
-         P::inputs, P::outputs, inputs.size(), outputs.size());
-  const int64_t n = outputs[0].numel();
   ChainCall call;
-  for (int i = 0; i < P::inputs; ++i) {
-    const Tensor &in = inputs[i];
-    const ChainInput kind = P::input(i);
-    const bool bf16 = kind == ChainInput::BF16 || kind == ChainInput::BF16Scalar;
-    const bool scalar = kind == ChainInput::F32Scalar || kind == ChainInput::BF16Scalar;
-    if (in.dtype != (bf16 ? DType::BF16 : DType::F32) || in.numel() != (scalar ? 1 : n))
-      fail("fused_elementwise", "'%s': input %d is not the %s of %lld elements it was compiled for",
-           program, i, bf16 ? "bf16" : "f32", static_cast<long long>(scalar ? 1 : n));
-    call.inputs[i] = in.data;
-    if (scalar)
-      call.scalars[i] = bf16 ? fromBFloat16(*in.as<BFloat16>()) : *in.as<float>();
-  }
-  for (int o = 0; o < P::outputs; ++o) {
-    const bool bf16 = P::output(o) == ChainOutput::BF16;
-    if (outputs[o].dtype != (bf16 ? DType::BF16 : DType::F32) || outputs[o].numel() != n)
-      fail("fused_elementwise",
-           "'%s': output %d is not the %s of %lld elements it was compiled for", program, o,
-           bf16 ? "bf16" : "f32", static_cast<long long>(n));
-    call.outputs[o] = outputs[o].data;
-  }
+  const int64_t n = chainOperands<P>(inputs, outputs, program, call.operands);
+  for (int i = 0; i < P::inputs; ++i)
+    if (P::scalar(i))
+      call.scalars[i] =
+          P::narrow(i) ? fromBFloat16(*inputs[i].as<BFloat16>()) : *inputs[i].as<float>();
   forEachChainChunk(ctx, n, &chain::tiles<P>, &call);
 }
 

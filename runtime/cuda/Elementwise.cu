@@ -7,7 +7,6 @@
 
 #include "runtime/cuda/Common.cuh"
 
-#include "runtime/ElementwiseProgram.h"
 #include "runtime/Random.h"
 
 namespace cleave::rt::cuda {
@@ -266,57 +265,6 @@ __global__ void dropoutKernel(int64_t n, const T *in, T *out, bool *mask, double
 
 } // namespace
 
-/// The inputs and outputs of a fused chain, by value (kernel arguments):
-/// f32, or bf16 where narrowInput / narrowOutput say so.
-struct FusedOperands {
-  const void *inputs[kMaxElementwiseRegisters];
-  bool broadcast[kMaxElementwiseRegisters];
-  bool narrowInput[kMaxElementwiseRegisters];
-  void *outputs[kMaxElementwiseOutputs];
-  bool narrowOutput[kMaxElementwiseOutputs];
-};
-
-/// One thread per element, the program's registers in its own memory; each
-/// opcode's element function is its standalone kernel's, and a bf16 tensor
-/// is widened or rounded as the cast kernel does.
-__global__ void fusedElementwiseKernel(int64_t n, ElementwiseProgram program,
-                                       FusedOperands operands) {
-  CLEAVE_GRID_LOOP(i, n) {
-    float registers[kMaxElementwiseRegisters];
-    for (int r = 0; r < program.inputs; ++r) {
-      const int64_t at = operands.broadcast[r] ? 0 : i;
-      registers[r] =
-          operands.narrowInput[r]
-              ? convert<float>(static_cast<const __nv_bfloat16 *>(operands.inputs[r])[at])
-              : static_cast<const float *>(operands.inputs[r])[at];
-    }
-    for (int k = 0; k < program.instructions; ++k) {
-      const ElementwiseInstruction &instruction = program.code[k];
-      float a = registers[instruction.lhs], b = registers[instruction.rhs], y = 0.0f;
-      switch (instruction.op) {
-      case ElementwiseOpcode::Add: y = a + b; break;
-      case ElementwiseOpcode::Sub: y = a - b; break;
-      case ElementwiseOpcode::Mul: y = a * b; break;
-      case ElementwiseOpcode::Div: y = a / b; break;
-      case ElementwiseOpcode::Gate: y = a > 0.0f ? b : 0.0f; break;
-      case ElementwiseOpcode::Neg: y = -a; break;
-      case ElementwiseOpcode::Sqrt: y = msqrt(a); break;
-      case ElementwiseOpcode::Exp: y = mexp(a); break;
-      case ElementwiseOpcode::Tanh: y = mtanh(a); break;
-      case ElementwiseOpcode::Erf: y = merf(a); break;
-      }
-      registers[program.inputs + k] = y;
-    }
-    for (int o = 0; o < program.outputs; ++o) {
-      const float result = registers[program.results[o]];
-      if (operands.narrowOutput[o])
-        static_cast<__nv_bfloat16 *>(operands.outputs[o])[i] = convert<__nv_bfloat16>(result);
-      else
-        static_cast<float *>(operands.outputs[o])[i] = result;
-    }
-  }
-}
-
 } // namespace detail
 
 using namespace detail;
@@ -538,30 +486,6 @@ void dropout(Context &ctx, const Tensor &in, const Tensor *coordinate, const Ten
         index.parts > 1 ? coordinate->as<int64_t>() : nullptr);
     checkLaunch(kernel);
   });
-}
-
-void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList &outputs,
-                       const char *text) {
-  const char *kernel = "fused_elementwise";
-  ElementwiseProgram program;
-  std::string error = checkElementwiseCall(text, inputs, outputs, program);
-  if (!error.empty())
-    fail(kernel, "%s", error.c_str());
-  const int64_t n = outputs[0].numel();
-  FusedOperands operands{};
-  for (int o = 0; o < program.outputs; ++o) {
-    operands.outputs[o] = outputs[o].data;
-    operands.narrowOutput[o] = outputs[o].dtype == DType::BF16;
-  }
-  for (int i = 0; i < program.inputs; ++i) {
-    operands.inputs[i] = inputs[i].data;
-    operands.broadcast[i] = inputs[i].numel() != n;
-    operands.narrowInput[i] = inputs[i].dtype == DType::BF16;
-  }
-  if (n == 0)
-    return;
-  fusedElementwiseKernel<<<blocksFor(n), kThreads, 0, ctx.stream>>>(n, program, operands);
-  checkLaunch(kernel);
 }
 
 } // namespace cleave::rt::cuda

@@ -6,7 +6,8 @@
 #include "runtime/StepContext.h"
 #include "runtime/Tensor.h"
 
-// Opaque handles, so generated host code does not need the CUDA headers.
+// Opaque handles, so that plain C++ (the driver, the link check) does not
+// need the CUDA headers.
 struct CUstream_st;
 struct cublasContext;
 
@@ -22,12 +23,6 @@ struct Context : StepContext {
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);
 #include "runtime/Kernels.def"
 #undef CLEAVE_KERNEL
-
-/// A chain of f32 elementwise ops (runtime/ElementwiseProgram.h's `program`)
-/// in one pass: each input the outputs' shape or one element. The program's
-/// text is interpreted on the device, one thread an element.
-void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList &outputs,
-                       const char *program);
 
 } // namespace cleave::rt::cuda
 

@@ -10,6 +10,7 @@
 #include "runtime/FusedBFloat16Case.h"
 #include "runtime/LowPrecision.h"
 #include "runtime/cuda/Common.cuh"
+#include "runtime/cuda/FusedChain.cuh"
 #include "runtime/cuda/Kernels.h"
 
 #include <cublas_v2.h>
@@ -951,7 +952,12 @@ TEST_F(CudaKernels, FusedElementwiseBFloat16) {
   Tensor slot = put(DType::BF16, {n}, c.slot), g = f32({n}, c.grads);
   Tensor scale = put(DType::BF16, {}, std::vector<uint16_t>{c.scale});
   Tensor wide = alloc(DType::F32, {n});
-  kc::fused_elementwise(ctx, list(slot, g, scale), list(slot, wide), c.kProgram);
+  constexpr int BF = int(ChainInput::BF16), F = int(ChainInput::F32),
+                BS = int(ChainInput::BF16Scalar), Add = int(ElementwiseOpcode::Add),
+                Mul = int(ElementwiseOpcode::Mul), Out = int(ChainOutput::F32),
+                OutBF = int(ChainOutput::BF16);
+  kc::fused_elementwise<3, 2, 2, BF, F, BS, Add, 0, 1, Mul, 3, 2, 4, OutBF, 4, Out>(
+      ctx, list(slot, g, scale), list(slot, wide), c.kProgram);
   std::vector<uint16_t> narrow = get<uint16_t>(slot);
   std::vector<float> widened = get<float>(wide);
   for (int64_t i = 0; i < n; ++i) {
@@ -959,6 +965,49 @@ TEST_F(CudaKernels, FusedElementwiseBFloat16) {
     ASSERT_EQ(cleave::rt::test::floatBits(widened[i]), cleave::rt::test::floatBits(c.wide[i]))
         << "at " << i;
   }
+}
+
+// A chain of every opcode gives what the standalone kernels give run one
+// after another, bit for bit (no multiply-add contracted, the same device
+// math), on 1000 elements with a broadcast scalar: x * y + c, sqrt, / y,
+// exp, tanh, erf, neg, - x, and a ReLU's gradient gate(x, that).
+TEST_F(CudaKernels, FusedElementwiseIsTheStandaloneKernels) {
+  const int64_t n = 1000;
+  std::vector<float> xs(n), ys(n);
+  for (int64_t i = 0; i < n; ++i) {
+    xs[i] = 0.0137f * static_cast<float>(i % 211) - 1.3f;
+    ys[i] = 0.5f + 0.0071f * static_cast<float>(i);
+  }
+  Tensor x = f32({n}, xs), y = f32({n}, ys), c = f32({}, {2.25f}), zero = f32({}, {0.0f});
+  constexpr int F = int(ChainInput::F32), S = int(ChainInput::F32Scalar),
+                Out = int(ChainOutput::F32);
+  using Op = ElementwiseOpcode;
+  constexpr int Add = int(Op::Add), Sub = int(Op::Sub), Mul = int(Op::Mul), Div = int(Op::Div),
+                Gate = int(Op::Gate), Neg = int(Op::Neg), Sqrt = int(Op::Sqrt), Exp = int(Op::Exp),
+                Tanh = int(Op::Tanh), Erf = int(Op::Erf);
+  Tensor fused = alloc(DType::F32, {n});
+  kc::fused_elementwise<3, 10, 1, F, F, S, Mul, 0, 1, Add, 3, 2, Sqrt, 4, 0, Div, 5, 1, Exp, 6, 0,
+                        Tanh, 7, 0, Erf, 8, 0, Neg, 9, 0, Sub, 10, 0, Gate, 0, 11, 12, Out>(
+      ctx, list(x, y, c), list(fused),
+      "mul 0 1;add 3 2;sqrt 4;div 5 1;exp 6;tanh 7;erf 8;neg 9;"
+      "sub 10 0;gate 0 11>12");
+  std::vector<Tensor> steps;
+  for (int k = 0; k < 10; ++k)
+    steps.push_back(alloc(DType::F32, {n}));
+  Tensor positive = alloc(DType::Bool, {n});
+  kc::mul(ctx, x, y, steps[0]);
+  kc::add(ctx, steps[0], c, steps[1]);
+  kc::sqrt(ctx, steps[1], steps[2]);
+  kc::div(ctx, steps[2], y, steps[3]);
+  kc::exp(ctx, steps[3], steps[4]);
+  kc::tanh(ctx, steps[4], steps[5]);
+  kc::erf(ctx, steps[5], steps[6]);
+  kc::neg(ctx, steps[6], steps[7]);
+  kc::sub(ctx, steps[7], x, steps[8]);
+  kc::greater(ctx, x, zero, positive);
+  kc::where(ctx, positive, steps[8], zero, steps[9]);
+  std::vector<float> got = get<float>(fused), want = get<float>(steps[9]);
+  ASSERT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0);
 }
 
 //===----------------------------------------------------------------------===//
