@@ -1226,6 +1226,35 @@ TEST(Reduce, ProductsAndTopK) {
   expectEqual<int64_t>(at, {1, 0, 0, 2});
 }
 
+// Column reductions over the rows of a matrix of 150 columns (two tiles of
+// 64 kept in registers and 22 more): each column summed in row order in
+// f32, as a running sum written out here, bit for bit (and near the sum in
+// double); the maximum likewise; on 1 and 2 threads.
+TEST(Reduce, ColumnsInTiles) {
+  const int64_t rows = 600, cols = 150;
+  auto x = makeRandom<float>({rows, cols}, 7);
+  std::vector<float> sum(cols, 0.0f), max(cols, -kInf);
+  std::vector<double> exact(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const float v = x.data<float>()[r * cols + c];
+      sum[c] += v;
+      max[c] = std::max(max[c], v);
+      exact[c] += v;
+    }
+  for (int threads : {1, 2}) {
+    cpu::Context context;
+    context.threads = threads;
+    auto y = zeros(DType::F32, {cols}), m = zeros(DType::F32, {cols});
+    cpu::reduce_sum(context, x, y, {0});
+    cpu::reduce_max(context, x, m, {0});
+    EXPECT_EQ(std::memcmp(y.data<float>(), sum.data(), cols * sizeof(float)), 0) << threads;
+    EXPECT_EQ(std::memcmp(m.data<float>(), max.data(), cols * sizeof(float)), 0) << threads;
+    for (int64_t c = 0; c < cols; ++c)
+      EXPECT_NEAR(y.data<float>()[c], exact[c], 1e-4 * rows) << c;
+  }
+}
+
 TEST(Reduce, Integers) {
   auto x = make<int64_t>({2, 3}, {1, 2, 4, -5, 7, -9});
   auto y = zeros(DType::I64, {2});

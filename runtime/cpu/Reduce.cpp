@@ -55,6 +55,28 @@ struct ProdOp {
   }
 };
 
+/// Columns a column reduction keeps in registers at a time.
+inline constexpr int64_t kColumnTile = 64;
+
+/// y[c] = combine(y[c], x[r][c]) over the rows r in order, for `width`
+/// columns of a row-major matrix of `columns`; a full tile's loop has a
+/// constant width, so that GCC keeps it in vector registers.
+template <typename Op, typename T>
+void combineColumns(const T *x, T *y, int64_t rows, int64_t columns, int64_t width) {
+  if (width == kColumnTile) {
+    T acc[kColumnTile];
+    std::copy(y, y + kColumnTile, acc);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < kColumnTile; ++j)
+        acc[j] = Op::combine(acc[j], x[r * columns + j]);
+    std::copy(acc, acc + kColumnTile, y);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < width; ++j)
+      y[j] = Op::combine(y[j], x[r * columns + j]);
+}
+
 template <typename Op>
 void reduce(const Context &ctx, const char *kernel, const Tensor &in, const Tensor &out,
             const Dims &axes, bool mean) {
@@ -95,18 +117,16 @@ void reduce(const Context &ctx, const char *kernel, const Tensor &in, const Tens
     T *y = out.as<T>();
     for (int64_t i = 0; i < kept; ++i)
       y[i] = Op::template identity<T>();
-    // Column sums (rows x columns over the rows: a bias's gradient): the
-    // threads take whole columns, each added up over the rows in order, as
-    // on one thread.
+    // Column sums (rows x columns over the rows: a bias's gradient): each
+    // column added up over the rows in order, a tile of columns at a time
+    // in registers (a pass over a row's columns for each row loaded and
+    // stored them all); the threads take whole tiles.
     if (!nest.empty && nest.rank == 2 && nest.strides[1][0] == 0 && nest.strides[0][1] == 1 &&
         nest.strides[1][1] == 1 && nest.strides[0][0] == nest.dims[1] && nest.dims[0] > 0) {
       const int64_t rows = nest.dims[0], columns = nest.dims[1];
-      forEachChunk(ctx, rows * columns, rows, [&](int64_t begin, int64_t end) {
-        for (int64_t r = 0; r < rows; ++r) {
-          const T *xr = x + r * columns;
-          for (int64_t c = begin / rows; c < end / rows; ++c)
-            y[c] = Op::combine(y[c], xr[c]);
-        }
+      forEachChunk(ctx, rows * columns, rows * kColumnTile, [&](int64_t begin, int64_t end) {
+        for (int64_t c = begin / rows; c < end / rows; c += kColumnTile)
+          combineColumns<Op>(x + c, y + c, rows, columns, std::min(kColumnTile, end / rows - c));
       });
     } else {
       nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
