@@ -102,15 +102,16 @@ std::string describe(Location loc) {
 
 /// The element types the op's CUDA kernel takes where it takes fewer than
 /// the CPU's (every type the dialect admits): cuBLAS's products f32, bf16
-/// and f16 factors, the convolutions, pools, normalizations and losses f32;
-/// empty for the others.
+/// and f16 factors, the convolutions f32 and bf16 factors, the pools,
+/// normalizations and losses f32; empty for the others.
 StringRef cudaElementTypes(Operation *op) {
   if (isa<MatMulOp, GemmOp>(op))
     return "f32, bf16 or f16";
-  if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp, MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp,
-          MaxPoolGradOp, AveragePoolGradOp, LayerNormalizationOp, LayerNormalizationGradOp,
-          BatchNormalizationOp, SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyGradOp,
-          NegativeLogLikelihoodLossOp>(op))
+  if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op))
+    return "f32 or bf16";
+  if (isa<MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp, MaxPoolGradOp, AveragePoolGradOp,
+          LayerNormalizationOp, LayerNormalizationGradOp, BatchNormalizationOp,
+          SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyGradOp, NegativeLogLikelihoodLossOp>(op))
     return "f32";
   return "";
 }
@@ -121,7 +122,8 @@ bool cudaTakes(Operation *op) {
   if (types.empty() || op->getNumOperands() == 0)
     return true;
   Type element = getElementTypeOrSelf(op->getOperand(0).getType());
-  return element.isF32() || (isa<MatMulOp, GemmOp>(op) && (element.isBF16() || element.isF16()));
+  return element.isF32() || (isa<MatMulOp, GemmOp>(op) && (element.isBF16() || element.isF16())) ||
+         (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op) && element.isBF16());
 }
 
 /// What the driver calls of one compiled program: the prefix of its entry
@@ -756,7 +758,6 @@ std::string Compiler::pipelineText() const {
   add("precision", quoted(t.precision));
   add("grad-reduce-dtype", quoted(t.gradReduceDtype));
   add("grad-accum-dtype", quoted(t.gradAccumDtype));
-  add("narrow-convolutions", options.target == "cpu" ? "true" : "false");
   if (t.precision == "fp16") {
     add("loss-scale", number(t.initialLossScale()));
     add("loss-scale-window", std::to_string(t.lossScaleGrowthInterval()));

@@ -231,12 +231,15 @@ struct KernelMemory {
 };
 
 /// A convolution's scratch outside oneDNN: the im2col columns
-/// (runtime/ConvScratch.h) of `problem` on `target`, of `element`s.
+/// (runtime/ConvScratch.h) of `problem` on `target`, of `element`s (on
+/// CUDA, conv_grad_input's columns are its f32 products).
 int64_t im2colScratchBytes(const rt::cpu::ConvProblem &problem, Type element, StringRef target) {
   const rt::ConvColumns columns = rt::cpu::im2colColumns(problem);
+  const int64_t elementBytes = element.getIntOrFloatBitWidth() / 8;
   if (target == "cuda")
-    return rt::cudaScratchElements(columns) * static_cast<int64_t>(sizeof(float));
-  return rt::cpuScratchElements(columns) * element.getIntOrFloatBitWidth() / 8;
+    return rt::cudaScratchBytes(columns,
+                                problem.pass == rt::cpu::ConvPass::GradInput ? 4 : elementBytes);
+  return rt::cpuScratchElements(columns) * elementBytes;
 }
 
 /// `op`'s KernelMemory on `target` with `threads` threads a rank: a

@@ -182,11 +182,11 @@ private:
 struct AutocastPass : public cleave::impl::AutocastBase<AutocastPass> {
   using AutocastBase::AutocastBase;
 
-  /// Whether convolution `op` multiplies `element` factors itself: bf16 with
-  /// `narrow-convolutions`, on 1 to 3 spatial dims (what oneDNN takes).
+  /// Whether convolution `op` multiplies `element` factors itself: bf16, on
+  /// 1 to 3 spatial dims (what oneDNN takes on the CPU; CUDA's kernels too).
   bool takesNarrowFactors(Operation *op, Type element) {
     int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
-    return narrowConvolutions && element.isBF16() && rank >= 3 && rank <= 5;
+    return element.isBF16() && rank >= 3 && rank <= 5;
   }
 
   void runOnOperation() override {

@@ -640,17 +640,15 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
     step reads them and gathers nothing.
     Convolutions (conv, conv_grad_input, conv_grad_weight) multiply the same
     way, their two factors x and w, the gradient and w, the gradient and x:
-    with `narrow-convolutions` (bf16, the CPU's oneDNN kernels) they take the
-    bf16 copies themselves and give f32 like the products; otherwise (fp16,
-    CUDA, more than 3 spatial dims) the factors are rounded to `precision`
+    in bf16, on 1 to 3 spatial dims, they take the bf16 copies themselves
+    and give f32 like the products (the CPU's oneDNN kernels, CUDA's cuBLAS
+    ones); otherwise (fp16, more than 3 spatial dims) the factors are rounded to `precision`
     and widened back to f32 for the f32 kernels, one rounded copy per value
     shared like the casts. The bias is added in f32.
     `precision` = fp32 changes nothing. Errors: an unknown precision.
   }];
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"", "fp32, bf16 or fp16">,
-    Option<"narrowConvolutions", "narrow-convolutions", "bool", "false",
-           "Convolutions of 1 to 3 spatial dims take bf16 factors (CPU)">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -95,7 +95,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   }
   pm.addPass(createNarrowGradientAccumulators({options.gradAccumDtype}));
   if (options.precision != "fp32")
-    pm.addPass(createAutocast({options.precision, options.narrowConvolutions}));
+    pm.addPass(createAutocast({options.precision}));
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (pipelined)

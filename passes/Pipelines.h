@@ -76,9 +76,6 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<std::string> precision{
       *this, "precision", llvm::cl::init("fp32"),
       llvm::cl::desc("The products' operand type: fp32, bf16 or fp16 (summed in f32)")};
-  Option<bool> narrowConvolutions{
-      *this, "narrow-convolutions", llvm::cl::init(false),
-      llvm::cl::desc("With bf16: convolutions take bf16 factors (the CPU's kernels)")};
   Option<double> lossScale{*this, "loss-scale", llvm::cl::init(0.0),
                            llvm::cl::desc("Dynamic loss scaling's initial scale (0: none)")};
   Option<int64_t> lossScaleWindow{

@@ -41,21 +41,24 @@ inline int64_t cpuScratchElements(const ConvColumns &c) {
   return c.pointwise ? 0 : c.rows * cpuTileRows(c) * c.lastExtent;
 }
 
-/// The CUDA kernels unfold whole images, as many as fit 256 MiB of f32 (at
-/// least one).
+/// The CUDA kernels unfold whole images, as many as fit 256 MiB (at least
+/// one), into columns of `elementBytes` elements: the factors' type (f32
+/// or bf16), or f32 where conv_grad_input computes them.
 inline constexpr int64_t kCudaWorkspaceBytes = int64_t(256) << 20;
 
-inline int64_t cudaImagesPerChunk(const ConvColumns &c) {
+inline int64_t cudaImagesPerChunk(const ConvColumns &c, int64_t elementBytes) {
   int64_t perImage = c.groups * c.rows * c.positions;
   if (perImage <= 0)
     return c.images;
-  return std::clamp<int64_t>(kCudaWorkspaceBytes / (perImage * int64_t(sizeof(float))), 1,
+  return std::clamp<int64_t>(kCudaWorkspaceBytes / (perImage * elementBytes), 1,
                              std::max<int64_t>(1, c.images));
 }
 
-/// Elements of the CUDA kernels' workspace.
-inline int64_t cudaScratchElements(const ConvColumns &c) {
-  return c.pointwise ? 0 : cudaImagesPerChunk(c) * c.groups * c.rows * c.positions;
+/// Bytes of the CUDA kernels' workspace.
+inline int64_t cudaScratchBytes(const ConvColumns &c, int64_t elementBytes) {
+  return c.pointwise
+             ? 0
+             : cudaImagesPerChunk(c, elementBytes) * c.groups * c.rows * c.positions * elementBytes;
 }
 
 } // namespace cleave::rt

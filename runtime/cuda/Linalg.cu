@@ -98,8 +98,9 @@ void batchStrides(const char *kernel, const Dims &dims, int rank, int64_t matrix
   }
 }
 
+template <typename T>
 __global__ void im2colKernel(int64_t total, Window win, int64_t channels, int64_t groupChannels,
-                             int64_t groups, const float *x, float *col) {
+                             int64_t groups, const T *x, T *col) {
   CLEAVE_GRID_LOOP(i, total) {
     // col is [image][group][channel][kernel position][output position].
     int64_t p = i % win.outSize;
@@ -124,7 +125,7 @@ __global__ void im2colKernel(int64_t total, Window win, int64_t channels, int64_
       offset += coord * inner;
     }
     int64_t plane = (image * channels + g * groupChannels + c) * win.inSize;
-    col[i] = inside ? x[plane + offset] : 0.0f;
+    col[i] = inside ? x[plane + offset] : T(0.0f);
   }
 }
 
@@ -173,15 +174,25 @@ struct ConvDims {
   int64_t images, channels, maps, group, groupChannels, groupMaps;
   /// Rows of one group's column matrix, and output positions per image.
   int64_t columns, positions;
+  /// The two factors' type: f32, or bf16 (cuBLAS sums their products in
+  /// f32); the result is f32.
+  DType factors;
 };
 
+/// `result` is the one of x, w and y the kernel writes, f32; the other two
+/// are its factors, both f32 or both bf16.
 ConvDims convDims(const char *kernel, const Tensor &x, const Tensor &w, const Tensor &y,
-                  const char *const roles[3], Dims strides, Dims pads, Dims dilations,
-                  int64_t group) {
-  requireType(kernel, x, DType::F32, roles[0]);
-  requireType(kernel, w, DType::F32, roles[1]);
-  requireType(kernel, y, DType::F32, roles[2]);
+                  const Tensor &result, const char *const roles[3], Dims strides, Dims pads,
+                  Dims dilations, int64_t group) {
+  const Tensor *tensors[3] = {&x, &w, &y};
+  const int first = &x == &result ? 1 : 0;
+  const Tensor &factor = *tensors[first];
+  if (factor.dtype != DType::F32 && factor.dtype != DType::BF16)
+    fail(kernel, "%s must be f32 or bf16, not %s", roles[first], dtypeName(factor.dtype));
+  for (int i = 0; i < 3; ++i)
+    requireType(kernel, *tensors[i], tensors[i] == &result ? DType::F32 : factor.dtype, roles[i]);
   ConvDims d;
+  d.factors = factor.dtype;
   d.win = makeWindow(kernel, x, y, Dims(), strides, pads, dilations, &w);
   d.images = x.shape[0];
   d.channels = x.shape[1];
@@ -202,7 +213,7 @@ std::optional<ConvDims> adjointDims(Context &ctx, const char *kernel, const Tens
                                     Dims strides, Dims pads, Dims dilations, int64_t group) {
   const char *const roles[3] = {&x == &out ? "the result" : "x", &w == &out ? "the result" : "w",
                                 "grad"};
-  ConvDims d = convDims(kernel, x, w, grad, roles, strides, pads, dilations, group);
+  ConvDims d = convDims(kernel, x, w, grad, out, roles, strides, pads, dilations, group);
   if (out.numel() == 0)
     return std::nullopt;
   if (grad.numel() == 0 || d.columns == 0) {
@@ -225,13 +236,15 @@ ConvColumns convColumns(const Window &win, int64_t images, int64_t group, int64_
   return {images, group, columns, win.outSize, win.out[win.rank - 1], isPointwise(win)};
 }
 
-/// One call's column workspace of whole images, stream-ordered, counted in
-/// the run's allocations; none for a pointwise conv.
+/// One call's column workspace of whole images of `elementBytes` elements,
+/// stream-ordered, counted in the run's allocations; none for a pointwise
+/// conv.
 class ColumnWorkspace {
 public:
-  ColumnWorkspace(Context &ctx, const ConvColumns &columns, const char *kernel)
+  ColumnWorkspace(Context &ctx, const ConvColumns &columns, int64_t elementBytes,
+                  const char *kernel)
       : ctx(ctx), kernel(kernel),
-        bytes(static_cast<std::size_t>(cudaScratchElements(columns)) * sizeof(float)) {
+        bytes(static_cast<std::size_t>(cudaScratchBytes(columns, elementBytes))) {
     if (bytes == 0)
       return;
     check(cudaMallocAsync(reinterpret_cast<void **>(&data), bytes, ctx.stream), kernel);
@@ -247,23 +260,42 @@ public:
   }
   ColumnWorkspace(const ColumnWorkspace &) = delete;
   ColumnWorkspace &operator=(const ColumnWorkspace &) = delete;
-  float *get() const { return data; }
+  template <typename T> T *as() const { return reinterpret_cast<T *>(data); }
 
 private:
   Context &ctx;
   const char *kernel;
   std::size_t bytes;
-  float *data = nullptr;
+  char *data = nullptr;
 };
 
-/// A conv's column matrices, a chunk of images at a time: the GEMM dims
-/// (checked to fit cuBLAS's int) and handle, the chunking and its workspace.
-struct ColumnChunks {
+/// Column-major C[b] = op(A[b]) op(B[b]) + beta C[b] (m x n, k deep) over
+/// `batch` matrices, each operand's `stride` elements apart: cuBLAS's
+/// strided batch, the factors of `factors` (f32 or bf16) summed in f32
+/// into f32 C.
+void convGemm(const char *kernel, cublasHandle_t blas, DType factors, cublasOperation_t opA,
+              cublasOperation_t opB, int m, int n, int k, const void *a, int lda, int64_t strideA,
+              const void *b, int ldb, int64_t strideB, float beta, float *c, int ldc,
+              int64_t strideC, int64_t batch) {
+  const float one = 1.0f;
+  const cudaDataType type = factors == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  checkBlas(cublasGemmStridedBatchedEx(blas, opA, opB, m, n, k, &one, a, type, lda, strideA, b,
+                                       type, ldb, strideB, &beta, c, CUDA_R_32F, ldc, strideC,
+                                       static_cast<int>(batch), CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT),
+            kernel);
+}
+
+/// A conv's column matrices of T (the factors' type, or f32 for the
+/// columns conv_grad_input computes), a chunk of images at a time: the
+/// GEMM dims (checked to fit cuBLAS's int) and handle, the chunking and its
+/// workspace.
+template <typename T> struct ColumnChunks {
   ColumnChunks(Context &ctx, const char *kernel, const ConvDims &dims)
       : dims(dims), shape(convColumns(dims.win, dims.images, dims.group, dims.columns)),
         perImage(dims.group * dims.columns * dims.positions),
-        chunk(shape.pointwise ? dims.images : cudaImagesPerChunk(shape)),
-        workspace(ctx, shape, kernel) {
+        chunk(shape.pointwise ? dims.images : cudaImagesPerChunk(shape, sizeof(T))),
+        workspace(ctx, shape, sizeof(T), kernel) {
     for (int64_t v : {dims.positions, dims.columns, dims.groupMaps, dims.group, dims.images})
       requireInt(kernel, v, "a conv GEMM dim");
     P = static_cast<int>(dims.positions);
@@ -279,16 +311,17 @@ struct ColumnChunks {
   /// The column matrices of images [first, first + count) of x (channels x
   /// spatial each): x itself for a pointwise conv, else unfolded into the
   /// workspace.
-  const float *unfold(Context &ctx, const char *kernel, const Tensor &x, int64_t first,
-                      int64_t count) const {
-    const float *images = x.as<float>() + first * dims.channels * dims.win.inSize;
+  const T *unfold(Context &ctx, const char *kernel, const Tensor &x, int64_t first,
+                  int64_t count) const {
+    const T *images = x.as<T>() + first * dims.channels * dims.win.inSize;
     if (shape.pointwise)
       return images;
     int64_t total = count * perImage;
-    im2colKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(
-        total, dims.win, dims.channels, dims.groupChannels, shape.groups, images, workspace.get());
+    im2colKernel<T><<<blocksFor(total), kThreads, 0, ctx.stream>>>(
+        total, dims.win, dims.channels, dims.groupChannels, shape.groups, images,
+        workspace.template as<T>());
     checkLaunch(kernel);
-    return workspace.get();
+    return workspace.template as<T>();
   }
 
   const ConvDims &dims;
@@ -298,6 +331,14 @@ struct ColumnChunks {
   int P = 0, CK = 0, Mg = 0;
   cublasHandle_t blas;
 };
+
+/// Calls f(Tag<T>) with T the C++ type of a convolution's factors.
+template <typename F> void withFactors(DType factors, F &&f) {
+  if (factors == DType::BF16)
+    f(Tag<__nv_bfloat16>{});
+  else
+    f(Tag<float>{});
+}
 
 } // namespace
 } // namespace detail
@@ -429,14 +470,15 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
 }
 
 // The convolutions read their weights as stored: `constantWeights` changes
-// nothing here.
+// nothing here. Their factors are f32, or bf16 (--precision bf16) with f32
+// sums and results.
 void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const Tensor &y,
           Dims strides, Dims pads, Dims dilations, int64_t group, Activation activation, bool) {
   const char *kernel = "conv";
   static const char *const roles[3] = {"x", "w", "y"};
   if (b)
     requireType(kernel, *b, DType::F32, "the bias");
-  ConvDims d = convDims(kernel, x, w, y, roles, strides, pads, dilations, group);
+  ConvDims d = convDims(kernel, x, w, y, y, roles, strides, pads, dilations, group);
   int64_t maps = d.maps, positions = d.positions;
   if (b)
     requireNumel(kernel, *b, maps, "the bias");
@@ -445,34 +487,32 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   if (d.columns == 0) {
     fill(ctx, y, 0.0);
   } else {
-    // A pointwise conv reads x as its column matrix; others unfold a chunk
-    // of images at a time into a stream-ordered workspace.
-    ColumnChunks chunks(ctx, kernel, d);
-    const float one = 1.0f, zero = 0.0f;
-    chunks.forEach([&](int64_t first, int64_t count) {
-      const float *col = chunks.unfold(ctx, kernel, x, first, count);
-      // y_g[Mg, P] = w_g[Mg, CK] col_g[CK, P] for each image and group:
-      // batch over the larger of the two, loop over the other.
-      float *yChunk = y.as<float>() + first * maps * positions;
-      const float *wData = w.as<float>();
-      int64_t groupColumns = d.columns * positions, groupWeights = d.groupMaps * d.columns;
-      if (count >= group) {
-        for (int64_t g = 0; g < group; ++g)
-          checkBlas(cublasSgemmStridedBatched(
-                        chunks.blas, CUBLAS_OP_N, CUBLAS_OP_N, chunks.P, chunks.Mg, chunks.CK, &one,
-                        col + g * groupColumns, chunks.P, chunks.perImage, wData + g * groupWeights,
-                        chunks.CK, 0, &zero, yChunk + g * d.groupMaps * positions, chunks.P,
-                        maps * positions, static_cast<int>(count)),
-                    kernel);
-      } else {
-        for (int64_t image = 0; image < count; ++image)
-          checkBlas(cublasSgemmStridedBatched(
-                        chunks.blas, CUBLAS_OP_N, CUBLAS_OP_N, chunks.P, chunks.Mg, chunks.CK, &one,
-                        col + image * chunks.perImage, chunks.P, groupColumns, wData, chunks.CK,
-                        groupWeights, &zero, yChunk + image * maps * positions, chunks.P,
-                        d.groupMaps * positions, static_cast<int>(group)),
-                    kernel);
-      }
+    withFactors(d.factors, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      // A pointwise conv reads x as its column matrix; others unfold a
+      // chunk of images at a time into a stream-ordered workspace.
+      ColumnChunks<T> chunks(ctx, kernel, d);
+      chunks.forEach([&](int64_t first, int64_t count) {
+        const T *col = chunks.unfold(ctx, kernel, x, first, count);
+        // y_g[Mg, P] = w_g[Mg, CK] col_g[CK, P] for each image and group:
+        // batch over the larger of the two, loop over the other.
+        float *yChunk = y.as<float>() + first * maps * positions;
+        const T *wData = w.as<T>();
+        int64_t groupColumns = d.columns * positions, groupWeights = d.groupMaps * d.columns;
+        if (count >= group) {
+          for (int64_t g = 0; g < group; ++g)
+            convGemm(kernel, chunks.blas, d.factors, CUBLAS_OP_N, CUBLAS_OP_N, chunks.P, chunks.Mg,
+                     chunks.CK, col + g * groupColumns, chunks.P, chunks.perImage,
+                     wData + g * groupWeights, chunks.CK, 0, 0.0f,
+                     yChunk + g * d.groupMaps * positions, chunks.P, maps * positions, count);
+        } else {
+          for (int64_t image = 0; image < count; ++image)
+            convGemm(kernel, chunks.blas, d.factors, CUBLAS_OP_N, CUBLAS_OP_N, chunks.P, chunks.Mg,
+                     chunks.CK, col + image * chunks.perImage, chunks.P, groupColumns, wData,
+                     chunks.CK, groupWeights, 0.0f, yChunk + image * maps * positions, chunks.P,
+                     d.groupMaps * positions, group);
+        }
+      });
     });
   }
   if (b) {
@@ -491,32 +531,31 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
       adjointDims(ctx, kernel, out, w, grad, out, strides, pads, dilations, group);
   if (!d)
     return;
-  // A pointwise conv's columns are dx itself; others go through a workspace
-  // of a chunk of images and are folded back onto dx.
-  ColumnChunks chunks(ctx, kernel, *d);
-  bool pointwise = chunks.shape.pointwise;
-  float *workspace = chunks.workspace.get();
-  const float one = 1.0f, zero = 0.0f;
-  chunks.forEach([&](int64_t first, int64_t count) {
-    float *dx = out.as<float>() + first * d->channels * d->win.inSize;
-    float *col = pointwise ? dx : workspace;
-    const float *gChunk = grad.as<float>() + first * d->maps * d->positions;
-    // col_g[CK, P] = w_g[Mg, CK]^T dy_g[Mg, P], per image and group: in
-    // column-major terms col_g^T[P, CK] = dy_g^T[P, Mg] w_g[Mg, CK].
-    for (int64_t g = 0; g < group; ++g)
-      checkBlas(cublasSgemmStridedBatched(
-                    chunks.blas, CUBLAS_OP_N, CUBLAS_OP_T, chunks.P, chunks.CK, chunks.Mg, &one,
-                    gChunk + g * d->groupMaps * d->positions, chunks.P, d->maps * d->positions,
-                    w.as<float>() + g * d->groupMaps * d->columns, chunks.CK, 0, &zero,
-                    col + g * d->columns * d->positions, chunks.P, chunks.perImage,
-                    static_cast<int>(count)),
-                kernel);
-    if (!pointwise) {
-      int64_t total = count * d->channels * d->win.inSize;
-      col2imKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(total, d->win, d->channels,
-                                                                  workspace, dx);
-      checkLaunch(kernel);
-    }
+  withFactors(d->factors, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // A pointwise conv's columns are dx itself; others go through an f32
+    // workspace of a chunk of images and are folded back onto dx.
+    ColumnChunks<float> chunks(ctx, kernel, *d);
+    bool pointwise = chunks.shape.pointwise;
+    float *workspace = chunks.workspace.template as<float>();
+    chunks.forEach([&](int64_t first, int64_t count) {
+      float *dx = out.as<float>() + first * d->channels * d->win.inSize;
+      float *col = pointwise ? dx : workspace;
+      const T *gChunk = grad.as<T>() + first * d->maps * d->positions;
+      // col_g[CK, P] = w_g[Mg, CK]^T dy_g[Mg, P], per image and group: in
+      // column-major terms col_g^T[P, CK] = dy_g^T[P, Mg] w_g[Mg, CK].
+      for (int64_t g = 0; g < group; ++g)
+        convGemm(kernel, chunks.blas, d->factors, CUBLAS_OP_N, CUBLAS_OP_T, chunks.P, chunks.CK,
+                 chunks.Mg, gChunk + g * d->groupMaps * d->positions, chunks.P,
+                 d->maps * d->positions, w.as<T>() + g * d->groupMaps * d->columns, chunks.CK, 0,
+                 0.0f, col + g * d->columns * d->positions, chunks.P, chunks.perImage, count);
+      if (!pointwise) {
+        int64_t total = count * d->channels * d->win.inSize;
+        col2imKernel<<<blocksFor(total), kThreads, 0, ctx.stream>>>(total, d->win, d->channels,
+                                                                    workspace, dx);
+        checkLaunch(kernel);
+      }
+    });
   });
 }
 
@@ -529,21 +568,21 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
     return;
   // The images' products add up in dw.
   fill(ctx, out, 0.0);
-  ColumnChunks chunks(ctx, kernel, *d);
-  const float one = 1.0f;
-  chunks.forEach([&](int64_t first, int64_t count) {
-    const float *col = chunks.unfold(ctx, kernel, x, first, count);
-    // dw_g[Mg, CK] += dy_g[Mg, P] col_g[CK, P]^T for each image, the groups
-    // batched (each writes its own dw_g): in column-major terms
-    // dw_g^T[CK, Mg] += col_g^T'[CK, P] dy_g^T[P, Mg].
-    for (int64_t image = 0; image < count; ++image)
-      checkBlas(cublasSgemmStridedBatched(
-                    chunks.blas, CUBLAS_OP_T, CUBLAS_OP_N, chunks.CK, chunks.Mg, chunks.P, &one,
-                    col + image * chunks.perImage, chunks.P, d->columns * d->positions,
-                    grad.as<float>() + (first + image) * d->maps * d->positions, chunks.P,
-                    d->groupMaps * d->positions, &one, out.as<float>(), chunks.CK,
-                    d->groupMaps * d->columns, static_cast<int>(group)),
-                kernel);
+  withFactors(d->factors, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ColumnChunks<T> chunks(ctx, kernel, *d);
+    chunks.forEach([&](int64_t first, int64_t count) {
+      const T *col = chunks.unfold(ctx, kernel, x, first, count);
+      // dw_g[Mg, CK] += dy_g[Mg, P] col_g[CK, P]^T for each image, the
+      // groups batched (each writes its own dw_g): in column-major terms
+      // dw_g^T[CK, Mg] += col_g^T'[CK, P] dy_g^T[P, Mg].
+      for (int64_t image = 0; image < count; ++image)
+        convGemm(kernel, chunks.blas, d->factors, CUBLAS_OP_T, CUBLAS_OP_N, chunks.CK, chunks.Mg,
+                 chunks.P, col + image * chunks.perImage, chunks.P, d->columns * d->positions,
+                 grad.as<T>() + (first + image) * d->maps * d->positions, chunks.P,
+                 d->groupMaps * d->positions, 1.0f, out.as<float>(), chunks.CK,
+                 d->groupMaps * d->columns, group);
+    });
   });
 }
 

@@ -67,6 +67,7 @@ MODELS = {
     "cnn": ("export_cnn_train.py", "cnn", "fp32", 1),
     "gpt": ("export_gpt.py", "gpt", "fp32", 1),
     "gpt-bf16": ("export_gpt.py", "gpt", "bf16", 1),
+    "cnn-bf16": ("export_cnn_train.py", "cnn", "bf16", 1),
     "mlp-pp2": ("export_mlp.py", "mlp", "fp32", 2),
 }
 # examples/gpt2/make_model.py's shapes and the batch of a timed step.

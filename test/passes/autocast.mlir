@@ -1,6 +1,5 @@
 // RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=bf16})' | FileCheck %s
-// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=bf16 narrow-convolutions=true})' | FileCheck %s --check-prefix=NARROW
-// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=fp16 narrow-convolutions=true})' | FileCheck %s --check-prefix=FP16
+// RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=fp16})' | FileCheck %s --check-prefix=FP16
 // RUN: cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=fp32})' | FileCheck %s --check-prefix=FP32
 // RUN: not cleave-opt %s --split-input-file --pass-pipeline='builtin.module(cleave-autocast{precision=fp8})' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 
@@ -77,33 +76,21 @@ func.func @gathered(%x: tensor<2x3xf32>, %slice: tensor<4xf32>) -> tensor<2x2xf3
 
 // -----
 
-// A convolution's forward and its two adjoints. Without narrow-convolutions
-// (CUDA) the kernels multiply f32, so each factor is rounded to bf16 and
-// widened back, once per value (x for the forward and the weight gradient,
-// w for the forward and the input gradient, the gradient for both
-// adjoints); with it (the CPU) they take the bf16 copies and give f32. fp16
-// factors are rounded either way. The bias stays f32.
+// A convolution's forward and its two adjoints, on 2 spatial dims: in bf16
+// the kernels (oneDNN's on the CPU, cuBLAS's on CUDA) take the bf16
+// copies and give f32; fp16 factors are rounded and widened back to f32,
+// once per value (x for the forward and the weight gradient, w for the
+// forward and the input gradient, the gradient for both adjoints), for
+// the f32 kernels. The bias stays f32.
 // CHECK-LABEL: func.func @conv
 // CHECK-SAME: (%[[X:.*]]: tensor<1x2x5x5xf32>, %[[W:.*]]: tensor<4x2x3x3xf32>, %[[B:.*]]: tensor<4xf32>, %[[G:.*]]: tensor<1x4x3x3xf32>)
-// CHECK-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16} : (tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xbf16>
-// CHECK-NEXT: %[[XR:.*]] = cleave.cast %[[XL]] {to = f32} : (tensor<1x2x5x5xbf16>) -> tensor<1x2x5x5xf32>
+// CHECK-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16}
 // CHECK-NEXT: %[[WL:.*]] = cleave.cast %[[W]] {to = bf16}
-// CHECK-NEXT: %[[WR:.*]] = cleave.cast %[[WL]] {to = f32}
-// CHECK-NEXT: %[[Y:.*]] = cleave.conv %[[XR]], %[[WR]], %[[B]]
+// CHECK-NEXT: %[[Y:.*]] = cleave.conv %[[XL]], %[[WL]], %[[B]] {{.*}} : (tensor<1x2x5x5xbf16>, tensor<4x2x3x3xbf16>, tensor<4xf32>) -> tensor<1x4x3x3xf32>
 // CHECK-NEXT: %[[GL:.*]] = cleave.cast %[[G]] {to = bf16}
-// CHECK-NEXT: %[[GR:.*]] = cleave.cast %[[GL]] {to = f32}
-// CHECK-NEXT: %[[DX:.*]] = cleave.conv_grad_input %[[GR]], %[[WR]]
-// CHECK-NEXT: %[[DW:.*]] = cleave.conv_grad_weight %[[GR]], %[[XR]]
+// CHECK-NEXT: %[[DX:.*]] = cleave.conv_grad_input %[[GL]], %[[WL]] {{.*}} -> tensor<1x2x5x5xf32>
+// CHECK-NEXT: %[[DW:.*]] = cleave.conv_grad_weight %[[GL]], %[[XL]] {{.*}} -> tensor<4x2x3x3xf32>
 // CHECK-NEXT: return %[[Y]], %[[DX]], %[[DW]]
-// NARROW-LABEL: func.func @conv
-// NARROW-SAME: (%[[X:.*]]: tensor<1x2x5x5xf32>, %[[W:.*]]: tensor<4x2x3x3xf32>, %[[B:.*]]: tensor<4xf32>, %[[G:.*]]: tensor<1x4x3x3xf32>)
-// NARROW-NEXT: %[[XL:.*]] = cleave.cast %[[X]] {to = bf16}
-// NARROW-NEXT: %[[WL:.*]] = cleave.cast %[[W]] {to = bf16}
-// NARROW-NEXT: %[[Y:.*]] = cleave.conv %[[XL]], %[[WL]], %[[B]] {{.*}} : (tensor<1x2x5x5xbf16>, tensor<4x2x3x3xbf16>, tensor<4xf32>) -> tensor<1x4x3x3xf32>
-// NARROW-NEXT: %[[GL:.*]] = cleave.cast %[[G]] {to = bf16}
-// NARROW-NEXT: %[[DX:.*]] = cleave.conv_grad_input %[[GL]], %[[WL]] {{.*}} -> tensor<1x2x5x5xf32>
-// NARROW-NEXT: %[[DW:.*]] = cleave.conv_grad_weight %[[GL]], %[[XL]] {{.*}} -> tensor<4x2x3x3xf32>
-// NARROW-NEXT: return %[[Y]], %[[DX]], %[[DW]]
 // FP16-LABEL: func.func @conv
 // FP16: %[[XL:.*]] = cleave.cast %{{.*}} {to = f16}
 // FP16-NEXT: cleave.cast %[[XL]] {to = f32}

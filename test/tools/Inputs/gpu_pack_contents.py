@@ -69,7 +69,7 @@ def main():
         with open(os.path.join(base, "manifest.json")) as f:
             manifest = json.load(f)
         names = [model["name"] for model in manifest["models"]]
-        check(names == ["mlp", "cnn", "gpt", "gpt-bf16", "mlp-pp2"], f"models {names}")
+        check(names == ["mlp", "cnn", "gpt", "gpt-bf16", "cnn-bf16", "mlp-pp2"], f"models {names}")
         for model in manifest["models"]:
             directory = os.path.join(base, "models", model["name"])
             stages = model["stages"]
