@@ -1736,6 +1736,18 @@ TEST(CudaKernelErrors, ConvAndPoolAdjoints) {
   EXPECT_EXIT(kc::conv_grad_input(ctx, dy, w, dx, Dims{}, Dims{}, Dims{}, 1),
               ::testing::ExitedWithCode(3),
               "cleave: error: kernel conv_grad_input: w must be f32 or bf16, not f64");
+  // bf16 factors take bf16 on both sides, and give f32.
+  Tensor dyNarrow{nullptr, DType::BF16, Dims{1, 2, 3, 3}},
+      wWide{nullptr, DType::F32, Dims{2, 1, 3, 3}};
+  EXPECT_EXIT(kc::conv_grad_input(ctx, dyNarrow, wWide, dx, Dims{}, Dims{}, Dims{}, 1),
+              ::testing::ExitedWithCode(3),
+              "cleave: error: kernel conv_grad_input: grad must be f32, not bf16");
+  Tensor xNarrow{nullptr, DType::BF16, Dims{1, 1, 5, 5}},
+      wNarrow{nullptr, DType::BF16, Dims{2, 1, 3, 3}};
+  Tensor yNarrow{nullptr, DType::BF16, Dims{1, 2, 3, 3}};
+  EXPECT_EXIT(kc::conv(ctx, xNarrow, wNarrow, nullptr, yNarrow, Dims{}, Dims{}, Dims{}, 1,
+                       Activation::None, false),
+              ::testing::ExitedWithCode(3), "cleave: error: kernel conv: y must be f32, not bf16");
   Tensor x{nullptr, DType::F32, Dims{1, 3, 5, 5}}, dw{nullptr, DType::F32, Dims{2, 1, 3, 3}};
   EXPECT_EXIT(kc::conv_grad_weight(ctx, dy, x, dw, Dims{}, Dims{}, Dims{}, 1),
               ::testing::ExitedWithCode(3),
