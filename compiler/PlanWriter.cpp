@@ -237,8 +237,9 @@ int64_t im2colScratchBytes(const rt::cpu::ConvProblem &problem, Type element, St
   const rt::ConvColumns columns = rt::cpu::im2colColumns(problem);
   const int64_t elementBytes = element.getIntOrFloatBitWidth() / 8;
   if (target == "cuda")
-    return rt::cudaScratchBytes(columns,
-                                problem.pass == rt::cpu::ConvPass::GradInput ? 4 : elementBytes);
+    return rt::cudaScratchBytes(columns, problem.pass == rt::cpu::ConvPass::GradInput
+                                             ? static_cast<int64_t>(sizeof(float))
+                                             : elementBytes);
   return rt::cpuScratchElements(columns) * elementBytes;
 }
 

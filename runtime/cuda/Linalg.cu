@@ -28,13 +28,10 @@ void requireInt(const char *kernel, int64_t v, const char *what) {
     fail(kernel, "%s (%lld) exceeds cuBLAS's int range", what, static_cast<long long>(v));
 }
 
-/// cuBLAS's type of a product's factors `a` and `b`: f32, or bf16 and f16,
-/// whose products cuBLAS sums in f32 as f32's (CUBLAS_COMPUTE_32F); the
-/// result is f32 either way.
-cudaDataType factorType(const char *kernel, const Tensor &a, const Tensor &b) {
-  if (a.dtype != b.dtype)
-    fail(kernel, "the factors are %s and %s", dtypeName(a.dtype), dtypeName(b.dtype));
-  switch (a.dtype) {
+/// cuBLAS's type of factors of `type`: f32, or bf16 and f16, whose products
+/// cuBLAS sums in f32 as f32's (CUBLAS_COMPUTE_32F).
+cudaDataType blasType(const char *kernel, DType type) {
+  switch (type) {
   case DType::F32:
     return CUDA_R_32F;
   case DType::BF16:
@@ -42,8 +39,16 @@ cudaDataType factorType(const char *kernel, const Tensor &a, const Tensor &b) {
   case DType::F16:
     return CUDA_R_16F;
   default:
-    fail(kernel, "the factors must be f32, bf16 or f16, not %s", dtypeName(a.dtype));
+    fail(kernel, "the factors must be f32, bf16 or f16, not %s", dtypeName(type));
   }
+}
+
+/// cuBLAS's type of a product's factors `a` and `b` (blasType); the result
+/// is f32 either way.
+cudaDataType factorType(const char *kernel, const Tensor &a, const Tensor &b) {
+  if (a.dtype != b.dtype)
+    fail(kernel, "the factors are %s and %s", dtypeName(a.dtype), dtypeName(b.dtype));
+  return blasType(kernel, a.dtype);
 }
 
 /// Row-major out[b] = op(lhs[b]) (M x K) * op(rhs[b]) (K x N), for `batch`
@@ -278,7 +283,7 @@ void convGemm(const char *kernel, cublasHandle_t blas, DType factors, cublasOper
               const void *b, int ldb, int64_t strideB, float beta, float *c, int ldc,
               int64_t strideC, int64_t batch) {
   const float one = 1.0f;
-  const cudaDataType type = factors == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType type = blasType(kernel, factors);
   checkBlas(cublasGemmStridedBatchedEx(blas, opA, opB, m, n, k, &one, a, type, lda, strideA, b,
                                        type, ldb, strideB, &beta, c, CUDA_R_32F, ldc, strideC,
                                        static_cast<int>(batch), CUBLAS_COMPUTE_32F,
@@ -332,13 +337,8 @@ template <typename T> struct ColumnChunks {
   cublasHandle_t blas;
 };
 
-/// Calls f(Tag<T>) with T the C++ type of a convolution's factors.
-template <typename F> void withFactors(DType factors, F &&f) {
-  if (factors == DType::BF16)
-    f(Tag<__nv_bfloat16>{});
-  else
-    f(Tag<float>{});
-}
+/// A convolution's factor types (dispatch).
+using ConvFactorTypes = Types<float, __nv_bfloat16>;
 
 } // namespace
 } // namespace detail
@@ -418,7 +418,7 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   // (cuBLAS's bf16 C under f32 compute).
   const DType result =
       factors == CUDA_R_16BF && out.dtype == DType::BF16 ? DType::BF16 : DType::F32;
-  const cudaDataType resultType = result == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType resultType = blasType(kernel, result);
   requireType(kernel, out, result, "the result");
   if (result == DType::BF16 && activation != Activation::None)
     fail(kernel, "a bf16 result takes no activation");
@@ -487,7 +487,7 @@ void conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b, const
   if (d.columns == 0) {
     fill(ctx, y, 0.0);
   } else {
-    withFactors(d.factors, [&](auto tag) {
+    dispatch(kernel, d.factors, ConvFactorTypes{}, [&](auto tag) {
       using T = typename decltype(tag)::type;
       // A pointwise conv reads x as its column matrix; others unfold a
       // chunk of images at a time into a stream-ordered workspace.
@@ -531,7 +531,7 @@ void conv_grad_input(Context &ctx, const Tensor &grad, const Tensor &w, const Te
       adjointDims(ctx, kernel, out, w, grad, out, strides, pads, dilations, group);
   if (!d)
     return;
-  withFactors(d->factors, [&](auto tag) {
+  dispatch(kernel, d->factors, ConvFactorTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     // A pointwise conv's columns are dx itself; others go through an f32
     // workspace of a chunk of images and are folded back onto dx.
@@ -568,7 +568,7 @@ void conv_grad_weight(Context &ctx, const Tensor &grad, const Tensor &x, const T
     return;
   // The images' products add up in dw.
   fill(ctx, out, 0.0);
-  withFactors(d->factors, [&](auto tag) {
+  dispatch(kernel, d->factors, ConvFactorTypes{}, [&](auto tag) {
     using T = typename decltype(tag)::type;
     ColumnChunks<T> chunks(ctx, kernel, *d);
     chunks.forEach([&](int64_t first, int64_t count) {
