@@ -67,6 +67,26 @@ def IndexRanges : Pass<"cleave-index-ranges", "mlir::func::FuncOp"> {
   }];
 }
 
+def UnmergeBatchDims : Pass<"cleave-unmerge-batch-dims", "mlir::func::FuncOp"> {
+  let summary = "Run batched ops on the two dims a reshape merged into one";
+  let description = [{
+    Older Hugging Face attentions (OPT, BART, Marian, Whisper) reshape
+    [batch, heads, seq, dim] to [batch * heads, seq, dim] around the scores'
+    products and softmax and back after. With the heads split over tp the
+    merged dim has no sharding upstream's partition can express. This pass
+    finds each reshape that merges its input's first two dims (and keeps the
+    rest) and moves it past the ops that read the merged dim as a batch:
+    a transpose that keeps dim 0, a batched matmul of two such merges of the
+    same leading dims (in a product of matrices the merged dim is a row or
+    the contracted dim, not a batch), a softmax or log-softmax over another
+    dim. Each becomes the
+    same op on the unmerged dims, followed by the merge; a reshape of a merge
+    becomes a reshape of what was merged (none, when it restores its shape),
+    and the merges nothing reads go. The same arithmetic on the same numbers.
+  }];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
 def SplitLoss : Pass<"cleave-split-loss", "mlir::func::FuncOp"> {
   let summary = "Replace the results by the loss as a sum and a count";
   let description = [{

@@ -22,6 +22,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     loss = "loss";
   }
   pm.addNestedPass<func::FuncOp>(createIndexRanges());
+  pm.addNestedPass<func::FuncOp>(createUnmergeBatchDims());
   AutodiffOptions autodiff;
   autodiff.loss = loss;
   autodiff.freeze.assign(options.freeze.begin(), options.freeze.end());

@@ -1,7 +1,8 @@
 # The model zoo (test/models/zoo/) trains as PyTorch does. Each model is built
 # from library code at a small size with random weights: transformers' GPT-2,
 # BERT (masked LM), LLaMA with grouped-query attention and with one key/value
-# head (llama_mqa), Mistral (LLaMA with a sliding attention window), T5
+# head (llama_mqa), Mistral (LLaMA with a sliding attention window), OPT
+# (its attention merges [batch, heads] into one dim; tied head), T5
 # (encoder-decoder) and T5 v1.1 (gated-GELU feed-forward, untied head) and
 # ViT, torchvision's resnet18, mobilenet_v2, mobilenet_v3_small and
 # efficientnet_b0 (BatchNorm in training mode).
@@ -32,8 +33,8 @@
 #     torch folds each BatchNorm into the convolution before it: the layouts
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
-# The default suite runs GPT-2 and resnet18 on one device and GPT-2 and
-# llama_mqa on tp=2;
+# The default suite runs GPT-2, OPT and resnet18 on one device and GPT-2,
+# llama_mqa and OPT on tp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
 #
@@ -64,6 +65,7 @@ import llama_mqa  # noqa: E402
 import mistral  # noqa: E402
 import mobilenet_v2  # noqa: E402
 import mobilenet_v3_small  # noqa: E402
+import opt  # noqa: E402
 import resnet18  # noqa: E402
 import t5  # noqa: E402
 import t5_v1_1  # noqa: E402
@@ -73,10 +75,10 @@ from train_vs_pytorch import ADAMW_LR_1E3, OPTIMIZERS, compare, dataset, pytorch
 
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
 MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
-          "mistral": mistral, "t5": t5, "t5_v1_1": t5_v1_1, "vit": vit,
+          "mistral": mistral, "opt": opt, "t5": t5, "t5_v1_1": t5_v1_1, "vit": vit,
           "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
           "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0}
-TRANSFORMERS = ("gpt2", "bert", "llama", "llama_mqa", "mistral", "t5", "t5_v1_1", "vit")
+TRANSFORMERS = ("gpt2", "bert", "llama", "llama_mqa", "mistral", "opt", "t5", "t5_v1_1", "vit")
 CNNS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")
 # Mistral's module names are LLaMA's.
 PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' else name}.json")
@@ -85,7 +87,8 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
 # only (dp would need --sync-batchnorm to equal one device).
 LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
-DEFAULT = ["gpt2:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2"]
+DEFAULT = ["gpt2:pytorch", "opt:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
+           "opt:tp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01), but for
 # Mistral and GPT-2 (ADAMW_LR_1E3, below). The
 # BatchNorm CNNs are ill-conditioned in float32 at these sizes (BatchNorm over
