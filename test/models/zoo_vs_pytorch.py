@@ -15,10 +15,12 @@
 #     change's largest element (past the float32 rounding of each step), and
 #     for the BatchNorm models the final running statistics (read back from
 #     --save-onnx's model) within 1e-4 of their largest element;
-#   - dp2, tp2, dp2tp2z3 (the transformers): dp=2, tp=2 and dp x tp = 2 x 2
-#     with ZeRO 3 (the plans in plans/zoo-*.json) against one device taking
-#     the whole batch, with momentum: losses within 1e-5 relative every step,
-#     final parameters within 1e-5 (test/distributed/dp_vs_single.py's check);
+#   - dp2, tp2, dp2tp2z3, pp2, pp2zb (the transformers): dp=2, tp=2, dp x tp
+#     = 2 x 2 with ZeRO 3 (the plans in plans/zoo-*.json) and pp=2 with two
+#     microbatches (1f1b and zb-h1, the stages from the balanced cut) against
+#     one device taking the whole batch, with momentum: losses within 1e-5
+#     relative every step, final parameters within 1e-5
+#     (test/distributed/dp_vs_single.py's check);
 #     GPT-2's plan splits its fused q, k, v projection in 3 blocks through
 #     Conv1D's reshapes; llama_mqa's keeps its one key/value head whole and
 #     each rank slices the heads its query heads read;
@@ -33,8 +35,8 @@
 #     torch folds each BatchNorm into the convolution before it: the layouts
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
-# The default suite runs GPT-2, OPT and resnet18 on one device and GPT-2,
-# llama_mqa and OPT on tp=2;
+# The default suite runs GPT-2, OPT and resnet18 on one device, GPT-2,
+# llama_mqa and OPT on tp=2, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
 #
@@ -85,10 +87,10 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
          for name in TRANSFORMERS + CNNS}
 # The layouts each model is compared on against one device: the CNNs on tp=2
 # only (dp would need --sync-batchnorm to equal one device).
-LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3") for name in TRANSFORMERS},
+LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3", "pp2", "pp2zb") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
 DEFAULT = ["gpt2:pytorch", "opt:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
-           "opt:tp2"]
+           "opt:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01), but for
 # Mistral and GPT-2 (ADAMW_LR_1E3, below). The
 # BatchNorm CNNs are ill-conditioned in float32 at these sizes (BatchNorm over
@@ -232,7 +234,8 @@ def layout_optimizer(name):
 
 
 def against_one_device(name, case, workdir, cache={}):
-    """dp=2, tp=2 or 2 x 2 ZeRO 3 against one device; returns the problems."""
+    """dp=2, tp=2, 2 x 2 ZeRO 3 or pp=2 (1f1b, zb-h1) against one device;
+    returns the problems."""
     if name not in cache:
         # Its own data files (name-dist.*.npy), not against_pytorch's.
         m = Model(f"{name}-dist", MODELS[name], MODELS[name].NAMES, 4, workdir)
@@ -240,9 +243,13 @@ def against_one_device(name, case, workdir, cache={}):
     m, reference = cache[name]
     optimizer = layout_optimizer(name)
     plan = ["--plan", PLANS[name]]
-    dp, tp, extra = {"dp2": (2, 1, []), "tp2": (1, 2, plan),
-                     "dp2tp2z3": (2, 2, plan + ["--zero", "3"])}[case]
-    run = m.train(case, dp, 1, optimizer, extra, tp=tp)
+    # The pipelines: two microbatches through stages the balanced cut makes.
+    dp, tp, pp, accum, extra = {
+        "dp2": (2, 1, 1, 1, []), "tp2": (1, 2, 1, 1, plan),
+        "dp2tp2z3": (2, 2, 1, 1, plan + ["--zero", "3"]),
+        "pp2": (1, 1, 2, 2, ["--schedule", "1f1b"]),
+        "pp2zb": (1, 1, 2, 2, ["--schedule", "zb-h1"])}[case]
+    run = m.train(case, dp, accum, optimizer, extra, tp=tp, pp=pp)
     problems = []
     close(f"{name} {case}", run, reference, problems)
     worst = max(abs(a - b) / abs(b) for a, b in zip(run[0], reference[0]))
