@@ -422,6 +422,28 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   return pick(input, type, sources);
 }
 
+LogicalResult SplitOp::fold(FoldAdaptor adaptor, SmallVectorImpl<OpFoldResult> &results) {
+  DenseElementsAttr input = dense(adaptor.getInput());
+  if (!input || (!input.isSplat() && !foldable(cast<RankedTensorType>(input.getType()))))
+    return failure();
+  ArrayRef<int64_t> inShape = input.getType().getShape();
+  const int64_t axis = getAxis();
+  int64_t offset = 0;
+  SmallVector<int64_t> inIndex(inShape.size());
+  for (Value output : getOutputs()) {
+    auto type = cast<RankedTensorType>(output.getType());
+    SmallVector<int64_t> sources;
+    forEachIndex(type.getShape(), [&](ArrayRef<int64_t> index) {
+      llvm::copy(index, inIndex.begin());
+      inIndex[axis] += offset;
+      sources.push_back(linearIndex(inIndex, inShape));
+    });
+    results.push_back(pick(input, type, sources));
+    offset += type.getDimSize(axis);
+  }
+  return success();
+}
+
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   DenseElementsAttr data = dense(adaptor.getData());
   DenseElementsAttr indices = dense(adaptor.getIndices());

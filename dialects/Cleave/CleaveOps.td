@@ -415,6 +415,7 @@ def Cleave_SplitOp : Cleave_PureOp<"split", [Cleave_Vjp]> {
   let summary = "cut along `axis` into pieces of the sizes in `split`";
   let arguments = (ins Cleave_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$split);
   let results = (outs Variadic<Cleave_Tensor>:$outputs);
+  let hasFolder = 1;
 }
 
 def Cleave_SliceOp : Cleave_PureOp<"slice", [Cleave_Vjp]> {

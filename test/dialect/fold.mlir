@@ -95,3 +95,18 @@ func.func @no_fold(%x: tensor<3xf32>) -> tensor<3xf32> {
   %a = cleave.add %i, %i : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return %a : tensor<3xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @split
+// Split [[1, 2, 3], [4, 5, 6]] along axis 1 into 1 and 2 columns: [[1], [4]]
+// and [[2, 3], [5, 6]] (GPT-J's rotary positions cut the shape of an expand
+// this way, which must be a constant).
+// CHECK-DAG: cleave.constant {value = dense<{{\[}}[1], [4]]> : tensor<2x1xi64>}
+// CHECK-DAG: cleave.constant {value = dense<{{\[}}[2, 3], [5, 6]]> : tensor<2x2xi64>}
+// CHECK-NOT: cleave.split
+func.func @split() -> (tensor<2x1xi64>, tensor<2x2xi64>) {
+  %a = cleave.constant {value = dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>} : tensor<2x3xi64>
+  %l, %r = cleave.split %a {axis = 1 : i64, split = array<i64: 1, 2>} : (tensor<2x3xi64>) -> (tensor<2x1xi64>, tensor<2x2xi64>)
+  return %l, %r : tensor<2x1xi64>, tensor<2x2xi64>
+}

@@ -1,5 +1,6 @@
 # The model zoo (test/models/zoo/) trains as PyTorch does. Each model is built
 # from library code at a small size with random weights: transformers' GPT-2,
+# GPT-J (one device only),
 # BERT (masked LM), LLaMA with grouped-query attention and with one key/value
 # head (llama_mqa), Mistral (LLaMA with a sliding attention window), OPT
 # (its attention merges [batch, heads] into one dim; tied head), T5
@@ -35,7 +36,7 @@
 #     torch folds each BatchNorm into the convolution before it: the layouts
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
-# The default suite runs GPT-2, OPT and resnet18 on one device, GPT-2,
+# The default suite runs GPT-2, GPT-J, OPT and resnet18 on one device, GPT-2,
 # llama_mqa and OPT on tp=2, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
@@ -62,6 +63,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "distributed"))
 import bert  # noqa: E402
 import efficientnet_b0  # noqa: E402
 import gpt2  # noqa: E402
+import gptj  # noqa: E402
 import llama  # noqa: E402
 import llama_mqa  # noqa: E402
 import mistral  # noqa: E402
@@ -76,7 +78,7 @@ from dp_vs_single import MOMENTUM, Model, close  # noqa: E402
 from train_vs_pytorch import ADAMW_LR_1E3, OPTIMIZERS, compare, dataset, pytorch_steps  # noqa: E402
 
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
-MODELS = {"gpt2": gpt2, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
+MODELS = {"gpt2": gpt2, "gptj": gptj, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
           "mistral": mistral, "opt": opt, "t5": t5, "t5_v1_1": t5_v1_1, "vit": vit,
           "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
           "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0}
@@ -89,7 +91,7 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
 # only (dp would need --sync-batchnorm to equal one device).
 LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3", "pp2", "pp2zb") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
-DEFAULT = ["gpt2:pytorch", "opt:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
+DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
            "opt:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01), but for
 # Mistral and GPT-2 (ADAMW_LR_1E3, below). The
