@@ -79,7 +79,11 @@ def UnmergeBatchDims : Pass<"cleave-unmerge-batch-dims", "mlir::func::FuncOp"> {
     a transpose that keeps dim 0, a batched matmul of two such merges of the
     same leading dims (in a product of matrices the merged dim is a row or
     the contracted dim, not a batch), a softmax or log-softmax over another
-    dim. Each becomes the
+    dim, and an elementwise op one of whose operands is a merge of the
+    result's shape (GPT-NeoX's and BLOOM's baddbmm: the scores scaled and
+    added to zeros or to ALiBi biases), whose other operands broadcast along
+    the dims after the merged one as they are and are otherwise reshaped to
+    the unmerged dims (a constant folds). Each becomes the
     same op on the unmerged dims, followed by the merge; a reshape of a merge
     becomes a reshape of what was merged (none, when it restores its shape),
     and the merges nothing reads go. The same arithmetic on the same numbers.

@@ -19,6 +19,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_UNMERGEBATCHDIMS
@@ -53,8 +55,10 @@ template <typename AxisOpTy> Value overAnotherDim(OpBuilder &b, AxisOpTy op, Val
 struct UnmergeBatchDimsPass : public cleave::impl::UnmergeBatchDimsBase<UnmergeBatchDimsPass> {
   /// Each merged value and the unmerged one it is a reshape of.
   llvm::DenseMap<Value, Value> unmerged;
-  /// The merges this pass made or found, to erase those nothing reads.
-  SmallVector<Operation *> merges;
+  /// Ops this pass may leave unread, erased at the end if so: the merges it
+  /// made or found, and the producers of the operands of the ops it replaced
+  /// (a constant of the merged shape).
+  llvm::SetVector<Operation *> maybeUnread;
 
   /// Replaces `op`'s one result by the merge of `result`, its unmerged
   /// equivalent, and erases `op`.
@@ -63,7 +67,10 @@ struct UnmergeBatchDimsPass : public cleave::impl::UnmergeBatchDimsBase<UnmergeB
     CleaveBuilder cb(b, op->getLoc());
     Value merged = cb.reshape(result, shapeOf(op->getResult(0)));
     unmerged[merged] = result;
-    merges.push_back(merged.getDefiningOp());
+    maybeUnread.insert(merged.getDefiningOp());
+    for (Value operand : op->getOperands())
+      if (Operation *producer = operand.getDefiningOp())
+        maybeUnread.insert(producer);
     op->getResult(0).replaceAllUsesWith(merged);
     op->erase();
   }
@@ -95,6 +102,8 @@ struct UnmergeBatchDimsPass : public cleave::impl::UnmergeBatchDimsBase<UnmergeB
       return MatMulOp::create(b, op->getLoc(), lhs, rhs, matmul.getTransAAttr(),
                               matmul.getTransBAttr());
     }
+    if (isElementwise(op) && op->getNumResults() == 1)
+      return elementwiseOnUnmerged(b, op);
     if (auto softmax = dyn_cast<SoftmaxOp>(op))
       return overAnotherDim(b, softmax, source(softmax.getInput()));
     if (auto logSoftmax = dyn_cast<LogSoftmaxOp>(op))
@@ -102,9 +111,48 @@ struct UnmergeBatchDimsPass : public cleave::impl::UnmergeBatchDimsBase<UnmergeB
     return Value();
   }
 
+  /// An elementwise `op` one of whose operands is a merge of its result's
+  /// shape, on the unmerged dims: the other merges of the same dims read
+  /// unmerged, operands of lower rank (broadcast along the dims after the
+  /// merged one) as they are, and the rest (a mask or a constant of the
+  /// merged shape, or of size 1 there) reshaped to the unmerged dims.
+  Value elementwiseOnUnmerged(OpBuilder &b, Operation *op) {
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
+    ArrayRef<int64_t> merged = resultType.getShape();
+    SmallVector<int64_t> leading;
+    for (Value operand : op->getOperands())
+      if (Value input = unmerged.lookup(operand); input && shapeOf(operand) == merged) {
+        leading.assign(shapeOf(input).take_front(2).begin(), shapeOf(input).take_front(2).end());
+        break;
+      }
+    if (leading.empty())
+      return Value();
+    CleaveBuilder cb(b, op->getLoc(), /*foldConstants=*/true);
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands()) {
+      Value input = unmerged.lookup(operand);
+      ArrayRef<int64_t> shape = shapeOf(operand);
+      if (input && shape == merged && shapeOf(input).take_front(2) == ArrayRef(leading)) {
+        operands.push_back(input);
+      } else if (shape.size() < merged.size()) {
+        operands.push_back(operand);
+      } else {
+        SmallVector<int64_t> wider = shape[0] == 1 ? SmallVector<int64_t>{1, 1} : leading;
+        wider.append(shape.begin() + 1, shape.end());
+        operands.push_back(cb.reshape(operand, wider));
+      }
+    }
+    SmallVector<int64_t> wide = leading;
+    wide.append(merged.begin() + 1, merged.end());
+    Operation *wider = b.clone(*op);
+    wider->setOperands(operands);
+    wider->getResult(0).setType(RankedTensorType::get(wide, resultType.getElementType()));
+    return wider->getResult(0);
+  }
+
   void runOnOperation() override {
     unmerged.clear();
-    merges.clear();
+    maybeUnread.clear();
     for (Block &block : getOperation().getBody()) {
       for (Operation &op : llvm::make_early_inc_range(block)) {
         if (auto reshape = dyn_cast<ReshapeOp>(op)) {
@@ -117,11 +165,11 @@ struct UnmergeBatchDimsPass : public cleave::impl::UnmergeBatchDimsBase<UnmergeB
             op.erase();
             if (auto merge = direct.getDefiningOp<ReshapeOp>(); merge && mergesLeadingDims(merge)) {
               unmerged[merge.getOutput()] = input;
-              merges.push_back(merge);
+              maybeUnread.insert(merge);
             }
           } else if (mergesLeadingDims(reshape)) {
             unmerged[reshape.getOutput()] = reshape.getInput();
-            merges.push_back(reshape);
+            maybeUnread.insert(reshape);
           }
           continue;
         }
@@ -129,9 +177,9 @@ struct UnmergeBatchDimsPass : public cleave::impl::UnmergeBatchDimsBase<UnmergeB
           replaceByMerge(&op, result);
       }
     }
-    for (Operation *merge : llvm::reverse(merges))
-      if (merge->use_empty())
-        merge->erase();
+    for (Operation *op : llvm::reverse(maybeUnread))
+      if (op->use_empty() && isPure(op))
+        op->erase();
   }
 };
 

@@ -1154,6 +1154,12 @@ Value cleave::scalarConstant(OpBuilder &b, Location loc, Type element, double va
   return splatConstant(b, loc, RankedTensorType::get({}, element), value);
 }
 
+bool cleave::isElementwise(Operation *op) {
+  return op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
+         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, FmodOp, EqualOp, LessOp, GreaterOp,
+             WhereOp, CastOp>(op);
+}
+
 std::optional<double> cleave::splatValue(Value value) {
   DenseElementsAttr dense;
   if (!matchPattern(value, m_Constant(&dense)) || !dense.isSplat() ||

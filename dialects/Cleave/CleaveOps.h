@@ -85,6 +85,10 @@ mlir::Value scalarConstant(mlir::OpBuilder &b, mlir::Location loc, mlir::Type el
                            double value);
 /// The value of every element of `value` when it is a float splat constant.
 std::optional<double> splatValue(mlir::Value value);
+/// Whether `op` computes each result element from the operand elements at
+/// its index (after numpy broadcasting): the unary ops, the binary
+/// arithmetic and comparisons, where and cast.
+bool isElementwise(mlir::Operation *op);
 
 /// Attaches cleave's interfaces to other dialects' ops: the reverse rule of
 /// `shard.all_reduce`. Every context that differentiates needs it.

@@ -109,12 +109,6 @@ DimLoops reshapedDims(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
   return dims;
 }
 
-bool isElementwise(Operation *op) {
-  return op->hasTrait<OpTrait::SameOperandsAndResultType>() ||
-         isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp, FmodOp, EqualOp, LessOp, GreaterOp, WhereOp,
-             CastOp>(op);
-}
-
 /// An op that needs every value whole: no loop runs along any dim.
 LoopNest wholeLoops(Operation *op) {
   LoopNest nest;
@@ -222,12 +216,24 @@ LoopNest loopsOf(SliceOp slice) {
 }
 
 LoopNest loopsOf(GatherOp gather) {
-  // A lookup sums over the table's rows: exactly one row is taken.
-  if (gather.getAxis() != 0)
-    return wholeLoops(gather);
   LoopNest nest;
   int64_t indices = rankOf(gather.getIndices());
   nest.parallel(rankOf(gather.getOutput()));
+  const int64_t axis = gather.getAxis();
+  if (axis != 0) {
+    // Entries taken along another dim (BLOOM's fused q, k, v cut by index):
+    // the dims before and after the axis run as the output's, the axis is
+    // read whole.
+    DimLoops data = whole(gather.getData()), taken;
+    for (int64_t d = 0; d < rankOf(gather.getData()); ++d)
+      if (d != axis)
+        data[d] = static_cast<unsigned>(d < axis ? d : d - 1 + indices);
+    for (int64_t d = 0; d < indices; ++d)
+      taken.push_back(static_cast<unsigned>(axis + d));
+    nest.values = {data, taken, identity(gather.getOutput())};
+    return nest;
+  }
+  // A lookup sums over the table's rows: exactly one row is taken.
   unsigned rows = nest.reduction();
   DimLoops table{rows};
   for (int64_t d = 1; d < rankOf(gather.getData()); ++d)

@@ -1,6 +1,7 @@
 # The model zoo (test/models/zoo/) trains as PyTorch does. Each model is built
 # from library code at a small size with random weights: transformers' GPT-2,
-# GPT-J (one device only),
+# GPT-J (one device only), GPT-NeoX and BLOOM (fused q, k, v per head, scores
+# over merged [batch * heads]; BLOOM's ALiBi biases and tied head),
 # BERT (masked LM), LLaMA with grouped-query attention and with one key/value
 # head (llama_mqa), Mistral (LLaMA with a sliding attention window), OPT
 # (its attention merges [batch, heads] into one dim; tied head), T5
@@ -37,7 +38,7 @@
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
 # The default suite runs GPT-2, GPT-J, OPT and resnet18 on one device, GPT-2,
-# llama_mqa and OPT on tp=2, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
+# llama_mqa, OPT, GPT-NeoX and BLOOM on tp=2, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
 #
@@ -61,8 +62,10 @@ sys.path.insert(0, os.path.join(ROOT, "test", "training"))
 sys.path.insert(0, os.path.join(ROOT, "test", "distributed"))
 
 import bert  # noqa: E402
+import bloom  # noqa: E402
 import efficientnet_b0  # noqa: E402
 import gpt2  # noqa: E402
+import gpt_neox  # noqa: E402
 import gptj  # noqa: E402
 import llama  # noqa: E402
 import llama_mqa  # noqa: E402
@@ -78,11 +81,11 @@ from dp_vs_single import MOMENTUM, Model, close  # noqa: E402
 from train_vs_pytorch import ADAMW_LR_1E3, OPTIMIZERS, compare, dataset, pytorch_steps  # noqa: E402
 
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
-MODELS = {"gpt2": gpt2, "gptj": gptj, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
+MODELS = {"gpt2": gpt2, "gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
           "mistral": mistral, "opt": opt, "t5": t5, "t5_v1_1": t5_v1_1, "vit": vit,
           "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
           "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0}
-TRANSFORMERS = ("gpt2", "bert", "llama", "llama_mqa", "mistral", "opt", "t5", "t5_v1_1", "vit")
+TRANSFORMERS = ("gpt2", "gpt_neox", "bloom", "bert", "llama", "llama_mqa", "mistral", "opt", "t5", "t5_v1_1", "vit")
 CNNS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")
 # Mistral's module names are LLaMA's.
 PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' else name}.json")
@@ -92,7 +95,7 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
 LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3", "pp2", "pp2zb") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
 DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
-           "opt:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2"]
+           "opt:tp2", "gpt_neox:tp2", "bloom:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01), but for
 # Mistral and GPT-2 (ADAMW_LR_1E3, below). The
 # BatchNorm CNNs are ill-conditioned in float32 at these sizes (BatchNorm over
@@ -138,6 +141,9 @@ SETTINGS = {
     # GPT-2 too: at lr 1e-2 PyTorch's own float32 run ends 1.31e-4 of a
     # parameter's largest element from float64 (docs/performance.md).
     "gpt2": (STEPS, ADAMW_LR_1E3),
+    # GPT-NeoX too: at lr 1e-2 one element of its token embedding ends
+    # 1.02e-4 of the table's largest from PyTorch's (Mistral's case above).
+    "gpt_neox": (STEPS, ADAMW_LR_1E3),
 }
 # The parameters' change over the run within this fraction of its largest
 # element.
