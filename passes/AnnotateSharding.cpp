@@ -242,9 +242,8 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
 
   /// An op of one result computed element by element from its operands
   /// (broadcast): blocks in an operand are blocks in the result.
-  static bool isElementwise(Operation &op) {
-    return op.getNumResults() == 1 && (op.hasTrait<OpTrait::SameOperandsAndResultType>() ||
-                                       isa<AddOp, SubOp, MulOp, DivOp>(op));
+  static bool isElementwiseOfOneResult(Operation &op) {
+    return op.getNumResults() == 1 && isElementwise(&op);
   }
 
   /// An elementwise op's or a Gemm's operand, not split over tp, whose dims
@@ -253,7 +252,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
   /// where the value it meets is in blocks.
   static std::optional<unsigned> wholeAlong(Operation &op, int64_t dim,
                                             function_ref<bool(Value)> isSplit) {
-    if (!isa<GemmOp>(op) && !isElementwise(op))
+    if (!isa<GemmOp>(op) && !isElementwiseOfOneResult(op))
       return std::nullopt;
     int64_t rank = typeOf(op.getResult(0)).getRank();
     for (auto [i, operand] : llvm::enumerate(op.getOperands())) {
@@ -343,7 +342,7 @@ struct AnnotateShardingPass : public cleave::impl::AnnotateShardingBase<Annotate
             layout[result] = {whole.dim, 1};
           continue;
         }
-      } else if (isElementwise(op)) {
+      } else if (isElementwiseOfOneResult(op)) {
         // Every split operand split alike, aligned from the right.
         int64_t rank = typeOf(op.getResult(0)).getRank();
         auto aligned = [&](auto &entry) {
