@@ -32,7 +32,10 @@
 #     and without clipping, equal to one device within 1e-5, the two
 #     stages' copies equal bit for bit, and --save-onnx's model holds the
 #     trained parameters (gathered from both stages); with ZeRO 1 and 2,
-#     resumed from a step-3 checkpoint, bit for bit as uninterrupted;
+#     resumed from a step-3 checkpoint, bit for bit as uninterrupted; with
+#     --deterministic and two microbatches a step, a compile warning that
+#     names the tied weight (not bit for bit: each stage sums its own), and
+#     none with one microbatch or without --deterministic;
 #   - the GPT on pp=2 with --recompute selective and full (1f1b; full with
 #     zb-h1 too): bit for bit against one device, and stage 0's stash
 #     (plan.json's memory.stash_bytes) smaller than without;
@@ -265,6 +268,28 @@ def tied_weights(workdir, problems):
               one_bf16, problems)
     print(f"tied lm: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
     tied_zero_resumes(workdir, m, problems)
+    tied_deterministic_warns(workdir, m, stages, problems)
+
+
+def tied_deterministic_warns(workdir, m, stages, problems):
+    """With --deterministic, the first stage holding a tied weight warns
+    once, naming it, that the run is not bit for bit with one device where
+    a step has two or more microbatches (each stage sums its own), and
+    compiles; with one microbatch a step, or without --deterministic, no
+    warning."""
+    cases = (("2", ["--deterministic"], 1), ("1", ["--deterministic"], 0), ("2", [], 0))
+    for accum, flags, warnings in cases:
+        out = os.path.join(workdir, f"tied-warn-{accum}{'-det' if flags else ''}")
+        run = subprocess.run(["cleave", "compile", m.export(m.batch // int(accum)), "-o", out,
+                              "--train", *MOMENTUM, "--batch-size", str(m.batch), "--grad-accum",
+                              accum, "--mesh", "pp=2", "--stages", stages, "--schedule", "gpipe",
+                              "--emit", "plan", *flags], capture_output=True, text=True)
+        said = run.stderr.count("cleave: warning:")
+        if run.returncode != 0 or said != warnings or (
+                warnings and "parameter 'tok_emb.weight' is read in more than one pipeline stage"
+                not in run.stderr):
+            problems.append(f"tied --grad-accum {accum} {' '.join(flags)}: exit {run.returncode}, "
+                            f"{said} warnings, not {warnings}: {run.stderr.strip()[:300]}")
 
 
 def tied_zero_resumes(workdir, m, problems):
