@@ -422,6 +422,22 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   return pick(input, type, sources);
 }
 
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr input = dense(adaptor.getInput());
+  RankedTensorType type = getType();
+  if (!input || (!input.isSplat() && !foldable(type)))
+    return {};
+  ArrayRef<int64_t> inShape = input.getType().getShape();
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> sources, inIndex(inShape.size());
+  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> index) {
+    for (size_t d = 0; d < perm.size(); ++d)
+      inIndex[perm[d]] = index[d];
+    sources.push_back(linearIndex(inIndex, inShape));
+  });
+  return pick(input, type, sources);
+}
+
 LogicalResult SplitOp::fold(FoldAdaptor adaptor, SmallVectorImpl<OpFoldResult> &results) {
   DenseElementsAttr input = dense(adaptor.getInput());
   if (!input || (!input.isSplat() && !foldable(cast<RankedTensorType>(input.getType()))))

@@ -388,6 +388,7 @@ def Cleave_TransposeOp : Cleave_PureOp<"transpose", [Cleave_Vjp]> {
   let summary = "permute dims: output dim i is input dim perm[i]";
   let arguments = (ins Cleave_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Cleave_Tensor:$output);
+  let hasFolder = 1;
 }
 
 def Cleave_SqueezeOp : Cleave_PureOp<"squeeze", [Cleave_Vjp]> {

@@ -110,3 +110,16 @@ func.func @split() -> (tensor<2x1xi64>, tensor<2x2xi64>) {
   %l, %r = cleave.split %a {axis = 1 : i64, split = array<i64: 1, 2>} : (tensor<2x3xi64>) -> (tensor<2x1xi64>, tensor<2x2xi64>)
   return %l, %r : tensor<2x1xi64>, tensor<2x2xi64>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @transpose
+// [[1, 2, 3], [4, 5, 6]] transposed: [[1, 4], [2, 5], [3, 6]] (torch's
+// F.pad exports its pads reversed through a transpose of a constant).
+// CHECK: cleave.constant {value = dense<{{\[}}[1, 4], [2, 5], [3, 6]]> : tensor<3x2xi64>}
+// CHECK-NOT: cleave.transpose
+func.func @transpose() -> tensor<3x2xi64> {
+  %a = cleave.constant {value = dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>} : tensor<2x3xi64>
+  %t = cleave.transpose %a {perm = array<i64: 1, 0>} : (tensor<2x3xi64>) -> tensor<3x2xi64>
+  return %t : tensor<3x2xi64>
+}

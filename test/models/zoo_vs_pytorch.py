@@ -6,7 +6,8 @@
 # head (llama_mqa), Mistral (LLaMA with a sliding attention window), OPT
 # (its attention merges [batch, heads] into one dim; tied head), T5
 # (encoder-decoder) and T5 v1.1 (gated-GELU feed-forward, untied head) and
-# ViT, torchvision's resnet18, mobilenet_v2, mobilenet_v3_small and
+# ViT, torchvision's Swin Transformer (one device only: windows padded and
+# shifted), resnet18, mobilenet_v2, mobilenet_v3_small and
 # efficientnet_b0 (BatchNorm in training mode).
 #   - pytorch: one device, STEPS steps (SETTINGS says where another number,
 #     optimizer or learning rate, and why) of adamw on random data in file order; every
@@ -37,7 +38,7 @@
 #     torch folds each BatchNorm into the convolution before it: the layouts
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
-# The default suite runs GPT-2, GPT-J, OPT and resnet18 on one device, GPT-2,
+# The default suite runs GPT-2, GPT-J, OPT, Swin and resnet18 on one device, GPT-2,
 # llama_mqa, OPT, GPT-NeoX and BLOOM on tp=2, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
@@ -74,6 +75,7 @@ import mobilenet_v2  # noqa: E402
 import mobilenet_v3_small  # noqa: E402
 import opt  # noqa: E402
 import resnet18  # noqa: E402
+import swin  # noqa: E402
 import t5  # noqa: E402
 import t5_v1_1  # noqa: E402
 import vit  # noqa: E402
@@ -83,7 +85,7 @@ from train_vs_pytorch import ADAMW_LR_1E3, OPTIMIZERS, compare, dataset, pytorch
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
 MODELS = {"gpt2": gpt2, "gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
           "mistral": mistral, "opt": opt, "t5": t5, "t5_v1_1": t5_v1_1, "vit": vit,
-          "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
+          "swin": swin, "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
           "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0}
 TRANSFORMERS = ("gpt2", "gpt_neox", "bloom", "bert", "llama", "llama_mqa", "mistral", "opt", "t5", "t5_v1_1", "vit")
 CNNS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")
@@ -94,7 +96,7 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
 # only (dp would need --sync-batchnorm to equal one device).
 LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3", "pp2", "pp2zb") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
-DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
+DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "swin:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
            "opt:tp2", "gpt_neox:tp2", "bloom:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01), but for
 # Mistral and GPT-2 (ADAMW_LR_1E3, below). The
@@ -144,6 +146,9 @@ SETTINGS = {
     # GPT-NeoX too: at lr 1e-2 one element of its token embedding ends
     # 1.02e-4 of the table's largest from PyTorch's (Mistral's case above).
     "gpt_neox": (STEPS, ADAMW_LR_1E3),
+    # Swin too: at lr 1e-2 its patch embedding ends 2.6e-5 from PyTorch's,
+    # past 1e-4 of its largest element.
+    "swin": (STEPS, ADAMW_LR_1E3),
 }
 # The parameters' change over the run within this fraction of its largest
 # element.
