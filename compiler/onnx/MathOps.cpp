@@ -37,8 +37,6 @@ Results importSize(NodeContext &n) {
 // requireElementType where the ops are built unchecked by CleaveBuilder).
 //===----------------------------------------------------------------------===//
 
-bool isFloat(Type t) { return t.isF32() || t.isF64(); }
-bool isNumeric(Type t) { return isFloat(t) || (t.isInteger() && !t.isInteger(1)); }
 bool isBool(Type t) { return t.isInteger(1); }
 
 Results single(FailureOr<Value> v) {

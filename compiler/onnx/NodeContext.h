@@ -27,6 +27,11 @@
 
 namespace cleave {
 
+/// The element types ONNX's numeric inputs take here: f32 and f64, and
+/// integers but for bool.
+inline bool isFloat(mlir::Type t) { return t.isF32() || t.isF64(); }
+inline bool isNumeric(mlir::Type t) { return isFloat(t) || (t.isInteger() && !t.isInteger(1)); }
+
 /// What an op handler sees of one ONNX node: its inputs, attributes, opset,
 /// and a builder that creates cleave ops through their type inference.
 class NodeContext {

@@ -8,6 +8,8 @@
 
 #include "compiler/onnx/NodeContext.h"
 
+#include <numeric>
+
 using namespace mlir;
 
 namespace cleave {
@@ -549,6 +551,56 @@ Results importGatherElements(NodeContext &n) {
   return n.build<GatherOp>({operands->second, operands->first}, {n.i64("axis", 0)});
 }
 
+/// OneHot (9, 11): values[1] where an index equals its position along
+/// `axis` of the output, values[0] elsewhere. An index is cast to i64 (a
+/// float truncated) and a negative one counts from the end of depth, as in
+/// opset 11; one outside [-depth, depth) is off everywhere. Depth must be a
+/// constant.
+Results importOneHot(NodeContext &n) {
+  auto depthValue = n.constant(1, "depth");
+  if (failed(depthValue))
+    return failure();
+  if (depthValue->getNumElements() != 1) {
+    n.error() << "input '" << n.node.input(1) << "' (depth) must hold one value";
+    return failure();
+  }
+  const int64_t depth =
+      isa<IntegerType>(depthValue->getElementType())
+          ? (*depthValue->getValues<APInt>().begin()).getSExtValue()
+          : static_cast<int64_t>((*depthValue->getValues<APFloat>().begin()).convertToDouble());
+  if (depth < 1) {
+    n.error() << "depth " << depth << " is not positive";
+    return failure();
+  }
+  Value indices = n.input(0), values = n.input(2);
+  if (n.shape(values) != ArrayRef<int64_t>{2}) {
+    n.error() << "input '" << n.node.input(2) << "' (values) must hold two values, off and on";
+    return failure();
+  }
+  if (failed(n.requireElementType(0, isNumeric, "numbers")))
+    return failure();
+  SmallVector<int64_t> shape(n.shape(indices));
+  auto axis = n.normalizeAxis(n.getInt("axis", -1), static_cast<int64_t>(shape.size()) + 1);
+  if (failed(axis))
+    return failure();
+  CleaveBuilder b = n.decomposer();
+  Value index = b.castTo(indices, n.builder.getI64Type());
+  Value zero = b.scalarLike(index, 0.0);
+  index = b.where(b.less(index, zero), b.add(index, static_cast<double>(depth)), index);
+  shape.insert(shape.begin() + *axis, 1);
+  index = b.reshape(index, shape);
+  SmallVector<int64_t> along(shape.size(), 1), positions(depth);
+  along[*axis] = depth;
+  std::iota(positions.begin(), positions.end(), 0);
+  Value hot = b.equal(index, n.indexConstant(along, positions));
+  auto pick = [&](int64_t i) {
+    return GatherOp::create(n.builder, n.loc, values, n.indexConstant({}, {i}),
+                            n.builder.getI64IntegerAttr(0))
+        .getResult();
+  };
+  return SmallVector<Value>{b.where(hot, pick(1), pick(0))};
+}
+
 /// GatherND: a gather of data's rows (the dims after batch_dims + m) at
 /// rowPositions.
 Results importGatherND(NodeContext &n) {
@@ -639,6 +691,7 @@ void populateShapeImporters(OpImporterTable &table) {
   table.add("SpaceToDepth", importSpaceToDepth, 1, 1);
   table.add("Pad", importPad, 2, 4, {1, 3});
   table.add("GatherElements", importGatherElements, 2, 2);
+  table.add("OneHot", importOneHot, 3, 3, {1});
   table.add("GatherND", importGatherND, 2, 2);
   table.add("ScatterElements", importScatterElements, 3, 3);
   table.add("ScatterND", importScatterND, 3, 3);

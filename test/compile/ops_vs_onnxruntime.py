@@ -251,6 +251,32 @@ MODELS["top_k"] = (
     {"x": np.array([[[3, 1], [1, 1], [3, 0], [2, 5]], [[-1, 4], [0, 4], [7, 4], [-1, 2]]],
                    np.float32)}, True)
 
+# OneHot (decomposed): int64 indices with negatives (counting from the end of
+# depth) and ones outside [-depth, depth) (off everywhere), the new dim last,
+# first and in the middle; then float indices with a float depth and int32
+# values, which onnxruntime 1.x has no kernel for (checked against
+# onnx.reference; whole numbers: the spec casts a float index to int64,
+# onnx.reference compares the float itself, so 2.7 is 2 for cleave and no
+# position for it; and in range: onnx.reference wraps an index past depth,
+# where the spec and onnxruntime, above, leave it off everywhere).
+one_hot_depth = helper.make_tensor("depth", TensorProto.INT64, [], [4])
+one_hot_values = helper.make_tensor("values", F32, [2], [-1.5, 2.0])
+MODELS["one_hot"] = (
+    model([helper.make_node("Constant", [], ["depth"], value=one_hot_depth),
+           helper.make_node("Constant", [], ["values"], value=one_hot_values),
+           node("OneHot", ["i", "depth", "values"], "last"),
+           node("OneHot", ["i", "depth", "values"], "first", axis=0),
+           node("OneHot", ["i", "depth", "values"], "middle", axis=-2)],
+          [("i", TensorProto.INT64, [2, 3])], ["last", "first", "middle"], opset=13),
+    {"i": np.array([[0, 3, -1], [-4, 4, -5]], np.int64)}, True)
+one_hot_depth_f = helper.make_tensor("depth_f", F32, [1], [3.0])
+one_hot_values_i = helper.make_tensor("values_i", TensorProto.INT32, [2], [0, 7])
+MODELS["one_hot_floats"] = (
+    model([helper.make_node("Constant", [], ["depth_f"], value=one_hot_depth_f),
+           helper.make_node("Constant", [], ["values_i"], value=one_hot_values_i),
+           node("OneHot", ["f", "depth_f", "values_i"], "from_floats", axis=1)],
+          [("f", F32, [4])], ["from_floats"], opset=13),
+    {"f": np.array([0.0, 2.0, 1.0, -1.0], np.float32)}, False)
 
 def compare(name, ours, theirs, reference):
     if ours.shape != theirs.shape or ours.dtype != theirs.dtype:

@@ -29,6 +29,12 @@
 # RUN: %refuses 1 cleave import %t/attention_lengths_2d.onnx | FileCheck %s --check-prefix=ATTNLEN
 # RUN: %refuses 1 cleave import %t/attention_value_heads.onnx | FileCheck %s --check-prefix=ATTNV
 # RUN: %refuses 1 cleave import %t/attention_mask_scalar.onnx | FileCheck %s --check-prefix=ATTNSCALAR
+# RUN: %refuses 1 cleave import %t/one_hot_depth_input.onnx | FileCheck %s --check-prefix=ONEHOTIN
+# RUN: %refuses 1 cleave import %t/one_hot_depth_zero.onnx | FileCheck %s --check-prefix=ONEHOTZERO
+# RUN: %refuses 1 cleave import %t/one_hot_depths.onnx | FileCheck %s --check-prefix=ONEHOTTWO
+# RUN: %refuses 1 cleave import %t/one_hot_values.onnx | FileCheck %s --check-prefix=ONEHOTVAL
+# RUN: %refuses 1 cleave import %t/one_hot_bool.onnx | FileCheck %s --check-prefix=ONEHOTBOOL
+# RUN: %refuses 1 cleave import %t/one_hot_axis.onnx | FileCheck %s --check-prefix=ONEHOTAXIS
 #
 # SOFTPLUS: node 'softplus' (Softplus, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi32>': cleave computes Softplus on f32 and f64 only
 # L2: node 'reducel2' (ReduceL2, domain 'ai.onnx', opset 17): input 'x' is 'tensor<2x3xi64>': cleave computes ReduceL2 on f32 and f64 only
@@ -53,6 +59,12 @@
 # ATTNMASK: node 'attention' (Attention, domain 'ai.onnx', opset 23): operands are not broadcast-compatible
 # ATTNLEN: node 'attention' (Attention, domain 'ai.onnx', opset 24): nonpad_kv_seqlen 'tensor<2x1xi64>' is not one length per batch
 # ATTNV: node 'attention' (Attention, domain 'ai.onnx', opset 23): V 'tensor<2x43x6x8xf32>' does not have K's 'tensor<2x3x6x8xf32>' batch, heads and keys
+# ONEHOTIN: node 'onehot' (OneHot, domain 'ai.onnx', opset 17): input 'd' (depth) must be a constant: cleave resolves it at import
+# ONEHOTZERO: node 'onehot' (OneHot, domain 'ai.onnx', opset 17): depth 0 is not positive
+# ONEHOTTWO: node 'onehot' (OneHot, domain 'ai.onnx', opset 17): input 'd' (depth) must hold one value
+# ONEHOTVAL: node 'onehot' (OneHot, domain 'ai.onnx', opset 17): input 'v' (values) must hold two values, off and on
+# ONEHOTBOOL: node 'onehot' (OneHot, domain 'ai.onnx', opset 17): input 'i' is 'tensor<3xi1>': cleave computes OneHot on numbers only
+# ONEHOTAXIS: node 'onehot' (OneHot, domain 'ai.onnx', opset 17): axis 2 is out of range for rank 2
 # ATTNSCALAR: node 'attention' (Attention, domain 'ai.onnx', opset 23): attn_mask 'tensor<f32>' is not of rank 1 to 4: it broadcasts to (batch, heads, queries, keys)
 # CONVT: node 'convtranspose' (ConvTranspose, domain 'ai.onnx', opset 17): attribute 'output_shape' or 'pads' gives output dim 9 for input dim 3, which a transposed convolution with these strides does not reach: this form is not supported
 
@@ -131,6 +143,18 @@ cases.add("attention_mask_scalar")(lambda: one(
 cases.add("attention_lengths_2d")(lambda: one(
     "Attention", [("q", F32, [2, 3, 4, 8]), ("k", F32, [2, 3, 6, 8]), ("v", F32, [2, 3, 6, 10]),
                   ("", F32, []), ("", F32, []), ("", F32, []), ("n", I64, [2, 1])], opset=24))
+cases.add("one_hot_depth_input")(lambda: one(
+    "OneHot", [("i", I64, [3]), ("d", I64, []), ("v", F32, [2])]))
+cases.add("one_hot_depth_zero")(lambda: one(
+    "OneHot", [("i", I64, [3]), ("d", I64, [1]), ("v", F32, [2])], constants={"d": [0]}))
+cases.add("one_hot_depths")(lambda: one(
+    "OneHot", [("i", I64, [3]), ("d", I64, [2]), ("v", F32, [2])], constants={"d": [2, 3]}))
+cases.add("one_hot_values")(lambda: one(
+    "OneHot", [("i", I64, [3]), ("d", I64, [1]), ("v", F32, [3])], constants={"d": [4]}))
+cases.add("one_hot_bool")(lambda: one(
+    "OneHot", [("i", BOOL, [3]), ("d", I64, [1]), ("v", F32, [2])], constants={"d": [4]}))
+cases.add("one_hot_axis")(lambda: one(
+    "OneHot", [("i", I64, [3]), ("d", I64, [1]), ("v", F32, [2])], constants={"d": [4]}, axis=2))
 cases.add("prelu_slope")(lambda: one("PRelu", [("x", F32, [3]), ("slope", F32, [3, 1])]))
 
 if __name__ == "__main__":
