@@ -422,6 +422,29 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   return pick(input, type, sources);
 }
 
+/// Integer products of constants only (CumSum of a constant, as OPT counts
+/// its positions, is a product with a triangle of ones): exact, wrapping as
+/// the kernel does. Float products are left to the kernels, whose order of
+/// summation the fold would not repeat. A batch of rows times one matrix,
+/// untransposed.
+OpFoldResult MatMulOp::fold(FoldAdaptor adaptor) {
+  DenseElementsAttr lhs = dense(adaptor.getLhs()), rhs = dense(adaptor.getRhs());
+  RankedTensorType type = getType();
+  if (!lhs || !rhs || getTransA() || getTransB() || !foldable(type) ||
+      !isa<IntegerType>(type.getElementType()) || isUnsignedOrBool(type.getElementType()) ||
+      lhs.getType().getRank() < 2 || rhs.getType().getRank() != 2)
+    return {};
+  ArrayRef<int64_t> rhsShape = rhs.getType().getShape();
+  const int64_t k = rhsShape[0], n = rhsShape[1], rows = lhs.getNumElements() / k;
+  SmallVector<int64_t> a = toInts(lhs), b = toInts(rhs), product(rows * n, 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t c = 0; c < n; ++c)
+        product[r * n + c] =
+            wrappingAdd(product[r * n + c], wrappingMul(a[r * k + i], b[i * n + c]));
+  return fromInts(type, product);
+}
+
 OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   DenseElementsAttr input = dense(adaptor.getInput());
   RankedTensorType type = getType();

@@ -340,6 +340,7 @@ def Cleave_MatMulOp : Cleave_PureOp<"matmul", [Cleave_Vjp]> {
                    DefaultValuedAttr<BoolAttr, "false">:$trans_a,
                    DefaultValuedAttr<BoolAttr, "false">:$trans_b);
   let results = (outs Cleave_MatrixTensor:$output);
+  let hasFolder = 1;
 }
 
 def Cleave_GemmOp : Cleave_PureOp<"gemm", [Cleave_Vjp]> {

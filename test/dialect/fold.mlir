@@ -123,3 +123,23 @@ func.func @transpose() -> tensor<3x2xi64> {
   %t = cleave.transpose %a {perm = array<i64: 1, 0>} : (tensor<2x3xi64>) -> tensor<3x2xi64>
   return %t : tensor<3x2xi64>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @cumsum_of_constant
+// CumSum of the int64 ones [[1, 1, 1], [1, 1, 1]] along its rows, as the
+// importer poses it (a product with the upper triangle of ones): [[1, 2, 3],
+// [1, 2, 3]] (OPT counts its positions so). A float product stays for the
+// kernel.
+// CHECK: cleave.constant {value = dense<{{\[}}[1, 2, 3], [1, 2, 3]]> : tensor<2x3xi64>}
+// CHECK: cleave.matmul {{.*}} -> tensor<2x3xf32>
+// CHECK-NOT: cleave.matmul
+func.func @cumsum_of_constant() -> (tensor<2x3xi64>, tensor<2x3xf32>) {
+  %ones = cleave.constant {value = dense<1> : tensor<2x3xi64>} : tensor<2x3xi64>
+  %triangle = cleave.constant {value = dense<[[1, 1, 1], [0, 1, 1], [0, 0, 1]]> : tensor<3x3xi64>} : tensor<3x3xi64>
+  %sums = cleave.matmul %ones, %triangle : (tensor<2x3xi64>, tensor<3x3xi64>) -> tensor<2x3xi64>
+  %f = cleave.constant {value = dense<1.0> : tensor<2x3xf32>} : tensor<2x3xf32>
+  %g = cleave.constant {value = dense<[[1.0, 1.0, 1.0], [0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]> : tensor<3x3xf32>} : tensor<3x3xf32>
+  %fs = cleave.matmul %f, %g : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3xf32>
+  return %sums, %fs : tensor<2x3xi64>, tensor<2x3xf32>
+}
