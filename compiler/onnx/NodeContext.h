@@ -69,6 +69,11 @@ public:
   }
 
   mlir::InFlightDiagnostic error() const { return mlir::emitError(loc); }
+  /// The error of constant input `i` holding more or fewer than one value.
+  mlir::LogicalResult notOneValue(unsigned i, llvm::StringRef role) const {
+    error() << "input '" << node.input(i) << "' (" << role << ") must hold one value";
+    return mlir::failure();
+  }
 
   const onnx::AttributeProto *attr(llvm::StringRef name) const {
     for (const auto &a : node.attribute())
@@ -122,6 +127,25 @@ public:
     for (const llvm::APInt &v : value->getValues<llvm::APInt>())
       ints.push_back(v.getSExtValue());
     return ints;
+  }
+  /// Input `i` as a constant of exactly one value (a scalar, K, an axis).
+  mlir::FailureOr<mlir::DenseElementsAttr> constantOneValue(unsigned i,
+                                                            llvm::StringRef role) const {
+    auto value = constant(i, role);
+    if (mlir::failed(value))
+      return mlir::failure();
+    if (value->getNumElements() != 1)
+      return notOneValue(i, role);
+    return value;
+  }
+  /// Input `i` as a constant integer of exactly one value.
+  mlir::FailureOr<int64_t> constantInt(unsigned i, llvm::StringRef role) const {
+    auto ints = constantInts(i, role);
+    if (mlir::failed(ints))
+      return mlir::failure();
+    if (ints->size() != 1)
+      return notOneValue(i, role);
+    return ints->front();
   }
   /// Axes from input `index` at opsets from `inputSince` (which take them as
   /// an input), from the `axes` attribute before; nullopt when absent.

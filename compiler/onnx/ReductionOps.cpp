@@ -187,16 +187,12 @@ Results importCumSum(NodeContext &n) {
   };
   if (failed(n.requireElementType(0, isMatrix, "f32, f64, i32 and i64")))
     return failure();
-  auto axisValue = n.constantInts(1, "axis");
+  auto axisValue = n.constantInt(1, "axis");
   if (failed(axisValue))
     return failure();
-  if (axisValue->size() != 1) {
-    n.error() << "input '" << n.node.input(1) << "' (axis) must hold one value";
-    return failure();
-  }
   Value x = n.input(0);
   int64_t rank = n.rank(x);
-  auto axis = n.normalizeAxis(axisValue->front(), rank);
+  auto axis = n.normalizeAxis(*axisValue, rank);
   if (failed(axis))
     return failure();
   bool exclusive = n.getInt("exclusive", 0) != 0, reverse = n.getInt("reverse", 0) != 0;
@@ -229,17 +225,13 @@ Results importCumSum(NodeContext &n) {
 /// TopK (11+): K is a constant input; the results are always sorted, which
 /// `sorted` = 0 leaves to the implementation.
 Results importTopK(NodeContext &n) {
-  auto k = n.constantInts(1, "K");
+  auto k = n.constantInt(1, "K");
   if (failed(k))
     return failure();
-  if (k->size() != 1) {
-    n.error() << "input '" << n.node.input(1) << "' (K) must hold one value";
-    return failure();
-  }
   auto axis = n.normalizeAxis(n.getInt("axis", -1), n.rank(n.input(0)));
   if (failed(axis))
     return failure();
-  return n.build<TopKOp>(n.input(0), {n.i64("k", k->front()), n.i64("axis", *axis),
+  return n.build<TopKOp>(n.input(0), {n.i64("k", *k), n.i64("axis", *axis),
                                       n.boolean("largest", n.getInt("largest", 1) != 0)});
 }
 

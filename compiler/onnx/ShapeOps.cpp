@@ -557,13 +557,9 @@ Results importGatherElements(NodeContext &n) {
 /// opset 11; one outside [-depth, depth) is off everywhere. Depth must be a
 /// constant.
 Results importOneHot(NodeContext &n) {
-  auto depthValue = n.constant(1, "depth");
+  auto depthValue = n.constantOneValue(1, "depth");
   if (failed(depthValue))
     return failure();
-  if (depthValue->getNumElements() != 1) {
-    n.error() << "input '" << n.node.input(1) << "' (depth) must hold one value";
-    return failure();
-  }
   const int64_t depth =
       isa<IntegerType>(depthValue->getElementType())
           ? (*depthValue->getValues<APInt>().begin()).getSExtValue()

@@ -125,6 +125,30 @@ DenseElementsAttr pick(DenseElementsAttr attr, RankedTensorType type,
   return DenseElementsAttr::get(type, picked);
 }
 
+/// A constant `attr` whose elements a data-movement op may fold into a
+/// literal of `type`: a splat of any size, else one of at most
+/// kMaxFoldedElements results; null otherwise.
+DenseElementsAttr movable(Attribute attr, RankedTensorType type) {
+  DenseElementsAttr input = dense(attr);
+  return input && (input.isSplat() || foldable(type)) ? input : DenseElementsAttr();
+}
+
+/// `input`'s elements moved into a literal of `type` (a slice, a transpose,
+/// a split's piece): the element at each output index is the input's at
+/// the index `toInput` writes. A splat is the splat at once.
+DenseElementsAttr pickAt(DenseElementsAttr input, RankedTensorType type,
+                         function_ref<void(ArrayRef<int64_t>, MutableArrayRef<int64_t>)> toInput) {
+  if (input.isSplat())
+    return DenseElementsAttr::get(type, input.getSplatValue<Attribute>());
+  ArrayRef<int64_t> inShape = input.getType().getShape();
+  SmallVector<int64_t> sources, inIndex(inShape.size());
+  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> index) {
+    toInput(index, inIndex);
+    sources.push_back(linearIndex(inIndex, inShape));
+  });
+  return pick(input, type, sources);
+}
+
 // Integer arithmetic wraps in two's complement, as the kernels' does: done on
 // uint64_t, where overflow is defined, and truncated to the element type later.
 int64_t wrappingAdd(int64_t a, int64_t b) {
@@ -400,26 +424,20 @@ OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
-  DenseElementsAttr input = dense(adaptor.getInput());
-  RankedTensorType type = getType();
-  if (!input || (!input.isSplat() && !foldable(type)))
+  DenseElementsAttr input = movable(adaptor.getInput(), getType());
+  if (!input)
     return {};
-  return pick(input, type, broadcastSources(type.getShape(), input.getType().getShape()));
+  return pick(input, getType(), broadcastSources(getType().getShape(), input.getType().getShape()));
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
-  DenseElementsAttr input = dense(adaptor.getInput());
-  RankedTensorType type = getType();
-  if (!input || (!input.isSplat() && !foldable(type)))
+  DenseElementsAttr input = movable(adaptor.getInput(), getType());
+  if (!input)
     return {};
-  ArrayRef<int64_t> inShape = input.getType().getShape();
-  SmallVector<int64_t> sources, inIndex(inShape.size());
-  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> index) {
-    for (size_t d = 0; d < inShape.size(); ++d)
-      inIndex[d] = getStarts()[d] + index[d] * getSteps()[d];
-    sources.push_back(linearIndex(inIndex, inShape));
+  return pickAt(input, getType(), [&](ArrayRef<int64_t> index, MutableArrayRef<int64_t> in) {
+    for (size_t d = 0; d < in.size(); ++d)
+      in[d] = getStarts()[d] + index[d] * getSteps()[d];
   });
-  return pick(input, type, sources);
 }
 
 /// Integer products of constants only (CumSum of a constant, as OPT counts
@@ -446,38 +464,29 @@ OpFoldResult MatMulOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
-  DenseElementsAttr input = dense(adaptor.getInput());
-  RankedTensorType type = getType();
-  if (!input || (!input.isSplat() && !foldable(type)))
+  DenseElementsAttr input = movable(adaptor.getInput(), getType());
+  if (!input)
     return {};
-  ArrayRef<int64_t> inShape = input.getType().getShape();
-  ArrayRef<int64_t> perm = getPerm();
-  SmallVector<int64_t> sources, inIndex(inShape.size());
-  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> index) {
-    for (size_t d = 0; d < perm.size(); ++d)
-      inIndex[perm[d]] = index[d];
-    sources.push_back(linearIndex(inIndex, inShape));
+  return pickAt(input, getType(), [&](ArrayRef<int64_t> index, MutableArrayRef<int64_t> in) {
+    for (auto [d, from] : llvm::enumerate(getPerm()))
+      in[from] = index[d];
   });
-  return pick(input, type, sources);
 }
 
 LogicalResult SplitOp::fold(FoldAdaptor adaptor, SmallVectorImpl<OpFoldResult> &results) {
-  DenseElementsAttr input = dense(adaptor.getInput());
-  if (!input || (!input.isSplat() && !foldable(cast<RankedTensorType>(input.getType()))))
+  DenseElementsAttr input =
+      movable(adaptor.getInput(), cast<RankedTensorType>(getInput().getType()));
+  if (!input)
     return failure();
-  ArrayRef<int64_t> inShape = input.getType().getShape();
   const int64_t axis = getAxis();
   int64_t offset = 0;
-  SmallVector<int64_t> inIndex(inShape.size());
   for (Value output : getOutputs()) {
     auto type = cast<RankedTensorType>(output.getType());
-    SmallVector<int64_t> sources;
-    forEachIndex(type.getShape(), [&](ArrayRef<int64_t> index) {
-      llvm::copy(index, inIndex.begin());
-      inIndex[axis] += offset;
-      sources.push_back(linearIndex(inIndex, inShape));
-    });
-    results.push_back(pick(input, type, sources));
+    results.push_back(
+        pickAt(input, type, [&](ArrayRef<int64_t> index, MutableArrayRef<int64_t> in) {
+          llvm::copy(index, in.begin());
+          in[axis] += offset;
+        }));
     offset += type.getDimSize(axis);
   }
   return success();
