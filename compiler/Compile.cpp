@@ -216,12 +216,7 @@ private:
   /// The training step (or forward) of `module` as one program in
   /// `outputDir`: the passes, the memory plan, plan.json and the weights,
   /// the C++ or CUDA source and the executable.
-  LogicalResult compileProgram(ModuleOp module, const ImportedModel &imported,
-                               bool stepFromModel);
-  /// With --deterministic, a pipeline stage's warning that a weight it
-  /// shares with later stages (a tied embedding) is not summed as one
-  /// device sums it.
-  void warnTiedWeightsNotBitForBit(ModuleOp module);
+  LogicalResult compileProgram(ModuleOp module, const ImportedModel &imported, bool stepFromModel);
   /// With an interleaved pipeline, each pp rank's executable from the
   /// programs of its stages.
   LogicalResult linkRankPrograms(int64_t ranks);
@@ -772,6 +767,7 @@ std::string Compiler::pipelineText() const {
     addList("stage-params", stageEntries);
     add("schedule", quoted(t.schedule));
     add("virtual-stages", std::to_string(t.virtualStages));
+    add("send-tied-weights", t.deterministic ? "true" : "false");
     add("microbatches", std::to_string(t.gradAccum));
     add("stage", std::to_string(*stage));
   }
@@ -906,35 +902,6 @@ LogicalResult Compiler::linkRankPrograms(int64_t ranks) {
   return success();
 }
 
-void Compiler::warnTiedWeightsNotBitForBit(ModuleOp module) {
-  const TrainOptions &t = options.training;
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  // The step's microbatches over every dp rank: each stage sums them apart.
-  const int64_t microbatches = t.gradAccum * axisRanks("dp");
-  if (!options.warnings || !t.deterministic || microbatches < 2 || !stage || !forward)
-    return;
-  Warning warning{options.model, "", "", {}};
-  for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
-    auto others = forward.getArgAttrOfType<DenseI64ArrayAttr>(i, kOtherStagesAttr);
-    auto name = forward.getArgAttrOfType<StringAttr>(i, kNameAttr);
-    // Said once, by the first stage that holds the weight.
-    if (others && name && llvm::all_of(others.asArrayRef(), [&](int64_t s) { return s > *stage; }))
-      warning.parameters.push_back(name.str());
-  }
-  if (warning.parameters.empty())
-    return;
-  warning.what = "--deterministic: parameter '" + warning.parameters.front() + "'" +
-                 (warning.parameters.size() > 1
-                      ? " (and " + std::to_string(warning.parameters.size() - 1) + " more)"
-                      : "") +
-                 " is read in more than one pipeline stage, and its gradient is summed per " +
-                 "stage over the step's " + std::to_string(microbatches) +
-                 " microbatches, then between the stages: not bit for bit with one device";
-  warning.note = "one device adds each microbatch's contributions before accumulating; the "
-                 "results agree to rounding (docs/training.md, \"Tied weights\")";
-  printWarning(warning);
-}
-
 LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imported,
                                        bool stepFromModel) {
   if ((options.gradients || options.train) && !stepFromModel) {
@@ -948,7 +915,6 @@ LogicalResult Compiler::compileProgram(ModuleOp module, const ImportedModel &imp
             module, [&](PassManager &pm) { buildTrainPipeline(pm, *pipeline); },
             kExitBadInput)))
       return failure();
-    warnTiedWeightsNotBitForBit(module);
   }
   if (failed(runPasses(module, [&](PassManager &pm) {
         buildProgramTail(pm, {bucketBytes, prefetchGathers, overlapReduceScatters, overlapTpSums});

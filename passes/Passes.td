@@ -384,7 +384,10 @@ def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
     destination. Ops that depend on no parameter (masks, positions, the
     loss's count: functions of the inputs alone) are computed again in each
     stage that reads them rather than sent. A parameter read in several
-    stages (tied weights) is an argument of each.
+    stages (tied weights) is an argument of each; with `send-tied-weights`
+    (`cleave compile --deterministic`) it is the first one's, sent to the
+    others each microbatch as a computed value is, so that its gradient
+    comes back each microbatch and is added where one device adds it.
 
     Where the ops go: with `stage-params` (GLOB=STAGE entries, a stages
     file), each parameter is in the stage of the entry its name matches and
@@ -408,6 +411,8 @@ def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
            "Stages per pipeline rank (interleaved schedules)">,
     ListOption<"stageParams", "stage-params", "std::string",
                "The stage of each parameter, GLOB=STAGE (from a stages file)">,
+    Option<"sendTiedWeights", "send-tied-weights", "bool", /*default=*/"false",
+           "Send a parameter read in several stages from the first each microbatch">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -330,9 +330,13 @@ private:
   }
 };
 
-/// The functions @stage0 ... of `forward` from the stage of each op.
+/// The functions @stage0 ... of `forward` from the stage of each op. With
+/// `sendTiedWeights`, a parameter read in several stages is the first one's
+/// and goes to the others each microbatch as a computed value does, so that
+/// its gradient comes back and is added where one device adds it.
 LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
-                          const DenseMap<Operation *, int64_t> &opStage, int64_t stages) {
+                          const DenseMap<Operation *, int64_t> &opStage, int64_t stages,
+                          bool sendTiedWeights) {
   Block &body = forward.getBody().front();
   // A dropout's masks follow its seed: every stage draws one device's masks.
   seedUnseededDropouts(body);
@@ -341,21 +345,35 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
     return user == terminator ? stages - 1 : opStage.lookup(user);
   };
   // Every value that crosses a boundary, with its tag per later stage that
-  // reads it, in order of definition.
+  // reads it, in order of definition; the stage that sends it.
   llvm::MapVector<std::pair<Value, int64_t>, int64_t> tags;
-  for (Operation &op : body.without_terminator()) {
-    auto it = opStage.find(&op);
-    if (it == opStage.end())
-      continue;
-    for (Value result : op.getResults()) {
-      std::set<int64_t> later;
-      for (Operation *user : result.getUsers())
-        if (int64_t stage = readers(user); stage > it->second)
-          later.insert(stage);
-      for (int64_t stage : later)
-        tags.insert({{result, stage}, static_cast<int64_t>(tags.size())});
+  DenseMap<Value, int64_t> sentParams;
+  auto addTags = [&](Value value, int64_t from) {
+    std::set<int64_t> later;
+    for (Operation *user : value.getUsers())
+      if (int64_t stage = readers(user); stage > from)
+        later.insert(stage);
+    for (int64_t stage : later)
+      tags.insert({{value, stage}, static_cast<int64_t>(tags.size())});
+  };
+  if (sendTiedWeights)
+    for (BlockArgument arg : forward.getArguments()) {
+      if (!isParameter(arg) || arg.use_empty())
+        continue;
+      int64_t first = stages;
+      for (Operation *user : arg.getUsers())
+        first = std::min(first, readers(user));
+      sentParams[arg] = first;
+      addTags(arg, first);
     }
-  }
+  for (Operation &op : body.without_terminator())
+    if (auto it = opStage.find(&op); it != opStage.end())
+      for (Value result : op.getResults())
+        addTags(result, it->second);
+  auto sender = [&](Value value) {
+    auto it = sentParams.find(value);
+    return it != sentParams.end() ? it->second : opStage.lookup(value.getDefiningOp());
+  };
   if (static_cast<int64_t>(tags.size()) > kTiedGradientTagBase)
     return forward.emitError("sends ")
            << tags.size() << " values between pipeline stages, more than the "
@@ -398,7 +416,8 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
     // Its arguments: those its ops (and, last, the results) read.
     llvm::SetVector<unsigned> argNumbers;
     auto useArg = [&](Value v) {
-      if (auto arg = dyn_cast<BlockArgument>(v))
+      auto arg = dyn_cast<BlockArgument>(v);
+      if (arg && (!sentParams.contains(arg) || sentParams.lookup(arg) == stage))
         argNumbers.insert(arg.getArgNumber());
     };
     for (Operation *op : needed)
@@ -429,18 +448,16 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
       auto [value, to] = key;
       if (to != stage)
         continue;
-      Operation *def = value.getDefiningOp();
-      mapping.map(value, PipelineRecvOp::create(inner, def->getLoc(), value.getType(),
-                                                opStage.lookup(def), tag));
+      mapping.map(value, PipelineRecvOp::create(inner, value.getLoc(), value.getType(),
+                                                sender(value), tag));
     }
     for (Operation &op : body.without_terminator())
       if (needed.contains(&op))
         inner.clone(op, mapping);
     for (auto [key, tag] : tags) {
       auto [value, to] = key;
-      if (opStage.lookup(value.getDefiningOp()) == stage)
-        PipelineSendOp::create(inner, value.getDefiningOp()->getLoc(), mapping.lookup(value), to,
-                               tag);
+      if (sender(value) == stage)
+        PipelineSendOp::create(inner, value.getLoc(), mapping.lookup(value), to, tag);
     }
     SmallVector<Value> results;
     for (Value v : terminator->getOperands())
@@ -478,7 +495,7 @@ struct PipelineSplitPass : public cleave::impl::PipelineSplitBase<PipelineSplitP
     FailureOr<DenseMap<Operation *, int64_t>> opStage = assigner.assign(stageParams);
     if (failed(opStage))
       return signalPassFailure();
-    if (failed(buildStages(module, forward, *opStage, stages)))
+    if (failed(buildStages(module, forward, *opStage, stages, sendTiedWeights)))
       return signalPassFailure();
   }
 };

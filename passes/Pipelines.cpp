@@ -65,6 +65,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     PipelineSplitOptions split;
     split.stageParams.assign(options.stageParams.begin(), options.stageParams.end());
     split.virtualStages = options.virtualStages;
+    split.sendTiedWeights = options.sendTiedWeights;
     pm.addPass(createPipelineSplit(split));
     pm.addPass(createPipelineSchedule({options.schedule, options.microbatches}));
     pm.addPass(createPipelineSelectStage({options.stage}));

@@ -1,5 +1,6 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,pp=3},cleave-pipeline-split{stage-params=emb=0,w1=1,head.*=2})' | FileCheck %s
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,pp=2},cleave-pipeline-split{stage-params=emb=0,w1=0,head.*=1})' | FileCheck %s --check-prefix=TWO
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=1,pp=3},cleave-pipeline-split{stage-params=emb=0,w1=1,head.*=2 send-tied-weights=true})' | FileCheck %s --check-prefix=SENT
 
 // A stages file: each parameter where its entry says, each op in the latest
 // stage of what it reads. The embedding is tied (read again by the head in
@@ -48,6 +49,25 @@
 // TWO-LABEL: func.func @stage1
 // TWO-NOT: cleave.pipeline_send
 // TWO: return
+// With send-tied-weights (--deterministic) the tied embedding is stage 0's
+// alone: it goes to stage 2 as a value does, its tag before the values'.
+// SENT-LABEL: func.func @stage0
+// SENT-SAME: cleave.name = "emb"
+// SENT: %[[H0:.*]] = cleave.matmul %{{.*}}, %arg1
+// SENT: cleave.pipeline_send %arg1 to stage 2 tag 0
+// SENT: cleave.pipeline_send %[[H0]] to stage 1 tag 1
+// SENT: cleave.pipeline_send %[[H0]] to stage 2 tag 2
+// SENT-LABEL: func.func @stage1
+// SENT-NOT: cleave.name = "emb"
+// SENT: cleave.pipeline_recv from stage 0 tag 1
+// SENT-LABEL: func.func @stage2
+// SENT-NOT: cleave.name = "emb"
+// SENT-SAME: cleave.name = "head.bias"
+// SENT: %[[EMB:.*]] = cleave.pipeline_recv from stage 0 tag 0 : tensor<8x8xf32>
+// SENT: cleave.pipeline_recv from stage 0 tag 2
+// SENT: %[[LOGITS:.*]] = cleave.matmul %{{.*}}, %[[EMB]]
+// SENT-NOT: cleave.pipeline_send
+// SENT: return
 func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"},
                    %emb: tensor<8x8xf32> {cleave.kind = "param", cleave.name = "emb"},
                    %w1: tensor<8x8xf32> {cleave.kind = "param", cleave.name = "w1"},

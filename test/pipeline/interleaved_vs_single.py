@@ -38,7 +38,11 @@
 #   - a weight tied both within a rank and between ranks (read in stages 0
 #     and 2 of rank 0 and 3 of rank 1): pp=2, dp x pp = 2 x 2 and pp=2 with
 #     clipping within 1e-5 of one device, its three copies equal bit for
-#     bit.
+#     bit;
+#   - both with --deterministic (the weight stage 0's alone, sent to the
+#     other stages each microbatch, to stage 2 on its own rank too): pp=2,
+#     every loss and parameter bit for bit against one device with
+#     --deterministic.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -101,6 +105,11 @@ def tied_within_and_between_ranks(workdir, problems):
                   for s in (0, 2, 3)]
         if any(c is None for c in copies) or len({c.tobytes() for c in copies}) != 1:
             problems.append(f"thrice-tied {label}: the copies of stages 0, 2 and 3 differ")
+    deterministic = ["--deterministic"]
+    run = m.train("pp2-v2-det", 1, 4, MOMENTUM,
+                  INTERLEAVED + ["--stages", stages, *deterministic], pp=2)
+    identical("thrice-tied pp2-v2 --deterministic", run,
+              m.train("one-k4-det", 1, 4, MOMENTUM, deterministic), problems)
     print(f"thrice-tied: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
 
 
@@ -195,6 +204,10 @@ def main():
     for label, dp in (("pp2-v2", 1), ("dp2-pp2-v2", 2)):
         close(f"tied {label}", tied.train(label, dp, 4 // dp, MOMENTUM, INTERLEAVED, pp=2), one,
               problems)
+    deterministic = ["--deterministic"]
+    identical("tied pp2-v2 --deterministic",
+              tied.train("pp2-v2-det", 1, 4, MOMENTUM, INTERLEAVED + deterministic, pp=2),
+              tied.train("one-k4-det", 1, 4, MOMENTUM, deterministic), problems)
     tied_within_and_between_ranks(workdir, problems)
     for p in problems:
         print("FAIL:", p)

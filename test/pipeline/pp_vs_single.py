@@ -33,9 +33,10 @@
 #     stages' copies equal bit for bit, and --save-onnx's model holds the
 #     trained parameters (gathered from both stages); with ZeRO 1 and 2,
 #     resumed from a step-3 checkpoint, bit for bit as uninterrupted; with
-#     --deterministic and two microbatches a step, a compile warning that
-#     names the tied weight (not bit for bit: each stage sums its own), and
-#     none with one microbatch or without --deterministic;
+#     --deterministic (the weight sent from the first stage each microbatch,
+#     its gradient back) bit for bit against one device on pp=2 with gpipe,
+#     1f1b, zb-h1 and interleaved and on dp x pp = 2 x 2 plain and with ZeRO
+#     1 and 3, the later stage not holding the weight;
 #   - the GPT on pp=2 with --recompute selective and full (1f1b; full with
 #     zb-h1 too): bit for bit against one device, and stage 0's stash
 #     (plan.json's memory.stash_bytes) smaller than without;
@@ -268,28 +269,50 @@ def tied_weights(workdir, problems):
               one_bf16, problems)
     print(f"tied lm: checked against {one[0][0]:.6f} -> {one[0][-1]:.6f}")
     tied_zero_resumes(workdir, m, problems)
-    tied_deterministic_warns(workdir, m, stages, problems)
+    tied_deterministic(workdir, m, stages, problems)
 
 
-def tied_deterministic_warns(workdir, m, stages, problems):
-    """With --deterministic, the first stage holding a tied weight warns
-    once, naming it, that the run is not bit for bit with one device where
-    a step has two or more microbatches (each stage sums its own), and
-    compiles; with one microbatch a step, or without --deterministic, no
-    warning."""
-    cases = (("2", ["--deterministic"], 1), ("1", ["--deterministic"], 0), ("2", [], 0))
-    for accum, flags, warnings in cases:
-        out = os.path.join(workdir, f"tied-warn-{accum}{'-det' if flags else ''}")
-        run = subprocess.run(["cleave", "compile", m.export(m.batch // int(accum)), "-o", out,
-                              "--train", *MOMENTUM, "--batch-size", str(m.batch), "--grad-accum",
-                              accum, "--mesh", "pp=2", "--stages", stages, "--schedule", "gpipe",
-                              "--emit", "plan", *flags], capture_output=True, text=True)
-        said = run.stderr.count("cleave: warning:")
-        if run.returncode != 0 or said != warnings or (
-                warnings and "parameter 'tok_emb.weight' is read in more than one pipeline stage"
-                not in run.stderr):
-            problems.append(f"tied --grad-accum {accum} {' '.join(flags)}: exit {run.returncode}, "
-                            f"{said} warnings, not {warnings}: {run.stderr.strip()[:300]}")
+def tied_deterministic(workdir, m, stages, problems):
+    """With --deterministic the first stage holding a tied weight sends it
+    to the other each microbatch and takes its gradient back, adding the two
+    contributions where one device does: pp=2 with gpipe, 1f1b and zb-h1
+    (four microbatches a step), the interleaved schedule (four stages, the
+    weight in the first and the last), dp x pp = 2 x 2 (one microbatch a dp
+    rank) plain and with ZeRO 1 and 3, every loss and parameter bit for bit
+    against one device; the later stage's plan.json does not hold the
+    weight, and no compile warns."""
+    four = os.path.join(workdir, "tied-stages-four.json")
+    json.dump({"stages": [["tok_emb.*"], ["fc.weight"], ["fc.bias"], ["head_bias"]]},
+              open(four, "w"))
+    one = {accum: m.train(f"one-k{accum}-det", 1, accum, MOMENTUM, ["--deterministic"])
+           for accum in (2, 4)}
+    cases = [(f"pp2-{schedule}", 1, ["--schedule", schedule, "--stages", stages])
+             for schedule in ("gpipe", "1f1b", "zb-h1")]
+    cases.append(("pp2-interleaved", 1, ["--schedule", "interleaved", "--virtual-stages", "2",
+                                         "--stages", four]))
+    # One microbatch a dp rank, as dp's --deterministic is bit for bit with
+    # one device accumulating the ranks' microbatches.
+    cases += [(f"dp2-pp2{'-z' + z if z else ''}", 2,
+               ["--schedule", "gpipe", "--stages", stages, *(["--zero", z] if z else [])])
+              for z in ("", "1", "3")]
+    for layout, dp, flags in cases:
+        label = f"tied {layout} --deterministic"
+        out = os.path.join(workdir, f"tied-{layout}-det")
+        run = m.train(f"{layout}-det", dp, 4 // dp**2, MOMENTUM, [*flags, "--deterministic"], pp=2)
+        identical(label, run, one[4 if dp == 1 else 2], problems)
+        last = sorted(d for d in os.listdir(out) if d.startswith("stage"))[-1]
+        held = {p["name"] for p in json.load(open(os.path.join(out, last, "plan.json")))
+                ["parameters"]}
+        if "tok_emb.weight" in held:
+            problems.append(f"{label}: {last} holds tok_emb.weight, which stage 0 sends")
+    compiled = subprocess.run(["cleave", "compile", m.export(m.batch // 2), "-o",
+                               os.path.join(workdir, "tied-det-plan"), "--train", *MOMENTUM,
+                               "--batch-size", str(m.batch), "--grad-accum", "2", "--mesh", "pp=2",
+                               "--stages", stages, "--emit", "plan", "--deterministic"],
+                              capture_output=True, text=True)
+    if compiled.returncode != 0 or "warning" in compiled.stderr:
+        problems.append(f"tied --deterministic compile: exit {compiled.returncode}: "
+                        f"{compiled.stderr.strip()[:300]}")
 
 
 def tied_zero_resumes(workdir, m, problems):
