@@ -36,7 +36,8 @@
 #     --deterministic (the weight sent from the first stage each microbatch,
 #     its gradient back) bit for bit against one device on pp=2 with gpipe,
 #     1f1b, zb-h1 and interleaved and on dp x pp = 2 x 2 plain and with ZeRO
-#     1 and 3, the later stage not holding the weight;
+#     1 and 3, the later stage not holding the weight, one device resumed
+#     from its checkpoint bit for bit;
 #   - the GPT on pp=2 with --recompute selective and full (1f1b; full with
 #     zb-h1 too): bit for bit against one device, and stage 0's stash
 #     (plan.json's memory.stash_bytes) smaller than without;
@@ -280,7 +281,8 @@ def tied_deterministic(workdir, m, stages, problems):
     weight in the first and the last), dp x pp = 2 x 2 (one microbatch a dp
     rank) plain and with ZeRO 1 and 3, every loss and parameter bit for bit
     against one device; the later stage's plan.json does not hold the
-    weight, and no compile warns."""
+    weight; one device resumed from pp=2's checkpoint ends bit for bit as
+    one device; and no compile warns."""
     four = os.path.join(workdir, "tied-stages-four.json")
     json.dump({"stages": [["tok_emb.*"], ["fc.weight"], ["fc.bias"], ["head_bias"]]},
               open(four, "w"))
@@ -305,6 +307,24 @@ def tied_deterministic(workdir, m, stages, problems):
                 ["parameters"]}
         if "tok_emb.weight" in held:
             problems.append(f"{label}: {last} holds tok_emb.weight, which stage 0 sends")
+    # Its checkpoint holds the weight once, as any layout's does: one device
+    # resumed from pp=2's step-5 checkpoint ends as one device does.
+    checkpoint = os.path.join(workdir, "tied-pp2-1f1b-det-ck")
+    subprocess.run(["cleave", "run", "-n", "2", os.path.join(workdir, "tied-pp2-1f1b-det"),
+                    *m.flags, "--no-shuffle", "--steps", "5", "--checkpoint-dir", checkpoint],
+                   check=True, stderr=subprocess.DEVNULL)
+    out, log = os.path.join(workdir, "tied-one-k4-det"), checkpoint + ".json"
+    results = checkpoint + ".results"
+    os.makedirs(results, exist_ok=True)
+    subprocess.run(["cleave", "run", out, *m.flags, "--no-shuffle", "--steps", str(len(one[4][0])),
+                    "--resume", checkpoint, "--log-json", log, "--output-dir", results],
+                   check=True, stderr=subprocess.DEVNULL)
+    resumed = parameters(json.load(open(os.path.join(out, "plan.json"))), results, 1)
+    losses = [s["loss"] for s in json.load(open(log))["steps"]]
+    if losses != one[4][0][5:] or any(resumed[name].tobytes() != value.tobytes()
+                                      for name, value in one[4][1].items()):
+        problems.append(f"tied: one device resumed from pp=2 --deterministic at step 5: losses "
+                        f"{losses} or parameters are not one device's {one[4][0][5:]}")
     compiled = subprocess.run(["cleave", "compile", m.export(m.batch // 2), "-o",
                                os.path.join(workdir, "tied-det-plan"), "--train", *MOMENTUM,
                                "--batch-size", str(m.batch), "--grad-accum", "2", "--mesh", "pp=2",
