@@ -168,8 +168,9 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "of its own, while the backward computes the weight's gradient; off "
                   "(default) sums them where they are made");
   sub->add_flag("--deterministic", t.deterministic,
-                "Reduce over ranks in a fixed order: data-parallel runs are bit-identical to "
-                "one device accumulating the same microbatches");
+                "Reduce over ranks in a fixed order: data-parallel runs and pipelines are "
+                "bit-identical to one device accumulating the same microbatches (a weight "
+                "tied across pipeline stages is sent from its first stage each microbatch)");
   sub->add_flag("--sync-batchnorm", t.syncBatchNorm,
                 "Training-mode BatchNorm normalizes with the statistics of every dp rank's "
                 "microbatch together (SyncBatchNorm), not each rank's own");
