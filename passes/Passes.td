@@ -381,7 +381,10 @@ def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
     in a later one leaves its stage by a `cleave.pipeline_send` at the end of
     that stage's function and enters each later stage that reads it by a
     `cleave.pipeline_recv` at the start, with one tag per value and
-    destination. Ops that depend on no parameter (masks, positions, the
+    destination; a value that several later stages read goes from reader
+    to reader (each stage passes on what it received), so that its
+    gradient comes back the same way and each stage adds its own reads'
+    gradients to the later stages' sum, in the order one device adds them. Ops that depend on no parameter (masks, positions, the
     loss's count: functions of the inputs alone) are computed again in each
     stage that reads them rather than sent. A parameter read in several
     stages (tied weights) is an argument of each; with `send-tied-weights`

@@ -344,18 +344,28 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
   auto readers = [&](Operation *user) -> int64_t {
     return user == terminator ? stages - 1 : opStage.lookup(user);
   };
-  // Every value that crosses a boundary, with its tag per later stage that
-  // reads it, in order of definition; the stage that sends it.
-  llvm::MapVector<std::pair<Value, int64_t>, int64_t> tags;
-  DenseMap<Value, int64_t> sentParams;
-  auto addTags = [&](Value value, int64_t from) {
+  // Every value that crosses a boundary, with its message to each later
+  // stage that reads it, in order of definition. A value that several
+  // later stages read goes from reader to reader, each passing on what it
+  // received, so that its gradient comes back the same way and each stage
+  // adds its own reads' gradients to what the later ones sent, in the order
+  // one device adds them all.
+  struct Message {
+    int64_t tag, from;
+  };
+  llvm::MapVector<std::pair<Value, int64_t>, Message> messages;
+  auto addMessages = [&](Value value, int64_t from) {
     std::set<int64_t> later;
     for (Operation *user : value.getUsers())
       if (int64_t stage = readers(user); stage > from)
         later.insert(stage);
-    for (int64_t stage : later)
-      tags.insert({{value, stage}, static_cast<int64_t>(tags.size())});
+    for (int64_t stage : later) {
+      messages.insert({{value, stage}, {static_cast<int64_t>(messages.size()), from}});
+      from = stage;
+    }
   };
+  // The first stage that reads each sent parameter holds it.
+  DenseMap<Value, int64_t> holder;
   if (sendTiedWeights)
     for (BlockArgument arg : forward.getArguments()) {
       if (!isParameter(arg) || arg.use_empty())
@@ -363,20 +373,16 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
       int64_t first = stages;
       for (Operation *user : arg.getUsers())
         first = std::min(first, readers(user));
-      sentParams[arg] = first;
-      addTags(arg, first);
+      holder[arg] = first;
+      addMessages(arg, first);
     }
   for (Operation &op : body.without_terminator())
     if (auto it = opStage.find(&op); it != opStage.end())
       for (Value result : op.getResults())
-        addTags(result, it->second);
-  auto sender = [&](Value value) {
-    auto it = sentParams.find(value);
-    return it != sentParams.end() ? it->second : opStage.lookup(value.getDefiningOp());
-  };
-  if (static_cast<int64_t>(tags.size()) > kTiedGradientTagBase)
+        addMessages(result, it->second);
+  if (static_cast<int64_t>(messages.size()) > kTiedGradientTagBase)
     return forward.emitError("sends ")
-           << tags.size() << " values between pipeline stages, more than the "
+           << messages.size() << " values between pipeline stages, more than the "
            << kTiedGradientTagBase << " tags they have";
 
   auto dependsOnStagedOp = [&](Value v) {
@@ -417,7 +423,7 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
     llvm::SetVector<unsigned> argNumbers;
     auto useArg = [&](Value v) {
       auto arg = dyn_cast<BlockArgument>(v);
-      if (arg && (!sentParams.contains(arg) || sentParams.lookup(arg) == stage))
+      if (arg && (!holder.contains(arg) || holder.lookup(arg) == stage))
         argNumbers.insert(arg.getArgNumber());
     };
     for (Operation *op : needed)
@@ -444,20 +450,19 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
     IRMapping mapping;
     for (auto [index, number] : llvm::enumerate(args))
       mapping.map(forward.getArgument(number), func.getArgument(index));
-    for (auto [key, tag] : tags) {
+    for (auto [key, message] : messages) {
       auto [value, to] = key;
-      if (to != stage)
-        continue;
-      mapping.map(value, PipelineRecvOp::create(inner, value.getLoc(), value.getType(),
-                                                sender(value), tag));
+      if (to == stage)
+        mapping.map(value, PipelineRecvOp::create(inner, value.getLoc(), value.getType(),
+                                                  message.from, message.tag));
     }
     for (Operation &op : body.without_terminator())
       if (needed.contains(&op))
         inner.clone(op, mapping);
-    for (auto [key, tag] : tags) {
+    for (auto [key, message] : messages) {
       auto [value, to] = key;
-      if (sender(value) == stage)
-        PipelineSendOp::create(inner, value.getLoc(), mapping.lookup(value), to, tag);
+      if (message.from == stage)
+        PipelineSendOp::create(inner, value.getLoc(), mapping.lookup(value), to, message.tag);
     }
     SmallVector<Value> results;
     for (Value v : terminator->getOperands())

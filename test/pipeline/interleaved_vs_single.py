@@ -42,7 +42,11 @@
 #   - both with --deterministic (the weight stage 0's alone, sent to the
 #     other stages each microbatch, to stage 2 on its own rank too): pp=2,
 #     every loss and parameter bit for bit against one device with
-#     --deterministic.
+#     --deterministic;
+#   - an activation and a tied weight that a middle stage reads twice and
+#     later stages read again (passed on from reader to reader, their
+#     gradients coming back the same way): pp=2 with --deterministic, bit
+#     for bit against one device.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -84,6 +88,44 @@ class ThriceTied(torch.nn.Module):
     def build():
         torch.manual_seed(0)
         return ThriceTied(), (torch.randn(4, 8), torch.randint(0, 8, (4,)))
+
+
+class ManyReaders(torch.nn.Module):
+    """h0 (stage 0) read twice in stage 1 and once in stages 2 and 3; w0
+    read in stage 0, twice in stage 1 and again by the head in stage 3."""
+
+    def __init__(self):
+        super().__init__()
+        for name in ("w0", "w1", "w2", "w3"):
+            setattr(self, name, torch.nn.Parameter(0.5 * torch.randn(8, 8)))
+
+    def forward(self, x, labels):
+        h0 = torch.tanh(x @ self.w0)
+        a = torch.tanh(h0 @ self.w1)
+        b = a * h0
+        h1 = torch.tanh(b + a @ self.w0 + b @ self.w0)
+        h2 = torch.tanh(h1 @ self.w2) + h0
+        h3 = torch.tanh(h2 @ self.w3) + h0
+        return torch.nn.functional.cross_entropy(h3 @ self.w0, labels)
+
+    @staticmethod
+    def build():
+        torch.manual_seed(0)
+        return ManyReaders(), (torch.randn(4, 8), torch.randint(0, 8, (4,)))
+
+
+def read_again_later(workdir, problems):
+    """With --deterministic, every loss and parameter of ManyReaders on
+    pp=2 with V = 2 (stage s holding w<s>) bit for bit against one
+    device."""
+    m = Model("many", ManyReaders, ["x", "labels"], 8, workdir)
+    stages = os.path.join(workdir, "many-stages.json")
+    json.dump({"stages": [["w0"], ["w1"], ["w2"], ["w3"]]}, open(stages, "w"))
+    deterministic = ["--deterministic"]
+    run = m.train("pp2-v2-det", 1, 4, MOMENTUM, INTERLEAVED + ["--stages", stages, *deterministic],
+                  pp=2)
+    identical("many readers pp2-v2 --deterministic", run,
+              m.train("one-k4-det", 1, 4, MOMENTUM, deterministic), problems)
 
 
 def tied_within_and_between_ranks(workdir, problems):
@@ -209,6 +251,7 @@ def main():
               tied.train("pp2-v2-det", 1, 4, MOMENTUM, INTERLEAVED + deterministic, pp=2),
               tied.train("one-k4-det", 1, 4, MOMENTUM, deterministic), problems)
     tied_within_and_between_ranks(workdir, problems)
+    read_again_later(workdir, problems)
     for p in problems:
         print("FAIL:", p)
     sys.exit(1 if problems else 0)
