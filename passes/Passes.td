@@ -507,8 +507,11 @@ def SplitBackward : Pass<"cleave-split-backward", "mlir::ModuleOp"> {
     computes (or reads from a data input) that the backward reads is a
     stash: a result of @forward (`cleave.kind = "stash"`, named `stash:<i>`)
     that the driver keeps for the microbatch until its backward, where it
-    is the argument of the same name. Constants are made again rather than
-    stashed; parameters and state are read from the weights in both.
+    is the argument of the same name. Constants, and transposes and
+    reshapes of parameters (a tied head's transposed embedding, folded into
+    the products that read it) or of their mixed-precision copies, are
+    made again rather than stashed; parameters and state are read from the
+    weights in both.
     With `split-weight-gradients` (the zb-h1 schedule), @backward is split
     the same way once more: it keeps the gradients of the stage's inputs
     (what it sends back, which the earlier stage waits for), and a new

@@ -46,10 +46,26 @@ FailureOr<bool> isWeightGradientEffect(func::FuncOp func, Operation *op) {
   return isBackwardEffect(func, op);
 }
 
-/// Whether the second part makes `v` again rather than reading it stashed.
+/// Whether the second part makes `v` again rather than reading it stashed:
+/// a constant, or a transpose or reshape of what the weights hold for the
+/// whole step (a parameter, or mixed precision's copy of one) or of what is
+/// itself made again. A tied output head's transposed embedding would
+/// otherwise be a stash the size of the embedding per microbatch in
+/// flight; made again, it folds into the products that read it.
 bool remade(Value v) {
   Operation *def = v.getDefiningOp();
-  return def && isa<ConstantOp>(def);
+  if (!def)
+    return false;
+  if (isa<ConstantOp>(def))
+    return true;
+  if (!isa<TransposeOp, ReshapeOp>(def))
+    return false;
+  Value source = def->getOperand(0);
+  auto arg = dyn_cast<BlockArgument>(source);
+  if (!arg)
+    return remade(source);
+  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  return isParameter(arg) || func.getArgAttr(arg.getArgNumber(), kWeightCopyAttr);
 }
 
 /// The ops of `func` that the effects `second` says are not the second

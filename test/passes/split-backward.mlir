@@ -55,3 +55,39 @@ func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"
   cleave.assign %newg to %gw : tensor<8x8xf32>
   return
 }
+
+// -----
+
+// The last stage of a tied head, as torch exports it: the logits are the
+// product with the embedding's transpose (here of a reshape of it), which
+// the backward reads too. A transpose or reshape of a parameter is made again
+// in the backward, not stashed; the received activation is stashed.
+
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: -> (tensor<4x8xf32> {cleave.kind = "stash", cleave.name = "stash:0"})
+// CHECK: %[[A:.*]] = cleave.pipeline_recv from stage 0 tag 0
+// CHECK: return %[[A]]
+// CHECK-LABEL: func.func @backward
+// CHECK-SAME: %arg0: tensor<128xf32> {cleave.kind = "param", cleave.name = "emb"}
+// CHECK-SAME: %arg2: tensor<4x8xf32> {cleave.kind = "stash", cleave.name = "stash:0"})
+// CHECK: %[[FLAT:.*]] = cleave.reshape %arg0
+// CHECK: %[[T:.*]] = cleave.transpose %[[FLAT]]
+// CHECK: %[[G:.*]] = cleave.pipeline_recv gradient from stage 2 tag 1
+// CHECK: cleave.gemm %[[G]], %[[T]] {trans_b = true}
+func.func @forward(%emb: tensor<128xf32> {cleave.kind = "param", cleave.name = "emb"},
+                   %gemb: tensor<128xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "grad:emb"})
+    attributes {cleave.stage = 1 : i64} {
+  %a = cleave.pipeline_recv from stage 0 tag 0 : tensor<4x8xf32>
+  %flat = cleave.reshape %emb {shape = array<i64: 16, 8>} : (tensor<128xf32>) -> tensor<16x8xf32>
+  %t = cleave.transpose %flat {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %logits = cleave.matmul %a, %t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
+  cleave.pipeline_send %logits to stage 2 tag 1 : tensor<4x16xf32>
+  %g = cleave.pipeline_recv gradient from stage 2 tag 1 : tensor<4x16xf32>
+  %ga = cleave.gemm %g, %t {trans_b = true} : (tensor<4x16xf32>, tensor<8x16xf32>) -> tensor<4x8xf32>
+  cleave.pipeline_send gradient %ga to stage 0 tag 0 : tensor<4x8xf32>
+  %gt = cleave.gemm %g, %a {trans_a = true} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
+  %gflat = cleave.reshape %gt {shape = array<i64: 128>} : (tensor<16x8xf32>) -> tensor<128xf32>
+  %newg = cleave.add %gemb, %gflat : (tensor<128xf32>, tensor<128xf32>) -> tensor<128xf32>
+  cleave.assign %newg to %gemb : tensor<128xf32>
+  return
+}
