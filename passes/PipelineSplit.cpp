@@ -364,11 +364,13 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
       from = stage;
     }
   };
-  // The first stage that reads each sent parameter holds it.
+  // The first stage that reads each sent parameter holds it; one that no
+  // gradient can reach (a mask of booleans) is read where it is needed.
   DenseMap<Value, int64_t> holder;
   if (sendTiedWeights)
     for (BlockArgument arg : forward.getArguments()) {
-      if (!isParameter(arg) || arg.use_empty())
+      if (!isParameter(arg) || arg.use_empty() ||
+          !isa<FloatType>(getElementTypeOrSelf(arg.getType())))
         continue;
       int64_t first = stages;
       for (Operation *user : arg.getUsers())
