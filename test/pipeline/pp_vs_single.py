@@ -288,20 +288,21 @@ def tied_deterministic(workdir, m, stages, problems):
               open(four, "w"))
     one = {accum: m.train(f"one-k{accum}-det", 1, accum, MOMENTUM, ["--deterministic"])
            for accum in (2, 4)}
-    cases = [(f"pp2-{schedule}", 1, ["--schedule", schedule, "--stages", stages])
+    # (layout, dp ranks, microbatches a dp rank, flags); with dp, one
+    # microbatch a rank, as dp's --deterministic is bit for bit with one
+    # device accumulating the ranks' microbatches.
+    cases = [(f"pp2-{schedule}", 1, 4, ["--schedule", schedule, "--stages", stages])
              for schedule in ("gpipe", "1f1b", "zb-h1")]
-    cases.append(("pp2-interleaved", 1, ["--schedule", "interleaved", "--virtual-stages", "2",
-                                         "--stages", four]))
-    # One microbatch a dp rank, as dp's --deterministic is bit for bit with
-    # one device accumulating the ranks' microbatches.
-    cases += [(f"dp2-pp2{'-z' + z if z else ''}", 2,
+    cases.append(("pp2-interleaved", 1, 4, ["--schedule", "interleaved", "--virtual-stages", "2",
+                                            "--stages", four]))
+    cases += [(f"dp2-pp2{'-z' + z if z else ''}", 2, 1,
                ["--schedule", "gpipe", "--stages", stages, *(["--zero", z] if z else [])])
               for z in ("", "1", "3")]
-    for layout, dp, flags in cases:
+    for layout, dp, accum, flags in cases:
         label = f"tied {layout} --deterministic"
         out = os.path.join(workdir, f"tied-{layout}-det")
-        run = m.train(f"{layout}-det", dp, 4 // dp**2, MOMENTUM, [*flags, "--deterministic"], pp=2)
-        identical(label, run, one[4 if dp == 1 else 2], problems)
+        run = m.train(f"{layout}-det", dp, accum, MOMENTUM, [*flags, "--deterministic"], pp=2)
+        identical(label, run, one[dp * accum], problems)
         last = sorted(d for d in os.listdir(out) if d.startswith("stage"))[-1]
         held = {p["name"] for p in json.load(open(os.path.join(out, last, "plan.json")))
                 ["parameters"]}
@@ -310,17 +311,10 @@ def tied_deterministic(workdir, m, stages, problems):
     # Its checkpoint holds the weight once, as any layout's does: one device
     # resumed from pp=2's step-5 checkpoint ends as one device does.
     checkpoint = os.path.join(workdir, "tied-pp2-1f1b-det-ck")
-    subprocess.run(["cleave", "run", "-n", "2", os.path.join(workdir, "tied-pp2-1f1b-det"),
-                    *m.flags, "--no-shuffle", "--steps", "5", "--checkpoint-dir", checkpoint],
-                   check=True, stderr=subprocess.DEVNULL)
-    out, log = os.path.join(workdir, "tied-one-k4-det"), checkpoint + ".json"
-    results = checkpoint + ".results"
-    os.makedirs(results, exist_ok=True)
-    subprocess.run(["cleave", "run", out, *m.flags, "--no-shuffle", "--steps", str(len(one[4][0])),
-                    "--resume", checkpoint, "--log-json", log, "--output-dir", results],
-                   check=True, stderr=subprocess.DEVNULL)
-    resumed = parameters(json.load(open(os.path.join(out, "plan.json"))), results, 1)
-    losses = [s["loss"] for s in json.load(open(log))["steps"]]
+    run_again(m, os.path.join(workdir, "tied-pp2-1f1b-det"), "first", 2,
+              ["--steps", "5", "--checkpoint-dir", checkpoint])
+    losses, [resumed] = run_again(m, os.path.join(workdir, "tied-one-k4-det"), "resumed", 1,
+                                  ["--steps", str(len(one[4][0])), "--resume", checkpoint])
     if losses != one[4][0][5:] or any(resumed[name].tobytes() != value.tobytes()
                                       for name, value in one[4][1].items()):
         problems.append(f"tied: one device resumed from pp=2 --deterministic at step 5: losses "
@@ -335,26 +329,33 @@ def tied_deterministic(workdir, m, stages, problems):
                         f"{compiled.stderr.strip()[:300]}")
 
 
+def run_again(m, out, label, ranks, extra):
+    """Runs the program compiled into `out` again on `ranks` ranks with
+    `extra` flags (steps, checkpoints): its losses and each stage's
+    parameters (one entry without stages)."""
+    results, log = f"{out}-{label}.results", f"{out}-{label}.json"
+    os.makedirs(results, exist_ok=True)
+    launch = ["-n", str(ranks)] if ranks > 1 else []
+    subprocess.run(["cleave", "run", *launch, out, *m.flags, "--no-shuffle", "--log-json", log,
+                    "--output-dir", results, *extra], check=True, stderr=subprocess.DEVNULL)
+    stages = sorted((d for d in os.listdir(out) if d.startswith("stage")),
+                    key=lambda d: int(d[5:])) or [""]
+    params = [parameters(json.load(open(os.path.join(out, s, "plan.json"))),
+                         os.path.join(results, s), 1) for s in stages]
+    return [s["loss"] for s in json.load(open(log))["steps"]], params
+
+
 def tied_zero_resumes(workdir, m, problems):
     """dp x pp = 2 x 2 with ZeRO 1 and 2 and a tied weight (whole beside
     each stage's flat buffer), checkpointed at step 3 and resumed, ends with
     the uninterrupted run's losses and every stage's parameters bit for
     bit."""
-    def run(out, label, extra):
-        results, log = f"{out}-{label}.results", f"{out}-{label}.json"
-        os.makedirs(results, exist_ok=True)
-        subprocess.run(["cleave", "run", "-n", "4", out, *m.flags, "--no-shuffle", "--log-json",
-                        log, "--output-dir", results, *extra], check=True,
-                       stderr=subprocess.DEVNULL)
-        params = [parameters(json.load(open(os.path.join(out, f"stage{s}", "plan.json"))),
-                             os.path.join(results, f"stage{s}"), 1) for s in (0, 1)]
-        return [s["loss"] for s in json.load(open(log))["steps"]], params
-
     for zero in ("1", "2"):
         out = os.path.join(workdir, f"tied-dp2-pp2-z{zero}-clip")
-        whole = run(out, "whole", ["--steps", "6"])
-        run(out, "first", ["--steps", "3", "--checkpoint-dir", f"{out}-ck"])
-        losses, params = run(out, "resumed", ["--steps", "6", "--resume", f"{out}-ck"])
+        whole = run_again(m, out, "whole", 4, ["--steps", "6"])
+        run_again(m, out, "first", 4, ["--steps", "3", "--checkpoint-dir", f"{out}-ck"])
+        losses, params = run_again(m, out, "resumed", 4,
+                                   ["--steps", "6", "--resume", f"{out}-ck"])
         if losses != whole[0][3:] or any(
                 params[s][name].tobytes() != value.tobytes()
                 for s in (0, 1) for name, value in whole[1][s].items()):
