@@ -757,6 +757,7 @@ std::string Compiler::pipelineText() const {
   add("precision", quoted(t.precision));
   add("grad-reduce-dtype", quoted(t.gradReduceDtype));
   add("grad-accum-dtype", quoted(t.gradAccumDtype));
+  add("deterministic", t.deterministic ? "true" : "false");
   if (t.precision == "fp16") {
     add("loss-scale", number(t.initialLossScale()));
     add("loss-scale-window", std::to_string(t.lossScaleGrowthInterval()));
@@ -767,7 +768,6 @@ std::string Compiler::pipelineText() const {
     addList("stage-params", stageEntries);
     add("schedule", quoted(t.schedule));
     add("virtual-stages", std::to_string(t.virtualStages));
-    add("send-tied-weights", t.deterministic ? "true" : "false");
     add("microbatches", std::to_string(t.gradAccum));
     add("stage", std::to_string(*stage));
   }

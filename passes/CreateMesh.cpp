@@ -48,6 +48,8 @@ struct CreateMeshPass : public impl::CreateMeshBase<CreateMeshPass> {
     }
     auto grid = shard::GridOp::create(b, module.getLoc(), kMeshName, shape);
     grid->setAttr(kAxesAttr, axes);
+    if (wholeSums)
+      grid->setAttr(kWholeSumsAttr, b.getUnitAttr());
   }
 };
 

@@ -16,10 +16,16 @@ def CreateMesh : Pass<"cleave-create-mesh", "mlir::ModuleOp"> {
     mesh already keeps it if it is the same one.
     Errors: an entry that is not NAME=SIZE with SIZE >= 1, an axis named
     twice, a mesh without a `dp` axis, another mesh in the module.
+    With `whole-sums` the mesh carries `cleave.whole_sums`, which
+    shard-partition's cross-entropy over split classes reads (the one
+    partition rule that cannot take an option).
   }];
   let options = [
     ListOption<"mesh", "mesh", "std::string",
                "Mesh axes in order, NAME=SIZE each (a dp axis among them), e.g. dp=2,tp=2">,
+    Option<"wholeSums", "whole-sums", "bool", /*default=*/"false",
+           "Mark the mesh cleave.whole_sums (--deterministic): shard-partition then "
+           "computes a cross-entropy over classes split over tp on the whole scores">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
@@ -367,6 +373,29 @@ def SliceLeadingDim : Pass<"cleave-slice-leading-dim", "mlir::func::FuncOp"> {
     dim 0, and a slice along dim 0: the same part in the same layout.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
+}
+
+def GatherSplitProducts : Pass<"cleave-gather-split-products", "mlir::ModuleOp"> {
+  let summary = "Make tp's partial products whole, as one device sums them (--deterministic)";
+  let description = [{
+    Runs after autodiff, on each function of a module with a tp axis of more
+    than one rank. A `shard.all_reduce` over tp adds the ranks' partial sums
+    of a product that sums over a split dim (a row-parallel layer's forward,
+    a column-parallel layer's input gradient): the same terms as one
+    device's product in another association. Where the all-reduce's operand
+    is a tree of `cleave.add` and `cleave.reshape` (each node read there
+    alone) whose leaves are such products (a matmul, or a gemm without c),
+    each product instead reads its two factors gathered whole over tp
+    (`shard.all_gather` along dim 0, moved into place; a factor read from a
+    parameter split in B blocks is put back in the whole's order) and the
+    all-reduce goes: every rank computes one device's product, summed in
+    its kernel's order, and the tree adds whole values as one device does.
+    A sum of a lookup's rows in a table split by rows is exact and stays.
+    Any other sum over tp stays, with a warning that it is not bit for bit
+    with one device. Costs: each such product computed whole on every tp
+    rank, its factors' gathers in place of its result's sum.
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
 }
 
 def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {

@@ -39,6 +39,7 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   if (distributed) {
     CreateMeshOptions mesh;
     mesh.mesh.assign(options.mesh.begin(), options.mesh.end());
+    mesh.wholeSums = options.deterministic;
     pm.addPass(createCreateMesh(mesh));
     AnnotateShardingOptions annotate;
     annotate.plan.assign(options.plan.begin(), options.plan.end());
@@ -50,8 +51,10 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
   // cleave-create-mesh's error.)
   rt::Mesh parsed;
   std::string error;
-  if (distributed && rt::Mesh::parse(llvm::join(options.mesh, ","), parsed, error) &&
-      parsed.axisIndex("tp") >= 0 && parsed.shape[parsed.axisIndex("tp")] > 1) {
+  const bool tensorParallel =
+      distributed && rt::Mesh::parse(llvm::join(options.mesh, ","), parsed, error) &&
+      parsed.axisIndex("tp") >= 0 && parsed.shape[parsed.axisIndex("tp")] > 1;
+  if (tensorParallel) {
     shard::ShardingPropagationOptions propagation;
     propagation.traversal = shard::TraversalOrder::Forward;
     pm.addNestedPass<func::FuncOp>(shard::createShardingPropagation(propagation));
@@ -65,13 +68,15 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     PipelineSplitOptions split;
     split.stageParams.assign(options.stageParams.begin(), options.stageParams.end());
     split.virtualStages = options.virtualStages;
-    split.sendTiedWeights = options.sendTiedWeights;
+    split.sendTiedWeights = options.deterministic;
     pm.addPass(createPipelineSplit(split));
     pm.addPass(createPipelineSchedule({options.schedule, options.microbatches}));
     pm.addPass(createPipelineSelectStage({options.stage}));
   }
   pm.addNestedPass<func::FuncOp>(createBatchNormStatistics({options.syncBatchNorm}));
   pm.addNestedPass<func::FuncOp>(createAutodiff(autodiff));
+  if (tensorParallel && options.deterministic)
+    pm.addPass(createGatherSplitProducts());
   BuildTrainStepOptions step;
   step.optimizer = options.optimizer;
   step.beta1 = options.beta1;

@@ -60,10 +60,11 @@ struct TrainPipelineOptions : public mlir::PassPipelineOptions<TrainPipelineOpti
   Option<int64_t> virtualStages{
       *this, "virtual-stages", llvm::cl::init(1),
       llvm::cl::desc("With a pp axis: the stages each rank runs (the interleaved schedule)")};
-  Option<bool> sendTiedWeights{
-      *this, "send-tied-weights", llvm::cl::init(false),
-      llvm::cl::desc("With a pp axis: a parameter read in several stages sent from the first "
-                     "each microbatch (--deterministic)")};
+  Option<bool> deterministic{
+      *this, "deterministic", llvm::cl::init(false),
+      llvm::cl::desc("Every layout's sums as one device adds them (--deterministic): a "
+                     "parameter read in several pipeline stages sent from the first each "
+                     "microbatch, tp's partial products and cross-entropy made whole")};
   Option<int64_t> stage{*this, "stage", llvm::cl::init(0),
                         llvm::cl::desc("With a pp axis: the stage this program runs")};
   Option<std::string> recompute{

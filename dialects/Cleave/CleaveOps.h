@@ -90,8 +90,19 @@ std::optional<double> splatValue(mlir::Value value);
 /// arithmetic and comparisons, where and cast.
 bool isElementwise(mlir::Operation *op);
 
+/// The whole of `local`, split along `dim` over grid axes `axes` of the
+/// mesh into `parts` parts in rank order, each rank's part made of `blocks`
+/// blocks (a blockwise split: the whole holds every rank's first block,
+/// then every rank's second, ...), on every rank. The runtime gathers along
+/// dim 0 only: the parts are gathered stacked along dim 0 and moved into
+/// place by a reshape, a transpose and a reshape (none for dim 0 in one
+/// block), the inverse of cleave-slice-leading-dim's slice.
+mlir::Value gatherWhole(mlir::OpBuilder &b, mlir::Location loc, mlir::Value local, int64_t dim,
+                        int64_t blocks, llvm::ArrayRef<int16_t> axes, int64_t parts);
+
 /// Attaches cleave's interfaces to other dialects' ops: the reverse rule of
-/// `shard.all_reduce`. Every context that differentiates needs it.
+/// `shard.all_reduce`, `shard.all_slice` and `shard.all_gather`. Every context that differentiates
+/// needs it.
 void registerExternalModels(mlir::DialectRegistry &registry);
 /// Attaches the shard dialect's ShardingInterface to every cleave op
 /// (CleaveSharding.cpp), for sharding-propagation and shard-partition.

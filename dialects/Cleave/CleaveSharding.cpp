@@ -432,6 +432,41 @@ SmallVector<GridAxis> missing(ArrayRef<GridAxis> axes, const DimLoops &dims,
   return result;
 }
 
+} // namespace
+
+Value cleave::gatherWhole(OpBuilder &b, Location loc, Value local, int64_t dim, int64_t blocks,
+                          ArrayRef<int16_t> axes, int64_t parts) {
+  auto type = cast<RankedTensorType>(local.getType());
+  SmallVector<int64_t> stacked(type.getShape()), whole(type.getShape());
+  stacked[0] *= parts;
+  whole[dim] *= parts;
+  Value value = shard::AllGatherOp::create(b, loc, type.clone(stacked), "mesh", axes, local,
+                                           llvm::APInt(64, 0));
+  if (dim == 0 && blocks == 1)
+    return value;
+  // [P x d0, .., B x L, ..] -> [P, d0, .., B, L, ..] -> [d0, .., B, P, L, ..] -> whole
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> byPart{parts};
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != dim) {
+      perm.push_back(byPart.size());
+      byPart.push_back(type.getDimSize(d));
+      continue;
+    }
+    perm.push_back(byPart.size());
+    perm.push_back(0);
+    perm.push_back(byPart.size() + 1);
+    byPart.push_back(blocks);
+    byPart.push_back(type.getDimSize(d) / blocks);
+  }
+  value = ReshapeOp::create(b, loc, value, b.getDenseI64ArrayAttr(byPart));
+  value = TransposeOp::create(b, loc, value, b.getDenseI64ArrayAttr(perm));
+  return ReshapeOp::create(b, loc, value, b.getDenseI64ArrayAttr(whole));
+}
+
+namespace {
+
 /// Megatron's f on `value`, made once per value and axes.
 Value enterSplit(OpBuilder &b, Value value, ArrayRef<GridAxis> axes) {
   for (Operation *user : value.getUsers())
@@ -506,12 +541,23 @@ FailureOr<Value> vocabularyParallelGather(GatherOp gather, Value table, Value in
 /// loss): each rank holds its classes' scores; the row maxima (gathered,
 /// detached: they only shift), the sums of exponentials and the target's
 /// shifted score are combined over tp, so loss_i = log(sum) - score_t.
+/// With `wholeSums` (--deterministic) every rank gathers the whole scores
+/// instead and computes one device's loss: the ranks' partial sums of
+/// exponentials, added, would not be one device's sum.
 FailureOr<Value> vocabularyParallelLoss(SoftmaxCrossEntropyLossOp sce, Value scores, Value labels,
-                                        ArrayRef<GridAxis> axes, int64_t ranks, IRMapping &map,
-                                        OpBuilder &b) {
+                                        ArrayRef<GridAxis> axes, int64_t ranks, bool wholeSums,
+                                        IRMapping &map, OpBuilder &b) {
   if (sce.getWeights() || sce.getReduction() != "sum" || isRead(sce.getLogProb()))
     return sce.emitError("a cross-entropy over classes split over tp needs sum reduction, no "
                          "class weights and no log_prob reader");
+  if (wholeSums) {
+    // One device's loss: every rank the whole scores, whose gradient's
+    // slice (the all-gather's reverse rule) is this rank's.
+    Value whole = gatherWhole(b, sce.getLoc(), scores, 1, 1, axes, ranks);
+    auto copy = cast<SoftmaxCrossEntropyLossOp>(b.clone(*sce));
+    copy->setOperands(0, 2, {whole, labels});
+    return copy.getLoss();
+  }
   Location loc = sce.getLoc();
   auto type = tensorOf(scores);
   int64_t rows = type.getDimSize(0), classes = type.getDimSize(1); // this rank's classes
@@ -698,9 +744,10 @@ struct CleaveShardingModel
             gather, operands[0], operands[1], summed,
             shard::collectiveProcessGroupSize(summed, grid.getShape()), map, b);
       else if (auto sce = dyn_cast<SoftmaxCrossEntropyLossOp>(op); sce && loops[0].empty())
-        replaced = vocabularyParallelLoss(
-            sce, operands[0], operands[1], summed,
-            shard::collectiveProcessGroupSize(summed, grid.getShape()), map, b);
+        replaced =
+            vocabularyParallelLoss(sce, operands[0], operands[1], summed,
+                                   shard::collectiveProcessGroupSize(summed, grid.getShape()),
+                                   grid->hasAttr(kWholeSumsAttr), map, b);
       else
         special = false;
       if (special) {

@@ -363,6 +363,24 @@ struct AllSliceVjp : VjpOpInterface::ExternalModel<AllSliceVjp, shard::AllSliceO
   }
 };
 
+/// A gather of the ranks' parts into the whole, which every rank then reads
+/// alike (a cross-entropy's scores under --deterministic: gatherWhole), so
+/// that the whole's gradient is the same on every rank: each part's is its
+/// slice of it.
+struct AllGatherVjp : VjpOpInterface::ExternalModel<AllGatherVjp, shard::AllGatherOp> {
+  LogicalResult buildVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
+                         SmallVectorImpl<Value> &grads) const {
+    auto gather = cast<shard::AllGatherOp>(op);
+    Value grad = resultGrads[0];
+    if (grad)
+      grad = shard::AllSliceOp::create(builder, gather.getLoc(), gather.getInput().getType(),
+                                       gather.getGrid(), gather.getGridAxes(), grad,
+                                       gather.getGatherAxis());
+    grads.push_back(grad);
+    return success();
+  }
+};
+
 } // namespace
 
 LogicalResult IdentityOp::buildVjp(OpBuilder &builder, ValueRange resultGrads,
@@ -1120,6 +1138,7 @@ void cleave::registerExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     shard::AllReduceOp::attachInterface<AllReduceVjp>(*ctx);
     shard::AllSliceOp::attachInterface<AllSliceVjp>(*ctx);
+    shard::AllGatherOp::attachInterface<AllGatherVjp>(*ctx);
   });
   registerShardingModels(registry);
 }
