@@ -11,6 +11,9 @@
 #   - the bytes each rank sent equal plan.json's prediction;
 #   - with --overlap-tp-sums on, tp=2 and dp x tp = 2 x 2 bit for bit as
 #     without (overlapped_tp_sums below);
+#   - with --deterministic, tp=2 bit for bit against one device, dp x tp =
+#     2 x 2 against one device with --grad-accum 2, and for the GPT tp=2 in
+#     bf16 against one device in bf16 (whole_sums below);
 #   - tp=2 with --precision bf16 against one device in bf16, and in the long
 #     suite with fp16 from a loss scale that overflows (the same steps
 #     skipped): within TP_BF16 (why there), for the GPT (the MLP too in the
@@ -57,13 +60,11 @@ from torch_export import export_with_loss  # noqa: E402
 PLANS = os.path.join(HERE, "..", "..", "plans")
 # tp in bf16 against one device in bf16. A row-parallel product adds two
 # ranks' partial sums where one device sums all of K at once: the same f32
-# numbers in another association (in f32 the GPT's tp=2 run equals one
-# device bit for bit here; oneDNN's bf16 kernel pairs terms differently).
-# A value a few ulps apart then rounds to the neighbouring bf16 number
-# (2^-8 apart) before the next product, and training carries it on: the
-# GPT's losses agree to 1e-6 for 9 steps and by 2e-5 at the 10th (bf16
-# against f32 is 3e-5). 1e-4 holds that with a margin of five; the MLP
-# agrees exactly.
+# numbers in another association. A value a few ulps apart then rounds to
+# the neighbouring bf16 number (2^-8 apart) before the next product, and
+# training carries it on: the GPT's losses agree to 1e-6 for 9 steps and by
+# 2e-5 at the 10th (bf16 against f32 is 3e-5). 1e-4 holds that with a
+# margin of five; the MLP agrees exactly. With --deterministic, bit for bit.
 TP_BF16 = 1e-4
 
 
@@ -204,6 +205,28 @@ def overlapped_tp_sums(m, name, with_plan, runs, problems):
                             f"not {expected} sums over tp")
 
 
+def whole_sums(m, name, with_plan, reference, problems):
+    """--deterministic: each product summing over a split dim gathers its
+    factors and computes one device's product (cleave-gather-split-products),
+    the GPT's cross-entropy over split classes its scores, the fused q, k, v
+    projection's blocks put back in one device's order: tp=2 bit for bit
+    against one device, and dp x tp = 2 x 2 (one microbatch a dp rank)
+    against one device accumulating the same two. The sums are all made
+    whole: the compile warns of none."""
+    det = with_plan + ["--deterministic"]
+    compiled = subprocess.run(["cleave", "compile", m.export(m.batch), "-o",
+                               os.path.join(m.workdir, f"{name}-tp2-det-warnings"), "--train",
+                               "--batch-size", str(m.batch), "--mesh", "tp=2", *det],
+                              capture_output=True, text=True)
+    if compiled.returncode or "warning" in compiled.stderr:
+        problems.append(f"{name} tp2 --deterministic: exit {compiled.returncode}, "
+                        f"{compiled.stderr.strip()!r}")
+    identical(f"{name} tp2 --deterministic", m.train("tp2-det", 1, 1, MOMENTUM, det, tp=2),
+              reference, problems)
+    identical(f"{name} dp2tp2 --deterministic", m.train("dp2tp2-det", 2, 1, MOMENTUM, det, tp=2),
+              m.train("one-k2", 1, 2, MOMENTUM), problems)
+
+
 def main():
     workdir = sys.argv[1]
     problems = []
@@ -221,6 +244,7 @@ def main():
             close(f"{name} {label}", run, reference, problems)
             bytes_as_planned(f"{name} {label}", run, problems)
         overlapped_tp_sums(m, name, with_plan, runs, problems)
+        whole_sums(m, name, with_plan, reference, problems)
         # --save-onnx puts the tp parts and ZeRO 3 slices back together.
         saved = os.path.join(workdir, f"{name}-saved.onnx")
         run = m.train("dp2tp2-z3-save", 2, 1, MOMENTUM, with_plan + ["--zero", "3"], tp=2,
@@ -239,6 +263,11 @@ def main():
             run = m.train(f"tp2-{precision}", 1, 1, MOMENTUM, with_plan + flags, tp=2)
             one = m.train(f"one-{precision}", 1, 1, MOMENTUM, flags)
             close(f"{name} tp2 {precision}", run, one, problems, TP_BF16)
+            if precision == "bf16":
+                # Gathered whole, the products' bf16 factors are one device's.
+                identical(f"{name} tp2 bf16 --deterministic",
+                          m.train("tp2-bf16-det", 1, 1, MOMENTUM,
+                                  with_plan + flags + ["--deterministic"], tp=2), one, problems)
             if [s.get("skipped") for s in run[2]["steps"]] != [s.get("skipped")
                                                                 for s in one[2]["steps"]]:
                 problems.append(f"{name} tp2 {precision}: skips other steps than one device")

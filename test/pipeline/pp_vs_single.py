@@ -16,7 +16,9 @@
 #     parameter bit for bit (each microbatch's gradients are added in the
 #     same order as on one device); dp x pp = 2 x 2 with --deterministic (one
 #     microbatch a dp rank, gpipe) bit for bit against one device
-#     accumulating the same two microbatches; dp x pp = 2 x 2 with 1f1b and
+#     accumulating the same two microbatches, and so are tp x pp = 2 x 2 and
+#     dp x tp x pp = 2 x 2 x 2 with the Megatron plan (tp's partial products
+#     gathered whole); dp x pp = 2 x 2 with 1f1b and
 #     zb-h1 and 1 KiB gradient buckets, started by each stage's backward
 #     (zb-h1: its weights' backward), and with the interleaved schedule (two
 #     stages a rank), with --deterministic bit for bit as without buckets;
@@ -438,10 +440,21 @@ def main():
                           m.train("one-k4-fp16", 1, 4, optimizer, FP16), problems)
         # --deterministic sums the dp ranks' gradients in rank order: with one
         # microbatch each, the order one device adds them in.
+        one_k2 = m.train("one-k2", 1, 2, optimizer)
         identical(f"{name} dp2-pp2 gpipe --deterministic",
                   m.train("dp2-pp2-det", 2, 1, optimizer, ["--schedule", "gpipe",
                                                              "--deterministic"], pp=2),
-                  m.train("one-k2", 1, 2, optimizer), problems)
+                  one_k2, problems)
+        if name == "gpt":
+            # tp's partial products and its cross-entropy over split classes
+            # made whole (cleave-gather-split-products): the 3-D mesh too.
+            whole = megatron + ["--deterministic"]
+            identical("gpt tp2-pp2 --deterministic",
+                      m.train("tp2-pp2-det", 1, 4, optimizer, whole, tp=2, pp=2), reference,
+                      problems)
+            identical("gpt dp2-tp2-pp2 gpipe --deterministic",
+                      m.train("dp2-tp2-pp2-det", 2, 1, optimizer, whole + ["--schedule", "gpipe"],
+                              tp=2, pp=2), one_k2, problems)
         buckets_in_stages(m, name, optimizer, reference, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
 

@@ -168,9 +168,11 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "of its own, while the backward computes the weight's gradient; off "
                   "(default) sums them where they are made");
   sub->add_flag("--deterministic", t.deterministic,
-                "Reduce over ranks in a fixed order: data-parallel runs and pipelines are "
-                "bit-identical to one device accumulating the same microbatches (a weight "
-                "tied across pipeline stages is sent from its first stage each microbatch)");
+                "Reduce over ranks in a fixed order: data-parallel, tensor-parallel and "
+                "pipeline runs are bit-identical to one device accumulating the same "
+                "microbatches (a weight tied across pipeline stages is sent from its first "
+                "stage each microbatch; a product summing over a tp-split dim gathers its "
+                "factors and is computed whole on every tp rank)");
   sub->add_flag("--sync-batchnorm", t.syncBatchNorm,
                 "Training-mode BatchNorm normalizes with the statistics of every dp rank's "
                 "microbatch together (SyncBatchNorm), not each rank's own");
