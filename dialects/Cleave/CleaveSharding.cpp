@@ -467,10 +467,13 @@ Value cleave::gatherWhole(OpBuilder &b, Location loc, Value local, int64_t dim, 
 
 namespace {
 
-/// Megatron's f on `value`, made once per value and axes.
-Value enterSplit(OpBuilder &b, Value value, ArrayRef<GridAxis> axes) {
+/// Megatron's f on `value`, made once per value and axes; with `wholeSums`
+/// once per reader, so that each reader's gradient is summed over tp alone
+/// and the readers' gradients are added in one device's order (a post-LN
+/// block's q, k and v gradients beside its residual's).
+Value enterSplit(OpBuilder &b, Value value, ArrayRef<GridAxis> axes, bool wholeSums) {
   for (Operation *user : value.getUsers())
-    if (auto f = dyn_cast<AllReduceGradOp>(user); f && f.getGridAxes() == axes)
+    if (auto f = dyn_cast<AllReduceGradOp>(user); f && f.getGridAxes() == axes && !wholeSums)
       return f;
   return AllReduceGradOp::create(b, value.getLoc(), value, "mesh", axes);
 }
@@ -774,7 +777,7 @@ struct CleaveShardingModel
         continue;
       SmallVector<GridAxis> axes = missing(split, nest.values[i], loops);
       if (!axes.empty())
-        operand = enterSplit(b, operand, axes);
+        operand = enterSplit(b, operand, axes, grid->hasAttr(kWholeSumsAttr));
       if (!missing(summed, nest.values[i], loops).empty() && !(isa<GemmOp>(op) && i == 2))
         return op->emitError("sums over a dim split over tp, but operand #")
                << i << " does not run along it";

@@ -27,6 +27,9 @@
 #     GPT-2's plan splits its fused q, k, v projection in 3 blocks through
 #     Conv1D's reshapes; llama_mqa's keeps its one key/value head whole and
 #     each rank slices the heads its query heads read;
+#   - tp2det (the transformers): tp=2 with --deterministic, every loss and
+#     parameter bit for bit against one device (BERT's post-LN blocks read
+#     each hidden state in the residual and in q, k and v);
 #   - tp2 (resnet18, mobilenet_v2, mobilenet_v3_small, efficientnet_b0): the
 #     classifier split by classes (plans/zoo-resnet18.json,
 #     zoo-mobilenet_v2.json, zoo-efficientnet_b0.json; mobilenet_v3_small's
@@ -39,7 +42,8 @@
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
 # The default suite runs GPT-2, GPT-J, OPT, Swin and resnet18 on one device, GPT-2,
-# llama_mqa, OPT, GPT-NeoX and BLOOM on tp=2, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
+# llama_mqa, OPT, GPT-NeoX and BLOOM on tp=2, GPT-2, BLOOM and BERT on tp=2 with
+# --deterministic, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
 # cases (NAME or NAME:CASE).
 #
@@ -79,7 +83,7 @@ import swin  # noqa: E402
 import t5  # noqa: E402
 import t5_v1_1  # noqa: E402
 import vit  # noqa: E402
-from dp_vs_single import MOMENTUM, Model, close  # noqa: E402
+from dp_vs_single import MOMENTUM, Model, close, identical  # noqa: E402
 from train_vs_pytorch import ADAMW_LR_1E3, OPTIMIZERS, compare, dataset, pytorch_steps  # noqa: E402
 
 STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
@@ -94,10 +98,11 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
          for name in TRANSFORMERS + CNNS}
 # The layouts each model is compared on against one device: the CNNs on tp=2
 # only (dp would need --sync-batchnorm to equal one device).
-LAYOUTS = {**{name: ("dp2", "tp2", "dp2tp2z3", "pp2", "pp2zb") for name in TRANSFORMERS},
+LAYOUTS = {**{name: ("dp2", "tp2", "tp2det", "dp2tp2z3", "pp2", "pp2zb") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
 DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "swin:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
-           "opt:tp2", "gpt_neox:tp2", "bloom:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2"]
+           "opt:tp2", "gpt_neox:tp2", "bloom:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2",
+           "gpt2:tp2det", "bloom:tp2det", "bert:tp2det"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01), but for
 # Mistral and GPT-2 (ADAMW_LR_1E3, below). The
 # BatchNorm CNNs are ill-conditioned in float32 at these sizes (BatchNorm over
@@ -260,11 +265,14 @@ def against_one_device(name, case, workdir, cache={}):
     dp, tp, pp, accum, extra = {
         "dp2": (2, 1, 1, 1, []), "tp2": (1, 2, 1, 1, plan),
         "dp2tp2z3": (2, 2, 1, 1, plan + ["--zero", "3"]),
+        "tp2det": (1, 2, 1, 1, plan + ["--deterministic"]),
         "pp2": (1, 1, 2, 2, ["--schedule", "1f1b"]),
         "pp2zb": (1, 1, 2, 2, ["--schedule", "zb-h1"])}[case]
     run = m.train(case, dp, accum, optimizer, extra, tp=tp, pp=pp)
     problems = []
     close(f"{name} {case}", run, reference, problems)
+    if "--deterministic" in extra:
+        identical(f"{name} {case}", run, reference, problems)
     worst = max(abs(a - b) / abs(b) for a, b in zip(run[0], reference[0]))
     worst_parameter = max(np.abs(run[1][n] - v).max() / max(np.abs(v).max(), 1e-6)
                           for n, v in reference[1].items())
