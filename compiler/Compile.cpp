@@ -272,6 +272,11 @@ LogicalResult Compiler::runPasses(ModuleOp module,
       message = diagnostic.str();
       where = describe(diagnostic.getLocation());
     }
+    // A pass's warning (--deterministic's sums that stay partial) is the
+    // user's to see, with the node it is about.
+    if (diagnostic.getSeverity() == DiagnosticSeverity::Warning && options.warnings)
+      printWarning(
+          {options.model + ": " + describe(diagnostic.getLocation()), diagnostic.str(), "", {}});
     return success();
   });
   if (succeeded(pm.run(module)))

@@ -70,6 +70,20 @@ public:
     } else if (failed(balancedCut())) {
       return failure();
     }
+    // Megatron's f, the identity forward, sums its readers' gradients over
+    // tp backward: in its first reader's stage it sums that stage's own
+    // products (which cleave-gather-split-products can make whole), where
+    // a stage before would receive their partial sums.
+    for (Operation *op : placed) {
+      if (!isa<AllReduceGradOp>(op))
+        continue;
+      int64_t first = stages;
+      for (Operation *user : op->getUsers())
+        if (auto it = opStage.find(user); it != opStage.end())
+          first = std::min(first, it->second);
+      if (first < stages)
+        opStage[op] = std::max(opStage[op], first);
+    }
     if (failed(checkEveryStageHasAnOp()))
       return failure();
     return opStage;

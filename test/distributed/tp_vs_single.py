@@ -13,7 +13,8 @@
 #     without (overlapped_tp_sums below);
 #   - with --deterministic, tp=2 bit for bit against one device, dp x tp =
 #     2 x 2 against one device with --grad-accum 2, and for the GPT tp=2 in
-#     bf16 against one device in bf16 (whole_sums below);
+#     bf16 against one device in bf16 (whole_sums below); a loss summed over
+#     split outputs, which stays a sum of the ranks' parts, warns;
 #   - tp=2 with --precision bf16 against one device in bf16, and in the long
 #     suite with fp16 from a loss scale that overflows (the same steps
 #     skipped): within TP_BF16 (why there), for the GPT (the MLP too in the
@@ -205,6 +206,31 @@ def overlapped_tp_sums(m, name, with_plan, runs, problems):
                             f"not {expected} sums over tp")
 
 
+def partial_sum_warns(workdir, problems):
+    """A loss summed over a column-parallel product's split outputs is a sum
+    over tp of the ranks' parts that no gathered product replaces: the
+    compile warns, naming the node, that it is not bit for bit."""
+    w = numpy_helper.from_array(np.ones((8, 8), np.float32), "w")
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w"], ["y"], name="proj"),
+         onnx.helper.make_node("ReduceSum", ["y"], ["loss"], keepdims=0, name="total")], "sum",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])],
+        [onnx.helper.make_tensor_value_info("loss", onnx.TensorProto.FLOAT, [])], [w])
+    model = os.path.join(workdir, "sum-loss.onnx")
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]),
+              model)
+    plan = os.path.join(workdir, "sum-loss-plan.json")
+    json.dump({"format_version": 1, "parameters": {"w": ["-", "tp"]}}, open(plan, "w"))
+    compiled = subprocess.run(["cleave", "compile", model, "-o", os.path.join(workdir, "sum-loss"),
+                               "--train", "--batch-size", "4", "--mesh", "tp=2", "--plan", plan,
+                               "--deterministic", "--emit", "mlir"], capture_output=True, text=True)
+    expected = ("node 'total': --deterministic: this sum over tp adds partial results other than "
+                "products whose factors can be gathered: not bit for bit with one device")
+    if compiled.returncode or expected not in compiled.stderr:
+        problems.append(f"a partial loss on tp=2 --deterministic: exit {compiled.returncode}, "
+                        f"{compiled.stderr.strip()!r}")
+
+
 def whole_sums(m, name, with_plan, reference, problems):
     """--deterministic: each product summing over a split dim gathers its
     factors and computes one device's product (cleave-gather-split-products),
@@ -223,6 +249,8 @@ def whole_sums(m, name, with_plan, reference, problems):
                         f"{compiled.stderr.strip()!r}")
     identical(f"{name} tp2 --deterministic", m.train("tp2-det", 1, 1, MOMENTUM, det, tp=2),
               reference, problems)
+    if name == "mlp":
+        partial_sum_warns(m.workdir, problems)
     identical(f"{name} dp2tp2 --deterministic", m.train("dp2tp2-det", 2, 1, MOMENTUM, det, tp=2),
               m.train("one-k2", 1, 2, MOMENTUM), problems)
 

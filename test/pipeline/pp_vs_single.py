@@ -16,9 +16,9 @@
 #     parameter bit for bit (each microbatch's gradients are added in the
 #     same order as on one device); dp x pp = 2 x 2 with --deterministic (one
 #     microbatch a dp rank, gpipe) bit for bit against one device
-#     accumulating the same two microbatches, and so are tp x pp = 2 x 2 and
-#     dp x tp x pp = 2 x 2 x 2 with the Megatron plan (tp's partial products
-#     gathered whole); dp x pp = 2 x 2 with 1f1b and
+#     accumulating the same two microbatches, and so are tp x pp = 2 x 2
+#     (1f1b, and interleaved over four stages) and dp x tp x pp = 2 x 2 x 2
+#     with the Megatron plan (tp's partial products gathered whole); dp x pp = 2 x 2 with 1f1b and
 #     zb-h1 and 1 KiB gradient buckets, started by each stage's backward
 #     (zb-h1: its weights' backward), and with the interleaved schedule (two
 #     stages a rank), with --deterministic bit for bit as without buckets;
@@ -452,6 +452,10 @@ def main():
             identical("gpt tp2-pp2 --deterministic",
                       m.train("tp2-pp2-det", 1, 4, optimizer, whole, tp=2, pp=2), reference,
                       problems)
+            identical("gpt tp2-pp2 interleaved --deterministic",
+                      m.train("tp2-pp2-interleaved-det", 1, 4, optimizer,
+                              whole + ["--schedule", "interleaved", "--virtual-stages", "2"],
+                              tp=2, pp=2), reference, problems)
             identical("gpt dp2-tp2-pp2 gpipe --deterministic",
                       m.train("dp2-tp2-pp2-det", 2, 1, optimizer, whole + ["--schedule", "gpipe"],
                               tp=2, pp=2), one_k2, problems)
