@@ -5,7 +5,8 @@
 For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), with
 the same global batch and AdamW, compiles one rank (2 BLAS threads) and each
 layout on 2 ranks of 1 thread (dp=2; ZeRO 1, 2 and 3 on dp=2; tp=2 with a
-Megatron plan), trains N steps,
+Megatron plan, and with --deterministic: its partial products made whole),
+trains N steps,
 and prints the mean step time (the driver's --log-json seconds over the
 steps), its ratio to the one-rank step measured in the same run, and per
 collective kind the bytes a rank sent per step (counted by the runtime)
@@ -37,7 +38,8 @@ LAYOUTS = (("one rank, 2 threads", 1, []),
            ("dp=2 zero=1", 2, ["--mesh", "dp=2", "--zero", "1"]),
            ("dp=2 zero=2", 2, ["--mesh", "dp=2", "--zero", "2"]),
            ("dp=2 zero=3", 2, ["--mesh", "dp=2", "--zero", "3"]),
-           ("tp=2", 2, ["--mesh", "tp=2", "--plan", "{plan}"]))
+           ("tp=2", 2, ["--mesh", "tp=2", "--plan", "{plan}"]),
+           ("tp=2 deterministic", 2, ["--mesh", "tp=2", "--plan", "{plan}", "--deterministic"]))
 
 # Megatron plans for the models of forward_vs_onnxruntime.py.
 MLP_PLAN = {"*fc1.weight": ["tp", "-"], "*fc1.bias": ["tp"], "*fc2.weight": ["-", "tp"]}

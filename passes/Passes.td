@@ -431,9 +431,10 @@ def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
     those cuts the one whose stages' memory is most even (each stage's
     parameters and computed values) while it sends the fewest bytes: the
     least sum of each stage's bytes squared over the mean stage's plus the
-    bytes sent. Then Megatron's f (`cleave.all_reduce_grad`, an identity
-    forward) moves to the stage of its first reader, so that its gradient's
-    sum over tp is of that stage's own products.
+    bytes sent. Then tp's sums stay with the products they sum: a
+    `shard.all_reduce` moves to the stage of what it sums, and Megatron's f
+    (`cleave.all_reduce_grad`, an identity forward whose reverse sums over
+    tp) to the stage of its first reader.
     Errors, before anything changes: a malformed entry, a stage outside
     [0, N), a glob that matches no parameter, a parameter in no stage or in
     two, a parameter whose readers all need a later stage's values or an

@@ -70,11 +70,15 @@ public:
     } else if (failed(balancedCut())) {
       return failure();
     }
-    // Megatron's f, the identity forward, sums its readers' gradients over
-    // tp backward: in its first reader's stage it sums that stage's own
-    // products (which cleave-gather-split-products can make whole), where
-    // a stage before would receive their partial sums.
+    // tp's sums stay with the products they sum, where
+    // cleave-gather-split-products can make those whole: a forward sum over
+    // tp (a row-parallel product's) in the stage of what it sums, not the
+    // next one receiving partial sums; Megatron's f, the identity forward,
+    // whose reverse sums its readers' gradients over tp, in its first
+    // reader's stage.
     for (Operation *op : placed) {
+      if (isa<shard::AllReduceOp>(op))
+        opStage[op] = latestOperandStage(op);
       if (!isa<AllReduceGradOp>(op))
         continue;
       int64_t first = stages;
