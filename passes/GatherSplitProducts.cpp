@@ -57,8 +57,9 @@ int64_t blocksOf(Value value) {
     value = op->getOperand(0);
   }
   auto arg = cast<BlockArgument>(value);
-  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  auto blocks = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kSplitBlocksAttr);
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  auto blocks =
+      func ? func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kSplitBlocksAttr) : nullptr;
   return blocks ? blocks.getInt() : 1;
 }
 
@@ -88,6 +89,10 @@ struct GatherSplitProductsPass
   }
 
   void runOnOperation() override {
+    FailureOr<MeshAxes> mesh = getMesh(getOperation());
+    if (failed(mesh))
+      return signalPassFailure();
+    const int64_t parts = mesh->tpSize;
     auto rewrite = [&](func::FuncOp func, int64_t tpAxis) {
       SmallVector<shard::AllReduceOp> sums;
       func.walk([&](shard::AllReduceOp sum) {
@@ -110,7 +115,6 @@ struct GatherSplitProductsPass
           Value lhs = product->getOperand(0), rhs = product->getOperand(1);
           int64_t blocks = std::max(blocksOf(lhs), blocksOf(rhs));
           OpBuilder b(product);
-          int64_t parts = mesh.tpSize;
           product->setOperand(
               0, gatherWhole(b, product->getLoc(), lhs, lhsDim, blocks, sum.getGridAxes(), parts));
           product->setOperand(
@@ -120,15 +124,9 @@ struct GatherSplitProductsPass
         sum.erase();
       }
     };
-    FailureOr<MeshAxes> found = getMesh(getOperation());
-    if (failed(found))
-      return signalPassFailure();
-    mesh = *found;
     if (failed(forEachFunctionOver(getOperation(), SplitAxis::TensorParallel, rewrite)))
       signalPassFailure();
   }
-
-  MeshAxes mesh;
 };
 
 } // namespace
