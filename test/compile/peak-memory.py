@@ -14,6 +14,7 @@
 # convolutions), and the MLP's training step with --precision bf16, both with
 # oneDNN's bf16 products and with oneDNN held to AVX-512 without bf16
 # instructions (the factors widened to f32 into scratch: ProductPrimitives.h),
+# rank 0 of the GPT on tp=2 with --deterministic (whole weights gathered),
 # and rank 0 of the GPT on an interleaved pipeline (pp=2, V=2: stages 0 and
 # 2 in one process, the sum of their predictions but for their scratch and
 # products' scratchpad, of which the largest counts once), and the GPT's
@@ -292,6 +293,19 @@ def main():
         problems.append(f"gpt interleaved, rank 0: measured {measured} bytes, predicted "
                         f"{predicted} (stages 0 and 2)")
     print(f"gpt interleaved, rank 0 (stages 0 and 2): predicted {predicted}, measured {measured}")
+
+    # tp=2 with --deterministic: each rank gathers a row-parallel layer's
+    # whole weight and activation (cleave-gather-split-products), which the
+    # memory plan places like any value.
+    out = os.path.join(work, "gpt-tp2-deterministic")
+    subprocess.run(["cleave", "compile", gpt, "-o", out, "--train", "--mesh", "tp=2", "--plan",
+                    os.path.join(HERE, "..", "..", "plans", "megatron-gpt.json"),
+                    "--deterministic"], check=True)
+    log = f"{out}.json"
+    subprocess.run(["cleave", "run", "-n", "2", out, "--data",
+                    f"idx={work}/idx.npy,targets={work}/targets.npy", "--steps", "2",
+                    "--log-json", log], check=True, stderr=subprocess.DEVNULL)
+    check("gpt tp=2 --deterministic, rank 0", out, json.load(open(log)), problems, None)
 
     # oneDNN sizes a product's scratchpad for the threads: the plan predicts
     # it for the threads it is compiled for, and some of the GPT's products
