@@ -17,15 +17,18 @@ def CreateMesh : Pass<"cleave-create-mesh", "mlir::ModuleOp"> {
     Errors: an entry that is not NAME=SIZE with SIZE >= 1, an axis named
     twice, a mesh without a `dp` axis, another mesh in the module.
     With `whole-sums` the mesh carries `cleave.whole_sums`, which
-    shard-partition's cross-entropy over split classes reads (the one
-    partition rule that cannot take an option).
+    shard-partition's rules read (they cannot take an option): a
+    cross-entropy over split classes gathers its scores and computes one
+    device's loss, and Megatron's f is made once per reader, so that the
+    readers' gradients are added as one device adds them.
   }];
   let options = [
     ListOption<"mesh", "mesh", "std::string",
                "Mesh axes in order, NAME=SIZE each (a dp axis among them), e.g. dp=2,tp=2">,
     Option<"wholeSums", "whole-sums", "bool", /*default=*/"false",
            "Mark the mesh cleave.whole_sums (--deterministic): shard-partition then "
-           "computes a cross-entropy over classes split over tp on the whole scores">,
+           "computes a cross-entropy over classes split over tp on the whole scores and "
+           "makes Megatron's f once per reader">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }

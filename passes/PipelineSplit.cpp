@@ -77,8 +77,8 @@ public:
     // whose reverse sums its readers' gradients over tp, in its first
     // reader's stage.
     for (Operation *op : placed) {
-      if (isa<shard::AllReduceOp>(op))
-        opStage[op] = latestOperandStage(op);
+      if (int64_t summed = latestOperandStage(op); isa<shard::AllReduceOp>(op) && summed >= 0)
+        opStage[op] = summed;
       if (!isa<AllReduceGradOp>(op))
         continue;
       int64_t first = stages;

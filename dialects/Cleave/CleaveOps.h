@@ -100,9 +100,9 @@ bool isElementwise(mlir::Operation *op);
 mlir::Value gatherWhole(mlir::OpBuilder &b, mlir::Location loc, mlir::Value local, int64_t dim,
                         int64_t blocks, llvm::ArrayRef<int16_t> axes, int64_t parts);
 
-/// Attaches cleave's interfaces to other dialects' ops: the reverse rule of
-/// `shard.all_reduce`, `shard.all_slice` and `shard.all_gather`. Every context that differentiates
-/// needs it.
+/// Attaches cleave's interfaces to other dialects' ops: the reverse rules of
+/// `shard.all_reduce`, `shard.all_slice` and `shard.all_gather`. Every
+/// context that differentiates needs it.
 void registerExternalModels(mlir::DialectRegistry &registry);
 /// Attaches the shard dialect's ShardingInterface to every cleave op
 /// (CleaveSharding.cpp), for sharding-propagation and shard-partition.
