@@ -422,7 +422,9 @@ def PipelineSplit : Pass<"cleave-pipeline-split", "mlir::ModuleOp"> {
     stages (tied weights) is an argument of each; with `send-tied-weights`
     (`cleave compile --deterministic`) it is the first one's, sent to the
     others each microbatch as a computed value is, so that its gradient
-    comes back each microbatch and is added where one device adds it.
+    comes back each microbatch and is added where one device adds it (not
+    one no gradient reaches: booleans, or floats only compared, which stay
+    arguments, untrained as on one device).
 
     Where the ops go: with `stage-params` (GLOB=STAGE entries, a stages
     file), each parameter is in the stage of the entry its name matches and

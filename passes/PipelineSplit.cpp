@@ -34,6 +34,26 @@ using namespace cleave;
 
 namespace {
 
+/// Whether a gradient can reach `value`: it is a float that a returned
+/// float is computed from (through ops with float results, detach
+/// excepted), as opposed to one only compared (a causal mask tested
+/// against 0). `known`: the answers so far.
+bool reachesFloatResult(Value value, DenseMap<Value, bool> &known) {
+  if (auto it = known.find(value); it != known.end())
+    return it->second;
+  bool reaches = false;
+  if (isa<FloatType>(getElementTypeOrSelf(value.getType())))
+    for (Operation *user : value.getUsers()) {
+      reaches = isa<func::ReturnOp>(user) ||
+                (!isa<DetachOp>(user) && llvm::any_of(user->getResults(), [&](Value result) {
+                  return reachesFloatResult(result, known);
+                }));
+      if (reaches)
+        break;
+    }
+  return known[value] = reaches;
+}
+
 /// The bytes of a tensor value.
 int64_t bytesOf(Value v) {
   auto type = cast<RankedTensorType>(v.getType());
@@ -383,12 +403,13 @@ LogicalResult buildStages(ModuleOp module, func::FuncOp forward,
     }
   };
   // The first stage that reads each sent parameter holds it; one that no
-  // gradient can reach (a mask of booleans) is read where it is needed.
+  // gradient can reach (a mask of booleans, or of floats only compared) is
+  // read where it is needed, untrained as on one device.
   DenseMap<Value, int64_t> holder;
+  DenseMap<Value, bool> trainable;
   if (sendTiedWeights)
     for (BlockArgument arg : forward.getArguments()) {
-      if (!isParameter(arg) || arg.use_empty() ||
-          !isa<FloatType>(getElementTypeOrSelf(arg.getType())))
+      if (!isParameter(arg) || arg.use_empty() || !reachesFloatResult(arg, trainable))
         continue;
       int64_t first = stages;
       for (Operation *user : arg.getUsers())

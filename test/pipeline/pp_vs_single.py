@@ -18,7 +18,8 @@
 #     microbatch a dp rank, gpipe) bit for bit against one device
 #     accumulating the same two microbatches, and so are tp x pp = 2 x 2
 #     (1f1b, and interleaved over four stages) and dp x tp x pp = 2 x 2 x 2
-#     with the Megatron plan (tp's partial products gathered whole); dp x pp = 2 x 2 with 1f1b and
+#     with the Megatron plan (tp's partial products gathered whole; one
+#     device resumed from the 3-D mesh's step-3 checkpoint bit for bit); dp x pp = 2 x 2 with 1f1b and
 #     zb-h1 and 1 KiB gradient buckets, started by each stage's backward
 #     (zb-h1: its weights' backward), and with the interleaved schedule (two
 #     stages a rank), with --deterministic bit for bit as without buckets;
@@ -312,15 +313,8 @@ def tied_deterministic(workdir, m, stages, problems):
             problems.append(f"{label}: {last} holds tok_emb.weight, which stage 0 sends")
     # Its checkpoint holds the weight once, as any layout's does: one device
     # resumed from pp=2's step-5 checkpoint ends as one device does.
-    checkpoint = os.path.join(workdir, "tied-pp2-1f1b-det-ck")
-    run_again(m, os.path.join(workdir, "tied-pp2-1f1b-det"), "first", 2,
-              ["--steps", "5", "--checkpoint-dir", checkpoint])
-    losses, [resumed] = run_again(m, os.path.join(workdir, "tied-one-k4-det"), "resumed", 1,
-                                  ["--steps", str(len(one[4][0])), "--resume", checkpoint])
-    if losses != one[4][0][5:] or any(resumed[name].tobytes() != value.tobytes()
-                                      for name, value in one[4][1].items()):
-        problems.append(f"tied: one device resumed from pp=2 --deterministic at step 5: losses "
-                        f"{losses} or parameters are not one device's {one[4][0][5:]}")
+    one_device_resumes(m, "tied pp=2 --deterministic", os.path.join(workdir, "tied-pp2-1f1b-det"),
+                       2, os.path.join(workdir, "tied-one-k4-det"), one[4], 5, problems)
     compiled = subprocess.run(["cleave", "compile", m.export(m.batch // 2), "-o",
                                os.path.join(workdir, "tied-det-plan"), "--train", *MOMENTUM,
                                "--batch-size", str(m.batch), "--grad-accum", "2", "--mesh", "pp=2",
@@ -331,10 +325,10 @@ def tied_deterministic(workdir, m, stages, problems):
                         f"{compiled.stderr.strip()[:300]}")
 
 
-def run_again(m, out, label, ranks, extra):
-    """Runs the program compiled into `out` again on `ranks` ranks with
-    `extra` flags (steps, checkpoints): its losses and each stage's
-    parameters (one entry without stages)."""
+def run_again(m, out, label, ranks, extra, tp=1):
+    """Runs the program compiled into `out` again on `ranks` ranks (`tp` of
+    them a tp group) with `extra` flags (steps, checkpoints): its losses and
+    each stage's parameters (one entry without stages)."""
     results, log = f"{out}-{label}.results", f"{out}-{label}.json"
     os.makedirs(results, exist_ok=True)
     launch = ["-n", str(ranks)] if ranks > 1 else []
@@ -343,8 +337,23 @@ def run_again(m, out, label, ranks, extra):
     stages = sorted((d for d in os.listdir(out) if d.startswith("stage")),
                     key=lambda d: int(d[5:])) or [""]
     params = [parameters(json.load(open(os.path.join(out, s, "plan.json"))),
-                         os.path.join(results, s), 1) for s in stages]
+                         os.path.join(results, s), tp) for s in stages]
     return [s["loss"] for s in json.load(open(log))["steps"]], params
+
+
+def one_device_resumes(m, label, out, ranks, one_out, one, step, problems, tp=1):
+    """The program compiled into `out`, run on `ranks` ranks (`tp` of them a
+    tp group), checkpoints at `step`; one device (compiled into `one_out`)
+    resumed from it ends as its own uninterrupted run `one` does: the losses
+    after `step` and every parameter bit for bit."""
+    checkpoint = f"{out}-ck"
+    run_again(m, out, "first", ranks, ["--steps", str(step), "--checkpoint-dir", checkpoint], tp)
+    losses, [resumed] = run_again(m, one_out, "resumed", 1,
+                                  ["--steps", str(len(one[0])), "--resume", checkpoint])
+    if losses != one[0][step:] or any(resumed[name].tobytes() != value.tobytes()
+                                      for name, value in one[1].items()):
+        problems.append(f"{label}: one device resumed at step {step}: losses {losses} or "
+                        f"parameters are not one device's {one[0][step:]}")
 
 
 def tied_zero_resumes(workdir, m, problems):
@@ -459,6 +468,10 @@ def main():
             identical("gpt dp2-tp2-pp2 gpipe --deterministic",
                       m.train("dp2-tp2-pp2-det", 2, 1, optimizer, whole + ["--schedule", "gpipe"],
                               tp=2, pp=2), one_k2, problems)
+            # Its step-3 checkpoint, resumed on one device.
+            one_device_resumes(m, "gpt dp2-tp2-pp2 gpipe --deterministic",
+                               os.path.join(workdir, "gpt-dp2-tp2-pp2-det"), 8,
+                               os.path.join(workdir, "gpt-one-k2"), one_k2, 3, problems, tp=2)
         buckets_in_stages(m, name, optimizer, reference, problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
 
