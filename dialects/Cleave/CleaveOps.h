@@ -96,7 +96,9 @@ bool isElementwise(mlir::Operation *op);
 /// then every rank's second, ...), on every rank. The runtime gathers along
 /// dim 0 only: the parts are gathered stacked along dim 0 and moved into
 /// place by a reshape, a transpose and a reshape (none for dim 0 in one
-/// block), the inverse of cleave-slice-leading-dim's slice.
+/// block), the inverse of cleave-slice-leading-dim's slice. A part that
+/// `shard.all_slice` cut along dim 0 is not gathered: its input, which every
+/// rank holds whole, is moved into place instead.
 mlir::Value gatherWhole(mlir::OpBuilder &b, mlir::Location loc, mlir::Value local, int64_t dim,
                         int64_t blocks, llvm::ArrayRef<int16_t> axes, int64_t parts);
 

@@ -440,8 +440,15 @@ Value cleave::gatherWhole(OpBuilder &b, Location loc, Value local, int64_t dim, 
   SmallVector<int64_t> stacked(type.getShape()), whole(type.getShape());
   stacked[0] *= parts;
   whole[dim] *= parts;
-  Value value = shard::AllGatherOp::create(b, loc, type.clone(stacked), "mesh", axes, local,
-                                           llvm::APInt(64, 0));
+  // A part sliced from a value every rank holds whole (the cross-entropy's
+  // gradient under --deterministic, a row-parallel input) is that value's:
+  // no gather.
+  auto slice = local.getDefiningOp<shard::AllSliceOp>();
+  Value value = slice && slice.getSliceAxis() == 0 && slice.getGridAxes() == axes
+                    ? slice.getInput()
+                    : shard::AllGatherOp::create(b, loc, type.clone(stacked), "mesh", axes, local,
+                                                 llvm::APInt(64, 0))
+                          .getResult();
   if (dim == 0 && blocks == 1)
     return value;
   // [P x d0, .., B x L, ..] -> [P, d0, .., B, L, ..] -> [d0, .., B, P, L, ..] -> whole

@@ -5,7 +5,9 @@
 // exact: it stays, with no warning. The cross-entropy over the split
 // classes gathers the scores and is one device's; its gradient's slice is
 // this rank's (the all-gather's reverse rule). The head's input gradient,
-// a sum over the split classes, gathers its factors.
+// a sum over the split classes, gathers its factors: the weight's parts,
+// and for the scores' gradient, sliced from a value every rank holds
+// whole, that value itself, with no second gather.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[ROWS:.*]] = cleave.gather %arg2
 // CHECK: %[[MINE:.*]] = cleave.mul %[[ROWS]]
@@ -15,8 +17,13 @@
 // CHECK: %[[WHOLE:.*]] = cleave.reshape %{{.*}} {shape = array<i64: 6, 8>}
 // CHECK: %{{.*}}, %[[LP:.*]] = cleave.softmax_cross_entropy_loss %[[WHOLE]], %arg1 {ignore_index = -100 : i64, reduction = "sum"} : (tensor<6x8xf32>, tensor<6xi64>)
 // CHECK: %[[G:.*]] = cleave.softmax_cross_entropy_grad %[[LP]]
-// CHECK: shard.all_slice %{{.*}} on @mesh grid_axes = [1] slice_axis = 0 : tensor<12x4xf32> -> tensor<6x4xf32>
-// CHECK: %[[DH:.*]] = cleave.matmul %{{.*}}, %{{.*}} : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
+// CHECK: %[[STACKED:.*]] = cleave.reshape %{{.*}} {shape = array<i64: 12, 4>}
+// CHECK: %[[PART:.*]] = shard.all_slice %[[STACKED]] on @mesh grid_axes = [1] slice_axis = 0 : tensor<12x4xf32> -> tensor<6x4xf32>
+// CHECK-NOT: shard.all_gather %[[PART]]
+// CHECK: %[[R:.*]] = cleave.reshape %[[STACKED]] {shape = array<i64: 2, 6, 1, 4>}
+// CHECK: %[[T:.*]] = cleave.transpose %[[R]]
+// CHECK: %[[DS:.*]] = cleave.reshape %[[T]] {shape = array<i64: 6, 8>}
+// CHECK: %[[DH:.*]] = cleave.matmul %[[DS]], %{{.*}} : (tensor<6x8xf32>, tensor<8x4xf32>) -> tensor<6x4xf32>
 // CHECK-NOT: shard.all_reduce
 // CHECK: return
 func.func @forward(%idx: tensor<2x3xi64> {cleave.kind = "input", cleave.name = "idx"},
