@@ -37,7 +37,9 @@ namespace {
 /// Whether a gradient can reach `value`: it is a float that a returned
 /// float is computed from (through ops with float results, detach
 /// excepted), as opposed to one only compared (a causal mask tested
-/// against 0). `known`: the answers so far.
+/// against 0). An op with a float result is taken to pass a gradient (a
+/// parameter read only through floor would be sent and given a zero one).
+/// `known`: the answers so far.
 bool reachesFloatResult(Value value, DenseMap<Value, bool> &known) {
   if (auto it = known.find(value); it != known.end())
     return it->second;
@@ -97,16 +99,17 @@ public:
     // whose reverse sums its readers' gradients over tp, in its first
     // reader's stage.
     for (Operation *op : placed) {
-      if (int64_t summed = latestOperandStage(op); isa<shard::AllReduceOp>(op) && summed >= 0)
-        opStage[op] = summed;
-      if (!isa<AllReduceGradOp>(op))
-        continue;
-      int64_t first = stages;
-      for (Operation *user : op->getUsers())
-        if (auto it = opStage.find(user); it != opStage.end())
-          first = std::min(first, it->second);
-      if (first < stages)
-        opStage[op] = std::max(opStage[op], first);
+      if (isa<shard::AllReduceOp>(op)) {
+        if (int64_t summed = latestOperandStage(op); summed >= 0)
+          opStage[op] = summed;
+      } else if (isa<AllReduceGradOp>(op)) {
+        int64_t first = stages;
+        for (Operation *user : op->getUsers())
+          if (auto it = opStage.find(user); it != opStage.end())
+            first = std::min(first, it->second);
+        if (first < stages)
+          opStage[op] = std::max(opStage[op], first);
+      }
     }
     if (failed(checkEveryStageHasAnOp()))
       return failure();

@@ -479,9 +479,10 @@ namespace {
 /// and the readers' gradients are added in one device's order (a post-LN
 /// block's q, k and v gradients beside its residual's).
 Value enterSplit(OpBuilder &b, Value value, ArrayRef<GridAxis> axes, bool wholeSums) {
-  for (Operation *user : value.getUsers())
-    if (auto f = dyn_cast<AllReduceGradOp>(user); f && f.getGridAxes() == axes && !wholeSums)
-      return f;
+  if (!wholeSums)
+    for (Operation *user : value.getUsers())
+      if (auto f = dyn_cast<AllReduceGradOp>(user); f && f.getGridAxes() == axes)
+        return f;
   return AllReduceGradOp::create(b, value.getLoc(), value, "mesh", axes);
 }
 

@@ -347,35 +347,25 @@ struct AllReduceVjp : VjpOpInterface::ExternalModel<AllReduceVjp, shard::AllRedu
   }
 };
 
-/// A slice of a value every rank holds whole (each rank keeps its part):
-/// the whole value's gradient is every rank's part, gathered.
-struct AllSliceVjp : VjpOpInterface::ExternalModel<AllSliceVjp, shard::AllSliceOp> {
-  LogicalResult buildVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
-                         SmallVectorImpl<Value> &grads) const {
-    auto slice = cast<shard::AllSliceOp>(op);
-    Value grad = resultGrads[0];
-    if (grad)
-      grad = shard::AllGatherOp::create(builder, slice.getLoc(), slice.getInput().getType(),
-                                        slice.getGrid(), slice.getGridAxes(), grad,
-                                        slice.getSliceAxis());
-    grads.push_back(grad);
-    return success();
-  }
-};
+/// The dim a move between a value's parts and its whole cuts or joins.
+llvm::APInt movedDim(shard::AllSliceOp slice) { return slice.getSliceAxis(); }
+llvm::APInt movedDim(shard::AllGatherOp gather) { return gather.getGatherAxis(); }
 
-/// A gather of the ranks' parts into the whole, which every rank then reads
-/// alike (a cross-entropy's scores under --deterministic: gatherWhole), so
-/// that the whole's gradient is the same on every rank: each part's is its
-/// slice of it.
-struct AllGatherVjp : VjpOpInterface::ExternalModel<AllGatherVjp, shard::AllGatherOp> {
+/// A move between a value's parts and its whole, whose gradient makes the
+/// opposite move along the same dim: a slice of a value every rank holds
+/// whole (each rank keeps its part) gathers the parts' gradients; a gather
+/// of the parts into the whole, which every rank then reads alike (a
+/// cross-entropy's scores under --deterministic: gatherWhole), so that the
+/// whole's gradient is the same on every rank, gives each part its slice.
+template <typename Move, typename Opposite>
+struct MoveVjp : VjpOpInterface::ExternalModel<MoveVjp<Move, Opposite>, Move> {
   LogicalResult buildVjp(Operation *op, OpBuilder &builder, ValueRange resultGrads,
                          SmallVectorImpl<Value> &grads) const {
-    auto gather = cast<shard::AllGatherOp>(op);
+    auto move = cast<Move>(op);
     Value grad = resultGrads[0];
     if (grad)
-      grad = shard::AllSliceOp::create(builder, gather.getLoc(), gather.getInput().getType(),
-                                       gather.getGrid(), gather.getGridAxes(), grad,
-                                       gather.getGatherAxis());
+      grad = Opposite::create(builder, move.getLoc(), move.getInput().getType(), move.getGrid(),
+                              move.getGridAxes(), grad, movedDim(move));
     grads.push_back(grad);
     return success();
   }
@@ -1137,8 +1127,8 @@ LogicalResult NegativeLogLikelihoodLossOp::buildVjp(OpBuilder &builder, ValueRan
 void cleave::registerExternalModels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     shard::AllReduceOp::attachInterface<AllReduceVjp>(*ctx);
-    shard::AllSliceOp::attachInterface<AllSliceVjp>(*ctx);
-    shard::AllGatherOp::attachInterface<AllGatherVjp>(*ctx);
+    shard::AllSliceOp::attachInterface<MoveVjp<shard::AllSliceOp, shard::AllGatherOp>>(*ctx);
+    shard::AllGatherOp::attachInterface<MoveVjp<shard::AllGatherOp, shard::AllSliceOp>>(*ctx);
   });
   registerShardingModels(registry);
 }
