@@ -30,6 +30,8 @@ BackgroundCollectives::~BackgroundCollectives() {
 }
 
 void BackgroundCollectives::queue(Queued collective) {
+  collective.ready = groupOf(collective.meshAxis)
+                         ->markQueuedWork(collective.kind, {collective.step, collective.what});
   {
     std::lock_guard<std::mutex> lock(mutex_);
     unfinished_.push_back(std::move(collective));
@@ -92,6 +94,9 @@ void BackgroundCollectives::run() {
     Queued next = unfinished_.front();
     lock.unlock();
     Communicator &group = *groupOf(next.meshAxis);
+    // On a device, the kernels that make the buffers may still be running.
+    if (next.ready)
+      group.awaitQueuedWork(*next.ready, next.kind, {next.step, next.what});
     // The whole buffer: a sum's, a gather's output, a reduce-scatter's input.
     const uint64_t bytes =
         next.count * dtypeSize(next.wire) * (next.sent ? static_cast<uint64_t>(group.size()) : 1);

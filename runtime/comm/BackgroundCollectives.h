@@ -26,6 +26,12 @@
 // until the ones into a buffer are done, waitAll() until everything queued
 // is.
 //
+// On a GPU (NCCL) the program's kernels run on the compute stream after
+// the kernel functions return: each collective carries a mark of the work
+// queued before it (an event on that stream), and the thread waits for
+// the mark before its call on the duplicate's own stream, so the call
+// reads finished buffers; a wait returns once the call's stream is done.
+//
 // Every rank runs the same program, so every rank queues the same
 // collectives in the same order and the thread's calls match across ranks;
 // one thread for every axis runs them in that one order, so a rank's sum
@@ -143,6 +149,9 @@ private:
     DType type, wire;
     int64_t step;
     std::string what;
+    /// The work queued before it on the device stream that makes its
+    /// buffers (Communicator::markQueuedWork; null on the host).
+    std::shared_ptr<const QueuedWork> ready = nullptr;
     /// Whether it writes `into`: its destination, or a byte of its sum.
     bool writes(const void *into) const;
   };

@@ -97,6 +97,13 @@ bool canSum(DType type);
 
 class Communicator;
 
+/// A point in the work a backend queued on a device stream
+/// (Communicator::markQueuedWork): the backend's own.
+class QueuedWork {
+public:
+  virtual ~QueuedWork() = default;
+};
+
 /// One call as it ran, for the run's timeline and step figures.
 struct CollectiveTiming {
   CollectiveKind kind;
@@ -193,6 +200,22 @@ public:
   /// (runtime/comm/BackgroundCollectives.h). Collective: every rank of the
   /// group calls it. Null, with `error`, where the backend cannot.
   virtual std::unique_ptr<Communicator> duplicate(std::string &error) = 0;
+  /// For a duplicate that another thread calls while the first goes on
+  /// queuing compute on a device stream (NCCL's): a mark of the work queued
+  /// so far on the stream that computes the buffers, taken on the queuing
+  /// thread; null where that work is done when its kernel returns (host
+  /// memory). Any thread may take one; a failure is the call's, `kind` at
+  /// `site`.
+  virtual std::shared_ptr<const QueuedWork> markQueuedWork(CollectiveKind /*kind*/,
+                                                           const CallSite & /*site*/) {
+    return nullptr;
+  }
+  /// On the calling thread, before a call whose buffers the work before
+  /// `mark` writes or reads: blocks until that work is done (failing the
+  /// call `kind` at `site` on an error or past the deadline), with this
+  /// communicator's device current for the thread.
+  virtual void awaitQueuedWork(const QueuedWork & /*mark*/, CollectiveKind /*kind*/,
+                               const CallSite & /*site*/) {}
 
   /// buffer[i] = the sum over the group's ranks of their buffer[i], on every
   /// rank (f32, f64, i32, i64).

@@ -35,57 +35,116 @@ constexpr const char *kNoMessages =
     "NCCL's sends wait for their receive: a pipeline's messages go through the host "
     "(HostStagedCommunicator)";
 
-} // namespace
-
-std::unique_ptr<Communicator> NcclCommunicator::duplicate(std::string &error) {
-  error = "all-reduces on a thread of their own are not built for NCCL yet";
-  return nullptr;
+/// "" once the communicator that a non-blocking `call` returned `result`
+/// for is ready; else what went wrong, the communicator aborted.
+std::string awaitReady(const char *call, ncclComm_t comm, ncclResult_t result,
+                       double timeoutSeconds) {
+  Deadline deadline(timeoutSeconds);
+  if (result == ncclInProgress && !pollUntil(deadline, [&] {
+        ncclCommGetAsyncError(comm, &result);
+        return result != ncclInProgress;
+      })) {
+    ncclCommAbort(comm);
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds);
+    return std::string(call) + " timed out after " + seconds + " s";
+  }
+  if (result == ncclSuccess)
+    return "";
+  std::string text = std::string(call) + ": " + ncclText(result, comm);
+  if (comm)
+    ncclCommAbort(comm);
+  return text;
 }
+
+/// Non-blocking: no NCCL call waits on its own, so every wait can have a
+/// deadline.
+ncclConfig_t nonBlocking() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+/// The marks of a duplicate's queued work: an event on its producer stream.
+class StreamEvent final : public QueuedWork {
+public:
+  ~StreamEvent() override {
+    if (event)
+      cudaEventDestroy(event);
+  }
+  cudaEvent_t event = nullptr;
+};
+
+} // namespace
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
                                                            cudaStream_t stream) {
-  std::string setup = "NCCL setup on axis '" + host.axis() + "': ";
   ncclUniqueId id{};
   if (host.rank() == 0)
     if (ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess)
-      host.fail(setup + "ncclGetUniqueId: " + ncclGetErrorString(result));
+      host.fail("NCCL setup on axis '" + host.axis() +
+                "': ncclGetUniqueId: " + ncclGetErrorString(result));
   host.broadcast(&id, sizeof id, DType::U8, 0, {-1, "the NCCL unique id"});
 
-  // Non-blocking: no NCCL call waits on its own, so every wait can have a
-  // deadline.
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
+  ncclConfig_t config = nonBlocking();
   ncclComm_t comm = nullptr;
-  Deadline deadline(host.options().timeoutSeconds);
   ncclResult_t result = ncclCommInitRankConfig(&comm, host.size(), id, host.rank(), &config);
-  if (result == ncclInProgress || result == ncclSuccess) {
-    bool ready = pollUntil(deadline, [&] {
-      ncclCommGetAsyncError(comm, &result);
-      return result != ncclInProgress;
-    });
-    if (!ready) {
-      ncclCommAbort(comm);
-      char seconds[32];
-      std::snprintf(seconds, sizeof seconds, "%g", host.options().timeoutSeconds);
-      host.fail(setup + "ncclCommInitRankConfig timed out after " + seconds + " s");
-    }
-  }
-  if (result != ncclSuccess) {
-    std::string text = ncclText(result, comm);
-    if (comm)
-      ncclCommAbort(comm);
-    host.fail(setup + "ncclCommInitRankConfig: " + text);
-  }
-  std::unique_ptr<NcclCommunicator> nccl(new NcclCommunicator(host, comm, stream));
-  if (cudaError_t status = cudaMalloc(&nccl->barrierValue_, sizeof(int32_t)); status != cudaSuccess)
-    host.fail(setup + "cudaMalloc: " + cudaGetErrorString(status));
-  return nccl;
+  std::string error =
+      awaitReady("ncclCommInitRankConfig", comm, result, host.options().timeoutSeconds);
+  if (!error.empty())
+    host.fail("NCCL setup on axis '" + host.axis() + "': " + error);
+  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(host, comm, stream, nullptr));
 }
 
-NcclCommunicator::NcclCommunicator(const Communicator &host, ncclComm_t comm,
-                                   cudaStream_t stream)
+std::unique_ptr<Communicator> NcclCommunicator::duplicate(std::string &error) {
+  cudaStream_t stream = nullptr;
+  if (cudaError_t status = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      status != cudaSuccess) {
+    error = std::string("cudaStreamCreateWithFlags: ") + cudaGetErrorString(status);
+    return nullptr;
+  }
+  ncclConfig_t config = nonBlocking();
+  ncclComm_t comm = nullptr;
+  ncclResult_t result = ncclCommSplit(comm_, 0, rank(), &comm, &config);
+  error = awaitReady("ncclCommSplit", comm, result, options().timeoutSeconds);
+  if (!error.empty()) {
+    cudaStreamDestroy(stream);
+    return nullptr;
+  }
+  return std::unique_ptr<Communicator>(new NcclCommunicator(*this, comm, stream, stream_));
+}
+
+std::shared_ptr<const QueuedWork> NcclCommunicator::markQueuedWork(CollectiveKind kind,
+                                                                   const CallSite &site) {
+  if (!producer_)
+    return nullptr;
+  auto mark = std::make_shared<StreamEvent>();
+  check(cudaEventCreateWithFlags(&mark->event, cudaEventDisableTiming), "cudaEventCreate", kind,
+        site);
+  check(cudaEventRecord(mark->event, producer_), "cudaEventRecord", kind, site);
+  return mark;
+}
+
+void NcclCommunicator::awaitQueuedWork(const QueuedWork &mark, CollectiveKind kind,
+                                       const CallSite &site) {
+  check(cudaSetDevice(device_), "cudaSetDevice", kind, site);
+  const cudaEvent_t event = static_cast<const StreamEvent &>(mark).event;
+  bool done = pollUntil(Deadline(options().timeoutSeconds), [&] {
+    cudaError_t status = cudaEventQuery(event);
+    if (status != cudaErrorNotReady)
+      check(status, "cudaEventQuery", kind, site);
+    return status == cudaSuccess;
+  });
+  if (!done)
+    timedOut(kind, site);
+}
+
+NcclCommunicator::NcclCommunicator(const Communicator &host, ncclComm_t comm, cudaStream_t stream,
+                                   cudaStream_t producer)
     : Communicator(host.rank(), host.size(), host.worldRank(), host.axis(), host.options()),
-      comm_(comm), stream_(stream) {}
+      comm_(comm), stream_(stream), producer_(producer) {
+  cudaGetDevice(&device_);
+}
 
 NcclCommunicator::~NcclCommunicator() {
   // Finalize flushes NCCL's outstanding work; bounded by the timeout, since
@@ -104,7 +163,8 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommAbort(comm_);
   for (void *scratch : scratch_)
     cudaFree(scratch);
-  cudaFree(barrierValue_);
+  if (producer_)
+    cudaStreamDestroy(stream_);
 }
 
 void NcclCommunicator::endJob(int exitCode) {
@@ -232,8 +292,9 @@ void NcclCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, 
 void NcclCommunicator::doBarrier(const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::Barrier;
   Deadline deadline(options().timeoutSeconds);
-  issued(ncclAllReduce(barrierValue_, barrierValue_, 1, ncclInt32, ncclSum, comm_, stream_),
-         "ncclAllReduce", kind, site, deadline);
+  void *value = scratch(kBarrierValue, sizeof(int32_t), kind, site);
+  issued(ncclAllReduce(value, value, 1, ncclInt32, ncclSum, comm_, stream_), "ncclAllReduce", kind,
+         site, deadline);
   finish(kind, site, deadline);
 }
 

@@ -7,6 +7,12 @@
 // aborted (ncclCommAbort) and the job ended (MPI_Abort). Waiting for the
 // stream also waits for the work queued on it before the call.
 //
+// A duplicate (for the background collectives' thread) is an
+// ncclCommSplit of its original on a stream of its own. Its calls run
+// beside the compute stream's, so they assume what NCCL asks of
+// communicators used concurrently: that their kernels can be resident on
+// the device together (NCCL's kernels take a few blocks each).
+//
 // NCCL has no barrier: a barrier is an all-reduce of one integer. Its sends
 // wait for their receive, which a pipeline's schedule does not allow: send
 // and recv fail here, and a pipeline's axis on the GPU goes through the
@@ -40,8 +46,16 @@ public:
   static std::unique_ptr<NcclCommunicator> create(Communicator &host, cudaStream_t stream);
   ~NcclCommunicator() override;
 
-  /// Not built yet: a second NCCL communicator and stream per axis.
+  /// ncclCommSplit of this one's ranks, on a stream of its own that runs
+  /// beside this one's: its calls wait for the work queued on this one's
+  /// stream only through markQueuedWork and awaitQueuedWork.
   std::unique_ptr<Communicator> duplicate(std::string &error) override;
+  /// A duplicate's: an event recorded on the stream its original runs on
+  /// (the program's compute stream); null for an original, whose calls
+  /// are queued on that stream after the work anyway.
+  std::shared_ptr<const QueuedWork> markQueuedWork(CollectiveKind kind,
+                                                   const CallSite &site) override;
+  void awaitQueuedWork(const QueuedWork &mark, CollectiveKind kind, const CallSite &site) override;
   bool buffersOnHost() const override { return false; }
 
   ncclComm_t handle() const { return comm_; }
@@ -77,7 +91,10 @@ protected:
                          CollectiveKind kind, const CallSite &site) override;
 
 private:
-  NcclCommunicator(const Communicator &host, ncclComm_t comm, cudaStream_t stream);
+  /// Over `comm`, running on `stream`; a duplicate's stream is its own and
+  /// `producer` the stream its buffers are made on (else null).
+  NcclCommunicator(const Communicator &host, ncclComm_t comm, cudaStream_t stream,
+                   cudaStream_t producer);
 
   /// Finishes issuing an NCCL call or group that returned `result` (in
   /// non-blocking mode, ncclInProgress while NCCL connects); fails on error.
@@ -94,17 +111,20 @@ private:
   /// scratch, and queues their sum in rank order into `sum` (of `sumType`).
   void sumOwnChunk(const void *sent, const RankChunks &chunks, DType type, void *sum, DType sumType,
                    CollectiveKind kind, const CallSite &site, const Deadline &deadline);
-  /// Device scratch `which` (kPieces, or kWireCopies + wireCopy's `which`)
+  /// Device scratch `which` (kPieces, kWireCopies + wireCopy's `which`, or kBarrierValue)
   /// of at least `bytes`, reused between calls.
   void *scratch(int which, std::size_t bytes, CollectiveKind kind, const CallSite &site);
-  static constexpr int kPieces = 0, kWireCopies = 1, kScratches = 3;
+  /// kBarrierValue: a barrier's integer (its value is never read).
+  static constexpr int kPieces = 0, kWireCopies = 1, kBarrierValue = 3, kScratches = 4;
 
   ncclComm_t comm_;
   cudaStream_t stream_;
+  /// A duplicate's: its original's stream (it owns stream_ then).
+  cudaStream_t producer_;
+  /// The device the communicator was made on.
+  int device_ = 0;
   void *scratch_[kScratches] = {};
   std::size_t scratchBytes_[kScratches] = {};
-  /// A barrier's integer, in device memory.
-  void *barrierValue_ = nullptr;
 };
 
 } // namespace cleave::rt::comm

@@ -9,13 +9,17 @@
 #include "runtime/comm/Nccl.h"
 #include "runtime/LowPrecision.h"
 #include "runtime/comm/BFloat16SumCases.h"
+#include "runtime/comm/BackgroundCollectives.h"
 #include "runtime/comm/Mpi.h"
 #include "runtime/comm/MpiTest.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 using namespace cleave::rt;
@@ -176,6 +180,43 @@ TEST_P(NcclTest, WidenedReduceScatterSumsBFloat16PartsInF32) {
   std::vector<float> part = received.download();
   for (std::size_t i = 0; i < kCount; ++i)
     ASSERT_EQ(part[i], 255.0f + n) << i;
+}
+
+// The background collectives' duplicate (an ncclCommSplit on a stream of
+// its own) reads what the compute stream wrote before each collective was
+// queued: a host function holds the compute stream for 200 ms before it
+// writes the values, so a call that did not wait for its mark would sum
+// and scatter the zeros it finds. The integers' sums are exact in any order.
+TEST_P(NcclTest, BackgroundCollectivesWaitForTheComputeStream) {
+  int n = nccl_->size();
+  std::string error;
+  std::unique_ptr<Communicator> duplicate = nccl_->duplicate(error);
+  ASSERT_TRUE(duplicate) << error;
+  EXPECT_EQ(duplicate->size(), n);
+  std::vector<BackgroundCollectives::Axis> axes;
+  axes.push_back({0, std::move(duplicate)});
+  BackgroundCollectives background(std::move(axes));
+
+  DeviceBuffer<int32_t> summed(kCount), sent(n * kCount), received(kCount);
+  summed.upload(std::vector<int32_t>(kCount, 0));
+  sent.upload(std::vector<int32_t>(n * kCount, 0));
+  ASSERT_EQ(cudaLaunchHostFunc(
+                stream_,
+                [](void *) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); },
+                nullptr),
+            cudaSuccess);
+  // Every byte 1: each int32 is 0x01010101.
+  ASSERT_EQ(cudaMemsetAsync(summed.get(), 1, kCount * sizeof(int32_t), stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(sent.get(), 1, n * kCount * sizeof(int32_t), stream_), cudaSuccess);
+  background.start(0, summed.get(), kCount, DType::I32, DType::I32, 0, "summed");
+  background.startReduceScatter(0, sent.get(), received.get(), kCount, DType::I32, DType::I32, 0,
+                                "scattered");
+  background.waitAll();
+  const int32_t expected = n * 0x01010101;
+  for (const std::vector<int32_t> &result : {summed.download(), received.download()})
+    for (std::size_t i = 0; i < kCount; ++i)
+      ASSERT_EQ(result[i], expected) << i;
+  EXPECT_EQ(background.takeReport().done.size(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, NcclTest, testing::Values(false, true),
