@@ -19,6 +19,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 using namespace cleave::rt;
@@ -318,9 +321,18 @@ TEST(MpiCommunicatorTest, BytesSentFollowTheRingFormula) {
 
 /// A device whose memory holds every byte inverted, so that a buffer handed
 /// to the host communicator without its copy would be summed, sent or
-/// gathered wrong. Counts the host staging it lends.
+/// gathered wrong. Counts the host staging it lends, the marks of its queued
+/// work it makes and the threads that wait for them.
 class InvertingDevice final : public DeviceCopies {
 public:
+  std::shared_ptr<const QueuedWork> markQueuedWork(std::string &) override {
+    ++marks;
+    return std::make_shared<QueuedWork>();
+  }
+  std::string awaitQueuedWork(const QueuedWork &, double) override {
+    awaitedOn.push_back(std::this_thread::get_id());
+    return "";
+  }
   void *allocateStaging(std::size_t bytes) override {
     ++staged;
     return new unsigned char[bytes];
@@ -343,6 +355,8 @@ public:
   }
   template <typename T> std::vector<T> read(const std::vector<T> &memory) { return held(memory); }
   int staged = 0;
+  int marks = 0;
+  std::vector<std::thread::id> awaitedOn;
 
 private:
   static void invert(void *to, const void *from, std::size_t bytes) {
@@ -386,6 +400,39 @@ TEST(HostStagedCommunicatorTest, CollectivesMoveTheDevicesValues) {
               ringBytesSent(CollectiveKind::AllReduce, kCount * 4, n));
   }
   EXPECT_EQ(device.staged, 0) << "the staging is released with the communicator";
+}
+
+// The background collectives over a staged axis (ranks that share a GPU):
+// each runs on the duplicate after waiting, on the collectives' thread, for
+// the mark the device made when it was queued; an original makes none.
+TEST(HostStagedCommunicatorTest, DuplicateWaitsForTheDevicesMarksOnItsThread) {
+  auto host = world();
+  InvertingDevice device;
+  HostStagedCommunicator staged(*host, device);
+  int n = staged.size(), r = staged.rank();
+  EXPECT_EQ(staged.markQueuedWork(CollectiveKind::AllReduce, {}), nullptr);
+  std::string error;
+  std::unique_ptr<Communicator> duplicate = staged.duplicate(error);
+  ASSERT_TRUE(duplicate) << error;
+  std::vector<BackgroundCollectives::Axis> axes;
+  axes.push_back({0, std::move(duplicate)});
+  std::vector<float> buffer = device.held(std::vector<float>(kCount, static_cast<float>(r + 1)));
+  std::vector<float> sent = device.held(std::vector<float>(kCount, static_cast<float>(r)));
+  std::vector<float> gathered(n * kCount);
+  {
+    BackgroundCollectives background(std::move(axes));
+    background.start(0, buffer.data(), kCount, DType::F32, DType::F32, 1, "gradients");
+    background.startGather(0, sent.data(), gathered.data(), kCount, DType::F32, 1, "parameters");
+    background.waitAll();
+  }
+  EXPECT_EQ(device.read(buffer)[kCount - 1], static_cast<float>(n * (n + 1) / 2));
+  std::vector<float> all = device.read(gathered);
+  for (int q = 0; q < n; ++q)
+    ASSERT_EQ(all[q * kCount + 3], static_cast<float>(q)) << q;
+  EXPECT_EQ(device.marks, 2);
+  ASSERT_EQ(device.awaitedOn.size(), 2u);
+  for (std::thread::id thread : device.awaitedOn)
+    EXPECT_NE(thread, std::this_thread::get_id());
 }
 
 /// As MpiCommunicatorTest.SendDoesNotWaitForItsReceive, from the device's

@@ -17,8 +17,29 @@ HostStagedCommunicator::~HostStagedCommunicator() {
 }
 
 std::unique_ptr<Communicator> HostStagedCommunicator::duplicate(std::string &error) {
-  error = "collectives on a thread of their own are not built for an axis staged through the host";
-  return nullptr;
+  std::unique_ptr<Communicator> host = host_.duplicate(error);
+  if (!host)
+    return nullptr;
+  auto staged = std::make_unique<HostStagedCommunicator>(*host, copies_);
+  staged->ownedHost_ = std::move(host);
+  return staged;
+}
+
+std::shared_ptr<const QueuedWork> HostStagedCommunicator::markQueuedWork(CollectiveKind kind,
+                                                                         const CallSite &site) {
+  if (!ownedHost_)
+    return nullptr;
+  std::string error;
+  std::shared_ptr<const QueuedWork> mark = copies_.markQueuedWork(error);
+  if (!error.empty())
+    fail(kind, site, error);
+  return mark;
+}
+
+void HostStagedCommunicator::awaitQueuedWork(const QueuedWork &mark, CollectiveKind kind,
+                                             const CallSite &site) {
+  if (std::string error = copies_.awaitQueuedWork(mark, options().timeoutSeconds); !error.empty())
+    fail(kind, site, error);
 }
 
 void *HostStagedCommunicator::staging(int which, std::size_t bytes) {
@@ -113,7 +134,9 @@ void HostStagedCommunicator::endJob(int exitCode) { abortJob(exitCode); }
 
 uint16_t *HostStagedCommunicator::wireCopy(int, std::size_t, CollectiveKind kind,
                                            const CallSite &site) {
-  fail(kind, site, "sums through bf16 are not built for an axis staged through the host");
+  fail(kind, site,
+       "sums through bf16 are not built for an axis staged through the host (a pipeline's, or "
+       "one whose ranks share a GPU): give each rank a GPU of its own, or sum in fp32");
 }
 
 } // namespace cleave::rt::comm

@@ -4,7 +4,8 @@
 // host communicator (MPI): each buffer is copied into host memory, the host
 // communicator's call runs on the copy, and what it received is copied back.
 //
-// The CUDA backend runs a pipeline's axis on it. A pipeline schedule's proof
+// The CUDA backend runs a pipeline's axis on it, and every axis of ranks
+// that share a GPU (NCCL refuses two ranks on one device). A pipeline schedule's proof
 // that it cannot deadlock assumes that a send does not wait for its receive
 // (Communicator::send): 1f1b's stages each send before they receive what the
 // other sends. MPI sends a copy and returns; NCCL's send waits until the
@@ -21,6 +22,8 @@
 #include "runtime/comm/Communicator.h"
 
 #include <cstddef>
+#include <memory>
+#include <string>
 
 namespace cleave::rt::comm {
 
@@ -35,6 +38,13 @@ public:
   virtual void releaseStaging(void *memory, std::size_t bytes) = 0;
   virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
   virtual void copyToDevice(void *device, const void *host, std::size_t bytes) = 0;
+  /// For a duplicate on the background collectives' thread
+  /// (Communicator::markQueuedWork): a mark of the device work queued so
+  /// far (null, with `error` set, when it cannot be made); and, on that
+  /// thread, the wait for it, with the device made current there: "" once
+  /// done, else what failed or timed out.
+  virtual std::shared_ptr<const QueuedWork> markQueuedWork(std::string &error) = 0;
+  virtual std::string awaitQueuedWork(const QueuedWork &mark, double timeoutSeconds) = 0;
 };
 
 class HostStagedCommunicator final : public Communicator {
@@ -44,8 +54,14 @@ public:
   HostStagedCommunicator(Communicator &host, DeviceCopies &copies);
   ~HostStagedCommunicator() override;
 
-  /// Not built: the background collectives take no staged axis.
+  /// A duplicate of the host communicator, staged through the same copies,
+  /// whose calls wait for the device's queued work through its marks.
   std::unique_ptr<Communicator> duplicate(std::string &error) override;
+  /// A duplicate's: `copies`' mark (null for an original, whose calls
+  /// follow the device's work on its own thread).
+  std::shared_ptr<const QueuedWork> markQueuedWork(CollectiveKind kind,
+                                                   const CallSite &site) override;
+  void awaitQueuedWork(const QueuedWork &mark, CollectiveKind kind, const CallSite &site) override;
   bool buffersOnHost() const override { return false; }
 
 protected:
@@ -73,7 +89,8 @@ protected:
   bool doAwaitMessage(int peer, int tag, const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
   /// Sums through bf16 are not built on a staged axis (a pipeline's axis
-  /// sums f32 scalars and tied weights' gradients): these fail.
+  /// sums f32 scalars and tied weights' gradients; --grad-reduce-dtype bf16
+  /// where ranks share a GPU): these fail.
   uint16_t *wireCopy(int which, std::size_t count, CollectiveKind kind,
                      const CallSite &site) override;
 
@@ -84,6 +101,8 @@ private:
 
   Communicator &host_;
   DeviceCopies &copies_;
+  /// A duplicate's host communicator, which host_ names.
+  std::unique_ptr<Communicator> ownedHost_;
   void *staging_[2] = {nullptr, nullptr};
   std::size_t stagingBytes_[2] = {0, 0};
 };

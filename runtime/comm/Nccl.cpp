@@ -5,6 +5,7 @@
 #include "runtime/comm/Deadline.h"
 #include "runtime/comm/DeviceSum.h"
 #include "runtime/comm/Mpi.h"
+#include "runtime/comm/StreamEvent.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -65,16 +66,6 @@ ncclConfig_t nonBlocking() {
   return config;
 }
 
-/// The marks of a duplicate's queued work: an event on its producer stream.
-class StreamEvent final : public QueuedWork {
-public:
-  ~StreamEvent() override {
-    if (event)
-      cudaEventDestroy(event);
-  }
-  cudaEvent_t event = nullptr;
-};
-
 } // namespace
 
 std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Communicator &host,
@@ -118,25 +109,20 @@ std::shared_ptr<const QueuedWork> NcclCommunicator::markQueuedWork(CollectiveKin
                                                                    const CallSite &site) {
   if (!producer_)
     return nullptr;
-  auto mark = std::make_shared<StreamEvent>();
-  check(cudaEventCreateWithFlags(&mark->event, cudaEventDisableTiming), "cudaEventCreate", kind,
-        site);
-  check(cudaEventRecord(mark->event, producer_), "cudaEventRecord", kind, site);
+  cudaError_t status = cudaSuccess;
+  std::shared_ptr<const StreamEvent> mark = StreamEvent::record(producer_, status);
+  check(status, "recording an event on the compute stream", kind, site);
   return mark;
 }
 
 void NcclCommunicator::awaitQueuedWork(const QueuedWork &mark, CollectiveKind kind,
                                        const CallSite &site) {
   check(cudaSetDevice(device_), "cudaSetDevice", kind, site);
-  const cudaEvent_t event = static_cast<const StreamEvent &>(mark).event;
-  bool done = pollUntil(Deadline(options().timeoutSeconds), [&] {
-    cudaError_t status = cudaEventQuery(event);
-    if (status != cudaErrorNotReady)
-      check(status, "cudaEventQuery", kind, site);
-    return status == cudaSuccess;
-  });
-  if (!done)
+  cudaError_t status =
+      static_cast<const StreamEvent &>(mark).await(Deadline(options().timeoutSeconds));
+  if (status == cudaErrorNotReady)
     timedOut(kind, site);
+  check(status, "waiting for the compute stream", kind, site);
 }
 
 NcclCommunicator::NcclCommunicator(const Communicator &host, ncclComm_t comm, cudaStream_t stream,

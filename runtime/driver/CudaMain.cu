@@ -1,6 +1,7 @@
 //===- CudaMain.cu - main of a generated CUDA program --------------------===//
 
 #include "runtime/comm/HostStaged.h"
+#include "runtime/comm/StreamEvent.h"
 #include "runtime/cuda/Program.h"
 #include "runtime/driver/Driver.h"
 
@@ -10,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,8 +30,9 @@ void check(cudaError_t status, const char *what) {
 }
 
 /// Owns the run's stream and cuBLAS handle; tensors live in device memory.
-/// Its copies and pinned staging are also those of the pipeline axis's
-/// communicator, which goes through the host (runtime/comm/HostStaged.h).
+/// Its copies and pinned staging are also those of the axes that go through
+/// the host (runtime/comm/HostStaged.h): a pipeline's, and every axis whose
+/// ranks share a GPU.
 class CudaBackend final : public cleave::rt::Backend, public cleave::rt::comm::DeviceCopies {
 public:
   CudaBackend() {
@@ -36,6 +40,7 @@ public:
     int devices = 0;
     if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 1)
       check(cudaSetDevice(localRank() % devices), "cudaSetDevice");
+    check(cudaGetDevice(&device_), "cudaGetDevice");
     context.allocations = &allocations_;
     check(cudaStreamCreate(&context.stream), "cudaStreamCreate");
     if (cublasCreate(&context.blas) != CUBLAS_STATUS_SUCCESS) {
@@ -67,6 +72,29 @@ public:
     return memory;
   }
   void releaseStaging(void *memory, std::size_t) override { cudaFreeHost(memory); }
+  std::shared_ptr<const cleave::rt::comm::QueuedWork> markQueuedWork(std::string &error) override {
+    cudaError_t status = cudaSuccess;
+    std::shared_ptr<const cleave::rt::comm::StreamEvent> mark =
+        cleave::rt::comm::StreamEvent::record(context.stream, status);
+    if (!mark)
+      error =
+          std::string("recording an event on the compute stream: ") + cudaGetErrorString(status);
+    return mark;
+  }
+  // The staged copies on the legacy default stream then also wait for
+  // what the compute stream queued after the mark: slower, not wrong.
+  std::string awaitQueuedWork(const cleave::rt::comm::QueuedWork &mark,
+                              double timeoutSeconds) override {
+    if (cudaError_t status = cudaSetDevice(device_); status != cudaSuccess)
+      return std::string("cudaSetDevice: ") + cudaGetErrorString(status);
+    cudaError_t status = static_cast<const cleave::rt::comm::StreamEvent &>(mark).await(
+        cleave::rt::comm::Deadline(timeoutSeconds));
+    if (status == cudaErrorNotReady)
+      return "the compute stream's work before it did not finish within the timeout";
+    if (status != cudaSuccess)
+      return std::string("waiting for the compute stream: ") + cudaGetErrorString(status);
+    return "";
+  }
   bool readsStaging() const override { return false; }
   void copyToDevice(void *device, const void *host, std::size_t bytes) override {
     check(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
@@ -92,8 +120,9 @@ public:
         continue;
       }
       // A pipeline's sends must not wait for their receives (the schedules'
-      // proof assumes so), as NCCL's do.
-      if (host->axis() == "pp") {
+      // proof assumes so), as NCCL's do; and NCCL refuses two ranks on one
+      // device.
+      if (host->axis() == "pp" || sharesDevice(*host)) {
         staged.push_back(std::make_unique<cleave::rt::comm::HostStagedCommunicator>(*host, *this));
         context.axes.push_back(staged.back().get());
         continue;
@@ -123,6 +152,20 @@ public:
   }
 
 private:
+  /// Whether two ranks of `group` run on one GPU: the devices' UUIDs,
+  /// gathered over the group's host communicator.
+  bool sharesDevice(cleave::rt::comm::Communicator &group) const {
+    cudaDeviceProp properties{};
+    check(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
+    std::vector<cudaUUID_t> devices(group.size());
+    group.allGather(&properties.uuid, devices.data(), sizeof(cudaUUID_t), cleave::rt::DType::U8,
+                    {-1, "the GPUs' identities"});
+    std::set<std::string> distinct;
+    for (const cudaUUID_t &device : devices)
+      distinct.insert(std::string(device.bytes, sizeof device.bytes));
+    return distinct.size() < devices.size();
+  }
+
   /// The rank among this machine's ranks, from the launcher's environment.
   static int localRank() {
     for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
@@ -145,6 +188,7 @@ private:
     }
   };
 
+  int device_ = 0;
   cleave::rt::AllocationMeter allocations_;
   cleave::rt::cuda::Context context;
   SyncedMarks synced;

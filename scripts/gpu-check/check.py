@@ -8,7 +8,9 @@
 2. runs the CUDA kernel tests and the NCCL communicator's tests on one rank;
 3. trains each test model on the GPU with the CPU run's data, seed and steps,
    and compares the per-step losses with the CPU's (the pack's tolerance); a
-   pipeline's stages as processes of one job, sharing the GPU;
+   layout's ranks (a pipeline's stages, dp, ZeRO 3 and tp on their
+   background collectives) as processes of one job, sharing the GPU, so
+   that every axis goes through the host;
 4. times the GPT-2-size step (fp32, and bf16 products) against the same model
    in PyTorch on the same GPU, both from the same random parameters and
    batches, and compares their first losses.
@@ -165,12 +167,12 @@ def program_env(built):
     return env
 
 
-def train(model_dir, flags, log, timeout, env, stages=1):
-    """Trains the model of `model_dir`; a pipeline's stages (stage<S>/) as
-    one job of the pack's OpenMPI, a process a stage, as `cleave run -n`
-    starts them."""
+def train(model_dir, flags, log, timeout, env, stages=1, ranks=1):
+    """Trains the model of `model_dir` on `ranks` ranks: several as one job
+    of the pack's OpenMPI, as `cleave run -n` starts them, a pipeline's
+    stages (stage<S>/) each a process."""
     flags = ["--quiet", "--log-json", log] + flags
-    if stages == 1:
+    if ranks == 1:
         command = [os.path.join(model_dir, "program"), "--dir", model_dir] + flags
     else:
         openmpi = os.path.join(PACK, "third_party", "openmpi")
@@ -178,7 +180,10 @@ def train(model_dir, flags, log, timeout, env, stages=1):
         command = [os.path.join(openmpi, "bin", "mpirun"), "--oversubscribe", "--bind-to", "none"]
         if os.geteuid() == 0:
             command.append("--allow-run-as-root")
-        for s in range(stages):
+        if stages == 1:
+            command += ["-n", str(ranks), os.path.join(model_dir, "program"), "--dir",
+                        model_dir] + flags
+        for s in range(stages if stages > 1 else 0):
             stage = os.path.join(model_dir, f"stage{s}")
             command += ([":"] if s else []) + ["-n", "1", os.path.join(stage, "program"), "--dir",
                                                stage] + flags
@@ -193,7 +198,7 @@ def check_training(summary, model, timeout, env):
     name = model["name"]
     model_dir = os.path.join(PACK, "models", name)
     log, output = train(model_dir, model["run_flags"], os.path.join(model_dir, "gpu.log.json"),
-                        timeout, env, model.get("stages", 1))
+                        timeout, env, model.get("stages", 1), model.get("ranks", 1))
     if log is None:
         summary.add(f"train {name}", "fail", output)
         return

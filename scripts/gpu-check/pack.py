@@ -41,8 +41,10 @@ DATA_SEED = 0
 # order (cuBLAS, the CUDA reductions) drift by a few ulps a step; bf16 runs
 # round the same factors to bf16 alike, but their f32 sums differ too, and the
 # rounding of a factor near a bf16 tie can differ then, worth about 2^-9
-# relative in one product.
-TOLERANCE = {"fp32": 1e-4, "bf16": 1e-3}
+# relative in one product (fp16's three more bits of mantissa make its ties
+# rarer and each 2^-12; a step its loss scaling skips on one device and not
+# the other would show as a loss far apart).
+TOLERANCE = {"fp32": 1e-4, "bf16": 1e-3, "fp16": 1e-3}
 TRAIN_FLAGS = ["--train", "--optimizer", "adam", "--lr", "0.001"]
 
 
@@ -58,17 +60,30 @@ def data_set(kind, rng):
             "targets": rng.integers(0, 64, (16, 16)).astype(np.int64)}
 
 
-# name: (exporter under test/models, data set, precision, pipeline stages).
-# A pipeline runs 1f1b over as many microbatches as stages, each stage a
-# process (both on one GPU where there is one: its messages go through the
-# host), against one CPU device accumulating the same microbatches.
+# name: (exporter under test/models, data set, precision, microbatches, the
+# layout's compile flags, ranks). Every model is checked against one CPU
+# device accumulating the same microbatches in a step. A pipeline runs 1f1b
+# over as many microbatches as stages, each stage a process; the other
+# layouts run 2 ranks (one microbatch each) on the background collectives
+# (gradient buckets, ZeRO 3's prefetched gathers and overlapped
+# reduce-scatters, tp's sums beside the compute). Ranks share the one GPU
+# where there is one: then every axis goes through the host.
+MEGATRON_GPT = os.path.join(ROOT, "plans", "megatron-gpt.json")
 MODELS = {
-    "mlp": ("export_mlp.py", "mlp", "fp32", 1),
-    "cnn": ("export_cnn_train.py", "cnn", "fp32", 1),
-    "gpt": ("export_gpt.py", "gpt", "fp32", 1),
-    "gpt-bf16": ("export_gpt.py", "gpt", "bf16", 1),
-    "cnn-bf16": ("export_cnn_train.py", "cnn", "bf16", 1),
-    "mlp-pp2": ("export_mlp.py", "mlp", "fp32", 2),
+    "mlp": ("export_mlp.py", "mlp", "fp32", 1, [], 1),
+    "cnn": ("export_cnn_train.py", "cnn", "fp32", 1, [], 1),
+    "gpt": ("export_gpt.py", "gpt", "fp32", 1, [], 1),
+    "gpt-bf16": ("export_gpt.py", "gpt", "bf16", 1, [], 1),
+    "cnn-bf16": ("export_cnn_train.py", "cnn", "bf16", 1, [], 1),
+    "gpt-fp16": ("export_gpt.py", "gpt", "fp16", 1, [], 1),
+    "mlp-pp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "pp=2", "--schedule", "1f1b"], 2),
+    "mlp-dp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "dp=2", "--bucket-mb", "0.05"], 2),
+    "mlp-zero3": ("export_mlp.py", "mlp", "fp32", 2,
+                  ["--mesh", "dp=2", "--zero", "3", "--prefetch-gathers", "on",
+                   "--overlap-reduce-scatters", "on"], 2),
+    "gpt-tp2": ("export_gpt.py", "gpt", "fp32", 1,
+                ["--mesh", "tp=2", "--plan", MEGATRON_GPT, "--overlap-tp-sums", "on"], 2),
+    "gpt-bf16-zero2": ("export_gpt.py", "gpt", "bf16", 2, ["--mesh", "dp=2", "--zero", "2"], 2),
 }
 # examples/gpt2/make_model.py's shapes and the batch of a timed step.
 TIMING = {
@@ -93,29 +108,38 @@ def cleave_compile(cleave, model, out, flags):
 
 
 # What a model directory of the pack keeps of a compile's output (a program
-# only where it was compiled for the machine that runs it: the tests).
-KEPT = {"program", "program.cu", "plan.json", "weights.bin"}
+# only where it was compiled for the machine that runs it: the tests), and
+# every weights blob (weights.bin, or a rank's: weights.tp1.bin).
+KEPT = {"program", "program.cu", "plan.json"}
 
 
 def keep_only(directory, names):
     for name in os.listdir(directory):
-        if name not in names:
+        if name not in names and not (name.startswith("weights.") and name.endswith(".bin")):
             os.remove(os.path.join(directory, name))
 
 
+def axis_size(layout, axis):
+    """The size of mesh axis `axis` in `layout`'s --mesh (1 when absent)."""
+    mesh = layout[layout.index("--mesh") + 1] if "--mesh" in layout else ""
+    sizes = dict(part.split("=") for part in mesh.split(",") if part)
+    return int(sizes.get(axis, 1))
+
+
 def pack_model(cleave, name, work, pack):
-    exporter, data_kind, precision, stages = MODELS[name]
+    exporter, data_kind, precision, microbatches, layout, ranks = MODELS[name]
+    stages = axis_size(layout, "pp")
     onnx_path = os.path.join(work, f"{exporter}.onnx")
     if not os.path.exists(onnx_path):
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "test", "lib"))
         run([sys.executable, os.path.join(ROOT, "test", "models", exporter), onnx_path],
             f"test/models/{exporter}", env)
-    flags = TRAIN_FLAGS + ["--precision", precision, "--grad-accum", str(stages)]
-    pipeline = ["--mesh", f"pp={stages}", "--schedule", "1f1b"] if stages > 1 else []
+    flags = TRAIN_FLAGS + ["--precision", precision]
+    accumulated = ["--grad-accum", str(microbatches // axis_size(layout, "dp"))]
     target = os.path.join(pack, "models", name)
     cleave_compile(cleave, onnx_path, target,
-                   flags + pipeline + ["--target", "cuda", "--emit", "cpp"])
-    program_dirs = [os.path.join(target, f"stage{s}") for s in range(stages)] if pipeline else [
+                   flags + accumulated + layout + ["--target", "cuda", "--emit", "cpp"])
+    program_dirs = [os.path.join(target, f"stage{s}") for s in range(stages)] if stages > 1 else [
         target]
     for directory in program_dirs:
         keep_only(directory, KEPT)
@@ -129,14 +153,16 @@ def pack_model(cleave, name, work, pack):
         run_flags += ["--data", f"{input_name}=data.{input_name}.npy"]
 
     cpu = os.path.join(work, f"{name}-cpu")
-    cleave_compile(cleave, onnx_path, cpu, flags)
+    cleave_compile(cleave, onnx_path, cpu, flags + ["--grad-accum", str(microbatches)])
     log = os.path.join(work, f"{name}.log.json")
     run([os.path.join(cpu, "program"), "--dir", cpu, "--quiet", "--log-json", log] + run_flags,
         f"the CPU run of {name}", cwd=target)
     with open(log) as f:
         losses = [step["loss"] for step in json.load(f)["steps"]]
     return {"name": name, "exporter": exporter, "precision": precision, "stages": stages,
-            "compile_flags": flags + pipeline, "run_flags": run_flags, "cpu_losses": losses,
+            "ranks": ranks, "microbatches": microbatches,
+            "compile_flags": flags + accumulated + layout, "run_flags": run_flags,
+            "cpu_losses": losses,
             "tolerance": TOLERANCE[precision]}
 
 

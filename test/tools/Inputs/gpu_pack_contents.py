@@ -3,11 +3,12 @@
     gpu_pack_contents.py PACK.tar.gz ROOT
 
 Whatever the GPU half needs is there; each test model is compiled for CUDA (its
-bf16 variant with bf16 products, its pipeline one program a stage, which sends
-and receives); each model's reference losses are finite, one per step, and the
+bf16 and fp16 variants with their products, its pipeline one program a stage, which sends
+and receives, its layouts on two ranks with the background collectives they
+start); each model's reference losses are finite, one per step, and the
 first is the model's loss on the first rows of its data as onnxruntime computes
-it from the exported ONNX model (a pipeline's the mean of its microbatches'
-losses, one a stage); the timing models'
+it from the exported ONNX model (where a step takes several microbatches, the
+mean of their losses); the timing models'
 gzipped blobs are as long as their plans say; the pack is under 64 MiB.
 """
 import gzip
@@ -25,7 +26,16 @@ import onnxruntime as ort
 # The first loss against onnxruntime's fp32 one: the CPU's fp32 products sum in
 # another order (a few ulps); bf16 products round every factor to 8 bits of
 # mantissa, which moves the tiny GPT's first loss by about 1e-3 relative.
-FIRST_LOSS = {"fp32": 1e-5, "bf16": 1e-2}
+FIRST_LOSS = {"fp32": 1e-5, "bf16": 1e-2, "fp16": 2e-3}
+# The element type of a precision's products in its programs.
+PRODUCTS = {"fp32": None, "bf16": "DType::BF16", "fp16": "DType::F16"}
+# The layouts on two ranks and the collectives they start on the background
+# thread.
+STARTED = {"mlp-dp2": ["all_reduce_start", "all_reduce_wait"],
+           "mlp-zero3": ["all_gather_start", "all_gather_wait", "reduce_scatter_start",
+                         "reduce_scatter_wait"],
+           "gpt-tp2": ["all_reduce_start", "all_reduce_wait"],
+           "gpt-bf16-zero2": []}
 NEEDED = ["CMakeLists.txt", "check.py", "torch_gpt2.py", "manifest.json",
           "runtime/CMakeLists.txt", "runtime/cuda/Linalg.cu", "runtime/driver/CudaMain.cu",
           "runtime/comm/Nccl.cpp", "third_party/include/nlohmann/json.hpp",
@@ -69,7 +79,9 @@ def main():
         with open(os.path.join(base, "manifest.json")) as f:
             manifest = json.load(f)
         names = [model["name"] for model in manifest["models"]]
-        check(names == ["mlp", "cnn", "gpt", "gpt-bf16", "cnn-bf16", "mlp-pp2"], f"models {names}")
+        check(names == ["mlp", "cnn", "gpt", "gpt-bf16", "cnn-bf16", "gpt-fp16", "mlp-pp2"] +
+              list(STARTED),
+              f"models {names}")
         for model in manifest["models"]:
             directory = os.path.join(base, "models", model["name"])
             stages = model["stages"]
@@ -83,16 +95,21 @@ def main():
                 check(plan["target"] == "cuda", f"{model['name']}: target {plan['target']}")
                 check('#include "runtime/cuda/Program.h"' in source,
                       f"{model['name']}: program.cu")
-                check(("bf16" in source.lower()) == (model["precision"] == "bf16"),
-                      f"{model['name']}: bf16 products in a {model['precision']} program, or "
-                      "none in a bf16 one")
+                for precision, dtype in PRODUCTS.items():
+                    check(not dtype or (dtype in source) == (model["precision"] == precision),
+                          f"{model['name']}: {precision} products in a {model['precision']} "
+                          f"program, or none in a {precision} one")
                 check(("pipeline_send" in source) == (stages > 1),
                       f"{model['name']}: pipeline messages in a program of {stages} stages")
+                started = STARTED.get(model["name"], [])
+                check(all(f"cuda::{kernel}(" in source for kernel in started) and (
+                      started or "_start(" not in source),
+                      f"{model['name']}: the background collectives {started} and no others")
             steps = int(model["run_flags"][model["run_flags"].index("--steps") + 1])
             losses = model["cpu_losses"]
             check(len(losses) == steps and all(math.isfinite(x) for x in losses),
                   f"{model['name']}: losses {losses}")
-            reference = first_loss(root, model, directory, work, stages)
+            reference = first_loss(root, model, directory, work, model["microbatches"])
             difference = abs(losses[0] - reference) / abs(reference)
             check(difference <= FIRST_LOSS[model["precision"]],
                   f"{model['name']}: first loss {losses[0]} against onnxruntime's {reference}")
