@@ -26,11 +26,12 @@
 // until the ones into a buffer are done, waitAll() until everything queued
 // is.
 //
-// On a GPU (NCCL) the program's kernels run on the compute stream after
-// the kernel functions return: each collective carries a mark of the work
-// queued before it (an event on that stream), and the thread waits for
-// the mark before its call on the duplicate's own stream, so the call
-// reads finished buffers; a wait returns once the call's stream is done.
+// On a GPU the program's kernels run on the compute stream after the
+// kernel functions return: each collective carries a mark of the work
+// queued before it (an event on that stream, runtime/comm/StreamEvent.h),
+// and the thread waits for the mark before its call (on NCCL's duplicate's
+// own stream, or through the host), so the call reads finished buffers; a
+// wait returns once the call is done.
 //
 // Every rank runs the same program, so every rank queues the same
 // collectives in the same order and the thread's calls match across ranks;

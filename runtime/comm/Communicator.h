@@ -201,7 +201,7 @@ public:
   /// group calls it. Null, with `error`, where the backend cannot.
   virtual std::unique_ptr<Communicator> duplicate(std::string &error) = 0;
   /// For a duplicate that another thread calls while the first goes on
-  /// queuing compute on a device stream (NCCL's): a mark of the work queued
+  /// queuing compute on a device stream (a GPU's): a mark of the work queued
   /// so far on the stream that computes the buffers, taken on the queuing
   /// thread; null where that work is done when its kernel returns (host
   /// memory). Any thread may take one; a failure is the call's, `kind` at

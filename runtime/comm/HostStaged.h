@@ -5,14 +5,13 @@
 // communicator's call runs on the copy, and what it received is copied back.
 //
 // The CUDA backend runs a pipeline's axis on it, and every axis of ranks
-// that share a GPU (NCCL refuses two ranks on one device). A pipeline schedule's proof
-// that it cannot deadlock assumes that a send does not wait for its receive
-// (Communicator::send): 1f1b's stages each send before they receive what the
-// other sends. MPI sends a copy and returns; NCCL's send waits until the
-// peer's receive takes the message. Through the host, the stages' messages
-// keep MPI's semantics, at the cost of two copies over the host's bus a
-// message, and stages may share one GPU (two processes on one device, which
-// an NCCL communicator refuses).
+// that share a GPU (NCCL refuses two ranks on one device). A pipeline
+// schedule's proof that it cannot deadlock assumes that a send does not
+// wait for its receive (Communicator::send): 1f1b's stages each send
+// before they receive what the other sends. MPI sends a copy and returns; NCCL's send waits until
+// the peer's receive takes the message. Through the host, the stages' messages keep MPI's
+// semantics, at the cost of two copies over the host's bus a message, and stages may share one GPU
+// (two processes on one device, which an NCCL communicator refuses).
 //
 //===----------------------------------------------------------------------===//
 

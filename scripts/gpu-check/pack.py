@@ -61,7 +61,7 @@ def data_set(kind, rng):
 
 
 # name: (exporter under test/models, data set, precision, microbatches, the
-# layout's compile flags, ranks). Every model is checked against one CPU
+# layout's compile flags). Every model is checked against one CPU
 # device accumulating the same microbatches in a step. A pipeline runs 1f1b
 # over as many microbatches as stages, each stage a process; the other
 # layouts run 2 ranks (one microbatch each) on the background collectives
@@ -70,20 +70,20 @@ def data_set(kind, rng):
 # where there is one: then every axis goes through the host.
 MEGATRON_GPT = os.path.join(ROOT, "plans", "megatron-gpt.json")
 MODELS = {
-    "mlp": ("export_mlp.py", "mlp", "fp32", 1, [], 1),
-    "cnn": ("export_cnn_train.py", "cnn", "fp32", 1, [], 1),
-    "gpt": ("export_gpt.py", "gpt", "fp32", 1, [], 1),
-    "gpt-bf16": ("export_gpt.py", "gpt", "bf16", 1, [], 1),
-    "cnn-bf16": ("export_cnn_train.py", "cnn", "bf16", 1, [], 1),
-    "gpt-fp16": ("export_gpt.py", "gpt", "fp16", 1, [], 1),
-    "mlp-pp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "pp=2", "--schedule", "1f1b"], 2),
-    "mlp-dp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "dp=2", "--bucket-mb", "0.05"], 2),
+    "mlp": ("export_mlp.py", "mlp", "fp32", 1, []),
+    "cnn": ("export_cnn_train.py", "cnn", "fp32", 1, []),
+    "gpt": ("export_gpt.py", "gpt", "fp32", 1, []),
+    "gpt-bf16": ("export_gpt.py", "gpt", "bf16", 1, []),
+    "cnn-bf16": ("export_cnn_train.py", "cnn", "bf16", 1, []),
+    "gpt-fp16": ("export_gpt.py", "gpt", "fp16", 1, []),
+    "mlp-pp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "pp=2", "--schedule", "1f1b"]),
+    "mlp-dp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "dp=2", "--bucket-mb", "0.01"]),
     "mlp-zero3": ("export_mlp.py", "mlp", "fp32", 2,
                   ["--mesh", "dp=2", "--zero", "3", "--prefetch-gathers", "on",
-                   "--overlap-reduce-scatters", "on"], 2),
+                   "--overlap-reduce-scatters", "on"]),
     "gpt-tp2": ("export_gpt.py", "gpt", "fp32", 1,
-                ["--mesh", "tp=2", "--plan", MEGATRON_GPT, "--overlap-tp-sums", "on"], 2),
-    "gpt-bf16-zero2": ("export_gpt.py", "gpt", "bf16", 2, ["--mesh", "dp=2", "--zero", "2"], 2),
+                ["--mesh", "tp=2", "--plan", MEGATRON_GPT, "--overlap-tp-sums", "on"]),
+    "gpt-bf16-zero2": ("export_gpt.py", "gpt", "bf16", 2, ["--mesh", "dp=2", "--zero", "2"]),
 }
 # examples/gpt2/make_model.py's shapes and the batch of a timed step.
 TIMING = {
@@ -127,8 +127,9 @@ def axis_size(layout, axis):
 
 
 def pack_model(cleave, name, work, pack):
-    exporter, data_kind, precision, microbatches, layout, ranks = MODELS[name]
+    exporter, data_kind, precision, microbatches, layout = MODELS[name]
     stages = axis_size(layout, "pp")
+    ranks = stages * axis_size(layout, "dp") * axis_size(layout, "tp")
     onnx_path = os.path.join(work, f"{exporter}.onnx")
     if not os.path.exists(onnx_path):
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "test", "lib"))
