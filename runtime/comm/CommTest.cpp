@@ -17,11 +17,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace cleave::rt;
@@ -322,7 +325,8 @@ TEST(MpiCommunicatorTest, BytesSentFollowTheRingFormula) {
 /// A device whose memory holds every byte inverted, so that a buffer handed
 /// to the host communicator without its copy would be summed, sent or
 /// gathered wrong. Counts the host staging it lends, the marks of its queued
-/// work it makes and the threads that wait for them.
+/// work it makes and the threads that wait for them; the work it has queued
+/// (`queued`, writes to its memory) is done when a mark is waited for.
 class InvertingDevice final : public DeviceCopies {
 public:
   std::shared_ptr<const QueuedWork> markQueuedWork(std::string &) override {
@@ -331,6 +335,8 @@ public:
   }
   std::string awaitQueuedWork(const QueuedWork &, double) override {
     awaitedOn.push_back(std::this_thread::get_id());
+    if (queued)
+      std::exchange(queued, nullptr)();
     return "";
   }
   void *allocateStaging(std::size_t bytes) override {
@@ -357,6 +363,7 @@ public:
   int staged = 0;
   int marks = 0;
   std::vector<std::thread::id> awaitedOn;
+  std::function<void()> queued;
 
 private:
   static void invert(void *to, const void *from, std::size_t bytes) {
@@ -404,7 +411,9 @@ TEST(HostStagedCommunicatorTest, CollectivesMoveTheDevicesValues) {
 
 // The background collectives over a staged axis (ranks that share a GPU):
 // each runs on the duplicate after waiting, on the collectives' thread, for
-// the mark the device made when it was queued; an original makes none.
+// the mark the device made when it was queued, so it reads what the
+// device's queued work writes (a call made before the wait would move
+// zeros); an original makes none.
 TEST(HostStagedCommunicatorTest, DuplicateWaitsForTheDevicesMarksOnItsThread) {
   auto host = world();
   InvertingDevice device;
@@ -416,9 +425,15 @@ TEST(HostStagedCommunicatorTest, DuplicateWaitsForTheDevicesMarksOnItsThread) {
   ASSERT_TRUE(duplicate) << error;
   std::vector<BackgroundCollectives::Axis> axes;
   axes.push_back({0, std::move(duplicate)});
-  std::vector<float> buffer = device.held(std::vector<float>(kCount, static_cast<float>(r + 1)));
-  std::vector<float> sent = device.held(std::vector<float>(kCount, static_cast<float>(r)));
-  std::vector<float> gathered(n * kCount);
+  std::vector<float> buffer = device.held(std::vector<float>(kCount, 0.0f));
+  std::vector<float> sent = buffer, gathered(n * kCount);
+  device.queued = [&] {
+    const std::vector<float> ones =
+        device.held(std::vector<float>(kCount, static_cast<float>(r + 1)));
+    const std::vector<float> own = device.held(std::vector<float>(kCount, static_cast<float>(r)));
+    std::copy(ones.begin(), ones.end(), buffer.begin());
+    std::copy(own.begin(), own.end(), sent.begin());
+  };
   {
     BackgroundCollectives background(std::move(axes));
     background.start(0, buffer.data(), kCount, DType::F32, DType::F32, 1, "gradients");
