@@ -38,6 +38,16 @@ FailureOr<MeshAxes> getMesh(ModuleOp module) {
   return mesh;
 }
 
+MessageEnds pipelineMessageEnds(Operation *message, const MeshAxes &mesh) {
+  auto ends = [&](auto op) -> MessageEnds {
+    return {static_cast<int64_t>(op.getPeer()) % mesh.ppSize,
+            2 * static_cast<int64_t>(op.getTag()) + (op.getGradient() ? 1 : 0)};
+  };
+  if (auto send = dyn_cast<PipelineSendOp>(message))
+    return ends(send);
+  return ends(cast<PipelineRecvOp>(message));
+}
+
 LogicalResult forEachFunctionOver(ModuleOp module, SplitAxis axis,
                                   function_ref<void(func::FuncOp, int64_t)> body) {
   if (!module.lookupSymbol<shard::GridOp>(kMeshName))

@@ -50,6 +50,16 @@ enum class SplitAxis { DataParallel, TensorParallel };
 mlir::LogicalResult forEachFunctionOver(mlir::ModuleOp module, SplitAxis axis,
                                         llvm::function_ref<void(mlir::func::FuncOp, int64_t)> body);
 
+/// Where a pipeline message (`cleave.pipeline_send` or `cleave.pipeline_recv`)
+/// goes on the pp axis of `mesh`: its peer's rank, and its tag as the
+/// runtime matches it (a value's tag doubled, plus one for its gradient, so
+/// that the two never share one).
+struct MessageEnds {
+  int64_t peer;
+  int64_t tag;
+};
+MessageEnds pipelineMessageEnds(mlir::Operation *message, const MeshAxes &mesh);
+
 /// `bytes` of `element`s counted as `wire`s.
 int64_t inWireType(int64_t bytes, mlir::Type element, mlir::Type wire);
 

@@ -570,9 +570,7 @@ LogicalResult Lowering::lowerPipelineMessage(Operation *op) {
     return op->emitError("is a pipeline message in a program without a pp axis");
   auto send = dyn_cast<PipelineSendOp>(op);
   auto recv = dyn_cast<PipelineRecvOp>(op);
-  int64_t peer = send ? send.getPeer() : recv.getPeer();
-  int64_t tag = 2 * (send ? send.getTag() : recv.getTag()) +
-                ((send ? send.getGradient() : recv.getGradient()) ? 1 : 0);
+  MessageEnds ends = pipelineMessageEnds(op, *mesh);
   CallArgs args(b);
   args.value(context);
   if (send) {
@@ -584,7 +582,7 @@ LogicalResult Lowering::lowerPipelineMessage(Operation *op) {
     tensors[recv.getOutput()] = tensorAt(arena, offsets[0], recv.getOutput());
     args.value(tensors[recv.getOutput()]);
   }
-  for (int64_t literal : {mesh->ppAxis, peer % mesh->ppSize, tag})
+  for (int64_t literal : {mesh->ppAxis, ends.peer, ends.tag})
     args.literal(std::to_string(literal));
   call(kernelPrefix + (send ? "pipeline_send" : "pipeline_recv"), Type(), args);
   return success();

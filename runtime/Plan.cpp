@@ -168,9 +168,17 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
                         (stagesNamed ? "@" + std::to_string(action.stage) : ""));
     for (auto [output, input] : p->stash)
       stash.push_back(plan.outputs[output].name);
-    training["pipeline"] = {{"stage", p->stage},         {"stages", p->stages},
-                            {"schedule", p->schedule},   {"actions", actions},
-                            {"in_flight", p->inFlight}, {"stash", stash}};
+    Json receives = Json::object();
+    for (const auto &[function, list] : p->receives)
+      for (const PipelineSpec::Receive &r : list)
+        receives[function].push_back({{"peer", r.peer},
+                                      {"tag", r.tag},
+                                      {"dtype", dtypeName(r.dtype)},
+                                      {"elements", r.elements}});
+    training["pipeline"] = {{"stage", p->stage},        {"stages", p->stages},
+                            {"schedule", p->schedule},  {"actions", actions},
+                            {"in_flight", p->inFlight}, {"stash", stash},
+                            {"receives", receives}};
   }
   for (auto [key, started] : TrainingSpec::startedByKey(t))
     if (*started)
@@ -705,6 +713,29 @@ bool Reader::pipeline(const Json &json, const Plan &plan, TrainingSpec &spec,
       return fail(at + "stash", entry.dump() + " is not an output and an input of the same type");
     claimed[*input] = true;
     p.stash.emplace_back(*output, *input);
+  }
+  const Json *receives = field(json, at, "receives");
+  if (!receives)
+    return false;
+  if (!receives->is_object())
+    return fail(at + "receives", "is not an object of the entry points' receives");
+  for (const auto &[function, list] : receives->items()) {
+    const std::string path = at + "receives." + function;
+    if (function != "forward" && function != "backward" && function != "backward_weight")
+      return fail(path, "is not forward, backward or backward_weight");
+    if (!list.is_array())
+      return fail(path, "is not a list");
+    for (const Json &entry : list) {
+      PipelineSpec::Receive r;
+      std::string dtype;
+      if (!integer(entry, path + ".", "peer", r.peer) ||
+          !integer(entry, path + ".", "tag", r.tag) || !string(entry, path + ".", "dtype", dtype) ||
+          !integer(entry, path + ".", "elements", r.elements))
+        return false;
+      if (!dtypeFromName(dtype, r.dtype))
+        return fail(path + ".dtype", "'" + dtype + "' is not an element type");
+      p.receives[function].push_back(r);
+    }
   }
   spec.pipeline = std::move(p);
   return true;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -272,6 +273,17 @@ struct PipelineSpec {
   /// the input of the same name of the entry points after it (indices into
   /// Plan::outputs and Plan::inputs).
   std::vector<std::pair<size_t, size_t>> stash;
+  /// A message an entry point receives: from pp rank `peer` with `tag`,
+  /// `elements` of `dtype`.
+  struct Receive {
+    int64_t peer = 0, tag = 0;
+    DType dtype = DType::F32;
+    int64_t elements = 0;
+  };
+  /// What each entry point an action runs ("forward", "backward",
+  /// "backward_weight") receives, in order: the driver posts an action's
+  /// receives while the action before it computes.
+  std::map<std::string, std::vector<Receive>> receives;
 
   /// Whether Plan::inputs[input] is a stash (read from its stash set).
   bool isStashInput(size_t input) const {

@@ -3,6 +3,8 @@
 //   cleave-runtime-comm-job groups MESH        each rank prints its groups
 //   cleave-runtime-comm-job timeout SECONDS    rank 1 sleeps through step 1
 //   cleave-runtime-comm-job die                rank 1 exits during step 1
+//   cleave-runtime-comm-job expect-mismatch    rank 1 expects 10 floats,
+//                        its recv takes 20
 //   cleave-runtime-comm-job time BYTES REPEATS [deterministic|blocking]
 //                        all-reduce time (rank 0 prints); `blocking` times a
 //                        plain MPI_Allreduce on the same group, for comparison
@@ -30,7 +32,7 @@ namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: cleave-runtime-comm-job groups MESH | timeout SECONDS | die | "
-                       "time BYTES REPEATS [deterministic|blocking]\n");
+                       "expect-mismatch | time BYTES REPEATS [deterministic|blocking]\n");
   return 2;
 }
 
@@ -95,6 +97,24 @@ int missStep(bool die, double timeoutSeconds) {
   return 0;
 }
 
+/// Rank 0 sends 10 floats; rank 1 expects them and then receives 20: an
+/// error of the recv, on rank 1.
+int expectMismatch() {
+  auto communication = start(Mesh::line("pp", launchedRanks()), {});
+  if (!communication)
+    return 1;
+  Communicator &pp = *communication->axis("pp");
+  std::vector<float> values(20, 1.0f);
+  if (pp.rank() == 0) {
+    pp.send(values.data(), 10, DType::F32, 1, 3, {2, "activation"});
+    pp.completeSends({2, "activation"});
+  } else if (pp.rank() == 1) {
+    pp.expect(10, DType::F32, 0, 3, {2, "activation"});
+    pp.recv(values.data(), 20, DType::F32, 0, 3, {2, "activation"});
+  }
+  return 0;
+}
+
 enum class Variant { Polled, Deterministic, Blocking };
 
 /// The median time of `repeats` all-reduces of `bytes` of f32.
@@ -142,6 +162,8 @@ int main(int argc, char **argv) {
     return missStep(/*die=*/false, std::atof(argv[2]));
   if (mode == "die" && argc == 2)
     return missStep(/*die=*/true, 60);
+  if (mode == "expect-mismatch" && argc == 2)
+    return expectMismatch();
   if (mode == "time" && (argc == 4 || argc == 5)) {
     std::string variant = argc == 5 ? argv[4] : "";
     if (variant != "" && variant != "deterministic" && variant != "blocking")

@@ -278,18 +278,25 @@ TEST(MpiCommunicatorTest, SendRecvAlongAChain) {
   comm->completeSends({5, "stage output"});
 }
 
+/// Messages between ranks 0 and 1 of the world: skipped on one rank, and
+/// by the ranks past 1, which take no part.
+class RankPairTest : public testing::Test {
+protected:
+  void SetUp() override {
+    if (comm->size() == 1)
+      GTEST_SKIP() << "needs two ranks";
+    if (comm->rank() > 1)
+      GTEST_SKIP() << "ranks 0 and 1 only";
+  }
+  std::unique_ptr<MpiCommunicator> comm = world();
+};
+
 /// Ranks 0 and 1 each send the other a message past the eager limit before
 /// either receives: with sends that waited for their receive this would
 /// deadlock (a pipeline's 1f1b does it). The sender overwrites its buffer
 /// at once; the message is the value sent.
-TEST(MpiCommunicatorTest, SendDoesNotWaitForItsReceive) {
-  auto comm = world();
-  int n = comm->size(), r = comm->rank();
-  if (n == 1)
-    GTEST_SKIP() << "needs two ranks";
-  if (r > 1)
-    return;
-  const int peer = 1 - r;
+TEST_F(RankPairTest, SendDoesNotWaitForItsReceive) {
+  const int r = comm->rank(), peer = 1 - r;
   std::vector<float> out(64 * 1024, static_cast<float>(r + 1)), in(out.size(), 0.0f);
   comm->send(out.data(), out.size(), DType::F32, peer, 7, {3, "activation"});
   std::fill(out.begin(), out.end(), -1.0f);
@@ -297,6 +304,32 @@ TEST(MpiCommunicatorTest, SendDoesNotWaitForItsReceive) {
   comm->completeSends({3, "activation"});
   for (float x : in)
     ASSERT_EQ(x, static_cast<float>(peer + 1));
+}
+
+// Messages expected before they are sent (a pipeline's next action's,
+// expected while the action before it computes): each recv of that peer and
+// tag takes the oldest, in the order they were sent, whichever arrives
+// first; another tag's recv is not held up by them.
+TEST_F(RankPairTest, ExpectedMessagesAreTakenInOrder) {
+  std::vector<float> first(1000, 1.0f), second(1000, 2.0f);
+  std::vector<int64_t> other(10, 7);
+  if (comm->rank() == 0) {
+    comm->send(other.data(), other.size(), DType::I64, 1, 6, {1, "other"});
+    comm->send(first.data(), first.size(), DType::F32, 1, 5, {1, "activation"});
+    comm->send(second.data(), second.size(), DType::F32, 1, 5, {1, "activation"});
+    comm->completeSends({1, "activation"});
+    return;
+  }
+  comm->expect(1000, DType::F32, 0, 5, {1, "activation"});
+  comm->expect(1000, DType::F32, 0, 5, {1, "activation"});
+  std::vector<int64_t> gotOther(10);
+  comm->recv(gotOther.data(), gotOther.size(), DType::I64, 0, 6, {1, "other"});
+  EXPECT_EQ(gotOther, other);
+  std::vector<float> got(1000);
+  comm->recv(got.data(), got.size(), DType::F32, 0, 5, {1, "activation"});
+  EXPECT_EQ(got, first);
+  comm->recv(got.data(), got.size(), DType::F32, 0, 5, {1, "activation"});
+  EXPECT_EQ(got, second);
 }
 
 TEST(MpiCommunicatorTest, BytesSentFollowTheRingFormula) {

@@ -192,6 +192,12 @@ void Communicator::checkPeer(int peer, const char *role, CollectiveKind kind,
              std::to_string(size_));
 }
 
+void Communicator::checkMessageEnds(int peer, int tag, CollectiveKind kind, const CallSite &site) {
+  checkPeer(peer, "peer", kind, site);
+  if (tag < 0)
+    fail(kind, site, "tag " + std::to_string(tag) + " is negative");
+}
+
 template <typename Call>
 void Communicator::run(CollectiveKind kind, uint64_t bufferBytes, const CallSite &site, Call &&call,
                        const std::function<bool()> &awaitMessage) {
@@ -323,9 +329,7 @@ void Communicator::barrier(const CallSite &site) {
 
 void Communicator::send(const void *buffer, std::size_t count, DType type, int peer, int tag,
                         const CallSite &site) {
-  checkPeer(peer, "peer", CollectiveKind::Send, site);
-  if (tag < 0)
-    fail(CollectiveKind::Send, site, "tag " + std::to_string(tag) + " is negative");
+  checkMessageEnds(peer, tag, CollectiveKind::Send, site);
   run(CollectiveKind::Send, count * dtypeSize(type), site,
       [&] { doSend(buffer, count, type, peer, tag, site); });
 }
@@ -334,13 +338,16 @@ void Communicator::completeSends(const CallSite &site) { doCompleteSends(site); 
 
 void Communicator::recv(void *buffer, std::size_t count, DType type, int peer, int tag,
                         const CallSite &site) {
-  checkPeer(peer, "peer", CollectiveKind::Recv, site);
-  if (tag < 0)
-    fail(CollectiveKind::Recv, site, "tag " + std::to_string(tag) + " is negative");
+  checkMessageEnds(peer, tag, CollectiveKind::Recv, site);
   run(
       CollectiveKind::Recv, count * dtypeSize(type), site,
       [&] { doRecv(buffer, count, type, peer, tag, site); },
       [&] { return doAwaitMessage(peer, tag, site); });
+}
+
+void Communicator::expect(std::size_t count, DType type, int peer, int tag, const CallSite &site) {
+  checkMessageEnds(peer, tag, CollectiveKind::Recv, site);
+  doExpect(count, type, peer, tag, site);
 }
 
 bool Communicator::doAwaitMessage(int, int, const CallSite &) { return false; }

@@ -263,6 +263,15 @@ public:
   void completeSends(const CallSite &site);
   void recv(void *buffer, std::size_t count, DType type, int peer, int tag,
             const CallSite &site);
+  /// Takes the message of `peer` with `tag` (`count` elements of `type`)
+  /// as soon as it arrives, into this communicator's own memory, for the
+  /// next recv of that peer and tag, which then copies it: a pipeline's
+  /// driver expects an action's messages while the action before it
+  /// computes. Expected and unexpected recvs of one peer and tag match
+  /// messages in the order they were made, so every recv after an expected
+  /// one must be expected too. A backend that cannot does nothing: the
+  /// recv receives the message then.
+  void expect(std::size_t count, DType type, int peer, int tag, const CallSite &site);
   /// Returns true once the message of `peer` with `tag` has arrived, before
   /// it is received; false at once where the backend cannot tell.
   bool awaitMessage(int peer, int tag, const CallSite &site) {
@@ -307,6 +316,8 @@ protected:
   virtual void doCompleteSends(const CallSite &site) = 0;
   virtual void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
                       const CallSite &site) = 0;
+  virtual void doExpect(std::size_t /*count*/, DType /*type*/, int /*peer*/, int /*tag*/,
+                        const CallSite & /*site*/) {}
   /// Returns true once the message of `peer` with `tag` has arrived, before
   /// it is received, so that a recv's wait is timed apart from its
   /// transfer; a backend that cannot tell returns false at once.
@@ -335,6 +346,9 @@ private:
   /// Fails unless `type` sums through `wire` by narrowing: f32 through bf16.
   void checkNarrowing(DType type, DType wire, CollectiveKind kind, const CallSite &site);
   void checkPeer(int peer, const char *role, CollectiveKind kind, const CallSite &site);
+  /// A send's or recv's: fails unless `peer` is a rank of the group and
+  /// `tag` is not negative.
+  void checkMessageEnds(int peer, int tag, CollectiveKind kind, const CallSite &site);
   /// Counts the bytes and runs `call` (the backend's), timed for the
   /// observer when there is one; a recv's `awaitMessage` then runs first.
   template <typename Call>

@@ -126,6 +126,11 @@ void HostStagedCommunicator::doRecv(void *buffer, std::size_t count, DType type,
   copies_.copyToDevice(buffer, staged, bytes);
 }
 
+void HostStagedCommunicator::doExpect(std::size_t count, DType type, int peer, int tag,
+                                      const CallSite &site) {
+  host_.expect(count, type, peer, tag, site);
+}
+
 bool HostStagedCommunicator::doAwaitMessage(int peer, int tag, const CallSite &site) {
   return host_.awaitMessage(peer, tag, site);
 }

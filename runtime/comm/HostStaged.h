@@ -85,6 +85,9 @@ protected:
   void doCompleteSends(const CallSite &site) override;
   void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
+  /// The host communicator expects it: the recv's staging copies it from
+  /// there.
+  void doExpect(std::size_t count, DType type, int peer, int tag, const CallSite &site) override;
   bool doAwaitMessage(int peer, int tag, const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
   /// Sums through bf16 are not built on a staged axis (a pipeline's axis

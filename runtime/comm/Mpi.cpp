@@ -4,9 +4,11 @@
 
 #include "runtime/comm/Deadline.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 namespace cleave::rt::comm {
@@ -110,6 +112,11 @@ MpiCommunicator::~MpiCommunicator() {
   // A message not yet taken still reads its copy.
   for (PendingSend &sent : pendingSends_)
     MPI_Wait(&sent.request, MPI_STATUS_IGNORE);
+  for (ExpectedMessage &message : expected_)
+    if (!message.done) {
+      MPI_Cancel(&message.request);
+      MPI_Wait(&message.request, MPI_STATUS_IGNORE);
+    }
   MPI_Comm_free(&comm_);
 }
 
@@ -329,25 +336,80 @@ void MpiCommunicator::doRecv(void *buffer, std::size_t count, DType type, int pe
     fail(kind, site, "tag " + std::to_string(tag) + " is above MPI's limit " +
                          std::to_string(tagLimit(comm_)));
   Deadline deadline(options().timeoutSeconds);
+  const int expected = mpiCount(count, kind, site);
+  if (auto message = expectedFrom(peer, tag); message != expected_.end()) {
+    if (message->type != type || message->count != count)
+      fail(kind, site,
+           "the recv from rank " + std::to_string(peer) + " with tag " + std::to_string(tag) +
+               " takes " + std::to_string(count) + " elements of " + dtypeName(type) +
+               ", the message expected for it " + std::to_string(message->count) + " of " +
+               dtypeName(message->type));
+    complete(*message, deadline, site);
+    std::memcpy(buffer, message->bytes.data(), message->bytes.size());
+    expected_.erase(message);
+    return;
+  }
   MPI_Request request;
   MPI_Status status;
-  int expected = mpiCount(count, kind, site);
   check(MPI_Irecv(buffer, expected, mpiType(type), peer, tag, comm_, &request), kind, site,
         "MPI_Irecv");
   wait(request, deadline, kind, site, &status);
+  checkReceived(status, type, expected, peer, tag, site);
+}
+
+void MpiCommunicator::checkReceived(const MPI_Status &status, DType type, int expected, int peer,
+                                    int tag, const CallSite &site) {
   int received = 0;
   MPI_Get_count(&status, mpiType(type), &received);
   // A longer message is MPI_ERR_TRUNCATE (from MPI_Test); a shorter one
   // arrives silently.
   if (received != expected)
-    fail(kind, site,
+    fail(CollectiveKind::Recv, site,
          "received " + std::to_string(received) + " elements from rank " + std::to_string(peer) +
              " with tag " + std::to_string(tag) + ", expected " + std::to_string(expected));
+}
+
+void MpiCommunicator::doExpect(std::size_t count, DType type, int peer, int tag,
+                               const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::Recv;
+  if (tag > tagLimit(comm_))
+    fail(kind, site,
+         "tag " + std::to_string(tag) + " is above MPI's limit " + std::to_string(tagLimit(comm_)));
+  ExpectedMessage &message = expected_.emplace_back();
+  message.peer = peer;
+  message.tag = tag;
+  message.type = type;
+  message.count = count;
+  message.bytes.resize(count * dtypeSize(type));
+  check(MPI_Irecv(message.bytes.data(), mpiCount(count, kind, site), mpiType(type), peer, tag,
+                  comm_, &message.request),
+        kind, site, "MPI_Irecv");
+}
+
+std::deque<MpiCommunicator::ExpectedMessage>::iterator MpiCommunicator::expectedFrom(int peer,
+                                                                                     int tag) {
+  return std::find_if(expected_.begin(), expected_.end(),
+                      [&](const ExpectedMessage &m) { return m.peer == peer && m.tag == tag; });
+}
+
+void MpiCommunicator::complete(ExpectedMessage &message, const Deadline &deadline,
+                               const CallSite &site) {
+  if (message.done)
+    return;
+  wait(message.request, deadline, CollectiveKind::Recv, site, &message.status);
+  message.done = true;
+  checkReceived(message.status, message.type, static_cast<int>(message.count), message.peer,
+                message.tag, site);
 }
 
 bool MpiCommunicator::doAwaitMessage(int peer, int tag, const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::Recv;
   Deadline deadline(options().timeoutSeconds);
+  // An expected message has arrived when its receive is complete.
+  if (auto message = expectedFrom(peer, tag); message != expected_.end()) {
+    complete(*message, deadline, site);
+    return true;
+  }
   bool arrived = pollUntil(deadline, [&] {
     int found = 0;
     check(MPI_Iprobe(peer, tag, comm_, &found, MPI_STATUS_IGNORE), kind, site, "MPI_Iprobe");

@@ -99,6 +99,8 @@ protected:
               const CallSite &site) override;
   void doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
               const CallSite &site) override;
+  /// Posts the receive (MPI_Irecv) into a buffer of its own.
+  void doExpect(std::size_t count, DType type, int peer, int tag, const CallSite &site) override;
   bool doAwaitMessage(int peer, int tag, const CallSite &site) override;
   void doCompleteSends(const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
@@ -110,7 +112,26 @@ private:
     MPI_Request request;
   };
 
+  /// A message expected (doExpect), received into `bytes` once `done`.
+  struct ExpectedMessage {
+    int peer, tag;
+    DType type;
+    std::size_t count;
+    std::vector<char> bytes;
+    MPI_Request request;
+    MPI_Status status;
+    bool done = false;
+  };
+
   MpiCommunicator(MPI_Comm comm, int worldRank, std::string axis, CommOptions options);
+  /// The oldest expected message of `peer` with `tag`, or expected_.end().
+  std::deque<ExpectedMessage>::iterator expectedFrom(int peer, int tag);
+  /// Waits for `message` to arrive (until `deadline`) and checks its length.
+  void complete(ExpectedMessage &message, const Deadline &deadline, const CallSite &site);
+  /// Fails unless a message from `peer` with `tag` (`status`) holds the
+  /// `expected` elements of `type`.
+  void checkReceived(const MPI_Status &status, DType type, int expected, int peer, int tag,
+                     const CallSite &site);
   static int rankIn(MPI_Comm comm);
   static int sizeOf(MPI_Comm comm);
 
@@ -125,6 +146,8 @@ private:
   MPI_Comm comm_;
   /// Oldest first; those taken are dropped at each send and completeSends.
   std::deque<PendingSend> pendingSends_;
+  /// Oldest first; each is dropped by the recv that takes it.
+  std::deque<ExpectedMessage> expected_;
   /// Reused between calls of the deterministic mode.
   std::vector<char> scratch_;
 };

@@ -939,6 +939,14 @@ std::unique_ptr<InputPrefetch> startInput(const TrainingSpec &spec, const DataSe
       [&backend](void *memory, size_t size) { backend.releaseStaging(memory, size); });
 }
 
+/// The entry point a pipeline action runs: the forward (F), the backward
+/// (B, or zb-h1's inputs' gradients I) or the weights' gradients (W).
+ProgramEntryPoint actionEntryPoint(const PipelineSpec::Action &action) {
+  return action.kind == 'F'   ? ProgramEntryPoint::Forward
+         : action.kind == 'W' ? ProgramEntryPoint::BackwardWeight
+                              : ProgramEntryPoint::Backward;
+}
+
 /// A weight that several of the rank's stages train (on a rank of an
 /// interleaved pipeline: a tied weight whose stages all run here, which
 /// cleave-pipeline-tied-gradients leaves to the driver): its f32 gradient
@@ -1335,17 +1343,30 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
       runMicrobatch(programs[c], k, ProgramEntryPoint::Forward);
     };
     if (const std::optional<PipelineSpec> &pipeline = spec.pipeline) {
-      // A pipeline rank runs its actions, each through its stage's program.
+      // A pipeline rank runs its actions, each through its stage's program,
+      // each action's messages expected while the action before it runs.
+      comm::Communicator &pp = *backend.communicators()[job.mesh.axisIndex("pp")];
+      auto expectReceives = [&](size_t a) {
+        const PipelineSpec &stage = *plans[actionPrograms[a]].training->pipeline;
+        auto found = stage.receives.find(entryPointName(actionEntryPoint(pipeline->actions[a])));
+        if (found == stage.receives.end())
+          return;
+        for (const PipelineSpec::Receive &r : found->second)
+          pp.expect(static_cast<std::size_t>(r.elements), r.dtype, static_cast<int>(r.peer),
+                    static_cast<int>(r.tag), {step, "pipeline messages"});
+      };
+      if (!pipeline->actions.empty())
+        expectReceives(0);
       for (size_t a = 0; a < pipeline->actions.size(); ++a) {
         const PipelineSpec::Action &action = pipeline->actions[a];
         const size_t c = actionPrograms[a];
+        if (a + 1 < pipeline->actions.size())
+          expectReceives(a + 1);
         programs[c].useStashOf(*plans[c].training->pipeline, action.microbatch);
         if (action.kind == 'F')
           forward(c, action.microbatch);
         else
-          runMicrobatch(programs[c], action.microbatch,
-                        action.kind == 'W' ? ProgramEntryPoint::BackwardWeight
-                                           : ProgramEntryPoint::Backward);
+          runMicrobatch(programs[c], action.microbatch, actionEntryPoint(action));
       }
     } else {
       for (int64_t k = 0; k < spec.gradAccum; ++k)

@@ -13,12 +13,16 @@
 #   - exposed communication is every communication span of the step, and
 #     compute + exposed communication + input wait is at most the step;
 #   - each receive (MPI) holds a "wait", from its start until its message
-#     had arrived, then a "transfer" to its end; a send holds neither.
+#     had arrived, then a "transfer" to its end; a send holds neither;
+#   - each stage's plan.json lists what each entry point an action runs
+#     receives (which the driver expects while the action before computes):
+#     the peers and tags of its program's pipeline_recv calls, in order.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -46,6 +50,28 @@ def actions_of(out, rank):
         microbatch, _, stage = rest.partition("@")
         result.append((names[kind], int(microbatch), int(stage) if stage else rank))
     return result
+
+
+def check_receives(label, out):
+    """Each stage's plan.json receives against its program.cpp's calls."""
+    stages = sorted(d for d in os.listdir(out) if d.startswith("stage"))
+    for stage in stages:
+        with open(os.path.join(out, stage, "plan.json")) as f:
+            listed = json.load(f)["training"]["pipeline"]["receives"]
+        called, function = {}, None
+        with open(os.path.join(out, stage, "program.cpp")) as f:
+            for line in f:
+                # cleave_forward, or on a rank of several stages cleave_stage1_forward.
+                start = re.match(r"void cleave_(?:stage\d+_)?(\w+)\(", line)
+                if start:
+                    function = start.group(1)
+                recv = re.search(r"pipeline_recv\(v\d+, v\d+, \d+, (\d+), (\d+)\)", line)
+                if recv and function in ("forward", "backward", "backward_weight"):
+                    called.setdefault(function, []).append((int(recv.group(1)),
+                                                            int(recv.group(2))))
+        plan = {name: [(r["peer"], r["tag"]) for r in entries] for name, entries in listed.items()}
+        expect(called and plan == called,
+               f"{label}: {stage}: plan.json receives {plan}, program.cpp {called}")
 
 
 def check(label, out, trace_path, metrics_path):
@@ -115,6 +141,7 @@ def main():
         run(["cleave", "run", out, "-n", "2", "--data", data, "--steps", str(STEPS), "--quiet",
              "--trace", trace, "--log-json", metrics])
         check(label, out, trace, metrics)
+        check_receives(label, out)
     if problems:
         sys.exit("\n".join(problems[:40]))
     print("each pipeline rank's calls are its actions, and compute leaves out only the "
