@@ -832,14 +832,16 @@ std::optional<rt::PipelineSpec> PlanBuilder::pipelineStage() {
   p.inFlight = p.mostInFlight();
   // What each entry point an action runs receives, in the order it does.
   FailureOr<MeshAxes> mesh = getMesh(module);
-  for (StringRef name : {"forward", "backward", "backward_weight"})
-    if (auto func = module.lookupSymbol<func::FuncOp>(name); func && succeeded(mesh))
+  for (StringRef name : {"forward", "backward", "backward_weight"}) {
+    auto func = module.lookupSymbol<func::FuncOp>(name);
+    if (func && succeeded(mesh))
       func.walk([&](PipelineRecvOp recv) {
         MessageEnds ends = pipelineMessageEnds(recv, *mesh);
         auto type = cast<RankedTensorType>(recv.getOutput().getType());
         p.receives[name.str()].push_back(
             {ends.peer, ends.tag, runtimeDType(type.getElementType()), type.getNumElements()});
       });
+  }
   // The forward's stash, and with zb-h1 the backward's.
   for (StringRef name : {"forward", "backward"}) {
     auto func = module.lookupSymbol<func::FuncOp>(name);

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -283,7 +284,7 @@ struct PipelineSpec {
   /// What each entry point an action runs ("forward", "backward",
   /// "backward_weight") receives, in order: the driver posts an action's
   /// receives while the action before it computes.
-  std::map<std::string, std::vector<Receive>> receives;
+  std::map<std::string, std::vector<Receive>, std::less<>> receives;
 
   /// Whether Plan::inputs[input] is a stash (read from its stash set).
   bool isStashInput(size_t input) const {

@@ -300,12 +300,16 @@ int tagLimit(MPI_Comm comm) {
 
 } // namespace
 
+void MpiCommunicator::checkTag(int tag, CollectiveKind kind, const CallSite &site) {
+  if (tag > tagLimit(comm_))
+    fail(kind, site,
+         "tag " + std::to_string(tag) + " is above MPI's limit " + std::to_string(tagLimit(comm_)));
+}
+
 void MpiCommunicator::doSend(const void *buffer, std::size_t count, DType type, int peer,
                              int tag, const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::Send;
-  if (tag > tagLimit(comm_))
-    fail(kind, site, "tag " + std::to_string(tag) + " is above MPI's limit " +
-                         std::to_string(tagLimit(comm_)));
+  checkTag(tag, kind, site);
   // Sent from a copy, so that the program may reuse its buffer at once.
   PendingSend &sent = pendingSends_.emplace_back();
   const auto *bytes = static_cast<const char *>(buffer);
@@ -332,17 +336,15 @@ void MpiCommunicator::doCompleteSends(const CallSite &site) {
 void MpiCommunicator::doRecv(void *buffer, std::size_t count, DType type, int peer, int tag,
                              const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::Recv;
-  if (tag > tagLimit(comm_))
-    fail(kind, site, "tag " + std::to_string(tag) + " is above MPI's limit " +
-                         std::to_string(tagLimit(comm_)));
+  checkTag(tag, kind, site);
   Deadline deadline(options().timeoutSeconds);
   const int expected = mpiCount(count, kind, site);
   if (auto message = expectedFrom(peer, tag); message != expected_.end()) {
-    if (message->type != type || message->count != count)
+    if (message->type != type || message->count() != count)
       fail(kind, site,
            "the recv from rank " + std::to_string(peer) + " with tag " + std::to_string(tag) +
                " takes " + std::to_string(count) + " elements of " + dtypeName(type) +
-               ", the message expected for it " + std::to_string(message->count) + " of " +
+               ", the message expected for it " + std::to_string(message->count()) + " of " +
                dtypeName(message->type));
     complete(*message, deadline, site);
     std::memcpy(buffer, message->bytes.data(), message->bytes.size());
@@ -372,14 +374,11 @@ void MpiCommunicator::checkReceived(const MPI_Status &status, DType type, int ex
 void MpiCommunicator::doExpect(std::size_t count, DType type, int peer, int tag,
                                const CallSite &site) {
   constexpr CollectiveKind kind = CollectiveKind::Recv;
-  if (tag > tagLimit(comm_))
-    fail(kind, site,
-         "tag " + std::to_string(tag) + " is above MPI's limit " + std::to_string(tagLimit(comm_)));
+  checkTag(tag, kind, site);
   ExpectedMessage &message = expected_.emplace_back();
   message.peer = peer;
   message.tag = tag;
   message.type = type;
-  message.count = count;
   message.bytes.resize(count * dtypeSize(type));
   check(MPI_Irecv(message.bytes.data(), mpiCount(count, kind, site), mpiType(type), peer, tag,
                   comm_, &message.request),
@@ -398,7 +397,7 @@ void MpiCommunicator::complete(ExpectedMessage &message, const Deadline &deadlin
     return;
   wait(message.request, deadline, CollectiveKind::Recv, site, &message.status);
   message.done = true;
-  checkReceived(message.status, message.type, static_cast<int>(message.count), message.peer,
+  checkReceived(message.status, message.type, static_cast<int>(message.count()), message.peer,
                 message.tag, site);
 }
 

@@ -116,11 +116,11 @@ private:
   struct ExpectedMessage {
     int peer, tag;
     DType type;
-    std::size_t count;
     std::vector<char> bytes;
     MPI_Request request;
     MPI_Status status;
     bool done = false;
+    std::size_t count() const { return bytes.size() / dtypeSize(type); }
   };
 
   MpiCommunicator(MPI_Comm comm, int worldRank, std::string axis, CommOptions options);
@@ -140,6 +140,8 @@ private:
   /// Waits for `request` until `deadline`; fails or times out.
   void wait(MPI_Request &request, const Deadline &deadline, CollectiveKind kind,
             const CallSite &site, MPI_Status *status = MPI_STATUS_IGNORE);
+  /// Fails unless `tag` is within MPI's limit for this communicator.
+  void checkTag(int tag, CollectiveKind kind, const CallSite &site);
   /// `count` as an MPI count (int), or fails.
   int mpiCount(std::size_t count, CollectiveKind kind, const CallSite &site);
 

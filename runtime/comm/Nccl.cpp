@@ -117,7 +117,6 @@ std::shared_ptr<const QueuedWork> NcclCommunicator::markQueuedWork(CollectiveKin
 
 void NcclCommunicator::awaitQueuedWork(const QueuedWork &mark, CollectiveKind kind,
                                        const CallSite &site) {
-  check(cudaSetDevice(device_), "cudaSetDevice", kind, site);
   cudaError_t status =
       static_cast<const StreamEvent &>(mark).await(Deadline(options().timeoutSeconds));
   if (status == cudaErrorNotReady)
@@ -128,9 +127,7 @@ void NcclCommunicator::awaitQueuedWork(const QueuedWork &mark, CollectiveKind ki
 NcclCommunicator::NcclCommunicator(const Communicator &host, ncclComm_t comm, cudaStream_t stream,
                                    cudaStream_t producer)
     : Communicator(host.rank(), host.size(), host.worldRank(), host.axis(), host.options()),
-      comm_(comm), stream_(stream), producer_(producer) {
-  cudaGetDevice(&device_);
-}
+      comm_(comm), stream_(stream), producer_(producer) {}
 
 NcclCommunicator::~NcclCommunicator() {
   // Finalize flushes NCCL's outstanding work; bounded by the timeout, since

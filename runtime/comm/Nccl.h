@@ -121,8 +121,6 @@ private:
   cudaStream_t stream_;
   /// A duplicate's: its original's stream (it owns stream_ then).
   cudaStream_t producer_;
-  /// The device the communicator was made on.
-  int device_ = 0;
   void *scratch_[kScratches] = {};
   std::size_t scratchBytes_[kScratches] = {};
 };

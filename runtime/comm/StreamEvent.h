@@ -26,20 +26,27 @@ public:
       cudaEventDestroy(event_);
   }
 
-  /// An event recorded on `stream` now; null with `status` the failing
-  /// call's when it cannot be.
+  /// An event recorded on `stream` (of the current device) now; null with
+  /// `status` the failing call's when it cannot be.
   static std::shared_ptr<const StreamEvent> record(cudaStream_t stream, cudaError_t &status) {
     auto mark = std::make_shared<StreamEvent>();
-    status = cudaEventCreateWithFlags(&mark->event_, cudaEventDisableTiming);
+    status = cudaGetDevice(&mark->device_);
+    if (status == cudaSuccess)
+      status = cudaEventCreateWithFlags(&mark->event_, cudaEventDisableTiming);
     if (status == cudaSuccess)
       status = cudaEventRecord(mark->event_, stream);
     return status == cudaSuccess ? mark : nullptr;
   }
 
-  /// Polls until the work queued before the event is done: cudaSuccess, a
-  /// failure's status, or cudaErrorNotReady when `deadline` passes first.
+  /// Makes the event's device current for the calling thread (another
+  /// than the recording one) and polls until the work queued before the
+  /// event is done: cudaSuccess, a failure's status, or cudaErrorNotReady
+  /// when `deadline` passes first.
   cudaError_t await(const Deadline &deadline) const {
-    cudaError_t status = cudaErrorNotReady;
+    cudaError_t status = cudaSetDevice(device_);
+    if (status != cudaSuccess)
+      return status;
+    status = cudaErrorNotReady;
     pollUntil(deadline, [&] {
       status = cudaEventQuery(event_);
       return status != cudaErrorNotReady;
@@ -48,6 +55,7 @@ public:
   }
 
 private:
+  int device_ = 0;
   cudaEvent_t event_ = nullptr;
 };
 

@@ -40,7 +40,6 @@ public:
     int devices = 0;
     if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 1)
       check(cudaSetDevice(localRank() % devices), "cudaSetDevice");
-    check(cudaGetDevice(&device_), "cudaGetDevice");
     context.allocations = &allocations_;
     check(cudaStreamCreate(&context.stream), "cudaStreamCreate");
     if (cublasCreate(&context.blas) != CUBLAS_STATUS_SUCCESS) {
@@ -85,8 +84,6 @@ public:
   // what the compute stream queued after the mark: slower, not wrong.
   std::string awaitQueuedWork(const cleave::rt::comm::QueuedWork &mark,
                               double timeoutSeconds) override {
-    if (cudaError_t status = cudaSetDevice(device_); status != cudaSuccess)
-      return std::string("cudaSetDevice: ") + cudaGetErrorString(status);
     cudaError_t status = static_cast<const cleave::rt::comm::StreamEvent &>(mark).await(
         cleave::rt::comm::Deadline(timeoutSeconds));
     if (status == cudaErrorNotReady)
@@ -155,8 +152,10 @@ private:
   /// Whether two ranks of `group` run on one GPU: the devices' UUIDs,
   /// gathered over the group's host communicator.
   bool sharesDevice(cleave::rt::comm::Communicator &group) const {
+    int device = 0;
     cudaDeviceProp properties{};
-    check(cudaGetDeviceProperties(&properties, device_), "cudaGetDeviceProperties");
+    check(cudaGetDevice(&device), "cudaGetDevice");
+    check(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
     std::vector<cudaUUID_t> devices(group.size());
     group.allGather(&properties.uuid, devices.data(), sizeof(cudaUUID_t), cleave::rt::DType::U8,
                     {-1, "the GPUs' identities"});
@@ -188,7 +187,6 @@ private:
     }
   };
 
-  int device_ = 0;
   cleave::rt::AllocationMeter allocations_;
   cleave::rt::cuda::Context context;
   SyncedMarks synced;
