@@ -1,7 +1,8 @@
 """How much of the data-parallel all-reduce the backward hides, and of
 ZeRO 3's parameter gathers and gradient reduce-scatters the compute hides.
 
-    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R] [--zero3 | --pipeline | --tp]
+    .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R]
+                                         [--zero1 | --zero3 | --pipeline | --tp]
 
 For bench/layouts_vs_one_rank.py's MLP (at batch 64 and at batch 512, where
 its backward takes longer than its all-reduce) and GPT, compiles dp=2 twice
@@ -22,6 +23,12 @@ With --pipeline the same for dp x pp = 2 x 2 (4 ranks, 4 microbatches a
 step, 1f1b): the buckets started by each stage's backward against every
 sum in @apply; the figures of the background sums from the trace as
 below, since the communication time holds the stages' messages too.
+
+With --zero1 the same for ZeRO 1's reduce-scatter of its flat gradient
+buffer: dp=2 --zero 1 with the buffer's buckets started by the last
+microbatch's backward (auto) against the one reduce-scatter in @apply
+(--bucket-mb 0); the background "reduce_scatter dp" spans and the waits
+for them from the trace, as below.
 
 With --zero3 the same for ZeRO 3's collectives: dp=2 --zero 3 with each
 parameter's gather started a compute segment early and each gradient's
@@ -59,6 +66,8 @@ LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
 PIPELINE_LAYOUTS = (("--bucket-mb 0", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4",
                                          "--bucket-mb", "0"]),
                     ("buckets (auto)", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4"]))
+ZERO1_LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "0"]),
+                 ("buckets (auto)", 2, ["--mesh", "dp=2", "--zero", "1"]))
 TP_LAYOUTS = (("tp sums in place", 2, ["--mesh", "tp=2", "--plan", "{plan}"]),
               ("tp sums overlapped", 2, ["--mesh", "tp=2", "--plan", "{plan}",
                                          "--overlap-tp-sums", "on"]))
@@ -139,6 +148,8 @@ def dp2_options():
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=3)
     kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--zero1", action="store_true",
+                      help="ZeRO 1's bucketed reduce-scatters instead of plain dp's sums")
     kind.add_argument("--zero3", action="store_true",
                       help="ZeRO 3's prefetched gathers instead of the gradient buckets")
     kind.add_argument("--pipeline", action="store_true",
@@ -158,13 +169,14 @@ def main():
           f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
     for name, model, args, plan in cases():
         with tempfile.TemporaryDirectory() as workdir:
-            chosen = (ZERO3_LAYOUTS if options.zero3 else
+            chosen = (ZERO1_LAYOUTS if options.zero1 else
+                      ZERO3_LAYOUTS if options.zero3 else
                       PIPELINE_LAYOUTS if options.pipeline else
                       TP_LAYOUTS if options.tp else LAYOUTS)
             layouts = list(compiled_layouts(CLEAVE, model, args, plan, workdir, chosen))
             trace = os.path.join(workdir, "trace.json")
-            traced = (["--trace", trace] if options.zero3 or options.pipeline or options.tp
-                      else [])
+            traced = (["--trace", trace]
+                      if options.zero1 or options.zero3 or options.pipeline or options.tp else [])
             runs = runs_in_turn(layouts, ["--threads", "1", *traced], options.steps,
                                 options.rounds, workdir,
                                 lambda m: figures(m) + (background_figures(trace) if traced

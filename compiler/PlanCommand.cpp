@@ -370,7 +370,8 @@ public:
       const double all = c["calls_per_step"].get<double>() * steps * link.latencySeconds +
                          c["bytes_sent_per_rank"].get<double>() / link.bandwidthBytesPerSecond;
       seconds += all;
-      if (buckets && kind == "all_reduce" && axis == "dp")
+      // ZeRO 1's buckets are reduce-scatters.
+      if (buckets && (kind == "all_reduce" || kind == "reduce_scatter") && axis == "dp")
         bucketed += all;
     }
     return seconds;

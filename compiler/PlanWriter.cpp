@@ -636,15 +636,22 @@ LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error)
     for (const ReductionSpan &span : *spans)
       count("all_reduce", span.axis, repeats, span.wireBytes(), span.wirePayload());
   }
-  for (auto start : func.getBody().front().getOps<AllReduceStartOp>()) {
-    FailureOr<ReductionSpan> span = bucketSpan(func, start);
+  // ZeRO 1's buckets are reduce-scatters of their spans (uneven, in place:
+  // the ring's bytes of the span), and @apply's reduce-scatter of the flat
+  // buffer only waits for them.
+  for (Operation &op : func.getBody().front()) {
+    if (!isa<AllReduceStartOp, ReduceScatterOwnedStartOp>(op))
+      continue;
+    FailureOr<ReductionSpan> span = bucketSpan(func, &op);
     if (failed(span))
       return cannotLower();
-    count("all_reduce", span->axis, 1, span->wireBytes(), span->wirePayload());
+    count(isa<AllReduceStartOp>(op) ? "all_reduce" : "reduce_scatter", span->axis, 1,
+          span->wireBytes(), span->wirePayload());
   }
   func.walk([&](Operation *op) {
     auto reduce = dyn_cast<shard::AllReduceOp>(op);
     if (isa<shard::AllSliceOp>(op) || (reduce && isInPlace(reduce)) ||
+        op->hasAttr(kSummedInBucketsAttr) ||
         !isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllGatherOp>(op))
       return;
     // The whole buffer: a reduce-scatter's input, an all-gather's output.
@@ -800,10 +807,13 @@ std::optional<rt::TrainingSpec::StartedCollectives> PlanBuilder::gradientBuckets
     auto func = module.lookupSymbol<func::FuncOp>(name);
     if (!func)
       continue;
-    for (auto start : func.getBody().front().getOps<AllReduceStartOp>()) {
+    for (Operation &start : func.getBody().front()) {
+      if (!isa<AllReduceStartOp, ReduceScatterOwnedStartOp>(start))
+        continue;
+      FailureOr<ReductionSpan> span = bucketSpan(func, &start);
       if (!buckets)
-        buckets.emplace().axis = plan.mesh->axisNames[start.getAxis()];
-      buckets->bytes.push_back(bucketSpan(func, start)->bytes);
+        buckets.emplace().axis = plan.mesh->axisNames[span->axis];
+      buckets->bytes.push_back(span->bytes);
     }
   }
   return buckets;

@@ -166,19 +166,19 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
   return mergeSpans(std::move(pieces));
 }
 
-FailureOr<ReductionSpan> bucketSpan(func::FuncOp func, AllReduceStartOp start) {
+FailureOr<ReductionSpan> bucketSpan(func::FuncOp func, Operation *start) {
+  const int64_t axis = start->getAttrOfType<IntegerAttr>("axis").getInt();
   SmallVector<ReductionSpan> pieces;
-  for (Value accumulator : start.getAccumulators()) {
-    std::optional<ReductionSpan> piece =
-        storedSpan(func, accumulator, start.getAxis(), sumType(start));
+  for (Value accumulator : start->getOperands()) {
+    std::optional<ReductionSpan> piece = storedSpan(func, accumulator, axis, sumType(start));
     if (!piece)
-      return start.emitError("an accumulator has no place in the weights blob: run "
-                             "cleave-memory-plan first");
+      return start->emitError("an accumulator has no place in the weights blob: run "
+                              "cleave-memory-plan first");
     pieces.push_back(*piece);
   }
   SmallVector<ReductionSpan> spans = mergeSpans(std::move(pieces));
   if (spans.size() != 1)
-    return start.emitError("its accumulators are not one span of the weights blob (")
+    return start->emitError("its accumulators are not one span of the weights blob (")
            << spans.size() << " spans)";
   return spans.front();
 }

@@ -15,8 +15,6 @@
 
 namespace cleave {
 
-class AllReduceStartOp;
-
 /// The name of the module's device mesh (its axis names, in order, in
 /// kAxesAttr).
 inline constexpr llvm::StringLiteral kMeshName = "mesh";
@@ -103,9 +101,11 @@ bool sumsItsOperandInPlace(mlir::shard::AllReduceOp reduce);
 mlir::FailureOr<llvm::SmallVector<ReductionSpan>>
 reductionSpans(mlir::func::FuncOp func, llvm::ArrayRef<mlir::shard::AllReduceOp> run);
 
-/// The one span a bucket's accumulators fill (cleave-overlap-gradients),
-/// or an error on `start` when they are not one.
-mlir::FailureOr<ReductionSpan> bucketSpan(mlir::func::FuncOp func, AllReduceStartOp start);
+/// The one span a bucket's accumulators fill (the operands of `start`, a
+/// cleave.all_reduce_start or cleave.reduce_scatter_owned_start that
+/// cleave-overlap-gradients placed), or an error on `start` when they are
+/// not one.
+mlir::FailureOr<ReductionSpan> bucketSpan(mlir::func::FuncOp func, mlir::Operation *start);
 
 /// Every run of consecutive in-place all-reduces in `func`, in order.
 llvm::SmallVector<llvm::SmallVector<mlir::shard::AllReduceOp>> allReduceRuns(mlir::func::FuncOp func);

@@ -307,7 +307,7 @@ private:
   LogicalResult lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions);
   /// `kernel`(ctx, the span of the weights blob as one flat tensor, axis,
   /// wire[, `last`]).
-  void spanCall(StringRef kernel, const ReductionSpan &span, StringRef last = "");
+  void spanCall(StringRef kernel, const ReductionSpan &span, ArrayRef<std::string> extra = {});
   LogicalResult lowerCollective(Operation *op, ArrayRef<int16_t> axes);
   LogicalResult lowerPipelineMessage(Operation *op);
 
@@ -551,6 +551,22 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     call(kernelPrefix + "copy", Type(), copy);
     return kernelCall("all_reduce", {out});
   }
+  // ZeRO 1's buckets summed each rank's slice of the flat gradients in
+  // place: wait for them, then copy the slice.
+  if (op->hasAttr(kSummedInBucketsAttr)) {
+    CallArgs wait(b);
+    wait.value(context);
+    wait.value(in);
+    wait.literal(std::to_string(axes[0]));
+    call(kernelPrefix + "reduce_scatter_wait", Type(), wait);
+    CallArgs slice(b);
+    slice.value(context);
+    slice.value(in);
+    slice.value(out);
+    slice.literal(std::to_string(axes[0]));
+    call(kernelPrefix + "all_slice", Type(), slice);
+    return success();
+  }
   // A gather or reduce-scatter started early (cleave-prefetch-gathers,
   // cleave-overlap-reduce-scatters) runs in the background.
   std::string kernel = op->getName().stripDialect().str();
@@ -623,7 +639,22 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (failed(span))
       return failure();
     // On the step's last microbatch alone: the others accumulate into it.
-    spanCall("all_reduce_start", *span, "true");
+    spanCall("all_reduce_start", *span, {"true"});
+    return success();
+  }
+  if (auto start = dyn_cast<ReduceScatterOwnedStartOp>(op)) {
+    FailureOr<ReductionSpan> span = bucketSpan(func, start);
+    if (failed(span))
+      return failure();
+    // The span starts at its first accumulator's place in the flat buffer.
+    int64_t first = INT64_MAX;
+    for (Value accumulator : start.getAccumulators())
+      first =
+          std::min(first, func.getArgAttrOfType<IntegerAttr>(
+                                  cast<BlockArgument>(accumulator).getArgNumber(), kFlatOffsetAttr)
+                              .getInt());
+    spanCall("reduce_scatter_owned_start", *span,
+             {std::to_string(first), std::to_string(start.getSliceElements())});
     return success();
   }
   if (isa<PipelineSendOp, PipelineRecvOp>(op))
@@ -718,7 +749,7 @@ LogicalResult Lowering::lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions)
   return success();
 }
 
-void Lowering::spanCall(StringRef kernel, const ReductionSpan &span, StringRef last) {
+void Lowering::spanCall(StringRef kernel, const ReductionSpan &span, ArrayRef<std::string> extra) {
   CallArgs view(b);
   view.value(weights);
   view.literal(std::to_string(span.offset));
@@ -729,8 +760,8 @@ void Lowering::spanCall(StringRef kernel, const ReductionSpan &span, StringRef l
   args.value(call("cleave::rt::view", tensorType, view));
   args.literal(std::to_string(span.axis));
   args.literal(*dtypeLiteral(span.wire));
-  if (!last.empty())
-    args.literal(last);
+  for (const std::string &literal : extra)
+    args.literal(literal);
   call(kernelPrefix + kernel.str(), Type(), args);
 }
 

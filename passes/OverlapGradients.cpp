@@ -24,10 +24,12 @@ using namespace cleave;
 
 namespace {
 
-/// One accumulator @apply all-reduces over dp: where it lies in the weights
-/// blob, and its last write in a microbatch (in the last function of the
+/// One accumulator @apply sums over dp: where it lies in the weights blob,
+/// and its last write in a microbatch (in the last function of the
 /// microbatch that writes it).
 struct Member {
+  /// Its in-place all-reduce in @apply; null for a member of ZeRO 1's flat
+  /// gradient buffer, which @apply reduce-scatters whole.
   shard::AllReduceOp reduce;
   BlockArgument inWriter;
   AssignOp lastWrite;
@@ -52,28 +54,20 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
       return signalPassFailure();
     if (layout->dpSize == 1)
       return;
+    if (auto scatter = flatGradientScatter(apply, layout->dpAxis))
+      return bucketFlatGradients(module, apply, scatter, layout->dpAxis, layout->dpSize);
     FailureOr<SmallVector<Member>> members = findMembers(module, apply, layout->dpAxis);
     if (failed(members))
       return signalPassFailure();
-    // Under ZeRO the gradients are reduce-scattered instead: the loss's
-    // count and sum alone are not worth a thread's round trip.
+    // Under ZeRO 2 and 3 the gradients are reduce-scattered as they are
+    // made: the loss's count and sum alone are not worth a thread's round
+    // trip.
     if (llvm::none_of(*members, [](const Member &m) { return m.gradient; }))
       return;
 
-    int64_t total = 0;
-    for (const Member &m : *members)
-      total += m.bytes;
-    const int64_t perBucket =
-        bucketBytes > 0 ? bucketBytes.getValue()
-                        : std::clamp<int64_t>(total / 4, int64_t{4} << 10, int64_t{25} << 20);
     OpBuilder b(module.getContext());
-    for (StringRef name : kMicrobatchFunctions) {
-      SmallVector<Member> written;
-      for (const Member &m : *members)
-        if (m.lastWrite->getParentOfType<func::FuncOp>().getSymName() == name)
-          written.push_back(m);
-      startBuckets(b, written, perBucket, layout->dpAxis);
-    }
+    for (StringRef name : kMicrobatchFunctions)
+      startBuckets(b, writtenIn(*members, name), bucketSize(*members), layout->dpAxis);
     // @apply waits for each started sum where it is first read, so that
     // the updates of the buckets summed first (cleave-order-updates puts
     // them first) run while the later buckets still move. The sums are
@@ -89,16 +83,108 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
     }
   }
 
+  /// The bytes of a bucket: the flag's, or by default a quarter of the
+  /// members' (from 4 KiB to 25 MiB).
+  int64_t bucketSize(ArrayRef<Member> members) const {
+    if (bucketBytes > 0)
+      return bucketBytes.getValue();
+    int64_t total = 0;
+    for (const Member &m : members)
+      total += m.bytes;
+    return std::clamp<int64_t>(total / 4, int64_t{4} << 10, int64_t{25} << 20);
+  }
+
+  /// Those of `members` whose last write is in microbatch function `name`.
+  static SmallVector<Member> writtenIn(ArrayRef<Member> members, StringRef name) {
+    SmallVector<Member> written;
+    for (const Member &m : members)
+      if (m.lastWrite->getParentOfType<func::FuncOp>().getSymName() == name)
+        written.push_back(m);
+    return written;
+  }
+
+  /// ZeRO 1's reduce-scatter over dp of its flat f32 gradient buffer in
+  /// @apply (cleave-build-train-step), or null.
+  static shard::ReduceScatterOp flatGradientScatter(func::FuncOp apply, int64_t dpAxis) {
+    for (auto scatter : apply.getBody().front().getOps<shard::ReduceScatterOp>()) {
+      auto arg = dyn_cast<BlockArgument>(scatter.getInput());
+      auto type = cast<RankedTensorType>(scatter.getInput().getType());
+      if (arg && apply.getArgAttr(arg.getArgNumber(), kFlatSizeAttr) &&
+          scatter.getGridAxes().size() == 1 && scatter.getGridAxes()[0] == dpAxis &&
+          type.getElementType().isF32() && sumType(scatter) == type.getElementType())
+        return scatter;
+    }
+    return nullptr;
+  }
+
+  /// ZeRO 1's buckets: each a run of the flat buffer's accumulators, whose
+  /// parts in the ranks' slices are summed into them by a
+  /// cleave.reduce_scatter_owned_start after the bucket's last write; @apply's
+  /// reduce-scatter of the buffer then waits for them and copies this rank's
+  /// slice. Left as it is where an accumulator is written in no microbatch
+  /// function (its part of a slice would not be summed).
+  void bucketFlatGradients(ModuleOp module, func::FuncOp apply, shard::ReduceScatterOp scatter,
+                           int64_t dpAxis, int64_t dpSize) {
+    auto arg = cast<BlockArgument>(scatter.getInput());
+    StringAttr group = apply.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr);
+    const int64_t slice =
+        apply.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kFlatSizeAttr).getInt() / dpSize;
+    llvm::StringMap<Operation *> writes = lastMicrobatchWrites(module);
+    SmallVector<Member> members;
+    for (StringRef name : kMicrobatchFunctions) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      for (BlockArgument member : func ? func.getArguments() : ArrayRef<BlockArgument>()) {
+        unsigned index = member.getArgNumber();
+        if (func.getArgAttr(index, kFlatMemberAttr) != group)
+          continue;
+        auto accumulator = func.getArgAttrOfType<StringAttr>(index, kNameAttr);
+        auto offset = func.getArgAttrOfType<IntegerAttr>(index, kWeightsOffsetAttr);
+        auto write = writes.find(accumulator ? accumulator.getValue() : "");
+        if (!offset || write == writes.end())
+          return;
+        auto assign = cast<AssignOp>(write->second);
+        if (assign.getTarget() != member)
+          continue;
+        auto type = cast<RankedTensorType>(member.getType());
+        members.push_back({nullptr, member, assign, offset.getInt(), tensorBytes(type),
+                           type.getElementType(), type.getElementType(), true});
+      }
+    }
+    if (members.empty())
+      return;
+    llvm::sort(members, [](const Member &a, const Member &b) { return a.offset < b.offset; });
+    OpBuilder b(module.getContext());
+    for (StringRef name : kMicrobatchFunctions) {
+      SmallVector<Member> written = writtenIn(members, name);
+      for (ArrayRef<Member> bucket : cutBuckets(written, bucketSize(members))) {
+        AssignOp last = lastWriteOf(bucket);
+        b.setInsertionPointAfter(last);
+        SmallVector<Value> accumulators;
+        for (const Member &m : bucket)
+          accumulators.push_back(m.inWriter);
+        ReduceScatterOwnedStartOp::create(b, last.getLoc(), accumulators, dpAxis, slice);
+      }
+    }
+    scatter->setAttr(kSummedInBucketsAttr, b.getUnitAttr());
+  }
+
+  /// The last write of `bucket`'s members (all in one function).
+  static AssignOp lastWriteOf(ArrayRef<Member> bucket) {
+    AssignOp last = bucket.front().lastWrite;
+    for (const Member &m : bucket)
+      if (last->isBeforeInBlock(m.lastWrite))
+        last = m.lastWrite;
+    return last;
+  }
+
   /// A cleave.all_reduce_start of each bucket of `members` (written in one
   /// function, in offset order) after the last write of its members.
   static void startBuckets(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
                            int64_t dpAxis) {
     for (ArrayRef<Member> bucket : cutBuckets(members, perBucket)) {
-      AssignOp last = bucket.front().lastWrite;
+      AssignOp last = lastWriteOf(bucket);
       SmallVector<Value> accumulators;
       for (const Member &m : bucket) {
-        if (last->isBeforeInBlock(m.lastWrite))
-          last = m.lastWrite;
         accumulators.push_back(m.inWriter);
         m.reduce->setAttr(kStartedAttr, b.getUnitAttr());
       }

@@ -944,10 +944,21 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
     The gradient of a weight tied between pipeline stages is left where it
     is: it is summed with the other stages' copies before its sum over dp.
 
+    Under ZeRO 1, whose @apply reduce-scatters one flat buffer of f32
+    accumulators over dp (cleave-build-train-step), the buffer's members are
+    cut into buckets the same way, and each gets a
+    `cleave.reduce_scatter_owned_start` after its last write: the part of
+    the bucket's span in each rank's slice of the buffer is summed into that
+    rank's own place. @apply's `shard.reduce_scatter` of the buffer is
+    marked `cleave.summed_in_buckets`: it waits for every bucket and copies
+    this rank's slice. Left as it is where a member is written in no
+    microbatch function.
+
     Does nothing with `bucket-bytes` 0, without a dp axis of more than one
-    rank, or when @apply all-reduces no gradient (ZeRO reduce-scatters them;
-    the loss's count and sum alone are left where they are). Errors: an
-    accumulator @apply all-reduces that no microbatch function writes.
+    rank, or when @apply sums no gradient over dp (ZeRO 2 and 3
+    reduce-scatter them as they are made; the loss's count and sum alone are
+    left where they are). Errors: an accumulator @apply all-reduces that no
+    microbatch function writes.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "0",

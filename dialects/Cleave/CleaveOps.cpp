@@ -1009,19 +1009,36 @@ LogicalResult AssignOp::verify() {
   return success();
 }
 
-LogicalResult AllReduceStartOp::verify() {
-  if (getAccumulators().empty())
-    return emitOpError("needs an accumulator");
-  for (Value accumulator : getAccumulators()) {
+/// A started sum's operands: gradient accumulators (function arguments
+/// marked cleave.accumulator; with `flat`, members of a flat buffer), over
+/// a mesh axis.
+static LogicalResult verifyStartedSum(Operation *op, ValueRange accumulators, int64_t axis,
+                                      bool flat) {
+  if (accumulators.empty())
+    return op->emitOpError("needs an accumulator");
+  for (Value accumulator : accumulators) {
     auto arg = dyn_cast<BlockArgument>(accumulator);
     auto func = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
     if (!func || !func.getArgAttr(arg.getArgNumber(), kAccumulatorAttr))
-      return emitOpError("operands must be gradient accumulators (function arguments marked ")
+      return op->emitOpError("operands must be gradient accumulators (function arguments marked ")
              << kAccumulatorAttr << ")";
+    if (flat && !func.getArgAttr(arg.getArgNumber(), kFlatOffsetAttr))
+      return op->emitOpError("operands must be members of a flat buffer (marked ")
+             << kFlatOffsetAttr << ")";
   }
-  if (int64_t axis = getAxisAttr().getInt(); axis < 0)
-    return emitOpError("axis ") << axis << " is negative";
+  if (axis < 0)
+    return op->emitOpError("axis ") << axis << " is negative";
   return success();
+}
+
+LogicalResult AllReduceStartOp::verify() {
+  return verifyStartedSum(*this, getAccumulators(), getAxis(), /*flat=*/false);
+}
+
+LogicalResult ReduceScatterOwnedStartOp::verify() {
+  if (getSliceElements() <= 0)
+    return emitOpError("slices of ") << getSliceElements() << " elements";
+  return verifyStartedSum(*this, getAccumulators(), getAxis(), /*flat=*/true);
 }
 
 LogicalResult CollectiveWaitOp::verify() {

@@ -740,6 +740,31 @@ def Cleave_AllReduceStartOp : Cleave_Op<"all_reduce_start", [MemoryEffects<[MemR
   let hasVerifier = 1;
 }
 
+def Cleave_ReduceScatterOwnedStartOp : Cleave_Op<"reduce_scatter_owned_start",
+                                                [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "start summing a bucket of ZeRO 1's flat gradient buffer into its owners";
+  let description = [{
+    ZeRO 1's counterpart of `cleave.all_reduce_start`, placed by
+    `cleave-overlap-gradients` right after the last of its `accumulators`
+    (members of ZeRO 1's flat gradient buffer, one span of the weights blob)
+    is written: on a step's last microbatch the runtime queues, on the
+    background collectives' thread, the reduce-scatter of the span over
+    mesh axis `axis` into the slices that own it (rank r owns elements
+    [r * slice_elements, (r + 1) * slice_elements) of the flat buffer): the
+    part of the span in each rank's slice becomes its sum over the ranks,
+    an uneven reduce-scatter in place. `@apply`'s `shard.reduce_scatter` of
+    the buffer, marked `cleave.summed_in_buckets`, then waits for the
+    buckets and copies this rank's slice. Nothing else may touch the
+    accumulators in between.
+  }];
+  let arguments = (ins Variadic<Cleave_Tensor>:$accumulators, I64Attr:$axis,
+                       I64Attr:$slice_elements);
+  let assemblyFormat = [{
+    $accumulators `on` `axis` $axis `slices` $slice_elements attr-dict `:` type($accumulators)
+  }];
+  let hasVerifier = 1;
+}
+
 def Cleave_CollectiveWaitOp : Cleave_Op<"collective_wait", [MemoryEffects<[MemRead, MemWrite]>,
                                                           AllTypesMatch<["started", "output"]>]> {
   let summary = "wait for a collective started earlier on the background thread";

@@ -41,38 +41,39 @@ void BackgroundCollectives::queue(Queued collective) {
 
 void BackgroundCollectives::start(int64_t meshAxis, void *buffer, std::size_t count, DType type,
                                   DType wire, int64_t step, std::string what) {
-  queue({CollectiveKind::AllReduce, meshAxis, buffer, nullptr, count, type, wire, step,
-         std::move(what)});
+  queue({CollectiveKind::AllReduce, meshAxis, buffer, nullptr, count, std::nullopt,
+         count * dtypeSize(type), type, wire, step, std::move(what)});
 }
 
 void BackgroundCollectives::startGather(int64_t meshAxis, const void *sent, void *received,
                                         std::size_t countPerRank, DType type, int64_t step,
                                         std::string what) {
-  queue({CollectiveKind::AllGather, meshAxis, received, sent, countPerRank, type, type, step,
-         std::move(what)});
+  const std::size_t ranks = static_cast<std::size_t>(groupOf(meshAxis)->size());
+  queue({CollectiveKind::AllGather, meshAxis, received, sent, countPerRank, std::nullopt,
+         ranks * countPerRank * dtypeSize(type), type, type, step, std::move(what)});
 }
 
 void BackgroundCollectives::startReduceScatter(int64_t meshAxis, const void *sent, void *received,
                                                std::size_t countPerRank, DType type, DType wire,
                                                int64_t step, std::string what) {
-  queue({CollectiveKind::ReduceScatter, meshAxis, received, sent, countPerRank, type, wire, step,
-         std::move(what)});
+  queue({CollectiveKind::ReduceScatter, meshAxis, received, sent, countPerRank, std::nullopt,
+         countPerRank * dtypeSize(type), type, wire, step, std::move(what)});
 }
 
-bool BackgroundCollectives::Queued::writes(const void *into) const {
-  if (kind != CollectiveKind::AllReduce)
-    return buffer == into;
-  const auto *first = static_cast<const char *>(buffer);
-  const auto *byte = static_cast<const char *>(into);
-  return first <= byte && byte < first + count * dtypeSize(type);
+void BackgroundCollectives::startReduceScatterUneven(int64_t meshAxis, void *span,
+                                                     RankChunks chunks, DType type, int64_t step,
+                                                     std::string what) {
+  const std::size_t count = chunks.end();
+  queue({CollectiveKind::ReduceScatter, meshAxis, span, span, count, std::move(chunks),
+         count * dtypeSize(type), type, type, step, std::move(what)});
 }
 
-void BackgroundCollectives::waitFor(CollectiveKind kind, const void *buffer) {
+void BackgroundCollectives::waitFor(CollectiveKind kind, const void *buffer, std::size_t bytes) {
   const TimePoint begin = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [&] {
     return std::none_of(unfinished_.begin(), unfinished_.end(),
-                        [&](const Queued &q) { return !buffer || q.writes(buffer); });
+                        [&](const Queued &q) { return !buffer || q.writes(buffer, bytes); });
   });
   report_.waits.push_back({kind, begin, std::chrono::steady_clock::now()});
 }
@@ -97,9 +98,10 @@ void BackgroundCollectives::run() {
     // On a device, the kernels that make the buffers may still be running.
     if (next.ready)
       group.awaitQueuedWork(*next.ready, next.kind, {next.step, next.what});
-    // The whole buffer: a sum's, a gather's output, a reduce-scatter's input.
-    const uint64_t bytes =
-        next.count * dtypeSize(next.wire) * (next.sent ? static_cast<uint64_t>(group.size()) : 1);
+    // The whole buffer: a sum's, a gather's output, a reduce-scatter's input
+    // (an uneven one's span).
+    const uint64_t bytes = next.count * dtypeSize(next.wire) *
+                           (next.sent && !next.chunks ? static_cast<uint64_t>(group.size()) : 1);
     Finished done{next.kind,
                   next.meshAxis,
                   next.step,
@@ -109,7 +111,12 @@ void BackgroundCollectives::run() {
                   std::chrono::steady_clock::now(),
                   {}};
     const CallSite site{next.step, done.what};
-    if (next.kind == CollectiveKind::AllGather)
+    if (next.chunks)
+      group.reduceScatterSumUneven(next.sent, *next.chunks,
+                                   static_cast<char *>(next.buffer) +
+                                       next.chunks->offsets[group.rank()] * dtypeSize(next.type),
+                                   next.type, site);
+    else if (next.kind == CollectiveKind::AllGather)
       group.allGather(next.sent, next.buffer, next.count, next.type, site);
     else if (next.kind == CollectiveKind::ReduceScatter)
       group.reduceScatterSumAs(next.sent, next.buffer, next.count, next.type, next.wire, site);
@@ -163,9 +170,29 @@ void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, c
                                  in.dtype, wire, step, "gradients");
 }
 
+void startOwnedReduceScatterOnAxis(BackgroundCollectives *background, bool lastMicrobatch,
+                                   int64_t axis, const Tensor &span, DType wire, int64_t first,
+                                   int64_t slice, int64_t step) {
+  constexpr const char *kernel = "reduce_scatter_owned_start";
+  BackgroundCollectives &collectives = backgroundOf(background, axis, kernel);
+  if (wire != span.dtype)
+    rt::fail(kernel, "sums %s through %s: only through its own type is built",
+             dtypeName(span.dtype), dtypeName(wire));
+  if (first < 0 || slice <= 0)
+    rt::fail(kernel, "a span from element %lld of slices of %lld elements",
+             static_cast<long long>(first), static_cast<long long>(slice));
+  if (lastMicrobatch)
+    collectives.startReduceScatterUneven(
+        axis, span.data,
+        RankChunks::owned(static_cast<std::size_t>(first), static_cast<std::size_t>(span.numel()),
+                          static_cast<std::size_t>(slice), collectives.group(axis)->size()),
+        span.dtype, step, "gradients");
+}
+
 void waitForCollective(BackgroundCollectives *background, CollectiveKind kind, const char *kernel,
                        int64_t axis, const Tensor &out) {
-  backgroundOf(background, axis, kernel).waitFor(kind, out.data);
+  backgroundOf(background, axis, kernel)
+      .waitFor(kind, out.data, static_cast<std::size_t>(out.numel()) * dtypeSize(out.dtype));
 }
 
 } // namespace cleave::rt::comm

@@ -10,6 +10,12 @@
 //   program starts its all-gather a compute segment early
 //   (all_gather_start, placed by passes/PrefetchGathers.cpp) and waits for
 //   that one gather where the parameter is read (all_gather_wait);
+// - ZeRO 1 reduce-scatters its flat gradient buffer in buckets, each as
+//   soon as the last microbatch's backward has finished its gradients
+//   (reduce_scatter_owned_start, placed by passes/OverlapGradients.cpp: the
+//   parts of the bucket each rank's slice holds, an uneven reduce-scatter),
+//   and the optimizer waits for every bucket before it reads its slice
+//   (reduce_scatter_wait);
 // - ZeRO 2 and 3 reduce-scatter each gradient while the backward computes
 //   the next one: the program starts the reduce-scatter as soon as the
 //   gradient is made (reduce_scatter_start) and waits for it where the next
@@ -61,6 +67,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -117,10 +124,17 @@ public:
   void startReduceScatter(int64_t meshAxis, const void *sent, void *received,
                           std::size_t countPerRank, DType type, DType wire, int64_t step,
                           std::string what);
-  /// Blocks until every queued collective into `buffer` (a gather's or
-  /// reduce-scatter's destination, or any byte of a sum's buffer; every one
-  /// when null) is done; the report lists the wait as a `kind`'s.
-  void waitFor(CollectiveKind kind, const void *buffer);
+  /// Queues the reduce-scatter of uneven `chunks` of `span` over `meshAxis`
+  /// in place: this rank's chunk of `span` = its sum over the ranks
+  /// (Communicator::reduceScatterSumUneven); the rest of `span` is left as
+  /// it was. `span` must not be touched until waitFor returns for it.
+  void startReduceScatterUneven(int64_t meshAxis, void *span, RankChunks chunks, DType type,
+                                int64_t step, std::string what);
+  /// Blocks until every queued collective that writes a byte of the
+  /// `bytes` from `buffer` (a gather's or reduce-scatter's destination, a
+  /// sum's buffer; every one when null) is done; the report lists the wait
+  /// as a `kind`'s.
+  void waitFor(CollectiveKind kind, const void *buffer, std::size_t bytes = 1);
   /// Blocks until every queued collective is done (all_reduce_wait's).
   void waitAll() { waitFor(CollectiveKind::AllReduce, nullptr); }
 
@@ -147,14 +161,22 @@ private:
     const void *sent;
     /// A sum's elements, or a gather's or reduce-scatter's per rank.
     std::size_t count;
+    /// An uneven reduce-scatter's chunks of `buffer` (in place; `count` the
+    /// whole span).
+    std::optional<RankChunks> chunks;
+    /// The bytes from `buffer` it writes (a gather's: every rank's part).
+    std::size_t written;
     DType type, wire;
     int64_t step;
     std::string what;
     /// The work queued before it on the device stream that makes its
     /// buffers (Communicator::markQueuedWork; null on the host).
     std::shared_ptr<const QueuedWork> ready = nullptr;
-    /// Whether it writes `into`: its destination, or a byte of its sum.
-    bool writes(const void *into) const;
+    /// Whether it writes a byte of the `bytes` from `into`.
+    bool writes(const void *into, std::size_t bytes) const {
+      const auto *first = static_cast<const char *>(buffer), *low = static_cast<const char *>(into);
+      return low < first + written && first < low + bytes;
+    }
   };
   void queue(Queued collective);
   void run();
@@ -190,7 +212,16 @@ void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const
                           const Tensor &out, int64_t step);
 void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                               const Tensor &out, DType wire, int64_t step);
-/// Waits for the `kind` (`kernel`'s) into `out` (BackgroundCollectives::waitFor).
+/// reduce_scatter_owned_start's, on a step's last microbatch alone: `span`
+/// is elements [first, first + its count) of a buffer whose slices of
+/// `slice` elements the ranks of mesh axis `axis` own in order; each
+/// rank's part of the span becomes its sum (RankChunks::owned), in the
+/// span's own type (`wire`: no other is built).
+void startOwnedReduceScatterOnAxis(BackgroundCollectives *background, bool lastMicrobatch,
+                                   int64_t axis, const Tensor &span, DType wire, int64_t first,
+                                   int64_t slice, int64_t step);
+/// Waits for the `kind` (`kernel`'s) into any byte of `out`
+/// (BackgroundCollectives::waitFor).
 void waitForCollective(BackgroundCollectives *background, CollectiveKind kind, const char *kernel,
                        int64_t axis, const Tensor &out);
 

@@ -619,6 +619,43 @@ TEST(DeterministicTest, ReduceScatterIsTheSequentialSumBitForBit) {
   }
 }
 
+TEST(RankChunksTest, OwnedChunksAreTheSpansPartInEachSlice) {
+  // Elements [5, 15) of a buffer of slices of 8: rank 0 owns [5, 8), rank 1
+  // [8, 15), rank 2 none of it.
+  RankChunks chunks = RankChunks::owned(5, 10, 8, 3);
+  EXPECT_EQ(chunks.counts, (std::vector<std::size_t>{3, 7, 0}));
+  EXPECT_EQ(chunks.offsets, (std::vector<std::size_t>{0, 3, 10}));
+  EXPECT_EQ(chunks.end(), 10u);
+}
+
+// ZeRO 1's buckets: a span of a flat buffer whose slices the ranks own,
+// summed in place into each owner's part in rank order (in either mode),
+// the rest of the span left as it was.
+void checkOwnedReduceScatter(bool deterministic) {
+  auto comm = world(deterministic);
+  const int n = comm->size(), r = comm->rank();
+  const std::size_t slice = kCount, first = slice / 2, count = slice * (n - 1) + 7;
+  std::vector<float> flat(slice * n);
+  for (std::size_t j = 0; j < flat.size(); ++j)
+    flat[j] = contribution<float>(r, j);
+  const std::vector<float> before = flat;
+  RankChunks chunks = RankChunks::owned(first, count, slice, n);
+  float *span = flat.data() + first;
+  comm->reduceScatterSumUneven(span, chunks, span + chunks.offsets[r], DType::F32, {0, "bucket"});
+  const std::size_t low = first + chunks.offsets[r], high = low + chunks.counts[r];
+  ASSERT_EQ(low, std::max(first, r * slice));
+  for (std::size_t j = 0; j < flat.size(); ++j) {
+    float expected = j >= low && j < high ? sequentialSum<float>(n, j) : before[j];
+    ASSERT_EQ(std::memcmp(&flat[j], &expected, sizeof expected), 0) << "element " << j;
+  }
+  // The ring's bytes of a reduce-scatter of the span.
+  EXPECT_EQ(comm->bytesSent()[CollectiveKind::ReduceScatter],
+            ringBytesSent(CollectiveKind::ReduceScatter, count * sizeof(float), n));
+}
+
+TEST(MpiCommunicatorTest, OwnedReduceScatterSumsInRankOrder) { checkOwnedReduceScatter(false); }
+TEST(DeterministicTest, OwnedReduceScatterSumsInRankOrder) { checkOwnedReduceScatter(true); }
+
 TEST(DeterministicTest, KeepsTheSignOfZero) {
   auto comm = world(/*deterministic=*/true);
   float buffer[3] = {-0.0f, -0.0f, 0.0f};
@@ -798,6 +835,35 @@ TEST(BackgroundCollectivesTest, GathersAndReduceScattersWaitedForOneByOne) {
   EXPECT_EQ(report.waits[0].kind, CollectiveKind::ReduceScatter);
   for (size_t g = 0; g < perRank.size(); ++g)
     EXPECT_EQ(report.waits[1 + g].kind, CollectiveKind::AllGather);
+}
+
+// A wait for a whole flat buffer waits for every uneven reduce-scatter of
+// a span of it.
+TEST(BackgroundCollectivesTest, AWaitForABufferWaitsForEachSpanOfIt) {
+  auto comm = world(/*deterministic=*/false);
+  const int n = comm->size(), r = comm->rank();
+  std::unique_ptr<BackgroundCollectives> background = backgroundOver(*comm);
+  ASSERT_TRUE(background);
+  const std::size_t slice = 64;
+  std::vector<float> flat(slice * n);
+  for (std::size_t j = 0; j < flat.size(); ++j)
+    flat[j] = static_cast<float>(r + 1) * static_cast<float>(j);
+  // The last layers' span first, as a backward finishes them.
+  const std::size_t cut = flat.size() / 3;
+  background->startReduceScatterUneven(0, flat.data() + cut,
+                                       RankChunks::owned(cut, flat.size() - cut, slice, n),
+                                       DType::F32, 3, "gradients");
+  background->startReduceScatterUneven(0, flat.data(), RankChunks::owned(0, cut, slice, n),
+                                       DType::F32, 3, "gradients");
+  background->waitFor(CollectiveKind::ReduceScatter, flat.data(), flat.size() * sizeof(float));
+  for (std::size_t j = r * slice; j < (r + 1) * slice; ++j)
+    ASSERT_EQ(flat[j], static_cast<float>(n * (n + 1) / 2) * static_cast<float>(j))
+        << "element " << j;
+  BackgroundCollectives::Report report = background->takeReport();
+  ASSERT_EQ(report.done.size(), 2u);
+  EXPECT_EQ(report.done[0].bufferBytes, (flat.size() - cut) * sizeof(float));
+  EXPECT_EQ(report.done[1].bufferBytes, cut * sizeof(float));
+  EXPECT_EQ(report.waits.size(), 1u);
 }
 
 TEST(BackgroundCollectivesTest, ARankAloneSumsNothing) {

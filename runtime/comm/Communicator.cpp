@@ -6,6 +6,7 @@
 #include "runtime/LowPrecision.h"
 #include "runtime/comm/RankOrderSum.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -265,6 +266,17 @@ void Communicator::reduceScatterSumWidened(const void *sent, float *received,
   });
 }
 
+void Communicator::reduceScatterSumUneven(const void *sent, const RankChunks &chunks,
+                                          void *received, DType type, const CallSite &site) {
+  checkSum(type, site, CollectiveKind::ReduceScatter);
+  if (chunks.counts.size() != static_cast<std::size_t>(size_))
+    fail(CollectiveKind::ReduceScatter, site,
+         std::to_string(chunks.counts.size()) + " chunks for a group of " + std::to_string(size_) +
+             " ranks");
+  run(CollectiveKind::ReduceScatter, chunks.end() * dtypeSize(type), site,
+      [&] { doReduceScatterSumUneven(sent, chunks, received, type, site); });
+}
+
 uint16_t *Communicator::wireCopy(int which, std::size_t count, CollectiveKind, const CallSite &) {
   wireCopies_[which].resize(count);
   return wireCopies_[which].data();
@@ -377,6 +389,12 @@ void LocalCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *re
   sumInRankOrder(sent, 1, countPerRank, type, received, sumType);
 }
 
+void LocalCommunicator::doReduceScatterSumUneven(const void *sent, const RankChunks &chunks,
+                                                 void *received, DType type, const CallSite &) {
+  std::memmove(received, static_cast<const char *>(sent) + chunks.offsets[0] * dtypeSize(type),
+               chunks.counts[0] * dtypeSize(type));
+}
+
 void LocalCommunicator::doSend(const void *, std::size_t, DType, int, int,
                                const CallSite &site) {
   fail(CollectiveKind::Send, site, "a rank alone cannot send to itself (it would wait forever)");
@@ -396,6 +414,27 @@ RankChunks::RankChunks(std::size_t count, int n) : counts(n), offsets(n) {
     offsets[c] = offset;
     offset += counts[c];
   }
+}
+
+RankChunks RankChunks::owned(std::size_t first, std::size_t count, std::size_t slice, int n) {
+  RankChunks chunks;
+  chunks.counts.resize(n);
+  chunks.offsets.resize(n);
+  const std::size_t end = first + count;
+  for (int r = 0; r < n; ++r) {
+    const std::size_t low = std::clamp(r * slice, first, end),
+                      high = std::clamp((r + 1) * slice, first, end);
+    chunks.offsets[r] = low - first;
+    chunks.counts[r] = high - low;
+  }
+  return chunks;
+}
+
+std::size_t RankChunks::end() const {
+  std::size_t end = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r)
+    end = std::max(end, offsets[r] + counts[r]);
+  return end;
 }
 
 namespace {

@@ -96,6 +96,7 @@ uint64_t ringBytesSent(CollectiveKind kind, uint64_t bytes, int groupSize);
 bool canSum(DType type);
 
 class Communicator;
+struct RankChunks;
 
 /// A point in the work a backend queued on a device stream
 /// (Communicator::markQueuedWork): the backend's own.
@@ -234,6 +235,15 @@ public:
   /// summed in f32).
   void reduceScatterSumWidened(const void *sent, float *received, std::size_t countPerRank,
                                const CallSite &site);
+  /// A reduce-scatter of uneven chunks: received[i] = the sum over ranks of
+  /// their sent[chunks.offsets[rank()] + i], i < chunks.counts[rank()]
+  /// (chunks may be empty), added in rank order in every mode (NCCL has no
+  /// uneven reduce-scatter; the all-to-all and the sum of the deterministic
+  /// sums serve both). `received` may be this rank's chunk of `sent` (in
+  /// place). ZeRO 1's gradient buckets: a bucket of the flat gradient buffer
+  /// summed into the parts of it each rank's slice holds.
+  void reduceScatterSumUneven(const void *sent, const RankChunks &chunks, void *received,
+                              DType type, const CallSite &site);
   /// allReduceSum and reduceScatterSum of `type` buffers through `wire`:
   /// the type itself (the plain sums), or bf16 for f32, which halves the
   /// bytes moved: each rank's values
@@ -308,6 +318,8 @@ protected:
   virtual void doReduceScatterSumInRankOrder(const void *sent, void *received,
                                              std::size_t countPerRank, DType type, DType sumType,
                                              const CallSite &site) = 0;
+  virtual void doReduceScatterSumUneven(const void *sent, const RankChunks &chunks, void *received,
+                                        DType type, const CallSite &site) = 0;
   virtual void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                            const CallSite &site) = 0;
   virtual void doBarrier(const CallSite &site) = 0;
@@ -384,6 +396,8 @@ protected:
   void doAllReduceSumInRankOrder(void *, std::size_t, DType, const CallSite &) override {}
   void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
                                      DType type, DType sumType, const CallSite &site) override;
+  void doReduceScatterSumUneven(const void *sent, const RankChunks &chunks, void *received,
+                                DType type, const CallSite &site) override;
   void doBroadcast(void *, std::size_t, DType, int, const CallSite &) override {}
   void doBarrier(const CallSite &) override {}
   void doSend(const void *, std::size_t, DType, int, int, const CallSite &site) override;
@@ -397,7 +411,17 @@ protected:
 /// offsets[r], count/n each and the first count%n one more.
 struct RankChunks {
   RankChunks(std::size_t count, int n);
+  /// Of a span of `count` elements from element `first` of a buffer whose
+  /// slices of `slice` elements the `n` ranks own in order: chunk r is the
+  /// part of the span in rank r's slice (empty where none is), its offset
+  /// from the span's start.
+  static RankChunks owned(std::size_t first, std::size_t count, std::size_t slice, int n);
+  /// The furthest end of a chunk: the elements of the span they cut.
+  std::size_t end() const;
   std::vector<std::size_t> counts, offsets;
+
+private:
+  RankChunks() = default;
 };
 
 /// `sum[i] = ((parts[0][i] + parts[1][i]) + ...) + parts[n-1][i]` for `n`

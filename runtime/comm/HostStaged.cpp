@@ -95,6 +95,17 @@ void HostStagedCommunicator::doReduceScatterSumInRankOrder(const void *sent, voi
   copies_.copyToDevice(received, summed, part);
 }
 
+void HostStagedCommunicator::doReduceScatterSumUneven(const void *sent, const RankChunks &chunks,
+                                                      void *received, DType type,
+                                                      const CallSite &site) {
+  const std::size_t whole = chunks.end() * dtypeSize(type),
+                    mine = chunks.counts[rank()] * dtypeSize(type);
+  void *staged = staging(0, whole), *summed = staging(1, mine);
+  copies_.copyToHost(staged, sent, whole);
+  host_.reduceScatterSumUneven(staged, chunks, summed, type, site);
+  copies_.copyToDevice(received, summed, mine);
+}
+
 void HostStagedCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, int root,
                                          const CallSite &site) {
   const std::size_t bytes = count * dtypeSize(type);

@@ -421,36 +421,54 @@ bool MpiCommunicator::doAwaitMessage(int peer, int tag, const CallSite &site) {
 
 void MpiCommunicator::endJob(int exitCode) { abortJob(exitCode); }
 
-void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
-                                                const CallSite &site) {
-  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
-  Deadline deadline(options().timeoutSeconds);
-  mpiCount(count, kind, site);
-  int n = size(), me = rank();
-  // mpiCount has checked that the whole count fits an int, so every chunk's
-  // count and offset does.
-  RankChunks chunks(count, n);
-  std::vector<int> counts(chunks.counts.begin(), chunks.counts.end());
-  std::vector<int> offsets(chunks.offsets.begin(), chunks.offsets.end());
-  int mine = counts[me];
-  std::size_t elementBytes = dtypeSize(type);
-  scratch_.resize(static_cast<std::size_t>(n) * mine * elementBytes + 1);
+void MpiCommunicator::sumOwnChunk(const void *sent, const std::vector<int> &counts,
+                                  const std::vector<int> &offsets, DType type, void *sum,
+                                  CollectiveKind kind, const CallSite &site,
+                                  const Deadline &deadline) {
+  int n = size(), mine = counts[rank()];
+  scratch_.resize(static_cast<std::size_t>(n) * mine * dtypeSize(type) + 1);
   // Rank r receives every rank's piece of chunk r, in rank order.
   std::vector<int> pieceCounts(n, mine), pieceOffsets(n);
   for (int r = 0; r < n; ++r)
     pieceOffsets[r] = r * mine;
   MPI_Datatype mpi = mpiType(type);
   MPI_Request request;
-  check(MPI_Ialltoallv(buffer, counts.data(), offsets.data(), mpi, scratch_.data(),
+  check(MPI_Ialltoallv(sent, counts.data(), offsets.data(), mpi, scratch_.data(),
                        pieceCounts.data(), pieceOffsets.data(), mpi, comm_, &request),
         kind, site, "MPI_Ialltoallv");
   wait(request, deadline, kind, site);
-  char *myChunk = static_cast<char *>(buffer) + static_cast<std::size_t>(offsets[me]) * elementBytes;
-  sumInRankOrder(scratch_.data(), n, mine, type, myChunk, type);
+  sumInRankOrder(scratch_.data(), n, mine, type, sum, type);
+}
+
+void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
+                                                const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
+  Deadline deadline(options().timeoutSeconds);
+  mpiCount(count, kind, site);
+  // mpiCount has checked that the whole count fits an int, so every chunk's
+  // count and offset does.
+  RankChunks chunks(count, size());
+  std::vector<int> counts(chunks.counts.begin(), chunks.counts.end());
+  std::vector<int> offsets(chunks.offsets.begin(), chunks.offsets.end());
+  char *myChunk =
+      static_cast<char *>(buffer) + static_cast<std::size_t>(offsets[rank()]) * dtypeSize(type);
+  sumOwnChunk(buffer, counts, offsets, type, myChunk, kind, site, deadline);
+  MPI_Request request;
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts.data(), offsets.data(),
-                        mpi, comm_, &request),
+                        mpiType(type), comm_, &request),
         kind, site, "MPI_Iallgatherv");
   wait(request, deadline, kind, site);
+}
+
+void MpiCommunicator::doReduceScatterSumUneven(const void *sent, const RankChunks &chunks,
+                                               void *received, DType type, const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
+  Deadline deadline(options().timeoutSeconds);
+  // Every count and offset fits an int where the furthest end does.
+  mpiCount(chunks.end(), kind, site);
+  std::vector<int> counts(chunks.counts.begin(), chunks.counts.end());
+  std::vector<int> offsets(chunks.offsets.begin(), chunks.offsets.end());
+  sumOwnChunk(sent, counts, offsets, type, received, kind, site, deadline);
 }
 
 void MpiCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,

@@ -92,6 +92,8 @@ protected:
                                  const CallSite &site) override;
   void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
                                      DType type, DType sumType, const CallSite &site) override;
+  void doReduceScatterSumUneven(const void *sent, const RankChunks &chunks, void *received,
+                                DType type, const CallSite &site) override;
   void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                    const CallSite &site) override;
   void doBarrier(const CallSite &site) override;
@@ -142,6 +144,12 @@ private:
             const CallSite &site, MPI_Status *status = MPI_STATUS_IGNORE);
   /// Fails unless `tag` is within MPI's limit for this communicator.
   void checkTag(int tag, CollectiveKind kind, const CallSite &site);
+  /// sum = the rank-order sum of every rank's chunk rank() of `sent`
+  /// (chunks: counts and offsets that mpiCount has checked), through an
+  /// all-to-all into scratch_.
+  void sumOwnChunk(const void *sent, const std::vector<int> &counts,
+                   const std::vector<int> &offsets, DType type, void *sum, CollectiveKind kind,
+                   const CallSite &site, const Deadline &deadline);
   /// `count` as an MPI count (int), or fails.
   int mpiCount(std::size_t count, CollectiveKind kind, const CallSite &site);
 

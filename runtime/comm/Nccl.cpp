@@ -356,4 +356,12 @@ void NcclCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *rec
   finish(kind, site, deadline);
 }
 
+void NcclCommunicator::doReduceScatterSumUneven(const void *sent, const RankChunks &chunks,
+                                                void *received, DType type, const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
+  Deadline deadline(options().timeoutSeconds);
+  sumOwnChunk(sent, chunks, type, received, type, kind, site, deadline);
+  finish(kind, site, deadline);
+}
+
 } // namespace cleave::rt::comm

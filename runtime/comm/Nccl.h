@@ -72,6 +72,8 @@ protected:
                                  const CallSite &site) override;
   void doReduceScatterSumInRankOrder(const void *sent, void *received, std::size_t countPerRank,
                                      DType type, DType sumType, const CallSite &site) override;
+  void doReduceScatterSumUneven(const void *sent, const RankChunks &chunks, void *received,
+                                DType type, const CallSite &site) override;
   void doBroadcast(void *buffer, std::size_t count, DType type, int root,
                    const CallSite &site) override;
   void doBarrier(const CallSite &site) override;

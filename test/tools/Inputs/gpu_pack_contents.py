@@ -32,6 +32,7 @@ PRODUCTS = {"fp32": None, "bf16": "DType::BF16", "fp16": "DType::F16"}
 # The layouts on two ranks and the collectives they start on the background
 # thread.
 STARTED = {"mlp-dp2": ["all_reduce_start", "all_reduce_wait"],
+           "mlp-zero1": ["reduce_scatter_owned_start", "reduce_scatter_wait"],
            "mlp-zero3": ["all_gather_start", "all_gather_wait", "reduce_scatter_start",
                          "reduce_scatter_wait"],
            "gpt-tp2": ["all_reduce_start", "all_reduce_wait"],

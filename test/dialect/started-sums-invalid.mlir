@@ -30,3 +30,27 @@ func.func @negative_axis(%g: tensor<16xf32> {cleave.kind = "state", cleave.name 
   cleave.all_reduce_start %g on axis -1 : tensor<16xf32>
   return
 }
+
+// -----
+
+func.func @not_a_flat_member(%g: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.accumulator}) {
+  // expected-error@+1 {{operands must be members of a flat buffer (marked cleave.flat_offset)}}
+  cleave.reduce_scatter_owned_start %g on axis 0 slices 8 : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @empty_slices(%g: tensor<16xf32> {cleave.kind = "state", cleave.name = "grad:w", cleave.accumulator, cleave.flat_offset = 0 : i64}) {
+  // expected-error@+1 {{slices of 0 elements}}
+  cleave.reduce_scatter_owned_start %g on axis 0 slices 0 : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @owned_not_an_accumulator(%w: tensor<16xf32> {cleave.kind = "param", cleave.name = "w", cleave.flat_offset = 0 : i64}) {
+  // expected-error@+1 {{operands must be gradient accumulators}}
+  cleave.reduce_scatter_owned_start %w on axis 0 slices 8 : tensor<16xf32>
+  return
+}
