@@ -25,9 +25,9 @@ sum in @apply; the figures of the background sums from the trace as
 below, since the communication time holds the stages' messages too.
 
 With --zero1 the same for ZeRO 1's reduce-scatter of its flat gradient
-buffer: dp=2 --zero 1 with the buffer's buckets started by the last
-microbatch's backward (auto) against the one reduce-scatter in @apply
-(--bucket-mb 0); the background "reduce_scatter dp" spans and the waits
+buffer: dp=2 --zero 1 with the buffer's buckets of 1 MiB started by the
+last microbatch's backward against the one reduce-scatter in @apply
+(--bucket-mb 0, which auto is under ZeRO 1); the background "reduce_scatter dp" spans and the waits
 for them from the trace, as below.
 
 With --zero3 the same for ZeRO 3's collectives: dp=2 --zero 3 with each
@@ -67,7 +67,7 @@ PIPELINE_LAYOUTS = (("--bucket-mb 0", 4, ["--mesh", "dp=2,pp=2", "--grad-accum",
                                          "--bucket-mb", "0"]),
                     ("buckets (auto)", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4"]))
 ZERO1_LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "0"]),
-                 ("buckets (auto)", 2, ["--mesh", "dp=2", "--zero", "1"]))
+                 ("1 MiB buckets", 2, ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "1"]))
 TP_LAYOUTS = (("tp sums in place", 2, ["--mesh", "tp=2", "--plan", "{plan}"]),
               ("tp sums overlapped", 2, ["--mesh", "tp=2", "--plan", "{plan}",
                                          "--overlap-tp-sums", "on"]))

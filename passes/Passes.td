@@ -951,8 +951,10 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
     the bucket's span in each rank's slice of the buffer is summed into that
     rank's own place. @apply's `shard.reduce_scatter` of the buffer is
     marked `cleave.summed_in_buckets`: it waits for every bucket and copies
-    this rank's slice. Left as it is where a member is written in no
-    microbatch function.
+    this rank's slice. Only with `bucket-bytes` above 0 (auto leaves ZeRO 1
+    unbucketed: docs/performance.md measured it no faster on a CPU, where
+    the background thread takes the compute's cores); left as it is where a
+    member is written in no microbatch function.
 
     Does nothing with `bucket-bytes` 0, without a dp axis of more than one
     rank, or when @apply sums no gradient over dp (ZeRO 2 and 3
@@ -962,8 +964,8 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
-           "Bytes of gradients per bucket; -1: auto (a quarter of all, 4 KiB to 25 MiB); "
-           "0: none, the sums run in @apply">,
+           "Bytes of gradients per bucket; -1: auto (a quarter of all, 4 KiB to 25 MiB; none "
+           "under ZeRO 1); 0: none, the sums run in @apply">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -17,7 +17,7 @@
 #   - gradients summed in buckets during the last microbatch's backward
 #     (--bucket-mb, the background all-reduce, and ZeRO 1's reduce-scatters
 #     of spans of its flat buffer; the default "auto" is what every run
-#     above uses): small buckets (several per step, checked in plan.json) on
+#     above uses, which leaves ZeRO 1 unbucketed): small buckets (several per step, checked in plan.json) on
 #     dp=2 with --grad-accum 2 (ZeRO 1 too) and on dp=4, and none at all
 #     (--bucket-mb 0), within the same tolerances; with --deterministic, bit
 #     for bit (ZeRO 1 too, dp=2 and dp=4);

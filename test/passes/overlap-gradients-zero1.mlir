@@ -2,6 +2,7 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=1},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=100},cleave-lower-to-emitc)' | FileCheck %s --check-prefix=LOWERED
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=1},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=1000})' | FileCheck %s --check-prefix=ONE
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=1},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=0})' | FileCheck %s --check-prefix=NONE
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=1},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=-1})' | FileCheck %s --check-prefix=NONE
 
 // ZeRO 1's flat gradient buffer (128 floats: w0 at 0, w1 at 64, b1 at 96;
 // rank r owns elements [64 r, 64 r + 64)) is reduce-scattered in buckets
@@ -40,6 +41,7 @@
 // ONE-COUNT-1: cleave.reduce_scatter_owned_start
 // ONE-NEXT: return
 
+// Without a size (0), and with auto (-1): ZeRO 1's buckets are asked for.
 // NONE-LABEL: func.func @forward
 // NONE-NOT: reduce_scatter_owned_start
 // NONE-LABEL: func.func @apply
