@@ -509,18 +509,28 @@ TEST(HostStagedCommunicatorTest, SendDoesNotWaitForItsReceive) {
 // --- Sums through bf16 (--grad-reduce-dtype bf16) -------------------------
 
 /// The closed forms of runtime/comm/BFloat16SumCases.h.
-void checkBFloat16Sums(bool deterministic) {
-  auto comm = world(deterministic);
-  int n = comm->size(), r = comm->rank();
+/// The sums through bf16 on `comm`, whose buffers lie in `device`'s memory
+/// (null: the host's).
+void checkBFloat16Sums(Communicator &comm, InvertingDevice *device) {
+  int n = comm.size(), r = comm.rank();
+  auto held = [&](const std::vector<float> &values) {
+    return device ? device->held(values) : values;
+  };
   for (const comm::test::BFloat16SumCase &c : comm::test::kBFloat16SumCases) {
-    std::vector<float> buffer(kCount), sent(n * kCount), received(kCount);
+    std::vector<float> buffer(kCount), sent(n * kCount);
     for (std::size_t i = 0; i < kCount; ++i)
       buffer[i] = c.part(r, i);
     for (std::size_t j = 0; j < sent.size(); ++j)
       sent[j] = c.part(r, j);
-    comm->allReduceSumAs(buffer.data(), kCount, DType::F32, DType::BF16, {1, "gradients"});
-    comm->reduceScatterSumAs(sent.data(), received.data(), kCount, DType::F32, DType::BF16,
-                             {1, "gradients"});
+    buffer = held(buffer);
+    sent = held(sent);
+    std::vector<float> received(kCount);
+    comm.allReduceSumAs(buffer.data(), kCount, DType::F32, DType::BF16, {1, "gradients"});
+    comm.reduceScatterSumAs(sent.data(), received.data(), kCount, DType::F32, DType::BF16,
+                            {1, "gradients"});
+    // The device's memory reads back as it holds it (inverting twice).
+    buffer = held(buffer);
+    received = held(received);
     for (std::size_t i = 0; i < kCount; ++i) {
       ASSERT_EQ(buffer[i], c.expected(n)) << "all-reduce, element " << i;
       ASSERT_EQ(received[i], c.expected(n)) << "reduce-scatter, element " << i;
@@ -528,13 +538,29 @@ void checkBFloat16Sums(bool deterministic) {
   }
   // Half the bytes of f32: 2 per element on the wire.
   uint64_t ranks = n;
-  EXPECT_EQ(comm->bytesSent()[CollectiveKind::AllReduce],
+  EXPECT_EQ(comm.bytesSent()[CollectiveKind::AllReduce],
             2 * (2 * (ranks - 1) * kCount * 2 / ranks));
-  EXPECT_EQ(comm->bytesSent()[CollectiveKind::ReduceScatter], 2 * ((ranks - 1) * kCount * 2));
+  EXPECT_EQ(comm.bytesSent()[CollectiveKind::ReduceScatter], 2 * ((ranks - 1) * kCount * 2));
 }
 
-TEST(MpiCommunicatorTest, BFloat16SumsRoundEachPartAndTheSumOnce) { checkBFloat16Sums(false); }
-TEST(MpiCommunicatorTest, DeterministicBFloat16SumsAreTheSame) { checkBFloat16Sums(true); }
+TEST(MpiCommunicatorTest, BFloat16SumsRoundEachPartAndTheSumOnce) {
+  checkBFloat16Sums(*world(false), nullptr);
+}
+TEST(MpiCommunicatorTest, DeterministicBFloat16SumsAreTheSame) {
+  checkBFloat16Sums(*world(true), nullptr);
+}
+
+// Through the host (ranks that share a GPU): the host's sums of copies of
+// the device's values, the same bits, counted on the staged axis.
+TEST(HostStagedCommunicatorTest, SumsThroughBFloat16AreTheHostsSums) {
+  auto host = world();
+  InvertingDevice device;
+  {
+    HostStagedCommunicator staged(*host, device);
+    checkBFloat16Sums(staged, &device);
+  }
+  EXPECT_EQ(device.staged, 0);
+}
 
 /// Rank 0 gives 256 a part, the others 1, all exact in bf16: added in f32
 /// the sum is 255 + n, kept f32 (rounded to bf16 it would be 256 for n = 2).

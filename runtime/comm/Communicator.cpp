@@ -308,10 +308,17 @@ void Communicator::allReduceSumAs(void *buffer, std::size_t count, DType type, D
     return allReduceSum(buffer, count, type, site);
   constexpr CollectiveKind kind = CollectiveKind::AllReduce;
   checkNarrowing(type, wire, kind, site);
+  run(kind, count * dtypeSize(wire), site,
+      [&] { doAllReduceSumThroughBFloat16(static_cast<float *>(buffer), count, site); });
+}
+
+void Communicator::doAllReduceSumThroughBFloat16(float *buffer, std::size_t count,
+                                                 const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::AllReduce;
   uint16_t *narrowed = wireCopy(0, count, kind, site);
-  narrowToBFloat16(static_cast<const float *>(buffer), count, narrowed, kind, site);
-  allReduceSum(narrowed, count, wire, site);
-  widenFromBFloat16(narrowed, count, static_cast<float *>(buffer), kind, site);
+  narrowToBFloat16(buffer, count, narrowed, kind, site);
+  doAllReduceSumInRankOrder(narrowed, count, DType::BF16, site);
+  widenFromBFloat16(narrowed, count, buffer, kind, site);
 }
 
 void Communicator::reduceScatterSumAs(const void *sent, void *received, std::size_t countPerRank,
@@ -320,12 +327,23 @@ void Communicator::reduceScatterSumAs(const void *sent, void *received, std::siz
     return reduceScatterSum(sent, received, countPerRank, type, site);
   constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
   checkNarrowing(type, wire, kind, site);
+  run(kind, static_cast<uint64_t>(size_) * countPerRank * dtypeSize(wire), site, [&] {
+    doReduceScatterSumThroughBFloat16(static_cast<const float *>(sent),
+                                      static_cast<float *>(received), countPerRank, site);
+  });
+}
+
+void Communicator::doReduceScatterSumThroughBFloat16(const float *sent, float *received,
+                                                     std::size_t countPerRank,
+                                                     const CallSite &site) {
+  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
   const std::size_t count = static_cast<std::size_t>(size_) * countPerRank;
   uint16_t *narrowed = wireCopy(0, count, kind, site);
   uint16_t *narrowedSum = wireCopy(1, countPerRank, kind, site);
-  narrowToBFloat16(static_cast<const float *>(sent), count, narrowed, kind, site);
-  reduceScatterSum(narrowed, narrowedSum, countPerRank, wire, site);
-  widenFromBFloat16(narrowedSum, countPerRank, static_cast<float *>(received), kind, site);
+  narrowToBFloat16(sent, count, narrowed, kind, site);
+  doReduceScatterSumInRankOrder(narrowed, narrowedSum, countPerRank, DType::BF16, DType::BF16,
+                                site);
+  widenFromBFloat16(narrowedSum, countPerRank, received, kind, site);
 }
 
 void Communicator::broadcast(void *buffer, std::size_t count, DType type, int root,

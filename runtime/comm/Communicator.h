@@ -338,8 +338,18 @@ protected:
   /// is printed. A backend abandons its in-flight work first.
   [[noreturn]] virtual void endJob(int exitCode) = 0;
 
-  // A sum through bf16 (allReduceSumAs, reduceScatterSumAs) in the memory
-  // the backend's buffers are in: host vectors and loops here.
+  /// allReduceSumAs and reduceScatterSumAs of f32 through bf16 (checked and
+  /// counted already): each rank's values rounded into wireCopy, the bf16
+  /// parts summed in rank order and rounded once, the sum widened back where
+  /// the buffers are. A backend whose buffers cannot be rounded where they
+  /// lie (through the host) runs the host's sum on a copy.
+  virtual void doAllReduceSumThroughBFloat16(float *buffer, std::size_t count,
+                                             const CallSite &site);
+  virtual void doReduceScatterSumThroughBFloat16(const float *sent, float *received,
+                                                 std::size_t countPerRank, const CallSite &site);
+
+  // The default sums through bf16 in the memory the backend's buffers are
+  // in: host vectors and loops here.
   /// Room for `count` bf16 values: copy `which` (0: what this rank sends,
   /// 1: the part of the sum it receives), reused between calls.
   virtual uint16_t *wireCopy(int which, std::size_t count, CollectiveKind kind,

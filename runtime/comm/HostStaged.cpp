@@ -148,11 +148,23 @@ bool HostStagedCommunicator::doAwaitMessage(int peer, int tag, const CallSite &s
 
 void HostStagedCommunicator::endJob(int exitCode) { abortJob(exitCode); }
 
-uint16_t *HostStagedCommunicator::wireCopy(int, std::size_t, CollectiveKind kind,
-                                           const CallSite &site) {
-  fail(kind, site,
-       "sums through bf16 are not built for an axis staged through the host (a pipeline's, or "
-       "one whose ranks share a GPU): give each rank a GPU of its own, or sum in fp32");
+void HostStagedCommunicator::doAllReduceSumThroughBFloat16(float *buffer, std::size_t count,
+                                                           const CallSite &site) {
+  const std::size_t bytes = count * sizeof(float);
+  void *staged = staging(0, bytes);
+  copies_.copyToHost(staged, buffer, bytes);
+  host_.allReduceSumAs(staged, count, DType::F32, DType::BF16, site);
+  copies_.copyToDevice(buffer, staged, bytes);
+}
+
+void HostStagedCommunicator::doReduceScatterSumThroughBFloat16(const float *sent, float *received,
+                                                               std::size_t countPerRank,
+                                                               const CallSite &site) {
+  const std::size_t part = countPerRank * sizeof(float), whole = part * size();
+  void *staged = staging(0, whole), *summed = staging(1, part);
+  copies_.copyToHost(staged, sent, whole);
+  host_.reduceScatterSumAs(staged, summed, countPerRank, DType::F32, DType::BF16, site);
+  copies_.copyToDevice(received, summed, part);
 }
 
 } // namespace cleave::rt::comm

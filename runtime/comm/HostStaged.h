@@ -92,11 +92,12 @@ protected:
   void doExpect(std::size_t count, DType type, int peer, int tag, const CallSite &site) override;
   bool doAwaitMessage(int peer, int tag, const CallSite &site) override;
   [[noreturn]] void endJob(int exitCode) override;
-  /// Sums through bf16 are not built on a staged axis (a pipeline's axis
-  /// sums f32 scalars and tied weights' gradients; --grad-reduce-dtype bf16
-  /// where ranks share a GPU): these fail.
-  uint16_t *wireCopy(int which, std::size_t count, CollectiveKind kind,
-                     const CallSite &site) override;
+  /// The host communicator's sums through bf16 on a copy of the f32
+  /// buffers (rounding is elementwise, so the bits are the same).
+  void doAllReduceSumThroughBFloat16(float *buffer, std::size_t count,
+                                     const CallSite &site) override;
+  void doReduceScatterSumThroughBFloat16(const float *sent, float *received,
+                                         std::size_t countPerRank, const CallSite &site) override;
 
 private:
   /// Host staging of at least `bytes`: `which` 0 for what is sent, 1 for

@@ -78,6 +78,8 @@ MODELS = {
     "gpt-fp16": ("export_gpt.py", "gpt", "fp16", 1, []),
     "mlp-pp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "pp=2", "--schedule", "1f1b"]),
     "mlp-dp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "dp=2", "--bucket-mb", "0.01"]),
+    "mlp-dp2-bf16-sums": ("export_mlp.py", "mlp", "fp32", 2,
+                          ["--mesh", "dp=2", "--bucket-mb", "0.01", "--grad-reduce-dtype", "bf16"]),
     "mlp-zero1": ("export_mlp.py", "mlp", "fp32", 2,
                   ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "0.01"]),
     "mlp-zero3": ("export_mlp.py", "mlp", "fp32", 2,

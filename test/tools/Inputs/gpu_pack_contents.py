@@ -32,6 +32,7 @@ PRODUCTS = {"fp32": None, "bf16": "DType::BF16", "fp16": "DType::F16"}
 # The layouts on two ranks and the collectives they start on the background
 # thread.
 STARTED = {"mlp-dp2": ["all_reduce_start", "all_reduce_wait"],
+           "mlp-dp2-bf16-sums": ["all_reduce_start", "all_reduce_wait"],
            "mlp-zero1": ["reduce_scatter_owned_start", "reduce_scatter_wait"],
            "mlp-zero3": ["all_gather_start", "all_gather_wait", "reduce_scatter_start",
                          "reduce_scatter_wait"],
@@ -96,8 +97,11 @@ def main():
                 check(plan["target"] == "cuda", f"{model['name']}: target {plan['target']}")
                 check('#include "runtime/cuda/Program.h"' in source,
                       f"{model['name']}: program.cu")
+                # The products' operand types (a sum's wire type aside).
+                products = "\n".join(line for line in source.splitlines()
+                                      if "all_reduce" not in line)
                 for precision, dtype in PRODUCTS.items():
-                    check(not dtype or (dtype in source) == (model["precision"] == precision),
+                    check(not dtype or (dtype in products) == (model["precision"] == precision),
                           f"{model['name']}: {precision} products in a {model['precision']} "
                           f"program, or none in a {precision} one")
                 check(("pipeline_send" in source) == (stages > 1),
