@@ -73,7 +73,9 @@ int64_t firstFit(std::vector<Allocation> &live, int64_t size) {
 /// element before writing it), or by an all-gather that does not read it
 /// (ZeRO's updated parameters gathered into the flat buffer). A flat
 /// buffer overlaps its members, other arguments: a read of any of them
-/// reads it. The members themselves are left out.
+/// reads it. A member is written in place like any argument (ZeRO 1's
+/// gradient accumulators, each a member of its flat gradient buffer, added
+/// to by their products).
 template <typename RootOf>
 llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
                                               llvm::DenseMap<Operation *, int64_t> &position,
@@ -131,7 +133,7 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
     // The producer reads no other argument over the target's bytes (its
     // elements would not be the ones it writes), and none is written in
     // place already.
-    if (!offset || func.getArgAttr(arg, kFlatMemberAttr) ||
+    if (!offset ||
         llvm::any_of(aliases, [&](BlockArgument alias) { return written.contains(alias); }) ||
         llvm::any_of(producer->getOperands(), [&](Value operand) {
           return rootOf(operand) != target && readsTarget(operand);
