@@ -7,8 +7,10 @@ For the MLP and GPT of bench/layouts_vs_one_rank.py (exported with a dynamic
 batch; AdamW, lr 1e-3, the same global batch as there: 64 and 8), runs
 `cleave plan --ranks N --json` (--device cpu: this machine measured, and the
 model timed once on its first layout), then compiles every layout it
-predicted and trains it S steps on random data, R rounds with the layouts
-in turn. Per layout it prints the predicted and measured step time (the
+predicted and trains it S steps (default 12) on random data, R rounds
+(default 5: this machine's step times move by a tenth to a fifth between
+runs, which three rounds of 8 steps underestimate) with the layouts in
+turn. Per layout it prints the predicted and measured step time (the
 median over steps 2..S and the rounds of the slowest rank's step), the
 noise (half the range of the rounds' medians) and their ratio, and rank 0's predicted and measured peak bytes (its stage's plan.json
 in a pipeline; with the interleaved schedule the sum of its stages', the
@@ -148,8 +150,8 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, workdir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--models", nargs="+", choices=["mlp", "gpt"], default=["mlp", "gpt"])
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
