@@ -423,6 +423,9 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
     return call("cleave::rt::list",
                 emitc::OpaqueType::get(b.getContext(), "cleave::rt::TensorList"), list);
   };
+  // Its parts were made where they lie in it (cleave-memory-plan).
+  if (op->hasAttr(kPartsInPlaceAttr))
+    return success();
   if (isa<ConcatOp, FusedElementwiseOp>(op)) {
     SmallVector<Value> parts;
     for (Value operand : op->getOperands())

@@ -175,6 +175,64 @@ llvm::DenseMap<Value, int64_t> stashResults(func::FuncOp func) {
   return slots;
 }
 
+/// Where a concat along dim 0 finds a part already: the concat, and the
+/// part's byte offset in its result.
+struct PartOf {
+  ConcatOp concat;
+  int64_t offset;
+};
+
+/// The values made straight into their part of a concat's result, instead
+/// of into buffers of their own that the concat then copies (ZeRO 2's
+/// gradients packed into one flat buffer a microbatch): each operand of a
+/// concat along dim 0 that the concat alone reads (through whole views),
+/// made by a single-result kernel of this function (not a view, a
+/// collective, a receive, a stored constant, or a value written in place
+/// of an argument or a stash), at an offset the buffers' alignment divides
+/// (a splat filled at run time anywhere). A concat takes them all or none,
+/// and is marked cleave.parts_in_place when it does.
+llvm::DenseMap<Value, PartOf> partsInPlace(func::FuncOp func,
+                                           const llvm::DenseMap<Value, int64_t> &placed,
+                                           llvm::function_ref<Value(Value)> rootOf) {
+  Block &body = func.getBody().front();
+  // The ops other than views that read each buffer.
+  llvm::DenseMap<Value, SmallVector<Operation *>> readers;
+  for (Operation &op : body)
+    if (!isView(&op))
+      for (Value operand : op.getOperands())
+        readers[rootOf(operand)].push_back(&op);
+  llvm::DenseMap<Value, PartOf> parts;
+  for (auto concat : body.getOps<ConcatOp>()) {
+    if (concat.getAxis() != 0)
+      continue;
+    llvm::DenseMap<Value, PartOf> found;
+    int64_t offset = 0;
+    bool all = true;
+    for (Value operand : concat.getInputs()) {
+      Value part = rootOf(operand);
+      Operation *producer = part.getDefiningOp();
+      auto constant = dyn_cast_or_null<ConstantOp>(producer);
+      bool filled = constant && !isStoredConstant(constant);
+      all = producer && producer->getNumResults() == 1 && !isView(producer) &&
+            isa<CleaveDialect>(producer->getDialect()) && !isa<PipelineRecvOp>(producer) &&
+            !(constant && !filled) && !placed.contains(part) && !parts.contains(part) &&
+            !found.contains(part) && bytesOf(part) == bytesOf(operand) &&
+            (filled || offset % kBufferAlignment == 0) &&
+            llvm::all_of(readers.lookup(part),
+                         [&](Operation *reader) { return reader == concat.getOperation(); });
+      if (!all)
+        break;
+      found[part] = {concat, offset};
+      offset += bytesOf(operand);
+    }
+    if (all && !found.empty()) {
+      concat->setAttr(kPartsInPlaceAttr, UnitAttr::get(func.getContext()));
+      parts.insert(found.begin(), found.end());
+    }
+  }
+  return parts;
+}
+
 /// Places `func`'s intermediates in the arena (returning its peak) and its
 /// stored constants in the weights blob after `weights`.
 int64_t planFunction(func::FuncOp func, int64_t &weights) {
@@ -203,8 +261,21 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
 
   llvm::DenseMap<Value, int64_t> inPlace = inPlaceResults(func, position, rootOf);
   llvm::DenseMap<Value, int64_t> stashed = stashResults(func);
+  llvm::DenseMap<Value, int64_t> placed = inPlace;
+  placed.insert(stashed.begin(), stashed.end());
+  llvm::DenseMap<Value, PartOf> parts = partsInPlace(func, placed, rootOf);
   std::vector<Allocation> live;
   int64_t peak = 0;
+  // A concat whose parts are made in place is placed when its first part is
+  // made, for as long as its result is read.
+  llvm::DenseMap<Operation *, int64_t> concatAt;
+  auto allocate = [&](Value value) {
+    int64_t size = alignUp(bytesOf(value));
+    int64_t offset = firstFit(live, size);
+    live.push_back({offset, size, lastUse.lookup(value)});
+    peak = std::max(peak, offset + size);
+    return offset;
+  };
   for (Operation &op : body) {
     if (isView(&op) || op.getNumResults() == 0)
       continue;
@@ -225,11 +296,18 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
         offsets.push_back(-1);
         continue;
       }
-      int64_t size = alignUp(bytesOf(result));
-      int64_t offset = firstFit(live, size);
-      live.push_back({offset, size, lastUse.lookup(result)});
-      offsets.push_back(offset);
-      peak = std::max(peak, offset + size);
+      auto part = parts.find(result);
+      Operation *concat = part != parts.end()             ? part->second.concat.getOperation()
+                          : op.hasAttr(kPartsInPlaceAttr) ? &op
+                                                          : nullptr;
+      if (!concat) {
+        offsets.push_back(allocate(result));
+        continue;
+      }
+      auto [group, added] = concatAt.try_emplace(concat, 0);
+      if (added)
+        group->second = allocate(concat->getResult(0));
+      offsets.push_back(group->second + (part != parts.end() ? part->second.offset : 0));
     }
     op.setAttr(kArenaOffsetsAttr, b.getDenseI64ArrayAttr(offsets));
     if (llvm::any_of(inPlaceOffsets, [](int64_t offset) { return offset >= 0; }))
