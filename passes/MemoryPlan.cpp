@@ -187,8 +187,8 @@ struct PartOf {
 /// gradients packed into one flat buffer a microbatch): each operand of a
 /// concat along dim 0 that the concat alone reads (through whole views),
 /// made by a single-result kernel of this function (not a view, a
-/// collective, a receive, a stored constant, or a value written in place
-/// of an argument or a stash), at an offset the buffers' alignment divides
+/// collective, a receive, a concat, a stored constant, or a value written
+/// in place of an argument or a stash), at an offset the buffers' alignment divides
 /// (a splat filled at run time anywhere). A concat takes them all or none,
 /// and is marked cleave.parts_in_place when it does.
 llvm::DenseMap<Value, PartOf> partsInPlace(func::FuncOp func,
@@ -214,10 +214,10 @@ llvm::DenseMap<Value, PartOf> partsInPlace(func::FuncOp func,
       auto constant = dyn_cast_or_null<ConstantOp>(producer);
       bool filled = constant && !isStoredConstant(constant);
       all = producer && producer->getNumResults() == 1 && !isView(producer) &&
-            isa<CleaveDialect>(producer->getDialect()) && !isa<PipelineRecvOp>(producer) &&
-            !(constant && !filled) && !placed.contains(part) && !parts.contains(part) &&
-            !found.contains(part) && bytesOf(part) == bytesOf(operand) &&
-            (filled || offset % kBufferAlignment == 0) &&
+            isa<CleaveDialect>(producer->getDialect()) &&
+            !isa<PipelineRecvOp, ConcatOp>(producer) && !(constant && !filled) &&
+            !placed.contains(part) && !parts.contains(part) && !found.contains(part) &&
+            bytesOf(part) == bytesOf(operand) && (filled || offset % kBufferAlignment == 0) &&
             llvm::all_of(readers.lookup(part),
                          [&](Operation *reader) { return reader == concat.getOperation(); });
       if (!all)

@@ -421,10 +421,19 @@ bool MpiCommunicator::doAwaitMessage(int peer, int tag, const CallSite &site) {
 
 void MpiCommunicator::endJob(int exitCode) { abortJob(exitCode); }
 
-void MpiCommunicator::sumOwnChunk(const void *sent, const std::vector<int> &counts,
-                                  const std::vector<int> &offsets, DType type, void *sum,
+namespace {
+
+/// Counts or offsets as MPI takes them: ints (mpiCount has checked them).
+std::vector<int> mpiInts(const std::vector<std::size_t> &values) {
+  return std::vector<int>(values.begin(), values.end());
+}
+
+} // namespace
+
+void MpiCommunicator::sumOwnChunk(const void *sent, const RankChunks &chunks, DType type, void *sum,
                                   CollectiveKind kind, const CallSite &site,
                                   const Deadline &deadline) {
+  std::vector<int> counts = mpiInts(chunks.counts), offsets = mpiInts(chunks.offsets);
   int n = size(), mine = counts[rank()];
   scratch_.resize(static_cast<std::size_t>(n) * mine * dtypeSize(type) + 1);
   // Rank r receives every rank's piece of chunk r, in rank order.
@@ -448,11 +457,9 @@ void MpiCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count,
   // mpiCount has checked that the whole count fits an int, so every chunk's
   // count and offset does.
   RankChunks chunks(count, size());
-  std::vector<int> counts(chunks.counts.begin(), chunks.counts.end());
-  std::vector<int> offsets(chunks.offsets.begin(), chunks.offsets.end());
-  char *myChunk =
-      static_cast<char *>(buffer) + static_cast<std::size_t>(offsets[rank()]) * dtypeSize(type);
-  sumOwnChunk(buffer, counts, offsets, type, myChunk, kind, site, deadline);
+  char *myChunk = static_cast<char *>(buffer) + chunks.offsets[rank()] * dtypeSize(type);
+  sumOwnChunk(buffer, chunks, type, myChunk, kind, site, deadline);
+  std::vector<int> counts = mpiInts(chunks.counts), offsets = mpiInts(chunks.offsets);
   MPI_Request request;
   check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, counts.data(), offsets.data(),
                         mpiType(type), comm_, &request),
@@ -466,9 +473,7 @@ void MpiCommunicator::doReduceScatterSumUneven(const void *sent, const RankChunk
   Deadline deadline(options().timeoutSeconds);
   // Every count and offset fits an int where the furthest end does.
   mpiCount(chunks.end(), kind, site);
-  std::vector<int> counts(chunks.counts.begin(), chunks.counts.end());
-  std::vector<int> offsets(chunks.offsets.begin(), chunks.offsets.end());
-  sumOwnChunk(sent, counts, offsets, type, received, kind, site, deadline);
+  sumOwnChunk(sent, chunks, type, received, kind, site, deadline);
 }
 
 void MpiCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,

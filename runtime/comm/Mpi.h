@@ -145,11 +145,10 @@ private:
   /// Fails unless `tag` is within MPI's limit for this communicator.
   void checkTag(int tag, CollectiveKind kind, const CallSite &site);
   /// sum = the rank-order sum of every rank's chunk rank() of `sent`
-  /// (chunks: counts and offsets that mpiCount has checked), through an
+  /// (`chunks`, whose furthest end mpiCount has checked), through an
   /// all-to-all into scratch_.
-  void sumOwnChunk(const void *sent, const std::vector<int> &counts,
-                   const std::vector<int> &offsets, DType type, void *sum, CollectiveKind kind,
-                   const CallSite &site, const Deadline &deadline);
+  void sumOwnChunk(const void *sent, const RankChunks &chunks, DType type, void *sum,
+                   CollectiveKind kind, const CallSite &site, const Deadline &deadline);
   /// `count` as an MPI count (int), or fails.
   int mpiCount(std::size_t count, CollectiveKind kind, const CallSite &site);
 

@@ -49,3 +49,21 @@ func.func @forward(%x: tensor<16xf32>, %y: tensor<3xf32>, %m: tensor<2x8xf32>) -
   %l = cleave.concat %h, %k {axis = 1 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x16xf32>
   return %c, %d, %g, %l : tensor<32xf32>, tensor<16xf32>, tensor<19xf32>, tensor<2x16xf32>
 }
+
+// -----
+
+// A concat of a concat: the inner one's parts are made in place, the outer
+// one copies (a part is never a concat's result).
+// CHECK-LABEL: func.func @forward(%arg0: tensor<16xf32>{{.*}}) -> tensor<48xf32>
+// CHECK: cleave.concat {{.*}}cleave.parts_in_place
+// CHECK: cleave.concat
+// CHECK-NOT: parts_in_place
+// CHECK-SAME: -> tensor<48xf32>
+func.func @forward(%x: tensor<16xf32>) -> tensor<48xf32> {
+  %a = cleave.relu %x : (tensor<16xf32>) -> tensor<16xf32>
+  %b = cleave.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  %c = cleave.concat %a, %b {axis = 0 : i64} : (tensor<16xf32>, tensor<16xf32>) -> tensor<32xf32>
+  %d = cleave.neg %x : (tensor<16xf32>) -> tensor<16xf32>
+  %e = cleave.concat %c, %d {axis = 0 : i64} : (tensor<32xf32>, tensor<16xf32>) -> tensor<48xf32>
+  return %e : tensor<48xf32>
+}
