@@ -34,7 +34,8 @@ bool cheapToRecompute(Operation *op) {
 /// first part of "/blocks.0/attn/MatMul" ("blocks.0"); "" for a node at the
 /// top of the graph or without a name.
 std::string blockOf(Operation *op) {
-  StringRef name = onnxNodeName(op->getLoc());
+  const std::string node = onnxNodeName(op->getLoc());
+  StringRef name = node;
   if (!name.consume_front("/"))
     return "";
   auto [first, rest] = name.split('/');
