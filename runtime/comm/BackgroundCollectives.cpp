@@ -30,8 +30,11 @@ BackgroundCollectives::~BackgroundCollectives() {
 }
 
 void BackgroundCollectives::queue(Queued collective) {
-  collective.ready = groupOf(collective.meshAxis)
-                         ->markQueuedWork(collective.kind, {collective.step, collective.what});
+  Communicator &group = *groupOf(collective.meshAxis);
+  collective.written =
+      collective.count * dtypeSize(collective.type) *
+      (collective.kind == CollectiveKind::AllGather ? static_cast<std::size_t>(group.size()) : 1);
+  collective.ready = group.markQueuedWork(collective.kind, {collective.step, collective.what});
   {
     std::lock_guard<std::mutex> lock(mutex_);
     unfinished_.push_back(std::move(collective));
@@ -41,31 +44,30 @@ void BackgroundCollectives::queue(Queued collective) {
 
 void BackgroundCollectives::start(int64_t meshAxis, void *buffer, std::size_t count, DType type,
                                   DType wire, int64_t step, std::string what) {
-  queue({CollectiveKind::AllReduce, meshAxis, buffer, nullptr, count, std::nullopt,
-         count * dtypeSize(type), type, wire, step, std::move(what)});
+  queue({CollectiveKind::AllReduce, meshAxis, buffer, nullptr, count, std::nullopt, type, wire,
+         step, std::move(what)});
 }
 
 void BackgroundCollectives::startGather(int64_t meshAxis, const void *sent, void *received,
                                         std::size_t countPerRank, DType type, int64_t step,
                                         std::string what) {
-  const std::size_t ranks = static_cast<std::size_t>(groupOf(meshAxis)->size());
-  queue({CollectiveKind::AllGather, meshAxis, received, sent, countPerRank, std::nullopt,
-         ranks * countPerRank * dtypeSize(type), type, type, step, std::move(what)});
+  queue({CollectiveKind::AllGather, meshAxis, received, sent, countPerRank, std::nullopt, type,
+         type, step, std::move(what)});
 }
 
 void BackgroundCollectives::startReduceScatter(int64_t meshAxis, const void *sent, void *received,
                                                std::size_t countPerRank, DType type, DType wire,
                                                int64_t step, std::string what) {
-  queue({CollectiveKind::ReduceScatter, meshAxis, received, sent, countPerRank, std::nullopt,
-         countPerRank * dtypeSize(type), type, wire, step, std::move(what)});
+  queue({CollectiveKind::ReduceScatter, meshAxis, received, sent, countPerRank, std::nullopt, type,
+         wire, step, std::move(what)});
 }
 
 void BackgroundCollectives::startReduceScatterUneven(int64_t meshAxis, void *span,
                                                      RankChunks chunks, DType type, int64_t step,
                                                      std::string what) {
   const std::size_t count = chunks.end();
-  queue({CollectiveKind::ReduceScatter, meshAxis, span, span, count, std::move(chunks),
-         count * dtypeSize(type), type, type, step, std::move(what)});
+  queue({CollectiveKind::ReduceScatter, meshAxis, span, span, count, std::move(chunks), type, type,
+         step, std::move(what)});
 }
 
 void BackgroundCollectives::waitFor(CollectiveKind kind, const void *buffer, std::size_t bytes) {

@@ -164,14 +164,15 @@ private:
     /// An uneven reduce-scatter's chunks of `buffer` (in place; `count` the
     /// whole span).
     std::optional<RankChunks> chunks;
-    /// The bytes from `buffer` it writes (a gather's: every rank's part).
-    std::size_t written;
     DType type, wire;
     int64_t step;
     std::string what;
     /// The work queued before it on the device stream that makes its
     /// buffers (Communicator::markQueuedWork; null on the host).
     std::shared_ptr<const QueuedWork> ready = nullptr;
+    /// The bytes from `buffer` it writes (a gather's: every rank's part;
+    /// set by queue()).
+    std::size_t written = 0;
     /// Whether it writes a byte of the `bytes` from `into`.
     bool writes(const void *into, std::size_t bytes) const {
       const auto *first = static_cast<const char *>(buffer), *low = static_cast<const char *>(into);

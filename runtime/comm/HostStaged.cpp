@@ -52,13 +52,21 @@ void *HostStagedCommunicator::staging(int which, std::size_t bytes) {
   return staging_[which];
 }
 
+void HostStagedCommunicator::throughHost(const void *sent, std::size_t sentBytes, void *received,
+                                         std::size_t resultBytes,
+                                         const std::function<void(void *, void *)> &call) {
+  void *staged = staging(0, sentBytes);
+  void *result = received == sent ? staged : staging(1, resultBytes);
+  copies_.copyToHost(staged, sent, sentBytes);
+  call(staged, result);
+  copies_.copyToDevice(received, result, resultBytes);
+}
+
 void HostStagedCommunicator::doAllReduceSum(void *buffer, std::size_t count, DType type,
                                             const CallSite &site) {
   const std::size_t bytes = count * dtypeSize(type);
-  void *staged = staging(0, bytes);
-  copies_.copyToHost(staged, buffer, bytes);
-  host_.allReduceSum(staged, count, type, site);
-  copies_.copyToDevice(buffer, staged, bytes);
+  throughHost(buffer, bytes, buffer, bytes,
+              [&](void *staged, void *) { host_.allReduceSum(staged, count, type, site); });
 }
 
 void HostStagedCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t count, DType type,
@@ -68,11 +76,10 @@ void HostStagedCommunicator::doAllReduceSumInRankOrder(void *buffer, std::size_t
 
 void HostStagedCommunicator::doAllGather(const void *sent, void *received, std::size_t countPerRank,
                                          DType type, const CallSite &site) {
-  const std::size_t part = countPerRank * dtypeSize(type), whole = part * size();
-  void *staged = staging(0, part), *gathered = staging(1, whole);
-  copies_.copyToHost(staged, sent, part);
-  host_.allGather(staged, gathered, countPerRank, type, site);
-  copies_.copyToDevice(received, gathered, whole);
+  const std::size_t part = countPerRank * dtypeSize(type);
+  throughHost(sent, part, received, part * size(), [&](void *staged, void *gathered) {
+    host_.allGather(staged, gathered, countPerRank, type, site);
+  });
 }
 
 void HostStagedCommunicator::doReduceScatterSum(const void *sent, void *received,
@@ -84,26 +91,23 @@ void HostStagedCommunicator::doReduceScatterSum(const void *sent, void *received
 void HostStagedCommunicator::doReduceScatterSumInRankOrder(const void *sent, void *received,
                                                            std::size_t countPerRank, DType type,
                                                            DType sumType, const CallSite &site) {
-  const std::size_t whole = countPerRank * dtypeSize(type) * size(),
-                    part = countPerRank * dtypeSize(sumType);
-  void *staged = staging(0, whole), *summed = staging(1, part);
-  copies_.copyToHost(staged, sent, whole);
-  if (sumType == type)
-    host_.reduceScatterSum(staged, summed, countPerRank, type, site);
-  else
-    host_.reduceScatterSumWidened(staged, static_cast<float *>(summed), countPerRank, site);
-  copies_.copyToDevice(received, summed, part);
+  throughHost(sent, countPerRank * dtypeSize(type) * size(), received,
+              countPerRank * dtypeSize(sumType), [&](void *staged, void *summed) {
+                if (sumType == type)
+                  host_.reduceScatterSum(staged, summed, countPerRank, type, site);
+                else
+                  host_.reduceScatterSumWidened(staged, static_cast<float *>(summed), countPerRank,
+                                                site);
+              });
 }
 
 void HostStagedCommunicator::doReduceScatterSumUneven(const void *sent, const RankChunks &chunks,
                                                       void *received, DType type,
                                                       const CallSite &site) {
-  const std::size_t whole = chunks.end() * dtypeSize(type),
-                    mine = chunks.counts[rank()] * dtypeSize(type);
-  void *staged = staging(0, whole), *summed = staging(1, mine);
-  copies_.copyToHost(staged, sent, whole);
-  host_.reduceScatterSumUneven(staged, chunks, summed, type, site);
-  copies_.copyToDevice(received, summed, mine);
+  throughHost(sent, chunks.end() * dtypeSize(type), received,
+              chunks.counts[rank()] * dtypeSize(type), [&](void *staged, void *summed) {
+                host_.reduceScatterSumUneven(staged, chunks, summed, type, site);
+              });
 }
 
 void HostStagedCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, int root,
@@ -151,20 +155,18 @@ void HostStagedCommunicator::endJob(int exitCode) { abortJob(exitCode); }
 void HostStagedCommunicator::doAllReduceSumThroughBFloat16(float *buffer, std::size_t count,
                                                            const CallSite &site) {
   const std::size_t bytes = count * sizeof(float);
-  void *staged = staging(0, bytes);
-  copies_.copyToHost(staged, buffer, bytes);
-  host_.allReduceSumAs(staged, count, DType::F32, DType::BF16, site);
-  copies_.copyToDevice(buffer, staged, bytes);
+  throughHost(buffer, bytes, buffer, bytes, [&](void *staged, void *) {
+    host_.allReduceSumAs(staged, count, DType::F32, DType::BF16, site);
+  });
 }
 
 void HostStagedCommunicator::doReduceScatterSumThroughBFloat16(const float *sent, float *received,
                                                                std::size_t countPerRank,
                                                                const CallSite &site) {
-  const std::size_t part = countPerRank * sizeof(float), whole = part * size();
-  void *staged = staging(0, whole), *summed = staging(1, part);
-  copies_.copyToHost(staged, sent, whole);
-  host_.reduceScatterSumAs(staged, summed, countPerRank, DType::F32, DType::BF16, site);
-  copies_.copyToDevice(received, summed, part);
+  const std::size_t part = countPerRank * sizeof(float);
+  throughHost(sent, part * size(), received, part, [&](void *staged, void *summed) {
+    host_.reduceScatterSumAs(staged, summed, countPerRank, DType::F32, DType::BF16, site);
+  });
 }
 
 } // namespace cleave::rt::comm

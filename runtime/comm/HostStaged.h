@@ -21,6 +21,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -103,6 +104,12 @@ private:
   /// Host staging of at least `bytes`: `which` 0 for what is sent, 1 for
   /// what is received; kept and grown between calls.
   void *staging(int which, std::size_t bytes);
+  /// A collective through the host: the `sentBytes` from `sent` copied into
+  /// staging, `call(staged, result)` run on the host communicator, and the
+  /// `resultBytes` of its result copied to `received`. In place (`received`
+  /// is `sent`) the result is the staged copy itself.
+  void throughHost(const void *sent, std::size_t sentBytes, void *received, std::size_t resultBytes,
+                   const std::function<void(void *, void *)> &call);
 
   Communicator &host_;
   DeviceCopies &copies_;
