@@ -2,7 +2,8 @@
 ZeRO 3's parameter gathers and gradient reduce-scatters the compute hides.
 
     .venv/bin/python bench/overlap_dp.py [--steps N] [--rounds R]
-                                         [--zero1 | --zero3 | --pipeline | --tp]
+                                         [--zero1 | --zero2 | --zero3 | --pipeline
+                                         | --tp]
 
 For bench/layouts_vs_one_rank.py's MLP (at batch 64 and at batch 512, where
 its backward takes longer than its all-reduce) and GPT, compiles dp=2 twice
@@ -29,6 +30,11 @@ buffer: dp=2 --zero 1 with the buffer's buckets of 1 MiB started by the
 last microbatch's backward against the one reduce-scatter in @apply
 (--bucket-mb 0, which auto is under ZeRO 1); the background "reduce_scatter dp" spans and the waits
 for them from the trace, as below.
+
+With --zero2 the same for ZeRO 2's reduce-scatter of each microbatch's
+packed gradients: dp=2 --zero 2 with the packed buffer's buckets of 1 MiB
+started as the backward makes them against the one reduce-scatter after
+the backward (--bucket-mb 0, which auto is under ZeRO 2).
 
 With --zero3 the same for ZeRO 3's collectives: dp=2 --zero 3 with each
 parameter's gather started a compute segment early and each gradient's
@@ -68,6 +74,8 @@ PIPELINE_LAYOUTS = (("--bucket-mb 0", 4, ["--mesh", "dp=2,pp=2", "--grad-accum",
                     ("buckets (auto)", 4, ["--mesh", "dp=2,pp=2", "--grad-accum", "4"]))
 ZERO1_LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "0"]),
                  ("1 MiB buckets", 2, ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "1"]))
+ZERO2_LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--zero", "2", "--bucket-mb", "0"]),
+                 ("1 MiB buckets", 2, ["--mesh", "dp=2", "--zero", "2", "--bucket-mb", "1"]))
 TP_LAYOUTS = (("tp sums in place", 2, ["--mesh", "tp=2", "--plan", "{plan}"]),
               ("tp sums overlapped", 2, ["--mesh", "tp=2", "--plan", "{plan}",
                                          "--overlap-tp-sums", "on"]))
@@ -150,6 +158,8 @@ def dp2_options():
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--zero1", action="store_true",
                       help="ZeRO 1's bucketed reduce-scatters instead of plain dp's sums")
+    kind.add_argument("--zero2", action="store_true",
+                      help="ZeRO 2's bucketed reduce-scatters of its packed gradients")
     kind.add_argument("--zero3", action="store_true",
                       help="ZeRO 3's prefetched gathers instead of the gradient buckets")
     kind.add_argument("--pipeline", action="store_true",
@@ -169,14 +179,13 @@ def main():
           f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
     for name, model, args, plan in cases():
         with tempfile.TemporaryDirectory() as workdir:
-            chosen = (ZERO1_LAYOUTS if options.zero1 else
-                      ZERO3_LAYOUTS if options.zero3 else
-                      PIPELINE_LAYOUTS if options.pipeline else
-                      TP_LAYOUTS if options.tp else LAYOUTS)
+            chosen = next((layouts for flag, layouts in (
+                ("zero1", ZERO1_LAYOUTS), ("zero2", ZERO2_LAYOUTS), ("zero3", ZERO3_LAYOUTS),
+                ("pipeline", PIPELINE_LAYOUTS), ("tp", TP_LAYOUTS)) if getattr(options, flag)),
+                LAYOUTS)
             layouts = list(compiled_layouts(CLEAVE, model, args, plan, workdir, chosen))
             trace = os.path.join(workdir, "trace.json")
-            traced = (["--trace", trace]
-                      if options.zero1 or options.zero3 or options.pipeline or options.tp else [])
+            traced = ["--trace", trace] if chosen is not LAYOUTS else []
             runs = runs_in_turn(layouts, ["--threads", "1", *traced], options.steps,
                                 options.rounds, workdir,
                                 lambda m: figures(m) + (background_figures(trace) if traced

@@ -370,7 +370,7 @@ public:
       const double all = c["calls_per_step"].get<double>() * steps * link.latencySeconds +
                          c["bytes_sent_per_rank"].get<double>() / link.bandwidthBytesPerSecond;
       seconds += all;
-      // ZeRO 1's buckets are reduce-scatters.
+      // ZeRO 1's and 2's buckets are reduce-scatters.
       if (buckets && (kind == "all_reduce" || kind == "reduce_scatter") && axis == "dp")
         bucketed += all;
     }

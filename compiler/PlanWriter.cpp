@@ -636,8 +636,9 @@ LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error)
     for (const ReductionSpan &span : *spans)
       count("all_reduce", span.axis, repeats, span.wireBytes(), span.wirePayload());
   }
-  // ZeRO 1's buckets are reduce-scatters of their spans (uneven, in place:
-  // the ring's bytes of the span), and @apply's reduce-scatter of the flat
+  // ZeRO's buckets are reduce-scatters of their spans (uneven, in place:
+  // the ring's bytes of the span; ZeRO 1's once a step, ZeRO 2's packed
+  // gradients' every microbatch), and the reduce-scatter of their flat
   // buffer only waits for them.
   for (Operation &op : func.getBody().front()) {
     if (!isa<AllReduceStartOp, ReduceScatterOwnedStartOp>(op))
@@ -645,8 +646,8 @@ LogicalResult PlanBuilder::countCollectives(func::FuncOp func, UserError &error)
     FailureOr<ReductionSpan> span = bucketSpan(func, &op);
     if (failed(span))
       return cannotLower();
-    count(isa<AllReduceStartOp>(op) ? "all_reduce" : "reduce_scatter", span->axis, 1,
-          span->wireBytes(), span->wirePayload());
+    count(isa<AllReduceStartOp>(op) ? "all_reduce" : "reduce_scatter", span->axis,
+          span->inArena ? repeats : 1, span->wireBytes(), span->wirePayload());
   }
   func.walk([&](Operation *op) {
     auto reduce = dyn_cast<shard::AllReduceOp>(op);

@@ -141,6 +141,27 @@ SmallVector<ReductionSpan> mergeSpans(SmallVector<ReductionSpan> pieces) {
   return spans;
 }
 
+/// Where the parts a cleave.reduce_scatter_owned_start sums lie in the
+/// concat that packs them (ZeRO 2's gradients): the concat and the element
+/// its first part starts at; none for operands that are not a concat's.
+struct PackedPlace {
+  ConcatOp concat;
+  int64_t first;
+};
+std::optional<PackedPlace> packedPlace(Operation *start) {
+  Value front = start->getOperand(0);
+  for (Operation *user : front.getUsers())
+    if (auto concat = dyn_cast<ConcatOp>(user)) {
+      int64_t first = 0;
+      for (Value input : concat.getInputs()) {
+        if (input == front)
+          return PackedPlace{concat, first};
+        first += cast<RankedTensorType>(input.getType()).getNumElements();
+      }
+    }
+  return std::nullopt;
+}
+
 } // namespace
 
 FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
@@ -168,6 +189,27 @@ FailureOr<SmallVector<ReductionSpan>> reductionSpans(func::FuncOp func,
 
 FailureOr<ReductionSpan> bucketSpan(func::FuncOp func, Operation *start) {
   const int64_t axis = start->getAttrOfType<IntegerAttr>("axis").getInt();
+  if (std::optional<PackedPlace> place = packedPlace(start)) {
+    auto offsets = place->concat->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
+    if (!offsets)
+      return start->emitError("its parts have no place in the arena: run cleave-memory-plan "
+                              "first");
+    Type element = cast<RankedTensorType>(start->getOperand(0).getType()).getElementType();
+    ReductionSpan span{offsets[0] + place->first * element.getIntOrFloatBitWidth() / 8,
+                       0,
+                       axis,
+                       element,
+                       0,
+                       sumType(start),
+                       /*inArena=*/true};
+    for (Value part : start->getOperands()) {
+      int64_t bytes = tensorBytes(cast<RankedTensorType>(part.getType()));
+      span.bytes += bytes;
+      if (!part.getDefiningOp<ConstantOp>())
+        span.payload += bytes;
+    }
+    return span;
+  }
   SmallVector<ReductionSpan> pieces;
   for (Value accumulator : start->getOperands()) {
     std::optional<ReductionSpan> piece = storedSpan(func, accumulator, axis, sumType(start));
@@ -181,6 +223,17 @@ FailureOr<ReductionSpan> bucketSpan(func::FuncOp func, Operation *start) {
     return start->emitError("its accumulators are not one span of the weights blob (")
            << spans.size() << " spans)";
   return spans.front();
+}
+
+int64_t ownedBucketFirst(func::FuncOp func, Operation *start) {
+  if (std::optional<PackedPlace> place = packedPlace(start))
+    return place->first;
+  int64_t first = INT64_MAX;
+  for (Value member : start->getOperands())
+    first = std::min(first, func.getArgAttrOfType<IntegerAttr>(
+                                    cast<BlockArgument>(member).getArgNumber(), kFlatOffsetAttr)
+                                .getInt());
+  return first;
 }
 
 SmallVector<SmallVector<shard::AllReduceOp>> allReduceRuns(func::FuncOp func) {

@@ -61,18 +61,22 @@ MessageEnds pipelineMessageEnds(mlir::Operation *message, const MeshAxes &mesh);
 /// `bytes` of `element`s counted as `wire`s.
 int64_t inWireType(int64_t bytes, mlir::Type element, mlir::Type wire);
 
-/// Bytes [offset, offset + bytes) of the weights blob, summed over one mesh
-/// axis, of one element type. Padding between the slots it spans is zero and
-/// stays zero.
+/// Bytes [offset, offset + bytes) of the weights blob (or, `inArena`, of
+/// the arena), summed over one mesh axis, of one element type. Padding
+/// between the slots it spans is zero and stays zero.
 struct ReductionSpan {
   int64_t offset;
   int64_t bytes;
   int64_t axis;
   mlir::Type element;
-  /// The bytes of the arguments it covers, without padding.
+  /// The bytes of the values it covers, without padding.
   int64_t payload;
   /// The element type the sum moves in (sumType).
   mlir::Type wire;
+  /// In the arena: values a microbatch makes (ZeRO 2's packed gradients),
+  /// summed on every call, not accumulators summed on a step's last
+  /// microbatch.
+  bool inArena = false;
   /// `bytes` (or `payload`) as they move: in the wire's element type.
   int64_t wireBytes() const { return inWireType(bytes, element, wire); }
   int64_t wirePayload() const { return inWireType(payload, element, wire); }
@@ -101,11 +105,16 @@ bool sumsItsOperandInPlace(mlir::shard::AllReduceOp reduce);
 mlir::FailureOr<llvm::SmallVector<ReductionSpan>>
 reductionSpans(mlir::func::FuncOp func, llvm::ArrayRef<mlir::shard::AllReduceOp> run);
 
-/// The one span a bucket's accumulators fill (the operands of `start`, a
+/// The one span a bucket fills (the operands of `start`, a
 /// cleave.all_reduce_start or cleave.reduce_scatter_owned_start that
-/// cleave-overlap-gradients placed), or an error on `start` when they are
-/// not one.
+/// cleave-overlap-gradients placed: accumulators in the weights blob, or
+/// parts of a concat made in place in the arena), or an error on `start`
+/// when they are not one.
 mlir::FailureOr<ReductionSpan> bucketSpan(mlir::func::FuncOp func, mlir::Operation *start);
+
+/// The element of the flat buffer, whose slices the ranks own, where the
+/// bucket of `start` (a cleave.reduce_scatter_owned_start) begins.
+int64_t ownedBucketFirst(mlir::func::FuncOp func, mlir::Operation *start);
 
 /// Every run of consecutive in-place all-reduces in `func`, in order.
 llvm::SmallVector<llvm::SmallVector<mlir::shard::AllReduceOp>> allReduceRuns(mlir::func::FuncOp func);

@@ -554,7 +554,7 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     call(kernelPrefix + "copy", Type(), copy);
     return kernelCall("all_reduce", {out});
   }
-  // ZeRO 1's buckets summed each rank's slice of the flat gradients in
+  // ZeRO's buckets summed each rank's slice of the flat gradients in
   // place: wait for them, then copy the slice.
   if (op->hasAttr(kSummedInBucketsAttr)) {
     CallArgs wait(b);
@@ -649,15 +649,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     FailureOr<ReductionSpan> span = bucketSpan(func, start);
     if (failed(span))
       return failure();
-    // The span starts at its first accumulator's place in the flat buffer.
-    int64_t first = INT64_MAX;
-    for (Value accumulator : start.getAccumulators())
-      first =
-          std::min(first, func.getArgAttrOfType<IntegerAttr>(
-                                  cast<BlockArgument>(accumulator).getArgNumber(), kFlatOffsetAttr)
-                              .getInt());
     spanCall("reduce_scatter_owned_start", *span,
-             {std::to_string(first), std::to_string(start.getSliceElements())});
+             {std::to_string(ownedBucketFirst(func, start)),
+              std::to_string(start.getSliceElements()), span->inArena ? "false" : "true"});
     return success();
   }
   if (isa<PipelineSendOp, PipelineRecvOp>(op))
@@ -754,7 +748,7 @@ LogicalResult Lowering::lowerAllReduces(ArrayRef<shard::AllReduceOp> reductions)
 
 void Lowering::spanCall(StringRef kernel, const ReductionSpan &span, ArrayRef<std::string> extra) {
   CallArgs view(b);
-  view.value(weights);
+  view.value(span.inArena ? arena : weights);
   view.literal(std::to_string(span.offset));
   view.literal(*dtypeLiteral(span.element));
   view.literal(dimsLiteral({span.bytes / (span.element.getIntOrFloatBitWidth() / 8)}));

@@ -24,15 +24,19 @@ using namespace cleave;
 
 namespace {
 
-/// One accumulator @apply sums over dp: where it lies in the weights blob,
-/// and its last write in a microbatch (in the last function of the
-/// microbatch that writes it).
+/// One gradient summed over dp in a bucket: an accumulator @apply sums
+/// (where it lies in the weights blob, and its last write in a microbatch,
+/// in the last function of the microbatch that writes it), or a part of
+/// ZeRO 2's packed gradients (where it lies in the concat, and the op after
+/// which it is made).
 struct Member {
-  /// Its in-place all-reduce in @apply; null for a member of ZeRO 1's flat
-  /// gradient buffer, which @apply reduce-scatters whole.
+  /// Its in-place all-reduce in @apply; null for a member of ZeRO's flat
+  /// gradients, which are reduce-scattered whole.
   shard::AllReduceOp reduce;
-  BlockArgument inWriter;
-  AssignOp lastWrite;
+  /// What the bucket's start takes: the accumulator in the writing
+  /// function, or the concat's operand.
+  Value inWriter;
+  Operation *lastWrite;
   int64_t offset = 0, bytes = 0;
   /// Its element type and the one its sum moves in.
   Type element, wire;
@@ -62,6 +66,10 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
         bucketFlatGradients(module, apply, scatter, layout->dpAxis, layout->dpSize);
       return;
     }
+    if (bucketBytes > 0)
+      for (StringRef name : kMicrobatchFunctions)
+        if (auto func = module.lookupSymbol<func::FuncOp>(name))
+          bucketPackedGradients(func, layout->dpAxis);
     FailureOr<SmallVector<Member>> members = findMembers(module, apply, layout->dpAxis);
     if (failed(members))
       return signalPassFailure();
@@ -163,20 +171,68 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
     for (StringRef name : kMicrobatchFunctions) {
       SmallVector<Member> written = writtenIn(members, name);
       for (ArrayRef<Member> bucket : cutBuckets(written, bucketSize(members))) {
-        AssignOp last = lastWriteOf(bucket);
+        Operation *last = lastWriteOf(bucket);
         b.setInsertionPointAfter(last);
         SmallVector<Value> accumulators;
         for (const Member &m : bucket)
           accumulators.push_back(m.inWriter);
-        ReduceScatterOwnedStartOp::create(b, last.getLoc(), accumulators, dpAxis, slice);
+        ReduceScatterOwnedStartOp::create(b, last->getLoc(), accumulators, dpAxis, slice);
       }
     }
     scatter->setAttr(kSummedInBucketsAttr, b.getUnitAttr());
   }
 
+  /// ZeRO 2's packed gradients (a microbatch's, reduce-scattered over dp
+  /// into the slice accumulator) in buckets: each a run of the concat's
+  /// parts, made in place in its buffer, whose parts in the ranks' slices a
+  /// cleave.reduce_scatter_owned_start sums into them once they are made;
+  /// the reduce-scatter then waits for them and copies this rank's slice.
+  /// Each part's reshapes move up to where it is made, a filled part (the
+  /// padding) to where the part before it is, so that it joins that
+  /// part's bucket.
+  void bucketPackedGradients(func::FuncOp func, int64_t dpAxis) {
+    for (auto scatter : llvm::to_vector(func.getBody().front().getOps<shard::ReduceScatterOp>())) {
+      auto concat = scatter.getInput().getDefiningOp<ConcatOp>();
+      auto type = cast<RankedTensorType>(scatter.getInput().getType());
+      if (!concat || !concat->hasAttr(kPartsInPlaceAttr) || scatter->hasAttr(kStartedAttr) ||
+          type.getRank() != 1 || scatter.getGridAxes().size() != 1 ||
+          scatter.getGridAxes()[0] != dpAxis || sumType(scatter) != type.getElementType())
+        continue;
+      SmallVector<Member> members;
+      int64_t offset = 0;
+      for (Value part : concat.getInputs()) {
+        SmallVector<Operation *> views;
+        for (Operation *view = part.getDefiningOp(); view && isReshapeView(view);
+             view = view->getOperand(0).getDefiningOp())
+          views.push_back(view);
+        for (Operation *view : llvm::reverse(views))
+          if (Operation *input = view->getOperand(0).getDefiningOp())
+            view->moveAfter(input);
+        Operation *made = part.getDefiningOp();
+        if (isa<ConstantOp>(made) && !members.empty())
+          made->moveAfter(members.back().lastWrite);
+        int64_t bytes = tensorBytes(cast<RankedTensorType>(part.getType()));
+        members.push_back({nullptr, part, made, offset, bytes, type.getElementType(),
+                           type.getElementType(), true});
+        offset += bytes;
+      }
+      OpBuilder b(func.getContext());
+      const int64_t slice = cast<RankedTensorType>(scatter.getResult().getType()).getNumElements();
+      for (ArrayRef<Member> bucket : cutBuckets(members, bucketSize(members))) {
+        Operation *last = lastWriteOf(bucket);
+        b.setInsertionPointAfter(last);
+        SmallVector<Value> parts;
+        for (const Member &m : bucket)
+          parts.push_back(m.inWriter);
+        ReduceScatterOwnedStartOp::create(b, last->getLoc(), parts, dpAxis, slice);
+      }
+      scatter->setAttr(kSummedInBucketsAttr, b.getUnitAttr());
+    }
+  }
+
   /// The last write of `bucket`'s members (all in one function).
-  static AssignOp lastWriteOf(ArrayRef<Member> bucket) {
-    AssignOp last = bucket.front().lastWrite;
+  static Operation *lastWriteOf(ArrayRef<Member> bucket) {
+    Operation *last = bucket.front().lastWrite;
     for (const Member &m : bucket)
       if (last->isBeforeInBlock(m.lastWrite))
         last = m.lastWrite;
@@ -188,14 +244,14 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
   static void startBuckets(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
                            int64_t dpAxis) {
     for (ArrayRef<Member> bucket : cutBuckets(members, perBucket)) {
-      AssignOp last = lastWriteOf(bucket);
+      Operation *last = lastWriteOf(bucket);
       SmallVector<Value> accumulators;
       for (const Member &m : bucket) {
         accumulators.push_back(m.inWriter);
         m.reduce->setAttr(kStartedAttr, b.getUnitAttr());
       }
       b.setInsertionPointAfter(last);
-      auto start = AllReduceStartOp::create(b, last.getLoc(), accumulators, dpAxis);
+      auto start = AllReduceStartOp::create(b, last->getLoc(), accumulators, dpAxis);
       if (bucket.front().wire != bucket.front().element)
         start->setAttr(kSumTypeAttr, TypeAttr::get(bucket.front().wire));
     }
@@ -251,14 +307,16 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
 
   /// The buckets, in the order the backward completes them: the members
   /// taken in the order of their last writes, each joining the open bucket
-  /// when it lies next to it in the weights blob (just before or just after,
-  /// up to the buffers' alignment: a backward mostly finishes the last
-  /// layers first), is of its element and sum types and the bucket holds fewer than
-  /// `perBucket` bytes; else it opens the next. Each bucket is a run of
+  /// when it lies next to it in its buffer (just before or just after, up to
+  /// the buffers' alignment: a backward mostly finishes the last layers
+  /// first), is of its element and sum types and the bucket holds fewer
+  /// than `perBucket` bytes; else it opens the next. Each bucket is a run of
   /// `members` (sorted by offset).
   static SmallVector<ArrayRef<Member>> cutBuckets(ArrayRef<Member> members, int64_t perBucket) {
-    auto alignedEnd = [](const Member &m) {
-      return (m.offset + m.bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+    auto follows = [](const Member &before, const Member &m) {
+      int64_t end = before.offset + before.bytes;
+      return m.offset == end ||
+             m.offset == (end + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
     };
     SmallVector<size_t> completion(members.size());
     std::iota(completion.begin(), completion.end(), 0);
@@ -272,8 +330,8 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
       const Member &m = members[i];
       bool joins = high > low && bytes < perBucket && m.element == members[low].element &&
                    m.wire == members[low].wire &&
-                   ((i == high && m.offset == alignedEnd(members[high - 1])) ||
-                    (i + 1 == low && alignedEnd(m) == members[low].offset));
+                   ((i == high && follows(members[high - 1], m)) ||
+                    (i + 1 == low && follows(m, members[low])));
       if (!joins) {
         if (high > low)
           buckets.push_back(members.slice(low, high - low));

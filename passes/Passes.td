@@ -956,16 +956,30 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
     the background thread takes the compute's cores); left as it is where a
     member is written in no microbatch function.
 
+    Under ZeRO 2 with f32 gradients each microbatch function packs its
+    gradients into a `cleave.concat` whose parts the memory plan makes in
+    place (`cleave.parts_in_place`) and reduce-scatters it over dp into its
+    slice accumulator: its parts are cut into buckets the same way (in the
+    order they are made, each a run of the concat's operands), each part's
+    reshapes move up to where it is made and a filled part (the padding) to
+    where the part before it is, and each bucket gets a
+    `cleave.reduce_scatter_owned_start` of its parts right after they are
+    made, which the runtime queues on every call; the concat's
+    `shard.reduce_scatter`, marked `cleave.summed_in_buckets`, waits for
+    them and copies this rank's slice. Only with `bucket-bytes` above 0, as
+    for ZeRO 1.
+
     Does nothing with `bucket-bytes` 0, without a dp axis of more than one
-    rank, or when @apply sums no gradient over dp (ZeRO 2 and 3
-    reduce-scatter them as they are made; the loss's count and sum alone are
-    left where they are). Errors: an accumulator @apply all-reduces that no
-    microbatch function writes.
+    rank, or when @apply sums no gradient over dp and no microbatch packs
+    any (ZeRO 2 with mixed precision and ZeRO 3 reduce-scatter each
+    gradient as it is made, `cleave-overlap-reduce-scatters`; the loss's
+    count and sum alone are left where they are). Errors: an accumulator
+    @apply all-reduces that no microbatch function writes.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "0",
            "Bytes of gradients per bucket; -1: auto (a quarter of all, 4 KiB to 25 MiB; none "
-           "under ZeRO 1); 0: none, the sums run in @apply">,
+           "under ZeRO 1 and 2); 0: none, the sums run in @apply">,
   ];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

@@ -1009,6 +1009,13 @@ LogicalResult AssignOp::verify() {
   return success();
 }
 
+/// A started sum's mesh axis.
+static LogicalResult verifyAxis(Operation *op, int64_t axis) {
+  if (axis < 0)
+    return op->emitOpError("axis ") << axis << " is negative";
+  return success();
+}
+
 /// A started sum's operands: gradient accumulators (function arguments
 /// marked cleave.accumulator; with `flat`, members of a flat buffer), over
 /// a mesh axis.
@@ -1026,19 +1033,37 @@ static LogicalResult verifyStartedSum(Operation *op, ValueRange accumulators, in
       return op->emitOpError("operands must be members of a flat buffer (marked ")
              << kFlatOffsetAttr << ")";
   }
-  if (axis < 0)
-    return op->emitOpError("axis ") << axis << " is negative";
-  return success();
+  return verifyAxis(op, axis);
 }
 
 LogicalResult AllReduceStartOp::verify() {
   return verifyStartedSum(*this, getAccumulators(), getAxis(), /*flat=*/false);
 }
 
+/// Whether `gradients` are consecutive operands of one cleave.concat along
+/// dim 0 whose parts are made in place (ZeRO 2's packed gradients).
+static bool arePackedParts(ValueRange gradients) {
+  ConcatOp concat;
+  for (Operation *user : gradients.front().getUsers())
+    if (auto candidate = dyn_cast<ConcatOp>(user))
+      concat = candidate;
+  if (!concat || concat.getAxis() != 0 || !concat->hasAttr(kPartsInPlaceAttr))
+    return false;
+  auto inputs = concat.getInputs();
+  auto first = llvm::find(inputs, gradients.front());
+  return static_cast<size_t>(inputs.end() - first) >= gradients.size() &&
+         llvm::equal(gradients, llvm::make_range(first, first + gradients.size()));
+}
+
 LogicalResult ReduceScatterOwnedStartOp::verify() {
   if (getSliceElements() <= 0)
     return emitOpError("slices of ") << getSliceElements() << " elements";
-  return verifyStartedSum(*this, getAccumulators(), getAxis(), /*flat=*/true);
+  if (getGradients().empty() || isa<BlockArgument>(getGradients().front()))
+    return verifyStartedSum(*this, getGradients(), getAxis(), /*flat=*/true);
+  if (!arePackedParts(getGradients()))
+    return emitOpError("operands must be flat buffer members or consecutive parts of one ")
+           << "cleave.concat along dim 0 made in place (" << kPartsInPlaceAttr << ")";
+  return verifyAxis(*this, getAxis());
 }
 
 LogicalResult CollectiveWaitOp::verify() {

@@ -742,25 +742,30 @@ def Cleave_AllReduceStartOp : Cleave_Op<"all_reduce_start", [MemoryEffects<[MemR
 
 def Cleave_ReduceScatterOwnedStartOp : Cleave_Op<"reduce_scatter_owned_start",
                                                 [MemoryEffects<[MemRead, MemWrite]>]> {
-  let summary = "start summing a bucket of ZeRO 1's flat gradient buffer into its owners";
+  let summary = "start summing a bucket of ZeRO's flat gradients into its owners";
   let description = [{
-    ZeRO 1's counterpart of `cleave.all_reduce_start`, placed by
-    `cleave-overlap-gradients` right after the last of its `accumulators`
-    (members of ZeRO 1's flat gradient buffer, one span of the weights blob)
-    is written: on a step's last microbatch the runtime queues, on the
-    background collectives' thread, the reduce-scatter of the span over
-    mesh axis `axis` into the slices that own it (rank r owns elements
-    [r * slice_elements, (r + 1) * slice_elements) of the flat buffer): the
-    part of the span in each rank's slice becomes its sum over the ranks,
-    an uneven reduce-scatter in place. `@apply`'s `shard.reduce_scatter` of
-    the buffer, marked `cleave.summed_in_buckets`, then waits for the
-    buckets and copies this rank's slice. Nothing else may touch the
-    accumulators in between.
+    The owned counterpart of `cleave.all_reduce_start`, placed by
+    `cleave-overlap-gradients` right after the last of its `gradients` is
+    made, which lie in one span of a flat buffer whose slices the ranks
+    own over mesh axis `axis` (rank r owns elements [r * slice_elements,
+    (r + 1) * slice_elements)). Either ZeRO 1's: members of its flat
+    gradient accumulator buffer (function arguments in the weights blob),
+    summed on a step's last microbatch; `@apply`'s `shard.reduce_scatter`
+    of the buffer, marked `cleave.summed_in_buckets`, then waits for the
+    buckets and copies this rank's slice. Or ZeRO 2's: consecutive parts of
+    the `cleave.concat` along dim 0 that packs a microbatch's gradients,
+    made in place in its buffer (`cleave.parts_in_place`), summed on every
+    call; the concat's `shard.reduce_scatter`, marked the same way, waits
+    for them. The runtime queues, on the background collectives' thread,
+    the reduce-scatter of the span into the slices that own it: the part
+    of the span in each rank's slice becomes its sum over the ranks, an
+    uneven reduce-scatter in place. Nothing else may touch the span in
+    between.
   }];
-  let arguments = (ins Variadic<Cleave_Tensor>:$accumulators, I64Attr:$axis,
+  let arguments = (ins Variadic<Cleave_Tensor>:$gradients, I64Attr:$axis,
                        I64Attr:$slice_elements);
   let assemblyFormat = [{
-    $accumulators `on` `axis` $axis `slices` $slice_elements attr-dict `:` type($accumulators)
+    $gradients `on` `axis` $axis `slices` $slice_elements attr-dict `:` type($gradients)
   }];
   let hasVerifier = 1;
 }

@@ -172,9 +172,9 @@ void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, c
                                  in.dtype, wire, step, "gradients");
 }
 
-void startOwnedReduceScatterOnAxis(BackgroundCollectives *background, bool lastMicrobatch,
-                                   int64_t axis, const Tensor &span, DType wire, int64_t first,
-                                   int64_t slice, int64_t step) {
+void startOwnedReduceScatterOnAxis(BackgroundCollectives *background, bool onlyOnLastMicrobatch,
+                                   bool lastMicrobatch, int64_t axis, const Tensor &span,
+                                   DType wire, int64_t first, int64_t slice, int64_t step) {
   constexpr const char *kernel = "reduce_scatter_owned_start";
   BackgroundCollectives &collectives = backgroundOf(background, axis, kernel);
   if (wire != span.dtype)
@@ -183,7 +183,7 @@ void startOwnedReduceScatterOnAxis(BackgroundCollectives *background, bool lastM
   if (first < 0 || slice <= 0)
     rt::fail(kernel, "a span from element %lld of slices of %lld elements",
              static_cast<long long>(first), static_cast<long long>(slice));
-  if (lastMicrobatch)
+  if (lastMicrobatch || !onlyOnLastMicrobatch)
     collectives.startReduceScatterUneven(
         axis, span.data,
         RankChunks::owned(static_cast<std::size_t>(first), static_cast<std::size_t>(span.numel()),

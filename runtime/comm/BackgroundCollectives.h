@@ -15,11 +15,12 @@
 //   (reduce_scatter_owned_start, placed by passes/OverlapGradients.cpp: the
 //   parts of the bucket each rank's slice holds, an uneven reduce-scatter),
 //   and the optimizer waits for every bucket before it reads its slice
-//   (reduce_scatter_wait);
-// - ZeRO 2 and 3 reduce-scatter each gradient while the backward computes
-//   the next one: the program starts the reduce-scatter as soon as the
-//   gradient is made (reduce_scatter_start) and waits for it where the next
-//   gradient's starts (reduce_scatter_wait,
+//   (reduce_scatter_wait); ZeRO 2 the same with each microbatch's packed
+//   gradients, waited for before it adds its slice into its accumulator;
+// - ZeRO 2 with mixed precision and ZeRO 3 reduce-scatter each gradient
+//   while the backward computes the next one: the program starts the
+//   reduce-scatter as soon as the gradient is made (reduce_scatter_start)
+//   and waits for it where the next gradient's starts (reduce_scatter_wait,
 //   passes/OverlapReduceScatters.cpp);
 // - tensor parallelism sums an input's gradient over tp while the backward
 //   computes the weight's: the program starts the sum as soon as its
@@ -213,14 +214,15 @@ void startAllGatherOnAxis(BackgroundCollectives *background, int64_t axis, const
                           const Tensor &out, int64_t step);
 void startReduceScatterOnAxis(BackgroundCollectives *background, int64_t axis, const Tensor &in,
                               const Tensor &out, DType wire, int64_t step);
-/// reduce_scatter_owned_start's, on a step's last microbatch alone: `span`
-/// is elements [first, first + its count) of a buffer whose slices of
-/// `slice` elements the ranks of mesh axis `axis` own in order; each
-/// rank's part of the span becomes its sum (RankChunks::owned), in the
-/// span's own type (`wire`: no other is built).
-void startOwnedReduceScatterOnAxis(BackgroundCollectives *background, bool lastMicrobatch,
-                                   int64_t axis, const Tensor &span, DType wire, int64_t first,
-                                   int64_t slice, int64_t step);
+/// reduce_scatter_owned_start's, on every call or (`onlyOnLastMicrobatch`:
+/// ZeRO 1's accumulators) on a step's last microbatch alone: `span` is
+/// elements [first, first + its count) of a buffer whose slices of `slice`
+/// elements the ranks of mesh axis `axis` own in order; each rank's part of
+/// the span becomes its sum (RankChunks::owned), in the span's own type
+/// (`wire`: no other is built).
+void startOwnedReduceScatterOnAxis(BackgroundCollectives *background, bool onlyOnLastMicrobatch,
+                                   bool lastMicrobatch, int64_t axis, const Tensor &span,
+                                   DType wire, int64_t first, int64_t slice, int64_t step);
 /// Waits for the `kind` (`kernel`'s) into any byte of `out`
 /// (BackgroundCollectives::waitFor).
 void waitForCollective(BackgroundCollectives *background, CollectiveKind kind, const char *kernel,

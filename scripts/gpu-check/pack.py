@@ -82,6 +82,8 @@ MODELS = {
                           ["--mesh", "dp=2", "--bucket-mb", "0.01", "--grad-reduce-dtype", "bf16"]),
     "mlp-zero1": ("export_mlp.py", "mlp", "fp32", 2,
                   ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "0.01"]),
+    "mlp-zero2": ("export_mlp.py", "mlp", "fp32", 2,
+                  ["--mesh", "dp=2", "--zero", "2", "--bucket-mb", "0.01"]),
     "mlp-zero3": ("export_mlp.py", "mlp", "fp32", 2,
                   ["--mesh", "dp=2", "--zero", "3", "--prefetch-gathers", "on",
                    "--overlap-reduce-scatters", "on"]),

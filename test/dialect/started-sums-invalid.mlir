@@ -54,3 +54,46 @@ func.func @owned_not_an_accumulator(%w: tensor<16xf32> {cleave.kind = "param", c
   cleave.reduce_scatter_owned_start %w on axis 0 slices 8 : tensor<16xf32>
   return
 }
+
+// -----
+
+func.func @owned_part_of_no_concat(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"}) {
+  %y = cleave.neg %x : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error@+1 {{operands must be flat buffer members or consecutive parts of one cleave.concat along dim 0 made in place (cleave.parts_in_place)}}
+  cleave.reduce_scatter_owned_start %y on axis 0 slices 8 : tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @owned_parts_not_in_place(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"}) -> tensor<32xf32> {
+  %a = cleave.neg %x : (tensor<16xf32>) -> tensor<16xf32>
+  %b = cleave.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error@+1 {{operands must be flat buffer members or consecutive parts}}
+  cleave.reduce_scatter_owned_start %a, %b on axis 0 slices 16 : tensor<16xf32>, tensor<16xf32>
+  %c = cleave.concat %a, %b {axis = 0 : i64} : (tensor<16xf32>, tensor<16xf32>) -> tensor<32xf32>
+  return %c : tensor<32xf32>
+}
+
+// -----
+
+func.func @owned_parts_not_consecutive(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"}) -> tensor<48xf32> {
+  %a = cleave.neg %x : (tensor<16xf32>) -> tensor<16xf32>
+  %b = cleave.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  %c = cleave.relu %x : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error@+1 {{operands must be flat buffer members or consecutive parts}}
+  cleave.reduce_scatter_owned_start %a, %c on axis 0 slices 24 : tensor<16xf32>, tensor<16xf32>
+  %d = cleave.concat %a, %b, %c {axis = 0 : i64, cleave.parts_in_place} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<48xf32>
+  return %d : tensor<48xf32>
+}
+
+// -----
+
+func.func @owned_parts_negative_axis(%x: tensor<16xf32> {cleave.kind = "input", cleave.name = "x"}) -> tensor<32xf32> {
+  %a = cleave.neg %x : (tensor<16xf32>) -> tensor<16xf32>
+  %b = cleave.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  // expected-error@+1 {{axis -1 is negative}}
+  cleave.reduce_scatter_owned_start %a, %b on axis -1 slices 16 : tensor<16xf32>, tensor<16xf32>
+  %c = cleave.concat %a, %b {axis = 0 : i64, cleave.parts_in_place} : (tensor<16xf32>, tensor<16xf32>) -> tensor<32xf32>
+  return %c : tensor<32xf32>
+}

@@ -16,11 +16,13 @@
 #     bit, with adamw;
 #   - gradients summed in buckets during the last microbatch's backward
 #     (--bucket-mb, the background all-reduce, and ZeRO 1's reduce-scatters
-#     of spans of its flat buffer; the default "auto" is what every run
-#     above uses, which leaves ZeRO 1 unbucketed): small buckets (several per step, checked in plan.json) on
-#     dp=2 with --grad-accum 2 (ZeRO 1 too) and on dp=4, and none at all
-#     (--bucket-mb 0), within the same tolerances; with --deterministic, bit
-#     for bit (ZeRO 1 too, dp=2 and dp=4);
+#     of spans of its flat buffer; under ZeRO 2 every microbatch's, of spans
+#     of its packed gradients; the default "auto" is what every run above
+#     uses, which leaves ZeRO 1 and 2 unbucketed): small buckets (several
+#     per step, checked in plan.json) on dp=2 with --grad-accum 2 (ZeRO 1
+#     and 2 too) and on dp=4, and none at all (--bucket-mb 0), within the
+#     same tolerances; with --deterministic, bit for bit (ZeRO 1 and 2 too,
+#     dp=2 and dp=4);
 #   - the bytes each rank sent (the run's log) equal plan.json's prediction;
 #   - with --precision bf16 (products on bf16 factors, gradients in f32),
 #     for the GPT (the MLP too in the long suite, CLEAVE_LONG=1):
@@ -428,13 +430,14 @@ def main():
                 close(label, run, reference, problems)
                 bytes_as_planned(label, run, problems)
                 zero_runs[zero, ranks] = run
-        label = f"{name} dp=2 zero=1 grad-accum 2 1 KiB buckets"
-        run = m.train("dp2-k2-z1-buckets", 2, 2, MOMENTUM, ["--zero", "1", *small])
-        close(label, run, reference, problems)
-        bytes_as_planned(label, run, problems)
-        buckets = run[3]["training"].get("gradient_buckets", {}).get("bytes", [])
-        if len(buckets) < 2:
-            problems.append(f"{label}: plan.json has buckets {buckets}, not several")
+        for zero in (1, 2):
+            label = f"{name} dp=2 zero={zero} grad-accum 2 1 KiB buckets"
+            run = m.train(f"dp2-k2-z{zero}-buckets", 2, 2, MOMENTUM, ["--zero", str(zero), *small])
+            close(label, run, reference, problems)
+            bytes_as_planned(label, run, problems)
+            buckets = run[3]["training"].get("gradient_buckets", {}).get("bytes", [])
+            if len(buckets) < 2:
+                problems.append(f"{label}: plan.json has buckets {buckets}, not several")
         label = f"{name} dp=2 zero=3 gathers and reduce-scatters overlapped"
         run = m.train("dp2-z3-overlapped", 2, 1, MOMENTUM,
                       ["--zero", "3", "--prefetch-gathers", "on", "--overlap-reduce-scatters", "on"])
@@ -456,9 +459,11 @@ def main():
             identical(f"{name} dp={ranks} --deterministic", run, one, problems)
             run = m.train(f"dp{ranks}-det-buckets", ranks, 1, ADAMW, ["--deterministic", *small])
             identical(f"{name} dp={ranks} --deterministic 1 KiB buckets", run, one, problems)
-            run = m.train(f"dp{ranks}-z1-det-buckets", ranks, 1, ADAMW,
-                          ["--zero", "1", "--deterministic", *small])
-            identical(f"{name} dp={ranks} zero=1 --deterministic 1 KiB buckets", run, one, problems)
+            for zero in (1, 2):
+                run = m.train(f"dp{ranks}-z{zero}-det-buckets", ranks, 1, ADAMW,
+                              ["--zero", str(zero), "--deterministic", *small])
+                identical(f"{name} dp={ranks} zero={zero} --deterministic 1 KiB buckets", run, one,
+                          problems)
         print(f"{name}: checked against {reference[0][0]:.6f} -> {reference[0][-1]:.6f}")
     for p in problems:
         print("FAIL:", p)

@@ -22,13 +22,14 @@
 // CHECK: shard.reduce_scatter %arg4 on @mesh grid_axes = [0] scatter_axis = 0 {{{.*}}cleave.summed_in_buckets}
 
 // The first bucket is the 36 floats from w1's place in the flat buffer (64:
-// all in rank 1's slice), the second w0's 64 from 0 (rank 0's); @apply
-// waits for every bucket of the buffer, then copies this rank's slice.
+// all in rank 1's slice), the second w0's 64 from 0 (rank 0's), each
+// summed on a step's last microbatch alone ("true"); @apply waits for
+// every bucket of the buffer, then copies this rank's slice.
 // LOWERED-LABEL: emitc.func @cleave_forward
 // LOWERED: %[[B1:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"896">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{36}">]}
-// LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_owned_start"(%arg0, %[[B1]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"64">, #emitc.opaque<"64">]}
+// LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_owned_start"(%arg0, %[[B1]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"64">, #emitc.opaque<"64">, #emitc.opaque<"true">]}
 // LOWERED: %[[B0:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"640">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{64}">]}
-// LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_owned_start"(%arg0, %[[B0]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"0">, #emitc.opaque<"64">]}
+// LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_owned_start"(%arg0, %[[B0]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"0">, #emitc.opaque<"64">, #emitc.opaque<"true">]}
 // LOWERED-LABEL: emitc.func @cleave_apply
 // LOWERED: %[[FLAT:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"640">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{128}">]}
 // LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_wait"(%arg0, %[[FLAT]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}

@@ -152,10 +152,10 @@ void addStepOptions(CLI::App *sub, CompileOptions &options, std::vector<std::str
                   "(plans/ has Megatron-style ones)");
   sub->add_option("--bucket-mb", t.bucketMb,
                   "MiB of gradients per bucket whose dp all-reduce (with --zero 1, "
-                  "reduce-scatter) starts, on a thread of its own, as soon as the last "
-                  "microbatch's backward has them: auto (default: a quarter of the gradients, "
-                  "4 KiB to 25 MiB; 0 with --target cuda or --zero 1) or a number; 0 runs every "
-                  "sum after the backward");
+                  "reduce-scatter; with --zero 2, every microbatch's) starts, on a thread of its "
+                  "own, as soon as the last microbatch's backward has them: auto (default: a "
+                  "quarter of the gradients, 4 KiB to 25 MiB; 0 with --target cuda or --zero 1 "
+                  "or 2) or a number; 0 runs every sum after the backward");
   sub->add_option("--prefetch-gathers", t.prefetchGathers,
                   "With --zero 3: on starts each parameter's dp all-gather, on a thread of its "
                   "own, while the layers before it compute; off (default) gathers it where it "

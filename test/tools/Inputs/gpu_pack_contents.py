@@ -34,6 +34,7 @@ PRODUCTS = {"fp32": None, "bf16": "DType::BF16", "fp16": "DType::F16"}
 STARTED = {"mlp-dp2": ["all_reduce_start", "all_reduce_wait"],
            "mlp-dp2-bf16-sums": ["all_reduce_start", "all_reduce_wait"],
            "mlp-zero1": ["reduce_scatter_owned_start", "reduce_scatter_wait"],
+           "mlp-zero2": ["reduce_scatter_owned_start", "reduce_scatter_wait"],
            "mlp-zero3": ["all_gather_start", "all_gather_wait", "reduce_scatter_start",
                          "reduce_scatter_wait"],
            "gpt-tp2": ["all_reduce_start", "all_reduce_wait"],
