@@ -650,6 +650,8 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--trace", options.trace});
   if (options.traceOps)
     args.push_back("--trace-ops");
+  if (!options.traceSteps.empty())
+    args.insert(args.end(), {"--trace-steps", options.traceSteps});
   if (options.quiet)
     args.push_back("--quiet");
   if (options.collectiveTimeout) {

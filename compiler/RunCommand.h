@@ -41,6 +41,8 @@ struct RunOptions {
   /// kernel; no progress lines.
   std::string trace;
   bool traceOps = false;
+  /// --trace-steps FIRST:LAST, passed on (empty: every step).
+  std::string traceSteps;
   bool quiet = false;
   std::optional<double> collectiveTimeout;
   /// Checkpoints (runtime/Checkpoint.h): where, how often, how many kept,

@@ -3,6 +3,8 @@
 #ifndef CLEAVE_RUNTIME_CLIVALIDATORS_H
 #define CLEAVE_RUNTIME_CLIVALIDATORS_H
 
+#include "runtime/StepWindow.h"
+
 #include <CLI/CLI.hpp>
 
 #include <charconv>
@@ -48,6 +50,16 @@ inline CLI::Validator integerIn(uint64_t min, uint64_t max, const std::string &r
 /// A step count: an integer in [1, 2^63 - 1].
 inline CLI::Validator stepCount() {
   return integerIn(1, INT64_MAX, "a positive integer below 2^63");
+}
+
+/// A window of steps, FIRST:LAST.
+inline CLI::Validator stepWindow() {
+  return CLI::Validator(
+      [](std::string &text) {
+        StepWindow window;
+        return parseStepWindow(text, window);
+      },
+      "FIRST:LAST");
 }
 
 /// A seed: an integer in [0, 2^64 - 1].

@@ -272,6 +272,14 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
                                   "communication, input and checkpoints here (JSON)");
   auto *traceOpsOpt = app.add_flag("--trace-ops", training.traceOps,
                                    "Training: with --trace, a span for every kernel call");
+  auto *traceStepsOpt =
+      app.add_option_function<std::string>(
+             "--trace-steps",
+             [&training](const std::string &text) {
+               parseStepWindow(text, training.traceSteps.emplace());
+             },
+             "Training: with --trace, trace only steps FIRST to LAST (FIRST:LAST)")
+          ->check(stepWindow());
   auto *quietOpt =
       app.add_flag("--quiet", training.quiet, "Training: print no progress lines");
   auto *timeoutOpt =
@@ -343,7 +351,7 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
   }
   if (const CLI::Option *option = firstGiven(
           {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
-           logJsonOpt, traceOpt, traceOpsOpt, quietOpt, timeoutOpt, checkpointDirOpt,
+           logJsonOpt, traceOpt, traceOpsOpt, traceStepsOpt, quietOpt, timeoutOpt, checkpointDirOpt,
            checkpointEveryOpt, keepOpt, resumeOpt, initFromOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");

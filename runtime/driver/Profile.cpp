@@ -51,8 +51,8 @@ std::string formatMicros(int64_t ns) {
 
 } // namespace
 
-RunProfile::RunProfile(bool steps, bool trace, bool ops, bool trainingInfo)
-    : measuring(steps || trace), ops(ops), trainingInfo(trainingInfo) {
+RunProfile::RunProfile(bool steps, bool trace, StepWindow traced, bool ops, bool trainingInfo)
+    : traced(traced), measuring(steps || trace), ops(ops), trainingInfo(trainingInfo) {
   if (trace)
     timeline.emplace();
 }
@@ -143,13 +143,12 @@ void RunProfile::input(int64_t k, Clock::time_point begin, uint64_t bytes, doubl
   const Clock::time_point end = Clock::now();
   current.input += secondsBetween(begin, end);
   current.inputRead += readSeconds;
-  if (timeline)
-    timeline->add(Track::Input, "read microbatch " + std::to_string(k), begin, end,
-                  nlohmann::ordered_json{{"step", step},
-                                         {"microbatch", k},
-                                         {"bytes", bytes},
-                                         {"gathered_seconds", readSeconds}}
-                      .dump());
+  if (Timeline *kept = recording())
+    kept->add(
+        Track::Input, "read microbatch " + std::to_string(k), begin, end,
+        nlohmann::ordered_json{
+            {"step", step}, {"microbatch", k}, {"bytes", bytes}, {"gathered_seconds", readSeconds}}
+            .dump());
 }
 
 void RunProfile::beginCall(int64_t k, ProgramEntryPoint entry, std::optional<int64_t> stage) {
@@ -195,19 +194,20 @@ void RunProfile::op(const char *label) {
 
 void RunProfile::endPhase(Clock::time_point now) {
   // A training_info step updates in its forward; its apply is empty.
-  if (!timeline || (trainingInfo && microbatch < 0))
+  Timeline *kept = recording();
+  if (!kept || (trainingInfo && microbatch < 0))
     return;
   nlohmann::ordered_json args = {{"step", step}};
   if (microbatch >= 0)
     args["microbatch"] = microbatch;
   if (callStage)
     args["stage"] = *callStage;
-  timeline->add(Track::Compute, phase, phaseBegin, now, args.dump());
+  kept->add(Track::Compute, phase, phaseBegin, now, args.dump());
 }
 
 void RunProfile::endOp(Clock::time_point now) {
-  if (opOpen && timeline)
-    timeline->add(Track::Ops, opLabel, opBegin, now);
+  if (Timeline *kept = opOpen ? recording() : nullptr)
+    kept->add(Track::Ops, opLabel, opBegin, now);
   opOpen = false;
 }
 
@@ -218,21 +218,22 @@ StepTimes RunProfile::endStep() {
   inStep = false;
   current.seconds = secondsBetween(stepBegin, end);
   current.compute -= callCommunication;
-  if (timeline)
-    timeline->add(Track::Compute, "step " + std::to_string(step), stepBegin, end,
-                  nlohmann::ordered_json{{"step", step}}.dump());
+  if (Timeline *kept = recording())
+    kept->add(Track::Compute, "step " + std::to_string(step), stepBegin, end,
+              nlohmann::ordered_json{{"step", step}}.dump());
   return current;
 }
 
 void RunProfile::checkpoint(int64_t number, Clock::time_point begin,
                             std::optional<uint64_t> bytes) {
-  if (!timeline)
+  Timeline *kept = recording();
+  if (!kept)
     return;
   nlohmann::ordered_json args = {{"step", number}};
   if (bytes)
     args["bytes"] = *bytes;
-  timeline->add(Track::Checkpoint, "checkpoint step " + std::to_string(number), begin,
-                Clock::now(), args.dump());
+  kept->add(Track::Checkpoint, "checkpoint step " + std::to_string(number), begin, Clock::now(),
+            args.dump());
 }
 
 namespace {
@@ -260,18 +261,18 @@ void RunProfile::collective(const comm::Communicator &group, const comm::Collect
     if (inCall)
       callCommunication += seconds;
   }
-  if (!timeline)
+  Timeline *kept = recording();
+  if (!kept)
     return;
   const char *kind = comm::collectiveName(timing.kind);
   // The whole call first, so a viewer nests the parts that share its ends.
-  timeline->add(Track::Communication, std::string(kind) + " " + group.axis(), timing.begin,
-                timing.end,
-                collectiveArgs(group, timing.kind, timing.bufferBytes, timing.bytesSent,
-                               timing.site.step, timing.site.what)
-                    .dump());
+  kept->add(Track::Communication, std::string(kind) + " " + group.axis(), timing.begin, timing.end,
+            collectiveArgs(group, timing.kind, timing.bufferBytes, timing.bytesSent,
+                           timing.site.step, timing.site.what)
+                .dump());
   if (timing.arrived > timing.begin) {
-    timeline->add(Track::Communication, "wait", timing.begin, timing.arrived);
-    timeline->add(Track::Communication, "transfer", timing.arrived, timing.end);
+    kept->add(Track::Communication, "wait", timing.begin, timing.arrived);
+    kept->add(Track::Communication, "transfer", timing.arrived, timing.end);
   }
 }
 
@@ -281,8 +282,8 @@ void RunProfile::background(const comm::BackgroundCollectives &collectives,
     const comm::Communicator &group = *collectives.group(done.meshAxis);
     if (inStep)
       current.communication += secondsBetween(done.begin, done.end);
-    if (timeline)
-      timeline->add(
+    if (Timeline *kept = recording())
+      kept->add(
           Track::BackgroundCommunication,
           std::string(comm::collectiveName(done.kind)) + " " + group.axis(), done.begin, done.end,
           collectiveArgs(group, done.kind, done.bufferBytes, done.bytesSent, done.step, done.what)
@@ -297,10 +298,10 @@ void RunProfile::background(const comm::BackgroundCollectives &collectives,
       current.exposedCommunication += seconds;
       callCommunication += seconds;
     }
-    if (timeline)
-      timeline->add(Track::Communication,
-                    std::string("wait for background ") + comm::collectiveName(wait.kind),
-                    wait.begin, wait.end);
+    if (Timeline *kept = recording())
+      kept->add(Track::Communication,
+                std::string("wait for background ") + comm::collectiveName(wait.kind), wait.begin,
+                wait.end);
   }
 }
 

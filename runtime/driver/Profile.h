@@ -17,6 +17,7 @@
 
 #include "runtime/ProgramEntry.h"
 #include "runtime/StepContext.h"
+#include "runtime/StepWindow.h"
 #include "runtime/Timeline.h"
 #include "runtime/comm/BackgroundCollectives.h"
 #include "runtime/comm/Communicator.h"
@@ -53,10 +54,11 @@ struct StepTimes {
 class RunProfile final : public comm::CollectiveObserver, public ProgramMarks {
 public:
   /// With `steps` (--log-json) each step's figures are measured; with
-  /// `trace` they are and a timeline is kept too (and with `ops` a span per
-  /// kernel). Without either only the collectives' total is kept, for the
-  /// progress line: a step then reads no clock.
-  RunProfile(bool steps, bool trace, bool ops, bool trainingInfo);
+  /// `trace` they are and a timeline is kept too, of the steps in `traced`
+  /// (and with `ops` a span per kernel). Without either only the
+  /// collectives' total is kept, for the progress line: a step then reads
+  /// no clock.
+  RunProfile(bool steps, bool trace, StepWindow traced, bool ops, bool trainingInfo);
   RunProfile(const RunProfile &) = delete;
   RunProfile &operator=(const RunProfile &) = delete;
   ~RunProfile() override;
@@ -119,11 +121,14 @@ public:
 
 private:
   using Clock = Timeline::Clock;
+  /// The timeline while the step is one it keeps; else null.
+  Timeline *recording() { return timeline && traced.contains(step) ? &*timeline : nullptr; }
   void endPhase(Clock::time_point now);
   void endOp(Clock::time_point now);
   void detach();
 
   std::optional<Timeline> timeline;
+  StepWindow traced;
   bool measuring;
   bool ops;
   bool trainingInfo;

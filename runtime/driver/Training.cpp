@@ -334,6 +334,8 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
     return fail("--init-from", "cannot be combined with --resume, which continues a run", 2);
   if (options.traceOps && options.trace.empty())
     return fail("--trace-ops", "needs --trace FILE", 2);
+  if (options.traceSteps && options.trace.empty())
+    return fail("--trace-steps", "needs --trace FILE", 2);
   if (options.checkpointDir.empty() && (options.checkpointEvery || options.keepCheckpoints))
     return fail(options.checkpointEvery ? "--checkpoint-every" : "--keep",
                 "needs --checkpoint-dir D", 2);
@@ -1201,7 +1203,8 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
     return code;
   if (int code = readStagePlans(dirs.front(), plan, options, job.stagePlans))
     return code;
-  RunProfile profile(!options.logJson.empty(), !options.trace.empty(), options.traceOps,
+  RunProfile profile(!options.logJson.empty(), !options.trace.empty(),
+                     options.traceSteps.value_or(StepWindow{}), options.traceOps,
                      spec.trainingInfo);
   profile.attach(backend);
   const int64_t batch = spec.batchSize * job.dpSize;

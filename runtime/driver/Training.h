@@ -12,6 +12,7 @@
 #ifndef CLEAVE_RUNTIME_DRIVER_TRAINING_H
 #define CLEAVE_RUNTIME_DRIVER_TRAINING_H
 
+#include "runtime/StepWindow.h"
 #include "runtime/driver/DriverSupport.h"
 
 #include <cstdint>
@@ -34,6 +35,8 @@ struct TrainingOptions {
   /// has a span per kernel.
   std::string trace;
   bool traceOps = false;
+  /// The steps the trace keeps (--trace-steps; none given: every step).
+  std::optional<StepWindow> traceSteps;
   /// No progress lines.
   bool quiet = false;
   /// The kernels' threads on each rank (reported in --log-json).

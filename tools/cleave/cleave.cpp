@@ -444,6 +444,10 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
                   "and checkpoints here (JSON, for ui.perfetto.dev)");
   sub->add_flag("--trace-ops", options.traceOps,
                 "Training: with --trace, a span for every kernel call");
+  sub->add_option("--trace-steps", options.traceSteps,
+                  "Training: with --trace, trace only steps FIRST to LAST (FIRST:LAST), which "
+                  "keeps the trace's memory and file small on a long run")
+      ->check(rt::stepWindow());
   sub->add_flag("--quiet", options.quiet, "Training: print no progress lines");
   sub->add_option("--checkpoint-dir", options.checkpointDir,
                   "Training: write checkpoints into this directory (after the last step, and "
