@@ -168,17 +168,8 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
       return;
     llvm::sort(members, [](const Member &a, const Member &b) { return a.offset < b.offset; });
     OpBuilder b(module.getContext());
-    for (StringRef name : kMicrobatchFunctions) {
-      SmallVector<Member> written = writtenIn(members, name);
-      for (ArrayRef<Member> bucket : cutBuckets(written, bucketSize(members))) {
-        Operation *last = lastWriteOf(bucket);
-        b.setInsertionPointAfter(last);
-        SmallVector<Value> accumulators;
-        for (const Member &m : bucket)
-          accumulators.push_back(m.inWriter);
-        ReduceScatterOwnedStartOp::create(b, last->getLoc(), accumulators, dpAxis, slice);
-      }
-    }
+    for (StringRef name : kMicrobatchFunctions)
+      startOwnedBuckets(b, writtenIn(members, name), bucketSize(members), dpAxis, slice);
     scatter->setAttr(kSummedInBucketsAttr, b.getUnitAttr());
   }
 
@@ -217,15 +208,8 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
         offset += bytes;
       }
       OpBuilder b(func.getContext());
-      const int64_t slice = cast<RankedTensorType>(scatter.getResult().getType()).getNumElements();
-      for (ArrayRef<Member> bucket : cutBuckets(members, bucketSize(members))) {
-        Operation *last = lastWriteOf(bucket);
-        b.setInsertionPointAfter(last);
-        SmallVector<Value> parts;
-        for (const Member &m : bucket)
-          parts.push_back(m.inWriter);
-        ReduceScatterOwnedStartOp::create(b, last->getLoc(), parts, dpAxis, slice);
-      }
+      startOwnedBuckets(b, members, bucketSize(members), dpAxis,
+                        cast<RankedTensorType>(scatter.getResult().getType()).getNumElements());
       scatter->setAttr(kSummedInBucketsAttr, b.getUnitAttr());
     }
   }
@@ -237,6 +221,21 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
       if (last->isBeforeInBlock(m.lastWrite))
         last = m.lastWrite;
     return last;
+  }
+
+  /// A cleave.reduce_scatter_owned_start of each bucket of `members` (made
+  /// in one function, in offset order) into the slices of `slice` elements,
+  /// after the last write of its members.
+  static void startOwnedBuckets(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
+                                int64_t dpAxis, int64_t slice) {
+    for (ArrayRef<Member> bucket : cutBuckets(members, perBucket)) {
+      Operation *last = lastWriteOf(bucket);
+      b.setInsertionPointAfter(last);
+      SmallVector<Value> gradients;
+      for (const Member &m : bucket)
+        gradients.push_back(m.inWriter);
+      ReduceScatterOwnedStartOp::create(b, last->getLoc(), gradients, dpAxis, slice);
+    }
   }
 
   /// A cleave.all_reduce_start of each bucket of `members` (written in one

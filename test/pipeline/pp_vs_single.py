@@ -21,8 +21,10 @@
 #     with the Megatron plan (tp's partial products gathered whole; one
 #     device resumed from the 3-D mesh's step-3 checkpoint bit for bit); dp x pp = 2 x 2 with 1f1b and
 #     zb-h1 and 1 KiB gradient buckets, started by each stage's backward
-#     (zb-h1: its weights' backward), and with the interleaved schedule (two
-#     stages a rank), with --deterministic bit for bit as without buckets;
+#     (zb-h1: its weights' backward), with the interleaved schedule (two
+#     stages a rank), and with zb-h1 under ZeRO 2 (each microbatch's packed
+#     gradients reduce-scattered in buckets), with --deterministic bit for
+#     bit as without buckets;
 #   - an MLP with two training-mode Dropouts, one in each stage, draws one
 #     device's masks (bit for bit), and with global-norm clipping (the
 #     stages' sums of squares all-reduced over pp) on pp=2 and 2 x 2 equals
@@ -189,39 +191,42 @@ def buckets_in_stages(m, name, optimizer, reference, problems):
     """dp x pp = 2 x 2 with 1 KiB gradient buckets, whose sums the last
     microbatch's backward starts in each stage's program (@backward; with
     zb-h1 @backward_weight, where the weights' gradients are made; with the
-    interleaved schedule in each of a rank's two stages): with
-    --deterministic the same losses and parameters bit for bit as the same
-    layout summing every gradient in @apply (--bucket-mb 0), several
-    buckets in each stage's plan.json (over the four stages, interleaved),
-    and within 1e-5 of one device."""
+    interleaved schedule in each of a rank's two stages; under ZeRO 2, with
+    zb-h1, every microbatch's reduce-scatters of its packed gradients):
+    with --deterministic the same losses and parameters bit for bit as the
+    same layout summing every gradient after the backward (--bucket-mb 0),
+    several buckets in each stage's plan.json (over the four stages,
+    interleaved), and within 1e-5 of one device."""
     for schedule, flags, stages in (("1f1b", [], 2), ("zb-h1", [], 2),
-                                    ("interleaved", ["--virtual-stages", "2"], 4)):
-        runs = {mb: m.train(f"dp2-pp2-{schedule}-det-buckets{mb}", 2, 2, optimizer,
+                                    ("interleaved", ["--virtual-stages", "2"], 4),
+                                    ("zb-h1", ["--zero", "2"], 2)):
+        layout = f"dp2-pp2-{schedule}{'-z2' if flags[:1] == ['--zero'] else ''}-det-buckets"
+        runs = {mb: m.train(layout + mb, 2, 2, optimizer,
                             ["--schedule", schedule, *flags, "--deterministic", "--bucket-mb", mb],
                             pp=2)
                 for mb in ("0", "0.001")}
-        label = f"{name} dp2-pp2 {schedule} --deterministic 1 KiB buckets"
+        label = f"{name} {layout.replace('-det-buckets', '')} --deterministic 1 KiB buckets"
         identical(label, runs["0.001"], runs["0"], problems)
         close(label, runs["0.001"], reference, problems)
         if stages == 4:
             count = sum(len(json.load(open(os.path.join(
-                m.workdir, f"{name}-dp2-pp2-{schedule}-det-buckets0.001", f"stage{s}",
+                m.workdir, f"{name}-{layout}0.001", f"stage{s}",
                 "plan.json")))["training"].get("gradient_buckets", {}).get("bytes", []))
                 for s in range(stages))
             if count < 2:
                 problems.append(f"{label}: {count} buckets over the {stages} stages")
             continue
+        start = "reduce_scatter_owned_start" if "--zero" in flags else "all_reduce_start"
         for stage in range(stages):
-            out = os.path.join(m.workdir, f"{name}-dp2-pp2-{schedule}-det-buckets0.001",
-                               f"stage{stage}")
+            out = os.path.join(m.workdir, f"{name}-{layout}0.001", f"stage{stage}")
             training = json.load(open(os.path.join(out, "plan.json")))["training"]
             buckets = training.get("gradient_buckets", {}).get("bytes", [])
             program = open(os.path.join(out, "program.cpp")).read()
             made_in = "cleave_backward_weight" if schedule == "zb-h1" else "cleave_backward"
             started_there = program.split(f"void {made_in}(")[1].split("\n}\n")[0]
-            if len(buckets) < 2 or "all_reduce_start" not in started_there:
+            if len(buckets) < 2 or start not in started_there:
                 problems.append(f"{label}: stage {stage} has buckets {buckets}, "
-                                f"started in {made_in}: {'all_reduce_start' in started_there}")
+                                f"{start} in {made_in}: {start in started_there}")
 
 
 def tied_weights(workdir, problems):
