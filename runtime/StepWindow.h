@@ -27,11 +27,11 @@ inline std::string parseStepWindow(const std::string &text, StepWindow &window) 
   };
   const size_t colon = text.find(':');
   const char *begin = text.data(), *end = begin + text.size();
-  StepWindow read;
-  if (colon == std::string::npos || !step(begin, begin + colon, read.first) ||
-      !step(begin + colon + 1, end, read.last) || read.first > read.last)
+  StepWindow parsed;
+  if (colon == std::string::npos || !step(begin, begin + colon, parsed.first) ||
+      !step(begin + colon + 1, end, parsed.last) || parsed.first > parsed.last)
     return "is '" + text + "', not FIRST:LAST with 1 <= FIRST <= LAST < 2^63";
-  window = read;
+  window = parsed;
   return "";
 }
 
