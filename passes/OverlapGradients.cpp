@@ -180,7 +180,8 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
   /// the reduce-scatter then waits for them and copies this rank's slice.
   /// Each part's reshapes move up to where it is made, a filled part (the
   /// padding) to where the part before it is, so that it joins that
-  /// part's bucket.
+  /// part's bucket. A concat of one gradient and its padding (ZeRO 3's,
+  /// and mixed precision ZeRO 2's, per parameter) is left as it is.
   void bucketPackedGradients(func::FuncOp func, int64_t dpAxis) {
     for (auto scatter : llvm::to_vector(func.getBody().front().getOps<shard::ReduceScatterOp>())) {
       auto concat = scatter.getInput().getDefiningOp<ConcatOp>();
@@ -188,6 +189,11 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
       if (!concat || !concat->hasAttr(kPartsInPlaceAttr) || scatter->hasAttr(kStartedAttr) ||
           type.getRank() != 1 || scatter.getGridAxes().size() != 1 ||
           scatter.getGridAxes()[0] != dpAxis || sumType(scatter) != type.getElementType())
+        continue;
+      // One gradient padded (ZeRO 3's, or mixed precision's per parameter)
+      // is one bucket made at once: nothing to start early.
+      if (llvm::count_if(concat.getInputs(),
+                         [](Value part) { return !part.getDefiningOp<ConstantOp>(); }) < 2)
         continue;
       SmallVector<Member> members;
       int64_t offset = 0;

@@ -967,7 +967,8 @@ def OverlapGradients : Pass<"cleave-overlap-gradients", "mlir::ModuleOp"> {
     made, which the runtime queues on every call; the concat's
     `shard.reduce_scatter`, marked `cleave.summed_in_buckets`, waits for
     them and copies this rank's slice. Only with `bucket-bytes` above 0, as
-    for ZeRO 1.
+    for ZeRO 1; a concat of one gradient and its padding (ZeRO 3's, and
+    mixed precision ZeRO 2's, per parameter) is left as it is.
 
     Does nothing with `bucket-bytes` 0, without a dp axis of more than one
     rank, or when @apply sums no gradient over dp and no microbatch packs

@@ -3,6 +3,7 @@
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=1000})' | FileCheck %s --check-prefix=ONE
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=0})' | FileCheck %s --check-prefix=NONE
 // RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=2},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=-1})' | FileCheck %s --check-prefix=NONE
+// RUN: cleave-opt %s --pass-pipeline='builtin.module(cleave-create-mesh{mesh=dp=2},func.func(cleave-autodiff{loss=loss.sum}),cleave-build-train-step{zero=3},cleave-data-parallel,cleave-memory-plan,cleave-overlap-gradients{bucket-bytes=100})' | FileCheck %s --check-prefix=ZERO3
 
 // ZeRO 2 packs each microbatch's gradients into a concat (w0 at element 0,
 // w1 at 64, b1 at 96, zeros to 128; rank r owns elements [64 r, 64 r + 64))
@@ -56,6 +57,14 @@
 // NONE-NOT: reduce_scatter_owned_start
 // NONE: shard.reduce_scatter
 // NONE-NOT: summed_in_buckets
+
+// ZeRO 3 reduce-scatters each gradient on its own, b1's padded by a concat
+// of it and zeros: one gradient, made at once, is not cut into buckets.
+// ZERO3-LABEL: func.func @forward
+// ZERO3: cleave.concat {{.*}}cleave.parts_in_place
+// ZERO3-NOT: reduce_scatter_owned_start
+// ZERO3-NOT: summed_in_buckets
+// ZERO3: return
 
 func.func @forward(%x: tensor<4x8xf32> {cleave.kind = "input", cleave.name = "x"},
                    %w0: tensor<8x8xf32> {cleave.kind = "param", cleave.name = "w0"},
