@@ -200,7 +200,8 @@ def buckets_in_stages(m, name, optimizer, reference, problems):
     for schedule, flags, stages in (("1f1b", [], 2), ("zb-h1", [], 2),
                                     ("interleaved", ["--virtual-stages", "2"], 4),
                                     ("zb-h1", ["--zero", "2"], 2)):
-        layout = f"dp2-pp2-{schedule}{'-z2' if flags[:1] == ['--zero'] else ''}-det-buckets"
+        zero2 = "--zero" in flags
+        layout = f"dp2-pp2-{schedule}{'-z2' if zero2 else ''}-det-buckets"
         runs = {mb: m.train(layout + mb, 2, 2, optimizer,
                             ["--schedule", schedule, *flags, "--deterministic", "--bucket-mb", mb],
                             pp=2)
@@ -216,7 +217,7 @@ def buckets_in_stages(m, name, optimizer, reference, problems):
             if count < 2:
                 problems.append(f"{label}: {count} buckets over the {stages} stages")
             continue
-        start = "reduce_scatter_owned_start" if "--zero" in flags else "all_reduce_start"
+        start = "reduce_scatter_owned_start" if zero2 else "all_reduce_start"
         for stage in range(stages):
             out = os.path.join(m.workdir, f"{name}-{layout}0.001", f"stage{stage}")
             training = json.load(open(os.path.join(out, "plan.json")))["training"]
