@@ -67,7 +67,7 @@ bool isProduct(Operation *op) { return Products::contains(op); }
 bool isProductKernel(StringRef kernel) { return Products::namesKernel(kernel); }
 
 bool isView(Operation *op) {
-  return isa<ConstantOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
+  return isa<ConstantOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, ElementsOp>(op);
 }
 
 int64_t estimateBytesMoved(Operation *op) {

@@ -626,6 +626,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     tensors[op->getResult(0)] = call("cleave::rt::reshaped", tensorType, args);
     return success();
   }
+  if (auto chunk = dyn_cast<ElementsOp>(op)) {
+    CallArgs args(b);
+    args.value(tensors.lookup(chunk.getInput()));
+    args.literal(std::to_string(static_cast<int64_t>(chunk.getOffset())));
+    args.literal(
+        std::to_string(cast<RankedTensorType>(chunk.getOutput().getType()).getNumElements()));
+    tensors[chunk.getOutput()] = call("cleave::rt::elements", tensorType, args);
+    return success();
+  }
   if (auto wait = dyn_cast<CollectiveWaitOp>(op)) {
     Operation *collective = wait.getStarted().getDefiningOp();
     Value buffer = tensors.lookup(wait.getStarted());

@@ -30,14 +30,15 @@ int64_t alignUp(int64_t bytes) {
 
 int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.getType())); }
 
-/// Ops whose result is another value's buffer: the reshapes; an all-reduce
+/// Ops whose result is another value's buffer: the reshapes and element
+/// ranges (`cleave.elements`, at an offset in it); an all-reduce
 /// of a stored argument, or of a value made for it alone, works in place
 /// (cleave-lower-to-emitc); a wait for a started gather or reduce-scatter is
 /// its buffer once the collective is done.
 bool isView(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return isInPlace(reduce) || sumsItsOperandInPlace(reduce);
-  return isReshapeView(op) || isa<CollectiveWaitOp>(op);
+  return isReshapeView(op) || isa<CollectiveWaitOp, ElementsOp>(op);
 }
 
 /// A splat of more than one element is filled at run time in the arena rather
@@ -65,62 +66,89 @@ int64_t firstFit(std::vector<Allocation> &live, int64_t size) {
   return candidate;
 }
 
+/// Bytes [begin, end) of the weights blob.
+struct StoredBytes {
+  int64_t begin;
+  int64_t end;
+  bool overlaps(const StoredBytes &other) const { return begin < other.end && other.begin < end; }
+  bool operator==(const StoredBytes &other) const {
+    return begin == other.begin && end == other.end;
+  }
+};
+
+/// The bytes of the weights blob that each stored argument of `func` is,
+/// and each view of one (a `cleave.elements` view those elements' bytes).
+llvm::DenseMap<Value, StoredBytes> storedBytes(func::FuncOp func) {
+  llvm::DenseMap<Value, StoredBytes> bytes;
+  for (BlockArgument arg : func.getArguments())
+    if (auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr))
+      bytes[arg] = {offset.getInt(), offset.getInt() + bytesOf(arg)};
+  for (Operation &op : func.getBody().front()) {
+    auto of = isView(&op) ? bytes.find(op.getOperand(0)) : bytes.end();
+    if (of == bytes.end())
+      continue;
+    StoredBytes view = of->second;
+    if (auto chunk = dyn_cast<ElementsOp>(op)) {
+      int64_t size = bytesOf(chunk.getOutput());
+      auto type = cast<RankedTensorType>(chunk.getOutput().getType());
+      view.begin += static_cast<int64_t>(chunk.getOffset()) * (size / type.getNumElements());
+      view.end = view.begin + size;
+    }
+    bytes[op.getResult(0)] = view;
+  }
+  return bytes;
+}
+
 /// The values written straight into the parameter or state they are
 /// assigned to (its weights offset), instead of into the arena and then
 /// copied: each produced by a fused elementwise chain, an elementwise op, a
 /// fill or a gemm whose c is the target, where no op after its producer
-/// reads the target's old value (the producer itself may: it reads each
+/// reads the target's old bytes (the producer itself may: it reads each
 /// element before writing it), or by an all-gather that does not read it
-/// (ZeRO's updated parameters gathered into the flat buffer). A flat
-/// buffer overlaps its members, other arguments: a read of any of them
-/// reads it. A member is written in place like any argument (ZeRO 1's
-/// gradient accumulators, each a member of its flat gradient buffer, added
-/// to by their products).
-template <typename RootOf>
+/// (ZeRO's updated parameters gathered into the flat buffer). Targets are
+/// compared by their bytes in the weights blob: a flat buffer overlaps its
+/// members, other arguments, and a `cleave.elements` view of an argument
+/// is those elements alone (a chunk of a parameter updated while later
+/// chunks are still to be read). A member is written in place like any
+/// argument (ZeRO 1's gradient accumulators, each a member of its flat
+/// gradient buffer, added to by their products).
 llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
-                                              llvm::DenseMap<Operation *, int64_t> &position,
-                                              RootOf rootOf) {
+                                              llvm::DenseMap<Operation *, int64_t> &position) {
   Block &body = func.getBody().front();
-  // The last op that reads each argument, directly or through a view; the
-  // assignment to it writes it.
-  llvm::DenseMap<Value, int64_t> lastRead;
-  for (Operation &op : body)
+  llvm::DenseMap<Value, StoredBytes> stored = storedBytes(func);
+  // Each read of stored bytes, directly or through a view, and when; the
+  // assignment to a target writes it, and making a `cleave.elements` view
+  // reads nothing (its readers do).
+  SmallVector<std::pair<StoredBytes, int64_t>> reads;
+  for (Operation &op : body) {
+    if (isa<ElementsOp>(op))
+      continue;
     for (OpOperand &use : op.getOpOperands())
-      if (!(isa<AssignOp>(op) && use.getOperandNumber() == 0))
-        lastRead[rootOf(use.get())] = position[&op];
-  // Each stored argument's place in the weights blob, and the stored
-  // arguments whose bytes overlap `target`'s (itself among them).
-  llvm::DenseMap<BlockArgument, int64_t> storedAt;
-  for (BlockArgument arg : func.getArguments())
-    if (auto offset = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), kWeightsOffsetAttr))
-      storedAt[arg] = offset.getInt();
-  auto overlapping = [&](BlockArgument target) {
-    SmallVector<BlockArgument> found;
-    auto at = storedAt.find(target);
-    if (at == storedAt.end())
-      return found;
-    for (auto [arg, from] : storedAt)
-      if (from < at->second + bytesOf(target) && at->second < from + bytesOf(arg))
-        found.push_back(arg);
-    return found;
-  };
+      if (auto read = stored.find(use.get());
+          read != stored.end() && !(isa<AssignOp>(op) && use.getOperandNumber() == 0))
+        reads.push_back({read->second, position[&op]});
+  }
   llvm::DenseMap<Value, int64_t> inPlace;
-  llvm::DenseSet<Value> written;
+  SmallVector<StoredBytes> written;
   for (auto assign : body.getOps<AssignOp>()) {
-    auto target = dyn_cast<BlockArgument>(assign.getTarget());
+    auto target = stored.find(assign.getTarget());
     Value value = assign.getValue();
     Operation *producer = value.getDefiningOp();
-    if (!target || !producer || inPlace.contains(value))
+    if (target == stored.end() || !producer || inPlace.contains(value))
       continue;
-    SmallVector<BlockArgument> aliases = overlapping(target);
-    auto readsTarget = [&](Value operand) { return llvm::is_contained(aliases, rootOf(operand)); };
+    const StoredBytes bytes = target->second;
+    auto readsTarget = [&](Value operand) {
+      auto read = stored.find(operand);
+      return read != stored.end() && read->second.overlaps(bytes);
+    };
     auto constant = dyn_cast<ConstantOp>(producer);
     // A product adding the target's old value as its c (an accumulator,
     // cleave-accumulate-into-products): its kernels read c before they
     // write, as long as neither factor is the target.
     auto gemm = dyn_cast<GemmOp>(producer);
-    bool accumulates = gemm && gemm.getC() && rootOf(gemm.getC()) == target &&
-                       !readsTarget(gemm.getA()) && !readsTarget(gemm.getB());
+    auto c = gemm && gemm.getC() ? stored.find(gemm.getC()) : stored.end();
+    bool accumulates = c != stored.end() && c->second == bytes && !readsTarget(gemm.getA()) &&
+                       !readsTarget(gemm.getB());
     // An all-gather reads another rank's parts as it writes: never the
     // target; one started early runs while later ops read the target.
     auto gather = dyn_cast<shard::AllGatherOp>(producer);
@@ -128,26 +156,23 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
     if (!isa<FusedElementwiseOp>(producer) && !isFusableElementwise(producer) &&
         !(constant && !isStoredConstant(constant)) && !accumulates && !gathers)
       continue;
-    unsigned arg = target.getArgNumber();
-    auto offset = func.getArgAttrOfType<IntegerAttr>(arg, kWeightsOffsetAttr);
-    // The producer reads no other argument over the target's bytes (its
-    // elements would not be the ones it writes), and none is written in
-    // place already.
-    if (!offset ||
-        llvm::any_of(aliases, [&](BlockArgument alias) { return written.contains(alias); }) ||
+    // The producer reads no other bytes over the target's (its elements
+    // would not be the ones it writes), and none is written in place
+    // already.
+    if (llvm::any_of(written, [&](const StoredBytes &w) { return w.overlaps(bytes); }) ||
         llvm::any_of(producer->getOperands(), [&](Value operand) {
-          return rootOf(operand) != target && readsTarget(operand);
+          auto read = stored.find(operand);
+          return readsTarget(operand) && !(read->second == bytes);
         }))
       continue;
-    if (llvm::any_of(aliases, [&](BlockArgument alias) {
-          auto read = lastRead.find(alias);
-          return read != lastRead.end() && read->second > position[producer];
+    if (llvm::any_of(reads, [&](const std::pair<StoredBytes, int64_t> &read) {
+          return read.first.overlaps(bytes) && read.second > position[producer];
         }))
       continue;
     if (llvm::any_of(value.getUsers(), [](Operation *user) { return isa<func::ReturnOp>(user); }))
       continue;
-    inPlace[value] = offset.getInt();
-    written.insert(target);
+    inPlace[value] = bytes.begin;
+    written.push_back(bytes);
   }
   return inPlace;
 }
@@ -259,7 +284,7 @@ int64_t planFunction(func::FuncOp func, int64_t &weights) {
     }
   }
 
-  llvm::DenseMap<Value, int64_t> inPlace = inPlaceResults(func, position, rootOf);
+  llvm::DenseMap<Value, int64_t> inPlace = inPlaceResults(func, position);
   llvm::DenseMap<Value, int64_t> stashed = stashResults(func);
   llvm::DenseMap<Value, int64_t> placed = inPlace;
   placed.insert(stashed.begin(), stashed.end());

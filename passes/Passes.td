@@ -1005,7 +1005,7 @@ def OrderUpdates : Pass<"cleave-order-updates", "mlir::ModuleOp"> {
 }
 
 def SinkWidenedSums : Pass<"cleave-sink-widened-sums", "mlir::ModuleOp"> {
-  let summary = "Sum each widened copy of an argument over the mesh where its sum is first read";
+  let summary = "Sum each widened copy of an argument over the mesh where its sum is first read, a large one in chunks";
   let description = [{
     Runs after cleave-fuse-elementwise, before cleave-memory-plan. A
     `shard.all_reduce` of an argument's widened copy that nothing else reads
@@ -1019,6 +1019,17 @@ def SinkWidenedSums : Pass<"cleave-sink-widened-sums", "mlir::ModuleOp"> {
     check), they all stay alive as before. A sum is not moved past an
     assignment to its argument, and all ranks run the same order. Every
     other op stays where it is.
+
+    A sum of more elements than a quarter of the function's parameters' (a
+    dominant weight's, an embedding's) that an elementwise fused update alone
+    reads (each other operand a scalar or an argument of its shape, each
+    result only assigned) is then widened, summed and updated in chunks of
+    at most that many elements, a multiple of 32: each chunk's copy, sum and
+    update read `cleave.elements` views of the arguments, and each chunk's
+    results are assigned to the same elements of the targets (which the
+    memory plan writes in place). The f32 sums then take at most Psi bytes
+    at once, half of the 2 Psi bytes that bf16 accumulators save; every
+    element is computed as before.
   }];
 }
 

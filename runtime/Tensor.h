@@ -89,6 +89,12 @@ inline Tensor view(char *base, int64_t offset, DType dtype, Dims shape) {
 /// The same elements under another shape (Reshape, Flatten, Squeeze...).
 inline Tensor reshaped(const Tensor &t, Dims shape) { return Tensor{t.data, t.dtype, shape}; }
 
+/// `count` consecutive elements of `t` from element `offset` (cleave.elements).
+inline Tensor elements(const Tensor &t, int64_t offset, int64_t count) {
+  return Tensor{static_cast<char *>(t.data) + offset * static_cast<int64_t>(dtypeSize(t.dtype)),
+                t.dtype, Dims{count}};
+}
+
 /// Accessors the generated code uses for the program's input and output lists
 /// and for optional kernel inputs.
 inline Tensor load(const Tensor *list, int64_t index) { return list[index]; }

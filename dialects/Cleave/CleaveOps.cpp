@@ -1003,9 +1003,25 @@ LogicalResult NegativeLogLikelihoodLossOp::inferReturnTypes(
 //===----------------------------------------------------------------------===//
 
 LogicalResult AssignOp::verify() {
-  StringAttr kind = argumentKind(getTarget());
+  Value target = getTarget();
+  while (auto view = target.getDefiningOp<ElementsOp>())
+    target = view.getInput();
+  StringAttr kind = argumentKind(target);
   if (!kind || (kind.getValue() != "param" && kind.getValue() != "state"))
-    return emitOpError("target must be a function argument of kind param or state");
+    return emitOpError("target must be a function argument of kind param or state, or a "
+                       "cleave.elements view of one");
+  return success();
+}
+
+LogicalResult ElementsOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto output = cast<RankedTensorType>(getOutput().getType());
+  if (output.getRank() != 1 || output.getElementType() != input.getElementType())
+    return emitOpError("result must be 1-D of the input's element type, not ") << output;
+  const int64_t offset = static_cast<int64_t>(getOffset());
+  if (offset < 0 || offset + output.getNumElements() > input.getNumElements())
+    return emitOpError("elements ") << offset << " to " << offset + output.getNumElements()
+                                    << " are not in the input's " << input.getNumElements();
   return success();
 }
 

@@ -672,12 +672,29 @@ def Cleave_AssignOp : Cleave_Op<"assign", [MemoryEffects<[MemWrite]>,
   let summary = "overwrite a parameter or optimizer state argument with a new value";
   let description = [{
     The training step's only side effect: `target`, an argument of the function
-    (`cleave.kind` "param" or "state"), holds `value` from the next step on.
+    (`cleave.kind` "param" or "state"), or a `cleave.elements` view of one
+    (those elements alone), holds `value` from the next step on.
     Assignments come after every read of their target: at the end of the
     step, or, for a gradient accumulator, right after its add.
   }];
   let arguments = (ins Cleave_Tensor:$target, Cleave_Tensor:$value);
   let assemblyFormat = "$value `to` $target attr-dict `:` type($target)";
+  let hasVerifier = 1;
+}
+
+def Cleave_ElementsOp : Cleave_Op<"elements", [Pure]> {
+  let summary = "`count` consecutive elements of a tensor from `offset`, in row-major order";
+  let description = [{
+    A view, not a copy (cleave-memory-plan): reading it reads those elements
+    of `input`'s buffer, and assigning to it (`cleave.assign`) writes them
+    alone. cleave-sink-widened-sums makes it after the training step is
+    built, to sum and update a large parameter's widened gradient a chunk at
+    a time; it has no gradient and no sharding rule. The result is 1-D, of
+    `input`'s element type.
+  }];
+  let arguments = (ins Cleave_Tensor:$input, I64Attr:$offset);
+  let results = (outs Cleave_Tensor:$output);
+  let assemblyFormat = "$input `[` $offset `]` attr-dict `:` type($input) `->` type($output)";
   let hasVerifier = 1;
 }
 

@@ -112,30 +112,55 @@ def gradient_sums_of_bf16_accumulators(work, rng, problems):
     accumulators keep 2 bytes a parameter fewer than f32 ones, and @apply
     sums each one's widened f32 copy just before its update
     (cleave-sink-widened-sums), in place (no copy): one parameter's f32 sum
-    at a time, a sixth of the 2 bytes a parameter saved here at most, so the
-    peak is lower (holding every sum until the updates, it was higher)."""
-    model = os.path.join(work, "deep-mlp.onnx")
-    deep_mlp(model)
-    np.save(f"{work}/deep-x.npy", rng.standard_normal((4, 128)).astype(np.float32))
+    at a time, a sixth of the 2 bytes a parameter saved in the deep MLP
+    (holding every sum until the updates, the peak was higher). A weight of
+    more than a quarter of the parameters is summed and updated a quarter at
+    a time: the MLP of one 512 x 512 layer (98% of its parameters) peaked
+    above its f32 accumulators when its whole f32 sum was held. Its chunks
+    compute what the whole sum does: the same losses and parameters, bit for
+    bit, as with a gradient clip too large to act (min(1, c / norm) is 1),
+    whose norm reads every sum, which therefore stays whole."""
     np.save(f"{work}/deep-labels.npy", rng.integers(0, 10, 4).astype(np.int64))
-    peaks = {}
-    for accumulators in ("fp32", "bf16"):
-        out = os.path.join(work, f"deep-mlp-dp2-{accumulators}")
-        subprocess.run(["cleave", "compile", model, "-o", out, "--train", "--loss",
-                        "cross_entropy:logits,labels", "--optimizer", "adam", "--precision",
-                        "bf16", "--grad-accum-dtype", accumulators, "--batch-size", "4",
-                        "--mesh", "dp=2"], check=True)
-        log = f"{out}.json"
-        subprocess.run(["cleave", "run", "-n", "2", out, "--data",
-                        f"x={work}/deep-x.npy,labels={work}/deep-labels.npy", "--steps", "2",
-                        "--log-json", log], check=True, stderr=subprocess.DEVNULL)
-        measured = json.load(open(log))
-        check(f"deep mlp dp=2 bf16, f32 sums, {accumulators} accumulators, rank 0", out,
-              measured, problems, None)
-        peaks[accumulators] = measured["peak_bytes_allocated"]
-    if not peaks["bf16"] < peaks["fp32"]:
-        problems.append(f"deep mlp dp=2, f32 sums: bf16 accumulators peak at {peaks['bf16']} "
-                        f"bytes, f32 ones at {peaks['fp32']}")
+    for model_name, layers, width in (("deep-mlp", 6, 128), ("wide-mlp", 1, 512)):
+        model = os.path.join(work, f"{model_name}.onnx")
+        deep_mlp(model, layers, width)
+        np.save(f"{work}/{model_name}-x.npy", rng.standard_normal((4, width)).astype(np.float32))
+        runs = {}
+        for label, flags in (("fp32", ["--grad-accum-dtype", "fp32"]),
+                             ("bf16", ["--grad-accum-dtype", "bf16"]),
+                             ("bf16-whole", ["--grad-accum-dtype", "bf16",
+                                             "--clip-grad-norm", "1e30"])):
+            if label == "bf16-whole" and layers > 1:
+                continue
+            out = os.path.join(work, f"{model_name}-dp2-{label}")
+            subprocess.run(["cleave", "compile", model, "-o", out, "--train", "--loss",
+                            "cross_entropy:logits,labels", "--optimizer", "adam", "--lr", "1e-4",
+                            "--precision", "bf16", *flags, "--batch-size", "4", "--mesh", "dp=2"],
+                           check=True)
+            log = f"{out}.json"
+            subprocess.run(["cleave", "run", "-n", "2", out, "--data",
+                            f"x={work}/{model_name}-x.npy,labels={work}/deep-labels.npy",
+                            "--steps", "4", "--log-json", log, "--save-onnx", f"{out}.onnx"],
+                           check=True, stderr=subprocess.DEVNULL)
+            measured = json.load(open(log))
+            if label != "bf16-whole":
+                check(f"{model_name} dp=2 bf16, f32 sums, {label} accumulators, rank 0", out,
+                      measured, problems, None)
+            trained = {t.name: onnx.numpy_helper.to_array(t)
+                       for t in onnx.load(f"{out}.onnx").graph.initializer}
+            runs[label] = ([step["loss"] for step in measured["steps"]], trained,
+                           measured["peak_bytes_allocated"])
+        if not runs["bf16"][2] < runs["fp32"][2]:
+            problems.append(f"{model_name} dp=2, f32 sums: bf16 accumulators peak at "
+                            f"{runs['bf16'][2]} bytes, f32 ones at {runs['fp32'][2]}")
+        if "bf16-whole" in runs:
+            chunked, whole = runs["bf16"], runs["bf16-whole"]
+            if chunked[0] != whole[0] or any(not np.array_equal(chunked[1][n], whole[1][n])
+                                             for n in whole[1]):
+                problems.append(f"{model_name} dp=2, bf16 accumulators: losses {chunked[0]} "
+                                f"summed in chunks, {whole[0]} whole, or the parameters differ")
+            if not chunked[0][0] > chunked[0][-1] > 0:
+                problems.append(f"{model_name}: losses {chunked[0]} do not fall")
 
 
 def im2col_convolutions(work, rng, problems):

@@ -82,3 +82,32 @@ func.func @members(%p: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind 
   cleave.assign %own to %q : tensor<16xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// `cleave.elements` views of a parameter (32 f32 elements at weights offset
+// 0, m at 128): a chunk's update is written in place of its own elements
+// while a later op still reads the other chunk; one is not where a later op
+// reads the whole state (its old bytes too).
+// CHECK-LABEL: func.func @chunks
+// CHECK: cleave.neg {{.*}}cleave.in_place_offsets = array<i64: 0>
+// CHECK: cleave.neg {{.*}}cleave.in_place_offsets = array<i64: 64>
+// CHECK: cleave.sqrt {{.*}}{cleave.arena_offsets = array<i64: 0>}
+// CHECK-NEXT: cleave.exp {{.*}}{cleave.arena_offsets = array<i64: 64>}
+func.func @chunks(%p: tensor<32xf32> {cleave.kind = "param", cleave.name = "p"},
+                  %m: tensor<32xf32> {cleave.kind = "state", cleave.name = "m"}) -> tensor<32xf32> {
+  %p0 = cleave.elements %p[0] : tensor<32xf32> -> tensor<16xf32>
+  %n0 = cleave.neg %p0 : (tensor<16xf32>) -> tensor<16xf32>
+  %p1 = cleave.elements %p[16] : tensor<32xf32> -> tensor<16xf32>
+  %n1 = cleave.neg %p1 : (tensor<16xf32>) -> tensor<16xf32>
+  %t0 = cleave.elements %p[0] : tensor<32xf32> -> tensor<16xf32>
+  cleave.assign %n0 to %t0 : tensor<16xf32>
+  %t1 = cleave.elements %p[16] : tensor<32xf32> -> tensor<16xf32>
+  cleave.assign %n1 to %t1 : tensor<16xf32>
+  %m0 = cleave.elements %m[0] : tensor<32xf32> -> tensor<16xf32>
+  %s = cleave.sqrt %m0 : (tensor<16xf32>) -> tensor<16xf32>
+  %e = cleave.exp %m : (tensor<32xf32>) -> tensor<32xf32>
+  %tm = cleave.elements %m[0] : tensor<32xf32> -> tensor<16xf32>
+  cleave.assign %s to %tm : tensor<16xf32>
+  return %e : tensor<32xf32>
+}
