@@ -1,6 +1,7 @@
 """Checkpoint write and load time and throughput per layout, and the cost of a restart.
 
     .venv/bin/python bench/checkpoint_io.py [--steps N] [--repeat R] [--cleave PATH]
+        [--writes-only]
 
 For an MLP and a GPT-style decoder (bench/forward_vs_onnxruntime.py's), with
 the same global batch and AdamW, compiles one rank (2 BLAS threads) and, on 2
@@ -21,6 +22,16 @@ plan (bench/layouts_vs_one_rank.py's), and for each:
   ms", the driver's loop seconds over N) against the run with a checkpoint
   after every step ("ckpt ms", the same figure): their ratio is how much a
   checkpoint after every step slows training.
+- async: 3N steps with a checkpoint every N (3 of them, the last written
+  at once), written at once and with `--checkpoint-async` (each rank's
+  file written on the thread "cleave-ckpt" while the next steps run, the
+  checkpoint published after the first step at whose end every rank's file
+  is in, at the latest before the next one begins), in turn, R times each:
+  "still s" and "async" are the medians of the seconds training stood
+  still for the first two checkpoints (at once: everything; async: the
+  copy to the host, and later the publishing), "3N steps s" and "async"
+  the medians of the loop's seconds, "ratio" async over at once. With
+  `--writes-only` the bench stops here (no loads, no kills).
 - load: the driver reports no load time. "load s" is the span of a
   resumed run's reading of the checkpoint as the kernel reports it: from
   the first to the last inotify event (an open or a read) on the checkpoint
@@ -71,6 +82,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import statistics
 import subprocess
@@ -202,7 +214,7 @@ def raw_write_seconds(directory, size, repeat=3):
     return statistics.median(times)
 
 
-def measure(cleave, label, ranks, out, flags, steps, repeat, work):
+def measure(cleave, label, ranks, out, flags, steps, repeat, work, writes_only):
     launch = [cleave, "run", *(["-n", str(ranks)] if ranks > 1 else []), out, *flags,
               "--no-shuffle", "--threads", str(2 // ranks)]
     metrics = os.path.join(work, "metrics.json")
@@ -219,6 +231,26 @@ def measure(cleave, label, ranks, out, flags, steps, repeat, work):
     size = statistics.median(r["bytes"] for r in records)
     write = statistics.median(r["seconds"] for r in records)
     raw = raw_write_seconds(work, int(size))
+    # Checkpoints every N steps over 3 N steps, written at once and behind
+    # training (--checkpoint-async; the last one at once in both), in turn,
+    # `repeat` times each: the loop's seconds, and how long training stood
+    # still for each of the first two.
+    spaced = {"at once": [], "async": []}
+    for _ in range(repeat):
+        for mode, extra in (("at once", []), ("async", ["--checkpoint-async"])):
+            ckpt_dir = os.path.join(work, "ckpt-" + mode.replace(" ", "-"))
+            shutil.rmtree(ckpt_dir, ignore_errors=True)
+            Job(launch + ["--steps", str(3 * steps), "--log-json", metrics, "--checkpoint-dir",
+                          ckpt_dir, "--checkpoint-every", str(steps), *extra]
+                ).wait(f"{label}: checkpoints every {steps} steps, {mode}")
+            log = json.load(open(metrics))
+            spaced[mode].append((log["seconds"], [c["seconds"] for c in log["checkpoints"][:2]]))
+    loop = {mode: statistics.median(r[0] for r in runs) for mode, runs in spaced.items()}
+    still = {mode: statistics.median(t for r in runs for t in r[1]) for mode, runs in spaced.items()}
+    measured = dict(label=label, bytes=size, write=write, writes=[r["seconds"] for r in records],
+                    raw=raw, plain=plain, with_ckpt=with_ckpt, loop=loop, still=still)
+    if writes_only:
+        return measured
 
     # Load: the checkpoint's files as inotify sees them read, and launch to
     # the first step's line, resumed against fresh.
@@ -238,9 +270,7 @@ def measure(cleave, label, ranks, out, flags, steps, repeat, work):
     # The same with OpenMPI's kill escalation shortened (see the docstring).
     fast = (recovery(launch, label, ranks, out, steps, work, "ckpt-fast",
                      {"OMPI_MCA_odls_base_sigkill_timeout": "0"}) if ranks > 1 else None)
-    return dict(label=label, bytes=size, write=write, writes=[r["seconds"] for r in records],
-                raw=raw, plain=plain, with_ckpt=with_ckpt, load=load, loads=loads,
-                difference=difference, resumed=resumed,
+    return dict(measured, load=load, loads=loads, difference=difference, resumed=resumed,
                 fresh=fresh, to_warning=to_warning, to_step=to_step, redo=redo, fast=fast)
 
 
@@ -277,14 +307,17 @@ def recovery(launch, label, ranks, out, steps, work, name, environment=None):
     return warned[0] - killed, again[0] - killed, redo
 
 
-def bench(cleave, model, args, plan, steps, repeat, work):
+def bench(cleave, model, args, plan, steps, repeat, work, writes_only):
     rows = []
     # (the compile warnings about the eval-mode export's merged initializers
     # are layouts_vs_one_rank.py's too: they change no checkpoint's size)
     for label, ranks, out, flags in compiled_layouts(cleave, model, args, plan, work, LAYOUTS):
         with tempfile.TemporaryDirectory(dir=work) as scratch:
-            rows.append(measure(cleave, label, ranks, out, flags, steps, repeat, scratch))
+            rows.append(measure(cleave, label, ranks, out, flags, steps, repeat, scratch,
+                                writes_only))
         r = rows[-1]
+        if writes_only:
+            continue
         times = lambda values: " ".join(f"{t:.3f}" for t in values)  # noqa: E731
         print(f"  {label}: write s {min(r['writes']):.3f}-{max(r['writes']):.3f}; load s "
               f"{times(r['loads'])}; to the first step: resumed {times(r['resumed'])}, fresh "
@@ -296,7 +329,8 @@ def bench(cleave, model, args, plan, steps, repeat, work):
 
 
 COLUMNS = (("ckpt MB", 8), ("write s", 8), ("MB/s", 6), ("raw MB/s", 8), ("of raw", 6),
-           ("step ms", 8), ("ckpt ms", 8), ("stall", 6), ("load s", 7), ("MB/s", 6),
+           ("step ms", 8), ("ckpt ms", 8), ("stall", 6), ("still s", 7), ("async", 6),
+           ("3N steps s", 10), ("async", 6), ("ratio", 5), ("load s", 7), ("MB/s", 6),
            ("wall diff s", 11), ("to warning s", 12), ("to step s", 9),
            ("to step s, mca 0", 16))
 
@@ -306,10 +340,12 @@ def cells(r):
     return (f"{r['bytes'] / MB:.2f}", f"{r['write']:.3f}", f"{r['bytes'] / r['write'] / MB:.0f}",
             f"{r['bytes'] / r['raw'] / MB:.0f}", f"{r['raw'] / r['write']:.2f}",
             f"{r['plain'] * 1e3:.2f}", f"{r['with_ckpt'] * 1e3:.2f}",
-            f"{r['with_ckpt'] / r['plain']:.2f}", f"{r['load']:.3f}",
-            f"{r['bytes'] / r['load'] / MB:.0f}", f"{r['difference']:.3f}",
-            f"{r['to_warning']:.3f}", f"{r['to_step']:.3f}",
-            f"{r['fast'][1]:.3f}" if r["fast"] else "-")
+            f"{r['with_ckpt'] / r['plain']:.2f}", f"{r['still']['at once']:.3f}",
+            f"{r['still']['async']:.3f}", f"{r['loop']['at once']:.3f}",
+            f"{r['loop']['async']:.3f}", f"{r['loop']['async'] / r['loop']['at once']:.2f}",
+            *((f"{r['load']:.3f}", f"{r['bytes'] / r['load'] / MB:.0f}",
+               f"{r['difference']:.3f}", f"{r['to_warning']:.3f}", f"{r['to_step']:.3f}",
+               f"{r['fast'][1]:.3f}" if r["fast"] else "-") if "load" in r else ("-",) * 6))
 
 
 def main():
@@ -317,6 +353,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cleave", default=CLEAVE, help="the cleave binary (default: %(default)s)")
+    parser.add_argument("--writes-only", action="store_true",
+                        help="measure the writes alone (no loads, no kills)")
     options = parser.parse_args()
     if options.steps < KILL_AFTER + 2 or options.steps > 17:
         parser.error("--steps: 5 to 17 (every step's progress line is printed up to 19 steps)")
@@ -337,7 +375,8 @@ def main():
     print(f"{'model':40} {'layout':20} " + " ".join(f"{title:>{width}}" for title, width in COLUMNS))
     for name, model, args, plan in bench_cases():
         with tempfile.TemporaryDirectory() as work:
-            rows = bench(options.cleave, model, args, plan, options.steps, options.repeat, work)
+            rows = bench(options.cleave, model, args, plan, options.steps, options.repeat, work,
+                         options.writes_only)
         for r in rows:
             print(f"{name:40} {r['label']:20} " +
                   " ".join(f"{cell:>{width}}" for cell, (_, width) in zip(cells(r), COLUMNS)),

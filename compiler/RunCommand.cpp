@@ -631,6 +631,8 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--checkpoint-every", std::to_string(*options.checkpointEvery)});
   if (options.keepCheckpoints)
     args.insert(args.end(), {"--keep", std::to_string(*options.keepCheckpoints)});
+  if (options.checkpointAsync)
+    args.push_back("--checkpoint-async");
   // A restart resumes from the run's own checkpoints once it has one.
   const size_t resumeAt = args.size();
   if (!options.resumeDir.empty())

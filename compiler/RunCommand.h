@@ -49,6 +49,7 @@ struct RunOptions {
   /// and the directory to resume from.
   std::string checkpointDir;
   std::optional<int64_t> checkpointEvery, keepCheckpoints;
+  bool checkpointAsync = false;
   std::string resumeDir;
   /// How many times a job whose rank died or timed out is started again
   /// from the latest complete checkpoint in checkpointDir.

@@ -42,6 +42,8 @@ const char *trackName(Track track) {
     return "communication (background)";
   case Track::Input: return "input";
   case Track::Checkpoint: return "checkpoint";
+  case Track::BackgroundCheckpoint:
+    return "checkpoint (background)";
   }
   return "?";
 }

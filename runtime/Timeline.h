@@ -37,13 +37,16 @@ enum class Track : int {
   BackgroundCommunication,
   /// Gathering each microbatch and copying it to the device.
   Input,
-  /// Writing each checkpoint.
+  /// Writing each checkpoint (what training stands still for).
   Checkpoint,
+  /// The thread "cleave-ckpt"'s writes of a checkpoint file behind training
+  /// (runtime/driver/ShardWriter.h).
+  BackgroundCheckpoint,
 };
-inline constexpr int kTracks = 6;
+inline constexpr int kTracks = 7;
 
 /// "compute", "ops", "communication", "communication (background)", "input",
-/// "checkpoint".
+/// "checkpoint", "checkpoint (background)".
 const char *trackName(Track track);
 
 class Timeline {

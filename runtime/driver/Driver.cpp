@@ -297,6 +297,10 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
   auto *keepOpt = app.add_option("--keep", training.keepCheckpoints,
                                  "Training: keep the newest K complete checkpoints (default: all)")
                       ->check(stepCount());
+  auto *checkpointAsyncOpt =
+      app.add_flag("--checkpoint-async", training.checkpointAsync,
+                   "Training: write each rank's checkpoint file on a thread of its own while "
+                   "training goes on (the last one at once)");
   auto *resumeOpt =
       app.add_option("--resume", training.resumeDir,
                      "Training: continue from the latest complete checkpoint in this directory");
@@ -352,7 +356,7 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
   if (const CLI::Option *option = firstGiven(
           {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
            logJsonOpt, traceOpt, traceOpsOpt, traceStepsOpt, quietOpt, timeoutOpt, checkpointDirOpt,
-           checkpointEveryOpt, keepOpt, resumeOpt, initFromOpt}))
+           checkpointEveryOpt, keepOpt, checkpointAsyncOpt, resumeOpt, initFromOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 

@@ -224,7 +224,7 @@ StepTimes RunProfile::endStep() {
   return current;
 }
 
-void RunProfile::checkpoint(int64_t number, Clock::time_point begin,
+void RunProfile::checkpoint(std::string_view what, int64_t number, Clock::time_point begin,
                             std::optional<uint64_t> bytes) {
   Timeline *kept = recording();
   if (!kept)
@@ -232,8 +232,14 @@ void RunProfile::checkpoint(int64_t number, Clock::time_point begin,
   nlohmann::ordered_json args = {{"step", number}};
   if (bytes)
     args["bytes"] = *bytes;
-  kept->add(Track::Checkpoint, "checkpoint step " + std::to_string(number), begin, Clock::now(),
-            args.dump());
+  kept->add(Track::Checkpoint, std::string(what) + " step " + std::to_string(number), begin,
+            Clock::now(), args.dump());
+}
+
+void RunProfile::checkpointWrite(int64_t number, Clock::time_point begin, Clock::time_point end) {
+  if (Timeline *kept = recording())
+    kept->add(Track::BackgroundCheckpoint, "write checkpoint step " + std::to_string(number), begin,
+              end, nlohmann::ordered_json{{"step", number}}.dump());
 }
 
 namespace {

@@ -90,10 +90,16 @@ public:
   void endCall();
   /// Ends the step and returns its figures (zero when not measuring).
   StepTimes endStep();
-  /// A checkpoint written from `begin` to now, of `bytes` on all ranks
-  /// (known to rank 0 alone).
-  void checkpoint(int64_t step, Timeline::Clock::time_point begin,
+  /// Training stood still from `begin` to now for checkpoint `step`: to
+  /// write it ("checkpoint"), or, written behind training, to copy the
+  /// weights for it ("checkpoint") and later to publish it ("publish
+  /// checkpoint"); of `bytes` on all ranks (known to rank 0 alone).
+  void checkpoint(std::string_view what, int64_t step, Timeline::Clock::time_point begin,
                   std::optional<uint64_t> bytes);
+  /// This rank's file of checkpoint `step`, written behind training from
+  /// `begin` to `end` (--checkpoint-async).
+  void checkpointWrite(int64_t step, Timeline::Clock::time_point begin,
+                       Timeline::Clock::time_point end);
 
   /// The background collectives and the waits for them since the last
   /// report of `collectives` (runtime/comm/BackgroundCollectives.h).

@@ -9,6 +9,7 @@
 #include "runtime/driver/InputPrefetch.h"
 #include "runtime/driver/Profile.h"
 #include "runtime/driver/Progress.h"
+#include "runtime/driver/ShardWriter.h"
 
 #include <nlohmann/json.hpp>
 
@@ -301,12 +302,15 @@ struct RunReport {
   std::string trace;
 };
 
-/// What writing one checkpoint cost: how long training stood still, and
-/// the bytes every rank wrote.
+/// What writing one checkpoint cost: how long training stood still, the
+/// bytes every rank wrote, the step after which it was published (its own
+/// unless written behind training) and, then, how long rank 0's file took.
 struct CheckpointRecord {
   int64_t step;
   double seconds;
   uint64_t bytes;
+  int64_t publishedAfter;
+  std::optional<double> writeSeconds;
 };
 
 /// The checkpoint a run continues from (--resume), and the layouts of the
@@ -336,8 +340,11 @@ int checkFlags(const TrainingSpec &spec, const TrainingOptions &options) {
     return fail("--trace-ops", "needs --trace FILE", 2);
   if (options.traceSteps && options.trace.empty())
     return fail("--trace-steps", "needs --trace FILE", 2);
-  if (options.checkpointDir.empty() && (options.checkpointEvery || options.keepCheckpoints))
-    return fail(options.checkpointEvery ? "--checkpoint-every" : "--keep",
+  if (options.checkpointDir.empty() &&
+      (options.checkpointEvery || options.keepCheckpoints || options.checkpointAsync))
+    return fail(options.checkpointEvery   ? "--checkpoint-every"
+                : options.keepCheckpoints ? "--keep"
+                                          : "--checkpoint-async",
                 "needs --checkpoint-dir D", 2);
   if (options.totalSteps && options.steps && *options.totalSteps < *options.steps)
     return fail("--total-steps " + std::to_string(*options.totalSteps),
@@ -720,31 +727,46 @@ int readResumePoint(const Plan &plan, const TrainingOptions &options, const Job 
   return 1;
 }
 
-/// Writes a checkpoint of the run after `position.step`: every rank its
-/// shards into D/step-N.tmp, then, after all have, rank 0 the index and the
-/// rename to D/step-N (CheckpointStore::publish). Every rank ends with the
-/// same result: a rank that fails says why, and every rank returns 1.
-int writeCheckpoint(const std::vector<Plan> &plans, const TrainingOptions &options, Job &job,
+/// A checkpoint on its way: every rank writes its shards into D/step-N.tmp
+/// (at once, or on the thread "cleave-ckpt" with --checkpoint-async), then,
+/// after all have, rank 0 writes the index and renames it to D/step-N
+/// (CheckpointStore::publish).
+struct PendingCheckpoint {
+  TrainingPosition position;
+  CheckpointIndex index;
+  /// This rank's file; none where it holds nothing to write.
+  std::unique_ptr<ShardWriter> shard;
+  /// How long training stood still for it so far.
+  double stalled = 0;
+};
+
+/// Begins the checkpoint after `position.step`: the staging directory, the
+/// weights copied to the host (where the shards' bytes stay until they are
+/// written), and this rank's file, written on the thread when `background`.
+/// Every rank ends with the same result: a rank that fails says why, and
+/// every rank returns 1.
+int beginCheckpoint(const std::vector<Plan> &plans, const TrainingOptions &options, Job &job,
                     Backend &backend, std::vector<ProgramState> &programs,
-                    const TrainingPosition &position, std::vector<CheckpointRecord> &records) {
-  const Plan &plan = plans.front();
+                    const TrainingPosition &position, bool background,
+                    std::optional<PendingCheckpoint> &pending) {
   const auto start = std::chrono::steady_clock::now();
   const CheckpointStore store(options.checkpointDir);
   comm::Communicator &world = job.communication->world();
-  const comm::CallSite site{position.step, "checkpoint"};
   const int rank = world.rank();
-  std::string error, where;
+  std::string error;
   int32_t failed = 0;
   if (rank == 0 && !store.prepare(position.step, error))
     failed = fail(store.stagingDir(position.step), error, 1);
-  world.broadcast(&failed, 1, DType::I32, 0, site);
+  world.broadcast(&failed, 1, DType::I32, 0, {position.step, "checkpoint"});
   if (failed)
     return 1;
 
   // The index says which rank writes which tensor; this rank writes the
   // shards it names in this rank's file (of a pipeline's tensors, those of
   // its stages).
-  CheckpointIndex index = makeIndex(job.checkpointPlans(plan), position, {});
+  pending.emplace();
+  pending->position = position;
+  pending->index = makeIndex(job.checkpointPlans(plans.front()), position, {});
   std::map<std::string, const char *> held;
   std::map<std::string, const StoredTensor *> stored;
   for (size_t c = 0; c < plans.size(); ++c) {
@@ -757,24 +779,54 @@ int writeCheckpoint(const std::vector<Plan> &plans, const TrainingOptions &optio
   }
   const std::string file = shardFileName(rank);
   std::vector<SafetensorsTensor> tensors;
-  for (const CheckpointTensor &tensor : index.tensors)
+  for (const CheckpointTensor &tensor : pending->index.tensors)
     for (const CheckpointShard &shard : tensor.shards)
       if (const auto it = stored.find(tensor.name); shard.file == file && it != stored.end())
         tensors.push_back({shard.key, it->second->tensor.dtype, it->second->tensor.shape,
                            held[tensor.name], static_cast<size_t>(it->second->bytes)});
+  if (!tensors.empty())
+    pending->shard = std::make_unique<ShardWriter>(
+        store, position.step, file, std::move(tensors),
+        std::map<std::string, std::string>{{"format", "cleave"},
+                                           {"step", std::to_string(position.step)},
+                                           {"rank", std::to_string(rank)}},
+        background);
+  pending->stalled =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return 0;
+}
+
+/// Whether every rank's file of `pending` is written, asked after `step`
+/// by every rank.
+bool shardsWritten(const PendingCheckpoint &pending, comm::Communicator &world, int64_t step) {
+  int32_t writing = pending.shard && !pending.shard->ended();
+  world.allReduceSum(&writing, 1, DType::I32, {step, "checkpoint"});
+  return writing == 0;
+}
+
+/// Publishes `pending` once every rank's file is written (waiting for this
+/// rank's): rank 0 lists every rank's size and checksum in the index and
+/// renames the staging directory. Every rank ends with the same result: a
+/// rank that fails says why, and every rank returns 1.
+int publishCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job,
+                      PendingCheckpoint &pending, int64_t step, RunProfile &profile,
+                      std::vector<CheckpointRecord> &records) {
+  const auto start = std::chrono::steady_clock::now();
+  const CheckpointStore store(options.checkpointDir);
+  comm::Communicator &world = job.communication->world();
+  const comm::CallSite site{step, "checkpoint"};
+  const int64_t number = pending.position.step;
+  std::string error, where;
   // Per rank: its file's bytes (-1 for no file, -2 for a failed write) and CRC.
   int64_t mine[2] = {-1, 0};
-  if (!tensors.empty()) {
+  if (pending.shard) {
     CheckpointFile written;
-    const std::map<std::string, std::string> metadata = {{"format", "cleave"},
-                                                         {"step", std::to_string(position.step)},
-                                                         {"rank", std::to_string(rank)}};
-    if (store.writeShard(position.step, file, tensors, metadata, written, error)) {
+    if (pending.shard->finish(written, error)) {
       mine[0] = static_cast<int64_t>(written.bytes);
       mine[1] = written.crc32;
     } else {
       mine[0] = -2;
-      fail(store.stagingDir(position.step) + "/" + file, error, 1);
+      fail(store.stagingDir(number) + "/" + shardFileName(world.rank()), error, 1);
     }
   }
   std::vector<int64_t> all(2 * static_cast<size_t>(world.size()));
@@ -784,27 +836,45 @@ int writeCheckpoint(const std::vector<Plan> &plans, const TrainingOptions &optio
     if (all[2 * r] == -2)
       return 1;
     if (all[2 * r] >= 0) {
-      index.files.push_back({shardFileName(r), static_cast<uint64_t>(all[2 * r]),
-                             static_cast<uint32_t>(all[2 * r + 1])});
+      pending.index.files.push_back({shardFileName(r), static_cast<uint64_t>(all[2 * r]),
+                                     static_cast<uint32_t>(all[2 * r + 1])});
       bytes += static_cast<uint64_t>(all[2 * r]);
     }
   }
-  if (rank == 0) {
-    const std::string text = indexJson(plan, index);
+  int32_t failed = 0;
+  if (world.rank() == 0) {
+    const std::string text = indexJson(plan, pending.index);
     bytes += text.size();
-    if (!store.publish(position.step, text, options.keepCheckpoints, where, error))
+    if (!store.publish(number, text, options.keepCheckpoints, where, error))
       failed = fail(where, error, 1, "the previous checkpoint is still whole");
   }
   world.broadcast(&failed, 1, DType::I32, 0, site);
   if (failed)
     return 1;
   const double seconds =
+      pending.stalled +
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  records.push_back({position.step, seconds, bytes});
-  if (job.reporting)
+  CheckpointRecord record{number, seconds, bytes, step};
+  if (pending.shard && options.checkpointAsync && step > number)
+    record.writeSeconds =
+        std::chrono::duration<double>(pending.shard->end() - pending.shard->begin()).count();
+  records.push_back(record);
+  if (step > number) {
+    if (pending.shard)
+      profile.checkpointWrite(number, pending.shard->begin(), pending.shard->end());
+    profile.checkpoint("publish checkpoint", number, start,
+                       job.reporting ? std::optional(bytes) : std::nullopt);
+  }
+  if (job.reporting && step == number)
     std::fprintf(stderr, "checkpoint %s: %llu bytes in %.3f s\n",
-                 store.checkpointDir(position.step).c_str(), static_cast<unsigned long long>(bytes),
+                 store.checkpointDir(number).c_str(), static_cast<unsigned long long>(bytes),
                  seconds);
+  else if (job.reporting)
+    std::fprintf(stderr,
+                 "checkpoint %s: %llu bytes, training stood still %.3f s (written while "
+                 "steps %lld to %lld ran)\n",
+                 store.checkpointDir(number).c_str(), static_cast<unsigned long long>(bytes),
+                 seconds, static_cast<long long>(number + 1), static_cast<long long>(step));
   return 0;
 }
 
@@ -1144,12 +1214,16 @@ int stageMetrics(const Plan &plan, const TrainingOptions &options, const Job &jo
                                          [](const StepRecord &r) { return r.skipped; }));
   if (!options.checkpointDir.empty()) {
     text += ",\n  \"checkpoints\": [";
-    for (size_t i = 0; i < checkpoints.size(); ++i)
-      text += (i == 0 ? "\n    " : ",\n    ") +
-              nlohmann::ordered_json{{"step", checkpoints[i].step},
-                                     {"seconds", checkpoints[i].seconds},
-                                     {"bytes", checkpoints[i].bytes}}
-                  .dump();
+    for (size_t i = 0; i < checkpoints.size(); ++i) {
+      const CheckpointRecord &written = checkpoints[i];
+      nlohmann::ordered_json entry = {
+          {"step", written.step}, {"seconds", written.seconds}, {"bytes", written.bytes}};
+      if (written.writeSeconds) {
+        entry["published_after_step"] = written.publishedAfter;
+        entry["write_seconds"] = *written.writeSeconds;
+      }
+      text += (i == 0 ? "\n    " : ",\n    ") + entry.dump();
+    }
     text += "\n  ]";
   }
   text += ",\n  \"steps\": [";
@@ -1283,6 +1357,7 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
   std::optional<StopRequests> stops;
   if (!options.checkpointDir.empty())
     stops.emplace();
+  std::optional<PendingCheckpoint> pending;
   profile.alignClocks(job.communication->world());
   auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
@@ -1426,16 +1501,33 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
     int32_t stop = stops ? stops->received() : 0;
     if (stops)
       job.communication->world().allReduceSum(&stop, 1, DType::I32, {step, "stop signal"});
+    // A checkpoint written behind training is published after the first
+    // step at whose end every rank's file is in; the next one, or the run's
+    // last, waits for it.
     const bool due = options.checkpointEvery > 0 && step % options.checkpointEvery == 0;
-    if (!options.checkpointDir.empty() && (due || step == steps || stop)) {
+    const bool checkpointing = !options.checkpointDir.empty() && (due || step == steps || stop);
+    if (pending && (checkpointing || shardsWritten(*pending, job.communication->world(), step))) {
+      if (int code = publishCheckpoint(plan, options, job, *pending, step, profile, checkpoints))
+        return code;
+      pending.reset();
+    }
+    if (checkpointing) {
       TrainingPosition position{
           step, spec.trainingInfo ? 0 : lr, batch, data.samples, options.shuffle, seed, totalSteps};
       progress.endLine();
       const auto writing = profile.now();
-      if (int code = writeCheckpoint(plans, options, job, backend, programs, position, checkpoints))
+      const bool background = options.checkpointAsync && step < steps && !stop;
+      if (int code = beginCheckpoint(plans, options, job, backend, programs, position, background,
+                                     pending))
         return code;
-      profile.checkpoint(step, writing,
-                         job.reporting ? std::optional(checkpoints.back().bytes) : std::nullopt);
+      if (!background) {
+        if (int code = publishCheckpoint(plan, options, job, *pending, step, profile, checkpoints))
+          return code;
+        pending.reset();
+      }
+      profile.checkpoint("checkpoint", step, writing,
+                         job.reporting && !background ? std::optional(checkpoints.back().bytes)
+                                                      : std::nullopt);
     }
     if (stop && step < steps) {
       progress.endLine();

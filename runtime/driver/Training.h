@@ -53,6 +53,9 @@ struct TrainingOptions {
   int64_t checkpointEvery = 0;
   /// Complete checkpoints kept (0: all).
   int64_t keepCheckpoints = 0;
+  /// Each rank's checkpoint file written on the thread "cleave-ckpt" while
+  /// training goes on (ShardWriter.h), but the run's last.
+  bool checkpointAsync = false;
   /// Continue from the latest complete checkpoint in this directory.
   std::string resumeDir;
   /// Start from the parameters of this safetensors file (whole tensors

@@ -1,6 +1,8 @@
 # A crash at any moment leaves the previous checkpoint whole. The program
 # writes a checkpoint after every step (most of its time goes to writing
-# them) and is killed with SIGKILL at a seeded random moment, TRIALS times;
+# them; every other trial writes each behind the next step, on the thread
+# "cleave-ckpt", with --checkpoint-async) and is killed with SIGKILL at a
+# seeded random moment, TRIALS times;
 # each time --resume continues from `latest` and ends with the losses and
 # the trained blob of an uninterrupted run, bit for bit. A staging directory
 # a crash left half written (step-N.tmp) is never loaded and is removed by
@@ -22,7 +24,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
-STEPS, TRIALS = 4000, 3
+STEPS, TRIALS = 4000, 4
 
 
 def main():
@@ -44,8 +46,9 @@ def main():
     chooser = random.Random(13)
     for trial in range(TRIALS):
         ckpt = f"{work}/ckpt{trial}"
+        behind = ["--checkpoint-async"] if trial % 2 else []
         job = subprocess.Popen([f"{out}/program", "--dir", out, *data, "--checkpoint-dir", ckpt,
-                                "--checkpoint-every", "1", "--keep", "2"],
+                                "--checkpoint-every", "1", "--keep", "2", *behind],
                                stderr=subprocess.DEVNULL)
         while not os.path.exists(f"{ckpt}/latest") and job.poll() is None:
             time.sleep(0.01)
@@ -73,7 +76,8 @@ def main():
         stale = [name for name in os.listdir(ckpt) if name.endswith(".tmp")]
         if stale:
             problems.append(f"trial {trial}: {stale} left after the next checkpoint")
-        print(f"trial {trial}: killed with {left} in the directory, resumed after step {at}")
+        print(f"trial {trial}{' (async)' if behind else ''}: killed with {left} in the "
+              f"directory, resumed after step {at}")
     # What a crash after the rename and before `latest` leaves.
     ckpt = f"{work}/renamed"
     short = ["--steps", "6"]

@@ -4,7 +4,10 @@
 # 2 steps fails at step 4 (on a rank's safetensors file or on index.json; on
 # one device and on rank 1 of dp=2 with ZeRO 1, which holds a slice of the
 # optimizer state), `latest` still names step-2, and --resume from it ends
-# bit-identical to an uninterrupted run.
+# bit-identical to an uninterrupted run. The same when the file is written
+# behind training (--checkpoint-async): the write fails on the thread
+# "cleave-ckpt" and the run ends with the same line when the checkpoint
+# would have been published.
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -20,11 +23,14 @@ import full_disk
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
 STEPS = 6
-# (case, ranks, mesh, the file that cannot be written)
+# (case, ranks, mesh, the file that cannot be written, run flags)
 CASES = [
-    ("shard", 1, [], "step-4.tmp/rank-0.safetensors"),
-    ("index", 1, [], "step-4.tmp/index.json"),
-    ("rank 1", 2, ["--mesh", "dp=2", "--zero", "1"], "step-4.tmp/rank-1.safetensors"),
+    ("shard", 1, [], "step-4.tmp/rank-0.safetensors", []),
+    ("index", 1, [], "step-4.tmp/index.json", []),
+    ("rank 1", 2, ["--mesh", "dp=2", "--zero", "1"], "step-4.tmp/rank-1.safetensors", []),
+    ("shard async", 1, [], "step-4.tmp/rank-0.safetensors", ["--checkpoint-async"]),
+    ("rank 1 async", 2, ["--mesh", "dp=2", "--zero", "1"], "step-4.tmp/rank-1.safetensors",
+     ["--checkpoint-async"]),
 ]
 
 
@@ -36,7 +42,7 @@ def main():
     np.save(f"{work}/x.npy", x)
     np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
     problems = []
-    for case, ranks, mesh, victim in CASES:
+    for case, ranks, mesh, victim, flags in CASES:
         name = case.replace(" ", "-")
         out, ckpt = f"{work}/{name}", f"{work}/{name}-ckpt"
         subprocess.run(["cleave", "compile", MODEL, "-o", out, "--train", "--optimizer", "adam",
@@ -44,8 +50,8 @@ def main():
         run = ["cleave", "run", "-n", str(ranks), out, "--data",
                f"x={work}/x.npy,labels={work}/labels.npy", "--steps", str(STEPS)]
         env = dict(os.environ, LD_PRELOAD=shim, CLEAVE_FULL_DISK=f"{name}-ckpt/{victim}")
-        failed = subprocess.run(run + ["--checkpoint-dir", ckpt, "--checkpoint-every", "2"],
-                                capture_output=True, text=True, env=env)
+        failed = subprocess.run(run + flags + ["--checkpoint-dir", ckpt, "--checkpoint-every",
+                                               "2"], capture_output=True, text=True, env=env)
         errors = [line for line in failed.stderr.splitlines()
                   if line.startswith("cleave: error: ")]
         if failed.returncode != 1:

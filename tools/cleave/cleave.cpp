@@ -460,6 +460,9 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
          "--keep", [&options](const int64_t &n) { options.keepCheckpoints = n; },
          "Training: keep the newest K complete checkpoints (default: all)")
       ->check(rt::stepCount());
+  sub->add_flag("--checkpoint-async", options.checkpointAsync,
+                "Training: write each rank's checkpoint file on a thread of its own while "
+                "training goes on (the last one at once)");
   sub->add_option("--resume", options.resumeDir,
                   "Training: continue from the latest complete checkpoint in this directory");
   sub->add_option("--max-restarts", options.maxRestarts,
