@@ -80,6 +80,11 @@ MODELS = {
     "mlp-dp2": ("export_mlp.py", "mlp", "fp32", 2, ["--mesh", "dp=2", "--bucket-mb", "0.01"]),
     "mlp-dp2-bf16-sums": ("export_mlp.py", "mlp", "fp32", 2,
                           ["--mesh", "dp=2", "--bucket-mb", "0.01", "--grad-reduce-dtype", "bf16"]),
+    # bf16 gradient accumulators summed in f32: the products add into them
+    # (cuBLAS's bf16 C) and @apply sums and updates fc2's weight, more than a
+    # quarter of the parameters, in chunks (cleave.elements views).
+    "mlp-dp2-bf16-grads": ("export_mlp.py", "mlp", "bf16", 2,
+                           ["--mesh", "dp=2", "--grad-accum-dtype", "bf16"]),
     "mlp-zero1": ("export_mlp.py", "mlp", "fp32", 2,
                   ["--mesh", "dp=2", "--zero", "1", "--bucket-mb", "0.01"]),
     "mlp-zero2": ("export_mlp.py", "mlp", "fp32", 2,

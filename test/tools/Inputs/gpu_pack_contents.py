@@ -33,12 +33,15 @@ PRODUCTS = {"fp32": None, "bf16": "DType::BF16", "fp16": "DType::F16"}
 # thread.
 STARTED = {"mlp-dp2": ["all_reduce_start", "all_reduce_wait"],
            "mlp-dp2-bf16-sums": ["all_reduce_start", "all_reduce_wait"],
+           "mlp-dp2-bf16-grads": [],
            "mlp-zero1": ["reduce_scatter_owned_start", "reduce_scatter_wait"],
            "mlp-zero2": ["reduce_scatter_owned_start", "reduce_scatter_wait"],
            "mlp-zero3": ["all_gather_start", "all_gather_wait", "reduce_scatter_start",
                          "reduce_scatter_wait"],
            "gpt-tp2": ["all_reduce_start", "all_reduce_wait"],
            "gpt-bf16-zero2": []}
+# The layouts whose @apply sums and updates a large parameter in chunks.
+CHUNKED = {"mlp-dp2-bf16-grads"}
 NEEDED = ["CMakeLists.txt", "check.py", "torch_gpt2.py", "manifest.json",
           "runtime/CMakeLists.txt", "runtime/cuda/Linalg.cu", "runtime/driver/CudaMain.cu",
           "runtime/comm/Nccl.cpp", "third_party/include/nlohmann/json.hpp",
@@ -107,6 +110,8 @@ def main():
                           f"program, or none in a {precision} one")
                 check(("pipeline_send" in source) == (stages > 1),
                       f"{model['name']}: pipeline messages in a program of {stages} stages")
+                check(("cleave::rt::elements(" in source) == (model["name"] in CHUNKED),
+                      f"{model['name']}: chunked sums where none are planned, or none")
                 started = STARTED.get(model["name"], [])
                 check(all(f"cuda::{kernel}(" in source for kernel in started) and (
                       started or "_start(" not in source),
