@@ -21,9 +21,8 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-
 import chrome_trace
+import mlp_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
@@ -44,10 +43,7 @@ def files(directory):
 
 def main():
     work = sys.argv[1]
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((64, 32)).astype(np.float32)
-    np.save(f"{work}/x.npy", x)
-    np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
+    mlp_data.save(work, 3, rows=64)
     problems = []
     for name, ranks, mesh in LAYOUTS:
         out = f"{work}/{name}"

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+import mlp_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
@@ -29,10 +29,7 @@ STEPS, TRIALS = 4000, 4
 
 def main():
     work = sys.argv[1]
-    rng = np.random.default_rng(2)
-    x = rng.standard_normal((40, 32)).astype(np.float32)
-    np.save(f"{work}/x.npy", x)
-    np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
+    mlp_data.save(work, 2)
     out = f"{work}/out"
     subprocess.run(["cleave", "compile", MODEL, "-o", out, "--train", "--optimizer", "adam",
                     "--lr", "0.001"], check=True, stderr=subprocess.DEVNULL)

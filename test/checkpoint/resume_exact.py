@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
+import mlp_data
 import training_info_models
 from onnx_models import constant_node, model, save
 
@@ -116,10 +117,7 @@ def assembled(checkpoint, names):
 
 def main():
     work = sys.argv[1]
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((40, 32)).astype(np.float32)
-    np.save(f"{work}/x.npy", x)
-    np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
+    mlp_data.save(work, 3)
     write_models(work)
     problems = []
     for name, ranks, path, flags, inputs in LAYOUTS:

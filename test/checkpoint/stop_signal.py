@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-import numpy as np
+import mlp_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
@@ -53,10 +53,7 @@ def slow_fsync_env(work):
 
 def main():
     work = sys.argv[1]
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((40, 32)).astype(np.float32)
-    np.save(f"{work}/x.npy", x)
-    np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
+    mlp_data.save(work, 4)
     problems = []
     slow = slow_fsync_env(work)
     for name, ranks, mesh, slow_write in LAYOUTS:

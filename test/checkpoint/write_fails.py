@@ -16,9 +16,8 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-
 import full_disk
+import mlp_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
@@ -37,10 +36,7 @@ CASES = [
 def main():
     work = sys.argv[1]
     shim = full_disk.build(work)
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((40, 32)).astype(np.float32)
-    np.save(f"{work}/x.npy", x)
-    np.save(f"{work}/labels.npy", np.argmax(x[:, :10], axis=1).astype(np.int64))
+    mlp_data.save(work, 5)
     problems = []
     for case, ranks, mesh, victim, flags in CASES:
         name = case.replace(" ", "-")
