@@ -1507,6 +1507,7 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
     const bool due = options.checkpointEvery > 0 && step % options.checkpointEvery == 0;
     const bool checkpointing = !options.checkpointDir.empty() && (due || step == steps || stop);
     if (pending && (checkpointing || shardsWritten(*pending, job.communication->world(), step))) {
+      progress.endLine();
       if (int code = publishCheckpoint(plan, options, job, *pending, step, profile, checkpoints))
         return code;
       pending.reset();
