@@ -229,37 +229,42 @@ struct OverlapGradientsPass : public cleave::impl::OverlapGradientsBase<OverlapG
     return last;
   }
 
-  /// A cleave.reduce_scatter_owned_start of each bucket of `members` (made
-  /// in one function, in offset order) into the slices of `slice` elements,
-  /// after the last write of its members.
-  static void startOwnedBuckets(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
-                                int64_t dpAxis, int64_t slice) {
+  /// Calls `start(bucket, gradients, loc)` for each bucket of `members`
+  /// (made in one function, in offset order), `gradients` its members'
+  /// values, with `b` set just after the last write of its members.
+  template <typename Start>
+  static void forEachBucket(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
+                            Start start) {
     for (ArrayRef<Member> bucket : cutBuckets(members, perBucket)) {
       Operation *last = lastWriteOf(bucket);
       b.setInsertionPointAfter(last);
-      SmallVector<Value> gradients;
-      for (const Member &m : bucket)
-        gradients.push_back(m.inWriter);
-      ReduceScatterOwnedStartOp::create(b, last->getLoc(), gradients, dpAxis, slice);
+      start(bucket, llvm::map_to_vector(bucket, [](const Member &m) { return m.inWriter; }),
+            last->getLoc());
     }
   }
 
-  /// A cleave.all_reduce_start of each bucket of `members` (written in one
-  /// function, in offset order) after the last write of its members.
+  /// A cleave.reduce_scatter_owned_start of each bucket of `members` into
+  /// the slices of `slice` elements.
+  static void startOwnedBuckets(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
+                                int64_t dpAxis, int64_t slice) {
+    forEachBucket(b, members, perBucket,
+                  [&](ArrayRef<Member>, ArrayRef<Value> gradients, Location loc) {
+                    ReduceScatterOwnedStartOp::create(b, loc, gradients, dpAxis, slice);
+                  });
+  }
+
+  /// A cleave.all_reduce_start of each bucket of `members`, whose sums it
+  /// marks started.
   static void startBuckets(OpBuilder &b, ArrayRef<Member> members, int64_t perBucket,
                            int64_t dpAxis) {
-    for (ArrayRef<Member> bucket : cutBuckets(members, perBucket)) {
-      Operation *last = lastWriteOf(bucket);
-      SmallVector<Value> accumulators;
-      for (const Member &m : bucket) {
-        accumulators.push_back(m.inWriter);
-        m.reduce->setAttr(kStartedAttr, b.getUnitAttr());
-      }
-      b.setInsertionPointAfter(last);
-      auto start = AllReduceStartOp::create(b, last->getLoc(), accumulators, dpAxis);
-      if (bucket.front().wire != bucket.front().element)
-        start->setAttr(kSumTypeAttr, TypeAttr::get(bucket.front().wire));
-    }
+    forEachBucket(b, members, perBucket,
+                  [&](ArrayRef<Member> bucket, ArrayRef<Value> accumulators, Location loc) {
+                    for (const Member &m : bucket)
+                      m.reduce->setAttr(kStartedAttr, b.getUnitAttr());
+                    auto start = AllReduceStartOp::create(b, loc, accumulators, dpAxis);
+                    if (bucket.front().wire != bucket.front().element)
+                      start->setAttr(kSumTypeAttr, TypeAttr::get(bucket.front().wire));
+                  });
   }
 
   /// @apply's in-place all-reduces of accumulators over dp, in the order of

@@ -64,7 +64,6 @@ void updateInChunks(CastOp widen, shard::AllReduceOp reduce, FusedElementwiseOp 
   Location loc = update.getLoc();
   OpBuilder b(update);
   const int64_t elements = cast<RankedTensorType>(reduce.getResult().getType()).getNumElements();
-  SmallVector<int64_t> offsets;
   SmallVector<SmallVector<Value>> chunks(update->getNumResults());
   for (int64_t offset = 0; offset < elements; offset += size) {
     const int64_t count = std::min(size, elements - offset);
@@ -89,15 +88,15 @@ void updateInChunks(CastOp widen, shard::AllReduceOp reduce, FusedElementwiseOp 
                            : view(input));
     for (auto [i, result] : llvm::enumerate(chunkOf(update, inputs)->getResults()))
       chunks[i].push_back(result);
-    offsets.push_back(offset);
   }
   for (auto [result, parts] : llvm::zip(update->getResults(), chunks)) {
     for (Operation *user : llvm::make_early_inc_range(result.getUsers())) {
       auto assign = cast<AssignOp>(user);
       b.setInsertionPoint(assign);
-      for (auto [offset, part] : llvm::zip(offsets, parts)) {
+      for (auto [chunk, part] : llvm::enumerate(parts)) {
         auto type = cast<RankedTensorType>(part.getType());
-        Value target = ElementsOp::create(b, assign.getLoc(), type, assign.getTarget(), offset);
+        Value target = ElementsOp::create(b, assign.getLoc(), type, assign.getTarget(),
+                                          static_cast<int64_t>(chunk) * size);
         AssignOp::create(b, assign.getLoc(), target, part);
       }
       assign.erase();

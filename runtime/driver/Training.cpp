@@ -854,17 +854,18 @@ int publishCheckpoint(const Plan &plan, const TrainingOptions &options, Job &job
   const double seconds =
       pending.stalled +
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Published after a later step: written behind training.
   CheckpointRecord record{number, seconds, bytes, step};
-  if (pending.shard && options.checkpointAsync && step > number)
-    record.writeSeconds =
-        std::chrono::duration<double>(pending.shard->end() - pending.shard->begin()).count();
-  records.push_back(record);
   if (step > number) {
-    if (pending.shard)
+    if (pending.shard) {
+      record.writeSeconds =
+          std::chrono::duration<double>(pending.shard->end() - pending.shard->begin()).count();
       profile.checkpointWrite(number, pending.shard->begin(), pending.shard->end());
+    }
     profile.checkpoint("publish checkpoint", number, start,
                        job.reporting ? std::optional(bytes) : std::nullopt);
   }
+  records.push_back(record);
   if (job.reporting && step == number)
     std::fprintf(stderr, "checkpoint %s: %llu bytes in %.3f s\n",
                  store.checkpointDir(number).c_str(), static_cast<unsigned long long>(bytes),
