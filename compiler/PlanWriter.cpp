@@ -11,6 +11,7 @@
 #include "runtime/Cores.h"
 #include "runtime/Plan.h"
 #include "runtime/cpu/ConvPrimitives.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/ProductPrimitives.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -115,7 +116,7 @@ rt::Dims dimsOf(ArrayRef<int64_t> values) {
 
 /// The scratch a product of bf16 or f16 factors allocates on the CPU for one
 /// call: their f32 copies, and a bf16 result's f32 sum, where they are
-/// widened (ProductPrimitives.h).
+/// widened (ProductPrimitives.h; bf16 ones as this CPU's kernels choose).
 int64_t productScratchBytes(Operation *op) {
   auto a = cast<RankedTensorType>(op->getOperand(0).getType());
   auto b = cast<RankedTensorType>(op->getOperand(1).getType());
@@ -123,9 +124,12 @@ int64_t productScratchBytes(Operation *op) {
   Type element = a.getElementType();
   if (!element.isBF16() && !element.isF16())
     return 0;
-  return rt::cpu::lowPrecisionScratchBytes(
-      runtimeDType(element), a.getNumElements(), b.getNumElements(),
-      runtimeDType(result.getElementType()), result.getNumElements());
+  const rt::DType factors = runtimeDType(element);
+  if (rt::cpu::productOperands(factors, rt::cpu::bf16PrimitivesByDefault()) == factors)
+    return 0;
+  return rt::cpu::widenedProductScratchBytes(a.getNumElements(), b.getNumElements(),
+                                             runtimeDType(result.getElementType()),
+                                             result.getNumElements());
 }
 
 /// The activation fused into `op` (cleave-fuse-activations; none: None).
@@ -150,7 +154,8 @@ std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op, bool firs
   Type element = getElementTypeOrSelf(op->getOperand(0));
   if (!element.isF32() && !element.isBF16() && !element.isF16())
     return std::nullopt;
-  const rt::DType type = runtimeDType(element);
+  const rt::DType type =
+      rt::cpu::productOperands(runtimeDType(element), rt::cpu::bf16PrimitivesByDefault());
   auto shape = [](Value v) { return dimsOf(cast<RankedTensorType>(v.getType()).getShape()); };
   const bool constant = op->hasAttr(kConstantWeightsAttr);
   rt::cpu::ProductProblem problem;
@@ -279,8 +284,10 @@ KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
   std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op);
   if (!problem)
     return memory;
-  if (auto primitive = cpu ? convPrimitiveOf(*problem, threads) : nullptr) {
-    memory.scratchBytes = primitive->scratchBytes();
+  const rt::cpu::ConvProblem runs =
+      rt::cpu::primitiveProblem(*problem, rt::cpu::bf16PrimitivesByDefault());
+  if (auto primitive = cpu ? convPrimitiveOf(runs, threads) : nullptr) {
+    memory.scratchBytes = rt::cpu::widenedFactors(*problem, runs).bytes + primitive->scratchBytes();
     if (constant) {
       memory.keptWeightBytes = primitive->packedWeightBytes();
       memory.keptKey = rt::cpu::convProblemKey(*problem);

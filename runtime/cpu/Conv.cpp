@@ -160,21 +160,23 @@ void unroll(const ConvGeometry &g, T *xg, int64_t r0, int64_t r1, T *col) {
 
 /// Runs `problem` as a oneDNN primitive (ConvPrimitives.h) when its factors
 /// are f32 or bf16 and oneDNN takes it; false otherwise. bf16 factors only
-/// the primitives multiply: where oneDNN does not take them, the call fails.
-/// Constant weights (`b`) are read from the context's kept copy; without
-/// the context's primitives (a kernel test) they are reordered as any
-/// operand is.
+/// the primitives multiply, as bf16 primitives or widened to f32 in the
+/// call's scratch (Context::bf16Primitives): where oneDNN does not take
+/// them, the call fails. Constant weights (`b`, f32) are read from the
+/// context's kept copy; without the context's primitives (a kernel test)
+/// they are reordered as any operand is.
 bool runPrimitive(Context &ctx, const char *kernel, const ConvProblem &problem, const void *a,
                   const void *b, const void *bias, void *out) {
   if (problem.factors != DType::F32 && problem.factors != DType::BF16)
     return false;
   const int threads = std::max(1, ctx.threads);
+  const ConvProblem runs = primitiveProblem(problem, ctx.bf16Primitives);
   std::unique_ptr<ConvPrimitive> own;
   const ConvPrimitive *primitive = nullptr;
   if (ctx.convolutions) {
-    primitive = ctx.convolutions->find(problem, threads);
+    primitive = ctx.convolutions->find(runs, threads);
   } else {
-    ConvProblem reordered = problem;
+    ConvProblem reordered = runs;
     reordered.constantWeights = false;
     own = ConvPrimitive::create(reordered, threads);
     primitive = own.get();
@@ -188,8 +190,18 @@ bool runPrimitive(Context &ctx, const char *kernel, const ConvProblem &problem, 
     if (!b)
       fail(kernel, "no memory for the weights' copy in oneDNN's layout");
   }
-  Scratch scratch(ctx, kernel, primitive->scratchBytes());
-  primitive->run(threads, a, b, bias, out, scratch.as<void>());
+  const WidenedFactors widened = widenedFactors(problem, runs);
+  Scratch scratch(ctx, kernel, widened.bytes + primitive->scratchBytes());
+  char *memory = scratch.as<char>();
+  if (widened.bytes) {
+    float *wideA = reinterpret_cast<float *>(memory);
+    float *wideB = reinterpret_cast<float *>(memory + widened.secondOffset);
+    widenToFloat(ctx, kernel, problem.factors, a, widened.first, wideA);
+    widenToFloat(ctx, kernel, problem.factors, b, widened.second, wideB);
+    a = wideA;
+    b = wideB;
+  }
+  primitive->run(threads, a, b, bias, out, memory + widened.bytes);
   return true;
 }
 

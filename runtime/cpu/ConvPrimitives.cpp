@@ -225,6 +225,27 @@ ConvProblem convProblem(ConvPass pass, const Dims &x, const Dims &w, const Dims 
   return p;
 }
 
+ConvProblem primitiveProblem(const ConvProblem &problem, bool bf16Primitives) {
+  ConvProblem runs = problem;
+  if (problem.factors == DType::BF16 && !bf16Primitives)
+    runs.factors = DType::F32;
+  return runs;
+}
+
+WidenedFactors widenedFactors(const ConvProblem &problem, const ConvProblem &runs) {
+  WidenedFactors widened;
+  if (runs.factors == problem.factors)
+    return widened;
+  widened.first = problem.pass == ConvPass::Forward ? problem.x.product() : problem.y.product();
+  widened.second = problem.pass == ConvPass::GradWeight ? problem.x.product() : problem.w.product();
+  auto alignedBytes = [](int64_t elements) {
+    return (elements * static_cast<int64_t>(sizeof(float)) + 63) / 64 * 64;
+  };
+  widened.secondOffset = alignedBytes(widened.first);
+  widened.bytes = widened.secondOffset + alignedBytes(widened.second);
+  return widened;
+}
+
 ConvPrimitive::ConvPrimitive(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 ConvPrimitive::~ConvPrimitive() = default;
 

@@ -10,9 +10,12 @@
 // from the same ConvPrimitive made for the same threads (oneDNN sizes the
 // scratchpad for them), so the two agree. A problem
 // oneDNN does not take (another element type, more dims) stays with the
-// im2col kernels of Conv.cpp. With --precision bf16 on a CPU with bf16
-// instructions the factors are bf16 (x and w, or y's gradient and one of
-// them) and the result f32, which only the primitives compute.
+// im2col kernels of Conv.cpp. With --precision bf16 the factors are bf16
+// (x and w, or y's gradient and one of them) and the result f32, which only
+// the primitives compute: bf16 primitives where the CPU multiplies bf16
+// faster than f32 (cpu::Context::bf16Primitives, ProductPrimitives.h),
+// else the f32 primitive on the factors widened to f32 in the call's
+// scratch (the same products, summed in f32 in another order).
 //
 // A forward whose weights do not change during the run (a parameter of a
 // program that trains nothing: cleave-constant-weights) reads them from a
@@ -92,6 +95,22 @@ ProductProblem im2colProduct(ConvPass pass, int64_t mg, int64_t kdim, int64_t po
 /// last tile's. Their oneDNN scratchpads are the kernels' (plan.json's
 /// memory.product_scratchpad_bytes counts them).
 std::vector<ProductProblem> im2colProducts(const ConvProblem &problem);
+
+/// The problem a convolution of `problem` runs as a primitive: with bf16
+/// factors widened to f32 where they do not run as bf16 primitives
+/// (`bf16Primitives` false), else `problem` itself.
+ConvProblem primitiveProblem(const ConvProblem &problem, bool bf16Primitives);
+
+/// Where a call of `problem` that runs as `runs` (primitiveProblem's) keeps
+/// the f32 copies of its two factors (x and w for the forward, y's gradient
+/// and w for GradInput, y's gradient and x for GradWeight) in its scratch
+/// where it widens them: `first` and `second` elements, the first's at 0,
+/// the second's at `secondOffset` bytes, both 64-byte aligned, `bytes` in
+/// all (the primitive's scratch follows); all 0 where it does not.
+struct WidenedFactors {
+  int64_t first = 0, second = 0, secondOffset = 0, bytes = 0;
+};
+WidenedFactors widenedFactors(const ConvProblem &problem, const ConvProblem &runs);
 
 /// One problem's oneDNN primitive and the reorders around it.
 class ConvPrimitive {

@@ -13,6 +13,12 @@ namespace cleave::rt::cpu {
 class ConvPrimitives;
 class ProductPrimitives;
 
+/// Whether products and convolutions of bf16 factors run as oneDNN's bf16
+/// primitives on this CPU, rather than widened to f32: where it multiplies
+/// bf16 faster than f32 (ProductPrimitives.h). What a Context starts with,
+/// and what the compiler predicts their scratch with.
+bool bf16PrimitivesByDefault();
+
 struct Context : StepContext {
   int threads = 1;
   /// Where the convolutions keep their oneDNN primitives for the run
@@ -22,6 +28,11 @@ struct Context : StepContext {
   /// Where bf16 products keep theirs (runtime/cpu/ProductPrimitives.h);
   /// null: each call makes its own.
   ProductPrimitives *products = nullptr;
+  /// Whether products and convolutions of bf16 factors run as oneDNN's
+  /// bf16 primitives (true only where bf16Instructions()) or on their
+  /// factors widened to f32: the same products summed in f32, in another
+  /// order. Kernel tests set both.
+  bool bf16Primitives = bf16PrimitivesByDefault();
 };
 
 #define CLEAVE_KERNEL(name, ...) void name(Context &ctx, __VA_ARGS__);

@@ -140,31 +140,21 @@ namespace {
 
 /// Products of bf16 or f16 operands `a` and `b` into `out` (f32, or bf16
 /// for bf16 operands), for one kernel call (ProductPrimitives.h): oneDNN's
-/// primitives where this CPU has bf16 instructions, else both operands
-/// widened to f32 once, into scratch, and the f32 product. Operands are
-/// addressed by element offsets into a and b.
+/// bf16 primitives where the context runs them (Context::bf16Primitives),
+/// else both operands widened to f32 once, into scratch, and the f32
+/// product. Operands are addressed by element offsets into a and b.
 class LowPrecisionProducts {
 public:
   LowPrecisionProducts(Context &ctx, const char *kernel, const Tensor &a, const Tensor &b,
                        const Tensor &out)
       : ctx(ctx), kernel(kernel), a(a), b(b) {
-    if (nativeLowPrecisionProducts(a.dtype))
+    if (productOperands(a.dtype, ctx.bf16Primitives) == a.dtype)
       return;
-    widened.emplace(
-        ctx, kernel,
-        lowPrecisionScratchBytes(a.dtype, a.numel(), b.numel(), out.dtype, out.numel()));
+    widened.emplace(ctx, kernel,
+                    widenedProductScratchBytes(a.numel(), b.numel(), out.dtype, out.numel()));
     float *wide = widened->as<float>();
-    dispatch(kernel, a.dtype, TypeList<Half, BFloat16>{}, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      for (const Tensor *t : {&a, &b}) {
-        const T *narrow = t->as<T>();
-        forEachChunk(ctx, t->numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i)
-            wide[i] = widen(narrow[i]);
-        });
-        wide += t->numel();
-      }
-    });
+    widenToFloat(ctx, kernel, a.dtype, a.data, a.numel(), wide);
+    widenToFloat(ctx, kernel, b.dtype, b.data, b.numel(), wide + a.numel());
   }
 
   /// `problem` (its operands f32 where they are widened:
@@ -251,7 +241,8 @@ void matmul(Context &ctx, const Tensor &lhs, const Tensor &rhs, const Tensor &ou
   // Every product is `problem` (problem.m x k times k x n) at element
   // offsets into lhs, rhs and out.
   const ProductProblem problem =
-      matmulProblem(lhs.dtype, lhs.shape, rhs.shape, out.shape, transA, transB, constantWeights);
+      matmulProblem(productOperands(lhs.dtype, ctx.bf16Primitives), lhs.shape, rhs.shape, out.shape,
+                    transA, transB, constantWeights);
   auto forEachProduct = [&](auto &&product) {
     if (problem.m * problem.batch == batch * m) {
       // The batch folded into the rows, a batched product or a batch of
@@ -326,8 +317,9 @@ void gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c, const
   }
   const bool inPlace = added && added->data == out.data;
   const ProductProblem problem =
-      gemmProblem(a.dtype, result, a.shape, b.shape, added ? &added->shape : nullptr, inPlace,
-                  alpha, beta, transA, transB, activation, constantWeights);
+      gemmProblem(productOperands(a.dtype, ctx.bf16Primitives), result, a.shape, b.shape,
+                  added ? &added->shape : nullptr, inPlace, alpha, beta, transA, transB, activation,
+                  constantWeights);
   const float *bias = problem.hasBias() ? added->as<float>() : nullptr;
   if (added && !inPlace && !bias) {
     // C broadcasts (unidirectionally) into the result, which the product

@@ -845,125 +845,137 @@ TEST(Matmul, TransposedOperands) {
 
 // Every product takes oneDNN's scratchpad from memory the run counts
 // (user mode): over a batch folded into the rows, a batch of products, a
-// transposed gemm with a bias, one accumulating in place and bf16 factors,
-// each on 1 and 2 threads, the meter's peak is the largest scratchpad that
+// transposed gemm with a bias, one accumulating in place and bf16 factors
+// (as bf16 primitives and widened, where the CPU can do both), each on 1
+// and 2 threads, the meter's peak is the largest scratchpad that
 // oneDNN asks for the problems gemmProblem and matmulProblem name (what
 // plan.json predicts from); the results stay the loops'. Some of them need
 // one, so the count is not vacuous.
 TEST(ProductPrimitives, ScratchpadsAreTheRunsCountedMemory) {
   unsigned seed = 900;
   int64_t largest = 0;
-  for (int threads : {1, 2}) {
-    AllocationMeter meter;
-    cpu::ProductPrimitives primitives, asked;
-    cpu::Context context;
-    context.products = &primitives;
-    context.allocations = &meter;
-    context.threads = threads;
-    int64_t expected = 0;
-    auto matmul = [&](Dims lhs, Dims rhs, Dims out) {
-      auto a = makeRandom<float>(lhs, seed++);
-      auto b = makeRandom<float>(rhs, seed++);
-      auto y = zeros(DType::F32, out);
-      cpu::matmul(context, a, b, y, false, false, false);
-      expectNear(y, matmulByLoop<float>(a, b, out), 1e-4);
-      expected = std::max(
-          expected,
-          asked.scratchpadBytes(cpu::matmulProblem(DType::F32, lhs, rhs, out, false, false, false),
-                                threads));
-    };
-    matmul({8, 128, 512}, {512, 256}, {8, 128, 256});
-    matmul({4, 64, 96}, {4, 96, 200}, {4, 64, 200});
-    matmul({96, 4096}, {4096, 64}, {96, 64});
+  for (bool bf16Primitives : bf16PrimitiveChoices())
+    for (int threads : {1, 2}) {
+      AllocationMeter meter;
+      cpu::ProductPrimitives primitives, asked;
+      cpu::Context context;
+      context.products = &primitives;
+      context.allocations = &meter;
+      context.threads = threads;
+      context.bf16Primitives = bf16Primitives;
+      int64_t expected = 0;
+      auto matmul = [&](Dims lhs, Dims rhs, Dims out) {
+        auto a = makeRandom<float>(lhs, seed++);
+        auto b = makeRandom<float>(rhs, seed++);
+        auto y = zeros(DType::F32, out);
+        cpu::matmul(context, a, b, y, false, false, false);
+        expectNear(y, matmulByLoop<float>(a, b, out), 1e-4);
+        expected =
+            std::max(expected, asked.scratchpadBytes(cpu::matmulProblem(DType::F32, lhs, rhs, out,
+                                                                        false, false, false),
+                                                     threads));
+      };
+      matmul({8, 128, 512}, {512, 256}, {8, 128, 256});
+      matmul({4, 64, 96}, {4, 96, 200}, {4, 64, 200});
+      matmul({96, 4096}, {4096, 64}, {96, 64});
 
-    auto a = makeRandom<float>(Dims{640, 96}, seed++);
-    auto b = makeRandom<float>(Dims{300, 640}, seed++);
-    auto bias = makeRandom<float>(Dims{300}, seed++);
-    auto y = zeros(DType::F32, {96, 300});
-    cpu::gemm(context, a, b, bias.ptr(), y, 1.0f, 1.0f, true, true, Activation::None, false, false);
-    expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, true, true), 1e-4);
-    expected = std::max(
-        expected, asked.scratchpadBytes(cpu::gemmProblem(DType::F32, DType::F32, a.t().shape,
+      auto a = makeRandom<float>(Dims{640, 96}, seed++);
+      auto b = makeRandom<float>(Dims{300, 640}, seed++);
+      auto bias = makeRandom<float>(Dims{300}, seed++);
+      auto y = zeros(DType::F32, {96, 300});
+      cpu::gemm(context, a, b, bias.ptr(), y, 1.0f, 1.0f, true, true, Activation::None, false,
+                false);
+      expectNear(y, gemmByLoop<float>(a, b, &bias, 1.0, 1.0, true, true), 1e-4);
+      expected = std::max(expected, asked.scratchpadBytes(
+                                        cpu::gemmProblem(DType::F32, DType::F32, a.t().shape,
                                                          b.t().shape, &bias.t().shape, false, 1.0f,
                                                          1.0f, true, true, Activation::None, false),
                                         threads));
 
-    auto accumulated = makeRandom<float>(Dims{96, 300}, seed);
-    auto before = makeRandom<float>(Dims{96, 300}, seed++);
-    auto x = makeRandom<float>(Dims{96, 640}, seed++);
-    cpu::gemm(context, x, b, accumulated.ptr(), accumulated, 1.0f, 1.0f, false, true,
-              Activation::None, false, false);
-    expectNear(accumulated, gemmByLoop<float>(x, b, &before, 1.0, 1.0, false, true), 1e-4);
-    expected = std::max(
-        expected,
-        asked.scratchpadBytes(cpu::gemmProblem(DType::F32, DType::F32, x.t().shape, b.t().shape,
-                                               &accumulated.t().shape, true, 1.0f, 1.0f, false,
-                                               true, Activation::None, false),
-                              threads));
+      auto accumulated = makeRandom<float>(Dims{96, 300}, seed);
+      auto before = makeRandom<float>(Dims{96, 300}, seed++);
+      auto x = makeRandom<float>(Dims{96, 640}, seed++);
+      cpu::gemm(context, x, b, accumulated.ptr(), accumulated, 1.0f, 1.0f, false, true,
+                Activation::None, false, false);
+      expectNear(accumulated, gemmByLoop<float>(x, b, &before, 1.0, 1.0, false, true), 1e-4);
+      expected = std::max(
+          expected,
+          asked.scratchpadBytes(cpu::gemmProblem(DType::F32, DType::F32, x.t().shape, b.t().shape,
+                                                 &accumulated.t().shape, true, 1.0f, 1.0f, false,
+                                                 true, Activation::None, false),
+                                threads));
 
-    auto [lhs, lhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{64, 384}, seed++));
-    auto [rhs, rhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{384, 128}, seed++));
-    auto wide = zeros(DType::F32, {64, 128});
-    cpu::matmul(context, lhs, rhs, wide, false, false, false);
-    expectNear(wide, matmulByLoop<float>(lhsRounded, rhsRounded, wide.t().shape), 1e-4);
-    expected =
-        std::max(expected,
-                 asked.scratchpadBytes(cpu::matmulProblem(DType::BF16, lhs.t().shape, rhs.t().shape,
-                                                          wide.t().shape, false, false, false),
-                                       threads));
-
-    EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), expected) << threads << " thread(s)";
-    largest = std::max(largest, expected);
-  }
+      auto [lhs, lhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{64, 384}, seed++));
+      auto [rhs, rhsRounded] = lowPrecision(DType::BF16, makeRandom<float>(Dims{384, 128}, seed++));
+      auto wide = zeros(DType::F32, {64, 128});
+      cpu::matmul(context, lhs, rhs, wide, false, false, false);
+      expectNear(wide, matmulByLoop<float>(lhsRounded, rhsRounded, wide.t().shape), 1e-4);
+      // The last call: where it widens its factors, their copies are held
+      // beside the scratchpad.
+      const DType runsOn = cpu::productOperands(DType::BF16, context.bf16Primitives);
+      expected = std::max(
+          expected, asked.scratchpadBytes(cpu::matmulProblem(runsOn, lhs.t().shape, rhs.t().shape,
+                                                             wide.t().shape, false, false, false),
+                                          threads));
+      if (runsOn == DType::F32)
+        expected += cpu::widenedProductScratchBytes(lhs.numel(), rhs.numel(), DType::F32, 0);
+      EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), expected)
+          << threads << " thread(s), bf16 primitives " << bf16Primitives;
+      largest = std::max(largest, expected);
+    }
   EXPECT_GT(largest, 0);
 }
 
 // Products of bf16 and f16 factors give f32: the exact products of the
 // rounded factors summed, as the loops compute them in double. bf16 runs
-// as oneDNN primitives on a CPU with bf16 instructions (made per call
-// without a ProductPrimitives, kept with one), f16 widened to f32; the lit
-// test runs this again with oneDNN held to AVX-512 without bf16, where bf16
-// is widened too (test/runtime/cpu-kernels.test).
+// as oneDNN's bf16 primitives where the CPU has bf16 instructions, and
+// widened to f32 (Context::bf16Primitives, both here where they can; made
+// per call without a ProductPrimitives, kept with one), f16 widened; the
+// lit test runs this again with oneDNN held to AVX-512 without bf16, where
+// bf16 can only be widened (test/runtime/cpu-kernels.test).
 TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
-  std::printf("bf16 products: %s\n",
-              cpu::nativeLowPrecisionProducts(DType::BF16) ? "oneDNN" : "widened");
-  cpu::ProductPrimitives kept;
-  cpu::Context keeping;
-  keeping.products = &kept;
-  keeping.threads = 2;
+  std::printf("bf16 products by default: %s\n",
+              ctx().bf16Primitives ? "bf16 primitives" : "widened");
+  std::printf("bf16 instructions: %s\n", cpu::bf16Instructions() ? "yes" : "no");
   unsigned seed = 500;
-  for (DType type : {DType::BF16, DType::F16}) {
-    for (cpu::Context *context : {&ctx(), &keeping}) {
-      struct Case {
-        Dims a, b, out;
-      } cases[] = {
-          {{4, 16, 32}, {32, 8}, {4, 16, 8}},      // one rhs under a batch
-          {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}}, // broadcast batch dims
-          {{64, 80}, {80, 96}, {64, 96}},
-      };
-      for (const Case &c : cases) {
-        auto [a, aRounded] = lowPrecision(type, makeRandom<float>(c.a, seed++));
-        auto [b, bRounded] = lowPrecision(type, makeRandom<float>(c.b, seed++));
-        auto y = zeros(DType::F32, c.out);
-        cpu::matmul(*context, a, b, y, false, false, false);
-        expectNear(y, matmulByLoop<float>(aRounded, bRounded, c.out), 1e-5);
-      }
-      const int64_t m = 3, k = 5, n = 4;
-      for (int transA = 0; transA < 2; ++transA)
-        for (int transB = 0; transB < 2; ++transB) {
-          auto [a, aRounded] =
-              lowPrecision(type, makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++));
-          auto [b, bRounded] =
-              lowPrecision(type, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
-          auto bias = makeRandom<float>({n}, seed++);
-          auto y = zeros(DType::F32, {m, n});
-          cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB, Activation::None,
-                    false, false);
-          expectNear(y, gemmByLoop<float>(aRounded, bRounded, &bias, 0.5, 2.0, transA, transB),
-                     1e-5);
+  for (bool primitives : bf16PrimitiveChoices())
+    for (DType type : {DType::BF16, DType::F16}) {
+      cpu::ProductPrimitives kept;
+      cpu::Context plain, keeping;
+      keeping.products = &kept;
+      keeping.threads = 2;
+      plain.bf16Primitives = keeping.bf16Primitives = primitives;
+      for (cpu::Context *context : {&plain, &keeping}) {
+        struct Case {
+          Dims a, b, out;
+        } cases[] = {
+            {{4, 16, 32}, {32, 8}, {4, 16, 8}},      // one rhs under a batch
+            {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}}, // broadcast batch dims
+            {{64, 80}, {80, 96}, {64, 96}},
+        };
+        for (const Case &c : cases) {
+          auto [a, aRounded] = lowPrecision(type, makeRandom<float>(c.a, seed++));
+          auto [b, bRounded] = lowPrecision(type, makeRandom<float>(c.b, seed++));
+          auto y = zeros(DType::F32, c.out);
+          cpu::matmul(*context, a, b, y, false, false, false);
+          expectNear(y, matmulByLoop<float>(aRounded, bRounded, c.out), 1e-5);
         }
+        const int64_t m = 3, k = 5, n = 4;
+        for (int transA = 0; transA < 2; ++transA)
+          for (int transB = 0; transB < 2; ++transB) {
+            auto [a, aRounded] =
+                lowPrecision(type, makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++));
+            auto [b, bRounded] =
+                lowPrecision(type, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
+            auto bias = makeRandom<float>({n}, seed++);
+            auto y = zeros(DType::F32, {m, n});
+            cpu::gemm(*context, a, b, bias.ptr(), y, 0.5f, 2.0f, transA, transB, Activation::None,
+                      false, false);
+            expectNear(y, gemmByLoop<float>(aRounded, bRounded, &bias, 0.5, 2.0, transA, transB),
+                       1e-5);
+          }
+      }
     }
-  }
 }
 
 // bf16 factors with a bf16 result and c (a gradient accumulator kept in
@@ -973,13 +985,10 @@ TEST(LowPrecisionProducts, MatmulAndGemmAgainstLoops) {
 // even but where that error crosses a rounding boundary (rare: truncating,
 // or rounding the product before adding c, would miss in many elements).
 // Twice in place, as two microbatches accumulate, and once from a
-// broadcast c with alpha and beta; oneDNN's bf16 primitive, or the widened
-// product and its rounding (the lit test's second run).
+// broadcast c with alpha and beta; oneDNN's bf16 primitive and the widened
+// product with its rounding (Context::bf16Primitives: both here where they
+// can).
 TEST(LowPrecisionProducts, Bf16ResultAddsCAndRoundsOnce) {
-  cpu::ProductPrimitives kept;
-  cpu::Context keeping;
-  keeping.products = &kept;
-  keeping.threads = 2;
   unsigned seed = 700;
   int64_t checked = 0, nearest = 0;
   // `magnitude`: |a b| summed over k, of which the f32 sum's error is at
@@ -997,38 +1006,45 @@ TEST(LowPrecisionProducts, Bf16ResultAddsCAndRoundsOnce) {
       ++checked;
     }
   };
-  for (cpu::Context *context : {&ctx(), &keeping})
-    for (int transA = 0; transA < 2; ++transA)
-      for (int transB = 0; transB < 2; ++transB) {
-        const int64_t m = 96, k = 200, n = 72;
-        auto [a, aRounded] =
-            lowPrecision(DType::BF16, makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++));
-        auto [b, bRounded] =
-            lowPrecision(DType::BF16, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
-        std::vector<double> magnitude(m * n);
-        for (int64_t i = 0; i < m * n; ++i)
-          for (int64_t p = 0; p < k; ++p)
-            magnitude[i] +=
-                std::abs(double(aRounded.data<float>()[transA ? p * m + i / n : i / n * k + p]) *
-                         double(bRounded.data<float>()[transB ? i % n * k + p : p * n + i % n]));
-        auto [accumulator, unused] = lowPrecision(DType::BF16, makeRandom<float>({m, n}, seed++));
-        for (int microbatch = 0; microbatch < 2; ++microbatch) {
-          Buffer before(DType::F32, {m, n});
-          cpu::cast(ctx(), accumulator, before);
-          cpu::gemm(*context, a, b, accumulator.ptr(), accumulator, 1.0f, 1.0f, transA, transB,
-                    Activation::None, false, false);
-          check(accumulator,
-                gemmByLoop<float>(aRounded, bRounded, &before, 1.0, 1.0, transA, transB), magnitude,
-                k);
+  for (bool primitives : bf16PrimitiveChoices()) {
+    cpu::ProductPrimitives kept;
+    cpu::Context plain, keeping;
+    keeping.products = &kept;
+    keeping.threads = 2;
+    plain.bf16Primitives = keeping.bf16Primitives = primitives;
+    for (cpu::Context *context : {&plain, &keeping})
+      for (int transA = 0; transA < 2; ++transA)
+        for (int transB = 0; transB < 2; ++transB) {
+          const int64_t m = 96, k = 200, n = 72;
+          auto [a, aRounded] = lowPrecision(
+              DType::BF16, makeRandom<float>(transA ? Dims{k, m} : Dims{m, k}, seed++));
+          auto [b, bRounded] = lowPrecision(
+              DType::BF16, makeRandom<float>(transB ? Dims{n, k} : Dims{k, n}, seed++));
+          std::vector<double> magnitude(m * n);
+          for (int64_t i = 0; i < m * n; ++i)
+            for (int64_t p = 0; p < k; ++p)
+              magnitude[i] +=
+                  std::abs(double(aRounded.data<float>()[transA ? p * m + i / n : i / n * k + p]) *
+                           double(bRounded.data<float>()[transB ? i % n * k + p : p * n + i % n]));
+          auto [accumulator, unused] = lowPrecision(DType::BF16, makeRandom<float>({m, n}, seed++));
+          for (int microbatch = 0; microbatch < 2; ++microbatch) {
+            Buffer before(DType::F32, {m, n});
+            cpu::cast(ctx(), accumulator, before);
+            cpu::gemm(*context, a, b, accumulator.ptr(), accumulator, 1.0f, 1.0f, transA, transB,
+                      Activation::None, false, false);
+            check(accumulator,
+                  gemmByLoop<float>(aRounded, bRounded, &before, 1.0, 1.0, transA, transB),
+                  magnitude, k);
+          }
+          auto [row, rowWide] = lowPrecision(DType::BF16, makeRandom<float>({n}, seed++));
+          auto result = zeros(DType::BF16, {m, n});
+          cpu::gemm(*context, a, b, row.ptr(), result, 0.5f, 2.0f, transA, transB, Activation::None,
+                    false, false);
+          // alpha halves the products' sum and its error bound.
+          check(result, gemmByLoop<float>(aRounded, bRounded, &rowWide, 0.5, 2.0, transA, transB),
+                magnitude, k);
         }
-        auto [row, rowWide] = lowPrecision(DType::BF16, makeRandom<float>({n}, seed++));
-        auto result = zeros(DType::BF16, {m, n});
-        cpu::gemm(*context, a, b, row.ptr(), result, 0.5f, 2.0f, transA, transB, Activation::None,
-                  false, false);
-        // alpha halves the products' sum and its error bound.
-        check(result, gemmByLoop<float>(aRounded, bRounded, &rowWide, 0.5, 2.0, transA, transB),
-              magnitude, k);
-      }
+  }
   EXPECT_GE(nearest, checked * 99 / 100) << nearest << " of " << checked;
 }
 
@@ -1554,12 +1570,14 @@ TEST(ConvGrad, ManyTiles) {
 
 // Convolutions of bf16 factors (--precision bf16) and their adjoints give
 // f32: the exact products of the rounded factors summed, as the loops
-// compute them in double. oneDNN's bf16 primitives compute them, with its
-// bf16 instructions where the CPU has them (the lit test runs this again
-// with oneDNN held below them: test/runtime/cpu-kernels.test).
+// compute them in double. oneDNN's bf16 primitives compute them where the
+// CPU has bf16 instructions, and its f32 ones on the factors widened
+// (Context::bf16Primitives, both here where they can; the lit test runs
+// this again with oneDNN held below them: test/runtime/cpu-kernels.test),
+// each call made alone and with the run's primitives kept, whose
+// workspace then peaks at the largest call's scratch as the compiler
+// predicts it: the widened factors' copies and the primitive's.
 TEST(LowPrecisionConv, AgainstDirectLoops) {
-  std::printf("bf16 instructions: %s\n",
-              cpu::nativeLowPrecisionProducts(DType::BF16) ? "yes" : "no");
   const ConvCase cases[] = {
       {{2, 4, 9, 11}, {6, 2, 3, 2}, {2, 3}, {1, 0, 2, 1}, {2, 1}, 2, true},
       {{1, 3, 7, 7}, {3, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, false},
@@ -1568,26 +1586,49 @@ TEST(LowPrecisionConv, AgainstDirectLoops) {
       {{3, 16, 8, 8}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true},
   };
   unsigned seed = 4000;
-  for (const ConvCase &c : cases) {
-    const Dims outShape = convOutShape(c);
-    auto [x, xRounded] = lowPrecision(DType::BF16, makeRandom<float>(c.x, seed++));
-    auto [w, wRounded] = lowPrecision(DType::BF16, makeRandom<float>(c.w, seed++));
-    auto [dy, dyRounded] = lowPrecision(DType::BF16, makeRandom<float>(outShape, seed++));
-    auto b = makeRandom<float>({c.w[0]}, seed++);
-    auto y = zeros(DType::F32, outShape), dx = zeros(DType::F32, c.x), dw = zeros(DType::F32, c.w);
-    std::vector<double> expected =
-        convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr);
-    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-              Activation::None, false);
-    expectNear(y, expected, 1e-5);
-    cpu::conv(ctx(), x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations, c.group,
-              Activation::Relu, false);
-    expectNear(y, relu(expected), 1e-5);
-    cpu::conv_grad_input(ctx(), dy, w, dx, c.strides, c.pads, c.dilations, c.group);
-    cpu::conv_grad_weight(ctx(), dy, x, dw, c.strides, c.pads, c.dilations, c.group);
-    ConvGradsByDefinition e = convGradsByDefinition<float>(c, xRounded, wRounded, dyRounded);
-    expectNearSum(dx, e.dx, e.dxMagnitudes, 1e-5);
-    expectNearSum(dw, e.dw, e.dwMagnitudes, 1e-5);
+  for (bool primitives : bf16PrimitiveChoices()) {
+    AllocationMeter meter;
+    cpu::ConvPrimitives kept;
+    cpu::Context plain, keeping;
+    keeping.convolutions = &kept;
+    keeping.allocations = &meter;
+    plain.bf16Primitives = keeping.bf16Primitives = primitives;
+    int64_t largest = 0;
+    for (const ConvCase &c : cases) {
+      const Dims outShape = convOutShape(c);
+      auto [x, xRounded] = lowPrecision(DType::BF16, makeRandom<float>(c.x, seed++));
+      auto [w, wRounded] = lowPrecision(DType::BF16, makeRandom<float>(c.w, seed++));
+      auto [dy, dyRounded] = lowPrecision(DType::BF16, makeRandom<float>(outShape, seed++));
+      auto b = makeRandom<float>({c.w[0]}, seed++);
+      std::vector<double> expected =
+          convByDefinition<float>(c, xRounded, wRounded, c.bias ? &b : nullptr);
+      ConvGradsByDefinition e = convGradsByDefinition<float>(c, xRounded, wRounded, dyRounded);
+      for (cpu::Context *context : {&plain, &keeping}) {
+        auto y = zeros(DType::F32, outShape), dx = zeros(DType::F32, c.x),
+             dw = zeros(DType::F32, c.w);
+        cpu::conv(*context, x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations,
+                  c.group, Activation::None, false);
+        expectNear(y, expected, 1e-5);
+        cpu::conv(*context, x, w, c.bias ? b.ptr() : nullptr, y, c.strides, c.pads, c.dilations,
+                  c.group, Activation::Relu, false);
+        expectNear(y, relu(expected), 1e-5);
+        cpu::conv_grad_input(*context, dy, w, dx, c.strides, c.pads, c.dilations, c.group);
+        cpu::conv_grad_weight(*context, dy, x, dw, c.strides, c.pads, c.dilations, c.group);
+        expectNearSum(dx, e.dx, e.dxMagnitudes, 1e-5);
+        expectNearSum(dw, e.dw, e.dwMagnitudes, 1e-5);
+      }
+      for (cpu::ConvPass pass :
+           {cpu::ConvPass::Forward, cpu::ConvPass::GradInput, cpu::ConvPass::GradWeight}) {
+        const cpu::ConvProblem problem =
+            cpu::convProblem(pass, c.x, c.w, outShape, c.strides, c.pads, c.dilations, c.group,
+                             c.bias && pass == cpu::ConvPass::Forward, DType::BF16);
+        const cpu::ConvProblem runs = cpu::primitiveProblem(problem, primitives);
+        EXPECT_EQ(runs.factors, primitives ? DType::BF16 : DType::F32);
+        largest = std::max(largest, cpu::widenedFactors(problem, runs).bytes +
+                                        kept.find(runs, 1)->scratchBytes());
+      }
+    }
+    EXPECT_EQ(static_cast<int64_t>(meter.peakBytes()), largest) << "bf16 primitives " << primitives;
   }
 }
 

@@ -8,25 +8,41 @@
 #include "runtime/cpu/ProductPrimitives.h"
 
 #include "runtime/cpu/DnnlHandles.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Support.h"
 
 #include <dnnl.h>
 
 #include <array>
+#include <cpuid.h>
 #include <cstdlib>
 
 namespace cleave::rt::cpu {
 
-bool nativeLowPrecisionProducts(DType operands) {
+bool bf16Instructions() {
   const unsigned bf16 = dnnl_cpu_isa_avx512_core_bf16;
-  return operands == DType::BF16 &&
-         (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
+  return (static_cast<unsigned>(dnnl_get_effective_cpu_isa()) & bf16) == bf16;
 }
 
-int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements,
-                                 DType result, int64_t resultElements) {
-  if (nativeLowPrecisionProducts(operands))
-    return 0;
+namespace {
+
+/// Whether the CPU has AVX512_FP16 (CPUID leaf 7: EDX bit 23), which marks
+/// Intel's cores from Sapphire Rapids on.
+bool hasAvx512Fp16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 23)) != 0;
+}
+
+} // namespace
+
+bool bf16PrimitivesByDefault() {
+  const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned amx = dnnl_cpu_isa_avx512_core_amx;
+  return (isa & amx) == amx || (bf16Instructions() && !hasAvx512Fp16());
+}
+
+int64_t widenedProductScratchBytes(int64_t lhsElements, int64_t rhsElements, DType result,
+                                   int64_t resultElements) {
   const int64_t sum = result == DType::BF16 ? resultElements : 0;
   return (lhsElements + rhsElements + sum) * static_cast<int64_t>(sizeof(float));
 }
@@ -68,17 +84,17 @@ bool isLowPrecision(DType type) { return type == DType::BF16 || type == DType::F
 
 } // namespace
 
-DType productOperands(DType operands) {
-  if (nativeLowPrecisionProducts(operands))
-    return operands;
-  return isLowPrecision(operands) ? DType::F32 : operands;
+DType productOperands(DType factors, bool bf16Primitives) {
+  if (factors == DType::BF16 && bf16Primitives)
+    return factors;
+  return isLowPrecision(factors) ? DType::F32 : factors;
 }
 
 ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, const Dims &out,
                              bool transA, bool transB, bool constantWeights) {
   const int rl = lhs.size, rr = rhs.size;
   ProductProblem p;
-  p.operands = productOperands(operands);
+  p.operands = operands;
   p.transA = transA;
   p.transB = transB;
   const int64_t m = rl == 1 ? 1 : lhs[rl - (transA ? 1 : 2)];
@@ -110,7 +126,7 @@ ProductProblem gemmProblem(DType operands, DType result, const Dims &a, const Di
                            const Dims *c, bool cIsResult, float alpha, float beta, bool transA,
                            bool transB, Activation activation, bool constantWeights) {
   ProductProblem p;
-  p.operands = productOperands(operands);
+  p.operands = operands;
   p.result = result;
   p.transA = transA;
   p.transB = transB;

@@ -19,14 +19,18 @@
 // --precision bf16 asks of every matmul and gemm), or for bf16 operands
 // write a bf16 C: the f32 sum, plus C's previous value, rounded to bf16 as
 // it is written (a gradient accumulator kept in bf16 that its product adds
-// into: cleave-accumulate-into-products). Where this CPU has bf16
-// instructions (AVX512_BF16 or AMX), they run as primitives too, about
-// twice oneDNN's own f32 rate here; elsewhere, and for f16 operands
-// (oneDNN 2.6 has no f16 product on the CPU), the operands are widened to
-// f32 into scratch and multiplied by the f32 product (a bf16 C: into an f32
-// sum in scratch, then added and rounded). Both give the exact products of
-// the rounded operands summed in f32: a bf16 or f16 value's significand
-// fits in half of f32's.
+// into: cleave-accumulate-into-products). They run as bf16 primitives where
+// the CPU multiplies bf16 faster than f32 (cpu::Context::bf16Primitives,
+// bf16PrimitivesByDefault: AMX, or AVX512_BF16 on a CPU without
+// AVX512_FP16, such as AMD's Zen 4, where they ran at about twice oneDNN's
+// own f32 rate); elsewhere (an Intel core with AVX512_FP16 but no AMX
+// makes half as many multiply-adds a second with its bf16 dot product as
+// with its f32 FMA, and its bf16 primitives ran at 0.57 of the f32 rate:
+// bench/bf16_rate.cpp; a CPU without bf16 instructions), and for f16 operands (oneDNN 2.6 has no
+// f16 product on the CPU), the operands are widened to f32 into scratch and multiplied by the f32
+// product (a bf16 C: into an f32 sum in scratch, then added and rounded). Both give the exact
+// products of the rounded operands summed in f32, each in its own order: a bf16 or f16 value's
+// significand fits in half of f32's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,16 +52,17 @@ struct dnnl_post_ops;
 
 namespace cleave::rt::cpu {
 
-/// Whether `operands` products run as oneDNN primitives on this CPU;
-/// otherwise they are widened (the scratch lowPrecisionScratchBytes counts).
-bool nativeLowPrecisionProducts(DType operands);
+/// Whether oneDNN may use bf16 dot-product instructions on this CPU
+/// (AVX512_BF16, or AMX; as far as ONEDNN_MAX_CPU_ISA lets it): without
+/// them, products and convolutions of bf16 factors are widened.
+bool bf16Instructions();
 
-/// Bytes of the scratch a product kernel (matmul or gemm) allocates for
-/// operands of `lhsElements` and `rhsElements` elements of type `operands`
-/// and a result of `resultElements` of type `result`: where the products
-/// are widened, the operands' f32 copies and a bf16 result's f32 sum; else 0.
-int64_t lowPrecisionScratchBytes(DType operands, int64_t lhsElements, int64_t rhsElements,
-                                 DType result, int64_t resultElements);
+/// Bytes of the scratch a product kernel (matmul or gemm) allocates where
+/// it widens its factors (productOperands): the f32 copies of operands of
+/// `lhsElements` and `rhsElements` elements, and for a bf16 `result` the
+/// f32 sum of its `resultElements` elements.
+int64_t widenedProductScratchBytes(int64_t lhsElements, int64_t rhsElements, DType result,
+                                   int64_t resultElements);
 
 /// Bytes of the kept copy of an f32 k x n B in the layout oneDNN prefers
 /// (ProductProblem::constantB); 0 where oneDNN makes no such product. The
@@ -95,14 +100,16 @@ struct ProductProblem {
   }
 };
 
-/// The type a product of `operands` runs on: bf16 where this CPU multiplies
-/// them natively, f32 for the widened copies elsewhere and for f32.
-DType productOperands(DType operands);
+/// The type the products of `factors` run on: bf16 as oneDNN's bf16
+/// primitives where `bf16Primitives` (cpu::Context::bf16Primitives), f32
+/// for the widened copies of f16 factors and of bf16 ones otherwise, else
+/// `factors` themselves.
+DType productOperands(DType factors, bool bf16Primitives);
 
 /// The problem each product of a matmul kernel call runs: `lhs` (batch... x
 /// m x k, or k; k x m with `transA`) times `rhs` (batch... x k x n, or k;
 /// n x k with `transB`) into `out`, numpy's broadcast over the batch,
-/// `operands` the type of both. One rhs matrix under a full untransposed
+/// `operands` the type both run on (productOperands). One rhs matrix under a full untransposed
 /// lhs batch is one product with the batch folded into its rows (m: the
 /// batch's rows); batches of both, neither broadcast, one batched product
 /// (`batch`) of f32 or bf16 operands; otherwise one m-row product per
@@ -112,7 +119,7 @@ ProductProblem matmulProblem(DType operands, const Dims &lhs, const Dims &rhs, c
                              bool transA, bool transB, bool constantWeights);
 
 /// The problem of a gemm kernel call: alpha op(a) op(b) + beta c, a and b
-/// matrices of type `operands`, the result and c of type `result`, `c` null
+/// matrices run as `operands` (productOperands), the result and c of type `result`, `c` null
 /// where there is none or beta is 0,
 /// `cIsResult` where the result is written over c (an accumulation in
 /// place). A row of n added with alpha and beta 1 is the primitive's bias;

@@ -9,6 +9,7 @@
 #define CLEAVE_RUNTIME_CPU_TESTUTIL_H
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/ProductPrimitives.h"
 
 #include <gtest/gtest.h>
 
@@ -27,6 +28,15 @@ namespace cpu = cleave::rt::cpu;
 inline cpu::Context &ctx() {
   static cpu::Context context;
   return context;
+}
+
+/// The ways products and convolutions of bf16 factors can run here
+/// (cpu::Context::bf16Primitives): widened to f32 anywhere, as oneDNN's bf16
+/// primitives where it has bf16 instructions.
+inline std::vector<bool> bf16PrimitiveChoices() {
+  if (cpu::bf16Instructions())
+    return {false, true};
+  return {false};
 }
 
 template <typename T> constexpr DType dtypeOf();

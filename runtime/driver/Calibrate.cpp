@@ -99,8 +99,9 @@ int main(int argc, char **argv) {
   context.products = &primitives;
 
   // A product about the size of a small model's layer, on f32 factors and on
-  // bf16 ones (whose kernel is oneDNN's bf16 matmul where the CPU has the
-  // instructions, else the factors widened to f32: the rate programs get).
+  // bf16 ones (whose kernel is oneDNN's bf16 matmul where the CPU multiplies
+  // bf16 faster than f32, else the factors widened to f32: the rate programs
+  // get, Context::bf16Primitives).
   const int64_t m = 256, k = 512, n = 512;
   std::vector<float> a, b, c;
   Tensor lhs = matrix(a, m, k), rhs = matrix(b, k, n), product = matrix(c, m, n);

@@ -245,15 +245,16 @@ def main():
                         "--log-json", log], check=True, env=env, stderr=subprocess.DEVNULL)
         check("cnn training step" + label, out, json.load(open(log)), problems, True)
 
-    # bf16 products: no scratch where this CPU has bf16 instructions (either
-    # may hold here), the widened factors' without them; with the gradient
+    # bf16 products: no scratch where this CPU runs them as bf16 primitives,
+    # the widened factors' where it does not (either may hold here) and
+    # without bf16 instructions; with the gradient
     # accumulators in bf16 too, which the weights' gradient products add
     # into as they write bf16 (widened: their f32 sums in scratch): the
     # arena is then not grown by the accumulation, and the peak less the
     # scratch is below the f32 accumulators'.
     np.save(f"{work}/mlp-train-x.npy", rng.standard_normal((16, 32)).astype(np.float32))
     np.save(f"{work}/mlp-train-labels.npy", rng.integers(0, 10, 16).astype(np.int64))
-    for label, isa, expect_scratch in (("oneDNN", {}, None),
+    for label, isa, expect_scratch in (("default", {}, None),
                                        ("widened", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, True)):
         peaks = {}
         for accumulators in ("fp32", "bf16"):
