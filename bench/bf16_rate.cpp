@@ -36,37 +36,43 @@ namespace {
 constexpr int kAccumulators = 24;
 constexpr long kRounds = 200'000;
 
-/// kRounds x kAccumulators f32 FMAs (16 multiply-adds each); returns their
-/// sum, so that they are not left out.
-__attribute__((target("avx512f"))) float fmaLoop() {
-  __m512 acc[kAccumulators];
-  for (__m512 &a : acc)
-    a = _mm512_setzero_ps();
-  const __m512 x = _mm512_set1_ps(1e-8f);
-  for (long r = 0; r < kRounds; ++r)
-#pragma GCC unroll 24
-    for (__m512 &a : acc)
-      a = _mm512_fmadd_ps(x, x, a);
+/// Accumulators of distinct values, so that no two chains of
+/// multiply-adds are one computation to the compiler.
+__attribute__((target("avx512f"))) void start(__m512 (&acc)[kAccumulators]) {
+  for (int i = 0; i < kAccumulators; ++i)
+    acc[i] = _mm512_set1_ps(static_cast<float>(i));
+}
+
+/// The accumulators' sum, returned so that the loops that made them stay.
+__attribute__((target("avx512f"))) float sumOf(const __m512 (&acc)[kAccumulators]) {
   float sum = 0;
   for (const __m512 &a : acc)
     sum += _mm512_reduce_add_ps(a);
   return sum;
 }
 
+/// kRounds x kAccumulators f32 FMAs (16 multiply-adds each).
+__attribute__((target("avx512f"))) float fmaLoop() {
+  __m512 acc[kAccumulators];
+  start(acc);
+  const __m512 x = _mm512_set1_ps(1e-8f);
+  for (long r = 0; r < kRounds; ++r)
+#pragma GCC unroll 24
+    for (__m512 &a : acc)
+      a = _mm512_fmadd_ps(x, x, a);
+  return sumOf(acc);
+}
+
 /// kRounds x kAccumulators bf16 dot products (32 multiply-adds each).
 __attribute__((target("avx512f,avx512bf16"))) float dotLoop() {
   __m512 acc[kAccumulators];
-  for (__m512 &a : acc)
-    a = _mm512_setzero_ps();
+  start(acc);
   const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3300); // bf16 2^-25
   for (long r = 0; r < kRounds; ++r)
 #pragma GCC unroll 24
     for (__m512 &a : acc)
       a = _mm512_dpbf16_ps(a, x, x);
-  float sum = 0;
-  for (const __m512 &a : acc)
-    sum += _mm512_reduce_add_ps(a);
-  return sum;
+  return sumOf(acc);
 }
 
 /// Multiply-adds a second of `loop`, which makes `perInstruction` a
