@@ -590,6 +590,8 @@ int runProgram(const RunOptions &options) {
     args.insert(args.end(), {"--threads", std::to_string(*options.threads)});
   if (options.repeat)
     args.insert(args.end(), {"--repeat", std::to_string(*options.repeat)});
+  if (options.flushSubnormals)
+    args.push_back("--flush-subnormals");
   // NAME=FILE flags, with ONNX TensorProto .pb files converted to .npy.
   int converted = 0;
   auto addFiles = [&](const char *flagName, const std::vector<std::string> &flags) {

@@ -44,6 +44,8 @@ struct RunOptions {
   /// --trace-steps FIRST:LAST, passed on (empty: every step).
   std::string traceSteps;
   bool quiet = false;
+  /// Flush subnormal numbers to zero in the CPU kernels (docs/training.md).
+  bool flushSubnormals = false;
   std::optional<double> collectiveTimeout;
   /// Checkpoints (runtime/Checkpoint.h): where, how often, how many kept,
   /// and the directory to resume from.

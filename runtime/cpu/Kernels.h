@@ -19,6 +19,12 @@ class ProductPrimitives;
 /// and what the compiler predicts their scratch with.
 bool bf16PrimitivesByDefault();
 
+/// Makes the calling thread and `threads` OpenMP threads of the kernels
+/// flush subnormal numbers to zero, results and operands (MXCSR's FTZ and
+/// DAZ bits; threads started afterwards inherit them): `--flush-subnormals`.
+/// False where the CPU has no such mode.
+bool flushSubnormals(int threads);
+
 struct Context : StepContext {
   int threads = 1;
   /// Where the convolutions keep their oneDNN primitives for the run

@@ -1,4 +1,4 @@
-//===- Support.cpp - errors and the strided copy --------------------------===//
+//===- Support.cpp - errors, the strided copy, scratch, the float mode ----===//
 
 #include "runtime/cpu/Support.h"
 
@@ -10,6 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 namespace cleave::rt::cpu {
 
@@ -159,6 +163,20 @@ void widenToFloat(Context &ctx, const char *kernel, DType type, const void *narr
         wide[i] = widen(from[i]);
     });
   });
+}
+
+bool flushSubnormals(int threads) {
+#if defined(__SSE__)
+  constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;
+  auto flush = [] { _mm_setcsr(_mm_getcsr() | kFlushToZero | kDenormalsAreZero); };
+  flush();
+#pragma omp parallel num_threads(threads)
+  flush();
+  return true;
+#else
+  (void)threads;
+  return false;
+#endif
 }
 
 } // namespace cleave::rt::cpu

@@ -46,6 +46,7 @@ public:
       std::memcpy(host, device, bytes);
   }
   void setThreads(int threads) override { context.threads = threads; }
+  bool flushSubnormals(int threads) override { return cleave::rt::cpu::flushSubnormals(threads); }
   void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch, bool firstCall) override {
     context.step = step;
     context.randomStream = randomStream;

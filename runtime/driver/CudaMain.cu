@@ -100,6 +100,9 @@ public:
     check(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
   }
   void setThreads(int) override {}
+  // The device's kernels keep the subnormals (they are built without
+  // --ftz=true).
+  bool flushSubnormals(int) override { return false; }
   void setStep(int64_t step, uint64_t randomStream, bool lastMicrobatch, bool firstCall) override {
     context.step = step;
     context.randomStream = randomStream;

@@ -244,6 +244,10 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
   auto *repeatOpt = app.add_option("--repeat", repeat, "Run the forward this many times (timing)")
                         ->check(positiveNumber());
   auto *statsOpt = app.add_flag("--stats", stats, "Print measurements as one JSON line on stdout");
+  bool flushSubnormals = false;
+  app.add_flag("--flush-subnormals", flushSubnormals,
+               "Flush subnormal numbers to zero in the CPU kernels' arithmetic: faster where "
+               "values that small occur, no longer IEEE's results there");
   auto *dataOpt = app.add_option("--data", training.data,
                                  "Training: NAME=FILE.npy for each data input, samples along "
                                  "dim 0 (repeatable, or comma-separated)");
@@ -328,6 +332,10 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
     return fail(planPath, error, 1);
   if (int code = checkIdentity(planPath, plan, programs.front()))
     return code;
+  // Before any kernel runs and any thread of the run starts: they inherit it.
+  if (flushSubnormals && !backend.flushSubnormals(threads))
+    return fail("--flush-subnormals",
+                std::string("the ") + backend.name() + " backend's kernels keep subnormals", 2);
 
   if (plan.training) {
     if (const CLI::Option *option = firstGiven({inputOpt, repeatOpt, statsOpt}))

@@ -47,6 +47,9 @@ public:
   virtual bool readsStaging() const = 0;
   virtual void copyToHost(void *host, const void *device, std::size_t bytes) = 0;
   virtual void setThreads(int threads) = 0;
+  /// Makes the kernels' arithmetic, on `threads` threads, flush subnormal
+  /// numbers to zero (--flush-subnormals); false where the backend cannot.
+  virtual bool flushSubnormals(int threads) = 0;
   /// The training step of the next calls (named by collectives' errors),
   /// the random stream that keys their dropout masks (runtime/Random.h),
   /// and whether they are the step's last microbatch (which starts the

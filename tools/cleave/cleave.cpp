@@ -405,6 +405,9 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
       ->check(rt::positiveNumber());
   sub->add_flag("--stats", options.stats,
                 "Print timing and the measured arena bytes as one JSON line");
+  sub->add_flag("--flush-subnormals", options.flushSubnormals,
+                "Flush subnormal numbers to zero in the CPU kernels' arithmetic: faster where "
+                "values that small occur, no longer IEEE's results there");
   using rt::positiveNumber;
   sub->add_option("--data", options.data,
                   "Training: NAME=FILE for each data input, samples along dim 0 (repeatable, "
