@@ -1,7 +1,8 @@
 # `cleave run --flush-subnormals`: the CPU kernels flush subnormal numbers
 # to zero, results (FTZ) and operands (DAZ), on every thread of the run.
-# A forward Mul over 4096 elements on two threads (its loop vectorised and
-# split among the threads) whose products are normal, subnormal from normal
+# A forward Mul over 2^17 elements on two threads (its loop vectorised and
+# split in halves, the second on an OpenMP worker: a kernel splits loops
+# from 2^16 elements) whose products are normal, subnormal from normal
 # factors, and subnormal from a subnormal factor: without the flag every
 # product is numpy's (IEEE float32 keeps the subnormals, so the test is not
 # vacuous), with it the subnormal ones are zero and the others numpy's. A
@@ -23,7 +24,7 @@ import mlp_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "..", "..", "examples", "mlp", "model.onnx")
-N = 4096
+N = 1 << 17
 SMALLEST_NORMAL = np.finfo(np.float32).tiny
 
 
