@@ -18,8 +18,8 @@
 
 namespace cleave::rt {
 
-// The bf16 conversions are always inlined: a fused chain's loop
-// (runtime/cpu/FusedChain.h) is vectorised only without calls in it.
+// The conversions are always inlined: a loop (a cast's, a fused chain's in
+// runtime/cpu/FusedChain.h) is vectorised only without calls in it.
 
 /// IEEE binary16 and bfloat16, stored as their bits.
 struct Half {
@@ -48,35 +48,36 @@ CLEAVE_HOST_DEVICE CLEAVE_ALWAYS_INLINE inline float bitsFloat(uint32_t u) {
 #endif
 }
 
-/// Round to nearest even; overflow gives infinity, NaN stays NaN.
-inline Half toHalf(float f) {
-  uint32_t x = floatBits(f);
-  uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) // infinity or NaN (kept quiet)
-    return {static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u))};
-  if (x >= 0x477ff000u) // at least 65520: rounds to infinity
-    return {static_cast<uint16_t>(sign | 0x7c00u)};
-  if (x < 0x38800000u) { // below 2^-14: a subnormal half (or zero); exact scaling
-    float scaled = bitsFloat(x) * 16777216.0f; // 2^24, the subnormal unit
-    return {static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)))};
-  }
-  uint32_t odd = (x >> 13) & 1u;
-  x += 0xc8000fffu + odd; // rebias the exponent by -112 and round half to even
-  return {static_cast<uint16_t>(sign | (x >> 13))};
+/// Round to nearest even; overflow gives infinity, NaN stays NaN (quiet).
+/// Each case is computed and one chosen, not branched to: a loop of these
+/// vectorises.
+CLEAVE_ALWAYS_INLINE inline Half toHalf(float f) {
+  const uint32_t x = floatBits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t magnitude = x & 0x7fffffffu;
+  // Infinity, or a NaN kept quiet; from 65520 up, infinity.
+  const uint32_t special = magnitude > 0x7f800000u ? 0x7e00u : 0x7c00u;
+  // A normal half: rebias the exponent by -112 and round half to even.
+  const uint32_t normal = (magnitude + 0xc8000fffu + ((magnitude >> 13) & 1u)) >> 13;
+  // Below 2^-14, a subnormal half (or zero): the value in units of 2^-24,
+  // rounded to nearest even by adding 2^23, which leaves the integer in the
+  // float's low bits (the value kept below 2^-14 so that it cannot carry).
+  const float small = bitsFloat(magnitude < 0x38800000u ? magnitude : 0x38800000u);
+  const uint32_t subnormal = floatBits(small * 16777216.0f + 8388608.0f) - 0x4b000000u;
+  const uint32_t bits = magnitude >= 0x477ff000u  ? special
+                        : magnitude < 0x38800000u ? subnormal
+                                                  : normal;
+  return {static_cast<uint16_t>(sign | bits)};
 }
 
-inline float fromHalf(Half h) {
-  uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
-  uint32_t exponent = (h.bits >> 10) & 0x1fu;
-  uint32_t mantissa = h.bits & 0x3ffu;
-  if (exponent == 0) {
-    float magnitude = static_cast<float>(mantissa) * (1.0f / 16777216.0f);
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 31)
-    return bitsFloat(sign | 0x7f800000u | (mantissa << 13));
-  return bitsFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+CLEAVE_ALWAYS_INLINE inline float fromHalf(Half h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  const uint32_t exponent = (h.bits >> 10) & 0x1fu;
+  const uint32_t mantissa = h.bits & 0x3ffu;
+  // A subnormal half is its mantissa in units of 2^-24, exact in a float.
+  const uint32_t subnormal = floatBits(static_cast<float>(mantissa) * (1.0f / 16777216.0f));
+  const uint32_t other = (exponent == 31 ? 0x7f800000u : (exponent + 112) << 23) | (mantissa << 13);
+  return bitsFloat(sign | (exponent == 0 ? subnormal : other));
 }
 
 CLEAVE_HOST_DEVICE CLEAVE_ALWAYS_INLINE inline BFloat16 toBFloat16(float f) {

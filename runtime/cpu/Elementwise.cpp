@@ -243,7 +243,7 @@ void copy(Context &, const Tensor &in, const Tensor &out) {
     std::memmove(out.data, in.data, in.bytes());
 }
 
-void cast(Context &, const Tensor &in, const Tensor &out) {
+void cast(Context &ctx, const Tensor &in, const Tensor &out) {
   if (in.numel() != out.numel())
     fail("cast", "element counts differ (%lld and %lld)", static_cast<long long>(in.numel()),
          static_cast<long long>(out.numel()));
@@ -257,8 +257,15 @@ void cast(Context &, const Tensor &in, const Tensor &out) {
       if constexpr (std::is_same_v<From, To>) {
         if (in.data != out.data)
           std::memmove(y, x, in.bytes());
-      } else if (sizeof(From) >= sizeof(To) || in.data != out.data) {
-        // In place only when elements do not grow (forward order is safe).
+      } else if (in.data != out.data) {
+        forEachChunk(ctx, n, 1 << 14, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i)
+            y[i] = convert<To>(x[i]);
+        });
+      } else if (sizeof(From) >= sizeof(To)) {
+        // In place, elements that do not grow: forward order is safe (and
+        // one thread, where a later chunk's writes would land on an earlier
+        // chunk's unread elements).
         for (int64_t i = 0; i < n; ++i)
           y[i] = convert<To>(x[i]);
       } else {
