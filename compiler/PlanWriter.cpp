@@ -116,8 +116,8 @@ rt::Dims dimsOf(ArrayRef<int64_t> values) {
 
 /// The scratch a product of bf16 or f16 factors allocates on the CPU for one
 /// call: their f32 copies, and a bf16 result's f32 sum, where they are
-/// widened (ProductPrimitives.h; bf16 ones as this CPU's kernels choose).
-int64_t productScratchBytes(Operation *op) {
+/// widened (ProductPrimitives.h; bf16 ones unless `bf16Primitives`).
+int64_t productScratchBytes(Operation *op, bool bf16Primitives) {
   auto a = cast<RankedTensorType>(op->getOperand(0).getType());
   auto b = cast<RankedTensorType>(op->getOperand(1).getType());
   auto result = cast<RankedTensorType>(op->getResult(0).getType());
@@ -125,7 +125,7 @@ int64_t productScratchBytes(Operation *op) {
   if (!element.isBF16() && !element.isF16())
     return 0;
   const rt::DType factors = runtimeDType(element);
-  if (rt::cpu::productOperands(factors, rt::cpu::bf16PrimitivesByDefault()) == factors)
+  if (rt::cpu::productOperands(factors, bf16Primitives) == factors)
     return 0;
   return rt::cpu::widenedProductScratchBytes(a.getNumElements(), b.getNumElements(),
                                              runtimeDType(result.getElementType()),
@@ -147,15 +147,16 @@ rt::Activation activationOf(Operation *op) {
 /// accumulation where the memory plan writes the result over c (but on a
 /// `firstCall` of a gemm marked cleave.first_call_writes, which writes it);
 /// none for products with nothing to compute, f64 and integer ones
-/// (OpenBLAS and loops) and other ops.
-std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op, bool firstCall = false) {
+/// (OpenBLAS and loops) and other ops. bf16 factors run as bf16 primitives
+/// where `bf16Primitives`, else widened (ProductPrimitives.h).
+std::optional<rt::cpu::ProductProblem> productProblemOf(Operation *op, bool bf16Primitives,
+                                                        bool firstCall = false) {
   if (!isa<MatMulOp, GemmOp>(op))
     return std::nullopt;
   Type element = getElementTypeOrSelf(op->getOperand(0));
   if (!element.isF32() && !element.isBF16() && !element.isF16())
     return std::nullopt;
-  const rt::DType type =
-      rt::cpu::productOperands(runtimeDType(element), rt::cpu::bf16PrimitivesByDefault());
+  const rt::DType type = rt::cpu::productOperands(runtimeDType(element), bf16Primitives);
   auto shape = [](Value v) { return dimsOf(cast<RankedTensorType>(v.getType()).getShape()); };
   const bool constant = op->hasAttr(kConstantWeightsAttr);
   rt::cpu::ProductProblem problem;
@@ -254,21 +255,24 @@ int64_t im2colScratchBytes(const rt::cpu::ConvProblem &problem, Type element, St
 /// the im2col columns, and on the CPU an f32 one's products' largest
 /// scratchpad (im2colProducts); a product's on the CPU its widened factors
 /// (productScratchBytes) and its scratchpad, asked of `products`;
-/// constant weights' copies on the CPU only; nothing for other ops.
-KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
+/// constant weights' copies on the CPU only; nothing for other ops. bf16
+/// factors, of products and convolutions, are widened unless
+/// `bf16Primitives`.
+KernelMemory kernelMemory(Operation *op, StringRef target, int threads, bool bf16Primitives,
                           rt::cpu::ProductPrimitives &products) {
   KernelMemory memory;
   const bool cpu = target != "cuda";
   const bool constant = cpu && op->hasAttr(kConstantWeightsAttr);
   if (cpu && isa<MatMulOp, GemmOp>(op)) {
-    memory.scratchBytes = productScratchBytes(op);
+    memory.scratchBytes = productScratchBytes(op, bf16Primitives);
     // A gemm that writes its accumulator on the first call poses another
     // product then.
     SmallVector<bool, 2> firstCalls = {false};
     if (op->hasAttr(kFirstCallWritesAttr))
       firstCalls.push_back(true);
     for (bool firstCall : firstCalls)
-      if (std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op, firstCall))
+      if (std::optional<rt::cpu::ProductProblem> problem =
+              productProblemOf(op, bf16Primitives, firstCall))
         memory.productScratchpadBytes = std::max<int64_t>(
             memory.productScratchpadBytes, products.scratchpadBytes(*problem, threads));
     if (constant) {
@@ -284,8 +288,7 @@ KernelMemory kernelMemory(Operation *op, StringRef target, int threads,
   std::optional<rt::cpu::ConvProblem> problem = convProblemOf(op);
   if (!problem)
     return memory;
-  const rt::cpu::ConvProblem runs =
-      rt::cpu::primitiveProblem(*problem, rt::cpu::bf16PrimitivesByDefault());
+  const rt::cpu::ConvProblem runs = rt::cpu::primitiveProblem(*problem, bf16Primitives);
   if (auto primitive = cpu ? convPrimitiveOf(runs, threads) : nullptr) {
     memory.scratchBytes = rt::cpu::widenedFactors(*problem, runs).bytes + primitive->scratchBytes();
     if (constant) {
@@ -394,6 +397,9 @@ private:
   std::set<std::pair<const void *, std::vector<int64_t>>> keptWeights;
   /// The products' oneDNN primitives, asked for their scratchpads.
   rt::cpu::ProductPrimitives products;
+  /// How this CPU's kernels run products and convolutions of bf16 factors
+  /// (cpu::Context's default), read once for the plan.
+  const bool bf16Primitives = rt::cpu::bf16PrimitivesByDefault();
 };
 
 void PlanBuilder::setMesh() {
@@ -532,9 +538,10 @@ bool multipliesLowPrecision(Operation *product) {
 /// op that is no such product. With `everyCallFirst` (a function called
 /// once a step) a gemm that writes its accumulator on its first call always
 /// does; otherwise it is counted as adding on every call.
-static void countProductCall(Operation *op, bool everyCallFirst,
+static void countProductCall(Operation *op, bool bf16Primitives, bool everyCallFirst,
                              std::vector<rt::ProductCall> &products) {
-  std::optional<rt::cpu::ProductProblem> problem = productProblemOf(op, everyCallFirst);
+  std::optional<rt::cpu::ProductProblem> problem =
+      productProblemOf(op, bf16Primitives, everyCallFirst);
   if (!problem)
     return;
   rt::ProductCall call;
@@ -574,7 +581,7 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     if (op->getDialect() && isa<CleaveDialect>(op->getDialect())) {
       plan.flops += estimateFlops(op);
       if (options.target == "cpu")
-        countProductCall(op, cost.callsPerStep == 1, cost.products);
+        countProductCall(op, bf16Primitives, cost.callsPerStep == 1, cost.products);
       if (isa<PipelineSendOp, PipelineRecvOp>(op)) {
         Value message = isa<PipelineSendOp>(op) ? op->getOperand(0) : op->getResult(0);
         ++cost.messages;
@@ -593,7 +600,8 @@ void PlanBuilder::addConstantsAndCosts(func::FuncOp func) {
     }
     // Kernels run one at a time: the largest scratch is the one that adds,
     // and the products' largest scratchpad.
-    KernelMemory kernel = kernelMemory(op, options.target, plan.memory.threads, products);
+    KernelMemory kernel =
+        kernelMemory(op, options.target, plan.memory.threads, bf16Primitives, products);
     plan.memory.scratchBytes = std::max(plan.memory.scratchBytes, kernel.scratchBytes);
     plan.memory.productScratchpadBytes =
         std::max(plan.memory.productScratchpadBytes, kernel.productScratchpadBytes);

@@ -196,8 +196,10 @@ bool runPrimitive(Context &ctx, const char *kernel, const ConvProblem &problem, 
   if (widened.bytes) {
     float *wideA = reinterpret_cast<float *>(memory);
     float *wideB = reinterpret_cast<float *>(memory + widened.secondOffset);
-    widenToFloat(ctx, kernel, problem.factors, a, widened.first, wideA);
-    widenToFloat(ctx, kernel, problem.factors, b, widened.second, wideB);
+    cast(ctx, Tensor{const_cast<void *>(a), problem.factors, Dims{widened.first}},
+         Tensor{wideA, DType::F32, Dims{widened.first}});
+    cast(ctx, Tensor{const_cast<void *>(b), problem.factors, Dims{widened.second}},
+         Tensor{wideB, DType::F32, Dims{widened.second}});
     a = wideA;
     b = wideB;
   }

@@ -153,8 +153,8 @@ public:
     widened.emplace(ctx, kernel,
                     widenedProductScratchBytes(a.numel(), b.numel(), out.dtype, out.numel()));
     float *wide = widened->as<float>();
-    widenToFloat(ctx, kernel, a.dtype, a.data, a.numel(), wide);
-    widenToFloat(ctx, kernel, b.dtype, b.data, b.numel(), wide + a.numel());
+    cast(ctx, a, Tensor{wide, DType::F32, a.shape});
+    cast(ctx, b, Tensor{wide + a.numel(), DType::F32, b.shape});
   }
 
   /// `problem` (its operands f32 where they are widened:

@@ -153,18 +153,6 @@ Scratch::~Scratch() {
   std::free(owned);
 }
 
-void widenToFloat(Context &ctx, const char *kernel, DType type, const void *narrow, int64_t count,
-                  float *wide) {
-  dispatch(kernel, type, TypeList<Half, BFloat16>{}, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T *from = static_cast<const T *>(narrow);
-    forEachChunk(ctx, count, 1 << 14, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        wide[i] = widen(from[i]);
-    });
-  });
-}
-
 bool flushSubnormals(int threads) {
 #if defined(__SSE__)
   constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;

@@ -443,12 +443,6 @@ private:
   void *memory = nullptr, *owned = nullptr;
 };
 
-/// The `count` bf16 or f16 elements of `narrow` (of type `type`) widened
-/// to f32 into `wide`, split among the threads: the factors of products and
-/// convolutions that do not run as bf16 primitives (Context::bf16Primitives).
-void widenToFloat(Context &ctx, const char *kernel, DType type, const void *narrow, int64_t count,
-                  float *wide);
-
 //===----------------------------------------------------------------------===//
 // Matrix products
 //===----------------------------------------------------------------------===//
