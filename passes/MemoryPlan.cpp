@@ -99,9 +99,21 @@ llvm::DenseMap<Value, StoredBytes> storedBytes(func::FuncOp func) {
   return bytes;
 }
 
+/// Whether `op` chooses one of two whole tensors by a single condition (the
+/// guard of loss scaling around each update): its kernels read each element
+/// before they write it, the CPU's by copying the chosen operand whole.
+bool choosesWhole(Operation *op) {
+  auto where = dyn_cast<WhereOp>(op);
+  auto elements = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };
+  return where && elements(where.getCondition()) == 1 &&
+         elements(where.getX()) == elements(where.getResult()) &&
+         elements(where.getY()) == elements(where.getResult());
+}
+
 /// The values written straight into the parameter or state they are
 /// assigned to (its weights offset), instead of into the arena and then
 /// copied: each produced by a fused elementwise chain, an elementwise op, a
+/// whole tensor chosen by one condition, a
 /// fill or a gemm whose c is the target, where no op after its producer
 /// reads the target's old bytes (the producer itself may: it reads each
 /// element before writing it), or by an all-gather that does not read it
@@ -154,7 +166,8 @@ llvm::DenseMap<Value, int64_t> inPlaceResults(func::FuncOp func,
     auto gather = dyn_cast<shard::AllGatherOp>(producer);
     bool gathers = gather && !gather->hasAttr(kStartedAttr) && !readsTarget(gather.getInput());
     if (!isa<FusedElementwiseOp>(producer) && !isFusableElementwise(producer) &&
-        !(constant && !isStoredConstant(constant)) && !accumulates && !gathers)
+        !choosesWhole(producer) && !(constant && !isStoredConstant(constant)) && !accumulates &&
+        !gathers)
       continue;
     // The producer reads no other bytes over the target's (its elements
     // would not be the ones it writes), and none is written in place

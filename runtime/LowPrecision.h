@@ -77,7 +77,10 @@ CLEAVE_ALWAYS_INLINE inline float fromHalf(Half h) {
   // A subnormal half is its mantissa in units of 2^-24, exact in a float.
   const uint32_t subnormal = floatBits(static_cast<float>(mantissa) * (1.0f / 16777216.0f));
   const uint32_t other = (exponent == 31 ? 0x7f800000u : (exponent + 112) << 23) | (mantissa << 13);
-  return bitsFloat(sign | (exponent == 0 ? subnormal : other));
+  // Chosen by a mask, not `?:`: GCC moves the float product above into the
+  // branch a conditional becomes, where it cannot vectorise the loop.
+  const uint32_t isSubnormal = 0u - static_cast<uint32_t>(exponent == 0);
+  return bitsFloat(sign | (subnormal & isSubnormal) | (other & ~isSubnormal));
 }
 
 CLEAVE_HOST_DEVICE CLEAVE_ALWAYS_INLINE inline BFloat16 toBFloat16(float f) {

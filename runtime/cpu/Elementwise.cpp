@@ -378,6 +378,13 @@ void where(Context &ctx, const Tensor &condition, const Tensor &x, const Tensor 
   checkType("where", condition, DType::Bool);
   checkType("where", x, out.dtype);
   checkType("where", y, out.dtype);
+  if (condition.numel() == 1 && x.numel() == out.numel() && y.numel() == out.numel()) {
+    // One choice for every element (loss scaling's guarded update of each
+    // parameter and moment): the chosen operand copied whole, or nothing
+    // where it is the result already.
+    copy(ctx, *condition.as<bool>() ? x : y, out);
+    return;
+  }
   const Dims *inputs[3] = {&condition.shape, &x.shape, &y.shape};
   LoopNest<4> nest = broadcastNest<4>("where", out.shape, inputs);
   const bool *c = condition.as<bool>();

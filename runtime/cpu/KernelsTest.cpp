@@ -926,6 +926,25 @@ TEST(Where, OnnxExampleAndBroadcast) {
   expectNear(out4, {-1, 2.5, -3});
 }
 
+// One condition for every element (loss scaling's guard on an update):
+// the chosen tensor whole, into a result of its own or into the unchosen
+// operand's buffer (the planner writes the guarded update in place).
+TEST(Where, OneConditionChoosesAWholeTensor) {
+  for (bool finite : {true, false}) {
+    auto c = makeBool({}, {finite});
+    auto x = make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+    auto y = make<float>({2, 3}, {-1, -2, -3, -4, -5, -6});
+    auto out = zeros(DType::F32, {2, 3});
+    cpu::where(ctx(), c, x, y, out);
+    expectNear(out, finite ? std::vector<double>{1, 2, 3, 4, 5, 6}
+                           : std::vector<double>{-1, -2, -3, -4, -5, -6});
+    cpu::where(ctx(), c, x, y, y);
+    expectNear(y, finite ? std::vector<double>{1, 2, 3, 4, 5, 6}
+                         : std::vector<double>{-1, -2, -3, -4, -5, -6});
+    expectNear(x, {1, 2, 3, 4, 5, 6});
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Movement
 //===----------------------------------------------------------------------===//

@@ -26,6 +26,30 @@ func.func @update(%p: tensor<16xf32> {cleave.kind = "param", cleave.name = "p"},
 
 // -----
 
+// Loss scaling's guard: a where choosing the new value or the target's old
+// one by a single condition reads each element before it writes it, so it
+// writes into the target (its kernel copies the chosen tensor, or nothing
+// where that is the target); one choosing element by element stays in the
+// arena.
+// CHECK-LABEL: func.func @guarded
+// CHECK: cleave.where {{.*}}cleave.arena_offsets = array<i64: -1>, cleave.in_place_offsets = array<i64: 0>
+// CHECK: cleave.where {{.*}}cleave.arena_offsets = array<i64: {{[0-9]+}}>
+// CHECK-NOT: cleave.in_place_offsets
+func.func @guarded(%p: tensor<16xf32> {cleave.kind = "param", cleave.name = "p"},
+                   %q: tensor<16xf32> {cleave.kind = "param", cleave.name = "q"},
+                   %finite: tensor<i1> {cleave.kind = "input", cleave.name = "finite"},
+                   %mask: tensor<16xi1> {cleave.kind = "input", cleave.name = "mask"}) {
+  %np = cleave.neg %p : (tensor<16xf32>) -> tensor<16xf32>
+  %gp = cleave.where %finite, %np, %p : (tensor<i1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %nq = cleave.neg %q : (tensor<16xf32>) -> tensor<16xf32>
+  %gq = cleave.where %mask, %nq, %q : (tensor<16xi1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  cleave.assign %gp to %p : tensor<16xf32>
+  cleave.assign %gq to %q : tensor<16xf32>
+  return
+}
+
+// -----
+
 // Kept in the arena and copied: a target read after the value is made (its
 // old value is still needed), and a value the function also returns.
 // CHECK-LABEL: func.func @kept
