@@ -237,10 +237,9 @@ void sign(Context &, const Tensor &in, const Tensor &out) {
 #include "runtime/FloatMath.def"
 #undef CLEAVE_FLOAT_MATH
 
-void copy(Context &, const Tensor &in, const Tensor &out) {
+void copy(Context &ctx, const Tensor &in, const Tensor &out) {
   checkSameLayout("copy", in, out);
-  if (in.data != out.data)
-    std::memmove(out.data, in.data, in.bytes());
+  copyBytes(ctx, in.data, out.data, in.bytes());
 }
 
 void cast(Context &ctx, const Tensor &in, const Tensor &out) {
@@ -255,8 +254,7 @@ void cast(Context &ctx, const Tensor &in, const Tensor &out) {
       To *y = out.as<To>();
       int64_t n = in.numel();
       if constexpr (std::is_same_v<From, To>) {
-        if (in.data != out.data)
-          std::memmove(y, x, in.bytes());
+        copyBytes(ctx, x, y, in.bytes());
       } else if (in.data != out.data) {
         forEachChunk(ctx, n, 1 << 14, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i)

@@ -325,6 +325,8 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     cpu::mul(context, a, row, result({rows, cols}));
     cpu::sub(context, a, column, result({rows, cols}));
     cpu::where(context, mask, a, zero, result({rows, cols}));
+    cpu::where(context, makeBool({}, {1}), a, b, result({rows, cols}));
+    cpu::copy(context, b, result({rows, cols}));
     auto &fused = result({rows, cols});
     cpu::fused_elementwise<3, 3, 1, F, F, S, Mul, 0, 1, Add, 3, 2, Tanh, 4, 0, 5, Out>(
         context, list(a.t(), b.t(), zero.t()), list(fused.t()), "mul 0 1;add 3 2;tanh 4>5");
@@ -391,6 +393,31 @@ TEST(Copy, AnyTypeAnyShape) {
   auto i8o = zeros(DType::I8, {2});
   cpu::copy(ctx(), i8, i8o);
   expectEqual<int8_t>(i8o, {-5, 7});
+}
+
+// A copy is split among the threads where source and result do not
+// overlap, and is one memmove where they do: either way every element
+// arrives as it was, the overlapping ones too.
+TEST(Copy, SplitAmongThreadsOrOverlapping) {
+  const int64_t n = 150001; // past the splitting threshold, uneven chunks
+  auto whole = makeRandom<float>({n + 50000}, 11);
+  const std::vector<float> before = whole.values<float>();
+  for (int threads : {2, 3}) {
+    cpu::Context context;
+    context.threads = threads;
+    auto apart = zeros(DType::F32, {n});
+    const Tensor source{whole.data<float>(), DType::F32, {n}};
+    cpu::copy(context, source, apart);
+    EXPECT_EQ(apart.values<float>(), std::vector<float>(before.begin(), before.begin() + n));
+  }
+  cpu::Context context;
+  context.threads = 2;
+  // The first n elements onto the last n: the two overlap by 100001.
+  const Tensor first{whole.data<float>(), DType::F32, {n}};
+  const Tensor last{whole.data<float>() + 50000, DType::F32, {n}};
+  cpu::copy(context, first, last);
+  EXPECT_EQ(std::vector<float>(whole.data<float>() + 50000, whole.data<float>() + 50000 + n),
+            std::vector<float>(before.begin(), before.begin() + n));
 }
 
 TEST(Copy, CountMismatchFails) {

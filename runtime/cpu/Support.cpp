@@ -41,6 +41,20 @@ void checkSameLayout(const char *kernel, const Tensor &a, const Tensor &b) {
          static_cast<long long>(b.numel()));
 }
 
+void copyBytes(const Context &ctx, const void *from, void *to, int64_t bytes) {
+  const auto *source = static_cast<const char *>(from);
+  auto *target = static_cast<char *>(to);
+  if (source == target)
+    return;
+  if (source < target + bytes && target < source + bytes) {
+    std::memmove(target, source, static_cast<std::size_t>(bytes));
+    return;
+  }
+  forEachChunk(ctx, bytes, 4096, [&](int64_t begin, int64_t end) {
+    std::memcpy(target + begin, source + begin, static_cast<std::size_t>(end - begin));
+  });
+}
+
 void checkType(const char *kernel, const Tensor &t, DType type) {
   if (t.dtype != type)
     fail(kernel, "expected element type %s, got %s", dtypeName(type), dtypeName(t.dtype));
