@@ -1,10 +1,11 @@
 """cleave plan's predictions against every layout run on this machine.
 
     .venv/bin/python bench/plan_vs_measured.py [--ranks N] [--steps S] [--rounds R]
-                                               [--models mlp gpt]
+                                               [--models mlp gpt] [--precision P]
 
 For the MLP and GPT of bench/layouts_vs_one_rank.py (exported with a dynamic
-batch; AdamW, lr 1e-3, the same global batch as there: 64 and 8), runs
+batch; AdamW, lr 1e-3, the same global batch as there: 64 and 8; --precision
+fp32, bf16 or fp16, default fp32, for the plan and every layout), runs
 `cleave plan --ranks N --json` (--device cpu: this machine measured, and the
 model timed once on its first layout), then compiles every layout it
 predicted and trains it S steps (default 12) on random data, R rounds
@@ -72,11 +73,12 @@ def step_seconds(metrics):
     return [max(r["seconds"] for r in s["ranks"]) for s in metrics["step_times"][1:]]
 
 
-def bench_model(name, model, args, plan, ranks, steps, rounds, workdir):
+def bench_model(name, model, args, plan, ranks, steps, rounds, precision, workdir):
     onnx_path = os.path.join(workdir, f"{name}.onnx")
     export_dynamic(model, args, onnx_path)
     batch = args[0].shape[0]
-    common = ["--train", "--optimizer", "adamw", "--lr", "1e-3", "--batch-size", str(batch)]
+    common = ["--train", "--optimizer", "adamw", "--lr", "1e-3", "--batch-size", str(batch),
+              "--precision", precision]
     plan_file = os.path.join(workdir, f"{name}-megatron.json")
     json.dump({"format_version": 1, "parameters": plan}, open(plan_file, "w"))
     predictions = os.path.join(workdir, f"{name}-plan.json")
@@ -110,7 +112,7 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, workdir):
             measured[i] += step_seconds(metrics)
             round_medians[i].append(median(step_seconds(metrics)))
             peaks[i] = metrics["peak_bytes_allocated"]
-    print(f"\n{name}: {ranks} ranks, batch {batch}; {planned['device']['name']}, "
+    print(f"\n{name} ({precision}): {ranks} ranks, batch {batch}; {planned['device']['name']}, "
           f"compute scale: products {planned['compute_scale']['products']:.2f}, other kernels "
           f"{planned['compute_scale']['other']:.2f}")
     print(f"{'layout':44} {'pred ms':>8} {'meas ms':>8} {'noise':>6} {'ratio':>6} "
@@ -153,12 +155,13 @@ def main():
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--models", nargs="+", choices=["mlp", "gpt"], default=["mlp", "gpt"])
+    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as workdir:
         for tag, (_, model, example, plan) in zip(["mlp", "gpt"], bench_cases()):
             if tag in args.models:
                 bench_model(tag, model, example, plan, args.ranks, args.steps, args.rounds,
-                            workdir)
+                            args.precision, workdir)
 
 
 if __name__ == "__main__":
