@@ -7,6 +7,7 @@
 #include "runtime/Npy.h"
 #include "runtime/comm/Start.h"
 #include "runtime/driver/DriverSupport.h"
+#include "runtime/driver/Profile.h"
 #include "runtime/driver/Training.h"
 
 #include <CLI/CLI.hpp>
@@ -45,10 +46,15 @@ struct ForwardOptions {
   int repeat = 1;
   bool stats = false;
   int threads = 1;
+  /// --trace: where the timeline goes (each run a "step", its forward and,
+  /// with `traceOps`, its kernels), or empty for none.
+  std::string trace;
+  bool traceOps = false;
 };
 
 /// One forward (or `repeat` of them) on the --input files: the outputs
-/// written as .npy, and with --stats the timing and arena bytes touched.
+/// written as .npy, with --stats the timing and arena bytes touched, and
+/// with --trace the runs' timeline, written with the outputs.
 int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &options,
                Backend &backend) {
   std::string error;
@@ -58,6 +64,9 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   std::map<std::string, std::string> inputFiles;
   if (int code = parseNamedFiles(options.inputFlags, "--input", "input", inputNames, inputFiles))
     return code;
+
+  if (!options.trace.empty() && !canCreate(options.trace, error))
+    return fail("--trace " + options.trace, error, 2);
 
   std::vector<NpyArray> hostInputs(plan.inputs.size());
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
@@ -100,13 +109,26 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
 
   std::vector<Tensor> outputs(plan.outputs.size());
   std::vector<double> seconds;
+  const bool tracing = !options.trace.empty();
+  RunProfile profile(/*steps=*/false, tracing, StepWindow{}, options.traceOps,
+                     /*trainingInfo=*/false);
+  comm::LocalCommunicator world("world");
+  profile.attach(backend);
+  profile.alignClocks(world);
   for (int r = 0; r < options.repeat; ++r) {
+    profile.beginStep(r + 1);
+    profile.beginCall(0, ProgramEntryPoint::Forward, std::nullopt);
     auto start = std::chrono::steady_clock::now();
     backend.run(0, ProgramEntryPoint::Forward, arena.get(), weights.get(), inputs.data(),
                 outputs.data());
     seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    profile.endCall();
+    profile.endStep();
   }
+  std::vector<std::vector<StepTimes>> ranks;
+  std::string trace;
+  profile.finish(world, {}, {"rank 0"}, ranks, trace);
 
   // The highest arena byte any kernel changed.
   std::vector<char> after(arenaBytes);
@@ -115,14 +137,15 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   while (touched > 0 && static_cast<unsigned char>(after[touched - 1]) == kSentinel)
     --touched;
 
-  if (!options.outputDir.empty()) {
-    FileSet files;
-    std::string failed;
+  FileSet files;
+  std::string failed;
+  if (!options.outputDir.empty())
     if (int code = stageOutputs(plan.outputs, outputs, options.outputDir, backend, files))
       return code;
-    if (!files.commit(failed, error))
-      return fail(failed, error, 1);
-  }
+  if (tracing && !files.stage(options.trace, {{trace.data(), trace.size()}}, error))
+    return fail(options.trace, error, 1);
+  if (!files.commit(failed, error))
+    return fail(failed, error, 1);
   if (options.stats) {
     nlohmann::json report = {{"format_version", 1},
                              {"backend", backend.name()},
@@ -271,11 +294,11 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
   auto *logJsonOpt = app.add_option("--log-json", training.logJson,
                                     "Training: write the loss and learning rate of every step "
                                     "here (JSON)");
-  auto *traceOpt = app.add_option("--trace", training.trace,
-                                  "Training: write a Chrome trace of every rank's compute, "
-                                  "communication, input and checkpoints here (JSON)");
-  auto *traceOpsOpt = app.add_flag("--trace-ops", training.traceOps,
-                                   "Training: with --trace, a span for every kernel call");
+  app.add_option("--trace", training.trace,
+                 "Write a Chrome trace here (JSON): of a training run, every rank's compute, "
+                 "communication, input and checkpoints; of a forward, each run's");
+  auto *traceOpsOpt =
+      app.add_flag("--trace-ops", training.traceOps, "With --trace, a span for every kernel call");
   auto *traceStepsOpt =
       app.add_option_function<std::string>(
              "--trace-steps",
@@ -363,13 +386,17 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
   }
   if (const CLI::Option *option = firstGiven(
           {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
-           logJsonOpt, traceOpt, traceOpsOpt, traceStepsOpt, quietOpt, timeoutOpt, checkpointDirOpt,
-           checkpointEveryOpt, keepOpt, checkpointAsyncOpt, resumeOpt, initFromOpt}))
+           logJsonOpt, traceStepsOpt, quietOpt, timeoutOpt, checkpointDirOpt, checkpointEveryOpt,
+           keepOpt, checkpointAsyncOpt, resumeOpt, initFromOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 
+  if (training.traceOps && training.trace.empty())
+    return fail(traceOpsOpt->get_name(), "needs --trace FILE", 2);
   backend.setThreads(threads);
-  return runForward(dir, plan, {inputFlags, outputDir, repeat, stats, threads}, backend);
+  return runForward(
+      dir, plan, {inputFlags, outputDir, repeat, stats, threads, training.trace, training.traceOps},
+      backend);
 }
 
 } // namespace

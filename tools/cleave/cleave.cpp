@@ -443,10 +443,10 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
   sub->add_option("--log-json", options.logJson,
                   "Training: write every step's loss and learning rate here (JSON)");
   sub->add_option("--trace", options.trace,
-                  "Training: write a Chrome trace of every rank's compute, communication, input "
-                  "and checkpoints here (JSON, for ui.perfetto.dev)");
-  sub->add_flag("--trace-ops", options.traceOps,
-                "Training: with --trace, a span for every kernel call");
+                  "Write a Chrome trace here (JSON, for ui.perfetto.dev): of a training run, "
+                  "every rank's compute, communication, input and checkpoints; of a forward, "
+                  "each run's");
+  sub->add_flag("--trace-ops", options.traceOps, "With --trace, a span for every kernel call");
   sub->add_option("--trace-steps", options.traceSteps,
                   "Training: with --trace, trace only steps FIRST to LAST (FIRST:LAST), which "
                   "keeps the trace's memory and file small on a long run")
