@@ -113,8 +113,8 @@ bool choosesWhole(Operation *op) {
 /// The values written straight into the parameter or state they are
 /// assigned to (its weights offset), instead of into the arena and then
 /// copied: each produced by a fused elementwise chain, an elementwise op, a
-/// whole tensor chosen by one condition, a
-/// fill or a gemm whose c is the target, where no op after its producer
+/// where choosing a whole tensor by one condition, a fill or a gemm whose c
+/// is the target, where no op after its producer
 /// reads the target's old bytes (the producer itself may: it reads each
 /// element before writing it), or by an all-gather that does not read it
 /// (ZeRO's updated parameters gathered into the flat buffer). Targets are

@@ -65,7 +65,11 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   if (int code = parseNamedFiles(options.inputFlags, "--input", "input", inputNames, inputFiles))
     return code;
 
-  if (!options.trace.empty() && !canCreate(options.trace, error))
+  // Launched on several ranks, each runs the whole forward; rank 0 alone
+  // checks and writes the results (the others' would race it to the same
+  // files, the staged ones included).
+  const bool writes = comm::launchedRank() == 0;
+  if (writes && !options.trace.empty() && !canCreate(options.trace, error))
     return fail("--trace " + options.trace, error, 2);
 
   std::vector<NpyArray> hostInputs(plan.inputs.size());
@@ -139,10 +143,10 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
 
   FileSet files;
   std::string failed;
-  if (!options.outputDir.empty())
+  if (writes && !options.outputDir.empty())
     if (int code = stageOutputs(plan.outputs, outputs, options.outputDir, backend, files))
       return code;
-  if (tracing && !files.stage(options.trace, {{trace.data(), trace.size()}}, error))
+  if (writes && tracing && !files.stage(options.trace, {{trace.data(), trace.size()}}, error))
     return fail(options.trace, error, 1);
   if (!files.commit(failed, error))
     return fail(failed, error, 1);

@@ -10,7 +10,10 @@
 #     the model has its "gemm" span, and the three runs have the same spans
 #     in the same order; without it there are none;
 #   - the outputs are written as without --trace: the loss equals
-#     onnxruntime's on the same inputs within 1e-5.
+#     onnxruntime's on the same inputs within 1e-5;
+#   - launched on 2 ranks (each runs the whole forward) rank 0 alone writes
+#     the outputs and the trace: 4 runs each exit 0 with both in place (when
+#     both ranks wrote them, one run in six or so failed on the race).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -91,6 +94,15 @@ def main():
         loss = np.load(os.path.join(results, "loss.npy"))
         expect(abs(float(loss) - float(expected)) <= 1e-5 * abs(float(expected)),
                f"{label}: loss {float(loss)}, onnxruntime {float(expected)}")
+    for attempt in range(4):
+        results = os.path.join(workdir, f"ranks2-{attempt}.results")
+        trace = os.path.join(workdir, f"ranks2-{attempt}.trace.json")
+        run(["cleave", "run", out, "-n", "2", *flags, "--trace", trace, "--output-dir", results])
+        expect(list(chrome_trace.load(trace).processes.values()) == ["rank 0"],
+               f"2 ranks, run {attempt}: the trace's processes are not rank 0 alone")
+        loss = np.load(os.path.join(results, "loss.npy"))
+        expect(abs(float(loss) - float(expected)) <= 1e-5 * abs(float(expected)),
+               f"2 ranks, run {attempt}: loss {float(loss)}, onnxruntime {float(expected)}")
     if problems:
         sys.exit("\n".join(problems[:40]))
 
