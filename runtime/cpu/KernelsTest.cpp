@@ -335,6 +335,7 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     cpu::softmax(context, a, result({rows, cols}), 1);
     cpu::log_softmax(context, cube, result({8, 64, 4, 33}), 1);
     cpu::reduce_sum(context, a, result({cols}), {0});
+    cpu::reduce_sum(context, a, result({}), {});
     cpu::reduce_max(context, cube, result({4, 33}), {0, 1});
     cpu::max_pool(context, images, result({6, 7, 33, 32}), window, strides, pads, dilations);
     cpu::average_pool(context, images, result({6, 7, 33, 32}), window, strides, pads, dilations,
@@ -1330,6 +1331,29 @@ TEST(Reduce, PrecisionAndNaN) {
   auto m = make<float>({4}, {1, NAN, 3, 2});
   cpu::reduce_max(ctx(), m, y, {0});
   EXPECT_TRUE(std::isnan(y.data<float>()[0])); // numpy's maximum propagates NaN
+}
+
+// A whole tensor's sum, added up in blocks on the threads: a loop in double
+// to float precision, and an infinity or a NaN in any block (fp16's
+// overflow check sums the gradients times 0) reaches the result.
+TEST(Reduce, WholeTensorSumInBlocks) {
+  const int64_t n = 300001;
+  auto x = makeRandom<float>({n}, 12);
+  double expected = 0;
+  for (float v : x.values<float>())
+    expected += v;
+  cpu::Context context;
+  context.threads = 2;
+  auto y = zeros(DType::F32, {});
+  cpu::reduce_sum(context, x, y, {});
+  EXPECT_NEAR(y.data<float>()[0], expected, 1e-6 * std::abs(expected));
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    auto z = zeros(DType::F32, {n});
+    z.data<float>()[200000] = bad;
+    cpu::reduce_sum(context, z, y, {});
+    const float sum = y.data<float>()[0];
+    EXPECT_TRUE(std::isnan(bad) ? std::isnan(sum) : sum == bad) << bad << " gave " << sum;
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -58,6 +58,28 @@ struct ProdOp {
 /// Columns a column reduction keeps in registers at a time.
 inline constexpr int64_t kColumnTile = 64;
 
+/// Elements of each block a whole tensor's sum adds up on its own.
+inline constexpr int64_t kSumBlock = int64_t(1) << 16;
+
+/// The sum of the n floating-point elements at x: each block of kSumBlock
+/// summed by sumRow, on the threads, and the blocks' sums added in block
+/// order, so that the result is the same on any number of threads. A loss's
+/// sum, the gradients' norm for clipping and fp16's overflow check reduce
+/// megabytes to one value, which one core read at a fraction of the
+/// memory's bandwidth.
+template <typename T> T blockedSum(const Context &ctx, const T *x, int64_t n) {
+  std::vector<double> blocks(static_cast<size_t>((n + kSumBlock - 1) / kSumBlock));
+  forEachChunk(ctx, n, kSumBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; b += kSumBlock)
+      blocks[static_cast<size_t>(b / kSumBlock)] =
+          static_cast<double>(sumRow(x + b, std::min(kSumBlock, end - b)));
+  });
+  double total = 0;
+  for (double block : blocks)
+    total += block;
+  return static_cast<T>(total);
+}
+
 /// y[c] = combine(y[c], x[r][c]) over the rows r in order, for `width`
 /// columns of a row-major matrix of `columns`; a full tile's loop has a
 /// constant width, so that GCC keeps it in vector registers.
@@ -75,6 +97,24 @@ void combineColumns(const T *x, T *y, int64_t rows, int64_t columns, int64_t wid
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < width; ++j)
       y[j] = Op::combine(y[j], x[r * columns + j]);
+}
+
+/// Each row of `nest` folded into its output element, or added element by
+/// element into its output row.
+template <typename Op, typename T> void reduceRows(const LoopNest<2> &nest, const T *x, T *y) {
+  nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
+    const T *xr = x + off[0];
+    T *yr = y + off[1];
+    if (step[1] == 0) {
+      *yr = Op::combine(*yr, Op::row(xr, n, step[0]));
+    } else if (step[0] == 1 && step[1] == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        yr[i] = Op::combine(yr[i], xr[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        yr[i * step[1]] = Op::combine(yr[i * step[1]], xr[i * step[0]]);
+    }
+  });
 }
 
 template <typename Op>
@@ -128,20 +168,14 @@ void reduce(const Context &ctx, const char *kernel, const Tensor &in, const Tens
         for (int64_t c = begin / rows; c < end / rows; c += kColumnTile)
           combineColumns<Op>(x + c, y + c, rows, columns, std::min(kColumnTile, end / rows - c));
       });
+    } else if constexpr (std::is_same_v<Op, SumOp> && std::is_floating_point_v<T>) {
+      if (kept == 1 && !nest.empty && nest.rank == 1 && nest.strides[0][0] == 1) {
+        y[0] = blockedSum(ctx, x, nest.dims[0]);
+      } else {
+        reduceRows<Op>(nest, x, y);
+      }
     } else {
-      nest.forEachRow([&](const int64_t *off, int64_t n, const int64_t *step) {
-        const T *xr = x + off[0];
-        T *yr = y + off[1];
-        if (step[1] == 0) {
-          *yr = Op::combine(*yr, Op::row(xr, n, step[0]));
-        } else if (step[0] == 1 && step[1] == 1) {
-          for (int64_t i = 0; i < n; ++i)
-            yr[i] = Op::combine(yr[i], xr[i]);
-        } else {
-          for (int64_t i = 0; i < n; ++i)
-            yr[i * step[1]] = Op::combine(yr[i * step[1]], xr[i * step[0]]);
-        }
-      });
+      reduceRows<Op>(nest, x, y);
     }
     if (mean && count > 0) {
       if constexpr (isInteger<T>) {
