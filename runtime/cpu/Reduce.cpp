@@ -80,6 +80,19 @@ template <typename T> T blockedSum(const Context &ctx, const T *x, int64_t n) {
   return static_cast<T>(total);
 }
 
+/// Whether `nest` sums a whole contiguous float tensor into y[0]: then
+/// y[0] is its blockedSum.
+template <typename Op, typename T>
+bool sumsWholeTensor(const Context &ctx, const LoopNest<2> &nest, const T *x, T *y) {
+  if constexpr (std::is_same_v<Op, SumOp> && std::is_floating_point_v<T>) {
+    if (!nest.empty && nest.rank == 1 && nest.strides[0][0] == 1 && nest.strides[0][1] == 0) {
+      y[0] = blockedSum(ctx, x, nest.dims[0]);
+      return true;
+    }
+  }
+  return false;
+}
+
 /// y[c] = combine(y[c], x[r][c]) over the rows r in order, for `width`
 /// columns of a row-major matrix of `columns`; a full tile's loop has a
 /// constant width, so that GCC keeps it in vector registers.
@@ -168,13 +181,7 @@ void reduce(const Context &ctx, const char *kernel, const Tensor &in, const Tens
         for (int64_t c = begin / rows; c < end / rows; c += kColumnTile)
           combineColumns<Op>(x + c, y + c, rows, columns, std::min(kColumnTile, end / rows - c));
       });
-    } else if constexpr (std::is_same_v<Op, SumOp> && std::is_floating_point_v<T>) {
-      if (kept == 1 && !nest.empty && nest.rank == 1 && nest.strides[0][0] == 1) {
-        y[0] = blockedSum(ctx, x, nest.dims[0]);
-      } else {
-        reduceRows<Op>(nest, x, y);
-      }
-    } else {
+    } else if (!sumsWholeTensor<Op>(ctx, nest, x, y)) {
       reduceRows<Op>(nest, x, y);
     }
     if (mean && count > 0) {

@@ -69,7 +69,8 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
   // checks and writes the results (the others' would race it to the same
   // files, the staged ones included).
   const bool writes = comm::launchedRank() == 0;
-  if (writes && !options.trace.empty() && !canCreate(options.trace, error))
+  const bool tracing = !options.trace.empty();
+  if (writes && tracing && !canCreate(options.trace, error))
     return fail("--trace " + options.trace, error, 2);
 
   std::vector<NpyArray> hostInputs(plan.inputs.size());
@@ -113,7 +114,6 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
 
   std::vector<Tensor> outputs(plan.outputs.size());
   std::vector<double> seconds;
-  const bool tracing = !options.trace.empty();
   RunProfile profile(/*steps=*/false, tracing, StepWindow{}, options.traceOps,
                      /*trainingInfo=*/false);
   comm::LocalCommunicator world("world");

@@ -1,6 +1,6 @@
-"""What the trace tests share: the list of problems each failed expectation
-adds to (the test prints them and fails at the end), and running a command
-that must succeed."""
+"""What tests that collect their problems share: the list each failed
+expectation adds to, failing at the end with them (finish), and running a
+command that must succeed."""
 import subprocess
 import sys
 
@@ -18,3 +18,9 @@ def run(args):
     if result.returncode != 0:
         sys.exit(f"{' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     return result
+
+
+def finish():
+    """Fails the test with the problems found (the first 40), if any."""
+    if problems:
+        sys.exit("\n".join(problems[:40]))

@@ -29,7 +29,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import chrome_trace  # noqa: E402
-from expectations import expect, problems, run  # noqa: E402
+from expectations import expect, finish, run  # noqa: E402
 
 MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
 RUNS = 3
@@ -103,8 +103,7 @@ def main():
         loss = np.load(os.path.join(results, "loss.npy"))
         expect(abs(float(loss) - float(expected)) <= 1e-5 * abs(float(expected)),
                f"2 ranks, run {attempt}: loss {float(loss)}, onnxruntime {float(expected)}")
-    if problems:
-        sys.exit("\n".join(problems[:40]))
+    finish()
 
 
 if __name__ == "__main__":

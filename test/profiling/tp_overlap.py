@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import chrome_trace  # noqa: E402
 import export_gpt  # noqa: E402
 from background_trace import check_started_collectives  # noqa: E402
-from expectations import expect, problems, run  # noqa: E402
+from expectations import expect, finish, run  # noqa: E402
 from torch_export import export_with_loss  # noqa: E402
 
 PLAN = os.path.join(ROOT, "plans", "megatron-gpt.json")
@@ -114,8 +114,7 @@ def main():
               f"{gradient} bytes over tp"):
         check_started_collectives(on[3], on[1], TP, ACCUM, "tp", {"all_reduce": listed["bytes"]})
     every_kind_on_two_axes(workdir, data, path)
-    if problems:
-        sys.exit("\n".join(problems[:40]))
+    finish()
     print(f"a microbatch's started tp sums: {listed}; losses {losses[0]}")
 
 

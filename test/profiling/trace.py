@@ -54,7 +54,7 @@ ROOT = os.path.join(HERE, "..", "..")
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import chrome_trace  # noqa: E402
-from expectations import expect, problems, run  # noqa: E402
+from expectations import expect, finish, problems, run  # noqa: E402
 
 MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
 PLAN = os.path.join(ROOT, "plans", "megatron-mlp.json")
@@ -374,8 +374,7 @@ def main():
                   if bucketed else None)
         check_run(label, workdir, mesh, ranks, accum, expected, "--trace-ops" in run_flags,
                   "--checkpoint-dir" in run_flags, bounds)
-    if problems:
-        sys.exit("\n".join(problems[:40]))
+    finish()
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
 import chrome_trace  # noqa: E402
 from background_trace import check_started_collectives  # noqa: E402
-from expectations import expect, problems, run  # noqa: E402
+from expectations import expect, finish, run  # noqa: E402
 
 MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
 PLAN = os.path.join(ROOT, "plans", "megatron-mlp.json")
@@ -123,8 +123,7 @@ def main():
         for key, _ in KINDS:
             expect(runs[0][0]["training"].get(key, {}).get("bytes"),
                    f"{label}: plan.json has no {key}")
-    if problems:
-        sys.exit("\n".join(problems[:40]))
+    finish()
     print(f"a microbatch's started collectives: {started}; losses {losses[0]}")
 
 

@@ -8,27 +8,14 @@
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
-import os
-import subprocess
 import sys
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 
-
-def cast_model(n_float, n_half):
-    graph = helper.make_graph(
-        [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16, name="to_half"),
-         helper.make_node("Cast", ["g"], ["f"], to=TensorProto.FLOAT, name="to_float")],
-        "casts",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n_float]),
-         helper.make_tensor_value_info("g", TensorProto.FLOAT16, [n_half])],
-        [helper.make_tensor_value_info("h", TensorProto.FLOAT16, [n_float]),
-         helper.make_tensor_value_info("f", TensorProto.FLOAT, [n_half])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+from expectations import expect, finish, run
+from onnx_models import F16, F32, model
 
 
 def main():
@@ -48,38 +35,33 @@ def main():
     x = bits.view(np.float32)
     np.save(f"{work}/x.npy", x)
     np.save(f"{work}/g.npy", halves.view(np.float16))
-    onnx.save(cast_model(x.size, halves.size), f"{work}/casts.onnx")
-    subprocess.run(["cleave", "compile", f"{work}/casts.onnx", "-o", f"{work}/casts"], check=True)
-    subprocess.run(["cleave", "run", f"{work}/casts", "--input", f"x={work}/x.npy", "--input",
-                    f"g={work}/g.npy", "--threads", "2", "--output-dir", f"{work}/out"],
-                   check=True, stdout=subprocess.DEVNULL)
-    problems = []
+    casts = model([helper.make_node("Cast", ["x"], ["h"], to=F16, name="to_half"),
+                   helper.make_node("Cast", ["g"], ["f"], to=F32, name="to_float")],
+                  [("x", F32, [x.size]), ("g", F16, [halves.size])], ["h", "f"])
+    onnx.save(casts, f"{work}/casts.onnx")
+    run(["cleave", "compile", f"{work}/casts.onnx", "-o", f"{work}/casts"])
+    run(["cleave", "run", f"{work}/casts", "--input", f"x={work}/x.npy", "--input",
+         f"g={work}/g.npy", "--threads", "2", "--output-dir", f"{work}/out"])
 
     with np.errstate(over="ignore", invalid="ignore"):
         want = x.astype(np.float16)
     got = np.load(f"{work}/out/h.npy")
     nan = np.isnan(x)
     wrong = np.flatnonzero((got.view(np.uint16) != want.view(np.uint16)) & ~nan)
-    if wrong.size:
-        i = wrong[0]
-        problems.append(f"f32 -> f16: {wrong.size} of {x.size} differ from numpy, the first "
-                        f"{bits[i]:#010x} -> {got.view(np.uint16)[i]:#06x}, numpy "
-                        f"{want.view(np.uint16)[i]:#06x}")
-    if not np.isnan(got[nan]).all():
-        problems.append("f32 -> f16: a NaN did not stay NaN")
+    i = wrong[0] if wrong.size else 0
+    expect(not wrong.size, f"f32 -> f16: {wrong.size} of {x.size} differ from numpy, the first "
+                           f"{bits[i]:#010x} -> {got.view(np.uint16)[i]:#06x}, numpy "
+                           f"{want.view(np.uint16)[i]:#06x}")
+    expect(np.isnan(got[nan]).all(), "f32 -> f16: a NaN did not stay NaN")
 
     want = halves.view(np.float16).astype(np.float32)
     got = np.load(f"{work}/out/f.npy")
     wrong = np.flatnonzero(got.view(np.uint32) != want.view(np.uint32))
-    if wrong.size:
-        i = wrong[0]
-        problems.append(f"f16 -> f32: {wrong.size} of 65536 differ from numpy, the first "
-                        f"{halves[i]:#06x} -> {got.view(np.uint32)[i]:#010x}, numpy "
-                        f"{want.view(np.uint32)[i]:#010x}")
-
-    for p in problems:
-        print("FAIL:", p)
-    sys.exit(1 if problems else 0)
+    i = wrong[0] if wrong.size else 0
+    expect(not wrong.size, f"f16 -> f32: {wrong.size} of 65536 differ from numpy, the first "
+                           f"{halves[i]:#06x} -> {got.view(np.uint32)[i]:#010x}, numpy "
+                           f"{want.view(np.uint32)[i]:#010x}")
+    finish()
 
 
 if __name__ == "__main__":
