@@ -80,10 +80,8 @@ std::optional<rt::ElementwiseOpcode> opcodeOf(Operation *op) {
       .Case([](SubOp) { return ElementwiseOpcode::Sub; })
       .Case([](MulOp) { return ElementwiseOpcode::Mul; })
       .Case([](DivOp) { return ElementwiseOpcode::Div; })
-      .Case([](WhereOp where) -> std::optional<ElementwiseOpcode> {
-        if (gateOperands(where))
-          return ElementwiseOpcode::Gate;
-        return std::nullopt;
+      .Case([](WhereOp where) {
+        return gateOperands(where) ? ElementwiseOpcode::Gate : ElementwiseOpcode::Select;
       })
       .Case([](NegOp) { return ElementwiseOpcode::Neg; })
       .Case([](SqrtOp) { return ElementwiseOpcode::Sqrt; })
@@ -344,15 +342,23 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
 
 bool cleave::isFusableElementwise(Operation *op) {
   bool widening = widens(op), narrowing = narrows(op);
-  if ((!opcodeOf(op) && !widening && !narrowing) || op->getNumResults() != 1)
+  std::optional<rt::ElementwiseOpcode> opcode = opcodeOf(op);
+  if ((!opcode && !widening && !narrowing) || op->getNumResults() != 1)
     return false;
   RankedTensorType result = typeOf(op->getResult(0));
   if (!result || result.getNumElements() <= 1 ||
       !(narrowing ? result.getElementType().isBF16() : result.getElementType().isF32()))
     return false;
-  return llvm::all_of(operandsOf(op), [&](Value operand) {
+  return llvm::all_of(llvm::enumerate(operandsOf(op)), [&](auto indexed) {
+    auto [index, operand] = indexed;
     RankedTensorType type = typeOf(operand);
-    return type && (widening ? type.getElementType().isBF16() : type.getElementType().isF32()) &&
+    // A select reads its condition as i1.
+    bool condition = opcode == rt::ElementwiseOpcode::Select && index == 0;
+    Type element = type ? type.getElementType() : Type();
+    return type &&
+           (widening    ? element.isBF16()
+            : condition ? element.isInteger(1)
+                        : element.isF32()) &&
            (type.getShape() == result.getShape() || type.getNumElements() == 1);
   });
 }

@@ -471,19 +471,22 @@ ArrayAttr Lowering::chainTemplateArgs(FusedElementwiseOp chain) {
   (void)rt::parseElementwiseProgram(chain.getProgram().str().c_str(),
                                     static_cast<int>(chain.getInputs().size()), program);
   SmallVector<int> code{program.inputs, program.instructions, program.outputs};
-  auto isBF16 = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getElementType().isBF16();
-  };
+  auto elementType = [](Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); };
+  auto isBF16 = [&](Value v) { return elementType(v).isBF16(); };
   const int64_t n = cast<RankedTensorType>(chain.getOutputs()[0].getType()).getNumElements();
   for (Value input : chain.getInputs()) {
     const bool scalar = cast<RankedTensorType>(input.getType()).getNumElements() == 1 && n != 1;
-    code.push_back(static_cast<int>(
-        isBF16(input) ? (scalar ? rt::ChainInput::BF16Scalar : rt::ChainInput::BF16)
-                      : (scalar ? rt::ChainInput::F32Scalar : rt::ChainInput::F32)));
+    rt::ChainInput kind = isBF16(input)
+                              ? (scalar ? rt::ChainInput::BF16Scalar : rt::ChainInput::BF16)
+                          : elementType(input).isInteger(1)
+                              ? (scalar ? rt::ChainInput::BoolScalar : rt::ChainInput::Bool)
+                              : (scalar ? rt::ChainInput::F32Scalar : rt::ChainInput::F32);
+    code.push_back(static_cast<int>(kind));
   }
   for (int k = 0; k < program.instructions; ++k) {
     const rt::ElementwiseInstruction &instruction = program.code[k];
-    code.append({static_cast<int>(instruction.op), instruction.lhs, instruction.rhs});
+    code.push_back(static_cast<int>(instruction.op));
+    code.append(std::begin(instruction.operands), std::end(instruction.operands));
   }
   for (int o = 0; o < program.outputs; ++o)
     code.append({program.results[o],

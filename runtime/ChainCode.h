@@ -8,7 +8,8 @@
 //
 //   inputs, instructions, outputs,
 //   the ChainInput of each input,
-//   opcode (ElementwiseOpcode), lhs, rhs of each instruction (rhs 0 if unary),
+//   opcode (ElementwiseOpcode) and kMaxElementwiseOperands registers of each
+//   instruction (those it does not read 0),
 //   register, ChainOutput of each output.
 //
 // passes/LowerToEmitC.cpp writes it (chainTemplateArgs).
@@ -40,37 +41,59 @@ template <int... Code> struct ChainCode {
   CLEAVE_HOST_DEVICE static constexpr ChainInput input(int i) {
     return ChainInput(codeAt<Code...>(3 + i));
   }
+  /// Integers per instruction: the opcode and its operands.
+  static constexpr int stride = 1 + kMaxElementwiseOperands;
+
   CLEAVE_HOST_DEVICE static constexpr ElementwiseOpcode op(int k) {
-    return ElementwiseOpcode(codeAt<Code...>(3 + inputs + 3 * k));
+    return ElementwiseOpcode(codeAt<Code...>(3 + inputs + stride * k));
   }
-  CLEAVE_HOST_DEVICE static constexpr int lhs(int k) { return codeAt<Code...>(4 + inputs + 3 * k); }
-  CLEAVE_HOST_DEVICE static constexpr int rhs(int k) { return codeAt<Code...>(5 + inputs + 3 * k); }
+  /// Operand j of instruction k.
+  CLEAVE_HOST_DEVICE static constexpr int operand(int k, int j) {
+    return codeAt<Code...>(4 + inputs + stride * k + j);
+  }
   CLEAVE_HOST_DEVICE static constexpr int result(int o) {
-    return codeAt<Code...>(3 + inputs + 3 * instructions + 2 * o);
+    return codeAt<Code...>(3 + inputs + stride * instructions + 2 * o);
   }
   CLEAVE_HOST_DEVICE static constexpr ChainOutput output(int o) {
-    return ChainOutput(codeAt<Code...>(4 + inputs + 3 * instructions + 2 * o));
+    return ChainOutput(codeAt<Code...>(4 + inputs + stride * instructions + 2 * o));
   }
   CLEAVE_HOST_DEVICE static constexpr bool scalar(int i) {
-    return input(i) == ChainInput::F32Scalar || input(i) == ChainInput::BF16Scalar;
+    return input(i) == ChainInput::F32Scalar || input(i) == ChainInput::BF16Scalar ||
+           input(i) == ChainInput::BoolScalar;
   }
   CLEAVE_HOST_DEVICE static constexpr bool narrow(int i) {
     return input(i) == ChainInput::BF16 || input(i) == ChainInput::BF16Scalar;
   }
+  CLEAVE_HOST_DEVICE static constexpr bool boolean(int i) {
+    return input(i) == ChainInput::Bool || input(i) == ChainInput::BoolScalar;
+  }
+  /// The element type input i is read from.
+  static constexpr DType inputType(int i) {
+    return narrow(i) ? DType::BF16 : boolean(i) ? DType::Bool : DType::F32;
+  }
   CLEAVE_HOST_DEVICE static constexpr bool reads(int k, int q) {
-    return lhs(k) == q || (isBinary(op(k)) && rhs(k) == q);
+    for (int j = 0; j < operandCount(op(k)); ++j)
+      if (operand(k, j) == q)
+        return true;
+    return false;
   }
 
   static constexpr bool valid() {
     if (sizeof...(Code) < 3 || inputs < 1 || instructions < 1 || outputs < 1 ||
         registers > kMaxElementwiseRegisters || outputs > kMaxElementwiseOutputs ||
-        static_cast<int>(sizeof...(Code)) != 3 + inputs + 3 * instructions + 2 * outputs)
+        static_cast<int>(sizeof...(Code)) != 3 + inputs + stride * instructions + 2 * outputs)
       return false;
-    for (int k = 0; k < instructions; ++k)
-      if (codeAt<Code...>(3 + inputs + 3 * k) < 0 ||
-          codeAt<Code...>(3 + inputs + 3 * k) >= kElementwiseOpcodes || lhs(k) < 0 ||
-          lhs(k) >= inputs + k || rhs(k) < 0 || rhs(k) >= inputs + k)
+    for (int i = 0; i < inputs; ++i)
+      if (codeAt<Code...>(3 + i) < 0 || codeAt<Code...>(3 + i) > int(ChainInput::BoolScalar))
         return false;
+    for (int k = 0; k < instructions; ++k) {
+      if (codeAt<Code...>(3 + inputs + stride * k) < 0 ||
+          codeAt<Code...>(3 + inputs + stride * k) >= kElementwiseOpcodes)
+        return false;
+      for (int j = 0; j < kMaxElementwiseOperands; ++j)
+        if (operand(k, j) < 0 || operand(k, j) >= inputs + k)
+          return false;
+    }
     for (int o = 0; o < outputs; ++o)
       if (result(o) < 0 || result(o) >= registers)
         return false;
@@ -97,11 +120,10 @@ int64_t chainOperands(const TensorList &inputs, const TensorList &outputs, const
          C::outputs, inputs.size(), outputs.size());
   const int64_t n = outputs[0].numel();
   for (int i = 0; i < C::inputs; ++i) {
-    const bool bf16 = C::narrow(i), scalar = C::scalar(i);
-    if (inputs[i].dtype != (bf16 ? DType::BF16 : DType::F32) ||
-        inputs[i].numel() != (scalar ? 1 : n))
+    const bool scalar = C::scalar(i);
+    if (inputs[i].dtype != C::inputType(i) || inputs[i].numel() != (scalar ? 1 : n))
       fail(kernel, "'%s': input %d is not the %s of %lld elements it was compiled for", program, i,
-           bf16 ? "bf16" : "f32", static_cast<long long>(scalar ? 1 : n));
+           dtypeName(C::inputType(i)), static_cast<long long>(scalar ? 1 : n));
     operands.inputs[i] = inputs[i].data;
   }
   for (int o = 0; o < C::outputs; ++o) {

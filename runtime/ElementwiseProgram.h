@@ -5,15 +5,17 @@
 // over memory. Its text, which the op carries and the kernel receives, is
 //
 //   program     := instruction (';' instruction)* '>' register (',' register)*
-//   instruction := opcode ' ' register [' ' register]
+//   instruction := opcode (' ' register){1 to 3: the opcode's operands}
 //
 // Registers 0 .. inputs-1 are the inputs (each the outputs' shape, or one
 // element broadcast), register inputs + i is instruction i's result, and the
 // registers after '>' are the outputs, in order. Each opcode computes what
 // the standalone kernel of the same name computes, element by element, so a
-// fused chain gives the unfused chain's results bit for bit. Registers hold
-// f32; a bf16 input is widened as it is read and a bf16 output rounded to
-// nearest even as it is written (what the chain's casts did). The
+// fused chain gives the unfused chain's results bit for bit (`select c x y`
+// is `where`'s x where c is true, else y). Registers hold f32; a bf16 input
+// is widened as it is read and a bf16 output rounded to nearest even as it
+// is written (what the chain's casts did), a bool input (a where's
+// condition) read as 1 or 0. The
 // compiler's verifier and its lowering to the backends' compiled chains
 // (runtime/ChainCode.h) parse it here.
 //
@@ -31,17 +33,32 @@
 
 namespace cleave::rt {
 
-/// The ops a program may hold: binary ones first. Gate is a ReLU's
-/// gradient: its second operand where its first is above 0, else 0.
-enum class ElementwiseOpcode : uint8_t { Add, Sub, Mul, Div, Gate, Neg, Sqrt, Exp, Tanh, Erf };
+/// The ops a program may hold: binary ones first, then unary ones, then
+/// Select. Gate is a ReLU's gradient: its second operand where its first is
+/// above 0, else 0. Select is a where: its second operand where its first
+/// is not 0, else its third.
+enum class ElementwiseOpcode : uint8_t {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Gate,
+  Neg,
+  Sqrt,
+  Exp,
+  Tanh,
+  Erf,
+  Select
+};
 
-inline constexpr const char *kElementwiseOpcodeNames[] = {"add", "sub",  "mul", "div",  "gate",
-                                                          "neg", "sqrt", "exp", "tanh", "erf"};
+inline constexpr const char *kElementwiseOpcodeNames[] = {
+    "add", "sub", "mul", "div", "gate", "neg", "sqrt", "exp", "tanh", "erf", "select"};
 inline constexpr int kElementwiseOpcodes =
     sizeof(kElementwiseOpcodeNames) / sizeof(kElementwiseOpcodeNames[0]);
 
-CLEAVE_HOST_DEVICE constexpr bool isBinary(ElementwiseOpcode op) {
-  return op <= ElementwiseOpcode::Gate;
+/// How many registers `op` reads.
+CLEAVE_HOST_DEVICE constexpr int operandCount(ElementwiseOpcode op) {
+  return op == ElementwiseOpcode::Select ? 3 : op <= ElementwiseOpcode::Gate ? 2 : 1;
 }
 
 /// Registers (inputs and instruction results) and outputs a program may use.
@@ -51,12 +68,15 @@ inline constexpr int kMaxElementwiseOutputs = 8;
 /// How a compiled chain (runtime/ChainCode.h) reads an input:
 /// every element, or its one element for all; and write an output (bf16
 /// rounded to nearest even).
-enum class ChainInput : int { F32, F32Scalar, BF16, BF16Scalar };
+enum class ChainInput : int { F32, F32Scalar, BF16, BF16Scalar, Bool, BoolScalar };
 enum class ChainOutput : int { F32, BF16 };
+
+inline constexpr int kMaxElementwiseOperands = 3;
 
 struct ElementwiseInstruction {
   ElementwiseOpcode op;
-  uint8_t lhs, rhs; // rhs unused by unary ops
+  /// The registers it reads: operandCount(op) of them, the others 0.
+  uint8_t operands[kMaxElementwiseOperands];
 };
 
 struct ElementwiseProgram {
@@ -106,11 +126,11 @@ inline std::string parseElementwiseProgram(const char *text, int inputs,
       return "has an unknown op '" + std::string(name, static_cast<std::size_t>(at - name)) +
              "' in instruction " + std::to_string(program.instructions);
     ElementwiseInstruction &instruction = program.code[program.instructions];
-    instruction = {static_cast<ElementwiseOpcode>(opcode), 0, 0};
-    if (*at++ != ' ' || !readRegister(instruction.lhs))
-      return "has a bad first operand in instruction " + std::to_string(program.instructions);
-    if (isBinary(instruction.op) && (*at++ != ' ' || !readRegister(instruction.rhs)))
-      return "has a bad second operand in instruction " + std::to_string(program.instructions);
+    instruction = {static_cast<ElementwiseOpcode>(opcode), {}};
+    for (int j = 0; j < operandCount(instruction.op); ++j)
+      if (*at++ != ' ' || !readRegister(instruction.operands[j]))
+        return "has a bad operand " + std::to_string(j) + " in instruction " +
+               std::to_string(program.instructions);
     ++program.instructions;
     if (*at == '>')
       break;

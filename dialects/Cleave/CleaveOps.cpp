@@ -1115,6 +1115,24 @@ LogicalResult FusedElementwiseOp::verify() {
     if (type.getShape() != shape && type.getNumElements() != 1)
       return emitOpError("input ") << type << " is neither the results' shape nor one element";
   }
+  // A condition is read as 1 or 0: what a select chooses by, not a number.
+  auto isCondition = [&](int reg) {
+    return reg < program.inputs &&
+           cast<RankedTensorType>(getInputs()[reg].getType()).getElementType().isInteger(1);
+  };
+  for (int k = 0; k < program.instructions; ++k) {
+    const rt::ElementwiseInstruction &instruction = program.code[k];
+    for (int j = 0; j < rt::operandCount(instruction.op); ++j)
+      if (isCondition(instruction.operands[j]) &&
+          (instruction.op != rt::ElementwiseOpcode::Select || j != 0))
+        return emitOpError("i1 input ")
+               << static_cast<int>(instruction.operands[j]) << " is read by instruction " << k
+               << " other than as a select's condition";
+  }
+  for (int o = 0; o < program.outputs; ++o)
+    if (isCondition(program.results[o]))
+      return emitOpError("output ")
+             << o << " is the i1 input " << static_cast<int>(program.results[o]);
   return success();
 }
 

@@ -855,9 +855,11 @@ def Cleave_FusedElementwiseOp : Cleave_Op<"fused_elementwise", [Pure]> {
     inputs element by element, as the chain's ops did, bit for bit. Every
     input has the outputs' shape or one element. The program computes in
     f32; a bf16 input is widened as it is read and a bf16 output rounded
-    (to nearest even) as it is written, as the casts the chain held did.
+    (to nearest even) as it is written, as the casts the chain held did; an
+    i1 input (a `where`'s condition, which only `select` reads) is read as
+    1 or 0.
   }];
-  let arguments = (ins Variadic<StaticShapeTensorOf<[F32, BF16]>>:$inputs, StrAttr:$program);
+  let arguments = (ins Variadic<StaticShapeTensorOf<[F32, BF16, I1]>>:$inputs, StrAttr:$program);
   let results = (outs Variadic<StaticShapeTensorOf<[F32, BF16]>>:$outputs);
   let hasVerifier = 1;
 }

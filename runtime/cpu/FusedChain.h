@@ -7,8 +7,9 @@
 // that keeps every intermediate in registers.
 //
 // Each opcode computes what its standalone kernel computes, so a chain gives
-// the unfused ops' results bit for bit: add, sub, mul, div, neg, sqrt and
-// the gate are exact IEEE operations whatever the vector width (contraction
+// the unfused ops' results bit for bit: add, sub, mul, div, neg, sqrt, the
+// gate and select are exact IEEE operations or choices whatever the vector
+// width (contraction
 // into fused multiply-adds is off here); exp, tanh and erf run the
 // standalone kernels' loops (chainTile) over a tile of the elements, so a
 // chain is runs of inline instructions between them.
@@ -68,7 +69,8 @@ constexpr bool outOfLine(ElementwiseOpcode op) {
 /// instructions between the out-of-line ones.
 template <int... Code> struct Program : ChainCode<Code...> {
   using C = ChainCode<Code...>;
-  using C::inputs, C::instructions, C::outputs, C::registers, C::op, C::lhs, C::result, C::reads;
+  using C::inputs, C::instructions, C::outputs, C::registers, C::op, C::operand, C::result,
+      C::reads;
 
   /// The run of inline instructions instruction k belongs to; an
   /// out-of-line instruction runs after its run.
@@ -110,13 +112,15 @@ CLEAVE_ALWAYS_INLINE inline float load(const void *in, float scalar, int64_t at)
     return static_cast<const float *>(in)[at];
   else if constexpr (P::input(I) == ChainInput::BF16)
     return fromBFloat16(static_cast<const BFloat16 *>(in)[at]);
+  else if constexpr (P::input(I) == ChainInput::Bool)
+    return static_cast<const bool *>(in)[at] ? 1.0f : 0.0f;
   else
     return scalar;
 }
 
 template <class P, int R, int K> CLEAVE_ALWAYS_INLINE inline void step(float *v) {
   if constexpr (!outOfLine(P::op(K)) && P::run(K) == R) {
-    const float a = v[P::lhs(K)], b = v[P::rhs(K)];
+    const float a = v[P::operand(K, 0)], b = v[P::operand(K, 1)], c = v[P::operand(K, 2)];
     float &y = v[P::inputs + K];
     constexpr ElementwiseOpcode op = P::op(K);
     if constexpr (op == ElementwiseOpcode::Add)
@@ -129,6 +133,8 @@ template <class P, int R, int K> CLEAVE_ALWAYS_INLINE inline void step(float *v)
       y = a / b;
     else if constexpr (op == ElementwiseOpcode::Gate)
       y = a > 0.0f ? b : 0.0f;
+    else if constexpr (op == ElementwiseOpcode::Select)
+      y = a != 0.0f ? b : c;
     else if constexpr (op == ElementwiseOpcode::Neg)
       y = -a;
     else
@@ -190,7 +196,7 @@ void runTile(const ChainCall &call, float (*tiles)[kChainTile], int64_t start, i
                          std::make_index_sequence<P::registers>(),
                          std::make_index_sequence<P::outputs>());
     if constexpr (constexpr int k = P::after(runIndex); k >= 0)
-      chainTile(P::op(k), tiles[P::lhs(k)], tiles[P::inputs + k], length);
+      chainTile(P::op(k), tiles[P::operand(k, 0)], tiles[P::inputs + k], length);
   };
   (run(std::integral_constant<int, static_cast<int>(R)>()), ...);
 }
@@ -214,8 +220,9 @@ void fused_elementwise(Context &ctx, const TensorList &inputs, const TensorList 
   const int64_t n = chainOperands<P>(inputs, outputs, program, call.operands);
   for (int i = 0; i < P::inputs; ++i)
     if (P::scalar(i))
-      call.scalars[i] =
-          P::narrow(i) ? fromBFloat16(*inputs[i].as<BFloat16>()) : *inputs[i].as<float>();
+      call.scalars[i] = P::narrow(i)    ? fromBFloat16(*inputs[i].as<BFloat16>())
+                        : P::boolean(i) ? (*inputs[i].as<bool>() ? 1.0f : 0.0f)
+                                        : *inputs[i].as<float>();
   forEachChainChunk(ctx, n, &chain::tiles<P>, &call);
 }
 

@@ -177,12 +177,14 @@ TEST(Unary, UnsupportedTypeFails) {
 // instruction's opcode and operands, each output's register and type.
 constexpr int F = int(ChainInput::F32), S = int(ChainInput::F32Scalar);
 constexpr int BF = int(ChainInput::BF16), BS = int(ChainInput::BF16Scalar);
+constexpr int B = int(ChainInput::Bool), BoolS = int(ChainInput::BoolScalar);
 constexpr int Out = int(ChainOutput::F32), OutBF = int(ChainOutput::BF16);
 constexpr int Add = int(ElementwiseOpcode::Add), Sub = int(ElementwiseOpcode::Sub),
               Mul = int(ElementwiseOpcode::Mul), Div = int(ElementwiseOpcode::Div),
               Gate = int(ElementwiseOpcode::Gate), Neg = int(ElementwiseOpcode::Neg),
               Sqrt = int(ElementwiseOpcode::Sqrt), Exp = int(ElementwiseOpcode::Exp),
-              Tanh = int(ElementwiseOpcode::Tanh), Erf = int(ElementwiseOpcode::Erf);
+              Tanh = int(ElementwiseOpcode::Tanh), Erf = int(ElementwiseOpcode::Erf),
+              Select = int(ElementwiseOpcode::Select);
 
 // AdamW's update of one parameter as cleave-build-train-step writes it (a
 // mean gradient, m, v, the step), over more elements than one tile: its
@@ -206,11 +208,11 @@ TEST(FusedElementwise, AdamStepBitForBit) {
   Buffer outs[4] = {zeros(DType::F32, {n}), zeros(DType::F32, {n}), zeros(DType::F32, {n}),
                     zeros(DType::F32, {n})};
   cpu::fused_elementwise<12, 18, 4, F, S, F, S, S, F, S, S, S, F, S, S, // inputs
-                         Div, 0, 1, Mul, 4, 12, Mul, 2, 3, Add, 14, 13, Mul, 7, 12, Mul, 16, 12,
-                         Mul, 5, 6, Add, 18, 17, Sqrt, 19, 0, Div, 20, 10, Add, 21, 11, Mul, 8, 15,
-                         Div, 23, 22, Sub, 9, 24, Erf, 25, 0, Tanh, 26, 0, Exp, 27, 0, Neg, 28,
-                         0,                                   // instructions
-                         15, Out, 19, Out, 25, Out, 29, Out>( // outputs
+                         Div, 0, 1, 0, Mul, 4, 12, 0, Mul, 2, 3, 0, Add, 14, 13, 0, Mul, 7, 12, 0,
+                         Mul, 16, 12, 0, Mul, 5, 6, 0, Add, 18, 17, 0, Sqrt, 19, 0, 0, Div, 20, 10,
+                         0, Add, 21, 11, 0, Mul, 8, 15, 0, Div, 23, 22, 0, Sub, 9, 24, 0, Erf, 25,
+                         0, 0, Tanh, 26, 0, 0, Exp, 27, 0, 0, Neg, 28, 0, 0, // instructions
+                         15, Out, 19, Out, 25, Out, 29, Out>(                // outputs
       ctx(),
       list(sum.t(), count.t(), m.t(), b1.t(), c1.t(), v.t(), b2.t(), c2.t(), size.t(), param.t(),
            root.t(), eps.t()),
@@ -265,18 +267,63 @@ TEST(FusedElementwise, GateIsReluGradient) {
   auto gated = zeros(DType::F32, {n}), expected = zeros(DType::F32, {n});
   cpu::greater(ctx(), x, zero, mask);
   cpu::where(ctx(), mask, g, zero, expected);
-  cpu::fused_elementwise<2, 1, 1, F, F, Gate, 0, 1, 2, Out>(ctx(), list(x.t(), g.t()),
-                                                            list(gated.t()), "gate 0 1>2");
+  cpu::fused_elementwise<2, 1, 1, F, F, Gate, 0, 1, 0, 2, Out>(ctx(), list(x.t(), g.t()),
+                                                               list(gated.t()), "gate 0 1>2");
   EXPECT_EQ(std::memcmp(gated.data<float>(), expected.data<float>(), n * sizeof(float)), 0);
   for (int64_t i = 0; i < n; ++i) {
     const float want = x.data<float>()[i] > 0.0f ? g.data<float>()[i] : 0.0f;
     ASSERT_EQ(std::memcmp(&gated.data<float>()[i], &want, sizeof(float)), 0) << "at " << i;
   }
   auto chained = zeros(DType::F32, {n}), scaled = zeros(DType::F32, {n});
-  cpu::fused_elementwise<3, 2, 1, F, F, S, Gate, 0, 1, Mul, 3, 2, 4, Out>(
+  cpu::fused_elementwise<3, 2, 1, F, F, S, Gate, 0, 1, 0, Mul, 3, 2, 0, 4, Out>(
       ctx(), list(x.t(), g.t(), half.t()), list(chained.t()), "gate 0 1;mul 3 2>4");
   cpu::mul(ctx(), expected, half, scaled);
   EXPECT_EQ(std::memcmp(chained.data<float>(), scaled.data<float>(), n * sizeof(float)), 0);
+}
+
+// A Select instruction is the where kernel: with a condition per element,
+// the same bits as cpu::where for every pair of x and y (either zero, NaN
+// and the infinities included) on 1000 elements past one tile; with one
+// condition for all (fp16's guard of an update, its result written over
+// the unchosen operand), the chain's new value where it holds and the old
+// one untouched where it does not.
+TEST(FusedElementwise, SelectIsWhere) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const std::vector<float> specials = {0.0f, -0.0f, nan, inf, -inf, 1e-45f, -2.5f};
+  const int64_t n = 1000;
+  auto x = makeRandom<float>({n}, 1), y = makeRandom<float>({n}, 2);
+  for (size_t i = 0; i < specials.size(); ++i)
+    for (size_t j = 0; j < specials.size(); ++j) {
+      x.data<float>()[i * specials.size() + j] = specials[i];
+      y.data<float>()[i * specials.size() + j] = specials[j];
+    }
+  auto mask = zeros(DType::Bool, {n});
+  for (int64_t i = 0; i < n; ++i)
+    mask.data<bool>()[i] = (i * 7919) % 3 == 0;
+  auto chosen = zeros(DType::F32, {n}), expected = zeros(DType::F32, {n});
+  cpu::where(ctx(), mask, x, y, expected);
+  cpu::fused_elementwise<3, 1, 1, B, F, F, Select, 0, 1, 2, 3, Out>(
+      ctx(), list(mask.t(), x.t(), y.t()), list(chosen.t()), "select 0 1 2>3");
+  EXPECT_EQ(std::memcmp(chosen.data<float>(), expected.data<float>(), n * sizeof(float)), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = mask.data<bool>()[i] ? x.data<float>()[i] : y.data<float>()[i];
+    ASSERT_EQ(std::memcmp(&chosen.data<float>()[i], &want, sizeof(float)), 0) << "at " << i;
+  }
+  auto scale = make<float>({}, {0.5f}), scaled = zeros(DType::F32, {n});
+  cpu::mul(ctx(), x, scale, scaled);
+  for (bool holds : {true, false}) {
+    auto condition = makeBool({}, {holds});
+    auto old = zeros(DType::F32, {n});
+    std::memcpy(old.data<float>(), y.data<float>(), n * sizeof(float));
+    auto updated = zeros(DType::F32, {n});
+    std::memcpy(updated.data<float>(), y.data<float>(), n * sizeof(float));
+    cpu::fused_elementwise<4, 2, 1, BoolS, F, S, F, Mul, 1, 2, 0, Select, 0, 4, 3, 5, Out>(
+        ctx(), list(condition.t(), x.t(), scale.t(), updated.t()), list(updated.t()),
+        "mul 1 2;select 0 4 3>5");
+    const Buffer &want = holds ? scaled : old;
+    EXPECT_EQ(std::memcmp(updated.data<float>(), want.data<float>(), n * sizeof(float)), 0)
+        << "condition " << holds;
+  }
 }
 
 // bf16 inputs and outputs of a fused chain (runtime/FusedBFloat16Case.h):
@@ -289,7 +336,7 @@ TEST(FusedElementwise, BFloat16InputsAndOutputs) {
   std::copy(c.slot.begin(), c.slot.end(), slot.data<uint16_t>());
   scale.data<uint16_t>()[0] = c.scale;
   auto g = make<float>({n}, c.grads), wide = zeros(DType::F32, {n});
-  cpu::fused_elementwise<3, 2, 2, BF, F, BS, Add, 0, 1, Mul, 3, 2, 4, OutBF, 4, Out>(
+  cpu::fused_elementwise<3, 2, 2, BF, F, BS, Add, 0, 1, 0, Mul, 3, 2, 0, 4, OutBF, 4, Out>(
       ctx(), list(slot.t(), g.t(), scale.t()), list(slot.t(), wide.t()), c.kProgram);
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(slot.data<uint16_t>()[i], c.narrow[i]) << "at " << i;
@@ -328,7 +375,7 @@ TEST(Threads, SplitKernelsComputeWhatOneThreadDoes) {
     cpu::where(context, makeBool({}, {1}), a, b, result({rows, cols}));
     cpu::copy(context, b, result({rows, cols}));
     auto &fused = result({rows, cols});
-    cpu::fused_elementwise<3, 3, 1, F, F, S, Mul, 0, 1, Add, 3, 2, Tanh, 4, 0, 5, Out>(
+    cpu::fused_elementwise<3, 3, 1, F, F, S, Mul, 0, 1, 0, Add, 3, 2, 0, Tanh, 4, 0, 0, 5, Out>(
         context, list(a.t(), b.t(), zero.t()), list(fused.t()), "mul 0 1;add 3 2;tanh 4>5");
     cpu::transpose(context, a, result({cols, rows}), {1, 0});
     cpu::transpose(context, cube, result({8, 4, 64, 33}), {0, 2, 1, 3});
@@ -365,7 +412,8 @@ TEST(FusedElementwise, BadCallsFail) {
   // program's own errors are the compiler's (test/dialect), and a
   // malformed template argument list does not compile (its static_assert).
   auto addTwo = [&](const TensorList &inputs, const TensorList &outputs) {
-    cpu::fused_elementwise<2, 1, 1, F, F, Add, 0, 1, 2, Out>(ctx(), inputs, outputs, "add 0 1>2");
+    cpu::fused_elementwise<2, 1, 1, F, F, Add, 0, 1, 0, 2, Out>(ctx(), inputs, outputs,
+                                                                "add 0 1>2");
   };
   EXPECT_EXIT(addTwo(list(x.t()), list(y.t())), ::testing::ExitedWithCode(3),
               "cleave: error: kernel fused_elementwise: 'add 0 1>2' takes 2 inputs and 1 "

@@ -29,12 +29,14 @@ __device__ __forceinline__ float load(const ChainOperands &call, int64_t i) {
   const int64_t at = C::scalar(I) ? 0 : i;
   if constexpr (C::narrow(I))
     return detail::convert<float>(static_cast<const __nv_bfloat16 *>(call.inputs[I])[at]);
+  else if constexpr (C::boolean(I))
+    return static_cast<const bool *>(call.inputs[I])[at] ? 1.0f : 0.0f;
   else
     return static_cast<const float *>(call.inputs[I])[at];
 }
 
 template <class C, int K> __device__ __forceinline__ void step(float *v) {
-  const float a = v[C::lhs(K)], b = v[C::rhs(K)];
+  const float a = v[C::operand(K, 0)], b = v[C::operand(K, 1)], c = v[C::operand(K, 2)];
   float &y = v[C::inputs + K];
   constexpr ElementwiseOpcode op = C::op(K);
   if constexpr (op == ElementwiseOpcode::Add)
@@ -47,6 +49,8 @@ template <class C, int K> __device__ __forceinline__ void step(float *v) {
     y = __fdiv_rn(a, b);
   else if constexpr (op == ElementwiseOpcode::Gate)
     y = a > 0.0f ? b : 0.0f;
+  else if constexpr (op == ElementwiseOpcode::Select)
+    y = a != 0.0f ? b : c;
   else if constexpr (op == ElementwiseOpcode::Neg)
     y = -a;
   else if constexpr (op == ElementwiseOpcode::Sqrt)

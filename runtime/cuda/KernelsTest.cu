@@ -956,7 +956,7 @@ TEST_F(CudaKernels, FusedElementwiseBFloat16) {
                 BS = int(ChainInput::BF16Scalar), Add = int(ElementwiseOpcode::Add),
                 Mul = int(ElementwiseOpcode::Mul), Out = int(ChainOutput::F32),
                 OutBF = int(ChainOutput::BF16);
-  kc::fused_elementwise<3, 2, 2, BF, F, BS, Add, 0, 1, Mul, 3, 2, 4, OutBF, 4, Out>(
+  kc::fused_elementwise<3, 2, 2, BF, F, BS, Add, 0, 1, 0, Mul, 3, 2, 0, 4, OutBF, 4, Out>(
       ctx, list(slot, g, scale), list(slot, wide), c.kProgram);
   std::vector<uint16_t> narrow = get<uint16_t>(slot);
   std::vector<float> widened = get<float>(wide);
@@ -970,29 +970,34 @@ TEST_F(CudaKernels, FusedElementwiseBFloat16) {
 // A chain of every opcode gives what the standalone kernels give run one
 // after another, bit for bit (no multiply-add contracted, the same device
 // math), on 1000 elements with a broadcast scalar: x * y + c, sqrt, / y,
-// exp, tanh, erf, neg, - x, and a ReLU's gradient gate(x, that).
+// exp, tanh, erf, neg, - x, a ReLU's gradient gate(x, that), and
+// select(mask, that, x), a where whose condition is read per element.
 TEST_F(CudaKernels, FusedElementwiseIsTheStandaloneKernels) {
   const int64_t n = 1000;
   std::vector<float> xs(n), ys(n);
+  std::vector<uint8_t> masks(n);
   for (int64_t i = 0; i < n; ++i) {
     xs[i] = 0.0137f * static_cast<float>(i % 211) - 1.3f;
     ys[i] = 0.5f + 0.0071f * static_cast<float>(i);
+    masks[i] = i % 3 != 0;
   }
   Tensor x = f32({n}, xs), y = f32({n}, ys), c = f32({}, {2.25f}), zero = f32({}, {0.0f});
-  constexpr int F = int(ChainInput::F32), S = int(ChainInput::F32Scalar),
+  Tensor mask = boolean({n}, masks);
+  constexpr int F = int(ChainInput::F32), S = int(ChainInput::F32Scalar), B = int(ChainInput::Bool),
                 Out = int(ChainOutput::F32);
   using Op = ElementwiseOpcode;
   constexpr int Add = int(Op::Add), Sub = int(Op::Sub), Mul = int(Op::Mul), Div = int(Op::Div),
                 Gate = int(Op::Gate), Neg = int(Op::Neg), Sqrt = int(Op::Sqrt), Exp = int(Op::Exp),
-                Tanh = int(Op::Tanh), Erf = int(Op::Erf);
+                Tanh = int(Op::Tanh), Erf = int(Op::Erf), Select = int(Op::Select);
   Tensor fused = alloc(DType::F32, {n});
-  kc::fused_elementwise<3, 10, 1, F, F, S, Mul, 0, 1, Add, 3, 2, Sqrt, 4, 0, Div, 5, 1, Exp, 6, 0,
-                        Tanh, 7, 0, Erf, 8, 0, Neg, 9, 0, Sub, 10, 0, Gate, 0, 11, 12, Out>(
-      ctx, list(x, y, c), list(fused),
-      "mul 0 1;add 3 2;sqrt 4;div 5 1;exp 6;tanh 7;erf 8;neg 9;"
-      "sub 10 0;gate 0 11>12");
+  kc::fused_elementwise<4, 11, 1, F, F, S, B, Mul, 0, 1, 0, Add, 4, 2, 0, Sqrt, 5, 0, 0, Div, 6, 1,
+                        0, Exp, 7, 0, 0, Tanh, 8, 0, 0, Erf, 9, 0, 0, Neg, 10, 0, 0, Sub, 11, 0, 0,
+                        Gate, 0, 12, 0, Select, 3, 13, 0, 14, Out>(
+      ctx, list(x, y, c, mask), list(fused),
+      "mul 0 1;add 4 2;sqrt 5;div 6 1;exp 7;tanh 8;erf 9;neg 10;"
+      "sub 11 0;gate 0 12;select 3 13 0>14");
   std::vector<Tensor> steps;
-  for (int k = 0; k < 10; ++k)
+  for (int k = 0; k < 11; ++k)
     steps.push_back(alloc(DType::F32, {n}));
   Tensor positive = alloc(DType::Bool, {n});
   kc::mul(ctx, x, y, steps[0]);
@@ -1006,7 +1011,8 @@ TEST_F(CudaKernels, FusedElementwiseIsTheStandaloneKernels) {
   kc::sub(ctx, steps[7], x, steps[8]);
   kc::greater(ctx, x, zero, positive);
   kc::where(ctx, positive, steps[8], zero, steps[9]);
-  std::vector<float> got = get<float>(fused), want = get<float>(steps[9]);
+  kc::where(ctx, mask, steps[9], x, steps[10]);
+  std::vector<float> got = get<float>(fused), want = get<float>(steps[10]);
   ASSERT_EQ(std::memcmp(got.data(), want.data(), n * sizeof(float)), 0);
 }
 

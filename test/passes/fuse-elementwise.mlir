@@ -115,6 +115,27 @@ func.func @not_gates(%x: tensor<16xf32>, %g: tensor<16xf32>) -> (tensor<16xf32>,
 
 // -----
 
+// Any other where of f32 values is a Select: its condition (i1, per element
+// or one for all) an input of the chain. fp16's guard of an update, the new
+// value where the gradients were finite and the old one where not, joins
+// the update's chain, whose outputs are then the chosen values alone; a
+// where with nothing to fuse with stays itself.
+// CHECK-LABEL: func.func @guarded_update
+// CHECK-SAME: (%[[P:.*]]: tensor<16xf32>, %[[G:.*]]: tensor<16xf32>, %[[F:.*]]: tensor<i1>, %[[M:.*]]: tensor<16xi1>, %[[LR:.*]]: tensor<f32>)
+// CHECK-NEXT: %[[U:.*]]:2 = cleave.fused_elementwise %[[LR]], %[[G]], %[[P]], %[[F]], %[[M]] {program = "mul 0 1;sub 2 5;select 3 6 2;select 4 7 1>7,8"}
+// CHECK-NEXT: %[[W:.*]] = cleave.where %[[M]], %[[P]], %[[G]]
+// CHECK-NEXT: return %[[U]]#0, %[[U]]#1, %[[W]]
+func.func @guarded_update(%p: tensor<16xf32>, %g: tensor<16xf32>, %finite: tensor<i1>, %mask: tensor<16xi1>, %lr: tensor<f32>) -> (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) {
+  %step = cleave.mul %lr, %g : (tensor<f32>, tensor<16xf32>) -> tensor<16xf32>
+  %new = cleave.sub %p, %step : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %kept = cleave.where %finite, %new, %p : (tensor<i1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %masked = cleave.where %mask, %kept, %g : (tensor<16xi1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %alone = cleave.where %mask, %p, %g : (tensor<16xi1>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return %kept, %masked, %alone : tensor<16xf32>, tensor<16xf32>, tensor<16xf32>
+}
+
+// -----
+
 // Casts between bf16 and f32 at a chain's ends: a bf16 gradient
 // accumulator's widen, add and round is one op that reads the bf16 slot and
 // writes bf16 (the same register, converted as the kernel reads and writes

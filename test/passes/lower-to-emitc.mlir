@@ -62,15 +62,16 @@ func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"
 // template's arguments are the counts of inputs, instructions and outputs;
 // how each input is read (0 every f32, 1 one f32 for all, 2 every bf16, 3
 // one bf16 for all); each instruction's opcode (add 0, mul 2, exp 7) and
-// operands; each output's register and type (0 f32, 1 bf16). The chains'
+// its three operand slots (those it does not read 0); each output's
+// register and type (0 f32, 1 bf16). The chains'
 // header comes first, the one a program may read precompiled.
 // CHECK: emitc.include "runtime/cpu/FusedChain.h"
 // CHECK-NEXT: emitc.include "runtime/cpu/Program.h"
 // CHECK-LABEL: emitc.func @cleave_forward
-// CHECK: call_opaque "cleave::rt::cpu::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">], template_args = [#emitc.opaque<"3">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"2">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"7">, #emitc.opaque<"4">, #emitc.opaque<"0">, #emitc.opaque<"4">, #emitc.opaque<"1">, #emitc.opaque<"5">, #emitc.opaque<"0">]}
+// CHECK: call_opaque "cleave::rt::cpu::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">], template_args = [#emitc.opaque<"3">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"2">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"7">, #emitc.opaque<"4">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"4">, #emitc.opaque<"1">, #emitc.opaque<"5">, #emitc.opaque<"0">]}
 // CUDA: emitc.include "runtime/cuda/FusedChain.cuh"
 // CUDA-NEXT: emitc.include "runtime/cuda/Program.h"
-// CUDA: call_opaque "cleave::rt::cuda::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">], template_args = [#emitc.opaque<"3">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"2">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"7">, #emitc.opaque<"4">, #emitc.opaque<"0">, #emitc.opaque<"4">, #emitc.opaque<"1">, #emitc.opaque<"5">, #emitc.opaque<"0">]}
+// CUDA: call_opaque "cleave::rt::cuda::fused_elementwise"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"\22add 0 1;mul 3 2;exp 4>4,5\22">], template_args = [#emitc.opaque<"3">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"1">, #emitc.opaque<"0">, #emitc.opaque<"2">, #emitc.opaque<"3">, #emitc.opaque<"2">, #emitc.opaque<"0">, #emitc.opaque<"7">, #emitc.opaque<"4">, #emitc.opaque<"0">, #emitc.opaque<"0">, #emitc.opaque<"4">, #emitc.opaque<"1">, #emitc.opaque<"5">, #emitc.opaque<"0">]}
 func.func @forward(%a: tensor<8xbf16> {cleave.kind = "input", cleave.name = "a"},
                    %b: tensor<8xf32> {cleave.kind = "input", cleave.name = "b"},
                    %s: tensor<f32> {cleave.kind = "input", cleave.name = "s"})
