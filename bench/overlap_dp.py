@@ -6,7 +6,9 @@ ZeRO 3's parameter gathers and gradient reduce-scatters the compute hides.
                                          | --tp]
 
 For bench/layouts_vs_one_rank.py's MLP (at batch 64 and at batch 512, where
-its backward takes longer than its all-reduce) and GPT, compiles dp=2 twice
+its backward takes longer than its all-reduce) and GPT, and (plain dp
+alone) bench/forward_vs_onnxruntime.py's CNN at batch 64 (a backward many
+times its small all-reduce), compiles dp=2 twice
 (AdamW, the same global batch, 1 thread a rank): with the gradients summed
 in buckets that the last microbatch's backward starts on the background
 all-reduce's thread (--bucket-mb auto, the default), and with every sum
@@ -64,7 +66,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from forward_vs_onnxruntime import CLEAVE, MLP  # noqa: E402
+from forward_vs_onnxruntime import CLEAVE, CNN, MLP  # noqa: E402
 from layouts_vs_one_rank import MLP_PLAN, bench_cases, compiled_layouts  # noqa: E402
 
 LAYOUTS = (("--bucket-mb 0", 2, ["--mesh", "dp=2", "--bucket-mb", "0"]),
@@ -87,12 +89,16 @@ ZERO3_LAYOUTS = (("both off", 2, ["--mesh", "dp=2", "--zero", "3"]),
 BACKGROUND_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 
 
-def cases():
-    """bench_cases() and the MLP at batch 512."""
+def cases(with_cnn):
+    """bench_cases() and the MLP at batch 512; `with_cnn`: the CNN too (it
+    has no tensor-parallel plan)."""
     listed = bench_cases()
     torch.manual_seed(0)
     listed.insert(1, ("mlp (256-1024-1024-10, batch 512)", MLP(),
                       (torch.randn(512, 256), torch.randint(0, 10, (512,))), MLP_PLAN))
+    if with_cnn:
+        listed.append(("cnn (2 conv, 32x32 images, batch 64)", CNN(),
+                       (torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))), {}))
     return listed
 
 
@@ -177,12 +183,11 @@ def main():
     options = dp2_options()
     print(f"{'model':38} {'layout':20} {'step ms':>8} {'comm ms':>8} {'exposed':>8} "
           f"{'hidden':>7} {'vs 0 comm':>9} {'step vs 0':>8}")
-    for name, model, args, plan in cases():
+    chosen = next((layouts for flag, layouts in (
+        ("zero1", ZERO1_LAYOUTS), ("zero2", ZERO2_LAYOUTS), ("zero3", ZERO3_LAYOUTS),
+        ("pipeline", PIPELINE_LAYOUTS), ("tp", TP_LAYOUTS)) if getattr(options, flag)), LAYOUTS)
+    for name, model, args, plan in cases(with_cnn=chosen is LAYOUTS):
         with tempfile.TemporaryDirectory() as workdir:
-            chosen = next((layouts for flag, layouts in (
-                ("zero1", ZERO1_LAYOUTS), ("zero2", ZERO2_LAYOUTS), ("zero3", ZERO3_LAYOUTS),
-                ("pipeline", PIPELINE_LAYOUTS), ("tp", TP_LAYOUTS)) if getattr(options, flag)),
-                LAYOUTS)
             layouts = list(compiled_layouts(CLEAVE, model, args, plan, workdir, chosen))
             trace = os.path.join(workdir, "trace.json")
             traced = ["--trace", trace] if chosen is not LAYOUTS else []
