@@ -6,9 +6,11 @@
 # head (llama_mqa), Mistral (LLaMA with a sliding attention window), OPT
 # (its attention merges [batch, heads] into one dim; tied head), T5
 # (encoder-decoder) and T5 v1.1 (gated-GELU feed-forward, untied head) and
-# ViT, torchvision's Swin Transformer (one device only: windows padded and
-# shifted), resnet18, mobilenet_v2, mobilenet_v3_small and
-# efficientnet_b0 (BatchNorm in training mode).
+# ViT, torchvision's Swin Transformer and ConvNeXt (one device only: Swin's
+# windows padded and shifted; ConvNeXt's LayerNorm over channels between
+# permutes), resnet18, mobilenet_v2, mobilenet_v3_small and efficientnet_b0,
+# and ShuffleNetV2 and DenseNet (one device only) (BatchNorm in training
+# mode).
 #   - pytorch: one device, STEPS steps (SETTINGS says where another number,
 #     optimizer or learning rate, and why) of adamw on random data in file order; every
 #     step's loss within 1e-4 relative of PyTorch's, the final parameters
@@ -41,7 +43,8 @@
 #     torch folds each BatchNorm into the convolution before it: the layouts
 #     are compared on the folded network (training-mode BatchNorm is
 #     compared against PyTorch in the pytorch cases only).
-# The default suite runs GPT-2, GPT-J, OPT, Swin and resnet18 on one device, GPT-2,
+# The default suite runs GPT-2, GPT-J, OPT, Swin, ConvNeXt, resnet18, ShuffleNetV2
+# and DenseNet on one device, GPT-2,
 # llama_mqa, OPT, GPT-NeoX and BLOOM on tp=2, GPT-2, BLOOM and BERT on tp=2 with
 # --deterministic, and GPT-2 (zb-h1), LLaMA and OPT (1f1b) on pp=2;
 # CLEAVE_LONG=1 runs every case. Arguments after the work directory pick
@@ -68,6 +71,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "distributed"))
 
 import bert  # noqa: E402
 import bloom  # noqa: E402
+import convnext  # noqa: E402
+import densenet  # noqa: E402
 import efficientnet_b0  # noqa: E402
 import gpt2  # noqa: E402
 import gpt_neox  # noqa: E402
@@ -79,6 +84,7 @@ import mobilenet_v2  # noqa: E402
 import mobilenet_v3_small  # noqa: E402
 import opt  # noqa: E402
 import resnet18  # noqa: E402
+import shufflenet  # noqa: E402
 import swin  # noqa: E402
 import t5  # noqa: E402
 import t5_v1_1  # noqa: E402
@@ -90,7 +96,8 @@ STEPS = 10  # dp_vs_single.Model trains its own STEPS, also 10
 MODELS = {"gpt2": gpt2, "gptj": gptj, "gpt_neox": gpt_neox, "bloom": bloom, "bert": bert, "llama": llama, "llama_mqa": llama_mqa,
           "mistral": mistral, "opt": opt, "t5": t5, "t5_v1_1": t5_v1_1, "vit": vit,
           "swin": swin, "resnet18": resnet18, "mobilenet_v2": mobilenet_v2,
-          "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0}
+          "mobilenet_v3_small": mobilenet_v3_small, "efficientnet_b0": efficientnet_b0,
+          "convnext": convnext, "shufflenet": shufflenet, "densenet": densenet}
 TRANSFORMERS = ("gpt2", "gpt_neox", "bloom", "bert", "llama", "llama_mqa", "mistral", "opt", "t5", "t5_v1_1", "vit")
 CNNS = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0")
 # Mistral's module names are LLaMA's.
@@ -100,7 +107,8 @@ PLANS = {name: os.path.join(ROOT, "plans", f"zoo-{'llama' if name == 'mistral' e
 # only (dp would need --sync-batchnorm to equal one device).
 LAYOUTS = {**{name: ("dp2", "tp2", "tp2det", "dp2tp2z3", "pp2", "pp2zb") for name in TRANSFORMERS},
            **{name: ("tp2",) for name in CNNS}}
-DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "swin:pytorch", "resnet18:pytorch", "gpt2:tp2", "llama_mqa:tp2",
+DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "swin:pytorch", "convnext:pytorch",
+           "resnet18:pytorch", "shufflenet:pytorch", "densenet:pytorch", "gpt2:tp2", "llama_mqa:tp2",
            "opt:tp2", "gpt_neox:tp2", "bloom:tp2", "gpt2:pp2zb", "llama:pp2", "opt:pp2",
            "gpt2:tp2det", "bloom:tp2det", "bert:tp2det"]
 # The transformers train with train_vs_pytorch.py's adamw (lr 0.01), but for
@@ -122,6 +130,12 @@ DEFAULT = ["gpt2:pytorch", "gptj:pytorch", "opt:pytorch", "swin:pytorch", "resne
 # by more than 1e-1 within 10 steps even at lr 1e-7) trains as resnet18,
 # SGD at lr 1e-6, where PyTorch's float32 stays within 7.1e-6 of float64
 # (losses) and 3.3e-7 (parameters) over the 10 steps.
+# ShuffleNetV2 and DenseNet train as resnet18 too: at AdamW lr 1e-2
+# ShuffleNetV2's float32 losses part from float64 by 4.0e-2 within 10 steps
+# in PyTorch (1.2e-2 in cleave); DenseNet's losses hold (PyTorch 3e-7,
+# cleave 7e-7 from float64) but its first BatchNorm's weight ends 2e-4 of
+# its largest element from PyTorch's, past the 1e-4 (AdamW's first update
+# lr g/(|g| + eps), Mistral's case below).
 # Mistral trains with adamw at lr 1e-3: at lr 1e-2 one element of its token
 # embedding ends 1.3e-4 of the table's largest away from PyTorch's, and
 # test/models/zoo/mistral_float64.py found why against PyTorch in float64:
@@ -139,6 +153,10 @@ SETTINGS = {
                          lambda p: torch.optim.SGD(p, lr=1e-6))),
     "efficientnet_b0": (STEPS, (["--optimizer", "sgd", "--lr", "1e-6"],
                                 lambda p: torch.optim.SGD(p, lr=1e-6))),
+    "shufflenet": (STEPS, (["--optimizer", "sgd", "--lr", "1e-6"],
+                           lambda p: torch.optim.SGD(p, lr=1e-6))),
+    "densenet": (STEPS, (["--optimizer", "sgd", "--lr", "1e-6"],
+                         lambda p: torch.optim.SGD(p, lr=1e-6))),
     "mobilenet_v2": (1, (["--optimizer", "sgd", "--lr", "1e-4"],
                          lambda p: torch.optim.SGD(p, lr=1e-4))),
     # As mobilenet_v2 (same blocks, with squeeze-and-excitation).
