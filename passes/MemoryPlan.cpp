@@ -99,9 +99,10 @@ llvm::DenseMap<Value, StoredBytes> storedBytes(func::FuncOp func) {
   return bytes;
 }
 
-/// Whether `op` chooses one of two whole tensors by a single condition (the
-/// guard of loss scaling around each update): its kernels read each element
-/// before they write it, the CPU's by copying the chosen operand whole.
+/// Whether `op` chooses one of two whole tensors by a single condition (loss
+/// scaling's guard of its one-element state, and of any update whose where
+/// is not in a fused chain): its kernels read each element before they write
+/// it, the CPU's by copying the chosen operand whole.
 bool choosesWhole(Operation *op) {
   auto where = dyn_cast<WhereOp>(op);
   auto elements = [](Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); };

@@ -15,9 +15,8 @@
 // is `where`'s x where c is true, else y). Registers hold f32; a bf16 input
 // is widened as it is read and a bf16 output rounded to nearest even as it
 // is written (what the chain's casts did), a bool input (a where's
-// condition) read as 1 or 0. The
-// compiler's verifier and its lowering to the backends' compiled chains
-// (runtime/ChainCode.h) parse it here.
+// condition) read as 1 or 0. The compiler's verifier and its lowering to the
+// backends' compiled chains (runtime/ChainCode.h) parse it here.
 //
 //===----------------------------------------------------------------------===//
 

@@ -7,12 +7,11 @@
 // that keeps every intermediate in registers.
 //
 // Each opcode computes what its standalone kernel computes, so a chain gives
-// the unfused ops' results bit for bit: add, sub, mul, div, neg, sqrt, the
-// gate and select are exact IEEE operations or choices whatever the vector
-// width (contraction
-// into fused multiply-adds is off here); exp, tanh and erf run the
-// standalone kernels' loops (chainTile) over a tile of the elements, so a
-// chain is runs of inline instructions between them.
+// the unfused ops' results bit for bit: add, sub, mul, div, neg and sqrt are
+// exact IEEE operations whatever the vector width (contraction into fused
+// multiply-adds is off here), the gate and select exact choices; exp, tanh
+// and erf run the standalone kernels' loops (chainTile) over a tile of the
+// elements, so a chain is runs of inline instructions between them.
 //
 //===----------------------------------------------------------------------===//
 

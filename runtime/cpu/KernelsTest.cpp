@@ -247,21 +247,27 @@ TEST(FusedElementwise, AdamStepBitForBit) {
   EXPECT_EQ(std::memcmp(outs[3].data<float>(), tail[3].data<float>(), n * sizeof(float)), 0);
 }
 
+/// Two random tensors of n elements whose first elements hold every pair of
+/// `specials`, one from each.
+std::pair<Buffer, Buffer> specialPairs(int64_t n, const std::vector<float> &specials) {
+  auto x = makeRandom<float>({n}, 1), y = makeRandom<float>({n}, 2);
+  for (size_t i = 0; i < specials.size(); ++i)
+    for (size_t j = 0; j < specials.size(); ++j) {
+      x.data<float>()[i * specials.size() + j] = specials[i];
+      y.data<float>()[i * specials.size() + j] = specials[j];
+    }
+  return {std::move(x), std::move(y)};
+}
+
 // A Gate instruction is a ReLU's gradient, where(greater(x, 0), g, +0),
 // the two kernels cleave-fuse-elementwise replaces by it: the same bits for
 // every x (either zero, NaN and the infinities included) and every g (NaN,
 // the infinities and -0 passed through where x > 0), on 1000 elements past
 // one tile, and on a chain that reads a Gate's result.
 TEST(FusedElementwise, GateIsReluGradient) {
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
-  const std::vector<float> specials = {0.0f, -0.0f, nan, inf, -inf, 1e-45f, -1e-45f, 2.5f};
   const int64_t n = 1000;
-  auto x = makeRandom<float>({n}, 1), g = makeRandom<float>({n}, 2);
-  for (size_t i = 0; i < specials.size(); ++i)
-    for (size_t j = 0; j < specials.size(); ++j) {
-      x.data<float>()[i * specials.size() + j] = specials[i];
-      g.data<float>()[i * specials.size() + j] = specials[j];
-    }
+  const float inf = kInf, nan = std::nanf("");
+  auto [x, g] = specialPairs(n, {0.0f, -0.0f, nan, inf, -inf, 1e-45f, -1e-45f, 2.5f});
   auto zero = make<float>({}, {0.0f}), half = make<float>({}, {0.5f});
   auto mask = zeros(DType::Bool, {n});
   auto gated = zeros(DType::F32, {n}), expected = zeros(DType::F32, {n});
@@ -288,15 +294,9 @@ TEST(FusedElementwise, GateIsReluGradient) {
 // the unchosen operand), the chain's new value where it holds and the old
 // one untouched where it does not.
 TEST(FusedElementwise, SelectIsWhere) {
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
-  const std::vector<float> specials = {0.0f, -0.0f, nan, inf, -inf, 1e-45f, -2.5f};
   const int64_t n = 1000;
-  auto x = makeRandom<float>({n}, 1), y = makeRandom<float>({n}, 2);
-  for (size_t i = 0; i < specials.size(); ++i)
-    for (size_t j = 0; j < specials.size(); ++j) {
-      x.data<float>()[i * specials.size() + j] = specials[i];
-      y.data<float>()[i * specials.size() + j] = specials[j];
-    }
+  const float inf = kInf, nan = std::nanf("");
+  auto [x, y] = specialPairs(n, {0.0f, -0.0f, nan, inf, -inf, 1e-45f, -2.5f});
   auto mask = zeros(DType::Bool, {n});
   for (int64_t i = 0; i < n; ++i)
     mask.data<bool>()[i] = (i * 7919) % 3 == 0;

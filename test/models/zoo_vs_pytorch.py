@@ -8,9 +8,9 @@
 # (encoder-decoder) and T5 v1.1 (gated-GELU feed-forward, untied head) and
 # ViT, torchvision's Swin Transformer and ConvNeXt (one device only: Swin's
 # windows padded and shifted; ConvNeXt's LayerNorm over channels between
-# permutes), resnet18, mobilenet_v2, mobilenet_v3_small and efficientnet_b0,
-# and ShuffleNetV2 and DenseNet (one device only) (BatchNorm in training
-# mode).
+# permutes), and with BatchNorm in training mode resnet18, mobilenet_v2,
+# mobilenet_v3_small, efficientnet_b0, ShuffleNetV2 and DenseNet (the last
+# two on one device only).
 #   - pytorch: one device, STEPS steps (SETTINGS says where another number,
 #     optimizer or learning rate, and why) of adamw on random data in file order; every
 #     step's loss within 1e-4 relative of PyTorch's, the final parameters
