@@ -50,6 +50,8 @@ struct ForwardOptions {
   /// with `traceOps`, its kernels), or empty for none.
   std::string trace;
   bool traceOps = false;
+  /// --trace-steps: the runs the timeline keeps.
+  StepWindow tracedRuns;
 };
 
 /// One forward (or `repeat` of them) on the --input files: the outputs
@@ -114,7 +116,7 @@ int runForward(const std::string &dir, const Plan &plan, const ForwardOptions &o
 
   std::vector<Tensor> outputs(plan.outputs.size());
   std::vector<double> seconds;
-  RunProfile profile(/*steps=*/false, tracing, StepWindow{}, options.traceOps,
+  RunProfile profile(/*steps=*/false, tracing, options.tracedRuns, options.traceOps,
                      /*trainingInfo=*/false);
   comm::LocalCommunicator world("world");
   profile.attach(backend);
@@ -309,7 +311,8 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
              [&training](const std::string &text) {
                parseStepWindow(text, training.traceSteps.emplace());
              },
-             "Training: with --trace, trace only steps FIRST to LAST (FIRST:LAST)")
+             "With --trace, trace only steps FIRST to LAST (FIRST:LAST; of a forward, its "
+             "--repeat runs)")
           ->check(stepWindow());
   auto *quietOpt =
       app.add_flag("--quiet", training.quiet, "Training: print no progress lines");
@@ -388,19 +391,21 @@ int runDriverChecked(int argc, char **argv, const std::vector<ProgramIdentity> &
       return code;
     return runTraining(dirs, plans, training, backend);
   }
-  if (const CLI::Option *option = firstGiven(
-          {dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt, totalStepsOpt,
-           logJsonOpt, traceStepsOpt, quietOpt, timeoutOpt, checkpointDirOpt, checkpointEveryOpt,
-           keepOpt, checkpointAsyncOpt, resumeOpt, initFromOpt}))
+  if (const CLI::Option *option =
+          firstGiven({dataOpt, stepsOpt, epochsOpt, shuffleOpt, noShuffleOpt, seedOpt,
+                      totalStepsOpt, logJsonOpt, quietOpt, timeoutOpt, checkpointDirOpt,
+                      checkpointEveryOpt, keepOpt, checkpointAsyncOpt, resumeOpt, initFromOpt}))
     return fail(option->get_name(), "only a training program takes it", 2,
                 "compile the model with cleave compile --train to train it");
 
-  if (training.traceOps && training.trace.empty())
-    return fail(traceOpsOpt->get_name(), "needs --trace FILE", 2);
+  for (const CLI::Option *option : {traceOpsOpt, traceStepsOpt})
+    if (option->count() && training.trace.empty())
+      return fail(option->get_name(), "needs --trace FILE", 2);
   backend.setThreads(threads);
-  return runForward(
-      dir, plan, {inputFlags, outputDir, repeat, stats, threads, training.trace, training.traceOps},
-      backend);
+  return runForward(dir, plan,
+                    {inputFlags, outputDir, repeat, stats, threads, training.trace,
+                     training.traceOps, training.traceSteps.value_or(StepWindow{})},
+                    backend);
 }
 
 } // namespace

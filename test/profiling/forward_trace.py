@@ -9,6 +9,8 @@
 #     names read from the model with the onnx package), every Gemm node of
 #     the model has its "gemm" span, and the three runs have the same spans
 #     in the same order; without it there are none;
+#   - with --trace-steps 2:3 of 4 runs (and --trace-ops), only runs 2 and 3
+#     are in the trace, their kernel spans as above;
 #   - the outputs are written as without --trace: the loss equals
 #     onnxruntime's on the same inputs within 1e-5;
 #   - launched on 2 ranks (each runs the whole forward) rank 0 alone writes
@@ -35,14 +37,15 @@ MODEL = os.path.join(ROOT, "examples", "mlp", "model.onnx")
 RUNS = 3
 
 
-def check_trace(label, path, ops, nodes, gemms):
+def check_trace(label, path, ops, nodes, gemms, runs):
+    """The trace's checks above; `runs`: the runs it holds."""
     trace = chrome_trace.load(path)
     expect(list(trace.processes.values()) == ["rank 0"],
            f"{label}: processes {trace.processes}, not rank 0 alone")
     track = {name: [s for s in trace.spans if trace.threads[(s.pid, s.tid)] == name]
              for name in ("compute", "ops")}
     steps = sorted((s for s in track["compute"] if s.name.startswith("step ")), key=lambda s: s.ts)
-    expect([s.name for s in steps] == [f"step {n}" for n in range(1, RUNS + 1)],
+    expect([s.name for s in steps] == [f"step {n}" for n in runs],
            f"{label}: step spans {[s.name for s in steps]}")
     sequences = []
     for step in steps:
@@ -85,12 +88,16 @@ def main():
 
     out = os.path.join(workdir, "forward")
     run(["cleave", "compile", MODEL, "-o", out])
-    for label, ops in (("ops", True), ("phases", False)):
+    for label, ops, window in (("ops", True, None), ("phases", False, None),
+                               ("window", True, (2, 3))):
         results = os.path.join(workdir, f"{label}.results")
         trace = os.path.join(workdir, f"{label}.trace.json")
-        run(["cleave", "run", out, *flags, "--repeat", str(RUNS), "--trace", trace,
-             "--output-dir", results] + (["--trace-ops"] if ops else []))
-        check_trace(label, trace, ops, nodes, gemms)
+        repeat = 4 if window else RUNS
+        run(["cleave", "run", out, *flags, "--repeat", str(repeat), "--trace", trace,
+             "--output-dir", results] + (["--trace-ops"] if ops else []) +
+            (["--trace-steps", f"{window[0]}:{window[1]}"] if window else []))
+        check_trace(label, trace, ops, nodes, gemms,
+                    range(window[0], window[1] + 1) if window else range(1, RUNS + 1))
         loss = np.load(os.path.join(results, "loss.npy"))
         expect(abs(float(loss) - float(expected)) <= 1e-5 * abs(float(expected)),
                f"{label}: loss {float(loss)}, onnxruntime {float(expected)}")
