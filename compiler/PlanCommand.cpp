@@ -586,9 +586,11 @@ struct MeasuredCompute {
   double seconds = 0, productSeconds = 0;
 };
 
-/// The mean seconds a rank's step spends in product kernels, from the
-/// per-op spans of a run's `trace` (docs/training.md, "Profiling"), its
-/// first step left out as the compute measurement leaves it out.
+/// The seconds a rank's step spends in product kernels, from the per-op
+/// spans of a run's `trace` (docs/training.md, "Profiling"): per rank the
+/// median over its steps after the first (as the compute measurement takes
+/// its median: one step slowed by the machine moves neither), then the mean
+/// over the ranks.
 double productKernelSeconds(const Json &trace) {
   // Per rank (the trace's process): its steps after the first, and the
   // product kernels' spans.
@@ -607,13 +609,16 @@ double productKernelSeconds(const Json &trace) {
   }
   double sum = 0;
   for (const auto &[rank, spans] : steps) {
-    double inSteps = 0;
-    for (auto [start, duration] : products[rank])
-      if (llvm::any_of(spans, [start = start](const std::pair<double, double> &step) {
-            return start >= step.first && start < step.first + step.second;
-          }))
-        inSteps += duration;
-    sum += inSteps / static_cast<double>(spans.size());
+    std::vector<double> inStep;
+    for (auto [stepStart, stepLength] : spans) {
+      double seconds = 0;
+      for (auto [start, duration] : products[rank])
+        if (start >= stepStart && start < stepStart + stepLength)
+          seconds += duration;
+      inStep.push_back(seconds);
+    }
+    std::sort(inStep.begin(), inStep.end());
+    sum += inStep[inStep.size() / 2];
   }
   return steps.empty() ? 0 : sum / static_cast<double>(steps.size()) * 1e-6;
 }
