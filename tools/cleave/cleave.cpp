@@ -448,8 +448,8 @@ void addRunCommand(CLI::App &app, RunOptions &options) {
                   "each run's");
   sub->add_flag("--trace-ops", options.traceOps, "With --trace, a span for every kernel call");
   sub->add_option("--trace-steps", options.traceSteps,
-                  "Training: with --trace, trace only steps FIRST to LAST (FIRST:LAST), which "
-                  "keeps the trace's memory and file small on a long run")
+                  "With --trace, trace only steps FIRST to LAST (FIRST:LAST; of a forward, its "
+                  "--repeat runs), which keeps the trace's memory and file small on a long run")
       ->check(rt::stepWindow());
   sub->add_flag("--quiet", options.quiet, "Training: print no progress lines");
   sub->add_option("--checkpoint-dir", options.checkpointDir,
