@@ -5,9 +5,13 @@
 //   cleave-runtime-comm-job die                rank 1 exits during step 1
 //   cleave-runtime-comm-job expect-mismatch    rank 1 expects 10 floats,
 //                        its recv takes 20
-//   cleave-runtime-comm-job time BYTES REPEATS [deterministic|blocking]
-//                        all-reduce time (rank 0 prints); `blocking` times a
-//                        plain MPI_Allreduce on the same group, for comparison
+//   cleave-runtime-comm-job time BYTES REPEATS [VARIANT]
+//                        all-reduce time (rank 0 prints); VARIANT:
+//                        `deterministic` (the sum in rank order), `blocking`
+//                        (a plain MPI_Allreduce on the same group, for
+//                        comparison), `reduce-scatter` (the communicator's
+//                        reduce-scatter of BYTES) or `library-reduce-scatter`
+//                        (MPI_Ireduce_scatter_block, polled, for comparison)
 //
 // Run under mpirun (test/runtime/comm-job.test, comm-timeout.test), or
 // alone.
@@ -32,7 +36,8 @@ namespace {
 
 int usage() {
   std::fprintf(stderr, "usage: cleave-runtime-comm-job groups MESH | timeout SECONDS | die | "
-                       "expect-mismatch | time BYTES REPEATS [deterministic|blocking]\n");
+                       "expect-mismatch | time BYTES REPEATS "
+                       "[deterministic|blocking|reduce-scatter|library-reduce-scatter]\n");
   return 2;
 }
 
@@ -119,27 +124,50 @@ int expectMismatch() {
   return 0;
 }
 
-enum class Variant { Polled, Deterministic, Blocking };
+/// What `time` measures, and how it names it.
+struct Variant {
+  const char *argument, *name;
+};
+constexpr Variant kVariants[] = {{"", "all_reduce"},
+                                 {"deterministic", "all_reduce (deterministic)"},
+                                 {"blocking", "MPI_Allreduce (blocking)"},
+                                 {"reduce-scatter", "reduce_scatter"},
+                                 {"library-reduce-scatter", "MPI_Ireduce_scatter_block"}};
 
-/// The median time of `repeats` all-reduces of `bytes` of f32.
-int timeAllReduce(long long bytes, int repeats, Variant variant) {
+/// The median time of `repeats` calls of `variant` over `bytes` of f32.
+int timeCollective(long long bytes, int repeats, const std::string &variant) {
   int ranks = launchedRanks();
   CommOptions options;
-  options.deterministic = variant == Variant::Deterministic;
+  options.deterministic = variant == "deterministic";
   auto communication = start(Mesh::line("dp", ranks), options);
   if (!communication)
     return 1;
   Communicator &dp = *communication->axis("dp");
+  MPI_Comm comm = static_cast<MpiCommunicator &>(dp).handle();
   std::vector<float> buffer(static_cast<std::size_t>(bytes) / 4, 1.0f);
+  std::vector<float> part(buffer.size() / ranks);
+  const int partCount = static_cast<int>(part.size());
+  auto call = [&](int64_t step) {
+    if (variant == "blocking" && ranks > 1) {
+      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT,
+                    MPI_SUM, comm);
+    } else if (variant == "reduce-scatter") {
+      dp.reduceScatterSum(buffer.data(), part.data(), part.size(), DType::F32, {step});
+    } else if (variant == "library-reduce-scatter") {
+      MPI_Request request;
+      MPI_Ireduce_scatter_block(buffer.data(), part.data(), partCount, MPI_FLOAT, MPI_SUM, comm,
+                                &request);
+      for (int done = 0; !done;)
+        MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    } else {
+      dp.allReduceSum(buffer.data(), buffer.size(), DType::F32, {step});
+    }
+  };
   std::vector<double> seconds;
   for (int i = 0; i < repeats + 1; ++i) {
     dp.barrier({});
     auto begin = std::chrono::steady_clock::now();
-    if (variant == Variant::Blocking && ranks > 1)
-      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT,
-                    MPI_SUM, static_cast<MpiCommunicator &>(dp).handle());
-    else
-      dp.allReduceSum(buffer.data(), buffer.size(), DType::F32, {i});
+    call(i);
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     if (i > 0) // the first call sets up connections
@@ -147,12 +175,13 @@ int timeAllReduce(long long bytes, int repeats, Variant variant) {
   }
   std::sort(seconds.begin(), seconds.end());
   double median = seconds[seconds.size() / 2];
+  const char *name = "";
+  for (const Variant &known : kVariants)
+    if (variant == known.argument)
+      name = known.name;
   if (dp.rank() == 0)
-    std::printf("%s of %lld bytes on %d ranks: median %.3f ms over %d runs\n",
-                variant == Variant::Blocking        ? "MPI_Allreduce (blocking)"
-                : variant == Variant::Deterministic ? "all_reduce (deterministic)"
-                                                    : "all_reduce",
-                bytes, ranks, median * 1e3, repeats);
+    std::printf("%s of %lld bytes on %d ranks: median %.3f ms over %d runs\n", name, bytes, ranks,
+                median * 1e3, repeats);
   return 0;
 }
 
@@ -170,12 +199,10 @@ int main(int argc, char **argv) {
     return expectMismatch();
   if (mode == "time" && (argc == 4 || argc == 5)) {
     std::string variant = argc == 5 ? argv[4] : "";
-    if (variant != "" && variant != "deterministic" && variant != "blocking")
+    if (std::none_of(std::begin(kVariants), std::end(kVariants),
+                     [&](const Variant &known) { return variant == known.argument; }))
       return usage();
-    return timeAllReduce(std::atoll(argv[2]), std::max(1, std::atoi(argv[3])),
-                         variant == "blocking"        ? Variant::Blocking
-                         : variant == "deterministic" ? Variant::Deterministic
-                                                      : Variant::Polled);
+    return timeCollective(std::atoll(argv[2]), std::max(1, std::atoi(argv[3])), variant);
   }
   return usage();
 }

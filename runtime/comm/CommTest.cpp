@@ -232,6 +232,39 @@ void checkReduceScatter(bool deterministic) {
 TEST(MpiCommunicatorTest, ReduceScatterSum) { checkReduceScatter(false); }
 TEST(MpiCommunicatorTest, DeterministicReduceScatterSum) { checkReduceScatter(true); }
 
+/// Rank r's element i is (r + 1) * (i % 1000 + 1), exact in f32, as is
+/// their sum over the ranks.
+float partOf(int rank, std::size_t i) { return (rank + 1) * static_cast<float>(i % 1000 + 1); }
+float sumOf(int ranks, std::size_t i) { return ranks * (ranks + 1) / 2 * partOf(0, i); }
+
+// Lengths below the ranks, odd ones and ones past 64 KiB: the algorithm
+// OpenMPI takes depends on them (MpiSession::start chooses one).
+TEST(MpiCommunicatorTest, AllReduceSumOfEveryLength) {
+  auto comm = world();
+  int n = comm->size(), r = comm->rank();
+  for (std::size_t count : {1, 2, 3, 5, 17, 70001}) {
+    std::vector<float> buffer(count);
+    for (std::size_t i = 0; i < count; ++i)
+      buffer[i] = partOf(r, i);
+    comm->allReduceSum(buffer.data(), count, DType::F32, {0, "buffer"});
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_EQ(buffer[i], sumOf(n, i)) << count << " elements, element " << i;
+  }
+}
+
+TEST(MpiCommunicatorTest, ReduceScatterSumOfEveryLength) {
+  auto comm = world();
+  int n = comm->size(), r = comm->rank();
+  for (std::size_t count : {1, 2, 3, 17, 30001}) {
+    std::vector<float> sent(n * count), received(count);
+    for (std::size_t j = 0; j < sent.size(); ++j)
+      sent[j] = partOf(r, j);
+    comm->reduceScatterSum(sent.data(), received.data(), count, DType::F32, {0, "grads"});
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_EQ(received[i], sumOf(n, r * count + i)) << count << " elements, element " << i;
+  }
+}
+
 TEST(MpiCommunicatorTest, BroadcastFromEveryRoot) {
   auto comm = world();
   int n = comm->size(), r = comm->rank();

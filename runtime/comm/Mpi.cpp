@@ -68,6 +68,15 @@ std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
     error = "MPI is already started in this process";
     return nullptr;
   }
+  // OpenMPI's non-blocking all-reduce (its libnbc component) sums in place
+  // on fewer than four ranks by a binomial tree: one rank receives and adds
+  // every whole buffer, then sends the sum back. Rabenseifner's algorithm
+  // (each rank sums its own part, then every rank gathers the parts) takes
+  // half its time or less on 5 and 16 MB over 2 ranks here, and no longer on
+  // small buffers (docs/performance.md, "Collectives over MPI"). A value the
+  // user set (in the environment, or by mpirun --mca) stays; other MPIs
+  // ignore the name.
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     error = "MPI did not start (MPI_Init_thread failed)";
@@ -261,13 +270,11 @@ void MpiCommunicator::doAllGather(const void *sent, void *received, std::size_t 
 void MpiCommunicator::doReduceScatterSum(const void *sent, void *received,
                                          std::size_t countPerRank, DType type,
                                          const CallSite &site) {
-  constexpr CollectiveKind kind = CollectiveKind::ReduceScatter;
-  Deadline deadline(options().timeoutSeconds);
-  MPI_Request request;
-  check(MPI_Ireduce_scatter_block(sent, received, mpiCount(countPerRank, kind, site),
-                                  mpiType(type), MPI_SUM, comm_, &request),
-        kind, site, "MPI_Ireduce_scatter_block");
-  wait(request, deadline, kind, site);
+  // OpenMPI's MPI_Ireduce_scatter_block sums every whole buffer at one rank
+  // and then scatters it: 3.3-4.2 times as long on 16 MB here as the
+  // all-to-all and rank-order sum (docs/performance.md, "Collectives over
+  // MPI"), which sums each part where it stays, in one order.
+  doReduceScatterSumInRankOrder(sent, received, countPerRank, type, type, site);
 }
 
 void MpiCommunicator::doBroadcast(void *buffer, std::size_t count, DType type, int root,

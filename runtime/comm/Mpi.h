@@ -157,7 +157,7 @@ private:
   std::deque<PendingSend> pendingSends_;
   /// Oldest first; each is dropped by the recv that takes it.
   std::deque<ExpectedMessage> expected_;
-  /// Reused between calls of the deterministic mode.
+  /// Reused between the calls that sum through an all-to-all.
   std::vector<char> scratch_;
 };
 
