@@ -11,11 +11,14 @@ model timed once on its first layout), then compiles every layout it
 predicted and trains it S steps (default 12) on random data, R rounds
 (default 5: this machine's step times move by a tenth to a fifth between
 runs, which three rounds of 8 steps underestimate) with the layouts in
-turn. Per layout it prints the predicted and measured step time (the
-median over steps 2..S and the rounds of the slowest rank's step), the
-noise (half the range of the rounds' medians) and their ratio, and rank 0's predicted and measured peak bytes (its stage's plan.json
-in a pipeline; with the interleaved schedule the sum of its stages', the
-largest scratch once, test/lib/rank_memory.py). Then: how many predictions fall within 25% of the
+turn, each round after a plan of its own (the same command: the model timed
+again, since this machine's speed drifts over minutes). Per layout it
+prints the predicted step time (the median of the rounds' plans') and the
+measured (the median over steps 2..S and the rounds of the slowest rank's
+step), the noise (half the range of the rounds' medians) and their ratio,
+and rank 0's predicted and measured peak bytes (its stage's plan.json in a
+pipeline; with the interleaved schedule the sum of its stages', the largest
+scratch once, test/lib/rank_memory.py). Then: how many predictions fall within 25% of the
 measurement, how many pairs of layouts the predictions order as the
 measurements do (or whose measured times lie within their noise of each
 other), the Spearman rank correlation of predicted and measured times,
@@ -82,10 +85,14 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, precision, workdi
     plan_file = os.path.join(workdir, f"{name}-megatron.json")
     json.dump({"format_version": 1, "parameters": plan}, open(plan_file, "w"))
     predictions = os.path.join(workdir, f"{name}-plan.json")
-    subprocess.run([CLEAVE, "plan", onnx_path, "--ranks", str(ranks), "--json", predictions,
-                    "--plan", plan_file, *common[1:]], check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    planned = json.load(open(predictions))
+
+    def plan():
+        subprocess.run([CLEAVE, "plan", onnx_path, "--ranks", str(ranks), "--json", predictions,
+                        "--plan", plan_file, *common[1:]], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        return json.load(open(predictions))
+
+    planned = plan()
     data = []
     for key, value in zip(["a", "b"], args):
         path = os.path.join(workdir, f"{name}-{key}.npy")
@@ -101,9 +108,18 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, precision, workdi
         compiled.append((entry, out))
     measured = {i: [] for i in range(len(compiled))}
     round_medians = {i: [] for i in range(len(compiled))}
+    # Each round plans again (the model timed anew) before its runs: this
+    # machine's speed drifts over minutes, and the plan's timing and the
+    # measurements then sample the same stretches of it.
+    predicted = {i: [] for i in range(len(compiled))}
+    scales = []
     peaks = {}
-    for _ in range(rounds):
+    for round_index in range(rounds):
+        round_plan = planned if round_index == 0 else plan()
+        scales.append(round_plan["compute_scale"]["products"])
+        seconds = {entry["flags"]: entry["step_seconds"] for entry in round_plan["layouts"]}
         for i, (entry, out) in enumerate(compiled):
+            predicted[i].append(seconds[entry["flags"]])
             log = os.path.join(workdir, "metrics.json")
             subprocess.run([CLEAVE, "run", *(["-n", str(ranks)] if ranks > 1 else []), out,
                             *data, "--steps", str(steps), "--no-shuffle", "--log-json", log,
@@ -113,8 +129,8 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, precision, workdi
             round_medians[i].append(median(step_seconds(metrics)))
             peaks[i] = metrics["peak_bytes_allocated"]
     print(f"\n{name} ({precision}): {ranks} ranks, batch {batch}; {planned['device']['name']}, "
-          f"compute scale: products {planned['compute_scale']['products']:.2f}, other kernels "
-          f"{planned['compute_scale']['other']:.2f}")
+          f"products' compute scale in the rounds' plans: "
+          f"{', '.join(f'{scale:.2f}' for scale in scales)}")
     print(f"{'layout':44} {'pred ms':>8} {'meas ms':>8} {'noise':>6} {'ratio':>6} "
           f"{'pred peak':>10} {'meas peak':>10} {'diff':>6}")
     predicted_ms, measured_ms, noise_ms, within, memory_ok = [], [], [], 0, 0
@@ -125,7 +141,7 @@ def bench_model(name, model, args, plan, ranks, steps, rounds, precision, workdi
         plan_paths = ([os.path.join(out, "plan.json")] if not stages else
                       [os.path.join(out, f"stage{s}", "plan.json") for s in stages[::entry["pp"]]])
         rank0_peak = rank_peak([json.load(open(path))["memory"] for path in plan_paths])
-        p, m = entry["step_seconds"] * 1e3, median(measured[i]) * 1e3
+        p, m = median(predicted[i]) * 1e3, median(measured[i]) * 1e3
         noise = (max(round_medians[i]) - min(round_medians[i])) / 2 * 1e3
         predicted_ms.append(p)
         measured_ms.append(m)
