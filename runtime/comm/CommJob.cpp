@@ -143,22 +143,25 @@ int timeCollective(long long bytes, int repeats, const std::string &variant) {
   if (!communication)
     return 1;
   Communicator &dp = *communication->axis("dp");
-  MPI_Comm comm = static_cast<MpiCommunicator &>(dp).handle();
   std::vector<float> buffer(static_cast<std::size_t>(bytes) / 4, 1.0f);
   std::vector<float> part(buffer.size() / ranks);
-  const int partCount = static_cast<int>(part.size());
+  // The library's own calls need MPI's group: alone, the communicator is a
+  // local one, and they time its calls instead.
+  const bool library = ranks > 1 && (variant == "blocking" || variant == "library-reduce-scatter");
+  const bool scatter = variant == "reduce-scatter" || variant == "library-reduce-scatter";
   auto call = [&](int64_t step) {
-    if (variant == "blocking" && ranks > 1) {
+    if (library && !scatter) {
       MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT,
-                    MPI_SUM, comm);
-    } else if (variant == "reduce-scatter") {
-      dp.reduceScatterSum(buffer.data(), part.data(), part.size(), DType::F32, {step});
-    } else if (variant == "library-reduce-scatter") {
+                    MPI_SUM, static_cast<MpiCommunicator &>(dp).handle());
+    } else if (library) {
       MPI_Request request;
-      MPI_Ireduce_scatter_block(buffer.data(), part.data(), partCount, MPI_FLOAT, MPI_SUM, comm,
+      MPI_Ireduce_scatter_block(buffer.data(), part.data(), static_cast<int>(part.size()),
+                                MPI_FLOAT, MPI_SUM, static_cast<MpiCommunicator &>(dp).handle(),
                                 &request);
       for (int done = 0; !done;)
         MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    } else if (scatter) {
+      dp.reduceScatterSum(buffer.data(), part.data(), part.size(), DType::F32, {step});
     } else {
       dp.allReduceSum(buffer.data(), buffer.size(), DType::F32, {step});
     }
