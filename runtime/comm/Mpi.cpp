@@ -68,9 +68,10 @@ std::unique_ptr<MpiSession> MpiSession::start(std::string &error) {
     error = "MPI is already started in this process";
     return nullptr;
   }
-  // OpenMPI's non-blocking all-reduce (its libnbc component) sums in place
-  // on fewer than four ranks by a binomial tree: one rank receives and adds
-  // every whole buffer, then sends the sum back. Rabenseifner's algorithm
+  // OpenMPI's non-blocking all-reduce (its libnbc component) sums in place,
+  // as every call here does, by a binomial tree whatever the ranks and the
+  // size: one rank receives and adds every whole buffer, then sends the sum
+  // back. Rabenseifner's algorithm
   // (each rank sums its own part, then every rank gathers the parts) takes
   // half its time or less on 5 and 16 MB over 2 ranks here, and no longer on
   // small buffers (docs/performance.md, "Collectives over MPI"). A value the
