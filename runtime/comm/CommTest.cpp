@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -263,6 +264,17 @@ TEST(MpiCommunicatorTest, ReduceScatterSumOfEveryLength) {
     for (std::size_t i = 0; i < count; ++i)
       ASSERT_EQ(received[i], sumOf(n, r * count + i)) << count << " elements, element " << i;
   }
+}
+
+// MpiSession::start (the tests' main started one) asks OpenMPI for
+// Rabenseifner's all-reduce unless the environment chose one:
+// test/runtime/comm-mpi.test also runs these tests with ring's (1), and
+// CLEAVE_TEST_EXPECTED_ALGORITHM saying so.
+TEST(MpiSessionTest, ChoosesTheAllReduceAlgorithmUnlessTheUserDid) {
+  const char *chosen = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  const char *expected = std::getenv("CLEAVE_TEST_EXPECTED_ALGORITHM");
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_STREQ(chosen, expected ? expected : "3");
 }
 
 TEST(MpiCommunicatorTest, BroadcastFromEveryRoot) {
