@@ -45,6 +45,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <utility>
 
 using namespace mlir;
 
@@ -617,8 +618,7 @@ double productKernelSeconds(const Json &trace) {
           seconds += duration;
       inStep.push_back(seconds);
     }
-    std::sort(inStep.begin(), inStep.end());
-    sum += inStep[inStep.size() / 2];
+    sum += rt::median(std::move(inStep));
   }
   return steps.empty() ? 0 : sum / static_cast<double>(steps.size()) * 1e-6;
 }
@@ -670,8 +670,7 @@ bool measureCompute(const PlanOptions &options, const Layout &layout, const std:
              kExitInternal};
     return false;
   }
-  std::sort(steps.begin() + 1, steps.end());
-  measured.seconds = steps[1 + (steps.size() - 1) / 2];
+  measured.seconds = rt::median({steps.begin() + 1, steps.end()});
   measured.productSeconds = productKernelSeconds(*trace);
   plan = std::move(*compiled);
   return true;

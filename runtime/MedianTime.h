@@ -1,8 +1,9 @@
 //===- MedianTime.h - how long a call takes, robustly -------------*- C++ -*-===//
 //
 // Header only, for the tools that time kernels outside a program (cleave
-// plan's products, the benches): the median over rounds of a call's mean
-// time, so that one round slowed by another process does not count.
+// plan's products and its reference run, the benches, the collectives'
+// timing job): the median over rounds of a call's mean time, so that one
+// round slowed by another process does not count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,9 +12,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <vector>
 
 namespace cleave::rt {
+
+/// The median of `values` (not empty; of an even count, the upper of the
+/// middle two).
+inline double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
 
 /// The median over `rounds` rounds of the mean seconds of a call of `run`,
 /// each round calling it for at least `roundSeconds`.
@@ -30,8 +39,7 @@ template <typename Run> double medianSecondsPerCall(Run &&run, int rounds, doubl
     }
     means.push_back(elapsed / calls);
   }
-  std::sort(means.begin(), means.end());
-  return means[means.size() / 2];
+  return median(std::move(means));
 }
 
 } // namespace cleave::rt

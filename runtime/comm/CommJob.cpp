@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/MedianTime.h"
 #include "runtime/comm/Mpi.h"
 #include "runtime/comm/Start.h"
 
@@ -27,6 +28,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using namespace cleave::rt;
@@ -124,21 +126,25 @@ int expectMismatch() {
   return 0;
 }
 
-/// What `time` measures, and how it names it.
+/// What `time` measures: its argument, its name in the output, and how it
+/// calls: the communicator's sum in rank order, MPI's own call (rather than
+/// the communicator's), a reduce-scatter (rather than an all-reduce).
 struct Variant {
   const char *argument, *name;
+  bool deterministic, library, scatter;
 };
-constexpr Variant kVariants[] = {{"", "all_reduce"},
-                                 {"deterministic", "all_reduce (deterministic)"},
-                                 {"blocking", "MPI_Allreduce (blocking)"},
-                                 {"reduce-scatter", "reduce_scatter"},
-                                 {"library-reduce-scatter", "MPI_Ireduce_scatter_block"}};
+constexpr Variant kVariants[] = {
+    {"", "all_reduce", false, false, false},
+    {"deterministic", "all_reduce (deterministic)", true, false, false},
+    {"blocking", "MPI_Allreduce (blocking)", false, true, false},
+    {"reduce-scatter", "reduce_scatter", false, false, true},
+    {"library-reduce-scatter", "MPI_Ireduce_scatter_block", false, true, true}};
 
 /// The median time of `repeats` calls of `variant` over `bytes` of f32.
-int timeCollective(long long bytes, int repeats, const std::string &variant) {
+int timeCollective(long long bytes, int repeats, const Variant &variant) {
   int ranks = launchedRanks();
   CommOptions options;
-  options.deterministic = variant == "deterministic";
+  options.deterministic = variant.deterministic;
   auto communication = start(Mesh::line("dp", ranks), options);
   if (!communication)
     return 1;
@@ -147,8 +153,8 @@ int timeCollective(long long bytes, int repeats, const std::string &variant) {
   std::vector<float> part(buffer.size() / ranks);
   // The library's own calls need MPI's group: alone, the communicator is a
   // local one, and they time its calls instead.
-  const bool library = ranks > 1 && (variant == "blocking" || variant == "library-reduce-scatter");
-  const bool scatter = variant == "reduce-scatter" || variant == "library-reduce-scatter";
+  const bool library = ranks > 1 && variant.library;
+  const bool scatter = variant.scatter;
   auto call = [&](int64_t step) {
     if (library && !scatter) {
       MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT,
@@ -176,15 +182,9 @@ int timeCollective(long long bytes, int repeats, const std::string &variant) {
     if (i > 0) // the first call sets up connections
       seconds.push_back(elapsed);
   }
-  std::sort(seconds.begin(), seconds.end());
-  double median = seconds[seconds.size() / 2];
-  const char *name = "";
-  for (const Variant &known : kVariants)
-    if (variant == known.argument)
-      name = known.name;
   if (dp.rank() == 0)
-    std::printf("%s of %lld bytes on %d ranks: median %.3f ms over %d runs\n", name, bytes, ranks,
-                median * 1e3, repeats);
+    std::printf("%s of %lld bytes on %d ranks: median %.3f ms over %d runs\n", variant.name, bytes,
+                ranks, median(std::move(seconds)) * 1e3, repeats);
   return 0;
 }
 
@@ -201,11 +201,13 @@ int main(int argc, char **argv) {
   if (mode == "expect-mismatch" && argc == 2)
     return expectMismatch();
   if (mode == "time" && (argc == 4 || argc == 5)) {
-    std::string variant = argc == 5 ? argv[4] : "";
-    if (std::none_of(std::begin(kVariants), std::end(kVariants),
-                     [&](const Variant &known) { return variant == known.argument; }))
+    std::string argument = argc == 5 ? argv[4] : "";
+    const Variant *variant =
+        std::find_if(std::begin(kVariants), std::end(kVariants),
+                     [&](const Variant &known) { return argument == known.argument; });
+    if (variant == std::end(kVariants))
       return usage();
-    return timeCollective(std::atoll(argv[2]), std::max(1, std::atoi(argv[3])), variant);
+    return timeCollective(std::atoll(argv[2]), std::max(1, std::atoi(argv[3])), *variant);
   }
   return usage();
 }
