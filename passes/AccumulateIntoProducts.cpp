@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_ACCUMULATEINTOPRODUCTS
@@ -96,20 +97,63 @@ AssignOp zeroingAfterUpdate(ModuleOp module, StringRef name) {
   return zeroing && zeroing.getTarget() == arg && value && *value == 0.0 ? zeroing : AssignOp();
 }
 
-/// Marks `gemm`, which adds to its c, cleave.first_call_writes and drops
-/// the zeroing of c after the update, when its function's first call in a
-/// step is the first to use c and the update zeroes it: c then holds zeros
-/// where the first call would add to them.
-void writeOnFirstCall(GemmOp gemm, ModuleOp module) {
+/// The members of each flat buffer (ZeRO 1's gradients) that a product
+/// writes on its first call in a step, by the buffer's name.
+using FirstWrittenMembers = llvm::StringMap<llvm::StringSet<>>;
+
+/// Marks `gemm`, which adds to its c, cleave.first_call_writes when its
+/// function's first call in a step is the first to use c and the update
+/// zeroes it, or zeroes the flat buffer it lies in: c then holds zeros where
+/// the first call would add to them. Drops c's own zeroing; a member's is
+/// left for zeroOtherMembers, which `members` tells what to keep.
+void writeOnFirstCall(GemmOp gemm, ModuleOp module, FirstWrittenMembers &members) {
   auto slot = dyn_cast<BlockArgument>(gemm.getC());
   auto func = gemm->getParentOfType<func::FuncOp>();
   auto name = slot ? func.getArgAttrOfType<StringAttr>(slot.getArgNumber(), kNameAttr) : nullptr;
   if (!name || !usesFirst(gemm, name.getValue(), module))
     return;
-  AssignOp zeroing = zeroingAfterUpdate(module, name.getValue());
+  auto flat = func.getArgAttrOfType<StringAttr>(slot.getArgNumber(), kFlatMemberAttr);
+  AssignOp zeroing = zeroingAfterUpdate(module, flat ? flat.getValue() : name.getValue());
   if (!zeroing)
     return;
   gemm->setAttr(kFirstCallWritesAttr, UnitAttr::get(gemm.getContext()));
+  if (flat) {
+    members[flat.getValue()].insert(name.getValue());
+    return;
+  }
+  Operation *zeros = zeroing.getValue().getDefiningOp();
+  zeroing->erase();
+  if (zeros && zeros->use_empty())
+    zeros->erase();
+}
+
+/// Replaces @apply's zeroing of the flat buffer `flat` with zeroings of the
+/// members no product writes on its first call (not in `written`), each
+/// the `cleave.elements` of the buffer it is. The buffer's padding is never
+/// written: it keeps the zeros it starts with.
+void zeroOtherMembers(ModuleOp module, StringRef flat, const llvm::StringSet<> &written) {
+  AssignOp zeroing = zeroingAfterUpdate(module, flat);
+  OpBuilder b(zeroing);
+  llvm::StringSet<> zeroed;
+  for (StringRef entry : kMicrobatchFunctions) {
+    auto func = module.lookupSymbol<func::FuncOp>(entry);
+    for (unsigned i = 0; func && i < func.getNumArguments(); ++i) {
+      auto group = func.getArgAttrOfType<StringAttr>(i, kFlatMemberAttr);
+      auto name = func.getArgAttrOfType<StringAttr>(i, kNameAttr);
+      if (!group || group.getValue() != flat || !name || written.contains(name.getValue()) ||
+          !zeroed.insert(name.getValue()).second)
+        continue;
+      auto shape = cast<RankedTensorType>(func.getArgument(i).getType());
+      auto type = RankedTensorType::get({shape.getNumElements()}, shape.getElementType());
+      Value member =
+          ElementsOp::create(b, zeroing.getLoc(), type, zeroing.getTarget(),
+                             func.getArgAttrOfType<IntegerAttr>(i, kFlatOffsetAttr).getInt());
+      Value zeros =
+          ConstantOp::create(b, zeroing.getLoc(), type,
+                             DenseElementsAttr::get(type, b.getZeroAttr(type.getElementType())));
+      AssignOp::create(b, zeroing.getLoc(), member, zeros);
+    }
+  }
   Operation *zeros = zeroing.getValue().getDefiningOp();
   zeroing->erase();
   if (zeros && zeros->use_empty())
@@ -156,10 +200,13 @@ struct AccumulateIntoProductsPass
         read.getDefiningOp()->erase();
       op->erase();
     });
+    FirstWrittenMembers members;
     for (GemmOp gemm : accumulating)
       if (llvm::is_contained(kMicrobatchFunctions,
                              gemm->getParentOfType<func::FuncOp>().getSymName()))
-        writeOnFirstCall(gemm, getOperation());
+        writeOnFirstCall(gemm, getOperation(), members);
+    for (const auto &[flat, written] : members)
+      zeroOtherMembers(getOperation(), flat, written);
   }
 };
 

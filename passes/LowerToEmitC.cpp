@@ -502,13 +502,9 @@ ArrayAttr Lowering::chainTemplateArgs(FusedElementwiseOp chain) {
 /// stored value it is assigned to: cleave-memory-plan): the kernel of the
 /// same name (an all-reduce is a copy, then the in-place kernel; none of a
 /// value made for it alone, which it sums where it is), over the op's one
-/// mesh axis. Scatters, gathers and slices split dim 0.
+/// mesh axis; a slice, the view of the rank's part. Scatters, gathers and
+/// slices split dim 0.
 LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
-  auto reduce = dyn_cast<shard::AllReduceOp>(op);
-  const bool inPlace = reduce && sumsItsOperandInPlace(reduce);
-  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
-  if (!offsets && !inPlace)
-    return op->emitError("has no memory plan: run cleave-memory-plan first");
   if (axes.size() != 1)
     return op->emitError("only a collective over one mesh axis is lowered");
   auto reduction = op->getAttrOfType<shard::ReductionKindAttr>("reduction");
@@ -518,6 +514,24 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     if (auto attr = op->getAttrOfType<IntegerAttr>(dim); attr && attr.getInt() != 0)
       return op->emitError("only collectives along dim 0 are lowered");
   Value in = tensors.lookup(op->getOperand(0));
+  // The rank's part of `in`, the shape of op's result: a view.
+  auto part = [&] {
+    CallArgs args(b);
+    args.value(context);
+    args.value(in);
+    args.literal(dimsLiteral(cast<RankedTensorType>(op->getResult(0).getType()).getShape()));
+    args.literal(std::to_string(axes[0]));
+    return call("cleave::rt::rankPart", tensorType, args);
+  };
+  if (isa<shard::AllSliceOp>(op)) {
+    tensors[op->getResult(0)] = part();
+    return success();
+  }
+  auto reduce = dyn_cast<shard::AllReduceOp>(op);
+  const bool inPlace = reduce && sumsItsOperandInPlace(reduce);
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kArenaOffsetsAttr);
+  if (!offsets && !inPlace)
+    return op->emitError("has no memory plan: run cleave-memory-plan first");
   Value out = inPlace ? in : resultAt(op, offsets.asArrayRef(), 0);
   tensors[op->getResult(0)] = out;
   // A sum's kernel also takes the type it moves in, then `last` if given.
@@ -558,19 +572,19 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
     return kernelCall("all_reduce", {out});
   }
   // ZeRO's buckets summed each rank's slice of the flat gradients in
-  // place: wait for them, then copy the slice.
+  // place: wait for them, then copy the slice (cleave-overlap-gradients
+  // marks the reduce-scatter after the memory plan gave it its buffer).
   if (op->hasAttr(kSummedInBucketsAttr)) {
     CallArgs wait(b);
     wait.value(context);
     wait.value(in);
     wait.literal(std::to_string(axes[0]));
     call(kernelPrefix + "reduce_scatter_wait", Type(), wait);
-    CallArgs slice(b);
-    slice.value(context);
-    slice.value(in);
-    slice.value(out);
-    slice.literal(std::to_string(axes[0]));
-    call(kernelPrefix + "all_slice", Type(), slice);
+    CallArgs copy(b);
+    copy.value(context);
+    copy.value(part());
+    copy.value(out);
+    call(kernelPrefix + "copy", Type(), copy);
     return success();
   }
   // A gather or reduce-scatter started early (cleave-prefetch-gathers,

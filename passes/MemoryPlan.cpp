@@ -31,14 +31,15 @@ int64_t alignUp(int64_t bytes) {
 int64_t bytesOf(Value value) { return tensorBytes(cast<RankedTensorType>(value.getType())); }
 
 /// Ops whose result is another value's buffer: the reshapes and element
-/// ranges (`cleave.elements`, at an offset in it); an all-reduce
+/// ranges (`cleave.elements`, at an offset in it), and the rank's part
+/// (`shard.all_slice`, at an offset only the run knows); an all-reduce
 /// of a stored argument, or of a value made for it alone, works in place
 /// (cleave-lower-to-emitc); a wait for a started gather or reduce-scatter is
 /// its buffer once the collective is done.
 bool isView(Operation *op) {
   if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
     return isInPlace(reduce) || sumsItsOperandInPlace(reduce);
-  return isReshapeView(op) || isa<CollectiveWaitOp, ElementsOp>(op);
+  return isReshapeView(op) || isa<CollectiveWaitOp, ElementsOp, shard::AllSliceOp>(op);
 }
 
 /// A splat of more than one element is filled at run time in the arena rather

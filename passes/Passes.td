@@ -856,7 +856,11 @@ def AccumulateIntoProducts : Pass<"cleave-accumulate-into-products", "mlir::Modu
     as 0 on its function's first call in a step (the driver says which call
     is), writing the slot where it would have added to its zeros. A pass
     over every accumulator less a step, and the first microbatch's products
-    read no accumulator.
+    read no accumulator. An accumulator that is a member of a flat buffer
+    (ZeRO 1's gradients, `cleave.flat_member`), which @apply zeroes whole,
+    likewise: the buffer's zeroing becomes one of each member that no
+    product writes on its first call (a `cleave.elements` of the buffer),
+    and its padding, which nothing writes, keeps the zeros it starts with.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }
@@ -902,7 +906,8 @@ def MemoryPlan : Pass<"cleave-memory-plan", "mlir::ModuleOp"> {
 
     In each function, every buffer's live range runs from the op that defines
     it to its last use (through the views that alias it: reshape, flatten,
-    squeeze, unsqueeze, identity). Buffers are placed first fit at 64-byte
+    squeeze, unsqueeze, identity, `cleave.elements`, and `shard.all_slice`,
+    the rank's part, at an offset the run knows). Buffers are placed first fit at 64-byte
     aligned offsets of one arena, reusing space only after the last use of
     what was there, so an op never writes over its own inputs. Non-splat
     constants go to the weights blob instead. The functions run one after

@@ -78,6 +78,11 @@ inline void leaveStagePartial(StepContext &ctx, const Tensor &partial) {
   ctx.stagePartial = partial.data;
 }
 
+/// This rank's part along dim 0 of `in` over mesh axis `axis`, of shape
+/// `part`: a view of its bytes (shard.all_slice moves nothing). Fails
+/// unless `in` splits into the axis's parts of that shape.
+Tensor rankPart(const StepContext &ctx, const Tensor &in, Dims part, int64_t axis);
+
 /// What the lowered program calls: a load and a branch each when marks are
 /// not taken.
 inline void markBackward(StepContext &ctx) {

@@ -4,6 +4,7 @@
 
 #include "runtime/KernelError.h"
 #include "runtime/LowPrecision.h"
+#include "runtime/StepContext.h"
 #include "runtime/comm/RankOrderSum.h"
 
 #include <algorithm>
@@ -126,16 +127,6 @@ void checkGatherSizes(const Communicator &group, const char *kernel, const Tenso
   if (in.dtype != out.dtype || in.numel() * group.size() != out.numel())
     rt::fail(kernel, "%d parts of %lld elements do not make %lld", group.size(),
              static_cast<long long>(in.numel()), static_cast<long long>(out.numel()));
-}
-
-std::size_t sliceOffset(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
-                        const Tensor &out) {
-  Communicator &group = axisCommunicator(axes, axis, "all_slice");
-  if (in.dtype != out.dtype || out.numel() * group.size() != in.numel())
-    rt::fail("all_slice", "%lld elements do not split into %d parts of %lld",
-             static_cast<long long>(in.numel()), group.size(),
-             static_cast<long long>(out.numel()));
-  return static_cast<std::size_t>(group.rank()) * out.bytes();
 }
 
 bool canSum(DType type) {
@@ -504,3 +495,17 @@ void sumInRankOrder(const void *parts, int n, std::size_t count, DType type, voi
 }
 
 } // namespace cleave::rt::comm
+
+namespace cleave::rt {
+
+Tensor rankPart(const StepContext &ctx, const Tensor &in, Dims part, int64_t axis) {
+  comm::Communicator &group = comm::axisCommunicator(ctx.axes, axis, "all_slice");
+  Tensor view{in.data, in.dtype, part};
+  if (view.numel() * group.size() != in.numel())
+    fail("all_slice", "%lld elements do not split into %d parts of %lld",
+         static_cast<long long>(in.numel()), group.size(), static_cast<long long>(view.numel()));
+  view.data = static_cast<char *>(in.data) + static_cast<std::size_t>(group.rank()) * view.bytes();
+  return view;
+}
+
+} // namespace cleave::rt

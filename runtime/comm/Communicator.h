@@ -166,10 +166,6 @@ void sendOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Ten
                 int64_t peer, int64_t tag, int64_t step);
 void recvOnAxis(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &out,
                 int64_t peer, int64_t tag, int64_t step);
-/// The all_slice kernel's source: the byte offset in `in` of this rank's
-/// part (`out`, dim 0 split n ways); each backend copies it its own way.
-std::size_t sliceOffset(const std::vector<Communicator *> &axes, int64_t axis, const Tensor &in,
-                        const Tensor &out);
 
 /// A group of ranks (one mesh axis, several, or the whole job) and the
 /// collectives over it. Buffers are where the backend computes: host memory

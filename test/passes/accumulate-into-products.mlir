@@ -227,3 +227,39 @@ func.func @apply(%acc_w: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "
   cleave.assign %zeros to %acc_v : tensor<4x4xf32>
   return
 }
+
+// -----
+
+// ZeRO 1's accumulators, members of a flat gradient buffer that @apply
+// zeroes whole: grad:w's product writes it on its first call, and the
+// buffer's zeroing becomes that of its other member, grad:b (added to, not
+// made by a product: its elements from offset 16); the padding, elements
+// 20 to 31, is never written, and the memory plan lays the view over the
+// buffer's bytes (64 past its start).
+// CHECK-LABEL: func.func @forward
+// CHECK: cleave.gemm {{.*}}{cleave.first_call_writes, trans_a = true}
+// CHECK-LABEL: func.func @apply
+// CHECK-SAME: (%[[FLAT:.*]]: tensor<32xf32>
+// CHECK: %[[SUM:.*]] = cleave.reduce_sum %[[FLAT]]
+// CHECK-NEXT: %[[B:.*]] = cleave.elements %[[FLAT]][16] : tensor<32xf32> -> tensor<4xf32>
+// CHECK-NEXT: %[[ZEROS:.*]] = cleave.constant {value = dense<0.000000e+00> : tensor<4xf32>}
+// CHECK-NEXT: cleave.assign %[[ZEROS]] to %[[B]] : tensor<4xf32>
+// CHECK-NEXT: return %[[SUM]]
+// PLAN-LABEL: func.func @apply
+// PLAN: cleave.constant {{.*}}cleave.in_place_offsets = array<i64: 64>
+func.func @forward(%x: tensor<4x4xf32>, %db: tensor<4xf32>,
+                   %acc_w: tensor<4x4xf32> {cleave.accumulator, cleave.flat_member = "flat:grads", cleave.flat_offset = 0 : i64, cleave.kind = "state", cleave.name = "grad:w"},
+                   %acc_b: tensor<4xf32> {cleave.accumulator, cleave.flat_member = "flat:grads", cleave.flat_offset = 16 : i64, cleave.kind = "state", cleave.name = "grad:b"}) {
+  %gw = cleave.gemm %x, %x {trans_a = true} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nw = cleave.add %acc_w, %gw : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nw to %acc_w : tensor<4x4xf32>
+  %nb = cleave.add %acc_b, %db : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  cleave.assign %nb to %acc_b : tensor<4xf32>
+  return
+}
+func.func @apply(%flat: tensor<32xf32> {cleave.flat_size = 32 : i64, cleave.kind = "state", cleave.name = "flat:grads"}) -> tensor<f32> {
+  %sum = cleave.reduce_sum %flat {axes = array<i64: 0>, keepdims = false} : (tensor<32xf32>) -> tensor<f32>
+  %zeros = cleave.constant {value = dense<0.0> : tensor<32xf32>} : tensor<32xf32>
+  cleave.assign %zeros to %flat : tensor<32xf32>
+  return %sum : tensor<f32>
+}

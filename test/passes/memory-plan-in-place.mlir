@@ -68,8 +68,12 @@ func.func @kept(%p: tensor<16xf32> {cleave.kind = "param", cleave.name = "p"},
 
 // ZeRO's flat buffers: the updated slices gathered straight into the flat
 // parameters, and the flat gradients zeroed in place, each after the last
-// read of its old value (offsets: flat:grads 0, flat:params 64).
+// read of its old value (offsets: flat:grads 0, flat:params 64); the
+// rank's slice of the parameters is a view of them, no buffer of its own.
 // CHECK-LABEL: func.func @apply
+// CHECK: shard.all_slice
+// CHECK-NOT: cleave.arena_offsets
+// CHECK-SAME: -> tensor<8xf32>
 // CHECK: shard.all_gather {{.*}}cleave.arena_offsets = array<i64: -1>, cleave.in_place_offsets = array<i64: 64>
 // CHECK: cleave.constant {{.*}}cleave.arena_offsets = array<i64: -1>, cleave.in_place_offsets = array<i64: 0>
 shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
@@ -103,6 +107,24 @@ func.func @members(%p: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind 
   %own = shard.all_gather %v on @mesh grid_axes = [0] gather_axis = 0 : tensor<8xf32> -> tensor<16xf32>
   cleave.assign %ag to %p : tensor<16xf32>
   cleave.assign %own to %q : tensor<16xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Kept in the arena: a gather into the flat parameters while a later op
+// still reads the rank's slice of them (a view: their old bytes).
+// CHECK-LABEL: func.func @slice_read_after
+// CHECK: shard.all_gather {{.*}}{cleave.arena_offsets = array<i64: 64>}
+// CHECK-NOT: cleave.in_place_offsets
+shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
+func.func @slice_read_after(%p: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind = "param", cleave.name = "flat:params"})
+    -> tensor<8xf32> {
+  %sl = shard.all_slice %p on @mesh grid_axes = [0] slice_axis = 0 : tensor<16xf32> -> tensor<8xf32>
+  %u = cleave.neg %sl : (tensor<8xf32>) -> tensor<8xf32>
+  %ag = shard.all_gather %u on @mesh grid_axes = [0] gather_axis = 0 : tensor<8xf32> -> tensor<16xf32>
+  %r = cleave.exp %sl : (tensor<8xf32>) -> tensor<8xf32>
+  cleave.assign %ag to %p : tensor<16xf32>
   return %r : tensor<8xf32>
 }
 

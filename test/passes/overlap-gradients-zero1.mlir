@@ -24,7 +24,8 @@
 // The first bucket is the 36 floats from w1's place in the flat buffer (64:
 // all in rank 1's slice), the second w0's 64 from 0 (rank 0's), each
 // summed on a step's last microbatch alone ("true"); @apply waits for
-// every bucket of the buffer, then copies this rank's slice.
+// every bucket of the buffer, then copies this rank's slice (its view) into
+// the buffer the memory plan gave the reduce-scatter.
 // LOWERED-LABEL: emitc.func @cleave_forward
 // LOWERED: %[[B1:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"896">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{36}">]}
 // LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_owned_start"(%arg0, %[[B1]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"64">, #emitc.opaque<"64">, #emitc.opaque<"true">]}
@@ -33,8 +34,9 @@
 // LOWERED-LABEL: emitc.func @cleave_apply
 // LOWERED: %[[FLAT:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"640">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{128}">]}
 // LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_wait"(%arg0, %[[FLAT]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
+// LOWERED-NEXT: %[[SLICE:.*]] = call_opaque "cleave::rt::rankPart"(%arg0, %[[FLAT]]) {args = [0 : index, 1 : index, #emitc.opaque<"cleave::rt::Dims{64}">, #emitc.opaque<"0">]}
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
-// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_slice"(%arg0, %[[FLAT]], %{{.*}})
+// LOWERED-NEXT: call_opaque "cleave::rt::cpu::copy"(%arg0, %[[SLICE]], %{{.*}})
 // LOWERED-NOT: reduce_scatter
 
 // One bucket of every gradient: from 0, across both ranks' slices.

@@ -32,7 +32,7 @@
 // floats from element 96 (576: all rank 1's), the 32 from 64 (448: rank
 // 1's) and the 64 from 0 (192: rank 0's), each summed on every call
 // ("false": not on the last microbatch alone); the wait is for the whole
-// buffer, then this rank's slice is copied.
+// buffer, then this rank's slice (its view) is copied.
 // LOWERED-LABEL: emitc.func @cleave_forward
 // LOWERED: %[[S0:.*]] = call_opaque "cleave::rt::view"(%arg1) {args = [0 : index, #emitc.opaque<"576">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{32}">]}
 // LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_owned_start"(%arg0, %[[S0]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"96">, #emitc.opaque<"64">, #emitc.opaque<"false">]}
@@ -42,8 +42,9 @@
 // LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_owned_start"(%arg0, %[[S2]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"0">, #emitc.opaque<"64">, #emitc.opaque<"false">]}
 // LOWERED: %[[ALL:.*]] = call_opaque "cleave::rt::view"(%arg1) {args = [0 : index, #emitc.opaque<"192">, #emitc.opaque<"cleave::rt::DType::F32">, #emitc.opaque<"cleave::rt::Dims{128}">]}
 // LOWERED: call_opaque "cleave::rt::cpu::reduce_scatter_wait"(%arg0, %[[ALL]]) {args = [0 : index, 1 : index, #emitc.opaque<"0">]}
+// LOWERED-NEXT: %[[SLICE:.*]] = call_opaque "cleave::rt::rankPart"(%arg0, %[[ALL]]) {args = [0 : index, 1 : index, #emitc.opaque<"cleave::rt::Dims{64}">, #emitc.opaque<"0">]}
 // LOWERED-NEXT: call_opaque "cleave::rt::markOp"
-// LOWERED-NEXT: call_opaque "cleave::rt::cpu::all_slice"(%arg0, %[[ALL]], %{{.*}})
+// LOWERED-NEXT: call_opaque "cleave::rt::cpu::copy"(%arg0, %[[SLICE]], %{{.*}})
 // LOWERED-NOT: cpu::concat
 // LOWERED-NOT: cpu::reduce_scatter(
 
