@@ -181,13 +181,14 @@ std::optional<Json> readJson(const std::string &path) {
   return json;
 }
 
-/// What a model's compute takes on this machine over what the device's
-/// rates predict, for its products and its other kernels apart: measured on
-/// one layout with --device cpu (the rates of one product and one
-/// elementwise kernel miss what a model's own kernels achieve, and by
-/// different factors), 1 with a device file.
+/// What a model's step takes on this machine over what the device's rates
+/// predict, for its products, its other kernels and its collectives apart:
+/// measured on one layout with --device cpu (the rates of one product, one
+/// elementwise kernel and one collective timed alone miss what a model's
+/// own kernels and sums achieve in its step, and by different factors), 1
+/// with a device file.
 struct ComputeScale {
-  double products = 1, other = 1;
+  double products = 1, other = 1, collectives = 1;
 };
 
 /// This machine's time of each matrix product a plan lists (its `cost`
@@ -368,8 +369,9 @@ public:
       const LinkRate &link = linkOf(axis).rateOf(kind);
       const double steps = kind == "all_reduce" ? 2.0 * (n - 1) : double(n - 1);
       // bytes_sent_per_rank counts every call of the step.
-      const double all = c["calls_per_step"].get<double>() * steps * link.latencySeconds +
-                         c["bytes_sent_per_rank"].get<double>() / link.bandwidthBytesPerSecond;
+      const double all = scale.collectives *
+                         (c["calls_per_step"].get<double>() * steps * link.latencySeconds +
+                          c["bytes_sent_per_rank"].get<double>() / link.bandwidthBytesPerSecond);
       seconds += all;
       // ZeRO 1's and 2's buckets are reduce-scatters.
       if (buckets && (kind == "all_reduce" || kind == "reduce_scatter") && axis == "dp")
@@ -581,22 +583,24 @@ bool writeRandomData(const Json &plan, const std::string &dir, int64_t samples,
   return true;
 }
 
-/// A step's compute measured on a rank: all of it, and its products'
-/// kernels.
+/// A step measured on a rank: its compute, its products' kernels, and its
+/// collectives moving data (not waiting for the slowest rank).
 struct MeasuredCompute {
-  double seconds = 0, productSeconds = 0;
+  double seconds = 0, productSeconds = 0, transferSeconds = 0;
 };
 
-/// The seconds a rank's step spends in product kernels, from the per-op
-/// spans of a run's `trace` (docs/training.md, "Profiling"): per rank the
-/// median over its steps after the first (as the compute measurement takes
-/// its median: one step slowed by the machine moves neither), then the mean
-/// over the ranks.
-double productKernelSeconds(const Json &trace) {
+/// The seconds a rank's step spends in the spans `counts` takes, from a
+/// run's `trace` (docs/training.md, "Profiling"): per rank the median over
+/// its steps after the first (as the compute measurement takes its median:
+/// one step slowed by the machine moves neither), then the mean over the
+/// ranks.
+double
+secondsInSteps(const Json &trace,
+               llvm::function_ref<bool(llvm::StringRef category, llvm::StringRef name)> counts) {
   // Per rank (the trace's process): its steps after the first, and the
-  // product kernels' spans.
+  // spans counted.
   std::map<int64_t, std::vector<std::pair<double, double>>> steps;
-  std::map<int64_t, std::vector<std::pair<double, double>>> products;
+  std::map<int64_t, std::vector<std::pair<double, double>>> counted;
   for (const Json &event : trace.value("traceEvents", Json::array())) {
     if (event.value("ph", "") != "X")
       continue;
@@ -605,15 +609,15 @@ double productKernelSeconds(const Json &trace) {
     const std::pair<double, double> span{event.value("ts", 0.0), event.value("dur", 0.0)};
     if (category == "compute" && llvm::StringRef(name).starts_with("step ") && name != "step 1")
       steps[rank].push_back(span);
-    else if (category == "ops" && isProductKernel(llvm::StringRef(name).split(' ').first))
-      products[rank].push_back(span);
+    else if (counts(category, name))
+      counted[rank].push_back(span);
   }
   double sum = 0;
   for (const auto &[rank, spans] : steps) {
     std::vector<double> inStep;
     for (auto [stepStart, stepLength] : spans) {
       double seconds = 0;
-      for (auto [start, duration] : products[rank])
+      for (auto [start, duration] : counted[rank])
         if (start >= stepStart && start < stepStart + stepLength)
           seconds += duration;
       inStep.push_back(seconds);
@@ -671,7 +675,16 @@ bool measureCompute(const PlanOptions &options, const Layout &layout, const std:
     return false;
   }
   measured.seconds = rt::median({steps.begin() + 1, steps.end()});
-  measured.productSeconds = productKernelSeconds(*trace);
+  measured.productSeconds =
+      secondsInSteps(*trace, [](llvm::StringRef category, llvm::StringRef name) {
+        return category == "ops" && isProductKernel(name.split(' ').first);
+      });
+  // The timeline's collectives (category "communication") are each a span
+  // of the whole call and its "wait" and "transfer" parts.
+  measured.transferSeconds =
+      secondsInSteps(*trace, [](llvm::StringRef category, llvm::StringRef name) {
+        return category == "communication" && name == "transfer";
+      });
   plan = std::move(*compiled);
   return true;
 }
@@ -776,8 +789,9 @@ struct Planning {
 
 /// With --device cpu: times the first layout without a pipeline (every rank
 /// a dp rank where the batch allows) on this machine, so the products timed
-/// alone and the cleave-calibrate rate of one elementwise kernel are scaled
-/// to what this model's kernels achieve in a job.
+/// alone and the cleave-calibrate rates of one elementwise kernel and of
+/// each collective are scaled to what this model's kernels and sums achieve
+/// in a job.
 bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &layouts,
                          const std::string &scratch, Planning &planning, UserError &error) {
   auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
@@ -787,9 +801,10 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
   Json plan;
   if (!measureCompute(options, *reference, scratch + "/reference", measured, plan, error))
     return false;
-  auto [products, other] =
-      StepTimer(planning.device, *reference, ComputeScale(), planning.productTimes.get())
-          .computeSecondsByKind(plan);
+  StepTimer rates(planning.device, *reference, ComputeScale(), planning.productTimes.get());
+  auto [products, other] = rates.computeSecondsByKind(plan);
+  double bucketed = 0;
+  const double collectives = rates.communicationSeconds(plan, bucketed);
   // Where a kind has no predicted time (a model without products) or the
   // measurement leaves it none, the whole step's scale stands for it.
   const double whole = measured.seconds / (products + other);
@@ -798,11 +813,16 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
   scale.products =
       products > 0 && measured.productSeconds > 0 ? measured.productSeconds / products : whole;
   scale.other = other > 0 && measuredOther > 0 ? measuredOther / other : whole;
+  // A reference without collectives (one rank) leaves theirs at the rates.
+  if (collectives > 0 && measured.transferSeconds > 0)
+    scale.collectives = measured.transferSeconds / collectives;
   planning.computeScaleText =
-      llvm::formatv("compute scale: products {0:F2}, other kernels {1:F2} ({2} measured {3:F3} "
-                    "and {4:F3} ms a step, predicted {5:F3} and {6:F3} ms)",
-                    scale.products, scale.other, layoutText(*reference),
-                    measured.productSeconds * 1e3, measuredOther * 1e3, products * 1e3, other * 1e3)
+      llvm::formatv("compute scale: products {0:F2}, other kernels {1:F2}, collectives {2:F2} ({3} "
+                    "measured {4:F3}, {5:F3} and {6:F3} ms a step, predicted {7:F3}, {8:F3} and "
+                    "{9:F3} ms)",
+                    scale.products, scale.other, scale.collectives, layoutText(*reference),
+                    measured.productSeconds * 1e3, measuredOther * 1e3,
+                    measured.transferSeconds * 1e3, products * 1e3, other * 1e3, collectives * 1e3)
           .str();
   return true;
 }
@@ -954,7 +974,9 @@ std::string predictionsJson(const PlanOptions &options, const Planning &planning
       {"ranks", options.ranks},
       {"device", deviceObject(planning.device)},
       {"compute_scale",
-       {{"products", planning.computeScale.products}, {"other", planning.computeScale.other}}},
+       {{"products", planning.computeScale.products},
+        {"other", planning.computeScale.other},
+        {"collectives", planning.computeScale.collectives}}},
       {"product_times", planning.productTimes ? planning.productTimes->json() : Json::array()},
       {"layouts", layouts}};
   return json.dump(2) + "\n";

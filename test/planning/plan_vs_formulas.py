@@ -36,9 +36,9 @@
 #     --device cpu (this machine measured: its link's all-reduce,
 #     reduce-scatter and all-gather rates, each matrix product plan.json
 #     lists timed alone (the plan's product_times), and the timing run's
-#     compute scales) the same model with each listed product at its time
-#     (the others' FLOPs at the rates), and the products' time and the other
-#     kernels' each multiplied by its own scale;
+#     scales) the same model with each listed product at its time (the
+#     others' FLOPs at the rates), and the products' time, the other
+#     kernels' and the collectives' each multiplied by its own scale;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
 #     pp=2 with 1f1b and with the interleaved schedule, M=2, dp=2 with ZeRO 1
 #     and M=2, in fp32, bf16 and bf16 with bf16 gradients, and ZeRO 2 in
@@ -152,7 +152,9 @@ def message_seconds(device, layout, cost):
             + cost["message_bytes"] / link["bandwidth_bytes_per_second"])
 
 
-def communication_seconds(device, layout, plan_json):
+def communication_seconds(device, layout, plan_json, scale):
+    """The step's collectives at their links' rates, times the collectives'
+    scale."""
     sizes = {"dp": layout["dp"], "tp": layout["tp"], "pp": layout["pp"]}
     seconds = 0.0
     for c in plan_json.get("collectives", []):
@@ -163,7 +165,7 @@ def communication_seconds(device, layout, plan_json):
         steps = 2 * (n - 1) if c["kind"] == "all_reduce" else n - 1
         seconds += (c["calls_per_step"] * steps * link["latency_seconds"]
                     + c["bytes_sent_per_rank"] / link["bandwidth_bytes_per_second"])
-    return seconds
+    return scale["collectives"] * seconds
 
 
 def step_time_problems(work, model, precision, device_flag=DEVICE):
@@ -180,12 +182,13 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
         if not all(link.get(kind, {}).get("bandwidth_bytes_per_second", 0) > 0
                    for kind in ("reduce_scatter", "all_gather")):
             problems.append(f"--device cpu: no measured reduce-scatter or all-gather rate: {link}")
-        if not (scale["products"] > 0 and scale["other"] > 0):
+        if not (scale["products"] > 0 and scale["other"] > 0 and scale["collectives"] > 0):
             problems.append(f"--device cpu: compute scales {scale}")
         if not times or not all(t["seconds"] > 0 for t in times):
             problems.append(f"--device cpu: products timed {times}")
-    elif times:
-        problems.append(f"{device_flag}: products timed on this machine: {times}")
+    elif times or scale != {"products": 1, "other": 1, "collectives": 1}:
+        problems.append(f"{device_flag}: products timed or scales measured on this machine: "
+                        f"{times}, {scale}")
     for i, layout in enumerate(planned["layouts"]):
         _, stages = compile_layout(work, model, layout, f"layout{i}-{tag}", precision=precision)
         predicted = layout["step_seconds"]
@@ -196,7 +199,7 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
             expected = sum(c["calls_per_step"]
                            * function_seconds(device, plan_json, c["function"], scale, times)
                            for c in plan_json["cost"])
-            expected += communication_seconds(device, layout, plan_json)
+            expected += communication_seconds(device, layout, plan_json, scale)
             if abs(predicted / expected - 1) > 1e-9:
                 problems.append(f"{layout['flags']} {precision}: predicted {predicted} s, the "
                                 f"documented model gives {expected} s")
@@ -204,7 +207,7 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
         work_per_stage = [sum(c["calls_per_step"]
                               * (function_seconds(device, s, c["function"], scale, times)
                                  + message_seconds(device, layout, c))
-                              for c in s["cost"]) + communication_seconds(device, layout, s)
+                              for c in s["cost"]) + communication_seconds(device, layout, s, scale)
                           for s in stages]
         if not any(c["messages"] for s in stages for c in s["cost"]):
             problems.append(f"{layout['flags']}: no pipeline message in its plans")
@@ -212,7 +215,8 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
             problems.append(f"{layout['flags']} {precision}: predicted {predicted} s outside "
                             f"[{max(work_per_stage)}, {sum(work_per_stage)}]")
     print(f"step times of {len(planned['layouts'])} {precision} layouts on {device['name']} "
-          f"checked (compute scales {scale['products']:.3g}, {scale['other']:.3g})")
+          f"checked (scales: products {scale['products']:.3g}, other kernels "
+          f"{scale['other']:.3g}, collectives {scale['collectives']:.3g})")
     return problems
 
 
