@@ -62,11 +62,11 @@ SmallVector<Operation *> usersInBody(func::FuncOp func, BlockArgument arg) {
   return users;
 }
 
-/// Whether `gemm`, in a microbatch function, is the first op of a step's
-/// microbatch to use its c, the argument `name`: nothing before it in its
+/// Whether `op`, in a microbatch function, is the first op of a step's
+/// microbatch to use the argument `name`: nothing before it in its
 /// function uses it, nor anything in a function a microbatch runs earlier.
-bool usesFirst(GemmOp gemm, StringRef name, ModuleOp module) {
-  auto func = gemm->getParentOfType<func::FuncOp>();
+bool usesFirst(Operation *op, StringRef name, ModuleOp module) {
+  auto func = op->getParentOfType<func::FuncOp>();
   for (StringRef earlier : kMicrobatchFunctions) {
     auto other = module.lookupSymbol<func::FuncOp>(earlier);
     if (!other)
@@ -74,7 +74,7 @@ bool usesFirst(GemmOp gemm, StringRef name, ModuleOp module) {
     BlockArgument arg = argumentNamed(other, name);
     if (other == func)
       return llvm::all_of(usersInBody(func, arg), [&](Operation *user) {
-        return user == gemm || !user->isBeforeInBlock(gemm);
+        return user == op || !user->isBeforeInBlock(op);
       });
     if (arg && !arg.use_empty())
       return false;
@@ -90,6 +90,8 @@ AssignOp zeroingAfterUpdate(ModuleOp module, StringRef name) {
   if (!arg)
     return {};
   SmallVector<Operation *> users = usersInBody(apply, arg);
+  if (users.empty())
+    return {};
   Operation *last =
       *llvm::max_element(users, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   auto zeroing = dyn_cast<AssignOp>(last);
@@ -97,34 +99,51 @@ AssignOp zeroingAfterUpdate(ModuleOp module, StringRef name) {
   return zeroing && zeroing.getTarget() == arg && value && *value == 0.0 ? zeroing : AssignOp();
 }
 
-/// The members of each flat buffer (ZeRO 1's gradients) that a product
+/// The members of each flat buffer (ZeRO 1's gradients) that an op
 /// writes on its first call in a step, by the buffer's name.
 using FirstWrittenMembers = llvm::StringMap<llvm::StringSet<>>;
 
-/// Marks `gemm`, which adds to its c, cleave.first_call_writes when its
-/// function's first call in a step is the first to use c and the update
-/// zeroes it, or zeroes the flat buffer it lies in: c then holds zeros where
-/// the first call would add to them. Drops c's own zeroing; a member's is
-/// left for zeroOtherMembers, which `members` tells what to keep.
-void writeOnFirstCall(GemmOp gemm, ModuleOp module, FirstWrittenMembers &members) {
-  auto slot = dyn_cast<BlockArgument>(gemm.getC());
-  auto func = gemm->getParentOfType<func::FuncOp>();
-  auto name = slot ? func.getArgAttrOfType<StringAttr>(slot.getArgNumber(), kNameAttr) : nullptr;
-  if (!name || !usesFirst(gemm, name.getValue(), module))
-    return;
-  auto flat = func.getArgAttrOfType<StringAttr>(slot.getArgNumber(), kFlatMemberAttr);
+/// Marks `op`, which adds to the accumulator `slot`, cleave.first_call_writes
+/// when its function's first call in a step is the first to use the slot
+/// and the update zeroes it, or zeroes the flat buffer it lies in: the slot
+/// then holds zeros where the first call would add to them. Drops the
+/// slot's own zeroing; a member's is left for zeroOtherMembers, which
+/// `members` tells what to keep. Returns whether it marked `op`.
+bool writeOnFirstCall(Operation *op, Value slot, ModuleOp module, FirstWrittenMembers &members) {
+  auto arg = dyn_cast<BlockArgument>(slot);
+  auto func = op->getParentOfType<func::FuncOp>();
+  auto name = arg ? func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttr) : nullptr;
+  if (!name || !usesFirst(op, name.getValue(), module))
+    return false;
+  auto flat = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kFlatMemberAttr);
   AssignOp zeroing = zeroingAfterUpdate(module, flat ? flat.getValue() : name.getValue());
   if (!zeroing)
-    return;
-  gemm->setAttr(kFirstCallWritesAttr, UnitAttr::get(gemm.getContext()));
+    return false;
+  op->setAttr(kFirstCallWritesAttr, UnitAttr::get(op->getContext()));
   if (flat) {
     members[flat.getValue()].insert(name.getValue());
-    return;
+    return true;
   }
   Operation *zeros = zeroing.getValue().getDefiningOp();
   zeroing->erase();
   if (zeros && zeros->use_empty())
     zeros->erase();
+  return true;
+}
+
+/// The sum `assign` stores, when it adds a value `g` to the accumulator it
+/// assigns, `cleave.assign (cleave.add %slot, %g) to %slot` (either operand
+/// order, no broadcast), and no elementwise chain would make `g` with it
+/// (a column sum, a collective's result: a bias's gradient, ZeRO 2's and
+/// 3's reduce-scattered slices): what can copy `g` on its first call.
+AddOp accumulationAdd(AssignOp assign) {
+  Value slot = assign.getTarget();
+  auto add = assign.getValue().getDefiningOp<AddOp>();
+  if (!add || add.getLhs().getType() != add.getRhs().getType() || add.getType() != slot.getType() ||
+      (add.getLhs() == slot) == (add.getRhs() == slot))
+    return {};
+  Operation *made = (add.getLhs() == slot ? add.getRhs() : add.getLhs()).getDefiningOp();
+  return made && isFusableElementwise(made) ? AddOp() : add;
 }
 
 /// Replaces @apply's zeroing of the flat buffer `flat` with zeroings of the
@@ -201,10 +220,25 @@ struct AccumulateIntoProductsPass
       op->erase();
     });
     FirstWrittenMembers members;
+    auto inMicrobatch = [](Operation *op) {
+      return llvm::is_contained(kMicrobatchFunctions,
+                                op->getParentOfType<func::FuncOp>().getSymName());
+    };
     for (GemmOp gemm : accumulating)
-      if (llvm::is_contained(kMicrobatchFunctions,
-                             gemm->getParentOfType<func::FuncOp>().getSymName()))
-        writeOnFirstCall(gemm, getOperation(), members);
+      if (inMicrobatch(gemm))
+        writeOnFirstCall(gemm, gemm.getC(), getOperation(), members);
+    // An add marked so copies its rhs on the first call: the slot goes left.
+    // (Collected first: marking one erases @apply's zeroings.)
+    SmallVector<std::pair<AddOp, AssignOp>> adds;
+    getOperation().walk([&](AssignOp assign) {
+      if (AddOp add = accumulationAdd(assign); add && inMicrobatch(add))
+        adds.push_back({add, assign});
+    });
+    for (auto [add, assign] : adds) {
+      if (writeOnFirstCall(add, assign.getTarget(), getOperation(), members) &&
+          add.getRhs() == assign.getTarget())
+        add->setOperands({add.getRhs(), add.getLhs()});
+    }
     for (const auto &[flat, written] : members)
       zeroOtherMembers(getOperation(), flat, written);
   }

@@ -217,7 +217,8 @@ struct FuseElementwisePass : public cleave::impl::FuseElementwiseBase<FuseElemen
     std::vector<Group> groups;
     llvm::DenseMap<Operation *, size_t> groupOf;
     for (Operation &op : block) {
-      if (!isFusableElementwise(&op))
+      // An accumulator's add that copies on its first call stays a kernel.
+      if (!isFusableElementwise(&op) || op.hasAttr(kFirstCallWritesAttr))
         continue;
       size_t mine = groups.size();
       groups.push_back({&op});

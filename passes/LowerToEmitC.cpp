@@ -293,6 +293,7 @@ private:
                                 b.getArrayAttr(markArgs));
   }
   Value tensorAt(Value base, int64_t offset, Value value);
+  LogicalResult lowerFirstCallAdd(Operation *op, CallArgs &args, Value out);
   /// The planned buffer of `op`'s result #index: its arena offset, the
   /// weights slot it is written into in place, or the output slot of the
   /// stash it is returned as (cleave-memory-plan).
@@ -460,8 +461,34 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
     args.literal(*text);
   }
   auto chain = dyn_cast<FusedElementwiseOp>(op);
+  if (isa<AddOp>(op) && op->hasAttr(kFirstCallWritesAttr))
+    return lowerFirstCallAdd(op, args, results[0]);
   call(kernelPrefix + kernel.kernel.str(), Type(), args,
        chain ? chainTemplateArgs(chain) : ArrayAttr());
+  return success();
+}
+
+/// An accumulator's add marked cleave.first_call_writes (its slot the lhs):
+/// on its function's first call in a step, a copy of the rhs into `out`
+/// (the slot, which holds the last step's sum), else the add of `args`.
+LogicalResult Lowering::lowerFirstCallAdd(Operation *op, CallArgs &args, Value out) {
+  CallArgs first(b);
+  first.value(context);
+  Value now = emitc::CallOpaqueOp::create(b, loc, b.getI1Type(), "cleave::rt::isFirstCall",
+                                          first.operands, b.getArrayAttr(first.args))
+                  .getResult(0);
+  auto branch = emitc::IfOp::create(b, loc, now, /*addThenBlock=*/true, /*addElseBlock=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(&branch.getThenRegion().front());
+  CallArgs copy(b);
+  copy.value(context);
+  copy.value(tensors.lookup(op->getOperand(1)));
+  copy.value(out);
+  call(kernelPrefix + "copy", Type(), copy);
+  emitc::YieldOp::create(b, loc);
+  b.setInsertionPointToEnd(&branch.getElseRegion().front());
+  call(kernelPrefix + "add", Type(), args);
+  emitc::YieldOp::create(b, loc);
   return success();
 }
 

@@ -856,11 +856,19 @@ def AccumulateIntoProducts : Pass<"cleave-accumulate-into-products", "mlir::Modu
     as 0 on its function's first call in a step (the driver says which call
     is), writing the slot where it would have added to its zeros. A pass
     over every accumulator less a step, and the first microbatch's products
-    read no accumulator. An accumulator that is a member of a flat buffer
-    (ZeRO 1's gradients, `cleave.flat_member`), which @apply zeroes whole,
-    likewise: the buffer's zeroing becomes one of each member that no
-    product writes on its first call (a `cleave.elements` of the buffer),
-    and its padding, which nothing writes, keeps the zeros it starts with.
+    read no accumulator. An accumulation that stays an add,
+    `cleave.assign (cleave.add %slot, %g) to %slot` (no broadcast), where no
+    elementwise chain makes %g (a bias's column sum, ZeRO 2's and 3's
+    reduce-scattered slices, the loss's sum), is marked the same way when it
+    is the first use of its slot and the update zeroes the slot, with the
+    slot as its lhs: it copies %g on its function's first call in a step
+    and adds after (cleave-fuse-elementwise keeps it out of chains). An
+    accumulator that is a member of a flat buffer (ZeRO 1's gradients,
+    `cleave.flat_member`), which @apply zeroes whole, likewise: the buffer's
+    zeroing becomes one of each member that nothing writes on its first
+    call (a `cleave.elements` of the buffer), none when every member is
+    written so, and its padding, which nothing writes, keeps the zeros it
+    starts with.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }
@@ -881,7 +889,9 @@ def FuseElementwise : Pass<"cleave-fuse-elementwise", "mlir::ModuleOp"> {
     writes it); a cast to bf16 and back within a chain splits it, since
     the kernel's registers keep f32. An op joins the chains of its
     operands' producers unless an op outside reads one of their values
-    before it; a chain holds at most 48 inputs and ops and 8 outputs.
+    before it; a chain holds at most 48 inputs and ops and 8 outputs. An
+    accumulator's add marked `cleave.first_call_writes` (it copies on its
+    function's first call) joins none.
     First, an add, sub, mul or div of a value x and one element read by an
     elementwise op after a kernel that is not one (GELU's x / sqrt 2 in the
     backward) is made again there, once for the readers after that kernel,

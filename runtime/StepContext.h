@@ -71,6 +71,10 @@ struct StepContext {
   void *stagePartial = nullptr;
 };
 
+/// Whether the calls that run now are their function's first in the step
+/// (an accumulator's add marked first_call_writes copies then).
+inline bool isFirstCall(const StepContext &ctx) { return ctx.firstCall; }
+
 /// Whether a phased @apply's kernels of `phase` run now.
 inline bool inApplyPhase(const StepContext &ctx, int phase) { return ctx.applyPhase == phase; }
 /// Where a phased @apply leaves the operand of its next sum over pp.

@@ -232,10 +232,10 @@ func.func @apply(%acc_w: tensor<4x4xf32> {cleave.kind = "state", cleave.name = "
 
 // ZeRO 1's accumulators, members of a flat gradient buffer that @apply
 // zeroes whole: grad:w's product writes it on its first call, and the
-// buffer's zeroing becomes that of its other member, grad:b (added to, not
-// made by a product: its elements from offset 16); the padding, elements
-// 20 to 31, is never written, and the memory plan lays the view over the
-// buffer's bytes (64 past its start).
+// buffer's zeroing becomes that of its other member, grad:b (added to a
+// value an elementwise chain makes: its elements from offset 16); the
+// padding, elements 20 to 31, is never written, and the memory plan lays
+// the view over the buffer's bytes (64 past its start).
 // CHECK-LABEL: func.func @forward
 // CHECK: cleave.gemm {{.*}}{cleave.first_call_writes, trans_a = true}
 // CHECK-LABEL: func.func @apply
@@ -253,7 +253,8 @@ func.func @forward(%x: tensor<4x4xf32>, %db: tensor<4xf32>,
   %gw = cleave.gemm %x, %x {trans_a = true} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   %nw = cleave.add %acc_w, %gw : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   cleave.assign %nw to %acc_w : tensor<4x4xf32>
-  %nb = cleave.add %acc_b, %db : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %sq = cleave.mul %db, %db : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %nb = cleave.add %acc_b, %sq : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   cleave.assign %nb to %acc_b : tensor<4xf32>
   return
 }
@@ -262,4 +263,73 @@ func.func @apply(%flat: tensor<32xf32> {cleave.flat_size = 32 : i64, cleave.kind
   %zeros = cleave.constant {value = dense<0.0> : tensor<32xf32>} : tensor<32xf32>
   cleave.assign %zeros to %flat : tensor<32xf32>
   return %sum : tensor<f32>
+}
+
+// -----
+
+// Accumulators added to by what no elementwise chain makes (a bias's column
+// sum, a collective's result, an argument): the add copies on its first
+// call (cleave.first_call_writes, the slot its lhs) and @apply's zeroing
+// goes: acc_b's, acc_s's (the slot on the right before), acc_t's (added to
+// twice: the second add adds to what the first wrote), acc_f's, a member of
+// the flat buffer, whose zeroing then goes whole (every member written).
+// Not acc_m's, added to a product of an elementwise chain (the add stays in
+// the chain).
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[X:.*]]: tensor<4x4xf32>, %[[B:[^:]*]]: tensor<4xf32> {{.*}}, %[[S:[^:]*]]: tensor<4xf32> {{.*}}, %[[M:[^:]*]]: tensor<4x4xf32> {{.*}}, %[[T:[^:]*]]: tensor<4xf32> {{.*}}, %[[F:[^:]*]]: tensor<4xf32> {{.*}})
+// CHECK-NEXT: %[[COLUMNS:.*]] = cleave.reduce_sum %[[X]]
+// CHECK-NEXT: %[[NB:.*]] = cleave.add %[[B]], %[[COLUMNS]] {cleave.first_call_writes}
+// CHECK-NEXT: cleave.assign %[[NB]] to %[[B]]
+// CHECK-NEXT: %[[NS:.*]] = cleave.add %[[S]], %[[COLUMNS]] {cleave.first_call_writes}
+// CHECK-NEXT: cleave.assign %[[NS]] to %[[S]]
+// CHECK-NEXT: %[[SQ:.*]] = cleave.mul %[[X]], %[[X]]
+// CHECK-NEXT: %[[NM:.*]] = cleave.add %[[M]], %[[SQ]] :
+// CHECK-NEXT: cleave.assign %[[NM]] to %[[M]]
+// CHECK-NEXT: %[[NT1:.*]] = cleave.add %[[T]], %[[COLUMNS]] {cleave.first_call_writes}
+// CHECK-NEXT: cleave.assign %[[NT1]] to %[[T]]
+// CHECK-NEXT: %[[NT2:.*]] = cleave.add %[[T]], %[[COLUMNS]] :
+// CHECK-NEXT: cleave.assign %[[NT2]] to %[[T]]
+// CHECK-NEXT: %[[NF:.*]] = cleave.add %[[F]], %[[COLUMNS]] {cleave.first_call_writes}
+// CHECK-NEXT: cleave.assign %[[NF]] to %[[F]]
+// CHECK-LABEL: func.func @apply
+// CHECK-SAME: (%[[PB:[^:]*]]: tensor<4xf32> {{.*}}, %[[PS:[^:]*]]: tensor<4xf32> {{.*}}, %[[PM:[^:]*]]: tensor<4x4xf32> {{.*}}, %[[PT:[^:]*]]: tensor<4xf32> {{.*}}, %[[FLAT:[^:]*]]: tensor<16xf32> {{.*}})
+// CHECK-NEXT: %[[ZEROS:.*]] = cleave.constant {value = dense<0.000000e+00> : tensor<4x4xf32>}
+// CHECK-NEXT: cleave.assign %[[ZEROS]] to %[[PM]]
+// CHECK-NEXT: return
+func.func @forward(%x: tensor<4x4xf32>,
+                   %acc_b: tensor<4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_b"},
+                   %acc_s: tensor<4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_s"},
+                   %acc_m: tensor<4x4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_m"},
+                   %acc_t: tensor<4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_t"},
+                   %acc_f: tensor<4xf32> {cleave.accumulator, cleave.flat_member = "flat:grads", cleave.flat_offset = 0 : i64, cleave.kind = "state", cleave.name = "acc_f"}) {
+  %columns = cleave.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : (tensor<4x4xf32>) -> tensor<4xf32>
+  %nb = cleave.add %acc_b, %columns : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  cleave.assign %nb to %acc_b : tensor<4xf32>
+  %ns = cleave.add %columns, %acc_s : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  cleave.assign %ns to %acc_s : tensor<4xf32>
+  %sq = cleave.mul %x, %x : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %nm = cleave.add %acc_m, %sq : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  cleave.assign %nm to %acc_m : tensor<4x4xf32>
+  %nt1 = cleave.add %acc_t, %columns : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  cleave.assign %nt1 to %acc_t : tensor<4xf32>
+  %nt2 = cleave.add %acc_t, %columns : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  cleave.assign %nt2 to %acc_t : tensor<4xf32>
+  %nf = cleave.add %acc_f, %columns : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  cleave.assign %nf to %acc_f : tensor<4xf32>
+  return
+}
+func.func @apply(%acc_b: tensor<4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_b"},
+                 %acc_s: tensor<4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_s"},
+                 %acc_m: tensor<4x4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_m"},
+                 %acc_t: tensor<4xf32> {cleave.accumulator, cleave.kind = "state", cleave.name = "acc_t"},
+                 %flat: tensor<16xf32> {cleave.flat_size = 16 : i64, cleave.kind = "state", cleave.name = "flat:grads"}) {
+  %zeros = cleave.constant {value = dense<0.0> : tensor<4xf32>} : tensor<4xf32>
+  %zeros_m = cleave.constant {value = dense<0.0> : tensor<4x4xf32>} : tensor<4x4xf32>
+  %zeros_flat = cleave.constant {value = dense<0.0> : tensor<16xf32>} : tensor<16xf32>
+  cleave.assign %zeros to %acc_b : tensor<4xf32>
+  cleave.assign %zeros to %acc_s : tensor<4xf32>
+  cleave.assign %zeros_m to %acc_m : tensor<4x4xf32>
+  cleave.assign %zeros to %acc_t : tensor<4xf32>
+  cleave.assign %zeros_flat to %flat : tensor<16xf32>
+  return
 }

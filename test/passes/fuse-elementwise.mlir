@@ -255,3 +255,21 @@ func.func @moved(%x: tensor<4x8xf32>, %count: tensor<f32>, %g: tensor<4x8xf32>) 
   %y = cleave.mul %d, %g : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %s, %y : tensor<f32>, tensor<4x8xf32>
 }
+
+// -----
+
+// An accumulator's add that copies on its function's first call
+// (cleave.first_call_writes) stays a kernel of its own: the chain before it
+// ends at its operand.
+// CHECK-LABEL: func.func @first_call_add
+// CHECK: %[[F:.*]] = cleave.fused_elementwise %arg0 {program = "exp 0;neg 1>2"}
+// CHECK-NEXT: %[[S:.*]] = cleave.add %arg1, %[[F]] {cleave.first_call_writes}
+// CHECK-NEXT: cleave.assign %[[S]] to %arg1
+func.func @first_call_add(%x: tensor<16xf32>,
+                          %acc: tensor<16xf32> {cleave.kind = "state", cleave.name = "acc"}) {
+  %e = cleave.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  %n = cleave.neg %e : (tensor<16xf32>) -> tensor<16xf32>
+  %s = cleave.add %acc, %n {cleave.first_call_writes} : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  cleave.assign %s to %acc : tensor<16xf32>
+  return
+}

@@ -58,6 +58,38 @@ func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"
 
 // -----
 
+// An accumulator's add marked cleave.first_call_writes (the slot its lhs):
+// on its function's first call in a step a copy of its rhs into the slot
+// (written in place), else the add, on either backend.
+// CHECK-LABEL: emitc.func @cleave_forward
+// CHECK: call_opaque "cleave::rt::cpu::reduce_sum"
+// CHECK-NEXT: %[[SLOT:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">
+// CHECK-NEXT: %[[FIRST:.*]] = call_opaque "cleave::rt::isFirstCall"(%arg0)
+// CHECK-NEXT: if %[[FIRST]] {
+// CHECK-NEXT: call_opaque "cleave::rt::markOp"
+// CHECK-NEXT: call_opaque "cleave::rt::cpu::copy"(%arg0, %[[SUM:.*]], %[[SLOT]])
+// CHECK-NEXT: } else {
+// CHECK-NEXT: call_opaque "cleave::rt::markOp"
+// CHECK-NEXT: call_opaque "cleave::rt::cpu::add"(%arg0, %{{.*}}, %[[SUM]], %[[SLOT]])
+// CHECK-NEXT: {{^ *}}}{{$}}
+// CHECK-NEXT: return
+// CUDA: call_opaque "cleave::rt::isFirstCall"
+// CUDA-NEXT: if
+// CUDA-NEXT: call_opaque "cleave::rt::markOp"
+// CUDA-NEXT: call_opaque "cleave::rt::cuda::copy"
+// CUDA-NEXT: } else {
+// CUDA-NEXT: call_opaque "cleave::rt::markOp"
+// CUDA-NEXT: call_opaque "cleave::rt::cuda::add"
+func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %acc: tensor<4xf32> {cleave.kind = "state", cleave.name = "grad:b"}) {
+  %columns = cleave.reduce_sum %x {axes = array<i64: 0>, keepdims = false} : (tensor<2x4xf32>) -> tensor<4xf32>
+  %sum = cleave.add %acc, %columns {cleave.first_call_writes} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  cleave.assign %sum to %acc : tensor<4xf32>
+  return
+}
+
+// -----
+
 // A fused chain is compiled on both backends (runtime/ChainCode.h): the
 // template's arguments are the counts of inputs, instructions and outputs;
 // how each input is read (0 every f32, 1 one f32 for all, 2 every bf16, 3
