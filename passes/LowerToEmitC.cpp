@@ -270,16 +270,29 @@ private:
   void inPhase(function_ref<void()> body) {
     if (phase < 0)
       return body();
+    branch("cleave::rt::inApplyPhase", {std::to_string(phase)}, body);
+  }
+  /// `if (predicate(ctx, literals...)) { then(); } else { otherwise(); }`,
+  /// without the else when `otherwise` is null.
+  void branch(StringRef predicate, ArrayRef<std::string> literals, function_ref<void()> then,
+              function_ref<void()> otherwise = nullptr) {
     CallArgs args(b);
     args.value(context);
-    args.literal(std::to_string(phase));
-    Value now = emitc::CallOpaqueOp::create(b, loc, b.getI1Type(), "cleave::rt::inApplyPhase",
-                                            args.operands, b.getArrayAttr(args.args))
-                    .getResult(0);
-    auto branch = emitc::IfOp::create(b, loc, now, /*addThenBlock=*/true, /*addElseBlock=*/false);
+    for (const std::string &literal : literals)
+      args.literal(literal);
+    Value condition = emitc::CallOpaqueOp::create(b, loc, b.getI1Type(), predicate, args.operands,
+                                                  b.getArrayAttr(args.args))
+                          .getResult(0);
+    auto ifOp = emitc::IfOp::create(b, loc, condition, /*addThenBlock=*/true,
+                                    /*addElseBlock=*/static_cast<bool>(otherwise));
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToEnd(&branch.getThenRegion().front());
-    body();
+    b.setInsertionPointToEnd(&ifOp.getThenRegion().front());
+    then();
+    emitc::YieldOp::create(b, loc);
+    if (!otherwise)
+      return;
+    b.setInsertionPointToEnd(&ifOp.getElseRegion().front());
+    otherwise();
     emitc::YieldOp::create(b, loc);
   }
   /// In a phased @apply, whether `op` is a sum over pp that ends a phase.
@@ -472,23 +485,16 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
 /// on its function's first call in a step, a copy of the rhs into `out`
 /// (the slot, which holds the last step's sum), else the add of `args`.
 LogicalResult Lowering::lowerFirstCallAdd(Operation *op, CallArgs &args, Value out) {
-  CallArgs first(b);
-  first.value(context);
-  Value now = emitc::CallOpaqueOp::create(b, loc, b.getI1Type(), "cleave::rt::isFirstCall",
-                                          first.operands, b.getArrayAttr(first.args))
-                  .getResult(0);
-  auto branch = emitc::IfOp::create(b, loc, now, /*addThenBlock=*/true, /*addElseBlock=*/true);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToEnd(&branch.getThenRegion().front());
-  CallArgs copy(b);
-  copy.value(context);
-  copy.value(tensors.lookup(op->getOperand(1)));
-  copy.value(out);
-  call(kernelPrefix + "copy", Type(), copy);
-  emitc::YieldOp::create(b, loc);
-  b.setInsertionPointToEnd(&branch.getElseRegion().front());
-  call(kernelPrefix + "add", Type(), args);
-  emitc::YieldOp::create(b, loc);
+  branch(
+      "cleave::rt::isFirstCall", {},
+      [&] {
+        CallArgs copy(b);
+        copy.value(context);
+        copy.value(tensors.lookup(op->getOperand(1)));
+        copy.value(out);
+        call(kernelPrefix + "copy", Type(), copy);
+      },
+      [&] { call(kernelPrefix + "add", Type(), args); });
   return success();
 }
 
