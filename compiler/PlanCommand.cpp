@@ -585,7 +585,7 @@ bool writeRandomData(const Json &plan, const std::string &dir, int64_t samples,
 
 /// A step measured on a rank: its compute, its products' kernels, and its
 /// collectives moving data (not waiting for the slowest rank).
-struct MeasuredCompute {
+struct MeasuredStep {
   double seconds = 0, productSeconds = 0, transferSeconds = 0;
 };
 
@@ -632,7 +632,7 @@ secondsInSteps(const Json &trace,
 /// kernels traced (the median over the steps after the first of the ranks'
 /// mean compute, and the ranks' mean seconds in products).
 bool measureCompute(const PlanOptions &options, const Layout &layout, const std::string &dir,
-                    MeasuredCompute &measured, Json &plan, UserError &error) {
+                    MeasuredStep &measured, Json &plan, UserError &error) {
   // Every all-reduce after the backward: on this CPU a bucket summed during
   // it takes a core from the kernels, which would count as their time.
   PlanOptions timing = options;
@@ -797,7 +797,7 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
   auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
   if (options.device != "cpu" || reference == layouts.end())
     return true;
-  MeasuredCompute measured;
+  MeasuredStep measured;
   Json plan;
   if (!measureCompute(options, *reference, scratch + "/reference", measured, plan, error))
     return false;
