@@ -331,12 +331,15 @@ public:
            cost.value("message_bytes", 0.0) / link.bandwidthBytesPerSecond;
   }
 
-  /// Seconds of one call of `function` with its messages (0 when the plan
-  /// has none).
-  double functionSeconds(const Json &plan, const std::string &function) const {
+  /// Seconds of one call of `function` with its messages, or of all of a
+  /// step's calls (`perStep`; none of a @narrow_weights run once a run); 0
+  /// when the plan has no such function.
+  double functionSeconds(const Json &plan, const std::string &function,
+                         bool perStep = false) const {
     for (const Json &cost : plan["cost"])
       if (cost["function"] == function)
-        return callSeconds(cost) + messageSeconds(cost);
+        return (perStep ? cost["calls_per_step"].get<double>() : 1.0) *
+               (callSeconds(cost) + messageSeconds(cost));
     return 0;
   }
 
@@ -442,7 +445,7 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     forward.push_back(timer.functionSeconds(plan, "forward"));
     backward.push_back(timer.functionSeconds(plan, "backward"));
     backwardWeight.push_back(timer.functionSeconds(plan, "backward_weight"));
-    tail[rank] += timer.functionSeconds(plan, "narrow_weights") +
+    tail[rank] += timer.functionSeconds(plan, "narrow_weights", /*perStep=*/true) +
                   timer.functionSeconds(plan, "apply") + communication - hidden;
   }
   for (size_t rank = 0; rank < ranks; ++rank) {

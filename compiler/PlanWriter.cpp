@@ -345,8 +345,11 @@ private:
   void addStored(func::FuncOp func, unsigned index);
   void addConstantsAndCosts(func::FuncOp func);
   /// How often a step calls `func`: a forward or a pipeline stage's backward
-  /// once per microbatch, the rest once.
+  /// once per microbatch, a @narrow_weights run once a run never, the rest
+  /// once.
   int64_t callsPerStep(func::FuncOp func) const {
+    if (func->hasAttr(kRunOnceAttr))
+      return 0;
     return llvm::is_contained(kMicrobatchFunctions, func.getSymName()) ? options.training.gradAccum
                                                                        : 1;
   }
@@ -789,6 +792,8 @@ void PlanBuilder::setTraining() {
   spec.prefetchedGathers = startedInPrograms<shard::AllGatherOp>();
   spec.overlappedReduceScatters = startedInPrograms<shard::ReduceScatterOp>();
   spec.overlappedTpSums = startedInPrograms<shard::AllReduceOp>();
+  auto narrow = module.lookupSymbol<func::FuncOp>("narrow_weights");
+  spec.narrowWeightsOnce = narrow && narrow->hasAttr(kRunOnceAttr);
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     if (!spec.trainingInfo && plan.inputs[i].name == "cleave.lr")
       spec.lrInput = i;

@@ -698,7 +698,8 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
     parameter's copy is state of the weights blob ("bf16:W" for W, marked
     `cleave.weight_copy`), made once a step by a new function
     @narrow_weights, which the driver runs before the step's first
-    microbatch, and read by every function the step runs instead of
+    microbatch (or before a run's first alone, cleave-update-weight-copies),
+    and read by every function the step runs instead of
     rounding the parameter again each microbatch; a factor that only moves
     another value's elements (transpose, reshape, flatten, squeeze,
     unsqueeze, slice, and shard.all_gather, so that ZeRO 3 gathers narrow
@@ -722,6 +723,25 @@ def Autocast : Pass<"cleave-autocast", "mlir::ModuleOp"> {
   let options = [
     Option<"precision", "precision", "std::string", "\"fp32\"", "fp32, bf16 or fp16">,
   ];
+  let dependentDialects = ["cleave::CleaveDialect"];
+}
+
+def UpdateWeightCopies : Pass<"cleave-update-weight-copies", "mlir::ModuleOp"> {
+  let summary = "@apply rounds each weight it updates to its low-precision copy";
+  let description = [{
+    Runs after cleave-autocast. @narrow_weights rounds each parameter a
+    product reads to its copy ("bf16:W") before every step; the update
+    writes the parameter anyway. When every copy @narrow_weights makes is
+    a cast of a parameter that @apply updates by one assignment in its
+    body (not ZeRO 1/2's gathered copies, which a step must gather again),
+    @apply rounds each new value to its copy too, the cast right after the
+    value (cleave-fuse-elementwise then rounds it in the update's own pass
+    over memory) and its assignment at the end, and @narrow_weights is
+    marked `cleave.run_once`: the driver runs it once, before a run's first
+    step, and the copies then always hold the parameters rounded. A
+    skipped fp16 step's update keeps the old parameter, and so its copy.
+    Otherwise nothing changes.
+  }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }
 

@@ -101,8 +101,10 @@ void buildTrainPipeline(OpPassManager &pm, const TrainPipelineOptions &options) 
     pm.addPass(createNarrowGradientSums({options.gradReduceDtype}));
   }
   pm.addPass(createNarrowGradientAccumulators({options.gradAccumDtype}));
-  if (options.precision != "fp32")
+  if (options.precision != "fp32") {
     pm.addPass(createAutocast({options.precision}));
+    pm.addPass(createUpdateWeightCopies());
+  }
   if (options.recompute != "none")
     pm.addPass(createRecompute({options.recompute}));
   if (pipelined)

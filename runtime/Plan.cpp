@@ -183,6 +183,8 @@ Json trainingJson(const TrainingSpec &t, const Plan &plan) {
   for (auto [key, started] : TrainingSpec::startedByKey(t))
     if (*started)
       training[key] = {{"axis", (*started)->axis}, {"bytes", (*started)->bytes}};
+  if (t.narrowWeightsOnce)
+    training["narrow_weights_once"] = true;
   if (const auto &scaling = t.lossScaling)
     training["loss_scaling"] = {{"initial_scale", scaling->initialScale},
                                 {"growth_interval", scaling->growthInterval},
@@ -571,6 +573,8 @@ bool Reader::training(const Json &json, Plan &plan) {
     if (json.contains(key) && !startedCollectives(json[key], key, plan, *started))
       return false;
   if (json.contains("loss_scaling") && !lossScaling(json["loss_scaling"], plan, spec))
+    return false;
+  if (!boolean(json, "training.", "narrow_weights_once", spec.narrowWeightsOnce, true))
     return false;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     if (!claimed[i])

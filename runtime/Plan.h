@@ -391,6 +391,10 @@ struct TrainingSpec {
     size_t scaleOutput = 0, skippedOutput = 0;
   };
   std::optional<LossScaling> lossScaling;
+  /// Whether @apply writes the weights' bf16 or f16 copies as it updates
+  /// the weights (passes/UpdateWeightCopies.cpp): @narrow_weights then runs
+  /// once, before a run's first step, instead of before every step.
+  bool narrowWeightsOnce = false;
 };
 
 struct Plan {
@@ -427,7 +431,8 @@ struct Plan {
 std::string weightsBlobName(const Plan &plan, const std::vector<int> &coordinates);
 
 /// Whether `plan`'s program keeps bf16 or f16 copies of weights, which its
-/// @narrow_weights makes at the start of every step.
+/// @narrow_weights makes at the start of every step (or of the run's first:
+/// TrainingSpec::narrowWeightsOnce).
 bool hasWeightCopies(const Plan &plan);
 
 /// The name pattern of the blobs: "weights.dp{dp}.tp{tp}.bin".

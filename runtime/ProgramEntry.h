@@ -29,7 +29,9 @@ enum class ProgramEntryPoint { NarrowWeights, Forward, Backward, BackwardWeight,
 /// cleave_narrow_weights (@narrow_weights): once a step, before its first
 /// microbatch, rounds the parameters the products read to their bf16 or f16
 /// copies in the weights blob (--precision), which every microbatch of the
-/// step then reads; does nothing in an f32 program.
+/// step then reads; where @apply keeps the copies (TrainingSpec::
+/// narrowWeightsOnce), only before a run's first step; does nothing in an
+/// f32 program.
 ///
 /// cleave_forward (@forward): a forward pass (in a training program, the
 /// forward and backward of one microbatch, adding into the gradient

@@ -1375,9 +1375,11 @@ int runTraining(const std::vector<std::string> &dirs, const std::vector<Plan> &p
         backend.copyToDevice(programs[c].inputs[own.stepInput].data, &stepValue, sizeof stepValue);
       }
     }
-    // The weights' bf16 or f16 copies every microbatch of the step reads.
+    // The weights' bf16 or f16 copies every microbatch of the step reads
+    // (where @apply keeps them, made once).
     for (size_t c = 0; c < plans.size(); ++c)
-      if (hasWeightCopies(plans[c])) {
+      if (hasWeightCopies(plans[c]) &&
+          (step == firstStep || !plans[c].training->narrowWeightsOnce)) {
         const std::optional<PipelineSpec> &pipeline = plans[c].training->pipeline;
         profile.beginCall(-1, ProgramEntryPoint::NarrowWeights,
                           pipeline ? std::optional(pipeline->stage) : std::nullopt);

@@ -23,11 +23,15 @@
 #     reduce_scatter" on the communication track); a step's communication
 #     seconds are its collective spans and background spans, its exposed
 #     communication the collective spans and the waits;
-#   - with both flags on, dp x tp = 2 x 2 with ZeRO 3 (Megatron's plan) and
+#   - with both flags on, dp x tp = 2 x 2 with ZeRO 3 (Megatron's plan),
 #     dp=2 with ZeRO 2 in bf16 (sliced masters: the gathers in
-#     @narrow_weights, the reduce-scatters in the microbatches) give every
-#     loss of the same layout with both off, bit for bit, and start some of
-#     each kind.
+#     @narrow_weights, the reduce-scatters in the microbatches) and with
+#     ZeRO 3 in bf16 give every loss of the same layout with both off, bit
+#     for bit, and start some of each kind;
+#   - in bf16 each rank's trace has a `narrow_weights` span in every step
+#     with ZeRO 2 (its gathers are a step's work), and in the first step
+#     alone with ZeRO 3, whose @apply rounds each updated slice into its
+#     copy (plan.json's training.narrow_weights_once).
 #
 # RUN: rm -rf %t && mkdir -p %t && %python %s %t
 
@@ -113,8 +117,10 @@ def main():
     if len(started) == len(KINDS):
         check_started_collectives(on[3], on[1], RANKS, ACCUM, "dp", started)
 
+    bf16 = ["--precision", "bf16"]
     for label, mesh, zero, flags in (("dp2tp2-zero3", "dp=2,tp=2", "3", ["--plan", PLAN]),
-                                     ("dp2-zero2-bf16", "dp=2", "2", ["--precision", "bf16"])):
+                                     ("dp2-zero2-bf16", "dp=2", "2", bf16),
+                                     ("dp2-zero3-bf16", "dp=2", "3", bf16)):
         runs = [train(workdir, f"{label}-{v}", flags + extra, data, mesh, zero)
                 for v, extra in (("on", ON), ("off", []))]
         got = [[s["loss"] for s in r[1]["steps"]] for r in runs]
@@ -123,6 +129,19 @@ def main():
         for key, _ in KINDS:
             expect(runs[0][0]["training"].get(key, {}).get("bytes"),
                    f"{label}: plan.json has no {key}")
+        if flags == bf16:
+            once = zero == "3"
+            for plan, _, _, trace in runs:
+                expect(plan["training"].get("narrow_weights_once", False) == once,
+                       f"{label}: plan.json's narrow_weights_once is not {once}")
+                for pid in range(RANKS):
+                    spans = trace.track(pid, "compute")
+                    steps = [s for s in spans if s.name.startswith("step ")]
+                    made = [sum(step.holds(s) for s in spans if s.name == "narrow_weights")
+                            for step in steps]
+                    want = [1] + [0 if once else 1] * (STEPS - 1)
+                    expect(made == want, f"{label}: rank {pid}'s narrow_weights spans per "
+                           f"step {made}, not {want}")
     finish()
     print(f"a microbatch's started collectives: {started}; losses {losses[0]}")
 

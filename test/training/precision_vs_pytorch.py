@@ -54,8 +54,8 @@
 #      the log's skipped_steps counts them, and the run resumed from a
 #      checkpoint written half way logs the same steps as the whole run
 #      (the MLP's; the GPT's too with CLEAVE_LONG=1), the checkpoint without
-#      the weights' fp16 copies (plan.json's weight_copy state, which every
-#      step makes again from the parameters).
+#      the weights' fp16 copies (plan.json's weight_copy state, which a
+#      run's first step makes from the parameters and each update keeps).
 #   5. the MLP with --grad-accum-dtype bf16 (gradient accumulators kept in
 #      bf16) against the recipe with each step's gradient of the loss's sum
 #      rounded to bf16 before the division by the count, as cleave's
@@ -357,7 +357,8 @@ def loss_scaling(name, module, names, counted, tolerance, workdir, factors):
         problems.append("resumed from a checkpoint at half the steps, the rest differs")
     if resumed:
         # The weights' fp16 copies are plan.json's weight_copy state, which
-        # each step makes again: the checkpoint leaves them out.
+        # a run's first step makes from the parameters: the checkpoint
+        # leaves them out.
         plan = json.load(open(os.path.join(out, "plan.json")))
         copies = {s["name"] for s in plan["state"] if s["role"] == "weight_copy"}
         with safe_open(os.path.join(checkpoints, f"step-{STEPS // 2}", "rank-0.safetensors"),
