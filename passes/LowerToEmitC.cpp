@@ -307,6 +307,11 @@ private:
   }
   Value tensorAt(Value base, int64_t offset, Value value);
   LogicalResult lowerFirstCallAdd(Operation *op, CallArgs &args, Value out);
+  /// The cleave.first_call_writes add of `op`'s result to its slot when
+  /// `op` is a reduce-scatter run where it is and that add alone reads it
+  /// (ZeRO 2 and 3's gradients): on its function's first call in a step the
+  /// reduce-scatter writes the slot itself. Null otherwise.
+  AddOp accumulationOfScatter(Operation *op);
   /// The planned buffer of `op`'s result #index: its arena offset, the
   /// weights slot it is written into in place, or the output slot of the
   /// stash it is returned as (cleave-memory-plan).
@@ -483,11 +488,16 @@ LogicalResult Lowering::lowerKernel(Operation *op, const KernelCall &kernel) {
 
 /// An accumulator's add marked cleave.first_call_writes (its slot the lhs):
 /// on its function's first call in a step, a copy of the rhs into `out`
-/// (the slot, which holds the last step's sum), else the add of `args`.
+/// (the slot, which holds the last step's sum; none where a reduce-scatter
+/// wrote the slot itself), else the add of `args`.
 LogicalResult Lowering::lowerFirstCallAdd(Operation *op, CallArgs &args, Value out) {
+  Operation *rhs = op->getOperand(1).getDefiningOp();
+  const bool scattered = rhs && accumulationOfScatter(rhs) == op;
   branch(
       "cleave::rt::isFirstCall", {},
       [&] {
+        if (scattered)
+          return;
         CallArgs copy(b);
         copy.value(context);
         copy.value(tensors.lookup(op->getOperand(1)));
@@ -625,7 +635,33 @@ LogicalResult Lowering::lowerCollective(Operation *op, ArrayRef<int16_t> axes) {
   std::string kernel = op->getName().stripDialect().str();
   if (isa<shard::AllGatherOp, shard::ReduceScatterOp>(op) && op->hasAttr(kStartedAttr))
     kernel += "_start";
-  return kernelCall(kernel, {in, out});
+  AddOp add = accumulationOfScatter(op);
+  if (!add)
+    return kernelCall(kernel, {in, out});
+  // The sum's slot holds the last step's sum until the first call's add
+  // would copy this one over it: that call scatters into the slot itself.
+  LogicalResult lowered = success();
+  branch(
+      "cleave::rt::isFirstCall", {},
+      [&] {
+        lowered = kernelCall(kernel, {in, tensors.lookup(add.getLhs())});
+      },
+      [&] {
+        if (succeeded(lowered))
+          lowered = kernelCall(kernel, {in, out});
+      });
+  return lowered;
+}
+
+AddOp Lowering::accumulationOfScatter(Operation *op) {
+  if (!isa<shard::ReduceScatterOp>(op) || op->hasAttr(kStartedAttr) ||
+      op->hasAttr(kSummedInBucketsAttr) || !op->hasOneUse())
+    return {};
+  auto add = dyn_cast<AddOp>(*op->user_begin());
+  return add && add->hasAttr(kFirstCallWritesAttr) && add.getRhs() == op->getResult(0) &&
+                 add.getLhs() != op->getResult(0)
+             ? add
+             : AddOp();
 }
 
 /// A pipeline send or receive: to or from the pp rank of the stage it

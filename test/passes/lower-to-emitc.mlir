@@ -90,6 +90,47 @@ func.func @forward(%x: tensor<2x4xf32> {cleave.kind = "input", cleave.name = "x"
 
 // -----
 
+// A reduce-scatter that a first-call add alone reads (ZeRO 2 and 3's
+// gradients): on the first call it scatters into the slot itself and
+// nothing is copied; later, into its own buffer, which the add adds.
+// CHECK-LABEL: emitc.func @cleave_forward
+// CHECK: %[[SLOT:.*]] = call_opaque "cleave::rt::view"(%arg2) {args = [0 : index, #emitc.opaque<"0">
+// CHECK: %[[FIRST:.*]] = call_opaque "cleave::rt::isFirstCall"(%arg0)
+// CHECK-NEXT: if %[[FIRST]] {
+// CHECK-NEXT: call_opaque "cleave::rt::markOp"
+// CHECK-NEXT: call_opaque "cleave::rt::cpu::reduce_scatter"(%arg0, %[[GRAD:[^,]*]], %[[SLOT]])
+// CHECK-NEXT: } else {
+// CHECK-NEXT: call_opaque "cleave::rt::markOp"
+// CHECK-NEXT: call_opaque "cleave::rt::cpu::reduce_scatter"(%arg0, %[[GRAD]], %[[PART:[^)]*]])
+// CHECK-NEXT: {{^ *}}}{{$}}
+// CHECK: %[[AGAIN:.*]] = call_opaque "cleave::rt::isFirstCall"(%arg0)
+// CHECK-NEXT: if %[[AGAIN]] {
+// CHECK-NEXT: } else {
+// CHECK-NEXT: call_opaque "cleave::rt::markOp"
+// CHECK-NEXT: call_opaque "cleave::rt::cpu::add"(%arg0, %[[SLOT]], %[[PART]], %{{.*}})
+// CHECK-NEXT: {{^ *}}}{{$}}
+// CHECK-NOT: copy
+// CHECK: return
+// CUDA: call_opaque "cleave::rt::cuda::reduce_scatter"
+// CUDA-NEXT: } else {
+// CUDA-NEXT: call_opaque "cleave::rt::markOp"
+// CUDA-NEXT: call_opaque "cleave::rt::cuda::reduce_scatter"
+// CUDA-NOT: cleave::rt::cuda::copy
+// CUDA: call_opaque "cleave::rt::cuda::add"
+shard.grid @mesh(shape = 2) {cleave.axes = ["dp"]}
+func.func @forward(%x: tensor<8x4xf32> {cleave.kind = "input", cleave.name = "x"},
+                   %dy: tensor<8x4xf32> {cleave.kind = "input", cleave.name = "dy"},
+                   %acc: tensor<8xf32> {cleave.kind = "state", cleave.name = "grad:w.slice"}) {
+  %g = cleave.gemm %x, %dy {trans_a = true} : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %flat = cleave.reshape %g {shape = array<i64: 16>} : (tensor<4x4xf32>) -> tensor<16xf32>
+  %part = shard.reduce_scatter %flat on @mesh grid_axes = [0] scatter_axis = 0 : tensor<16xf32> -> tensor<8xf32>
+  %sum = cleave.add %acc, %part {cleave.first_call_writes} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  cleave.assign %sum to %acc : tensor<8xf32>
+  return
+}
+
+// -----
+
 // A fused chain is compiled on both backends (runtime/ChainCode.h): the
 // template's arguments are the counts of inputs, instructions and outputs;
 // how each input is read (0 every f32, 1 one f32 for all, 2 every bf16, 3
