@@ -732,15 +732,16 @@ def UpdateWeightCopies : Pass<"cleave-update-weight-copies", "mlir::ModuleOp"> {
     Runs after cleave-autocast. @narrow_weights rounds each parameter a
     product reads to its copy ("bf16:W") before every step; the update
     writes the parameter anyway. When every copy @narrow_weights makes is
-    a cast of a parameter that @apply updates by one assignment in its
-    body (not ZeRO 1/2's gathered copies, which a step must gather again),
-    @apply rounds each new value to its copy too, the cast right after the
-    value (cleave-fuse-elementwise then rounds it in the update's own pass
-    over memory) and its assignment at the end, and @narrow_weights is
-    marked `cleave.run_once`: the driver runs it once, before a run's first
-    step, and the copies then always hold the parameters rounded. A
-    skipped fp16 step's update keeps the old parameter, and so its copy.
-    Otherwise nothing changes.
+    a cast of a parameter that either nothing writes (frozen) or only one
+    assignment of the whole parameter in @apply's body does (not ZeRO 1/2's
+    gathered copies, which a step must gather again, nor a parameter
+    updated in chunks), @apply rounds each new value to its copy too, the
+    cast right after the value (cleave-fuse-elementwise then rounds it in
+    the update's own pass over memory) and its assignment at the end, and
+    @narrow_weights is marked `cleave.run_once`: the driver runs it once,
+    before a run's first step, and the copies then always hold the
+    parameters rounded. A skipped fp16 step's update keeps the old
+    parameter, and so its copy. Otherwise nothing changes.
   }];
   let dependentDialects = ["cleave::CleaveDialect"];
 }

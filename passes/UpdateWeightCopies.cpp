@@ -12,7 +12,6 @@
 #include "dialects/Cleave/CleaveOps.h"
 
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace cleave {
 #define GEN_PASS_DEF_UPDATEWEIGHTCOPIES
@@ -24,28 +23,33 @@ using namespace cleave;
 
 namespace {
 
-/// The assignment of each parameter that @apply's body writes once, by the
-/// parameter's name (not one written in parts, chunk views, or twice).
-llvm::StringMap<AssignOp> updatesByName(func::FuncOp apply) {
-  Block &body = apply.getBody().front();
-  llvm::StringMap<AssignOp> updates;
-  llvm::StringSet<> others;
-  apply.walk([&](AssignOp assign) {
-    auto target = dyn_cast<BlockArgument>(assign.getTarget());
-    if (!target || !isParameter(target))
+/// How the step writes each parameter, by name: the one assignment of the
+/// whole parameter in @apply's body that alone writes it, or null where
+/// another does (in parts, `cleave.elements` views, twice, or in another
+/// function). A parameter nothing writes (frozen) is not listed.
+llvm::StringMap<AssignOp> writesByName(ModuleOp module) {
+  llvm::StringMap<AssignOp> writes;
+  module.walk([&](AssignOp assign) {
+    Value target = assign.getTarget();
+    while (auto view = target.getDefiningOp<ElementsOp>())
+      target = view.getInput();
+    auto parameter = dyn_cast<BlockArgument>(target);
+    if (!parameter || !isParameter(parameter))
       return;
+    auto func = cast<func::FuncOp>(parameter.getOwner()->getParentOp());
     StringRef name =
-        apply.getArgAttrOfType<StringAttr>(target.getArgNumber(), kNameAttr).getValue();
-    if (assign->getBlock() != &body || !updates.try_emplace(name, assign).second)
-      others.insert(name);
+        func.getArgAttrOfType<StringAttr>(parameter.getArgNumber(), kNameAttr).getValue();
+    const bool whole = func.getSymName() == "apply" && parameter == assign.getTarget() &&
+                       assign->getBlock() == &func.getBody().front();
+    auto [at, first] = writes.try_emplace(name, whole ? assign : AssignOp());
+    if (!first)
+      at->second = AssignOp();
   });
-  for (const auto &other : others)
-    updates.erase(other.getKey());
-  return updates;
+  return writes;
 }
 
 /// A copy @narrow_weights makes: its cast of the parameter, the argument
-/// it assigns, and the parameter's update in @apply.
+/// it assigns, and the parameter's one write, in @apply.
 struct Copy {
   CastOp rounding;
   BlockArgument target;
@@ -57,26 +61,30 @@ struct UpdateWeightCopiesPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto narrow = module.lookupSymbol<func::FuncOp>("narrow_weights");
-    auto apply = module.lookupSymbol<func::FuncOp>("apply");
-    if (!narrow || !apply)
+    if (!narrow)
       return;
-    llvm::StringMap<AssignOp> updates = updatesByName(apply);
+    llvm::StringMap<AssignOp> writes = writesByName(module);
     SmallVector<Copy> kept;
     for (auto assign : narrow.getBody().getOps<AssignOp>()) {
       auto rounding = assign.getValue().getDefiningOp<CastOp>();
       auto parameter = rounding ? dyn_cast<BlockArgument>(rounding.getInput()) : BlockArgument();
-      auto name = parameter
-                      ? narrow.getArgAttrOfType<StringAttr>(parameter.getArgNumber(), kNameAttr)
-                      : StringAttr();
-      AssignOp update = name ? updates.lookup(name.getValue()) : AssignOp();
-      // A copy the update cannot make (a gathered one) leaves every copy to
-      // @narrow_weights before each step.
-      if (!update)
+      // A copy the update cannot make (a gathered one, one of a parameter
+      // written in parts) leaves every copy to @narrow_weights before each
+      // step; a frozen parameter's, made once, stays right.
+      if (!parameter)
         return;
-      kept.push_back({rounding, cast<BlockArgument>(assign.getTarget()), update});
+      auto written = writes.find(
+          narrow.getArgAttrOfType<StringAttr>(parameter.getArgNumber(), kNameAttr).getValue());
+      if (written == writes.end())
+        continue;
+      if (!written->second)
+        return;
+      kept.push_back({rounding, cast<BlockArgument>(assign.getTarget()), written->second});
     }
+    narrow->setAttr(kRunOnceAttr, UnitAttr::get(module.getContext()));
     if (kept.empty())
       return;
+    auto apply = module.lookupSymbol<func::FuncOp>("apply");
     Operation *end = apply.getBody().front().getTerminator();
     for (Copy &copy : kept) {
       Value updated = copy.update.getValue();
@@ -90,7 +98,6 @@ struct UpdateWeightCopiesPass
       b.setInsertionPoint(end);
       AssignOp::create(b, loc, target, rounded);
     }
-    narrow->setAttr(kRunOnceAttr, UnitAttr::get(module.getContext()));
   }
 };
 

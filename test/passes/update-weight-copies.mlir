@@ -153,10 +153,60 @@ func.func @narrow_weights(%b: tensor<8xf32> {cleave.kind = "param", cleave.name 
 
 // -----
 
-// A program without @apply (gradients alone) keeps its @narrow_weights.
+// A frozen weight (nothing writes it) keeps the copy made once: only the
+// updated weight's is rounded by @apply, and @narrow_weights runs once.
+// CHECK-LABEL: func.func @apply
+// CHECK-SAME: %[[A:[^:]*]]: tensor<8xf32> {cleave.kind = "param", cleave.name = "a"}
+// CHECK-SAME: %[[COPY_A:[^:]*]]: tensor<8xbf16> {cleave.kind = "state", cleave.name = "bf16:a"
+// CHECK-NOT: bf16:frozen
+// CHECK: %[[NEW_A:.*]] = cleave.sub
+// CHECK-NEXT: %[[ROUNDED_A:.*]] = cleave.cast %[[NEW_A]] {to = bf16}
+// CHECK-NEXT: cleave.assign %[[NEW_A]] to %[[A]]
+// CHECK-NEXT: cleave.assign %[[ROUNDED_A]] to %[[COPY_A]]
+// CHECK-NEXT: return
+// CHECK-LABEL: func.func @narrow_weights
+// CHECK-SAME: attributes {cleave.run_once}
+
+func.func @apply(%a: tensor<8xf32> {cleave.kind = "param", cleave.name = "a"},
+                 %ga: tensor<8xf32> {cleave.kind = "state", cleave.name = "grad:a"}) {
+  %na = cleave.sub %a, %ga : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  cleave.assign %na to %a : tensor<8xf32>
+  return
+}
+
+func.func @narrow_weights(%a: tensor<8xf32> {cleave.kind = "param", cleave.name = "a"},
+                          %ca: tensor<8xbf16> {cleave.kind = "state", cleave.name = "bf16:a", cleave.state_of = "a", cleave.weight_copy},
+                          %f: tensor<8xf32> {cleave.kind = "param", cleave.name = "frozen"},
+                          %cf: tensor<8xbf16> {cleave.kind = "state", cleave.name = "bf16:frozen", cleave.state_of = "frozen", cleave.weight_copy}) {
+  %ra = cleave.cast %a {to = bf16} : (tensor<8xf32>) -> tensor<8xbf16>
+  cleave.assign %ra to %ca : tensor<8xbf16>
+  %rf = cleave.cast %f {to = bf16} : (tensor<8xf32>) -> tensor<8xbf16>
+  cleave.assign %rf to %cf : tensor<8xbf16>
+  return
+}
+
+// -----
+
+// A parameter written in another function (a training_info step updates
+// in @forward) leaves every copy to @narrow_weights before each step.
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT: cleave.cast
+// CHECK-LABEL: func.func @apply
+// CHECK-NOT: cleave.cast
 // CHECK-LABEL: func.func @narrow_weights
 // CHECK-NOT: cleave.run_once
 // CHECK-SAME: {
+
+func.func @forward(%b: tensor<8xf32> {cleave.kind = "param", cleave.name = "b"},
+                   %gb: tensor<8xf32> {cleave.kind = "input", cleave.name = "g", cleave.input_index = 0 : i64}) {
+  %nb = cleave.sub %b, %gb : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  cleave.assign %nb to %b : tensor<8xf32>
+  return
+}
+
+func.func @apply() {
+  return
+}
 
 func.func @narrow_weights(%b: tensor<8xf32> {cleave.kind = "param", cleave.name = "b"},
                           %cb: tensor<8xbf16> {cleave.kind = "state", cleave.name = "bf16:b", cleave.state_of = "b", cleave.weight_copy}) {
