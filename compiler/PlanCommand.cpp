@@ -188,7 +188,10 @@ std::optional<Json> readJson(const std::string &path) {
 /// own kernels and sums achieve in its step, and by different factors), 1
 /// with a device file.
 struct ComputeScale {
-  double products = 1, other = 1, collectives = 1;
+  double products = 1, other = 1;
+  /// By kind of collective ("all_reduce", "reduce_scatter", "all_gather").
+  std::map<std::string, double> collectives = {
+      {"all_reduce", 1}, {"reduce_scatter", 1}, {"all_gather", 1}};
 };
 
 /// This machine's time of each matrix product a plan lists (its `cost`
@@ -360,6 +363,18 @@ public:
     return {products, other};
   }
 
+  /// Seconds of a step's calls of one plan.json `collectives` entry at its
+  /// link's rates (unscaled).
+  double collectiveSeconds(const Json &c) const {
+    const std::string axis = c["axis"], kind = c["kind"];
+    const int64_t n = axisSize(axis);
+    const LinkRate &link = linkOf(axis).rateOf(kind);
+    const double steps = kind == "all_reduce" ? 2.0 * (n - 1) : double(n - 1);
+    // bytes_sent_per_rank counts every call of the step.
+    return c["calls_per_step"].get<double>() * steps * link.latencySeconds +
+           c["bytes_sent_per_rank"].get<double>() / link.bandwidthBytesPerSecond;
+  }
+
   /// Seconds of the step's collectives; `bucketed` gets the dp all-reduces
   /// that gradient buckets start during the backward.
   double communicationSeconds(const Json &plan, double &bucketed) const {
@@ -368,13 +383,7 @@ public:
     const bool buckets = plan.contains("training") && plan["training"].contains("gradient_buckets");
     for (const Json &c : plan.value("collectives", Json::array())) {
       const std::string axis = c["axis"], kind = c["kind"];
-      const int64_t n = axisSize(axis);
-      const LinkRate &link = linkOf(axis).rateOf(kind);
-      const double steps = kind == "all_reduce" ? 2.0 * (n - 1) : double(n - 1);
-      // bytes_sent_per_rank counts every call of the step.
-      const double all = scale.collectives *
-                         (c["calls_per_step"].get<double>() * steps * link.latencySeconds +
-                          c["bytes_sent_per_rank"].get<double>() / link.bandwidthBytesPerSecond);
+      const double all = scale.collectives.at(kind) * collectiveSeconds(c);
       seconds += all;
       // ZeRO 1's and 2's buckets are reduce-scatters.
       if (buckets && (kind == "all_reduce" || kind == "reduce_scatter") && axis == "dp")
@@ -587,9 +596,10 @@ bool writeRandomData(const Json &plan, const std::string &dir, int64_t samples,
 }
 
 /// A step measured on a rank: its compute, its products' kernels, and its
-/// collectives moving data (not waiting for the slowest rank).
+/// collectives moving data (not waiting for the slowest rank), by kind.
 struct MeasuredStep {
-  double seconds = 0, productSeconds = 0, transferSeconds = 0;
+  double seconds = 0, productSeconds = 0;
+  std::map<std::string, double> transferSeconds;
 };
 
 /// The seconds a rank's step spends in the spans `counts` takes, from a
@@ -597,9 +607,7 @@ struct MeasuredStep {
 /// its steps after the first (as the compute measurement takes its median:
 /// one step slowed by the machine moves neither), then the mean over the
 /// ranks.
-double
-secondsInSteps(const Json &trace,
-               llvm::function_ref<bool(llvm::StringRef category, llvm::StringRef name)> counts) {
+double secondsInSteps(const Json &trace, llvm::function_ref<bool(const Json &event)> counts) {
   // Per rank (the trace's process): its steps after the first, and the
   // spans counted.
   std::map<int64_t, std::vector<std::pair<double, double>>> steps;
@@ -612,7 +620,7 @@ secondsInSteps(const Json &trace,
     const std::pair<double, double> span{event.value("ts", 0.0), event.value("dur", 0.0)};
     if (category == "compute" && llvm::StringRef(name).starts_with("step ") && name != "step 1")
       steps[rank].push_back(span);
-    else if (counts(category, name))
+    else if (counts(event))
       counted[rank].push_back(span);
   }
   double sum = 0;
@@ -628,6 +636,41 @@ secondsInSteps(const Json &trace,
     sum += rt::median(std::move(inStep));
   }
   return steps.empty() ? 0 : sum / static_cast<double>(steps.size()) * 1e-6;
+}
+
+/// A step's "transfer" spans by the kind of the collective that holds
+/// them: the timeline's collectives (category "communication") are each a
+/// span of the whole call, its kind in `args`, and its "wait" and
+/// "transfer" parts on the same track.
+std::map<std::string, double> transferSecondsByKind(const Json &trace) {
+  struct Call {
+    double start, end;
+    std::string kind;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Call>> calls; // by process and thread
+  auto track = [](const Json &event) {
+    return std::pair{event.value("pid", int64_t{0}), event.value("tid", int64_t{0})};
+  };
+  const Json none = Json::array();
+  for (const Json &event : trace.value("traceEvents", none))
+    if (event.value("ph", "") == "X" && event.value("cat", "") == "communication" &&
+        event.contains("args") && event["args"].contains("kind")) {
+      const double start = event.value("ts", 0.0);
+      calls[track(event)].push_back(
+          {start, start + event.value("dur", 0.0), event["args"]["kind"].get<std::string>()});
+    }
+  std::map<std::string, double> byKind;
+  for (const std::string kind : {"all_reduce", "reduce_scatter", "all_gather"})
+    byKind[kind] = secondsInSteps(trace, [&](const Json &event) {
+      if (event.value("cat", "") != "communication" || event.value("name", "") != "transfer")
+        return false;
+      const double start = event.value("ts", 0.0);
+      auto found = calls.find(track(event));
+      return found != calls.end() && llvm::any_of(found->second, [&](const Call &call) {
+               return call.kind == kind && call.start <= start && start < call.end;
+             });
+    });
+  return byKind;
 }
 
 /// The step's compute measured on this machine for `layout`, which has no
@@ -678,16 +721,11 @@ bool measureCompute(const PlanOptions &options, const Layout &layout, const std:
     return false;
   }
   measured.seconds = rt::median({steps.begin() + 1, steps.end()});
-  measured.productSeconds =
-      secondsInSteps(*trace, [](llvm::StringRef category, llvm::StringRef name) {
-        return category == "ops" && isProductKernel(name.split(' ').first);
-      });
-  // The timeline's collectives (category "communication") are each a span
-  // of the whole call and its "wait" and "transfer" parts.
-  measured.transferSeconds =
-      secondsInSteps(*trace, [](llvm::StringRef category, llvm::StringRef name) {
-        return category == "communication" && name == "transfer";
-      });
+  measured.productSeconds = secondsInSteps(*trace, [](const Json &event) {
+    return event.value("cat", "") == "ops" &&
+           isProductKernel(llvm::StringRef(event.value("name", "")).split(' ').first);
+  });
+  measured.transferSeconds = transferSecondsByKind(*trace);
   plan = std::move(*compiled);
   return true;
 }
@@ -790,11 +828,28 @@ struct Planning {
   std::vector<Prediction> predictions;
 };
 
+/// Each kind of collective's measured transfers over what `rates` predict
+/// for `plan`'s collectives of that kind, for the kinds the run has.
+std::map<std::string, double> collectiveScales(const StepTimer &rates, const Json &plan,
+                                               const MeasuredStep &measured,
+                                               std::map<std::string, double> &predicted) {
+  predicted.clear();
+  for (const Json &c : plan.value("collectives", Json::array()))
+    predicted[c["kind"].get<std::string>()] += rates.collectiveSeconds(c);
+  std::map<std::string, double> scales;
+  for (auto [kind, seconds] : predicted)
+    if (auto found = measured.transferSeconds.find(kind);
+        seconds > 0 && found != measured.transferSeconds.end() && found->second > 0)
+      scales[kind] = found->second / seconds;
+  return scales;
+}
+
 /// With --device cpu: times the first layout without a pipeline (every rank
 /// a dp rank where the batch allows) on this machine, so the products timed
 /// alone and the cleave-calibrate rates of one elementwise kernel and of
 /// each collective are scaled to what this model's kernels and sums achieve
-/// in a job.
+/// in a job; and, where ZeRO layouts are planned, the first of those, for
+/// its reduce-scatters' and all-gathers' scales (else the all-reduces').
 bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &layouts,
                          const std::string &scratch, Planning &planning, UserError &error) {
   auto reference = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1; });
@@ -806,8 +861,6 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
     return false;
   StepTimer rates(planning.device, *reference, ComputeScale(), planning.productTimes.get());
   auto [products, other] = rates.computeSecondsByKind(plan);
-  double bucketed = 0;
-  const double collectives = rates.communicationSeconds(plan, bucketed);
   // Where a kind has no predicted time (a model without products) or the
   // measurement leaves it none, the whole step's scale stands for it.
   const double whole = measured.seconds / (products + other);
@@ -816,16 +869,39 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
   scale.products =
       products > 0 && measured.productSeconds > 0 ? measured.productSeconds / products : whole;
   scale.other = other > 0 && measuredOther > 0 ? measuredOther / other : whole;
+  std::map<std::string, double> predicted;
   // A reference without collectives (one rank) leaves theirs at the rates.
-  if (collectives > 0 && measured.transferSeconds > 0)
-    scale.collectives = measured.transferSeconds / collectives;
+  const double allReduce =
+      collectiveScales(rates, plan, measured, predicted).emplace("all_reduce", 1).first->second;
+  for (auto &[kind, kindScale] : scale.collectives)
+    kindScale = allReduce;
   planning.computeScaleText =
-      llvm::formatv("compute scale: products {0:F2}, other kernels {1:F2}, collectives {2:F2} ({3} "
-                    "measured {4:F3}, {5:F3} and {6:F3} ms a step, predicted {7:F3}, {8:F3} and "
-                    "{9:F3} ms)",
-                    scale.products, scale.other, scale.collectives, layoutText(*reference),
+      llvm::formatv("compute scale: products {0:F2}, other kernels {1:F2}, all-reduces {2:F2} "
+                    "({3} measured {4:F3}, {5:F3} and {6:F3} ms a step, predicted {7:F3}, {8:F3} "
+                    "and {9:F3} ms)",
+                    scale.products, scale.other, allReduce, layoutText(*reference),
                     measured.productSeconds * 1e3, measuredOther * 1e3,
-                    measured.transferSeconds * 1e3, products * 1e3, other * 1e3, collectives * 1e3)
+                    measured.transferSeconds["all_reduce"] * 1e3, products * 1e3, other * 1e3,
+                    predicted["all_reduce"] * 1e3)
+          .str();
+  auto zero = llvm::find_if(layouts, [](const Layout &l) { return l.pp == 1 && l.zero > 0; });
+  if (zero == layouts.end())
+    return true;
+  MeasuredStep sliced;
+  Json slicedPlan;
+  if (!measureCompute(options, *zero, scratch + "/reference-zero", sliced, slicedPlan, error))
+    return false;
+  StepTimer slicedRates(planning.device, *zero, ComputeScale(), planning.productTimes.get());
+  for (auto [kind, kindScale] : collectiveScales(slicedRates, slicedPlan, sliced, predicted))
+    if (kind != "all_reduce")
+      scale.collectives[kind] = kindScale;
+  planning.computeScaleText +=
+      llvm::formatv(", reduce-scatters {0:F2} and all-gathers {1:F2} ({2} measured {3:F3} and "
+                    "{4:F3} ms a step, predicted {5:F3} and {6:F3} ms)",
+                    scale.collectives["reduce_scatter"], scale.collectives["all_gather"],
+                    layoutText(*zero), sliced.transferSeconds["reduce_scatter"] * 1e3,
+                    sliced.transferSeconds["all_gather"] * 1e3, predicted["reduce_scatter"] * 1e3,
+                    predicted["all_gather"] * 1e3)
           .str();
   return true;
 }

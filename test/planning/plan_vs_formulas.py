@@ -38,7 +38,8 @@
 #     lists timed alone (the plan's product_times), and the timing run's
 #     scales) the same model with each listed product at its time (the
 #     others' FLOPs at the rates), and the products' time, the other
-#     kernels' and the collectives' each multiplied by its own scale;
+#     kernels' and each kind of collective's (all-reduces, reduce-scatters,
+#     all-gathers) each multiplied by its own scale;
 #   - the predicted peak of layouts that run here (dp=2 with ZeRO 0 and 3,
 #     pp=2 with 1f1b and with the interleaved schedule, M=2, dp=2 with ZeRO 1
 #     and M=2, in fp32, bf16 and bf16 with bf16 gradients, and ZeRO 2 in
@@ -64,6 +65,7 @@ from rank_memory import rank_peak  # noqa: E402
 from torch_export import export_with_loss  # noqa: E402
 
 DEVICE = os.path.join(HERE, "Inputs", "two-nodes.json")
+KINDS = ["all_gather", "all_reduce", "reduce_scatter"]
 
 
 class Mlp(torch.nn.Module):
@@ -153,7 +155,7 @@ def message_seconds(device, layout, cost):
 
 
 def communication_seconds(device, layout, plan_json, scale):
-    """The step's collectives at their links' rates, times the collectives'
+    """The step's collectives at their links' rates, each times its kind's
     scale."""
     sizes = {"dp": layout["dp"], "tp": layout["tp"], "pp": layout["pp"]}
     seconds = 0.0
@@ -163,9 +165,10 @@ def communication_seconds(device, layout, plan_json, scale):
         # A kind with a rate of its own takes it, the others the link's.
         link = link.get(c["kind"], link)
         steps = 2 * (n - 1) if c["kind"] == "all_reduce" else n - 1
-        seconds += (c["calls_per_step"] * steps * link["latency_seconds"]
-                    + c["bytes_sent_per_rank"] / link["bandwidth_bytes_per_second"])
-    return scale["collectives"] * seconds
+        seconds += scale["collectives"][c["kind"]] * (
+            c["calls_per_step"] * steps * link["latency_seconds"]
+            + c["bytes_sent_per_rank"] / link["bandwidth_bytes_per_second"])
+    return seconds
 
 
 def step_time_problems(work, model, precision, device_flag=DEVICE):
@@ -182,11 +185,14 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
         if not all(link.get(kind, {}).get("bandwidth_bytes_per_second", 0) > 0
                    for kind in ("reduce_scatter", "all_gather")):
             problems.append(f"--device cpu: no measured reduce-scatter or all-gather rate: {link}")
-        if not (scale["products"] > 0 and scale["other"] > 0 and scale["collectives"] > 0):
+        if not (scale["products"] > 0 and scale["other"] > 0
+                and sorted(scale["collectives"]) == KINDS
+                and all(v > 0 for v in scale["collectives"].values())):
             problems.append(f"--device cpu: compute scales {scale}")
         if not times or not all(t["seconds"] > 0 for t in times):
             problems.append(f"--device cpu: products timed {times}")
-    elif times or scale != {"products": 1, "other": 1, "collectives": 1}:
+    elif times or scale != {"products": 1, "other": 1,
+                            "collectives": {kind: 1 for kind in KINDS}}:
         problems.append(f"{device_flag}: products timed or scales measured on this machine: "
                         f"{times}, {scale}")
     for i, layout in enumerate(planned["layouts"]):
@@ -216,7 +222,8 @@ def step_time_problems(work, model, precision, device_flag=DEVICE):
                             f"[{max(work_per_stage)}, {sum(work_per_stage)}]")
     print(f"step times of {len(planned['layouts'])} {precision} layouts on {device['name']} "
           f"checked (scales: products {scale['products']:.3g}, other kernels "
-          f"{scale['other']:.3g}, collectives {scale['collectives']:.3g})")
+          f"{scale['other']:.3g}, collectives "
+          f"{', '.join(f'{k} {v:.3g}' for k, v in scale['collectives'].items())})")
     return problems
 
 
