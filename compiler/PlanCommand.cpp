@@ -192,6 +192,13 @@ struct ComputeScale {
   /// By kind of collective ("all_reduce", "reduce_scatter", "all_gather").
   std::map<std::string, double> collectives = {
       {"all_reduce", 1}, {"reduce_scatter", 1}, {"all_gather", 1}};
+
+  /// The scale of collectives of `kind` (the all-reduces' for a kind not
+  /// listed).
+  double collective(const std::string &kind) const {
+    auto found = collectives.find(kind);
+    return found != collectives.end() ? found->second : collectives.at("all_reduce");
+  }
 };
 
 /// This machine's time of each matrix product a plan lists (its `cost`
@@ -383,7 +390,7 @@ public:
     const bool buckets = plan.contains("training") && plan["training"].contains("gradient_buckets");
     for (const Json &c : plan.value("collectives", Json::array())) {
       const std::string axis = c["axis"], kind = c["kind"];
-      const double all = scale.collectives.at(kind) * collectiveSeconds(c);
+      const double all = scale.collective(kind) * collectiveSeconds(c);
       seconds += all;
       // ZeRO 1's and 2's buckets are reduce-scatters.
       if (buckets && (kind == "all_reduce" || kind == "reduce_scatter") && axis == "dp")
