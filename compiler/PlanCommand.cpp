@@ -12,8 +12,9 @@
 //   a collective   calls x steps x link latency + bytes sent / bandwidth,
 //                  on the intra- or inter-node link its axis group spans
 //   a pipeline     the schedule simulated with each stage's forward and
-//                  backward (passes/PipelineSimulator.h), then the slowest
-//                  stage's update and collectives
+//                  backward (passes/PipelineSimulator.h), then each rank's
+//                  update and collectives after its last backward (after
+//                  every rank's where the updates sum over pp)
 //
 // docs/training.md ("Choosing a layout") says what the model leaves out.
 //
@@ -433,6 +434,9 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
   std::vector<int64_t> held(ranks), scratch(ranks), scratchpad(ranks), state(ranks);
   std::vector<double> communicated(ranks), exposed(ranks), tail(ranks);
   std::vector<double> forward, backward, backwardWeight;
+  // Whether the stages' updates sum over pp (clipping's norm, fp16's
+  // overflow check, a tied weight's gradient): each waits for every stage.
+  bool updatesMeet = false;
   for (auto [s, plan] : llvm::enumerate(plans)) {
     const size_t rank = s % ranks;
     const Json &memory = plan["memory"];
@@ -454,6 +458,8 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
                         : 0;
     communicated[rank] += communication;
     exposed[rank] += communication - hidden;
+    for (const Json &c : plan.value("collectives", Json::array()))
+      updatesMeet |= c["axis"] == "pp";
     if (p.layout.pp == 1) {
       p.stepSeconds = timer.computeSeconds(plan) + communication - hidden;
       continue;
@@ -484,7 +490,12 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     if (!step)
       return false;
     p.bubble = step->bubble();
-    p.stepSeconds = step->makespan + *std::max_element(tail.begin(), tail.end());
+    // A rank updates as soon as its last backward ends, unless the updates
+    // meet: then every rank after the last one's.
+    const double slowestTail = *std::max_element(tail.begin(), tail.end());
+    for (size_t rank = 0; rank < ranks; ++rank)
+      p.stepSeconds = std::max(p.stepSeconds, updatesMeet ? step->makespan + slowestTail
+                                                          : step->ends[rank] + tail[rank]);
   }
   return true;
 }
