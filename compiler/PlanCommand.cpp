@@ -434,8 +434,9 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
   std::vector<int64_t> held(ranks), scratch(ranks), scratchpad(ranks), state(ranks);
   std::vector<double> communicated(ranks), exposed(ranks), tail(ranks);
   std::vector<double> forward, backward, backwardWeight;
-  // Whether the stages' updates sum over pp (clipping's norm, fp16's
-  // overflow check, a tied weight's gradient): each waits for every stage.
+  // Whether the stages' updates sum over pp (clipping's norm and fp16's
+  // overflow check, all-reduces; a tied weight's gradient, sent between
+  // them): each waits for every stage.
   bool updatesMeet = false;
   for (auto [s, plan] : llvm::enumerate(plans)) {
     const size_t rank = s % ranks;
@@ -460,6 +461,8 @@ bool predictFromPlans(const std::vector<Json> &plans, const DeviceModel &device,
     exposed[rank] += communication - hidden;
     for (const Json &c : plan.value("collectives", Json::array()))
       updatesMeet |= c["axis"] == "pp";
+    for (const Json &cost : plan["cost"])
+      updatesMeet |= cost["function"] == "apply" && cost.value("messages", 0) > 0;
     if (p.layout.pp == 1) {
       p.stepSeconds = timer.computeSeconds(plan) + communication - hidden;
       continue;
