@@ -734,8 +734,9 @@ def UpdateWeightCopies : Pass<"cleave-update-weight-copies", "mlir::ModuleOp"> {
     writes the parameter anyway. When every copy @narrow_weights makes is
     a cast of a parameter that either nothing writes (frozen) or only one
     assignment of the whole parameter in @apply's body does (not ZeRO 1/2's
-    gathered copies, which a step must gather again, nor a parameter
-    updated in chunks), @apply rounds each new value to its copy too, the
+    gathered copies, which a step must gather again; the pass runs before
+    cleave-sink-widened-sums, which then splits an update and its rounding
+    into chunks alike), @apply rounds each new value to its copy too, the
     cast right after the value (cleave-fuse-elementwise then rounds it in
     the update's own pass over memory) and its assignment at the end, and
     @narrow_weights is marked `cleave.run_once`: the driver runs it once,
