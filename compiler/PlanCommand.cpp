@@ -891,9 +891,11 @@ bool measureComputeScale(const PlanOptions &options, const std::vector<Layout> &
       products > 0 && measured.productSeconds > 0 ? measured.productSeconds / products : whole;
   scale.other = other > 0 && measuredOther > 0 ? measuredOther / other : whole;
   std::map<std::string, double> predicted;
+  const std::map<std::string, double> measuredScales =
+      collectiveScales(rates, plan, measured, predicted);
   // A reference without collectives (one rank) leaves theirs at the rates.
-  const double allReduce =
-      collectiveScales(rates, plan, measured, predicted).emplace("all_reduce", 1).first->second;
+  auto allReduceScale = measuredScales.find("all_reduce");
+  const double allReduce = allReduceScale != measuredScales.end() ? allReduceScale->second : 1;
   for (auto &[kind, kindScale] : scale.collectives)
     kindScale = allReduce;
   planning.computeScaleText =

@@ -92,11 +92,13 @@ struct UpdateWeightCopiesPass
       b.setInsertionPointAfterValue(updated);
       Location loc = copy.rounding.getLoc();
       Value rounded = CastOp::create(b, loc, updated, copy.rounding.getToAttr());
-      Value target = addArgument(apply, copy.target.getType(), "", "state");
-      apply.setArgAttrs(cast<BlockArgument>(target).getArgNumber(),
-                        narrow.getArgAttrDict(copy.target.getArgNumber()));
+      // The copy's state argument, as @narrow_weights has it.
+      const unsigned index = apply.getNumArguments();
+      if (failed(apply.insertArgument(index, copy.target.getType(),
+                                      narrow.getArgAttrDict(copy.target.getArgNumber()), loc)))
+        return signalPassFailure();
       b.setInsertionPoint(end);
-      AssignOp::create(b, loc, target, rounded);
+      AssignOp::create(b, loc, apply.getArgument(index), rounded);
     }
   }
 };
